@@ -1,0 +1,504 @@
+#include "config/config.hpp"
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+#include "config/suggest.hpp"
+#include "errors.hpp"
+
+namespace ptune::config {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+enum class Type { kInt, kNumber, kBool, kString, kEnum, kNumberList, kOptString, kDevice };
+
+/// One leaf of the config: its path, type, allowed values, help, and how to read and write it.
+struct Field {
+  std::string path;
+  Type type;
+  std::string help;
+  std::optional<double> min, max;     // inclusive bounds unless *_exclusive
+  bool min_exclusive = false;
+  bool max_exclusive = false;
+  std::vector<std::string> choices;   // kEnum
+  size_t list_len = 0;                // kNumberList
+  std::function<Json(const ExperimentConfig&)> get;
+  std::function<void(ExperimentConfig&, const Json&)> set;
+};
+
+template <class V>
+void bind_value(Field& f, std::function<V&(ExperimentConfig&)> ref) {
+  f.get = [ref](const ExperimentConfig& c) {
+    return Json(ref(const_cast<ExperimentConfig&>(c)));
+  };
+  f.set = [ref](ExperimentConfig& c, const Json& j) { ref(c) = j.get<V>(); };
+}
+
+void bind_value_opt(Field& f, std::function<std::optional<std::string>&(ExperimentConfig&)> ref) {
+  f.get = [ref](const ExperimentConfig& c) {
+    const auto& v = ref(const_cast<ExperimentConfig&>(c));
+    return v ? Json(*v) : Json(nullptr);
+  };
+  f.set = [ref](ExperimentConfig& c, const Json& j) {
+    if (j.is_null()) ref(c).reset(); else ref(c) = j.get<std::string>();
+  };
+}
+
+/// Builds a field bound to cfg.*section.*member.
+template <class S, class V>
+Field field(const char* path, S ExperimentConfig::*section, V S::*member, Type type,
+            const char* help) {
+  Field f{path, type, help};
+  std::function<V&(ExperimentConfig&)> ref = [section, member](ExperimentConfig& c) -> V& {
+    return (c.*section).*member;
+  };
+  if constexpr (std::is_same_v<V, std::optional<std::string>>) bind_value_opt(f, ref);
+  else bind_value<V>(f, ref);
+  return f;
+}
+
+/// Builds a top-level field bound to cfg.*member.
+template <class V>
+Field top(const char* path, V ExperimentConfig::*member, Type type, const char* help) {
+  Field f{path, type, help};
+  bind_value<V>(f, [member](ExperimentConfig& c) -> V& { return c.*member; });
+  return f;
+}
+
+Field&& at_least(Field&& f, double lo, bool exclusive = false) {
+  f.min = lo;
+  f.min_exclusive = exclusive;
+  return std::move(f);
+}
+Field&& between(Field&& f, double lo, double hi, bool hi_exclusive = false) {
+  f.min = lo;
+  f.max = hi;
+  f.max_exclusive = hi_exclusive;
+  return std::move(f);
+}
+Field&& one_of(Field&& f, std::vector<std::string> choices) {
+  f.choices = std::move(choices);
+  return std::move(f);
+}
+Field&& list_of(Field&& f, size_t n) {
+  f.list_len = n;
+  return std::move(f);
+}
+
+using E = ExperimentConfig;
+using T = Type;
+
+const std::vector<Field>& fields() {
+  static const std::vector<Field> table = [] {
+    std::vector<Field> t;
+    t.push_back(top("name", &E::name, T::kString, "experiment name, used in results and checkpoints"));
+    t.push_back(at_least(top("seed", &E::seed, T::kInt, "seeds the data, the shuffling and the model initialization"), 0));
+    t.push_back(top("device", &E::device, T::kDevice, "auto (CUDA if visible, else CPU) | cpu | cuda | cuda:N"));
+    t.push_back(at_least(top("cpu_threads", &E::cpu_threads, T::kInt, "intra-op threads on the CPU; 0 = all cores"), 0));
+
+    t.push_back(one_of(field("model.arch", &E::model, &ModelConfig::arch, T::kEnum, "network architecture (torchvision's)"), {"resnet18", "resnet50"}));
+    t.push_back(at_least(field("model.num_classes", &E::model, &ModelConfig::num_classes, T::kInt, "outputs of the final fc layer"), 1));
+    t.push_back(field("model.weights", &E::model, &ModelConfig::weights, T::kOptString, "a torch.save(model.state_dict()) file to start from, or null for torchvision's random initialization"));
+    t.push_back(field("model.channels_last", &E::model, &ModelConfig::channels_last, T::kBool, "NHWC memory format for the model and its inputs"));
+
+    t.push_back(one_of(field("data.kind", &E::data, &DataConfig::kind, T::kEnum, "dataset: fake_cifar = seeded random 32x32 RGB images (resized to image_size)"), {"fake_cifar"}));
+    t.push_back(at_least(field("data.num_samples", &E::data, &DataConfig::num_samples, T::kInt, "images in the dataset"), 1));
+    t.push_back(between(field("data.image_size", &E::data, &DataConfig::image_size, T::kInt, "side of the square images the model sees (bilinear resize)"), 8, 4096));
+    t.push_back(list_of(between(field("data.mean", &E::data, &DataConfig::mean, T::kNumberList, "per-channel mean, subtracted after scaling pixels to [0, 1]"), -10, 10), 3));
+    t.push_back(list_of(between(field("data.std", &E::data, &DataConfig::std, T::kNumberList, "per-channel standard deviation, divided after subtracting the mean"), 1e-6, 100), 3));
+
+    t.push_back(between(field("loader.batch_size", &E::loader, &LoaderConfig::batch_size, T::kInt, "samples per step (per process)"), 1, 1 << 20));
+    t.push_back(between(field("loader.num_workers", &E::loader, &LoaderConfig::num_workers, T::kInt, "worker threads building batches; 0 = build them in the training thread"), 0, 256));
+    t.push_back(field("loader.pin_memory", &E::loader, &LoaderConfig::pin_memory, T::kBool, "collate into page-locked host memory and copy non_blocking (CUDA devices)"));
+    t.push_back(between(field("loader.prefetch", &E::loader, &LoaderConfig::prefetch, T::kInt, "batches each worker may have ready ahead of the trainer"), 1, 64));
+    t.push_back(field("loader.shuffle", &E::loader, &LoaderConfig::shuffle, T::kBool, "reshuffle the sample order every epoch (from seed and epoch)"));
+    t.push_back(field("loader.drop_last", &E::loader, &LoaderConfig::drop_last, T::kBool, "drop the last partial batch of an epoch"));
+    t.push_back(field("loader.uint8_transfer", &E::loader, &LoaderConfig::uint8_transfer, T::kBool, "ship uint8 images to the device; convert and normalize there"));
+
+    t.push_back(one_of(field("optim.kind", &E::optim, &OptimConfig::kind, T::kEnum, "optimizer"), {"sgd", "adamw"}));
+    t.push_back(at_least(field("optim.lr", &E::optim, &OptimConfig::lr, T::kNumber, "learning rate"), 0, true));
+    t.push_back(between(field("optim.momentum", &E::optim, &OptimConfig::momentum, T::kNumber, "SGD momentum (adamw ignores it)"), 0, 1, true));
+    t.push_back(at_least(field("optim.weight_decay", &E::optim, &OptimConfig::weight_decay, T::kNumber, "L2 penalty (sgd) or decoupled weight decay (adamw)"), 0));
+    t.push_back(field("optim.set_to_none", &E::optim, &OptimConfig::set_to_none, T::kBool, "zero_grad(set_to_none=true): drop gradients instead of writing zeros"));
+    t.push_back(one_of(field("optim.amp", &E::optim, &OptimConfig::amp, T::kEnum, "mixed precision: off | bf16 (autocast to bfloat16, CPU and CUDA)"), {"off", "bf16"}));
+    t.push_back(field("optim.cudnn_benchmark", &E::optim, &OptimConfig::cudnn_benchmark, T::kBool, "let cuDNN time and pick the fastest convolution algorithms (CUDA only)"));
+
+    t.push_back(one_of(field("measure.mode", &E::measure, &MeasureConfig::mode, T::kEnum, "train = full steps; data = the input pipeline alone; synthetic = one batch already on the device, the model alone"), {"train", "data", "synthetic"}));
+    t.push_back(between(field("measure.warmup_steps", &E::measure, &MeasureConfig::warmup_steps, T::kInt, "untimed steps before measuring"), 0, 1000000));
+    t.push_back(between(field("measure.steps", &E::measure, &MeasureConfig::steps, T::kInt, "timed steps per repeat"), 1, 100000000));
+    t.push_back(between(field("measure.repeats", &E::measure, &MeasureConfig::repeats, T::kInt, "repeats of the timed steps; the median is reported"), 1, 1000));
+
+    t.push_back(between(field("train.epochs", &E::train, &TrainConfig::epochs, T::kInt, "passes over the dataset (ptune train)"), 1, 1000000));
+    t.push_back(at_least(field("train.max_steps", &E::train, &TrainConfig::max_steps, T::kInt, "stop after this many steps in all; 0 = no limit"), 0));
+    t.push_back(at_least(field("train.checkpoint_every", &E::train, &TrainConfig::checkpoint_every, T::kInt, "write a checkpoint every N steps; 0 = only at the end"), 0));
+    t.push_back(field("train.checkpoint_dir", &E::train, &TrainConfig::checkpoint_dir, T::kString, "folder for checkpoints (created if missing)"));
+    t.push_back(at_least(field("train.log_every", &E::train, &TrainConfig::log_every, T::kInt, "print a progress line every N steps"), 1));
+    return t;
+  }();
+  return table;
+}
+
+const std::vector<std::string> kSections = {"model", "data", "loader", "optim", "measure", "train"};
+
+const Field* find_field(const std::string& path) {
+  for (const auto& f : fields())
+    if (f.path == path) return &f;
+  return nullptr;
+}
+
+std::vector<std::string> all_paths_and_sections() {
+  std::vector<std::string> out = field_paths();
+  out.insert(out.end(), kSections.begin(), kSections.end());
+  out.push_back("sweep");
+  return out;
+}
+
+std::string fmt_num(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+std::string show(const Json& j) {
+  std::string s = j.dump();
+  if (s.size() > 60) s = s.substr(0, 57) + "...";
+  return s;
+}
+
+std::string kind_of(const Json& j) {
+  if (j.is_null()) return "null";
+  if (j.is_boolean()) return "a boolean";
+  if (j.is_number_integer() || j.is_number_unsigned()) return "an integer";
+  if (j.is_number()) return "a number";
+  if (j.is_string()) return "a string";
+  if (j.is_array()) return "a list";
+  return "an object";
+}
+
+std::string range_text(const Field& f, const std::string& what) {
+  std::string s = what;
+  if (f.min && f.max) {
+    s += " in " + std::string(f.min_exclusive ? "(" : "[") + fmt_num(*f.min) + ", " +
+         fmt_num(*f.max) + (f.max_exclusive ? ")" : "]");
+  } else if (f.min) {
+    s += std::string(f.min_exclusive ? " > " : " >= ") + fmt_num(*f.min);
+  }
+  return s;
+}
+
+bool in_range(const Field& f, double v) {
+  if (f.min && (f.min_exclusive ? v <= *f.min : v < *f.min)) return false;
+  if (f.max && (f.max_exclusive ? v >= *f.max : v > *f.max)) return false;
+  return true;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+bool valid_device(const std::string& d) {
+  if (d == "auto" || d == "cpu" || d == "cuda") return true;
+  if (d.rfind("cuda:", 0) != 0 || d.size() == 5 || d.size() > 8) return false;
+  for (size_t i = 5; i < d.size(); ++i)
+    if (!std::isdigit(static_cast<unsigned char>(d[i]))) return false;
+  return true;
+}
+
+/// Checks a value against its field; throws ConfigError "<where>: <path>: ...".
+void check_value(const Field& f, const Json& v, const std::string& where) {
+  const std::string at = where + ": " + f.path + ": ";
+  auto type_error = [&](const std::string& expected) {
+    throw ConfigError(at + "expected " + expected + ", got " + show(v) + " (" + kind_of(v) + ")");
+  };
+  switch (f.type) {
+    case Type::kInt: {
+      if (!v.is_number_integer() && !v.is_number_unsigned()) type_error("an integer");
+      double d = v.get<double>();
+      if (!in_range(f, d)) throw ConfigError(at + show(v) + " is out of range; allowed: " + range_text(f, "an integer"));
+      break;
+    }
+    case Type::kNumber: {
+      if (!v.is_number()) type_error("a number");
+      double d = v.get<double>();
+      if (!std::isfinite(d) || !in_range(f, d))
+        throw ConfigError(at + show(v) + " is out of range; allowed: " + range_text(f, "a number"));
+      break;
+    }
+    case Type::kBool:
+      if (!v.is_boolean()) type_error("true or false");
+      break;
+    case Type::kString:
+      if (!v.is_string()) type_error("a string");
+      if (v.get<std::string>().empty()) throw ConfigError(at + "must not be empty");
+      break;
+    case Type::kOptString:
+      if (!v.is_string() && !v.is_null()) type_error("a string or null");
+      if (v.is_string() && v.get<std::string>().empty()) throw ConfigError(at + "must not be empty (use null for none)");
+      break;
+    case Type::kEnum: {
+      if (!v.is_string()) type_error("one of " + join(f.choices));
+      std::string s = v.get<std::string>();
+      if (std::find(f.choices.begin(), f.choices.end(), s) == f.choices.end())
+        throw ConfigError(at + "unknown value '" + s + "'" + did_you_mean(s, f.choices) +
+                          " allowed: " + join(f.choices));
+      break;
+    }
+    case Type::kDevice: {
+      if (!v.is_string()) type_error("a device name");
+      std::string s = v.get<std::string>();
+      if (!valid_device(s))
+        throw ConfigError(at + "unknown device '" + s + "'" +
+                          did_you_mean(s, {"auto", "cpu", "cuda"}) +
+                          " allowed: auto, cpu, cuda, cuda:N");
+      break;
+    }
+    case Type::kNumberList: {
+      std::string expected = "a list of " + std::to_string(f.list_len) + " numbers";
+      if (!v.is_array() || v.size() != f.list_len) type_error(expected);
+      for (const auto& x : v) {
+        if (!x.is_number()) type_error(expected);
+        if (!in_range(f, x.get<double>()))
+          throw ConfigError(at + show(x) + " is out of range; allowed: " + range_text(f, "numbers"));
+      }
+      break;
+    }
+  }
+}
+
+std::string unknown_key(const std::string& where, const std::string& path) {
+  return where + ": unknown key '" + path + "'" + did_you_mean(path, all_paths_and_sections());
+}
+
+void set_field(ExperimentConfig& cfg, const std::string& path, const Json& v,
+               const std::string& where) {
+  const Field* f = find_field(path);
+  if (!f) throw ConfigError(unknown_key(where, path));
+  check_value(*f, v, where);
+  f->set(cfg, v);
+}
+
+void parse_sweep(ExperimentConfig& cfg, const Json& rows, const std::string& where) {
+  if (!rows.is_array())
+    throw ConfigError(where + ": sweep: expected a list of rows, got " + show(rows) + " (" + kind_of(rows) + ")");
+  cfg.sweep.clear();
+  ExperimentConfig probe = cfg;  // rows are validated cumulatively, as they will run
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Json& r = rows[i];
+    const std::string at = where + ": sweep[" + std::to_string(i) + "]";
+    if (!r.is_object()) throw ConfigError(at + ": expected an object {\"name\": ..., \"set\": {...}}, got " + show(r));
+    SweepRow row;
+    for (auto it = r.begin(); it != r.end(); ++it) {
+      if (it.key() == "name") {
+        if (!it.value().is_string() || it.value().get<std::string>().empty())
+          throw ConfigError(at + ".name: expected a non-empty string, got " + show(it.value()));
+        row.name = it.value().get<std::string>();
+      } else if (it.key() == "set") {
+        if (!it.value().is_object())
+          throw ConfigError(at + ".set: expected an object of \"path\": value, got " + show(it.value()));
+        row.set = it.value();
+      } else {
+        throw ConfigError(at + ": unknown key '" + it.key() + "'" + did_you_mean(it.key(), {"name", "set"}) +
+                          " allowed: name, set");
+      }
+    }
+    if (row.name.empty()) throw ConfigError(at + ": missing \"name\"");
+    apply_patch(probe, row.set, at + ".set");
+    cfg.sweep.push_back(std::move(row));
+  }
+}
+
+/// Walks a nested JSON object, setting each leaf; `prefix` is the dotted path so far.
+void walk(ExperimentConfig& cfg, const Json& obj, const std::string& prefix,
+          const std::string& where) {
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    std::string path = prefix.empty() ? it.key() : prefix + "." + it.key();
+    if (prefix.empty() && it.key() == "sweep") continue;  // parsed last, on the full base
+    bool is_section = prefix.empty() &&
+                      std::find(kSections.begin(), kSections.end(), it.key()) != kSections.end();
+    if (is_section) {
+      if (!it.value().is_object())
+        throw ConfigError(where + ": " + path + ": expected an object, got " + show(it.value()) +
+                          " (" + kind_of(it.value()) + ")");
+      walk(cfg, it.value(), path, where);
+    } else {
+      set_field(cfg, path, it.value(), where);
+    }
+  }
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError("cannot open config '" + path + "': " + std::strerror(errno));
+  std::ostringstream os;
+  os << in.rdbuf();
+  if (in.bad()) throw ConfigError("cannot read config '" + path + "': " + std::strerror(errno));
+  return os.str();
+}
+
+}  // namespace
+
+std::vector<std::string> field_paths() {
+  std::vector<std::string> out;
+  for (const auto& f : fields()) out.push_back(f.path);
+  return out;
+}
+
+ExperimentConfig from_json(const Json& doc, const std::string& source) {
+  if (!doc.is_object())
+    throw ConfigError(source + ": expected a JSON object at the top level, got " + kind_of(doc));
+  ExperimentConfig cfg;
+  walk(cfg, doc, "", source);
+  if (doc.contains("sweep")) parse_sweep(cfg, doc["sweep"], source);
+  return cfg;
+}
+
+ExperimentConfig load_file(const std::string& path) {
+  std::string text = read_text(path);
+  Json doc;
+  try {
+    doc = Json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    // Turn the byte offset into line:column for the message.
+    size_t pos = std::min<size_t>(e.byte == 0 ? 0 : e.byte - 1, text.size());
+    size_t line = 1, col = 1;
+    for (size_t i = 0; i < pos; ++i) {
+      if (text[i] == '\n') { ++line; col = 1; } else { ++col; }
+    }
+    std::string what = e.what();
+    auto p = what.find("parse error");
+    auto colon = what.find(": ", p == std::string::npos ? 0 : p);
+    std::string reason = colon == std::string::npos ? what : what.substr(colon + 2);
+    throw ConfigError(path + ":" + std::to_string(line) + ":" + std::to_string(col) +
+                      ": malformed JSON: " + reason);
+  }
+  return from_json(doc, path);
+}
+
+void apply_patch(ExperimentConfig& cfg, const Json& patch, const std::string& where) {
+  for (auto it = patch.begin(); it != patch.end(); ++it) {
+    if (it.value().is_object() &&
+        std::find(kSections.begin(), kSections.end(), it.key()) != kSections.end()) {
+      walk(cfg, Json{{it.key(), it.value()}}, "", where);  // nested form {"loader": {...}}
+    } else {
+      set_field(cfg, it.key(), it.value(), where);
+    }
+  }
+}
+
+void apply_set(ExperimentConfig& cfg, const std::string& assignment) {
+  auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw ConfigError("--set '" + assignment + "': expected PATH=VALUE, e.g. loader.batch_size=256");
+  std::string path = assignment.substr(0, eq);
+  std::string text = assignment.substr(eq + 1);
+  std::string where = "--set " + assignment;
+  const Field* f = find_field(path);
+  if (!f) throw ConfigError("--set: unknown key '" + path + "'" + did_you_mean(path, field_paths()));
+  Json v;
+  bool stringy = f->type == Type::kString || f->type == Type::kEnum || f->type == Type::kDevice ||
+                 f->type == Type::kOptString;
+  if (stringy && !(f->type == Type::kOptString && text == "null") &&
+      !(text.size() >= 2 && text.front() == '"' && text.back() == '"')) {
+    v = text;
+  } else {
+    try {
+      v = Json::parse(text);
+    } catch (const nlohmann::json::parse_error&) {
+      v = text;  // typed check below reports "expected an integer, got "abc" (a string)"
+    }
+  }
+  check_value(*f, v, "--set");
+  f->set(cfg, v);
+}
+
+Json to_json(const ExperimentConfig& cfg) {
+  Json out = Json::object();
+  for (const auto& f : fields()) {
+    auto dot = f.path.find('.');
+    if (dot == std::string::npos) {
+      out[f.path] = f.get(cfg);
+    } else {
+      out[f.path.substr(0, dot)][f.path.substr(dot + 1)] = f.get(cfg);
+    }
+  }
+  Json rows = Json::array();
+  for (const auto& r : cfg.sweep) rows.push_back(Json{{"name", r.name}, {"set", r.set}});
+  out["sweep"] = rows;
+  return out;
+}
+
+std::vector<std::pair<SweepRow, ExperimentConfig>> expand_sweep(const ExperimentConfig& base) {
+  std::vector<std::pair<SweepRow, ExperimentConfig>> out;
+  ExperimentConfig cur = base;
+  cur.sweep.clear();
+  if (base.sweep.empty()) {
+    out.emplace_back(SweepRow{"config", Json::object()}, cur);
+    return out;
+  }
+  for (size_t i = 0; i < base.sweep.size(); ++i) {
+    apply_patch(cur, base.sweep[i].set, "sweep[" + std::to_string(i) + "].set");
+    out.emplace_back(base.sweep[i], cur);
+  }
+  return out;
+}
+
+Json schema() {
+  ExperimentConfig defaults;
+  Json props = Json::object();
+  for (const auto& f : fields()) {
+    Json s = Json::object();
+    switch (f.type) {
+      case Type::kInt: s["type"] = "integer"; break;
+      case Type::kNumber: s["type"] = "number"; break;
+      case Type::kBool: s["type"] = "boolean"; break;
+      case Type::kString: s["type"] = "string"; s["minLength"] = 1; break;
+      case Type::kOptString: s["type"] = Json::array({"string", "null"}); break;
+      case Type::kEnum: s["type"] = "string"; s["enum"] = f.choices; break;
+      case Type::kDevice: s["type"] = "string"; s["pattern"] = "^(auto|cpu|cuda|cuda:[0-9]{1,3})$"; break;
+      case Type::kNumberList:
+        s["type"] = "array";
+        s["minItems"] = f.list_len;
+        s["maxItems"] = f.list_len;
+        s["items"] = Json{{"type", "number"}};
+        break;
+    }
+    Json& bounds = f.type == Type::kNumberList ? s["items"] : s;
+    if (f.min) bounds[f.min_exclusive ? "exclusiveMinimum" : "minimum"] = *f.min;
+    if (f.max) bounds[f.max_exclusive ? "exclusiveMaximum" : "maximum"] = *f.max;
+    s["default"] = f.get(defaults);
+    s["description"] = f.help;
+    auto dot = f.path.find('.');
+    if (dot == std::string::npos) {
+      props[f.path] = s;
+    } else {
+      Json& sec = props[f.path.substr(0, dot)];
+      if (sec.is_null()) sec = Json{{"type", "object"}, {"additionalProperties", false}, {"properties", Json::object()}};
+      sec["properties"][f.path.substr(dot + 1)] = s;
+    }
+  }
+  props["sweep"] = Json{
+      {"type", "array"},
+      {"description", "rows of `ptune sweep`; each row adds its overrides to all rows before it"},
+      {"items",
+       Json{{"type", "object"},
+            {"additionalProperties", false},
+            {"required", Json::array({"name"})},
+            {"properties",
+             Json{{"name", Json{{"type", "string"}, {"minLength", 1}, {"description", "label of the row"}}},
+                  {"set", Json{{"type", "object"},
+                               {"description", "overrides \"section.key\": value, cumulative"}}}}}}}};
+  return Json{{"$schema", "https://json-schema.org/draft/2020-12/schema"},
+              {"title", "ptune experiment"},
+              {"type", "object"},
+              {"additionalProperties", false},
+              {"properties", props}};
+}
+
+}  // namespace ptune::config

@@ -1,0 +1,120 @@
+#pragma once
+/// The experiment configuration: the only way options reach ptune's core. Every default lives
+/// here, next to its field; fields.cpp binds each field to its JSON path, type, range and help.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ptune::config {
+
+struct ModelConfig {
+  std::string arch = "resnet18";       // resnet18 | resnet50 (torchvision's architectures)
+  int64_t num_classes = 10;            // size of the final fc layer
+  std::optional<std::string> weights;  // torch.save(state_dict) file to start from, or null
+  bool channels_last = false;          // NHWC memory format for the model and its inputs
+};
+
+struct DataConfig {
+  std::string kind = "fake_cifar";     // fake_cifar: seeded random 32x32 RGB images
+  int64_t num_samples = 10000;         // number of images in the dataset
+  int64_t image_size = 224;            // side of the square images the model sees
+  std::vector<double> mean = {0.5, 0.5, 0.5};  // per-channel mean subtracted after /255
+  std::vector<double> std = {0.5, 0.5, 0.5};   // per-channel std divided after the mean
+};
+
+struct LoaderConfig {
+  int64_t batch_size = 32;     // samples per step (per process)
+  int64_t num_workers = 0;     // worker threads building batches; 0 = in the training thread
+  bool pin_memory = false;     // collate into page-locked host memory, copy non_blocking (CUDA)
+  int64_t prefetch = 2;        // batches each worker may have ready ahead of the trainer
+  bool shuffle = true;         // reshuffle the sample order every epoch (from seed and epoch)
+  bool drop_last = true;       // drop the last partial batch of an epoch
+  bool uint8_transfer = false; // ship uint8 images; convert and normalize on the device
+};
+
+struct OptimConfig {
+  std::string kind = "sgd";    // sgd | adamw
+  double lr = 0.001;           // learning rate
+  double momentum = 0.9;       // SGD momentum (ignored by adamw)
+  double weight_decay = 0.0;   // L2 penalty (sgd) or decoupled decay (adamw)
+  bool set_to_none = false;    // zero_grad(set_to_none=true): free gradients instead of zeroing
+  std::string amp = "off";     // off | bf16 (autocast; CPU and CUDA)
+  bool cudnn_benchmark = false;  // let cuDNN pick the fastest convolution algorithms (CUDA)
+};
+
+struct MeasureConfig {
+  std::string mode = "train";  // train | data (loader only) | synthetic (one batch, model only)
+  int64_t warmup_steps = 10;   // untimed steps before measuring
+  int64_t steps = 50;          // timed steps per repeat
+  int64_t repeats = 1;         // repeats of the timed steps; the median is reported
+};
+
+struct TrainConfig {
+  int64_t epochs = 1;            // passes over the dataset (`ptune train`)
+  int64_t max_steps = 0;         // stop after this many steps in all; 0 = no limit
+  int64_t checkpoint_every = 0;  // checkpoint every N steps; 0 = only at the end
+  std::string checkpoint_dir = "checkpoints";  // where checkpoints are written
+  int64_t log_every = 10;        // progress line every N steps
+};
+
+/// One row of a sweep: a name and the overrides it adds to all rows before it.
+struct SweepRow {
+  std::string name;                // label in the table
+  nlohmann::ordered_json set = nlohmann::ordered_json::object();  // "path": value, cumulative
+};
+
+struct ExperimentConfig {
+  std::string name = "experiment";  // experiment name (results, checkpoints)
+  int64_t seed = 0;                 // seeds data, shuffling and model initialization
+  std::string device = "auto";      // auto | cpu | cuda | cuda:N
+  int64_t cpu_threads = 0;          // intra-op threads on CPU; 0 = all cores
+  ModelConfig model;
+  DataConfig data;
+  LoaderConfig loader;
+  OptimConfig optim;
+  MeasureConfig measure;
+  TrainConfig train;
+  std::vector<SweepRow> sweep;      // rows of `ptune sweep`; empty = one row, the config itself
+};
+
+/// Where a config came from, used as the prefix of error messages ("exp.json", "--set").
+struct Source {
+  std::string label;
+};
+
+/// Parses and validates a config document (already parsed JSON). Missing keys keep their
+/// defaults. Throws ConfigError naming `source`, the JSON path, the value and what is allowed.
+ExperimentConfig from_json(const nlohmann::ordered_json& doc, const std::string& source);
+
+/// Reads, parses and validates a JSON config file. Throws ConfigError for a missing or
+/// unreadable file, malformed JSON (with line and column) or an invalid value.
+ExperimentConfig load_file(const std::string& path);
+
+/// Applies one "path=value" override (the --set syntax). The value is typed by the field:
+/// numbers, true/false, null, JSON lists, and bare strings for string fields.
+/// Throws ConfigError for a malformed override, an unknown path or an invalid value.
+void apply_set(ExperimentConfig& cfg, const std::string& assignment);
+
+/// Applies a JSON object of "path": value overrides (a sweep row's "set"), validating each.
+/// `where` prefixes error messages (e.g. "exp.json: sweep[2].set").
+void apply_patch(ExperimentConfig& cfg, const nlohmann::ordered_json& patch,
+                 const std::string& where);
+
+/// The fully resolved config as JSON (every field, defaults filled in).
+nlohmann::ordered_json to_json(const ExperimentConfig& cfg);
+
+/// The configs each sweep row runs with: row i = base + patches of rows 0..i.
+std::vector<std::pair<SweepRow, ExperimentConfig>> expand_sweep(const ExperimentConfig& base);
+
+/// The JSON Schema (draft 2020-12) describing every key, generated from the field table.
+nlohmann::ordered_json schema();
+
+/// Every leaf path of the config ("loader.batch_size", ...), in document order.
+std::vector<std::string> field_paths();
+
+}  // namespace ptune::config

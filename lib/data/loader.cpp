@@ -1,0 +1,164 @@
+#include "data/loader.hpp"
+
+#include <stdexcept>
+
+namespace ptune::data {
+
+std::vector<int64_t> epoch_order(int64_t dataset_size, bool shuffle, uint64_t seed,
+                                 int64_t epoch, int64_t rank, int64_t world_size) {
+  std::vector<int64_t> all(static_cast<size_t>(dataset_size));
+  for (int64_t i = 0; i < dataset_size; ++i) all[i] = i;
+  if (shuffle) {
+    SplitMix64 rng(mix_seed(seed, static_cast<uint64_t>(epoch), 0x5EED));
+    for (int64_t i = dataset_size - 1; i > 0; --i) {
+      int64_t j = static_cast<int64_t>(rng.below(static_cast<uint64_t>(i + 1)));
+      std::swap(all[i], all[j]);
+    }
+  }
+  const int64_t per_rank = dataset_size / world_size;
+  std::vector<int64_t> mine(static_cast<size_t>(per_rank));
+  for (int64_t k = 0; k < per_rank; ++k) mine[k] = all[rank + k * world_size];
+  return mine;
+}
+
+Loader::Loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options)
+    : dataset_(std::move(dataset)), opt_(options) {
+  if (!dataset_) throw std::invalid_argument("loader: no dataset");
+  if (opt_.batch_size < 1) throw std::invalid_argument("loader: batch_size must be >= 1");
+  if (opt_.num_workers < 0) throw std::invalid_argument("loader: num_workers must be >= 0");
+  if (opt_.prefetch < 1) throw std::invalid_argument("loader: prefetch must be >= 1");
+  if (opt_.world_size < 1 || opt_.rank < 0 || opt_.rank >= opt_.world_size)
+    throw std::invalid_argument("loader: rank must be in [0, world_size)");
+  if (dataset_->shape().channels != 3 && opt_.float_output)
+    throw std::invalid_argument("loader: normalization needs 3-channel images");
+  for (int c = 0; c < 3; ++c) {
+    scale_[c] = 1.f / (255.f * opt_.std[c]);
+    shift_[c] = -opt_.mean[c] / opt_.std[c];
+  }
+}
+
+Loader::~Loader() { stop(); }
+
+int64_t Loader::samples_per_epoch() const {
+  int64_t shard = dataset_->size() / opt_.world_size;
+  return opt_.drop_last ? shard / opt_.batch_size * opt_.batch_size : shard;
+}
+
+int64_t Loader::batches_per_epoch() const {
+  int64_t shard = dataset_->size() / opt_.world_size;
+  return opt_.drop_last ? shard / opt_.batch_size : (shard + opt_.batch_size - 1) / opt_.batch_size;
+}
+
+void Loader::stop() {
+  stop_ = true;
+  for (auto& s : slots_) {
+    std::lock_guard<std::mutex> lock(s->mu);
+    s->cv.notify_all();
+  }
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+  slots_.clear();
+  running_ = false;
+  stop_ = false;
+}
+
+void Loader::start_epoch(int64_t epoch) {
+  stop();
+  epoch_ = epoch;
+  order_ = epoch_order(dataset_->size(), opt_.shuffle, opt_.seed, epoch, opt_.rank, opt_.world_size);
+  num_batches_ = batches_per_epoch();
+  next_batch_ = 0;
+  running_ = true;
+  for (int64_t w = 0; w < opt_.num_workers; ++w) slots_.push_back(std::make_unique<Slot>());
+  for (int64_t w = 0; w < opt_.num_workers; ++w) threads_.emplace_back([this, w] { worker_loop(w); });
+}
+
+at::Tensor Loader::take_buffer(at::IntArrayRef sizes, at::ScalarType dtype) {
+  if (opt_.pin_memory) {
+    // The CUDA caching host allocator recycles page-locked blocks once the copies that read
+    // them have finished, so a fresh tensor here does not mean a fresh cudaHostAlloc.
+    return at::empty(sizes, at::TensorOptions().dtype(dtype).pinned_memory(true));
+  }
+  std::lock_guard<std::mutex> lock(pool_mu_);
+  for (auto& t : pool_) {
+    // A buffer is free when no batch, view or autograd graph refers to its memory any more.
+    if (t.use_count() == 1 && t.storage().use_count() == 1 && t.sizes() == sizes && t.scalar_type() == dtype) return t;
+  }
+  pool_.push_back(at::empty(sizes, at::TensorOptions().dtype(dtype)));
+  return pool_.back();
+}
+
+Batch Loader::build(int64_t b) {
+  const int64_t begin = b * opt_.batch_size;
+  const int64_t n = std::min<int64_t>(opt_.batch_size, static_cast<int64_t>(order_.size()) - begin);
+  const ImageShape shape = dataset_->shape();
+  const int64_t per = shape.numel();
+  const int64_t plane = shape.height * shape.width;
+  Batch batch;
+  batch.index = b;
+  batch.labels = take_buffer({n}, at::kLong);
+  batch.images = take_buffer({n, shape.channels, shape.height, shape.width},
+                             opt_.float_output ? at::kFloat : at::kByte);
+  int64_t* labels = batch.labels.data_ptr<int64_t>();
+  thread_local std::vector<uint8_t> tmp;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t idx = order_[begin + i];
+    const uint64_t aug = mix_seed(opt_.seed, static_cast<uint64_t>(epoch_), static_cast<uint64_t>(idx));
+    if (!opt_.float_output) {
+      labels[i] = dataset_->get(idx, aug, batch.images.data_ptr<uint8_t>() + i * per);
+      continue;
+    }
+    tmp.resize(static_cast<size_t>(per));
+    labels[i] = dataset_->get(idx, aug, tmp.data());
+    float* dst = batch.images.data_ptr<float>() + i * per;
+    for (int64_t c = 0; c < shape.channels; ++c) {
+      const float s = scale_[c], h = shift_[c];
+      const uint8_t* src = tmp.data() + c * plane;
+      float* d = dst + c * plane;
+      for (int64_t k = 0; k < plane; ++k) d[k] = static_cast<float>(src[k]) * s + h;
+    }
+  }
+  return batch;
+}
+
+void Loader::worker_loop(int64_t w) {
+  Slot& slot = *slots_[w];
+  try {
+    for (int64_t b = w; b < num_batches_; b += opt_.num_workers) {
+      {
+        std::unique_lock<std::mutex> lock(slot.mu);
+        slot.cv.wait(lock, [&] { return stop_ || static_cast<int64_t>(slot.ready.size()) < opt_.prefetch; });
+        if (stop_) return;
+      }
+      Batch batch = build(b);
+      std::lock_guard<std::mutex> lock(slot.mu);
+      slot.ready.push_back(std::move(batch));
+      slot.cv.notify_all();
+    }
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(slot.mu);
+    slot.error = std::current_exception();
+    slot.cv.notify_all();
+  }
+}
+
+std::optional<Batch> Loader::next() {
+  if (!running_ || next_batch_ >= num_batches_) return std::nullopt;
+  const int64_t b = next_batch_++;
+  if (opt_.num_workers == 0) return build(b);
+  Slot& slot = *slots_[b % opt_.num_workers];
+  std::unique_lock<std::mutex> lock(slot.mu);
+  slot.cv.wait(lock, [&] { return !slot.ready.empty() || slot.error; });
+  if (slot.ready.empty()) {
+    auto err = slot.error;
+    lock.unlock();
+    stop();
+    std::rethrow_exception(err);
+  }
+  Batch batch = std::move(slot.ready.front());
+  slot.ready.pop_front();
+  slot.cv.notify_all();
+  return batch;
+}
+
+}  // namespace ptune::data

@@ -1,0 +1,100 @@
+#pragma once
+/// The batch loader: worker threads that each build whole batches (read, transform, collate
+/// into one buffer), a bounded prefetch queue per worker, batches delivered in a fixed order.
+/// For a given seed the batches and their order are identical for any number of workers.
+
+#include <array>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "data/dataset.hpp"
+
+namespace ptune::data {
+
+struct LoaderOptions {
+  int64_t batch_size = 32;     // samples per batch
+  int64_t num_workers = 0;     // 0 = build batches in the calling thread
+  int64_t prefetch = 2;        // ready batches each worker may hold
+  bool shuffle = true;         // reshuffle every epoch from (seed, epoch)
+  bool drop_last = true;       // drop the last partial batch
+  bool pin_memory = false;     // allocate batches in page-locked memory (CUDA builds only)
+  bool float_output = true;    // true: float32 normalized; false: uint8 as the dataset wrote it
+  std::array<float, 3> mean = {0.5f, 0.5f, 0.5f};  // used when float_output
+  std::array<float, 3> std = {0.5f, 0.5f, 0.5f};   // used when float_output
+  uint64_t seed = 0;           // shuffling and augmentation seed
+  int64_t rank = 0;            // this process's shard ...
+  int64_t world_size = 1;      // ... of this many
+};
+
+/// One batch: images [n, C, H, W] (float32 or uint8) and labels [n] (int64), on the host.
+struct Batch {
+  at::Tensor images;
+  at::Tensor labels;
+  int64_t index = 0;  // position in the epoch
+};
+
+/// The sample indices of one rank's shard for an epoch, in order (shuffled from the seed and
+/// epoch if asked). Every rank computes the same permutation and takes every world_size-th
+/// sample from position `rank`; the tail that does not divide evenly is dropped.
+std::vector<int64_t> epoch_order(int64_t dataset_size, bool shuffle, uint64_t seed,
+                                 int64_t epoch, int64_t rank, int64_t world_size);
+
+class Loader {
+ public:
+  /// Throws std::invalid_argument for options out of range.
+  Loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options);
+  /// Stops the workers (mid-epoch too) and joins them.
+  ~Loader();
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
+
+  /// Batches this rank gets per epoch.
+  int64_t batches_per_epoch() const;
+  /// Samples this rank gets per epoch (after drop_last).
+  int64_t samples_per_epoch() const;
+  /// Computes epoch `epoch`'s order and (re)starts the workers on it.
+  void start_epoch(int64_t epoch);
+  /// The next batch of the current epoch, or nullopt at its end. Rethrows a worker's error.
+  std::optional<Batch> next();
+  /// Stops and joins the workers; next() then returns nullopt until start_epoch().
+  void stop();
+
+  const LoaderOptions& options() const { return opt_; }
+  const Dataset& dataset() const { return *dataset_; }
+
+ private:
+  struct Slot {  // one worker's output queue
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<Batch> ready;
+    std::exception_ptr error;
+  };
+
+  Batch build(int64_t batch_index);
+  at::Tensor take_buffer(at::IntArrayRef sizes, at::ScalarType dtype);
+  void worker_loop(int64_t worker);
+
+  std::shared_ptr<const Dataset> dataset_;
+  LoaderOptions opt_;
+  std::array<float, 3> scale_{}, shift_{};  // x * scale + shift == (x / 255 - mean) / std
+  std::vector<int64_t> order_;
+  int64_t epoch_ = 0;
+  int64_t next_batch_ = 0;
+  int64_t num_batches_ = 0;
+  bool running_ = false;
+  std::atomic<bool> stop_{false};
+  std::vector<std::unique_ptr<Slot>> slots_;
+  std::vector<std::thread> threads_;
+  std::mutex pool_mu_;
+  std::vector<at::Tensor> pool_;  // reusable pageable buffers (free when only the pool holds one)
+};
+
+}  // namespace ptune::data

@@ -1,0 +1,30 @@
+#pragma once
+/// CUDA queries and actions that the rest of ptune needs, behind a header that compiles
+/// everywhere. Implemented in cuda_support_cuda.cpp against a CUDA LibTorch, and by
+/// cuda_support_none.cpp (every query answers "no CUDA") against a CPU-only LibTorch.
+
+#include <cstdint>
+#include <string>
+
+namespace ptune::engine::cuda {
+
+/// True when this build can use CUDA and at least one device is visible.
+bool available();
+/// Number of visible CUDA devices (0 without CUDA).
+int device_count();
+/// The device's marketing name, e.g. "NVIDIA H100 80GB HBM3"; "" without CUDA.
+std::string device_name(int index);
+/// The CUDA runtime version LibTorch was built with, e.g. "13.0"; "" without CUDA.
+std::string version();
+/// Blocks until all work queued on the device has finished.
+void synchronize(int index);
+/// Resets the caching allocator's peak-memory counter for the device.
+void reset_peak_memory(int index);
+/// Peak bytes allocated on the device since the last reset.
+int64_t peak_memory(int index);
+/// Total memory of the device in bytes.
+int64_t total_memory(int index);
+/// Turns cuDNN's algorithm autotuning on or off (process-wide).
+void set_cudnn_benchmark(bool on);
+
+}  // namespace ptune::engine::cuda

@@ -1,0 +1,16 @@
+// CPU-only implementation of cuda_support.hpp (built when LibTorch has no CUDA).
+#include "engine/cuda_support.hpp"
+
+namespace ptune::engine::cuda {
+
+bool available() { return false; }
+int device_count() { return 0; }
+std::string device_name(int) { return ""; }
+std::string version() { return ""; }
+void synchronize(int) {}
+void reset_peak_memory(int) {}
+int64_t peak_memory(int) { return 0; }
+int64_t total_memory(int) { return 0; }
+void set_cudnn_benchmark(bool) {}
+
+}  // namespace ptune::engine::cuda

@@ -1,0 +1,184 @@
+#include "engine/trainer.hpp"
+
+#include <cstdio>
+
+#include <ATen/autocast_mode.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
+#include <torch/serialize.h>
+#include <torch/torch.h>
+
+#include "compat.hpp"
+#include "data/fake_cifar.hpp"
+#include "engine/cuda_support.hpp"
+#include "engine/device.hpp"
+#include "errors.hpp"
+#include "models/state_dict_io.hpp"
+
+namespace ptune::engine {
+namespace {
+
+/// Autocast on for one scope (forward and loss), as Python's `with torch.autocast(...)`.
+class AutocastScope {
+ public:
+  AutocastScope(c10::DeviceType device, bool enabled, at::ScalarType dtype)
+      : device_(device), enabled_(enabled) {
+    if (!enabled_) return;
+    compat::set_autocast(device_, true, dtype);
+    at::autocast::increment_nesting();
+  }
+  ~AutocastScope() {
+    if (!enabled_) return;
+    if (at::autocast::decrement_nesting() == 0) compat::clear_autocast_cache();
+    compat::set_autocast(device_, false, at::kBFloat16);
+  }
+
+ private:
+  c10::DeviceType device_;
+  bool enabled_;
+};
+
+}  // namespace
+
+data::LoaderOptions loader_options(const config::ExperimentConfig& cfg, const c10::Device& device,
+                                   int64_t rank, int64_t world_size) {
+  data::LoaderOptions o;
+  o.batch_size = cfg.loader.batch_size;
+  o.num_workers = cfg.loader.num_workers;
+  o.prefetch = cfg.loader.prefetch;
+  o.shuffle = cfg.loader.shuffle;
+  o.drop_last = cfg.loader.drop_last;
+  o.pin_memory = cfg.loader.pin_memory && device.is_cuda();
+  o.float_output = !cfg.loader.uint8_transfer;
+  for (int c = 0; c < 3; ++c) {
+    o.mean[c] = static_cast<float>(cfg.data.mean[c]);
+    o.std[c] = static_cast<float>(cfg.data.std[c]);
+  }
+  o.seed = static_cast<uint64_t>(cfg.seed);
+  o.rank = rank;
+  o.world_size = world_size;
+  return o;
+}
+
+std::shared_ptr<const data::Dataset> make_dataset(const config::ExperimentConfig& cfg) {
+  if (cfg.data.kind == "fake_cifar") {
+    return std::make_shared<data::FakeCifar>(cfg.data.num_samples, cfg.model.num_classes,
+                                             static_cast<uint64_t>(cfg.seed), cfg.data.image_size);
+  }
+  throw ConfigError("data.kind: unknown dataset '" + cfg.data.kind + "'");
+}
+
+Trainer::Trainer(const config::ExperimentConfig& cfg, const c10::Device& device)
+    : cfg_(cfg), device_(device) {
+  if (cfg.loader.pin_memory) require_cuda(device, "loader.pin_memory");
+  if (cfg.optim.cudnn_benchmark) require_cuda(device, "optim.cudnn_benchmark");
+  if (device.is_cuda()) cuda::set_cudnn_benchmark(cfg.optim.cudnn_benchmark);
+
+  torch::manual_seed(static_cast<uint64_t>(cfg.seed));
+  model_ = models::make(cfg.model.arch, cfg.model.num_classes);
+  if (cfg.model.weights) {
+    weights_note_ = models::load_into(*model_, models::read_state_dict(*cfg.model.weights), *cfg.model.weights);
+  }
+  model_->to(device_);
+  if (cfg.model.channels_last) {
+    torch::NoGradGuard no_grad;
+    for (auto& p : model_->parameters())
+      if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
+  }
+  model_->train();
+
+  if (cfg.optim.kind == "sgd") {
+    optimizer_ = std::make_unique<torch::optim::SGD>(
+        model_->parameters(),
+        torch::optim::SGDOptions(cfg.optim.lr).momentum(cfg.optim.momentum).weight_decay(cfg.optim.weight_decay));
+  } else {
+    optimizer_ = std::make_unique<torch::optim::AdamW>(
+        model_->parameters(), torch::optim::AdamWOptions(cfg.optim.lr).weight_decay(cfg.optim.weight_decay));
+  }
+
+  std::vector<float> scale(3), shift(3);
+  for (int c = 0; c < 3; ++c) {
+    scale[c] = static_cast<float>(1.0 / (255.0 * cfg.data.std[c]));
+    shift[c] = static_cast<float>(-cfg.data.mean[c] / cfg.data.std[c]);
+  }
+  norm_scale_ = torch::tensor(scale).view({1, 3, 1, 1}).to(device_);
+  norm_shift_ = torch::tensor(shift).view({1, 3, 1, 1}).to(device_);
+}
+
+std::pair<at::Tensor, at::Tensor> Trainer::to_device(const data::Batch& batch) const {
+  const bool non_blocking = device_.is_cuda() && batch.images.is_pinned();
+  at::Tensor images = batch.images.to(device_, non_blocking);
+  at::Tensor labels = batch.labels.to(device_, non_blocking);
+  if (images.scalar_type() == at::kByte) {
+    // uint8 transfer: one multiply-add per pixel on the device, same formula as the loader's.
+    images = at::addcmul(norm_shift_, images.to(at::kFloat), norm_scale_);
+  }
+  if (cfg_.model.channels_last) images = images.contiguous(at::MemoryFormat::ChannelsLast);
+  return {images, labels};
+}
+
+at::Tensor Trainer::step(const at::Tensor& images, const at::Tensor& labels) {
+  optimizer_->zero_grad(cfg_.optim.set_to_none);
+  at::Tensor loss;
+  {
+    AutocastScope autocast(device_.type(), cfg_.optim.amp == "bf16", at::kBFloat16);
+    at::Tensor logits = model_->forward(images);
+    loss = torch::nn::functional::cross_entropy(logits.to(at::kFloat), labels);
+  }
+  loss.backward();
+  optimizer_->step();
+  return loss.detach();
+}
+
+std::pair<at::Tensor, at::Tensor> Trainer::evaluate(const at::Tensor& images, const at::Tensor& labels) {
+  torch::NoGradGuard no_grad;
+  AutocastScope autocast(device_.type(), cfg_.optim.amp == "bf16", at::kBFloat16);
+  at::Tensor logits = model_->forward(images).to(at::kFloat);
+  at::Tensor loss = torch::nn::functional::cross_entropy(
+      logits, labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+  at::Tensor correct = logits.argmax(1).eq(labels).sum();
+  return {loss, correct};
+}
+
+void Trainer::save_checkpoint(const std::string& path, int64_t step, int64_t epoch) const {
+  torch::serialize::OutputArchive archive;
+  torch::serialize::OutputArchive model_archive, optim_archive;
+  model_->save(model_archive);
+  optimizer_->save(optim_archive);
+  archive.write("model", model_archive);
+  archive.write("optimizer", optim_archive);
+  archive.write("step", torch::tensor(step));
+  archive.write("epoch", torch::tensor(epoch));
+  archive.write("arch", c10::IValue(cfg_.model.arch));
+  const std::string tmp = path + ".tmp";
+  archive.save_to(tmp);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw std::runtime_error("cannot write checkpoint '" + path + "'");
+  }
+}
+
+std::pair<int64_t, int64_t> Trainer::load_checkpoint(const std::string& path) {
+  torch::serialize::InputArchive archive;
+  try {
+    archive.load_from(path, device_);
+    c10::IValue arch;
+    archive.read("arch", arch);
+    if (arch.toStringRef() != cfg_.model.arch)
+      throw DataError(path + ": checkpoint of a " + arch.toStringRef() + ", the config's model is " + cfg_.model.arch);
+    torch::serialize::InputArchive model_archive, optim_archive;
+    archive.read("model", model_archive);
+    archive.read("optimizer", optim_archive);
+    model_->load(model_archive);
+    optimizer_->load(optim_archive);
+    at::Tensor step, epoch;
+    archive.read("step", step);
+    archive.read("epoch", epoch);
+    return {step.item<int64_t>(), epoch.item<int64_t>()};
+  } catch (const c10::Error& e) {
+    throw DataError("cannot resume from '" + path + "': " + e.what_without_backtrace());
+  }
+}
+
+}  // namespace ptune::engine

@@ -1,0 +1,64 @@
+#pragma once
+/// The training engine: a model, its optimizer and the train step, configured by one
+/// ExperimentConfig. Each optimization in the config is applied here and only here.
+
+#include <memory>
+#include <string>
+#include <utility>
+
+#include <torch/optim/optimizer.h>
+
+#include "config/config.hpp"
+#include "data/loader.hpp"
+#include "models/resnet.hpp"
+
+namespace ptune::engine {
+
+/// Loader options for a config (batch size, workers, normalization, output dtype...).
+/// `rank`/`world_size` select this process's shard.
+data::LoaderOptions loader_options(const config::ExperimentConfig& cfg, const c10::Device& device,
+                                   int64_t rank = 0, int64_t world_size = 1);
+
+/// The dataset a config describes, producing images of the size the model sees.
+std::shared_ptr<const data::Dataset> make_dataset(const config::ExperimentConfig& cfg);
+
+class Trainer {
+ public:
+  /// Builds the model (seeded from cfg.seed, weights from model.weights if set), moves it to
+  /// `device`, and creates the optimizer. Throws ConfigError for options the device cannot
+  /// honour ("optim.cudnn_benchmark needs a CUDA device; ...") and DataError for bad weights.
+  Trainer(const config::ExperimentConfig& cfg, const c10::Device& device);
+
+  /// Moves a host batch to the device (non_blocking from pinned memory); uint8 images are
+  /// converted to float and normalized there. Returns (images, labels) ready for step().
+  std::pair<at::Tensor, at::Tensor> to_device(const data::Batch& batch) const;
+
+  /// One training step: zero_grad, forward (autocast if enabled), cross-entropy, backward,
+  /// optimizer update. Returns the loss as a device tensor (no host synchronization).
+  at::Tensor step(const at::Tensor& images, const at::Tensor& labels);
+
+  /// Evaluation forward pass: returns (summed loss, number of correct top-1 predictions) as
+  /// device tensors, without gradients.
+  std::pair<at::Tensor, at::Tensor> evaluate(const at::Tensor& images, const at::Tensor& labels);
+
+  /// Saves model, optimizer state and progress counters (LibTorch archive format).
+  void save_checkpoint(const std::string& path, int64_t step, int64_t epoch) const;
+  /// Restores a checkpoint; returns (step, epoch). Throws DataError for a bad file.
+  std::pair<int64_t, int64_t> load_checkpoint(const std::string& path);
+
+  models::ResNet& model() { return model_; }
+  torch::optim::Optimizer& optimizer() { return *optimizer_; }
+  const c10::Device& device() const { return device_; }
+  /// A note from loading weights (e.g. a replaced classifier head), or "".
+  const std::string& weights_note() const { return weights_note_; }
+
+ private:
+  config::ExperimentConfig cfg_;
+  c10::Device device_;
+  models::ResNet model_{nullptr};
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  at::Tensor norm_scale_, norm_shift_;  // [1,3,1,1] on the device: x * scale + shift
+  std::string weights_note_;
+};
+
+}  // namespace ptune::engine

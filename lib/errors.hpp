@@ -1,0 +1,37 @@
+#pragma once
+/// ptune's error types. main() catches them once and prints one line: "ptune: error: <what()>".
+
+#include <stdexcept>
+#include <string>
+
+namespace ptune {
+
+/// A bad experiment: a config file, a --set override or a sweep row. The message names the
+/// JSON path, the value and what is allowed. Exit code 2.
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// A bad command line (unknown flag, missing argument). Exit code 2.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// A bad data file: names the file and the cause. Exit code 1.
+class DataError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Thrown when the user interrupts (SIGINT); exit code 130.
+class Interrupted : public std::runtime_error {
+ public:
+  Interrupted() : std::runtime_error("interrupted") {}
+};
+
+/// The version printed by `ptune --version` and written into results files.
+inline constexpr const char* kVersion = "0.1.0";
+
+}  // namespace ptune

@@ -1,0 +1,22 @@
+#pragma once
+/// A one-line verdict per measured row: where the step time goes and the next move.
+
+#include <string>
+
+#include "config/config.hpp"
+#include "measure/probe.hpp"
+
+namespace ptune::measure {
+
+/// Thresholds (percent of step time) for the verdicts.
+struct DiagnosisThresholds {
+  double input_bound_pct = 30.0;  // data wait at or above this: input-bound
+  double copy_bound_pct = 20.0;   // host-to-device copy at or above this: copy-bound
+};
+
+/// The verdict for a measurement taken with `cfg`, e.g.
+/// "input-bound (62% waiting for data): raise loader.num_workers (now 0)".
+std::string diagnose(const Measurement& m, const config::ExperimentConfig& cfg,
+                     const DiagnosisThresholds& t = {});
+
+}  // namespace ptune::measure

@@ -1,0 +1,133 @@
+#include "measure/probe.hpp"
+
+#include <cmath>
+
+#include <torch/torch.h>
+
+#include "engine/cuda_support.hpp"
+#include "engine/device.hpp"
+#include "engine/trainer.hpp"
+#include "errors.hpp"
+#include "measure/stats.hpp"
+
+namespace ptune::measure {
+namespace {
+
+/// Cycles through epochs: the next batch, starting a new epoch when one ends.
+class EndlessBatches {
+ public:
+  explicit EndlessBatches(data::Loader& loader) : loader_(loader) {
+    if (loader_.batches_per_epoch() == 0)
+      throw ConfigError("loader.batch_size: " + std::to_string(loader_.options().batch_size) +
+                        " is larger than the dataset's " + std::to_string(loader_.dataset().size()) +
+                        " samples with drop_last; lower it or raise data.num_samples");
+    loader_.start_epoch(epoch_);
+  }
+  data::Batch next() {
+    auto b = loader_.next();
+    if (!b) {
+      loader_.start_epoch(++epoch_);
+      b = loader_.next();
+    }
+    return std::move(*b);
+  }
+
+ private:
+  data::Loader& loader_;
+  int64_t epoch_ = 0;
+};
+
+struct Spans {
+  double data = 0, h2d = 0, compute = 0, total = 0;
+};
+
+}  // namespace
+
+Measurement measure(const config::ExperimentConfig& cfg, const Progress& progress) {
+  const c10::Device device = engine::resolve_device(cfg.device);
+  engine::set_cpu_threads(cfg.cpu_threads);
+  const std::string& mode = cfg.measure.mode;
+
+  // The trainer checks the device-specific options first, so a CUDA-only option fails fast.
+  std::optional<engine::Trainer> trainer;
+  if (mode != "data") trainer.emplace(cfg, device);
+  else if (cfg.loader.pin_memory) engine::require_cuda(device, "loader.pin_memory");
+
+  data::Loader loader(engine::make_dataset(cfg), engine::loader_options(cfg, device));
+  EndlessBatches batches(loader);
+
+  std::pair<at::Tensor, at::Tensor> fixed;  // synthetic: one batch, already on the device
+  if (mode == "synthetic") fixed = trainer->to_device(batches.next());
+
+  at::Tensor last_loss;
+  auto one_step = [&](Spans& s) {
+    Stopwatch sw;
+    if (mode == "synthetic") {
+      last_loss = trainer->step(fixed.first, fixed.second);
+      s.compute += sw.ms();
+      return;
+    }
+    data::Batch batch = batches.next();
+    const double t_data = sw.ms();
+    s.data += t_data;
+    if (mode == "data") {
+      if (device.is_cuda()) {
+        auto on_device = trainer ? trainer->to_device(batch) : std::make_pair(batch.images.to(device, batch.images.is_pinned()), batch.labels.to(device, batch.labels.is_pinned()));
+        (void)on_device;
+      }
+      s.h2d += sw.ms() - t_data;
+      return;
+    }
+    auto [images, labels] = trainer->to_device(batch);
+    const double t_copy = sw.ms();
+    s.h2d += t_copy - t_data;
+    last_loss = trainer->step(images, labels);
+    s.compute += sw.ms() - t_copy;
+  };
+
+  const int64_t warm = cfg.measure.warmup_steps, steps = cfg.measure.steps;
+  {
+    Spans ignored;
+    for (int64_t i = 0; i < warm; ++i) {
+      one_step(ignored);
+      if (progress) progress("warmup", i + 1, warm);
+    }
+  }
+  engine::synchronize(device);
+  if (device.is_cuda()) engine::cuda::reset_peak_memory(device.index());
+
+  Measurement m;
+  m.batch_size = cfg.loader.batch_size;
+  m.steps = steps;
+  Spans sum;
+  for (int64_t r = 0; r < cfg.measure.repeats; ++r) {
+    Spans s;
+    Stopwatch wall;
+    for (int64_t i = 0; i < steps; ++i) {
+      one_step(s);
+      if (progress) progress("measure", r * steps + i + 1, cfg.measure.repeats * steps);
+    }
+    engine::synchronize(device);
+    s.total = wall.ms();
+    m.repeat_ms.push_back(s.total / static_cast<double>(steps));
+    sum.data += s.data;
+    sum.h2d += s.h2d;
+    sum.total += s.total;
+  }
+  m.ms_per_step = median(m.repeat_ms);
+  m.samples_per_s = m.ms_per_step > 0 ? 1000.0 * static_cast<double>(m.batch_size) / m.ms_per_step : 0;
+  if (m.repeat_ms.size() > 1 && m.ms_per_step > 0) {
+    auto [lo, hi] = std::minmax_element(m.repeat_ms.begin(), m.repeat_ms.end());
+    m.spread_pct = 100.0 * (*hi - *lo) / m.ms_per_step;
+  }
+  if (sum.total > 0) {
+    m.data_wait_pct = 100.0 * sum.data / sum.total;
+    m.h2d_pct = 100.0 * sum.h2d / sum.total;
+    m.compute_pct = std::max(0.0, 100.0 - m.data_wait_pct - m.h2d_pct);
+  }
+  if (last_loss.defined()) m.loss = last_loss.item<double>();
+  if (device.is_cuda()) m.peak_mem_bytes = engine::cuda::peak_memory(device.index());
+  return m;
+}
+
+}  // namespace ptune::measure

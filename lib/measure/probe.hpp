@@ -1,0 +1,37 @@
+#pragma once
+/// Measures one configuration: warm-up steps untimed, then `repeats` x `steps` timed steps,
+/// with the host blocked on the loader (data wait), the copy to the device and the compute
+/// timed separately; the device is synchronized before every clock read that ends a span.
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+
+namespace ptune::measure {
+
+/// What a measured row reports.
+struct Measurement {
+  int64_t batch_size = 0;
+  int64_t steps = 0;                 // timed steps per repeat
+  double ms_per_step = 0;            // median over repeats
+  double samples_per_s = 0;          // batch_size / ms_per_step
+  std::vector<double> repeat_ms;     // ms/step of each repeat
+  double spread_pct = 0;             // (max - min) / median over repeats, in %
+  double data_wait_pct = 0;          // host blocked waiting for a batch, % of step time
+  double h2d_pct = 0;                // host-to-device copy (and uint8 normalize), %
+  double compute_pct = 0;            // forward, backward, update, %
+  std::optional<double> loss;        // loss after the measured steps (train, synthetic)
+  std::optional<int64_t> peak_mem_bytes;  // CUDA caching allocator peak; none on the CPU
+};
+
+/// Progress callback: (phase "warmup"/"measure", step done, steps in all).
+using Progress = std::function<void(const std::string&, int64_t, int64_t)>;
+
+/// Runs the row's mode (train | data | synthetic) on the resolved device.
+/// Throws ConfigError for options the device cannot honour, DataError for bad data.
+Measurement measure(const config::ExperimentConfig& cfg, const Progress& progress = {});
+
+}  // namespace ptune::measure

@@ -1,0 +1,418 @@
+#include "models/state_dict_io.hpp"
+
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <sstream>
+
+#include <caffe2/serialize/inline_container.h>
+#include <torch/torch.h>
+
+#include "errors.hpp"
+
+namespace ptune::models {
+namespace {
+
+// ---- a minimal unpickler for the objects a state_dict contains ----------------------------
+
+struct Value;
+using ValuePtr = std::shared_ptr<Value>;
+
+struct Value {
+  enum Kind { kNone, kBool, kInt, kFloat, kString, kTuple, kList, kDict, kGlobal, kTensor, kStorage, kMark };
+  Kind kind = kNone;
+  int64_t i = 0;
+  double f = 0;
+  std::string s, s2;                                 // string; global module/name
+  std::vector<ValuePtr> items;                       // tuple, list
+  std::vector<std::pair<ValuePtr, ValuePtr>> dict;   // dict (ordered)
+  at::Tensor tensor;                                 // tensor or storage
+};
+
+ValuePtr make(Value::Kind k) {
+  auto v = std::make_shared<Value>();
+  v->kind = k;
+  return v;
+}
+
+at::ScalarType storage_dtype(const std::string& name, const std::string& file) {
+  static const std::map<std::string, at::ScalarType> kTypes = {
+      {"FloatStorage", at::kFloat},   {"DoubleStorage", at::kDouble}, {"HalfStorage", at::kHalf},
+      {"BFloat16Storage", at::kBFloat16}, {"LongStorage", at::kLong}, {"IntStorage", at::kInt},
+      {"ShortStorage", at::kShort},   {"CharStorage", at::kChar},     {"ByteStorage", at::kByte},
+      {"BoolStorage", at::kBool}};
+  auto it = kTypes.find(name);
+  if (it == kTypes.end()) throw DataError(file + ": unsupported storage type torch." + name);
+  return it->second;
+}
+
+class Unpickler {
+ public:
+  Unpickler(const std::string& data, caffe2::serialize::PyTorchStreamReader& reader,
+            const std::string& file)
+      : data_(data), reader_(reader), file_(file) {}
+
+  ValuePtr run() {
+    while (true) {
+      uint8_t op = u8();
+      switch (op) {
+        case 0x80: u8(); break;                      // PROTO
+        case 0x95: pos_ += 8; break;                 // FRAME
+        case '.': return pop();                      // STOP
+        case '(': push(make(Value::kMark)); break;   // MARK
+        case 'N': push(make(Value::kNone)); break;
+        case 0x88: case 0x89: { auto v = make(Value::kBool); v->i = op == 0x88; push(v); break; }
+        case 'K': push_int(u8()); break;             // BININT1
+        case 'M': push_int(u16()); break;            // BININT2
+        case 'J': push_int(static_cast<int32_t>(u32())); break;  // BININT
+        case 0x8a: {                                 // LONG1
+          uint8_t n = u8();
+          need(n);
+          int64_t v = 0;
+          for (int k = 0; k < n && k < 8; ++k) v |= static_cast<int64_t>(static_cast<uint8_t>(data_[pos_ + k])) << (8 * k);
+          if (n > 0 && n < 8 && (static_cast<uint8_t>(data_[pos_ + n - 1]) & 0x80)) v -= int64_t(1) << (8 * n);
+          pos_ += n;
+          push_int(v);
+          break;
+        }
+        case 'G': {                                  // BINFLOAT (big-endian)
+          need(8);
+          uint64_t bits = 0;
+          for (int k = 0; k < 8; ++k) bits = (bits << 8) | static_cast<uint8_t>(data_[pos_ + k]);
+          pos_ += 8;
+          auto v = make(Value::kFloat);
+          std::memcpy(&v->f, &bits, 8);
+          push(v);
+          break;
+        }
+        case 'X': push_str(u32()); break;            // BINUNICODE
+        case 0x8c: push_str(u8()); break;            // SHORT_BINUNICODE
+        case 'c': {                                  // GLOBAL
+          auto v = make(Value::kGlobal);
+          v->s = line();
+          v->s2 = line();
+          push(v);
+          break;
+        }
+        case 'q': memo_[u8()] = top(); break;        // BINPUT
+        case 'r': memo_[u32()] = top(); break;       // LONG_BINPUT
+        case 'h': push(memo_at(u8())); break;        // BINGET
+        case 'j': push(memo_at(u32())); break;       // LONG_BINGET
+        case ')': push(make(Value::kTuple)); break;  // EMPTY_TUPLE
+        case 't': { auto v = make(Value::kTuple); v->items = pop_to_mark(); push(v); break; }
+        case 0x85: case 0x86: case 0x87: {           // TUPLE1..3
+          auto v = make(Value::kTuple);
+          v->items.resize(op - 0x84);
+          for (auto it = v->items.rbegin(); it != v->items.rend(); ++it) *it = pop();
+          push(v);
+          break;
+        }
+        case ']': push(make(Value::kList)); break;   // EMPTY_LIST
+        case 'a': { auto x = pop(); top()->items.push_back(x); break; }
+        case 'e': { auto xs = pop_to_mark(); auto& l = top()->items; l.insert(l.end(), xs.begin(), xs.end()); break; }
+        case '}': push(make(Value::kDict)); break;   // EMPTY_DICT
+        case 's': { auto v = pop(); auto k = pop(); top()->dict.emplace_back(k, v); break; }
+        case 'u': {                                  // SETITEMS
+          auto xs = pop_to_mark();
+          if (xs.size() % 2) fail("odd SETITEMS");
+          for (size_t k = 0; k < xs.size(); k += 2) top()->dict.emplace_back(xs[k], xs[k + 1]);
+          break;
+        }
+        case 'b': pop(); break;                      // BUILD: attributes such as _metadata
+        case 'Q': push(persistent(pop())); break;    // BINPERSID
+        case 'R': { auto args = pop(); auto fn = pop(); push(reduce(fn, args)); break; }
+        default: {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "0x%02x", op);
+          fail(std::string("unsupported pickle opcode ") + buf);
+        }
+      }
+    }
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& why) const {
+    throw DataError(file_ + ": cannot read the state_dict: " + why);
+  }
+  void need(size_t n) const {
+    if (pos_ + n > data_.size()) fail("truncated pickle");
+  }
+  uint8_t u8() { need(1); return static_cast<uint8_t>(data_[pos_++]); }
+  uint32_t u16() { uint32_t a = u8(); return a | (uint32_t(u8()) << 8); }
+  uint32_t u32() { uint32_t a = u16(); return a | (u16() << 16); }
+  std::string line() {
+    auto e = data_.find('\n', pos_);
+    if (e == std::string::npos) fail("truncated pickle");
+    std::string s = data_.substr(pos_, e - pos_);
+    pos_ = e + 1;
+    return s;
+  }
+  void push(ValuePtr v) { stack_.push_back(std::move(v)); }
+  void push_int(int64_t i) { auto v = make(Value::kInt); v->i = i; push(v); }
+  void push_str(size_t n) { need(n); auto v = make(Value::kString); v->s = data_.substr(pos_, n); pos_ += n; push(v); }
+  ValuePtr top() { if (stack_.empty()) fail("stack underflow"); return stack_.back(); }
+  ValuePtr pop() { auto v = top(); stack_.pop_back(); return v; }
+  ValuePtr memo_at(uint32_t k) {
+    auto it = memo_.find(k);
+    if (it == memo_.end()) fail("bad memo reference");
+    return it->second;
+  }
+  std::vector<ValuePtr> pop_to_mark() {
+    std::vector<ValuePtr> out;
+    while (true) {
+      auto v = pop();
+      if (v->kind == Value::kMark) break;
+      out.push_back(v);
+    }
+    return {out.rbegin(), out.rend()};
+  }
+  std::vector<int64_t> ints(const ValuePtr& t) {
+    std::vector<int64_t> out;
+    for (auto& x : t->items) {
+      if (x->kind != Value::kInt) fail("expected a tuple of integers");
+      out.push_back(x->i);
+    }
+    return out;
+  }
+
+  ValuePtr persistent(const ValuePtr& pid) {
+    // ('storage', torch.<Type>Storage, key, location, numel)
+    if (pid->kind != Value::kTuple || pid->items.size() < 5 || pid->items[0]->s != "storage" ||
+        pid->items[1]->kind != Value::kGlobal)
+      fail("unsupported persistent id");
+    const std::string key = pid->items[2]->s;
+    auto cached = storages_.find(key);
+    if (cached != storages_.end()) return cached->second;
+    at::ScalarType dtype = storage_dtype(pid->items[1]->s2, file_);
+    const int64_t numel = pid->items[4]->i;
+    const std::string record = "data/" + key;
+    if (!reader_.hasRecord(record)) fail("missing storage record '" + record + "'");
+    auto v = make(Value::kStorage);
+    v->tensor = at::empty({numel}, at::TensorOptions().dtype(dtype));
+    const size_t bytes = static_cast<size_t>(numel) * at::elementSize(dtype);
+    auto [ptr, size] = reader_.getRecord(record);
+    if (size < bytes) fail("storage record '" + record + "' is shorter than its tensor");
+    std::memcpy(v->tensor.data_ptr(), ptr.get(), bytes);
+    storages_[key] = v;
+    return v;
+  }
+
+  ValuePtr reduce(const ValuePtr& fn, const ValuePtr& args) {
+    if (fn->kind != Value::kGlobal || args->kind != Value::kTuple) fail("unsupported REDUCE");
+    const std::string name = fn->s + "." + fn->s2;
+    if (name == "collections.OrderedDict") return make(Value::kDict);
+    if (name == "torch._utils._rebuild_tensor_v2" || name == "torch._utils._rebuild_tensor") {
+      if (args->items.size() < 4 || args->items[0]->kind != Value::kStorage) fail("bad tensor record");
+      auto v = make(Value::kTensor);
+      const at::Tensor& storage = args->items[0]->tensor;
+      v->tensor = storage.as_strided(ints(args->items[2]), ints(args->items[3]), args->items[1]->i);
+      return v;
+    }
+    if (name == "torch._utils._rebuild_parameter") {
+      if (args->items.empty() || args->items[0]->kind != Value::kTensor) fail("bad parameter record");
+      return args->items[0];
+    }
+    fail("unsupported object " + name + " (a state_dict holds only tensors)");
+  }
+
+  const std::string& data_;
+  caffe2::serialize::PyTorchStreamReader& reader_;
+  const std::string& file_;
+  size_t pos_ = 0;
+  std::vector<ValuePtr> stack_;
+  std::map<uint32_t, ValuePtr> memo_;
+  std::map<std::string, ValuePtr> storages_;
+};
+
+// ---- a pickle writer for an OrderedDict of tensors ------------------------------------------
+
+class Pickler {
+ public:
+  std::string out;
+  void op(char c) { out.push_back(c); }
+  void u32(uint32_t v) { for (int k = 0; k < 4; ++k) out.push_back(static_cast<char>((v >> (8 * k)) & 0xff)); }
+  void str(const std::string& s) { op('X'); u32(static_cast<uint32_t>(s.size())); out += s; }
+  void global(const std::string& mod, const std::string& name) { op('c'); out += mod + "\n" + name + "\n"; }
+  void integer(int64_t v) {
+    if (v >= INT32_MIN && v <= INT32_MAX) {
+      op('J');
+      u32(static_cast<uint32_t>(static_cast<int32_t>(v)));
+    } else {
+      op(static_cast<char>(0x8a));
+      out.push_back(8);
+      for (int k = 0; k < 8; ++k) out.push_back(static_cast<char>((static_cast<uint64_t>(v) >> (8 * k)) & 0xff));
+    }
+  }
+  void int_tuple(at::IntArrayRef xs) {
+    op('(');
+    for (auto x : xs) integer(x);
+    op('t');
+  }
+};
+
+std::string storage_name(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return "FloatStorage";
+    case at::kDouble: return "DoubleStorage";
+    case at::kHalf: return "HalfStorage";
+    case at::kBFloat16: return "BFloat16Storage";
+    case at::kLong: return "LongStorage";
+    case at::kInt: return "IntStorage";
+    case at::kShort: return "ShortStorage";
+    case at::kChar: return "CharStorage";
+    case at::kByte: return "ByteStorage";
+    case at::kBool: return "BoolStorage";
+    default: throw std::runtime_error(std::string("cannot save tensors of type ") + at::toString(t));
+  }
+}
+
+std::string shape_str(at::IntArrayRef s) {
+  std::ostringstream os;
+  os << s;
+  return os.str();
+}
+
+}  // namespace
+
+NamedTensors read_state_dict(const std::string& path) {
+  std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader;
+  {
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f) throw DataError("cannot open weights '" + path + "': " + std::strerror(errno));
+    char magic[2] = {0, 0};
+    size_t got = std::fread(magic, 1, 2, f);
+    std::fclose(f);
+    if (got != 2 || magic[0] != 'P' || magic[1] != 'K')
+      throw DataError(path + ": not a torch.save zip archive (a legacy-format file? re-save it in Python "
+                      "with torch.save(torch.load(p), p))");
+  }
+  try {
+    reader = std::make_unique<caffe2::serialize::PyTorchStreamReader>(path);
+  } catch (const c10::Error& e) {
+    throw DataError(path + ": not a readable torch.save archive: " + e.what_without_backtrace());
+  }
+  if (reader->hasRecord("byteorder")) {
+    auto [ptr, size] = reader->getRecord("byteorder");
+    std::string order(static_cast<const char*>(ptr.get()), size);
+    if (order != "little") throw DataError(path + ": written with byte order '" + order + "'; only little-endian is supported");
+  }
+  if (!reader->hasRecord("data.pkl")) throw DataError(path + ": no data.pkl record (not a torch.save file)");
+  auto [ptr, size] = reader->getRecord("data.pkl");
+  std::string pkl(static_cast<const char*>(ptr.get()), size);
+  ValuePtr root = Unpickler(pkl, *reader, path).run();
+  if (root->kind != Value::kDict) throw DataError(path + ": expected a dict of tensors (a state_dict)");
+  NamedTensors out;
+  for (auto& [k, v] : root->dict) {
+    if (k->kind != Value::kString || v->kind != Value::kTensor)
+      throw DataError(path + ": expected a dict of tensors (a state_dict); found a non-tensor entry");
+    out.emplace_back(k->s, v->tensor);
+  }
+  return out;
+}
+
+void write_state_dict(const std::string& path, const NamedTensors& tensors) {
+  Pickler p;
+  p.out = "\x80\x02";
+  p.global("collections", "OrderedDict");
+  p.op(')');
+  p.op('R');
+  p.op('(');
+  std::vector<at::Tensor> storages;
+  for (const auto& [name, t0] : tensors) {
+    at::Tensor t = t0.detach().to(at::kCPU).contiguous();
+    const std::string key = std::to_string(storages.size());
+    storages.push_back(t);
+    p.str(name);
+    p.global("torch._utils", "_rebuild_tensor_v2");
+    p.op('(');
+    p.op('(');
+    p.str("storage");
+    p.global("torch", storage_name(t.scalar_type()));
+    p.str(key);
+    p.str("cpu");
+    p.integer(t.numel());
+    p.op('t');
+    p.op('Q');
+    p.integer(0);
+    p.int_tuple(t.sizes());
+    p.int_tuple(t.strides());
+    p.op(static_cast<char>(0x89));  // requires_grad = False
+    p.global("collections", "OrderedDict");
+    p.op(')');
+    p.op('R');
+    p.op('t');
+    p.op('R');
+  }
+  p.op('u');
+  p.op('.');
+
+  const std::string tmp = path + ".tmp";
+  try {
+    caffe2::serialize::PyTorchStreamWriter writer(tmp);
+    writer.writeRecord("data.pkl", p.out.data(), p.out.size());
+    writer.writeRecord("byteorder", "little", 6);
+    for (size_t k = 0; k < storages.size(); ++k) {
+      const at::Tensor& t = storages[k];
+      writer.writeRecord("data/" + std::to_string(k), t.data_ptr(), t.numel() * t.element_size());
+    }
+    writer.writeEndOfFile();
+  } catch (const c10::Error& e) {
+    std::remove(tmp.c_str());
+    throw std::runtime_error("cannot write weights '" + path + "': " + e.what_without_backtrace());
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw std::runtime_error("cannot write weights '" + path + "': " + std::strerror(errno));
+  }
+}
+
+NamedTensors state_dict(const torch::nn::Module& module) {
+  NamedTensors out;
+  // torchvision's order: each module's parameters, then its buffers, depth first.
+  std::function<void(const torch::nn::Module&, const std::string&)> visit =
+      [&](const torch::nn::Module& m, const std::string& prefix) {
+        for (const auto& p : m.named_parameters(/*recurse=*/false)) out.emplace_back(prefix + p.key(), p.value());
+        for (const auto& b : m.named_buffers(/*recurse=*/false)) out.emplace_back(prefix + b.key(), b.value());
+        for (const auto& c : m.named_children()) visit(*c.value(), prefix + c.key() + ".");
+      };
+  visit(module, "");
+  return out;
+}
+
+std::string load_into(torch::nn::Module& module, const NamedTensors& tensors,
+                      const std::string& source) {
+  std::map<std::string, at::Tensor> own;
+  for (auto& [k, v] : state_dict(module)) own[k] = v;
+  std::map<std::string, at::Tensor> given(tensors.begin(), tensors.end());
+  std::vector<std::string> missing, unexpected;
+  for (auto& [k, v] : own) if (!given.count(k)) missing.push_back(k);
+  for (auto& [k, v] : given) if (!own.count(k)) unexpected.push_back(k);
+  auto list = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (size_t i = 0; i < v.size() && i < 5; ++i) s += (i ? ", " : "") + v[i];
+    if (v.size() > 5) s += ", ... (" + std::to_string(v.size()) + " in all)";
+    return s;
+  };
+  if (!missing.empty()) throw DataError(source + ": missing keys for this model: " + list(missing));
+  if (!unexpected.empty()) throw DataError(source + ": keys this model does not have: " + list(unexpected));
+  std::string note;
+  torch::NoGradGuard no_grad;
+  for (auto& [k, v] : own) {
+    const at::Tensor& src = given[k];
+    if (src.sizes() != v.sizes()) {
+      if (k == "fc.weight" || k == "fc.bias") {
+        note = source + ": the classifier head has shape " + shape_str(given["fc.weight"].sizes()) +
+               " there and " + shape_str(own["fc.weight"].sizes()) +
+               " here (model.num_classes); kept a freshly initialized head";
+        continue;
+      }
+      throw DataError(source + ": " + k + " has shape " + shape_str(src.sizes()) + ", the model expects " +
+                      shape_str(v.sizes()));
+    }
+    v.copy_(src);
+  }
+  return note;
+}
+
+}  // namespace ptune::models

@@ -1,0 +1,94 @@
+#include "tune/sweep.hpp"
+
+#include <torch/version.h>
+#include <ATen/Parallel.h>
+
+#include "engine/cuda_support.hpp"
+#include "engine/device.hpp"
+#include "errors.hpp"
+#include "measure/diagnosis.hpp"
+#include "measure/probe.hpp"
+
+namespace ptune::tune {
+namespace {
+
+/// Overrides that change what is trained, not only how fast.
+const std::vector<std::string> kSemantic = {"loader.batch_size", "optim.amp", "optim.lr", "optim.kind",
+                                            "model.arch", "data.image_size"};
+
+bool is_oom(const std::string& what) {
+  return what.find("out of memory") != std::string::npos || what.find("OutOfMemory") != std::string::npos;
+}
+
+}  // namespace
+
+report::Environment environment(const config::ExperimentConfig& cfg) {
+  report::Environment e;
+  e.torch = TORCH_VERSION;
+  c10::Device device(c10::kCPU);
+  try {
+    device = engine::resolve_device(cfg.device);
+  } catch (const ConfigError&) {
+  }
+  engine::set_cpu_threads(cfg.cpu_threads);
+  e.device = engine::device_name(device);
+  e.device_kind = device.is_cuda() ? "cuda" : "cpu";
+  e.cuda = engine::cuda::version();
+  e.cpu_threads = at::get_num_threads();
+  e.world_size = 1;
+  return e;
+}
+
+void run_sweep(const config::ExperimentConfig& cfg, const SweepOptions& options, report::Results& out) {
+  out.config = config::to_json(cfg);
+  out.environment = environment(cfg);
+  out.status = "running";
+  engine::resolve_device(cfg.device);  // a bad device fails the whole sweep, not each row
+  const auto rows = config::expand_sweep(cfg);
+  std::optional<double> base_loss;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto& [spec, row_cfg] = rows[i];
+    report::Row row;
+    row.name = spec.name;
+    row.changes = spec.set;
+    row.num_workers = row_cfg.loader.num_workers;
+    row.mode = row_cfg.measure.mode;
+    measure::Progress progress = [&](const std::string& phase, int64_t step, int64_t total) {
+      if (options.interrupted && options.interrupted->load()) throw Interrupted();
+      if (options.on_progress) options.on_progress(i, spec.name, phase, step, total);
+    };
+    try {
+      row.m = measure::measure(row_cfg, progress);
+      row.diagnosis = measure::diagnose(*row.m, row_cfg);
+    } catch (const Interrupted&) {
+      out.status = "interrupted";
+      if (options.on_row) options.on_row(out);
+      throw;
+    } catch (const ConfigError& e) {
+      row.status = std::string("skipped: ") + e.what();
+    } catch (const std::exception& e) {
+      std::string what = e.what();
+      if (auto* ce = dynamic_cast<const c10::Error*>(&e)) what = ce->what_without_backtrace();
+      row.status = is_oom(what) ? "failed: out of memory" : "failed: " + what.substr(0, what.find('\n'));
+    }
+    out.rows.push_back(std::move(row));
+    report::Row& r = out.rows.back();
+    report::compute_speedups(out.rows);
+    if (r.m && r.m->loss && r.mode == "train") {
+      if (!base_loss) base_loss = r.m->loss;
+      for (const auto& key : kSemantic) {
+        if (r.changes.contains(key)) {
+          char buf[160];
+          std::snprintf(buf, sizeof buf, "%s changes training semantics; loss %.3f vs %.3f in the first row",
+                        key.c_str(), *r.m->loss, *base_loss);
+          r.notes.push_back(buf);
+        }
+      }
+    }
+    if (options.on_row) options.on_row(out);
+  }
+  out.status = "complete";
+  if (options.on_row) options.on_row(out);
+}
+
+}  // namespace ptune::tune

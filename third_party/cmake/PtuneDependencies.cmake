@@ -1,0 +1,30 @@
+# Finds every dependency of ptune. LibTorch: any LibTorch 2.x on CMAKE_PREFIX_PATH (scripts/setup
+# points it at the pinned torch wheel, see third_party/versions.env). The rest: Debian packages.
+
+# The CUDA build of LibTorch configures CUDA through its own CMake files; tell it where the
+# toolkit is when nvcc is not on PATH, and keep its architecture list short unless asked.
+if(NOT DEFINED ENV{CUDACXX} AND NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+  set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc CACHE FILEPATH "")
+  set(CUDAToolkit_ROOT /usr/local/cuda CACHE PATH "")
+endif()
+if(NOT DEFINED TORCH_CUDA_ARCH_LIST AND NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST})
+  set(TORCH_CUDA_ARCH_LIST "8.0;9.0" CACHE STRING "CUDA architectures for ptune's own kernels")
+endif()
+
+find_package(Torch 2.0 REQUIRED)
+if(Torch_VERSION VERSION_LESS 2.0)
+  message(FATAL_ERROR "ptune needs LibTorch 2.x, found ${Torch_VERSION}")
+endif()
+set(PTUNE_HAS_CUDA OFF)
+if(TARGET torch_cuda OR TORCH_CUDA_LIBRARIES)
+  set(PTUNE_HAS_CUDA ON)
+endif()
+message(STATUS "ptune: LibTorch ${Torch_VERSION} (CUDA build: ${PTUNE_HAS_CUDA}) at ${TORCH_INSTALL_PREFIX}")
+
+find_package(nlohmann_json 3.10 REQUIRED)
+find_package(CLI11 2.0 REQUIRED)
+find_package(spdlog REQUIRED)
+find_package(PNG REQUIRED)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(TURBOJPEG REQUIRED IMPORTED_TARGET libturbojpeg)
+find_package(Threads REQUIRED)
