@@ -106,7 +106,10 @@ const std::vector<Field>& fields() {
     t.push_back(field("model.weights", &E::model, &ModelConfig::weights, T::kOptString, "a torch.save(model.state_dict()) file to start from, or null for torchvision's random initialization"));
     t.push_back(field("model.channels_last", &E::model, &ModelConfig::channels_last, T::kBool, "NHWC memory format for the model and its inputs"));
 
-    t.push_back(one_of(field("data.kind", &E::data, &DataConfig::kind, T::kEnum, "dataset: fake_cifar = seeded random 32x32 RGB images (resized to image_size)"), {"fake_cifar"}));
+    t.push_back(one_of(field("data.kind", &E::data, &DataConfig::kind, T::kEnum, "dataset: fake_cifar = seeded random 32x32 RGB images resized to image_size; image_folder = JPEG/PNG files under data.root"), {"fake_cifar", "image_folder"}));
+    t.push_back(field("data.root", &E::data, &DataConfig::root, T::kOptString, "image_folder: folder with one sub-folder of images per class (sorted names = labels)"));
+    t.push_back(one_of(field("data.transform", &E::data, &DataConfig::transform, T::kEnum, "image_folder: train = RandomResizedCrop + horizontal flip; eval = Resize + CenterCrop"), {"train", "eval"}));
+    t.push_back(one_of(field("data.on_bad_file", &E::data, &DataConfig::on_bad_file, T::kEnum, "image_folder: a corrupt or non-image file stops the run (error) or is left out and counted (skip)"), {"error", "skip"}));
     t.push_back(at_least(field("data.num_samples", &E::data, &DataConfig::num_samples, T::kInt, "images in the dataset"), 1));
     t.push_back(between(field("data.image_size", &E::data, &DataConfig::image_size, T::kInt, "side of the square images the model sees (bilinear resize)"), 8, 4096));
     t.push_back(list_of(between(field("data.mean", &E::data, &DataConfig::mean, T::kNumberList, "per-channel mean, subtracted after scaling pixels to [0, 1]"), -10, 10), 3));
@@ -119,6 +122,8 @@ const std::vector<Field>& fields() {
     t.push_back(field("loader.shuffle", &E::loader, &LoaderConfig::shuffle, T::kBool, "reshuffle the sample order every epoch (from seed and epoch)"));
     t.push_back(field("loader.drop_last", &E::loader, &LoaderConfig::drop_last, T::kBool, "drop the last partial batch of an epoch"));
     t.push_back(field("loader.uint8_transfer", &E::loader, &LoaderConfig::uint8_transfer, T::kBool, "ship uint8 images to the device; convert and normalize there"));
+
+    t.push_back(field("loader.gpu_resize", &E::loader, &LoaderConfig::gpu_resize, T::kBool, "fake_cifar: ship the 32x32 originals and resize on the device (49x fewer bytes at 224)"));
 
     t.push_back(one_of(field("optim.kind", &E::optim, &OptimConfig::kind, T::kEnum, "optimizer"), {"sgd", "adamw"}));
     t.push_back(at_least(field("optim.lr", &E::optim, &OptimConfig::lr, T::kNumber, "learning rate"), 0, true));

@@ -20,7 +20,10 @@ struct ModelConfig {
 };
 
 struct DataConfig {
-  std::string kind = "fake_cifar";     // fake_cifar: seeded random 32x32 RGB images
+  std::string kind = "fake_cifar";     // fake_cifar | image_folder
+  std::optional<std::string> root;     // image_folder: root/<class>/*.{jpg,jpeg,png}
+  std::string transform = "train";     // image_folder: train (RandomResizedCrop+flip) | eval
+  std::string on_bad_file = "error";   // image_folder: error | skip (count, warn once)
   int64_t num_samples = 10000;         // number of images in the dataset
   int64_t image_size = 224;            // side of the square images the model sees
   std::vector<double> mean = {0.5, 0.5, 0.5};  // per-channel mean subtracted after /255
@@ -35,6 +38,7 @@ struct LoaderConfig {
   bool shuffle = true;         // reshuffle the sample order every epoch (from seed and epoch)
   bool drop_last = true;       // drop the last partial batch of an epoch
   bool uint8_transfer = false; // ship uint8 images; convert and normalize on the device
+  bool gpu_resize = false;     // fake_cifar: ship 32x32 originals, resize on the device
 };
 
 struct OptimConfig {

@@ -50,7 +50,7 @@ data::LoaderOptions loader_options(const config::ExperimentConfig& cfg, const c1
   o.shuffle = cfg.loader.shuffle;
   o.drop_last = cfg.loader.drop_last;
   o.pin_memory = cfg.loader.pin_memory && device.is_cuda();
-  o.float_output = !cfg.loader.uint8_transfer;
+  o.float_output = !(cfg.loader.uint8_transfer || cfg.loader.gpu_resize);
   for (int c = 0; c < 3; ++c) {
     o.mean[c] = static_cast<float>(cfg.data.mean[c]);
     o.std[c] = static_cast<float>(cfg.data.std[c]);
@@ -62,9 +62,13 @@ data::LoaderOptions loader_options(const config::ExperimentConfig& cfg, const c1
 }
 
 std::shared_ptr<const data::Dataset> make_dataset(const config::ExperimentConfig& cfg) {
+  if (cfg.loader.gpu_resize && cfg.data.kind != "fake_cifar")
+    throw ConfigError("loader.gpu_resize: works with data.kind fake_cifar only, not '" + cfg.data.kind + "'");
   if (cfg.data.kind == "fake_cifar") {
+    // gpu_resize ships the 32x32 originals; the trainer resizes them on the device.
+    const int64_t side = cfg.loader.gpu_resize ? data::FakeCifar::kSide : cfg.data.image_size;
     return std::make_shared<data::FakeCifar>(cfg.data.num_samples, cfg.model.num_classes,
-                                             static_cast<uint64_t>(cfg.seed), cfg.data.image_size);
+                                             static_cast<uint64_t>(cfg.seed), side);
   }
   throw ConfigError("data.kind: unknown dataset '" + cfg.data.kind + "'");
 }
@@ -112,7 +116,14 @@ std::pair<at::Tensor, at::Tensor> Trainer::to_device(const data::Batch& batch) c
   at::Tensor labels = batch.labels.to(device_, non_blocking);
   if (images.scalar_type() == at::kByte) {
     // uint8 transfer: one multiply-add per pixel on the device, same formula as the loader's.
-    images = at::addcmul(norm_shift_, images.to(at::kFloat), norm_scale_);
+    at::Tensor x = images.to(at::kFloat);
+    const int64_t side = cfg_.data.image_size;
+    if (x.size(2) != side || x.size(3) != side) {
+      // gpu_resize: the same bilinear (antialiased when shrinking) resize as the host's,
+      // without the host's rounding to uint8 in between.
+      x = at::_upsample_bilinear2d_aa(x, {side, side}, /*align_corners=*/false);
+    }
+    images = at::addcmul(norm_shift_, x, norm_scale_);
   }
   if (cfg_.model.channels_last) images = images.contiguous(at::MemoryFormat::ChannelsLast);
   return {images, labels};

@@ -1,0 +1,1 @@
+#include "data/image_folder.hpp"

@@ -1,0 +1,2 @@
+#pragma once
+// image_folder dataset: being written (see issue 3).

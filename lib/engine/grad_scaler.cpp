@@ -1,0 +1,1 @@
+#include "engine/grad_scaler.hpp"

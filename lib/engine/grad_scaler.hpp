@@ -1,0 +1,2 @@
+#pragma once
+// GradScaler: being written (see issue 4).
