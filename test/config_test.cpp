@@ -1,1 +1,220 @@
+// Config parsing, validation and every error text a user can meet.
 #include <catch2/catch.hpp>
+
+#include "config/config.hpp"
+#include "config/suggest.hpp"
+#include "errors.hpp"
+#include "test_util.hpp"
+
+using ptune::ConfigError;
+using ptune::config::ExperimentConfig;
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+ExperimentConfig parse(const std::string& text) {
+  return ptune::config::from_json(Json::parse(text), "exp.json");
+}
+
+std::string error_of(const std::string& text) {
+  try {
+    parse(text);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+std::string set_error(const std::string& assignment) {
+  ExperimentConfig cfg;
+  try {
+    ptune::config::apply_set(cfg, assignment);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST_CASE("defaults fill every missing key", "[config]") {
+  auto cfg = parse("{}");
+  CHECK(cfg.model.arch == "resnet18");
+  CHECK(cfg.loader.batch_size == 32);
+  CHECK(cfg.loader.num_workers == 0);
+  CHECK(cfg.optim.lr == Approx(0.001));
+  CHECK(cfg.data.mean == std::vector<double>{0.5, 0.5, 0.5});
+  CHECK(!cfg.model.weights);
+  CHECK(cfg.sweep.empty());
+}
+
+TEST_CASE("values are read into the structs", "[config]") {
+  auto cfg = parse(R"({"model": {"arch": "resnet50", "weights": "w.pt"}, "loader": {"batch_size": 512},
+                       "optim": {"lr": 0.1, "amp": "bf16"}, "device": "cuda:1"})");
+  CHECK(cfg.model.arch == "resnet50");
+  CHECK(*cfg.model.weights == "w.pt");
+  CHECK(cfg.loader.batch_size == 512);
+  CHECK(cfg.optim.lr == Approx(0.1));
+  CHECK(cfg.optim.amp == "bf16");
+  CHECK(cfg.device == "cuda:1");
+}
+
+TEST_CASE("unknown keys are errors with a suggestion", "[config]") {
+  CHECK(error_of(R"({"loader": {"batch_sise": 3}})") ==
+        "exp.json: unknown key 'loader.batch_sise', did you mean 'loader.batch_size'?");
+  CHECK(error_of(R"({"modle": {}})") == "exp.json: unknown key 'modle', did you mean 'model'?");
+  CHECK(error_of(R"({"zzzzzzzz": 1})") == "exp.json: unknown key 'zzzzzzzz'");
+}
+
+TEST_CASE("wrong types name the path, the value and the expected type", "[config]") {
+  CHECK(error_of(R"({"loader": {"batch_size": "32"}})") ==
+        "exp.json: loader.batch_size: expected an integer, got \"32\" (a string)");
+  CHECK(error_of(R"({"loader": {"batch_size": 3.5}})") ==
+        "exp.json: loader.batch_size: expected an integer, got 3.5 (a number)");
+  CHECK(error_of(R"({"loader": {"pin_memory": 1}})") ==
+        "exp.json: loader.pin_memory: expected true or false, got 1 (an integer)");
+  CHECK(error_of(R"({"data": {"mean": [0.5, 0.5]}})") ==
+        "exp.json: data.mean: expected a list of 3 numbers, got [0.5,0.5] (a list)");
+  CHECK(error_of(R"({"loader": 5})") == "exp.json: loader: expected an object, got 5 (an integer)");
+  CHECK(error_of(R"([1, 2])") == "exp.json: expected a JSON object at the top level, got a list");
+}
+
+TEST_CASE("out-of-range values say what is allowed", "[config]") {
+  CHECK(error_of(R"({"loader": {"batch_size": 0}})") ==
+        "exp.json: loader.batch_size: 0 is out of range; allowed: an integer in [1, 1048576]");
+  CHECK(error_of(R"({"optim": {"lr": -0.1}})") ==
+        "exp.json: optim.lr: -0.1 is out of range; allowed: a number > 0");
+  CHECK(error_of(R"({"loader": {"num_workers": -1}})") ==
+        "exp.json: loader.num_workers: -1 is out of range; allowed: an integer in [0, 256]");
+  CHECK(error_of(R"({"optim": {"momentum": 1.0}})") ==
+        "exp.json: optim.momentum: 1.0 is out of range; allowed: a number in [0, 1)");
+}
+
+TEST_CASE("unknown enum values suggest the nearest", "[config]") {
+  CHECK(error_of(R"({"model": {"arch": "resnet19"}})") ==
+        "exp.json: model.arch: unknown value 'resnet19', did you mean 'resnet18'? allowed: resnet18, resnet50");
+  CHECK(error_of(R"({"optim": {"amp": "fp8"}})") ==
+        "exp.json: optim.amp: unknown value 'fp8'; allowed: off, bf16");
+  CHECK(error_of(R"({"device": "cuda:x"})") ==
+        "exp.json: device: unknown device 'cuda:x', did you mean 'cuda'? allowed: auto, cpu, cuda, cuda:N");
+}
+
+TEST_CASE("files: missing, unreadable and malformed", "[config]") {
+  ptune::test::TempDir dir;
+  auto missing = dir.file("nope.json");
+  CHECK_THROWS_WITH(ptune::config::load_file(missing),
+                    "cannot open config '" + missing + "': No such file or directory");
+  auto bad = dir.write("bad.json", "{\n  \"loader\": {\n    \"batch_size\": 32,\n  }\n}\n");
+  CHECK_THROWS_WITH(ptune::config::load_file(bad),
+                    Catch::StartsWith(bad + ":4:3: malformed JSON: syntax error while parsing object key"));
+  auto good = dir.write("good.json", R"({"loader": {"batch_size": 8}})");
+  CHECK(ptune::config::load_file(good).loader.batch_size == 8);
+  auto typo = dir.write("typo.json", R"({"loader": {"workers": 8}})");
+  CHECK_THROWS_WITH(ptune::config::load_file(typo),
+                    typo + ": unknown key 'loader.workers', did you mean 'loader.num_workers'?");
+}
+
+TEST_CASE("--set overrides are typed by the field", "[config]") {
+  ExperimentConfig cfg;
+  ptune::config::apply_set(cfg, "loader.batch_size=256");
+  ptune::config::apply_set(cfg, "optim.amp=bf16");
+  ptune::config::apply_set(cfg, "loader.pin_memory=true");
+  ptune::config::apply_set(cfg, "data.mean=[0.1,0.2,0.3]");
+  ptune::config::apply_set(cfg, "model.weights=/tmp/w.pt");
+  ptune::config::apply_set(cfg, "name=my run");
+  CHECK(cfg.loader.batch_size == 256);
+  CHECK(cfg.optim.amp == "bf16");
+  CHECK(cfg.loader.pin_memory);
+  CHECK(cfg.data.mean == std::vector<double>{0.1, 0.2, 0.3});
+  CHECK(*cfg.model.weights == "/tmp/w.pt");
+  CHECK(cfg.name == "my run");
+  ptune::config::apply_set(cfg, "model.weights=null");
+  CHECK(!cfg.model.weights);
+}
+
+TEST_CASE("--set errors", "[config]") {
+  CHECK(set_error("loader.batch_sise=3") == "--set: unknown key 'loader.batch_sise', did you mean 'loader.batch_size'?");
+  CHECK(set_error("loader.batch_size=abc") == "--set: loader.batch_size: expected an integer, got \"abc\" (a string)");
+  CHECK(set_error("loader.batch_size=0") ==
+        "--set: loader.batch_size: 0 is out of range; allowed: an integer in [1, 1048576]");
+  CHECK(set_error("model.arch=resnet19") ==
+        "--set: model.arch: unknown value 'resnet19', did you mean 'resnet18'? allowed: resnet18, resnet50");
+  CHECK(set_error("batch_size") == "--set 'batch_size': expected PATH=VALUE, e.g. loader.batch_size=256");
+}
+
+TEST_CASE("sweep rows are cumulative patches", "[config]") {
+  auto cfg = parse(R"({"loader": {"batch_size": 8}, "sweep": [
+      {"name": "base"},
+      {"name": "workers", "set": {"loader.num_workers": 2}},
+      {"name": "big", "set": {"loader.batch_size": 64, "optim.amp": "bf16"}},
+      {"name": "nested", "set": {"optim": {"set_to_none": true}}}]})");
+  auto rows = ptune::config::expand_sweep(cfg);
+  REQUIRE(rows.size() == 4);
+  CHECK(rows[0].first.name == "base");
+  CHECK(rows[0].second.loader.batch_size == 8);
+  CHECK(rows[0].second.loader.num_workers == 0);
+  CHECK(rows[1].second.loader.num_workers == 2);
+  CHECK(rows[2].second.loader.num_workers == 2);  // kept from the row before
+  CHECK(rows[2].second.loader.batch_size == 64);
+  CHECK(rows[2].second.optim.amp == "bf16");
+  CHECK(rows[3].second.optim.set_to_none);
+  CHECK(rows[3].second.optim.amp == "bf16");
+  CHECK(rows[3].second.sweep.empty());
+}
+
+TEST_CASE("a config without rows sweeps itself", "[config]") {
+  auto rows = ptune::config::expand_sweep(parse(R"({"loader": {"batch_size": 4}})"));
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0].second.loader.batch_size == 4);
+}
+
+TEST_CASE("bad sweep rows are errors with their index", "[config]") {
+  CHECK(error_of(R"({"sweep": [{"name": "a"}, {"name": "b", "set": {"loader.batch_sise": 1}}]})") ==
+        "exp.json: sweep[1].set: unknown key 'loader.batch_sise', did you mean 'loader.batch_size'?");
+  CHECK(error_of(R"({"sweep": [{"set": {}}]})") == "exp.json: sweep[0]: missing \"name\"");
+  CHECK(error_of(R"({"sweep": [{"name": "a", "sett": {}}]})") ==
+        "exp.json: sweep[0]: unknown key 'sett', did you mean 'set'? allowed: name, set");
+  CHECK(error_of(R"({"sweep": [{"name": "a", "set": {"loader.batch_size": -4}}]})") ==
+        "exp.json: sweep[0].set: loader.batch_size: -4 is out of range; allowed: an integer in [1, 1048576]");
+}
+
+TEST_CASE("to_json round-trips the resolved config", "[config]") {
+  auto cfg = parse(R"({"name": "x", "loader": {"batch_size": 7}, "sweep": [{"name": "r", "set": {"optim.lr": 0.5}}]})");
+  auto again = ptune::config::from_json(ptune::config::to_json(cfg), "resolved");
+  CHECK(ptune::config::to_json(again) == ptune::config::to_json(cfg));
+  CHECK(again.loader.batch_size == 7);
+  CHECK(again.sweep.at(0).set["optim.lr"] == 0.5);
+}
+
+TEST_CASE("the schema and the parser agree", "[config]") {
+  const Json schema = ptune::config::schema();
+  // The committed schema is the generated one (regenerate with `ptune schema > configs/schema.json`).
+  auto committed = Json::parse(ptune::test::read_file(std::string(PTUNE_SOURCE_DIR) + "/configs/schema.json"));
+  CHECK(committed == schema);
+  // Every leaf the schema documents is a key the parser accepts, with the schema's default...
+  const ExperimentConfig defaults;
+  const Json resolved = ptune::config::to_json(defaults);
+  size_t leaves = 0;
+  for (auto& [key, prop] : schema["properties"].items()) {
+    if (key == "sweep") continue;
+    if (prop.contains("properties")) {
+      for (auto& [leaf, spec] : prop["properties"].items()) {
+        ++leaves;
+        CHECK(resolved.at(key).at(leaf) == spec.at("default"));
+        CHECK_NOTHROW(ptune::config::from_json(Json{{key, Json{{leaf, spec.at("default")}}}}, "schema"));
+      }
+    } else {
+      ++leaves;
+      CHECK(resolved.at(key) == prop.at("default"));
+    }
+  }
+  // ...and every key the parser knows is in the schema.
+  CHECK(leaves == ptune::config::field_paths().size());
+  CHECK(schema["additionalProperties"] == false);
+}
+
+TEST_CASE("did-you-mean picks close words only", "[config]") {
+  CHECK(ptune::config::edit_distance("kitten", "sitting") == 3);
+  CHECK(ptune::config::closest("resnet19", {"resnet18", "resnet50"}) == "resnet18");
+  CHECK(ptune::config::closest("vgg", {"resnet18", "resnet50"}).empty());
+}

@@ -1,1 +1,162 @@
+// End to end: the built ptune binary on tiny configs: output, files and exit codes.
 #include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "test_util.hpp"
+
+using ptune::test::run;
+using ptune::test::TempDir;
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+const char* kTiny = R"({
+  "name": "tiny", "device": "cpu", "cpu_threads": 2,
+  "data": {"num_samples": 64, "image_size": 32},
+  "loader": {"batch_size": 8},
+  "measure": {"warmup_steps": 1, "steps": 2},
+  "train": {"epochs": 1, "max_steps": 3},
+  "sweep": [
+    {"name": "baseline"},
+    {"name": "workers", "set": {"loader.num_workers": 2}},
+    {"name": "loader only", "set": {"measure.mode": "data"}},
+    {"name": "pinned", "set": {"measure.mode": "train", "loader.pin_memory": true}},
+    {"name": "batch 16", "set": {"loader.pin_memory": false, "loader.batch_size": 16}}
+  ]
+})";
+
+/// Checks the one-line error contract: exit 2, nothing on stdout, one line on stderr.
+void expect_usage_error(const ptune::test::RunResult& r, const std::string& message) {
+  CHECK(r.code == 2);
+  CHECK(r.out.empty());
+  CHECK(r.err == "ptune: error: " + message + "\n");
+}
+
+}  // namespace
+
+TEST_CASE("ptune --version and --help", "[e2e]") {
+  auto v = run(ptune::test::exe() + " --version");
+  CHECK(v.code == 0);
+  CHECK(v.out == "ptune 0.1.0\n");
+  for (std::string cmd : {"sweep", "train", "eval", "check", "schema"}) {
+    auto h = run(ptune::test::exe() + " " + cmd + " --help");
+    CHECK(h.code == 0);
+    CHECK(h.out.find("Usage") != std::string::npos);
+  }
+}
+
+TEST_CASE("a tiny sweep prints the table and writes complete JSON", "[e2e]") {
+  TempDir dir;
+  auto cfg = dir.write("tiny.json", kTiny);
+  auto r = run(ptune::test::exe() + " sweep " + cfg + " --out " + dir.file("r.json"));
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("samples/s") != std::string::npos);
+  CHECK(r.out.find("batch 16") != std::string::npos);
+  auto j = Json::parse(ptune::test::read_file(dir.file("r.json")));
+  CHECK(j["status"] == "complete");
+  CHECK(j["ptune_version"] == "0.1.0");
+  CHECK(j["environment"]["device_kind"] == "cpu");
+  CHECK(j["config"]["loader"]["batch_size"] == 8);
+  REQUIRE(j["rows"].size() == 5);
+  for (size_t i : {0, 1, 2, 4}) {
+    INFO("row " << i);
+    CHECK(j["rows"][i]["status"] == "ok");
+    CHECK(j["rows"][i]["samples_per_s"].get<double>() > 0);
+  }
+  CHECK(j["rows"][1]["num_workers"] == 2);
+  CHECK(j["rows"][2]["mode"] == "data");
+  CHECK(j["rows"][2]["loss"].is_null());
+  CHECK(j["rows"][3]["status"].get<std::string>().rfind("skipped: loader.pin_memory needs a CUDA device", 0) == 0);
+  CHECK(j["rows"][4]["batch_size"] == 16);
+  CHECK(j["rows"][4]["notes"][0].get<std::string>().rfind("loader.batch_size changes training semantics", 0) == 0);
+  CHECK(!std::filesystem::exists(dir.file("r.json.tmp")));
+}
+
+TEST_CASE("--format json|csv|md on stdout, --set overrides", "[e2e]") {
+  TempDir dir;
+  auto cfg = dir.write("one.json", R"({"device": "cpu", "data": {"num_samples": 16, "image_size": 32},
+      "loader": {"batch_size": 4}, "measure": {"warmup_steps": 0, "steps": 1}})");
+  auto j = run(ptune::test::exe() + " sweep " + cfg + " --format json --set loader.batch_size=2 --set measure.steps=2");
+  REQUIRE(j.code == 0);
+  auto doc = Json::parse(j.out);
+  CHECK(doc["rows"][0]["batch_size"] == 2);
+  CHECK(doc["rows"][0]["steps"] == 2);
+  auto csv = run(ptune::test::exe() + " sweep " + cfg + " --format csv");
+  CHECK(csv.out.rfind("index,name,", 0) == 0);
+  auto md = run(ptune::test::exe() + " sweep " + cfg + " --format md");
+  CHECK(md.out.rfind("| # | row |", 0) == 0);
+}
+
+TEST_CASE("check prints the resolved config", "[e2e]") {
+  TempDir dir;
+  auto cfg = dir.write("c.json", R"({"loader": {"batch_size": 9}})");
+  auto r = run(ptune::test::exe() + " check " + cfg + " --set optim.lr=0.5");
+  REQUIRE(r.code == 0);
+  auto j = Json::parse(r.out);
+  CHECK(j["loader"]["batch_size"] == 9);
+  CHECK(j["optim"]["lr"] == 0.5);
+  CHECK(j["model"]["arch"] == "resnet18");  // defaults filled in
+}
+
+TEST_CASE("bad input: one line, exit code 2", "[e2e]") {
+  TempDir dir;
+  const std::string exe = ptune::test::exe();
+  auto unknown = dir.write("u.json", R"({"loader": {"batch_sise": 3}})");
+  expect_usage_error(run(exe + " check " + unknown),
+                     unknown + ": unknown key 'loader.batch_sise', did you mean 'loader.batch_size'?");
+  auto arch = dir.write("a.json", R"({"model": {"arch": "resnet19"}})");
+  expect_usage_error(run(exe + " sweep " + arch),
+                     arch + ": model.arch: unknown value 'resnet19', did you mean 'resnet18'? allowed: resnet18, resnet50");
+  auto batch = dir.write("b.json", R"({"loader": {"batch_size": 0}})");
+  expect_usage_error(run(exe + " train " + batch),
+                     batch + ": loader.batch_size: 0 is out of range; allowed: an integer in [1, 1048576]");
+  auto lr = dir.write("lr.json", R"({"optim": {"lr": -1}})");
+  expect_usage_error(run(exe + " check " + lr), lr + ": optim.lr: -1 is out of range; allowed: a number > 0");
+  auto workers = dir.write("w.json", R"({"loader": {"num_workers": -2}})");
+  expect_usage_error(run(exe + " check " + workers),
+                     workers + ": loader.num_workers: -2 is out of range; allowed: an integer in [0, 256]");
+  auto type = dir.write("t.json", R"({"loader": {"shuffle": "yes"}})");
+  expect_usage_error(run(exe + " check " + type), type + ": loader.shuffle: expected true or false, got \"yes\" (a string)");
+  auto malformed = dir.write("m.json", "{\n  \"seed\": 1,,\n}");
+  auto r = run(exe + " check " + malformed);
+  CHECK(r.code == 2);
+  CHECK(r.err.rfind("ptune: error: " + malformed + ":2:13: malformed JSON: ", 0) == 0);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  expect_usage_error(run(exe + " check " + dir.file("missing.json")),
+                     "cannot open config '" + dir.file("missing.json") + "': No such file or directory");
+  auto ok = dir.write("ok.json", "{}");
+  expect_usage_error(run(exe + " check " + ok + " --set loader.wokers=2"),
+                     "--set: unknown key 'loader.wokers'");
+  expect_usage_error(run(exe + " sweep " + ok + " --format yaml"),
+                     "--format: unknown format 'yaml'; allowed: table, json, csv, md");
+  auto cli = run(exe + " sweep");
+  CHECK(cli.code == 2);
+  CHECK(cli.err.rfind("ptune: error: ", 0) == 0);
+  auto cmd = run(exe + " sweeep " + ok);
+  CHECK(cmd.code == 2);
+}
+
+TEST_CASE("train with checkpoints and weights, then eval as JSON", "[e2e]") {
+  TempDir dir;
+  auto cfg = dir.write("tiny.json", kTiny);
+  const std::string exe = ptune::test::exe();
+  auto t = run(exe + " train " + cfg + " --set train.checkpoint_dir=" + dir.file("ck") + " --save-weights " +
+               dir.file("w.pt"));
+  INFO(t.err);
+  REQUIRE(t.code == 0);
+  CHECK(t.out.rfind("trained 3 steps", 0) == 0);
+  CHECK(t.err.find("step 3/3") != std::string::npos);
+  CHECK(std::filesystem::exists(dir.file("ck/tiny-step3.pt")));
+  auto e = run(exe + " eval " + cfg + " --weights " + dir.file("w.pt") + " --format json");
+  INFO(e.err);
+  REQUIRE(e.code == 0);
+  auto j = Json::parse(e.out);
+  CHECK(j["samples"] == 64);
+  CHECK(j["top1"].get<double>() >= 0);
+  CHECK(j["loss"].get<double>() > 0);
+  auto bad = run(exe + " eval " + cfg + " --weights " + cfg);
+  CHECK(bad.code == 1);
+  CHECK(bad.err.rfind("ptune: error: " + cfg + ": not a torch.save zip archive", 0) == 0);
+}

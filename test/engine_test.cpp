@@ -1,1 +1,218 @@
+// The trainer: each optimization does what it says, and CUDA-only options fail clearly on CPU.
 #include <catch2/catch.hpp>
+
+#include <torch/torch.h>
+
+#include "config/config.hpp"
+#include "data/loader.hpp"
+#include "engine/device.hpp"
+#include "engine/run.hpp"
+#include "engine/trainer.hpp"
+#include "errors.hpp"
+#include "measure/diagnosis.hpp"
+#include "measure/probe.hpp"
+#include "test_util.hpp"
+
+using ptune::config::ExperimentConfig;
+using ptune::engine::Trainer;
+
+namespace {
+
+ExperimentConfig tiny() {
+  ExperimentConfig cfg;
+  cfg.device = "cpu";
+  cfg.cpu_threads = 2;
+  cfg.data.num_samples = 32;
+  cfg.data.image_size = 32;
+  cfg.loader.batch_size = 4;
+  cfg.optim.lr = 0.05;
+  cfg.measure.warmup_steps = 1;
+  cfg.measure.steps = 2;
+  return cfg;
+}
+
+ptune::data::Batch first_batch(const ExperimentConfig& cfg) {
+  ptune::data::Loader loader(ptune::engine::make_dataset(cfg),
+                             ptune::engine::loader_options(cfg, c10::Device(c10::kCPU)));
+  loader.start_epoch(0);
+  auto b = loader.next();
+  return {b->images.clone(), b->labels.clone(), 0};
+}
+
+/// Trains `steps` steps on the first batch and returns the flattened parameters.
+at::Tensor train_params(const ExperimentConfig& cfg, int steps, double* last_loss = nullptr) {
+  Trainer t(cfg, c10::Device(c10::kCPU));
+  auto batch = first_batch(cfg);
+  at::Tensor loss;
+  for (int i = 0; i < steps; ++i) {
+    auto [x, y] = t.to_device(batch);
+    loss = t.step(x, y);
+  }
+  if (last_loss) *last_loss = loss.item<double>();
+  std::vector<at::Tensor> flat;
+  for (auto& p : t.model()->parameters()) flat.push_back(p.detach().flatten());
+  return torch::cat(flat);
+}
+
+}  // namespace
+
+TEST_CASE("training steps lower the loss on a fixed batch", "[engine]") {
+  auto cfg = tiny();
+  Trainer t(cfg, c10::Device(c10::kCPU));
+  auto batch = first_batch(cfg);
+  auto [x, y] = t.to_device(batch);
+  double first = t.step(x, y).item<double>(), last = first;
+  for (int i = 0; i < 8; ++i) last = t.step(x, y).item<double>();
+  CHECK(last < first * 0.5);
+}
+
+TEST_CASE("models start identical from the seed; set_to_none does not change training", "[engine]") {
+  auto cfg = tiny();
+  auto a = train_params(cfg, 3);
+  cfg.optim.set_to_none = true;
+  auto b = train_params(cfg, 3);
+  CHECK(a.equal(b));
+  cfg.optim.kind = "adamw";
+  auto c = train_params(cfg, 2);
+  CHECK(!a.equal(c));
+}
+
+TEST_CASE("uint8 transfer and normalization on the device equal the host's float path", "[engine]") {
+  auto cfg = tiny();
+  Trainer t(cfg, c10::Device(c10::kCPU));
+  auto f = t.to_device(first_batch(cfg)).first;
+  cfg.loader.uint8_transfer = true;
+  auto u8 = first_batch(cfg);
+  CHECK(u8.images.scalar_type() == at::kByte);
+  auto g = t.to_device(u8).first;
+  CHECK(g.scalar_type() == at::kFloat);
+  CHECK(torch::allclose(f, g, 1e-5, 1e-6));
+}
+
+TEST_CASE("gpu_resize ships 32x32 originals and resizes on the device like the host", "[engine]") {
+  auto cfg = tiny();
+  cfg.data.image_size = 64;
+  Trainer t(cfg, c10::Device(c10::kCPU));
+  auto host = t.to_device(first_batch(cfg)).first;
+  cfg.loader.gpu_resize = true;
+  auto raw = first_batch(cfg);
+  CHECK(raw.images.sizes() == at::IntArrayRef({4, 3, 32, 32}));
+  auto dev = t.to_device(raw).first;
+  REQUIRE(dev.sizes() == host.sizes());
+  // The host rounds the resized image to uint8; the device does not: <= half a level apart.
+  CHECK((dev - host).abs().max().item<double>() <= 0.5 / (255 * 0.5) + 1e-5);
+}
+
+TEST_CASE("channels_last changes the layout, not the result", "[engine]") {
+  auto cfg = tiny();
+  double plain = 0, cl = 0;
+  train_params(cfg, 1, &plain);  // the first step's loss: the same weights, another layout
+  cfg.model.channels_last = true;
+  Trainer t(cfg, c10::Device(c10::kCPU));
+  CHECK(t.model()->conv1->weight.is_contiguous(at::MemoryFormat::ChannelsLast));
+  auto x = t.to_device(first_batch(cfg)).first;
+  CHECK(x.is_contiguous(at::MemoryFormat::ChannelsLast));
+  train_params(cfg, 1, &cl);
+  CHECK(cl == Approx(plain).epsilon(1e-4));
+}
+
+TEST_CASE("bf16 autocast on the CPU trains close to fp32", "[engine]") {
+  auto cfg = tiny();
+  double fp32 = 0, bf16 = 0;
+  auto a = train_params(cfg, 1, &fp32);
+  cfg.optim.amp = "bf16";
+  auto b = train_params(cfg, 1, &bf16);
+  CHECK(!a.equal(b));  // autocast really ran in bfloat16...
+  CHECK(bf16 != fp32);
+  CHECK(bf16 == Approx(fp32).epsilon(0.02));  // ...and the same weights give a close loss
+}
+
+TEST_CASE("CUDA-only options are clear errors without a GPU", "[engine]") {
+  auto cfg = tiny();
+  cfg.loader.pin_memory = true;
+  CHECK_THROWS_WITH(Trainer(cfg, c10::Device(c10::kCPU)),
+                    Catch::StartsWith("loader.pin_memory needs a CUDA device; "));
+  cfg.loader.pin_memory = false;
+  cfg.optim.cudnn_benchmark = true;
+  CHECK_THROWS_WITH(Trainer(cfg, c10::Device(c10::kCPU)),
+                    Catch::StartsWith("optim.cudnn_benchmark needs a CUDA device; "));
+  if (!torch::cuda::is_available()) {
+    CHECK_THROWS_WITH(ptune::engine::resolve_device("cuda"),
+                      "device: 'cuda' needs a CUDA device; none is visible (use \"cpu\" or \"auto\")");
+    CHECK(ptune::engine::resolve_device("auto").is_cpu());
+  }
+}
+
+TEST_CASE("measure: modes, warm-up excluded, loss reported", "[engine][measure]") {
+  auto cfg = tiny();
+  cfg.measure.repeats = 3;
+  std::vector<std::string> phases;
+  auto m = ptune::measure::measure(cfg, [&](const std::string& p, int64_t s, int64_t of) {
+    if (s == of) phases.push_back(p);
+  });
+  CHECK(phases == std::vector<std::string>{"warmup", "measure"});
+  CHECK(m.repeat_ms.size() == 3);
+  CHECK(m.ms_per_step > 0);
+  CHECK(m.samples_per_s == Approx(1000.0 * 4 / m.ms_per_step));
+  REQUIRE(m.loss);
+  CHECK(m.data_wait_pct + m.h2d_pct + m.compute_pct == Approx(100.0));
+  cfg.measure.mode = "data";
+  auto d = ptune::measure::measure(cfg);
+  CHECK(!d.loss);
+  CHECK(d.data_wait_pct > 90);
+  cfg.measure.mode = "synthetic";
+  auto s = ptune::measure::measure(cfg);
+  CHECK(s.data_wait_pct == 0);
+  cfg.loader.batch_size = 64;
+  cfg.measure.mode = "train";
+  CHECK_THROWS_WITH(ptune::measure::measure(cfg),
+                    "loader.batch_size: 64 is larger than the dataset's 32 samples with drop_last; lower it or raise data.num_samples");
+}
+
+TEST_CASE("diagnosis verdicts follow the documented thresholds", "[measure]") {
+  auto cfg = tiny();
+  ptune::measure::Measurement m;
+  m.data_wait_pct = 62;
+  m.compute_pct = 38;
+  CHECK(ptune::measure::diagnose(m, cfg) == "input-bound (62% waiting for data): raise loader.num_workers (now 0)");
+  m.data_wait_pct = 5;
+  m.h2d_pct = 25;
+  m.compute_pct = 70;
+  CHECK(ptune::measure::diagnose(m, cfg) == "copy-bound (25% copying to the device): loader.pin_memory");
+  m.h2d_pct = 1;
+  m.compute_pct = 94;
+  CHECK(ptune::measure::diagnose(m, cfg) == "compute-bound (94% in forward/backward/update): try optim.amp");
+}
+
+TEST_CASE("train: checkpoints, resume equals an uninterrupted run, weights export", "[engine]") {
+  ptune::test::TempDir dir;
+  auto cfg = tiny();
+  cfg.data.num_samples = 24;
+  cfg.train.epochs = 2;  // 6 steps per epoch
+  cfg.train.checkpoint_dir = dir.file("ck");
+  cfg.train.checkpoint_every = 4;
+  cfg.name = "t";
+  ptune::engine::TrainOptions opt;
+  auto full = ptune::engine::train(cfg, opt);
+  CHECK(full.steps == 12);
+  CHECK(std::filesystem::exists(dir.file("ck/t-step4.pt")));
+  CHECK(std::filesystem::exists(dir.file("ck/t-step12.pt")));
+
+  auto part_cfg = cfg;
+  part_cfg.train.max_steps = 4;
+  part_cfg.train.checkpoint_dir = dir.file("ck2");
+  ptune::engine::train(part_cfg, opt);
+  auto resumed_cfg = cfg;
+  resumed_cfg.train.checkpoint_dir = dir.file("ck2");
+  opt.resume = dir.file("ck2/t-step4.pt");
+  opt.save_weights = dir.file("final.pt");
+  auto resumed = ptune::engine::train(resumed_cfg, opt);
+  CHECK(resumed.steps == 12);
+  CHECK(resumed.final_loss == Approx(full.final_loss).epsilon(1e-5));
+
+  auto ev = ptune::engine::evaluate(cfg, dir.file("final.pt"));
+  CHECK(ev.samples == 24);
+  CHECK(ev.top1 >= 0.0);
+  CHECK(ev.top1 <= 1.0);
+  CHECK(ev.loss > 0);
+}

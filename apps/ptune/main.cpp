@@ -58,8 +58,8 @@ void check_format(const std::string& f, const std::vector<std::string>& allowed)
   if (std::find(allowed.begin(), allowed.end(), f) == allowed.end()) {
     std::string list;
     for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
-    throw ptune::UsageError("--format: unknown format '" + f + "'" + ptune::config::did_you_mean(f, allowed) +
-                            " allowed: " + list);
+    std::string hint = ptune::config::did_you_mean(f, allowed);
+    throw ptune::UsageError("--format: unknown format '" + f + "'" + (hint.empty() ? ";" : hint) + " allowed: " + list);
   }
 }
 

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <iomanip>
 #include <sstream>
 
 #include "config/suggest.hpp"
@@ -165,7 +166,7 @@ std::vector<std::string> all_paths_and_sections() {
 
 std::string fmt_num(double v) {
   std::ostringstream os;
-  os << v;
+  os << std::setprecision(12) << v;
   return os.str();
 }
 
@@ -207,6 +208,8 @@ std::string join(const std::vector<std::string>& v) {
   for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
   return s;
 }
+
+std::string or_semicolon(const std::string& suggestion) { return suggestion.empty() ? ";" : suggestion; }
 
 bool valid_device(const std::string& d) {
   if (d == "auto" || d == "cpu" || d == "cuda") return true;
@@ -251,7 +254,7 @@ void check_value(const Field& f, const Json& v, const std::string& where) {
       if (!v.is_string()) type_error("one of " + join(f.choices));
       std::string s = v.get<std::string>();
       if (std::find(f.choices.begin(), f.choices.end(), s) == f.choices.end())
-        throw ConfigError(at + "unknown value '" + s + "'" + did_you_mean(s, f.choices) +
+        throw ConfigError(at + "unknown value '" + s + "'" + or_semicolon(did_you_mean(s, f.choices)) +
                           " allowed: " + join(f.choices));
       break;
     }
@@ -260,7 +263,7 @@ void check_value(const Field& f, const Json& v, const std::string& where) {
       std::string s = v.get<std::string>();
       if (!valid_device(s))
         throw ConfigError(at + "unknown device '" + s + "'" +
-                          did_you_mean(s, {"auto", "cpu", "cuda"}) +
+                          or_semicolon(did_you_mean(s, {"auto", "cpu", "cuda"})) +
                           " allowed: auto, cpu, cuda, cuda:N");
       break;
     }
@@ -309,7 +312,7 @@ void parse_sweep(ExperimentConfig& cfg, const Json& rows, const std::string& whe
           throw ConfigError(at + ".set: expected an object of \"path\": value, got " + show(it.value()));
         row.set = it.value();
       } else {
-        throw ConfigError(at + ": unknown key '" + it.key() + "'" + did_you_mean(it.key(), {"name", "set"}) +
+        throw ConfigError(at + ": unknown key '" + it.key() + "'" + or_semicolon(did_you_mean(it.key(), {"name", "set"})) +
                           " allowed: name, set");
       }
     }

@@ -28,3 +28,8 @@ find_package(PNG REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(TURBOJPEG REQUIRED IMPORTED_TARGET libturbojpeg)
 find_package(Threads REQUIRED)
+
+# The torch wheel's libtorch.so exports its own (partial) copy of std::filesystem; a program
+# that resolves std::filesystem::remove_all there crashes. Put libstdc++ first among the
+# executables' needed libraries so the toolchain's own definitions win.
+string(APPEND CMAKE_EXE_LINKER_FLAGS " -Wl,--no-as-needed -lstdc++ -Wl,--as-needed")

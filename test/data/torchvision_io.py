@@ -1,0 +1,45 @@
+"""Exchanges weights with ptune's tests (test/models_test.cpp).
+
+  python torchvision_io.py export DIR   torchvision resnet18 (10 classes, seed 0): writes
+                                        DIR/tv_weights.pt (torch.save(state_dict)) and
+                                        DIR/tv_io.pt ({"input", "output"} in eval mode)
+  python torchvision_io.py check DIR    loads DIR/ptune_weights.pt into torchvision's
+                                        resnet18 with strict=True (weights_only load) and
+                                        checks every tensor equals DIR/tv_weights.pt
+"""
+import sys
+
+import torch
+import torchvision
+
+
+def main():
+    mode, folder = sys.argv[1], sys.argv[2]
+    if mode == "export":
+        torch.manual_seed(0)
+        model = torchvision.models.resnet18(num_classes=10)
+        # Make the BatchNorm statistics non-trivial so eval mode exercises the buffers.
+        with torch.no_grad():
+            model.train()
+            model(torch.randn(4, 3, 64, 64))
+        model.eval()
+        x = torch.randn(2, 3, 64, 64)
+        with torch.no_grad():
+            y = model(x)
+        torch.save(model.state_dict(), f"{folder}/tv_weights.pt")
+        torch.save({"input": x, "output": y}, f"{folder}/tv_io.pt")
+    elif mode == "check":
+        model = torchvision.models.resnet18(num_classes=10)
+        mine = torch.load(f"{folder}/ptune_weights.pt", weights_only=True)
+        model.load_state_dict(mine, strict=True)
+        ref = torch.load(f"{folder}/tv_weights.pt", weights_only=True)
+        for k, v in ref.items():
+            if not torch.equal(mine[k], v):
+                raise SystemExit(f"mismatch in {k}")
+        print("ok", len(mine))
+    else:
+        raise SystemExit(f"unknown mode {mode}")
+
+
+if __name__ == "__main__":
+    main()
