@@ -114,7 +114,7 @@ TEST_CASE("files: missing, unreadable and malformed", "[config]") {
                     typo + ": unknown key 'loader.workers', did you mean 'loader.num_workers'?");
 }
 
-TEST_CASE("--set overrides are typed by the field", "[config]") {
+TEST_CASE("set overrides (--set) are typed by the field", "[config]") {
   ExperimentConfig cfg;
   ptune::config::apply_set(cfg, "loader.batch_size=256");
   ptune::config::apply_set(cfg, "optim.amp=bf16");
@@ -132,7 +132,7 @@ TEST_CASE("--set overrides are typed by the field", "[config]") {
   CHECK(!cfg.model.weights);
 }
 
-TEST_CASE("--set errors", "[config]") {
+TEST_CASE("set override (--set) errors", "[config]") {
   CHECK(set_error("loader.batch_sise=3") == "--set: unknown key 'loader.batch_sise', did you mean 'loader.batch_size'?");
   CHECK(set_error("loader.batch_size=abc") == "--set: loader.batch_size: expected an integer, got \"abc\" (a string)");
   CHECK(set_error("loader.batch_size=0") ==

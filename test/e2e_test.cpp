@@ -74,7 +74,7 @@ TEST_CASE("a tiny sweep prints the table and writes complete JSON", "[e2e]") {
   CHECK(!std::filesystem::exists(dir.file("r.json.tmp")));
 }
 
-TEST_CASE("--format json|csv|md on stdout, --set overrides", "[e2e]") {
+TEST_CASE("sweep formats json, csv, md on stdout and set overrides", "[e2e]") {
   TempDir dir;
   auto cfg = dir.write("one.json", R"({"device": "cpu", "data": {"num_samples": 16, "image_size": 32},
       "loader": {"batch_size": 4}, "measure": {"warmup_steps": 0, "steps": 1}})");

@@ -98,6 +98,8 @@ int main(int argc, char** argv) {
   add_common(check, check_c);
 
   app.add_subcommand("schema", "print the JSON Schema of experiment configs");
+  // --verbose/--quiet may also follow the subcommand: `ptune sweep exp.json --quiet`.
+  for (auto* sub : app.get_subcommands({})) sub->fallthrough();
 
   try {
     app.parse(argc, argv);

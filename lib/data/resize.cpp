@@ -61,24 +61,36 @@ void Resizer::run_impl(const uint8_t* in, int64_t channels, Out* out, Store stor
       }
     }
     Out* plane = out + c * out_h_ * out_w_;
+    thread_local std::vector<float> acc;
+    acc.resize(static_cast<size_t>(out_w_));
     for (int64_t y = 0; y < out_h_; ++y) {
+      // Accumulate whole rows, tap by tap: contiguous, vectorizable loops.
       const float* w = rows_.weights.data() + y * rows_.max_taps;
       const float* base = tmp.data() + rows_.start[y] * out_w_;
-      Out* dst = plane + y * out_w_;
       const int64_t n = rows_.count[y];
-      for (int64_t x = 0; x < out_w_; ++x) {
-        float acc = 0.f;
-        for (int64_t k = 0; k < n; ++k) acc += w[k] * base[k * out_w_ + x];
-        dst[x] = store(acc);
+      float* a = acc.data();
+      Out* dst = plane + y * out_w_;
+      if (n == 2) {  // the upsampling case: one fused pass
+        const float w0 = w[0], w1 = w[1];
+        const float* r0 = base;
+        const float* r1 = base + out_w_;
+        for (int64_t x = 0; x < out_w_; ++x) dst[x] = store(w0 * r0[x] + w1 * r1[x]);
+        continue;
       }
+      for (int64_t x = 0; x < out_w_; ++x) a[x] = w[0] * base[x];
+      for (int64_t k = 1; k < n; ++k) {
+        const float wk = w[k];
+        const float* src = base + k * out_w_;
+        for (int64_t x = 0; x < out_w_; ++x) a[x] += wk * src[x];
+      }
+      for (int64_t x = 0; x < out_w_; ++x) dst[x] = store(a[x]);
     }
   }
 }
 
 void Resizer::run(const uint8_t* in, int64_t channels, uint8_t* out) const {
-  run_impl(in, channels, out, [](float v) {
-    return static_cast<uint8_t>(std::min(255.f, std::max(0.f, v + 0.5f)));
-  });
+  // Weights are non-negative and sum to one, so v is in [0, 255] up to rounding error.
+  run_impl(in, channels, out, [](float v) { return static_cast<uint8_t>(std::min(v + 0.5f, 255.f)); });
 }
 
 void Resizer::run_float(const uint8_t* in, int64_t channels, float* out) const {
