@@ -94,7 +94,8 @@ TEST_CASE("unknown enum values suggest the nearest", "[config]") {
   CHECK(error_of(R"({"model": {"arch": "resnet19"}})") ==
         "exp.json: model.arch: unknown value 'resnet19', did you mean 'resnet18'? allowed: resnet18, resnet50");
   CHECK(error_of(R"({"optim": {"amp": "fp8"}})") ==
-        "exp.json: optim.amp: unknown value 'fp8'; allowed: off, bf16");
+        "exp.json: optim.amp: unknown value 'fp8', did you mean 'fp16'? allowed: off, bf16, fp16");
+  CHECK(error_of(R"({"optim": {"kind": "lamb"}})") == "exp.json: optim.kind: unknown value 'lamb'; allowed: sgd, adamw");
   CHECK(error_of(R"({"device": "cuda:x"})") ==
         "exp.json: device: unknown device 'cuda:x', did you mean 'cuda'? allowed: auto, cpu, cuda, cuda:N");
 }

@@ -136,6 +136,12 @@ TEST_CASE("CUDA-only options are clear errors without a GPU", "[engine]") {
   cfg.optim.cudnn_benchmark = true;
   CHECK_THROWS_WITH(Trainer(cfg, c10::Device(c10::kCPU)),
                     Catch::StartsWith("optim.cudnn_benchmark needs a CUDA device; "));
+  cfg.optim.cudnn_benchmark = false;
+  cfg.optim.amp = "fp16";
+  CHECK_THROWS_WITH(Trainer(cfg, c10::Device(c10::kCPU)), Catch::StartsWith("optim.amp=fp16 needs a CUDA device; "));
+  cfg.optim.amp = "off";
+  cfg.optim.cuda_graphs = true;
+  CHECK_THROWS_WITH(Trainer(cfg, c10::Device(c10::kCPU)), Catch::StartsWith("optim.cuda_graphs needs a CUDA device; "));
   if (!torch::cuda::is_available()) {
     CHECK_THROWS_WITH(ptune::engine::resolve_device("cuda"),
                       "device: 'cuda' needs a CUDA device; none is visible (use \"cpu\" or \"auto\")");

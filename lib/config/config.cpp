@@ -131,13 +131,24 @@ const std::vector<Field>& fields() {
     t.push_back(between(field("optim.momentum", &E::optim, &OptimConfig::momentum, T::kNumber, "SGD momentum (adamw ignores it)"), 0, 1, true));
     t.push_back(at_least(field("optim.weight_decay", &E::optim, &OptimConfig::weight_decay, T::kNumber, "L2 penalty (sgd) or decoupled weight decay (adamw)"), 0));
     t.push_back(field("optim.set_to_none", &E::optim, &OptimConfig::set_to_none, T::kBool, "zero_grad(set_to_none=true): drop gradients instead of writing zeros"));
-    t.push_back(one_of(field("optim.amp", &E::optim, &OptimConfig::amp, T::kEnum, "mixed precision: off | bf16 (autocast to bfloat16, CPU and CUDA)"), {"off", "bf16"}));
+    t.push_back(one_of(field("optim.amp", &E::optim, &OptimConfig::amp, T::kEnum, "mixed precision: off | bf16 (autocast to bfloat16, CPU and CUDA) | fp16 (autocast to float16 with dynamic loss scaling, CUDA only)"), {"off", "bf16", "fp16"}));
     t.push_back(field("optim.cudnn_benchmark", &E::optim, &OptimConfig::cudnn_benchmark, T::kBool, "let cuDNN time and pick the fastest convolution algorithms (CUDA only)"));
+    t.push_back(field("optim.cuda_graphs", &E::optim, &OptimConfig::cuda_graphs, T::kBool, "capture the whole training step (forward, backward, update) in a CUDA graph after warm-up and replay it (CUDA only)"));
+
+    t.push_back(one_of(field("dist.backend", &E::dist, &DistConfig::backend, T::kEnum, "collective backend: auto = NCCL on CUDA, Gloo on CPU"), {"auto", "nccl", "gloo"}));
+    t.push_back(between(field("dist.bucket_mb", &E::dist, &DistConfig::bucket_mb, T::kNumber, "gradient bucket size in MiB; buckets are all-reduced during backward as they fill"), 0.001, 4096));
+    t.push_back(between(field("dist.accumulate", &E::dist, &DistConfig::accumulate, T::kInt, "micro-steps per optimizer step; gradients are all-reduced on the last one only (no_sync)"), 1, 4096));
+    t.push_back(between(field("dist.timeout_s", &E::dist, &DistConfig::timeout_s, T::kNumber, "timeout of the rendezvous and of every collective, in seconds"), 1, 86400));
+    t.push_back(field("dist.master_addr", &E::dist, &DistConfig::master_addr, T::kOptString, "rendezvous host when MASTER_ADDR is not set (Slurm: the first node), or null"));
+    t.push_back(between(field("dist.master_port", &E::dist, &DistConfig::master_port, T::kInt, "rendezvous port when MASTER_PORT is not set"), 1, 65535));
 
     t.push_back(one_of(field("measure.mode", &E::measure, &MeasureConfig::mode, T::kEnum, "train = full steps; data = the input pipeline alone; synthetic = one batch already on the device, the model alone"), {"train", "data", "synthetic"}));
     t.push_back(between(field("measure.warmup_steps", &E::measure, &MeasureConfig::warmup_steps, T::kInt, "untimed steps before measuring"), 0, 1000000));
     t.push_back(between(field("measure.steps", &E::measure, &MeasureConfig::steps, T::kInt, "timed steps per repeat"), 1, 100000000));
     t.push_back(between(field("measure.repeats", &E::measure, &MeasureConfig::repeats, T::kInt, "repeats of the timed steps; the median is reported"), 1, 1000));
+    t.push_back(field("measure.profile", &E::measure, &MeasureConfig::profile, T::kBool, "record a few steps of each row with LibTorch's profiler into a Chrome trace"));
+    t.push_back(between(field("measure.profile_steps", &E::measure, &MeasureConfig::profile_steps, T::kInt, "steps recorded in each trace"), 1, 1000));
+    t.push_back(field("measure.out_dir", &E::measure, &MeasureConfig::out_dir, T::kString, "folder for traces: out_dir/<experiment>/<row>/trace.json"));
 
     t.push_back(between(field("train.epochs", &E::train, &TrainConfig::epochs, T::kInt, "passes over the dataset (ptune train)"), 1, 1000000));
     t.push_back(at_least(field("train.max_steps", &E::train, &TrainConfig::max_steps, T::kInt, "stop after this many steps in all; 0 = no limit"), 0));
@@ -149,7 +160,7 @@ const std::vector<Field>& fields() {
   return table;
 }
 
-const std::vector<std::string> kSections = {"model", "data", "loader", "optim", "measure", "train"};
+const std::vector<std::string> kSections = {"model", "data", "loader", "optim", "dist", "measure", "train"};
 
 const Field* find_field(const std::string& path) {
   for (const auto& f : fields())

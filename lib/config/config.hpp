@@ -47,8 +47,18 @@ struct OptimConfig {
   double momentum = 0.9;       // SGD momentum (ignored by adamw)
   double weight_decay = 0.0;   // L2 penalty (sgd) or decoupled decay (adamw)
   bool set_to_none = false;    // zero_grad(set_to_none=true): free gradients instead of zeroing
-  std::string amp = "off";     // off | bf16 (autocast; CPU and CUDA)
+  std::string amp = "off";     // off | bf16 (autocast; CPU and CUDA) | fp16 (autocast + GradScaler; CUDA)
   bool cudnn_benchmark = false;  // let cuDNN pick the fastest convolution algorithms (CUDA)
+  bool cuda_graphs = false;    // capture the whole train step in a CUDA graph and replay it (CUDA)
+};
+
+struct DistConfig {
+  std::string backend = "auto";  // auto (NCCL on CUDA, Gloo on CPU) | nccl | gloo
+  double bucket_mb = 25.0;       // gradient bucket size for the overlapped all-reduce
+  int64_t accumulate = 1;        // micro-steps per optimizer step (all-reduce on the last only)
+  double timeout_s = 300.0;      // collective and rendezvous timeout
+  std::optional<std::string> master_addr;  // rendezvous host when the environment has none
+  int64_t master_port = 29500;   // rendezvous port when the environment has none
 };
 
 struct MeasureConfig {
@@ -56,6 +66,9 @@ struct MeasureConfig {
   int64_t warmup_steps = 10;   // untimed steps before measuring
   int64_t steps = 50;          // timed steps per repeat
   int64_t repeats = 1;         // repeats of the timed steps; the median is reported
+  bool profile = false;        // write a Chrome trace of a few steps per row
+  int64_t profile_steps = 3;   // steps recorded in each trace
+  std::string out_dir = "runs";  // traces go to out_dir/<experiment>/<row>/
 };
 
 struct TrainConfig {
@@ -81,6 +94,7 @@ struct ExperimentConfig {
   DataConfig data;
   LoaderConfig loader;
   OptimConfig optim;
+  DistConfig dist;
   MeasureConfig measure;
   TrainConfig train;
   std::vector<SweepRow> sweep;      // rows of `ptune sweep`; empty = one row, the config itself

@@ -11,6 +11,7 @@
 
 #include "compat.hpp"
 #include "data/fake_cifar.hpp"
+#include "data/image_folder.hpp"
 #include "engine/cuda_support.hpp"
 #include "engine/device.hpp"
 #include "errors.hpp"
@@ -70,6 +71,24 @@ std::shared_ptr<const data::Dataset> make_dataset(const config::ExperimentConfig
     return std::make_shared<data::FakeCifar>(cfg.data.num_samples, cfg.model.num_classes,
                                              static_cast<uint64_t>(cfg.seed), side);
   }
+  if (cfg.data.kind == "image_folder") {
+    if (!cfg.data.root) throw ConfigError("data.root: required when data.kind is image_folder");
+    if (cfg.data.transform != "train" && cfg.data.transform != "eval")
+      throw ConfigError("data.transform: '" + cfg.data.transform + "' is not one of train, eval");
+    if (cfg.data.on_bad_file != "error" && cfg.data.on_bad_file != "skip")
+      throw ConfigError("data.on_bad_file: '" + cfg.data.on_bad_file + "' is not one of error, skip");
+    data::ImageFolderOptions o;
+    o.root = *cfg.data.root;
+    o.image_size = cfg.data.image_size;
+    o.transform = cfg.data.transform == "eval" ? data::ImageTransform::kEval : data::ImageTransform::kTrain;
+    o.on_bad_file = cfg.data.on_bad_file == "skip" ? data::OnBadFile::kSkip : data::OnBadFile::kError;
+    auto folder = std::make_shared<data::ImageFolder>(std::move(o));
+    const auto num_classes = static_cast<int64_t>(folder->classes().size());
+    if (num_classes > cfg.model.num_classes)
+      throw ConfigError("model.num_classes: " + std::to_string(cfg.model.num_classes) + " is fewer than the " +
+                        std::to_string(num_classes) + " class folders under '" + *cfg.data.root + "'");
+    return folder;
+  }
   throw ConfigError("data.kind: unknown dataset '" + cfg.data.kind + "'");
 }
 
@@ -77,6 +96,8 @@ Trainer::Trainer(const config::ExperimentConfig& cfg, const c10::Device& device)
     : cfg_(cfg), device_(device) {
   if (cfg.loader.pin_memory) require_cuda(device, "loader.pin_memory");
   if (cfg.optim.cudnn_benchmark) require_cuda(device, "optim.cudnn_benchmark");
+  if (cfg.optim.amp == "fp16") require_cuda(device, "optim.amp=fp16");
+  if (cfg.optim.cuda_graphs) require_cuda(device, "optim.cuda_graphs");
   if (device.is_cuda()) cuda::set_cudnn_benchmark(cfg.optim.cudnn_benchmark);
 
   torch::manual_seed(static_cast<uint64_t>(cfg.seed));
@@ -100,6 +121,8 @@ Trainer::Trainer(const config::ExperimentConfig& cfg, const c10::Device& device)
     optimizer_ = std::make_unique<torch::optim::AdamW>(
         model_->parameters(), torch::optim::AdamWOptions(cfg.optim.lr).weight_decay(cfg.optim.weight_decay));
   }
+
+  if (cfg.optim.amp == "fp16") scaler_.emplace();
 
   std::vector<float> scale(3), shift(3);
   for (int c = 0; c < 3; ++c) {
@@ -133,18 +156,26 @@ at::Tensor Trainer::step(const at::Tensor& images, const at::Tensor& labels) {
   optimizer_->zero_grad(cfg_.optim.set_to_none);
   at::Tensor loss;
   {
-    AutocastScope autocast(device_.type(), cfg_.optim.amp == "bf16", at::kBFloat16);
+    AutocastScope autocast(device_.type(), cfg_.optim.amp != "off",
+                           cfg_.optim.amp == "fp16" ? at::kHalf : at::kBFloat16);
     at::Tensor logits = model_->forward(images);
     loss = torch::nn::functional::cross_entropy(logits.to(at::kFloat), labels);
   }
-  loss.backward();
-  optimizer_->step();
+  if (scaler_) {
+    scaler_->scale(loss).backward();
+    scaler_->step(*optimizer_);  // skipped when a gradient is inf/NaN
+    scaler_->update();
+  } else {
+    loss.backward();
+    optimizer_->step();
+  }
   return loss.detach();
 }
 
 std::pair<at::Tensor, at::Tensor> Trainer::evaluate(const at::Tensor& images, const at::Tensor& labels) {
   torch::NoGradGuard no_grad;
-  AutocastScope autocast(device_.type(), cfg_.optim.amp == "bf16", at::kBFloat16);
+  AutocastScope autocast(device_.type(), cfg_.optim.amp != "off",
+                         cfg_.optim.amp == "fp16" ? at::kHalf : at::kBFloat16);
   at::Tensor logits = model_->forward(images).to(at::kFloat);
   at::Tensor loss = torch::nn::functional::cross_entropy(
       logits, labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
@@ -162,6 +193,7 @@ void Trainer::save_checkpoint(const std::string& path, int64_t step, int64_t epo
   archive.write("step", torch::tensor(step));
   archive.write("epoch", torch::tensor(epoch));
   archive.write("arch", c10::IValue(cfg_.model.arch));
+  if (scaler_) scaler_->save(archive);
   const std::string tmp = path + ".tmp";
   archive.save_to(tmp);
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
@@ -183,6 +215,7 @@ std::pair<int64_t, int64_t> Trainer::load_checkpoint(const std::string& path) {
     archive.read("optimizer", optim_archive);
     model_->load(model_archive);
     optimizer_->load(optim_archive);
+    if (scaler_) scaler_->load(archive);
     at::Tensor step, epoch;
     archive.read("step", step);
     archive.read("epoch", epoch);

@@ -3,6 +3,7 @@
 /// ExperimentConfig. Each optimization in the config is applied here and only here.
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -10,6 +11,7 @@
 
 #include "config/config.hpp"
 #include "data/loader.hpp"
+#include "engine/grad_scaler.hpp"
 #include "models/resnet.hpp"
 
 namespace ptune::engine {
@@ -59,6 +61,7 @@ class Trainer {
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   at::Tensor norm_scale_, norm_shift_;  // [1,3,1,1] on the device: x * scale + shift
   std::string weights_note_;
+  std::optional<GradScaler> scaler_;    // optim.amp == "fp16"
 };
 
 }  // namespace ptune::engine
