@@ -1,0 +1,124 @@
+#include "measure/trace.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+#include <stdexcept>
+
+#include <torch/csrc/autograd/profiler_kineto.h>
+
+namespace ptune::measure {
+namespace {
+
+namespace prof = torch::autograd::profiler;
+using torch::profiler::impl::ActivityType;
+
+int64_t now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::set<ActivityType> activities(bool cuda) {
+  std::set<ActivityType> a{ActivityType::CPU};
+  if (cuda) a.insert(ActivityType::CUDA);
+  return a;
+}
+
+prof::ProfilerConfig profiler_config() {
+  return prof::ProfilerConfig(torch::profiler::impl::ProfilerState::KINETO, /*report_input_shapes=*/false,
+                              /*profile_memory=*/false);
+}
+
+}  // namespace
+
+double busy_fraction(std::vector<std::pair<int64_t, int64_t>> intervals, int64_t begin, int64_t end) {
+  if (end <= begin) return 0.0;
+  std::sort(intervals.begin(), intervals.end());
+  int64_t covered = 0, cur_s = 0, cur_e = 0;
+  bool open = false;
+  for (auto [s, e] : intervals) {
+    s = std::max(s, begin);
+    e = std::min(e, end);
+    if (e <= s) continue;
+    if (open && s <= cur_e) {
+      cur_e = std::max(cur_e, e);
+    } else {
+      if (open) covered += cur_e - cur_s;
+      cur_s = s;
+      cur_e = e;
+      open = true;
+    }
+  }
+  if (open) covered += cur_e - cur_s;
+  return static_cast<double>(covered) / static_cast<double>(end - begin);
+}
+
+TraceRecorder::TraceRecorder(bool cuda) : cuda_(cuda) {
+  if (prof::profilerEnabled()) throw std::runtime_error("a profiler recording is already running");
+  ::setenv("KINETO_LOG_LEVEL", "3", /*overwrite=*/0);  // keep Kineto's progress chatter off stderr
+  prof::prepareProfiler(profiler_config(), activities(cuda_));
+  prof::enableProfiler(profiler_config(), activities(cuda_));
+  running_ = true;
+  start_us_ = now_us();
+}
+
+TraceRecorder::~TraceRecorder() {
+  if (running_) {
+    try {
+      prof::disableProfiler();
+    } catch (...) {
+    }
+  }
+}
+
+TraceSummary TraceRecorder::finish(const std::string& path) {
+  const int64_t end_us = now_us();
+  auto result = prof::disableProfiler();
+  running_ = false;
+  TraceSummary s;
+  s.wall_ms = (end_us - start_us_) / 1000.0;
+  std::vector<std::pair<int64_t, int64_t>> kernels;
+  int64_t first = INT64_MAX, last = 0;
+  for (const auto& e : result->events()) {
+    if (e.deviceType() == c10::DeviceType::CUDA) {
+      int64_t b = static_cast<int64_t>(e.startNs() / 1000), d = static_cast<int64_t>(e.durationNs() / 1000);
+      kernels.emplace_back(b, b + d);
+      ++s.kernels;
+    } else {
+      first = std::min<int64_t>(first, static_cast<int64_t>(e.startNs() / 1000));
+      last = std::max<int64_t>(last, static_cast<int64_t>((e.startNs() + e.durationNs()) / 1000));
+      ++s.cpu_ops;
+    }
+  }
+  if (cuda_ && s.kernels > 0) {
+    // The window: from the first recorded host op to the last kernel's end.
+    int64_t end = last;
+    for (auto& k : kernels) end = std::max(end, k.second);
+    s.gpu_busy_pct = 100.0 * busy_fraction(kernels, first, end);
+  }
+  if (!path.empty()) {
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+    const std::string tmp = path + ".tmp";
+    result->save(tmp);
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+      std::remove(tmp.c_str());
+      throw std::runtime_error("cannot write trace '" + path + "'");
+    }
+  }
+  return s;
+}
+
+std::string slug(const std::string& name) {
+  std::string out;
+  for (char c : name) {
+    if (std::isalnum(static_cast<unsigned char>(c))) out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    else if (!out.empty() && out.back() != '-') out += '-';
+  }
+  while (!out.empty() && out.back() == '-') out.pop_back();
+  return out.empty() ? "row" : out;
+}
+
+}  // namespace ptune::measure
