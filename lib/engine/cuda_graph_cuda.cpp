@@ -1,0 +1,64 @@
+// CUDA implementation of cuda_graph.hpp.
+#include "engine/cuda_graph.hpp"
+
+#include <ATen/autocast_mode.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <c10/util/Exception.h>
+
+namespace ptune::engine {
+
+struct GraphStep::Impl {
+  at::cuda::CUDAGraph graph;
+};
+
+GraphStep::GraphStep() : impl_(std::make_unique<Impl>()) {}
+GraphStep::~GraphStep() = default;
+
+bool GraphStep::capture(const std::function<void()>& body, int warmup) {
+  // Capture must not run on the legacy default stream; warm-up runs on the same side stream,
+  // ordered after everything queued so far and before anything queued later.
+  c10::cuda::CUDAStream main = c10::cuda::getCurrentCUDAStream();
+  c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool();
+  side.synchronize();
+  main.synchronize();
+  // Autocast caches casted weights across calls; inside a graph that cache would hold
+  // tensors from the capture's private pool, so it is off while capturing (as PyTorch does).
+  const bool cache = at::autocast::is_autocast_cache_enabled();
+  try {
+    c10::cuda::CUDAStreamGuard guard(side);
+    for (int i = 0; i < warmup; ++i) body();
+    side.synchronize();
+    at::autocast::set_autocast_cache_enabled(false);
+    impl_->graph.capture_begin();
+    try {
+      body();
+    } catch (...) {
+      try {
+        impl_->graph.capture_end();
+      } catch (...) {
+      }
+      throw;
+    }
+    impl_->graph.capture_end();
+    at::autocast::set_autocast_cache_enabled(cache);
+    side.synchronize();
+  } catch (const c10::Error& e) {
+    at::autocast::set_autocast_cache_enabled(cache);
+    impl_->graph.reset();
+    failure_ = e.what_without_backtrace();
+    failure_ = failure_.substr(0, failure_.find('\n'));
+    captured_ = false;
+    return false;
+  }
+  captured_ = true;
+  return true;
+}
+
+void GraphStep::replay() {
+  TORCH_CHECK(captured_, "GraphStep::replay() before a successful capture()");
+  impl_->graph.replay();
+}
+
+}  // namespace ptune::engine

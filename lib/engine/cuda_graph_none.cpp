@@ -1,0 +1,20 @@
+// CPU-only implementation of cuda_graph.hpp: there is nothing to capture without CUDA.
+#include "engine/cuda_graph.hpp"
+
+#include <stdexcept>
+
+namespace ptune::engine {
+
+struct GraphStep::Impl {};
+
+GraphStep::GraphStep() = default;
+GraphStep::~GraphStep() = default;
+
+bool GraphStep::capture(const std::function<void()>&, int) {
+  failure_ = "this build of LibTorch has no CUDA";
+  return false;
+}
+
+void GraphStep::replay() { throw std::logic_error("GraphStep::replay() without CUDA"); }
+
+}  // namespace ptune::engine

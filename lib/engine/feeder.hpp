@@ -1,0 +1,35 @@
+#pragma once
+/// Host-to-device feeding: on a CUDA device, batches from page-locked memory are copied with
+/// non_blocking copies on a dedicated copy stream, the next batch's copy is issued while the
+/// current one trains, and the compute stream waits for a copy through a CUDA event (no
+/// device-wide synchronization). On the CPU it hands batches through unchanged.
+
+#include <functional>
+#include <memory>
+#include <optional>
+
+#include <c10/core/Device.h>
+
+#include "data/loader.hpp"
+
+namespace ptune::engine {
+
+class Feeder {
+ public:
+  /// `source` returns the next host batch or nullopt at the end.
+  Feeder(std::function<std::optional<data::Batch>()> source, c10::Device device);
+  ~Feeder();
+  Feeder(const Feeder&) = delete;
+  Feeder& operator=(const Feeder&) = delete;
+
+  /// The next batch on the device, ordered before any work queued after this call on the
+  /// current stream; nullopt at the end. `wait_ms`, if given, receives the time the host was
+  /// blocked on the source (data wait).
+  std::optional<data::Batch> next(double* wait_ms = nullptr);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ptune::engine
