@@ -1,6 +1,13 @@
 // End to end: the built ptune binary on tiny configs: output, files and exit codes.
 #include <catch2/catch.hpp>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
 #include <nlohmann/json.hpp>
 
 #include "test_util.hpp"
@@ -159,4 +166,39 @@ TEST_CASE("train with checkpoints and weights, then eval as JSON", "[e2e]") {
   auto bad = run(exe + " eval " + cfg + " --weights " + cfg);
   CHECK(bad.code == 1);
   CHECK(bad.err.rfind("ptune: error: " + cfg + ": not a torch.save zip archive", 0) == 0);
+}
+
+TEST_CASE("Ctrl-C stops a sweep cleanly: finished rows kept, status interrupted, exit 130", "[e2e]") {
+  TempDir dir;
+  auto cfg = dir.write("long.json", R"({"device": "cpu", "cpu_threads": 1,
+      "data": {"num_samples": 64, "image_size": 32}, "loader": {"batch_size": 4},
+      "measure": {"warmup_steps": 0, "steps": 2},
+      "sweep": [{"name": "quick"}, {"name": "slow", "set": {"measure.steps": 100000}}]})");
+  const std::string out = dir.file("r.json"), stdout_path = dir.file("stdout");
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    std::freopen(stdout_path.c_str(), "w", stdout);
+    std::freopen("/dev/null", "w", stderr);
+    ::execl(PTUNE_EXE, PTUNE_EXE, "sweep", cfg.c_str(), "--out", out.c_str(), static_cast<char*>(nullptr));
+    std::_Exit(127);
+  }
+  // Wait until the first row is on disk, then interrupt the second.
+  bool first_row = false;
+  for (int i = 0; i < 600 && !first_row; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    first_row = ptune::test::read_file(out).find("\"quick\"") != std::string::npos;
+  }
+  REQUIRE(first_row);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ::kill(pid, SIGINT);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 130);
+  auto j = Json::parse(ptune::test::read_file(out));
+  CHECK(j["status"] == "interrupted");
+  REQUIRE(j["rows"].size() == 1);
+  CHECK(j["rows"][0]["status"] == "ok");
+  CHECK(ptune::test::read_file(stdout_path).find("quick") != std::string::npos);  // the partial table
 }

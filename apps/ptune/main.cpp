@@ -14,11 +14,14 @@
 
 #include "config/config.hpp"
 #include "config/suggest.hpp"
+#include "dist/env.hpp"
+#include "dist/launcher.hpp"
 #include "engine/run.hpp"
 #include "errors.hpp"
 #include "log.hpp"
 #include "report/results.hpp"
 #include "tune/sweep.hpp"
+#include "tune/tuner.hpp"
 
 namespace {
 
@@ -97,6 +100,34 @@ int main(int argc, char** argv) {
   auto* check = app.add_subcommand("check", "validate the config and print it fully resolved (JSON)");
   add_common(check, check_c);
 
+  // `ptune tune`: the greedy search, or the batch-size finder with --batch-size.
+  Common tune_c;
+  ptune::tune::TuneOptions tune_opt;
+  ptune::tune::BatchSearchOptions tune_batch_opt;
+  bool tune_batch = false;
+  double tune_budget_min = 0;
+  int64_t tune_repeats = 3;
+  std::string tune_out;
+  auto* tune = app.add_subcommand("tune", "search for the fastest configuration and write it as a config: greedy over the optimizations, or the batch size (--batch-size)");
+  add_common(tune, tune_c);
+  auto* tune_batch_flag = tune->add_flag("--batch-size", tune_batch, "find the batch size: double from loader.batch_size, then binary-search the largest that fits (memory margin on CUDA, --max-batch); the fastest wins");
+  tune->add_option("--margin", tune_batch_opt.margin_pct, "--batch-size: percent of the GPU's memory left free")->needs(tune_batch_flag)->check(CLI::Range(0.0, 99.0))->capture_default_str();
+  tune->add_option("--max-batch", tune_batch_opt.max_batch, "--batch-size: largest batch tried (default 4096 on CUDA, 64 on the CPU)")->needs(tune_batch_flag)->check(CLI::PositiveNumber);
+  tune->add_option("--threshold", tune_opt.threshold_pct, "percent a change must gain, at least, to be kept (and more than the measured spread)")->excludes(tune_batch_flag)->check(CLI::Range(0.0, 1000.0))->capture_default_str();
+  tune->add_option("--budget", tune_budget_min, "minutes; no new trial starts after them (0 = no limit)")->check(CLI::NonNegativeNumber);
+  tune->add_option("--repeats", tune_repeats, "measure.repeats is raised to at least this for every trial")->check(CLI::Range(1, 1000))->capture_default_str();
+  tune->add_option("--out", tune_out, "write the winning config to FILE (JSON, accepted by train, check and sweep)");
+
+  // `ptune launch`: N data-parallel ranks of a ptune command on this machine (torchrun-style).
+  ptune::dist::LaunchOptions launch_opt;
+  bool launch_no_prefix = false;
+  auto* launch = app.add_subcommand("launch", "run a ptune command as N data-parallel ranks on this machine: ptune launch --nproc-per-node N -- train exp.json");
+  launch->add_option("--nproc-per-node", launch_opt.nproc_per_node, "ranks (processes) to start; one per GPU on a GPU machine")->required()->check(CLI::Range(1, 4096));
+  launch->add_option("--master-port", launch_opt.master_port, "rendezvous port on 127.0.0.1 (0 = any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
+  launch->add_option("--grace", launch_opt.grace_s, "seconds between SIGTERM and SIGKILL when stopping the ranks after one failed")->capture_default_str()->check(CLI::Range(0.0, 3600.0));
+  launch->add_flag("--no-prefix", launch_no_prefix, "do not prefix output lines with [rank R]");
+  launch->add_option("command", launch_opt.args, "the ptune command every rank runs, after --")->required();
+
   app.add_subcommand("schema", "print the JSON Schema of experiment configs");
   // --verbose/--quiet may also follow the subcommand: `ptune sweep exp.json --quiet`.
   for (auto* sub : app.get_subcommands({})) sub->fallthrough();
@@ -114,6 +145,10 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  // Data parallel (torchrun, Slurm, ptune launch): only rank 0 prints; every rank still
+  // reports its own errors.
+  const bool rank0 = ptune::dist::world_rank() == 0;
+  if (!rank0) quiet = true;
   ptune::log::set_level(quiet ? ptune::log::Level::kError
                               : verbose ? ptune::log::Level::kDebug : ptune::log::Level::kInfo);
   std::signal(SIGINT, on_sigint);
@@ -139,7 +174,10 @@ int main(int argc, char** argv) {
       if (!sweep_out.empty()) {
         const std::string fmt = format_of_path(sweep_out);
         opt.on_row = [&, fmt](const ptune::report::Results& r) {
-          ptune::report::write_atomic(sweep_out, ptune::report::render(r, fmt));
+          if (!rank0) return;  // data parallel: rank 0 writes
+          auto with_world = r;
+          with_world.environment.world_size = ptune::dist::world_size();
+          ptune::report::write_atomic(sweep_out, ptune::report::render(with_world, fmt));
         };
       }
       const size_t n_rows = std::max<size_t>(1, cfg.sweep.size());
@@ -160,8 +198,65 @@ int main(int argc, char** argv) {
         ptune::log::warn("interrupted: " + std::to_string(results.rows.size()) + " finished row(s) kept");
         code = 130;
       }
-      std::cout << ptune::report::render(results, sweep_format) << std::flush;
+      results.environment.world_size = ptune::dist::world_size();
+      if (rank0) std::cout << ptune::report::render(results, sweep_format) << std::flush;
       return code;
+    }
+    if (app.got_subcommand("tune")) {
+      auto cfg = load(tune_c);
+      ptune::tune::MeasureFn measure_fn = [&](const ptune::config::ExperimentConfig& c) {
+        return ptune::measure::measure(c, [&](const std::string&, int64_t, int64_t) {
+          if (g_interrupted.load()) throw ptune::Interrupted();
+        });
+      };
+      auto write_best = [&](const ptune::config::ExperimentConfig& best) {
+        if (tune_out.empty()) return;
+        ptune::report::write_atomic(tune_out, ptune::config::to_json(best).dump(2) + "\n");
+        ptune::log::info("wrote the winning config to " + tune_out);
+      };
+      char line[256];
+      if (tune_batch) {
+        tune_batch_opt.budget_s = 60.0 * tune_budget_min;
+        tune_batch_opt.min_repeats = tune_repeats;
+        tune_batch_opt.measure = measure_fn;
+        tune_batch_opt.interrupted = &g_interrupted;
+        tune_batch_opt.on_try = [&](const ptune::report::Results& r) {
+          const auto& row = r.rows.back();
+          std::snprintf(line, sizeof line, "%.1f samples/s", row.m ? row.m->samples_per_s : 0.0);
+          ptune::log::info("tune: " + row.name + ": " + (row.status == "ok" ? std::string(line) : row.status));
+        };
+        auto res = ptune::tune::find_batch_size(cfg, tune_batch_opt);
+        std::cout << ptune::report::render(res.table, "table");
+        for (const auto& n : res.notes) std::cout << "note: " << n << "\n";
+        std::snprintf(line, sizeof line, "fastest: batch %lld; largest that fits: batch %lld%s\n",
+                      static_cast<long long>(res.fastest), static_cast<long long>(res.largest_fitting),
+                      res.stop_reason == "searched" ? "" : (" (stopped: " + res.stop_reason + ")").c_str());
+        std::cout << line << std::flush;
+        write_best(res.best);
+        return res.stop_reason == "interrupted" ? 130 : 0;
+      }
+      tune_opt.budget_s = 60.0 * tune_budget_min;
+      tune_opt.min_repeats = tune_repeats;
+      tune_opt.measure = measure_fn;
+      tune_opt.interrupted = &g_interrupted;
+      tune_opt.on_trial = [&](const ptune::tune::Trial& t) {
+        std::string s = "tune: " + (t.pass ? "pass " + std::to_string(t.pass) + ": " : std::string()) + t.name;
+        if (t.m) {
+          std::snprintf(line, sizeof line, ": %.1f samples/s", t.m->samples_per_s);
+          s += line;
+        }
+        ptune::log::info(s + (t.pass ? ": " + t.verdict + (t.reason.empty() ? "" : " (" + t.reason + ")") : ""));
+      };
+      auto res = ptune::tune::greedy_tune(cfg, tune_opt);
+      std::cout << ptune::report::render(res.path, "table") << "\ntrials:\n" << ptune::tune::render_trials(res.trials);
+      const auto& first = *res.path.rows.front().m;
+      const auto& last = *res.path.rows.back().m;
+      std::snprintf(line, sizeof line, "stopped: %s after %.0f s; best %.1f samples/s, %.2fx the baseline\n",
+                    res.stop_reason.c_str(), res.elapsed_s, last.samples_per_s,
+                    first.samples_per_s > 0 ? last.samples_per_s / first.samples_per_s : 1.0);
+      std::cout << line << std::flush;
+      write_best(res.best);
+      return res.stop_reason == "interrupted" ? 130 : 0;
     }
     if (app.got_subcommand("train")) {
       auto cfg = load(train_c);
@@ -178,7 +273,7 @@ int main(int argc, char** argv) {
       };
       try {
         auto s = ptune::engine::train(cfg, opt);
-        std::printf("trained %lld steps: final loss %.4f, %.1f samples/s, checkpoint %s\n",
+        if (rank0) std::printf("trained %lld steps: final loss %.4f, %.1f samples/s, checkpoint %s\n",
                     static_cast<long long>(s.steps), s.final_loss, s.samples_per_s, s.last_checkpoint.c_str());
       } catch (const ptune::Interrupted&) {
         ptune::log::warn("interrupted; checkpoint written, continue with --resume");
@@ -186,10 +281,18 @@ int main(int argc, char** argv) {
       }
       return 0;
     }
+    if (app.got_subcommand("launch")) {
+      launch_opt.prefix = !launch_no_prefix;
+      const auto r = ptune::dist::launch(launch_opt);
+      if (r.exit_code == 130) std::fprintf(stderr, "ptune: interrupted\n");
+      else if (r.exit_code != 0) std::fprintf(stderr, "ptune: error: %s\n", r.error.c_str());
+      return r.exit_code;
+    }
     if (app.got_subcommand("eval")) {
       check_format(eval_format, {"table", "json"});
       auto cfg = load(eval_c);
       auto r = ptune::engine::evaluate(cfg, weights);
+      if (!rank0) return 0;
       if (eval_format == "json") {
         std::cout << nlohmann::ordered_json{{"loss", r.loss}, {"top1", r.top1}, {"samples", r.samples}}.dump() << "\n";
       } else {

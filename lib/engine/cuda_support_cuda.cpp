@@ -45,6 +45,10 @@ int64_t total_memory(int index) {
   return static_cast<int64_t>(at::cuda::getDeviceProperties(index)->totalGlobalMem);
 }
 
+void empty_cache() {
+  if (available()) c10::cuda::CUDACachingAllocator::emptyCache();
+}
+
 void set_cudnn_benchmark(bool on) { at::globalContext().setBenchmarkCuDNN(on); }
 
 }  // namespace ptune::engine::cuda

@@ -11,6 +11,7 @@ void synchronize(int) {}
 void reset_peak_memory(int) {}
 int64_t peak_memory(int) { return 0; }
 int64_t total_memory(int) { return 0; }
+void empty_cache() {}
 void set_cudnn_benchmark(bool) {}
 
 }  // namespace ptune::engine::cuda

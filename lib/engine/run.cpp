@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include "dist/group.hpp"
 #include "engine/device.hpp"
 #include "engine/trainer.hpp"
 #include "errors.hpp"
@@ -13,31 +14,67 @@
 namespace ptune::engine {
 
 TrainSummary train(const config::ExperimentConfig& cfg, const TrainOptions& options) {
-  const c10::Device device = resolve_device(cfg.device);
-  set_cpu_threads(cfg.cpu_threads);
-  Trainer trainer(cfg, device);
-  if (!trainer.weights_note().empty() && options.on_note) options.on_note(trainer.weights_note());
-  data::Loader loader(make_dataset(cfg), loader_options(cfg, device));
+  // Data parallel when the environment names a world (torchrun, Slurm, ptune launch): this
+  // rank's device, its share of the CPU, the group, and its shard of every epoch.
+  const c10::Device device = dist::rank_device(cfg.device);
+  set_cpu_threads(dist::rank_cpu_threads(cfg.cpu_threads));
+  auto group = dist::process_group(cfg.dist, device);
+  const bool rank0 = group->rank() == 0;
+  const int64_t world = group->size();
+  Trainer trainer(cfg, device, group);
+  if (!trainer.weights_note().empty() && options.on_note && rank0) options.on_note(trainer.weights_note());
+  data::Loader loader(make_dataset(cfg), loader_options(cfg, device, group->rank(), world));
   const int64_t per_epoch = loader.batches_per_epoch();
   if (per_epoch == 0)
-    throw ConfigError("loader.batch_size: " + std::to_string(cfg.loader.batch_size) +
-                      " is larger than the dataset's " + std::to_string(cfg.data.num_samples) + " samples");
+    throw ConfigError("loader.batch_size: " + std::to_string(cfg.loader.batch_size) + " is larger than the " +
+                      std::to_string(loader.samples_per_epoch()) + " samples " +
+                      (world > 1 ? "each of the " + std::to_string(world) + " ranks gets" : "of the dataset") +
+                      " per epoch");
+  if (cfg.train.checkpoint_every > 0 && cfg.train.checkpoint_every % cfg.dist.accumulate != 0)
+    throw ConfigError("train.checkpoint_every: " + std::to_string(cfg.train.checkpoint_every) +
+                      " must be a multiple of dist.accumulate (" + std::to_string(cfg.dist.accumulate) +
+                      "), so that checkpoints fall between optimizer steps");
   int64_t total = per_epoch * cfg.train.epochs;
   if (cfg.train.max_steps > 0) total = std::min(total, cfg.train.max_steps);
 
   int64_t step = 0, epoch = 0;
   if (options.resume) {
     std::tie(step, epoch) = trainer.load_checkpoint(*options.resume);
-    if (options.on_note) options.on_note("resumed from " + *options.resume + " at step " + std::to_string(step));
+    if (options.on_note && rank0) options.on_note("resumed from " + *options.resume + " at step " + std::to_string(step));
   }
-  std::filesystem::create_directories(cfg.train.checkpoint_dir);
+  // Only rank 0 writes files: every rank holds the same parameters and optimizer state.
+  if (rank0) std::filesystem::create_directories(cfg.train.checkpoint_dir);
   TrainSummary summary;
   auto checkpoint = [&] {
     std::string path = (std::filesystem::path(cfg.train.checkpoint_dir) /
                         (cfg.name + "-step" + std::to_string(step) + ".pt")).string();
-    trainer.save_checkpoint(path, step, epoch);
     summary.last_checkpoint = path;
+    if (!rank0) return;
+    trainer.save_checkpoint(path, step, epoch);
     if (options.on_note) options.on_note("checkpoint " + path);
+  };
+  // Samples per step over all ranks; the rate is set by the slowest rank.
+  const int64_t global_batch = cfg.loader.batch_size * world;
+  // Loss averaged over the ranks and the slowest rank's elapsed time, at log points (every
+  // rank reaches them at the same step); also where the ranks agree to stop on an interrupt,
+  // so that none is left waiting in an all-reduce for a rank that stopped.
+  struct Agreed {
+    double loss = 0, secs = 0;
+    bool interrupted = false;
+  };
+  auto agree = [&](const at::Tensor& loss_now, double secs_here) {
+    const bool stop_here = options.interrupted && options.interrupted->load();
+    Agreed a;
+    a.loss = loss_now.defined() ? loss_now.item<double>() : 0.0;
+    a.secs = secs_here;
+    a.interrupted = stop_here;
+    if (world > 1) {
+      auto sums = group->sum({a.loss, stop_here ? 1.0 : 0.0});
+      a.loss = sums[0] / static_cast<double>(world);
+      a.interrupted = sums[1] > 0;
+      a.secs = group->max({secs_here})[0];
+    }
+    return a;
   };
 
   measure::Stopwatch clock;
@@ -55,19 +92,24 @@ TrainSummary train(const config::ExperimentConfig& cfg, const TrainOptions& opti
       loss = trainer.step(images, labels);
       ++step;
       const bool log = step % cfg.train.log_every == 0 || step == total;
-      if (log && options.on_progress) {
-        TrainProgress p;
-        p.step = step;
-        p.total_steps = total;
-        p.epoch = epoch;
-        p.loss = loss.item<double>();
-        double secs = clock.ms() / 1000.0;
-        p.samples_per_s = secs > 0 ? (step - start_step) * cfg.loader.batch_size / secs : 0;
-        p.eta_s = p.samples_per_s > 0 ? (total - step) * cfg.loader.batch_size / p.samples_per_s : 0;
-        options.on_progress(p);
+      // Alone, stop at once; in a group, at the next log point that every rank reaches.
+      bool stop = world == 1 && options.interrupted && options.interrupted->load();
+      if (log) {
+        const Agreed a = agree(loss, clock.ms() / 1000.0);
+        stop = stop || a.interrupted;
+        if (options.on_progress) {
+          TrainProgress p;
+          p.step = step;
+          p.total_steps = total;
+          p.epoch = epoch;
+          p.loss = a.loss;
+          p.samples_per_s = a.secs > 0 ? (step - start_step) * global_batch / a.secs : 0;
+          p.eta_s = p.samples_per_s > 0 ? (total - step) * global_batch / p.samples_per_s : 0;
+          options.on_progress(p);
+        }
       }
       if (cfg.train.checkpoint_every > 0 && step % cfg.train.checkpoint_every == 0 && step < total) checkpoint();
-      if (options.interrupted && options.interrupted->load()) {
+      if (stop) {
         checkpoint();
         throw Interrupted();
       }
@@ -76,10 +118,10 @@ TrainSummary train(const config::ExperimentConfig& cfg, const TrainOptions& opti
   synchronize(device);
   checkpoint();
   summary.steps = step;
-  summary.final_loss = loss.defined() ? loss.item<double>() : 0.0;
-  double secs = clock.ms() / 1000.0;
-  summary.samples_per_s = secs > 0 ? (step - start_step) * cfg.loader.batch_size / secs : 0;
-  if (options.save_weights) {
+  const Agreed end = agree(loss, clock.ms() / 1000.0);
+  summary.final_loss = end.loss;
+  summary.samples_per_s = end.secs > 0 ? (step - start_step) * global_batch / end.secs : 0;
+  if (options.save_weights && rank0) {
     models::write_state_dict(*options.save_weights, models::state_dict(*trainer.model()));
     if (options.on_note) options.on_note("weights " + *options.save_weights);
   }
@@ -91,8 +133,9 @@ EvalResult evaluate(const config::ExperimentConfig& cfg_in, const std::string& w
   cfg.model.weights = weights;
   cfg.loader.shuffle = false;
   cfg.loader.drop_last = false;
-  const c10::Device device = resolve_device(cfg.device);
-  set_cpu_threads(cfg.cpu_threads);
+  // Not sharded: under a launcher every rank evaluates everything, on its own device.
+  const c10::Device device = dist::rank_device(cfg.device);
+  set_cpu_threads(dist::rank_cpu_threads(cfg.cpu_threads));
   Trainer trainer(cfg, device);
   if (!trainer.weights_note().empty())
     throw DataError(trainer.weights_note() + "; evaluation needs a matching head");

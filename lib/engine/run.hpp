@@ -14,8 +14,8 @@ namespace ptune::engine {
 /// A progress report of `ptune train`.
 struct TrainProgress {
   int64_t step = 0, total_steps = 0, epoch = 0;
-  double loss = 0;            // loss of the latest step
-  double samples_per_s = 0;   // since the start (or resume)
+  double loss = 0;            // loss of the latest step (mean over ranks when data parallel)
+  double samples_per_s = 0;   // since the start (or resume), all ranks together
   double eta_s = 0;           // remaining time at that rate
 };
 
@@ -36,7 +36,13 @@ struct TrainSummary {
 
 /// Trains for cfg.train.epochs (or max_steps), checkpointing every cfg.train.checkpoint_every
 /// steps and at the end into cfg.train.checkpoint_dir. Throws Interrupted after checkpointing
-/// when interrupted.
+/// when interrupted. When the environment names a data-parallel world (torchrun, Slurm,
+/// ptune launch), this process is one rank: it joins the group (dist::process_group), trains
+/// its shard with gradients averaged over the ranks, and only rank 0 writes checkpoints and
+/// weights and gets on_note; progress and the summary report the loss averaged over ranks and
+/// samples/s of all ranks at the slowest rank's pace; an interrupt is agreed at the next
+/// log_every step. Throws ConfigError when checkpoint_every is not a multiple of
+/// dist.accumulate, std::runtime_error when the rendezvous or a collective fails.
 TrainSummary train(const config::ExperimentConfig& cfg, const TrainOptions& options);
 
 struct EvalResult {
@@ -46,7 +52,8 @@ struct EvalResult {
 };
 
 /// Evaluates `weights` (a torch.save(state_dict) file) on the config's dataset, every sample
-/// once, in order, BatchNorm in eval mode.
+/// once, in order, BatchNorm in eval mode. Not sharded: under a launcher every rank evaluates
+/// everything on its own device (dist::rank_device).
 EvalResult evaluate(const config::ExperimentConfig& cfg, const std::string& weights);
 
 }  // namespace ptune::engine

@@ -92,13 +92,19 @@ std::shared_ptr<const data::Dataset> make_dataset(const config::ExperimentConfig
   throw ConfigError("data.kind: unknown dataset '" + cfg.data.kind + "'");
 }
 
-Trainer::Trainer(const config::ExperimentConfig& cfg, const c10::Device& device)
-    : cfg_(cfg), device_(device) {
+Trainer::Trainer(const config::ExperimentConfig& cfg, const c10::Device& device,
+                 std::shared_ptr<dist::Group> group)
+    : cfg_(cfg), device_(device), group_(group ? std::move(group) : std::make_shared<dist::Group>()) {
   if (cfg.loader.pin_memory) require_cuda(device, "loader.pin_memory");
   if (cfg.optim.cudnn_benchmark) require_cuda(device, "optim.cudnn_benchmark");
   if (cfg.optim.amp == "fp16") require_cuda(device, "optim.amp=fp16");
   if (cfg.optim.cuda_graphs) require_cuda(device, "optim.cuda_graphs");
   if (device.is_cuda()) cuda::set_cudnn_benchmark(cfg.optim.cudnn_benchmark);
+  if (cfg.dist.accumulate < 1)
+    throw ConfigError("dist.accumulate: " + std::to_string(cfg.dist.accumulate) + " must be at least 1");
+  if (cfg.optim.cuda_graphs && group_->distributed())
+    throw ConfigError("optim.cuda_graphs: not supported in data-parallel runs (world size " +
+                      std::to_string(group_->size()) + "); run one process or turn it off");
 
   torch::manual_seed(static_cast<uint64_t>(cfg.seed));
   model_ = models::make(cfg.model.arch, cfg.model.num_classes);
@@ -112,6 +118,12 @@ Trainer::Trainer(const config::ExperimentConfig& cfg, const c10::Device& device)
       if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
   }
   model_->train();
+  if (group_->distributed()) {
+    // As DDP's constructor: every rank starts from rank 0's parameters and buffers (BatchNorm
+    // running statistics included); then gradients are averaged every step.
+    dist::broadcast_module(*model_, *group_, 0);
+    sync_ = std::make_unique<dist::GradSync>(model_->parameters(), group_, cfg.dist.bucket_mb);
+  }
 
   if (cfg.optim.kind == "sgd") {
     optimizer_ = std::make_unique<torch::optim::SGD>(
@@ -153,7 +165,9 @@ std::pair<at::Tensor, at::Tensor> Trainer::to_device(const data::Batch& batch) c
 }
 
 at::Tensor Trainer::step(const at::Tensor& images, const at::Tensor& labels) {
-  optimizer_->zero_grad(cfg_.optim.set_to_none);
+  const int64_t accumulate = cfg_.dist.accumulate;
+  const bool last = micro_ + 1 >= accumulate;  // the micro-step that all-reduces and updates
+  if (micro_ == 0) optimizer_->zero_grad(cfg_.optim.set_to_none);
   at::Tensor loss;
   {
     AutocastScope autocast(device_.type(), cfg_.optim.amp != "off",
@@ -161,12 +175,23 @@ at::Tensor Trainer::step(const at::Tensor& images, const at::Tensor& labels) {
     at::Tensor logits = model_->forward(images);
     loss = torch::nn::functional::cross_entropy(logits.to(at::kFloat), labels);
   }
+  // Mean over the A micro-batches: the gradient of the large batch, as in PyTorch's recipe.
+  at::Tensor objective = accumulate > 1 ? loss / static_cast<double>(accumulate) : loss;
+  if (sync_) sync_->prepare(/*sync=*/last);  // no_sync on the other micro-steps
+  if (scaler_) scaler_->scale(objective).backward();
+  else objective.backward();
+  if (!last) {
+    ++micro_;
+    return loss.detach();
+  }
+  micro_ = 0;
+  // Gradients are averaged before the scaler unscales them (and checks for inf/NaN): every
+  // rank then sees the same inf and skips the same steps.
+  if (sync_) sync_->finish();
   if (scaler_) {
-    scaler_->scale(loss).backward();
     scaler_->step(*optimizer_);  // skipped when a gradient is inf/NaN
     scaler_->update();
   } else {
-    loss.backward();
     optimizer_->step();
   }
   return loss.detach();
@@ -216,6 +241,7 @@ std::pair<int64_t, int64_t> Trainer::load_checkpoint(const std::string& path) {
     model_->load(model_archive);
     optimizer_->load(optim_archive);
     if (scaler_) scaler_->load(archive);
+    micro_ = 0;
     at::Tensor step, epoch;
     archive.read("step", step);
     archive.read("epoch", epoch);

@@ -11,6 +11,8 @@
 
 #include "config/config.hpp"
 #include "data/loader.hpp"
+#include "dist/grad_sync.hpp"
+#include "dist/group.hpp"
 #include "engine/grad_scaler.hpp"
 #include "models/resnet.hpp"
 
@@ -29,7 +31,13 @@ class Trainer {
   /// Builds the model (seeded from cfg.seed, weights from model.weights if set), moves it to
   /// `device`, and creates the optimizer. Throws ConfigError for options the device cannot
   /// honour ("optim.cudnn_benchmark needs a CUDA device; ...") and DataError for bad weights.
-  Trainer(const config::ExperimentConfig& cfg, const c10::Device& device);
+  /// With a distributed `group` (data parallel, as PyTorch's DDP): rank 0's parameters and
+  /// buffers are broadcast to every rank now, and every step averages gradients over the ranks
+  /// with bucketed all-reduces that overlap backward (dist.bucket_mb); throws as
+  /// dist::Pending::wait when the broadcast fails. Without one (or a single-process group), the
+  /// trainer is local.
+  Trainer(const config::ExperimentConfig& cfg, const c10::Device& device,
+          std::shared_ptr<dist::Group> group = nullptr);
 
   /// Moves a host batch to the device (non_blocking from pinned memory); uint8 images are
   /// converted to float and normalized there. Returns (images, labels) ready for step().
@@ -37,6 +45,10 @@ class Trainer {
 
   /// One training step: zero_grad, forward (autocast if enabled), cross-entropy, backward,
   /// optimizer update. Returns the loss as a device tensor (no host synchronization).
+  /// With dist.accumulate = A > 1 each call is one micro-step: gradients of loss / A accumulate
+  /// over A calls, without all-reduce (no_sync) but on the last, which then all-reduces (when
+  /// distributed), unscales (fp16) and updates; zero_grad happens before the first.
+  /// Throws std::runtime_error when a collective fails (a rank died, dist.timeout_s passed).
   at::Tensor step(const at::Tensor& images, const at::Tensor& labels);
 
   /// Evaluation forward pass: returns (summed loss, number of correct top-1 predictions) as
@@ -53,6 +65,10 @@ class Trainer {
   const c10::Device& device() const { return device_; }
   /// A note from loading weights (e.g. a replaced classifier head), or "".
   const std::string& weights_note() const { return weights_note_; }
+  /// The process group the trainer averages gradients over (a single-process one if local).
+  dist::Group& group() { return *group_; }
+  /// The gradient synchronizer; nullptr when not distributed.
+  const dist::GradSync* grad_sync() const { return sync_.get(); }
 
  private:
   config::ExperimentConfig cfg_;
@@ -62,6 +78,9 @@ class Trainer {
   at::Tensor norm_scale_, norm_shift_;  // [1,3,1,1] on the device: x * scale + shift
   std::string weights_note_;
   std::optional<GradScaler> scaler_;    // optim.amp == "fp16"
+  std::shared_ptr<dist::Group> group_;  // never null: single-process when local
+  std::unique_ptr<dist::GradSync> sync_;  // distributed only
+  int64_t micro_ = 0;                   // micro-steps done of the current optimizer step
 };
 
 }  // namespace ptune::engine

@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include "dist/group.hpp"
 #include "engine/cuda_support.hpp"
 #include "engine/device.hpp"
 #include "engine/trainer.hpp"
@@ -44,16 +45,20 @@ struct Spans {
 }  // namespace
 
 Measurement measure(const config::ExperimentConfig& cfg, const Progress& progress) {
-  const c10::Device device = engine::resolve_device(cfg.device);
-  engine::set_cpu_threads(cfg.cpu_threads);
+  // Data parallel when the environment names a world: this rank's device and shard, gradients
+  // averaged by the trainer, and the slowest rank's time reported.
+  const c10::Device device = dist::rank_device(cfg.device);
+  engine::set_cpu_threads(dist::rank_cpu_threads(cfg.cpu_threads));
   const std::string& mode = cfg.measure.mode;
+  auto group = dist::process_group(cfg.dist, device);
+  const int64_t world = group->size();
 
   // The trainer checks the device-specific options first, so a CUDA-only option fails fast.
   std::optional<engine::Trainer> trainer;
-  if (mode != "data") trainer.emplace(cfg, device);
+  if (mode != "data") trainer.emplace(cfg, device, group);
   else if (cfg.loader.pin_memory) engine::require_cuda(device, "loader.pin_memory");
 
-  data::Loader loader(engine::make_dataset(cfg), engine::loader_options(cfg, device));
+  data::Loader loader(engine::make_dataset(cfg), engine::loader_options(cfg, device, group->rank(), world));
   EndlessBatches batches(loader);
 
   std::pair<at::Tensor, at::Tensor> fixed;  // synthetic: one batch, already on the device
@@ -94,6 +99,7 @@ Measurement measure(const config::ExperimentConfig& cfg, const Progress& progres
     }
   }
   engine::synchronize(device);
+  group->barrier();  // every rank starts its timed window together
   if (device.is_cuda()) engine::cuda::reset_peak_memory(device.index());
 
   Measurement m;
@@ -114,8 +120,20 @@ Measurement measure(const config::ExperimentConfig& cfg, const Progress& progres
     sum.h2d += s.h2d;
     sum.total += s.total;
   }
+  if (world > 1) {
+    // A step takes as long as its slowest rank (they meet in the all-reduce): each repeat's
+    // ms/step is the maximum over ranks; the shares of the step are the ranks' mean.
+    m.repeat_ms = group->max(m.repeat_ms);
+    auto shares = group->sum({sum.data, sum.h2d, sum.total});
+    sum.data = shares[0];
+    sum.h2d = shares[1];
+    sum.total = shares[2];
+  }
   m.ms_per_step = median(m.repeat_ms);
-  m.samples_per_s = m.ms_per_step > 0 ? 1000.0 * static_cast<double>(m.batch_size) / m.ms_per_step : 0;
+  // Global throughput: every rank's batch per step of the slowest rank.
+  m.samples_per_s = m.ms_per_step > 0
+                        ? 1000.0 * static_cast<double>(m.batch_size * world) / m.ms_per_step
+                        : 0;
   if (m.repeat_ms.size() > 1 && m.ms_per_step > 0) {
     auto [lo, hi] = std::minmax_element(m.repeat_ms.begin(), m.repeat_ms.end());
     m.spread_pct = 100.0 * (*hi - *lo) / m.ms_per_step;
@@ -125,8 +143,9 @@ Measurement measure(const config::ExperimentConfig& cfg, const Progress& progres
     m.h2d_pct = 100.0 * sum.h2d / sum.total;
     m.compute_pct = std::max(0.0, 100.0 - m.data_wait_pct - m.h2d_pct);
   }
-  if (last_loss.defined()) m.loss = last_loss.item<double>();
-  if (device.is_cuda()) m.peak_mem_bytes = engine::cuda::peak_memory(device.index());
+  if (last_loss.defined()) m.loss = group->sum({last_loss.item<double>()})[0] / static_cast<double>(world);
+  if (device.is_cuda())
+    m.peak_mem_bytes = static_cast<int64_t>(group->max({static_cast<double>(engine::cuda::peak_memory(device.index()))})[0]);
   return m;
 }
 

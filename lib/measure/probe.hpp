@@ -14,10 +14,10 @@ namespace ptune::measure {
 
 /// What a measured row reports.
 struct Measurement {
-  int64_t batch_size = 0;
+  int64_t batch_size = 0;            // per rank (process)
   int64_t steps = 0;                 // timed steps per repeat
-  double ms_per_step = 0;            // median over repeats
-  double samples_per_s = 0;          // batch_size / ms_per_step
+  double ms_per_step = 0;            // median over repeats (of the slowest rank's ms/step)
+  double samples_per_s = 0;          // world_size * batch_size / ms_per_step
   std::vector<double> repeat_ms;     // ms/step of each repeat
   double spread_pct = 0;             // (max - min) / median over repeats, in %
   double data_wait_pct = 0;          // host blocked waiting for a batch, % of step time
@@ -30,8 +30,11 @@ struct Measurement {
 /// Progress callback: (phase "warmup"/"measure", step done, steps in all).
 using Progress = std::function<void(const std::string&, int64_t, int64_t)>;
 
-/// Runs the row's mode (train | data | synthetic) on the resolved device.
-/// Throws ConfigError for options the device cannot honour, DataError for bad data.
+/// Runs the row's mode (train | data | synthetic) on the resolved device. In a data-parallel
+/// run (dist::process_group names a world) every rank measures its shard; ms/step is the
+/// slowest rank's, the shares and the loss are the ranks' means, the peak memory their maximum.
+/// Throws ConfigError for options the device cannot honour, DataError for bad data,
+/// std::runtime_error when a collective fails.
 Measurement measure(const config::ExperimentConfig& cfg, const Progress& progress = {});
 
 }  // namespace ptune::measure

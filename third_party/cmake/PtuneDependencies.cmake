@@ -33,3 +33,19 @@ find_package(Threads REQUIRED)
 # that resolves std::filesystem::remove_all there crashes. Put libstdc++ first among the
 # executables' needed libraries so the toolchain's own definitions win.
 string(APPEND CMAKE_EXE_LINKER_FLAGS " -Wl,--no-as-needed -lstdc++ -Wl,--as-needed")
+
+# Gloo's headers, for c10d::ProcessGroupGloo (data-parallel runs on CPUs). The torch wheel ships
+# ProcessGroupGloo.hpp but not the gloo/ headers it includes; Debian's libgloo-dev has them. Only
+# the headers are used: the Gloo code that runs is the copy compiled into libtorch_cpu, so
+# Debian's libgloo.so (and its CMake targets) must never be linked. Without the headers ptune
+# still builds; dist.backend gloo is then an error that says to install libgloo-dev.
+find_path(PTUNE_GLOO_INCLUDE_DIR gloo/algorithm.h
+          HINTS ${TORCH_INSTALL_PREFIX}/include /usr/include /usr/local/include)
+if(PTUNE_GLOO_INCLUDE_DIR)
+  set(PTUNE_HAS_GLOO ON)
+else()
+  set(PTUNE_HAS_GLOO OFF)
+  message(WARNING "ptune: gloo/algorithm.h not found (apt-get install libgloo-dev): "
+                  "data-parallel runs on CPUs will be unavailable")
+endif()
+message(STATUS "ptune: Gloo headers: ${PTUNE_HAS_GLOO} (${PTUNE_GLOO_INCLUDE_DIR})")

@@ -1,0 +1,219 @@
+#include "dist/group.hpp"
+
+#include <mutex>
+#include <thread>
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/nn/module.h>
+#include <torch/torch.h>
+
+#include "dist/backends.hpp"
+#include "engine/cuda_support.hpp"
+#include "engine/device.hpp"
+#include "errors.hpp"
+#include "log.hpp"
+
+namespace ptune::dist {
+namespace {
+
+std::string message_of(const std::exception& e) {
+  if (auto* ce = dynamic_cast<const c10::Error*>(&e)) return ce->what_without_backtrace();
+  return e.what();
+}
+
+}  // namespace
+
+void Pending::wait() {
+  if (!work_) return;
+  try {
+    work_->wait();
+  } catch (const std::exception& e) {
+    throw std::runtime_error("collective failed (a rank died or dist.timeout_s passed?): " + message_of(e));
+  }
+}
+
+Group::Group() = default;
+
+Group::Group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, const std::string& backend,
+             const c10::Device& device, std::chrono::milliseconds timeout, const std::string& gloo_host)
+    : rank_(rank), size_(size), backend_name_(backend) {
+  if (size < 1 || rank < 0 || rank >= size)
+    throw std::invalid_argument("dist: rank " + std::to_string(rank) + " is not in [0, " + std::to_string(size) + ")");
+  if (backend == "nccl") {
+    if (!device.is_cuda()) throw ConfigError("dist.backend: nccl needs a CUDA device; use gloo (or auto) on the CPU");
+    device_ = device;
+    backend_ = make_nccl(store, rank, size, device.index(), timeout);
+  } else if (backend == "gloo") {
+    device_ = c10::Device(c10::kCPU);
+    backend_ = make_gloo(store, rank, size, timeout, gloo_host);
+  } else {
+    throw ConfigError("dist.backend: unknown backend '" + backend + "'; allowed: auto, nccl, gloo");
+  }
+}
+
+Pending Group::all_reduce_sum_async(at::Tensor& tensor) {
+  if (!backend_) return Pending();
+  std::vector<at::Tensor> tensors{tensor};
+  c10d::AllreduceOptions opts;
+  opts.reduceOp = c10d::ReduceOp::SUM;
+  return Pending(backend_->allreduce(tensors, opts));
+}
+
+void Group::all_reduce_sum(at::Tensor& tensor) { all_reduce_sum_async(tensor).wait(); }
+
+void Group::all_reduce_max(at::Tensor& tensor) {
+  if (!backend_) return;
+  std::vector<at::Tensor> tensors{tensor};
+  c10d::AllreduceOptions opts;
+  opts.reduceOp = c10d::ReduceOp::MAX;
+  Pending(backend_->allreduce(tensors, opts)).wait();
+}
+
+void Group::broadcast(std::vector<at::Tensor>& tensors, int root) {
+  if (!backend_) return;
+  for (auto& t : tensors) {
+    std::vector<at::Tensor> one{t};
+    c10d::BroadcastOptions opts;
+    opts.rootRank = root;
+    Pending(backend_->broadcast(one, opts)).wait();
+  }
+}
+
+std::vector<double> Group::max(const std::vector<double>& values) {
+  if (!backend_ || values.empty()) return values;
+  at::Tensor t = torch::tensor(values, torch::kFloat64).to(device_);
+  all_reduce_max(t);
+  t = t.cpu();
+  return std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
+}
+
+std::vector<double> Group::sum(const std::vector<double>& values) {
+  if (!backend_ || values.empty()) return values;
+  at::Tensor t = torch::tensor(values, torch::kFloat64).to(device_);
+  all_reduce_sum(t);
+  t = t.cpu();
+  return std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
+}
+
+void Group::barrier() {
+  // An all-reduce of one number: works the same on every backend and device.
+  if (!backend_) return;
+  sum({0.0});
+}
+
+std::string resolve_backend(const std::string& backend, const c10::Device& device) {
+  if (backend == "auto") return device.is_cuda() ? "nccl" : "gloo";
+  if (backend == "nccl" && !device.is_cuda())
+    throw ConfigError("dist.backend: nccl needs a CUDA device, the device is the CPU; use gloo or auto");
+  if (backend == "nccl" || backend == "gloo") return backend;
+  throw ConfigError("dist.backend: unknown backend '" + backend + "'; allowed: auto, nccl, gloo");
+}
+
+c10::Device rank_device(const std::string& spec) {
+  if (!is_distributed()) return engine::resolve_device(spec);
+  const bool wants_cuda = spec == "cuda" || (spec == "auto" && engine::cuda::available());
+  if (!wants_cuda) return engine::resolve_device(spec);
+  engine::resolve_device("cuda");  // the usual error when no GPU is visible
+  const int n = engine::cuda::device_count();
+  int index = local_rank();
+  if (index >= n) {
+    // Slurm's --gpus-per-task (or a per-rank CUDA_VISIBLE_DEVICES) shows each rank its one GPU.
+    if (n != 1)
+      throw ConfigError("device: '" + spec + "': LOCAL_RANK " + std::to_string(index) + " has no GPU of its own; " +
+                        std::to_string(n) + " visible (run at most one rank per GPU)");
+    index = 0;
+  }
+  return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
+}
+
+int64_t rank_cpu_threads(int64_t configured) {
+  if (configured > 0) return configured;
+  const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
+  const int64_t ranks_here = is_distributed() ? std::max(1, environment().local_world_size) : 1;
+  return std::max<int64_t>(1, cores / ranks_here);
+}
+
+std::shared_ptr<Group> process_group(const config::DistConfig& cfg, const c10::Device& device) {
+  static std::mutex mu;
+  // Never destroyed: tearing a process group down in static destructors at exit (CUDA and the
+  // backend's threads already going) can hang or crash; the OS closes its sockets.
+  static auto* group_slot = new std::shared_ptr<Group>();
+  std::shared_ptr<Group>& group = *group_slot;
+  std::lock_guard<std::mutex> lock(mu);
+  if (group) return group;
+  const Environment env = parse_environment([](const char* name) { return std::getenv(name); }, cfg);
+  if (!env.distributed()) {
+    group = std::make_shared<Group>();
+    return group;
+  }
+  const std::string backend = resolve_backend(cfg.backend, device);
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.timeout_s * 1000.0));
+  const std::string where = env.master_addr + ":" + std::to_string(env.master_port);
+  log::debug("rank " + std::to_string(env.rank) + "/" + std::to_string(env.world_size) + ": rendezvous at " +
+             where + " (" + env.launcher + "), backend " + backend);
+  c10::intrusive_ptr<c10d::Store> store;
+  try {
+    c10d::TCPStoreOptions o;
+    o.port = static_cast<uint16_t>(env.master_port);
+    // As torch.distributed's env:// rendezvous: rank 0 serves the store, unless torchrun's
+    // agent already does (then every rank is a client, keys scoped by the restart attempt).
+    o.isServer = env.rank == 0 && !env.agent_store;
+    o.numWorkers = env.world_size;
+    o.waitWorkers = true;
+    o.timeout = timeout;
+    store = c10::make_intrusive<c10d::PrefixStore>(
+        "ptune/" + std::to_string(env.restart_count), c10::make_intrusive<c10d::TCPStore>(env.master_addr, o));
+  } catch (const std::exception& e) {
+    throw std::runtime_error("dist: rendezvous at " + where + " failed for rank " + std::to_string(env.rank) + " of " +
+                             std::to_string(env.world_size) + ": " + message_of(e));
+  }
+  try {
+    // A rendezvous on loopback (ptune launch, torchrun --standalone) means one machine: Gloo
+    // then stays on loopback too.
+    const std::string& m = env.master_addr;
+    const bool loopback = m.rfind("127.", 0) == 0 || m == "localhost" || m == "::1";
+    group = std::make_shared<Group>(store, env.rank, env.world_size, backend, device, timeout,
+                                    loopback ? "127.0.0.1" : "");
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw std::runtime_error("dist: joining the " + backend + " group failed for rank " + std::to_string(env.rank) +
+                             " of " + std::to_string(env.world_size) + ": " + message_of(e));
+  }
+  return group;
+}
+
+void broadcast_module(torch::nn::Module& module, Group& group, int root) {
+  if (!group.distributed()) return;
+  torch::NoGradGuard no_grad;
+  std::vector<at::Tensor> all = module.parameters();
+  for (auto& b : module.buffers()) all.push_back(b);
+  // One flat tensor per (dtype, device), in module order: few collectives, as DDP's
+  // _sync_module_states does with its coalesced broadcasts.
+  std::vector<std::vector<at::Tensor>> groups;
+  for (auto& t : all) {
+    bool placed = false;
+    for (auto& g : groups) {
+      if (g.front().scalar_type() == t.scalar_type() && g.front().device() == t.device()) {
+        g.push_back(t);
+        placed = true;
+        break;
+      }
+    }
+    if (!placed) groups.push_back({t});
+  }
+  for (auto& g : groups) {
+    std::vector<at::Tensor> flat_parts;
+    for (auto& t : g) flat_parts.push_back(t.contiguous().view(-1));
+    std::vector<at::Tensor> flat{at::cat(flat_parts)};
+    group.broadcast(flat, root);
+    int64_t offset = 0;
+    for (auto& t : g) {
+      t.copy_(flat[0].narrow(0, offset, t.numel()).view(t.sizes()));
+      offset += t.numel();
+    }
+  }
+}
+
+}  // namespace ptune::dist

@@ -1,0 +1,118 @@
+#pragma once
+/// A process group on c10d: the ranks of a data-parallel run and the collectives between them
+/// (Gloo on CPUs, NCCL on GPUs), joined through a c10d TCPStore at MASTER_ADDR:MASTER_PORT.
+/// A default-constructed Group is a single process: rank 0 of 1, every collective a no-op.
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include "config/config.hpp"
+#include "dist/env.hpp"
+
+namespace torch::nn {
+class Module;
+}  // namespace torch::nn
+
+namespace ptune::dist {
+
+/// A collective in flight. wait() blocks until it is done (on a GPU: until the current stream
+/// waits for it) and rethrows its failure; an empty Pending (single process) is already done.
+class Pending {
+ public:
+  /// Nothing in flight.
+  Pending() = default;
+  /// Takes a backend's work item.
+  explicit Pending(c10::intrusive_ptr<c10d::Work> work) : work_(std::move(work)) {}
+  /// Waits for the collective. Throws std::runtime_error (the backend's message) when it
+  /// failed or timed out (a peer died, dist.timeout_s passed).
+  void wait();
+  /// True when there is nothing to wait for.
+  bool empty() const { return !work_; }
+
+ private:
+  c10::intrusive_ptr<c10d::Work> work_;
+};
+
+class Group {
+ public:
+  /// A single-process group: rank 0 of 1; collectives leave their tensors as they are.
+  Group();
+
+  /// Joins a group of `size` ranks over `store` with `backend` ("gloo" or "nccl"), as rank
+  /// `rank`. NCCL runs on `device` (a CUDA device, made current); Gloo on the CPU (CUDA tensors
+  /// are staged through the host; it binds to `gloo_host` when not empty, else as make_gloo).
+  /// Blocks until every rank has joined or `timeout` passes, which is also the timeout of every
+  /// later collective. Throws ConfigError for a backend the build or the device cannot use,
+  /// std::runtime_error when joining fails.
+  Group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, const std::string& backend,
+        const c10::Device& device, std::chrono::milliseconds timeout, const std::string& gloo_host = "");
+
+  /// This process's rank in the group.
+  int rank() const { return rank_; }
+  /// Number of ranks.
+  int size() const { return size_; }
+  /// True when there is more than one rank.
+  bool distributed() const { return size_ > 1; }
+  /// "gloo", "nccl", or "none" for a single process.
+  const std::string& backend_name() const { return backend_name_; }
+  /// Where host values travel for collectives: the CUDA device for NCCL, else the CPU.
+  const c10::Device& device() const { return device_; }
+
+  /// Starts summing `tensor` over all ranks, in place (dense, contiguous). Returns the pending
+  /// work; with a single process, an empty Pending and the tensor unchanged.
+  Pending all_reduce_sum_async(at::Tensor& tensor);
+  /// Sums `tensor` over all ranks, in place, and waits. Throws as Pending::wait.
+  void all_reduce_sum(at::Tensor& tensor);
+  /// Elementwise maximum of `tensor` over all ranks, in place, and waits. Throws as Pending::wait.
+  void all_reduce_max(at::Tensor& tensor);
+  /// Copies rank `root`'s tensors into every rank's (same shapes and dtypes on every rank) and
+  /// waits. Throws as Pending::wait.
+  void broadcast(std::vector<at::Tensor>& tensors, int root = 0);
+  /// The maximum over all ranks of each value (host numbers; one collective). Throws as wait.
+  std::vector<double> max(const std::vector<double>& values);
+  /// The sum over all ranks of each value (host numbers; one collective). Throws as wait.
+  std::vector<double> sum(const std::vector<double>& values);
+  /// Waits until every rank has reached this call. Throws as Pending::wait.
+  void barrier();
+
+ private:
+  int rank_ = 0;
+  int size_ = 1;
+  std::string backend_name_ = "none";
+  c10::Device device_{c10::kCPU};
+  c10::intrusive_ptr<c10d::Backend> backend_;
+};
+
+/// The backend `dist.backend` names for a device: "auto" is NCCL on CUDA and Gloo on the CPU.
+/// Throws ConfigError for "nccl" on a CPU device, or an unknown name.
+std::string resolve_backend(const std::string& backend, const c10::Device& device);
+
+/// The device a rank of this process uses for the config's `device` spec: in a distributed run,
+/// "auto" (with a GPU visible) and "cuda" become cuda:LOCAL_RANK; "cuda:N" is kept as written.
+/// Throws ConfigError as engine::resolve_device, or when LOCAL_RANK has no GPU.
+c10::Device rank_device(const std::string& spec);
+
+/// LibTorch intra-op threads for a rank: `configured` when > 0, else the machine's cores
+/// shared among the ranks on this machine (at least 1).
+int64_t rank_cpu_threads(int64_t configured);
+
+/// This process's group: on the first call, joins the one the environment names (torchrun's or
+/// Slurm's variables, completed by `cfg`: master address and port, backend, timeout) through a
+/// TCPStore that rank 0 serves; a single-process Group when the environment names no world.
+/// Later calls return the same group. Throws std::runtime_error when the rendezvous or the
+/// backend fails (e.g. no rank 0 listening within dist.timeout_s), ConfigError for a backend
+/// the device cannot use.
+std::shared_ptr<Group> process_group(const config::DistConfig& cfg, const c10::Device& device);
+
+/// Copies rank `root`'s parameters and buffers into every rank's module (one broadcast per
+/// dtype, as DDP does at construction). No-op in a single process. Throws as Pending::wait.
+void broadcast_module(torch::nn::Module& module, Group& group, int root = 0);
+
+}  // namespace ptune::dist

@@ -1,0 +1,392 @@
+#include "dist/launcher.hpp"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <optional>
+#include <stdexcept>
+
+#include "errors.hpp"
+
+extern char** environ;
+
+namespace ptune::dist {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Signals reach the event loop through a self-pipe: the handler writes the signal number.
+int g_signal_pipe[2] = {-1, -1};
+
+extern "C" void on_launch_signal(int sig) {
+  const int saved = errno;
+  const unsigned char byte = static_cast<unsigned char>(sig);
+  if (g_signal_pipe[1] >= 0) (void)!::write(g_signal_pipe[1], &byte, 1);
+  errno = saved;
+}
+
+/// Installs the launcher's handlers for its lifetime and restores the previous ones after.
+class SignalScope {
+ public:
+  SignalScope() {
+    if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) throw std::runtime_error("launch: cannot create a pipe");
+    struct sigaction sa {};
+    sa.sa_handler = on_launch_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    for (size_t i = 0; i < kSignals.size(); ++i) ::sigaction(kSignals[i], &sa, &old_[i]);
+  }
+  ~SignalScope() {
+    for (size_t i = 0; i < kSignals.size(); ++i) ::sigaction(kSignals[i], &old_[i], nullptr);
+    ::close(g_signal_pipe[0]);
+    ::close(g_signal_pipe[1]);
+    g_signal_pipe[0] = g_signal_pipe[1] = -1;
+  }
+  int fd() const { return g_signal_pipe[0]; }
+
+ private:
+  static constexpr std::array<int, 4> kSignals = {SIGINT, SIGTERM, SIGHUP, SIGCHLD};
+  std::array<struct sigaction, 4> old_{};
+};
+
+/// Writes all of `data` to `fd` (retrying short writes); gives up silently on errors.
+void write_all(int fd, const char* data, size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::write(fd, data, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    data += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+/// One output stream of one rank: bytes in, prefixed whole lines out.
+struct Stream {
+  int fd = -1;      // read end of the rank's pipe; -1 once closed
+  int out_fd = 1;   // where its lines go (1 or 2)
+  std::string prefix;
+  std::string partial;
+
+  void emit(const std::string& line) {
+    const std::string text = prefix + line + "\n";
+    write_all(out_fd, text.data(), text.size());
+  }
+  /// Reads what is available; returns false at end of file.
+  bool pump() {
+    char buf[8192];
+    for (;;) {
+      const ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n > 0) {
+        partial.append(buf, static_cast<size_t>(n));
+        size_t nl;
+        while ((nl = partial.find('\n')) != std::string::npos) {
+          emit(partial.substr(0, nl));
+          partial.erase(0, nl + 1);
+        }
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+      close();  // EOF or a read error
+      return false;
+    }
+  }
+  void close() {
+    if (!partial.empty()) emit(partial);
+    partial.clear();
+    if (fd >= 0) ::close(fd);
+    fd = -1;
+  }
+};
+
+struct Rank {
+  int rank = 0;
+  pid_t pid = -1;
+  bool running = false;
+  int status = 0;  // waitpid status once exited
+  Stream out, err;
+};
+
+std::string signal_name(int sig) {
+  switch (sig) {
+    case SIGKILL: return "SIGKILL";
+    case SIGTERM: return "SIGTERM";
+    case SIGINT: return "SIGINT";
+    case SIGSEGV: return "SIGSEGV";
+    case SIGABRT: return "SIGABRT";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGILL: return "SIGILL";
+    case SIGHUP: return "SIGHUP";
+    case SIGPIPE: return "SIGPIPE";
+    default: return "signal " + std::to_string(sig);
+  }
+}
+
+std::string describe(const Rank& r) {
+  if (WIFSIGNALED(r.status)) {
+    const int sig = WTERMSIG(r.status);
+    return "rank " + std::to_string(r.rank) + " was killed by signal " + std::to_string(sig) + " (" +
+           signal_name(sig) + ")";
+  }
+  return "rank " + std::to_string(r.rank) + " exited with status " + std::to_string(WEXITSTATUS(r.status));
+}
+
+bool failed(int status) { return !(WIFEXITED(status) && WEXITSTATUS(status) == 0); }
+
+/// The environment of rank `rank`: ours, with the rendezvous variables replaced.
+std::vector<std::string> rank_environment(const LaunchOptions& o, int rank) {
+  static const std::vector<std::string> kOwned = {"RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "LOCAL_WORLD_SIZE=",
+                                                  "GROUP_RANK=", "MASTER_ADDR=", "MASTER_PORT="};
+  std::vector<std::string> env;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string kv = *e;
+    bool owned = false;
+    for (const auto& k : kOwned) owned = owned || kv.rfind(k, 0) == 0;
+    if (!owned) env.push_back(kv);
+  }
+  const std::string n = std::to_string(o.nproc_per_node);
+  env.push_back("RANK=" + std::to_string(rank));
+  env.push_back("WORLD_SIZE=" + n);
+  env.push_back("LOCAL_RANK=" + std::to_string(rank));
+  env.push_back("LOCAL_WORLD_SIZE=" + n);
+  env.push_back("GROUP_RANK=0");
+  env.push_back("MASTER_ADDR=" + o.master_addr);
+  env.push_back("MASTER_PORT=" + std::to_string(o.master_port));
+  return env;
+}
+
+std::vector<char*> c_strings(std::vector<std::string>& v) {
+  std::vector<char*> out;
+  for (auto& s : v) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+}  // namespace
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw std::runtime_error("launch: cannot create a socket to find a free port");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    ::close(fd);
+    throw std::runtime_error("launch: cannot find a free port");
+  }
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+LaunchResult launch(const LaunchOptions& options) {
+  LaunchOptions o = options;
+  if (o.nproc_per_node < 1)
+    throw UsageError("launch: --nproc-per-node " + std::to_string(o.nproc_per_node) + " must be at least 1");
+  if (o.args.empty())
+    throw UsageError("launch: no command; put the ptune command after --, e.g. "
+                     "ptune launch --nproc-per-node 2 -- train exp.json");
+  if (o.args.front() == "launch") throw UsageError("launch: the command after -- cannot be another launch");
+  if (o.master_port < 0 || o.master_port > 65535)
+    throw UsageError("launch: --master-port " + std::to_string(o.master_port) + " is not in [0, 65535]");
+  if (o.master_port == 0) o.master_port = free_port();
+
+  SignalScope signals;
+  std::vector<Rank> ranks(static_cast<size_t>(o.nproc_per_node));
+  const pid_t parent = ::getpid();
+
+  auto kill_running = [&](int sig) {
+    for (auto& r : ranks)
+      if (r.running) ::kill(r.pid, sig);
+  };
+
+  for (int i = 0; i < o.nproc_per_node; ++i) {
+    Rank& r = ranks[static_cast<size_t>(i)];
+    r.rank = i;
+    int out[2], err[2];
+    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
+      kill_running(SIGKILL);
+      throw std::runtime_error("launch: cannot create pipes for rank " + std::to_string(i));
+    }
+    std::vector<std::string> env = rank_environment(o, i);
+    std::vector<std::string> argv = {o.exe};
+    argv.insert(argv.end(), o.args.begin(), o.args.end());
+    std::vector<char*> c_env = c_strings(env), c_argv = c_strings(argv);
+    const std::string exe = o.exe;
+    // Built before fork: the child only makes async-signal-safe calls until exec.
+    const std::string exec_failed = "ptune: error: launch: cannot run " + exe + "\n";
+
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      kill_running(SIGKILL);
+      throw std::runtime_error(std::string("launch: fork failed: ") + std::strerror(errno));
+    }
+    if (pid == 0) {
+      // The rank: its own process group (a terminal's Ctrl-C reaches it once, through us), and
+      // SIGTERM if the launcher dies, so no rank outlives it.
+      ::setpgid(0, 0);
+      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (::getppid() != parent) ::_exit(1);
+      for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE}) ::signal(sig, SIG_DFL);
+      sigset_t none;
+      sigemptyset(&none);
+      ::sigprocmask(SIG_SETMASK, &none, nullptr);
+      const int devnull = ::open("/dev/null", O_RDONLY);
+      if (devnull >= 0) ::dup2(devnull, 0);
+      ::dup2(out[1], 1);
+      ::dup2(err[1], 2);
+      ::execve(exe.c_str(), c_argv.data(), c_env.data());
+      write_all(2, exec_failed.data(), exec_failed.size());
+      ::_exit(127);
+    }
+    ::close(out[1]);
+    ::close(err[1]);
+    ::fcntl(out[0], F_SETFL, O_NONBLOCK);
+    ::fcntl(err[0], F_SETFL, O_NONBLOCK);
+    const std::string prefix = o.prefix ? "[rank " + std::to_string(i) + "] " : "";
+    r.pid = pid;
+    r.running = true;
+    r.out = Stream{out[0], 1, prefix, {}};
+    r.err = Stream{err[0], 2, prefix, {}};
+  }
+
+  std::optional<size_t> first_failure;  // index into ranks
+  bool stopped_others = false;
+  bool interrupted = false;
+  std::optional<Clock::time_point> term_at;  // SIGTERM the ranks still running then ...
+  std::optional<Clock::time_point> kill_at;  // ... and SIGKILL them then
+  bool killed = false;
+  const auto grace = std::chrono::milliseconds(static_cast<int64_t>(o.grace_s * 1000.0));
+
+  auto reap = [&] {
+    std::vector<size_t> newly_failed;
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      Rank& r = ranks[i];
+      if (!r.running) continue;
+      int status = 0;
+      const pid_t w = ::waitpid(r.pid, &status, WNOHANG);
+      if (w == r.pid) {
+        r.running = false;
+        r.status = status;
+        if (failed(status)) newly_failed.push_back(i);
+      }
+    }
+    if (interrupted && !term_at) {
+      // After Ctrl-C the ranks agree on a step, checkpoint and exit; once one has, the others
+      // get a generous minute (a checkpoint being written), then are stopped.
+      for (auto& r : ranks)
+        if (!r.running) term_at = Clock::now() + std::chrono::seconds(60);
+    }
+    if (newly_failed.empty() || first_failure || interrupted) return;
+    // Of ranks found dead together, one killed by a signal is likelier the cause than one
+    // that exited because its peer vanished.
+    size_t pick = newly_failed.front();
+    for (size_t i : newly_failed)
+      if (WIFSIGNALED(ranks[i].status)) {
+        pick = i;
+        break;
+      }
+    first_failure = pick;
+    for (auto& r : ranks)
+      if (r.running) stopped_others = true;
+    term_at = Clock::now();
+  };
+
+  auto any_running = [&] {
+    for (auto& r : ranks)
+      if (r.running) return true;
+    return false;
+  };
+  auto any_open = [&] {
+    for (auto& r : ranks)
+      if (r.out.fd >= 0 || r.err.fd >= 0) return true;
+    return false;
+  };
+
+  std::optional<Clock::time_point> drain_until;  // after the last exit, wait this long for output
+  while (any_running() || any_open()) {
+    if (!any_running()) {
+      if (!drain_until) drain_until = Clock::now() + std::chrono::seconds(2);
+      if (Clock::now() > *drain_until) break;  // a grandchild holds a pipe open: stop reading
+    }
+    std::vector<pollfd> fds;
+    fds.push_back({signals.fd(), POLLIN, 0});
+    std::vector<Stream*> streams;
+    for (auto& r : ranks) {
+      for (Stream* s : {&r.out, &r.err}) {
+        if (s->fd < 0) continue;
+        fds.push_back({s->fd, POLLIN, 0});
+        streams.push_back(s);
+      }
+    }
+    const int timeout_ms = term_at || drain_until ? 50 : 250;
+    const int n = ::poll(fds.data(), fds.size(), timeout_ms);
+    if (n < 0 && errno != EINTR) break;
+    if (n > 0) {
+      if (fds[0].revents & POLLIN) {
+        unsigned char sigs[64];
+        ssize_t got;
+        while ((got = ::read(signals.fd(), sigs, sizeof sigs)) > 0) {
+          for (ssize_t k = 0; k < got; ++k) {
+            const int sig = sigs[k];
+            if (sig == SIGCHLD) continue;  // reaped below
+            interrupted = interrupted || !first_failure;
+            kill_running(sig == SIGHUP ? SIGTERM : sig);  // each rank checkpoints and exits (130)
+          }
+        }
+      }
+      for (size_t k = 1; k < fds.size(); ++k)
+        if (fds[k].revents & (POLLIN | POLLHUP | POLLERR)) streams[k - 1]->pump();
+    }
+    reap();
+    if (term_at && !kill_at && Clock::now() >= *term_at) {
+      kill_running(SIGTERM);
+      kill_at = Clock::now() + grace;
+    }
+    if (kill_at && !killed && Clock::now() >= *kill_at) {
+      kill_running(SIGKILL);
+      killed = true;
+    }
+  }
+  for (auto& r : ranks) {
+    r.out.close();
+    r.err.close();
+    if (r.running) {  // only after a stuck drain: make sure nothing is left behind
+      ::kill(r.pid, SIGKILL);
+      ::waitpid(r.pid, &r.status, 0);
+      r.running = false;
+    }
+  }
+
+  LaunchResult result;
+  if (first_failure) {
+    const Rank& r = ranks[*first_failure];
+    result.error = describe(r) + (stopped_others ? "; stopped the others" : "");
+    result.exit_code = WIFEXITED(r.status) ? WEXITSTATUS(r.status) : 1;
+    return result;
+  }
+  if (interrupted) {
+    result.exit_code = 130;
+    result.error = "interrupted";
+    return result;
+  }
+  return result;
+}
+
+}  // namespace ptune::dist

@@ -1,0 +1,40 @@
+#pragma once
+/// `ptune launch`: starts N ranks of a ptune command on this machine, as torchrun does for one
+/// node. Each rank is this program (fork + exec) with RANK, WORLD_SIZE, LOCAL_RANK,
+/// LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1 and MASTER_PORT set; its output lines come out
+/// prefixed "[rank R] "; SIGINT and SIGTERM are forwarded to every rank; and when one rank
+/// fails, the others get SIGTERM, then SIGKILL after a grace period, so a launch never hangs.
+
+#include <string>
+#include <vector>
+
+namespace ptune::dist {
+
+struct LaunchOptions {
+  int nproc_per_node = 1;                // ranks to start
+  int master_port = 29500;               // rendezvous port; 0 = pick a free one now
+  std::string master_addr = "127.0.0.1"; // rendezvous host (rank 0 serves it)
+  std::vector<std::string> args;         // the ptune command line every rank runs (after --)
+  std::string exe = "/proc/self/exe";    // the program every rank runs
+  double grace_s = 5.0;                  // SIGTERM, then SIGKILL after this many seconds
+  bool prefix = true;                    // "[rank R] " before every output line
+};
+
+/// How a launch ended.
+struct LaunchResult {
+  int exit_code = 0;  // 0: every rank succeeded; 130: interrupted; else the failing rank's
+                      // status (1 when it was killed by a signal)
+  std::string error;  // "" on success, else e.g. "rank 1 exited with status 1; stopped the others"
+};
+
+/// Runs the ranks to completion and returns how they ended; never waits on a stuck rank once
+/// another has failed (grace_s, then SIGKILL). Throws UsageError for nproc_per_node < 1, an
+/// empty command, a nested `launch`, or a port out of range; std::runtime_error when a pipe,
+/// fork or free port cannot be had.
+LaunchResult launch(const LaunchOptions& options);
+
+/// A TCP port that was free on 127.0.0.1 a moment ago (the OS's choice). Throws
+/// std::runtime_error when no socket can be bound.
+int free_port();
+
+}  // namespace ptune::dist

@@ -1,0 +1,161 @@
+#pragma once
+/// `ptune tune`: searches for a faster configuration by measuring it.
+///  - find_batch_size: doubles loader.batch_size from the config's value, then binary-searches
+///    the largest batch that fits in device memory with a margin (out-of-memory caught, the
+///    cache emptied, the search goes on), and picks the fastest batch among those tried.
+///  - greedy_tune: tries each optimization not yet on, one at a time, and keeps a change only
+///    when its median gain beats the noise; passes repeat until nothing helps or time runs out.
+/// Both take the measuring function and the clock as seams, so tests inject fakes.
+
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "config/config.hpp"
+#include "measure/probe.hpp"
+#include "report/results.hpp"
+
+namespace ptune::tune {
+
+/// Measures one configuration (default: measure::measure). May throw what measure throws.
+using MeasureFn = std::function<measure::Measurement(const config::ExperimentConfig&)>;
+/// Seconds on a monotonic clock (default: std::chrono::steady_clock).
+using ClockFn = std::function<double()>;
+
+/// Returns a MeasureFn calling measure::measure(cfg) without progress. Never throws itself.
+MeasureFn default_measure();
+
+/// Returns a ClockFn reading std::chrono::steady_clock in seconds. Never throws.
+ClockFn default_clock();
+
+/// Returns true when `e` is an allocation failure: c10::OutOfMemoryError, or a message with
+/// "out of memory" (CUDA), "not enough memory" (LibTorch's CPU allocator), std::bad_alloc,
+/// or a cuBLAS/cuDNN allocation failure. Never throws.
+bool is_out_of_memory(const std::exception& e);
+
+// ---------------------------------------------------------------- batch-size finder
+
+/// Options of find_batch_size. The CLI copies its flags here and nothing else.
+struct BatchSearchOptions {
+  double margin_pct = 10.0;        // CUDA: a batch fits when its peak memory <= (100 - margin)% of the device's
+  int64_t max_batch = 0;           // largest batch tried; 0 = default (kDefaultMaxBatchCuda / kDefaultMaxBatchCpu)
+  int64_t min_repeats = 3;         // measure.repeats is raised to at least this (medians compare)
+  double budget_s = 0;             // stop starting new tries after this many seconds; 0 = no limit
+  int64_t granularity = 8;         // binary-search midpoints are multiples of this (when above it)
+  double resolution_pct = 12.5;    // binary search stops when the gap is <= this % of the largest fit
+  int64_t device_memory_bytes = 0; // 0 = engine::cuda::total_memory of the config's device (tests set it)
+  MeasureFn measure;               // empty = default_measure()
+  ClockFn clock;                   // empty = default_clock()
+  std::function<void()> on_oom;    // after an out-of-memory try; empty = engine::cuda::empty_cache
+  std::function<void(const report::Results&)> on_try;  // after every try (progress, partial output)
+  const std::atomic<bool>* interrupted = nullptr;      // set (SIGINT) to stop before the next try
+};
+
+inline constexpr int64_t kDefaultMaxBatchCuda = 4096;  // --max-batch default on a GPU
+inline constexpr int64_t kDefaultMaxBatchCpu = 64;     // --max-batch default on the CPU (no memory limit to find)
+
+/// One try of the finder.
+struct BatchTry {
+  int64_t batch_size = 0;
+  bool fits = false;                       // measured, and under the memory limit
+  std::string status;                      // ok | out of memory | over the memory margin: ... | failed: ...
+  std::optional<measure::Measurement> m;   // present when it ran to the end
+};
+
+struct BatchSearchResult {
+  std::vector<BatchTry> tries;     // in the order tried
+  int64_t largest_fitting = 0;     // largest batch that fits
+  int64_t fastest = 0;             // fitting batch with the highest samples/s (the winner)
+  int64_t max_batch = 0;           // the cap the search used
+  int64_t memory_limit_bytes = 0;  // (100 - margin)% of the device's memory; 0 on the CPU
+  std::vector<std::string> notes;  // e.g. the CPU cap, the budget running out
+  std::string stop_reason;         // "searched" | "budget reached" | "interrupted"
+  report::Results table;           // one row per try, for report::render
+  config::ExperimentConfig best;   // the input config with loader.batch_size = fastest (see README)
+};
+
+/// Runs the batch-size search on `cfg` (its top-level settings; its sweep is ignored).
+/// Returns the tries, the largest fitting and the fastest batch, and the winning config.
+/// Throws ConfigError for an invalid config or a device that cannot run it, and
+/// std::runtime_error when no batch fits (naming the first failure). Interruption (through
+/// options.interrupted) ends the search early with stop_reason "interrupted".
+BatchSearchResult find_batch_size(const config::ExperimentConfig& cfg, const BatchSearchOptions& options);
+
+// ---------------------------------------------------------------- greedy search
+
+/// One optimization the greedy search may try.
+struct Candidate {
+  std::string name;             // label, e.g. "multi-worker loading"
+  nlohmann::ordered_json set;   // "path": value overrides, applied to the current best config
+};
+
+/// One measured (or skipped) trial of the greedy search.
+struct Trial {
+  int64_t pass = 0;                       // 1-based pass; 0 for the baseline
+  std::string name;
+  nlohmann::ordered_json set;             // the overrides tried
+  std::string verdict;                    // baseline | kept | rejected | skipped | failed
+  std::string reason;                     // why (gain vs noise, the error message)
+  std::optional<measure::Measurement> m;
+  double gain_pct = 0;                    // median samples/s vs the incumbent, in %
+  double noise_pct = 0;                   // max(threshold, both spreads): what the gain had to beat
+};
+
+/// Options of greedy_tune.
+struct TuneOptions {
+  double threshold_pct = 3.0;   // a change must gain more than max(threshold, spread) to be kept
+  int64_t min_repeats = 3;      // measure.repeats is raised to at least this for every trial
+  double budget_s = 0;          // no new trial starts after this many seconds; 0 = no limit
+  int64_t max_passes = 5;       // passes over the candidates at most
+  int64_t cpu_cores = 0;        // cores for the loader.num_workers candidates; 0 = hardware_concurrency
+  MeasureFn measure;            // empty = default_measure()
+  ClockFn clock;                // empty = default_clock()
+  std::function<void()> on_oom; // after an out-of-memory trial; empty = engine::cuda::empty_cache
+  std::function<void(const Trial&)> on_trial;  // after every trial (progress)
+  const std::atomic<bool>* interrupted = nullptr;     // set (SIGINT) to stop before the next trial
+};
+
+/// The noise rule's answer for one comparison.
+struct NoiseVerdict {
+  double gain_pct = 0;   // 100 * (candidate / incumbent - 1) on median samples/s
+  double noise_pct = 0;  // max(threshold_pct, incumbent.spread_pct, candidate.spread_pct)
+  bool kept = false;     // gain_pct > noise_pct
+};
+
+/// Returns whether `candidate` beats `incumbent` beyond the noise: its median samples/s must
+/// exceed the incumbent's by more than the larger of threshold_pct and both measured spreads.
+/// Never throws.
+NoiseVerdict judge(const measure::Measurement& incumbent, const measure::Measurement& candidate,
+                   double threshold_pct);
+
+/// Returns the optimizations tried on top of `cfg`, in order: loader.num_workers (cores, then
+/// cores/2), loader.pin_memory, loader.uint8_transfer, loader.batch_size x2, optim.set_to_none,
+/// optim.amp (bf16; fp16 too when `cuda`), model.channels_last, optim.cudnn_benchmark,
+/// optim.cuda_graphs; those already on in `cfg` are left out. Never throws.
+std::vector<Candidate> candidates(const config::ExperimentConfig& cfg, int64_t cpu_cores, bool cuda);
+
+struct TuneResult {
+  std::vector<Trial> trials;       // every trial, in order (the baseline first)
+  report::Results path;            // baseline + kept changes, as `ptune sweep` prints them
+  config::ExperimentConfig best;   // the winner: input config + kept changes; its sweep replays the path
+  std::string stop_reason;         // why the search ended
+  double elapsed_s = 0;            // time spent (by options.clock)
+};
+
+/// Runs the greedy search from `cfg` (its top-level settings; its sweep is ignored).
+/// Returns the trials, the path and the winning config. Throws what measuring the baseline
+/// throws (ConfigError for a config the device cannot run); a failing trial is recorded and
+/// the search goes on. Interruption ends the search with stop_reason "interrupted".
+TuneResult greedy_tune(const config::ExperimentConfig& cfg, const TuneOptions& options);
+
+/// Returns the trials as an aligned text table (pass, trial, change, samples/s, gain, noise,
+/// verdict). Never throws.
+std::string render_trials(const std::vector<Trial>& trials);
+
+}  // namespace ptune::tune

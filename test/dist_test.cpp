@@ -1,0 +1,586 @@
+// Data parallel: rendezvous variables, Gloo collectives, DDP-style gradient averaging proven
+// equal to one process on the global batch, no_sync accumulation, and `ptune launch` (output,
+// rank 0 writing, failures and interrupts that never hang). Ranks are threads of this process
+// (each with its own ProcessGroupGloo over a shared HashStore) or processes of the built ptune.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <ATen/Parallel.h>
+#include <torch/torch.h>
+
+#include "config/config.hpp"
+#include "dist/env.hpp"
+#include "dist/grad_sync.hpp"
+#include "dist/group.hpp"
+#include "dist/launcher.hpp"
+#include "engine/trainer.hpp"
+#include "measure/stats.hpp"
+#include "models/state_dict_io.hpp"
+#include "test_util.hpp"
+
+using ptune::test::TempDir;
+namespace dist = ptune::dist;
+
+namespace {
+
+using Env = std::map<std::string, std::string>;
+
+dist::Getenv getenv_of(const Env& env) {
+  return [&env](const char* name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+}
+
+/// Runs `fn(rank, group)` on `n` threads, each a Gloo rank over one in-process store; returns
+/// when all are done and rethrows the first failure.
+template <class Fn>
+void run_ranks(int n, Fn fn) {
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        // One intra-op thread per rank: two ranks with OpenMP pools of their own would
+        // oversubscribe the cores (and spin), more so when ctest runs tests side by side.
+        at::set_num_threads(1);
+        auto group = std::make_shared<dist::Group>(c10::make_intrusive<c10d::PrefixStore>("test", store), r, n,
+                                                   "gloo", c10::Device(c10::kCPU), std::chrono::seconds(30),
+                                                   "127.0.0.1");
+        fn(r, group);
+      } catch (...) {
+        errors[static_cast<size_t>(r)] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+/// One LibTorch intra-op thread for a test's lifetime (restored after): OpenMP pools that spin
+/// on oversubscribed cores (rank threads, ctest running tests side by side) crawl.
+struct OneThread {
+  int before = at::get_num_threads();
+  OneThread() { at::set_num_threads(1); }
+  ~OneThread() { at::set_num_threads(before); }
+};
+
+/// A tiny training config: ResNet-18 on 16x16 fake CIFAR.
+ptune::config::ExperimentConfig tiny_config(int64_t batch) {
+  ptune::config::ExperimentConfig cfg;
+  cfg.device = "cpu";
+  cfg.data.num_samples = 64;
+  cfg.data.image_size = 16;
+  cfg.loader.batch_size = batch;
+  cfg.loader.shuffle = true;
+  cfg.optim.lr = 0.05;
+  cfg.optim.momentum = 0.9;
+  return cfg;
+}
+
+/// Weights for the tests: a seeded ResNet-18 whose BatchNorm running statistics were filled by
+/// a few forward passes in train mode, so that BatchNorm in eval mode (frozen statistics)
+/// normalizes sensibly. BatchNorm in train mode normalizes by each rank's own batch, which no
+/// data-parallel scheme without SyncBatchNorm makes equal to the global batch.
+std::string frozen_bn_weights(const TempDir& dir, const ptune::config::ExperimentConfig& cfg) {
+  const std::string path = dir.file("init.pt");
+  torch::manual_seed(1);
+  auto model = ptune::models::make(cfg.model.arch, cfg.model.num_classes);
+  model->train();
+  torch::NoGradGuard no_grad;
+  for (int i = 0; i < 8; ++i) model->forward(torch::randn({16, 3, cfg.data.image_size, cfg.data.image_size}));
+  ptune::models::write_state_dict(path, ptune::models::state_dict(*model));
+  return path;
+}
+
+/// Trains `steps` steps (each a micro-step) on the shard of `rank` of `world`; BatchNorm frozen.
+std::vector<at::Tensor> train_shard(const ptune::config::ExperimentConfig& cfg, int rank, int world,
+                                    std::shared_ptr<dist::Group> group, int steps,
+                                    std::vector<at::Tensor>* first_grads = nullptr,
+                                    dist::GradSyncStats* stats = nullptr) {
+  const c10::Device cpu(c10::kCPU);
+  ptune::engine::Trainer trainer(cfg, cpu, std::move(group));
+  trainer.model()->eval();  // frozen BatchNorm statistics
+  ptune::data::Loader loader(ptune::engine::make_dataset(cfg), ptune::engine::loader_options(cfg, cpu, rank, world));
+  loader.start_epoch(0);
+  for (int s = 0; s < steps; ++s) {
+    auto batch = loader.next();
+    if (!batch) throw std::runtime_error("the loader ran out of batches");  // no Catch macros off the main thread
+    auto [images, labels] = trainer.to_device(*batch);
+    trainer.step(images, labels);
+    if (s == 0 && first_grads)
+      for (auto& p : trainer.model()->parameters()) first_grads->push_back(p.grad().clone());
+  }
+  if (stats && trainer.grad_sync()) *stats = trainer.grad_sync()->stats();
+  std::vector<at::Tensor> out;
+  for (auto& p : trainer.model()->parameters()) out.push_back(p.detach().clone());
+  for (auto& b : trainer.model()->buffers()) out.push_back(b.detach().clone());
+  return out;
+}
+
+double max_abs_diff(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+  REQUIRE(a.size() == b.size());
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    m = std::max(m, (a[i].to(at::kDouble) - b[i].to(at::kDouble)).abs().max().item<double>());
+  return m;
+}
+
+bool bitwise_equal(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!torch::equal(a[i], b[i])) return false;
+  return true;
+}
+
+// ---- processes -------------------------------------------------------------------------------
+
+/// Starts the built ptune with `args` in its own process group, stdout and stderr to files.
+pid_t spawn(const std::vector<std::string>& args, const std::string& out, const std::string& err) {
+  std::vector<std::string> argv = {PTUNE_EXE};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<char*> c_argv;
+  for (auto& a : argv) c_argv.push_back(a.data());
+  c_argv.push_back(nullptr);
+  const int out_fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  const int err_fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  const int null_fd = ::open("/dev/null", O_RDONLY);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::dup2(null_fd, 0);
+    ::dup2(out_fd, 1);
+    ::dup2(err_fd, 2);
+    ::execv(c_argv[0], c_argv.data());
+    ::_exit(127);
+  }
+  ::close(out_fd);
+  ::close(err_fd);
+  ::close(null_fd);
+  return pid;
+}
+
+/// Waits for `pid` up to `timeout_s`; its exit code (128 + signal when killed), or nullopt after
+/// killing its whole process group on a timeout.
+std::optional<int> wait_for(pid_t pid, double timeout_s) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (std::chrono::steady_clock::now() < end) {
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid)
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ::kill(-pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  return std::nullopt;
+}
+
+/// Waits until `path` contains `text` (up to `timeout_s`); whether it did.
+bool wait_for_text(const std::string& path, const std::string& text, double timeout_s) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (std::chrono::steady_clock::now() < end) {
+    if (ptune::test::read_file(path).find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+/// The children of `parent` and the value of variable `var` in each one's environment.
+std::map<pid_t, std::string> children_with(pid_t parent, const std::string& var) {
+  std::map<pid_t, std::string> out;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    const auto close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 2));
+    std::string state;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    if (ppid != parent) continue;
+    std::ifstream envf(entry.path() / "environ");
+    std::string env((std::istreambuf_iterator<char>(envf)), {});
+    std::string value;
+    size_t pos = 0;
+    while (pos < env.size()) {
+      const size_t end = env.find('\0', pos);
+      const std::string kv = env.substr(pos, end - pos);
+      if (kv.rfind(var + "=", 0) == 0) value = kv.substr(var.size() + 1);
+      if (end == std::string::npos) break;
+      pos = end + 1;
+    }
+    out[static_cast<pid_t>(std::stoi(name))] = value;
+  }
+  return out;
+}
+
+/// A tiny config for the binary: ResNet-18 at 16x16, one CPU thread per rank.
+std::string tiny_file(const TempDir& dir, int64_t max_steps) {
+  return dir.write("tiny.json", R"({
+  "name": "tiny", "device": "cpu", "cpu_threads": 1,
+  "data": {"num_samples": 4096, "image_size": 16},
+  "loader": {"batch_size": 4},
+  "measure": {"warmup_steps": 1, "steps": 3},
+  "train": {"epochs": 100, "max_steps": )" + std::to_string(max_steps) + R"(, "log_every": 1,
+            "checkpoint_dir": ")" + dir.file("ckpt") + R"("}
+})");
+}
+
+}  // namespace
+
+TEST_CASE("dist: torchrun variables", "[dist]") {
+  Env env = {{"RANK", "3"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"},
+             {"MASTER_ADDR", "node7"}, {"MASTER_PORT", "1234"}, {"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "9"}};
+  auto e = dist::parse_environment(getenv_of(env));
+  CHECK(e.launcher == "torchrun");  // torchrun's variables win over Slurm's
+  CHECK(e.rank == 3);
+  CHECK(e.world_size == 8);
+  CHECK(e.local_rank == 1);
+  CHECK(e.local_world_size == 2);
+  CHECK(e.master_addr == "node7");
+  CHECK(e.master_port == 1234);
+  CHECK(e.distributed());
+  CHECK_FALSE(e.agent_store);  // ptune launch: rank 0 serves the store
+  env["TORCHELASTIC_USE_AGENT_STORE"] = "True";  // torchrun: its agent serves it
+  env["TORCHELASTIC_RESTART_COUNT"] = "2";
+  e = dist::parse_environment(getenv_of(env));
+  CHECK(e.agent_store);
+  CHECK(e.restart_count == 2);
+
+  // The config fills what the environment leaves out.
+  env.erase("MASTER_ADDR");
+  env.erase("MASTER_PORT");
+  ptune::config::DistConfig cfg;
+  cfg.master_addr = "head";
+  cfg.master_port = 4321;
+  e = dist::parse_environment(getenv_of(env), cfg);
+  CHECK(e.master_addr == "head");
+  CHECK(e.master_port == 4321);
+  CHECK_THROWS_WITH(dist::parse_environment(getenv_of(env)), Catch::Contains("MASTER_ADDR"));
+
+  CHECK_THROWS_WITH(dist::parse_environment(getenv_of({{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}})),
+                    Catch::Contains("RANK=2 must be in [0, 2)"));
+  CHECK_THROWS_WITH(dist::parse_environment(getenv_of({{"RANK", "x"}, {"WORLD_SIZE", "2"}})),
+                    Catch::Contains("RANK='x' is not an integer"));
+  CHECK_THROWS_WITH(dist::parse_environment(getenv_of({{"WORLD_SIZE", "2"}})), Catch::Contains("RANK is not"));
+  // A world of one is a single process.
+  e = dist::parse_environment(getenv_of({{"RANK", "0"}, {"WORLD_SIZE", "1"}}));
+  CHECK_FALSE(e.distributed());
+  CHECK(e.master_addr.empty());
+}
+
+TEST_CASE("dist: Slurm variables", "[dist]") {
+  Env env = {{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "16"}, {"SLURM_STEP_NUM_TASKS", "8"},
+             {"SLURM_LOCALID", "1"}, {"SLURM_STEP_TASKS_PER_NODE", "4(x2)"},
+             {"SLURM_STEP_NODELIST", "gpu[03-04,07]"}, {"SLURM_JOB_NODELIST", "gpu[01-09]"}};
+  auto e = dist::parse_environment(getenv_of(env));
+  CHECK(e.launcher == "slurm");
+  CHECK(e.rank == 5);
+  CHECK(e.world_size == 8);  // the step's tasks, not the allocation's
+  CHECK(e.local_rank == 1);
+  CHECK(e.local_world_size == 4);
+  CHECK(e.master_addr == "gpu03");
+  CHECK(e.master_port == 29500);
+
+  env["MASTER_ADDR"] = "10.1.2.3";
+  CHECK(dist::parse_environment(getenv_of(env)).master_addr == "10.1.2.3");
+  env.erase("MASTER_ADDR");
+  ptune::config::DistConfig cfg;
+  cfg.master_addr = "login2";
+  CHECK(dist::parse_environment(getenv_of(env), cfg).master_addr == "login2");
+
+  CHECK(dist::first_slurm_host("a,b") == "a");
+  CHECK(dist::first_slurm_host("rack[2-3]-n[08-12],x") == "rack2-n08");
+  CHECK(dist::first_slurm_host("node-[1,5]") == "node-1");
+  CHECK(dist::first_slurm_host("") == "");
+
+  // An allocation without srun (no SLURM_PROCID) is not a world; neither is one task.
+  CHECK_FALSE(dist::parse_environment(getenv_of({{"SLURM_NTASKS", "4"}})).distributed());
+  CHECK_FALSE(dist::parse_environment(getenv_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}})).distributed());
+  CHECK_THROWS_WITH(dist::parse_environment(getenv_of({{"SLURM_PROCID", "4"}, {"SLURM_NTASKS", "4"}})),
+                    Catch::Contains("SLURM_PROCID=4 must be in [0, 4)"));
+}
+
+TEST_CASE("dist: one process answers as rank 0 of 1", "[dist]") {
+  auto e = dist::parse_environment(getenv_of({}));
+  CHECK(e.rank == 0);
+  CHECK(e.world_size == 1);
+  CHECK_FALSE(e.distributed());
+  dist::Group single;
+  CHECK(single.rank() == 0);
+  CHECK(single.size() == 1);
+  at::Tensor t = torch::tensor({1.0, 2.0});
+  single.all_reduce_sum(t);
+  CHECK(torch::equal(t, torch::tensor({1.0, 2.0})));
+  CHECK(single.max({3.0}) == std::vector<double>{3.0});
+  single.barrier();
+  CHECK(dist::resolve_backend("auto", c10::Device(c10::kCPU)) == "gloo");
+  CHECK_THROWS_WITH(dist::resolve_backend("nccl", c10::Device(c10::kCPU)), Catch::Contains("needs a CUDA device"));
+}
+
+TEST_CASE("dist: Gloo collectives between 2 ranks", "[dist]") {
+  std::vector<std::vector<double>> sums(2), maxes(2);
+  std::vector<at::Tensor> broadcast(2);
+  run_ranks(2, [&](int rank, std::shared_ptr<dist::Group> g) {
+    sums[rank] = g->sum({1.0 + rank, 10.0});
+    maxes[rank] = g->max({static_cast<double>(rank), -static_cast<double>(rank)});
+    std::vector<at::Tensor> ts{torch::full({3}, static_cast<float>(rank + 5))};
+    g->broadcast(ts, 1);
+    broadcast[rank] = ts[0];
+    g->barrier();
+  });
+  for (int r = 0; r < 2; ++r) {
+    CHECK(sums[r] == std::vector<double>{3.0, 20.0});
+    CHECK(maxes[r] == std::vector<double>{1.0, 0.0});
+    CHECK(torch::equal(broadcast[r], torch::full({3}, 6.0f)));
+  }
+}
+
+TEST_CASE("dist: buckets in reverse parameter order with a small first one", "[dist]") {
+  std::vector<at::Tensor> params;
+  for (int i = 0; i < 5; ++i) params.push_back(torch::zeros({256, 1024}, torch::requires_grad()));  // 1 MiB each
+  params.push_back(torch::zeros({4}));  // no grad: not synced
+  dist::GradSync sync(params, std::make_shared<dist::Group>(), /*bucket_mb=*/2.0, /*first_bucket_mb=*/1.0);
+  CHECK(sync.buckets() == std::vector<std::vector<size_t>>{{4}, {3, 2}, {1, 0}});
+  CHECK_THROWS_AS(dist::GradSync(params, std::make_shared<dist::Group>(), 0.0), std::invalid_argument);
+}
+
+TEST_CASE("dist: 2 ranks train to the parameters of one process on the global batch", "[dist]") {
+  // ResNet-18 with BatchNorm frozen (eval mode: running statistics from the weights file), so
+  // that the per-rank batch statistics cannot make the runs differ. Rank 1 starts from other
+  // weights: the broadcast from rank 0 must replace them.
+  OneThread one_thread;
+  TempDir dir;
+  auto cfg = tiny_config(/*batch per rank=*/4);
+  cfg.model.weights = frozen_bn_weights(dir, cfg);
+  cfg.dist.bucket_mb = 2.0;  // several buckets, all-reduced during backward
+  const int steps = 3;
+
+  auto reference_cfg = cfg;
+  reference_cfg.loader.batch_size = 8;  // the global batch
+  const auto reference = train_shard(reference_cfg, 0, 1, nullptr, steps);
+
+  std::vector<std::vector<at::Tensor>> ranks(2);
+  std::vector<dist::GradSyncStats> stats(2);
+  auto other_weights = ptune::models::read_state_dict(*cfg.model.weights);
+  for (auto& [name, t] : other_weights) t = t + 0.5;
+  ptune::models::write_state_dict(dir.file("other.pt"), other_weights);
+  run_ranks(2, [&](int rank, std::shared_ptr<dist::Group> g) {
+    auto c = cfg;
+    if (rank == 1) c.model.weights = dir.file("other.pt");
+    ranks[rank] = train_shard(c, rank, 2, g, steps, nullptr, &stats[rank]);
+  });
+
+  CHECK(bitwise_equal(ranks[0], ranks[1]));  // every rank holds the same parameters
+  const double diff = max_abs_diff(ranks[0], reference);
+  INFO("max |data parallel - one process| = " << diff);
+  CHECK(diff < 1e-5);
+  // The parameters did move, by far more than the tolerance.
+  const auto init = train_shard(reference_cfg, 0, 1, nullptr, 0);
+  CHECK(max_abs_diff(init, reference) > 1e-3);
+  // Every bucket started its all-reduce during backward (overlap), none waited for finish().
+  for (const auto& s : stats) {
+    CHECK(s.syncs == steps);
+    CHECK(s.buckets_in_backward > 2 * steps);
+    CHECK(s.buckets_in_finish == 0);
+  }
+}
+
+TEST_CASE("dist: accumulation with no_sync equals the large-batch gradient", "[dist]") {
+  OneThread one_thread;
+  TempDir dir;
+  auto cfg = tiny_config(/*micro-batch per rank=*/4);
+  cfg.model.weights = frozen_bn_weights(dir, cfg);
+  cfg.optim.momentum = 0.0;  // one SGD step: parameters move by exactly lr * gradient
+  cfg.dist.accumulate = 2;
+
+  auto reference_cfg = cfg;
+  reference_cfg.loader.batch_size = 16;  // 2 ranks x 2 micro-steps x 4
+  reference_cfg.dist.accumulate = 1;
+  const auto init = train_shard(reference_cfg, 0, 1, nullptr, 0);
+  const auto reference = train_shard(reference_cfg, 0, 1, nullptr, 2);
+
+  std::vector<std::vector<at::Tensor>> ranks(2), first_grads(2);
+  std::vector<dist::GradSyncStats> stats(2);
+  run_ranks(2, [&](int rank, std::shared_ptr<dist::Group> g) {
+    ranks[rank] = train_shard(cfg, rank, 2, g, /*micro-steps=*/4, &first_grads[rank], &stats[rank]);
+  });
+  // After the first micro-step (no_sync) each rank holds its own local gradient.
+  CHECK_FALSE(bitwise_equal(first_grads[0], first_grads[1]));
+  for (const auto& s : stats) CHECK(s.syncs == 2);  // one all-reduce per optimizer step
+  CHECK(bitwise_equal(ranks[0], ranks[1]));
+  // The gradient step (params - init) of the accumulated run equals the large batch's.
+  std::vector<at::Tensor> step_dp, step_ref;
+  for (size_t i = 0; i < init.size(); ++i) {
+    step_dp.push_back(ranks[0][i] - init[i]);
+    step_ref.push_back(reference[i] - init[i]);
+  }
+  const double diff = max_abs_diff(step_dp, step_ref);
+  INFO("max |accumulated step - large-batch step| = " << diff);
+  CHECK(diff < 1e-5);
+  CHECK(max_abs_diff(init, reference) > 1e-3);
+}
+
+TEST_CASE("dist: ptune launch trains on 2 ranks and only rank 0 prints and writes", "[dist]") {
+  TempDir dir;
+  const auto cfg = tiny_file(dir, 2);
+  auto r = ptune::test::run(ptune::test::exe() + " launch --nproc-per-node 2 --master-port 0 -- train " + cfg +
+                            " --save-weights " + dir.file("w.pt"));
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  CHECK(r.out.find("[rank 0] trained 2 steps") != std::string::npos);
+  CHECK(r.out.find("[rank 1]") == std::string::npos);  // only rank 0 prints
+  CHECK(r.err.find("[rank 0] step 2/2") != std::string::npos);
+  CHECK(std::filesystem::exists(dir.file("w.pt")));
+  CHECK(std::filesystem::exists(dir.file("ckpt/tiny-step2.pt")));
+
+  // A sweep row run data-parallel: results name the world, throughput counts both ranks.
+  auto s = ptune::test::run(ptune::test::exe() + " launch --nproc-per-node 2 --master-port 0 -- sweep " + cfg +
+                            " --out " + dir.file("r.json"));
+  INFO(s.out << s.err);
+  CHECK(s.code == 0);
+  auto results = nlohmann::json::parse(ptune::test::read_file(dir.file("r.json")));
+  CHECK(results["environment"]["world_size"] == 2);
+  CHECK(results["rows"][0]["status"] == "ok");
+  const double ms = results["rows"][0]["ms_per_step"], sps = results["rows"][0]["samples_per_s"];
+  CHECK(sps == Approx(2 * 4 * 1000.0 / ms).epsilon(0.01));
+}
+
+TEST_CASE("dist: torchrun --no-python runs ptune data-parallel", "[dist]") {
+  // torchrun's agent serves the TCPStore (TORCHELASTIC_USE_AGENT_STORE=True): ranks connect.
+  const std::string python = PTUNE_PYTHON;
+  if (python.empty()) {
+    WARN("PTUNE_PYTHON not configured: torchrun not tested");
+    return;
+  }
+  TempDir dir;
+  const auto cfg = tiny_file(dir, 2);
+  auto r = ptune::test::run("'" + python + "' -m torch.distributed.run --no-python --standalone --nproc-per-node 2 " +
+                            ptune::test::exe() + " train " + cfg);
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  CHECK(r.out.find("trained 2 steps") != std::string::npos);
+  CHECK(r.out.find("trained 2 steps", r.out.find("trained 2 steps") + 1) == std::string::npos);  // rank 0 only
+  CHECK(std::filesystem::exists(dir.file("ckpt/tiny-step2.pt")));
+}
+
+TEST_CASE("dist: ptune launch stops every rank when one is killed and names it", "[dist]") {
+  TempDir dir;
+  const auto cfg = tiny_file(dir, 100000);
+  const pid_t launcher = spawn({"launch", "--nproc-per-node", "2", "--master-port", "0", "--grace", "3", "--",
+                                "train", cfg},
+                               dir.file("out"), dir.file("err"));
+  REQUIRE(wait_for_text(dir.file("err"), "[rank 0] step 2/", 60));
+  auto children = children_with(launcher, "RANK");
+  REQUIRE(children.size() == 2);
+  pid_t rank1 = 0;
+  for (auto& [pid, rank] : children)
+    if (rank == "1") rank1 = pid;
+  REQUIRE(rank1 > 0);
+  const auto killed_at = std::chrono::steady_clock::now();
+  ::kill(rank1, SIGKILL);
+  const auto code = wait_for(launcher, 60);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+  const std::string err = ptune::test::read_file(dir.file("err"));
+  INFO(err);
+  REQUIRE(code);  // no hang
+  CHECK(*code == 1);
+  CHECK(took < 20);
+  CHECK(err.find("ptune: error: rank 1 was killed by signal 9 (SIGKILL); stopped the others") != std::string::npos);
+  CHECK(children_with(launcher, "RANK").empty());  // nothing left behind
+}
+
+TEST_CASE("dist: ptune launch reports a rank's exit status and forwards Ctrl-C", "[dist]") {
+  TempDir dir;
+  // Every rank fails the same way: the launcher names one and exits with its status.
+  auto bad = ptune::test::run(ptune::test::exe() + " launch --nproc-per-node 2 --master-port 0 -- train " +
+                              dir.write("bad.json", R"({"model": {"arch": "resnet19"}})"));
+  CHECK(bad.code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("] ptune: error: ") && Catch::Contains("model.arch"));
+  CHECK_THAT(bad.err, Catch::Matches("[\\s\\S]*ptune: error: rank [01] exited with status 2[\\s\\S]*"));
+  // No command after --.
+  CHECK(ptune::test::run(ptune::test::exe() + " launch --nproc-per-node 2").code == 2);
+
+  // Ctrl-C: forwarded to both ranks, which agree on a step, checkpoint (rank 0) and stop.
+  const auto cfg = tiny_file(dir, 100000);
+  const pid_t launcher = spawn({"launch", "--nproc-per-node", "2", "--master-port", "0", "--", "train", cfg},
+                               dir.file("out"), dir.file("err"));
+  REQUIRE(wait_for_text(dir.file("err"), "[rank 0] step 2/", 60));
+  ::kill(launcher, SIGINT);
+  const auto code = wait_for(launcher, 60);
+  const std::string err = ptune::test::read_file(dir.file("err"));
+  INFO(err);
+  REQUIRE(code);
+  CHECK(*code == 130);
+  CHECK(err.find("ptune: interrupted") != std::string::npos);
+  int checkpoints = 0;
+  for (const auto& f : std::filesystem::directory_iterator(dir.file("ckpt"))) checkpoints += f.path().extension() == ".pt";
+  CHECK(checkpoints == 1);
+}
+
+// Not run by default (hidden): the figures in README's communication model, on this machine.
+//   ./build/test/ptune_tests "[dist-bench]" -s
+TEST_CASE("dist: Gloo all-reduce bandwidth and overlap on this machine", "[.][dist-bench]") {
+  for (const int64_t params : {int64_t{11689512}, int64_t{25557032}}) {  // ResNet-18, ResNet-50
+    std::vector<double> ms(2);
+    run_ranks(2, [&](int rank, std::shared_ptr<dist::Group> g) {
+      at::Tensor grads = torch::ones({params});
+      g->all_reduce_sum(grads);  // warm-up
+      ptune::measure::Stopwatch clock;
+      for (int i = 0; i < 3; ++i) g->all_reduce_sum(grads);
+      ms[rank] = clock.ms() / 3;
+    });
+    const double bytes = 4.0 * static_cast<double>(params);
+    const double t = std::max(ms[0], ms[1]) / 1000.0;
+    WARN(params << " fp32 gradients (" << bytes / 1e6 << " MB): all-reduce " << t * 1000 << " ms, algbw "
+                << bytes / t / 1e9 << " GB/s, busbw " << bytes * 2 * (2 - 1) / 2 / t / 1e9 << " GB/s");
+  }
+  for (const double bucket_mb : {25.0, 4096.0}) {
+    auto cfg = tiny_config(16);
+    cfg.data.image_size = 64;
+    cfg.data.num_samples = 512;
+    cfg.dist.bucket_mb = bucket_mb;
+    std::vector<double> step_ms(2), wait_ms(2);
+    std::vector<int64_t> buckets(2);
+    run_ranks(2, [&](int rank, std::shared_ptr<dist::Group> g) {
+      const c10::Device cpu(c10::kCPU);
+      ptune::engine::Trainer trainer(cfg, cpu, g);
+      ptune::data::Loader loader(ptune::engine::make_dataset(cfg), ptune::engine::loader_options(cfg, cpu, rank, 2));
+      loader.start_epoch(0);
+      double waited = 0;
+      ptune::measure::Stopwatch clock;
+      for (int s = 0; s < 6; ++s) {
+        if (s == 2) clock.reset(), waited = 0;
+        auto batch = loader.next();
+        auto [images, labels] = trainer.to_device(*batch);
+        trainer.step(images, labels);
+        waited += trainer.grad_sync()->stats().last_wait_ms;
+      }
+      step_ms[rank] = clock.ms() / 4;
+      wait_ms[rank] = waited / 4;
+      buckets[rank] = static_cast<int64_t>(trainer.grad_sync()->buckets().size());
+    });
+    WARN("ResNet-18 64x64, batch 16 per rank, 2 ranks, bucket_mb " << bucket_mb << " (" << buckets[0]
+         << " buckets): " << std::max(step_ms[0], step_ms[1]) << " ms/step, all-reduce wait after backward "
+         << std::max(wait_ms[0], wait_ms[1]) << " ms/step");
+  }
+}

@@ -1,0 +1,438 @@
+// The tuner: the batch-size finder (out-of-memory recovery, memory margin, fastest batch) and
+// the greedy search (noise rule, path, budget) on fake measurements and a fake clock; then
+// `ptune tune` end to end on a tiny CPU config.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <map>
+#include <set>
+#include <stdexcept>
+
+#include <c10/util/Exception.h>
+#include <nlohmann/json.hpp>
+
+#include "config/config.hpp"
+#include "errors.hpp"
+#include "test_util.hpp"
+#include "tune/tuner.hpp"
+
+using ptune::config::ExperimentConfig;
+using ptune::measure::Measurement;
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+ExperimentConfig base_config() {
+  ExperimentConfig cfg;
+  cfg.device = "cpu";
+  cfg.data.num_samples = 100000;
+  cfg.loader.batch_size = 32;
+  return cfg;
+}
+
+/// A measurement with the given median samples/s and spread (% of the median ms/step).
+Measurement fake(int64_t batch, double samples_per_s, double spread_pct = 1.0) {
+  Measurement m;
+  m.batch_size = batch;
+  m.steps = 2;
+  m.samples_per_s = samples_per_s;
+  m.ms_per_step = 1000.0 * static_cast<double>(batch) / samples_per_s;
+  m.repeat_ms = {m.ms_per_step * (1 - spread_pct / 200), m.ms_per_step, m.ms_per_step * (1 + spread_pct / 200)};
+  m.spread_pct = spread_pct;
+  m.compute_pct = 100;
+  m.loss = 2.3;
+  return m;
+}
+
+[[noreturn]] void throw_oom(const std::string& kind) {
+  const std::string msg = "CUDA out of memory. Tried to allocate 2.00 GiB";
+  if (kind == "OutOfMemoryError") throw c10::OutOfMemoryError(c10::SourceLocation{__func__, __FILE__, __LINE__}, msg);
+  if (kind == "c10::Error") throw c10::Error(c10::SourceLocation{__func__, __FILE__, __LINE__}, msg);
+  throw std::runtime_error(msg);
+}
+
+std::vector<int64_t> batches_of(const ptune::tune::BatchSearchResult& r) {
+  std::vector<int64_t> out;
+  for (const auto& t : r.tries) out.push_back(t.batch_size);
+  return out;
+}
+
+std::vector<std::string> names_of(const ptune::report::Results& r) {
+  std::vector<std::string> out;
+  for (const auto& row : r.rows) out.push_back(row.name);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("allocation failures are recognized as out of memory", "[tune]") {
+  using ptune::tune::is_out_of_memory;
+  const c10::SourceLocation here{__func__, __FILE__, __LINE__};
+  CHECK(is_out_of_memory(c10::OutOfMemoryError(here, "CUDA out of memory. Tried to allocate 20.00 MiB")));
+  CHECK(is_out_of_memory(c10::Error(here, "CUDA out of memory. Tried to allocate 20.00 MiB")));
+  CHECK(is_out_of_memory(c10::Error(here, "DefaultCPUAllocator: not enough memory: you tried to allocate 1")));
+  CHECK(is_out_of_memory(std::runtime_error("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling cublasCreate")));
+  CHECK(is_out_of_memory(std::bad_alloc()));
+  CHECK_FALSE(is_out_of_memory(std::runtime_error("CUDA error: an illegal memory access was encountered")));
+  CHECK_FALSE(is_out_of_memory(ptune::ConfigError("optim.cuda_graphs needs a CUDA device; none is visible")));
+}
+
+TEST_CASE("batch finder: out of memory is caught, the search lands on 96 and reports the fastest", "[tune]") {
+  const std::string kind = GENERATE(as<std::string>{}, "OutOfMemoryError", "c10::Error", "runtime_error");
+  INFO("thrown as " << kind);
+  int ooms = 0, calls = 0;
+  ptune::tune::BatchSearchOptions opt;
+  opt.max_batch = 1024;
+  opt.on_oom = [&] { ++ooms; };
+  opt.measure = [&](const ExperimentConfig& c) {
+    ++calls;
+    CHECK(c.measure.repeats >= 3);
+    const int64_t b = c.loader.batch_size;
+    if (b > 96) throw_oom(kind);
+    // Throughput peaks at 64, then falls: the fastest is not the largest.
+    const double sps = b <= 64 ? 10.0 * static_cast<double>(b) : 640.0 - 4.0 * static_cast<double>(b - 64);
+    return fake(b, sps);
+  };
+  auto r = ptune::tune::find_batch_size(base_config(), opt);
+  CHECK(batches_of(r) == std::vector<int64_t>{32, 64, 128, 96, 112, 104});
+  CHECK(r.largest_fitting == 96);
+  CHECK(r.fastest == 64);
+  CHECK(ooms == 3);
+  CHECK(calls == 6);
+  CHECK(r.stop_reason == "searched");
+  CHECK(r.best.loader.batch_size == 64);
+  REQUIRE(r.table.rows.size() == 6);
+  CHECK(r.table.rows[2].status == "failed: out of memory");
+  CHECK(r.table.rows[3].status == "ok");
+  CHECK(r.table.rows[1].notes.at(0).rfind("fastest", 0) == 0);
+  CHECK(r.table.rows[3].notes.at(0).rfind("largest batch that fits", 0) == 0);
+  // The table renders as the sweep's does; the winner's sweep compares the start with it.
+  const std::string table = ptune::report::render(r.table, "table");
+  CHECK(table.find("batch 112") != std::string::npos);
+  CHECK(table.find("out of memory") != std::string::npos);
+  REQUIRE(r.best.sweep.size() == 2);
+  auto rows = ptune::config::expand_sweep(r.best);
+  CHECK(rows[0].second.loader.batch_size == 32);
+  CHECK(rows[1].second.loader.batch_size == 64);
+}
+
+TEST_CASE("batch finder: the memory margin bounds the batch; a failing start searches downwards", "[tune]") {
+  const int64_t gib = int64_t{1} << 30;
+  SECTION("peak memory over (100 - margin)% of the device does not fit") {
+    ptune::tune::BatchSearchOptions opt;
+    opt.max_batch = 4096;
+    opt.device_memory_bytes = 100 * gib;
+    opt.margin_pct = 10;  // limit 90 GiB
+    opt.on_oom = [] {};
+    opt.measure = [&](const ExperimentConfig& c) {
+      auto m = fake(c.loader.batch_size, 5.0 * static_cast<double>(c.loader.batch_size));
+      m.peak_mem_bytes = c.loader.batch_size * gib;
+      return m;
+    };
+    auto r = ptune::tune::find_batch_size(base_config(), opt);
+    CHECK(batches_of(r) == std::vector<int64_t>{32, 64, 128, 96, 80, 88});
+    CHECK(r.memory_limit_bytes == 90 * gib);
+    CHECK(r.largest_fitting == 88);
+    CHECK(r.fastest == 88);
+    CHECK(r.tries[2].status.rfind("over the memory margin", 0) == 0);
+    CHECK(r.table.rows[2].status.rfind("failed: over the memory margin", 0) == 0);
+  }
+  SECTION("a start that runs out of memory halves until one fits") {
+    ptune::tune::BatchSearchOptions opt;
+    opt.max_batch = 512;
+    opt.on_oom = [] {};
+    opt.measure = [&](const ExperimentConfig& c) {
+      if (c.loader.batch_size > 20) throw_oom("OutOfMemoryError");
+      return fake(c.loader.batch_size, 10.0 * static_cast<double>(c.loader.batch_size));
+    };
+    auto cfg = base_config();
+    cfg.loader.batch_size = 64;
+    auto r = ptune::tune::find_batch_size(cfg, opt);
+    CHECK(batches_of(r) == std::vector<int64_t>{64, 32, 16, 24});
+    CHECK(r.largest_fitting == 16);
+    CHECK(r.fastest == 16);
+  }
+  SECTION("nothing fits: a runtime error naming the first failure") {
+    ptune::tune::BatchSearchOptions opt;
+    opt.on_oom = [] {};
+    opt.measure = [&](const ExperimentConfig&) -> Measurement { throw_oom("OutOfMemoryError"); };
+    CHECK_THROWS_WITH(ptune::tune::find_batch_size(base_config(), opt),
+                      Catch::StartsWith("no batch size fits: batch 32: out of memory"));
+  }
+  SECTION("a start failing for another reason is the config's error, not the size's") {
+    ptune::tune::BatchSearchOptions opt;
+    opt.measure = [&](const ExperimentConfig&) -> Measurement {
+      throw ptune::ConfigError("optim.cuda_graphs needs a CUDA device; none is visible");
+    };
+    CHECK_THROWS_AS(ptune::tune::find_batch_size(base_config(), opt), ptune::ConfigError);
+  }
+  SECTION("on the CPU the default cap is small and said") {
+    ptune::tune::BatchSearchOptions opt;
+    opt.measure = [&](const ExperimentConfig& c) { return fake(c.loader.batch_size, 100.0); };
+    auto r = ptune::tune::find_batch_size(base_config(), opt);
+    CHECK(batches_of(r) == std::vector<int64_t>{32, ptune::tune::kDefaultMaxBatchCpu});
+    REQUIRE(!r.notes.empty());
+    CHECK(r.notes[0].find("no device memory limit") != std::string::npos);
+    CHECK(r.fastest == 32);  // equal throughput: the first (smaller) wins
+  }
+}
+
+TEST_CASE("batch finder: the budget stops new tries", "[tune]") {
+  double now = 0;
+  ptune::tune::BatchSearchOptions opt;
+  opt.max_batch = 4096;
+  opt.budget_s = 100;
+  opt.clock = [&] { return now; };
+  opt.measure = [&](const ExperimentConfig& c) {
+    now += 40;
+    return fake(c.loader.batch_size, static_cast<double>(c.loader.batch_size));
+  };
+  auto r = ptune::tune::find_batch_size(base_config(), opt);
+  CHECK(batches_of(r) == std::vector<int64_t>{32, 64, 128});  // started at 0, 40, 80; 120 >= 100
+  CHECK(r.stop_reason == "budget reached");
+  CHECK(r.fastest == 128);
+  CHECK(now <= opt.budget_s + 40);
+}
+
+TEST_CASE("noise rule: the gain must exceed the threshold and both spreads", "[tune]") {
+  using ptune::tune::judge;
+  CHECK(judge(fake(32, 100, 1), fake(32, 150, 1), 3).kept);
+  CHECK_FALSE(judge(fake(32, 100, 1), fake(32, 101, 1), 3).kept);
+  CHECK_FALSE(judge(fake(32, 100, 1), fake(32, 102.9, 1), 3).kept);  // under the threshold
+  CHECK(judge(fake(32, 100, 1), fake(32, 103.1, 1), 3).kept);
+  CHECK_FALSE(judge(fake(32, 100, 8), fake(32, 105, 1), 3).kept);  // within the incumbent's spread
+  CHECK_FALSE(judge(fake(32, 100, 1), fake(32, 105, 8), 3).kept);  // within the candidate's spread
+  CHECK(judge(fake(32, 100, 2), fake(32, 105, 2), 3).kept);
+  auto v = judge(fake(32, 100, 4), fake(32, 90, 1), 3);
+  CHECK(v.gain_pct == Approx(-10.0));
+  CHECK(v.noise_pct == Approx(4.0));
+}
+
+TEST_CASE("candidates: the optimizations not yet on, in order", "[tune]") {
+  auto cfg = base_config();
+  std::vector<std::string> names;
+  for (const auto& c : ptune::tune::candidates(cfg, 4, false)) names.push_back(c.name);
+  CHECK(names == std::vector<std::string>{"multi-worker loading (4)", "multi-worker loading (2)", "pinned memory",
+                                          "uint8 transfer", "batch 64", "set_to_none", "AMP bf16", "channels_last",
+                                          "cuDNN benchmark", "CUDA graphs"});
+  cfg.loader.num_workers = 4;
+  cfg.loader.pin_memory = true;
+  cfg.optim.amp = "bf16";
+  cfg.optim.cuda_graphs = true;
+  cfg.data.num_samples = 40;  // batch 64 would not fit the dataset
+  names.clear();
+  for (const auto& c : ptune::tune::candidates(cfg, 4, true)) names.push_back(c.name);
+  CHECK(names == std::vector<std::string>{"multi-worker loading (2)", "uint8 transfer", "set_to_none",
+                                          "channels_last", "cuDNN benchmark"});
+  cfg.optim.amp = "off";
+  bool fp16 = false;
+  for (const auto& c : ptune::tune::candidates(cfg, 4, true)) fp16 = fp16 || c.name == "AMP fp16";
+  CHECK(fp16);
+}
+
+TEST_CASE("greedy search keeps only the changes that beat the noise", "[tune]") {
+  int calls = 0;
+  ptune::tune::TuneOptions opt;
+  opt.cpu_cores = 4;
+  opt.measure = [&](const ExperimentConfig& c) {
+    ++calls;
+    CHECK(c.measure.repeats >= 3);
+    CHECK(c.sweep.empty());
+    if (c.optim.cudnn_benchmark) throw ptune::ConfigError("optim.cudnn_benchmark needs a CUDA device; none is visible");
+    if (c.optim.cuda_graphs) throw ptune::ConfigError("optim.cuda_graphs needs a CUDA device; none is visible");
+    double sps = 100;
+    if (c.loader.num_workers > 0) sps *= 1.5;  // +50%: kept
+    if (c.loader.pin_memory) sps *= 1.01;      // +1%: noise, rejected
+    if (c.optim.amp == "bf16") sps *= 1.3;     // +30%: kept
+    if (c.model.channels_last) sps *= 0.9;     // slower: rejected
+    return fake(c.loader.batch_size, sps);
+  };
+  auto cfg = base_config();
+  cfg.measure.repeats = 1;
+  cfg.sweep.push_back({"ignored", Json{{"loader.batch_size", 8}}});
+  auto r = ptune::tune::greedy_tune(cfg, opt);
+
+  CHECK(names_of(r.path) == std::vector<std::string>{"baseline", "multi-worker loading (4)", "AMP bf16"});
+  CHECK(r.path.rows[1].speedup_vs_prev == Approx(1.5));
+  CHECK(r.path.rows[2].speedup_vs_base == Approx(1.95));
+  CHECK(r.path.rows[2].notes.at(0).rfind("optim.amp changes training semantics", 0) == 0);
+  CHECK(r.stop_reason == "no change beat the noise");
+
+  // The winner: the input config plus the kept changes, with the user's own repeats.
+  CHECK(r.best.loader.num_workers == 4);
+  CHECK(r.best.optim.amp == "bf16");
+  CHECK_FALSE(r.best.loader.pin_memory);
+  CHECK_FALSE(r.best.model.channels_last);
+  CHECK(r.best.loader.batch_size == 32);
+  CHECK(r.best.measure.repeats == 1);
+
+  // Every trial is recorded with its verdict; CUDA-only ones are skipped with the reason, once.
+  std::map<std::string, std::string> verdict;  // the last verdict of each trial
+  int cudnn_trials = 0;
+  for (const auto& t : r.trials) {
+    verdict[t.name] = t.verdict;
+    if (t.name == "cuDNN benchmark") ++cudnn_trials;
+  }
+  CHECK(verdict["pinned memory"] == "rejected");
+  CHECK(verdict["channels_last"] == "rejected");
+  CHECK(verdict["multi-worker loading (2)"] == "rejected");
+  CHECK(verdict["cuDNN benchmark"] == "skipped");
+  CHECK(verdict["CUDA graphs"] == "skipped");
+  CHECK(cudnn_trials == 1);
+  for (const auto& t : r.trials)
+    if (t.name == "CUDA graphs") CHECK(t.reason == "optim.cuda_graphs needs a CUDA device; none is visible");
+  for (const auto& t : r.trials)
+    if (t.name == "pinned memory") {
+      CHECK(t.gain_pct == Approx(1.0));
+      CHECK(t.noise_pct == Approx(3.0));
+    }
+  // Pass 2 retries only what was tried before the last kept change: no trial repeats against
+  // an unchanged incumbent.
+  std::set<std::pair<std::string, int64_t>> seen;
+  for (const auto& t : r.trials) CHECK(seen.insert({t.set.dump(), t.pass}).second);
+  CHECK(calls == static_cast<int>(r.trials.size()));
+
+  const std::string trials = ptune::tune::render_trials(r.trials);
+  CHECK(trials.find("pinned memory") != std::string::npos);
+  CHECK(trials.find("skipped: optim.cuda_graphs needs a CUDA device") != std::string::npos);
+
+  // The winner's sweep replays the path: row 0 is the original config, the last the winner.
+  REQUIRE(r.best.sweep.size() == 3);
+  auto rows = ptune::config::expand_sweep(r.best);
+  CHECK(rows[0].second.loader.num_workers == 0);
+  CHECK(rows[0].second.optim.amp == "off");
+  CHECK(rows[1].second.loader.num_workers == 4);
+  CHECK(rows[1].second.optim.amp == "off");
+  CHECK(rows[2].second.optim.amp == "bf16");
+  auto doc = ptune::config::to_json(r.best);
+  auto reparsed = ptune::config::from_json(doc, "best.json");
+  CHECK(ptune::config::to_json(reparsed) == doc);
+}
+
+TEST_CASE("greedy search: a failing trial is recorded and the search goes on", "[tune]") {
+  int ooms = 0;
+  ptune::tune::TuneOptions opt;
+  opt.cpu_cores = 1;
+  opt.on_oom = [&] { ++ooms; };
+  opt.measure = [&](const ExperimentConfig& c) {
+    if (c.loader.batch_size > 32) throw_oom("OutOfMemoryError");
+    if (c.optim.set_to_none) throw std::runtime_error("CUDA error: something else\nmore lines");
+    return fake(c.loader.batch_size, c.optim.amp == "bf16" ? 200.0 : 100.0);
+  };
+  auto r = ptune::tune::greedy_tune(base_config(), opt);
+  CHECK(ooms == 2);  // batch 64 is retried in pass 2, after AMP was kept (it might fit then)
+  CHECK(r.best.optim.amp == "bf16");
+  bool saw_oom = false, saw_failed = false;
+  for (const auto& t : r.trials) {
+    saw_oom = saw_oom || (t.verdict == "failed" && t.reason == "out of memory");
+    saw_failed = saw_failed || (t.verdict == "failed" && t.reason == "CUDA error: something else");
+  }
+  CHECK(saw_oom);
+  CHECK(saw_failed);
+}
+
+TEST_CASE("greedy search respects the budget", "[tune]") {
+  double now = 1000;
+  int calls = 0;
+  ptune::tune::TuneOptions opt;
+  opt.cpu_cores = 4;
+  opt.clock = [&] { return now; };
+  opt.measure = [&](const ExperimentConfig& c) {
+    ++calls;
+    now += 60;  // every trial takes a minute
+    return fake(c.loader.batch_size, 100.0 + c.loader.num_workers);
+  };
+  SECTION("stops when the budget is used up") {
+    opt.budget_s = 180;
+    auto r = ptune::tune::greedy_tune(base_config(), opt);
+    CHECK(calls == 3);  // baseline at 0, trials at 60 and 120; none starts at 180
+    CHECK(r.stop_reason == "budget of 3 min reached");
+    CHECK(r.elapsed_s == Approx(180));
+  }
+  SECTION("never more than one trial beyond it") {
+    opt.budget_s = 150;
+    auto r = ptune::tune::greedy_tune(base_config(), opt);
+    CHECK(calls == 3);
+    CHECK(r.elapsed_s <= opt.budget_s + 60);
+    CHECK(r.stop_reason.find("budget") != std::string::npos);
+  }
+  SECTION("interruption stops before the next trial and keeps the path") {
+    std::atomic<bool> stop{false};
+    opt.interrupted = &stop;
+    opt.measure = [&](const ExperimentConfig& c) {
+      if (++calls == 2) stop = true;
+      return fake(c.loader.batch_size, c.loader.num_workers > 0 ? 200.0 : 100.0);
+    };
+    auto r = ptune::tune::greedy_tune(base_config(), opt);
+    CHECK(calls == 2);
+    CHECK(r.stop_reason == "interrupted");
+    CHECK(r.path.status == "interrupted");
+    CHECK(r.best.loader.num_workers == 4);
+  }
+}
+
+namespace {
+
+const char* kTinyTune = R"({
+  "name": "tiny-tune", "device": "cpu", "cpu_threads": 1,
+  "data": {"num_samples": 64, "image_size": 16},
+  "loader": {"batch_size": 4},
+  "measure": {"warmup_steps": 1, "steps": 2, "repeats": 1}
+})";
+
+}  // namespace
+
+TEST_CASE("ptune tune on the CPU writes a config that check, sweep and train accept", "[tune][e2e]") {
+  ptune::test::TempDir dir;
+  const std::string cfg = dir.write("tiny.json", kTinyTune);
+  const std::string best = dir.file("best.json");
+  auto r = ptune::test::run(ptune::test::exe() + " tune " + cfg + " --budget 0.1 --repeats 2 --out " + best);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("samples/s") != std::string::npos);
+  CHECK(r.out.find("baseline") != std::string::npos);
+  CHECK(r.out.find("skipped: optim.cuda_graphs needs a CUDA device") != std::string::npos);
+  auto doc = Json::parse(ptune::test::read_file(best));
+  CHECK(doc["measure"]["repeats"] == 1);
+  CHECK(doc["data"]["image_size"] == 16);
+  CHECK(doc["sweep"].is_array());
+
+  auto check = ptune::test::run(ptune::test::exe() + " check " + best);
+  INFO(check.err);
+  CHECK(check.code == 0);
+  auto sweep = ptune::test::run(ptune::test::exe() + " sweep " + best + " --format json");
+  INFO(sweep.err);
+  CHECK(sweep.code == 0);
+  CHECK(Json::parse(sweep.out)["status"] == "complete");
+  auto train = ptune::test::run(ptune::test::exe() + " train " + best + " --set train.max_steps=1 --set train.checkpoint_dir=" +
+                                dir.file("ckpt"));
+  INFO(train.err);
+  CHECK(train.code == 0);
+}
+
+TEST_CASE("ptune tune --batch-size on the CPU tries doublings up to --max-batch", "[tune][e2e]") {
+  ptune::test::TempDir dir;
+  const std::string cfg = dir.write("tiny.json", kTinyTune);
+  const std::string best = dir.file("best.json");
+  auto r = ptune::test::run(ptune::test::exe() + " tune " + cfg + " --batch-size --max-batch 16 --repeats 1 --out " + best);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("batch 4") != std::string::npos);
+  CHECK(r.out.find("batch 16") != std::string::npos);
+  CHECK(r.out.find("fastest") != std::string::npos);
+  auto doc = Json::parse(ptune::test::read_file(best));
+  const int64_t b = doc["loader"]["batch_size"];
+  CHECK((b == 4 || b == 8 || b == 16));
+  CHECK(ptune::test::run(ptune::test::exe() + " check " + best).code == 0);
+}
+
+TEST_CASE("ptune tune usage errors exit 2", "[tune][e2e]") {
+  ptune::test::TempDir dir;
+  const std::string cfg = dir.write("tiny.json", kTinyTune);
+  auto r = ptune::test::run(ptune::test::exe() + " tune " + cfg + " --margin 5");
+  CHECK(r.code == 2);
+  CHECK(r.err.rfind("ptune: error: ", 0) == 0);
+  auto m = ptune::test::run(ptune::test::exe() + " tune " + cfg + " --batch-size --margin 100");
+  CHECK(m.code == 2);
+  CHECK(m.err.rfind("ptune: error: ", 0) == 0);
+}
