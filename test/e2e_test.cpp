@@ -202,3 +202,23 @@ TEST_CASE("Ctrl-C stops a sweep cleanly: finished rows kept, status interrupted,
   CHECK(j["rows"][0]["status"] == "ok");
   CHECK(ptune::test::read_file(stdout_path).find("quick") != std::string::npos);  // the partial table
 }
+
+TEST_CASE("sweep with profiling writes a Chrome trace per row and the JSON names it", "[e2e]") {
+  TempDir dir;
+  auto cfg = dir.write("p.json", R"({"name": "Prof Test", "device": "cpu", "cpu_threads": 1,
+      "data": {"num_samples": 16, "image_size": 32}, "loader": {"batch_size": 4},
+      "measure": {"warmup_steps": 0, "steps": 1, "profile_steps": 1, "out_dir": ")" + dir.file("runs") + R"("},
+      "sweep": [{"name": "base"}, {"name": "set to none", "set": {"optim.set_to_none": true}}]})");
+  auto r = run(ptune::test::exe() + " sweep " + cfg + " --profile --format json");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.err.empty());  // no profiler chatter on a machine without a GPU
+  auto j = Json::parse(r.out);
+  REQUIRE(j["rows"].size() == 2);
+  CHECK(j["rows"][0]["trace"] == dir.file("runs") + "/prof-test/00-base/trace.json");
+  CHECK(j["rows"][1]["trace"] == dir.file("runs") + "/prof-test/01-set-to-none/trace.json");
+  for (auto& row : j["rows"]) {
+    auto trace = Json::parse(ptune::test::read_file(row["trace"].get<std::string>()));
+    CHECK(trace["traceEvents"].size() > 10);
+  }
+}

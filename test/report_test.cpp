@@ -94,3 +94,15 @@ TEST_CASE("write_atomic replaces the file whole and leaves no temporary", "[repo
   CHECK_THROWS_WITH(write_atomic(dir.file("no/such/dir/r.json"), "x"),
                     "cannot write '" + dir.file("no/such/dir/r.json") + "': No such file or directory");
 }
+
+TEST_CASE("GPU columns appear when a row has GPU metrics", "[report]") {
+  auto res = sample();
+  CHECK(render(res, "table").find("GPU busy") == std::string::npos);
+  res.rows[0].m->gpu_busy_pct = 87.4;
+  res.rows[0].m->peak_mem_bytes = 3LL * 1024 * 1024 * 1024;
+  auto table = render(res, "table");
+  CHECK(table.find("GPU busy") != std::string::npos);
+  CHECK(table.find("87%") != std::string::npos);
+  CHECK(table.find("3072 MiB") != std::string::npos);
+  CHECK(to_json(res)["rows"][0]["gpu_busy_pct"] == 87.4);
+}

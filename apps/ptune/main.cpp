@@ -85,6 +85,9 @@ int main(int argc, char** argv) {
   auto* sweep = app.add_subcommand("sweep", "run the config's sweep rows cumulatively and print the speedup table");
   add_common(sweep, sweep_c);
   sweep->add_option("--format", sweep_format, "stdout format: table | json | csv | md")->capture_default_str();
+  bool sweep_profile = false;
+  sweep->add_flag("--profile", sweep_profile, "record a Chrome trace of measure.profile_steps steps per row "
+                                              "(same as --set measure.profile=true)");
   sweep->add_option("--out", sweep_out, "also write results to FILE (.json, .csv or .md by extension), rewritten after every row");
 
   auto* train = app.add_subcommand("train", "train with the config: epochs, progress, checkpoints, resume");
@@ -167,6 +170,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("sweep")) {
       check_format(sweep_format, ptune::report::formats());
       auto cfg = load(sweep_c);
+      if (sweep_profile) cfg.measure.profile = true;
       ptune::report::Results results;
       ptune::tune::SweepOptions opt;
       opt.interrupted = &g_interrupted;
@@ -175,9 +179,7 @@ int main(int argc, char** argv) {
         const std::string fmt = format_of_path(sweep_out);
         opt.on_row = [&, fmt](const ptune::report::Results& r) {
           if (!rank0) return;  // data parallel: rank 0 writes
-          auto with_world = r;
-          with_world.environment.world_size = ptune::dist::world_size();
-          ptune::report::write_atomic(sweep_out, ptune::report::render(with_world, fmt));
+          ptune::report::write_atomic(sweep_out, ptune::report::render(r, fmt));
         };
       }
       const size_t n_rows = std::max<size_t>(1, cfg.sweep.size());
@@ -198,7 +200,6 @@ int main(int argc, char** argv) {
         ptune::log::warn("interrupted: " + std::to_string(results.rows.size()) + " finished row(s) kept");
         code = 130;
       }
-      results.environment.world_size = ptune::dist::world_size();
       if (rank0) std::cout << ptune::report::render(results, sweep_format) << std::flush;
       return code;
     }

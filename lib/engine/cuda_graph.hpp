@@ -18,11 +18,16 @@ class GraphStep {
   GraphStep(const GraphStep&) = delete;
   GraphStep& operator=(const GraphStep&) = delete;
 
-  /// Runs `body` `warmup` times eagerly on a side stream (cuDNN and allocator warm-up, lazily
-  /// created optimizer state), then captures one run of it into a graph. Returns false, with
-  /// failure() saying why, if capture is impossible (an op that cannot be captured, a host
-  /// synchronization inside `body`); the device is then left usable for eager steps.
-  bool capture(const std::function<void()>& body, int warmup = 3);
+  /// Runs `body` eagerly on the graph's side stream, ordered after the work already queued on
+  /// the current stream and before the work queued after it. Warm-up steps run here before
+  /// capture, so that per-stream state (cuBLAS workspaces, cuDNN plans, optimizer buffers,
+  /// allocator blocks) exists before the graph records.
+  void run_eager(const std::function<void()>& body);
+
+  /// Captures one run of `body` on the side stream into a graph (nothing executes). Returns
+  /// false, with failure() saying why, if capture is impossible (an op that cannot be
+  /// captured, a host synchronization inside `body`); the device is then usable for eager steps.
+  bool capture(const std::function<void()>& body);
 
   /// Replays the captured step on the current stream. Requires a successful capture().
   void replay();

@@ -2,7 +2,10 @@
 #include "engine/cuda_graph.hpp"
 
 #include <ATen/autocast_mode.h>
+#include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
+
+#include <optional>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <c10/util/Exception.h>
@@ -11,25 +14,43 @@ namespace ptune::engine {
 
 struct GraphStep::Impl {
   at::cuda::CUDAGraph graph;
+  std::optional<c10::cuda::CUDAStream> side;
+
+  c10::cuda::CUDAStream side_stream() {
+    if (!side) side = c10::cuda::getStreamFromPool();
+    return *side;
+  }
 };
 
 GraphStep::GraphStep() : impl_(std::make_unique<Impl>()) {}
 GraphStep::~GraphStep() = default;
 
-bool GraphStep::capture(const std::function<void()>& body, int warmup) {
-  // Capture must not run on the legacy default stream; warm-up runs on the same side stream,
-  // ordered after everything queued so far and before anything queued later.
+void GraphStep::run_eager(const std::function<void()>& body) {
   c10::cuda::CUDAStream main = c10::cuda::getCurrentCUDAStream();
-  c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool();
-  side.synchronize();
+  c10::cuda::CUDAStream side = impl_->side_stream();
+  at::cuda::CUDAEvent queued;
+  queued.record(main);
+  queued.block(side);  // the side stream starts after everything queued so far
+  {
+    c10::cuda::CUDAStreamGuard guard(side);
+    body();
+  }
+  at::cuda::CUDAEvent done;
+  done.record(side);
+  done.block(main);  // later work on the main stream sees this step's results
+}
+
+bool GraphStep::capture(const std::function<void()>& body) {
+  c10::cuda::CUDAStream main = c10::cuda::getCurrentCUDAStream();
+  c10::cuda::CUDAStream side = impl_->side_stream();
+  // Capture needs an idle side stream that no other stream is still feeding.
   main.synchronize();
+  side.synchronize();
   // Autocast caches casted weights across calls; inside a graph that cache would hold
   // tensors from the capture's private pool, so it is off while capturing (as PyTorch does).
   const bool cache = at::autocast::is_autocast_cache_enabled();
   try {
     c10::cuda::CUDAStreamGuard guard(side);
-    for (int i = 0; i < warmup; ++i) body();
-    side.synchronize();
     at::autocast::set_autocast_cache_enabled(false);
     impl_->graph.capture_begin();
     try {
@@ -43,7 +64,6 @@ bool GraphStep::capture(const std::function<void()>& body, int warmup) {
     }
     impl_->graph.capture_end();
     at::autocast::set_autocast_cache_enabled(cache);
-    side.synchronize();
   } catch (const c10::Error& e) {
     at::autocast::set_autocast_cache_enabled(cache);
     impl_->graph.reset();

@@ -102,6 +102,11 @@ Trainer::Trainer(const config::ExperimentConfig& cfg, const c10::Device& device,
   if (device.is_cuda()) cuda::set_cudnn_benchmark(cfg.optim.cudnn_benchmark);
   if (cfg.dist.accumulate < 1)
     throw ConfigError("dist.accumulate: " + std::to_string(cfg.dist.accumulate) + " must be at least 1");
+  if (cfg.optim.cuda_graphs && cfg.optim.kind != "sgd")
+    throw ConfigError("optim.cuda_graphs: works with optim.kind sgd, not '" + cfg.optim.kind +
+                      "' (LibTorch's AdamW counts its steps on the host, which a replayed graph cannot)");
+  if (cfg.optim.cuda_graphs && cfg.dist.accumulate > 1)
+    throw ConfigError("optim.cuda_graphs: needs dist.accumulate 1 (the captured step updates every time)");
   if (cfg.optim.cuda_graphs && group_->distributed())
     throw ConfigError("optim.cuda_graphs: not supported in data-parallel runs (world size " +
                       std::to_string(group_->size()) + "); run one process or turn it off");
@@ -135,6 +140,7 @@ Trainer::Trainer(const config::ExperimentConfig& cfg, const c10::Device& device,
   }
 
   if (cfg.optim.amp == "fp16") scaler_.emplace();
+  if (cfg.optim.cuda_graphs) graph_ = std::make_unique<GraphStep>();
 
   std::vector<float> scale(3), shift(3);
   for (int c = 0; c < 3; ++c) {
@@ -165,6 +171,39 @@ std::pair<at::Tensor, at::Tensor> Trainer::to_device(const data::Batch& batch) c
 }
 
 at::Tensor Trainer::step(const at::Tensor& images, const at::Tensor& labels) {
+  if (!graph_ || !graph_note_.empty()) return run_step(images, labels, /*graph_safe=*/false);
+  return graph_step(images, labels);
+}
+
+at::Tensor Trainer::graph_step(const at::Tensor& images, const at::Tensor& labels) {
+  if (static_images_.defined() && (images.sizes() != static_images_.sizes() || labels.sizes() != static_labels_.sizes())) {
+    // A batch of another shape (a partial last batch) cannot replay the captured step.
+    return run_step(images, labels, /*graph_safe=*/false);
+  }
+  if (!static_images_.defined()) {
+    static_images_ = at::empty_like(images);
+    static_labels_ = at::empty_like(labels);
+  }
+  static_images_.copy_(images, /*non_blocking=*/true);
+  static_labels_.copy_(labels, /*non_blocking=*/true);
+  auto body = [this] { static_loss_ = run_step(static_images_, static_labels_, /*graph_safe=*/true); };
+  if (!graph_->captured()) {
+    if (graph_warmup_done_ < kGraphWarmupSteps) {
+      graph_->run_eager(body);
+      ++graph_warmup_done_;
+      return static_loss_;
+    }
+    if (!graph_->capture(body)) {
+      graph_note_ = "optim.cuda_graphs: capture failed (" + graph_->failure() + "); ran eagerly";
+      return run_step(images, labels, /*graph_safe=*/false);
+    }
+  }
+  graph_->replay();
+  // The next replay overwrites static_loss_: hand out a copy.
+  return static_loss_.clone();
+}
+
+at::Tensor Trainer::run_step(const at::Tensor& images, const at::Tensor& labels, bool graph_safe) {
   const int64_t accumulate = cfg_.dist.accumulate;
   const bool last = micro_ + 1 >= accumulate;  // the micro-step that all-reduces and updates
   if (micro_ == 0) optimizer_->zero_grad(cfg_.optim.set_to_none);
@@ -189,7 +228,8 @@ at::Tensor Trainer::step(const at::Tensor& images, const at::Tensor& labels) {
   // rank then sees the same inf and skips the same steps.
   if (sync_) sync_->finish();
   if (scaler_) {
-    scaler_->step(*optimizer_);  // skipped when a gradient is inf/NaN
+    if (graph_safe) scaler_->step_masked(*optimizer_);  // inf/NaN: a masked no-op, no host sync
+    else scaler_->step(*optimizer_);  // skipped when a gradient is inf/NaN
     scaler_->update();
   } else {
     optimizer_->step();

@@ -13,6 +13,7 @@
 #include "data/loader.hpp"
 #include "dist/grad_sync.hpp"
 #include "dist/group.hpp"
+#include "engine/cuda_graph.hpp"
 #include "engine/grad_scaler.hpp"
 #include "models/resnet.hpp"
 
@@ -67,6 +68,12 @@ class Trainer {
   const std::string& weights_note() const { return weights_note_; }
   /// The process group the trainer averages gradients over (a single-process one if local).
   dist::Group& group() { return *group_; }
+  /// What happened to optim.cuda_graphs, e.g. "optim.cuda_graphs: capture failed (...); ran
+  /// eagerly", or "" when it did what it says (or is off).
+  const std::string& graph_note() const { return graph_note_; }
+  /// True once the training step is captured and replayed as a CUDA graph.
+  bool graph_captured() const { return graph_ && graph_->captured(); }
+
   /// The gradient synchronizer; nullptr when not distributed.
   const dist::GradSync* grad_sync() const { return sync_.get(); }
 
@@ -78,6 +85,15 @@ class Trainer {
   at::Tensor norm_scale_, norm_shift_;  // [1,3,1,1] on the device: x * scale + shift
   std::string weights_note_;
   std::optional<GradScaler> scaler_;    // optim.amp == "fp16"
+  // optim.cuda_graphs: the step captured once and replayed; inputs go through static buffers.
+  static constexpr int kGraphWarmupSteps = 3;  // eager steps on the side stream before capture
+  std::unique_ptr<GraphStep> graph_;
+  at::Tensor static_images_, static_labels_, static_loss_;
+  int64_t graph_warmup_done_ = 0;
+  std::string graph_note_;
+  /// forward, backward, (all-reduce), update; `graph_safe` avoids host synchronization.
+  at::Tensor run_step(const at::Tensor& images, const at::Tensor& labels, bool graph_safe);
+  at::Tensor graph_step(const at::Tensor& images, const at::Tensor& labels);
   std::shared_ptr<dist::Group> group_;  // never null: single-process when local
   std::unique_ptr<dist::GradSync> sync_;  // distributed only
   int64_t micro_ = 0;                   // micro-steps done of the current optimizer step

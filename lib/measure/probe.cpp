@@ -7,9 +7,11 @@
 #include "dist/group.hpp"
 #include "engine/cuda_support.hpp"
 #include "engine/device.hpp"
+#include "engine/feeder.hpp"
 #include "engine/trainer.hpp"
 #include "errors.hpp"
 #include "measure/stats.hpp"
+#include "measure/trace.hpp"
 
 namespace ptune::measure {
 namespace {
@@ -44,7 +46,8 @@ struct Spans {
 
 }  // namespace
 
-Measurement measure(const config::ExperimentConfig& cfg, const Progress& progress) {
+Measurement measure(const config::ExperimentConfig& cfg, const Progress& progress,
+                    const std::string& trace_path) {
   // Data parallel when the environment names a world: this rank's device and shard, gradients
   // averaged by the trainer, and the slowest rank's time reported.
   const c10::Device device = dist::rank_device(cfg.device);
@@ -60,6 +63,8 @@ Measurement measure(const config::ExperimentConfig& cfg, const Progress& progres
 
   data::Loader loader(engine::make_dataset(cfg), engine::loader_options(cfg, device, group->rank(), world));
   EndlessBatches batches(loader);
+  // On a GPU the feeder copies the next batch on its own stream while this one trains.
+  engine::Feeder feeder([&]() -> std::optional<data::Batch> { return batches.next(); }, device);
 
   std::pair<at::Tensor, at::Tensor> fixed;  // synthetic: one batch, already on the device
   if (mode == "synthetic") fixed = trainer->to_device(batches.next());
@@ -72,20 +77,17 @@ Measurement measure(const config::ExperimentConfig& cfg, const Progress& progres
       s.compute += sw.ms();
       return;
     }
-    data::Batch batch = batches.next();
+    double waited = 0;
+    data::Batch batch = *feeder.next(&waited);
+    s.data += waited;
     const double t_data = sw.ms();
-    s.data += t_data;
     if (mode == "data") {
-      if (device.is_cuda()) {
-        auto on_device = trainer ? trainer->to_device(batch) : std::make_pair(batch.images.to(device, batch.images.is_pinned()), batch.labels.to(device, batch.labels.is_pinned()));
-        (void)on_device;
-      }
-      s.h2d += sw.ms() - t_data;
+      s.h2d += t_data - waited;
       return;
     }
     auto [images, labels] = trainer->to_device(batch);
     const double t_copy = sw.ms();
-    s.h2d += t_copy - t_data;
+    s.h2d += t_copy - waited;
     last_loss = trainer->step(images, labels);
     s.compute += sw.ms() - t_copy;
   };
@@ -146,6 +148,19 @@ Measurement measure(const config::ExperimentConfig& cfg, const Progress& progres
   if (last_loss.defined()) m.loss = group->sum({last_loss.item<double>()})[0] / static_cast<double>(world);
   if (device.is_cuda())
     m.peak_mem_bytes = static_cast<int64_t>(group->max({static_cast<double>(engine::cuda::peak_memory(device.index()))})[0]);
+
+  if (device.is_cuda() || cfg.measure.profile) {
+    // A few more steps under the profiler: GPU busy, and the trace users open in Perfetto.
+    const bool write = cfg.measure.profile && !trace_path.empty() && group->rank() == 0;
+    TraceRecorder recorder(device.is_cuda());
+    Spans ignored;
+    for (int64_t i = 0; i < cfg.measure.profile_steps; ++i) one_step(ignored);
+    engine::synchronize(device);
+    TraceSummary t = recorder.finish(write ? trace_path : "");
+    m.gpu_busy_pct = t.gpu_busy_pct;
+    if (write) m.trace_path = trace_path;
+  }
+  if (trainer && !trainer->graph_note().empty()) m.notes.push_back(trainer->graph_note());
   return m;
 }
 

@@ -25,6 +25,10 @@ struct Measurement {
   double compute_pct = 0;            // forward, backward, update, %
   std::optional<double> loss;        // loss after the measured steps (train, synthetic)
   std::optional<int64_t> peak_mem_bytes;  // CUDA caching allocator peak; none on the CPU
+  std::optional<double> gpu_busy_pct;     // merged kernel time / wall time over a few profiled
+                                          // steps after the timed ones; none on the CPU
+  std::string trace_path;                 // Chrome trace written (measure.profile), or ""
+  std::vector<std::string> notes;         // what did not go as configured (e.g. a graph fallback)
 };
 
 /// Progress callback: (phase "warmup"/"measure", step done, steps in all).
@@ -33,8 +37,12 @@ using Progress = std::function<void(const std::string&, int64_t, int64_t)>;
 /// Runs the row's mode (train | data | synthetic) on the resolved device. In a data-parallel
 /// run (dist::process_group names a world) every rank measures its shard; ms/step is the
 /// slowest rank's, the shares and the loss are the ranks' means, the peak memory their maximum.
+/// After the timed steps, on a CUDA device (always) or with measure.profile (then writing
+/// the Chrome trace to `trace_path`, on rank 0), measure.profile_steps more steps are recorded
+/// with the profiler: the source of gpu_busy_pct.
 /// Throws ConfigError for options the device cannot honour, DataError for bad data,
 /// std::runtime_error when a collective fails.
-Measurement measure(const config::ExperimentConfig& cfg, const Progress& progress = {});
+Measurement measure(const config::ExperimentConfig& cfg, const Progress& progress = {},
+                    const std::string& trace_path = "");
 
 }  // namespace ptune::measure

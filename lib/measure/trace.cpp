@@ -8,7 +8,12 @@
 #include <set>
 #include <stdexcept>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <torch/csrc/autograd/profiler_kineto.h>
+
+#include "engine/cuda_support.hpp"
 
 namespace ptune::measure {
 namespace {
@@ -20,6 +25,29 @@ int64_t now_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
              std::chrono::system_clock::now().time_since_epoch()).count();
 }
+
+/// Kineto, in a CUDA build of LibTorch on a machine without a GPU, prints an "ERROR ...
+/// gpuGetDeviceCount failed" line that is harmless there; this hides stderr for such a call.
+class QuietStderr {
+ public:
+  explicit QuietStderr(bool active) {
+    if (!active) return;
+    std::fflush(stderr);
+    saved_ = ::dup(STDERR_FILENO);
+    int null = ::open("/dev/null", O_WRONLY);
+    if (saved_ >= 0 && null >= 0) ::dup2(null, STDERR_FILENO);
+    if (null >= 0) ::close(null);
+  }
+  ~QuietStderr() {
+    if (saved_ < 0) return;
+    std::fflush(stderr);
+    ::dup2(saved_, STDERR_FILENO);
+    ::close(saved_);
+  }
+
+ private:
+  int saved_ = -1;
+};
 
 std::set<ActivityType> activities(bool cuda) {
   std::set<ActivityType> a{ActivityType::CPU};
@@ -59,6 +87,7 @@ double busy_fraction(std::vector<std::pair<int64_t, int64_t>> intervals, int64_t
 TraceRecorder::TraceRecorder(bool cuda) : cuda_(cuda) {
   if (prof::profilerEnabled()) throw std::runtime_error("a profiler recording is already running");
   ::setenv("KINETO_LOG_LEVEL", "3", /*overwrite=*/0);  // keep Kineto's progress chatter off stderr
+  QuietStderr quiet(!engine::cuda::available());
   prof::prepareProfiler(profiler_config(), activities(cuda_));
   prof::enableProfiler(profiler_config(), activities(cuda_));
   running_ = true;
@@ -76,6 +105,7 @@ TraceRecorder::~TraceRecorder() {
 
 TraceSummary TraceRecorder::finish(const std::string& path) {
   const int64_t end_us = now_us();
+  QuietStderr quiet(!engine::cuda::available());
   auto result = prof::disableProfiler();
   running_ = false;
   TraceSummary s;

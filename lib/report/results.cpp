@@ -41,11 +41,14 @@ struct Column {
   bool right;
 };
 
-/// The cells of one row in table/csv/md order.
-std::vector<std::string> cells(const Row& row, size_t index) {
+std::string mib(int64_t bytes) { return fixed(static_cast<double>(bytes) / (1024.0 * 1024.0), 0) + " MiB"; }
+
+/// The cells of one row in table/csv/md order; `gpu` adds GPU busy and peak memory.
+std::vector<std::string> cells(const Row& row, size_t index, bool gpu) {
   std::vector<std::string> c = {std::to_string(index), row.name, changes_text(row.changes)};
   if (!row.m) {
     c.insert(c.end(), {"", std::to_string(row.num_workers), "", "", "", "", "", "", ""});
+    if (gpu) c.insert(c.end(), {"", ""});
     return c;
   }
   const auto& m = *row.m;
@@ -58,15 +61,26 @@ std::vector<std::string> cells(const Row& row, size_t index) {
   c.push_back(fixed(m.data_wait_pct, 0) + "%");
   c.push_back(fixed(m.h2d_pct, 0) + "%");
   c.push_back(m.loss ? fixed(*m.loss, 3) : "-");
+  if (gpu) {
+    c.push_back(m.gpu_busy_pct ? fixed(*m.gpu_busy_pct, 0) + "%" : "-");
+    c.push_back(m.peak_mem_bytes ? mib(*m.peak_mem_bytes) : "-");
+  }
   return c;
 }
 
-const std::vector<Column>& columns() {
-  static const std::vector<Column> kCols = {
+bool any_gpu(const Results& r) {
+  for (const auto& row : r.rows)
+    if (row.m && (row.m->gpu_busy_pct || row.m->peak_mem_bytes)) return true;
+  return false;
+}
+
+std::vector<Column> columns(bool gpu) {
+  std::vector<Column> cols = {
       {"#", true},        {"row", false},      {"change", false},   {"batch", true},
       {"workers", true},  {"ms/step", true},   {"samples/s", true}, {"vs prev", true},
       {"vs base", true},  {"data wait", true}, {"h2d", true},       {"loss", true}};
-  return kCols;
+  if (gpu) cols.insert(cols.end(), {{"GPU busy", true}, {"peak mem", true}});
+  return cols;
 }
 
 std::string csv_escape(const std::string& s) {
@@ -83,6 +97,8 @@ std::string trail(const Results& r) {
     if (row.status != "ok") s += "  " + std::to_string(i) + " " + row.name + ": " + row.status + "\n";
     else if (!row.diagnosis.empty()) s += "  " + std::to_string(i) + " " + row.name + ": " + row.diagnosis + "\n";
     for (const auto& n : row.notes) s += "  " + std::to_string(i) + " " + row.name + ": note: " + n + "\n";
+    if (row.m && !row.m->trace_path.empty())
+      s += "  " + std::to_string(i) + " " + row.name + ": trace " + row.m->trace_path + "\n";
   }
   return s;
 }
@@ -132,6 +148,8 @@ Json to_json(const Results& r) {
       j["h2d_pct"] = round_to(m.h2d_pct, 2);
       j["compute_pct"] = round_to(m.compute_pct, 2);
       j["peak_mem_bytes"] = m.peak_mem_bytes ? Json(*m.peak_mem_bytes) : Json(nullptr);
+      j["gpu_busy_pct"] = m.gpu_busy_pct ? Json(round_to(*m.gpu_busy_pct, 2)) : Json(nullptr);
+      j["trace"] = m.trace_path.empty() ? Json(nullptr) : Json(m.trace_path);
       j["loss"] = m.loss ? Json(round_to(*m.loss, 6)) : Json(nullptr);
     }
     j["diagnosis"] = row.diagnosis;
@@ -152,14 +170,15 @@ Json to_json(const Results& r) {
 
 std::string render(const Results& r, const std::string& format) {
   if (format == "json") return to_json(r).dump(2) + "\n";
+  const bool gpu = any_gpu(r);
   std::vector<std::vector<std::string>> body;
-  for (size_t i = 0; i < r.rows.size(); ++i) body.push_back(cells(r.rows[i], i));
-  const auto& cols = columns();
+  for (size_t i = 0; i < r.rows.size(); ++i) body.push_back(cells(r.rows[i], i, gpu));
+  const auto cols = columns(gpu);
   std::ostringstream os;
   if (format == "csv") {
     std::vector<std::string> hdr = {"index", "name", "changes", "batch_size", "num_workers", "ms_per_step",
                                     "samples_per_s", "speedup_vs_prev", "speedup_vs_base",
-                                    "data_wait_pct", "h2d_pct", "loss", "status"};
+                                    "data_wait_pct", "h2d_pct", "loss", "gpu_busy_pct", "peak_mem_bytes", "status"};
     for (size_t k = 0; k < hdr.size(); ++k) os << (k ? "," : "") << hdr[k];
     os << "\n";
     for (size_t i = 0; i < r.rows.size(); ++i) {
@@ -171,9 +190,10 @@ std::string render(const Results& r, const std::string& format) {
         const auto& m = *row.m;
         v.insert(v.end(), {fixed(m.ms_per_step, 3), fixed(m.samples_per_s, 2), fixed(row.speedup_vs_prev, 4),
                            fixed(row.speedup_vs_base, 4), fixed(m.data_wait_pct, 2), fixed(m.h2d_pct, 2),
-                           m.loss ? fixed(*m.loss, 6) : ""});
+                           m.loss ? fixed(*m.loss, 6) : "", m.gpu_busy_pct ? fixed(*m.gpu_busy_pct, 2) : "",
+                           m.peak_mem_bytes ? std::to_string(*m.peak_mem_bytes) : ""});
       } else {
-        v.insert(v.end(), {"", "", "", "", "", "", ""});
+        v.insert(v.end(), {"", "", "", "", "", "", "", "", ""});
       }
       v.push_back(row.status);
       for (size_t k = 0; k < v.size(); ++k) os << (k ? "," : "") << csv_escape(v[k]);
@@ -223,7 +243,7 @@ std::string render(const Results& r, const std::string& format) {
   for (auto& b : body) os << line(b);
   const Environment& e = r.environment;
   os << "device: " << e.device << " (" << e.device_kind << "), LibTorch " << e.torch
-     << (e.cuda.empty() ? "" : ", CUDA " + e.cuda) << ", " << e.cpu_threads << " CPU threads\n";
+     << (e.cuda.empty() ? "" : " (CUDA " + e.cuda + " build)") << ", " << e.cpu_threads << " CPU threads" << (e.world_size > 1 ? ", " + std::to_string(e.world_size) + " processes" : "") << "\n";
   std::string t = trail(r);
   if (!t.empty()) os << t;
   return os.str();

@@ -3,18 +3,20 @@
 #include <torch/version.h>
 #include <ATen/Parallel.h>
 
+#include "dist/env.hpp"
 #include "engine/cuda_support.hpp"
 #include "engine/device.hpp"
 #include "errors.hpp"
 #include "measure/diagnosis.hpp"
 #include "measure/probe.hpp"
+#include "measure/trace.hpp"
 
 namespace ptune::tune {
 namespace {
 
 /// Overrides that change what is trained, not only how fast.
 const std::vector<std::string> kSemantic = {"loader.batch_size", "optim.amp", "optim.lr", "optim.kind",
-                                            "model.arch", "data.image_size"};
+                                            "model.arch", "data.image_size", "dist.accumulate"};
 
 bool is_oom(const std::string& what) {
   return what.find("out of memory") != std::string::npos || what.find("OutOfMemory") != std::string::npos;
@@ -35,7 +37,7 @@ report::Environment environment(const config::ExperimentConfig& cfg) {
   e.device_kind = device.is_cuda() ? "cuda" : "cpu";
   e.cuda = engine::cuda::version();
   e.cpu_threads = at::get_num_threads();
-  e.world_size = 1;
+  e.world_size = dist::world_size();
   return e;
 }
 
@@ -58,7 +60,12 @@ void run_sweep(const config::ExperimentConfig& cfg, const SweepOptions& options,
       if (options.on_progress) options.on_progress(i, spec.name, phase, step, total);
     };
     try {
-      row.m = measure::measure(row_cfg, progress);
+      char index[8];
+      std::snprintf(index, sizeof index, "%02zu-", i);
+      const std::string trace = row_cfg.measure.out_dir + "/" + measure::slug(cfg.name) + "/" + index +
+                                measure::slug(spec.name) + "/trace.json";
+      row.m = measure::measure(row_cfg, progress, trace);
+      row.notes = row.m->notes;
       row.diagnosis = measure::diagnose(*row.m, row_cfg);
     } catch (const Interrupted&) {
       out.status = "interrupted";
