@@ -46,7 +46,7 @@ TEST_CASE("ptune --version and --help", "[e2e]") {
   auto v = run(ptune::test::exe() + " --version");
   CHECK(v.code == 0);
   CHECK(v.out == "ptune 0.1.0\n");
-  for (std::string cmd : {"sweep", "train", "eval", "check", "schema"}) {
+  for (std::string cmd : {"sweep", "train", "eval", "check", "schema", "tune", "launch"}) {
     auto h = run(ptune::test::exe() + " " + cmd + " --help");
     CHECK(h.code == 0);
     CHECK(h.out.find("Usage") != std::string::npos);

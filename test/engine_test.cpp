@@ -187,7 +187,18 @@ TEST_CASE("diagnosis verdicts follow the documented thresholds", "[measure]") {
   CHECK(ptune::measure::diagnose(m, cfg) == "copy-bound (25% copying to the device): loader.pin_memory");
   m.h2d_pct = 1;
   m.compute_pct = 94;
-  CHECK(ptune::measure::diagnose(m, cfg) == "compute-bound (94% in forward/backward/update): try optim.amp");
+  CHECK(ptune::measure::diagnose(m, cfg) == "compute-bound (94% in forward/backward/update) on fp32: optim.amp");
+  m.gpu_busy_pct = 55;
+  m.peak_mem_bytes = 15;
+  m.device_mem_bytes = 100;
+  CHECK(ptune::measure::diagnose(m, cfg) ==
+        "launch-bound (GPU busy 55%, the host cannot feed kernels fast enough): optim.cuda_graphs; "
+        "memory 15% used: raise loader.batch_size");
+  m.gpu_busy_pct = 97;
+  m.peak_mem_bytes = 80;
+  cfg.optim.amp = "bf16";
+  CHECK(ptune::measure::diagnose(m, cfg) ==
+        "compute-bound (94% in forward/backward/update, GPU busy 97%): try model.channels_last");
 }
 
 TEST_CASE("train: checkpoints, resume equals an uninterrupted run, weights export", "[engine]") {

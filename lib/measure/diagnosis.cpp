@@ -24,10 +24,21 @@ std::string diagnose(const Measurement& m, const config::ExperimentConfig& cfg,
     if (!cfg.loader.uint8_transfer) return s + "loader.uint8_transfer";
     return s + "overlap copies with compute";
   }
-  std::string s = "compute-bound (" + pct(m.compute_pct) + " in forward/backward/update)";
-  if (cfg.optim.amp == "off") return s + ": try optim.amp";
-  if (!cfg.model.channels_last) return s + ": try model.channels_last";
-  return s;
+  std::string memory;
+  if (m.peak_mem_bytes && m.device_mem_bytes && *m.device_mem_bytes > 0) {
+    const double used = 100.0 * static_cast<double>(*m.peak_mem_bytes) / static_cast<double>(*m.device_mem_bytes);
+    if (used < t.low_memory_pct) memory = "; memory " + pct(used) + " used: raise loader.batch_size";
+  }
+  if (m.gpu_busy_pct && *m.gpu_busy_pct < t.launch_bound_busy_pct) {
+    std::string s = "launch-bound (GPU busy " + pct(*m.gpu_busy_pct) + ", the host cannot feed kernels fast enough): ";
+    return s + (cfg.optim.cuda_graphs ? "raise loader.batch_size" : "optim.cuda_graphs") + memory;
+  }
+  std::string s = "compute-bound (" + pct(m.compute_pct) + " in forward/backward/update";
+  if (m.gpu_busy_pct) s += ", GPU busy " + pct(*m.gpu_busy_pct);
+  s += ")";
+  if (cfg.optim.amp == "off") return s + " on fp32: optim.amp" + memory;
+  if (!cfg.model.channels_last) return s + ": try model.channels_last" + memory;
+  return s + memory;
 }
 
 }  // namespace ptune::measure

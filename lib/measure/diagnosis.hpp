@@ -12,6 +12,8 @@ namespace ptune::measure {
 struct DiagnosisThresholds {
   double input_bound_pct = 30.0;  // data wait at or above this: input-bound
   double copy_bound_pct = 20.0;   // host-to-device copy at or above this: copy-bound
+  double launch_bound_busy_pct = 70.0;  // GPU busy below this (and not input/copy-bound): launch-bound
+  double low_memory_pct = 30.0;   // peak device memory below this share: room for a bigger batch
 };
 
 /// The verdict for a measurement taken with `cfg`, e.g.

@@ -146,6 +146,7 @@ Measurement measure(const config::ExperimentConfig& cfg, const Progress& progres
     m.compute_pct = std::max(0.0, 100.0 - m.data_wait_pct - m.h2d_pct);
   }
   if (last_loss.defined()) m.loss = group->sum({last_loss.item<double>()})[0] / static_cast<double>(world);
+  if (device.is_cuda()) m.device_mem_bytes = engine::cuda::total_memory(device.index());
   if (device.is_cuda())
     m.peak_mem_bytes = static_cast<int64_t>(group->max({static_cast<double>(engine::cuda::peak_memory(device.index()))})[0]);
 

@@ -25,6 +25,7 @@ struct Measurement {
   double compute_pct = 0;            // forward, backward, update, %
   std::optional<double> loss;        // loss after the measured steps (train, synthetic)
   std::optional<int64_t> peak_mem_bytes;  // CUDA caching allocator peak; none on the CPU
+  std::optional<int64_t> device_mem_bytes;  // the GPU's total memory; none on the CPU
   std::optional<double> gpu_busy_pct;     // merged kernel time / wall time over a few profiled
                                           // steps after the timed ones; none on the CPU
   std::string trace_path;                 // Chrome trace written (measure.profile), or ""
