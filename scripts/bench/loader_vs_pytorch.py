@@ -43,7 +43,7 @@ class FakeCIFAR(torch.utils.data.Dataset):
         return self.transform(Image.fromarray(self.data[i])), self.targets[i]
 
 
-def make_image_folder(root, classes=4, per_class=64, seed=0):
+def make_image_folder(root, classes=4, per_class=160, seed=0):
     """Writes JPEGs of photo-like sizes (random smooth images) under root/<class>/."""
     rng = np.random.default_rng(seed)
     for c in range(classes):
@@ -90,7 +90,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=4)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--image-folder", help="an existing image folder (default: generate 256 JPEGs)")
+    ap.add_argument("--image-folder", help="an existing image folder (default: generate 640 JPEGs)")
     ap.add_argument("--cases", default="float,uint8,folder")
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args()
