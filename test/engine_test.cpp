@@ -233,3 +233,28 @@ TEST_CASE("train: checkpoints, resume equals an uninterrupted run, weights expor
   CHECK(ev.top1 <= 1.0);
   CHECK(ev.loss > 0);
 }
+
+TEST_CASE("convergence: loss curves compared over their last quarter", "[measure]") {
+  std::vector<double> ref = {2.3, 2.2, 2.1, 2.0, 1.9, 1.8, 1.7, 1.6};
+  auto same = ptune::measure::compare_convergence(ref, ref);
+  CHECK(!same.altered);
+  CHECK(same.text == "convergence unchanged: mean loss 1.6500 over steps 7-8 vs 1.6500 in the first row (+0.0%, tolerance 10%)");
+  std::vector<double> slower = {2.3, 2.3, 2.3, 2.3, 2.3, 2.3, 2.0, 2.0};
+  auto v = ptune::measure::compare_convergence(slower, ref);
+  CHECK(v.altered);
+  CHECK(v.mean_loss == Approx(2.0));
+  CHECK(v.text.rfind("convergence altered: mean loss 2.0000 over steps 7-8 vs 1.6500", 0) == 0);
+}
+
+TEST_CASE("loss curves are deterministic and follow the settings", "[measure]") {
+  auto cfg = tiny();
+  cfg.cpu_threads = 1;
+  auto a = ptune::measure::loss_curve(cfg, 4);
+  auto b = ptune::measure::loss_curve(cfg, 4);
+  REQUIRE(a.size() == 4);
+  CHECK(a == b);  // deterministic: same seed, same data order
+  cfg.optim.lr = 0.001;
+  auto c = ptune::measure::loss_curve(cfg, 4);
+  CHECK(c.front() == a.front());  // the same first step (the same initial weights and batch)
+  CHECK(c.back() != a.back());
+}

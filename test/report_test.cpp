@@ -106,3 +106,21 @@ TEST_CASE("GPU columns appear when a row has GPU metrics", "[report]") {
   CHECK(table.find("3072 MiB") != std::string::npos);
   CHECK(to_json(res)["rows"][0]["gpu_busy_pct"] == 87.4);
 }
+
+TEST_CASE("colour marks speedups and skipped rows, and keeps the columns aligned", "[report]") {
+  auto res = sample();
+  auto plain = render(res, "table");
+  auto coloured = render(res, "table", true);
+  CHECK(plain.find("\033[") == std::string::npos);
+  CHECK(coloured.find("\033[32m2.00x\033[0m") != std::string::npos);        // row 2: 2x faster
+  CHECK(coloured.find("\033[33m  3 graphs: skipped:") != std::string::npos);  // skipped: yellow
+  // Without the escapes, the coloured table is the plain one.
+  std::string stripped;
+  bool esc = false;
+  for (char c : coloured) {
+    if (c == '\033') esc = true;
+    else if (esc) esc = c != 'm';
+    else stripped += c;
+  }
+  CHECK(stripped == plain);
+}

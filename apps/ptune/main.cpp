@@ -19,6 +19,7 @@
 #include "engine/run.hpp"
 #include "errors.hpp"
 #include "log.hpp"
+#include "measure/stats.hpp"
 #include "report/results.hpp"
 #include "tune/sweep.hpp"
 #include "tune/tuner.hpp"
@@ -183,10 +184,26 @@ int main(int argc, char** argv) {
         };
       }
       const size_t n_rows = std::max<size_t>(1, cfg.sweep.size());
-      opt.on_progress = [&](size_t i, const std::string& name, const std::string& phase, int64_t s, int64_t of) {
+      std::string phase_key;  // the row and phase the stopwatch times
+      ptune::measure::Stopwatch phase_clock;
+      opt.on_progress = [&](size_t i, const std::string& name, const std::string& phase, int64_t s, int64_t of,
+                            int64_t samples_per_step) {
+        const std::string key = std::to_string(i) + phase;
+        if (key != phase_key) {
+          phase_key = key;
+          phase_clock.reset();
+        }
         if (live) {
-          std::fprintf(stderr, "\r\033[K[%zu/%zu] %s: %s %lld/%lld", i + 1, n_rows, name.c_str(), phase.c_str(),
-                       static_cast<long long>(s), static_cast<long long>(of));
+          const double secs = phase_clock.ms() / 1000.0;
+          std::string rate;
+          if (s > 0 && secs > 0) {
+            char buf[96];
+            std::snprintf(buf, sizeof buf, "  %.1f samples/s  ETA %.0fs", s * samples_per_step / secs,
+                          (of - s) * secs / s);
+            rate = buf;
+          }
+          std::fprintf(stderr, "\r\033[K[%zu/%zu] %s: %s %lld/%lld%s", i + 1, n_rows, name.c_str(), phase.c_str(),
+                       static_cast<long long>(s), static_cast<long long>(of), rate.c_str());
           if (phase == "measure" && s == of) std::fprintf(stderr, "\r\033[K");
         } else if (verbose && s == of) {
           ptune::log::debug("row " + std::to_string(i) + " '" + name + "': " + phase + " done");
@@ -195,12 +212,15 @@ int main(int argc, char** argv) {
       int code = 0;
       try {
         ptune::tune::run_sweep(cfg, opt, results);
+        if (live) std::fprintf(stderr, "\r\033[K");
       } catch (const ptune::Interrupted&) {
         if (live) std::fprintf(stderr, "\r\033[K");
         ptune::log::warn("interrupted: " + std::to_string(results.rows.size()) + " finished row(s) kept");
         code = 130;
       }
-      if (rank0) std::cout << ptune::report::render(results, sweep_format) << std::flush;
+      // Colour on a terminal only (and never with NO_COLOR set): speedups and skipped rows.
+      const bool color = sweep_format == "table" && ::isatty(STDOUT_FILENO) == 1 && !std::getenv("NO_COLOR");
+      if (rank0) std::cout << ptune::report::render(results, sweep_format, color) << std::flush;
       return code;
     }
     if (app.got_subcommand("tune")) {

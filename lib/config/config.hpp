@@ -69,6 +69,7 @@ struct MeasureConfig {
   bool profile = false;        // write a Chrome trace of a few steps per row
   int64_t profile_steps = 3;   // steps recorded in each trace
   std::string out_dir = "runs";  // traces go to out_dir/<experiment>/<row>/
+  int64_t convergence_steps = 0;  // train each row this many steps more and compare loss curves; 0 = off
 };
 
 struct TrainConfig {

@@ -6,6 +6,7 @@
 
 #include "dist/group.hpp"
 #include "engine/device.hpp"
+#include "engine/feeder.hpp"
 #include "engine/trainer.hpp"
 #include "errors.hpp"
 #include "measure/stats.hpp"
@@ -85,8 +86,10 @@ TrainSummary train(const config::ExperimentConfig& cfg, const TrainOptions& opti
     loader.start_epoch(epoch);
     // Skip the batches of this epoch that a resumed run already trained on.
     for (int64_t skip = step % per_epoch; skip > 0; --skip) loader.next();
+    // On a GPU the next batch is copied on its own stream while this one trains.
+    Feeder feeder([&loader] { return loader.next(); }, device);
     while (step < total) {
-      auto batch = loader.next();
+      auto batch = feeder.next();
       if (!batch) break;
       auto [images, labels] = trainer.to_device(*batch);
       loss = trainer.step(images, labels);
@@ -145,7 +148,8 @@ EvalResult evaluate(const config::ExperimentConfig& cfg_in, const std::string& w
   at::Tensor loss_sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(device));
   at::Tensor correct = torch::zeros({}, torch::TensorOptions().dtype(torch::kLong).device(device));
   int64_t n = 0;
-  while (auto batch = loader.next()) {
+  Feeder feeder([&loader] { return loader.next(); }, device);
+  while (auto batch = feeder.next()) {
     auto [images, labels] = trainer.to_device(*batch);
     auto [l, c] = trainer.evaluate(images, labels);
     loss_sum += l.to(torch::kFloat64);

@@ -46,4 +46,19 @@ using Progress = std::function<void(const std::string&, int64_t, int64_t)>;
 Measurement measure(const config::ExperimentConfig& cfg, const Progress& progress = {},
                     const std::string& trace_path = "");
 
+/// Trains a fresh model (seeded as every row) for `steps` steps and returns the loss of each
+/// step (in a data-parallel run, the mean over ranks). Used to compare convergence.
+std::vector<double> loss_curve(const config::ExperimentConfig& cfg, int64_t steps);
+
+/// Compares a loss curve with a reference one over the last quarter of the shorter: the
+/// verdict "unchanged" when their mean losses there differ by at most `tolerance` (relative),
+/// else "altered"; `text` says it with the numbers.
+struct ConvergenceVerdict {
+  bool altered = false;
+  double mean_loss = 0, reference_mean_loss = 0;
+  std::string text;
+};
+ConvergenceVerdict compare_convergence(const std::vector<double>& curve, const std::vector<double>& reference,
+                                       double tolerance = 0.10);
+
 }  // namespace ptune::measure

@@ -154,6 +154,10 @@ Json to_json(const Results& r) {
     }
     j["diagnosis"] = row.diagnosis;
     j["notes"] = row.notes;
+    if (!row.loss_curve.empty()) {
+      j["loss_curve"] = Json::array();
+      for (double v : row.loss_curve) j["loss_curve"].push_back(round_to(v, 6));
+    }
     j["status"] = row.status;
     rows.push_back(j);
   }
@@ -168,7 +172,7 @@ Json to_json(const Results& r) {
               {"status", r.status}};
 }
 
-std::string render(const Results& r, const std::string& format) {
+std::string render(const Results& r, const std::string& format, bool color) {
   if (format == "json") return to_json(r).dump(2) + "\n";
   const bool gpu = any_gpu(r);
   std::vector<std::vector<std::string>> body;
@@ -221,11 +225,28 @@ std::string render(const Results& r, const std::string& format) {
   // Aligned terminal table.
   std::vector<size_t> width(cols.size());
   for (size_t k = 0; k < cols.size(); ++k) width[k] = cols[k].header.size();
-  auto display_len = [](const std::string& s) {  // count UTF-8 code points
+  auto display_len = [](const std::string& s) {  // UTF-8 code points, ANSI colours excluded
     size_t n = 0;
-    for (unsigned char ch : s) n += (ch & 0xC0) != 0x80;
+    bool escape = false;
+    for (unsigned char ch : s) {
+      if (ch == 0x1b) escape = true;
+      else if (escape) escape = ch != 'm';
+      else n += (ch & 0xC0) != 0x80;
+    }
     return n;
   };
+  auto paint = [&](const std::string& text, const char* code) {
+    return color ? std::string("\033[") + code + "m" + text + "\033[0m" : text;
+  };
+  if (color) {
+    for (size_t i = 0; i < body.size(); ++i) {
+      const Row& row = r.rows[i];
+      if (!row.m) continue;
+      std::string& prev = body[i][7];
+      if (row.speedup_vs_prev >= 1.05) prev = paint(prev, "32");
+      else if (row.speedup_vs_prev < 0.95) prev = paint(prev, "31");
+    }
+  }
   for (auto& b : body)
     for (size_t k = 0; k < b.size(); ++k) width[k] = std::max(width[k], display_len(b[k]));
   auto line = [&](const std::vector<std::string>& v) {
@@ -245,6 +266,16 @@ std::string render(const Results& r, const std::string& format) {
   os << "device: " << e.device << " (" << e.device_kind << "), LibTorch " << e.torch
      << (e.cuda.empty() ? "" : " (CUDA " + e.cuda + " build)") << ", " << e.cpu_threads << " CPU threads" << (e.world_size > 1 ? ", " + std::to_string(e.world_size) + " processes" : "") << "\n";
   std::string t = trail(r);
+  if (color) {  // skipped rows yellow, failed rows red
+    std::istringstream lines(t);
+    std::string line, painted;
+    while (std::getline(lines, line)) {
+      if (line.find(": skipped: ") != std::string::npos) line = paint(line, "33");
+      else if (line.find(": failed: ") != std::string::npos) line = paint(line, "31");
+      painted += line + "\n";
+    }
+    t = painted;
+  }
   if (!t.empty()) os << t;
   return os.str();
 }

@@ -34,6 +34,7 @@ struct Row {
   double speedup_vs_base = 0;             // vs the first ok row of the same mode
   std::string diagnosis;
   std::vector<std::string> notes;         // warnings (changed training semantics, ...)
+  std::vector<double> loss_curve;         // measure.convergence_steps: loss of each step
 };
 
 struct Results {
@@ -49,8 +50,9 @@ void compute_speedups(std::vector<Row>& rows);
 /// The results as the DESIGN §5 JSON document.
 nlohmann::ordered_json to_json(const Results& r);
 
-/// Renders the results in `format` ("table" | "json" | "csv" | "md").
-std::string render(const Results& r, const std::string& format);
+/// Renders the results in `format` ("table" | "json" | "csv" | "md"). `color` (table only)
+/// adds ANSI colours: speedups >= 1.05x green, < 0.95x red, skipped rows yellow, failed red.
+std::string render(const Results& r, const std::string& format, bool color = false);
 
 /// Writes `text` to `path` atomically (temporary file in the same folder, then rename).
 /// Throws std::runtime_error naming the path.

@@ -57,7 +57,8 @@ void run_sweep(const config::ExperimentConfig& cfg, const SweepOptions& options,
     row.mode = row_cfg.measure.mode;
     measure::Progress progress = [&](const std::string& phase, int64_t step, int64_t total) {
       if (options.interrupted && options.interrupted->load()) throw Interrupted();
-      if (options.on_progress) options.on_progress(i, spec.name, phase, step, total);
+      if (options.on_progress)
+        options.on_progress(i, spec.name, phase, step, total, row_cfg.loader.batch_size * out.environment.world_size);
     };
     try {
       char index[8];
@@ -66,6 +67,10 @@ void run_sweep(const config::ExperimentConfig& cfg, const SweepOptions& options,
                                 measure::slug(spec.name) + "/trace.json";
       row.m = measure::measure(row_cfg, progress, trace);
       row.notes = row.m->notes;
+      if (row_cfg.measure.convergence_steps > 0 && row.mode == "train") {
+        if (progress) progress("convergence", 0, row_cfg.measure.convergence_steps);
+        row.loss_curve = measure::loss_curve(row_cfg, row_cfg.measure.convergence_steps);
+      }
       row.diagnosis = measure::diagnose(*row.m, row_cfg);
     } catch (const Interrupted&) {
       out.status = "interrupted";
@@ -91,6 +96,12 @@ void run_sweep(const config::ExperimentConfig& cfg, const SweepOptions& options,
           r.notes.push_back(buf);
         }
       }
+    }
+    if (!r.loss_curve.empty()) {
+      const report::Row* first = nullptr;
+      for (const auto& other : out.rows)
+        if (!other.loss_curve.empty()) { first = &other; break; }
+      if (first != &r) r.notes.push_back(measure::compare_convergence(r.loss_curve, first->loss_curve).text);
     }
     if (options.on_row) options.on_row(out);
   }

@@ -14,8 +14,8 @@ namespace ptune::tune {
 struct SweepOptions {
   /// Called after every finished row (e.g. to rewrite --out atomically).
   std::function<void(const report::Results&)> on_row;
-  /// Called while a row runs: (row index, row name, phase, step, of steps).
-  std::function<void(size_t, const std::string&, const std::string&, int64_t, int64_t)> on_progress;
+  /// Called while a row runs: (row index, row name, phase, step, of steps, samples per step).
+  std::function<void(size_t, const std::string&, const std::string&, int64_t, int64_t, int64_t)> on_progress;
   /// Set (e.g. by a SIGINT handler) to stop after the current step; the sweep then ends
   /// with status "interrupted" and throws ptune::Interrupted.
   const std::atomic<bool>* interrupted = nullptr;
