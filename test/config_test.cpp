@@ -219,3 +219,20 @@ TEST_CASE("did-you-mean picks close words only", "[config]") {
   CHECK(ptune::config::closest("resnet19", {"resnet18", "resnet50"}) == "resnet18");
   CHECK(ptune::config::closest("vgg", {"resnet18", "resnet50"}).empty());
 }
+
+TEST_CASE("rules between keys are checked for the config and every sweep row", "[config]") {
+  ExperimentConfig cfg;
+  cfg.data.kind = "image_folder";
+  CHECK_THROWS_WITH(ptune::config::validate(cfg, "exp.json"),
+                    "exp.json: data.root: required when data.kind is image_folder");
+  cfg.data.root = "/data";
+  CHECK_NOTHROW(ptune::config::validate(cfg, "exp.json"));
+  cfg.loader.gpu_resize = true;
+  CHECK_THROWS_WITH(ptune::config::validate(cfg, "exp.json"),
+                    "exp.json: loader.gpu_resize: works with data.kind fake_cifar only, not 'image_folder'");
+  auto swept = parse(R"({"sweep": [{"name": "base"}, {"name": "graphs", "set": {"optim.cuda_graphs": true}},
+                                    {"name": "adamw", "set": {"optim.kind": "adamw"}}]})");
+  CHECK_THROWS_WITH(ptune::config::expand_sweep(swept),
+                    "sweep[2] 'adamw': optim.cuda_graphs: works with optim.kind sgd, not 'adamw' (LibTorch's "
+                    "AdamW counts its steps on the host, which a replayed graph cannot)");
+}

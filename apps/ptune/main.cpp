@@ -46,6 +46,7 @@ void add_common(CLI::App* cmd, Common& c) {
 ptune::config::ExperimentConfig load(const Common& c) {
   auto cfg = ptune::config::load_file(c.config_path);
   for (const auto& s : c.sets) ptune::config::apply_set(cfg, s);
+  ptune::config::validate(cfg, c.config_path);
   return cfg;
 }
 

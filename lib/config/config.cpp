@@ -454,16 +454,31 @@ Json to_json(const ExperimentConfig& cfg) {
   return out;
 }
 
+void validate(const ExperimentConfig& cfg, const std::string& where) {
+  const std::string at = where.empty() ? "" : where + ": ";
+  if (cfg.data.kind == "image_folder" && !cfg.data.root)
+    throw ConfigError(at + "data.root: required when data.kind is image_folder");
+  if (cfg.loader.gpu_resize && cfg.data.kind != "fake_cifar")
+    throw ConfigError(at + "loader.gpu_resize: works with data.kind fake_cifar only, not '" + cfg.data.kind + "'");
+  if (cfg.optim.cuda_graphs && cfg.optim.kind != "sgd")
+    throw ConfigError(at + "optim.cuda_graphs: works with optim.kind sgd, not '" + cfg.optim.kind +
+                      "' (LibTorch's AdamW counts its steps on the host, which a replayed graph cannot)");
+  if (cfg.optim.cuda_graphs && cfg.dist.accumulate > 1)
+    throw ConfigError(at + "optim.cuda_graphs: needs dist.accumulate 1 (the captured step updates every time)");
+}
+
 std::vector<std::pair<SweepRow, ExperimentConfig>> expand_sweep(const ExperimentConfig& base) {
   std::vector<std::pair<SweepRow, ExperimentConfig>> out;
   ExperimentConfig cur = base;
   cur.sweep.clear();
   if (base.sweep.empty()) {
+    validate(cur, "");
     out.emplace_back(SweepRow{"config", Json::object()}, cur);
     return out;
   }
   for (size_t i = 0; i < base.sweep.size(); ++i) {
     apply_patch(cur, base.sweep[i].set, "sweep[" + std::to_string(i) + "].set");
+    validate(cur, "sweep[" + std::to_string(i) + "] '" + base.sweep[i].name + "'");
     out.emplace_back(base.sweep[i], cur);
   }
   return out;

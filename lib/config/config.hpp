@@ -127,7 +127,14 @@ void apply_patch(ExperimentConfig& cfg, const nlohmann::ordered_json& patch,
 /// The fully resolved config as JSON (every field, defaults filled in).
 nlohmann::ordered_json to_json(const ExperimentConfig& cfg);
 
-/// The configs each sweep row runs with: row i = base + patches of rows 0..i.
+/// Checks the rules that tie keys together (each key alone is checked when it is read):
+/// data.kind image_folder needs data.root; loader.gpu_resize needs fake_cifar;
+/// optim.cuda_graphs needs optim.kind sgd and dist.accumulate 1. Throws ConfigError prefixed
+/// with `where`.
+void validate(const ExperimentConfig& cfg, const std::string& where);
+
+/// The configs each sweep row runs with: row i = base + patches of rows 0..i; each is
+/// validated (errors name the row: "sweep[2] 'name': ...").
 std::vector<std::pair<SweepRow, ExperimentConfig>> expand_sweep(const ExperimentConfig& base);
 
 /// The JSON Schema (draft 2020-12) describing every key, generated from the field table.
