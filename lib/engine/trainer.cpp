@@ -63,8 +63,7 @@ data::LoaderOptions loader_options(const config::ExperimentConfig& cfg, const c1
 }
 
 std::shared_ptr<const data::Dataset> make_dataset(const config::ExperimentConfig& cfg) {
-  if (cfg.loader.gpu_resize && cfg.data.kind != "fake_cifar")
-    throw ConfigError("loader.gpu_resize: works with data.kind fake_cifar only, not '" + cfg.data.kind + "'");
+  config::validate(cfg, "");  // the cross-key rules (e.g. image_folder needs data.root)
   if (cfg.data.kind == "fake_cifar") {
     // gpu_resize ships the 32x32 originals; the trainer resizes them on the device.
     const int64_t side = cfg.loader.gpu_resize ? data::FakeCifar::kSide : cfg.data.image_size;
@@ -72,11 +71,6 @@ std::shared_ptr<const data::Dataset> make_dataset(const config::ExperimentConfig
                                              static_cast<uint64_t>(cfg.seed), side);
   }
   if (cfg.data.kind == "image_folder") {
-    if (!cfg.data.root) throw ConfigError("data.root: required when data.kind is image_folder");
-    if (cfg.data.transform != "train" && cfg.data.transform != "eval")
-      throw ConfigError("data.transform: '" + cfg.data.transform + "' is not one of train, eval");
-    if (cfg.data.on_bad_file != "error" && cfg.data.on_bad_file != "skip")
-      throw ConfigError("data.on_bad_file: '" + cfg.data.on_bad_file + "' is not one of error, skip");
     data::ImageFolderOptions o;
     o.root = *cfg.data.root;
     o.image_size = cfg.data.image_size;
@@ -100,13 +94,7 @@ Trainer::Trainer(const config::ExperimentConfig& cfg, const c10::Device& device,
   if (cfg.optim.amp == "fp16") require_cuda(device, "optim.amp=fp16");
   if (cfg.optim.cuda_graphs) require_cuda(device, "optim.cuda_graphs");
   if (device.is_cuda()) cuda::set_cudnn_benchmark(cfg.optim.cudnn_benchmark);
-  if (cfg.dist.accumulate < 1)
-    throw ConfigError("dist.accumulate: " + std::to_string(cfg.dist.accumulate) + " must be at least 1");
-  if (cfg.optim.cuda_graphs && cfg.optim.kind != "sgd")
-    throw ConfigError("optim.cuda_graphs: works with optim.kind sgd, not '" + cfg.optim.kind +
-                      "' (LibTorch's AdamW counts its steps on the host, which a replayed graph cannot)");
-  if (cfg.optim.cuda_graphs && cfg.dist.accumulate > 1)
-    throw ConfigError("optim.cuda_graphs: needs dist.accumulate 1 (the captured step updates every time)");
+  config::validate(cfg, "");  // the cross-key rules, for configs built in code too
   if (cfg.optim.cuda_graphs && group_->distributed())
     throw ConfigError("optim.cuda_graphs: not supported in data-parallel runs (world size " +
                       std::to_string(group_->size()) + "); run one process or turn it off");
