@@ -116,6 +116,8 @@ def run_pytorch_row(cfg):
         scaler.update()
         return loss
 
+    if len(loader) == 0:
+        raise ValueError(f"batch {ld['batch_size']} is larger than data.num_samples {dt['num_samples']}")
     it = iter(loader)
 
     def next_batch():
@@ -170,7 +172,8 @@ def main():
             py[i] = run_pytorch_row(row_cfg)
         except Exception as e:  # a row PyTorch cannot run here (e.g. fp16 on a CPU)
             py[i] = None
-            print(f"PyTorch row {i} {name}: {type(e).__name__}: {str(e).splitlines()[0][:120]}", file=sys.stderr)
+            why = (str(e).splitlines() or [""])[0][:120]
+            print(f"PyTorch row {i} {name}: {type(e).__name__}: {why}", file=sys.stderr)
         torch.cuda.empty_cache() if torch.cuda.is_available() else None
     cmd = [args.ptune, "sweep", args.config, "--format", "json", "--quiet"] + [a for s in args.set for a in ("--set", s)]
     ours = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
