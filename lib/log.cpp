@@ -28,7 +28,6 @@ spdlog::level::level_enum to_spd(Level l) {
 }  // namespace
 
 void set_level(Level level) { logger().set_level(to_spd(level)); }
-bool enabled(Level level) { return logger().should_log(to_spd(level)); }
 void debug(const std::string& msg) { logger().debug("{}", msg); }
 void info(const std::string& msg) { logger().info("{}", msg); }
 void warn(const std::string& msg) { logger().warn("{}", msg); }

@@ -11,8 +11,6 @@ enum class Level { kDebug, kInfo, kWarn, kError };
 
 /// Sets the lowest level printed (default kInfo).
 void set_level(Level level);
-/// True when `level` would be printed.
-bool enabled(Level level);
 void debug(const std::string& msg);
 void info(const std::string& msg);
 void warn(const std::string& msg);

@@ -101,11 +101,6 @@ struct ExperimentConfig {
   std::vector<SweepRow> sweep;      // rows of `ptune sweep`; empty = one row, the config itself
 };
 
-/// Where a config came from, used as the prefix of error messages ("exp.json", "--set").
-struct Source {
-  std::string label;
-};
-
 /// Parses and validates a config document (already parsed JSON). Missing keys keep their
 /// defaults. Throws ConfigError naming `source`, the JSON path, the value and what is allowed.
 ExperimentConfig from_json(const nlohmann::ordered_json& doc, const std::string& source);

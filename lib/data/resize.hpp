@@ -18,9 +18,6 @@ class Resizer {
   /// Resizes `channels` planes of uint8 into float, unrounded (0..255 scale).
   void run_float(const uint8_t* in, int64_t channels, float* out) const;
 
-  int64_t out_h() const { return out_h_; }
-  int64_t out_w() const { return out_w_; }
-
  private:
   struct Taps {
     std::vector<int64_t> start;   // first input index per output index

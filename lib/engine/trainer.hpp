@@ -71,8 +71,6 @@ class Trainer {
   /// What happened to optim.cuda_graphs, e.g. "optim.cuda_graphs: capture failed (...); ran
   /// eagerly", or "" when it did what it says (or is off).
   const std::string& graph_note() const { return graph_note_; }
-  /// True once the training step is captured and replayed as a CUDA graph.
-  bool graph_captured() const { return graph_ && graph_->captured(); }
 
   /// The gradient synchronizer; nullptr when not distributed.
   const dist::GradSync* grad_sync() const { return sync_.get(); }

@@ -1,9 +1,9 @@
 #include "tune/sweep.hpp"
 
 #include <torch/version.h>
-#include <ATen/Parallel.h>
 
 #include "dist/env.hpp"
+#include "dist/group.hpp"
 #include "engine/cuda_support.hpp"
 #include "engine/device.hpp"
 #include "errors.hpp"
@@ -32,11 +32,11 @@ report::Environment environment(const config::ExperimentConfig& cfg) {
     device = engine::resolve_device(cfg.device);
   } catch (const ConfigError&) {
   }
-  engine::set_cpu_threads(cfg.cpu_threads);
+  // What each rank uses (a data-parallel rank gets its share of the cores); measure() sets it.
   e.device = engine::device_name(device);
   e.device_kind = device.is_cuda() ? "cuda" : "cpu";
   e.cuda = engine::cuda::version();
-  e.cpu_threads = at::get_num_threads();
+  e.cpu_threads = dist::rank_cpu_threads(cfg.cpu_threads);
   e.world_size = dist::world_size();
   return e;
 }
