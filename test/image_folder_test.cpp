@@ -471,6 +471,29 @@ TEST_CASE("image_folder: unreadable files and folders", "[image_folder]") {
   }
 }
 
+TEST_CASE("image_folder: a folder is decoded once per process; changed files again", "[image_folder]") {
+  Scratch s;
+  const std::string root = s.root.string();
+  s.copy("a_rgb/rgb.png", "good/rgb.png");
+  s.copy("a_rgb/rgb.jpg", "good/rgb.jpg");
+  const std::string cut = s.copy("a_rgb/rgb.jpg", "bad/cut.jpg", 700);
+  const int64_t before = ImageFolder::files_decoded_by_checks();
+  ImageFolder first(options(root, 8, ImageTransform::kTrain, OnBadFile::kSkip));
+  CHECK(ImageFolder::files_decoded_by_checks() - before == 3);
+  // A second dataset on the same folder (the next sweep row) decodes nothing and agrees.
+  ImageFolder second(options(root, 8, ImageTransform::kEval, OnBadFile::kSkip));
+  CHECK(ImageFolder::files_decoded_by_checks() - before == 3);
+  CHECK(second.size() == 2);
+  CHECK(second.skipped() == first.skipped());
+  CHECK(data_error(options(root, 8, ImageTransform::kTrain, OnBadFile::kError)) == cut + ": Premature end of JPEG file");
+  // The truncated file repaired: its size changed, so it is decoded again and now counts.
+  s.copy("a_rgb/rgb.jpg", "bad/cut.jpg");
+  ImageFolder third(options(root, 8, ImageTransform::kTrain, OnBadFile::kError));
+  CHECK(ImageFolder::files_decoded_by_checks() - before == 4);
+  CHECK(third.size() == 3);
+  CHECK(third.skipped().empty());
+}
+
 TEST_CASE("image_folder: loader batches are identical for 0, 1 and 3 workers", "[image_folder]") {
   auto folder = std::make_shared<ImageFolder>(options(kRoot, 8, ImageTransform::kTrain));
   auto run = [&](int64_t workers) {

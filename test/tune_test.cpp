@@ -222,8 +222,13 @@ TEST_CASE("candidates: the optimizations not yet on, in order", "[tune]") {
   cfg.data.num_samples = 40;  // batch 64 would not fit the dataset
   names.clear();
   for (const auto& c : ptune::tune::candidates(cfg, 4, true)) names.push_back(c.name);
-  CHECK(names == std::vector<std::string>{"multi-worker loading (2)", "uint8 transfer", "set_to_none",
-                                          "channels_last", "cuDNN benchmark"});
+  CHECK(names == std::vector<std::string>{"multi-worker loading (2)", "uint8 transfer", "resize on the GPU",
+                                          "set_to_none", "channels_last", "cuDNN benchmark"});
+  cfg.loader.gpu_resize = true;
+  names.clear();
+  for (const auto& c : ptune::tune::candidates(cfg, 4, true)) names.push_back(c.name);
+  CHECK(std::find(names.begin(), names.end(), "resize on the GPU") == names.end());
+  cfg.loader.gpu_resize = false;
   cfg.optim.amp = "off";
   bool fp16 = false;
   for (const auto& c : ptune::tune::candidates(cfg, 4, true)) fp16 = fp16 || c.name == "AMP fp16";
@@ -426,6 +431,35 @@ TEST_CASE("ptune tune --batch-size on the CPU tries doublings up to --max-batch"
   CHECK(ptune::test::run(ptune::test::exe() + " check " + best).code == 0);
 }
 
+TEST_CASE("ptune tune --format json: the table's rows, the search and the winning config", "[tune][e2e]") {
+  ptune::test::TempDir dir;
+  const std::string cfg = dir.write("tiny.json", kTinyTune);
+  auto b = ptune::test::run(ptune::test::exe() + " tune " + cfg + " --batch-size --max-batch 8 --repeats 1 --format json");
+  INFO(b.out << b.err);
+  REQUIRE(b.code == 0);
+  auto doc = Json::parse(b.out);
+  CHECK(doc["search"]["kind"] == "batch-size");
+  CHECK(doc["search"]["stop_reason"] == "searched");
+  CHECK(doc["rows"].size() == 2);  // batch 4, batch 8
+  CHECK(doc["best"]["loader"]["batch_size"] == doc["search"]["fastest"]);
+  CHECK(doc["search"]["largest_fitting"] == 8);
+
+  auto g = ptune::test::run(ptune::test::exe() + " tune " + cfg + " --budget 0.001 --repeats 1 --format json");
+  INFO(g.out << g.err);
+  REQUIRE(g.code == 0);
+  auto gd = Json::parse(g.out);
+  CHECK(gd["search"]["kind"] == "greedy");
+  CHECK(gd["search"]["stop_reason"] == "budget of 0.001 min reached");
+  REQUIRE(gd["search"]["trials"].size() >= 1);
+  CHECK(gd["search"]["trials"][0]["verdict"] == "baseline");
+  CHECK(gd["rows"][0]["name"] == "baseline");
+  CHECK(gd["best"]["data"]["image_size"] == 16);
+
+  auto csv = ptune::test::run(ptune::test::exe() + " tune " + cfg + " --batch-size --max-batch 4 --repeats 1 --format csv");
+  REQUIRE(csv.code == 0);
+  CHECK(csv.out.rfind("index,name,", 0) == 0);
+}
+
 TEST_CASE("ptune tune usage errors exit 2", "[tune][e2e]") {
   ptune::test::TempDir dir;
   const std::string cfg = dir.write("tiny.json", kTinyTune);
@@ -435,4 +469,7 @@ TEST_CASE("ptune tune usage errors exit 2", "[tune][e2e]") {
   auto m = ptune::test::run(ptune::test::exe() + " tune " + cfg + " --batch-size --margin 100");
   CHECK(m.code == 2);
   CHECK(m.err.rfind("ptune: error: ", 0) == 0);
+  auto f = ptune::test::run(ptune::test::exe() + " tune " + cfg + " --format jsno");
+  CHECK(f.code == 2);
+  CHECK(f.err == "ptune: error: --format: unknown format 'jsno', did you mean 'json'? allowed: table, json, csv, md\n");
 }

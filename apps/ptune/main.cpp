@@ -122,6 +122,8 @@ int main(int argc, char** argv) {
   tune->add_option("--budget", tune_budget_min, "minutes; no new trial starts after them (0 = no limit)")->check(CLI::NonNegativeNumber);
   tune->add_option("--repeats", tune_repeats, "measure.repeats is raised to at least this for every trial")->check(CLI::Range(1, 1000))->capture_default_str();
   tune->add_option("--out", tune_out, "write the winning config to FILE (JSON, accepted by train, check and sweep)");
+  std::string tune_format = "table";
+  tune->add_option("--format", tune_format, "stdout format: table (with the trials), json (results, trials and the winning config), csv or md (the table)")->capture_default_str();
 
   // `ptune launch`: N data-parallel ranks of a ptune command on this machine (torchrun-style).
   ptune::dist::LaunchOptions launch_opt;
@@ -225,6 +227,7 @@ int main(int argc, char** argv) {
       return code;
     }
     if (app.got_subcommand("tune")) {
+      check_format(tune_format, ptune::report::formats());
       auto cfg = load(tune_c);
       ptune::tune::MeasureFn measure_fn = [&](const ptune::config::ExperimentConfig& c) {
         return ptune::measure::measure(c, [&](const std::string&, int64_t, int64_t) {
@@ -248,12 +251,19 @@ int main(int argc, char** argv) {
           ptune::log::info("tune: " + row.name + ": " + (row.status == "ok" ? std::string(line) : row.status));
         };
         auto res = ptune::tune::find_batch_size(cfg, tune_batch_opt);
-        std::cout << ptune::report::render(res.table, "table");
-        for (const auto& n : res.notes) std::cout << "note: " << n << "\n";
-        std::snprintf(line, sizeof line, "fastest: batch %lld; largest that fits: batch %lld%s\n",
+        std::snprintf(line, sizeof line, "fastest: batch %lld; largest that fits: batch %lld%s",
                       static_cast<long long>(res.fastest), static_cast<long long>(res.largest_fitting),
                       res.stop_reason == "searched" ? "" : (" (stopped: " + res.stop_reason + ")").c_str());
-        std::cout << line << std::flush;
+        if (tune_format == "json") {
+          std::cout << ptune::tune::to_json(res).dump(2) << "\n" << std::flush;
+        } else if (tune_format != "table") {
+          std::cout << ptune::report::render(res.table, tune_format) << std::flush;
+          ptune::log::info(line);
+        } else {
+          std::cout << ptune::report::render(res.table, "table");
+          for (const auto& n : res.notes) std::cout << "note: " << n << "\n";
+          std::cout << line << "\n" << std::flush;
+        }
         write_best(res.best);
         return res.stop_reason == "interrupted" ? 130 : 0;
       }
@@ -270,13 +280,20 @@ int main(int argc, char** argv) {
         ptune::log::info(s + (t.pass ? ": " + t.verdict + (t.reason.empty() ? "" : " (" + t.reason + ")") : ""));
       };
       auto res = ptune::tune::greedy_tune(cfg, tune_opt);
-      std::cout << ptune::report::render(res.path, "table") << "\ntrials:\n" << ptune::tune::render_trials(res.trials);
       const auto& first = *res.path.rows.front().m;
       const auto& last = *res.path.rows.back().m;
-      std::snprintf(line, sizeof line, "stopped: %s after %.0f s; best %.1f samples/s, %.2fx the baseline\n",
+      std::snprintf(line, sizeof line, "stopped: %s after %.0f s; best %.1f samples/s, %.2fx the baseline",
                     res.stop_reason.c_str(), res.elapsed_s, last.samples_per_s,
                     first.samples_per_s > 0 ? last.samples_per_s / first.samples_per_s : 1.0);
-      std::cout << line << std::flush;
+      if (tune_format == "json") {
+        std::cout << ptune::tune::to_json(res).dump(2) << "\n" << std::flush;
+      } else if (tune_format != "table") {
+        std::cout << ptune::report::render(res.path, tune_format) << std::flush;
+        ptune::log::info(line);
+      } else {
+        std::cout << ptune::report::render(res.path, "table") << "\ntrials:\n" << ptune::tune::render_trials(res.trials);
+        std::cout << line << "\n" << std::flush;
+      }
       write_best(res.best);
       return res.stop_reason == "interrupted" ? 130 : 0;
     }

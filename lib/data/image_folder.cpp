@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <system_error>
 #include <thread>
+#include <unordered_map>
 
 #include "data/decode.hpp"
 #include "data/transforms.hpp"
@@ -87,10 +88,30 @@ std::vector<std::string> class_files(const fs::path& class_dir) {
   return files;
 }
 
+/// Process-wide memory of check_file()'s verdicts, keyed by path and valid while the file's
+/// size and modification time stay the same: a sweep builds the dataset again for every row,
+/// and a big folder needs decoding once per process, not once per row.
+struct CheckCache {
+  struct Entry {
+    std::uintmax_t size = 0;
+    fs::file_time_type mtime;
+    std::string error;
+  };
+  std::mutex mu;
+  std::unordered_map<std::string, Entry> entries;
+  std::atomic<int64_t> decodes{0};
+
+  static CheckCache& get() {
+    static CheckCache cache;
+    return cache;
+  }
+};
+
 /// Fully decodes `path` (JPEGs at their smallest DCT scale: every coefficient is still
 /// entropy-decoded, so corrupt and truncated data are found); "" when it is readable, else
 /// "<path>: <reason>".
-std::string check_file(const std::string& path) {
+std::string decode_check(const std::string& path) {
+  CheckCache::get().decodes++;
   try {
     const std::vector<uint8_t> bytes = read_file(path);
     const ImageHeader header = read_header(bytes.data(), bytes.size(), path);
@@ -102,6 +123,24 @@ std::string check_file(const std::string& path) {
   } catch (const std::exception& e) {
     return path + ": " + e.what();
   }
+}
+
+/// decode_check(), or its remembered verdict for a file unchanged since.
+std::string check_file(const std::string& path) {
+  std::error_code ec;
+  const std::uintmax_t size = fs::file_size(path, ec);
+  const fs::file_time_type mtime = ec ? fs::file_time_type() : fs::last_write_time(path, ec);
+  if (ec) return decode_check(path);  // cannot stat: let the decoder say why
+  CheckCache& cache = CheckCache::get();
+  {
+    std::lock_guard<std::mutex> lock(cache.mu);
+    auto it = cache.entries.find(path);
+    if (it != cache.entries.end() && it->second.size == size && it->second.mtime == mtime) return it->second.error;
+  }
+  std::string error = decode_check(path);
+  std::lock_guard<std::mutex> lock(cache.mu);
+  cache.entries[path] = {size, mtime, error};
+  return error;
 }
 
 /// check_file() on every path, on up to `threads` threads (0 = all cores). With
@@ -190,6 +229,8 @@ ImageFolder::ImageFolder(ImageFolderOptions options) : options_(std::move(option
   }
   if (samples_.empty()) throw DataError("image_folder: no readable images under '" + options_.root + "'");
 }
+
+int64_t ImageFolder::files_decoded_by_checks() { return CheckCache::get().decodes.load(); }
 
 int64_t ImageFolder::get(int64_t index, uint64_t aug_seed, uint8_t* out) const {
   if (index < 0 || index >= size())

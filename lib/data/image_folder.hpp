@@ -3,7 +3,9 @@
 /// root/<class>/**/*.{jpg,jpeg,png}. Labels are the class folders' indices in sorted name
 /// order, samples are ordered as torchvision orders them, so index i is the same image in
 /// both. Every file is decoded once at construction, so unreadable ones are known (an error,
-/// or skipped) before any batch is built, whatever the number of loader workers.
+/// or skipped) before any batch is built, whatever the number of loader workers. The verdicts
+/// are remembered for the life of the process (per path, while size and modification time
+/// stay the same), so the datasets of later sweep rows do not decode the folder again.
 
 #include <cstdint>
 #include <string>
@@ -53,6 +55,8 @@ class ImageFolder : public Dataset {
   /// Files left out as unreadable (kSkip), in index order, each "<path>: <reason>".
   const std::vector<std::string>& skipped() const { return skipped_; }
   const ImageFolderOptions& options() const { return options_; }
+  /// Files this process has decoded to check them (cache misses), for tests.
+  static int64_t files_decoded_by_checks();
 
  private:
   struct Sample {

@@ -11,8 +11,20 @@
 #include <c10/core/Device.h>
 
 #include "data/loader.hpp"
+#include "measure/stats.hpp"
 
 namespace ptune::engine {
+
+namespace detail {
+/// The next batch straight from `source`, with the time the host was blocked on it.
+inline std::optional<data::Batch> pull(const std::function<std::optional<data::Batch>()>& source,
+                                       double* wait_ms) {
+  measure::Stopwatch sw;
+  std::optional<data::Batch> b = source();
+  if (wait_ms) *wait_ms = sw.ms();
+  return b;
+}
+}  // namespace detail
 
 class Feeder {
  public:

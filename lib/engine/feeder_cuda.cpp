@@ -6,7 +6,6 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
-#include "measure/stats.hpp"
 
 namespace ptune::engine {
 
@@ -24,9 +23,9 @@ struct Feeder::Impl {
 
   /// Pulls a host batch and queues its copy on the copy stream.
   void issue() {
-    measure::Stopwatch sw;
-    std::optional<data::Batch> host = source();
-    waited_ms += sw.ms();
+    double ms = 0;
+    std::optional<data::Batch> host = detail::pull(source, &ms);
+    waited_ms += ms;
     if (!host) return;
     c10::cuda::CUDAStreamGuard guard(*copy_stream);
     InFlight f;
@@ -51,12 +50,7 @@ Feeder::~Feeder() = default;
 std::optional<data::Batch> Feeder::next(double* wait_ms) {
   Impl& m = *impl_;
   m.waited_ms = 0;
-  if (!m.device.is_cuda()) {
-    measure::Stopwatch sw;
-    auto b = m.source();
-    if (wait_ms) *wait_ms = sw.ms();
-    return b;
-  }
+  if (!m.device.is_cuda()) return detail::pull(m.source, wait_ms);
   if (!m.started) {
     m.issue();
     m.started = true;

@@ -1,8 +1,6 @@
 // CPU-only implementation of feeder.hpp: batches pass through unchanged.
 #include "engine/feeder.hpp"
 
-#include "measure/stats.hpp"
-
 namespace ptune::engine {
 
 struct Feeder::Impl {
@@ -16,11 +14,6 @@ Feeder::Feeder(std::function<std::optional<data::Batch>()> source, c10::Device)
 
 Feeder::~Feeder() = default;
 
-std::optional<data::Batch> Feeder::next(double* wait_ms) {
-  measure::Stopwatch sw;
-  auto b = impl_->source();
-  if (wait_ms) *wait_ms = sw.ms();
-  return b;
-}
+std::optional<data::Batch> Feeder::next(double* wait_ms) { return detail::pull(impl_->source, wait_ms); }
 
 }  // namespace ptune::engine

@@ -124,6 +124,7 @@ TrainSummary train(const config::ExperimentConfig& cfg, const TrainOptions& opti
   const Agreed end = agree(loss, clock.ms() / 1000.0);
   summary.final_loss = end.loss;
   summary.samples_per_s = end.secs > 0 ? (step - start_step) * global_batch / end.secs : 0;
+  if (options.on_note && rank0 && !trainer.graph_note().empty()) options.on_note(trainer.graph_note());
   if (options.save_weights && rank0) {
     models::write_state_dict(*options.save_weights, models::state_dict(*trainer.model()));
     if (options.on_note) options.on_note("weights " + *options.save_weights);

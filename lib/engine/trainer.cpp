@@ -166,6 +166,8 @@ at::Tensor Trainer::step(const at::Tensor& images, const at::Tensor& labels) {
 at::Tensor Trainer::graph_step(const at::Tensor& images, const at::Tensor& labels) {
   if (static_images_.defined() && (images.sizes() != static_images_.sizes() || labels.sizes() != static_labels_.sizes())) {
     // A batch of another shape (a partial last batch) cannot replay the captured step.
+    ++graph_misfits_;
+    graph_misfit_size_ = images.size(0);
     return run_step(images, labels, /*graph_safe=*/false);
   }
   if (!static_images_.defined()) {
@@ -189,6 +191,13 @@ at::Tensor Trainer::graph_step(const at::Tensor& images, const at::Tensor& label
   graph_->replay();
   // The next replay overwrites static_loss_: hand out a copy.
   return static_loss_.clone();
+}
+
+std::string Trainer::graph_note() const {
+  if (!graph_note_.empty() || graph_misfits_ == 0) return graph_note_;
+  return "optim.cuda_graphs: " + std::to_string(graph_misfits_) + (graph_misfits_ == 1 ? " batch" : " batches") +
+         " of another shape (" + std::to_string(graph_misfit_size_) + " samples, not " +
+         std::to_string(static_images_.size(0)) + ") ran eagerly";
 }
 
 at::Tensor Trainer::run_step(const at::Tensor& images, const at::Tensor& labels, bool graph_safe) {

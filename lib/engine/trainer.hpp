@@ -69,8 +69,12 @@ class Trainer {
   /// The process group the trainer averages gradients over (a single-process one if local).
   dist::Group& group() { return *group_; }
   /// What happened to optim.cuda_graphs, e.g. "optim.cuda_graphs: capture failed (...); ran
-  /// eagerly", or "" when it did what it says (or is off).
-  const std::string& graph_note() const { return graph_note_; }
+  /// eagerly", or "optim.cuda_graphs: 1 batch of another shape (4 samples, not 8) ran eagerly",
+  /// or "" when every step replayed the graph (or it is off).
+  std::string graph_note() const;
+
+  /// The loss scaler (optim.amp == "fp16"); nullptr otherwise.
+  const GradScaler* scaler() const { return scaler_ ? &*scaler_ : nullptr; }
 
   /// The gradient synchronizer; nullptr when not distributed.
   const dist::GradSync* grad_sync() const { return sync_.get(); }
@@ -88,7 +92,9 @@ class Trainer {
   std::unique_ptr<GraphStep> graph_;
   at::Tensor static_images_, static_labels_, static_loss_;
   int64_t graph_warmup_done_ = 0;
-  std::string graph_note_;
+  std::string graph_note_;              // capture failed: every step runs eagerly
+  int64_t graph_misfits_ = 0;           // batches of another shape, run eagerly
+  int64_t graph_misfit_size_ = 0;       // the last such batch's size
   /// forward, backward, (all-reduce), update; `graph_safe` avoids host synchronization.
   at::Tensor run_step(const at::Tensor& images, const at::Tensor& labels, bool graph_safe);
   at::Tensor graph_step(const at::Tensor& images, const at::Tensor& labels);

@@ -296,6 +296,9 @@ std::vector<Candidate> candidates(const config::ExperimentConfig& cfg, int64_t c
   }
   if (!cfg.loader.pin_memory) out.push_back({"pinned memory", Json{{"loader.pin_memory", true}}});
   if (!cfg.loader.uint8_transfer) out.push_back({"uint8 transfer", Json{{"loader.uint8_transfer", true}}});
+  // Ship the 32x32 originals and resize on the device (fake_cifar only; worth it on a GPU).
+  if (cuda && cfg.data.kind == "fake_cifar" && !cfg.loader.gpu_resize)
+    out.push_back({"resize on the GPU", Json{{"loader.gpu_resize", true}}});
   const int64_t doubled = 2 * cfg.loader.batch_size;
   if (cfg.data.kind != "fake_cifar" || doubled <= cfg.data.num_samples)
     out.push_back({"batch " + std::to_string(doubled), Json{{"loader.batch_size", doubled}}});
@@ -435,6 +438,43 @@ TuneResult greedy_tune(const config::ExperimentConfig& cfg, const TuneOptions& o
   res.path.config = config::to_json(res.best);
   res.path.status = stop == "interrupted" ? "interrupted" : "complete";
   return res;
+}
+
+Json to_json(const TuneResult& r) {
+  Json doc = report::to_json(r.path);
+  Json trials = Json::array();
+  for (const auto& t : r.trials) {
+    Json j;
+    j["pass"] = t.pass;
+    j["name"] = t.name;
+    j["set"] = t.set.is_null() ? Json::object() : t.set;
+    j["verdict"] = t.verdict;
+    j["reason"] = t.reason;
+    j["samples_per_s"] = t.m ? Json(std::round(t.m->samples_per_s * 100) / 100) : Json(nullptr);
+    j["spread_pct"] = t.m ? Json(std::round(t.m->spread_pct * 100) / 100) : Json(nullptr);
+    j["gain_pct"] = t.m && t.pass ? Json(std::round(t.gain_pct * 100) / 100) : Json(nullptr);
+    j["noise_pct"] = t.m && t.pass ? Json(std::round(t.noise_pct * 100) / 100) : Json(nullptr);
+    trials.push_back(std::move(j));
+  }
+  doc["search"] = Json{{"kind", "greedy"},
+                       {"stop_reason", r.stop_reason},
+                       {"elapsed_s", std::round(r.elapsed_s * 10) / 10},
+                       {"trials", std::move(trials)}};
+  doc["best"] = config::to_json(r.best);
+  return doc;
+}
+
+Json to_json(const BatchSearchResult& r) {
+  Json doc = report::to_json(r.table);
+  doc["search"] = Json{{"kind", "batch-size"},
+                       {"stop_reason", r.stop_reason},
+                       {"largest_fitting", r.largest_fitting},
+                       {"fastest", r.fastest},
+                       {"max_batch", r.max_batch},
+                       {"memory_limit_bytes", r.memory_limit_bytes},
+                       {"notes", r.notes}};
+  doc["best"] = config::to_json(r.best);
+  return doc;
 }
 
 std::string render_trials(const std::vector<Trial>& trials) {

@@ -135,7 +135,8 @@ NoiseVerdict judge(const measure::Measurement& incumbent, const measure::Measure
                    double threshold_pct);
 
 /// Returns the optimizations tried on top of `cfg`, in order: loader.num_workers (cores, then
-/// cores/2), loader.pin_memory, loader.uint8_transfer, loader.batch_size x2, optim.set_to_none,
+/// cores/2), loader.pin_memory, loader.uint8_transfer, loader.gpu_resize (fake_cifar, when
+/// `cuda`), loader.batch_size x2, optim.set_to_none,
 /// optim.amp (bf16; fp16 too when `cuda`), model.channels_last, optim.cudnn_benchmark,
 /// optim.cuda_graphs; those already on in `cfg` are left out. Never throws.
 std::vector<Candidate> candidates(const config::ExperimentConfig& cfg, int64_t cpu_cores, bool cuda);
@@ -153,6 +154,15 @@ struct TuneResult {
 /// throws (ConfigError for a config the device cannot run); a failing trial is recorded and
 /// the search goes on. Interruption ends the search with stop_reason "interrupted".
 TuneResult greedy_tune(const config::ExperimentConfig& cfg, const TuneOptions& options);
+
+/// The greedy search as one JSON document: the path as `ptune sweep` writes its results (DESIGN
+/// §5), plus "search": {"kind": "greedy", "stop_reason", "elapsed_s", "trials": [...]} and
+/// "best": the winning config. Never throws.
+nlohmann::ordered_json to_json(const TuneResult& r);
+/// The batch-size search likewise: its tries as results rows, plus "search": {"kind":
+/// "batch-size", "stop_reason", "largest_fitting", "fastest", "max_batch",
+/// "memory_limit_bytes", "notes"} and "best". Never throws.
+nlohmann::ordered_json to_json(const BatchSearchResult& r);
 
 /// Returns the trials as an aligned text table (pass, trial, change, samples/s, gain, noise,
 /// verdict). Never throws.

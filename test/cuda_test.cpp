@@ -1,0 +1,378 @@
+// GPU behaviour: pinned memory and the copy stream, the device-side uint8 path, fp16 AMP with
+// the GradScaler, whole-step CUDA graphs (equal to eager, skip-on-inf inside the graph),
+// cuDNN autotune, GPU metrics, a real out-of-memory in the batch-size search, and NCCL.
+// These tests are hidden ([.cuda]): the CPU suite does not list them, and on a machine without
+// a GPU they fail rather than pass vacuously. Run them with `ptune_tests "[cuda]"` (what
+// scripts/gpu-check does).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include <ATen/Context.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/torch.h>
+
+#include "config/config.hpp"
+#include "data/loader.hpp"
+#include "dist/grad_sync.hpp"
+#include "dist/group.hpp"
+#include "engine/cuda_support.hpp"
+#include "engine/feeder.hpp"
+#include "engine/trainer.hpp"
+#include "measure/probe.hpp"
+#include "tune/tuner.hpp"
+
+using ptune::config::ExperimentConfig;
+using ptune::engine::Trainer;
+
+namespace {
+
+const c10::Device kCuda(c10::kCUDA, 0);
+const c10::Device kCpu(c10::kCPU);
+
+void require_gpu() {
+  if (!torch::cuda::is_available()) FAIL("needs a CUDA device (run on a GPU machine: scripts/gpu-check)");
+}
+
+/// Deterministic cuDNN for the tests that compare two runs, restored after.
+struct DeterministicCudnn {
+  bool det = at::globalContext().deterministicCuDNN();
+  bool bench = at::globalContext().benchmarkCuDNN();
+  DeterministicCudnn() {
+    at::globalContext().setDeterministicCuDNN(true);
+    at::globalContext().setBenchmarkCuDNN(false);
+  }
+  ~DeterministicCudnn() {
+    at::globalContext().setDeterministicCuDNN(det);
+    at::globalContext().setBenchmarkCuDNN(bench);
+  }
+};
+
+ExperimentConfig small() {
+  ExperimentConfig cfg;
+  cfg.device = "cuda";
+  cfg.data.num_samples = 96;
+  cfg.data.image_size = 32;
+  cfg.loader.batch_size = 8;
+  cfg.optim.lr = 0.05;
+  cfg.optim.momentum = 0.9;
+  cfg.measure.warmup_steps = 2;
+  cfg.measure.steps = 3;
+  return cfg;
+}
+
+/// The first `n` host batches of epoch 0, built on the CPU (pageable).
+std::vector<ptune::data::Batch> host_batches(ExperimentConfig cfg, int n) {
+  cfg.loader.pin_memory = false;
+  ptune::data::Loader loader(ptune::engine::make_dataset(cfg), ptune::engine::loader_options(cfg, kCpu));
+  loader.start_epoch(0);
+  std::vector<ptune::data::Batch> out;
+  for (int i = 0; i < n; ++i) {
+    auto b = loader.next();
+    REQUIRE(b);
+    out.push_back({b->images.clone(), b->labels.clone(), b->index});
+  }
+  return out;
+}
+
+at::Tensor flat_params(Trainer& t) {
+  std::vector<at::Tensor> flat;
+  for (auto& p : t.model()->parameters()) flat.push_back(p.detach().flatten().to(kCpu));
+  return torch::cat(flat);
+}
+
+/// Trains on `batches` in order and returns the losses read after each step.
+std::vector<double> train_on(Trainer& t, const std::vector<ptune::data::Batch>& batches) {
+  std::vector<double> losses;
+  for (const auto& b : batches) {
+    auto [x, y] = t.to_device(b);
+    losses.push_back(t.step(x, y).item<double>());
+  }
+  return losses;
+}
+
+}  // namespace
+
+TEST_CASE("cuda: pinned batches are page-locked, recycled, and arrive intact through the copy stream", "[.cuda]") {
+  require_gpu();
+  auto cfg = small();
+  cfg.loader.num_workers = 2;
+  cfg.loader.pin_memory = true;
+  const int n = 10;
+  auto expected = host_batches(cfg, n);
+
+  // The loader collates straight into page-locked memory, and blocks come back to it.
+  {
+    ptune::data::Loader loader(ptune::engine::make_dataset(cfg), ptune::engine::loader_options(cfg, kCuda));
+    loader.start_epoch(0);
+    std::set<const void*> buffers;
+    int batches = 0;
+    while (auto b = loader.next()) {
+      CHECK(b->images.is_pinned());
+      CHECK(b->labels.is_pinned());
+      buffers.insert(b->images.data_ptr());
+      ++batches;
+    }
+    CHECK(batches == 12);
+    CHECK(buffers.size() < static_cast<size_t>(batches));
+  }
+
+  // Through the feeder (copy stream + events), every batch reaches the device unchanged and in
+  // order, while the next one is already being copied.
+  ptune::data::Loader loader(ptune::engine::make_dataset(cfg), ptune::engine::loader_options(cfg, kCuda));
+  loader.start_epoch(0);
+  ptune::engine::Feeder feeder([&] { return loader.next(); }, kCuda);
+  for (int i = 0; i < n; ++i) {
+    auto b = feeder.next();
+    REQUIRE(b);
+    CHECK(b->images.device() == kCuda);
+    // Work on the compute stream after next() sees the copied data.
+    auto doubled = b->images * 2;
+    CHECK(doubled.to(kCpu).equal(expected[static_cast<size_t>(i)].images * 2));
+    CHECK(b->labels.to(kCpu).equal(expected[static_cast<size_t>(i)].labels));
+  }
+}
+
+TEST_CASE("cuda: uint8 normalize and gpu_resize on the GPU equal the host's float path", "[.cuda]") {
+  require_gpu();
+  auto cfg = small();
+  cfg.data.image_size = 64;
+  Trainer t(cfg, kCuda);
+  auto host = t.to_device(host_batches(cfg, 1)[0]).first.to(kCpu);
+  cfg.loader.uint8_transfer = true;
+  auto u8 = t.to_device(host_batches(cfg, 1)[0]).first;
+  CHECK(u8.device() == kCuda);
+  CHECK(torch::allclose(u8.to(kCpu), host, 1e-5, 1e-6));
+  cfg.loader.uint8_transfer = false;
+  cfg.loader.gpu_resize = true;
+  auto raw = host_batches(cfg, 1)[0];
+  CHECK(raw.images.size(2) == 32);
+  auto resized = t.to_device(raw).first.to(kCpu);
+  REQUIRE(resized.sizes() == host.sizes());
+  CHECK((resized - host).abs().max().item<double>() <= 0.5 / (255 * 0.5) + 1e-5);
+}
+
+TEST_CASE("cuda: the GradScaler pattern on CUDA tensors equals PyTorch's", "[.cuda]") {
+  require_gpu();
+  // The CPU test's ten-step pattern, on the GPU: same scales, trackers and parameters.
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> poison{0, 0, inf, 0, 0, 0, nan, inf, 0, 0};
+  const std::vector<double> scales{65536, 131072, 65536, 65536, 131072, 131072, 65536, 32768, 32768, 65536};
+  const bool masked = GENERATE(false, true);
+  auto p = torch::tensor({1.0f, -2.0f}, torch::TensorOptions().device(kCuda)).requires_grad_(true);
+  auto w = torch::tensor({3.0f, 0.25f}, torch::TensorOptions().device(kCuda));
+  torch::optim::SGD opt({p}, torch::optim::SGDOptions(0.5).momentum(0.9));
+  ptune::engine::GradScalerOptions o;
+  o.growth_interval = 2;
+  ptune::engine::GradScaler scaler(o);
+  for (size_t i = 0; i < poison.size(); ++i) {
+    opt.zero_grad();
+    scaler.scale((p * w).sum()).backward();
+    if (poison[i] != 0) p.grad()[i == 6 ? 1 : 0].fill_(poison[i]);
+    if (masked) scaler.step_masked(opt);
+    else scaler.step(opt);
+    scaler.update();
+    INFO("step " << i);
+    CHECK(scaler.scale_tensor().device() == kCuda);
+    CHECK(scaler.get_scale() == scales[i]);
+  }
+  CHECK(torch::allclose(p.detach().to(kCpu), torch::tensor({-33.5700798034668f, -4.880839824676514f}), 1e-6, 1e-6));
+}
+
+TEST_CASE("cuda: fp16 AMP trains with the scaler and stays close to fp32", "[.cuda]") {
+  require_gpu();
+  DeterministicCudnn det;
+  auto cfg = small();
+  auto batches = host_batches(cfg, 1);
+  Trainer fp32(cfg, kCuda);
+  const double first32 = train_on(fp32, batches)[0];
+  cfg.optim.amp = "fp16";
+  Trainer fp16(cfg, kCuda);
+  REQUIRE(fp16.scaler());
+  std::vector<ptune::data::Batch> same(8, batches[0]);
+  auto losses = train_on(fp16, same);
+  CHECK(losses[0] != first32);  // the forward really ran in half precision...
+  CHECK(losses[0] == Approx(first32).epsilon(0.02));  // ...from the same weights
+  CHECK(losses.back() < losses[0] * 0.5);  // and it learns
+  CHECK(fp16.scaler()->get_scale() == 65536.0);  // no overflow in 8 steps
+}
+
+TEST_CASE("cuda: a CUDA-graph step gives the eager step's losses and parameters", "[.cuda]") {
+  require_gpu();
+  DeterministicCudnn det;
+  auto cfg = small();
+  cfg.optim.amp = GENERATE(std::string("off"), std::string("fp16"));
+  INFO("amp " << cfg.optim.amp);
+  auto batches = host_batches(cfg, 8);
+  Trainer eager(cfg, kCuda);
+  auto eager_losses = train_on(eager, batches);
+  cfg.optim.cuda_graphs = true;
+  Trainer graph(cfg, kCuda);
+  auto graph_losses = train_on(graph, batches);
+  CHECK(graph.graph_note() == "");  // captured and replayed
+  for (size_t i = 0; i < batches.size(); ++i) {
+    INFO("step " << i);
+    CHECK(graph_losses[i] == Approx(eager_losses[i]).epsilon(1e-4));
+  }
+  CHECK(torch::allclose(flat_params(graph), flat_params(eager), 1e-4, 1e-5));
+}
+
+TEST_CASE("cuda: inside the graph an inf/NaN step changes nothing and halves the scale", "[.cuda]") {
+  require_gpu();
+  auto cfg = small();
+  cfg.optim.amp = "fp16";
+  cfg.optim.cuda_graphs = GENERATE(false, true);
+  INFO("cuda_graphs " << cfg.optim.cuda_graphs);
+  auto batches = host_batches(cfg, 6);
+  Trainer t(cfg, kCuda);
+  train_on(t, batches);  // warm-up, capture, replays
+  REQUIRE(t.graph_note() == "");
+  const double scale = t.scaler()->get_scale();
+  const auto before = flat_params(t);
+  auto bad = batches[0];
+  bad.images = bad.images.clone();
+  bad.images[0][0][0][0] = std::numeric_limits<float>::quiet_NaN();
+  train_on(t, {bad});
+  CHECK(t.scaler()->get_scale() == scale / 2);
+  CHECK(flat_params(t).equal(before));
+  train_on(t, {batches[1]});  // a clean step updates again
+  CHECK_FALSE(flat_params(t).equal(before));
+  CHECK(t.scaler()->get_scale() == scale / 2);
+}
+
+TEST_CASE("cuda: a batch of another shape runs eagerly and the note says so", "[.cuda]") {
+  require_gpu();
+  auto cfg = small();
+  cfg.optim.cuda_graphs = true;
+  auto batches = host_batches(cfg, 5);
+  Trainer t(cfg, kCuda);
+  train_on(t, batches);
+  CHECK(t.graph_note() == "");
+  auto partial = batches[0];
+  partial.images = partial.images.narrow(0, 0, 4).clone();
+  partial.labels = partial.labels.narrow(0, 0, 4).clone();
+  auto losses = train_on(t, {partial});
+  CHECK(std::isfinite(losses[0]));
+  CHECK(t.graph_note() == "optim.cuda_graphs: 1 batch of another shape (4 samples, not 8) ran eagerly");
+}
+
+TEST_CASE("cuda: channels_last and cudnn_benchmark change speed, not results", "[.cuda]") {
+  require_gpu();
+  auto cfg = small();
+  auto batch = host_batches(cfg, 1);
+  double plain = 0, cl = 0;
+  {
+    DeterministicCudnn det;
+    Trainer t(cfg, kCuda);
+    plain = train_on(t, batch)[0];
+  }
+  cfg.model.channels_last = true;
+  cfg.optim.cudnn_benchmark = true;
+  Trainer t(cfg, kCuda);
+  CHECK(at::globalContext().benchmarkCuDNN());
+  CHECK(t.model()->conv1->weight.is_contiguous(at::MemoryFormat::ChannelsLast));
+  auto x = t.to_device(batch[0]).first;
+  CHECK(x.is_contiguous(at::MemoryFormat::ChannelsLast));
+  cl = train_on(t, batch)[0];
+  CHECK(cl == Approx(plain).epsilon(1e-3));
+  ptune::engine::cuda::set_cudnn_benchmark(false);
+}
+
+TEST_CASE("cuda: a measured row reports GPU busy, peak memory and the step breakdown", "[.cuda]") {
+  require_gpu();
+  auto cfg = small();
+  cfg.loader.pin_memory = true;
+  cfg.loader.num_workers = 2;
+  cfg.optim.amp = "fp16";
+  auto m = ptune::measure::measure(cfg);
+  REQUIRE(m.gpu_busy_pct);
+  CHECK(*m.gpu_busy_pct > 0);
+  CHECK(*m.gpu_busy_pct <= 100);
+  REQUIRE(m.peak_mem_bytes);
+  CHECK(*m.peak_mem_bytes > 11'000'000 * 4);  // at least the fp32 weights of ResNet-18
+  REQUIRE(m.device_mem_bytes);
+  CHECK(*m.device_mem_bytes > *m.peak_mem_bytes);
+  CHECK(m.data_wait_pct + m.h2d_pct + m.compute_pct == Approx(100.0));
+  CHECK(m.compute_pct > 0);
+  REQUIRE(m.loss);
+  CHECK(std::isfinite(*m.loss));
+  cfg.optim.cuda_graphs = true;
+  cfg.measure.warmup_steps = 5;  // past the graph's warm-up and capture
+  auto g = ptune::measure::measure(cfg);
+  CHECK(g.notes.empty());
+  REQUIRE(g.gpu_busy_pct);
+  CHECK(*g.gpu_busy_pct > 0);  // replayed kernels are seen by the profiler
+}
+
+TEST_CASE("cuda: the batch-size search survives a real out-of-memory and keeps going", "[.cuda]") {
+  require_gpu();
+  // Cap the caching allocator at ~3 GiB so that the search hits the limit quickly.
+  const double total = static_cast<double>(ptune::engine::cuda::total_memory(0));
+  c10::cuda::CUDACachingAllocator::emptyCache();
+  c10::cuda::CUDACachingAllocator::setMemoryFraction(3.0 * (1 << 30) / total, 0);
+  struct Restore {
+    ~Restore() {
+      c10::cuda::CUDACachingAllocator::emptyCache();
+      c10::cuda::CUDACachingAllocator::setMemoryFraction(1.0, 0);
+    }
+  } restore;
+  auto cfg = small();
+  cfg.data.image_size = 128;
+  cfg.data.num_samples = 4096;
+  cfg.loader.batch_size = 64;
+  cfg.measure.mode = "synthetic";
+  cfg.measure.warmup_steps = 1;
+  cfg.measure.steps = 1;
+  ptune::tune::BatchSearchOptions o;
+  o.min_repeats = 1;
+  o.max_batch = 4096;
+  auto r = ptune::tune::find_batch_size(cfg, o);
+  bool oom = false, fit_after_oom = false;
+  for (const auto& t : r.tries) {
+    INFO(t.batch_size << ": " << t.status);
+    if (t.status == "out of memory") oom = true;
+    else if (oom && t.fits) fit_after_oom = true;
+  }
+  CHECK(oom);
+  CHECK(fit_after_oom);  // the binary search went on after the failure
+  CHECK(r.largest_fitting >= 64);
+  CHECK(r.largest_fitting < 4096);
+}
+
+TEST_CASE("cuda: an NCCL group runs collectives and DDP-style gradient sync on the GPU", "[.cuda]") {
+  require_gpu();
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  auto group = std::make_shared<ptune::dist::Group>(store, 0, 1, "nccl", kCuda, std::chrono::seconds(60));
+  CHECK(group->backend_name() == "nccl");
+  auto t = torch::arange(6, torch::TensorOptions().dtype(torch::kFloat).device(kCuda));
+  group->all_reduce_sum(t);
+  CHECK(t.to(kCpu).equal(torch::arange(6, torch::kFloat)));
+  CHECK(group->sum({1.5, 2.0}) == std::vector<double>{1.5, 2.0});
+  CHECK(group->max({3.0}) == std::vector<double>{3.0});
+  group->barrier();
+
+  // Bucketed all-reduce from the backward hooks over NCCL: the averaged gradients of one rank
+  // are its own gradients.
+  auto cfg = small();
+  auto batch = host_batches(cfg, 1)[0];
+  torch::manual_seed(3);
+  auto a = ptune::models::make("resnet18", 10);
+  torch::manual_seed(3);
+  auto b = ptune::models::make("resnet18", 10);
+  a->to(kCuda);
+  b->to(kCuda);
+  ptune::dist::GradSync sync(a->parameters(), group, /*bucket_mb=*/2.0);
+  auto x = batch.images.to(kCuda), y = batch.labels.to(kCuda);
+  sync.prepare(true);
+  torch::nn::functional::cross_entropy(a->forward(x), y).backward();
+  sync.finish();
+  torch::nn::functional::cross_entropy(b->forward(x), y).backward();
+  auto pa = a->parameters(), pb = b->parameters();
+  for (size_t i = 0; i < pa.size(); ++i) CHECK(torch::allclose(pa[i].grad(), pb[i].grad(), 1e-5, 1e-6));
+  auto stats = sync.stats();
+  CHECK(stats.syncs == 1);
+  CHECK(stats.buckets_in_backward > 1);  // launched as buckets filled, during backward
+}
