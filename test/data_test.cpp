@@ -161,6 +161,14 @@ TEST_CASE("epoch order: a permutation per epoch, sharded disjointly across ranks
     for (auto i : shard) CHECK(seen.insert(i).second);
   }
   CHECK(seen.size() == 100);
+  // Uneven shards (evaluation): every sample once, the first 103 % 4 = 3 ranks one more.
+  seen.clear();
+  for (int64_t r = 0; r < 4; ++r) {
+    auto shard = epoch_order(103, true, 1, 2, r, 4, /*even=*/false);
+    CHECK(shard.size() == (r < 3 ? 26u : 25u));
+    for (auto i : shard) CHECK(seen.insert(i).second);
+  }
+  CHECK(seen.size() == 103);
 }
 
 TEST_CASE("batches are identical for 0, 1 and 3 workers", "[data][loader]") {

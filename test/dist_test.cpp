@@ -453,6 +453,19 @@ TEST_CASE("dist: ptune launch trains on 2 ranks and only rank 0 prints and write
   CHECK(std::filesystem::exists(dir.file("w.pt")));
   CHECK(std::filesystem::exists(dir.file("ckpt/tiny-step2.pt")));
 
+  // Evaluation is sharded: 37 samples split 19 + 18, the totals equal one process's.
+  const std::string eval = " eval " + cfg + " --weights " + dir.file("w.pt") + " --format json --set data.num_samples=37";
+  auto one = ptune::test::run(ptune::test::exe() + eval);
+  auto two = ptune::test::run(ptune::test::exe() + " launch --nproc-per-node 2 --master-port 0 --no-prefix --" + eval);
+  INFO(one.err << two.err);
+  REQUIRE(one.code == 0);
+  REQUIRE(two.code == 0);
+  auto e1 = nlohmann::json::parse(one.out), e2 = nlohmann::json::parse(two.out);
+  CHECK(e1["samples"] == 37);
+  CHECK(e2["samples"] == 37);
+  CHECK(e2["top1"] == e1["top1"]);
+  CHECK(e2["loss"].get<double>() == Approx(e1["loss"].get<double>()).epsilon(1e-5));
+
   // A sweep row run data-parallel: results name the world, throughput counts both ranks.
   auto s = ptune::test::run(ptune::test::exe() + " launch --nproc-per-node 2 --master-port 0 -- sweep " + cfg +
                             " --out " + dir.file("r.json"));

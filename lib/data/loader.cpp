@@ -4,8 +4,15 @@
 
 namespace ptune::data {
 
+namespace {
+/// Samples in `rank`'s shard of `size` among `world` ranks.
+int64_t shard_size(int64_t size, int64_t rank, int64_t world, bool even) {
+  return even ? size / world : size / world + (rank < size % world ? 1 : 0);
+}
+}  // namespace
+
 std::vector<int64_t> epoch_order(int64_t dataset_size, bool shuffle, uint64_t seed,
-                                 int64_t epoch, int64_t rank, int64_t world_size) {
+                                 int64_t epoch, int64_t rank, int64_t world_size, bool even) {
   std::vector<int64_t> all(static_cast<size_t>(dataset_size));
   for (int64_t i = 0; i < dataset_size; ++i) all[i] = i;
   if (shuffle) {
@@ -15,7 +22,7 @@ std::vector<int64_t> epoch_order(int64_t dataset_size, bool shuffle, uint64_t se
       std::swap(all[i], all[j]);
     }
   }
-  const int64_t per_rank = dataset_size / world_size;
+  const int64_t per_rank = shard_size(dataset_size, rank, world_size, even);
   std::vector<int64_t> mine(static_cast<size_t>(per_rank));
   for (int64_t k = 0; k < per_rank; ++k) mine[k] = all[rank + k * world_size];
   return mine;
@@ -40,12 +47,12 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options)
 Loader::~Loader() { stop(); }
 
 int64_t Loader::samples_per_epoch() const {
-  int64_t shard = dataset_->size() / opt_.world_size;
+  const int64_t shard = shard_size(dataset_->size(), opt_.rank, opt_.world_size, opt_.even_shards);
   return opt_.drop_last ? shard / opt_.batch_size * opt_.batch_size : shard;
 }
 
 int64_t Loader::batches_per_epoch() const {
-  int64_t shard = dataset_->size() / opt_.world_size;
+  const int64_t shard = shard_size(dataset_->size(), opt_.rank, opt_.world_size, opt_.even_shards);
   return opt_.drop_last ? shard / opt_.batch_size : (shard + opt_.batch_size - 1) / opt_.batch_size;
 }
 
@@ -65,7 +72,8 @@ void Loader::stop() {
 void Loader::start_epoch(int64_t epoch) {
   stop();
   epoch_ = epoch;
-  order_ = epoch_order(dataset_->size(), opt_.shuffle, opt_.seed, epoch, opt_.rank, opt_.world_size);
+  order_ = epoch_order(dataset_->size(), opt_.shuffle, opt_.seed, epoch, opt_.rank, opt_.world_size,
+                       opt_.even_shards);
   num_batches_ = batches_per_epoch();
   next_batch_ = 0;
   running_ = true;

@@ -32,6 +32,9 @@ struct LoaderOptions {
   uint64_t seed = 0;           // shuffling and augmentation seed
   int64_t rank = 0;            // this process's shard ...
   int64_t world_size = 1;      // ... of this many
+  bool even_shards = true;     // true: every rank gets size / world_size samples, the tail is
+                               // dropped (ranks step together); false: rank r gets r, r + W, ...
+                               // to the end, so the shards cover every sample (evaluation)
 };
 
 /// One batch: images [n, C, H, W] (float32 or uint8) and labels [n] (int64), on the host.
@@ -43,9 +46,10 @@ struct Batch {
 
 /// The sample indices of one rank's shard for an epoch, in order (shuffled from the seed and
 /// epoch if asked). Every rank computes the same permutation and takes every world_size-th
-/// sample from position `rank`; the tail that does not divide evenly is dropped.
+/// sample from position `rank`; with `even` the tail that does not divide evenly is dropped
+/// (all shards the same size), without it the first ranks get one sample more.
 std::vector<int64_t> epoch_order(int64_t dataset_size, bool shuffle, uint64_t seed,
-                                 int64_t epoch, int64_t rank, int64_t world_size);
+                                 int64_t epoch, int64_t rank, int64_t world_size, bool even = true);
 
 class Loader {
  public:

@@ -137,14 +137,18 @@ EvalResult evaluate(const config::ExperimentConfig& cfg_in, const std::string& w
   cfg.model.weights = weights;
   cfg.loader.shuffle = false;
   cfg.loader.drop_last = false;
-  // Not sharded: under a launcher every rank evaluates everything, on its own device.
+  // Data parallel: every rank evaluates its own shard (together they cover every sample
+  // once), and the sums are added up over the ranks.
   const c10::Device device = dist::rank_device(cfg.device);
   set_cpu_threads(dist::rank_cpu_threads(cfg.cpu_threads));
+  auto group = dist::process_group(cfg.dist, device);
   Trainer trainer(cfg, device);
   if (!trainer.weights_note().empty())
     throw DataError(trainer.weights_note() + "; evaluation needs a matching head");
   trainer.model()->eval();
-  data::Loader loader(make_dataset(cfg), loader_options(cfg, device));
+  data::LoaderOptions lo = loader_options(cfg, device, group->rank(), group->size());
+  lo.even_shards = false;
+  data::Loader loader(make_dataset(cfg), lo);
   loader.start_epoch(0);
   at::Tensor loss_sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(device));
   at::Tensor correct = torch::zeros({}, torch::TensorOptions().dtype(torch::kLong).device(device));
@@ -157,10 +161,12 @@ EvalResult evaluate(const config::ExperimentConfig& cfg_in, const std::string& w
     correct += c;
     n += labels.size(0);
   }
+  const std::vector<double> totals =
+      group->sum({loss_sum.item<double>(), static_cast<double>(correct.item<int64_t>()), static_cast<double>(n)});
   EvalResult r;
-  r.samples = n;
-  r.loss = n ? loss_sum.item<double>() / n : 0.0;
-  r.top1 = n ? static_cast<double>(correct.item<int64_t>()) / n : 0.0;
+  r.samples = static_cast<int64_t>(totals[2]);
+  r.loss = r.samples ? totals[0] / static_cast<double>(r.samples) : 0.0;
+  r.top1 = r.samples ? totals[1] / static_cast<double>(r.samples) : 0.0;
   return r;
 }
 

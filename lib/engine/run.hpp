@@ -52,8 +52,10 @@ struct EvalResult {
 };
 
 /// Evaluates `weights` (a torch.save(state_dict) file) on the config's dataset, every sample
-/// once, in order, BatchNorm in eval mode. Not sharded: under a launcher every rank evaluates
-/// everything on its own device (dist::rank_device).
+/// once, in order, BatchNorm in eval mode. Data parallel (ptune launch, torchrun, Slurm):
+/// each rank evaluates its shard on its own device (shards differ by at most one sample and
+/// cover the dataset), and every rank returns the totals over all ranks. Throws
+/// std::runtime_error when the rendezvous or a collective fails.
 EvalResult evaluate(const config::ExperimentConfig& cfg, const std::string& weights);
 
 }  // namespace ptune::engine
