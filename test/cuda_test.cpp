@@ -299,6 +299,12 @@ TEST_CASE("cuda: a measured row reports GPU busy, peak memory and the step break
   CHECK(m.compute_pct > 0);
   REQUIRE(m.loss);
   CHECK(std::isfinite(*m.loss));
+  // A data row copying float batches launches no kernel: copies are not GPU busy.
+  cfg.measure.mode = "data";
+  auto d = ptune::measure::measure(cfg);
+  REQUIRE(d.gpu_busy_pct);
+  CHECK(*d.gpu_busy_pct == 0);
+  cfg.measure.mode = "train";
   cfg.optim.cuda_graphs = true;
   cfg.measure.warmup_steps = 5;  // past the graph's warm-up and capture
   auto g = ptune::measure::measure(cfg);

@@ -52,7 +52,10 @@ bool GraphStep::capture(const std::function<void()>& body) {
   try {
     c10::cuda::CUDAStreamGuard guard(side);
     at::autocast::set_autocast_cache_enabled(false);
-    impl_->graph.capture_begin();
+    // Thread-local capture mode: the loader's worker threads keep allocating page-locked
+    // batches (cudaHostAlloc, event queries) while this thread captures; in the default
+    // global mode those calls from other threads would be refused and break the capture.
+    impl_->graph.capture_begin(/*pool=*/{0, 0}, cudaStreamCaptureModeThreadLocal);
     try {
       body();
     } catch (...) {

@@ -3,7 +3,9 @@
 /// everywhere. Implemented in cuda_support_cuda.cpp against a CUDA LibTorch, and by
 /// cuda_support_none.cpp (every query answers "no CUDA") against a CPU-only LibTorch.
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace ptune::engine::cuda {
@@ -29,5 +31,28 @@ int64_t total_memory(int index);
 void empty_cache();
 /// Turns cuDNN's algorithm autotuning on or off (process-wide).
 void set_cudnn_benchmark(bool on);
+
+/// Timing marks on a CUDA device's current stream (CUDA events with timing enabled): they
+/// split the device's time into phases without synchronizing inside a step. Events are
+/// reused after clear(). Without CUDA, record() counts marks and elapsed_ms() is 0.
+class EventMarks {
+ public:
+  explicit EventMarks(int device_index);
+  ~EventMarks();
+  EventMarks(const EventMarks&) = delete;
+  EventMarks& operator=(const EventMarks&) = delete;
+
+  /// Records a mark on the device's current stream; returns its index (0, 1, ...).
+  size_t record();
+  /// Milliseconds of device time from mark `from` to mark `to`; call after the device has
+  /// passed both (e.g. after synchronize).
+  double elapsed_ms(size_t from, size_t to) const;
+  /// Forgets the marks; the next record() returns 0 again.
+  void clear();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace ptune::engine::cuda

@@ -1,8 +1,12 @@
 // CUDA implementation of cuda_support.hpp (built when LibTorch has CUDA).
 #include "engine/cuda_support.hpp"
 
+#include <memory>
+#include <vector>
+
 #include <ATen/Context.h>
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <torch/cuda.h>
@@ -50,5 +54,32 @@ void empty_cache() {
 }
 
 void set_cudnn_benchmark(bool on) { at::globalContext().setBenchmarkCuDNN(on); }
+
+struct EventMarks::Impl {
+  c10::DeviceIndex device = 0;
+  std::vector<std::unique_ptr<at::cuda::CUDAEvent>> events;  // reused across clear()
+  size_t used = 0;
+};
+
+EventMarks::EventMarks(int device_index) : impl_(std::make_unique<Impl>()) {
+  impl_->device = static_cast<c10::DeviceIndex>(device_index);
+}
+
+EventMarks::~EventMarks() = default;
+
+size_t EventMarks::record() {
+  Impl& m = *impl_;
+  if (m.used == m.events.size()) m.events.push_back(std::make_unique<at::cuda::CUDAEvent>(cudaEventDefault));
+  m.events[m.used]->record(c10::cuda::getCurrentCUDAStream(m.device));
+  return m.used++;
+}
+
+double EventMarks::elapsed_ms(size_t from, size_t to) const {
+  const Impl& m = *impl_;
+  TORCH_CHECK(from < m.used && to < m.used, "EventMarks::elapsed_ms: mark out of range");
+  return static_cast<double>(m.events[from]->elapsed_time(*m.events[to]));
+}
+
+void EventMarks::clear() { impl_->used = 0; }
 
 }  // namespace ptune::engine::cuda

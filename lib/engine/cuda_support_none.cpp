@@ -14,4 +14,13 @@ int64_t total_memory(int) { return 0; }
 void empty_cache() {}
 void set_cudnn_benchmark(bool) {}
 
+struct EventMarks::Impl {
+  size_t count = 0;
+};
+EventMarks::EventMarks(int) : impl_(std::make_unique<Impl>()) {}
+EventMarks::~EventMarks() = default;
+size_t EventMarks::record() { return impl_->count++; }
+double EventMarks::elapsed_ms(size_t, size_t) const { return 0.0; }
+void EventMarks::clear() { impl_->count = 0; }
+
 }  // namespace ptune::engine::cuda

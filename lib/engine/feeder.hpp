@@ -16,12 +16,14 @@
 namespace ptune::engine {
 
 namespace detail {
-/// The next batch straight from `source`, with the time the host was blocked on it.
+/// The next batch straight from `source`, with the time the host was blocked on it; runs
+/// `then` (if given) when there is a batch.
 inline std::optional<data::Batch> pull(const std::function<std::optional<data::Batch>()>& source,
-                                       double* wait_ms) {
+                                       double* wait_ms, const std::function<void()>& then = {}) {
   measure::Stopwatch sw;
   std::optional<data::Batch> b = source();
   if (wait_ms) *wait_ms = sw.ms();
+  if (b && then) then();
   return b;
 }
 }  // namespace detail
@@ -36,8 +38,10 @@ class Feeder {
 
   /// The next batch on the device, ordered before any work queued after this call on the
   /// current stream; nullopt at the end. `wait_ms`, if given, receives the time the host was
-  /// blocked on the source (data wait).
-  std::optional<data::Batch> next(double* wait_ms = nullptr);
+  /// blocked on the source (data wait). `before_device_wait`, if given, runs once the host has
+  /// the batch and just before the current stream is made to wait for its copy (where a
+  /// timing mark separates waiting for data from waiting for the copy).
+  std::optional<data::Batch> next(double* wait_ms = nullptr, const std::function<void()>& before_device_wait = {});
 
  private:
   struct Impl;

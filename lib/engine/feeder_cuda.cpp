@@ -47,10 +47,10 @@ Feeder::Feeder(std::function<std::optional<data::Batch>()> source, c10::Device d
 
 Feeder::~Feeder() = default;
 
-std::optional<data::Batch> Feeder::next(double* wait_ms) {
+std::optional<data::Batch> Feeder::next(double* wait_ms, const std::function<void()>& before_device_wait) {
   Impl& m = *impl_;
   m.waited_ms = 0;
-  if (!m.device.is_cuda()) return detail::pull(m.source, wait_ms);
+  if (!m.device.is_cuda()) return detail::pull(m.source, wait_ms, before_device_wait);
   if (!m.started) {
     m.issue();
     m.started = true;
@@ -62,6 +62,7 @@ std::optional<data::Batch> Feeder::next(double* wait_ms) {
   Impl::InFlight cur = std::move(*m.next);
   m.next.reset();
   c10::cuda::CUDAStream compute = c10::cuda::getCurrentCUDAStream(m.device.index());
+  if (before_device_wait) before_device_wait();
   cur.copied.block(compute);  // the compute stream waits for this copy, the host does not
   // The tensors were allocated on the copy stream; tell the allocator they are used here too.
   c10::cuda::CUDACachingAllocator::recordStream(cur.batch.images.storage().data_ptr(), compute);

@@ -14,6 +14,8 @@ Feeder::Feeder(std::function<std::optional<data::Batch>()> source, c10::Device)
 
 Feeder::~Feeder() = default;
 
-std::optional<data::Batch> Feeder::next(double* wait_ms) { return detail::pull(impl_->source, wait_ms); }
+std::optional<data::Batch> Feeder::next(double* wait_ms, const std::function<void()>& before_device_wait) {
+  return detail::pull(impl_->source, wait_ms, before_device_wait);
+}
 
 }  // namespace ptune::engine

@@ -69,6 +69,17 @@ Measurement measure(const config::ExperimentConfig& cfg, const Progress& progres
   std::pair<at::Tensor, at::Tensor> fixed;  // synthetic: one batch, already on the device
   if (mode == "synthetic") fixed = trainer->to_device(batches.next());
 
+  // On a GPU the host does not wait for the device inside a step, so host clocks cannot split
+  // it; CUDA events on the compute stream do: per timed step, `ready` (the host has the batch),
+  // `copied` (the stream has waited for its copy and converted it), `done` (after the step).
+  std::optional<engine::cuda::EventMarks> marks;
+  if (device.is_cuda() && mode != "synthetic") marks.emplace(device.index());
+  struct StepMarks {
+    size_t ready = 0, copied = 0, done = 0;
+  };
+  std::vector<StepMarks> step_marks;
+  bool timed = false;
+
   at::Tensor last_loss;
   auto one_step = [&](Spans& s) {
     Stopwatch sw;
@@ -77,18 +88,25 @@ Measurement measure(const config::ExperimentConfig& cfg, const Progress& progres
       s.compute += sw.ms();
       return;
     }
+    const bool mark = marks && timed;
+    StepMarks sm;
     double waited = 0;
-    data::Batch batch = *feeder.next(&waited);
+    data::Batch batch = *feeder.next(&waited, [&] {
+      if (mark) sm.ready = marks->record();
+    });
     s.data += waited;
     const double t_data = sw.ms();
     if (mode == "data") {
       s.h2d += t_data - waited;
+      if (mark) sm.copied = sm.done = marks->record(), step_marks.push_back(sm);
       return;
     }
     auto [images, labels] = trainer->to_device(batch);
+    if (mark) sm.copied = marks->record();
     const double t_copy = sw.ms();
     s.h2d += t_copy - waited;
     last_loss = trainer->step(images, labels);
+    if (mark) sm.done = marks->record(), step_marks.push_back(sm);
     s.compute += sw.ms() - t_copy;
   };
 
@@ -108,8 +126,10 @@ Measurement measure(const config::ExperimentConfig& cfg, const Progress& progres
   m.batch_size = cfg.loader.batch_size;
   m.steps = steps;
   Spans sum;
+  timed = true;
   for (int64_t r = 0; r < cfg.measure.repeats; ++r) {
     Spans s;
+    if (marks) marks->clear(), step_marks.clear();
     Stopwatch wall;
     for (int64_t i = 0; i < steps; ++i) {
       one_step(s);
@@ -117,6 +137,18 @@ Measurement measure(const config::ExperimentConfig& cfg, const Progress& progres
     }
     engine::synchronize(device);
     s.total = wall.ms();
+    if (marks) {
+      // The device's view: waiting for the copy (and the uint8 conversion) and computing, as
+      // the events saw them; the rest of the wall time the device waited for the host.
+      double copy = 0, compute = 0;
+      for (const StepMarks& sm : step_marks) {
+        copy += marks->elapsed_ms(sm.ready, sm.copied);
+        compute += marks->elapsed_ms(sm.copied, sm.done);
+      }
+      s.h2d = std::min(copy, s.total);
+      s.compute = std::min(compute, s.total - s.h2d);
+      s.data = s.total - s.h2d - s.compute;
+    }
     m.repeat_ms.push_back(s.total / static_cast<double>(steps));
     sum.data += s.data;
     sum.h2d += s.h2d;
@@ -155,6 +187,7 @@ Measurement measure(const config::ExperimentConfig& cfg, const Progress& progres
     const bool write = cfg.measure.profile && !trace_path.empty() && group->rank() == 0;
     TraceRecorder recorder(device.is_cuda());
     Spans ignored;
+    timed = false;
     for (int64_t i = 0; i < cfg.measure.profile_steps; ++i) one_step(ignored);
     engine::synchronize(device);
     TraceSummary t = recorder.finish(write ? trace_path : "");

@@ -1,7 +1,8 @@
 #pragma once
 /// Measures one configuration: warm-up steps untimed, then `repeats` x `steps` timed steps,
-/// with the host blocked on the loader (data wait), the copy to the device and the compute
-/// timed separately; the device is synchronized before every clock read that ends a span.
+/// with the wait for data, the copy to the device and the compute timed separately (host
+/// clocks on the CPU, CUDA events on a GPU); the device is synchronized at the end of every
+/// repeat, before the clock read that ends it.
 
 #include <functional>
 #include <optional>
@@ -20,9 +21,13 @@ struct Measurement {
   double samples_per_s = 0;          // world_size * batch_size / ms_per_step
   std::vector<double> repeat_ms;     // ms/step of each repeat
   double spread_pct = 0;             // (max - min) / median over repeats, in %
-  double data_wait_pct = 0;          // host blocked waiting for a batch, % of step time
-  double h2d_pct = 0;                // host-to-device copy (and uint8 normalize), %
-  double compute_pct = 0;            // forward, backward, update, %
+  // The step split, % of step time. On the CPU from host clocks; on a GPU from CUDA events on
+  // the compute stream (the host does not wait for the device inside a step):
+  double data_wait_pct = 0;          // CPU: host blocked waiting for a batch; GPU: the device
+                                     // idle between steps, waiting for the host (the batch)
+  double h2d_pct = 0;                // host-to-device copy (and uint8 normalize); GPU: the
+                                     // compute stream waiting for the copy stream + normalize
+  double compute_pct = 0;            // forward, backward, update
   std::optional<double> loss;        // loss after the measured steps (train, synthetic)
   std::optional<int64_t> peak_mem_bytes;  // CUDA caching allocator peak; none on the CPU
   std::optional<int64_t> device_mem_bytes;  // the GPU's total memory; none on the CPU

@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <kineto/ActivityType.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
 
 #include "engine/cuda_support.hpp"
@@ -112,8 +113,12 @@ TraceSummary TraceRecorder::finish(const std::string& path) {
   s.wall_ms = (end_us - start_us_) / 1000.0;
   std::vector<std::pair<int64_t, int64_t>> kernels;
   int64_t first = INT64_MAX, last = 0;
+  constexpr auto kKernel = static_cast<uint8_t>(libkineto::ActivityType::CONCURRENT_KERNEL);
   for (const auto& e : result->events()) {
     if (e.deviceType() == c10::DeviceType::CUDA) {
+      // Kernels only, as the TensorBoard plugin's GPU utilization: copies, memsets and the
+      // GPU-side spans of annotations are not the SMs computing.
+      if (e.activityType() != kKernel) continue;
       int64_t b = static_cast<int64_t>(e.startNs() / 1000), d = static_cast<int64_t>(e.durationNs() / 1000);
       kernels.emplace_back(b, b + d);
       ++s.kernels;
@@ -123,11 +128,12 @@ TraceSummary TraceRecorder::finish(const std::string& path) {
       ++s.cpu_ops;
     }
   }
-  if (cuda_ && s.kernels > 0) {
-    // The window: from the first recorded host op to the last kernel's end.
+  if (cuda_) {
+    // The window: from the first recorded host op to the last kernel's end; no kernel at all
+    // (a data row copying float batches) is an idle GPU.
     int64_t end = last;
     for (auto& k : kernels) end = std::max(end, k.second);
-    s.gpu_busy_pct = 100.0 * busy_fraction(kernels, first, end);
+    s.gpu_busy_pct = kernels.empty() || first >= end ? 0.0 : 100.0 * busy_fraction(kernels, first, end);
   }
   if (!path.empty()) {
     std::filesystem::create_directories(std::filesystem::path(path).parent_path());

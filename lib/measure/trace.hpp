@@ -19,8 +19,9 @@ double busy_fraction(std::vector<std::pair<int64_t, int64_t>> intervals, int64_t
 
 /// What a finished recording tells.
 struct TraceSummary {
-  std::optional<double> gpu_busy_pct;  // merged kernel time / wall time; none without CUDA
-  int64_t kernels = 0;                 // device kernels recorded
+  std::optional<double> gpu_busy_pct;  // merged kernel time / wall time (0 without kernels);
+                                       // none without CUDA
+  int64_t kernels = 0;                 // device kernels recorded (copies and memsets are not)
   int64_t cpu_ops = 0;                 // host operators recorded
   double wall_ms = 0;                  // recorded window
 };
