@@ -239,6 +239,19 @@ int main(int argc, char** argv) {
         ptune::report::write_atomic(tune_out, ptune::config::to_json(best).dump(2) + "\n");
         ptune::log::info("wrote the winning config to " + tune_out);
       };
+      // Prints a search's outcome in --format: json (the whole document), csv/md (the table;
+      // the summary line goes to the log), or the table with `extra` text and the summary.
+      auto print_outcome = [&](const nlohmann::ordered_json& doc, const ptune::report::Results& table,
+                               const std::string& extra, const std::string& summary) {
+        if (tune_format == "json") {
+          std::cout << doc.dump(2) << "\n" << std::flush;
+        } else if (tune_format != "table") {
+          std::cout << ptune::report::render(table, tune_format) << std::flush;
+          ptune::log::info(summary);
+        } else {
+          std::cout << ptune::report::render(table, "table") << extra << summary << "\n" << std::flush;
+        }
+      };
       char line[256];
       if (tune_batch) {
         tune_batch_opt.budget_s = 60.0 * tune_budget_min;
@@ -254,16 +267,9 @@ int main(int argc, char** argv) {
         std::snprintf(line, sizeof line, "fastest: batch %lld; largest that fits: batch %lld%s",
                       static_cast<long long>(res.fastest), static_cast<long long>(res.largest_fitting),
                       res.stop_reason == "searched" ? "" : (" (stopped: " + res.stop_reason + ")").c_str());
-        if (tune_format == "json") {
-          std::cout << ptune::tune::to_json(res).dump(2) << "\n" << std::flush;
-        } else if (tune_format != "table") {
-          std::cout << ptune::report::render(res.table, tune_format) << std::flush;
-          ptune::log::info(line);
-        } else {
-          std::cout << ptune::report::render(res.table, "table");
-          for (const auto& n : res.notes) std::cout << "note: " << n << "\n";
-          std::cout << line << "\n" << std::flush;
-        }
+        std::string notes;
+        for (const auto& n : res.notes) notes += "note: " + n + "\n";
+        print_outcome(ptune::tune::to_json(res), res.table, notes, line);
         write_best(res.best);
         return res.stop_reason == "interrupted" ? 130 : 0;
       }
@@ -285,15 +291,7 @@ int main(int argc, char** argv) {
       std::snprintf(line, sizeof line, "stopped: %s after %.0f s; best %.1f samples/s, %.2fx the baseline",
                     res.stop_reason.c_str(), res.elapsed_s, last.samples_per_s,
                     first.samples_per_s > 0 ? last.samples_per_s / first.samples_per_s : 1.0);
-      if (tune_format == "json") {
-        std::cout << ptune::tune::to_json(res).dump(2) << "\n" << std::flush;
-      } else if (tune_format != "table") {
-        std::cout << ptune::report::render(res.path, tune_format) << std::flush;
-        ptune::log::info(line);
-      } else {
-        std::cout << ptune::report::render(res.path, "table") << "\ntrials:\n" << ptune::tune::render_trials(res.trials);
-        std::cout << line << "\n" << std::flush;
-      }
+      print_outcome(ptune::tune::to_json(res), res.path, "\ntrials:\n" + ptune::tune::render_trials(res.trials), line);
       write_best(res.best);
       return res.stop_reason == "interrupted" ? 130 : 0;
     }
