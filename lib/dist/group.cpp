@@ -33,11 +33,22 @@ void Pending::wait() {
   }
 }
 
+void Pending::wait_host() {
+  if (!work_) return;
+  try {
+    // With a timeout, NCCL's work blocks the host until done and throws when it runs out.
+    const bool ok = timeout_.count() > 0 ? work_->wait(timeout_) : work_->wait();
+    if (!ok) throw std::runtime_error("timed out after " + std::to_string(timeout_.count() / 1000) + " s");
+  } catch (const std::exception& e) {
+    throw std::runtime_error("collective failed (a rank died or dist.timeout_s passed?): " + message_of(e));
+  }
+}
+
 Group::Group() = default;
 
 Group::Group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, const std::string& backend,
              const c10::Device& device, std::chrono::milliseconds timeout, const std::string& gloo_host)
-    : rank_(rank), size_(size), backend_name_(backend) {
+    : rank_(rank), size_(size), backend_name_(backend), timeout_(timeout) {
   if (size < 1 || rank < 0 || rank >= size)
     throw std::invalid_argument("dist: rank " + std::to_string(rank) + " is not in [0, " + std::to_string(size) + ")");
   if (backend == "nccl") {
@@ -57,17 +68,17 @@ Pending Group::all_reduce_sum_async(at::Tensor& tensor) {
   std::vector<at::Tensor> tensors{tensor};
   c10d::AllreduceOptions opts;
   opts.reduceOp = c10d::ReduceOp::SUM;
-  return Pending(backend_->allreduce(tensors, opts));
+  return Pending(backend_->allreduce(tensors, opts), timeout_);
 }
 
-void Group::all_reduce_sum(at::Tensor& tensor) { all_reduce_sum_async(tensor).wait(); }
+void Group::all_reduce_sum(at::Tensor& tensor) { all_reduce_sum_async(tensor).wait_host(); }
 
 void Group::all_reduce_max(at::Tensor& tensor) {
   if (!backend_) return;
   std::vector<at::Tensor> tensors{tensor};
   c10d::AllreduceOptions opts;
   opts.reduceOp = c10d::ReduceOp::MAX;
-  Pending(backend_->allreduce(tensors, opts)).wait();
+  Pending(backend_->allreduce(tensors, opts), timeout_).wait_host();
 }
 
 void Group::broadcast(std::vector<at::Tensor>& tensors, int root) {
@@ -76,7 +87,7 @@ void Group::broadcast(std::vector<at::Tensor>& tensors, int root) {
     std::vector<at::Tensor> one{t};
     c10d::BroadcastOptions opts;
     opts.rootRank = root;
-    Pending(backend_->broadcast(one, opts)).wait();
+    Pending(backend_->broadcast(one, opts), timeout_).wait_host();
   }
 }
 

@@ -28,16 +28,24 @@ class Pending {
  public:
   /// Nothing in flight.
   Pending() = default;
-  /// Takes a backend's work item.
-  explicit Pending(c10::intrusive_ptr<c10d::Work> work) : work_(std::move(work)) {}
-  /// Waits for the collective. Throws std::runtime_error (the backend's message) when it
-  /// failed or timed out (a peer died, dist.timeout_s passed).
+  /// Takes a backend's work item; `timeout` bounds wait_host().
+  explicit Pending(c10::intrusive_ptr<c10d::Work> work,
+                   std::chrono::milliseconds timeout = std::chrono::milliseconds(0))
+      : work_(std::move(work)), timeout_(timeout) {}
+  /// Waits for the collective as DDP does: Gloo blocks the host until it is done; NCCL makes
+  /// the current CUDA stream wait for it and returns at once (a failure or timeout there is
+  /// caught by NCCL's watchdog, which ends the process with its message). Throws
+  /// std::runtime_error (the backend's message) when it failed.
   void wait();
+  /// Blocks the host until the collective is done, on every backend, and throws
+  /// std::runtime_error when it failed or the timeout passed (a peer died, dist.timeout_s).
+  void wait_host();
   /// True when there is nothing to wait for.
   bool empty() const { return !work_; }
 
  private:
   c10::intrusive_ptr<c10d::Work> work_;
+  std::chrono::milliseconds timeout_{0};  // 0: the backend's own
 };
 
 class Group {
@@ -68,7 +76,8 @@ class Group {
   /// Starts summing `tensor` over all ranks, in place (dense, contiguous). Returns the pending
   /// work; with a single process, an empty Pending and the tensor unchanged.
   Pending all_reduce_sum_async(at::Tensor& tensor);
-  /// Sums `tensor` over all ranks, in place, and waits. Throws as Pending::wait.
+  /// Sums `tensor` over all ranks, in place, and waits (host-blocking). Throws as
+  /// Pending::wait_host; so do the collectives below.
   void all_reduce_sum(at::Tensor& tensor);
   /// Elementwise maximum of `tensor` over all ranks, in place, and waits. Throws as Pending::wait.
   void all_reduce_max(at::Tensor& tensor);
@@ -88,6 +97,7 @@ class Group {
   std::string backend_name_ = "none";
   c10::Device device_{c10::kCPU};
   c10::intrusive_ptr<c10d::Backend> backend_;
+  std::chrono::milliseconds timeout_{0};
 };
 
 /// The backend `dist.backend` names for a device: "auto" is NCCL on CUDA and Gloo on the CPU.

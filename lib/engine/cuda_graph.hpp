@@ -13,7 +13,8 @@ namespace ptune::engine {
 
 class GraphStep {
  public:
-  GraphStep();
+  /// A graph for CUDA device `device_index` (its streams, whatever device is current).
+  explicit GraphStep(int device_index = 0);
   ~GraphStep();
   GraphStep(const GraphStep&) = delete;
   GraphStep& operator=(const GraphStep&) = delete;
@@ -26,7 +27,10 @@ class GraphStep {
 
   /// Captures one run of `body` on the side stream into a graph (nothing executes). Returns
   /// false, with failure() saying why, if capture is impossible (an op that cannot be
-  /// captured, a host synchronization inside `body`); the device is then usable for eager steps.
+  /// captured, a host synchronization inside `body`); the allocators are then restored and the
+  /// device is usable for eager steps. Host-side effects of the partly run `body` stay: the
+  /// caller resets its own per-step state. The first capture in a process also initializes the
+  /// profiler's CUDA tracing, so that later profiled replays record their kernels.
   bool capture(const std::function<void()>& body);
 
   /// Replays the captured step on the current stream. Requires a successful capture().

@@ -1,32 +1,92 @@
 // CUDA implementation of cuda_graph.hpp.
 #include "engine/cuda_graph.hpp"
 
+#include <mutex>
+#include <optional>
+#include <set>
+
 #include <ATen/autocast_mode.h>
+#include <ATen/core/CachingHostAllocator.h>
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
-
-#include <optional>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <c10/util/Exception.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
 
 namespace ptune::engine {
+namespace {
+
+/// at::cuda::CUDAGraph with a view of the state a failed capture leaves behind.
+struct Graph : at::cuda::CUDAGraph {
+  c10::MempoolId_t pool_id() const { return mempool_id_; }
+  c10::DeviceIndex device() const { return capture_dev_; }
+  bool ended() const { return capture_ended_; }
+};
+
+/// CUPTI set up after a graph was captured can break its replays or miss their kernels; as
+/// PyTorch does for graphs (torch.profiler._utils._init_for_cuda_graphs), an empty profiler
+/// session before the first capture initializes it. Best effort, once per process.
+void init_profiler_for_graphs() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    namespace prof = torch::autograd::profiler;
+    using torch::profiler::impl::ActivityType;
+    try {
+      if (prof::profilerEnabled()) return;  // already running: CUPTI is up
+      const prof::ProfilerConfig config(torch::profiler::impl::ProfilerState::KINETO);
+      const std::set<ActivityType> activities{ActivityType::CPU, ActivityType::CUDA};
+      prof::prepareProfiler(config, activities);
+      prof::enableProfiler(config, activities);
+      prof::disableProfiler();
+    } catch (...) {
+    }
+  });
+}
+
+}  // namespace
 
 struct GraphStep::Impl {
-  at::cuda::CUDAGraph graph;
+  c10::DeviceIndex device = 0;
+  std::optional<Graph> graph;
   std::optional<c10::cuda::CUDAStream> side;
 
   c10::cuda::CUDAStream side_stream() {
-    if (!side) side = c10::cuda::getStreamFromPool();
+    if (!side) side = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device);
     return *side;
+  }
+
+  /// After a capture that did not end cleanly: the allocators still route allocations to the
+  /// capture's private pools and defer frees as if a capture were under way; end and release
+  /// them (each call may legitimately find nothing to do), then drop the graph.
+  void clean_up_failed_capture() {
+    if (!graph) return;
+    if (!graph->ended() && graph->device() >= 0) {
+      const c10::MempoolId_t pool = graph->pool_id();
+      auto* host = at::getHostAllocator(at::kCUDA);
+      try { c10::cuda::CUDACachingAllocator::endAllocateToPool(graph->device(), pool); } catch (...) {}
+      try { host->end_allocate_to_pool(pool); } catch (...) {}
+      try { c10::cuda::CUDACachingAllocator::releasePool(graph->device(), pool); } catch (...) {}
+      try { host->release_pool(pool); } catch (...) {}
+    }
+    try {
+      graph->reset();
+    } catch (...) {
+    }
+    graph.reset();
   }
 };
 
-GraphStep::GraphStep() : impl_(std::make_unique<Impl>()) {}
+GraphStep::GraphStep(int device_index) : impl_(std::make_unique<Impl>()) {
+  impl_->device = static_cast<c10::DeviceIndex>(device_index);
+}
+
 GraphStep::~GraphStep() = default;
 
 void GraphStep::run_eager(const std::function<void()>& body) {
-  c10::cuda::CUDAStream main = c10::cuda::getCurrentCUDAStream();
+  c10::cuda::CUDAGuard device_guard(impl_->device);
+  c10::cuda::CUDAStream main = c10::cuda::getCurrentCUDAStream(impl_->device);
   c10::cuda::CUDAStream side = impl_->side_stream();
   at::cuda::CUDAEvent queued;
   queued.record(main);
@@ -41,7 +101,9 @@ void GraphStep::run_eager(const std::function<void()>& body) {
 }
 
 bool GraphStep::capture(const std::function<void()>& body) {
-  c10::cuda::CUDAStream main = c10::cuda::getCurrentCUDAStream();
+  c10::cuda::CUDAGuard device_guard(impl_->device);
+  init_profiler_for_graphs();
+  c10::cuda::CUDAStream main = c10::cuda::getCurrentCUDAStream(impl_->device);
   c10::cuda::CUDAStream side = impl_->side_stream();
   // Capture needs an idle side stream that no other stream is still feeding.
   main.synchronize();
@@ -52,25 +114,27 @@ bool GraphStep::capture(const std::function<void()>& body) {
   try {
     c10::cuda::CUDAStreamGuard guard(side);
     at::autocast::set_autocast_cache_enabled(false);
+    impl_->graph.emplace();
     // Thread-local capture mode: the loader's worker threads keep allocating page-locked
     // batches (cudaHostAlloc, event queries) while this thread captures; in the default
     // global mode those calls from other threads would be refused and break the capture.
-    impl_->graph.capture_begin(/*pool=*/{0, 0}, cudaStreamCaptureModeThreadLocal);
+    impl_->graph->capture_begin(/*pool=*/{0, 0}, cudaStreamCaptureModeThreadLocal);
     try {
       body();
     } catch (...) {
       try {
-        impl_->graph.capture_end();
+        impl_->graph->capture_end();
       } catch (...) {
       }
       throw;
     }
-    impl_->graph.capture_end();
+    impl_->graph->capture_end();
     at::autocast::set_autocast_cache_enabled(cache);
-  } catch (const c10::Error& e) {
+  } catch (const std::exception& e) {
     at::autocast::set_autocast_cache_enabled(cache);
-    impl_->graph.reset();
-    failure_ = e.what_without_backtrace();
+    impl_->clean_up_failed_capture();
+    const auto* ce = dynamic_cast<const c10::Error*>(&e);
+    failure_ = ce ? ce->what_without_backtrace() : e.what();
     failure_ = failure_.substr(0, failure_.find('\n'));
     captured_ = false;
     return false;
@@ -81,7 +145,8 @@ bool GraphStep::capture(const std::function<void()>& body) {
 
 void GraphStep::replay() {
   TORCH_CHECK(captured_, "GraphStep::replay() before a successful capture()");
-  impl_->graph.replay();
+  c10::cuda::CUDAGuard device_guard(impl_->device);
+  impl_->graph->replay();
 }
 
 }  // namespace ptune::engine

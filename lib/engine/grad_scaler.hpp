@@ -98,6 +98,11 @@ class GradScaler {
   /// Throws std::logic_error before the first scale().
   void update(double new_scale);
 
+  /// Forgets this iteration's per-optimizer state (what unscale_/step recorded) without
+  /// touching the scale or the growth tracker: for an iteration abandoned part way (a failed
+  /// CUDA-graph capture), so that the next one starts clean. Never throws.
+  void reset_iteration() { per_optimizer_.clear(); }
+
   /// float32 0-dim tensor on the scale's device: the sum over this iteration's optimizers and
   /// devices of the per-check found_inf flags, > 0 if any grad was inf/NaN. No host sync.
   /// Throws std::logic_error when no unscale_/step happened since the last update().

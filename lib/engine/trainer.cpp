@@ -128,7 +128,7 @@ Trainer::Trainer(const config::ExperimentConfig& cfg, const c10::Device& device,
   }
 
   if (cfg.optim.amp == "fp16") scaler_.emplace();
-  if (cfg.optim.cuda_graphs) graph_ = std::make_unique<GraphStep>();
+  if (cfg.optim.cuda_graphs) graph_ = std::make_unique<GraphStep>(device_.index());
 
   std::vector<float> scale(3), shift(3);
   for (int c = 0; c < 3; ++c) {
@@ -185,6 +185,11 @@ at::Tensor Trainer::graph_step(const at::Tensor& images, const at::Tensor& label
     }
     if (!graph_->capture(body)) {
       graph_note_ = "optim.cuda_graphs: capture failed (" + graph_->failure() + "); ran eagerly";
+      // The captured body ran its host side part way: forget that step's bookkeeping
+      // (gradients that were never computed, the scaler's unscale/step state).
+      if (scaler_) scaler_->reset_iteration();
+      for (auto& p : model_->parameters()) p.mutable_grad().reset();
+      micro_ = 0;
       return run_step(images, labels, /*graph_safe=*/false);
     }
   }
