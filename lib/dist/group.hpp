@@ -79,16 +79,18 @@ class Group {
   /// Sums `tensor` over all ranks, in place, and waits (host-blocking). Throws as
   /// Pending::wait_host; so do the collectives below.
   void all_reduce_sum(at::Tensor& tensor);
-  /// Elementwise maximum of `tensor` over all ranks, in place, and waits. Throws as Pending::wait.
+  /// Elementwise maximum of `tensor` over all ranks, in place, and waits. Throws as Pending::wait_host.
   void all_reduce_max(at::Tensor& tensor);
   /// Copies rank `root`'s tensors into every rank's (same shapes and dtypes on every rank) and
-  /// waits. Throws as Pending::wait.
+  /// waits. Throws as Pending::wait_host.
   void broadcast(std::vector<at::Tensor>& tensors, int root = 0);
-  /// The maximum over all ranks of each value (host numbers; one collective). Throws as wait.
+  /// The maximum over all ranks of each value (host numbers; one collective). Throws as
+  /// Pending::wait_host.
   std::vector<double> max(const std::vector<double>& values);
-  /// The sum over all ranks of each value (host numbers; one collective). Throws as wait.
+  /// The sum over all ranks of each value (host numbers; one collective). Throws as
+  /// Pending::wait_host.
   std::vector<double> sum(const std::vector<double>& values);
-  /// Waits until every rank has reached this call. Throws as Pending::wait.
+  /// Waits until every rank has reached this call. Throws as Pending::wait_host.
   void barrier();
 
  private:
@@ -122,7 +124,7 @@ int64_t rank_cpu_threads(int64_t configured);
 std::shared_ptr<Group> process_group(const config::DistConfig& cfg, const c10::Device& device);
 
 /// Copies rank `root`'s parameters and buffers into every rank's module (one broadcast per
-/// dtype, as DDP does at construction). No-op in a single process. Throws as Pending::wait.
+/// dtype, as DDP does at construction). No-op in a single process. Throws as Pending::wait_host.
 void broadcast_module(torch::nn::Module& module, Group& group, int root = 0);
 
 }  // namespace ptune::dist

@@ -35,7 +35,7 @@ class Trainer {
   /// With a distributed `group` (data parallel, as PyTorch's DDP): rank 0's parameters and
   /// buffers are broadcast to every rank now, and every step averages gradients over the ranks
   /// with bucketed all-reduces that overlap backward (dist.bucket_mb); throws as
-  /// dist::Pending::wait when the broadcast fails. Without one (or a single-process group), the
+  /// dist::Pending::wait_host when the broadcast fails. Without one (or a single-process group), the
   /// trainer is local.
   Trainer(const config::ExperimentConfig& cfg, const c10::Device& device,
           std::shared_ptr<dist::Group> group = nullptr);
