@@ -25,8 +25,18 @@ find_package(nlohmann_json 3.10 REQUIRED)
 find_package(CLI11 2.0 REQUIRED)
 find_package(spdlog REQUIRED)
 find_package(PNG REQUIRED)
-find_package(PkgConfig REQUIRED)
-pkg_check_modules(TURBOJPEG REQUIRED IMPORTED_TARGET libturbojpeg)
+# libjpeg-turbo's TurboJPEG API, found by file rather than by pkg-config: the .pc file of a
+# Debian package unpacked elsewhere (scripts/gpu-build's PTUNE_DEPS) points at /usr, and a GPU
+# machine may have no pkg-config at all. find_* search CMAKE_PREFIX_PATH with its lib/<arch>.
+find_path(PTUNE_TURBOJPEG_INCLUDE_DIR turbojpeg.h)
+find_library(PTUNE_TURBOJPEG_LIBRARY NAMES turbojpeg)
+if(NOT PTUNE_TURBOJPEG_INCLUDE_DIR OR NOT PTUNE_TURBOJPEG_LIBRARY)
+  message(FATAL_ERROR "ptune: libturbojpeg not found (apt-get install libturbojpeg0-dev)")
+endif()
+add_library(ptune_turbojpeg UNKNOWN IMPORTED)
+set_target_properties(ptune_turbojpeg PROPERTIES IMPORTED_LOCATION "${PTUNE_TURBOJPEG_LIBRARY}"
+                      INTERFACE_INCLUDE_DIRECTORIES "${PTUNE_TURBOJPEG_INCLUDE_DIR}")
+message(STATUS "ptune: TurboJPEG: ${PTUNE_TURBOJPEG_LIBRARY}")
 find_package(Threads REQUIRED)
 
 # The torch wheel's libtorch.so exports its own (partial) copy of std::filesystem; a program
