@@ -282,6 +282,14 @@ TEST_CASE("dist: torchrun variables", "[dist]") {
   CHECK_THROWS_WITH(dist::parse_environment(getenv_of({{"RANK", "x"}, {"WORLD_SIZE", "2"}})),
                     Catch::Contains("RANK='x' is not an integer"));
   CHECK_THROWS_WITH(dist::parse_environment(getenv_of({{"WORLD_SIZE", "2"}})), Catch::Contains("RANK is not"));
+  // Without MASTER_ADDR the rank queries still see the world (the address may come from
+  // dist.master_addr when the group is joined); only joining needs it.
+  CHECK_THROWS_WITH(dist::parse_environment(getenv_of({{"RANK", "1"}, {"WORLD_SIZE", "2"}})),
+                    Catch::Contains("no rendezvous address"));
+  e = dist::parse_environment(getenv_of({{"RANK", "1"}, {"WORLD_SIZE", "2"}}), {}, /*need_address=*/false);
+  CHECK(e.rank == 1);
+  CHECK(e.world_size == 2);
+  CHECK(e.master_addr.empty());
   // A world of one is a single process.
   e = dist::parse_environment(getenv_of({{"RANK", "0"}, {"WORLD_SIZE", "1"}}));
   CHECK_FALSE(e.distributed());
@@ -476,6 +484,18 @@ TEST_CASE("dist: ptune launch trains on 2 ranks and only rank 0 prints and write
   CHECK(results["rows"][0]["status"] == "ok");
   const double ms = results["rows"][0]["ms_per_step"], sps = results["rows"][0]["samples_per_s"];
   CHECK(sps == Approx(2 * 4 * 1000.0 / ms).epsilon(0.01));
+
+  // The process group is joined once: a row cannot move it to other settings.
+  const std::string rows = dir.write("rows.json", R"({
+  "name": "rows", "device": "cpu", "cpu_threads": 1, "data": {"num_samples": 64, "image_size": 16},
+  "loader": {"batch_size": 4}, "measure": {"warmup_steps": 1, "steps": 1, "repeats": 1},
+  "sweep": [{"name": "a"}, {"name": "b", "set": {"dist.timeout_s": 99}}]})");
+  auto t = ptune::test::run(ptune::test::exe() + " launch --nproc-per-node 2 --master-port 0 -- sweep " + rows +
+                            " --out " + dir.file("rows-out.json"));
+  INFO(t.out << t.err);
+  auto rr = nlohmann::json::parse(ptune::test::read_file(dir.file("rows-out.json")));
+  CHECK(rr["rows"][0]["status"] == "ok");
+  CHECK(rr["rows"][1]["status"].get<std::string>().find("joined its process group as gloo on cpu") != std::string::npos);
 }
 
 TEST_CASE("dist: torchrun --no-python runs ptune data-parallel", "[dist]") {

@@ -20,8 +20,6 @@ namespace ptune::dist {
 
 #if PTUNE_HAS_GLOO
 
-bool gloo_available() { return true; }
-
 c10::intrusive_ptr<c10d::Backend> make_gloo(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                             int size, std::chrono::milliseconds timeout,
                                             const std::string& bind_host) {
@@ -40,8 +38,6 @@ c10::intrusive_ptr<c10d::Backend> make_gloo(const c10::intrusive_ptr<c10d::Store
 }
 
 #else
-
-bool gloo_available() { return false; }
 
 c10::intrusive_ptr<c10d::Backend> make_gloo(const c10::intrusive_ptr<c10d::Store>&, int, int,
                                             std::chrono::milliseconds, const std::string&) {

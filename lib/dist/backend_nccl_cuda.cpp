@@ -9,8 +9,6 @@
 
 namespace ptune::dist {
 
-bool nccl_available() { return true; }
-
 c10::intrusive_ptr<c10d::Backend> make_nccl(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                             int size, int device_index, std::chrono::milliseconds timeout) {
   c10::cuda::set_device(static_cast<c10::DeviceIndex>(device_index));

@@ -5,8 +5,6 @@
 
 namespace ptune::dist {
 
-bool nccl_available() { return false; }
-
 c10::intrusive_ptr<c10d::Backend> make_nccl(const c10::intrusive_ptr<c10d::Store>&, int, int, int,
                                             std::chrono::milliseconds) {
   throw ConfigError("dist.backend: nccl needs a CUDA build of LibTorch; this one has no CUDA (use gloo)");

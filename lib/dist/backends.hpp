@@ -11,8 +11,6 @@
 
 namespace ptune::dist {
 
-/// True when this build can create Gloo process groups.
-bool gloo_available();
 /// A ProcessGroupGloo of `size` ranks over `store` on Gloo's TCP transport, bound to (in this
 /// order) the interface GLOO_SOCKET_IFNAME names, as in PyTorch; `bind_host` when not empty;
 /// else this machine's hostname (loopback when it does not resolve). Blocks until all ranks
@@ -22,8 +20,6 @@ c10::intrusive_ptr<c10d::Backend> make_gloo(const c10::intrusive_ptr<c10d::Store
                                             int size, std::chrono::milliseconds timeout,
                                             const std::string& bind_host);
 
-/// True when this build can create NCCL process groups.
-bool nccl_available();
 /// A ProcessGroupNCCL of `size` ranks over `store`, bound to cuda:`device_index` (made the
 /// current device). Throws ConfigError when built without CUDA; c10::Error when NCCL fails.
 c10::intrusive_ptr<c10d::Backend> make_nccl(const c10::intrusive_ptr<c10d::Store>& store, int rank,

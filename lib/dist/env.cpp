@@ -62,7 +62,7 @@ std::string first_slurm_host(const std::string& nodelist) {
   return host;
 }
 
-Environment parse_environment(const Getenv& getenv, const config::DistConfig& cfg) {
+Environment parse_environment(const Getenv& getenv, const config::DistConfig& cfg, bool need_address) {
   Environment e;
   const bool torchrun = is_set(getenv, "WORLD_SIZE") || is_set(getenv, "RANK");
   const bool slurm = !torchrun && is_set(getenv, "SLURM_PROCID") &&
@@ -119,7 +119,7 @@ Environment parse_environment(const Getenv& getenv, const config::DistConfig& cf
       }
     }
   }
-  if (e.master_addr.empty())
+  if (e.master_addr.empty() && need_address)
     throw std::runtime_error("environment: no rendezvous address: set MASTER_ADDR or dist.master_addr "
                              "to the host of rank 0");
   e.master_port = int_var(getenv, "MASTER_PORT", static_cast<int>(cfg.master_port));
@@ -129,7 +129,8 @@ Environment parse_environment(const Getenv& getenv, const config::DistConfig& cf
 }
 
 const Environment& environment() {
-  static const Environment env = parse_environment([](const char* name) { return std::getenv(name); });
+  static const Environment env =
+      parse_environment([](const char* name) { return std::getenv(name); }, {}, /*need_address=*/false);
   return env;
 }
 

@@ -37,16 +37,18 @@ using Getenv = std::function<const char*(const char*)>;
 /// else cfg.master_addr, else (Slurm) the first host of SLURM_STEP_NODELIST/SLURM_JOB_NODELIST;
 /// the port is MASTER_PORT, else cfg.master_port. Returns a single-process Environment when
 /// neither set of variables names a world. Throws std::runtime_error naming the variable for a
-/// malformed or inconsistent value (RANK not below WORLD_SIZE, a non-number, no master address).
-Environment parse_environment(const Getenv& getenv, const config::DistConfig& cfg = {});
+/// malformed or inconsistent value (RANK not below WORLD_SIZE, a non-number, no master address
+/// when `need_address`; without it master_addr may stay "" — enough for rank queries).
+Environment parse_environment(const Getenv& getenv, const config::DistConfig& cfg = {}, bool need_address = true);
 
 /// The first host of a Slurm node list: "gpu[03-05,07],cpu1" -> "gpu03", "a,b" -> "a".
 /// Returns "" for an empty list.
 std::string first_slurm_host(const std::string& nodelist);
 
-/// This process's Environment, parsed once from the real environment with the default
-/// DistConfig (enough for rank queries; the master address from a config is applied when the
-/// process group is joined). Throws as parse_environment on the first call.
+/// This process's Environment, parsed once from the real environment without a config and
+/// without requiring a master address (enough for rank queries; the address, perhaps from
+/// dist.master_addr, is resolved when the process group is joined). Throws as
+/// parse_environment on the first call.
 const Environment& environment();
 
 /// This process's global rank: 0 when not distributed. Never throws (0 on a malformed env).

@@ -6,8 +6,6 @@
 #include <torch/csrc/autograd/variable.h>
 #include <torch/torch.h>
 
-#include "measure/stats.hpp"
-
 namespace ptune::dist {
 
 /// The hook AccumulateGrad calls after adding a backward's gradient into a parameter's .grad.
@@ -57,12 +55,15 @@ GradSync::GradSync(const std::vector<at::Tensor>& params, std::shared_ptr<Group>
   }
   for (auto& b : buckets_) {
     int64_t total = 0;
-    for (size_t k : b.params) {
-      b.offsets.push_back(total);
-      total += params_[k].numel();
-    }
+    for (size_t k : b.params) total += params_[k].numel();
     const at::Tensor& head = params_[b.params.front()];
     b.flat = at::zeros({total}, head.options().requires_grad(false));
+    // Each parameter's place in the bucket, shaped as the parameter: made once, used every step.
+    int64_t offset = 0;
+    for (size_t k : b.params) {
+      b.views.push_back(b.flat.narrow(0, offset, params_[k].numel()).view(params_[k].sizes()));
+      offset += params_[k].numel();
+    }
   }
 
   if (!group_->distributed()) return;  // nothing to average: no hooks
@@ -94,16 +95,15 @@ void GradSync::prepare(bool sync) {
   ready_.assign(params_.size(), false);
   for (auto& b : buckets_) {
     b.pending = b.params.size();
-    b.launched = false;
-    b.work = Pending();
   }
   next_launch_ = 0;
 }
 
 void GradSync::copy_in(Bucket& bucket, size_t slot, const at::Tensor& grad) {
-  const at::Tensor& p = params_[bucket.params[slot]];
-  at::Tensor view = bucket.flat.narrow(0, bucket.offsets[slot], p.numel()).view(p.sizes());
-  if (grad.defined()) view.copy_(grad);
+  at::Tensor& view = bucket.views[slot];
+  // Average = sum of (grad / world): dividing on the way in keeps fp16-scaled sums in range,
+  // as DDP does, without another pass over the bucket.
+  if (grad.defined()) at::div_out(view, grad, static_cast<double>(group_->size()));
   else view.zero_();
 }
 
@@ -117,12 +117,7 @@ void GradSync::on_grad_ready(size_t k) {
   if (--b.pending == 0) launch_ready_locked();
 }
 
-void GradSync::launch_locked(Bucket& b) {
-  // Average = sum of (grad / world): dividing first keeps fp16-scaled sums in range, as DDP.
-  b.flat.div_(static_cast<double>(group_->size()));
-  b.work = group_->all_reduce_sum_async(b.flat);
-  b.launched = true;
-}
+void GradSync::launch_locked(Bucket& b) { b.work = group_->all_reduce_sum_async(b.flat); }
 
 void GradSync::launch_ready_locked() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
@@ -149,15 +144,12 @@ void GradSync::finish() {
     launch_locked(b);
     ++stats_.buckets_in_finish;
   }
-  measure::Stopwatch clock;
   for (auto& b : buckets_) b.work.wait();
-  stats_.last_wait_ms = clock.ms();
   for (auto& b : buckets_) {
     for (size_t slot = 0; slot < b.params.size(); ++slot) {
       at::Tensor& p = params_[b.params[slot]];
-      at::Tensor avg = b.flat.narrow(0, b.offsets[slot], p.numel()).view(p.sizes());
-      if (p.grad().defined()) p.mutable_grad().copy_(avg);
-      else p.mutable_grad() = avg.clone();
+      if (p.grad().defined()) p.mutable_grad().copy_(b.views[slot]);
+      else p.mutable_grad() = b.views[slot].clone();
     }
     b.work = Pending();
   }

@@ -28,7 +28,6 @@ struct GradSyncStats {
   int64_t syncs = 0;                 // finish() calls that all-reduced
   int64_t buckets_in_backward = 0;   // buckets whose all-reduce started during backward
   int64_t buckets_in_finish = 0;     // buckets started by finish() (a parameter got no gradient)
-  double last_wait_ms = 0;           // host time finish() spent waiting (on a GPU: ~0, async)
 };
 
 class GradSync {
@@ -64,10 +63,9 @@ class GradSync {
  private:
   struct Bucket {
     std::vector<size_t> params;    // indices into params_
-    std::vector<int64_t> offsets;  // element offset of each in `flat`
     at::Tensor flat;               // all the bucket's gradients, contiguous
+    std::vector<at::Tensor> views; // each parameter's slice of `flat`, shaped as the parameter
     size_t pending = 0;            // gradients not yet copied in this backward
-    bool launched = false;
     Pending work;
   };
 

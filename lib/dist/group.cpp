@@ -63,23 +63,17 @@ Group::Group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, c
   }
 }
 
-Pending Group::all_reduce_sum_async(at::Tensor& tensor) {
+Pending Group::all_reduce_async(at::Tensor& tensor, c10d::ReduceOp::RedOpType op) {
   if (!backend_) return Pending();
   std::vector<at::Tensor> tensors{tensor};
   c10d::AllreduceOptions opts;
-  opts.reduceOp = c10d::ReduceOp::SUM;
+  opts.reduceOp = c10d::ReduceOp(op);
   return Pending(backend_->allreduce(tensors, opts), timeout_);
 }
 
-void Group::all_reduce_sum(at::Tensor& tensor) { all_reduce_sum_async(tensor).wait_host(); }
+Pending Group::all_reduce_sum_async(at::Tensor& tensor) { return all_reduce_async(tensor, c10d::ReduceOp::SUM); }
 
-void Group::all_reduce_max(at::Tensor& tensor) {
-  if (!backend_) return;
-  std::vector<at::Tensor> tensors{tensor};
-  c10d::AllreduceOptions opts;
-  opts.reduceOp = c10d::ReduceOp::MAX;
-  Pending(backend_->allreduce(tensors, opts), timeout_).wait_host();
-}
+void Group::all_reduce_sum(at::Tensor& tensor) { all_reduce_async(tensor, c10d::ReduceOp::SUM).wait_host(); }
 
 void Group::broadcast(std::vector<at::Tensor>& tensors, int root) {
   if (!backend_) return;
@@ -91,21 +85,17 @@ void Group::broadcast(std::vector<at::Tensor>& tensors, int root) {
   }
 }
 
-std::vector<double> Group::max(const std::vector<double>& values) {
+std::vector<double> Group::reduce_values(const std::vector<double>& values, c10d::ReduceOp::RedOpType op) {
   if (!backend_ || values.empty()) return values;
   at::Tensor t = torch::tensor(values, torch::kFloat64).to(device_);
-  all_reduce_max(t);
+  all_reduce_async(t, op).wait_host();
   t = t.cpu();
   return std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
 }
 
-std::vector<double> Group::sum(const std::vector<double>& values) {
-  if (!backend_ || values.empty()) return values;
-  at::Tensor t = torch::tensor(values, torch::kFloat64).to(device_);
-  all_reduce_sum(t);
-  t = t.cpu();
-  return std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
-}
+std::vector<double> Group::max(const std::vector<double>& values) { return reduce_values(values, c10d::ReduceOp::MAX); }
+
+std::vector<double> Group::sum(const std::vector<double>& values) { return reduce_values(values, c10d::ReduceOp::SUM); }
 
 void Group::barrier() {
   // An all-reduce of one number: works the same on every backend and device.
@@ -151,8 +141,22 @@ std::shared_ptr<Group> process_group(const config::DistConfig& cfg, const c10::D
   // backend's threads already going) can hang or crash; the OS closes its sockets.
   static auto* group_slot = new std::shared_ptr<Group>();
   std::shared_ptr<Group>& group = *group_slot;
+  static std::string joined_as;  // the settings the group was joined with
+  auto settings = [&] {
+    return resolve_backend(cfg.backend, device) + " on " + device.str() + ", dist.timeout_s " +
+           std::to_string(cfg.timeout_s);
+  };
   std::lock_guard<std::mutex> lock(mu);
-  if (group) return group;
+  if (group) {
+    // One group per process: a later sweep row cannot move it to another backend or device.
+    if (group->distributed()) {
+      const std::string asked = settings();
+      if (asked != joined_as)
+        throw ConfigError("dist: this data-parallel run joined its process group as " + joined_as +
+                          "; a row cannot change that (asked for " + asked + ")");
+    }
+    return group;
+  }
   const Environment env = parse_environment([](const char* name) { return std::getenv(name); }, cfg);
   if (!env.distributed()) {
     group = std::make_shared<Group>();
@@ -186,6 +190,7 @@ std::shared_ptr<Group> process_group(const config::DistConfig& cfg, const c10::D
     const bool loopback = m.rfind("127.", 0) == 0 || m == "localhost" || m == "::1";
     group = std::make_shared<Group>(store, env.rank, env.world_size, backend, device, timeout,
                                     loopback ? "127.0.0.1" : "");
+    joined_as = settings();
   } catch (const ConfigError&) {
     throw;
   } catch (const std::exception& e) {

@@ -40,8 +40,6 @@ class Pending {
   /// Blocks the host until the collective is done, on every backend, and throws
   /// std::runtime_error when it failed or the timeout passed (a peer died, dist.timeout_s).
   void wait_host();
-  /// True when there is nothing to wait for.
-  bool empty() const { return !work_; }
 
  private:
   c10::intrusive_ptr<c10d::Work> work_;
@@ -70,8 +68,6 @@ class Group {
   bool distributed() const { return size_ > 1; }
   /// "gloo", "nccl", or "none" for a single process.
   const std::string& backend_name() const { return backend_name_; }
-  /// Where host values travel for collectives: the CUDA device for NCCL, else the CPU.
-  const c10::Device& device() const { return device_; }
 
   /// Starts summing `tensor` over all ranks, in place (dense, contiguous). Returns the pending
   /// work; with a single process, an empty Pending and the tensor unchanged.
@@ -79,8 +75,6 @@ class Group {
   /// Sums `tensor` over all ranks, in place, and waits (host-blocking). Throws as
   /// Pending::wait_host; so do the collectives below.
   void all_reduce_sum(at::Tensor& tensor);
-  /// Elementwise maximum of `tensor` over all ranks, in place, and waits. Throws as Pending::wait_host.
-  void all_reduce_max(at::Tensor& tensor);
   /// Copies rank `root`'s tensors into every rank's (same shapes and dtypes on every rank) and
   /// waits. Throws as Pending::wait_host.
   void broadcast(std::vector<at::Tensor>& tensors, int root = 0);
@@ -97,7 +91,12 @@ class Group {
   int rank_ = 0;
   int size_ = 1;
   std::string backend_name_ = "none";
-  c10::Device device_{c10::kCPU};
+  c10::Device device_{c10::kCPU};  // where host values travel: the CUDA device for NCCL
+  /// Starts an in-place all-reduce with `op`; an empty Pending without a backend.
+  Pending all_reduce_async(at::Tensor& tensor, c10d::ReduceOp::RedOpType op);
+  /// Reduces host numbers over all ranks with `op` (one collective, host-blocking).
+  std::vector<double> reduce_values(const std::vector<double>& values, c10d::ReduceOp::RedOpType op);
+
   c10::intrusive_ptr<c10d::Backend> backend_;
   std::chrono::milliseconds timeout_{0};
 };
@@ -118,9 +117,10 @@ int64_t rank_cpu_threads(int64_t configured);
 /// This process's group: on the first call, joins the one the environment names (torchrun's or
 /// Slurm's variables, completed by `cfg`: master address and port, backend, timeout) through a
 /// TCPStore that rank 0 serves; a single-process Group when the environment names no world.
-/// Later calls return the same group. Throws std::runtime_error when the rendezvous or the
-/// backend fails (e.g. no rank 0 listening within dist.timeout_s), ConfigError for a backend
-/// the device cannot use.
+/// Later calls return the same group (ConfigError when a distributed one is asked for with
+/// another backend, device or dist.timeout_s, as a sweep row changing them would). Throws
+/// std::runtime_error when the rendezvous or the backend fails (e.g. no rank 0 listening
+/// within dist.timeout_s), ConfigError for a backend the device cannot use.
 std::shared_ptr<Group> process_group(const config::DistConfig& cfg, const c10::Device& device);
 
 /// Copies rank `root`'s parameters and buffers into every rank's module (one broadcast per

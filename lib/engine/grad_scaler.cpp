@@ -300,19 +300,7 @@ void GradScaler::update() {
     return;
   }
   require_initialized("update");
-  at::Tensor found_inf_combined;
-  for (const auto& state : per_optimizer_) {
-    for (const auto& flag : state.found_inf_per_device) {
-      at::Tensor f = on_device(flag.found_inf, scale_.device());
-      found_inf_combined = found_inf_combined.defined() ? found_inf_combined + f : f;
-    }
-  }
-  if (!found_inf_combined.defined()) {
-    throw std::logic_error(
-        "GradScaler::update: no inf checks were recorded since the last update(); call "
-        "unscale_() or step() on the optimizer first");
-  }
-  at::_amp_update_scale_(scale_, growth_tracker_, found_inf_combined, growth_factor_,
+  at::_amp_update_scale_(scale_, growth_tracker_, found_inf_all("update"), growth_factor_,
                          backoff_factor_, growth_interval_);
   per_optimizer_.clear();
 }
@@ -326,7 +314,9 @@ void GradScaler::update(double new_scale) {
   per_optimizer_.clear();
 }
 
-at::Tensor GradScaler::found_inf() const {
+at::Tensor GradScaler::found_inf() const { return found_inf_all("found_inf"); }
+
+at::Tensor GradScaler::found_inf_all(const char* caller) const {
   at::Tensor combined;
   for (const auto& state : per_optimizer_) {
     for (const auto& flag : state.found_inf_per_device) {
@@ -335,9 +325,9 @@ at::Tensor GradScaler::found_inf() const {
     }
   }
   if (!combined.defined()) {
-    throw std::logic_error(
-        "GradScaler::found_inf: no inf checks were recorded since the last update(); call "
-        "unscale_(), step() or step_masked() first");
+    throw std::logic_error(std::string("GradScaler::") + caller +
+                           ": no inf checks were recorded since the last update(); call "
+                           "unscale_(), step() or step_masked() first");
   }
   return combined;
 }

@@ -155,6 +155,9 @@ class GradScaler {
   void require_initialized(const char* what) const;
   /// Sum of `state`'s per-device flags on `device` (no host sync).
   at::Tensor combined_found_inf(const OptimizerState& state, c10::Device device) const;
+  /// Sum of every optimizer's flags this iteration on the scale's device; throws
+  /// std::logic_error naming `caller` when nothing was recorded.
+  at::Tensor found_inf_all(const char* caller) const;
 
   bool enabled_;
   double init_scale_;
