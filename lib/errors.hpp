@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <string>
 
+#include <c10/util/Exception.h>
+
 namespace ptune {
 
 /// A bad experiment: a config file, a --set override or a sweep row. The message names the
@@ -30,6 +32,13 @@ class Interrupted : public std::runtime_error {
  public:
   Interrupted() : std::runtime_error("interrupted") {}
 };
+
+/// The first line of an exception's message, without LibTorch's backtrace (c10::Error).
+inline std::string message_of(const std::exception& e) {
+  const auto* ce = dynamic_cast<const c10::Error*>(&e);
+  std::string what = ce ? ce->what_without_backtrace() : e.what();
+  return what.substr(0, what.find('\n'));
+}
 
 /// The version printed by `ptune --version` and written into results files.
 inline constexpr const char* kVersion = "0.1.0";

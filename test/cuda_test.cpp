@@ -199,8 +199,7 @@ TEST_CASE("cuda: fp16 AMP trains with the scaler and stays close to fp32", "[.cu
   CHECK(losses[0] != first32);  // the forward really ran in half precision...
   CHECK(losses[0] == Approx(first32).epsilon(0.02));  // ...from the same weights
   CHECK(losses.back() < losses[0] * 0.5);  // and it learns
-  CHECK(fp16.scaler()->get_scale() <= 65536.0);  // backed off on overflow, if any
-  CHECK(fp16.scaler()->get_scale() >= 65536.0 / 8);  // but most steps were applied
+  CHECK(fp16.scaler()->get_scale() >= 65536.0 / 8);  // at most 3 of 8 steps overflowed
 }
 
 TEST_CASE("cuda: a CUDA-graph step gives the eager step's losses and parameters", "[.cuda]") {

@@ -94,6 +94,17 @@ TEST_CASE("sweep formats json, csv, md on stdout and set overrides", "[e2e]") {
   CHECK(csv.out.rfind("index,name,", 0) == 0);
   auto md = run(ptune::test::exe() + " sweep " + cfg + " --format md");
   CHECK(md.out.rfind("| # | row |", 0) == 0);
+  // The first row is the reference of the semantics notes, whatever it sets (a replayed
+  // `ptune tune` result starts with the batch size it tuned).
+  auto rows = dir.write("rows.json", R"({"device": "cpu", "data": {"num_samples": 16, "image_size": 32},
+      "loader": {"batch_size": 4}, "measure": {"warmup_steps": 0, "steps": 1},
+      "sweep": [{"name": "tuned", "set": {"loader.batch_size": 2}}, {"name": "back", "set": {"loader.batch_size": 4}}]})");
+  auto r = run(ptune::test::exe() + " sweep " + rows + " --format json");
+  REQUIRE(r.code == 0);
+  auto rd = Json::parse(r.out);
+  CHECK(rd["rows"][0]["notes"].empty());
+  REQUIRE(rd["rows"][1]["notes"].size() == 1);
+  CHECK(rd["rows"][1]["notes"][0].get<std::string>().rfind("loader.batch_size changes training semantics", 0) == 0);
 }
 
 TEST_CASE("check prints the resolved config", "[e2e]") {

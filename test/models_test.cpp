@@ -66,6 +66,9 @@ TEST_CASE("initialization follows torchvision", "[models]") {
   auto w = model->conv1->weight;
   CHECK(w.mean().item<double>() == Approx(0).margin(0.002));
   CHECK(w.std().item<double>() == Approx(std::sqrt(2.0 / (64 * 49))).epsilon(0.03));
+  // Every conv, nested ones too: layer4's last 3x3 conv has 512 * 9 fan-out.
+  auto nested = model->layer4->children().back()->named_parameters()["conv2.weight"];
+  CHECK(nested.std().item<double>() == Approx(std::sqrt(2.0 / (512 * 9))).epsilon(0.03));
   CHECK(model->bn1->weight.eq(1).all().item<bool>());
   CHECK(model->bn1->bias.eq(0).all().item<bool>());
   // Linear keeps torch's default: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weight and bias.

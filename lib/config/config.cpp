@@ -10,6 +10,7 @@
 
 #include "config/suggest.hpp"
 #include "errors.hpp"
+#include "models/resnet.hpp"
 
 namespace ptune::config {
 namespace {
@@ -102,7 +103,7 @@ const std::vector<Field>& fields() {
     t.push_back(top("device", &E::device, T::kDevice, "auto (CUDA if visible, else CPU) | cpu | cuda | cuda:N"));
     t.push_back(at_least(top("cpu_threads", &E::cpu_threads, T::kInt, "intra-op threads on the CPU; 0 = all cores"), 0));
 
-    t.push_back(one_of(field("model.arch", &E::model, &ModelConfig::arch, T::kEnum, "network architecture (torchvision's)"), {"resnet18", "resnet50"}));
+    t.push_back(one_of(field("model.arch", &E::model, &ModelConfig::arch, T::kEnum, "network architecture (torchvision's)"), models::architectures()));
     t.push_back(at_least(field("model.num_classes", &E::model, &ModelConfig::num_classes, T::kInt, "outputs of the final fc layer"), 1));
     t.push_back(field("model.weights", &E::model, &ModelConfig::weights, T::kOptString, "a torch.save(model.state_dict()) file to start from, or null for torchvision's random initialization"));
     t.push_back(field("model.channels_last", &E::model, &ModelConfig::channels_last, T::kBool, "NHWC memory format for the model and its inputs"));

@@ -1,5 +1,7 @@
 #include "dist/group.hpp"
 
+#include <cstdio>
+
 #include <mutex>
 #include <thread>
 
@@ -17,10 +19,6 @@
 namespace ptune::dist {
 namespace {
 
-std::string message_of(const std::exception& e) {
-  if (auto* ce = dynamic_cast<const c10::Error*>(&e)) return ce->what_without_backtrace();
-  return e.what();
-}
 
 }  // namespace
 
@@ -143,8 +141,9 @@ std::shared_ptr<Group> process_group(const config::DistConfig& cfg, const c10::D
   std::shared_ptr<Group>& group = *group_slot;
   static std::string joined_as;  // the settings the group was joined with
   auto settings = [&] {
-    return resolve_backend(cfg.backend, device) + " on " + device.str() + ", dist.timeout_s " +
-           std::to_string(cfg.timeout_s);
+    char timeout[32];
+    std::snprintf(timeout, sizeof timeout, "%g", cfg.timeout_s);
+    return resolve_backend(cfg.backend, device) + " on " + device.str() + ", dist.timeout_s " + timeout;
   };
   std::lock_guard<std::mutex> lock(mu);
   if (group) {

@@ -15,6 +15,8 @@
 #include <c10/util/Exception.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
 
+#include "errors.hpp"
+
 namespace ptune::engine {
 namespace {
 
@@ -133,9 +135,7 @@ bool GraphStep::capture(const std::function<void()>& body) {
   } catch (const std::exception& e) {
     at::autocast::set_autocast_cache_enabled(cache);
     impl_->clean_up_failed_capture();
-    const auto* ce = dynamic_cast<const c10::Error*>(&e);
-    failure_ = ce ? ce->what_without_backtrace() : e.what();
-    failure_ = failure_.substr(0, failure_.find('\n'));
+    failure_ = message_of(e);
     captured_ = false;
     return false;
   }

@@ -2,7 +2,6 @@
 #include "engine/feeder.hpp"
 
 #include <ATen/cuda/CUDAEvent.h>
-#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
@@ -65,8 +64,8 @@ std::optional<data::Batch> Feeder::next(double* wait_ms, const std::function<voi
   if (before_device_wait) before_device_wait();
   cur.copied.block(compute);  // the compute stream waits for this copy, the host does not
   // The tensors were allocated on the copy stream; tell the allocator they are used here too.
-  c10::cuda::CUDACachingAllocator::recordStream(cur.batch.images.storage().data_ptr(), compute);
-  c10::cuda::CUDACachingAllocator::recordStream(cur.batch.labels.storage().data_ptr(), compute);
+  cur.batch.images.record_stream(compute);
+  cur.batch.labels.record_stream(compute);
   m.issue();  // the next batch's copy overlaps this batch's compute
   if (wait_ms) *wait_ms = m.waited_ms;
   return std::move(cur.batch);

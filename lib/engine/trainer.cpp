@@ -159,7 +159,7 @@ std::pair<at::Tensor, at::Tensor> Trainer::to_device(const data::Batch& batch) c
 }
 
 at::Tensor Trainer::step(const at::Tensor& images, const at::Tensor& labels) {
-  if (!graph_ || !graph_note_.empty()) return run_step(images, labels, /*graph_safe=*/false);
+  if (!graph_ || !graph_note_.empty()) return run_step(images, labels);
   return graph_step(images, labels);
 }
 
@@ -168,7 +168,7 @@ at::Tensor Trainer::graph_step(const at::Tensor& images, const at::Tensor& label
     // A batch of another shape (a partial last batch) cannot replay the captured step.
     ++graph_misfits_;
     graph_misfit_size_ = images.size(0);
-    return run_step(images, labels, /*graph_safe=*/false);
+    return run_step(images, labels);
   }
   if (!static_images_.defined()) {
     static_images_ = at::empty_like(images);
@@ -176,7 +176,7 @@ at::Tensor Trainer::graph_step(const at::Tensor& images, const at::Tensor& label
   }
   static_images_.copy_(images, /*non_blocking=*/true);
   static_labels_.copy_(labels, /*non_blocking=*/true);
-  auto body = [this] { static_loss_ = run_step(static_images_, static_labels_, /*graph_safe=*/true); };
+  auto body = [this] { static_loss_ = run_step(static_images_, static_labels_); };
   if (!graph_->captured()) {
     if (graph_warmup_done_ < kGraphWarmupSteps) {
       graph_->run_eager(body);
@@ -190,7 +190,7 @@ at::Tensor Trainer::graph_step(const at::Tensor& images, const at::Tensor& label
       if (scaler_) scaler_->reset_iteration();
       for (auto& p : model_->parameters()) p.mutable_grad().reset();
       micro_ = 0;
-      return run_step(images, labels, /*graph_safe=*/false);
+      return run_step(images, labels);
     }
   }
   graph_->replay();
@@ -205,7 +205,7 @@ std::string Trainer::graph_note() const {
          std::to_string(static_images_.size(0)) + ") ran eagerly";
 }
 
-at::Tensor Trainer::run_step(const at::Tensor& images, const at::Tensor& labels, bool graph_safe) {
+at::Tensor Trainer::run_step(const at::Tensor& images, const at::Tensor& labels) {
   const int64_t accumulate = cfg_.dist.accumulate;
   const bool last = micro_ + 1 >= accumulate;  // the micro-step that all-reduces and updates
   if (micro_ == 0) optimizer_->zero_grad(cfg_.optim.set_to_none);
@@ -230,8 +230,11 @@ at::Tensor Trainer::run_step(const at::Tensor& images, const at::Tensor& labels,
   // rank then sees the same inf and skips the same steps.
   if (sync_) sync_->finish();
   if (scaler_) {
-    if (graph_safe) scaler_->step_masked(*optimizer_);  // inf/NaN: a masked no-op, no host sync
-    else scaler_->step(*optimizer_);  // skipped when a gradient is inf/NaN
+    // SGD: the update masked on the device by found_inf (bit-identical to SGD::step when
+    // clean), so neither eager steps nor a captured graph wait for the device; AdamW: skipped
+    // on the host, which reads found_inf once per step (as PyTorch's GradScaler does).
+    if (cfg_.optim.kind == "sgd") scaler_->step_masked(*optimizer_);
+    else scaler_->step(*optimizer_);
     scaler_->update();
   } else {
     optimizer_->step();

@@ -45,7 +45,8 @@ class Trainer {
   std::pair<at::Tensor, at::Tensor> to_device(const data::Batch& batch) const;
 
   /// One training step: zero_grad, forward (autocast if enabled), cross-entropy, backward,
-  /// optimizer update. Returns the loss as a device tensor (no host synchronization).
+  /// optimizer update. Returns the loss as a device tensor (no host synchronization, but for
+  /// fp16 with AdamW, whose skip-on-inf reads found_inf on the host).
   /// With dist.accumulate = A > 1 each call is one micro-step: gradients of loss / A accumulate
   /// over A calls, without all-reduce (no_sync) but on the last, which then all-reduces (when
   /// distributed), unscales (fp16) and updates; zero_grad happens before the first.
@@ -95,8 +96,8 @@ class Trainer {
   std::string graph_note_;              // capture failed: every step runs eagerly
   int64_t graph_misfits_ = 0;           // batches of another shape, run eagerly
   int64_t graph_misfit_size_ = 0;       // the last such batch's size
-  /// forward, backward, (all-reduce), update; `graph_safe` avoids host synchronization.
-  at::Tensor run_step(const at::Tensor& images, const at::Tensor& labels, bool graph_safe);
+  /// forward, backward, (all-reduce), update; no host synchronization with SGD.
+  at::Tensor run_step(const at::Tensor& images, const at::Tensor& labels);
   at::Tensor graph_step(const at::Tensor& images, const at::Tensor& labels);
   std::shared_ptr<dist::Group> group_;  // never null: single-process when local
   std::unique_ptr<dist::GradSync> sync_;  // distributed only

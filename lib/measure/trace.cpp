@@ -1,7 +1,6 @@
 #include "measure/trace.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -21,11 +20,6 @@ namespace {
 
 namespace prof = torch::autograd::profiler;
 using torch::profiler::impl::ActivityType;
-
-int64_t now_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 /// Kineto, in a CUDA build of LibTorch on a machine without a GPU, prints an "ERROR ...
 /// gpuGetDeviceCount failed" line that is harmless there; this hides stderr for such a call.
@@ -92,7 +86,6 @@ TraceRecorder::TraceRecorder(bool cuda) : cuda_(cuda) {
   prof::prepareProfiler(profiler_config(), activities(cuda_));
   prof::enableProfiler(profiler_config(), activities(cuda_));
   running_ = true;
-  start_us_ = now_us();
 }
 
 TraceRecorder::~TraceRecorder() {
@@ -105,12 +98,10 @@ TraceRecorder::~TraceRecorder() {
 }
 
 TraceSummary TraceRecorder::finish(const std::string& path) {
-  const int64_t end_us = now_us();
   QuietStderr quiet(!engine::cuda::available());
   auto result = prof::disableProfiler();
   running_ = false;
   TraceSummary s;
-  s.wall_ms = (end_us - start_us_) / 1000.0;
   std::vector<std::pair<int64_t, int64_t>> kernels;
   int64_t first = INT64_MAX, last = 0;
   constexpr auto kKernel = static_cast<uint8_t>(libkineto::ActivityType::CONCURRENT_KERNEL);
@@ -121,7 +112,6 @@ TraceSummary TraceRecorder::finish(const std::string& path) {
       if (e.activityType() != kKernel) continue;
       int64_t b = static_cast<int64_t>(e.startNs() / 1000), d = static_cast<int64_t>(e.durationNs() / 1000);
       kernels.emplace_back(b, b + d);
-      ++s.kernels;
     } else {
       first = std::min<int64_t>(first, static_cast<int64_t>(e.startNs() / 1000));
       last = std::max<int64_t>(last, static_cast<int64_t>((e.startNs() + e.durationNs()) / 1000));

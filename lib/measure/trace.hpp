@@ -21,9 +21,7 @@ double busy_fraction(std::vector<std::pair<int64_t, int64_t>> intervals, int64_t
 struct TraceSummary {
   std::optional<double> gpu_busy_pct;  // merged kernel time / wall time (0 without kernels);
                                        // none without CUDA
-  int64_t kernels = 0;                 // device kernels recorded (copies and memsets are not)
   int64_t cpu_ops = 0;                 // host operators recorded
-  double wall_ms = 0;                  // recorded window
 };
 
 /// Records host operators (and CUDA kernels when `cuda`) from construction to finish().
@@ -44,7 +42,6 @@ class TraceRecorder {
  private:
   bool cuda_;
   bool running_ = false;
-  int64_t start_us_ = 0;
 };
 
 /// A file-system-friendly version of a row name: lowercase letters, digits and '-'.

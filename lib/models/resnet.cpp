@@ -100,14 +100,10 @@ ResNetImpl::ResNetImpl(const std::string& arch_name, int64_t num_classes) : arch
   layer4 = register_module("layer4", layer(512, blocks[3], 2));
   fc = register_module("fc", nn::Linear(in, num_classes));  // Linear's default init = torch's
 
-  // torchvision: kaiming_normal_(fan_out, relu) for convs; BatchNorm weight 1, bias 0.
+  // torchvision: kaiming_normal_(fan_out, relu) for convs; BatchNorm weight 1 and bias 0 is
+  // already BatchNorm2d's own initialization.
   for (auto& m : modules(/*include_self=*/false)) {
-    if (auto* c = m->as<nn::Conv2d>()) {
-      nn::init::kaiming_normal_(c->weight, 0.0, torch::kFanOut, torch::kReLU);
-    } else if (auto* b = m->as<nn::BatchNorm2d>()) {
-      nn::init::ones_(b->weight);
-      nn::init::zeros_(b->bias);
-    }
+    if (auto* c = m->as<nn::Conv2d>()) nn::init::kaiming_normal_(c->weight, 0.0, torch::kFanOut, torch::kReLU);
   }
 }
 

@@ -125,6 +125,20 @@ void compute_speedups(std::vector<Row>& rows) {
   last.speedup_vs_base = base && base->m->samples_per_s > 0 ? s / base->m->samples_per_s : 1.0;
 }
 
+void note_semantics(Row& row, const std::optional<double>& base_loss) {
+  static const std::vector<std::string> kSemantic = {"loader.batch_size", "optim.amp",       "optim.lr",
+                                                     "optim.kind",        "model.arch",      "data.image_size",
+                                                     "dist.accumulate"};
+  if (!row.m || !row.m->loss || !base_loss) return;
+  for (const auto& key : kSemantic) {
+    if (!row.changes.contains(key)) continue;
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%s changes training semantics; loss %.3f vs %.3f in the first row", key.c_str(),
+                  *row.m->loss, *base_loss);
+    row.notes.push_back(buf);
+  }
+}
+
 Json to_json(const Results& r) {
   Json rows = Json::array();
   for (const auto& row : r.rows) {

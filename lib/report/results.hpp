@@ -44,6 +44,11 @@ struct Results {
   std::string status = "running";  // running | complete | interrupted
 };
 
+/// Adds to `row` a note "<key> changes training semantics; loss L vs B in the first row" for
+/// each of its overrides that changes what is trained, not only how fast (batch size,
+/// precision, lr, optimizer, model, image size, accumulation). No-op without a loss or base.
+void note_semantics(Row& row, const std::optional<double>& base_loss);
+
 /// Fills speedup_vs_prev / speedup_vs_base of the last row from the rows before it.
 void compute_speedups(std::vector<Row>& rows);
 

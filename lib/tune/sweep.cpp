@@ -10,17 +10,10 @@
 #include "measure/diagnosis.hpp"
 #include "measure/probe.hpp"
 #include "measure/trace.hpp"
+#include "tune/tuner.hpp"
 
 namespace ptune::tune {
 namespace {
-
-/// Overrides that change what is trained, not only how fast.
-const std::vector<std::string> kSemantic = {"loader.batch_size", "optim.amp", "optim.lr", "optim.kind",
-                                            "model.arch", "data.image_size", "dist.accumulate"};
-
-bool is_oom(const std::string& what) {
-  return what.find("out of memory") != std::string::npos || what.find("OutOfMemory") != std::string::npos;
-}
 
 }  // namespace
 
@@ -79,23 +72,14 @@ void run_sweep(const config::ExperimentConfig& cfg, const SweepOptions& options,
     } catch (const ConfigError& e) {
       row.status = std::string("skipped: ") + e.what();
     } catch (const std::exception& e) {
-      std::string what = e.what();
-      if (auto* ce = dynamic_cast<const c10::Error*>(&e)) what = ce->what_without_backtrace();
-      row.status = is_oom(what) ? "failed: out of memory" : "failed: " + what.substr(0, what.find('\n'));
+      row.status = is_out_of_memory(e) ? "failed: out of memory" : "failed: " + message_of(e);
     }
     out.rows.push_back(std::move(row));
     report::Row& r = out.rows.back();
     report::compute_speedups(out.rows);
     if (r.m && r.m->loss && r.mode == "train") {
-      if (!base_loss) base_loss = r.m->loss;
-      for (const auto& key : kSemantic) {
-        if (r.changes.contains(key)) {
-          char buf[160];
-          std::snprintf(buf, sizeof buf, "%s changes training semantics; loss %.3f vs %.3f in the first row",
-                        key.c_str(), *r.m->loss, *base_loss);
-          r.notes.push_back(buf);
-        }
-      }
+      if (!base_loss) base_loss = r.m->loss;  // the first row is the reference, not noted
+      else report::note_semantics(r, base_loss);
     }
     if (!r.loss_curve.empty()) {
       const report::Row* first = nullptr;

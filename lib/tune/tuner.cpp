@@ -23,9 +23,6 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-/// Overrides that change what is trained, not only how fast (as the sweep notes them).
-const std::vector<std::string> kSemantic = {"loader.batch_size", "optim.amp"};
-
 std::string fmt(const char* format, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, format, v);
@@ -33,13 +30,6 @@ std::string fmt(const char* format, double v) {
 }
 
 std::string gib(int64_t bytes) { return fmt("%.2f GiB", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0)); }
-
-/// The message of an exception without LibTorch's backtrace, first line only.
-std::string message_of(const std::exception& e) {
-  std::string what = e.what();
-  if (auto* ce = dynamic_cast<const c10::Error*>(&e)) what = ce->what_without_backtrace();
-  return what.substr(0, what.find('\n'));
-}
 
 /// The value at a dotted path ("loader.batch_size") of a config document.
 Json value_at(const Json& doc, const std::string& path) {
@@ -70,18 +60,6 @@ std::string stop_before_next(const ClockFn& clock, double start, double budget_s
   if (interrupted && interrupted->load()) return "interrupted";
   if (budget_s > 0 && clock() - start >= budget_s) return "budget reached";
   return "";
-}
-
-/// Adds the "changes training semantics" notes to the last row, as the sweep does.
-void note_semantics(report::Row& r, const std::optional<double>& base_loss) {
-  if (!r.m || !r.m->loss || !base_loss) return;
-  for (const auto& key : kSemantic) {
-    if (!r.changes.contains(key)) continue;
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "%s changes training semantics; loss %.3f vs %.3f in the first row",
-                  key.c_str(), *r.m->loss, *base_loss);
-    r.notes.push_back(buf);
-  }
 }
 
 /// An aligned text table: left-aligned text columns, right-aligned where `right`.
@@ -347,7 +325,7 @@ TuneResult greedy_tune(const config::ExperimentConfig& cfg, const TuneOptions& o
     row.diagnosis = measure::diagnose(*t.m, c);
     res.path.rows.push_back(std::move(row));
     report::compute_speedups(res.path.rows);
-    note_semantics(res.path.rows.back(), base_loss);
+    report::note_semantics(res.path.rows.back(), base_loss);
   };
   add_path_row(base, current);
   res.trials.push_back(base);
@@ -375,7 +353,6 @@ TuneResult greedy_tune(const config::ExperimentConfig& cfg, const TuneOptions& o
       } catch (const ConfigError&) {
         continue;  // not a valid value for this config (cannot happen for the built-in list)
       }
-      if (config::to_json(next) == config::to_json(current)) continue;  // already on
       stop = stop_before_next(clock, t0, options.budget_s, options.interrupted);
       if (!stop.empty()) break;
       tried_at[key] = version;
