@@ -119,10 +119,8 @@ TEST_CASE("loading checks keys and shapes, and keeps a new head for other classe
 TEST_CASE("torchvision's weights load into ptune and give torchvision's outputs; ptune's load into torchvision",
           "[models][python]") {
   const std::string python = PTUNE_PYTHON;
-  if (python.empty()) {
-    WARN("PTUNE_PYTHON not configured: Python exchange not tested");
-    return;
-  }
+  // Not a silent pass: without Python this test cannot run (scripts/setup configures it).
+  if (python.empty()) FAIL("PTUNE_PYTHON not configured (cmake -DPTUNE_PYTHON=...): cannot test the weight exchange with Python");
   ptune::test::TempDir dir;
   const std::string script = std::string(PTUNE_TEST_DATA) + "/torchvision_io.py";
   auto exported = ptune::test::run("'" + python + "' '" + script + "' export " + dir.path.string());

@@ -1,6 +1,7 @@
 #pragma once
 /// The experiment configuration: the only way options reach ptune's core. Every default lives
-/// here, next to its field; fields.cpp binds each field to its JSON path, type, range and help.
+/// here, next to its field; config.cpp's field table binds each field to its JSON path, type,
+/// range and help.
 
 #include <cstdint>
 #include <optional>

@@ -54,7 +54,6 @@ class ImageFolder : public Dataset {
   int64_t label(int64_t index) const { return samples_.at(static_cast<size_t>(index)).label; }
   /// Files left out as unreadable (kSkip), in index order, each "<path>: <reason>".
   const std::vector<std::string>& skipped() const { return skipped_; }
-  const ImageFolderOptions& options() const { return options_; }
   /// Files this process has decoded to check them (cache misses), for tests.
   static int64_t files_decoded_by_checks();
 

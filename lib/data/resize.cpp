@@ -22,13 +22,13 @@ Resizer::Taps Resizer::make_taps(int64_t in, int64_t out) {
   t.start.resize(out);
   t.count.resize(out);
   t.weights.assign(out * t.max_taps, 0.f);
+  std::vector<double> w(static_cast<size_t>(t.max_taps));  // one row's raw weights, reused
   for (int64_t i = 0; i < out; ++i) {
     const double center = scale * (i + 0.5);
     int64_t lo = std::max<int64_t>(static_cast<int64_t>(center - support + 0.5), 0);
     int64_t hi = std::min<int64_t>(static_cast<int64_t>(center + support + 0.5), in);
     int64_t n = std::min(hi - lo, t.max_taps);
     double total = 0;
-    std::vector<double> w(n);
     for (int64_t j = 0; j < n; ++j) {
       double x = std::abs((j + lo - center + 0.5) * invscale);
       w[j] = x < 1.0 ? 1.0 - x : 0.0;

@@ -1,7 +1,8 @@
 #pragma once
 /// Bilinear resize of uint8 CHW images with half-pixel centres (align_corners=False), with
 /// torchvision's antialiasing when shrinking (a triangle filter widened by the scale), as
-/// torchvision's Resize computes it. The weight tables are computed once per size pair.
+/// torchvision's Resize computes it. The weight tables are computed when a Resizer is made: once
+/// per size pair for fake_cifar; per sample for the random crops of image folders.
 
 #include <cstdint>
 #include <vector>
