@@ -1,6 +1,7 @@
 // fake_cifar, the resize kernel against torchvision, and the loader's determinism.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <fstream>
 #include <set>
 
@@ -194,6 +195,80 @@ TEST_CASE("batches are identical for 0, 1 and 3 workers", "[data][loader]") {
       }
     }
   }
+}
+
+/// CountingDataset that counts the threads which built its samples (a thread started anew
+/// counts again even if the system reuses its id: thread_local state starts fresh).
+class ThreadRecordingDataset : public CountingDataset {
+ public:
+  using CountingDataset::CountingDataset;
+  int64_t get(int64_t index, uint64_t seed, uint8_t* out) const override {
+    thread_local const ThreadRecordingDataset* counted_for = nullptr;
+    if (counted_for != this) {
+      counted_for = this;
+      ++threads_;
+    }
+    return CountingDataset::get(index, seed, out);
+  }
+  size_t threads() const { return threads_.load(); }
+
+ private:
+  mutable std::atomic<size_t> threads_{0};
+};
+
+TEST_CASE("workers live across epochs and the batches stay identical for 0, 1 and 3 workers", "[data][loader]") {
+  LoaderOptions opt;
+  opt.batch_size = 8;
+  opt.seed = 7;
+  opt.drop_last = false;  // 13 batches an epoch: not a multiple of 3 workers
+  std::vector<std::vector<Batch>> ref;
+  for (int64_t workers : {0, 1, 3}) {
+    auto ds = std::make_shared<ThreadRecordingDataset>(103);
+    opt.num_workers = workers;
+    Loader loader(ds, opt);
+    std::vector<std::vector<Batch>> epochs;
+    for (int64_t e = 0; e < 3; ++e) {
+      loader.start_epoch(e);
+      epochs.emplace_back();
+      while (auto b = loader.next()) epochs.back().push_back({b->images.clone(), b->labels.clone(), b->index});
+    }
+    INFO(workers << " workers");
+    // The same threads built all three epochs: none was joined and started again.
+    CHECK(ds->threads() == static_cast<size_t>(workers == 0 ? 1 : workers));
+    if (ref.empty()) {
+      ref = epochs;
+      CHECK(!ref[0][0].labels.equal(ref[1][0].labels));  // each epoch reshuffled
+      continue;
+    }
+    for (size_t e = 0; e < 3; ++e) {
+      REQUIRE(epochs[e].size() == 13);
+      for (size_t i = 0; i < 13; ++i) {
+        CHECK(epochs[e][i].index == static_cast<int64_t>(i));
+        CHECK(epochs[e][i].images.equal(ref[e][i].images));
+        CHECK(epochs[e][i].labels.equal(ref[e][i].labels));
+      }
+    }
+  }
+}
+
+TEST_CASE("an epoch left part way, or a jump, restarts the workers at the asked epoch", "[data][loader]") {
+  auto ds = std::make_shared<CountingDataset>(64);
+  LoaderOptions opt;
+  opt.batch_size = 8;
+  opt.num_workers = 3;
+  const auto whole = one_epoch(ds, opt, 5);
+  Loader loader(ds, opt);
+  loader.start_epoch(4);
+  REQUIRE(loader.next());  // epoch 4 left after one batch
+  loader.start_epoch(5);
+  for (const Batch& want : whole) {
+    auto b = loader.next();
+    REQUIRE(b);
+    CHECK(b->labels.equal(want.labels));
+  }
+  CHECK_FALSE(loader.next());
+  loader.start_epoch(9);  // a jump: epoch 6 was being prefetched
+  CHECK(loader.next()->labels.equal(one_epoch(ds, opt, 9)[0].labels));
 }
 
 TEST_CASE("each epoch is reshuffled; drop_last drops the partial batch", "[data][loader]") {

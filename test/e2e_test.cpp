@@ -233,3 +233,26 @@ TEST_CASE("sweep with profiling writes a Chrome trace per row and the JSON names
     CHECK(trace["traceEvents"].size() > 10);
   }
 }
+
+TEST_CASE("sweep --rows runs the chosen rows with the changes of the rows before them", "[e2e]") {
+  TempDir dir;
+  auto cfg = dir.write("tiny.json", kTiny);
+  auto r = run(ptune::test::exe() + " sweep " + cfg + " --rows 1,3-4 --format json");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  auto j = Json::parse(r.out);
+  REQUIRE(j["rows"].size() == 3);
+  CHECK(j["rows"][0]["name"] == "workers");
+  CHECK(j["rows"][1]["name"] == "pinned");
+  CHECK(j["rows"][1]["status"].get<std::string>().rfind("skipped: loader.pin_memory needs a CUDA device", 0) == 0);
+  CHECK(j["rows"][2]["name"] == "batch 16");
+  CHECK(j["rows"][2]["batch_size"] == 16);
+  CHECK(j["rows"][2]["num_workers"] == 2);  // row 1's change still applies
+  CHECK(j["rows"][2]["mode"] == "train");   // and row 3's
+  expect_usage_error(run(ptune::test::exe() + " sweep " + cfg + " --rows 2-9"),
+                     "--rows: row 9 does not exist; allowed: 0 to 4");
+  expect_usage_error(run(ptune::test::exe() + " sweep " + cfg + " --rows 3-1"),
+                     "--rows: '3-1' is an empty range (write it low-high)");
+  expect_usage_error(run(ptune::test::exe() + " sweep " + cfg + " --rows x"),
+                     "--rows: 'x' is not a row index or range (e.g. 7, 0,3 or 5-7)");
+}

@@ -1,12 +1,17 @@
 // The trainer: each optimization does what it says, and CUDA-only options fail clearly on CPU.
 #include <catch2/catch.hpp>
 
+#include <array>
+#include <limits>
+
 #include <torch/torch.h>
 
 #include "config/config.hpp"
 #include "data/loader.hpp"
 #include "engine/device.hpp"
+#include "engine/feeder.hpp"
 #include "engine/run.hpp"
+#include "engine/sgd.hpp"
 #include "engine/trainer.hpp"
 #include "errors.hpp"
 #include "measure/diagnosis.hpp"
@@ -173,6 +178,131 @@ TEST_CASE("measure: modes, warm-up excluded, loss reported", "[engine][measure]"
   cfg.measure.mode = "train";
   CHECK_THROWS_WITH(ptune::measure::measure(cfg),
                     "loader.batch_size: 64 is larger than the dataset's 32 samples with drop_last; lower it or raise data.num_samples");
+}
+
+TEST_CASE("feeder: the batch is pulled, its copy queued, then the ready mark, then the device wait", "[engine]") {
+  // A fake copier logs the order; the CUDA copier runs the same Feeder::next. Nothing may
+  // block on the loader between the ready mark and the wait (that time would count as copy).
+  std::vector<std::string> log;
+  struct FakeCopy : ptune::engine::DeviceCopy {
+    std::vector<std::string>* log;
+    explicit FakeCopy(std::vector<std::string>* l) : log(l) {}
+    ptune::data::Batch start(const ptune::data::Batch& host) override {
+      log->push_back("copy " + std::to_string(host.index));
+      return host;
+    }
+    void finish(ptune::data::Batch& b) override { log->push_back("wait " + std::to_string(b.index)); }
+  };
+  int64_t n = 0;
+  ptune::engine::Feeder feeder(
+      [&]() -> std::optional<ptune::data::Batch> {
+        if (n == 2) return std::nullopt;
+        log.push_back("pull " + std::to_string(n));
+        return ptune::data::Batch{torch::zeros({1}), torch::zeros({1}), n++};
+      },
+      std::make_unique<FakeCopy>(&log));
+  double waited = -1;
+  while (auto b = feeder.next(&waited, [&] { log.push_back("ready"); })) {
+    log.push_back("step " + std::to_string(b->index));
+    CHECK(waited >= 0);
+  }
+  CHECK(log == std::vector<std::string>{"pull 0", "copy 0", "ready", "wait 0", "step 0",
+                                        "pull 1", "copy 1", "ready", "wait 1", "step 1"});
+}
+
+TEST_CASE("warm-up: raised to what CUDA graphs and cuDNN autotuning need, with a note", "[engine][measure]") {
+  auto cfg = tiny();
+  cfg.measure.warmup_steps = 2;
+  std::string note;
+  CHECK(ptune::measure::warmup_steps(cfg, &note) == 2);
+  CHECK(note.empty());
+  cfg.optim.cuda_graphs = true;
+  CHECK(ptune::measure::warmup_steps(cfg, &note) == 4);
+  CHECK(note == "measure.warmup_steps raised from 2 to 4: optim.cuda_graphs runs 3 eager steps and captures "
+                "the graph in the next, which must not be timed");
+  cfg.measure.warmup_steps = 4;
+  note.clear();
+  CHECK(ptune::measure::warmup_steps(cfg, &note) == 4);
+  CHECK(note.empty());
+  cfg.optim.cuda_graphs = false;
+  cfg.optim.cudnn_benchmark = true;
+  cfg.measure.warmup_steps = 0;
+  CHECK(ptune::measure::warmup_steps(cfg, &note) == 1);
+  CHECK(note == "measure.warmup_steps raised from 0 to 1: optim.cudnn_benchmark autotunes in the first step, "
+                "which must not be timed");
+  cfg.measure.mode = "data";  // no model: nothing to warm up for
+  CHECK(ptune::measure::warmup_steps(cfg) == 0);
+}
+
+TEST_CASE("fused SGD equals torch.optim.SGD's step; found_inf skips it bit for bit", "[engine]") {
+  struct Case {
+    double momentum, dampening, weight_decay;
+    bool nesterov;
+  };
+  const Case c = std::array<Case, 4>{Case{0.0, 0.0, 0.0, false}, Case{0.9, 0.0, 0.0, false},
+                                     Case{0.9, 0.0, 1e-4, false}, Case{0.9, 0.0, 5e-4, true}}[GENERATE(0, 1, 2, 3)];
+  INFO("momentum " << c.momentum << " weight_decay " << c.weight_decay << " nesterov " << c.nesterov);
+  torch::manual_seed(3);
+  std::vector<at::Tensor> init = {torch::randn({64, 3, 3, 3}), torch::randn({64}), torch::randn({10, 64})};
+  auto make = [&] {
+    std::vector<at::Tensor> ps;
+    for (auto& t : init) ps.push_back(t.clone().requires_grad_(true));
+    return ps;
+  };
+  auto ref_params = make(), fused_params = make();
+  const auto options = torch::optim::SGDOptions(0.05).momentum(c.momentum).dampening(c.dampening)
+                           .weight_decay(c.weight_decay).nesterov(c.nesterov);
+  torch::optim::SGD ref(ref_params, options), fused(fused_params, options);
+  auto momentum = [](torch::optim::SGD& opt, const at::Tensor& p) {
+    auto& st = opt.state();
+    auto it = st.find(p.unsafeGetTensorImpl());
+    return it == st.end() ? at::Tensor() : static_cast<torch::optim::SGDParamState&>(*it->second).momentum_buffer();
+  };
+  for (int step = 0; step < 6; ++step) {
+    INFO("step " << step);
+    const bool poisoned = step == 0 || step == 3;  // an inf first step, and one later
+    std::vector<at::Tensor> grads;
+    for (auto& t : init) grads.push_back(torch::randn_like(t));
+    for (size_t i = 0; i < init.size(); ++i) {
+      ref_params[i].mutable_grad() = grads[i].clone();
+      fused_params[i].mutable_grad() = grads[i].clone();
+    }
+    if (poisoned) fused_params[1].mutable_grad()[5] = std::numeric_limits<float>::infinity();
+    std::vector<at::Tensor> before, buf_before;
+    for (auto& p : fused_params) {
+      before.push_back(p.detach().clone());
+      auto b = momentum(fused, p);
+      buf_before.push_back(b.defined() ? b.clone() : b);
+    }
+    ptune::engine::fused_sgd_step(fused, torch::tensor(poisoned ? 1.0f : 0.0f));
+    if (poisoned) {  // PyTorch's GradScaler skips the step: the reference does not step
+      for (size_t i = 0; i < init.size(); ++i) {
+        CHECK(torch::equal(fused_params[i].detach(), before[i]));
+        auto b = momentum(fused, fused_params[i]);
+        if (c.momentum != 0) CHECK(torch::equal(b, buf_before[i].defined() ? buf_before[i] : torch::zeros_like(b)));
+      }
+      continue;
+    }
+    ref.step();
+    for (size_t i = 0; i < init.size(); ++i) {
+      // The same arithmetic in one kernel: equal to rounding (the first clean step after the
+      // inf one starts the buffer from zeros: 0 * momentum + grad, the same as PyTorch's copy).
+      CHECK(torch::allclose(fused_params[i].detach(), ref_params[i].detach(), 1e-6, 1e-6));
+      if (c.momentum != 0) CHECK(torch::allclose(momentum(fused, fused_params[i]), momentum(ref, ref_params[i]), 1e-6, 1e-6));
+    }
+  }
+}
+
+TEST_CASE("zero_grad: zeros in place or drops, as torch.optim's foreach path", "[engine]") {
+  auto p = torch::ones({3}).requires_grad_(true);
+  torch::optim::SGD opt({p}, torch::optim::SGDOptions(0.1));
+  p.sum().backward();
+  const void* storage = p.grad().data_ptr();
+  ptune::engine::zero_grad(opt, /*set_to_none=*/false);
+  CHECK(p.grad().data_ptr() == storage);
+  CHECK(torch::equal(p.grad(), torch::zeros({3})));
+  ptune::engine::zero_grad(opt, /*set_to_none=*/true);
+  CHECK_FALSE(p.grad().defined());
 }
 
 TEST_CASE("diagnosis verdicts follow the documented thresholds", "[measure]") {

@@ -227,7 +227,12 @@ TEST_CASE("step_masked matches step for clean steps and is a no-op for inf steps
     masked.update();
 
     INFO("step " << i);
-    CHECK(torch::equal(masked_toy.p.detach(), eager_toy.p.detach()));  // bit-identical
+    // The fused kernel rounds buf * momentum + (1 - dampening) * d_p in its own order: bit-
+    // identical without dampening (ptune's SGD), equal to rounding with it.
+    auto same = [&](const at::Tensor& a, const at::Tensor& b) {
+      return c.dampening == 0.0 ? torch::equal(a, b) : torch::allclose(a, b, 1e-6, 1e-7);
+    };
+    CHECK(same(masked_toy.p.detach(), eager_toy.p.detach()));
     if (poison[i] != 0.0f) {
       CHECK(torch::equal(masked_toy.p.detach(), p_before));
       if (buf_before.defined()) {
@@ -235,8 +240,7 @@ TEST_CASE("step_masked matches step for clean steps and is a no-op for inf steps
       }
     }
     if (c.momentum != 0.0) {
-      CHECK(torch::equal(momentum_buffer(masked_opt, masked_toy.p),
-                         momentum_buffer(eager_opt, eager_toy.p)));
+      CHECK(same(momentum_buffer(masked_opt, masked_toy.p), momentum_buffer(eager_opt, eager_toy.p)));
     }
     CHECK(masked.get_scale() == eager.get_scale());
     CHECK(masked.get_growth_tracker() == eager.get_growth_tracker());

@@ -73,6 +73,7 @@ TEST_CASE("allocation failures are recognized as out of memory", "[tune]") {
   CHECK(is_out_of_memory(c10::Error(here, "DefaultCPUAllocator: not enough memory: you tried to allocate 1")));
   CHECK(is_out_of_memory(std::runtime_error("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling cublasCreate")));
   CHECK(is_out_of_memory(std::bad_alloc()));
+  CHECK(is_out_of_memory(c10::Error(here, "GET was unable to find an engine to execute this computation")));
   CHECK_FALSE(is_out_of_memory(std::runtime_error("CUDA error: an illegal memory access was encountered")));
   CHECK_FALSE(is_out_of_memory(ptune::ConfigError("optim.cuda_graphs needs a CUDA device; none is visible")));
 }
@@ -392,7 +393,7 @@ TEST_CASE("ptune tune on the CPU writes a config that check, sweep and train acc
   ptune::test::TempDir dir;
   const std::string cfg = dir.write("tiny.json", kTinyTune);
   const std::string best = dir.file("best.json");
-  auto r = ptune::test::run(ptune::test::exe() + " tune " + cfg + " --budget 0.1 --repeats 2 --out " + best);
+  auto r = ptune::test::run(ptune::test::exe() + " tune " + cfg + " --budget 1 --repeats 2 --out " + best);
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
   CHECK(r.out.find("samples/s") != std::string::npos);

@@ -15,6 +15,7 @@
 #include "config/config.hpp"
 #include "config/suggest.hpp"
 #include "dist/env.hpp"
+#include "dist/group.hpp"
 #include "dist/launcher.hpp"
 #include "engine/run.hpp"
 #include "errors.hpp"
@@ -90,6 +91,9 @@ int main(int argc, char** argv) {
   bool sweep_profile = false;
   sweep->add_flag("--profile", sweep_profile, "record a Chrome trace of measure.profile_steps steps per row "
                                               "(same as --set measure.profile=true)");
+  std::string sweep_rows;
+  auto* sweep_rows_opt = sweep->add_option("--rows", sweep_rows, "run only these rows: 0-based indices and ranges, e.g. 7, 0,3 or 5-7 "
+                                          "(the rows before still apply their changes)");
   sweep->add_option("--out", sweep_out, "also write results to FILE (.json, .csv or .md by extension), rewritten after every row");
 
   auto* train = app.add_subcommand("train", "train with the config: epochs, progress, checkpoints, resume");
@@ -160,199 +164,207 @@ int main(int argc, char** argv) {
                               : verbose ? ptune::log::Level::kDebug : ptune::log::Level::kInfo);
   std::signal(SIGINT, on_sigint);
 
-  try {
-    if (app.got_subcommand("schema")) {
-      std::cout << ptune::config::schema().dump(2) << "\n";
-      return 0;
-    }
-    if (app.got_subcommand("check")) {
-      auto cfg = load(check_c);
-      ptune::config::expand_sweep(cfg);
-      std::cout << ptune::config::to_json(cfg).dump(2) << "\n";
-      return 0;
-    }
-    if (app.got_subcommand("sweep")) {
-      check_format(sweep_format, ptune::report::formats());
-      auto cfg = load(sweep_c);
-      if (sweep_profile) cfg.measure.profile = true;
-      ptune::report::Results results;
-      ptune::tune::SweepOptions opt;
-      opt.interrupted = &g_interrupted;
-      const bool live = !quiet && stderr_is_tty();
-      if (!sweep_out.empty()) {
-        const std::string fmt = format_of_path(sweep_out);
-        opt.on_row = [&, fmt](const ptune::report::Results& r) {
-          if (!rank0) return;  // data parallel: rank 0 writes
-          ptune::report::write_atomic(sweep_out, ptune::report::render(r, fmt));
-        };
+  // The command; then a data-parallel run's process group is shut down (NCCL's watchdog
+  // threads joined) after success, or aborted after a failure, before the process exits.
+  auto run = [&]() -> int {
+    try {
+      if (app.got_subcommand("schema")) {
+        std::cout << ptune::config::schema().dump(2) << "\n";
+        return 0;
       }
-      const size_t n_rows = std::max<size_t>(1, cfg.sweep.size());
-      std::string phase_key;  // the row and phase the stopwatch times
-      ptune::measure::Stopwatch phase_clock;
-      opt.on_progress = [&](size_t i, const std::string& name, const std::string& phase, int64_t s, int64_t of,
-                            int64_t samples_per_step) {
-        const std::string key = std::to_string(i) + phase;
-        if (key != phase_key) {
-          phase_key = key;
-          phase_clock.reset();
+      if (app.got_subcommand("check")) {
+        auto cfg = load(check_c);
+        ptune::config::expand_sweep(cfg);
+        std::cout << ptune::config::to_json(cfg).dump(2) << "\n";
+        return 0;
+      }
+      if (app.got_subcommand("sweep")) {
+        check_format(sweep_format, ptune::report::formats());
+        auto cfg = load(sweep_c);
+        if (sweep_profile) cfg.measure.profile = true;
+        ptune::report::Results results;
+        ptune::tune::SweepOptions opt;
+        opt.interrupted = &g_interrupted;
+        if (sweep_rows_opt->count() > 0) opt.rows = ptune::tune::parse_rows(sweep_rows, std::max<size_t>(1, cfg.sweep.size()));
+        const bool live = !quiet && stderr_is_tty();
+        if (!sweep_out.empty()) {
+          const std::string fmt = format_of_path(sweep_out);
+          opt.on_row = [&, fmt](const ptune::report::Results& r) {
+            if (!rank0) return;  // data parallel: rank 0 writes
+            ptune::report::write_atomic(sweep_out, ptune::report::render(r, fmt));
+          };
         }
-        if (live) {
-          const double secs = phase_clock.ms() / 1000.0;
-          std::string rate;
-          if (s > 0 && secs > 0) {
-            char buf[96];
-            std::snprintf(buf, sizeof buf, "  %.1f samples/s  ETA %.0fs", s * samples_per_step / secs,
-                          (of - s) * secs / s);
-            rate = buf;
+        const size_t n_rows = std::max<size_t>(1, cfg.sweep.size());
+        std::string phase_key;  // the row and phase the stopwatch times
+        ptune::measure::Stopwatch phase_clock;
+        opt.on_progress = [&](size_t i, const std::string& name, const std::string& phase, int64_t s, int64_t of,
+                              int64_t samples_per_step) {
+          const std::string key = std::to_string(i) + phase;
+          if (key != phase_key) {
+            phase_key = key;
+            phase_clock.reset();
           }
-          std::fprintf(stderr, "\r\033[K[%zu/%zu] %s: %s %lld/%lld%s", i + 1, n_rows, name.c_str(), phase.c_str(),
-                       static_cast<long long>(s), static_cast<long long>(of), rate.c_str());
-          if (phase == "measure" && s == of) std::fprintf(stderr, "\r\033[K");
-        } else if (verbose && s == of) {
-          ptune::log::debug("row " + std::to_string(i) + " '" + name + "': " + phase + " done");
-        }
-      };
-      int code = 0;
-      try {
-        ptune::tune::run_sweep(cfg, opt, results);
-        if (live) std::fprintf(stderr, "\r\033[K");
-      } catch (const ptune::Interrupted&) {
-        if (live) std::fprintf(stderr, "\r\033[K");
-        ptune::log::warn("interrupted: " + std::to_string(results.rows.size()) + " finished row(s) kept");
-        code = 130;
-      }
-      // Colour on a terminal only (and never with NO_COLOR set): speedups and skipped rows.
-      const bool color = sweep_format == "table" && ::isatty(STDOUT_FILENO) == 1 && !std::getenv("NO_COLOR");
-      if (rank0) std::cout << ptune::report::render(results, sweep_format, color) << std::flush;
-      return code;
-    }
-    if (app.got_subcommand("tune")) {
-      check_format(tune_format, ptune::report::formats());
-      auto cfg = load(tune_c);
-      ptune::tune::MeasureFn measure_fn = [&](const ptune::config::ExperimentConfig& c) {
-        return ptune::measure::measure(c, [&](const std::string&, int64_t, int64_t) {
-          if (g_interrupted.load()) throw ptune::Interrupted();
-        });
-      };
-      auto write_best = [&](const ptune::config::ExperimentConfig& best) {
-        if (tune_out.empty()) return;
-        ptune::report::write_atomic(tune_out, ptune::config::to_json(best).dump(2) + "\n");
-        ptune::log::info("wrote the winning config to " + tune_out);
-      };
-      // Prints a search's outcome in --format: json (the whole document), csv/md (the table;
-      // the summary line goes to the log), or the table with `extra` text and the summary.
-      auto print_outcome = [&](const nlohmann::ordered_json& doc, const ptune::report::Results& table,
-                               const std::string& extra, const std::string& summary) {
-        if (tune_format == "json") {
-          std::cout << doc.dump(2) << "\n" << std::flush;
-        } else if (tune_format != "table") {
-          std::cout << ptune::report::render(table, tune_format) << std::flush;
-          ptune::log::info(summary);
-        } else {
-          std::cout << ptune::report::render(table, "table") << extra << summary << "\n" << std::flush;
-        }
-      };
-      char line[256];
-      if (tune_batch) {
-        tune_batch_opt.budget_s = 60.0 * tune_budget_min;
-        tune_batch_opt.min_repeats = tune_repeats;
-        tune_batch_opt.measure = measure_fn;
-        tune_batch_opt.interrupted = &g_interrupted;
-        tune_batch_opt.on_try = [&](const ptune::report::Results& r) {
-          const auto& row = r.rows.back();
-          std::snprintf(line, sizeof line, "%.1f samples/s", row.m ? row.m->samples_per_s : 0.0);
-          ptune::log::info("tune: " + row.name + ": " + (row.status == "ok" ? std::string(line) : row.status));
+          if (live) {
+            const double secs = phase_clock.ms() / 1000.0;
+            std::string rate;
+            if (s > 0 && secs > 0) {
+              char buf[96];
+              std::snprintf(buf, sizeof buf, "  %.1f samples/s  ETA %.0fs", s * samples_per_step / secs,
+                            (of - s) * secs / s);
+              rate = buf;
+            }
+            std::fprintf(stderr, "\r\033[K[%zu/%zu] %s: %s %lld/%lld%s", i + 1, n_rows, name.c_str(), phase.c_str(),
+                         static_cast<long long>(s), static_cast<long long>(of), rate.c_str());
+            if ((phase == "measure" || phase == "profile") && s == of) std::fprintf(stderr, "\r\033[K");
+          } else if (verbose && s == of) {
+            ptune::log::debug("row " + std::to_string(i) + " '" + name + "': " + phase + " done");
+          }
         };
-        auto res = ptune::tune::find_batch_size(cfg, tune_batch_opt);
-        std::snprintf(line, sizeof line, "fastest: batch %lld; largest that fits: batch %lld%s",
-                      static_cast<long long>(res.fastest), static_cast<long long>(res.largest_fitting),
-                      res.stop_reason == "searched" ? "" : (" (stopped: " + res.stop_reason + ")").c_str());
-        std::string notes;
-        for (const auto& n : res.notes) notes += "note: " + n + "\n";
-        print_outcome(ptune::tune::to_json(res), res.table, notes, line);
+        int code = 0;
+        try {
+          ptune::tune::run_sweep(cfg, opt, results);
+          if (live) std::fprintf(stderr, "\r\033[K");
+        } catch (const ptune::Interrupted&) {
+          if (live) std::fprintf(stderr, "\r\033[K");
+          ptune::log::warn("interrupted: " + std::to_string(results.rows.size()) + " finished row(s) kept");
+          code = 130;
+        }
+        // Colour on a terminal only (and never with NO_COLOR set): speedups and skipped rows.
+        const bool color = sweep_format == "table" && ::isatty(STDOUT_FILENO) == 1 && !std::getenv("NO_COLOR");
+        if (rank0) std::cout << ptune::report::render(results, sweep_format, color) << std::flush;
+        return code;
+      }
+      if (app.got_subcommand("tune")) {
+        check_format(tune_format, ptune::report::formats());
+        auto cfg = load(tune_c);
+        ptune::tune::MeasureFn measure_fn = [&](const ptune::config::ExperimentConfig& c) {
+          return ptune::measure::measure(c, [&](const std::string&, int64_t, int64_t) {
+            if (g_interrupted.load()) throw ptune::Interrupted();
+          });
+        };
+        auto write_best = [&](const ptune::config::ExperimentConfig& best) {
+          if (tune_out.empty()) return;
+          ptune::report::write_atomic(tune_out, ptune::config::to_json(best).dump(2) + "\n");
+          ptune::log::info("wrote the winning config to " + tune_out);
+        };
+        // Prints a search's outcome in --format: json (the whole document), csv/md (the table;
+        // the summary line goes to the log), or the table with `extra` text and the summary.
+        auto print_outcome = [&](const nlohmann::ordered_json& doc, const ptune::report::Results& table,
+                                 const std::string& extra, const std::string& summary) {
+          if (tune_format == "json") {
+            std::cout << doc.dump(2) << "\n" << std::flush;
+          } else if (tune_format != "table") {
+            std::cout << ptune::report::render(table, tune_format) << std::flush;
+            ptune::log::info(summary);
+          } else {
+            std::cout << ptune::report::render(table, "table") << extra << summary << "\n" << std::flush;
+          }
+        };
+        char line[256];
+        if (tune_batch) {
+          tune_batch_opt.budget_s = 60.0 * tune_budget_min;
+          tune_batch_opt.min_repeats = tune_repeats;
+          tune_batch_opt.measure = measure_fn;
+          tune_batch_opt.interrupted = &g_interrupted;
+          tune_batch_opt.on_try = [&](const ptune::report::Results& r) {
+            const auto& row = r.rows.back();
+            std::snprintf(line, sizeof line, "%.1f samples/s", row.m ? row.m->samples_per_s : 0.0);
+            ptune::log::info("tune: " + row.name + ": " + (row.status == "ok" ? std::string(line) : row.status));
+          };
+          auto res = ptune::tune::find_batch_size(cfg, tune_batch_opt);
+          std::snprintf(line, sizeof line, "fastest: batch %lld; largest that fits: batch %lld%s",
+                        static_cast<long long>(res.fastest), static_cast<long long>(res.largest_fitting),
+                        res.stop_reason == "searched" ? "" : (" (stopped: " + res.stop_reason + ")").c_str());
+          std::string notes;
+          for (const auto& n : res.notes) notes += "note: " + n + "\n";
+          print_outcome(ptune::tune::to_json(res), res.table, notes, line);
+          write_best(res.best);
+          return res.stop_reason == "interrupted" ? 130 : 0;
+        }
+        tune_opt.budget_s = 60.0 * tune_budget_min;
+        tune_opt.min_repeats = tune_repeats;
+        tune_opt.measure = measure_fn;
+        tune_opt.interrupted = &g_interrupted;
+        tune_opt.on_trial = [&](const ptune::tune::Trial& t) {
+          std::string s = "tune: " + (t.pass ? "pass " + std::to_string(t.pass) + ": " : std::string()) + t.name;
+          if (t.m) {
+            std::snprintf(line, sizeof line, ": %.1f samples/s", t.m->samples_per_s);
+            s += line;
+          }
+          ptune::log::info(s + (t.pass ? ": " + t.verdict + (t.reason.empty() ? "" : " (" + t.reason + ")") : ""));
+        };
+        auto res = ptune::tune::greedy_tune(cfg, tune_opt);
+        const auto& first = *res.path.rows.front().m;
+        const auto& last = *res.path.rows.back().m;
+        std::snprintf(line, sizeof line, "stopped: %s after %.0f s; best %.1f samples/s, %.2fx the baseline",
+                      res.stop_reason.c_str(), res.elapsed_s, last.samples_per_s,
+                      first.samples_per_s > 0 ? last.samples_per_s / first.samples_per_s : 1.0);
+        print_outcome(ptune::tune::to_json(res), res.path, "\ntrials:\n" + ptune::tune::render_trials(res.trials), line);
         write_best(res.best);
         return res.stop_reason == "interrupted" ? 130 : 0;
       }
-      tune_opt.budget_s = 60.0 * tune_budget_min;
-      tune_opt.min_repeats = tune_repeats;
-      tune_opt.measure = measure_fn;
-      tune_opt.interrupted = &g_interrupted;
-      tune_opt.on_trial = [&](const ptune::tune::Trial& t) {
-        std::string s = "tune: " + (t.pass ? "pass " + std::to_string(t.pass) + ": " : std::string()) + t.name;
-        if (t.m) {
-          std::snprintf(line, sizeof line, ": %.1f samples/s", t.m->samples_per_s);
-          s += line;
+      if (app.got_subcommand("train")) {
+        auto cfg = load(train_c);
+        ptune::engine::TrainOptions opt;
+        opt.resume = resume;
+        opt.save_weights = save_weights;
+        opt.interrupted = &g_interrupted;
+        opt.on_note = [](const std::string& s) { ptune::log::info(s); };
+        opt.on_progress = [&](const ptune::engine::TrainProgress& p) {
+          if (quiet) return;
+          std::fprintf(stderr, "step %lld/%lld  epoch %lld  loss %.4f  %.1f samples/s  ETA %.0fs\n",
+                       static_cast<long long>(p.step), static_cast<long long>(p.total_steps),
+                       static_cast<long long>(p.epoch), p.loss, p.samples_per_s, p.eta_s);
+        };
+        try {
+          auto s = ptune::engine::train(cfg, opt);
+          if (rank0) std::printf("trained %lld steps: final loss %.4f, %.1f samples/s, checkpoint %s\n",
+                      static_cast<long long>(s.steps), s.final_loss, s.samples_per_s, s.last_checkpoint.c_str());
+        } catch (const ptune::Interrupted&) {
+          ptune::log::warn("interrupted; checkpoint written, continue with --resume");
+          return 130;
         }
-        ptune::log::info(s + (t.pass ? ": " + t.verdict + (t.reason.empty() ? "" : " (" + t.reason + ")") : ""));
-      };
-      auto res = ptune::tune::greedy_tune(cfg, tune_opt);
-      const auto& first = *res.path.rows.front().m;
-      const auto& last = *res.path.rows.back().m;
-      std::snprintf(line, sizeof line, "stopped: %s after %.0f s; best %.1f samples/s, %.2fx the baseline",
-                    res.stop_reason.c_str(), res.elapsed_s, last.samples_per_s,
-                    first.samples_per_s > 0 ? last.samples_per_s / first.samples_per_s : 1.0);
-      print_outcome(ptune::tune::to_json(res), res.path, "\ntrials:\n" + ptune::tune::render_trials(res.trials), line);
-      write_best(res.best);
-      return res.stop_reason == "interrupted" ? 130 : 0;
-    }
-    if (app.got_subcommand("train")) {
-      auto cfg = load(train_c);
-      ptune::engine::TrainOptions opt;
-      opt.resume = resume;
-      opt.save_weights = save_weights;
-      opt.interrupted = &g_interrupted;
-      opt.on_note = [](const std::string& s) { ptune::log::info(s); };
-      opt.on_progress = [&](const ptune::engine::TrainProgress& p) {
-        if (quiet) return;
-        std::fprintf(stderr, "step %lld/%lld  epoch %lld  loss %.4f  %.1f samples/s  ETA %.0fs\n",
-                     static_cast<long long>(p.step), static_cast<long long>(p.total_steps),
-                     static_cast<long long>(p.epoch), p.loss, p.samples_per_s, p.eta_s);
-      };
-      try {
-        auto s = ptune::engine::train(cfg, opt);
-        if (rank0) std::printf("trained %lld steps: final loss %.4f, %.1f samples/s, checkpoint %s\n",
-                    static_cast<long long>(s.steps), s.final_loss, s.samples_per_s, s.last_checkpoint.c_str());
-      } catch (const ptune::Interrupted&) {
-        ptune::log::warn("interrupted; checkpoint written, continue with --resume");
-        return 130;
+        return 0;
       }
-      return 0;
-    }
-    if (app.got_subcommand("launch")) {
-      launch_opt.prefix = !launch_no_prefix;
-      const auto r = ptune::dist::launch(launch_opt);
-      if (r.exit_code == 130) std::fprintf(stderr, "ptune: interrupted\n");
-      else if (r.exit_code != 0) std::fprintf(stderr, "ptune: error: %s\n", r.error.c_str());
-      return r.exit_code;
-    }
-    if (app.got_subcommand("eval")) {
-      check_format(eval_format, {"table", "json"});
-      auto cfg = load(eval_c);
-      auto r = ptune::engine::evaluate(cfg, weights);
-      if (!rank0) return 0;
-      if (eval_format == "json") {
-        std::cout << nlohmann::ordered_json{{"loss", r.loss}, {"top1", r.top1}, {"samples", r.samples}}.dump() << "\n";
-      } else {
-        std::printf("loss %.4f  top-1 %.2f%%  samples %lld\n", r.loss, 100.0 * r.top1,
-                    static_cast<long long>(r.samples));
+      if (app.got_subcommand("launch")) {
+        launch_opt.prefix = !launch_no_prefix;
+        const auto r = ptune::dist::launch(launch_opt);
+        if (r.exit_code == 130) std::fprintf(stderr, "ptune: interrupted\n");
+        else if (r.exit_code != 0) std::fprintf(stderr, "ptune: error: %s\n", r.error.c_str());
+        return r.exit_code;
       }
-      return 0;
+      if (app.got_subcommand("eval")) {
+        check_format(eval_format, {"table", "json"});
+        auto cfg = load(eval_c);
+        auto r = ptune::engine::evaluate(cfg, weights);
+        if (!rank0) return 0;
+        if (eval_format == "json") {
+          std::cout << nlohmann::ordered_json{{"loss", r.loss}, {"top1", r.top1}, {"samples", r.samples}}.dump() << "\n";
+        } else {
+          std::printf("loss %.4f  top-1 %.2f%%  samples %lld\n", r.loss, 100.0 * r.top1,
+                      static_cast<long long>(r.samples));
+        }
+        return 0;
+      }
+    } catch (const ptune::ConfigError& e) {
+      std::fprintf(stderr, "ptune: error: %s\n", e.what());
+      return 2;
+    } catch (const ptune::UsageError& e) {
+      std::fprintf(stderr, "ptune: error: %s\n", e.what());
+      return 2;
+    } catch (const ptune::Interrupted&) {
+      std::fprintf(stderr, "ptune: interrupted\n");
+      return 130;
+    } catch (const c10::Error& e) {
+      std::fprintf(stderr, "ptune: error: %s\n", verbose ? e.what() : e.what_without_backtrace());
+      return 1;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "ptune: error: %s\n", e.what());
+      return 1;
     }
-  } catch (const ptune::ConfigError& e) {
-    std::fprintf(stderr, "ptune: error: %s\n", e.what());
-    return 2;
-  } catch (const ptune::UsageError& e) {
-    std::fprintf(stderr, "ptune: error: %s\n", e.what());
-    return 2;
-  } catch (const ptune::Interrupted&) {
-    std::fprintf(stderr, "ptune: interrupted\n");
-    return 130;
-  } catch (const c10::Error& e) {
-    std::fprintf(stderr, "ptune: error: %s\n", verbose ? e.what() : e.what_without_backtrace());
-    return 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "ptune: error: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+    return 0;
+  };
+  const int code = run();
+  ptune::dist::close_process_group(/*graceful=*/code == 0);
+  return code;
 }

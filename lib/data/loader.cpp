@@ -28,14 +28,24 @@ std::vector<int64_t> epoch_order(int64_t dataset_size, bool shuffle, uint64_t se
   return mine;
 }
 
+namespace {
+const Dataset& checked(const std::shared_ptr<const Dataset>& d) {
+  if (!d) throw std::invalid_argument("loader: no dataset");
+  return *d;
+}
+int64_t batches_of(const Dataset& d, const LoaderOptions& o) {
+  if (o.batch_size < 1) throw std::invalid_argument("loader: batch_size must be >= 1");
+  if (o.world_size < 1 || o.rank < 0 || o.rank >= o.world_size)
+    throw std::invalid_argument("loader: rank must be in [0, world_size)");
+  const int64_t shard = shard_size(d.size(), o.rank, o.world_size, o.even_shards);
+  return o.drop_last ? shard / o.batch_size : (shard + o.batch_size - 1) / o.batch_size;
+}
+}  // namespace
+
 Loader::Loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options)
-    : dataset_(std::move(dataset)), opt_(options) {
-  if (!dataset_) throw std::invalid_argument("loader: no dataset");
-  if (opt_.batch_size < 1) throw std::invalid_argument("loader: batch_size must be >= 1");
+    : dataset_(std::move(dataset)), opt_(options), num_batches_(batches_of(checked(dataset_), opt_)) {
   if (opt_.num_workers < 0) throw std::invalid_argument("loader: num_workers must be >= 0");
   if (opt_.prefetch < 1) throw std::invalid_argument("loader: prefetch must be >= 1");
-  if (opt_.world_size < 1 || opt_.rank < 0 || opt_.rank >= opt_.world_size)
-    throw std::invalid_argument("loader: rank must be in [0, world_size)");
   if (dataset_->shape().channels != 3 && opt_.float_output)
     throw std::invalid_argument("loader: normalization needs 3-channel images");
   for (int c = 0; c < 3; ++c) {
@@ -51,10 +61,7 @@ int64_t Loader::samples_per_epoch() const {
   return opt_.drop_last ? shard / opt_.batch_size * opt_.batch_size : shard;
 }
 
-int64_t Loader::batches_per_epoch() const {
-  const int64_t shard = shard_size(dataset_->size(), opt_.rank, opt_.world_size, opt_.even_shards);
-  return opt_.drop_last ? shard / opt_.batch_size : (shard + opt_.batch_size - 1) / opt_.batch_size;
-}
+int64_t Loader::batches_per_epoch() const { return num_batches_; }
 
 void Loader::stop() {
   stop_ = true;
@@ -70,15 +77,34 @@ void Loader::stop() {
 }
 
 void Loader::start_epoch(int64_t epoch) {
-  stop();
+  const bool continues = running_ && opt_.num_workers > 0 && epoch == epoch_ + 1 && next_batch_ >= num_batches_;
   epoch_ = epoch;
-  order_ = epoch_order(dataset_->size(), opt_.shuffle, opt_.seed, epoch, opt_.rank, opt_.world_size,
-                       opt_.even_shards);
-  num_batches_ = batches_per_epoch();
   next_batch_ = 0;
+  {
+    // Orders of epochs already read are not needed any more.
+    std::lock_guard<std::mutex> lock(orders_mu_);
+    orders_.erase(orders_.begin(), orders_.lower_bound(epoch));
+  }
+  if (continues) return;  // the workers are already building this epoch
+  stop();
   running_ = true;
+  start_workers(epoch);
+}
+
+void Loader::start_workers(int64_t epoch) {
+  first_ = epoch * num_batches_;
+  if (num_batches_ == 0) return;
   for (int64_t w = 0; w < opt_.num_workers; ++w) slots_.push_back(std::make_unique<Slot>());
   for (int64_t w = 0; w < opt_.num_workers; ++w) threads_.emplace_back([this, w] { worker_loop(w); });
+}
+
+std::shared_ptr<const std::vector<int64_t>> Loader::order_of(int64_t epoch) {
+  std::lock_guard<std::mutex> lock(orders_mu_);
+  auto& order = orders_[epoch];
+  if (!order)
+    order = std::make_shared<const std::vector<int64_t>>(epoch_order(
+        dataset_->size(), opt_.shuffle, opt_.seed, epoch, opt_.rank, opt_.world_size, opt_.even_shards));
+  return order;
 }
 
 at::Tensor Loader::take_buffer(at::IntArrayRef sizes, at::ScalarType dtype) {
@@ -96,9 +122,11 @@ at::Tensor Loader::take_buffer(at::IntArrayRef sizes, at::ScalarType dtype) {
   return pool_.back();
 }
 
-Batch Loader::build(int64_t b) {
+Batch Loader::build(int64_t epoch, int64_t b) {
+  const std::shared_ptr<const std::vector<int64_t>> order_ptr = order_of(epoch);
+  const std::vector<int64_t>& order = *order_ptr;
   const int64_t begin = b * opt_.batch_size;
-  const int64_t n = std::min<int64_t>(opt_.batch_size, static_cast<int64_t>(order_.size()) - begin);
+  const int64_t n = std::min<int64_t>(opt_.batch_size, static_cast<int64_t>(order.size()) - begin);
   const ImageShape shape = dataset_->shape();
   const int64_t per = shape.numel();
   const int64_t plane = shape.height * shape.width;
@@ -110,8 +138,8 @@ Batch Loader::build(int64_t b) {
   int64_t* labels = batch.labels.data_ptr<int64_t>();
   thread_local std::vector<uint8_t> tmp;
   for (int64_t i = 0; i < n; ++i) {
-    const int64_t idx = order_[begin + i];
-    const uint64_t aug = mix_seed(opt_.seed, static_cast<uint64_t>(epoch_), static_cast<uint64_t>(idx));
+    const int64_t idx = order[begin + i];
+    const uint64_t aug = mix_seed(opt_.seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(idx));
     if (!opt_.float_output) {
       labels[i] = dataset_->get(idx, aug, batch.images.data_ptr<uint8_t>() + i * per);
       continue;
@@ -132,13 +160,14 @@ Batch Loader::build(int64_t b) {
 void Loader::worker_loop(int64_t w) {
   Slot& slot = *slots_[w];
   try {
-    for (int64_t b = w; b < num_batches_; b += opt_.num_workers) {
+    // Across epochs, until stopped: the next epoch's batches are ready when it starts.
+    for (int64_t g = first_ + w;; g += opt_.num_workers) {
       {
         std::unique_lock<std::mutex> lock(slot.mu);
         slot.cv.wait(lock, [&] { return stop_ || static_cast<int64_t>(slot.ready.size()) < opt_.prefetch; });
         if (stop_) return;
       }
-      Batch batch = build(b);
+      Batch batch = build(g / num_batches_, g % num_batches_);
       std::lock_guard<std::mutex> lock(slot.mu);
       slot.ready.push_back(std::move(batch));
       slot.cv.notify_all();
@@ -153,8 +182,9 @@ void Loader::worker_loop(int64_t w) {
 std::optional<Batch> Loader::next() {
   if (!running_ || next_batch_ >= num_batches_) return std::nullopt;
   const int64_t b = next_batch_++;
-  if (opt_.num_workers == 0) return build(b);
-  Slot& slot = *slots_[b % opt_.num_workers];
+  if (opt_.num_workers == 0) return build(epoch_, b);
+  const int64_t g = epoch_ * num_batches_ + b;
+  Slot& slot = *slots_[(g - first_) % opt_.num_workers];
   std::unique_lock<std::mutex> lock(slot.mu);
   slot.cv.wait(lock, [&] { return !slot.ready.empty() || slot.error; });
   if (slot.ready.empty()) {

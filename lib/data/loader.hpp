@@ -2,10 +2,14 @@
 /// The batch loader: worker threads that each build whole batches (read, transform, collate
 /// into one buffer), a bounded prefetch queue per worker, batches delivered in a fixed order.
 /// For a given seed the batches and their order are identical for any number of workers.
+/// Workers are persistent: at the end of an epoch they go on building the next epoch's first
+/// batches, so starting that epoch (start_epoch(e + 1) after epoch e was read to its end)
+/// neither joins nor starts threads and finds batches ready.
 
 #include <array>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -64,7 +68,9 @@ class Loader {
   int64_t batches_per_epoch() const;
   /// Samples this rank gets per epoch (after drop_last).
   int64_t samples_per_epoch() const;
-  /// Computes epoch `epoch`'s order and (re)starts the workers on it.
+  /// Starts epoch `epoch`. After the previous epoch was read to its end, the running workers
+  /// are already on it; otherwise (the first epoch, a jump, an epoch left part way) the workers
+  /// are restarted at its first batch.
   void start_epoch(int64_t epoch);
   /// The next batch of the current epoch, or nullopt at its end. Rethrows a worker's error.
   std::optional<Batch> next();
@@ -82,18 +88,27 @@ class Loader {
     std::exception_ptr error;
   };
 
-  Batch build(int64_t batch_index);
+  /// Builds batch `b` of epoch `epoch`.
+  Batch build(int64_t epoch, int64_t b);
+  /// The shard's sample order of `epoch`, computed once and shared by the workers.
+  std::shared_ptr<const std::vector<int64_t>> order_of(int64_t epoch);
   at::Tensor take_buffer(at::IntArrayRef sizes, at::ScalarType dtype);
   void worker_loop(int64_t worker);
+  /// Starts the workers on the batches from `epoch`'s first on.
+  void start_workers(int64_t epoch);
 
   std::shared_ptr<const Dataset> dataset_;
   LoaderOptions opt_;
   std::array<float, 3> scale_{}, shift_{};  // x * scale + shift == (x / 255 - mean) / std
-  std::vector<int64_t> order_;
-  int64_t epoch_ = 0;
-  int64_t next_batch_ = 0;
-  int64_t num_batches_ = 0;
+  const int64_t num_batches_;  // per epoch
+  // Batches are numbered across epochs: g = epoch * num_batches_ + b. Worker w builds
+  // g = first_ + w, first_ + w + num_workers, ...; slot (g - first_) % num_workers holds them.
+  int64_t first_ = 0;
+  int64_t epoch_ = 0;          // the epoch next() reads
+  int64_t next_batch_ = 0;     // next() returns batch next_batch_ of epoch_
   bool running_ = false;
+  std::mutex orders_mu_;
+  std::map<int64_t, std::shared_ptr<const std::vector<int64_t>>> orders_;  // epoch -> order
   std::atomic<bool> stop_{false};
   std::vector<std::unique_ptr<Slot>> slots_;
   std::vector<std::thread> threads_;

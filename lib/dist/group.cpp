@@ -133,12 +133,36 @@ int64_t rank_cpu_threads(int64_t configured) {
   return std::max<int64_t>(1, cores / ranks_here);
 }
 
+namespace {
+std::mutex g_group_mu;
+/// The process's group. Never destroyed by a static destructor: tearing a process group down
+/// at exit (CUDA and the backend's threads already going) can hang or crash; close_process_group
+/// shuts its backend down while the process is still whole.
+std::shared_ptr<Group>& group_slot() {
+  static auto* slot = new std::shared_ptr<Group>();
+  return *slot;
+}
+}  // namespace
+
+void Group::close(bool graceful) {
+  if (!backend_) return;
+  try {
+    if (graceful) backend_->shutdown();
+    else backend_->abort();
+  } catch (const std::exception& e) {
+    log::debug(std::string("dist: closing the process group: ") + message_of(e));
+  }
+  backend_.reset();
+}
+
+void close_process_group(bool graceful) {
+  std::lock_guard<std::mutex> lock(g_group_mu);
+  if (group_slot()) group_slot()->close(graceful);
+}
+
 std::shared_ptr<Group> process_group(const config::DistConfig& cfg, const c10::Device& device) {
-  static std::mutex mu;
-  // Never destroyed: tearing a process group down in static destructors at exit (CUDA and the
-  // backend's threads already going) can hang or crash; the OS closes its sockets.
-  static auto* group_slot = new std::shared_ptr<Group>();
-  std::shared_ptr<Group>& group = *group_slot;
+  auto& mu = g_group_mu;
+  std::shared_ptr<Group>& group = group_slot();
   static std::string joined_as;  // the settings the group was joined with
   auto settings = [&] {
     char timeout[32];

@@ -86,6 +86,10 @@ class Group {
   std::vector<double> sum(const std::vector<double>& values);
   /// Waits until every rank has reached this call. Throws as Pending::wait_host.
   void barrier();
+  /// Shuts the backend down (NCCL: communicators finalized, watchdog threads joined) when
+  /// `graceful`, else aborts it (after a failure, when a peer may be gone). Collectives after
+  /// it do nothing. Never throws.
+  void close(bool graceful);
 
  private:
   int rank_ = 0;
@@ -122,6 +126,10 @@ int64_t rank_cpu_threads(int64_t configured);
 /// std::runtime_error when the rendezvous or the backend fails (e.g. no rank 0 listening
 /// within dist.timeout_s), ConfigError for a backend the device cannot use.
 std::shared_ptr<Group> process_group(const config::DistConfig& cfg, const c10::Device& device);
+
+/// Closes this process's group (Group::close), if one was joined; call once, at exit, after
+/// the last collective. Never throws.
+void close_process_group(bool graceful);
 
 /// Copies rank `root`'s parameters and buffers into every rank's module (one broadcast per
 /// dtype, as DDP does at construction). No-op in a single process. Throws as Pending::wait_host.

@@ -5,6 +5,7 @@
 /// synchronize with the host. Implemented in cuda_graph_cuda.cpp (CUDA builds); in CPU-only
 /// builds capture() fails with a clear reason.
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -25,12 +26,14 @@ class GraphStep {
   /// allocator blocks) exists before the graph records.
   void run_eager(const std::function<void()>& body);
 
-  /// Captures one run of `body` on the side stream into a graph (nothing executes). Returns
-  /// false, with failure() saying why, if capture is impossible (an op that cannot be
-  /// captured, a host synchronization inside `body`); the allocators are then restored and the
-  /// device is usable for eager steps. Host-side effects of the partly run `body` stay: the
-  /// caller resets its own per-step state. The first capture in a process also initializes the
-  /// profiler's CUDA tracing, so that later profiled replays record their kernels.
+  /// Captures one run of `body` on the side stream into a graph (nothing executes). First the
+  /// device is synchronized and the caching allocator's unused blocks are released (as
+  /// torch.cuda.graph does), so the graph's private pool can take the memory other rows and
+  /// streams left cached. Returns false, with failure() saying why, if capture is impossible
+  /// (out of memory, an op that cannot be captured, a host synchronization inside `body`); the
+  /// allocators are then restored and the device is usable for eager steps. Host-side effects
+  /// of the partly run `body` stay: the caller resets its own per-step state. A graph that will
+  /// be profiled needs measure::prepare_profiler_for_cuda_graphs() before its capture.
   bool capture(const std::function<void()>& body);
 
   /// Replays the captured step on the current stream. Requires a successful capture().
@@ -38,12 +41,17 @@ class GraphStep {
 
   bool captured() const { return captured_; }
   const std::string& failure() const { return failure_; }
+  /// Peak bytes allocated on the device during the last capture (what the step needs: its
+  /// activations and workspaces, which replays keep in the graph's private pool, and all that
+  /// was alive then); 0 before a capture.
+  int64_t capture_peak_bytes() const { return capture_peak_bytes_; }
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
   bool captured_ = false;
   std::string failure_;
+  int64_t capture_peak_bytes_ = 0;
 };
 
 }  // namespace ptune::engine

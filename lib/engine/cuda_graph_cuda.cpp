@@ -1,9 +1,7 @@
 // CUDA implementation of cuda_graph.hpp.
 #include "engine/cuda_graph.hpp"
 
-#include <mutex>
 #include <optional>
-#include <set>
 
 #include <ATen/autocast_mode.h>
 #include <ATen/core/CachingHostAllocator.h>
@@ -13,7 +11,6 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <c10/util/Exception.h>
-#include <torch/csrc/autograd/profiler_kineto.h>
 
 #include "errors.hpp"
 
@@ -26,26 +23,6 @@ struct Graph : at::cuda::CUDAGraph {
   c10::DeviceIndex device() const { return capture_dev_; }
   bool ended() const { return capture_ended_; }
 };
-
-/// CUPTI set up after a graph was captured can break its replays or miss their kernels; as
-/// PyTorch does for graphs (torch.profiler._utils._init_for_cuda_graphs), an empty profiler
-/// session before the first capture initializes it. Best effort, once per process.
-void init_profiler_for_graphs() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    namespace prof = torch::autograd::profiler;
-    using torch::profiler::impl::ActivityType;
-    try {
-      if (prof::profilerEnabled()) return;  // already running: CUPTI is up
-      const prof::ProfilerConfig config(torch::profiler::impl::ProfilerState::KINETO);
-      const std::set<ActivityType> activities{ActivityType::CPU, ActivityType::CUDA};
-      prof::prepareProfiler(config, activities);
-      prof::enableProfiler(config, activities);
-      prof::disableProfiler();
-    } catch (...) {
-    }
-  });
-}
 
 }  // namespace
 
@@ -104,12 +81,14 @@ void GraphStep::run_eager(const std::function<void()>& body) {
 
 bool GraphStep::capture(const std::function<void()>& body) {
   c10::cuda::CUDAGuard device_guard(impl_->device);
-  init_profiler_for_graphs();
   c10::cuda::CUDAStream main = c10::cuda::getCurrentCUDAStream(impl_->device);
   c10::cuda::CUDAStream side = impl_->side_stream();
-  // Capture needs an idle side stream that no other stream is still feeding.
+  // Capture needs an idle side stream that no other stream is still feeding; then, as
+  // torch.cuda.graph, the cached blocks go back to the device so the private pool can use them.
   main.synchronize();
   side.synchronize();
+  c10::cuda::CUDACachingAllocator::emptyCache();
+  c10::cuda::CUDACachingAllocator::resetPeakStats(impl_->device);
   // Autocast caches casted weights across calls; inside a graph that cache would hold
   // tensors from the capture's private pool, so it is off while capturing (as PyTorch does).
   const bool cache = at::autocast::is_autocast_cache_enabled();
@@ -132,6 +111,8 @@ bool GraphStep::capture(const std::function<void()>& body) {
     }
     impl_->graph->capture_end();
     at::autocast::set_autocast_cache_enabled(cache);
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(impl_->device);
+    capture_peak_bytes_ = stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;
   } catch (const std::exception& e) {
     at::autocast::set_autocast_cache_enabled(cache);
     impl_->clean_up_failed_capture();

@@ -26,8 +26,8 @@ void reset_peak_memory(int index);
 int64_t peak_memory(int index);
 /// Total memory of the device in bytes.
 int64_t total_memory(int index);
-/// Releases the caching allocator's unused cached blocks back to the device (after an
-/// out-of-memory error); a no-op without CUDA. Never throws.
+/// Releases the caching allocators' unused cached blocks, the device's and the page-locked
+/// host memory's (after an out-of-memory error); a no-op without CUDA. Never throws.
 void empty_cache();
 /// Turns cuDNN's algorithm autotuning on or off (process-wide).
 void set_cudnn_benchmark(bool on);

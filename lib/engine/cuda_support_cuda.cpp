@@ -5,6 +5,7 @@
 #include <vector>
 
 #include <ATen/Context.h>
+#include <ATen/core/CachingHostAllocator.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -50,7 +51,10 @@ int64_t total_memory(int index) {
 }
 
 void empty_cache() {
-  if (available()) c10::cuda::CUDACachingAllocator::emptyCache();
+  if (!available()) return;
+  c10::cuda::CUDACachingAllocator::emptyCache();
+  // Page-locked host blocks (power-of-two sizes) pile up over a batch-size search too.
+  at::getHostAllocator(at::kCUDA)->empty_cache();
 }
 
 void set_cudnn_benchmark(bool on) { at::globalContext().setBenchmarkCuDNN(on); }

@@ -11,6 +11,8 @@
 #include <torch/optim/sgd.h>
 #include <torch/serialize/archive.h>
 
+#include "engine/sgd.hpp"
+
 namespace ptune::engine {
 namespace {
 
@@ -236,62 +238,8 @@ void GradScaler::step_masked(torch::optim::Optimizer& optimizer) {
         "parameters has a gradient); run backward on scaler.scale(loss) first");
   }
 
-  at::NoGradGuard no_grad;
-  // One bool 0-dim "skip" mask per parameter device: found_inf > 0.
-  std::vector<std::pair<c10::Device, at::Tensor>> skips;
-  auto skip_on = [&](c10::Device device) -> at::Tensor {
-    for (auto& s : skips) {
-      if (s.first == device) {
-        return s.second;
-      }
-    }
-    skips.emplace_back(device, combined_found_inf(st, device).gt(0));
-    return skips.back().second;
-  };
-
-  auto& param_state = sgd->state();
-  for (auto& group : sgd->param_groups()) {
-    const auto& options = static_cast<const torch::optim::SGDOptions&>(group.options());
-    const double lr = options.lr();
-    const double momentum = options.momentum();
-    const double dampening = options.dampening();
-    const double weight_decay = options.weight_decay();
-    const bool nesterov = options.nesterov();
-    for (auto& p : group.params()) {
-      if (!p.grad().defined()) {
-        continue;
-      }
-      if (p.grad().is_sparse()) {
-        throw std::invalid_argument(
-            "GradScaler::step_masked does not support sparse gradients; use step()");
-      }
-      at::Tensor param = p.data();
-      const at::Tensor skip = skip_on(param.device());
-      // The same ops, in the same order, as torch::optim::SGD::step, so clean steps are
-      // bit-identical; at::where then keeps the old values when skipping.
-      at::Tensor d_p = p.grad().data();
-      if (weight_decay != 0) {
-        d_p = d_p.add(param, weight_decay);
-      }
-      if (momentum != 0) {
-        at::Tensor buf;
-        auto it = param_state.find(p.unsafeGetTensorImpl());
-        if (it == param_state.end()) {
-          buf = at::where(skip, at::zeros({}, d_p.options()), d_p);
-          auto s = std::make_unique<torch::optim::SGDParamState>();
-          s->momentum_buffer(buf);
-          param_state[p.unsafeGetTensorImpl()] = std::move(s);
-        } else {
-          buf = static_cast<torch::optim::SGDParamState&>(*it->second).momentum_buffer();
-          at::Tensor new_buf = buf.mul(momentum).add_(d_p, 1 - dampening);
-          buf.copy_(at::where(skip, buf, new_buf));
-        }
-        d_p = nesterov ? d_p.add(buf, momentum) : buf;
-      }
-      at::Tensor new_param = param.add(d_p, -1 * lr);
-      param.copy_(at::where(skip, param, new_param));
-    }
-  }
+  // ATen's fused SGD: the update skipped on the device when found_inf > 0.
+  fused_sgd_step(*sgd, combined_found_inf(st, scale_.device()));
   st.stage = Stage::kStepped;
 }
 

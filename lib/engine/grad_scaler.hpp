@@ -73,17 +73,17 @@ class GradScaler {
   bool step(torch::optim::Optimizer& optimizer);
 
   /// Like step() but never syncs or branches on tensor values, so it can be captured in a
-  /// CUDA graph: performs the torch::optim::SGD update (lr, momentum, dampening, weight decay,
-  /// nesterov) with tensor ops, selecting old values with at::where where found_inf > 0, so an
-  /// inf/NaN step leaves params and momentum buffers bit-for-bit unchanged, and a clean step
-  /// gives the same bits as SGD::step(). Uses the optimizer's own SGDParamState, so it mixes
-  /// freely with step() / SGD::step().
-  /// Rule for a missing momentum buffer: it is created (a host-side decision on structure, not
-  /// on values) as where(found_inf, 0, d_p). After an inf first step the buffer is thus zero,
+  /// CUDA graph: the torch::optim::SGD update (lr, momentum, dampening, weight decay, nesterov)
+  /// with ATen's fused SGD kernel (engine::fused_sgd_step, as torch.optim.SGD(fused=True)),
+  /// which skips on the device where found_inf > 0, so an inf/NaN step leaves params and
+  /// momentum buffers bit-for-bit unchanged. Uses the optimizer's own SGDParamState, so it
+  /// mixes freely with step() / SGD::step().
+  /// Rule for a missing momentum buffer: it is created as zeros and the kernel's first-step
+  /// rule (buffer = d_p) runs, skipped on inf. After an inf first step the buffer is thus zero,
   /// and the next step computes 0 * momentum + (1 - dampening) * d_p: identical to PyTorch's
   /// first step (buf = d_p) when dampening == 0, scaled by (1 - dampening) otherwise.
   /// Throws std::invalid_argument when `optimizer` is not a torch::optim::SGD (names the fix:
-  /// use step()); the same errors as step() otherwise.
+  /// use step()) or a gradient is sparse; the same errors as step() otherwise.
   void step_masked(torch::optim::Optimizer& optimizer);
 
   /// Ends the iteration: backs off the scale if any optimizer saw inf/NaN this iteration, else

@@ -14,6 +14,7 @@
 #include "data/image_folder.hpp"
 #include "engine/cuda_support.hpp"
 #include "engine/device.hpp"
+#include "engine/sgd.hpp"
 #include "errors.hpp"
 #include "models/state_dict_io.hpp"
 
@@ -86,9 +87,44 @@ std::shared_ptr<const data::Dataset> make_dataset(const config::ExperimentConfig
   throw ConfigError("data.kind: unknown dataset '" + cfg.data.kind + "'");
 }
 
+DeviceInput::DeviceInput(const config::ExperimentConfig& cfg, const c10::Device& device)
+    : device_(device), image_size_(cfg.data.image_size), channels_last_(cfg.model.channels_last) {
+  std::vector<float> scale(3), shift(3);
+  for (int c = 0; c < 3; ++c) {
+    scale[c] = static_cast<float>(1.0 / (255.0 * cfg.data.std[c]));
+    shift[c] = static_cast<float>(-cfg.data.mean[c] / cfg.data.std[c]);
+  }
+  scale_ = torch::tensor(scale).view({1, 3, 1, 1}).to(device_);
+  shift_ = torch::tensor(shift).view({1, 3, 1, 1}).to(device_);
+}
+
+std::pair<at::Tensor, at::Tensor> DeviceInput::operator()(const data::Batch& batch) const {
+  const bool non_blocking = device_.is_cuda() && batch.images.is_pinned();
+  at::Tensor images = batch.images.to(device_, non_blocking);
+  at::Tensor labels = batch.labels.to(device_, non_blocking);
+  if (images.scalar_type() == at::kByte) {
+    // uint8 transfer: one multiply-add per pixel on the device, same formula as the loader's.
+    at::Tensor x = images.to(at::kFloat);
+    if (x.size(2) != image_size_ || x.size(3) != image_size_) {
+      // gpu_resize: the same bilinear (antialiased when shrinking) resize as the host's,
+      // without the host's rounding to uint8 in between.
+      x = at::_upsample_bilinear2d_aa(x, {image_size_, image_size_}, /*align_corners=*/false);
+    }
+    images = at::addcmul(shift_, x, scale_);
+  }
+  if (channels_last_) images = images.contiguous(at::MemoryFormat::ChannelsLast);
+  return {images, labels};
+}
+
+int64_t Trainer::warmup_steps_needed(const config::ExperimentConfig& cfg) {
+  if (cfg.optim.cuda_graphs) return kGraphWarmupSteps + 1;
+  return cfg.optim.cudnn_benchmark ? 1 : 0;
+}
+
 Trainer::Trainer(const config::ExperimentConfig& cfg, const c10::Device& device,
                  std::shared_ptr<dist::Group> group)
-    : cfg_(cfg), device_(device), group_(group ? std::move(group) : std::make_shared<dist::Group>()) {
+    : cfg_(cfg), device_(device), input_(cfg, device),
+      group_(group ? std::move(group) : std::make_shared<dist::Group>()) {
   if (cfg.loader.pin_memory) require_cuda(device, "loader.pin_memory");
   if (cfg.optim.cudnn_benchmark) require_cuda(device, "optim.cudnn_benchmark");
   if (cfg.optim.amp == "fp16") require_cuda(device, "optim.amp=fp16");
@@ -129,33 +165,6 @@ Trainer::Trainer(const config::ExperimentConfig& cfg, const c10::Device& device,
 
   if (cfg.optim.amp == "fp16") scaler_.emplace();
   if (cfg.optim.cuda_graphs) graph_ = std::make_unique<GraphStep>(device_.index());
-
-  std::vector<float> scale(3), shift(3);
-  for (int c = 0; c < 3; ++c) {
-    scale[c] = static_cast<float>(1.0 / (255.0 * cfg.data.std[c]));
-    shift[c] = static_cast<float>(-cfg.data.mean[c] / cfg.data.std[c]);
-  }
-  norm_scale_ = torch::tensor(scale).view({1, 3, 1, 1}).to(device_);
-  norm_shift_ = torch::tensor(shift).view({1, 3, 1, 1}).to(device_);
-}
-
-std::pair<at::Tensor, at::Tensor> Trainer::to_device(const data::Batch& batch) const {
-  const bool non_blocking = device_.is_cuda() && batch.images.is_pinned();
-  at::Tensor images = batch.images.to(device_, non_blocking);
-  at::Tensor labels = batch.labels.to(device_, non_blocking);
-  if (images.scalar_type() == at::kByte) {
-    // uint8 transfer: one multiply-add per pixel on the device, same formula as the loader's.
-    at::Tensor x = images.to(at::kFloat);
-    const int64_t side = cfg_.data.image_size;
-    if (x.size(2) != side || x.size(3) != side) {
-      // gpu_resize: the same bilinear (antialiased when shrinking) resize as the host's,
-      // without the host's rounding to uint8 in between.
-      x = at::_upsample_bilinear2d_aa(x, {side, side}, /*align_corners=*/false);
-    }
-    images = at::addcmul(norm_shift_, x, norm_scale_);
-  }
-  if (cfg_.model.channels_last) images = images.contiguous(at::MemoryFormat::ChannelsLast);
-  return {images, labels};
 }
 
 at::Tensor Trainer::step(const at::Tensor& images, const at::Tensor& labels) {
@@ -208,7 +217,7 @@ std::string Trainer::graph_note() const {
 at::Tensor Trainer::run_step(const at::Tensor& images, const at::Tensor& labels) {
   const int64_t accumulate = cfg_.dist.accumulate;
   const bool last = micro_ + 1 >= accumulate;  // the micro-step that all-reduces and updates
-  if (micro_ == 0) optimizer_->zero_grad(cfg_.optim.set_to_none);
+  if (micro_ == 0) zero_grad(*optimizer_, cfg_.optim.set_to_none);
   at::Tensor loss;
   {
     AutocastScope autocast(device_.type(), cfg_.optim.amp != "off",
@@ -236,6 +245,8 @@ at::Tensor Trainer::run_step(const at::Tensor& images, const at::Tensor& labels)
     if (cfg_.optim.kind == "sgd") scaler_->step_masked(*optimizer_);
     else scaler_->step(*optimizer_);
     scaler_->update();
+  } else if (auto* sgd = dynamic_cast<torch::optim::SGD*>(optimizer_.get())) {
+    fused_sgd_step(*sgd);  // a few multi-tensor kernels, not several per parameter
   } else {
     optimizer_->step();
   }

@@ -27,6 +27,22 @@ data::LoaderOptions loader_options(const config::ExperimentConfig& cfg, const c1
 /// The dataset a config describes, producing images of the size the model sees.
 std::shared_ptr<const data::Dataset> make_dataset(const config::ExperimentConfig& cfg);
 
+/// Host batches to model inputs on the device: the copy (non_blocking from pinned memory) and,
+/// for uint8 batches, the conversion to float, the resize (loader.gpu_resize) and the
+/// normalization on the device; channels_last when the model uses it.
+class DeviceInput {
+ public:
+  DeviceInput(const config::ExperimentConfig& cfg, const c10::Device& device);
+  /// (images, labels) on the device, ready for Trainer::step().
+  std::pair<at::Tensor, at::Tensor> operator()(const data::Batch& batch) const;
+
+ private:
+  c10::Device device_;
+  int64_t image_size_;
+  bool channels_last_;
+  at::Tensor scale_, shift_;  // [1,3,1,1] on the device: x * scale + shift
+};
+
 class Trainer {
  public:
   /// Builds the model (seeded from cfg.seed, weights from model.weights if set), moves it to
@@ -41,8 +57,13 @@ class Trainer {
           std::shared_ptr<dist::Group> group = nullptr);
 
   /// Moves a host batch to the device (non_blocking from pinned memory); uint8 images are
-  /// converted to float and normalized there. Returns (images, labels) ready for step().
-  std::pair<at::Tensor, at::Tensor> to_device(const data::Batch& batch) const;
+  /// converted to float and normalized there (DeviceInput). Returns (images, labels) ready for step().
+  std::pair<at::Tensor, at::Tensor> to_device(const data::Batch& batch) const { return input_(batch); }
+
+  /// Warm-up steps the config needs before a step is representative: optim.cuda_graphs runs
+  /// kGraphWarmupSteps eager steps and then captures (and replays) the graph in the next one;
+  /// optim.cudnn_benchmark autotunes in the first step. 0 when nothing needs warming up.
+  static int64_t warmup_steps_needed(const config::ExperimentConfig& cfg);
 
   /// One training step: zero_grad, forward (autocast if enabled), cross-entropy, backward,
   /// optimizer update. Returns the loss as a device tensor (no host synchronization, but for
@@ -74,6 +95,13 @@ class Trainer {
   /// or "" when every step replayed the graph (or it is off).
   std::string graph_note() const;
 
+  /// True when optim.cuda_graphs is on but the capture failed, so every step runs eagerly.
+  bool graph_failed() const { return graph_ && !graph_note_.empty(); }
+  /// Peak bytes allocated on the device while the step was captured (activations and
+  /// workspaces that now live in the graph's private pool, plus everything alive then); 0
+  /// without a captured graph.
+  int64_t graph_peak_bytes() const { return graph_ ? graph_->capture_peak_bytes() : 0; }
+
   /// The loss scaler (optim.amp == "fp16"); nullptr otherwise.
   const GradScaler* scaler() const { return scaler_ ? &*scaler_ : nullptr; }
 
@@ -85,7 +113,7 @@ class Trainer {
   c10::Device device_;
   models::ResNet model_{nullptr};
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
-  at::Tensor norm_scale_, norm_shift_;  // [1,3,1,1] on the device: x * scale + shift
+  DeviceInput input_;
   std::string weights_note_;
   std::optional<GradScaler> scaler_;    // optim.amp == "fp16"
   // optim.cuda_graphs: the step captured once and replayed; inputs go through static buffers.

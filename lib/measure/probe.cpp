@@ -44,95 +44,134 @@ struct Spans {
   double data = 0, h2d = 0, compute = 0, total = 0;
 };
 
+/// Device timing marks of one step on the compute stream: `ready` (the host has the batch and
+/// its copy is queued), `copied` (the stream has waited for the copy and converted it),
+/// `done` (after the step).
+struct StepMarks {
+  size_t ready = 0, copied = 0, done = 0;
+};
+
+/// One row's pipeline: the trainer (train, synthetic), the loader, the feeder and the input
+/// conversion on the device, and one step of the row's mode.
+class Pipeline {
+ public:
+  Pipeline(const config::ExperimentConfig& cfg, const c10::Device& device, std::shared_ptr<dist::Group> group)
+      : mode_(cfg.measure.mode), input_(cfg, device) {
+    // The trainer checks the device-specific options first, so a CUDA-only option fails fast.
+    if (mode_ != "data") trainer_.emplace(cfg, device, group);
+    else if (cfg.loader.pin_memory) engine::require_cuda(device, "loader.pin_memory");
+    loader_.emplace(engine::make_dataset(cfg), engine::loader_options(cfg, device, group->rank(), group->size()));
+    batches_.emplace(*loader_);
+    // On a GPU the feeder copies each batch on its own stream, overlapping the previous step.
+    feeder_.emplace([this]() -> std::optional<data::Batch> { return batches_->next(); }, device);
+    if (mode_ == "synthetic") fixed_ = trainer_->to_device(batches_->next());
+  }
+
+  Pipeline(const Pipeline&) = delete;  // the feeder's source refers to this object
+  Pipeline& operator=(const Pipeline&) = delete;
+
+  /// One step; host-clock spans are added to `s`; with `marks`, the step's device marks are
+  /// recorded and appended to `out`.
+  void step(Spans& s, engine::cuda::EventMarks* marks = nullptr, std::vector<StepMarks>* out = nullptr) {
+    Stopwatch sw;
+    if (mode_ == "synthetic") {
+      last_loss_ = trainer_->step(fixed_.first, fixed_.second);
+      s.compute += sw.ms();
+      return;
+    }
+    StepMarks sm;
+    double waited = 0;
+    data::Batch batch = *feeder_->next(&waited, [&] {
+      if (marks) sm.ready = marks->record();
+    });
+    s.data += waited;
+    auto [images, labels] = input_(batch);
+    if (marks) sm.copied = marks->record();
+    const double t_copy = sw.ms();
+    s.h2d += t_copy - waited;
+    if (mode_ != "data") last_loss_ = trainer_->step(images, labels);
+    if (marks) sm.done = marks->record(), out->push_back(sm);
+    s.compute += sw.ms() - t_copy;
+  }
+
+  /// The trainer; nullptr in data mode.
+  engine::Trainer* trainer() { return trainer_ ? &*trainer_ : nullptr; }
+  /// The loss of the last step (undefined in data mode).
+  const at::Tensor& last_loss() const { return last_loss_; }
+
+ private:
+  std::string mode_;
+  engine::DeviceInput input_;
+  std::optional<engine::Trainer> trainer_;
+  std::optional<data::Loader> loader_;
+  std::optional<EndlessBatches> batches_;
+  std::optional<engine::Feeder> feeder_;
+  std::pair<at::Tensor, at::Tensor> fixed_;  // synthetic: one batch, already on the device
+  at::Tensor last_loss_;
+};
+
+/// Runs `n` untimed steps, reporting progress as `phase`.
+void warm_up(Pipeline& p, int64_t n, const Progress& progress, const char* phase) {
+  Spans ignored;
+  for (int64_t i = 0; i < n; ++i) {
+    p.step(ignored);
+    if (progress) progress(phase, i + 1, n);
+  }
+}
+
 }  // namespace
 
-Measurement measure(const config::ExperimentConfig& cfg, const Progress& progress,
-                    const std::string& trace_path) {
+int64_t warmup_steps(const config::ExperimentConfig& cfg, std::string* note) {
+  const int64_t needed = engine::Trainer::warmup_steps_needed(cfg);
+  if (cfg.measure.mode == "data" || cfg.measure.warmup_steps >= needed) return cfg.measure.warmup_steps;
+  if (note) {
+    *note = "measure.warmup_steps raised from " + std::to_string(cfg.measure.warmup_steps) + " to " +
+            std::to_string(needed) + ": " +
+            (cfg.optim.cuda_graphs ? "optim.cuda_graphs runs " + std::to_string(needed - 1) +
+                                         " eager steps and captures the graph in the next"
+                                   : std::string("optim.cudnn_benchmark autotunes in the first step")) +
+            ", which must not be timed";
+  }
+  return needed;
+}
+
+bool wants_profile(const config::ExperimentConfig& cfg) {
+  return cfg.measure.profile || dist::rank_device(cfg.device).is_cuda();
+}
+
+Measurement measure(const config::ExperimentConfig& cfg, const Progress& progress) {
   // Data parallel when the environment names a world: this rank's device and shard, gradients
   // averaged by the trainer, and the slowest rank's time reported.
   const c10::Device device = dist::rank_device(cfg.device);
   engine::set_cpu_threads(dist::rank_cpu_threads(cfg.cpu_threads));
-  const std::string& mode = cfg.measure.mode;
   auto group = dist::process_group(cfg.dist, device);
   const int64_t world = group->size();
-
-  // The trainer checks the device-specific options first, so a CUDA-only option fails fast.
-  std::optional<engine::Trainer> trainer;
-  if (mode != "data") trainer.emplace(cfg, device, group);
-  else if (cfg.loader.pin_memory) engine::require_cuda(device, "loader.pin_memory");
-
-  data::Loader loader(engine::make_dataset(cfg), engine::loader_options(cfg, device, group->rank(), world));
-  EndlessBatches batches(loader);
-  // On a GPU the feeder copies the next batch on its own stream while this one trains.
-  engine::Feeder feeder([&]() -> std::optional<data::Batch> { return batches.next(); }, device);
-
-  std::pair<at::Tensor, at::Tensor> fixed;  // synthetic: one batch, already on the device
-  if (mode == "synthetic") fixed = trainer->to_device(batches.next());
+  Pipeline pipeline(cfg, device, group);
 
   // On a GPU the host does not wait for the device inside a step, so host clocks cannot split
-  // it; CUDA events on the compute stream do: per timed step, `ready` (the host has the batch),
-  // `copied` (the stream has waited for its copy and converted it), `done` (after the step).
+  // it; CUDA events on the compute stream do (StepMarks).
   std::optional<engine::cuda::EventMarks> marks;
-  if (device.is_cuda() && mode != "synthetic") marks.emplace(device.index());
-  struct StepMarks {
-    size_t ready = 0, copied = 0, done = 0;
-  };
+  if (device.is_cuda() && cfg.measure.mode != "synthetic") marks.emplace(device.index());
   std::vector<StepMarks> step_marks;
-  bool timed = false;
 
-  at::Tensor last_loss;
-  auto one_step = [&](Spans& s) {
-    Stopwatch sw;
-    if (mode == "synthetic") {
-      last_loss = trainer->step(fixed.first, fixed.second);
-      s.compute += sw.ms();
-      return;
-    }
-    const bool mark = marks && timed;
-    StepMarks sm;
-    double waited = 0;
-    data::Batch batch = *feeder.next(&waited, [&] {
-      if (mark) sm.ready = marks->record();
-    });
-    s.data += waited;
-    const double t_data = sw.ms();
-    if (mode == "data") {
-      s.h2d += t_data - waited;
-      if (mark) sm.copied = sm.done = marks->record(), step_marks.push_back(sm);
-      return;
-    }
-    auto [images, labels] = trainer->to_device(batch);
-    if (mark) sm.copied = marks->record();
-    const double t_copy = sw.ms();
-    s.h2d += t_copy - waited;
-    last_loss = trainer->step(images, labels);
-    if (mark) sm.done = marks->record(), step_marks.push_back(sm);
-    s.compute += sw.ms() - t_copy;
-  };
-
-  const int64_t warm = cfg.measure.warmup_steps, steps = cfg.measure.steps;
-  {
-    Spans ignored;
-    for (int64_t i = 0; i < warm; ++i) {
-      one_step(ignored);
-      if (progress) progress("warmup", i + 1, warm);
-    }
-  }
+  Measurement m;
+  std::string warm_note;
+  warm_up(pipeline, warmup_steps(cfg, &warm_note), progress, "warmup");
+  if (!warm_note.empty()) m.notes.push_back(warm_note);
   engine::synchronize(device);
   group->barrier();  // every rank starts its timed window together
   if (device.is_cuda()) engine::cuda::reset_peak_memory(device.index());
 
-  Measurement m;
+  const int64_t steps = cfg.measure.steps;
   m.batch_size = cfg.loader.batch_size;
   m.steps = steps;
   Spans sum;
-  timed = true;
   for (int64_t r = 0; r < cfg.measure.repeats; ++r) {
     Spans s;
     if (marks) marks->clear(), step_marks.clear();
     Stopwatch wall;
     for (int64_t i = 0; i < steps; ++i) {
-      one_step(s);
+      pipeline.step(s, marks ? &*marks : nullptr, &step_marks);
       if (progress) progress("measure", r * steps + i + 1, cfg.measure.repeats * steps);
     }
     engine::synchronize(device);
@@ -177,25 +216,46 @@ Measurement measure(const config::ExperimentConfig& cfg, const Progress& progres
     m.h2d_pct = 100.0 * sum.h2d / sum.total;
     m.compute_pct = std::max(0.0, 100.0 - m.data_wait_pct - m.h2d_pct);
   }
-  if (last_loss.defined()) m.loss = group->sum({last_loss.item<double>()})[0] / static_cast<double>(world);
-  if (device.is_cuda()) m.device_mem_bytes = engine::cuda::total_memory(device.index());
-  if (device.is_cuda())
-    m.peak_mem_bytes = static_cast<int64_t>(group->max({static_cast<double>(engine::cuda::peak_memory(device.index()))})[0]);
-
-  if (device.is_cuda() || cfg.measure.profile) {
-    // A few more steps under the profiler: GPU busy, and the trace users open in Perfetto.
-    const bool write = cfg.measure.profile && !trace_path.empty() && group->rank() == 0;
-    TraceRecorder recorder(device.is_cuda());
-    Spans ignored;
-    timed = false;
-    for (int64_t i = 0; i < cfg.measure.profile_steps; ++i) one_step(ignored);
-    engine::synchronize(device);
-    TraceSummary t = recorder.finish(write ? trace_path : "");
-    m.gpu_busy_pct = t.gpu_busy_pct;
-    if (write) m.trace_path = trace_path;
+  if (pipeline.last_loss().defined())
+    m.loss = group->sum({pipeline.last_loss().item<double>()})[0] / static_cast<double>(world);
+  engine::Trainer* trainer = pipeline.trainer();
+  if (device.is_cuda()) {
+    m.device_mem_bytes = engine::cuda::total_memory(device.index());
+    // A CUDA-graph row allocates nothing while replaying: what its step needs was allocated
+    // during the capture, into the graph's private pool.
+    const int64_t peak = std::max(engine::cuda::peak_memory(device.index()), trainer ? trainer->graph_peak_bytes() : 0);
+    m.peak_mem_bytes = static_cast<int64_t>(group->max({static_cast<double>(peak)})[0]);
   }
-  if (trainer && !trainer->graph_note().empty()) m.notes.push_back(trainer->graph_note());
+  if (trainer && trainer->graph_failed()) m.eager_fallback = trainer->graph_note();
+  else if (trainer && !trainer->graph_note().empty()) m.notes.push_back(trainer->graph_note());
   return m;
+}
+
+ProfileResult profile(const config::ExperimentConfig& cfg, double timed_ms_per_step, const std::string& trace_path,
+                      const Progress& progress) {
+  const c10::Device device = dist::rank_device(cfg.device);
+  engine::set_cpu_threads(dist::rank_cpu_threads(cfg.cpu_threads));
+  auto group = dist::process_group(cfg.dist, device);
+  if (device.is_cuda() && cfg.optim.cuda_graphs) prepare_profiler_for_cuda_graphs();  // before the capture
+  Pipeline pipeline(cfg, device, group);
+  warm_up(pipeline, warmup_steps(cfg, nullptr), progress, "profile warmup");
+  engine::synchronize(device);
+
+  const bool write = cfg.measure.profile && !trace_path.empty() && group->rank() == 0;
+  const int64_t steps = cfg.measure.profile_steps;
+  TraceRecorder recorder(device.is_cuda());
+  Spans ignored;
+  for (int64_t i = 0; i < steps; ++i) {
+    pipeline.step(ignored);
+    if (progress) progress("profile", i + 1, steps);
+  }
+  engine::synchronize(device);
+  const TraceSummary t = recorder.finish(write ? trace_path : "");
+  ProfileResult r;
+  if (device.is_cuda() && timed_ms_per_step > 0)
+    r.gpu_busy_pct = std::min(100.0, 100.0 * t.kernel_ms / static_cast<double>(steps) / timed_ms_per_step);
+  if (write) r.trace_path = trace_path;
+  return r;
 }
 
 std::vector<double> loss_curve(const config::ExperimentConfig& cfg, int64_t steps) {

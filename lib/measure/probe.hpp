@@ -2,7 +2,9 @@
 /// Measures one configuration: warm-up steps untimed, then `repeats` x `steps` timed steps,
 /// with the wait for data, the copy to the device and the compute timed separately (host
 /// clocks on the CPU, CUDA events on a GPU); the device is synchronized at the end of every
-/// repeat, before the clock read that ends it.
+/// repeat, before the clock read that ends it. The profiler never runs in measure(): profile()
+/// records a row separately, after the timed steps of every row (CUPTI, once attached, stays
+/// attached and would slow every later timed step).
 
 #include <functional>
 #include <optional>
@@ -31,25 +33,52 @@ struct Measurement {
   std::optional<double> loss;        // loss after the measured steps (train, synthetic)
   std::optional<int64_t> peak_mem_bytes;  // CUDA caching allocator peak; none on the CPU
   std::optional<int64_t> device_mem_bytes;  // the GPU's total memory; none on the CPU
-  std::optional<double> gpu_busy_pct;     // merged kernel time / wall time over a few profiled
-                                          // steps after the timed ones; none on the CPU
-  std::string trace_path;                 // Chrome trace written (measure.profile), or ""
+  std::optional<double> gpu_busy_pct;     // profile(): merged kernel time per profiled step over
+                                          // the timed ms/step; none on the CPU or unprofiled
+  std::string trace_path;                 // Chrome trace written by profile(), or ""
+  std::string eager_fallback;             // optim.cuda_graphs: why the capture failed and every
+                                          // step ran eagerly; "" otherwise
   std::vector<std::string> notes;         // what did not go as configured (e.g. a graph fallback)
 };
 
 /// Progress callback: (phase "warmup"/"measure", step done, steps in all).
 using Progress = std::function<void(const std::string&, int64_t, int64_t)>;
 
-/// Runs the row's mode (train | data | synthetic) on the resolved device. In a data-parallel
-/// run (dist::process_group names a world) every rank measures its shard; ms/step is the
-/// slowest rank's, the shares and the loss are the ranks' means, the peak memory their maximum.
-/// After the timed steps, on a CUDA device (always) or with measure.profile (then writing
-/// the Chrome trace to `trace_path`, on rank 0), measure.profile_steps more steps are recorded
-/// with the profiler: the source of gpu_busy_pct.
+/// Runs the row's mode (train | data | synthetic) on the resolved device, with no profiler. In
+/// a data-parallel run (dist::process_group names a world) every rank measures its shard;
+/// ms/step is the slowest rank's, the shares and the loss are the ranks' means, the peak memory
+/// their maximum. Data rows time the loader, the copy and (uint8 batches) the conversion on the
+/// device: the input as the model would get it. measure.warmup_steps is raised to what the
+/// config needs (Trainer::warmup_steps_needed; a note says so), so that a CUDA-graph capture
+/// or cuDNN's autotuning never lands in the timed steps.
 /// Throws ConfigError for options the device cannot honour, DataError for bad data,
 /// std::runtime_error when a collective fails.
-Measurement measure(const config::ExperimentConfig& cfg, const Progress& progress = {},
-                    const std::string& trace_path = "");
+Measurement measure(const config::ExperimentConfig& cfg, const Progress& progress = {});
+
+/// What profile() adds to a measured row.
+struct ProfileResult {
+  std::optional<double> gpu_busy_pct;  // CUDA: merged kernel time per recorded step over
+                                       // `timed_ms_per_step`, at most 100; none on the CPU
+  std::string trace_path;              // the Chrome trace written, or ""
+};
+
+/// Profiles a row: builds it afresh, runs its warm-up, then records measure.profile_steps
+/// steps with the profiler (kernels on a GPU). GPU busy is the recorded steps' merged kernel
+/// time per step over `timed_ms_per_step` (the row's measured ms/step): kernel durations come
+/// from the device and are not slowed by recording, while the recorded steps' wall time is.
+/// Writes the Chrome trace to `trace_path` when measure.profile is on and `trace_path` is not
+/// empty (rank 0). Run it after every timed measurement of the process: CUPTI stays attached.
+/// Throws as measure().
+ProfileResult profile(const config::ExperimentConfig& cfg, double timed_ms_per_step,
+                      const std::string& trace_path = "", const Progress& progress = {});
+
+/// The warm-up steps a row runs: measure.warmup_steps, raised to
+/// engine::Trainer::warmup_steps_needed (data rows excepted); when raised, `note` (if given)
+/// says "measure.warmup_steps raised from N to M: <why>, which must not be timed".
+int64_t warmup_steps(const config::ExperimentConfig& cfg, std::string* note = nullptr);
+
+/// Whether a measured row gets profile(): on a CUDA device (GPU busy) or with measure.profile.
+bool wants_profile(const config::ExperimentConfig& cfg);
 
 /// Trains a fresh model (seeded as every row) for `steps` steps and returns the loss of each
 /// step (in a data-parallel run, the mean over ranks). Used to compare convergence.

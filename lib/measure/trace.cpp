@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <mutex>
 #include <set>
 #include <stdexcept>
 
@@ -56,6 +57,19 @@ prof::ProfilerConfig profiler_config() {
 }
 
 }  // namespace
+
+void prepare_profiler_for_cuda_graphs() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    try {
+      if (prof::profilerEnabled()) return;  // already running: CUPTI is up
+      prof::prepareProfiler(profiler_config(), activities(true));
+      prof::enableProfiler(profiler_config(), activities(true));
+      prof::disableProfiler();
+    } catch (...) {
+    }
+  });
+}
 
 double busy_fraction(std::vector<std::pair<int64_t, int64_t>> intervals, int64_t begin, int64_t end) {
   if (end <= begin) return 0.0;
@@ -123,7 +137,9 @@ TraceSummary TraceRecorder::finish(const std::string& path) {
     // (a data row copying float batches) is an idle GPU.
     int64_t end = last;
     for (auto& k : kernels) end = std::max(end, k.second);
-    s.gpu_busy_pct = kernels.empty() || first >= end ? 0.0 : 100.0 * busy_fraction(kernels, first, end);
+    const double busy = kernels.empty() || first >= end ? 0.0 : busy_fraction(kernels, first, end);
+    s.gpu_busy_pct = 100.0 * busy;
+    s.kernel_ms = busy * static_cast<double>(end - first) / 1000.0;
   }
   if (!path.empty()) {
     std::filesystem::create_directories(std::filesystem::path(path).parent_path());

@@ -19,10 +19,17 @@ double busy_fraction(std::vector<std::pair<int64_t, int64_t>> intervals, int64_t
 
 /// What a finished recording tells.
 struct TraceSummary {
-  std::optional<double> gpu_busy_pct;  // merged kernel time / wall time (0 without kernels);
-                                       // none without CUDA
+  std::optional<double> gpu_busy_pct;  // merged kernel time / recorded wall time (0 without
+                                       // kernels); none without CUDA
+  double kernel_ms = 0;                // merged kernel time (several streams counted once)
   int64_t cpu_ops = 0;                 // host operators recorded
 };
+
+/// Initializes the profiler's CUDA tracing (CUPTI) with an empty session, once per process, as
+/// PyTorch does before capturing graphs that will be profiled (CUPTI set up after a capture can
+/// miss or break the graph's kernels). It stays attached afterwards, so call it only where
+/// nothing timed follows. Best effort; never throws.
+void prepare_profiler_for_cuda_graphs();
 
 /// Records host operators (and CUDA kernels when `cuda`) from construction to finish().
 /// One recording at a time per process.

@@ -1,5 +1,9 @@
 #include "tune/sweep.hpp"
 
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+
 #include <torch/version.h>
 
 #include "dist/env.hpp"
@@ -13,9 +17,43 @@
 #include "tune/tuner.hpp"
 
 namespace ptune::tune {
-namespace {
 
-}  // namespace
+std::vector<size_t> parse_rows(const std::string& spec, size_t n) {
+  const std::string allowed = n == 1 ? "the sweep has one row, 0" : "allowed: 0 to " + std::to_string(n - 1);
+  auto index = [&](const std::string& part, const std::string& text) -> size_t {
+    size_t used = 0;
+    unsigned long long v = 0;
+    try {
+      if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0]))) throw std::invalid_argument(text);
+      v = std::stoull(text, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != text.size())
+      throw UsageError("--rows: '" + part + "' is not a row index or range (e.g. 7, 0,3 or 5-7)");
+    if (v >= n) throw UsageError("--rows: row " + text + " does not exist; " + allowed);
+    return static_cast<size_t>(v);
+  };
+  std::vector<size_t> rows;
+  size_t start = 0;
+  while (start <= spec.size()) {
+    size_t comma = spec.find(',', start);
+    if (comma == std::string::npos) comma = spec.size();
+    const std::string part = spec.substr(start, comma - start);
+    const size_t dash = part.find('-');
+    if (dash == std::string::npos) {
+      rows.push_back(index(part, part));
+    } else {
+      const size_t lo = index(part, part.substr(0, dash)), hi = index(part, part.substr(dash + 1));
+      if (lo > hi) throw UsageError("--rows: '" + part + "' is an empty range (write it low-high)");
+      for (size_t i = lo; i <= hi; ++i) rows.push_back(i);
+    }
+    start = comma + 1;
+  }
+  std::sort(rows.begin(), rows.end());
+  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  return rows;
+}
 
 report::Environment environment(const config::ExperimentConfig& cfg) {
   report::Environment e;
@@ -41,39 +79,63 @@ void run_sweep(const config::ExperimentConfig& cfg, const SweepOptions& options,
   engine::resolve_device(cfg.device);  // a bad device fails the whole sweep, not each row
   const auto rows = config::expand_sweep(cfg);
   std::optional<double> base_loss;
+  struct Done {
+    size_t index;                  // in the sweep
+    config::ExperimentConfig cfg;  // the row's config
+    std::string trace;             // where its trace goes (measure.profile)
+  };
+  std::vector<Done> done;  // out.rows[k] is rows[done[k].index]
+  auto selected = [&](size_t i) {
+    return options.rows.empty() || std::binary_search(options.rows.begin(), options.rows.end(), i);
+  };
+  auto progress_of = [&](size_t i, const config::ExperimentConfig& row_cfg) -> measure::Progress {
+    return [&, i](const std::string& phase, int64_t step, int64_t total) {
+      if (options.interrupted && options.interrupted->load()) throw Interrupted();
+      if (options.on_progress)
+        options.on_progress(i, rows[i].first.name, phase, step, total,
+                            row_cfg.loader.batch_size * out.environment.world_size);
+    };
+  };
+  auto failure = [](const std::exception& e) {
+    if (dynamic_cast<const ConfigError*>(&e)) return std::string("skipped: ") + e.what();
+    if (!is_out_of_memory(e)) return "failed: " + message_of(e);
+    engine::cuda::empty_cache();  // the next row starts without this one's cached blocks
+    return std::string("failed: out of memory");
+  };
+  auto interrupted = [&] {
+    out.status = "interrupted";
+    if (options.on_row) options.on_row(out);
+  };
+
+  // Pass 1: every row timed, with no profiler in the process yet.
   for (size_t i = 0; i < rows.size(); ++i) {
+    if (!selected(i)) continue;
     const auto& [spec, row_cfg] = rows[i];
     report::Row row;
     row.name = spec.name;
     row.changes = spec.set;
     row.num_workers = row_cfg.loader.num_workers;
     row.mode = row_cfg.measure.mode;
-    measure::Progress progress = [&](const std::string& phase, int64_t step, int64_t total) {
-      if (options.interrupted && options.interrupted->load()) throw Interrupted();
-      if (options.on_progress)
-        options.on_progress(i, spec.name, phase, step, total, row_cfg.loader.batch_size * out.environment.world_size);
-    };
+    const measure::Progress progress = progress_of(i, row_cfg);
     try {
-      char index[8];
-      std::snprintf(index, sizeof index, "%02zu-", i);
-      const std::string trace = row_cfg.measure.out_dir + "/" + measure::slug(cfg.name) + "/" + index +
-                                measure::slug(spec.name) + "/trace.json";
-      row.m = measure::measure(row_cfg, progress, trace);
+      row.m = measure::measure(row_cfg, progress);
       row.notes = row.m->notes;
+      if (!row.m->eager_fallback.empty()) row.status = "eager fallback: " + row.m->eager_fallback;
       if (row_cfg.measure.convergence_steps > 0 && row.mode == "train") {
         if (progress) progress("convergence", 0, row_cfg.measure.convergence_steps);
         row.loss_curve = measure::loss_curve(row_cfg, row_cfg.measure.convergence_steps);
       }
       row.diagnosis = measure::diagnose(*row.m, row_cfg);
     } catch (const Interrupted&) {
-      out.status = "interrupted";
-      if (options.on_row) options.on_row(out);
+      interrupted();
       throw;
-    } catch (const ConfigError& e) {
-      row.status = std::string("skipped: ") + e.what();
     } catch (const std::exception& e) {
-      row.status = is_out_of_memory(e) ? "failed: out of memory" : "failed: " + message_of(e);
+      row.status = failure(e);
     }
+    char index[8];
+    std::snprintf(index, sizeof index, "%02zu-", i);
+    done.push_back({i, row_cfg, row_cfg.measure.out_dir + "/" + measure::slug(cfg.name) + "/" + index +
+                                    measure::slug(spec.name) + "/trace.json"});
     out.rows.push_back(std::move(row));
     report::Row& r = out.rows.back();
     report::compute_speedups(out.rows);
@@ -86,6 +148,26 @@ void run_sweep(const config::ExperimentConfig& cfg, const SweepOptions& options,
       for (const auto& other : out.rows)
         if (!other.loss_curve.empty()) { first = &other; break; }
       if (first != &r) r.notes.push_back(measure::compare_convergence(r.loss_curve, first->loss_curve).text);
+    }
+    if (options.on_row) options.on_row(out);
+  }
+
+  // Pass 2: GPU busy and traces, after the last timed step.
+  for (size_t k = 0; k < out.rows.size(); ++k) {
+    report::Row& r = out.rows[k];
+    const Done& d = done[k];
+    if (!r.m || !measure::wants_profile(d.cfg)) continue;
+    try {
+      const measure::ProfileResult p =
+          measure::profile(d.cfg, r.m->ms_per_step, d.trace, progress_of(d.index, d.cfg));
+      r.m->gpu_busy_pct = p.gpu_busy_pct;
+      r.m->trace_path = p.trace_path;
+      r.diagnosis = measure::diagnose(*r.m, d.cfg);
+    } catch (const Interrupted&) {
+      interrupted();
+      throw;
+    } catch (const std::exception& e) {
+      r.notes.push_back("profiling failed: " + failure(e));
     }
     if (options.on_row) options.on_row(out);
   }

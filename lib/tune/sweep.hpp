@@ -5,6 +5,7 @@
 #include <atomic>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "config/config.hpp"
 #include "report/results.hpp"
@@ -19,14 +20,26 @@ struct SweepOptions {
   /// Set (e.g. by a SIGINT handler) to stop after the current step; the sweep then ends
   /// with status "interrupted" and throws ptune::Interrupted.
   const std::atomic<bool>* interrupted = nullptr;
+  /// The rows to run (0-based indices into the sweep, ascending; parse_rows); empty = all. A
+  /// row not run still applies its overrides to the rows after it (the sweep is cumulative).
+  std::vector<size_t> rows;
 };
+
+/// Parses a --rows list: comma-separated 0-based indices and inclusive ranges ("7", "0,3",
+/// "5-7") of a sweep with `n` rows. Returns the indices ascending, without repeats. Throws
+/// UsageError naming the bad part and the allowed range.
+std::vector<size_t> parse_rows(const std::string& spec, size_t n);
 
 /// The environment the results record (LibTorch version, device, threads).
 report::Environment environment(const config::ExperimentConfig& cfg);
 
 /// Runs every row of cfg's sweep (or the config itself when it has none) and returns the
-/// results. Throws ConfigError for an invalid base config; per-row problems go in row status.
-/// On interruption, `out` holds the finished rows and Interrupted is thrown.
+/// results. Two passes: every row is timed first (measure::measure), then the rows that want it
+/// (measure::wants_profile: GPU busy on CUDA, traces with measure.profile) are profiled, so no
+/// timed step ever runs with the profiler's CUPTI attached; diagnoses are completed then.
+/// Throws ConfigError for an invalid base config; per-row problems go in row status (a
+/// CUDA-graph row that fell back to eager steps: "eager fallback: ..."). On interruption, `out`
+/// holds the finished rows and Interrupted is thrown.
 void run_sweep(const config::ExperimentConfig& cfg, const SweepOptions& options, report::Results& out);
 
 }  // namespace ptune::tune

@@ -99,7 +99,9 @@ bool is_out_of_memory(const std::exception& e) {
   if (dynamic_cast<const std::bad_alloc*>(&e)) return true;
   const std::string what = message_of(e);
   for (const char* s : {"out of memory", "Out of memory", "OUT OF MEMORY", "OutOfMemory", "not enough memory",
-                        "CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED"})
+                        "CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED",
+                        // cuDNN 9 answers a workspace it cannot allocate with no engine at all
+                        "unable to find an engine"})
     if (what.find(s) != std::string::npos) return true;
   return false;
 }

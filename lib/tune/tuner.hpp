@@ -36,7 +36,8 @@ ClockFn default_clock();
 
 /// Returns true when `e` is an allocation failure: c10::OutOfMemoryError, or a message with
 /// "out of memory" (CUDA), "not enough memory" (LibTorch's CPU allocator), std::bad_alloc,
-/// or a cuBLAS/cuDNN allocation failure. Never throws.
+/// or a cuBLAS/cuDNN allocation failure (cuDNN's "unable to find an engine", when no
+/// algorithm's workspace fits). Never throws.
 bool is_out_of_memory(const std::exception& e);
 
 // ---------------------------------------------------------------- batch-size finder
