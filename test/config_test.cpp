@@ -83,11 +83,50 @@ TEST_CASE("out-of-range values say what is allowed", "[config]") {
   CHECK(error_of(R"({"loader": {"batch_size": 0}})") ==
         "exp.json: loader.batch_size: 0 is out of range; allowed: an integer in [1, 1048576]");
   CHECK(error_of(R"({"optim": {"lr": -0.1}})") ==
-        "exp.json: optim.lr: -0.1 is out of range; allowed: a number > 0");
+        "exp.json: optim.lr: -0.1 is out of range; allowed: a number in (0, 1000]");
   CHECK(error_of(R"({"loader": {"num_workers": -1}})") ==
         "exp.json: loader.num_workers: -1 is out of range; allowed: an integer in [0, 256]");
   CHECK(error_of(R"({"optim": {"momentum": 1.0}})") ==
         "exp.json: optim.momentum: 1.0 is out of range; allowed: a number in [0, 1)");
+}
+
+TEST_CASE("hostile files: overflow, repeated keys, deep nesting, sizes beyond any machine", "[config]") {
+  ptune::test::TempDir dir;
+  auto big = dir.write("big.json", R"({"data": {"num_samples": 1e309}})");
+  CHECK_THROWS_WITH(ptune::config::load_file(big),
+                    big + ": data.num_samples: '1e309' overflows a double (largest about 1.8e308)");
+  auto twice = dir.write("twice.json", R"({"data": {"num_samples": 5, "image_size": 32, "num_samples": 7}})");
+  CHECK_THROWS_WITH(ptune::config::load_file(twice),
+                    twice + ": data.num_samples: the key appears twice in one object; keep one");
+  auto row_twice = dir.write("row.json", R"({"sweep": [{"name": "a"}, {"name": "b", "name": "c"}]})");
+  CHECK_THROWS_WITH(ptune::config::load_file(row_twice),
+                    row_twice + ": sweep[1].name: the key appears twice in one object; keep one");
+  // 100,000 levels: refused at the 64th, never a stack overflow.
+  auto deep = dir.write("deep.json", R"({"sweep": )" + std::string(100000, '[') + std::string(100000, ']') + "}");
+  CHECK_THROWS_WITH(ptune::config::load_file(deep),
+                    Catch::StartsWith(deep + ": sweep[0][0][0]") &&
+                        Catch::EndsWith(": nesting deeper than 64 levels; a config is a few levels deep"));
+  CHECK(set_error("data.num_samples=1e309") ==
+        "--set data.num_samples=1e309: '1e309' overflows a double (largest about 1.8e308)");
+  CHECK(error_of(R"({"data": {"num_samples": 1000000000000}})") ==
+        "exp.json: data.num_samples: 1000000000000 is out of range; allowed: an integer in [1, 100000000]");
+  CHECK(error_of(R"({"model": {"num_classes": 10000000}})") ==
+        "exp.json: model.num_classes: 10000000 is out of range; allowed: an integer in [1, 100000]");
+  CHECK(error_of(R"({"cpu_threads": 100000})") ==
+        "exp.json: cpu_threads: 100000 is out of range; allowed: an integer in [0, 1024]");
+  // Every numeric key has a maximum in the schema.
+  for (const auto& [path, prop] : ptune::config::schema()["properties"].items()) {
+    auto check_leaf = [](const std::string& p, const Json& leaf) {
+      INFO(p);
+      if (leaf.contains("type") && (leaf["type"] == "integer" || leaf["type"] == "number"))
+        CHECK((leaf.contains("maximum") || leaf.contains("exclusiveMaximum")));
+    };
+    if (prop.contains("properties")) {
+      for (const auto& [k, leaf] : prop["properties"].items()) check_leaf(path + "." + k, leaf);
+    } else {
+      check_leaf(path, prop);
+    }
+  }
 }
 
 TEST_CASE("unknown enum values suggest the nearest", "[config]") {

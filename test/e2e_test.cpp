@@ -5,11 +5,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
+#include "dist/launcher.hpp"
+#include "engine/cuda_support.hpp"
 #include "test_util.hpp"
 
 using ptune::test::run;
@@ -131,7 +134,7 @@ TEST_CASE("bad input: one line, exit code 2", "[e2e]") {
   expect_usage_error(run(exe + " train " + batch),
                      batch + ": loader.batch_size: 0 is out of range; allowed: an integer in [1, 1048576]");
   auto lr = dir.write("lr.json", R"({"optim": {"lr": -1}})");
-  expect_usage_error(run(exe + " check " + lr), lr + ": optim.lr: -1 is out of range; allowed: a number > 0");
+  expect_usage_error(run(exe + " check " + lr), lr + ": optim.lr: -1 is out of range; allowed: a number in (0, 1000]");
   auto workers = dir.write("w.json", R"({"loader": {"num_workers": -2}})");
   expect_usage_error(run(exe + " check " + workers),
                      workers + ": loader.num_workers: -2 is out of range; allowed: an integer in [0, 256]");
@@ -255,4 +258,15 @@ TEST_CASE("sweep --rows runs the chosen rows with the changes of the rows before
                      "--rows: '3-1' is an empty range (write it low-high)");
   expect_usage_error(run(ptune::test::exe() + " sweep " + cfg + " --rows x"),
                      "--rows: 'x' is not a row index or range (e.g. 7, 0,3 or 5-7)");
+}
+
+TEST_CASE("launch refuses more ranks than the machine can run", "[e2e]") {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int limit = ptune::dist::max_ranks_per_node();
+  CHECK(limit >= 4 * cores);
+  expect_usage_error(run(ptune::test::exe() + " launch --nproc-per-node " + std::to_string(limit + 1) + " -- schema"),
+                     "launch: --nproc-per-node " + std::to_string(limit + 1) +
+                         " is more ranks than this machine can run; at most " + std::to_string(limit) + " (4 per core on " +
+                         std::to_string(cores) + " cores, or one per GPU on " +
+                         std::to_string(ptune::engine::cuda::device_count()) + " GPUs)");
 }

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <functional>
 #include <iomanip>
+#include <set>
 #include <sstream>
 
 #include "config/suggest.hpp"
@@ -83,6 +84,10 @@ Field&& between(Field&& f, double lo, double hi, bool hi_exclusive = false) {
   f.max_exclusive = hi_exclusive;
   return std::move(f);
 }
+Field&& at_most(Field&& f, double hi) {
+  f.max = hi;
+  return std::move(f);
+}
 Field&& one_of(Field&& f, std::vector<std::string> choices) {
   f.choices = std::move(choices);
   return std::move(f);
@@ -99,12 +104,12 @@ const std::vector<Field>& fields() {
   static const std::vector<Field> table = [] {
     std::vector<Field> t;
     t.push_back(top("name", &E::name, T::kString, "experiment name, used in results and checkpoints"));
-    t.push_back(at_least(top("seed", &E::seed, T::kInt, "seeds the data, the shuffling and the model initialization"), 0));
+    t.push_back(between(top("seed", &E::seed, T::kInt, "seeds the data, the shuffling and the model initialization"), 0, 9007199254740991.0));
     t.push_back(top("device", &E::device, T::kDevice, "auto (CUDA if visible, else CPU) | cpu | cuda | cuda:N"));
-    t.push_back(at_least(top("cpu_threads", &E::cpu_threads, T::kInt, "intra-op threads on the CPU; 0 = all cores"), 0));
+    t.push_back(between(top("cpu_threads", &E::cpu_threads, T::kInt, "intra-op threads on the CPU; 0 = all cores"), 0, 1024));
 
     t.push_back(one_of(field("model.arch", &E::model, &ModelConfig::arch, T::kEnum, "network architecture (torchvision's)"), models::architectures()));
-    t.push_back(at_least(field("model.num_classes", &E::model, &ModelConfig::num_classes, T::kInt, "outputs of the final fc layer"), 1));
+    t.push_back(between(field("model.num_classes", &E::model, &ModelConfig::num_classes, T::kInt, "outputs of the final fc layer"), 1, 100000));
     t.push_back(field("model.weights", &E::model, &ModelConfig::weights, T::kOptString, "a torch.save(model.state_dict()) file to start from, or null for torchvision's random initialization"));
     t.push_back(field("model.channels_last", &E::model, &ModelConfig::channels_last, T::kBool, "NHWC memory format for the model and its inputs"));
 
@@ -112,7 +117,7 @@ const std::vector<Field>& fields() {
     t.push_back(field("data.root", &E::data, &DataConfig::root, T::kOptString, "image_folder: folder with one sub-folder of images per class (sorted names = labels)"));
     t.push_back(one_of(field("data.transform", &E::data, &DataConfig::transform, T::kEnum, "image_folder: train = RandomResizedCrop + horizontal flip; eval = Resize + CenterCrop"), {"train", "eval"}));
     t.push_back(one_of(field("data.on_bad_file", &E::data, &DataConfig::on_bad_file, T::kEnum, "image_folder: a corrupt or non-image file stops the run (error) or is left out and counted (skip)"), {"error", "skip"}));
-    t.push_back(at_least(field("data.num_samples", &E::data, &DataConfig::num_samples, T::kInt, "images in the dataset"), 1));
+    t.push_back(between(field("data.num_samples", &E::data, &DataConfig::num_samples, T::kInt, "images in the dataset"), 1, 100000000));
     t.push_back(between(field("data.image_size", &E::data, &DataConfig::image_size, T::kInt, "side of the square images the model sees (bilinear resize)"), 8, 4096));
     t.push_back(list_of(between(field("data.mean", &E::data, &DataConfig::mean, T::kNumberList, "per-channel mean, subtracted after scaling pixels to [0, 1]"), -10, 10), 3));
     t.push_back(list_of(between(field("data.std", &E::data, &DataConfig::std, T::kNumberList, "per-channel standard deviation, divided after subtracting the mean"), 1e-6, 100), 3));
@@ -128,9 +133,9 @@ const std::vector<Field>& fields() {
     t.push_back(field("loader.gpu_resize", &E::loader, &LoaderConfig::gpu_resize, T::kBool, "fake_cifar: ship the 32x32 originals and resize on the device (49x fewer bytes at 224)"));
 
     t.push_back(one_of(field("optim.kind", &E::optim, &OptimConfig::kind, T::kEnum, "optimizer"), {"sgd", "adamw"}));
-    t.push_back(at_least(field("optim.lr", &E::optim, &OptimConfig::lr, T::kNumber, "learning rate"), 0, true));
+    t.push_back(at_most(at_least(field("optim.lr", &E::optim, &OptimConfig::lr, T::kNumber, "learning rate"), 0, true), 1000));
     t.push_back(between(field("optim.momentum", &E::optim, &OptimConfig::momentum, T::kNumber, "SGD momentum (adamw ignores it)"), 0, 1, true));
-    t.push_back(at_least(field("optim.weight_decay", &E::optim, &OptimConfig::weight_decay, T::kNumber, "L2 penalty (sgd) or decoupled weight decay (adamw)"), 0));
+    t.push_back(between(field("optim.weight_decay", &E::optim, &OptimConfig::weight_decay, T::kNumber, "L2 penalty (sgd) or decoupled weight decay (adamw)"), 0, 100));
     t.push_back(field("optim.set_to_none", &E::optim, &OptimConfig::set_to_none, T::kBool, "zero_grad(set_to_none=true): drop gradients instead of writing zeros"));
     t.push_back(one_of(field("optim.amp", &E::optim, &OptimConfig::amp, T::kEnum, "mixed precision: off | bf16 (autocast to bfloat16, CPU and CUDA) | fp16 (autocast to float16 with dynamic loss scaling, CUDA only)"), {"off", "bf16", "fp16"}));
     t.push_back(field("optim.cudnn_benchmark", &E::optim, &OptimConfig::cudnn_benchmark, T::kBool, "let cuDNN time and pick the fastest convolution algorithms (CUDA only)"));
@@ -153,10 +158,10 @@ const std::vector<Field>& fields() {
     t.push_back(field("measure.out_dir", &E::measure, &MeasureConfig::out_dir, T::kString, "folder for traces: out_dir/<experiment>/<row>/trace.json"));
 
     t.push_back(between(field("train.epochs", &E::train, &TrainConfig::epochs, T::kInt, "passes over the dataset (ptune train)"), 1, 1000000));
-    t.push_back(at_least(field("train.max_steps", &E::train, &TrainConfig::max_steps, T::kInt, "stop after this many steps in all; 0 = no limit"), 0));
-    t.push_back(at_least(field("train.checkpoint_every", &E::train, &TrainConfig::checkpoint_every, T::kInt, "write a checkpoint every N steps; 0 = only at the end"), 0));
+    t.push_back(between(field("train.max_steps", &E::train, &TrainConfig::max_steps, T::kInt, "stop after this many steps in all; 0 = no limit"), 0, 1e12));
+    t.push_back(between(field("train.checkpoint_every", &E::train, &TrainConfig::checkpoint_every, T::kInt, "write a checkpoint every N steps; 0 = only at the end"), 0, 1e12));
     t.push_back(field("train.checkpoint_dir", &E::train, &TrainConfig::checkpoint_dir, T::kString, "folder for checkpoints (created if missing)"));
-    t.push_back(at_least(field("train.log_every", &E::train, &TrainConfig::log_every, T::kInt, "print a progress line every N steps"), 1));
+    t.push_back(between(field("train.log_every", &E::train, &TrainConfig::log_every, T::kInt, "print a progress line every N steps"), 1, 1e12));
     return t;
   }();
   return table;
@@ -380,11 +385,86 @@ ExperimentConfig from_json(const Json& doc, const std::string& source) {
   return cfg;
 }
 
+namespace {
+
+/// Deepest nesting a config may have (objects and lists): far beyond any real config, and
+/// far from the recursion that a hostile file's depth would otherwise cause.
+constexpr int kMaxDepth = 64;
+
+/// Parses config JSON with the rules nlohmann's parser does not apply: nesting deeper than
+/// kMaxDepth, a key given twice in one object ("last one wins" would hide a mistake) and a
+/// number that overflows a double are ConfigErrors naming `source` and the key's path.
+/// Malformed JSON throws nlohmann::json::parse_error as Json::parse does.
+Json parse_strict(const std::string& text, const std::string& source) {
+  struct Frame {
+    bool object;
+    std::set<std::string> keys;
+    std::string key;  // object: the key being read
+    size_t index = 0;  // list: the element being read
+  };
+  std::vector<Frame> stack;
+  auto path = [&] {
+    std::string p;
+    for (const Frame& f : stack) {
+      if (f.object) p += (p.empty() ? "" : ".") + f.key;
+      else p += "[" + std::to_string(f.index) + "]";
+    }
+    return p;
+  };
+  auto done_value = [&] {
+    if (!stack.empty() && !stack.back().object) ++stack.back().index;
+  };
+  using Event = nlohmann::json::parse_event_t;
+  auto at = [&] {  // "source: path: " or "source: "
+    const std::string p = path();
+    return source + ": " + (p.empty() ? "" : p + ": ");
+  };
+  auto callback = [&](int depth, Event event, Json& parsed) {
+    switch (event) {
+      case Event::object_start:
+      case Event::array_start:
+        if (depth >= kMaxDepth)
+          throw ConfigError(at() + "nesting deeper than " + std::to_string(kMaxDepth) +
+                            " levels; a config is a few levels deep");
+        stack.push_back({event == Event::object_start, {}, {}, 0});
+        break;
+      case Event::key: {
+        const std::string key = parsed.get<std::string>();
+        if (!stack.back().keys.insert(key).second) {
+          stack.back().key = key;
+          throw ConfigError(at() + "the key appears twice in one object; keep one");
+        }
+        stack.back().key = key;
+        break;
+      }
+      case Event::object_end:
+      case Event::array_end:
+        stack.pop_back();
+        done_value();
+        break;
+      case Event::value:
+        done_value();
+        break;
+    }
+    return true;
+  };
+  try {
+    return Json::parse(text, callback);
+  } catch (const nlohmann::json::out_of_range& e) {
+    // 406: a number that overflows a double, e.g. 1e309 (the message quotes it).
+    std::string what = e.what();
+    const size_t q = what.find('\'');
+    const std::string number = q == std::string::npos ? "a number" : what.substr(q);
+    throw ConfigError(at() + number + " overflows a double (largest about 1.8e308)");
+  }
+}
+}  // namespace
+
 ExperimentConfig load_file(const std::string& path) {
   std::string text = read_text(path);
   Json doc;
   try {
-    doc = Json::parse(text);
+    doc = parse_strict(text, path);
   } catch (const nlohmann::json::parse_error& e) {
     // Turn the byte offset into line:column for the message.
     size_t pos = std::min<size_t>(e.byte == 0 ? 0 : e.byte - 1, text.size());
@@ -430,7 +510,7 @@ void apply_set(ExperimentConfig& cfg, const std::string& assignment) {
     v = text;
   } else {
     try {
-      v = Json::parse(text);
+      v = parse_strict(text, where);
     } catch (const nlohmann::json::parse_error&) {
       v = text;  // typed check below reports "expected an integer, got "abc" (a string)"
     }

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <chrono>
@@ -16,7 +17,9 @@
 #include <cstring>
 #include <optional>
 #include <stdexcept>
+#include <thread>
 
+#include "engine/cuda_support.hpp"
 #include "errors.hpp"
 
 extern char** environ;
@@ -195,10 +198,23 @@ int free_port() {
   return ntohs(addr.sin_port);
 }
 
+int max_ranks_per_node() {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(kRanksPerCore * cores, engine::cuda::device_count());
+}
+
 LaunchResult launch(const LaunchOptions& options) {
   LaunchOptions o = options;
   if (o.nproc_per_node < 1)
     throw UsageError("launch: --nproc-per-node " + std::to_string(o.nproc_per_node) + " must be at least 1");
+  const int limit = max_ranks_per_node();
+  if (o.nproc_per_node > limit) {
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    throw UsageError("launch: --nproc-per-node " + std::to_string(o.nproc_per_node) +
+                     " is more ranks than this machine can run; at most " + std::to_string(limit) + " (" +
+                     std::to_string(kRanksPerCore) + " per core on " + std::to_string(cores) + " cores, or one per GPU on " +
+                     std::to_string(engine::cuda::device_count()) + " GPUs)");
+  }
   if (o.args.empty())
     throw UsageError("launch: no command; put the ptune command after --, e.g. "
                      "ptune launch --nproc-per-node 2 -- train exp.json");

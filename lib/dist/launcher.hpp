@@ -27,8 +27,16 @@ struct LaunchResult {
   std::string error;  // "" on success, else e.g. "rank 1 exited with status 1; stopped the others"
 };
 
+/// CPU ranks a machine may run per core (each rank is a whole ptune process with LibTorch).
+inline constexpr int kRanksPerCore = 4;
+
+/// The most ranks launch() starts on this machine: kRanksPerCore per core, or one per GPU
+/// where there are more GPUs than that.
+int max_ranks_per_node();
+
 /// Runs the ranks to completion and returns how they ended; never waits on a stuck rank once
-/// another has failed (grace_s, then SIGKILL). Throws UsageError for nproc_per_node < 1, an
+/// another has failed (grace_s, then SIGKILL). Throws UsageError for nproc_per_node < 1 or
+/// above max_ranks_per_node(), an
 /// empty command, a nested `launch`, or a port out of range; std::runtime_error when a pipe,
 /// fork or free port cannot be had.
 LaunchResult launch(const LaunchOptions& options);
