@@ -468,6 +468,44 @@ TEST_CASE("image_folder: unreadable files and folders", "[image_folder]") {
   }
 }
 
+TEST_CASE("image_folder: decompression bombs and lying JPEG headers are bad files", "[image_folder]") {
+  Scratch s;
+  const std::string root = s.root.string();
+  s.copy("a_rgb/rgb.png", "good/rgb.png");  // 40x30
+  // A JPEG's size sits in its SOF0 segment: FF C0, length, precision, height, width (big-endian).
+  auto jpeg_claiming = [&](const std::string& rel, int height, int width) {
+    std::ifstream in(kRoot + "/a_rgb/rgb.jpg", std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), {});
+    const size_t sof = bytes.find("\xFF\xC0");
+    REQUIRE(sof != std::string::npos);
+    bytes[sof + 5] = static_cast<char>(height >> 8);
+    bytes[sof + 6] = static_cast<char>(height & 0xFF);
+    bytes[sof + 7] = static_cast<char>(width >> 8);
+    bytes[sof + 8] = static_cast<char>(width & 0xFF);
+    return s.write(rel, bytes);
+  };
+  SECTION("a 40x30 image claiming 65500x65500: refused from the header, nothing decoded") {
+    const std::string p = jpeg_claiming("bad/bomb.jpg", 65500, 65500);
+    CHECK(data_error(options(root, 8, ImageTransform::kTrain)) ==
+          p + ": 65500x65500 is 4290250000 pixels, over data.max_image_pixels (178956970): refused as a possible "
+              "decompression bomb; raise data.max_image_pixels if the image is real");
+  }
+  SECTION("a header larger than its data: the data runs out") {
+    const std::string p = jpeg_claiming("bad/liar.jpg", 300, 400);
+    CHECK(data_error(options(root, 8, ImageTransform::kTrain)) ==
+          p + ": Corrupt JPEG data: premature end of data segment");
+  }
+  SECTION("the limit is configurable and applies to PNG too") {
+    auto o = options(root, 8, ImageTransform::kEval);
+    o.max_pixels = 1199;
+    CHECK(data_error(o) == s.path("good/rgb.png") +
+                               ": 40x30 is 1200 pixels, over data.max_image_pixels (1199): refused as a possible "
+                               "decompression bomb; raise data.max_image_pixels if the image is real");
+    o.max_pixels = 1200;  // the remembered verdict is per limit
+    CHECK(ImageFolder(o).size() == 1);
+  }
+}
+
 TEST_CASE("image_folder: a folder is decoded once per process; changed files again", "[image_folder]") {
   Scratch s;
   const std::string root = s.root.string();

@@ -117,6 +117,7 @@ const std::vector<Field>& fields() {
     t.push_back(field("data.root", &E::data, &DataConfig::root, T::kOptString, "image_folder: folder with one sub-folder of images per class (sorted names = labels)"));
     t.push_back(one_of(field("data.transform", &E::data, &DataConfig::transform, T::kEnum, "image_folder: train = RandomResizedCrop + horizontal flip; eval = Resize + CenterCrop"), {"train", "eval"}));
     t.push_back(one_of(field("data.on_bad_file", &E::data, &DataConfig::on_bad_file, T::kEnum, "image_folder: a corrupt or non-image file stops the run (error) or is left out and counted (skip)"), {"error", "skip"}));
+    t.push_back(between(field("data.max_image_pixels", &E::data, &DataConfig::max_image_pixels, T::kInt, "image_folder: an image with more pixels is a bad file, refused from its header before decoding (a guard against decompression bombs; Pillow's limit by default)"), 1, 4294967296.0));
     t.push_back(between(field("data.num_samples", &E::data, &DataConfig::num_samples, T::kInt, "images in the dataset"), 1, 100000000));
     t.push_back(between(field("data.image_size", &E::data, &DataConfig::image_size, T::kInt, "side of the square images the model sees (bilinear resize)"), 8, 4096));
     t.push_back(list_of(between(field("data.mean", &E::data, &DataConfig::mean, T::kNumberList, "per-channel mean, subtracted after scaling pixels to [0, 1]"), -10, 10), 3));

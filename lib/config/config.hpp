@@ -25,6 +25,8 @@ struct DataConfig {
   std::optional<std::string> root;     // image_folder: root/<class>/*.{jpg,jpeg,png}
   std::string transform = "train";     // image_folder: train (RandomResizedCrop+flip) | eval
   std::string on_bad_file = "error";   // image_folder: error | skip (count, warn once)
+  int64_t max_image_pixels = 178956970;  // image_folder: larger images are bad files (Pillow's
+                                         // decompression-bomb limit), checked from the header
   int64_t num_samples = 10000;         // number of images in the dataset
   int64_t image_size = 224;            // side of the square images the model sees
   std::vector<double> mean = {0.5, 0.5, 0.5};  // per-channel mean subtracted after /255

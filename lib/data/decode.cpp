@@ -55,12 +55,14 @@ tjhandle thread_decompressor() {
 
 /// True when a TurboJPEG call that returned `rc` failed for good. libjpeg's warnings (e.g.
 /// "Corrupt JPEG data: 3 extraneous bytes before marker") still give a whole image, and
-/// Pillow accepts such files; running out of data does not ("Premature end of JPEG file": the
-/// rest of the image is gray), and Pillow refuses it as truncated, so we do too.
+/// Pillow accepts such files; running out of data does not: "Premature end of JPEG file" (a
+/// truncated file, which Pillow refuses too) and "Corrupt JPEG data: premature end of data
+/// segment" (the header promises more pixels than the data holds) leave the rest gray.
 bool tj_failed(tjhandle tj, int rc) {
   if (rc == 0) return false;
   if (tjGetErrorCode(tj) != TJERR_WARNING) return true;
-  return std::strncmp(tjGetErrorStr2(tj), "Premature end of JPEG file", 26) == 0;
+  const std::string what = tjGetErrorStr2(tj);
+  return what.rfind("Premature end of JPEG file", 0) == 0 || what.find("premature end of data segment") != std::string::npos;
 }
 
 const std::vector<tjscalingfactor>& downscaling_factors() {
@@ -227,13 +229,18 @@ std::vector<uint8_t> read_file(const std::string& path) {
   return bytes;
 }
 
-ImageHeader read_header(const uint8_t* data, size_t size, const std::string& path) {
+ImageHeader read_header(const uint8_t* data, size_t size, const std::string& path, int64_t max_pixels) {
   if (size == 0) fail(path, "empty file");
   const bool png = has_png_signature(data, size) ||
                    (!has_jpeg_signature(data, size) && has_png_extension(path));
-  if (!png) return jpeg_header(data, size, path, nullptr);
   ImageHeader header;
-  png_decode(data, size, path, /*header_only=*/true, nullptr, &header);
+  if (png) png_decode(data, size, path, /*header_only=*/true, nullptr, &header);
+  else header = jpeg_header(data, size, path, nullptr);
+  if (header.height * header.width > max_pixels)
+    fail(path, std::to_string(header.width) + "x" + std::to_string(header.height) + " is " +
+                   std::to_string(header.height * header.width) + " pixels, over data.max_image_pixels (" +
+                   std::to_string(max_pixels) + "): refused as a possible decompression bomb; raise "
+                   "data.max_image_pixels if the image is real");
   return header;
 }
 

@@ -29,13 +29,20 @@ struct RgbImage {
   std::vector<uint8_t> pixels;  // height * width * 3
 };
 
+/// The most pixels an image may have, by default: Pillow's decompression-bomb limit
+/// (Image.MAX_IMAGE_PIXELS = 1 GiB / 4 / 3, about 179 Mpx).
+inline constexpr int64_t kMaxImagePixels = 178956970;
+
 /// Reads a whole file. Throws DataError("<path>: <reason>").
 std::vector<uint8_t> read_file(const std::string& path);
 
 /// Parses the header of an encoded image. The format comes from the signature (PNG or JPEG
 /// magic bytes); a file with neither goes to the decoder its extension names, so the error
-/// is that decoder's. `path` only names the file in errors. Throws DataError("<path>: <reason>").
-ImageHeader read_header(const uint8_t* data, size_t size, const std::string& path);
+/// is that decoder's. `path` only names the file in errors. An image of more than `max_pixels`
+/// pixels is refused from its header, before anything is decoded (a decompression bomb: a
+/// small file that would decode to gigabytes). Throws DataError("<path>: <reason>").
+ImageHeader read_header(const uint8_t* data, size_t size, const std::string& path,
+                        int64_t max_pixels = kMaxImagePixels);
 
 /// The size (height, width) a JPEG of `height` x `width` decodes to with the smallest DCT
 /// scaling factor (at most 1) whose output is at least `min_height` x `min_width`; the full

@@ -110,11 +110,11 @@ struct CheckCache {
 /// Fully decodes `path` (JPEGs at their smallest DCT scale: every coefficient is still
 /// entropy-decoded, so corrupt and truncated data are found); "" when it is readable, else
 /// "<path>: <reason>".
-std::string decode_check(const std::string& path) {
+std::string decode_check(const std::string& path, int64_t max_pixels) {
   CheckCache::get().decodes++;
   try {
     const std::vector<uint8_t> bytes = read_file(path);
-    const ImageHeader header = read_header(bytes.data(), bytes.size(), path);
+    const ImageHeader header = read_header(bytes.data(), bytes.size(), path, max_pixels);
     thread_local RgbImage image;
     decode_rgb(bytes.data(), bytes.size(), header, path, image, 1, 1);
     return "";
@@ -126,27 +126,28 @@ std::string decode_check(const std::string& path) {
 }
 
 /// decode_check(), or its remembered verdict for a file unchanged since.
-std::string check_file(const std::string& path) {
+std::string check_file(const std::string& path, int64_t max_pixels) {
   std::error_code ec;
   const std::uintmax_t size = fs::file_size(path, ec);
   const fs::file_time_type mtime = ec ? fs::file_time_type() : fs::last_write_time(path, ec);
-  if (ec) return decode_check(path);  // cannot stat: let the decoder say why
+  if (ec) return decode_check(path, max_pixels);  // cannot stat: let the decoder say why
   CheckCache& cache = CheckCache::get();
+  const std::string key = path + '\0' + std::to_string(max_pixels);  // the verdict depends on the limit
   {
     std::lock_guard<std::mutex> lock(cache.mu);
-    auto it = cache.entries.find(path);
+    auto it = cache.entries.find(key);
     if (it != cache.entries.end() && it->second.size == size && it->second.mtime == mtime) return it->second.error;
   }
-  std::string error = decode_check(path);
+  std::string error = decode_check(path, max_pixels);
   std::lock_guard<std::mutex> lock(cache.mu);
-  cache.entries[path] = {size, mtime, error};
+  cache.entries[key] = {size, mtime, error};
   return error;
 }
 
 /// check_file() on every path, on up to `threads` threads (0 = all cores). With
 /// `stop_at_first_error`, paths after the first bad one (in index order) may be left unchecked.
 std::vector<std::string> check_files(const std::vector<std::string>& paths, int64_t threads,
-                                     bool stop_at_first_error) {
+                                     bool stop_at_first_error, int64_t max_pixels) {
   std::vector<std::string> errors(paths.size());
   if (threads <= 0) threads = std::max<int64_t>(1, std::thread::hardware_concurrency());
   threads = std::min<int64_t>(threads, static_cast<int64_t>(paths.size()));
@@ -155,7 +156,7 @@ std::vector<std::string> check_files(const std::vector<std::string>& paths, int6
   auto work = [&] {
     // Indices are handed out in increasing order, so every index below first_bad is checked.
     for (size_t i = next++; i < paths.size() && i < first_bad; i = next++) {
-      errors[i] = check_file(paths[i]);
+      errors[i] = check_file(paths[i], max_pixels);
       if (stop_at_first_error && !errors[i].empty()) {
         size_t cur = first_bad;
         while (i < cur && !first_bad.compare_exchange_weak(cur, i)) {
@@ -209,7 +210,7 @@ ImageFolder::ImageFolder(ImageFolderOptions options) : options_(std::move(option
   paths.reserve(all.size());
   for (const Sample& s : all) paths.push_back(s.path);
   const std::vector<std::string> errors =
-      check_files(paths, options_.check_threads, options_.on_bad_file == OnBadFile::kError);
+      check_files(paths, options_.check_threads, options_.on_bad_file == OnBadFile::kError, options_.max_pixels);
 
   samples_.reserve(all.size());
   std::string examples;  // the first three skipped paths
@@ -237,15 +238,15 @@ int64_t ImageFolder::get(int64_t index, uint64_t aug_seed, uint8_t* out) const {
     throw std::out_of_range("image_folder: index " + std::to_string(index) + " out of range [0, " +
                             std::to_string(size()) + ")");
   const Sample& s = samples_[static_cast<size_t>(index)];
-  load_transformed(s.path, options_.transform, options_.image_size, aug_seed, out);
+  load_transformed(s.path, options_.transform, options_.image_size, aug_seed, out, options_.max_pixels);
   return s.label;
 }
 
 void load_transformed(const std::string& path, ImageTransform transform, int64_t image_size,
-                      uint64_t aug_seed, uint8_t* out) {
+                      uint64_t aug_seed, uint8_t* out, int64_t max_pixels) {
   const int64_t size = image_size;
   const std::vector<uint8_t> bytes = read_file(path);
-  const ImageHeader header = read_header(bytes.data(), bytes.size(), path);
+  const ImageHeader header = read_header(bytes.data(), bytes.size(), path, max_pixels);
   thread_local RgbImage image;
 
   if (transform == ImageTransform::kTrain) {

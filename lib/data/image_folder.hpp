@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "data/dataset.hpp"
+#include "data/decode.hpp"
 
 namespace ptune::data {
 
@@ -33,6 +34,7 @@ struct ImageFolderOptions {
   ImageTransform transform = ImageTransform::kTrain;
   OnBadFile on_bad_file = OnBadFile::kError;
   int64_t check_threads = 0;                  // threads decoding files at construction; 0 = all cores
+  int64_t max_pixels = kMaxImagePixels;       // larger images are bad files (read_header)
 };
 
 class ImageFolder : public Dataset {
@@ -70,8 +72,9 @@ class ImageFolder : public Dataset {
 };
 
 /// Decodes one file and applies `transform` exactly as ImageFolder::get() does, writing uint8
-/// CHW of 3 x image_size x image_size. Throws DataError("<path>: <reason>").
+/// CHW of 3 x image_size x image_size; an image over `max_pixels` is refused from its header.
+/// Throws DataError("<path>: <reason>").
 void load_transformed(const std::string& path, ImageTransform transform, int64_t image_size,
-                      uint64_t aug_seed, uint8_t* out);
+                      uint64_t aug_seed, uint8_t* out, int64_t max_pixels = kMaxImagePixels);
 
 }  // namespace ptune::data

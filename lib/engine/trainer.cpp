@@ -77,6 +77,7 @@ std::shared_ptr<const data::Dataset> make_dataset(const config::ExperimentConfig
     o.image_size = cfg.data.image_size;
     o.transform = cfg.data.transform == "eval" ? data::ImageTransform::kEval : data::ImageTransform::kTrain;
     o.on_bad_file = cfg.data.on_bad_file == "skip" ? data::OnBadFile::kSkip : data::OnBadFile::kError;
+    o.max_pixels = cfg.data.max_image_pixels;
     auto folder = std::make_shared<data::ImageFolder>(std::move(o));
     const auto num_classes = static_cast<int64_t>(folder->classes().size());
     if (num_classes > cfg.model.num_classes)
