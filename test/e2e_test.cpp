@@ -270,3 +270,42 @@ TEST_CASE("launch refuses more ranks than the machine can run", "[e2e]") {
                          std::to_string(cores) + " cores, or one per GPU on " +
                          std::to_string(ptune::engine::cuda::device_count()) + " GPUs)");
 }
+
+TEST_CASE("resume refuses a checkpoint that does not fit the config, weights and checkpoints are told apart", "[e2e]") {
+  TempDir dir;
+  auto cfg = dir.write("tiny.json", kTiny);
+  const std::string exe = ptune::test::exe();
+  const std::string ck = dir.file("ck/tiny-step3.pt"), w = dir.file("w.pt");
+  auto t = run(exe + " train " + cfg + " --set train.checkpoint_dir=" + dir.file("ck") + " --save-weights " + w);
+  INFO(t.err);
+  REQUIRE(t.code == 0);
+  auto resume = [&](const std::string& file, const std::string& sets) {
+    return run(exe + " train " + cfg + " --resume " + file + " --set train.max_steps=4 --set train.checkpoint_dir=" +
+               dir.file("ck2") + sets);
+  };
+  auto expect_error = [](const ptune::test::RunResult& r, const std::string& message) {
+    CHECK(r.code == 1);
+    CHECK(r.err == "ptune: error: " + message + "\n");
+  };
+  expect_error(resume(ck, " --set optim.kind=adamw"),
+               ck + ": checkpoint of an sgd optimizer, the config's optim.kind is adamw; resume with the same "
+                    "optimizer (its state cannot become another's)");
+  expect_error(resume(ck, " --set model.num_classes=7"),
+               ck + ": checkpoint of a model with 10 classes, the config's model.num_classes is 7; resume with the "
+                    "same number, or start a new run from its weights");
+  expect_error(resume(w, ""), w + ": a weights file (a state_dict), not a ptune checkpoint: start from it with "
+                                  "--set model.weights=" + w);
+  expect_error(resume(dir.file("ck"), ""), "--resume: " + dir.file("ck") + ": is a folder, not a file");
+  auto other = resume(ck, " --set loader.batch_size=4 --set optim.amp=bf16");
+  INFO(other.err);
+  CHECK(other.code == 0);  // allowed, and said
+  CHECK(other.err.find("resuming with loader.batch_size 4 (the checkpoint's was 8): the step count goes on") !=
+        std::string::npos);
+  CHECK(other.err.find("resuming with optim.amp bf16 (the checkpoint's was off)") != std::string::npos);
+  // A checkpoint given as weights, and weights that do not exist.
+  expect_error(run(exe + " eval " + cfg + " --weights " + ck),
+               ck + ": this is a ptune checkpoint, not a weights file: continue it with ptune train --resume, or "
+                    "export its weights with ptune train --save-weights");
+  expect_usage_error(run(exe + " check " + cfg + " --set model.weights=" + dir.file("none.pt")),
+                     cfg + ": model.weights: '" + dir.file("none.pt") + "' does not exist");
+}

@@ -21,6 +21,7 @@
 #include "data/transforms.hpp"
 #include "engine/trainer.hpp"
 #include "errors.hpp"
+#include "test_util.hpp"
 
 namespace fs = std::filesystem;
 using namespace ptune::data;
@@ -506,7 +507,7 @@ TEST_CASE("image_folder: decompression bombs and lying JPEG headers are bad file
   }
 }
 
-TEST_CASE("image_folder: a folder is decoded once per process; changed files again", "[image_folder]") {
+TEST_CASE("image_folder: a folder is decoded once per process, changed files again", "[image_folder]") {
   Scratch s;
   const std::string root = s.root.string();
   s.copy("a_rgb/rgb.png", "good/rgb.png");

@@ -116,7 +116,7 @@ TEST_CASE("loading checks keys and shapes, and keeps a new head for other classe
                     "cannot open weights '" + dir.file("none.pt") + "': No such file or directory");
 }
 
-TEST_CASE("torchvision's weights load into ptune and give torchvision's outputs; ptune's load into torchvision",
+TEST_CASE("torchvision's weights load into ptune and give torchvision's outputs, ptune's load into torchvision",
           "[models][python]") {
   const std::string python = PTUNE_PYTHON;
   // Not a silent pass: without Python this test cannot run (scripts/setup configures it).
@@ -140,4 +140,56 @@ TEST_CASE("torchvision's weights load into ptune and give torchvision's outputs;
   INFO(checked.err);
   CHECK(checked.code == 0);
   CHECK(checked.out == "ok 122\n");
+}
+
+TEST_CASE("weights in other shapes are recognized: a key, DDP's prefix, no counters, a whole module",
+          "[models][python]") {
+  const std::string python = PTUNE_PYTHON;
+  if (python.empty()) FAIL("PTUNE_PYTHON not configured (cmake -DPTUNE_PYTHON=...): cannot make the fixtures");
+  ptune::test::TempDir dir;
+  const std::string script = std::string(PTUNE_TEST_DATA) + "/torchvision_io.py";
+  auto made = ptune::test::run("'" + python + "' '" + script + "' variants " + dir.path.string());
+  INFO(made.err);
+  REQUIRE(made.code == 0);
+  auto reference = make("resnet18", 10);
+  load_into(*reference, read_state_dict(dir.file("reference.pt")), "reference.pt");
+  auto same_as_reference = [&](const std::string& file) {
+    auto m = make("resnet18", 10);
+    std::vector<std::string> notes;
+    CHECK(load_into(*m, read_state_dict(dir.file(file), &notes), file).empty());
+    auto a = state_dict(*m), b = state_dict(*reference);
+    REQUIRE(a.size() == b.size());
+    for (size_t i = 0; i < a.size(); ++i) CHECK(a[i].second.equal(b[i].second));
+    return notes;
+  };
+  CHECK(same_as_reference("wrapped.pt") ==
+        std::vector<std::string>{dir.file("wrapped.pt") + ": took the state_dict stored under the key 'state_dict'"});
+  CHECK(same_as_reference("ddp.pt") ==
+        std::vector<std::string>{dir.file("ddp.pt") + ": stripped DDP's 'module.' prefix from every key"});
+  CHECK(same_as_reference("no_counters.pt").empty());  // as torchvision's strict=True load
+  CHECK_THROWS_WITH(read_state_dict(dir.file("whole_model.pt")),
+                    dir.file("whole_model.pt") + ": holds a pickled torchvision.models.resnet.ResNet object, not a "
+                    "state_dict of tensors (torch.save(model) saves the whole module); in Python, save "
+                    "torch.save(model.state_dict(), path) instead");
+}
+
+TEST_CASE("files that are not weights are named for what they are", "[models]") {
+  ptune::test::TempDir dir;
+  auto check = [&](const std::string& path, const std::string& message) {
+    INFO(path);
+    try {
+      read_state_dict(path);
+      FAIL("no error");
+    } catch (const ptune::DataError& e) {
+      CHECK(std::string(e.what()) == message);
+      CHECK(std::string(e.what()).find("enforce fail") == std::string::npos);
+    }
+  };
+  check(dir.path.string(), dir.path.string() + ": is a folder, not a file");
+  check(dir.write("empty.pt", ""), dir.file("empty.pt") + ": empty file");
+  auto model = make("resnet18", 10);
+  write_state_dict(dir.file("good.pt"), state_dict(*model));
+  const std::string good = ptune::test::read_file(dir.file("good.pt"));
+  check(dir.write("cut.pt", good.substr(0, good.size() / 2)), dir.file("cut.pt") + ": a damaged or truncated zip archive");
+  check(dir.write("zip.pt", "PK\x03\x04 not really"), dir.file("zip.pt") + ": a damaged or truncated zip archive");
 }

@@ -20,8 +20,7 @@ inline const char* env_or(const char* name, const char* fallback) {
 // Where the tests find their fixtures, the sources (configs/schema.json), the built ptune and
 // Python: the paths compiled in by test/CMakeLists.txt (*_DEFAULT), each overridable at run
 // time by the environment variable of the same name, so that a copy of ptune_tests runs away
-// from its build tree (scripts/gpu-bundle). test/CMakeLists.txt also puts this header in the
-// precompiled header, so that every test source sees these macros.
+// from its build tree (scripts/gpu-bundle).
 #define PTUNE_TEST_DATA ::ptune::test::env_or("PTUNE_TEST_DATA", PTUNE_TEST_DATA_DEFAULT)
 #define PTUNE_SOURCE_DIR ::ptune::test::env_or("PTUNE_SOURCE_DIR", PTUNE_SOURCE_DIR_DEFAULT)
 #define PTUNE_EXE ::ptune::test::env_or("PTUNE_EXE", PTUNE_EXE_DEFAULT)

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iomanip>
@@ -547,6 +548,11 @@ void validate(const ExperimentConfig& cfg, const std::string& where) {
                       "' (LibTorch's AdamW counts its steps on the host, which a replayed graph cannot)");
   if (cfg.optim.cuda_graphs && cfg.dist.accumulate > 1)
     throw ConfigError(at + "optim.cuda_graphs: needs dist.accumulate 1 (the captured step updates every time)");
+  if (cfg.model.weights) {
+    std::error_code ec;
+    if (!std::filesystem::exists(*cfg.model.weights, ec))
+      throw ConfigError(at + "model.weights: '" + *cfg.model.weights + "' does not exist");
+  }
 }
 
 std::vector<std::pair<SweepRow, ExperimentConfig>> expand_sweep(const ExperimentConfig& base) {

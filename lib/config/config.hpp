@@ -127,7 +127,7 @@ nlohmann::ordered_json to_json(const ExperimentConfig& cfg);
 
 /// Checks the rules that tie keys together (each key alone is checked when it is read):
 /// data.kind image_folder needs data.root; loader.gpu_resize needs fake_cifar;
-/// optim.cuda_graphs needs optim.kind sgd and dist.accumulate 1. Throws ConfigError prefixed
+/// optim.cuda_graphs needs optim.kind sgd and dist.accumulate 1; model.weights must exist. Throws ConfigError prefixed
 /// with `where`.
 void validate(const ExperimentConfig& cfg, const std::string& where);
 

@@ -23,7 +23,10 @@ TrainSummary train(const config::ExperimentConfig& cfg, const TrainOptions& opti
   const bool rank0 = group->rank() == 0;
   const int64_t world = group->size();
   Trainer trainer(cfg, device, group);
-  if (!trainer.weights_note().empty() && options.on_note && rank0) options.on_note(trainer.weights_note());
+  if (options.on_note && rank0) {
+    for (const auto& n : trainer.weights_file_notes()) options.on_note(n);
+    if (!trainer.weights_note().empty()) options.on_note(trainer.weights_note());
+  }
   data::Loader loader(make_dataset(cfg), loader_options(cfg, device, group->rank(), world));
   const int64_t per_epoch = loader.batches_per_epoch();
   if (per_epoch == 0)
@@ -40,8 +43,12 @@ TrainSummary train(const config::ExperimentConfig& cfg, const TrainOptions& opti
 
   int64_t step = 0, epoch = 0;
   if (options.resume) {
-    std::tie(step, epoch) = trainer.load_checkpoint(*options.resume);
-    if (options.on_note && rank0) options.on_note("resumed from " + *options.resume + " at step " + std::to_string(step));
+    std::vector<std::string> notes;
+    std::tie(step, epoch) = trainer.load_checkpoint(*options.resume, trainer.group().size(), &notes);
+    if (options.on_note && rank0) {
+      for (const auto& n : notes) options.on_note(n);
+      options.on_note("resumed from " + *options.resume + " at step " + std::to_string(step));
+    }
   }
   // Only rank 0 writes files: every rank holds the same parameters and optimizer state.
   if (rank0) std::filesystem::create_directories(cfg.train.checkpoint_dir);

@@ -139,7 +139,8 @@ Trainer::Trainer(const config::ExperimentConfig& cfg, const c10::Device& device,
   torch::manual_seed(static_cast<uint64_t>(cfg.seed));
   model_ = models::make(cfg.model.arch, cfg.model.num_classes);
   if (cfg.model.weights) {
-    weights_note_ = models::load_into(*model_, models::read_state_dict(*cfg.model.weights), *cfg.model.weights);
+    weights_note_ = models::load_into(*model_, models::read_state_dict(*cfg.model.weights, &weights_file_notes_),
+                                      *cfg.model.weights);
   }
   model_->to(device_);
   if (cfg.model.channels_last) {
@@ -275,6 +276,11 @@ void Trainer::save_checkpoint(const std::string& path, int64_t step, int64_t epo
   archive.write("step", torch::tensor(step));
   archive.write("epoch", torch::tensor(epoch));
   archive.write("arch", c10::IValue(cfg_.model.arch));
+  archive.write("num_classes", c10::IValue(cfg_.model.num_classes));
+  archive.write("optim_kind", c10::IValue(cfg_.optim.kind));
+  archive.write("amp", c10::IValue(cfg_.optim.amp));
+  archive.write("batch_size", c10::IValue(cfg_.loader.batch_size));
+  archive.write("world_size", c10::IValue(static_cast<int64_t>(group_->size())));
   if (scaler_) scaler_->save(archive);
   const std::string tmp = path + ".tmp";
   archive.save_to(tmp);
@@ -284,14 +290,57 @@ void Trainer::save_checkpoint(const std::string& path, int64_t step, int64_t epo
   }
 }
 
-std::pair<int64_t, int64_t> Trainer::load_checkpoint(const std::string& path) {
+std::pair<int64_t, int64_t> Trainer::load_checkpoint(const std::string& path, int64_t world_size,
+                                                     std::vector<std::string>* notes) {
+  const models::FileKind kind = models::identify(path);
+  if (kind == models::FileKind::kTorchSave)
+    throw DataError(path + ": a weights file (a state_dict), not a ptune checkpoint: start from it with "
+                           "--set model.weights=" + path);
+  if (const std::string why = models::unreadable_kind(path, kind); !why.empty())
+    throw DataError("--resume: " + why);
   torch::serialize::InputArchive archive;
   try {
     archive.load_from(path, device_);
-    c10::IValue arch;
-    archive.read("arch", arch);
-    if (arch.toStringRef() != cfg_.model.arch)
-      throw DataError(path + ": checkpoint of a " + arch.toStringRef() + ", the config's model is " + cfg_.model.arch);
+  } catch (const c10::Error&) {
+    throw DataError(path + ": not a ptune checkpoint (a TorchScript archive of another kind, or damaged)");
+  }
+  auto text = [&](const char* key) -> std::optional<std::string> {
+    c10::IValue v;
+    if (!archive.try_read(key, v) || !v.isString()) return std::nullopt;
+    return v.toStringRef();
+  };
+  auto number = [&](const char* key) -> std::optional<int64_t> {
+    c10::IValue v;
+    if (!archive.try_read(key, v) || !v.isInt()) return std::nullopt;
+    return v.toInt();
+  };
+  // What the checkpoint was written with against this config; checkpoints of older ptune
+  // versions lack the newer keys, which are then not checked.
+  const auto arch = text("arch");
+  if (!arch) throw DataError(path + ": not a ptune checkpoint (no model architecture recorded)");
+  if (*arch != cfg_.model.arch)
+    throw DataError(path + ": checkpoint of a " + *arch + ", the config's model is " + cfg_.model.arch);
+  if (const auto n = number("num_classes"); n && *n != cfg_.model.num_classes)
+    throw DataError(path + ": checkpoint of a model with " + std::to_string(*n) + " classes, the config's "
+                    "model.num_classes is " + std::to_string(cfg_.model.num_classes) +
+                    "; resume with the same number, or start a new run from its weights");
+  if (const auto k = text("optim_kind"); k && *k != cfg_.optim.kind)
+    throw DataError(path + ": checkpoint of an " + *k + " optimizer, the config's optim.kind is " + cfg_.optim.kind +
+                    "; resume with the same optimizer (its state cannot become another's)");
+  if (const auto amp = text("amp"); amp && *amp != cfg_.optim.amp) {
+    if (*amp == "fp16" || cfg_.optim.amp == "fp16")
+      throw DataError(path + ": checkpoint written with optim.amp " + *amp + ", the config says " + cfg_.optim.amp +
+                      "; fp16's loss scale lives in the checkpoint: resume with the same optim.amp");
+    if (notes) notes->push_back("resuming with optim.amp " + cfg_.optim.amp + " (the checkpoint's was " + *amp + ")");
+  }
+  if (const auto b = number("batch_size"); b && *b != cfg_.loader.batch_size && notes)
+    notes->push_back("resuming with loader.batch_size " + std::to_string(cfg_.loader.batch_size) +
+                     " (the checkpoint's was " + std::to_string(*b) +
+                     "): the step count goes on, each step now takes the new batch size");
+  if (const auto w = number("world_size"); w && *w != world_size && notes)
+    notes->push_back("resuming on " + std::to_string(world_size) + " rank(s) (the checkpoint was written by " +
+                     std::to_string(*w) + "): the global batch changes with the number of ranks");
+  try {
     torch::serialize::InputArchive model_archive, optim_archive;
     archive.read("model", model_archive);
     archive.read("optimizer", optim_archive);
@@ -304,7 +353,7 @@ std::pair<int64_t, int64_t> Trainer::load_checkpoint(const std::string& path) {
     archive.read("epoch", epoch);
     return {step.item<int64_t>(), epoch.item<int64_t>()};
   } catch (const c10::Error& e) {
-    throw DataError("cannot resume from '" + path + "': " + e.what_without_backtrace());
+    throw DataError("cannot resume from '" + path + "': " + message_of(e));
   }
 }
 

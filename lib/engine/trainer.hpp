@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <torch/optim/optimizer.h>
 
@@ -78,10 +79,20 @@ class Trainer {
   /// device tensors, without gradients.
   std::pair<at::Tensor, at::Tensor> evaluate(const at::Tensor& images, const at::Tensor& labels);
 
-  /// Saves model, optimizer state and progress counters (LibTorch archive format).
+  /// Saves model, optimizer state and progress counters (LibTorch archive format), with what
+  /// load_checkpoint checks: architecture, classes, optimizer, AMP mode, batch and world size.
   void save_checkpoint(const std::string& path, int64_t step, int64_t epoch) const;
-  /// Restores a checkpoint; returns (step, epoch). Throws DataError for a bad file.
-  std::pair<int64_t, int64_t> load_checkpoint(const std::string& path);
+  /// Restores a checkpoint; returns (step, epoch). Checks it against the config before loading
+  /// anything: another model.arch, model.num_classes, optim.kind, or fp16 on one side only is a
+  /// DataError saying so; another loader.batch_size or world size is allowed (the step count
+  /// continues; the epoch is redone from its start with the new batches) and said in `notes`.
+  /// A weights file, a folder, an empty, truncated or unreadable file is a DataError naming
+  /// what it is. `world_size` is this run's number of ranks.
+  std::pair<int64_t, int64_t> load_checkpoint(const std::string& path, int64_t world_size = 1,
+                                              std::vector<std::string>* notes = nullptr);
+  /// Notes from reading model.weights (a state_dict found under a key, a stripped "module."
+  /// prefix); empty when there were none.
+  const std::vector<std::string>& weights_file_notes() const { return weights_file_notes_; }
 
   models::ResNet& model() { return model_; }
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
@@ -115,6 +126,7 @@ class Trainer {
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   DeviceInput input_;
   std::string weights_note_;
+  std::vector<std::string> weights_file_notes_;
   std::optional<GradScaler> scaler_;    // optim.amp == "fp16"
   // optim.cuda_graphs: the step captured once and replayed; inputs go through static buffers.
   static constexpr int kGraphWarmupSteps = 3;  // eager steps on the side stream before capture

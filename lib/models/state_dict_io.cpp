@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -122,6 +123,12 @@ class Unpickler {
         case 'b': pop(); break;                      // BUILD: attributes such as _metadata
         case 'Q': push(persistent(pop())); break;    // BINPERSID
         case 'R': { auto args = pop(); auto fn = pop(); push(reduce(fn, args)); break; }
+        case 0x81: {                                 // NEWOBJ: cls.__new__(cls, *args)
+          pop();
+          auto cls = pop();
+          if (cls->kind == Value::kGlobal) fail_object(cls->s + "." + cls->s2);
+          fail("unsupported NEWOBJ");
+        }
         default: {
           char buf[8];
           std::snprintf(buf, sizeof buf, "0x%02x", op);
@@ -134,6 +141,11 @@ class Unpickler {
  private:
   [[noreturn]] void fail(const std::string& why) const {
     throw DataError(file_ + ": cannot read the state_dict: " + why);
+  }
+  /// A pickled object of class `name`: nothing is constructed, the file is named for what it is.
+  [[noreturn]] void fail_object(const std::string& name) const {
+    throw DataError(file_ + ": holds a pickled " + name + " object, not a state_dict of tensors (torch.save(model) "
+                    "saves the whole module); in Python, save torch.save(model.state_dict(), path) instead");
   }
   void need(size_t n) const {
     if (pos_ + n > data_.size()) fail("truncated pickle");
@@ -213,7 +225,7 @@ class Unpickler {
       if (args->items.empty() || args->items[0]->kind != Value::kTensor) fail("bad parameter record");
       return args->items[0];
     }
-    fail("unsupported object " + name + " (a state_dict holds only tensors)");
+    fail_object(name);
   }
 
   const std::string& data_;
@@ -275,38 +287,122 @@ std::string shape_str(at::IntArrayRef s) {
 
 }  // namespace
 
-NamedTensors read_state_dict(const std::string& path) {
-  std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader;
-  {
-    std::FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) throw DataError("cannot open weights '" + path + "': " + std::strerror(errno));
-    char magic[2] = {0, 0};
-    size_t got = std::fread(magic, 1, 2, f);
-    std::fclose(f);
-    if (got != 2 || magic[0] != 'P' || magic[1] != 'K')
-      throw DataError(path + ": not a torch.save zip archive (a legacy-format file? re-save it in Python "
-                      "with torch.save(torch.load(p), p))");
+FileKind identify(const std::string& path) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(status)) return FileKind::kMissing;
+  if (std::filesystem::is_directory(status)) return FileKind::kFolder;
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return FileKind::kMissing;
+  char magic[2] = {0, 0};
+  const size_t got = std::fread(magic, 1, 2, f);
+  std::fclose(f);
+  if (got == 0) return FileKind::kEmpty;
+  if (got != 2 || magic[0] != 'P' || magic[1] != 'K') return FileKind::kNotZip;
+  try {
+    caffe2::serialize::PyTorchStreamReader reader(path);
+    if (reader.hasRecord("constants.pkl")) return FileKind::kTorchScript;
+    return reader.hasRecord("data.pkl") ? FileKind::kTorchSave : FileKind::kCorruptZip;
+  } catch (const std::exception&) {
+    return FileKind::kCorruptZip;
   }
+}
+
+std::string unreadable_kind(const std::string& path, FileKind kind) {
+  switch (kind) {
+    case FileKind::kMissing: return "cannot open '" + path + "': No such file or directory";
+    case FileKind::kFolder: return path + ": is a folder, not a file";
+    case FileKind::kEmpty: return path + ": empty file";
+    case FileKind::kNotZip:
+      return path + ": not a torch.save zip archive (a legacy-format file? re-save it in Python with "
+                    "torch.save(torch.load(p), p))";
+    case FileKind::kCorruptZip: return path + ": a damaged or truncated zip archive";
+    default: return "";
+  }
+}
+
+namespace {
+
+/// True when `v` is a dict whose keys are strings and values tensors.
+bool is_tensor_dict(const Value& v) {
+  if (v.kind != Value::kDict || v.dict.empty()) return false;
+  for (const auto& [k, x] : v.dict)
+    if (k->kind != Value::kString || x->kind != Value::kTensor) return false;
+  return true;
+}
+
+}  // namespace
+
+NamedTensors read_state_dict(const std::string& path, std::vector<std::string>* notes) {
+  const FileKind kind = identify(path);
+  if (kind == FileKind::kMissing) throw DataError("cannot open weights '" + path + "': No such file or directory");
+  if (const std::string why = unreadable_kind(path, kind); !why.empty()) throw DataError(why);
+  if (kind == FileKind::kTorchScript) {
+    bool checkpoint = false;
+    try {
+      torch::serialize::InputArchive archive;
+      archive.load_from(path);
+      c10::IValue arch;
+      checkpoint = archive.try_read("arch", arch);
+    } catch (const std::exception&) {
+    }
+    throw DataError(checkpoint ? path + ": this is a ptune checkpoint, not a weights file: continue it with "
+                                        "ptune train --resume, or export its weights with ptune train --save-weights"
+                               : path + ": a TorchScript archive (torch.jit.save), not a torch.save(state_dict) file");
+  }
+  std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader;
   try {
     reader = std::make_unique<caffe2::serialize::PyTorchStreamReader>(path);
-  } catch (const c10::Error& e) {
-    throw DataError(path + ": not a readable torch.save archive: " + e.what_without_backtrace());
+  } catch (const std::exception&) {
+    throw DataError(unreadable_kind(path, FileKind::kCorruptZip));
   }
-  if (reader->hasRecord("byteorder")) {
-    auto [ptr, size] = reader->getRecord("byteorder");
-    std::string order(static_cast<const char*>(ptr.get()), size);
-    if (order != "little") throw DataError(path + ": written with byte order '" + order + "'; only little-endian is supported");
+  std::string pkl;
+  try {
+    if (reader->hasRecord("byteorder")) {
+      auto [ptr, size] = reader->getRecord("byteorder");
+      std::string order(static_cast<const char*>(ptr.get()), size);
+      if (order != "little") throw DataError(path + ": written with byte order '" + order + "'; only little-endian is supported");
+    }
+    auto [ptr, size] = reader->getRecord("data.pkl");
+    pkl.assign(static_cast<const char*>(ptr.get()), size);
+  } catch (const c10::Error&) {
+    throw DataError(unreadable_kind(path, FileKind::kCorruptZip));
   }
-  if (!reader->hasRecord("data.pkl")) throw DataError(path + ": no data.pkl record (not a torch.save file)");
-  auto [ptr, size] = reader->getRecord("data.pkl");
-  std::string pkl(static_cast<const char*>(ptr.get()), size);
-  ValuePtr root = Unpickler(pkl, *reader, path).run();
+  ValuePtr root;
+  try {
+    root = Unpickler(pkl, *reader, path).run();
+  } catch (const c10::Error&) {  // a storage record that cannot be read: the zip is damaged
+    throw DataError(unreadable_kind(path, FileKind::kCorruptZip));
+  }
   if (root->kind != Value::kDict) throw DataError(path + ": expected a dict of tensors (a state_dict)");
+  const Value* dict = root.get();
+  if (!is_tensor_dict(*dict)) {
+    // Training scripts save {"epoch": ..., "state_dict": {...}, "optimizer": {...}}.
+    std::string keys;
+    for (const auto& [k, x] : root->dict) {
+      if (k->kind != Value::kString) continue;
+      keys += (keys.empty() ? "'" : ", '") + k->s + "'";
+      if (dict == root.get() && is_tensor_dict(*x) &&
+          (k->s == "state_dict" || k->s == "model" || k->s == "model_state_dict")) {
+        dict = x.get();
+        if (notes) notes->push_back(path + ": took the state_dict stored under the key '" + k->s + "'");
+      }
+    }
+    if (dict == root.get())
+      throw DataError(path + ": expected a dict of tensors (a state_dict); found a dict with the keys " +
+                      (keys.empty() ? std::string("(none)") : keys) +
+                      " and no state_dict under 'state_dict', 'model' or 'model_state_dict'");
+  }
   NamedTensors out;
-  for (auto& [k, v] : root->dict) {
-    if (k->kind != Value::kString || v->kind != Value::kTensor)
-      throw DataError(path + ": expected a dict of tensors (a state_dict); found a non-tensor entry");
+  bool all_module = true;
+  for (auto& [k, v] : dict->dict) {
     out.emplace_back(k->s, v->tensor);
+    all_module = all_module && k->s.rfind("module.", 0) == 0;
+  }
+  if (all_module) {
+    // Saved from a DistributedDataParallel (or DataParallel) wrapper.
+    for (auto& [k, v] : out) k = k.substr(7);
+    if (notes) notes->push_back(path + ": stripped DDP's 'module.' prefix from every key");
   }
   return out;
 }
@@ -386,7 +482,16 @@ std::string load_into(torch::nn::Module& module, const NamedTensors& tensors,
   for (auto& [k, v] : state_dict(module)) own[k] = v;
   std::map<std::string, at::Tensor> given(tensors.begin(), tensors.end());
   std::vector<std::string> missing, unexpected;
-  for (auto& [k, v] : own) if (!given.count(k)) missing.push_back(k);
+  for (auto& [k, v] : own) {
+    if (given.count(k)) continue;
+    // As BatchNorm's _load_from_state_dict: a state_dict saved without the counter gets 0.
+    const std::string counter = ".num_batches_tracked";
+    if (k.size() > counter.size() && k.compare(k.size() - counter.size(), counter.size(), counter) == 0) {
+      given[k] = at::zeros_like(v);
+      continue;
+    }
+    missing.push_back(k);
+  }
   for (auto& [k, v] : given) if (!own.count(k)) unexpected.push_back(k);
   auto list = [](const std::vector<std::string>& v) {
     std::string s;

@@ -6,6 +6,12 @@
   python torchvision_io.py check DIR    loads DIR/ptune_weights.pt into torchvision's
                                         resnet18 with strict=True (weights_only load) and
                                         checks every tensor equals DIR/tv_weights.pt
+  python torchvision_io.py variants DIR the shapes weights come in besides a plain state_dict:
+                                        DIR/whole_model.pt (torch.save(model)),
+                                        DIR/wrapped.pt ({"epoch", "state_dict", "optimizer"}),
+                                        DIR/ddp.pt (keys prefixed "module.", as DDP saves them),
+                                        DIR/no_counters.pt (no num_batches_tracked), and
+                                        DIR/reference.pt (the plain state_dict)
 """
 import sys
 
@@ -37,6 +43,19 @@ def main():
             if not torch.equal(mine[k], v):
                 raise SystemExit(f"mismatch in {k}")
         print("ok", len(mine))
+    elif mode == "variants":
+        torch.manual_seed(1)
+        model = torchvision.models.resnet18(num_classes=10)
+        sd = model.state_dict()
+        torch.save(sd, f"{folder}/reference.pt")
+        torch.save(model, f"{folder}/whole_model.pt")
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        torch.save({"epoch": 3, "state_dict": sd, "optimizer": opt.state_dict()}, f"{folder}/wrapped.pt")
+        torch.save({"module." + k: v for k, v in sd.items()}, f"{folder}/ddp.pt")
+        counters = {k: v for k, v in sd.items() if not k.endswith("num_batches_tracked")}
+        # torchvision itself loads this with strict=True (BatchNorm fills the counter in).
+        torchvision.models.resnet18(num_classes=10).load_state_dict(counters, strict=True)
+        torch.save(counters, f"{folder}/no_counters.pt")
     else:
         raise SystemExit(f"unknown mode {mode}")
 
