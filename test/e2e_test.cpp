@@ -309,3 +309,29 @@ TEST_CASE("resume refuses a checkpoint that does not fit the config, weights and
   expect_usage_error(run(exe + " check " + cfg + " --set model.weights=" + dir.file("none.pt")),
                      cfg + ": model.weights: '" + dir.file("none.pt") + "' does not exist");
 }
+
+TEST_CASE("train keeps the newest checkpoints, and a name cannot leave its folders", "[e2e]") {
+  TempDir dir;
+  auto cfg = dir.write("tiny.json", kTiny);
+  const std::string exe = ptune::test::exe();
+  auto t = run(exe + " train " + cfg + " --set train.max_steps=5 --set train.checkpoint_every=1 "
+               "--set train.keep_checkpoints=2 --set train.checkpoint_dir=" + dir.file("ck"));
+  INFO(t.err);
+  REQUIRE(t.code == 0);
+  std::vector<std::string> kept;
+  for (const auto& e : std::filesystem::directory_iterator(dir.file("ck"))) kept.push_back(e.path().filename().string());
+  std::sort(kept.begin(), kept.end());
+  CHECK(kept == std::vector<std::string>{"tiny-step4.pt", "tiny-step5.pt"});
+  expect_usage_error(run(exe + " check " + cfg + " --set name=a/b"),
+                     cfg + ": name: 'a/b' cannot name files inside a folder; use letters, digits, '-', '_' or '.' "
+                           "(no '/', not '..')");
+  expect_usage_error(run(exe + " check " + cfg + " --set name=.."),
+                     cfg + ": name: '..' cannot name files inside a folder; use letters, digits, '-', '_' or '.' "
+                           "(no '/', not '..')");
+  // Unwritable outputs are found before training, not after it.
+  auto w = run(exe + " train " + cfg + " --set train.checkpoint_dir=" + dir.file("ck2") + " --save-weights " +
+               dir.file("missing/w.pt"));
+  CHECK(w.code == 1);
+  CHECK(w.err == "ptune: error: --save-weights: folder '" + dir.file("missing") + "' does not exist\n");
+  CHECK_FALSE(std::filesystem::exists(dir.file("ck2/tiny-step3.pt")));
+}

@@ -35,6 +35,8 @@ struct TempDir {
   }
   ~TempDir() { std::error_code ec; std::filesystem::remove_all(path, ec); }
   std::string file(const std::string& name) const { return (path / name).string(); }
+  /// Writes `text` into the file `path`.
+  static void write_to(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
   /// Writes `text` into `name` and returns its path.
   std::string write(const std::string& name, const std::string& text) const {
     std::ofstream(file(name)) << text;

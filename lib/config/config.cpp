@@ -162,6 +162,7 @@ const std::vector<Field>& fields() {
     t.push_back(between(field("train.epochs", &E::train, &TrainConfig::epochs, T::kInt, "passes over the dataset (ptune train)"), 1, 1000000));
     t.push_back(between(field("train.max_steps", &E::train, &TrainConfig::max_steps, T::kInt, "stop after this many steps in all; 0 = no limit"), 0, 1e12));
     t.push_back(between(field("train.checkpoint_every", &E::train, &TrainConfig::checkpoint_every, T::kInt, "write a checkpoint every N steps; 0 = only at the end"), 0, 1e12));
+    t.push_back(between(field("train.keep_checkpoints", &E::train, &TrainConfig::keep_checkpoints, T::kInt, "keep the newest N checkpoints of a run and remove older ones (a checkpoint of ResNet-50 is ~200 MB); 0 = keep all"), 0, 1e6));
     t.push_back(field("train.checkpoint_dir", &E::train, &TrainConfig::checkpoint_dir, T::kString, "folder for checkpoints (created if missing)"));
     t.push_back(between(field("train.log_every", &E::train, &TrainConfig::log_every, T::kInt, "print a progress line every N steps"), 1, 1e12));
     return t;
@@ -548,6 +549,11 @@ void validate(const ExperimentConfig& cfg, const std::string& where) {
                       "' (LibTorch's AdamW counts its steps on the host, which a replayed graph cannot)");
   if (cfg.optim.cuda_graphs && cfg.dist.accumulate > 1)
     throw ConfigError(at + "optim.cuda_graphs: needs dist.accumulate 1 (the captured step updates every time)");
+  // The name becomes file names (checkpoints, traces): it must stay inside their folders.
+  if (cfg.name.empty() || cfg.name == "." || cfg.name == ".." || cfg.name.find('/') != std::string::npos ||
+      cfg.name.find('\0') != std::string::npos)
+    throw ConfigError(at + "name: '" + cfg.name + "' cannot name files inside a folder; use letters, digits, '-', '_' "
+                      "or '.' (no '/', not '..')");
   if (cfg.model.weights) {
     std::error_code ec;
     if (!std::filesystem::exists(*cfg.model.weights, ec))

@@ -79,6 +79,7 @@ struct TrainConfig {
   int64_t epochs = 1;            // passes over the dataset (`ptune train`)
   int64_t max_steps = 0;         // stop after this many steps in all; 0 = no limit
   int64_t checkpoint_every = 0;  // checkpoint every N steps; 0 = only at the end
+  int64_t keep_checkpoints = 3;  // the newest this many checkpoints of a run are kept; 0 = all
   std::string checkpoint_dir = "checkpoints";  // where checkpoints are written
   int64_t log_every = 10;        // progress line every N steps
 };

@@ -9,6 +9,7 @@
 #include "engine/feeder.hpp"
 #include "engine/trainer.hpp"
 #include "errors.hpp"
+#include "files.hpp"
 #include "measure/stats.hpp"
 #include "models/state_dict_io.hpp"
 
@@ -22,6 +23,11 @@ TrainSummary train(const config::ExperimentConfig& cfg, const TrainOptions& opti
   auto group = dist::process_group(cfg.dist, device);
   const bool rank0 = group->rank() == 0;
   const int64_t world = group->size();
+  // Where the results go is checked before any work, not found unwritable at the end.
+  if (rank0) {
+    files::prepare_folder(cfg.train.checkpoint_dir, "train.checkpoint_dir");
+    if (options.save_weights) files::check_writable(*options.save_weights, "--save-weights");
+  }
   Trainer trainer(cfg, device, group);
   if (options.on_note && rank0) {
     for (const auto& n : trainer.weights_file_notes()) options.on_note(n);
@@ -51,8 +57,8 @@ TrainSummary train(const config::ExperimentConfig& cfg, const TrainOptions& opti
     }
   }
   // Only rank 0 writes files: every rank holds the same parameters and optimizer state.
-  if (rank0) std::filesystem::create_directories(cfg.train.checkpoint_dir);
   TrainSummary summary;
+  std::vector<std::string> written;  // this run's checkpoints, oldest first
   auto checkpoint = [&] {
     std::string path = (std::filesystem::path(cfg.train.checkpoint_dir) /
                         (cfg.name + "-step" + std::to_string(step) + ".pt")).string();
@@ -60,6 +66,13 @@ TrainSummary train(const config::ExperimentConfig& cfg, const TrainOptions& opti
     if (!rank0) return;
     trainer.save_checkpoint(path, step, epoch);
     if (options.on_note) options.on_note("checkpoint " + path);
+    if (written.empty() || written.back() != path) written.push_back(path);
+    // train.keep_checkpoints: the newest are kept, older ones of this run removed.
+    while (cfg.train.keep_checkpoints > 0 && static_cast<int64_t>(written.size()) > cfg.train.keep_checkpoints) {
+      std::error_code ec;
+      std::filesystem::remove(written.front(), ec);
+      written.erase(written.begin());
+    }
   };
   // Samples per step over all ranks; the rate is set by the slowest rank.
   const int64_t global_batch = cfg.loader.batch_size * world;
@@ -133,7 +146,7 @@ TrainSummary train(const config::ExperimentConfig& cfg, const TrainOptions& opti
   summary.samples_per_s = end.secs > 0 ? (step - start_step) * global_batch / end.secs : 0;
   if (options.on_note && rank0 && !trainer.graph_note().empty()) options.on_note(trainer.graph_note());
   if (options.save_weights && rank0) {
-    models::write_state_dict(*options.save_weights, models::state_dict(*trainer.model()));
+    models::write_state_dict(*options.save_weights, models::state_dict(*trainer.model()), "--save-weights");
     if (options.on_note) options.on_note("weights " + *options.save_weights);
   }
   return summary;

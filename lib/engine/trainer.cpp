@@ -16,6 +16,7 @@
 #include "engine/device.hpp"
 #include "engine/sgd.hpp"
 #include "errors.hpp"
+#include "files.hpp"
 #include "models/state_dict_io.hpp"
 
 namespace ptune::engine {
@@ -282,12 +283,7 @@ void Trainer::save_checkpoint(const std::string& path, int64_t step, int64_t epo
   archive.write("batch_size", c10::IValue(cfg_.loader.batch_size));
   archive.write("world_size", c10::IValue(static_cast<int64_t>(group_->size())));
   if (scaler_) scaler_->save(archive);
-  const std::string tmp = path + ".tmp";
-  archive.save_to(tmp);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw std::runtime_error("cannot write checkpoint '" + path + "'");
-  }
+  files::write_atomically(path, "train.checkpoint_dir", [&](const std::string& tmp) { archive.save_to(tmp); });
 }
 
 std::pair<int64_t, int64_t> Trainer::load_checkpoint(const std::string& path, int64_t world_size,

@@ -15,6 +15,7 @@
 #include <torch/csrc/autograd/profiler_kineto.h>
 
 #include "engine/cuda_support.hpp"
+#include "files.hpp"
 
 namespace ptune::measure {
 namespace {
@@ -142,13 +143,8 @@ TraceSummary TraceRecorder::finish(const std::string& path) {
     s.kernel_ms = busy * static_cast<double>(end - first) / 1000.0;
   }
   if (!path.empty()) {
-    std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-    const std::string tmp = path + ".tmp";
-    result->save(tmp);
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-      std::remove(tmp.c_str());
-      throw std::runtime_error("cannot write trace '" + path + "'");
-    }
+    files::prepare_folder(std::filesystem::path(path).parent_path().string(), "measure.out_dir");
+    files::write_atomically(path, "measure.out_dir", [&](const std::string& tmp) { result->save(tmp); });
   }
   return s;
 }

@@ -11,6 +11,7 @@
 #include <torch/torch.h>
 
 #include "errors.hpp"
+#include "files.hpp"
 
 namespace ptune::models {
 namespace {
@@ -407,7 +408,7 @@ NamedTensors read_state_dict(const std::string& path, std::vector<std::string>* 
   return out;
 }
 
-void write_state_dict(const std::string& path, const NamedTensors& tensors) {
+void write_state_dict(const std::string& path, const NamedTensors& tensors, const std::string& what) {
   Pickler p;
   p.out = "\x80\x02";
   p.global("collections", "OrderedDict");
@@ -443,8 +444,7 @@ void write_state_dict(const std::string& path, const NamedTensors& tensors) {
   p.op('u');
   p.op('.');
 
-  const std::string tmp = path + ".tmp";
-  try {
+  files::write_atomically(path, what, [&](const std::string& tmp) {
     caffe2::serialize::PyTorchStreamWriter writer(tmp);
     writer.writeRecord("data.pkl", p.out.data(), p.out.size());
     writer.writeRecord("byteorder", "little", 6);
@@ -453,14 +453,7 @@ void write_state_dict(const std::string& path, const NamedTensors& tensors) {
       writer.writeRecord("data/" + std::to_string(k), t.data_ptr(), t.numel() * t.element_size());
     }
     writer.writeEndOfFile();
-  } catch (const c10::Error& e) {
-    std::remove(tmp.c_str());
-    throw std::runtime_error("cannot write weights '" + path + "': " + e.what_without_backtrace());
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw std::runtime_error("cannot write weights '" + path + "': " + std::strerror(errno));
-  }
+  });
 }
 
 NamedTensors state_dict(const torch::nn::Module& module) {

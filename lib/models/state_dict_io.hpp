@@ -42,8 +42,9 @@ std::string unreadable_kind(const std::string& path, FileKind kind);
 NamedTensors read_state_dict(const std::string& path, std::vector<std::string>* notes = nullptr);
 
 /// Writes tensors as torch.save(state_dict) does (loadable by torch.load with
-/// weights_only=True). Writes to a temporary name and renames. Throws std::runtime_error.
-void write_state_dict(const std::string& path, const NamedTensors& tensors);
+/// weights_only=True), atomically (files::write_atomically; `what` names the file's origin in
+/// errors, e.g. "--save-weights"). Throws std::runtime_error.
+void write_state_dict(const std::string& path, const NamedTensors& tensors, const std::string& what = "weights");
 
 /// The module's parameters and buffers by their dotted names (its state_dict).
 NamedTensors state_dict(const torch::nn::Module& module);

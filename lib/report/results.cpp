@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "errors.hpp"
+#include "files.hpp"
 
 namespace ptune::report {
 namespace {
@@ -294,23 +295,8 @@ std::string render(const Results& r, const std::string& format, bool color) {
   return os.str();
 }
 
-void write_atomic(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error("cannot write '" + path + "': " + std::strerror(errno));
-    out << text;
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      throw std::runtime_error("cannot write '" + path + "': " + std::strerror(errno));
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    std::remove(tmp.c_str());
-    throw std::runtime_error("cannot write '" + path + "': " + std::strerror(err));
-  }
+void write_atomic(const std::string& path, const std::string& text, const std::string& what) {
+  files::write_text_atomically(path, what, text);
 }
 
 }  // namespace ptune::report

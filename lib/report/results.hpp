@@ -59,9 +59,10 @@ nlohmann::ordered_json to_json(const Results& r);
 /// adds ANSI colours: speedups >= 1.05x green, < 0.95x red, skipped rows yellow, failed red.
 std::string render(const Results& r, const std::string& format, bool color = false);
 
-/// Writes `text` to `path` atomically (temporary file in the same folder, then rename).
-/// Throws std::runtime_error naming the path.
-void write_atomic(const std::string& path, const std::string& text);
+/// Writes `text` to `path` atomically (files::write_atomically: a unique temporary file in the
+/// same folder, flushed, then renamed; FIFOs and devices written into; symlinks followed).
+/// Throws std::runtime_error "cannot write <what> '<path>': <reason>".
+void write_atomic(const std::string& path, const std::string& text, const std::string& what = "--out");
 
 /// The output formats render() knows.
 const std::vector<std::string>& formats();

@@ -1,0 +1,119 @@
+// Output files: atomic, unique per writer, through symlinks, into FIFOs, and clean failures.
+#include <catch2/catch.hpp>
+
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <fstream>
+#include <thread>
+
+#include "files.hpp"
+#include "test_util.hpp"
+
+namespace fs = std::filesystem;
+using ptune::test::TempDir;
+
+namespace {
+
+/// The files in `dir` (names only).
+std::vector<std::string> listing(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST_CASE("two writers of one file: every read sees one whole version, no temporary file is left", "[files]") {
+  TempDir dir;
+  const std::string path = dir.file("results.json");
+  const std::string a(200000, 'a'), b(300000, 'b');
+  std::atomic<bool> bad{false};
+  auto writer = [&](const std::string& text) {
+    for (int i = 0; i < 40; ++i) ptune::files::write_text_atomically(path, "--out", text);
+  };
+  std::thread t1(writer, a), t2(writer, b);
+  std::thread reader([&] {
+    for (int i = 0; i < 200; ++i) {
+      const std::string got = ptune::test::read_file(path);
+      if (!got.empty() && got != a && got != b) bad = true;
+    }
+  });
+  t1.join();
+  t2.join();
+  reader.join();
+  CHECK_FALSE(bad.load());
+  const std::string last = ptune::test::read_file(path);
+  CHECK((last == a || last == b));
+  CHECK(listing(dir.path) == std::vector<std::string>{"results.json"});
+}
+
+TEST_CASE("a symlink is written through; a FIFO is written into, not replaced", "[files]") {
+  TempDir dir;
+  ptune::files::write_text_atomically(dir.file("real.json"), "--out", "old");
+  fs::create_symlink(dir.file("real.json"), dir.file("link.json"));
+  ptune::files::write_text_atomically(dir.file("link.json"), "--out", "new");
+  CHECK(fs::is_symlink(dir.file("link.json")));
+  CHECK(ptune::test::read_file(dir.file("real.json")) == "new");
+
+  const std::string fifo = dir.file("pipe");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  std::string got;
+  std::thread reader([&] { got = ptune::test::read_file(fifo); });
+  ptune::files::write_text_atomically(fifo, "--out", "through the pipe\n");
+  reader.join();
+  CHECK(got == "through the pipe\n");
+  struct stat st {};
+  REQUIRE(::stat(fifo.c_str(), &st) == 0);
+  CHECK(S_ISFIFO(st.st_mode));
+}
+
+TEST_CASE("failed writes name the file and the key, and leave no temporary file", "[files]") {
+  TempDir dir;
+  ptune::test::TempDir::write_to(dir.file("a-file"), "x");
+  CHECK(message_of([&] { ptune::files::write_text_atomically(dir.file("a-file/out.json"), "--out", "x"); }) ==
+        "cannot write --out '" + dir.file("a-file/out.json") + "': Not a directory");
+  CHECK(message_of([&] { ptune::files::write_text_atomically(dir.path.string(), "--out", "x"); }) ==
+        "cannot write --out '" + dir.path.string() + "': it is a folder");
+  CHECK(message_of([&] { ptune::files::check_writable("", "--out"); }) == "--out: an empty path; name a file");
+  CHECK(message_of([&] { ptune::files::check_writable(dir.file("none/r.json"), "--out"); }) ==
+        "--out: folder '" + dir.file("none") + "' does not exist");
+  CHECK(message_of([&] { ptune::files::check_writable(dir.file("a-file/r.json"), "--save-weights"); }) ==
+        "--save-weights: '" + dir.file("a-file") + "' is not a folder");
+  CHECK(message_of([&] { ptune::files::check_writable(dir.path.string(), "--out"); }) ==
+        "--out: '" + dir.path.string() + "' is a folder; name a file");
+  CHECK(message_of([&] { ptune::files::prepare_folder(dir.file("a-file/ck"), "train.checkpoint_dir"); })
+            .rfind("train.checkpoint_dir: cannot create folder '" + dir.file("a-file/ck") + "': ", 0) == 0);
+
+  // A full disk: a 64 KiB tmpfs, where this test may mount one (root, a mount namespace).
+  const std::string small = dir.file("small");
+  fs::create_directories(small);
+  if (::mount("tmpfs", small.c_str(), "tmpfs", 0, "size=64k") != 0) {
+    WARN("skipped the full-disk case: cannot mount a tmpfs here (" << std::strerror(errno) << ")");
+    return;
+  }
+  struct Unmount {
+    std::string at;
+    ~Unmount() { ::umount(at.c_str()); }
+  } unmount{small};
+  const std::string out = small + "/w.pt";
+  CHECK(message_of([&] { ptune::files::write_text_atomically(out, "--save-weights", std::string(1 << 20, 'w')); }) ==
+        "cannot write --save-weights '" + out + "': No space left on device");
+  CHECK(listing(small).empty());  // the temporary file is gone
+}
