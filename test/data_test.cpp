@@ -271,7 +271,7 @@ TEST_CASE("an epoch left part way, or a jump, restarts the workers at the asked 
   CHECK(loader.next()->labels.equal(one_epoch(ds, opt, 9)[0].labels));
 }
 
-TEST_CASE("each epoch is reshuffled; drop_last drops the partial batch", "[data][loader]") {
+TEST_CASE("each epoch is reshuffled, drop_last drops the partial batch", "[data][loader]") {
   auto ds = std::make_shared<CountingDataset>(50);
   LoaderOptions opt;
   opt.batch_size = 8;

@@ -578,7 +578,7 @@ TEST_CASE("report --against: exit 1 for a regression beyond noise or a missing r
                            "FILE.json, or scripts/bench/case_study_vs_pytorch.py --json FILE.json)");
 }
 
-TEST_CASE("sweep --out FILE.CSV writes CSV (any case) and its companion; JSON rows have one shape", "[e2e][report]") {
+TEST_CASE("sweep --out FILE.CSV writes CSV (any case) and its companion, JSON rows have one shape", "[e2e][report]") {
   TempDir dir;
   auto cfg = dir.write("two.json", R"({"device": "cpu", "cpu_threads": 1, "data": {"num_samples": 16, "image_size": 32},
       "loader": {"batch_size": 4}, "measure": {"warmup_steps": 0, "steps": 1},

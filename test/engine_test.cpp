@@ -71,7 +71,7 @@ TEST_CASE("training steps lower the loss on a fixed batch", "[engine]") {
   CHECK(last < first * 0.5);
 }
 
-TEST_CASE("models start identical from the seed; set_to_none does not change training", "[engine]") {
+TEST_CASE("models start identical from the seed, set_to_none does not change training", "[engine]") {
   auto cfg = tiny();
   auto a = train_params(cfg, 3);
   cfg.optim.set_to_none = true;
@@ -234,7 +234,7 @@ TEST_CASE("warm-up: raised to what CUDA graphs and cuDNN autotuning need, with a
   CHECK(ptune::measure::warmup_steps(cfg) == 0);
 }
 
-TEST_CASE("fused SGD equals torch.optim.SGD's step; found_inf skips it bit for bit", "[engine]") {
+TEST_CASE("fused SGD equals torch.optim.SGD's step, found_inf skips it bit for bit", "[engine]") {
   struct Case {
     double momentum, dampening, weight_decay;
     bool nesterov;

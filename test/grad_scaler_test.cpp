@@ -84,7 +84,7 @@ TEST_CASE("unscale_ multiplies grads by 1/scale exactly and records found_inf", 
   CHECK_THROWS_AS(scaler.found_inf(), std::logic_error);
 }
 
-TEST_CASE("unscale_ and step need a scale first; fp16 grads are refused", "[grad_scaler]") {
+TEST_CASE("unscale_ and step need a scale first, fp16 grads are refused", "[grad_scaler]") {
   Toy toy;
   torch::optim::SGD opt({toy.p}, torch::optim::SGDOptions(0.1));
   GradScaler scaler;

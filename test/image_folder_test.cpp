@@ -468,7 +468,7 @@ TEST_CASE("image_folder: unreadable files and folders", "[image_folder]") {
   }
 }
 
-TEST_CASE("image_folder: a folder is decoded once per process; changed files again", "[image_folder]") {
+TEST_CASE("image_folder: a folder is decoded once per process, changed files again", "[image_folder]") {
   Scratch s;
   const std::string root = s.root.string();
   s.copy("a_rgb/rgb.png", "good/rgb.png");

@@ -116,7 +116,7 @@ TEST_CASE("loading checks keys and shapes, and keeps a new head for other classe
                     "cannot open weights '" + dir.file("none.pt") + "': No such file or directory");
 }
 
-TEST_CASE("torchvision's weights load into ptune and give torchvision's outputs; ptune's load into torchvision",
+TEST_CASE("torchvision's weights load into ptune and give torchvision's outputs, ptune's load into torchvision",
           "[models][python]") {
   const std::string python = PTUNE_PYTHON;
   // Not a silent pass: without Python this test cannot run (scripts/setup configures it).

@@ -461,6 +461,17 @@ TEST_CASE("load_run reads ptune's results and scripts/bench's comparison, and na
   CHECK(rows[2]["status"] == "failed: eager: failed: RuntimeError: x");
   CHECK(bench.doc["environment"]["device"] == "EPYC");
   CHECK(bench.doc["environment"]["cpu_threads"] == 2);
+  // The script's older layout: "row" and "pytorch_samples_per_s", ptune's environment.
+  auto older = load_run(dir.write("older.json", R"({"torch": "2.11.0+cu130",
+      "environment": {"device": "EPYC", "device_kind": "cpu"},
+      "rows": [{"row": "baseline", "pytorch_samples_per_s": 120.5, "ptune_samples_per_s": 130, "ptune_status": "ok"},
+               {"row": "graphs", "pytorch_samples_per_s": null, "ptune_status": "skipped: needs CUDA"}]})"));
+  CHECK(older.source == "PyTorch");
+  CHECK(older.doc["rows"][0]["name"] == "baseline");
+  CHECK(older.doc["rows"][0]["samples_per_s"] == 120.5);
+  CHECK(older.doc["rows"][1]["status"] == "skipped: needs CUDA");
+  CHECK(older.doc["environment"]["torch"] == "2.11.0+cu130");
+  CHECK(older.doc["environment"]["device"] == "EPYC");
   std::vector<RunFile> runs = {bench, minimal, minimal};
   runs[2].path = "other/minimal.json";
   label_runs(runs);
@@ -551,7 +562,7 @@ TEST_CASE("the HTML report puts runs side by side, rows matched by name", "[repo
   CHECK(html.find("<h3>Side by side (samples/s)</h3>") != std::string::npos);
 }
 
-TEST_CASE("Markdown renders in python-markdown, markdown-it and mistune with every cell in its column; CSV loads "
+TEST_CASE("Markdown renders in python-markdown, markdown-it and mistune with every cell in its column, CSV loads "
           "with the same columns for every file",
           "[report][python]") {
   const std::string python = PTUNE_PYTHON;

@@ -117,7 +117,7 @@ TEST_CASE("batch finder: out of memory is caught, the search lands on 96 and rep
   CHECK(rows[1].second.loader.batch_size == 64);
 }
 
-TEST_CASE("batch finder: the memory margin bounds the batch; a failing start searches downwards", "[tune]") {
+TEST_CASE("batch finder: the memory margin bounds the batch, a failing start searches downwards", "[tune]") {
   const int64_t gib = int64_t{1} << 30;
   SECTION("peak memory over (100 - margin)% of the device does not fit") {
     ptune::tune::BatchSearchOptions opt;

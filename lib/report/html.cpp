@@ -271,6 +271,7 @@ std::string throughput_html(const std::vector<RunFile>& runs, const std::vector<
         const double v = (*r)["samples_per_s"].get<double>();
         const double w = axis_max > 0 ? kBars * v / axis_max : 0;
         std::string text = rate_text(v) + "/s";
+        if (auto spread = num(*r, "spread_pct"); spread && *spread > 0) text += " ±" + fixed(*spread, 0) + "%";
         if (auto p = num(*r, "speedup_vs_prev")) text += " · " + ratio_text(*p) + " prev";
         if (auto b = num(*r, "speedup_vs_base")) text += " · " + ratio_text(*b) + " base";
         if (k > 0 && l->rows[0] && has_numbers(*l->rows[0]) && (*l->rows[0])["samples_per_s"].get<double>() > 0)

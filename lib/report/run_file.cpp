@@ -62,12 +62,26 @@ Json normalize_row(const Json& in, const std::string& where) {
   return row;
 }
 
-/// scripts/bench/case_study_vs_pytorch.py's row: PyTorch's fastest variant that ran.
+/// scripts/bench/case_study_vs_pytorch.py's row: PyTorch's fastest variant that ran ("pytorch":
+/// a list of variants), or its one number (the older layout: "row", "pytorch_samples_per_s").
 Json bench_row(const Json& in, const std::string& where) {
-  if (!in.is_object() || !in.contains("name") || !in["name"].is_string()) throw UsageError(where + ": no \"name\"");
+  if (!in.is_object()) throw UsageError(where + ": not an object");
   Json row = Json::object();
   for (const char* k : {"name", "changes", "mode", "status"})
     if (in.contains(k)) row[k] = in[k];
+  if (!row.contains("name") && in.contains("row")) row["name"] = in["row"];
+  if (!row.contains("name") || !row["name"].is_string()) throw UsageError(where + ": no \"name\"");
+  if (in.contains("pytorch_samples_per_s") && !in.contains("pytorch")) {
+    if (in["pytorch_samples_per_s"].is_number()) {
+      row["samples_per_s"] = in["pytorch_samples_per_s"];
+      row["status"] = "ok";
+    } else {
+      const std::string ptune_status = in.contains("ptune_status") && in["ptune_status"].is_string()
+                                           ? in["ptune_status"].get<std::string>() : "";
+      row["status"] = ptune_status.rfind("skipped", 0) == 0 ? ptune_status : "failed: no PyTorch number";
+    }
+    return row;
+  }
   const Json* best = nullptr;
   std::string first_failure;
   size_t ran = 0;
@@ -106,10 +120,10 @@ Json bench_row(const Json& in, const std::string& where) {
 }
 
 bool is_bench(const Json& doc) {
-  if (doc.contains("environment")) return false;
   for (const auto& r : doc["rows"])
-    if (r.is_object() && r.contains("pytorch") && r["pytorch"].is_array()) return true;
-  return doc.contains("machine") && doc["machine"].is_object();
+    if (r.is_object() && ((r.contains("pytorch") && r["pytorch"].is_array()) || r.contains("pytorch_samples_per_s")))
+      return true;
+  return !doc.contains("environment") && doc.contains("machine") && doc["machine"].is_object();
 }
 
 /// Fills absent speedups as compute_speedups does: against the previous and the first row of
@@ -132,6 +146,12 @@ void fill_speedups(Json& rows) {
 Json environment_of(const Json& doc, bool bench) {
   Json e = Json{{"torch", nullptr}, {"device", nullptr}, {"device_kind", nullptr},
                 {"cuda", nullptr},  {"cpu_threads", nullptr}, {"world_size", nullptr}};
+  if (bench && !(doc.contains("machine") && doc["machine"].is_object()) && doc.contains("environment") &&
+      doc["environment"].is_object()) {  // the older layout: ptune's environment, PyTorch's torch version
+    Json e2 = environment_of(doc, false);
+    if (doc.contains("torch")) e2["torch"] = text_or_null(doc["torch"]);
+    return e2;
+  }
   if (bench) {
     const Json m = doc.contains("machine") && doc["machine"].is_object() ? doc["machine"] : Json::object();
     e["torch"] = text_or_null(m.value("torch", Json(nullptr)));
