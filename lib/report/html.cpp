@@ -24,7 +24,7 @@ const char* const kBusyColor = "#0072B2";
 const char* const kIdleColor = "#D9D9D9";
 
 // Chart geometry (px of the SVG's viewBox; the page scales it down to fit).
-constexpr double kWidth = 960, kLabel = 250, kBars = 430;
+constexpr double kWidth = 960, kLabel = 250, kBars = 410;
 
 std::string run_color(size_t k) { return kRunColors[k % (sizeof kRunColors / sizeof *kRunColors)]; }
 
@@ -66,7 +66,9 @@ std::string grouped(double v, int digits) {
 std::string rate_text(double v) { return grouped(v, v >= 1000 ? 0 : 1); }
 
 std::string bytes_text(double b) {
-  if (b >= 1024.0 * 1024 * 1024) return fixed(b / (1024.0 * 1024 * 1024), 1) + " GiB";
+  const double gib = b / (1024.0 * 1024 * 1024);
+  if (gib >= 10) return fixed(gib, 0) + " GiB";
+  if (gib >= 1) return fixed(gib, 1) + " GiB";
   return fixed(b / (1024.0 * 1024), 0) + " MiB";
 }
 
@@ -303,7 +305,9 @@ std::string split_html(const std::vector<RunFile>& runs, const std::vector<Line>
   if (ls.empty()) return "";
   const bool multi = runs.size() > 1;
   const double bar_h = 14, gpu_h = 5, gap = 4, group_gap = 10, top = 36;
-  auto entry_h = [&](const Json* r) { return bar_h + (r && num(*r, "gpu_busy_pct") ? gpu_h + 2 : 0); };
+  // A row with GPU busy or peak memory gets a second line: the thin busy/idle bar and its text.
+  auto second_line = [&](const Json* r) { return r && (num(*r, "gpu_busy_pct") || num(*r, "peak_mem_bytes")); };
+  auto entry_h = [&](const Json* r) { return bar_h + (second_line(r) ? 14 : 0); };
   double height = top;
   for (const Line* l : ls) {
     for (size_t k = 0; k < runs.size(); ++k)
@@ -357,26 +361,31 @@ std::string split_html(const std::vector<RunFile>& runs, const std::vector<Line>
            << esc(l->name) << ": " << parts[p].first << " " << fixed(parts[p].second, 1) << "%</title></rect>";
         x += w;
       }
-      std::string text = "wait " + fixed(wait, 0) + "% · copy " + fixed(copy, 0) + "% · compute " + fixed(compute, 0) + "%";
-      const auto busy = num(*r, "gpu_busy_pct");
-      if (busy) {
-        const double b = std::clamp(*busy, 0.0, 100.0);
-        const double gy = y + bar_h + 2;
-        os << "<rect class=\"gpu-busy\" x=\"" << kLabel << "\" y=\"" << fixed(gy, 1) << "\" width=\""
-           << fixed(kBars * b / 100, 2) << "\" height=\"" << gpu_h << "\" fill=\"" << kBusyColor << "\" data-pct=\""
-           << fixed(b, 2) << "\"><title>GPU busy " << fixed(b, 1) << "%</title></rect>";
-        os << "<rect class=\"gpu-idle\" x=\"" << fixed(kLabel + kBars * b / 100, 2) << "\" y=\"" << fixed(gy, 1)
-           << "\" width=\"" << fixed(kBars * (100 - b) / 100, 2) << "\" height=\"" << gpu_h << "\" fill=\""
-           << kIdleColor << "\"><title>GPU idle " << fixed(100 - b, 1) << "%</title></rect>";
-        text += " · GPU busy " + fixed(b, 0) + "%";
-      }
-      if (auto peak = num(*r, "peak_mem_bytes")) {
-        text += " · peak " + bytes_text(*peak);
-        if (auto dev = num(*r, "device_mem_bytes"); dev && *dev > 0)
-          text += " of " + bytes_text(*dev) + " (" + fixed(100 * *peak / *dev, 0) + "%)";
-      }
+      const std::string text =
+          "wait " + fixed(wait, 0) + "% · copy " + fixed(copy, 0) + "% · compute " + fixed(compute, 0) + "%";
       os << "<text class=\"value\" x=\"" << fixed(kLabel + kBars + 8, 1) << "\" y=\"" << fixed(y + bar_h / 2 + 4, 1)
          << "\">" << esc(text) << "</text>";
+      if (second_line(r)) {
+        std::string gpu_text;
+        const double gy = y + bar_h + 4;
+        if (const auto busy = num(*r, "gpu_busy_pct")) {
+          const double b = std::clamp(*busy, 0.0, 100.0);
+          os << "<rect class=\"gpu-busy\" x=\"" << kLabel << "\" y=\"" << fixed(gy, 1) << "\" width=\""
+             << fixed(kBars * b / 100, 2) << "\" height=\"" << gpu_h << "\" fill=\"" << kBusyColor << "\" data-pct=\""
+             << fixed(b, 2) << "\"><title>GPU busy " << fixed(b, 1) << "%</title></rect>";
+          os << "<rect class=\"gpu-idle\" x=\"" << fixed(kLabel + kBars * b / 100, 2) << "\" y=\"" << fixed(gy, 1)
+             << "\" width=\"" << fixed(kBars * (100 - b) / 100, 2) << "\" height=\"" << gpu_h << "\" fill=\""
+             << kIdleColor << "\"><title>GPU idle " << fixed(100 - b, 1) << "%</title></rect>";
+          gpu_text = "GPU busy " + fixed(b, 0) + "%";
+        }
+        if (auto peak = num(*r, "peak_mem_bytes")) {
+          gpu_text += (gpu_text.empty() ? "" : " · ") + std::string("peak ") + bytes_text(*peak);
+          if (auto dev = num(*r, "device_mem_bytes"); dev && *dev > 0)
+            gpu_text += " (" + fixed(100 * *peak / *dev, 0) + "% of " + bytes_text(*dev) + ")";
+        }
+        os << "<text class=\"value small\" x=\"" << fixed(kLabel + kBars + 8, 1) << "\" y=\"" << fixed(gy + gpu_h + 1, 1)
+           << "\">" << esc(gpu_text) << "</text>";
+      }
       y += entry_h(r) + gap;
     }
     y += group_gap - gap;
@@ -717,6 +726,7 @@ svg{display:block;max-width:100%;height:auto}
 svg text{font:12px system-ui,-apple-system,"Segoe UI",Roboto,Arial,sans-serif;fill:#1b1b1b}
 svg .axis text{fill:#666;font-size:11px}
 svg tspan.idx{fill:#888}
+svg text.small{font-size:11px;fill:#444}
 svg .grid{stroke:#e4e4e4;stroke-width:1}
 svg text.muted{fill:#777}
 svg text.status-skipped{fill:#8a6d00}
