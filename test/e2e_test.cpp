@@ -7,7 +7,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <sstream>
 #include <thread>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -49,7 +55,7 @@ TEST_CASE("ptune --version and --help", "[e2e]") {
   auto v = run(ptune::test::exe() + " --version");
   CHECK(v.code == 0);
   CHECK(v.out == "ptune 0.1.0\n");
-  for (std::string cmd : {"sweep", "train", "eval", "check", "schema", "tune", "launch"}) {
+  for (std::string cmd : {"sweep", "train", "eval", "check", "schema", "tune", "launch", "report"}) {
     auto h = run(ptune::test::exe() + " " + cmd + " --help");
     CHECK(h.code == 0);
     CHECK(h.out.find("Usage") != std::string::npos);
@@ -334,4 +340,343 @@ TEST_CASE("train keeps the newest checkpoints, and a name cannot leave its folde
   CHECK(w.code == 1);
   CHECK(w.err == "ptune: error: --save-weights: folder '" + dir.file("missing") + "' does not exist\n");
   CHECK_FALSE(std::filesystem::exists(dir.file("ck2/tiny-step3.pt")));
+}
+
+// ---- ptune report: the HTML report in a real browser, and the CI gate ----------------------
+
+namespace {
+
+/// A results file of rows (name, samples/s or none, spread %, status), as ptune writes them.
+Json results_doc(const std::vector<std::tuple<std::string, std::optional<double>, double, std::string>>& rows,
+                 const std::string& device = "Test CPU") {
+  Json doc = {{"ptune_version", "0.1.0"},
+              {"config", {{"name", "report test"}, {"loader", {{"batch_size", 32}}}}},
+              {"environment", {{"torch", "2.11.0"}, {"device", device}, {"device_kind", "cpu"}, {"cuda", nullptr},
+                               {"cpu_threads", 2}, {"world_size", 1}}},
+              {"rows", Json::array()},
+              {"status", "complete"}};
+  for (const auto& [name, sps, spread, status] : rows) {
+    Json r = {{"name", name}, {"changes", Json::object()}, {"mode", "train"}, {"num_workers", 0}, {"status", status}};
+    if (sps) {
+      r["batch_size"] = 32, r["steps"] = 10, r["ms_per_step"] = 32000.0 / *sps, r["spread_pct"] = spread;
+      r["samples_per_s"] = *sps, r["data_wait_pct"] = 10.0, r["h2d_pct"] = 5.0, r["compute_pct"] = 85.0;
+      r["loss"] = 2.3, r["diagnosis"] = "compute-bound on fp32: try optim.amp";
+    }
+    doc["rows"].push_back(r);
+  }
+  return doc;
+}
+
+/// Where the browser tests leave their pages and screenshots for a person to look at.
+std::string screenshot_dir() {
+  const std::string d = std::string(PTUNE_BINARY_DIR) + "/report-screenshots";
+  std::filesystem::create_directories(d);
+  return d;
+}
+
+/// The Chromium of this machine ($PTUNE_CHROMIUM, else chromium or chromium-browser on PATH),
+/// or "" (scripts/setup installs Debian's chromium for the tests).
+std::string chromium() {
+  if (const char* c = std::getenv("PTUNE_CHROMIUM"); c && *c) return c;
+  for (const char* name : {"chromium", "chromium-browser"}) {
+    auto r = run(std::string("command -v ") + name);
+    if (r.code == 0 && !r.out.empty()) return r.out.substr(0, r.out.find('\n'));
+  }
+  return "";
+}
+
+/// What the browser made of a page: the DOM after loading, and every console message.
+struct Page {
+  int code = -1;
+  std::string dom;
+  std::vector<std::string> console;  // the browser's CONSOLE log lines: errors, CSP violations, logs
+  std::string screenshot;
+  std::string log;
+};
+
+/// Opens `html` (a file) in headless Chromium once: dumps the DOM, collects console messages,
+/// and writes a screenshot `name`.png (the page is copied beside it as `name`.html).
+Page open_page(const std::string& browser, const std::string& html, const std::string& name, int height) {
+  TempDir profile;
+  const std::string dir = screenshot_dir();
+  std::filesystem::copy_file(html, dir + "/" + name + ".html", std::filesystem::copy_options::overwrite_existing);
+  Page p;
+  p.screenshot = dir + "/" + name + ".png";
+  std::filesystem::remove(p.screenshot);
+  auto r = run("timeout 120 '" + browser + "' --headless --disable-gpu --no-sandbox --no-first-run --hide-scrollbars "
+               "--user-data-dir='" + profile.path.string() + "' --enable-logging=stderr --v=0 --window-size=1000," +
+               std::to_string(height) + " --screenshot='" + p.screenshot + "' --dump-dom 'file://" + html + "'");
+  p.code = r.code;
+  p.dom = r.out;
+  p.log = r.err;
+  std::istringstream lines(r.err);
+  std::string line;
+  while (std::getline(lines, line))
+    if (line.find(":CONSOLE") != std::string::npos) p.console.push_back(line);
+  return p;
+}
+
+std::string unescape_attr(std::string s) {
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"&quot;", "\""}, {"&lt;", "<"}, {"&gt;", ">"}, {"&#39;", "'"}, {"&amp;", "&"}}) {
+    for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
+      s.replace(at, from.size(), to);
+  }
+  return s;
+}
+
+std::string attr_of(const std::string& tag, const std::string& name) {
+  const std::string key = " " + name + "=\"";
+  const size_t at = tag.find(key);
+  if (at == std::string::npos) return "";
+  const size_t start = at + key.size();
+  return unescape_attr(tag.substr(start, tag.find('"', start) - start));
+}
+
+/// The bars of the samples/s charts in a DOM: per chart (one per mode), (run, row, value, width).
+struct DomBar {
+  int run;
+  std::string row;
+  double value, width;
+};
+std::vector<std::vector<DomBar>> dom_bars(const std::string& dom) {
+  std::vector<std::vector<DomBar>> charts;
+  size_t at = 0;
+  while ((at = dom.find("<svg class=\"chart throughput\"", at)) != std::string::npos) {
+    const size_t end = dom.find("</svg>", at);
+    charts.emplace_back();
+    for (size_t b = dom.find("<rect class=\"bar\"", at); b < end; b = dom.find("<rect class=\"bar\"", b + 1)) {
+      const std::string tag = dom.substr(b, dom.find('>', b) - b);
+      charts.back().push_back({std::stoi(attr_of(tag, "data-run")), attr_of(tag, "data-row"),
+                               std::stod(attr_of(tag, "data-value")), std::stod(attr_of(tag, "width"))});
+    }
+    at = end;
+  }
+  return charts;
+}
+
+/// Checks what every report page must be in the browser: loaded, no console message (no
+/// script error, no blocked network load), the screenshot written, and the bars of `expected`
+/// ((run, row name) -> samples/s): one per measured row, the file's value, one scale per chart.
+void check_page(const Page& p, const std::map<std::pair<int, std::string>, double>& expected) {
+  INFO(p.log.substr(p.log.size() > 3000 ? p.log.size() - 3000 : 0));
+  REQUIRE(p.code == 0);
+  CHECK(p.console.empty());
+  CHECK(p.dom.find("</html>") != std::string::npos);
+  CHECK(p.dom.find("<script") == std::string::npos);
+  REQUIRE(std::filesystem::exists(p.screenshot));
+  CHECK(std::filesystem::file_size(p.screenshot) > 1000);
+  size_t n = 0;
+  for (const auto& chart : dom_bars(p.dom)) {
+    for (const auto& bar : chart) {
+      INFO("run " << bar.run << " row '" << bar.row << "'");
+      ++n;
+      auto it = expected.find({bar.run, bar.row});
+      REQUIRE(it != expected.end());
+      CHECK(bar.value == Approx(it->second));
+      CHECK(bar.width / bar.value == Approx(chart[0].width / chart[0].value).epsilon(0.001));  // one scale
+      CHECK(bar.width > 0);
+      CHECK(bar.width <= 410.0);  // the charts' bar area
+    }
+  }
+  CHECK(n == expected.size());
+}
+
+#define REQUIRE_BROWSER(var)                                                                            \
+  const std::string var = chromium();                                                                   \
+  if (var.empty()) {                                                                                    \
+    WARN("skipped: no chromium on PATH (scripts/test installs Debian's chromium; set PTUNE_CHROMIUM)"); \
+    return;                                                                                             \
+  }
+
+}  // namespace
+
+TEST_CASE("the browser check sees a script error (the check itself can fail)", "[e2e][report][browser]") {
+  REQUIRE_BROWSER(browser);
+  TempDir dir;
+  auto html = dir.write("broken.html", "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>broken</title></head>"
+                                       "<body><p>broken</p><script>no_such_function();</script></body></html>");
+  auto p = open_page(browser, html, "control-broken", 300);
+  INFO(p.log);
+  REQUIRE(p.code == 0);
+  REQUIRE(p.console.size() == 1);
+  CHECK(p.console[0].find("no_such_function is not defined") != std::string::npos);
+}
+
+TEST_CASE("sweep --out r.html: a 1-row report opens in a browser with its one bar", "[e2e][report][browser]") {
+  REQUIRE_BROWSER(browser);
+  TempDir dir;
+  auto cfg = dir.write("one.json", R"({"name": "one row", "device": "cpu", "cpu_threads": 1,
+      "data": {"num_samples": 16, "image_size": 32}, "loader": {"batch_size": 4},
+      "measure": {"warmup_steps": 0, "steps": 2}, "sweep": [{"name": "baseline"}]})");
+  auto r = run(ptune::test::exe() + " sweep " + cfg + " --format json --out " + dir.file("one.html"));
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  auto j = Json::parse(r.out);
+  auto p = open_page(browser, dir.file("one.html"), "one-row", 900);
+  check_page(p, {{{0, "baseline"}, j["rows"][0]["samples_per_s"].get<double>()}});
+  CHECK(p.dom.find("<title>ptune report: one row</title>") != std::string::npos);
+  CHECK(p.dom.find("compute-bound") != std::string::npos);  // the diagnosis
+}
+
+TEST_CASE("a 30-row report with skipped and failed rows and three modes opens in a browser",
+          "[e2e][report][browser]") {
+  REQUIRE_BROWSER(browser);
+  TempDir dir;
+  std::vector<std::tuple<std::string, std::optional<double>, double, std::string>> rows;
+  std::map<std::pair<int, std::string>, double> expected;
+  for (int i = 0; i < 30; ++i) {
+    const std::string name = "row " + std::to_string(i);
+    if (i % 7 == 3) rows.emplace_back(name, std::nullopt, 0, "skipped: loader.pin_memory needs a CUDA device; none is visible");
+    else if (i % 11 == 5) rows.emplace_back(name, std::nullopt, 0, "failed: out of memory");
+    else {
+      rows.emplace_back(name, 100.0 + 37.5 * i, 1.0, "ok");
+      expected[{0, name}] = 100.0 + 37.5 * i;
+    }
+  }
+  auto doc = results_doc(rows);
+  doc["rows"][28]["mode"] = "data";
+  doc["rows"][29]["mode"] = "synthetic";
+  doc["rows"][1]["gpu_busy_pct"] = 64.5;
+  doc["rows"][1]["peak_mem_bytes"] = 3221225472LL;
+  doc["rows"][2]["loss_curve"] = {2.3, 2.1, 2.0, 1.9};
+  doc["rows"][4]["loss_curve"] = {2.3, 2.2, 2.2, 2.1};
+  auto file = dir.write("r30.json", doc.dump());
+  auto r = run(ptune::test::exe() + " report " + file + " -o " + dir.file("r30.html"));
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  auto p = open_page(browser, dir.file("r30.html"), "thirty-rows", 2400);
+  check_page(p, expected);
+  CHECK(dom_bars(p.dom).size() == 3);  // train, data, synthetic: a chart each
+  CHECK(p.dom.find("skipped: loader.pin_memory needs a CUDA device") != std::string::npos);
+  CHECK(p.dom.find("failed: out of memory") != std::string::npos);
+  CHECK(p.dom.find("class=\"gpu-busy\"") != std::string::npos);
+  CHECK(p.dom.find("peak 3.0 GiB") != std::string::npos);
+  CHECK(p.dom.find("class=\"curve\"") != std::string::npos);
+}
+
+TEST_CASE("names needing escaping stay text in the browser", "[e2e][report][browser]") {
+  REQUIRE_BROWSER(browser);
+  TempDir dir;
+  const std::vector<std::string> names = {"<script>alert(\"x\")</script>", "a & b", "a | b", "\"double\" 'single'",
+                                          "two\nlines", "</svg><b>bold</b><svg>"};
+  std::vector<std::tuple<std::string, std::optional<double>, double, std::string>> rows;
+  std::map<std::pair<int, std::string>, double> expected;
+  for (size_t i = 0; i < names.size(); ++i) {
+    rows.emplace_back(names[i], 50.0 * (i + 1), 0.0, "ok");
+    expected[{0, names[i]}] = 50.0 * (i + 1);
+  }
+  auto doc = results_doc(rows, "CPU <&> \"quoted\"");
+  doc["rows"][2]["notes"] = {"a note with <tags> & | pipes"};
+  auto file = dir.write("names.json", doc.dump());
+  auto r = run(ptune::test::exe() + " report " + file + " -o " + dir.file("names.html"));
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  auto p = open_page(browser, dir.file("names.html"), "escaping", 1200);
+  check_page(p, expected);
+  CHECK(p.dom.find("<b>bold</b>") == std::string::npos);  // no element made from a name
+  CHECK(p.dom.find("&lt;/svg&gt;&lt;b&gt;bold&lt;/b&gt;&lt;svg&gt;") != std::string::npos);
+  CHECK(p.dom.find("&lt;script&gt;alert(\"x\")&lt;/script&gt;") != std::string::npos);
+  CHECK(p.dom.find("CPU &lt;&amp;&gt; \"quoted\"") != std::string::npos);
+  CHECK(p.dom.find("a note with &lt;tags&gt; &amp; | pipes") != std::string::npos);
+}
+
+TEST_CASE("two runs side by side in the browser: rows matched by name", "[e2e][report][browser]") {
+  REQUIRE_BROWSER(browser);
+  TempDir dir;
+  auto before = dir.write("before.json", results_doc({{"baseline", 100.0, 1, "ok"},
+                                                      {"workers", 150.0, 1, "ok"},
+                                                      {"graphs", std::nullopt, 0, "skipped: needs CUDA"},
+                                                      {"only before", 80.0, 1, "ok"}}, "Machine A").dump());
+  auto after = dir.write("after.json", results_doc({{"baseline", 120.0, 1, "ok"},
+                                                    {"workers", 210.0, 1, "ok"},
+                                                    {"graphs", 400.0, 1, "ok"},
+                                                    {"only after", 90.0, 1, "ok"}}, "Machine B").dump());
+  auto r = run(ptune::test::exe() + " report " + before + " " + after + " -o " + dir.file("two.html"));
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  auto p = open_page(browser, dir.file("two.html"), "two-runs", 1400);
+  check_page(p, {{{0, "baseline"}, 100}, {{0, "workers"}, 150}, {{0, "only before"}, 80},
+                 {{1, "baseline"}, 120}, {{1, "workers"}, 210}, {{1, "graphs"}, 400}, {{1, "only after"}, 90}});
+  CHECK(p.dom.find("×1.20 before") != std::string::npos);  // after's baseline against before's
+  CHECK(p.dom.find("×1.40 before") != std::string::npos);
+  CHECK(p.dom.find("Machine A") != std::string::npos);
+  CHECK(p.dom.find("Machine B") != std::string::npos);
+  CHECK(p.dom.find("not in this run") != std::string::npos);
+}
+
+TEST_CASE("report --against: exit 1 for a regression beyond noise or a missing row, 0 within noise",
+          "[e2e][report]") {
+  TempDir dir;
+  const std::string exe = ptune::test::exe();
+  auto old = dir.write("old.json", results_doc({{"baseline", 100.0, 1, "ok"}, {"workers", 200.0, 2, "ok"}}).dump());
+  // workers 20% slower: beyond 5% and both spreads.
+  auto slower = dir.write("slower.json", results_doc({{"baseline", 101.0, 1, "ok"}, {"workers", 160.0, 1, "ok"}}).dump());
+  auto r = run(exe + " report " + slower + " --against " + old + " --fail-if-slower 5");
+  CHECK(r.code == 1);
+  CHECK(r.out.find("workers") != std::string::npos);
+  CHECK(r.out.find("slower (regression)") != std::string::npos);
+  CHECK(r.out.find("0.800x") != std::string::npos);
+  CHECK(r.err == "ptune: error: 1 row(s) regressed against " + old + " (--fail-if-slower 5%): workers (slower)\n");
+  // Without --fail-if-slower the comparison is printed and the exit code is 0.
+  CHECK(run(exe + " report " + slower + " --against " + old).code == 0);
+  // 8% slower, but the old run's spread was 10%: within noise.
+  auto noisy_old = dir.write("noisy.json", results_doc({{"baseline", 100.0, 10, "ok"}, {"workers", 200.0, 10, "ok"}}).dump());
+  auto within = dir.write("within.json", results_doc({{"baseline", 92.0, 1, "ok"}, {"workers", 199.0, 1, "ok"}}).dump());
+  auto w = run(exe + " report " + within + " --against " + noisy_old + " --fail-if-slower 5");
+  INFO(w.out << w.err);
+  CHECK(w.code == 0);
+  CHECK(w.out.find("within noise") != std::string::npos);
+  CHECK(w.out.find("no regression") != std::string::npos);
+  CHECK(w.err.empty());
+  // A row of the old run missing from the new one.
+  auto missing = dir.write("missing.json", results_doc({{"baseline", 100.0, 1, "ok"}}).dump());
+  auto m = run(exe + " report " + missing + " --against " + old + " --fail-if-slower 5 -o " + dir.file("cmp.html"));
+  CHECK(m.code == 1);
+  CHECK(m.out.find("missing (regression)") != std::string::npos);
+  CHECK(m.err.find("workers (missing)") != std::string::npos);
+  CHECK(ptune::test::read_file(dir.file("cmp.html")).find("<h3>Side by side (samples/s)</h3>") != std::string::npos);
+  // A failed row.
+  auto failed = dir.write("failed.json", results_doc({{"baseline", 100.0, 1, "ok"},
+                                                      {"workers", std::nullopt, 0, "failed: out of memory"}}).dump());
+  CHECK(run(exe + " report " + failed + " --against " + old + " --fail-if-slower 5").code == 1);
+  // Usage errors: exit 2, one line.
+  auto no_against = run(exe + " report " + old + " --fail-if-slower 5");
+  CHECK(no_against.code == 2);
+  CHECK(no_against.err.rfind("ptune: error: --fail-if-slower requires --against", 0) == 0);
+  expect_usage_error(run(exe + " report " + old),
+                     "report: nothing to do; give -o FILE.html for the HTML report, --against OLD.json for the "
+                     "comparison, or both");
+  expect_usage_error(run(exe + " report " + old + " -o " + dir.file("r.json")),
+                     "report: -o '" + dir.file("r.json") + "' is not an .html file; ptune report writes HTML");
+  expect_usage_error(run(exe + " report " + dir.file("none.json") + " --against " + old),
+                     "cannot read results '" + dir.file("none.json") + "': No such file or directory");
+  auto cfg = dir.write("cfg.json", R"({"loader": {"batch_size": 4}})");
+  expect_usage_error(run(exe + " report " + cfg + " -o " + dir.file("x.html")),
+                     cfg + ": not a results file: expected a JSON object with a \"rows\" list (ptune sweep --out "
+                           "FILE.json, or scripts/bench/case_study_vs_pytorch.py --json FILE.json)");
+}
+
+TEST_CASE("sweep --out FILE.CSV writes CSV (any case) and its companion, JSON rows have one shape", "[e2e][report]") {
+  TempDir dir;
+  auto cfg = dir.write("two.json", R"({"device": "cpu", "cpu_threads": 1, "data": {"num_samples": 16, "image_size": 32},
+      "loader": {"batch_size": 4}, "measure": {"warmup_steps": 0, "steps": 1},
+      "sweep": [{"name": "base"}, {"name": "pinned", "set": {"loader.pin_memory": true}}]})");
+  auto r = run(ptune::test::exe() + " sweep " + cfg + " --format json --out " + dir.file("r.CSV"));
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  auto csv = ptune::test::read_file(dir.file("r.CSV"));
+  CHECK(csv.rfind("index,name,changes,mode,", 0) == 0);
+  CHECK(std::count(csv.begin(), csv.end(), '\n') == 3);
+  auto env = Json::parse(ptune::test::read_file(dir.file("r.env.json")));
+  CHECK(env["environment"]["device_kind"] == "cpu");
+  CHECK(env["status"] == "complete");
+  auto j = Json::parse(r.out);
+  REQUIRE(j["rows"].size() == 2);
+  std::vector<std::string> k0, k1;
+  for (auto it = j["rows"][0].begin(); it != j["rows"][0].end(); ++it) k0.push_back(it.key());
+  for (auto it = j["rows"][1].begin(); it != j["rows"][1].end(); ++it) k1.push_back(it.key());
+  CHECK(k0 == k1);  // an ok row and a skipped row: the same keys
+  CHECK(j["rows"][1]["samples_per_s"].is_null());
+  CHECK(j["rows"][1]["diagnosis"].is_null());
 }

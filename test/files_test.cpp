@@ -64,7 +64,7 @@ TEST_CASE("two writers of one file: every read sees one whole version, no tempor
   CHECK(listing(dir.path) == std::vector<std::string>{"results.json"});
 }
 
-TEST_CASE("a symlink is written through; a FIFO is written into, not replaced", "[files]") {
+TEST_CASE("a symlink is written through, a FIFO is written into, not replaced", "[files]") {
   TempDir dir;
   ptune::files::write_text_atomically(dir.file("real.json"), "--out", "old");
   fs::create_symlink(dir.file("real.json"), dir.file("link.json"));

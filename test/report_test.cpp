@@ -1,9 +1,16 @@
-// Report rendering and atomic output.
+// Report rendering, result files, the HTML report, the comparison gate and the terminal.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <map>
+#include <sstream>
+#include <tuple>
 
+#include "report/compare.hpp"
+#include "report/html.hpp"
 #include "report/results.hpp"
+#include "report/run_file.hpp"
+#include "report/terminal.hpp"
 #include "test_util.hpp"
 
 using namespace ptune::report;
@@ -66,7 +73,7 @@ TEST_CASE("json has the documented fields", "[report]") {
     CHECK(r.contains(k));
   CHECK(r["changes"]["loader.num_workers"] == 8);
   CHECK(j["rows"][3]["status"] == "skipped: optim.cuda_graphs needs a CUDA device; none is visible");
-  CHECK(!j["rows"][3].contains("samples_per_s"));
+  CHECK(j["rows"][3]["samples_per_s"].is_null());
 }
 
 TEST_CASE("table, csv and markdown render every row", "[report]") {
@@ -76,12 +83,15 @@ TEST_CASE("table, csv and markdown render every row", "[report]") {
   CHECK(table.find("2.00x") != std::string::npos);
   CHECK(table.find("3 graphs: skipped: optim.cuda_graphs needs a CUDA device") != std::string::npos);
   auto csv = render(res, "csv");
-  CHECK(csv.find("index,name,changes,batch_size") == 0);
+  CHECK(csv.find("index,name,changes,mode,num_workers,batch_size") == 0);
   CHECK(csv.find("\"workers, 8\"") != std::string::npos);  // quoted comma
   CHECK(std::count(csv.begin(), csv.end(), '\n') == 5);
   auto md = render(res, "md");
   CHECK(md.find("| # | row |") == 0);
-  CHECK(std::count(md.begin(), md.end(), '\n') == 6);
+  // header, rule, 4 rows, blank, device, blank, 1 status line
+  CHECK(std::count(md.begin(), md.end(), '\n') == 10);
+  CHECK(md.find("\nDevice: CPU (cpu), LibTorch 2.11.0, 0 CPU threads\n") != std::string::npos);
+  CHECK(md.find("\n- 3 graphs: skipped: optim.cuda\\_graphs needs a CUDA device; none is visible\n") != std::string::npos);
 }
 
 TEST_CASE("write_atomic replaces the file whole and leaves no temporary", "[report]") {
@@ -90,9 +100,11 @@ TEST_CASE("write_atomic replaces the file whole and leaves no temporary", "[repo
   write_atomic(path, "first");
   write_atomic(path, "second");
   CHECK(ptune::test::read_file(path) == "second");
-  CHECK(!std::filesystem::exists(path + ".tmp"));
+  size_t files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path)) files += e.is_regular_file();
+  CHECK(files == 1);  // no temporary left beside it
   CHECK_THROWS_WITH(write_atomic(dir.file("no/such/dir/r.json"), "x"),
-                    "cannot write '" + dir.file("no/such/dir/r.json") + "': No such file or directory");
+                    "cannot write --out '" + dir.file("no/such/dir/r.json") + "': No such file or directory");
 }
 
 TEST_CASE("GPU columns appear when a row has GPU metrics", "[report]") {
@@ -123,4 +135,490 @@ TEST_CASE("colour marks speedups and skipped rows, and keeps the columns aligned
     else stripped += c;
   }
   CHECK(stripped == plain);
+}
+
+namespace {
+
+/// A failed row, as the sweep records one.
+Row failed_row(const std::string& name) {
+  Row r;
+  r.name = name;
+  r.status = "failed: out of memory";
+  return r;
+}
+
+/// Splits CSV text into records of fields (RFC 4180: quoted fields may hold commas, quotes
+/// doubled, and newlines).
+std::vector<std::vector<std::string>> parse_csv(const std::string& text) {
+  std::vector<std::vector<std::string>> records(1, std::vector<std::string>(1));
+  bool quoted = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') records.back().back() += '"', ++i;
+      else if (c == '"') quoted = false;
+      else records.back().back() += c;
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      records.back().emplace_back();
+    } else if (c == '\n') {
+      records.emplace_back(1);
+    } else {
+      records.back().back() += c;
+    }
+  }
+  if (records.back().size() == 1 && records.back()[0].empty()) records.pop_back();
+  return records;
+}
+
+/// How many cells a Markdown table line has: its `|` separators not escaped by a backslash.
+size_t md_cells(const std::string& line) {
+  size_t pipes = 0;
+  for (size_t i = 0; i < line.size(); ++i) {
+    if (line[i] == '\\') ++i;
+    else if (line[i] == '|') ++pipes;
+  }
+  return pipes - 1;
+}
+
+const std::string kAwkward = "a|b <i>x</i> & \"q\" 'p' `c` *d* _e_ [f](g) ~~h~~ \\ 100%,\nsecond line";
+
+}  // namespace
+
+TEST_CASE("every JSON row has every key, null where it has no value", "[report]") {
+  auto res = sample();
+  res.rows.push_back(failed_row("oom"));
+  res.rows[0].diagnosis = "compute-bound";
+  res.rows[0].loss_curve = {2.0, 1.5};
+  auto j = to_json(res);
+  REQUIRE(j["rows"].size() == 5);
+  for (const auto& row : j["rows"]) {
+    INFO(row.dump());
+    std::vector<std::string> keys;
+    for (auto it = row.begin(); it != row.end(); ++it) keys.push_back(it.key());
+    CHECK(keys == row_keys());  // the same keys in the same order, whatever the status
+    CHECK(row["changes"].is_object());
+    CHECK(row["notes"].is_array());
+  }
+  CHECK(j["rows"][0]["diagnosis"] == "compute-bound");
+  CHECK(j["rows"][0]["loss_curve"].size() == 2);
+  CHECK(j["rows"][1]["loss_curve"].is_null());
+  CHECK(j["rows"][1]["diagnosis"].is_null());
+  CHECK(j["rows"][0]["gpu_busy_pct"].is_null());
+  for (size_t i : {3, 4}) {
+    for (const char* k : {"batch_size", "ms_per_step", "samples_per_s", "speedup_vs_prev", "loss", "compute_pct"})
+      CHECK(j["rows"][i][k].is_null());
+  }
+  CHECK(j["rows"][4]["status"] == "failed: out of memory");
+}
+
+TEST_CASE("CSV has one fixed set of columns and numbers only in numeric columns", "[report]") {
+  Results skipped_only;
+  skipped_only.rows.push_back(sample().rows[3]);
+  auto full = sample();
+  full.rows[0].name = kAwkward;
+  full.rows[0].notes = {"first, note", "second \"quoted\""};
+  full.rows[0].m->gpu_busy_pct = 55.5;
+  full.rows[0].m->peak_mem_bytes = 123456789;
+  full.rows.push_back(failed_row("oom"));
+  std::string header;
+  for (const auto& c : csv_columns()) header += (header.empty() ? "" : ",") + c;
+  CHECK(header ==
+        "index,name,changes,mode,num_workers,batch_size,steps,ms_per_step,spread_pct,samples_per_s,speedup_vs_prev,"
+        "speedup_vs_base,data_wait_pct,h2d_pct,compute_pct,peak_mem_bytes,device_mem_bytes,gpu_busy_pct,trace,loss,"
+        "diagnosis,notes,status");
+  const std::vector<std::string> numeric = {"index", "num_workers", "batch_size", "steps", "ms_per_step", "spread_pct",
+                                            "samples_per_s", "speedup_vs_prev", "speedup_vs_base", "data_wait_pct",
+                                            "h2d_pct", "compute_pct", "peak_mem_bytes", "device_mem_bytes",
+                                            "gpu_busy_pct", "loss"};
+  for (const Results* r : {&skipped_only, &full}) {
+    auto records = parse_csv(render(*r, "csv"));
+    REQUIRE(records.size() == r->rows.size() + 1);
+    CHECK(records[0] == csv_columns());
+    for (size_t i = 1; i < records.size(); ++i) {
+      REQUIRE(records[i].size() == csv_columns().size());
+      for (size_t k = 0; k < csv_columns().size(); ++k) {
+        if (std::find(numeric.begin(), numeric.end(), csv_columns()[k]) == numeric.end()) continue;
+        const std::string& v = records[i][k];
+        INFO("row " << i << " column " << csv_columns()[k] << ": '" << v << "'");
+        if (v.empty()) continue;
+        size_t used = 0;
+        CHECK_NOTHROW(std::stod(v, &used));
+        CHECK(used == v.size());
+      }
+    }
+  }
+  auto records = parse_csv(render(full, "csv"));
+  auto col = [&](const std::string& name) {
+    return static_cast<size_t>(std::find(csv_columns().begin(), csv_columns().end(), name) - csv_columns().begin());
+  };
+  CHECK(records[1][col("name")] == kAwkward);  // commas, quotes and the newline survive
+  CHECK(records[1][col("notes")] == "first, note; second \"quoted\"");
+  CHECK(records[1][col("gpu_busy_pct")] == "55.5");
+  CHECK(records[1][col("peak_mem_bytes")] == "123456789");
+  CHECK(records[1][col("mode")] == "train");
+  CHECK(records[3][col("changes")] == "{\"loader.num_workers\":8}");
+  CHECK(records[4][col("samples_per_s")].empty());
+  CHECK(records[4][col("status")] == "skipped: optim.cuda_graphs needs a CUDA device; none is visible");
+  CHECK(records[5][col("status")] == "failed: out of memory");
+}
+
+TEST_CASE("Markdown cells are escaped so that every cell stays in its column", "[report]") {
+  auto res = sample();
+  res.rows[0].name = kAwkward;
+  res.rows[0].diagnosis = "input-bound: <wait> | 60%";
+  res.rows[3].status = "skipped: a | b\nc";
+  auto md = render(res, "md");
+  std::istringstream lines(md);
+  std::string line;
+  std::vector<std::string> table;
+  while (std::getline(lines, line) && !line.empty()) table.push_back(line);
+  REQUIRE(table.size() == 2 + res.rows.size());  // the table ends at the first blank line
+  for (const auto& l : table) CHECK(md_cells(l) == 12);
+  CHECK(table[2].find("a\\|b &lt;i&gt;x&lt;/i&gt; &amp; \"q\" 'p' \\`c\\` \\*d\\* \\_e\\_ \\[f\\](g) &#126;&#126;h&#126;&#126; "
+                      "\\\\ 100%,<br>second line") != std::string::npos);
+  CHECK(md.find("- 0 " + markdown_escape(kAwkward) + ": input-bound: &lt;wait&gt; \\| 60%\n") != std::string::npos);
+  CHECK(md.find("- 3 graphs: skipped: a \\| b<br>c\n") != std::string::npos);
+  CHECK(markdown_escape("x\r\ny\rz") == "x<br>y<br>z");
+}
+
+TEST_CASE("result files: the format from the extension in any case, and the CSV's companion", "[report]") {
+  CHECK(format_of_path("r.csv") == "csv");
+  CHECK(format_of_path("R.CSV") == "csv");
+  CHECK(format_of_path("out/r.Md") == "md");
+  CHECK(format_of_path("r.HTML") == "html");
+  CHECK(format_of_path("r.htm") == "html");
+  CHECK(format_of_path("r.json") == "json");
+  CHECK(format_of_path("csv") == "json");
+  CHECK(csv_companion_path("out/r.CSV") == "out/r.env.json");
+  CHECK(csv_companion_path("out.d/r") == "out.d/r.env.json");
+  ptune::test::TempDir dir;
+  auto res = sample();
+  res.config = {{"name", "exp"}};
+  write_results(dir.file("r.CSV"), res);
+  CHECK(parse_csv(ptune::test::read_file(dir.file("r.CSV")))[0] == csv_columns());
+  auto env = nlohmann::json::parse(ptune::test::read_file(dir.file("r.env.json")));
+  CHECK(env["environment"]["device"] == "CPU");
+  CHECK(env["config"]["name"] == "exp");
+  CHECK(env["csv"] == "r.CSV");
+  CHECK(env["status"] == "complete");
+  CHECK(!env.contains("rows"));
+  write_results(dir.file("r.html"), res);
+  CHECK(ptune::test::read_file(dir.file("r.html")).rfind("<!DOCTYPE html>", 0) == 0);
+  write_results(dir.file("r.md"), res);
+  CHECK(ptune::test::read_file(dir.file("r.md")).rfind("| # | row |", 0) == 0);
+  CHECK(!std::filesystem::exists(dir.file("r.html.tmp")));
+}
+
+TEST_CASE("terminal style: NO_COLOR counts only when non-empty, TERM=dumb gets no escapes", "[report]") {
+  auto s = terminal_style(true, "xterm-256color", nullptr);
+  CHECK((s.escapes && s.color));
+  s = terminal_style(true, "xterm", "");
+  CHECK((s.escapes && s.color));
+  s = terminal_style(true, "xterm", "1");
+  CHECK((s.escapes && !s.color));
+  s = terminal_style(true, "dumb", nullptr);
+  CHECK((!s.escapes && !s.color));
+  s = terminal_style(true, nullptr, nullptr);
+  CHECK((!s.escapes && !s.color));
+  s = terminal_style(false, "xterm", nullptr);
+  CHECK((!s.escapes && !s.color));
+}
+
+TEST_CASE("the progress line shows no rate on a phase's first ticks", "[report]") {
+  ProgressLine p(true);
+  // The first tick comes after the phase's first step: the clock starts there.
+  auto first = p.tick(0, 3, "baseline", "measure", 1, 11, 16, 100.0);
+  CHECK(first == "\r\033[K[1/3] baseline: measure 1/11");
+  CHECK(p.tick(0, 3, "baseline", "measure", 2, 11, 16, 100.001).find("samples/s") == std::string::npos);
+  // 5 steps of 16 samples in 2 s since the first tick: 40 samples/s; 5 steps left at 0.4 s each.
+  CHECK(p.tick(0, 3, "baseline", "measure", 6, 11, 16, 102.0) ==
+        "\r\033[K[1/3] baseline: measure 6/11  40.0 samples/s  ETA 2s");
+  CHECK(p.tick(0, 3, "baseline", "measure", 11, 11, 16, 104.0).find("\r\033[K", 5) != std::string::npos);  // cleared
+  // A new phase starts its own clock.
+  CHECK(p.tick(1, 3, "workers", "warmup", 1, 2, 16, 105.0) == "\r\033[K[2/3] workers: warmup 1/2");
+  ProgressLine plain(false);  // TERM=dumb: a plain line when a phase ends, no escapes
+  CHECK(plain.tick(0, 1, "b", "warmup", 1, 2, 4, 0.0).empty());
+  CHECK(plain.tick(0, 1, "b", "warmup", 2, 2, 4, 1.0) == "[1/1] b: warmup 2/2  4.0 samples/s  ETA 0s\n");
+  CHECK(plain.clear().empty());
+}
+
+namespace {
+
+RunFile run_of(const std::vector<std::tuple<std::string, std::optional<double>, double>>& rows,
+               const std::string& label, const std::string& status = "complete") {
+  nlohmann::ordered_json doc = {{"rows", nlohmann::ordered_json::array()}, {"status", status}};
+  for (const auto& [name, sps, spread] : rows) {
+    nlohmann::ordered_json r = {{"name", name}, {"spread_pct", spread}};
+    if (sps) r["samples_per_s"] = *sps, r["status"] = "ok";
+    else r["status"] = spread < 0 ? "failed: out of memory" : "skipped: loader.pin_memory needs a CUDA device";
+    doc["rows"].push_back(r);
+  }
+  RunFile run;
+  run.label = label;
+  run.doc = normalize(doc, label);
+  return run;
+}
+
+}  // namespace
+
+TEST_CASE("compare_runs: slower beyond the limit and both spreads, missing and failed rows regress", "[report]") {
+  auto old = run_of({{"a", 100.0, 2},
+                     {"b", 100.0, 10},
+                     {"c", 100.0, 0},
+                     {"d", std::nullopt, 0},
+                     {"e", 100.0, 0},
+                     {"f", 100.0, 0},
+                     {"h", 100.0, 0},
+                     {"i", 100.0, 0}},
+                    "old");
+  auto now = run_of({{"A", 90.0, 1},              // -10%: beyond 5% and the spreads 2% and 1%
+                     {"b", 92.0, 1},              // -8%: beyond 5% but within b's old spread (10%)
+                     {"c", 120.0, 0},             // +20%: faster
+                     {"d", std::nullopt, 0},      // skipped in both
+                     {"f", std::nullopt, -1},     // failed now
+                     {"g", 50.0, 0},              // a new row
+                     {"h", 95.0, 0},              // -5%: exactly the limit, not beyond it
+                     {"i", std::nullopt, 0}},     // skipped now, measured before
+                    "new");
+  auto cmp = compare_runs(old, now, 5.0);
+  REQUIRE(cmp.rows.size() == 9);  // the new run's 8 rows, then e (only in the old)
+  std::map<std::string, const RowCheck*> by;
+  for (const auto& r : cmp.rows) by[r.name] = &r;
+  CHECK(by["A"]->verdict == "slower");
+  CHECK(by["A"]->regression);
+  REQUIRE(by["A"]->change_pct);
+  CHECK(*by["A"]->change_pct == Approx(-10.0));
+  CHECK(by["A"]->why == "-10.0% beyond 5.0% and the spreads (2.0%, 1.0%)");
+  CHECK(by["b"]->verdict == "within noise");
+  CHECK(!by["b"]->regression);
+  CHECK(by["c"]->verdict == "faster");
+  CHECK(!by["c"]->regression);
+  CHECK(by["d"]->verdict == "not measured in either");
+  CHECK(!by["d"]->regression);
+  CHECK(by["e"]->verdict == "missing");
+  CHECK(by["e"]->regression);
+  CHECK(by["f"]->verdict == "failed");
+  CHECK(by["f"]->regression);
+  CHECK(by["g"]->verdict == "new row");
+  CHECK(!by["g"]->regression);
+  CHECK(by["h"]->verdict == "within noise");
+  CHECK(by["i"]->verdict == "not measured");
+  CHECK(by["i"]->regression);
+  CHECK(cmp.regressions().size() == 4);
+  auto text = render_comparison(cmp);
+  CHECK(text.find("4 regressions: A (slower), f (failed), i (not measured), e (missing)\n") != std::string::npos);
+  CHECK(text.find("0.900x") != std::string::npos);
+  // Without a limit the spreads alone decide: b's -8% is still within its 10% spread.
+  auto no_limit = compare_runs(old, now, 0);
+  CHECK(no_limit.rows[1].verdict == "within noise");
+  CHECK(no_limit.rows[6].verdict == "slower");  // h: -5% beyond no limit and no spread
+  // Equal runs: no regression.
+  auto same = compare_runs(old, old, 5.0);
+  CHECK(same.regressions().empty());
+  CHECK(render_comparison(same).find("no regression") != std::string::npos);
+  // An interrupted run is said so.
+  auto partial = run_of({{"a", 100.0, 0}}, "partial", "interrupted");
+  CHECK(compare_runs(old, partial, 5).warnings == std::vector<std::string>{"partial: the run is interrupted, not complete"});
+}
+
+TEST_CASE("load_run reads ptune's results and scripts/bench's comparison, and names bad files", "[report]") {
+  ptune::test::TempDir dir;
+  CHECK_THROWS_WITH(load_run(dir.file("none.json")),
+                    "cannot read results '" + dir.file("none.json") + "': No such file or directory");
+  auto bad = dir.write("bad.json", "{\"rows\": [");
+  CHECK_THROWS_WITH(load_run(bad), Catch::StartsWith(bad + ": malformed JSON: "));
+  auto other = dir.write("other.json", "{\"loader\": {}}");
+  CHECK_THROWS_WITH(load_run(other), Catch::StartsWith(other + ": not a results file: expected a JSON object with a \"rows\" list"));
+  auto noname = dir.write("noname.json", "{\"rows\": [{\"samples_per_s\": 3}]}");
+  CHECK_THROWS_WITH(load_run(noname), noname + ": rows[0]: no \"name\"");
+  // A minimal file of any program: names and samples/s; the rest is filled in.
+  auto minimal = load_run(dir.write("minimal.json", R"({"rows": [{"name": "a", "samples_per_s": 10},
+      {"name": "b", "samples_per_s": 30, "mode": "train", "notes": "one note"}, {"name": "c", "status": "skipped: no"}]})"));
+  CHECK(minimal.source == "ptune");
+  CHECK(minimal.doc["rows"][1]["speedup_vs_prev"] == 3.0);
+  CHECK(minimal.doc["rows"][1]["notes"] == nlohmann::ordered_json::array({"one note"}));
+  CHECK(minimal.doc["rows"][2]["samples_per_s"].is_null());
+  CHECK(minimal.doc["status"] == "complete");
+  for (const auto& row : minimal.doc["rows"]) CHECK(row.size() == row_keys().size());
+  // scripts/bench/case_study_vs_pytorch.py --json: PyTorch's fastest variant per row.
+  auto bench = load_run(dir.write("vs.json", R"({"status": "complete",
+      "settings": {"threads": 2}, "machine": {"device": "cpu", "name": "EPYC", "torch": "2.11.0", "cuda": "13.0"},
+      "rows": [
+        {"index": 0, "name": "baseline", "mode": "train", "status": "ok", "ratio": 1.1, "ratio_vs": "eager",
+         "ptune": {"status": "ok", "samples_per_s": 110},
+         "pytorch": [{"variant": "eager", "status": "ok", "samples_per_s": 100, "spread_pct": 2.5},
+                     {"variant": "compiled", "status": "failed: no compiler"}]},
+        {"index": 1, "name": "graphs", "mode": "train", "status": "skipped: needs CUDA"},
+        {"index": 2, "name": "broken", "mode": "train", "status": "ok",
+         "pytorch": [{"variant": "eager", "status": "failed: RuntimeError: x"}]}]})"));
+  CHECK(bench.source == "PyTorch");
+  const auto& rows = bench.doc["rows"];
+  CHECK(rows[0]["samples_per_s"] == 100);
+  CHECK(rows[0]["spread_pct"] == 2.5);
+  CHECK(rows[0]["notes"][0] == "PyTorch variant: eager (the fastest of 1 that ran)");
+  CHECK(rows[0]["notes"][1] == "ptune / PyTorch in that comparison: 1.1x");
+  CHECK(rows[1]["status"] == "skipped: needs CUDA");
+  CHECK(rows[2]["status"] == "failed: eager: failed: RuntimeError: x");
+  CHECK(bench.doc["environment"]["device"] == "EPYC");
+  CHECK(bench.doc["environment"]["cpu_threads"] == 2);
+  // The script's older layout: "row" and "pytorch_samples_per_s", ptune's environment.
+  auto older = load_run(dir.write("older.json", R"({"torch": "2.11.0+cu130",
+      "environment": {"device": "EPYC", "device_kind": "cpu"},
+      "rows": [{"row": "baseline", "pytorch_samples_per_s": 120.5, "ptune_samples_per_s": 130, "ptune_status": "ok"},
+               {"row": "graphs", "pytorch_samples_per_s": null, "ptune_status": "skipped: needs CUDA"}]})"));
+  CHECK(older.source == "PyTorch");
+  CHECK(older.doc["rows"][0]["name"] == "baseline");
+  CHECK(older.doc["rows"][0]["samples_per_s"] == 120.5);
+  CHECK(older.doc["rows"][1]["status"] == "skipped: needs CUDA");
+  CHECK(older.doc["environment"]["torch"] == "2.11.0+cu130");
+  CHECK(older.doc["environment"]["device"] == "EPYC");
+  std::vector<RunFile> runs = {bench, minimal, minimal};
+  runs[2].path = "other/minimal.json";
+  label_runs(runs);
+  CHECK(runs[0].label == "vs (PyTorch)");
+  CHECK(runs[1].label == dir.file("minimal.json"));  // two files named minimal: their paths
+  CHECK(runs[2].label == "other/minimal.json");
+  CHECK(match_key("  Batch\t 512 ") == "batch 512");
+}
+
+namespace {
+
+/// The `<rect class="bar" ...>` elements of an HTML page: (data-row, data-value, width).
+struct Bar {
+  std::string row;
+  double value, width;
+  int run;
+};
+
+std::string attr(const std::string& tag, const std::string& name) {
+  const std::string key = " " + name + "=\"";
+  const size_t at = tag.find(key);
+  if (at == std::string::npos) return "";
+  const size_t start = at + key.size();
+  return tag.substr(start, tag.find('"', start) - start);
+}
+
+std::vector<Bar> bars_of(const std::string& html) {
+  std::vector<Bar> bars;
+  for (size_t at = html.find("<rect class=\"bar\""); at != std::string::npos; at = html.find("<rect class=\"bar\"", at + 1)) {
+    const std::string tag = html.substr(at, html.find('>', at) - at);
+    bars.push_back({attr(tag, "data-row"), std::stod(attr(tag, "data-value")), std::stod(attr(tag, "width")),
+                    std::stoi(attr(tag, "data-run"))});
+  }
+  return bars;
+}
+
+}  // namespace
+
+TEST_CASE("the HTML report is self-contained, escapes every name, and draws one bar per measured row", "[report]") {
+  auto res = sample();
+  res.rows[0].name = "<script>alert(1)</script> & \"q\"";
+  res.rows[0].diagnosis = "compute-bound <b>";
+  res.rows[0].loss_curve = {2.0, 1.8, 1.7};
+  res.rows.push_back(failed_row("oom"));
+  res.config = {{"name", "exp <1>"}, {"loader", {{"batch_size", 32}, {"num_workers", 0}}},
+                {"sweep", {{{"name", res.rows[0].name}}, {{"name", "loader"}}, {{"name", "workers, 8"}, {"set", {{"loader.num_workers", 8}}}}}}};
+  auto html = to_html({from_results(res)});
+  CHECK(html.rfind("<!DOCTYPE html>", 0) == 0);
+  CHECK(html.find("<script") == std::string::npos);
+  CHECK(html.find("http://") == std::string::npos);
+  CHECK(html.find("https://") == std::string::npos);
+  CHECK(html.find("@import") == std::string::npos);
+  CHECK(html.find("Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\"") != std::string::npos);
+  CHECK(html.find("<title>ptune report: exp &lt;1&gt;</title>") != std::string::npos);
+  CHECK(html.find("&lt;script&gt;alert(1)&lt;/script&gt; &amp; &quot;q&quot;") != std::string::npos);
+  CHECK(html.find("compute-bound &lt;b&gt;") != std::string::npos);
+  auto bars = bars_of(html);
+  REQUIRE(bars.size() == 3);  // the skipped and the failed rows have none
+  CHECK(bars[0].value == 400);
+  CHECK(bars[1].value == 800);
+  CHECK(bars[2].value == 1000);  // the data row, on its own chart after the train rows'
+  CHECK(bars[1].width / bars[1].value == Approx(bars[0].width / bars[0].value));  // one scale per mode
+  CHECK(html.find("skipped: optim.cuda_graphs needs a CUDA device") != std::string::npos);
+  CHECK(html.find("class=\"nobar status-failed\"") != std::string::npos);
+  CHECK(html.find("class=\"curve\"") != std::string::npos);                         // the loss curve
+  CHECK(html.find("loader.num_workers: 0 → 8") != std::string::npos);  // row 2's config against row 0's
+  CHECK(html.find("×2.00 prev") != std::string::npos);
+}
+
+TEST_CASE("the HTML report puts runs side by side, rows matched by name", "[report]") {
+  auto before = run_of({{"baseline", 100.0, 0}, {"workers", 200.0, 0}, {"gone", 50.0, 0}}, "before");
+  auto after = run_of({{"Baseline", 110.0, 0}, {"new row", 300.0, 0}, {"workers", 250.0, 0}}, "after");
+  auto html = to_html({before, after});
+  auto bars = bars_of(html);
+  REQUIRE(bars.size() == 6);
+  // Lines: baseline, new row (after baseline, as in the second run), workers, gone.
+  CHECK(bars[0].row == "baseline");
+  CHECK(bars[1].row == "baseline");
+  CHECK(bars[1].run == 1);
+  CHECK(bars[1].value == 110);
+  CHECK(bars[2].row == "new row");
+  CHECK(bars[2].run == 1);
+  CHECK(bars[3].row == "workers");
+  CHECK(bars[5].row == "gone");
+  CHECK(html.find("×1.10 before") != std::string::npos);  // after's baseline against before's
+  CHECK(html.find("×1.25 before") != std::string::npos);
+  CHECK(html.find("not in this run") != std::string::npos);
+  CHECK(html.find("<h3>Side by side (samples/s)</h3>") != std::string::npos);
+}
+
+TEST_CASE("Markdown renders in python-markdown, markdown-it and mistune with every cell in its column, CSV loads "
+          "with the same columns for every file",
+          "[report][python]") {
+  const std::string python = PTUNE_PYTHON;
+  // Not a silent pass: without Python this test cannot run (scripts/setup configures it).
+  if (python.empty()) FAIL("PTUNE_PYTHON not configured (cmake -DPTUNE_PYTHON=...): cannot render the Markdown");
+  const std::string script = std::string(PTUNE_TEST_DATA) + "/results_files_check.py";
+  ptune::test::TempDir dir;
+  auto res = sample();
+  res.environment.cpu_threads = 2;
+  const std::vector<std::string> names = {kAwkward, "<b>bold</b> & </td>", "pipe | at | ends |", "back\\slash \\| "
+                                          "and `ticks`"};
+  for (size_t i = 0; i < names.size(); ++i) res.rows[i].name = names[i];
+  res.rows[0].diagnosis = "input-bound: <wait> | 60% & more";
+  res.rows.push_back(failed_row("oom\nhere"));
+  auto md = dir.write("r.md", render(res, "md"));
+  nlohmann::json expected_md = {
+      {"columns", 12},
+      {"names", {names[0], names[1], names[2], names[3], "oom\nhere"}},
+      {"texts",
+       {"Device: CPU (cpu), LibTorch 2.11.0, 2 CPU threads", "0 " + kAwkward + ": input-bound: <wait> | 60% & more",
+        "4 oom\nhere: failed: out of memory"}}};
+  auto e = dir.write("md.json", expected_md.dump());
+  auto r = ptune::test::run("'" + python + "' '" + script + "' markdown '" + e + "' '" + md + "'");
+  INFO(r.out << r.err);
+  CHECK(r.code == 0);
+  CHECK(r.out == "ok\n");
+
+  // CSV: three files of different rows; the same columns, numbers where numbers go.
+  Results skipped_only;
+  skipped_only.rows.push_back(sample().rows[3]);
+  auto gpu = sample();
+  gpu.rows[0].m->gpu_busy_pct = 91.25;
+  gpu.rows[0].m->peak_mem_bytes = 1LL << 33;
+  gpu.rows[0].m->device_mem_bytes = 80LL << 30;
+  gpu.rows[0].m->trace_path = "runs/x/00-base/trace.json";
+  gpu.rows[0].notes = {"a, b", "c \"d\""};
+  const std::map<std::string, const Results*> files = {{"awkward.csv", &res}, {"skipped.CSV", &skipped_only}, {"gpu.csv", &gpu}};
+  nlohmann::json expected_csv = {{"columns", csv_columns()},
+                                 {"numeric", {"index", "num_workers", "batch_size", "steps", "ms_per_step", "spread_pct",
+                                              "samples_per_s", "speedup_vs_prev", "speedup_vs_base", "data_wait_pct",
+                                              "h2d_pct", "compute_pct", "peak_mem_bytes", "device_mem_bytes",
+                                              "gpu_busy_pct", "loss"}},
+                                 {"names", nlohmann::json::object()}};
+  std::string paths;
+  for (const auto& [file, results] : files) {
+    write_results(dir.file(file), *results);
+    nlohmann::json file_names = nlohmann::json::array();
+    for (const auto& row : results->rows) file_names.push_back(row.name);
+    expected_csv["names"][dir.file(file)] = file_names;
+    paths += " '" + dir.file(file) + "'";
+  }
+  auto ec = dir.write("csv.json", expected_csv.dump());
+  auto c = ptune::test::run("'" + python + "' '" + script + "' csv '" + ec + "'" + paths);
+  INFO(c.out << c.err);
+  CHECK(c.code == 0);
+  CHECK(c.out == "ok\n");
 }

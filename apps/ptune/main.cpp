@@ -7,6 +7,7 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
@@ -21,7 +22,11 @@
 #include "errors.hpp"
 #include "log.hpp"
 #include "measure/stats.hpp"
+#include "report/compare.hpp"
+#include "report/html.hpp"
 #include "report/results.hpp"
+#include "report/run_file.hpp"
+#include "report/terminal.hpp"
 #include "tune/sweep.hpp"
 #include "tune/tuner.hpp"
 
@@ -51,15 +56,6 @@ ptune::config::ExperimentConfig load(const Common& c) {
   return cfg;
 }
 
-std::string format_of_path(const std::string& path) {
-  auto ends = [&](const std::string& ext) {
-    return path.size() >= ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0;
-  };
-  if (ends(".csv")) return "csv";
-  if (ends(".md")) return "md";
-  return "json";
-}
-
 void check_format(const std::string& f, const std::vector<std::string>& allowed) {
   if (std::find(allowed.begin(), allowed.end(), f) == allowed.end()) {
     std::string list;
@@ -69,7 +65,10 @@ void check_format(const std::string& f, const std::vector<std::string>& allowed)
   }
 }
 
-bool stderr_is_tty() { return ::isatty(STDERR_FILENO) == 1; }
+/// The terminal style of a file descriptor, from TERM and NO_COLOR.
+ptune::report::TerminalStyle style_of(int fd) {
+  return ptune::report::terminal_style(::isatty(fd) == 1, std::getenv("TERM"), std::getenv("NO_COLOR"));
+}
 
 }  // namespace
 
@@ -94,7 +93,23 @@ int main(int argc, char** argv) {
   std::string sweep_rows;
   auto* sweep_rows_opt = sweep->add_option("--rows", sweep_rows, "run only these rows: 0-based indices and ranges, e.g. 7, 0,3 or 5-7 "
                                           "(the rows before still apply their changes)");
-  sweep->add_option("--out", sweep_out, "also write results to FILE (.json, .csv or .md by extension), rewritten after every row");
+  sweep->add_option("--out", sweep_out, "also write results to FILE (.json, .csv, .md or .html by extension, any case), "
+                                       "rewritten after every row");
+
+  // `ptune report`: the HTML report of results files, and the comparison that gates CI.
+  std::vector<std::string> report_files;
+  std::string report_out, report_against;
+  double report_fail_pct = 0;
+  auto* report = app.add_subcommand("report", "an HTML report of results files side by side (-o FILE.html), and/or the "
+                                              "comparison with an older run (--against OLD.json) that gates CI");
+  report->add_option("results", report_files, "results JSON files: ptune sweep --out, or scripts/bench's --json")->required();
+  report->add_option("-o,--out", report_out, "write the HTML report to FILE (.html)");
+  auto* against_opt = report->add_option("--against", report_against, "the old results JSON: print the comparison per row "
+                                                                       "(old and new samples/s, ratio, beyond noise or not)");
+  auto* fail_opt = report->add_option("--fail-if-slower", report_fail_pct, "PCT: exit 1 when a row's samples/s fell by more than PCT % and "
+                                                          "more than both runs' spreads, or a row is missing or failed")
+      ->needs(against_opt)
+      ->check(CLI::Range(0.0, 100.0));
 
   auto* train = app.add_subcommand("train", "train with the config: epochs, progress, checkpoints, resume");
   add_common(train, train_c);
@@ -186,36 +201,22 @@ int main(int argc, char** argv) {
         ptune::tune::SweepOptions opt;
         opt.interrupted = &g_interrupted;
         if (sweep_rows_opt->count() > 0) opt.rows = ptune::tune::parse_rows(sweep_rows, std::max<size_t>(1, cfg.sweep.size()));
-        const bool live = !quiet && stderr_is_tty();
+        const ptune::report::TerminalStyle err_style = style_of(STDERR_FILENO);
+        const bool live = !quiet && ::isatty(STDERR_FILENO) == 1;
         if (!sweep_out.empty()) {
-          const std::string fmt = format_of_path(sweep_out);
-          opt.on_row = [&, fmt](const ptune::report::Results& r) {
+          opt.on_row = [&](const ptune::report::Results& r) {
             if (!rank0) return;  // data parallel: rank 0 writes
-            ptune::report::write_atomic(sweep_out, ptune::report::render(r, fmt));
+            ptune::report::write_results(sweep_out, r);
           };
         }
         const size_t n_rows = std::max<size_t>(1, cfg.sweep.size());
-        std::string phase_key;  // the row and phase the stopwatch times
-        ptune::measure::Stopwatch phase_clock;
+        ptune::report::ProgressLine progress(err_style.escapes);
+        const ptune::measure::Stopwatch clock;
         opt.on_progress = [&](size_t i, const std::string& name, const std::string& phase, int64_t s, int64_t of,
                               int64_t samples_per_step) {
-          const std::string key = std::to_string(i) + phase;
-          if (key != phase_key) {
-            phase_key = key;
-            phase_clock.reset();
-          }
           if (live) {
-            const double secs = phase_clock.ms() / 1000.0;
-            std::string rate;
-            if (s > 0 && secs > 0) {
-              char buf[96];
-              std::snprintf(buf, sizeof buf, "  %.1f samples/s  ETA %.0fs", s * samples_per_step / secs,
-                            (of - s) * secs / s);
-              rate = buf;
-            }
-            std::fprintf(stderr, "\r\033[K[%zu/%zu] %s: %s %lld/%lld%s", i + 1, n_rows, name.c_str(), phase.c_str(),
-                         static_cast<long long>(s), static_cast<long long>(of), rate.c_str());
-            if ((phase == "measure" || phase == "profile") && s == of) std::fprintf(stderr, "\r\033[K");
+            const std::string text = progress.tick(i, n_rows, name, phase, s, of, samples_per_step, clock.ms() / 1000.0);
+            if (!text.empty()) std::fputs(text.c_str(), stderr), std::fflush(stderr);
           } else if (verbose && s == of) {
             ptune::log::debug("row " + std::to_string(i) + " '" + name + "': " + phase + " done");
           }
@@ -223,15 +224,49 @@ int main(int argc, char** argv) {
         int code = 0;
         try {
           ptune::tune::run_sweep(cfg, opt, results);
-          if (live) std::fprintf(stderr, "\r\033[K");
+          if (live) std::fputs(progress.clear().c_str(), stderr);
         } catch (const ptune::Interrupted&) {
-          if (live) std::fprintf(stderr, "\r\033[K");
+          if (live) std::fputs(progress.clear().c_str(), stderr);
           ptune::log::warn("interrupted: " + std::to_string(results.rows.size()) + " finished row(s) kept");
           code = 130;
         }
-        // Colour on a terminal only (and never with NO_COLOR set): speedups and skipped rows.
-        const bool color = sweep_format == "table" && ::isatty(STDOUT_FILENO) == 1 && !std::getenv("NO_COLOR");
+        // Colour on a terminal that has it (not TERM=dumb; not with NO_COLOR non-empty).
+        const bool color = sweep_format == "table" && style_of(STDOUT_FILENO).color;
         if (rank0) std::cout << ptune::report::render(results, sweep_format, color) << std::flush;
+        return code;
+      }
+      if (app.got_subcommand("report")) {
+        if (report_out.empty() && report_against.empty())
+          throw ptune::UsageError("report: nothing to do; give -o FILE.html for the HTML report, --against OLD.json "
+                                  "for the comparison, or both");
+        if (!report_out.empty() && ptune::report::format_of_path(report_out) != "html")
+          throw ptune::UsageError("report: -o '" + report_out + "' is not an .html file; ptune report writes HTML");
+        if (!report_against.empty() && report_files.size() != 1)
+          throw ptune::UsageError("report: --against compares one new results file with the old one; got " +
+                                  std::to_string(report_files.size()) + " new files");
+        std::vector<ptune::report::RunFile> runs;
+        if (!report_against.empty()) runs.push_back(ptune::report::load_run(report_against));
+        for (const auto& f : report_files) runs.push_back(ptune::report::load_run(f));
+        ptune::report::label_runs(runs);
+        int code = 0;
+        if (!report_against.empty()) {
+          const auto cmp = ptune::report::compare_runs(runs[0], runs[1], report_fail_pct);
+          std::cout << ptune::report::render_comparison(cmp) << std::flush;
+          const auto regressions = cmp.regressions();
+          if (fail_opt->count() > 0 && !regressions.empty()) {
+            std::string names;
+            for (const auto* r : regressions) names += (names.empty() ? "" : ", ") + r->name + " (" + r->verdict + ")";
+            char limit[32];
+            std::snprintf(limit, sizeof limit, "%g%%", report_fail_pct);
+            std::fprintf(stderr, "ptune: error: %zu row(s) regressed against %s (--fail-if-slower %s): %s\n",
+                         regressions.size(), report_against.c_str(), limit, names.c_str());
+            code = 1;
+          }
+        }
+        if (!report_out.empty()) {
+          ptune::report::write_atomic(report_out, ptune::report::to_html(runs));
+          ptune::log::info("wrote " + report_out);
+        }
         return code;
       }
       if (app.got_subcommand("tune")) {

@@ -1,5 +1,7 @@
 #include "report/results.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -10,6 +12,8 @@
 
 #include "errors.hpp"
 #include "files.hpp"
+#include "report/html.hpp"
+#include "report/run_file.hpp"
 
 namespace ptune::report {
 namespace {
@@ -85,23 +89,63 @@ std::vector<Column> columns(bool gpu) {
 }
 
 std::string csv_escape(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
   std::string o = "\"";
   for (char ch : s) o += ch == '"' ? std::string("\"\"") : std::string(1, ch);
   return o + "\"";
 }
 
-std::string trail(const Results& r) {
-  std::string s;
+/// The lines under the table: per row its status (when not ok) or diagnosis, its notes, its
+/// trace; each as (row index, row name, text).
+struct TrailLine {
+  size_t index;
+  std::string name, text;
+};
+
+std::vector<TrailLine> trail_lines(const Results& r) {
+  std::vector<TrailLine> lines;
   for (size_t i = 0; i < r.rows.size(); ++i) {
     const Row& row = r.rows[i];
-    if (row.status != "ok") s += "  " + std::to_string(i) + " " + row.name + ": " + row.status + "\n";
-    else if (!row.diagnosis.empty()) s += "  " + std::to_string(i) + " " + row.name + ": " + row.diagnosis + "\n";
-    for (const auto& n : row.notes) s += "  " + std::to_string(i) + " " + row.name + ": note: " + n + "\n";
-    if (row.m && !row.m->trace_path.empty())
-      s += "  " + std::to_string(i) + " " + row.name + ": trace " + row.m->trace_path + "\n";
+    if (row.status != "ok") lines.push_back({i, row.name, row.status});
+    else if (!row.diagnosis.empty()) lines.push_back({i, row.name, row.diagnosis});
+    for (const auto& n : row.notes) lines.push_back({i, row.name, "note: " + n});
+    if (row.m && !row.m->trace_path.empty()) lines.push_back({i, row.name, "trace " + row.m->trace_path});
   }
+  return lines;
+}
+
+std::string trail(const Results& r) {
+  std::string s;
+  for (const auto& l : trail_lines(r)) s += "  " + std::to_string(l.index) + " " + l.name + ": " + l.text + "\n";
   return s;
+}
+
+std::string device_line(const Environment& e) {
+  return e.device + " (" + e.device_kind + "), LibTorch " + e.torch +
+         (e.cuda.empty() ? "" : " (CUDA " + e.cuda + " build)") + ", " + std::to_string(e.cpu_threads) +
+         " CPU threads" + (e.world_size > 1 ? ", " + std::to_string(e.world_size) + " processes" : "");
+}
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+/// A JSON value as one CSV cell: "" for null, numbers as JSON writes them, strings as they
+/// are, lists of strings joined with "; ", objects as JSON.
+std::string csv_cell(const Json& v) {
+  if (v.is_null()) return "";
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_array() && std::all_of(v.begin(), v.end(), [](const Json& x) { return x.is_string(); })) {
+    std::string s;
+    for (const auto& x : v) s += (s.empty() ? "" : "; ") + x.get<std::string>();
+    return s;
+  }
+  return v.dump();
 }
 
 }  // namespace
@@ -140,10 +184,31 @@ void note_semantics(Row& row, const std::optional<double>& base_loss) {
   }
 }
 
+const std::vector<std::string>& row_keys() {
+  static const std::vector<std::string> kKeys = {
+      "name",           "changes",         "mode",         "num_workers",      "batch_size",  "steps",
+      "ms_per_step",    "repeat_ms_per_step", "spread_pct", "samples_per_s",   "speedup_vs_prev",
+      "speedup_vs_base", "data_wait_pct",  "h2d_pct",      "compute_pct",      "peak_mem_bytes",
+      "device_mem_bytes", "gpu_busy_pct",  "trace",        "loss",             "loss_curve",  "diagnosis",
+      "notes",          "status"};
+  return kKeys;
+}
+
+const std::vector<std::string>& csv_columns() {
+  static const std::vector<std::string> kColumns = [] {
+    std::vector<std::string> c = {"index"};
+    for (const auto& k : row_keys())
+      if (k != "repeat_ms_per_step" && k != "loss_curve") c.push_back(k);
+    return c;
+  }();
+  return kColumns;
+}
+
 Json to_json(const Results& r) {
   Json rows = Json::array();
   for (const auto& row : r.rows) {
     Json j;
+    for (const auto& k : row_keys()) j[k] = nullptr;  // every key, in order; null = no value
     j["name"] = row.name;
     j["changes"] = row.changes.is_null() ? Json::object() : row.changes;
     j["mode"] = row.mode;
@@ -162,17 +227,18 @@ Json to_json(const Results& r) {
       j["data_wait_pct"] = round_to(m.data_wait_pct, 2);
       j["h2d_pct"] = round_to(m.h2d_pct, 2);
       j["compute_pct"] = round_to(m.compute_pct, 2);
-      j["peak_mem_bytes"] = m.peak_mem_bytes ? Json(*m.peak_mem_bytes) : Json(nullptr);
-      j["gpu_busy_pct"] = m.gpu_busy_pct ? Json(round_to(*m.gpu_busy_pct, 2)) : Json(nullptr);
-      j["trace"] = m.trace_path.empty() ? Json(nullptr) : Json(m.trace_path);
-      j["loss"] = m.loss ? Json(round_to(*m.loss, 6)) : Json(nullptr);
+      if (m.peak_mem_bytes) j["peak_mem_bytes"] = *m.peak_mem_bytes;
+      if (m.device_mem_bytes) j["device_mem_bytes"] = *m.device_mem_bytes;
+      if (m.gpu_busy_pct) j["gpu_busy_pct"] = round_to(*m.gpu_busy_pct, 2);
+      if (!m.trace_path.empty()) j["trace"] = m.trace_path;
+      if (m.loss) j["loss"] = round_to(*m.loss, 6);
     }
-    j["diagnosis"] = row.diagnosis;
-    j["notes"] = row.notes;
     if (!row.loss_curve.empty()) {
       j["loss_curve"] = Json::array();
       for (double v : row.loss_curve) j["loss_curve"].push_back(round_to(v, 6));
     }
+    if (!row.diagnosis.empty()) j["diagnosis"] = row.diagnosis;
+    j["notes"] = row.notes;
     j["status"] = row.status;
     rows.push_back(j);
   }
@@ -187,6 +253,64 @@ Json to_json(const Results& r) {
               {"status", r.status}};
 }
 
+std::string markdown_escape(const std::string& s) {
+  std::string o;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    switch (c) {
+      case '|': case '\\': case '*': case '_': case '[': case ']': case '`':
+        o += '\\';
+        o += c;
+        break;
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '~': o += "&#126;"; break;
+      case '\r':
+        if (i + 1 < s.size() && s[i + 1] == '\n') break;  // \r\n: one line break
+        o += "<br>";
+        break;
+      case '\n': o += "<br>"; break;
+      case '\t': o += ' '; break;
+      default: o += c;
+    }
+  }
+  return o;
+}
+
+std::string format_of_path(const std::string& path) {
+  const std::string p = lower(path);
+  if (ends_with(p, ".csv")) return "csv";
+  if (ends_with(p, ".md")) return "md";
+  if (ends_with(p, ".html") || ends_with(p, ".htm")) return "html";
+  return "json";
+}
+
+std::string csv_companion_path(const std::string& csv_path) {
+  const size_t slash = csv_path.find_last_of('/');
+  const size_t dot = csv_path.find_last_of('.');
+  const bool has_ext = dot != std::string::npos && (slash == std::string::npos || dot > slash + 1);
+  return (has_ext ? csv_path.substr(0, dot) : csv_path) + ".env.json";
+}
+
+Json csv_companion(const Results& r, const std::string& csv_path) {
+  Json doc = to_json(r);
+  doc.erase("rows");
+  const size_t slash = csv_path.find_last_of('/');
+  doc["csv"] = slash == std::string::npos ? csv_path : csv_path.substr(slash + 1);
+  return doc;
+}
+
+void write_results(const std::string& path, const Results& r) {
+  const std::string fmt = format_of_path(path);
+  if (fmt == "html") {
+    write_atomic(path, to_html({from_results(r)}));
+    return;
+  }
+  write_atomic(path, render(r, fmt));
+  if (fmt == "csv") write_atomic(csv_companion_path(path), csv_companion(r, path).dump(2) + "\n");
+}
+
 std::string render(const Results& r, const std::string& format, bool color) {
   if (format == "json") return to_json(r).dump(2) + "\n";
   const bool gpu = any_gpu(r);
@@ -195,27 +319,14 @@ std::string render(const Results& r, const std::string& format, bool color) {
   const auto cols = columns(gpu);
   std::ostringstream os;
   if (format == "csv") {
-    std::vector<std::string> hdr = {"index", "name", "changes", "batch_size", "num_workers", "ms_per_step",
-                                    "samples_per_s", "speedup_vs_prev", "speedup_vs_base",
-                                    "data_wait_pct", "h2d_pct", "loss", "gpu_busy_pct", "peak_mem_bytes", "status"};
-    for (size_t k = 0; k < hdr.size(); ++k) os << (k ? "," : "") << hdr[k];
+    const auto& header = csv_columns();
+    for (size_t k = 0; k < header.size(); ++k) os << (k ? "," : "") << header[k];
     os << "\n";
-    for (size_t i = 0; i < r.rows.size(); ++i) {
-      const Row& row = r.rows[i];
-      std::vector<std::string> v = {std::to_string(i), row.name, changes_text(row.changes),
-                                    row.m ? std::to_string(row.m->batch_size) : "",
-                                    std::to_string(row.num_workers)};
-      if (row.m) {
-        const auto& m = *row.m;
-        v.insert(v.end(), {fixed(m.ms_per_step, 3), fixed(m.samples_per_s, 2), fixed(row.speedup_vs_prev, 4),
-                           fixed(row.speedup_vs_base, 4), fixed(m.data_wait_pct, 2), fixed(m.h2d_pct, 2),
-                           m.loss ? fixed(*m.loss, 6) : "", m.gpu_busy_pct ? fixed(*m.gpu_busy_pct, 2) : "",
-                           m.peak_mem_bytes ? std::to_string(*m.peak_mem_bytes) : ""});
-      } else {
-        v.insert(v.end(), {"", "", "", "", "", "", "", "", ""});
-      }
-      v.push_back(row.status);
-      for (size_t k = 0; k < v.size(); ++k) os << (k ? "," : "") << csv_escape(v[k]);
+    const Json doc = to_json(r);
+    for (size_t i = 0; i < doc["rows"].size(); ++i) {
+      const Json& row = doc["rows"][i];
+      for (size_t k = 0; k < header.size(); ++k)
+        os << (k ? "," : "") << csv_escape(k == 0 ? std::to_string(i) : csv_cell(row[header[k]]));
       os << "\n";
     }
     return os.str();
@@ -230,11 +341,16 @@ std::string render(const Results& r, const std::string& format, bool color) {
       os << "|";
       for (size_t k = 0; k < body[i].size(); ++k) {
         std::string cell = body[i][k];
-        if (k == 3 && r.rows[i].status != "ok") cell = r.rows[i].status;
-        os << " " << cell << " |";
+        if (k == 3 && !r.rows[i].m) cell = r.rows[i].status;
+        os << " " << markdown_escape(cell) << " |";
       }
       os << "\n";
     }
+    os << "\nDevice: " << markdown_escape(device_line(r.environment)) << "\n";
+    const auto lines = trail_lines(r);
+    if (!lines.empty()) os << "\n";
+    for (const auto& l : lines)
+      os << "- " << l.index << " " << markdown_escape(l.name) << ": " << markdown_escape(l.text) << "\n";
     return os.str();
   }
   // Aligned terminal table.
@@ -277,9 +393,7 @@ std::string render(const Results& r, const std::string& format, bool color) {
   for (const auto& c : cols) hdr.push_back(c.header);
   os << line(hdr);
   for (auto& b : body) os << line(b);
-  const Environment& e = r.environment;
-  os << "device: " << e.device << " (" << e.device_kind << "), LibTorch " << e.torch
-     << (e.cuda.empty() ? "" : " (CUDA " + e.cuda + " build)") << ", " << e.cpu_threads << " CPU threads" << (e.world_size > 1 ? ", " + std::to_string(e.world_size) + " processes" : "") << "\n";
+  os << "device: " << device_line(r.environment) << "\n";
   std::string t = trail(r);
   if (color) {  // skipped rows yellow, failed rows red
     std::istringstream lines(t);

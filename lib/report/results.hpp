@@ -1,6 +1,7 @@
 #pragma once
 /// The results of a sweep (DESIGN §5) and the writers that render them: an aligned terminal
-/// table, JSON (the contract scripts rely on), CSV and Markdown.
+/// table, JSON (the contract scripts rely on), CSV and Markdown; files by their extension
+/// (HTML through report/html.hpp).
 
 #include <optional>
 #include <string>
@@ -28,7 +29,7 @@ struct Row {
   nlohmann::ordered_json changes;         // the row's own overrides
   int64_t num_workers = 0;
   std::string mode = "train";
-  std::string status = "ok";              // ok | skipped: <why> | failed: <why>
+  std::string status = "ok";              // ok | eager fallback: <why> | skipped: <why> | failed: <why>
   std::optional<measure::Measurement> m;  // absent when not ok
   double speedup_vs_prev = 0;             // vs the previous ok row of the same mode
   double speedup_vs_base = 0;             // vs the first ok row of the same mode
@@ -52,12 +53,39 @@ void note_semantics(Row& row, const std::optional<double>& base_loss);
 /// Fills speedup_vs_prev / speedup_vs_base of the last row from the rows before it.
 void compute_speedups(std::vector<Row>& rows);
 
-/// The results as the DESIGN §5 JSON document.
+/// The keys of every row of the JSON document, in order: every row has all of them, `null`
+/// where it has no value (a skipped row's samples_per_s, a CPU row's gpu_busy_pct).
+const std::vector<std::string>& row_keys();
+
+/// The results as the DESIGN §5 JSON document; every row has every key of row_keys().
 nlohmann::ordered_json to_json(const Results& r);
+
+/// The columns of the CSV, the same whatever the rows hold: the row keys that are not lists
+/// (the unit is in the name: _ms, _per_s, _pct, _bytes; speedups are ratios), after `index`;
+/// `changes` is the row's overrides as a JSON object, `notes` joined with "; ".
+const std::vector<std::string>& csv_columns();
 
 /// Renders the results in `format` ("table" | "json" | "csv" | "md"). `color` (table only)
 /// adds ANSI colours: speedups >= 1.05x green, < 0.95x red, skipped rows yellow, failed red.
+/// CSV cells of numeric columns hold a number or nothing; Markdown cells are escaped so that
+/// any name stays in its column, and the device line and each row's diagnosis follow the table.
 std::string render(const Results& r, const std::string& format, bool color = false);
+
+/// The format a results file's name asks for: "csv" (.csv), "md" (.md), "html" (.html, .htm),
+/// any case; anything else "json". Throws nothing.
+std::string format_of_path(const std::string& path);
+
+/// The companion of a CSV results file: FILE.csv's environment, config and status go to
+/// FILE.env.json (the CSV holds the rows only). Throws nothing.
+std::string csv_companion_path(const std::string& csv_path);
+
+/// The companion document of a CSV: the JSON document without its rows, plus "csv": the CSV's
+/// file name.
+nlohmann::ordered_json csv_companion(const Results& r, const std::string& csv_path);
+
+/// Writes the results to `path` in the format its name asks for (format_of_path), atomically;
+/// a CSV also gets its companion (csv_companion_path). Throws std::runtime_error naming the path.
+void write_results(const std::string& path, const Results& r);
 
 /// Writes `text` to `path` atomically (files::write_atomically: a unique temporary file in the
 /// same folder, flushed, then renamed; FIFOs and devices written into; symlinks followed).
@@ -66,5 +94,10 @@ void write_atomic(const std::string& path, const std::string& text, const std::s
 
 /// The output formats render() knows.
 const std::vector<std::string>& formats();
+
+/// `s` as one Markdown table cell or line of text: `|`, `\`, `*`, `_`, `[`, `]` and backticks
+/// backslash-escaped, `&`, `<`, `>`, `~` as character references, newlines as <br>, so that
+/// python-markdown, markdown-it and mistune render it as the text it is. Throws nothing.
+std::string markdown_escape(const std::string& s);
 
 }  // namespace ptune::report

@@ -1,0 +1,176 @@
+#include "report/compare.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+namespace ptune::report {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+std::optional<double> number(const Json& row, const char* key) {
+  if (!row.contains(key) || !row[key].is_number()) return std::nullopt;
+  return row[key].get<double>();
+}
+
+std::string pct(double v, bool sign = false) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, sign ? "%+.1f%%" : "%.1f%%", v);
+  return buf;
+}
+
+/// Rows keyed by match_key and occurrence: the k-th row of a name is (key, k).
+std::vector<std::pair<std::string, int>> keys_of(const Json& rows) {
+  std::map<std::string, int> seen;
+  std::vector<std::pair<std::string, int>> keys;
+  for (const auto& r : rows) {
+    const std::string k = match_key(r["name"].get<std::string>());
+    keys.emplace_back(k, seen[k]++);
+  }
+  return keys;
+}
+
+RowCheck check(const Json* o, const Json* n, double limit) {
+  RowCheck c;
+  c.name = (n ? *n : *o)["name"].get<std::string>();
+  if (o) c.old_sps = number(*o, "samples_per_s"), c.old_spread = number(*o, "spread_pct");
+  if (n) c.new_sps = number(*n, "samples_per_s"), c.new_spread = number(*n, "spread_pct");
+  if (!n) {
+    c.verdict = "missing";
+    c.why = "not in the new run";
+    c.regression = true;
+    return c;
+  }
+  const std::string status = (*n)["status"].get<std::string>();
+  if (status.rfind("failed", 0) == 0) {
+    c.verdict = "failed";
+    c.why = status;
+    c.regression = true;
+    return c;
+  }
+  if (!o) {
+    c.verdict = "new row";
+    c.why = "not in the old run";
+    return c;
+  }
+  if (!c.new_sps) {
+    c.verdict = c.old_sps ? "not measured" : "not measured in either";
+    c.why = status;
+    c.regression = c.old_sps.has_value();
+    return c;
+  }
+  if (!c.old_sps || *c.old_sps <= 0) {
+    c.verdict = "new row";
+    c.why = "the old run has no numbers for it: " + (*o)["status"].get<std::string>();
+    return c;
+  }
+  const double change = 100.0 * (*c.new_sps - *c.old_sps) / *c.old_sps;
+  c.change_pct = change;
+  const double spread = std::max(c.old_spread.value_or(0), c.new_spread.value_or(0));
+  const double noise = std::max(limit, spread);
+  c.beyond_noise = std::abs(change) > limit && std::abs(change) > spread;
+  const std::string bounds = pct(limit) + " and the spreads (" + pct(c.old_spread.value_or(0)) + ", " +
+                             pct(c.new_spread.value_or(0)) + ")";
+  if (!c.beyond_noise) {
+    c.verdict = "within noise";
+    c.why = pct(change, true) + " within " + pct(noise);
+  } else {
+    c.verdict = change < 0 ? "slower" : "faster";
+    c.why = pct(change, true) + " beyond " + bounds;
+    c.regression = change < 0;
+  }
+  return c;
+}
+
+std::string rate(const std::optional<double>& v, const std::optional<double>& spread) {
+  if (!v) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f", *v);
+  std::string s = buf;
+  if (spread && *spread > 0) s += " ±" + pct(*spread);
+  return s;
+}
+
+}  // namespace
+
+std::vector<const RowCheck*> Comparison::regressions() const {
+  std::vector<const RowCheck*> r;
+  for (const auto& c : rows)
+    if (c.regression) r.push_back(&c);
+  return r;
+}
+
+Comparison compare_runs(const RunFile& old, const RunFile& now, double limit_pct) {
+  Comparison cmp;
+  cmp.old_label = old.label;
+  cmp.new_label = now.label;
+  cmp.limit_pct = limit_pct;
+  const Json& old_rows = old.doc["rows"];
+  const Json& new_rows = now.doc["rows"];
+  const auto old_keys = keys_of(old_rows), new_keys = keys_of(new_rows);
+  std::vector<bool> old_used(old_rows.size(), false);
+  for (size_t i = 0; i < new_rows.size(); ++i) {
+    const Json* o = nullptr;
+    for (size_t j = 0; j < old_rows.size(); ++j)
+      if (old_keys[j] == new_keys[i]) {
+        o = &old_rows[j];
+        old_used[j] = true;
+        break;
+      }
+    cmp.rows.push_back(check(o, &new_rows[i], limit_pct));
+  }
+  for (size_t j = 0; j < old_rows.size(); ++j)
+    if (!old_used[j]) cmp.rows.push_back(check(&old_rows[j], nullptr, limit_pct));
+  for (const RunFile* r : {&old, &now}) {
+    const std::string status = r->doc["status"].get<std::string>();
+    if (status != "complete") cmp.warnings.push_back(r->label + ": the run is " + status + ", not complete");
+  }
+  return cmp;
+}
+
+std::string render_comparison(const Comparison& c) {
+  std::vector<std::vector<std::string>> table = {
+      {"row", "old samples/s", "new samples/s", "ratio", "verdict", "why"}};
+  for (const auto& r : c.rows) {
+    char ratio[32] = "-";
+    if (r.old_sps && r.new_sps && *r.old_sps > 0) std::snprintf(ratio, sizeof ratio, "%.3fx", *r.new_sps / *r.old_sps);
+    std::string verdict = r.verdict + (r.regression ? " (regression)" : "");
+    std::string why = r.why.substr(0, r.why.find('\n'));
+    std::string name = r.name;
+    std::replace(name.begin(), name.end(), '\n', ' ');
+    table.push_back({name, rate(r.old_sps, r.old_spread), rate(r.new_sps, r.new_spread), ratio, verdict, why});
+  }
+  std::vector<size_t> width(table[0].size(), 0);
+  auto len = [](const std::string& s) {
+    size_t n = 0;
+    for (unsigned char ch : s) n += (ch & 0xC0) != 0x80;
+    return n;
+  };
+  for (const auto& row : table)
+    for (size_t k = 0; k < row.size(); ++k) width[k] = std::max(width[k], len(row[k]));
+  std::string out = "comparing " + c.new_label + " (new) against " + c.old_label + " (old): a change is beyond noise when it exceeds " +
+                    pct(c.limit_pct) + " and both rows' spreads\n";
+  for (const auto& row : table) {
+    std::string line;
+    for (size_t k = 0; k < row.size(); ++k) {
+      const bool right = k >= 1 && k <= 3;
+      const std::string pad(width[k] - len(row[k]), ' ');
+      line += (k ? "  " : "") + (right ? pad + row[k] : row[k] + (k + 1 < row.size() ? pad : ""));
+    }
+    out += line + "\n";
+  }
+  for (const auto& w : c.warnings) out += "warning: " + w + "\n";
+  const auto reg = c.regressions();
+  if (reg.empty()) {
+    out += "no regression: no row slower beyond noise, none missing or failed\n";
+  } else {
+    std::string names;
+    for (const auto* r : reg) names += (names.empty() ? "" : ", ") + r->name + " (" + r->verdict + ")";
+    out += std::to_string(reg.size()) + (reg.size() == 1 ? " regression: " : " regressions: ") + names + "\n";
+  }
+  return out;
+}
+
+}  // namespace ptune::report

@@ -1,0 +1,795 @@
+#include "report/html.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <sstream>
+
+#include "errors.hpp"
+
+namespace ptune::report {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// Okabe-Ito: distinguishable with every common colour-vision deficiency, and in greyscale print.
+const char* const kRunColors[] = {"#0072B2", "#E69F00", "#009E73", "#CC79A7",
+                                  "#56B4E9", "#D55E00", "#7F7F7F", "#000000"};
+const char* const kWaitColor = "#E69F00";
+const char* const kCopyColor = "#56B4E9";
+const char* const kComputeColor = "#009E73";
+const char* const kBusyColor = "#0072B2";
+const char* const kIdleColor = "#D9D9D9";
+
+// Chart geometry (px of the SVG's viewBox; the page scales it down to fit).
+constexpr double kWidth = 960, kLabel = 250, kBars = 410;
+
+std::string run_color(size_t k) { return kRunColors[k % (sizeof kRunColors / sizeof *kRunColors)]; }
+
+std::string esc(const std::string& s) {
+  std::string o;
+  o.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '"': o += "&quot;"; break;
+      case '\'': o += "&#39;"; break;
+      default: o += c;
+    }
+  }
+  return o;
+}
+
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+/// 37957.5 -> "37,957.5"; `digits` decimals.
+std::string grouped(double v, int digits) {
+  std::string s = fixed(std::abs(v), digits);
+  const size_t dot = s.find('.');
+  std::string whole = s.substr(0, dot), frac = dot == std::string::npos ? "" : s.substr(dot);
+  std::string g;
+  for (size_t i = 0; i < whole.size(); ++i) {
+    if (i && (whole.size() - i) % 3 == 0) g += ',';
+    g += whole[i];
+  }
+  return (v < 0 ? "-" : "") + g + frac;
+}
+
+std::string rate_text(double v) { return grouped(v, v >= 1000 ? 0 : 1); }
+
+std::string bytes_text(double b) {
+  const double gib = b / (1024.0 * 1024 * 1024);
+  if (gib >= 10) return fixed(gib, 0) + " GiB";
+  if (gib >= 1) return fixed(gib, 1) + " GiB";
+  return fixed(b / (1024.0 * 1024), 0) + " MiB";
+}
+
+std::string ratio_text(double v) { return "×" + fixed(v, 2); }
+
+std::optional<double> num(const Json& row, const char* key) {
+  if (!row.is_object() || !row.contains(key) || !row[key].is_number()) return std::nullopt;
+  return row[key].get<double>();
+}
+
+std::string str(const Json& j, const char* key) {
+  if (!j.is_object() || !j.contains(key) || j[key].is_null()) return "";
+  return j[key].is_string() ? j[key].get<std::string>() : j[key].dump();
+}
+
+/// At most `n` code points of `s`, with "…" when cut; newlines as spaces.
+std::string shorten(const std::string& s, size_t n) {
+  std::string o;
+  size_t points = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if ((c & 0xC0) != 0x80 && points++ == n) return o + "…";
+    o += c == '\n' || c == '\r' || c == '\t' ? ' ' : static_cast<char>(c);
+  }
+  return o;
+}
+
+std::string changes_text(const Json& changes) {
+  if (!changes.is_object() || changes.empty()) return "-";
+  std::string s;
+  for (auto it = changes.begin(); it != changes.end(); ++it)
+    s += (s.empty() ? "" : ", ") + it.key() + "=" + (it.value().is_string() ? it.value().get<std::string>() : it.value().dump());
+  return s;
+}
+
+bool starts_with(const std::string& s, const char* head) { return s.rfind(head, 0) == 0; }
+
+std::string status_class(const std::string& status) {
+  if (starts_with(status, "failed")) return "failed";
+  if (starts_with(status, "skipped")) return "skipped";
+  if (status != "ok") return "note";
+  return "ok";
+}
+
+/// One row of the report: the rows of every run with that name (nullptr where a run has none).
+struct Line {
+  std::string key;
+  int occurrence = 0;
+  std::string name, mode;
+  std::vector<const Json*> rows;  // per run
+  size_t index = 0;               // its position in the report
+};
+
+/// Every run's rows matched by match_key (the k-th of a name with the k-th): the first run's
+/// rows in order, each later run's new rows after the row they follow there.
+std::vector<Line> match_lines(const std::vector<RunFile>& runs) {
+  std::vector<Line> lines;
+  for (size_t r = 0; r < runs.size(); ++r) {
+    std::map<std::string, int> seen;
+    size_t pos = 0;  // insert after the last line matched in this run
+    for (const auto& row : runs[r].doc["rows"]) {
+      const std::string name = row["name"].get<std::string>();
+      const std::string key = match_key(name);
+      const int occ = seen[key]++;
+      auto it = std::find_if(lines.begin(), lines.end(),
+                             [&](const Line& l) { return l.key == key && l.occurrence == occ; });
+      if (it == lines.end()) {
+        Line l;
+        l.key = key;
+        l.occurrence = occ;
+        l.name = name;
+        l.mode = str(row, "mode");
+        l.rows.assign(runs.size(), nullptr);
+        it = lines.insert(lines.begin() + static_cast<std::ptrdiff_t>(std::min(pos, lines.size())), l);
+      }
+      it->rows[r] = &row;
+      pos = static_cast<size_t>(it - lines.begin()) + 1;
+    }
+  }
+  for (size_t i = 0; i < lines.size(); ++i) lines[i].index = i;
+  return lines;
+}
+
+/// The smallest of 1, 2, 2.5, 5 x 10^k at least `x`.
+double nice_step(double x) {
+  if (x <= 0) return 1;
+  const double p = std::pow(10.0, std::floor(std::log10(x)));
+  for (double m : {1.0, 2.0, 2.5, 5.0, 10.0})
+    if (m * p >= x * (1 - 1e-9)) return m * p;
+  return 10 * p;
+}
+
+std::string tick_text(double v, double step) {
+  return grouped(v, step >= 1 ? 0 : step >= 0.1 ? 1 : 2);
+}
+
+/// A horizontal axis over [0, max] from x0 across `width` px at the top (y) and grid lines down
+/// to `bottom`; returns the SVG.
+std::string axis(double x0, double width, double max, double step, double y, double bottom, const std::string& unit) {
+  std::ostringstream os;
+  os << "<g class=\"axis\">";
+  for (double v = 0; v <= max * (1 + 1e-9); v += step) {
+    const double x = x0 + width * v / max;
+    os << "<line class=\"grid\" x1=\"" << fixed(x, 2) << "\" x2=\"" << fixed(x, 2) << "\" y1=\"" << fixed(y + 4, 1)
+       << "\" y2=\"" << fixed(bottom, 1) << "\"/>";
+    os << "<text x=\"" << fixed(x, 2) << "\" y=\"" << fixed(y, 1) << "\" text-anchor=\"middle\">"
+       << esc(tick_text(v, step)) << "</text>";
+  }
+  os << "<text x=\"" << fixed(x0 - 8, 1) << "\" y=\"" << fixed(y, 1) << "\" text-anchor=\"end\">" << esc(unit)
+     << "</text></g>";
+  return os.str();
+}
+
+std::string row_label(const Line& l, double x, double y) {
+  std::ostringstream os;
+  os << "<text class=\"label\" x=\"" << fixed(x, 1) << "\" y=\"" << fixed(y, 1) << "\" text-anchor=\"end\"><title>"
+     << esc(l.name) << "</title><tspan class=\"idx\">#" << l.index << "</tspan> " << esc(shorten(l.name, 32))
+     << "</text>";
+  return os.str();
+}
+
+// ---- the sections -------------------------------------------------------------------------
+
+std::string legend_html(const std::vector<RunFile>& runs) {
+  std::ostringstream os;
+  os << "<ul class=\"runs\">";
+  for (size_t k = 0; k < runs.size(); ++k) {
+    const Json& e = runs[k].doc["environment"];
+    const std::string status = runs[k].doc["status"].get<std::string>();
+    os << "<li><span class=\"swatch\" style=\"background:" << run_color(k) << "\"></span><b>" << esc(runs[k].label)
+       << "</b>" << (k == 0 && runs.size() > 1 ? " <span class=\"muted\">(reference)</span>" : "");
+    if (!runs[k].path.empty()) os << " <span class=\"muted\">" << esc(runs[k].path) << "</span>";
+    os << " — " << esc(str(e, "device").empty() ? "unknown device" : str(e, "device"));
+    if (!str(e, "device_kind").empty()) os << " (" << esc(str(e, "device_kind")) << ")";
+    os << ", " << runs[k].doc["rows"].size() << (runs[k].doc["rows"].size() == 1 ? " row" : " rows");
+    if (status != "complete") os << " <span class=\"status-skipped\">[" << esc(status) << "]</span>";
+    os << "</li>";
+  }
+  os << "</ul>";
+  for (const auto& r : runs) {
+    const std::string status = r.doc["status"].get<std::string>();
+    if (status == "running")
+      os << "<p class=\"banner\">" << esc(r.label) << ": the sweep is still running; " << r.doc["rows"].size()
+         << " row(s) so far (the page is rewritten after every row).</p>";
+    else if (status == "interrupted")
+      os << "<p class=\"banner\">" << esc(r.label) << ": the sweep was interrupted; its finished rows are shown.</p>";
+  }
+  return os.str();
+}
+
+/// Samples/s: one chart per mode (train, data, synthetic have their own scales).
+std::string throughput_html(const std::vector<RunFile>& runs, const std::vector<Line>& lines) {
+  std::vector<std::string> modes;
+  for (const auto& l : lines)
+    if (std::find(modes.begin(), modes.end(), l.mode) == modes.end()) modes.push_back(l.mode);
+  const bool multi = runs.size() > 1;
+  const double bar_h = multi ? 14 : 18, bar_gap = 3, group_gap = 12, top = 30;
+  std::ostringstream os;
+  os << "<section id=\"throughput\"><h2>Samples per second</h2>"
+     << "<p class=\"muted\">Median over the timed repeats; ×prev: against the row before it, ×base: against the "
+        "first row of the same mode"
+     << (multi ? "; ×" + esc(runs[0].label) + ": against the reference run's row of the same name" : std::string())
+     << ".</p>";
+  for (const auto& mode : modes) {
+    std::vector<const Line*> ls;
+    double max = 0;
+    for (const auto& l : lines) {
+      if (l.mode != mode) continue;
+      ls.push_back(&l);
+      for (const Json* r : l.rows)
+        if (r && has_numbers(*r)) max = std::max(max, (*r)["samples_per_s"].get<double>());
+    }
+    const double step = nice_step(max > 0 ? max / 4 : 1);
+    const double axis_max = max > 0 ? std::ceil(max / step - 1e-9) * step : step;
+    double height = top;
+    for (size_t i = 0; i < ls.size(); ++i) height += runs.size() * (bar_h + bar_gap) - bar_gap + group_gap;
+    height += 4;
+    os << "<figure><figcaption>mode: " << esc(mode.empty() ? "train" : mode) << "</figcaption>"
+       << "<svg class=\"chart throughput\" data-mode=\"" << esc(mode) << "\" viewBox=\"0 0 " << kWidth << " "
+       << fixed(height, 0) << "\" width=\"" << kWidth << "\" height=\"" << fixed(height, 0)
+       << "\" role=\"img\" aria-label=\"samples per second, mode " << esc(mode) << "\">";
+    os << axis(kLabel, kBars, axis_max, step, 14, height - 4, "samples/s");
+    double y = top;
+    for (const Line* l : ls) {
+      const double group_h = runs.size() * (bar_h + bar_gap) - bar_gap;
+      os << row_label(*l, kLabel - 8, y + group_h / 2 + 4);
+      for (size_t k = 0; k < runs.size(); ++k, y += bar_h + bar_gap) {
+        const Json* r = l->rows[k];
+        const double text_y = y + bar_h / 2 + 4;
+        if (!r) {
+          os << "<text class=\"nobar muted\" x=\"" << kLabel + 4 << "\" y=\"" << fixed(text_y, 1) << "\">"
+             << (multi ? esc(runs[k].label) + ": " : "") << "not in this run</text>";
+          continue;
+        }
+        if (!has_numbers(*r)) {
+          const std::string status = str(*r, "status");
+          os << "<text class=\"nobar status-" << status_class(status) << "\" x=\"" << kLabel + 4 << "\" y=\""
+             << fixed(text_y, 1) << "\"><title>" << esc(status) << "</title>"
+             << (multi ? esc(runs[k].label) + ": " : "") << esc(shorten(status, 90)) << "</text>";
+          continue;
+        }
+        const double v = (*r)["samples_per_s"].get<double>();
+        const double w = axis_max > 0 ? kBars * v / axis_max : 0;
+        std::string text = rate_text(v) + "/s";
+        if (auto spread = num(*r, "spread_pct"); spread && *spread > 0) text += " ±" + fixed(*spread, 0) + "%";
+        if (auto p = num(*r, "speedup_vs_prev")) text += " · " + ratio_text(*p) + " prev";
+        if (auto b = num(*r, "speedup_vs_base")) text += " · " + ratio_text(*b) + " base";
+        if (k > 0 && l->rows[0] && has_numbers(*l->rows[0]) && (*l->rows[0])["samples_per_s"].get<double>() > 0)
+          text += " · " + ratio_text(v / (*l->rows[0])["samples_per_s"].get<double>()) + " " + shorten(runs[0].label, 16);
+        os << "<rect class=\"bar\" x=\"" << kLabel << "\" y=\"" << fixed(y, 1) << "\" width=\"" << fixed(w, 2)
+           << "\" height=\"" << bar_h << "\" fill=\"" << run_color(k) << "\" data-run=\"" << k << "\" data-row=\""
+           << esc(l->name) << "\" data-value=\"" << (*r)["samples_per_s"].dump() << "\"><title>"
+           << esc(runs[k].label + ": " + l->name + ": " + rate_text(v) + " samples/s") << "</title></rect>";
+        os << "<text class=\"value\" x=\"" << fixed(kLabel + w + 6, 1) << "\" y=\"" << fixed(text_y, 1) << "\">"
+           << esc(text) << "</text>";
+      }
+      y += group_gap - bar_gap;
+    }
+    os << "</svg></figure>";
+  }
+  return os.str() + "</section>";
+}
+
+/// The step split: data wait, copy, compute; GPU busy/idle and peak memory where measured.
+std::string split_html(const std::vector<RunFile>& runs, const std::vector<Line>& lines) {
+  bool any_gpu = false;
+  std::vector<const Line*> ls;
+  for (const auto& l : lines) {
+    bool numbers = false;
+    for (const Json* r : l.rows)
+      if (r && has_numbers(*r)) numbers = true, any_gpu |= num(*r, "gpu_busy_pct").has_value();
+    if (numbers) ls.push_back(&l);
+  }
+  if (ls.empty()) return "";
+  const bool multi = runs.size() > 1;
+  const double bar_h = 14, gpu_h = 5, gap = 4, group_gap = 10, top = 36;
+  // A row with GPU busy or peak memory gets a second line: the thin busy/idle bar and its text.
+  auto second_line = [&](const Json* r) { return r && (num(*r, "gpu_busy_pct") || num(*r, "peak_mem_bytes")); };
+  auto entry_h = [&](const Json* r) { return bar_h + (second_line(r) ? 14 : 0); };
+  double height = top;
+  for (const Line* l : ls) {
+    for (size_t k = 0; k < runs.size(); ++k)
+      if (l->rows[k] && has_numbers(*l->rows[k])) height += entry_h(l->rows[k]) + gap;
+    height += group_gap - gap;
+  }
+  height += 4;
+  std::ostringstream os;
+  os << "<section id=\"split\"><h2>Where each step goes</h2><p class=\"muted\">Share of the step: the wait for "
+        "data, the copy to the device (and uint8 conversion), the compute. On a GPU the split comes from CUDA "
+        "events on the compute stream; the thin bar under it is the GPU's kernel time (busy) and the rest "
+        "(idle) per step, where the row was profiled.</p>";
+  os << "<svg class=\"chart split\" viewBox=\"0 0 " << kWidth << " " << fixed(height, 0) << "\" width=\"" << kWidth
+     << "\" height=\"" << fixed(height, 0) << "\" role=\"img\" aria-label=\"step split\">";
+  // Legend.
+  double lx = kLabel;
+  auto key = [&](const char* color, const char* text) {
+    os << "<rect x=\"" << fixed(lx, 1) << "\" y=\"6\" width=\"12\" height=\"12\" fill=\"" << color << "\"/><text x=\""
+       << fixed(lx + 16, 1) << "\" y=\"16\">" << text << "</text>";
+    lx += 16 + 7.0 * static_cast<double>(std::string(text).size()) + 18;
+  };
+  key(kWaitColor, "data wait");
+  key(kCopyColor, "copy");
+  key(kComputeColor, "compute");
+  if (any_gpu) key(kBusyColor, "GPU busy"), key(kIdleColor, "GPU idle");
+  double y = top;
+  for (const Line* l : ls) {
+    double group_h = 0;
+    for (size_t k = 0; k < runs.size(); ++k)
+      if (l->rows[k] && has_numbers(*l->rows[k])) group_h += entry_h(l->rows[k]) + gap;
+    group_h -= gap;
+    os << row_label(*l, kLabel - (multi ? 14 : 8), y + std::min(group_h, bar_h) / 2 + 4);
+    for (size_t k = 0; k < runs.size(); ++k) {
+      const Json* r = l->rows[k];
+      if (!r || !has_numbers(*r)) continue;
+      const double wait = std::max(0.0, num(*r, "data_wait_pct").value_or(0));
+      const double copy = std::max(0.0, num(*r, "h2d_pct").value_or(0));
+      const double compute = std::max(0.0, num(*r, "compute_pct").value_or(std::max(0.0, 100 - wait - copy)));
+      const double total = wait + copy + compute;
+      if (multi)
+        os << "<rect x=\"" << kLabel - 8 << "\" y=\"" << fixed(y, 1) << "\" width=\"4\" height=\"" << bar_h
+           << "\" fill=\"" << run_color(k) << "\"><title>" << esc(runs[k].label) << "</title></rect>";
+      double x = kLabel;
+      const std::pair<const char*, double> parts[] = {{"data", wait}, {"copy", copy}, {"compute", compute}};
+      const char* const colors[] = {kWaitColor, kCopyColor, kComputeColor};
+      for (size_t p = 0; p < 3; ++p) {
+        const double w = total > 0 ? kBars * parts[p].second / total : 0;
+        os << "<rect class=\"seg seg-" << parts[p].first << "\" x=\"" << fixed(x, 2) << "\" y=\"" << fixed(y, 1)
+           << "\" width=\"" << fixed(w, 2) << "\" height=\"" << bar_h << "\" fill=\"" << colors[p] << "\" data-run=\""
+           << k << "\" data-row=\"" << esc(l->name) << "\" data-pct=\"" << fixed(parts[p].second, 2) << "\"><title>"
+           << esc(l->name) << ": " << parts[p].first << " " << fixed(parts[p].second, 1) << "%</title></rect>";
+        x += w;
+      }
+      const std::string text =
+          "wait " + fixed(wait, 0) + "% · copy " + fixed(copy, 0) + "% · compute " + fixed(compute, 0) + "%";
+      os << "<text class=\"value\" x=\"" << fixed(kLabel + kBars + 8, 1) << "\" y=\"" << fixed(y + bar_h / 2 + 4, 1)
+         << "\">" << esc(text) << "</text>";
+      if (second_line(r)) {
+        std::string gpu_text;
+        const double gy = y + bar_h + 4;
+        if (const auto busy = num(*r, "gpu_busy_pct")) {
+          const double b = std::clamp(*busy, 0.0, 100.0);
+          os << "<rect class=\"gpu-busy\" x=\"" << kLabel << "\" y=\"" << fixed(gy, 1) << "\" width=\""
+             << fixed(kBars * b / 100, 2) << "\" height=\"" << gpu_h << "\" fill=\"" << kBusyColor << "\" data-pct=\""
+             << fixed(b, 2) << "\"><title>GPU busy " << fixed(b, 1) << "%</title></rect>";
+          os << "<rect class=\"gpu-idle\" x=\"" << fixed(kLabel + kBars * b / 100, 2) << "\" y=\"" << fixed(gy, 1)
+             << "\" width=\"" << fixed(kBars * (100 - b) / 100, 2) << "\" height=\"" << gpu_h << "\" fill=\""
+             << kIdleColor << "\"><title>GPU idle " << fixed(100 - b, 1) << "%</title></rect>";
+          gpu_text = "GPU busy " + fixed(b, 0) + "%";
+        }
+        if (auto peak = num(*r, "peak_mem_bytes")) {
+          gpu_text += (gpu_text.empty() ? "" : " · ") + std::string("peak ") + bytes_text(*peak);
+          if (auto dev = num(*r, "device_mem_bytes"); dev && *dev > 0)
+            gpu_text += " (" + fixed(100 * *peak / *dev, 0) + "% of " + bytes_text(*dev) + ")";
+        }
+        os << "<text class=\"value small\" x=\"" << fixed(kLabel + kBars + 8, 1) << "\" y=\"" << fixed(gy + gpu_h + 1, 1)
+           << "\">" << esc(gpu_text) << "</text>";
+      }
+      y += entry_h(r) + gap;
+    }
+    y += group_gap - gap;
+  }
+  os << "</svg></section>";
+  return os.str();
+}
+
+/// Loss curves of the convergence rows (measure.convergence_steps), all on one chart.
+std::string curves_html(const std::vector<RunFile>& runs, const std::vector<Line>& lines) {
+  struct Curve {
+    const Line* line;
+    size_t run;
+    const Json* points;
+  };
+  std::vector<Curve> curves;
+  double lo = 1e300, hi = -1e300;
+  size_t steps = 0;
+  for (const auto& l : lines)
+    for (size_t k = 0; k < runs.size(); ++k) {
+      const Json* r = l.rows[k];
+      if (!r || !(*r)["loss_curve"].is_array() || (*r)["loss_curve"].empty()) continue;
+      curves.push_back({&l, k, &(*r)["loss_curve"]});
+      steps = std::max(steps, (*r)["loss_curve"].size());
+      for (const auto& v : (*r)["loss_curve"]) lo = std::min(lo, v.get<double>()), hi = std::max(hi, v.get<double>());
+    }
+  if (curves.empty()) return "";
+  if (!(hi > lo)) hi = lo + 1;
+  const double pad = 0.05 * (hi - lo);
+  lo -= pad, hi += pad;
+  const double left = 70, right = 250, top = 14, bottom = 34, height = 300;
+  const double pw = kWidth - left - right, ph = height - top - bottom;
+  auto px = [&](size_t i) { return left + (steps > 1 ? pw * static_cast<double>(i) / static_cast<double>(steps - 1) : 0); };
+  auto py = [&](double v) { return top + ph * (hi - v) / (hi - lo); };
+  std::ostringstream os;
+  os << "<section id=\"convergence\"><h2>Loss curves</h2><p class=\"muted\">Rows with measure.convergence_steps: a "
+        "fresh model trained that many steps, the loss of each step.</p>";
+  os << "<svg class=\"chart curves\" viewBox=\"0 0 " << kWidth << " " << height << "\" width=\"" << kWidth
+     << "\" height=\"" << height << "\" role=\"img\" aria-label=\"loss curves\"><g class=\"axis\">";
+  const double ystep = nice_step((hi - lo) / 4);
+  for (double v = std::ceil(lo / ystep) * ystep; v <= hi; v += ystep)
+    os << "<line class=\"grid\" x1=\"" << left << "\" x2=\"" << left + pw << "\" y1=\"" << fixed(py(v), 1) << "\" y2=\""
+       << fixed(py(v), 1) << "\"/><text x=\"" << left - 6 << "\" y=\"" << fixed(py(v) + 4, 1)
+       << "\" text-anchor=\"end\">" << esc(tick_text(v, ystep)) << "</text>";
+  const double xstep = nice_step(static_cast<double>(steps) / 6);
+  for (double s = 0; s < static_cast<double>(steps); s += xstep)
+    os << "<text x=\"" << fixed(px(static_cast<size_t>(s)), 1) << "\" y=\"" << height - bottom + 16
+       << "\" text-anchor=\"middle\">" << static_cast<long long>(s) + 1 << "</text>";
+  os << "<text x=\"" << left + pw / 2 << "\" y=\"" << height - 4 << "\" text-anchor=\"middle\">step</text>"
+     << "<text x=\"14\" y=\"" << top + ph / 2 << "\" transform=\"rotate(-90 14 " << top + ph / 2
+     << ")\" text-anchor=\"middle\">loss</text></g>";
+  const char* const dashes[] = {"", "6 3", "2 3", "8 3 2 3"};
+  for (size_t c = 0; c < curves.size(); ++c) {
+    const std::string color = kRunColors[(c + 1) % (sizeof kRunColors / sizeof *kRunColors)];
+    std::string points;
+    for (size_t i = 0; i < curves[c].points->size(); ++i)
+      points += (i ? " " : "") + fixed(px(i), 1) + "," + fixed(py((*curves[c].points)[i].get<double>()), 1);
+    os << "<polyline class=\"curve\" fill=\"none\" stroke=\"" << color << "\" stroke-width=\"1.6\"";
+    if (curves[c].run % 4) os << " stroke-dasharray=\"" << dashes[curves[c].run % 4] << "\"";
+    os << " data-run=\"" << curves[c].run << "\" data-row=\"" << esc(curves[c].line->name) << "\" points=\"" << points
+       << "\"><title>" << esc(runs[curves[c].run].label + ": " + curves[c].line->name) << "</title></polyline>";
+    const double ly = top + 8 + 16.0 * static_cast<double>(c);
+    os << "<line x1=\"" << left + pw + 16 << "\" x2=\"" << left + pw + 40 << "\" y1=\"" << fixed(ly, 1) << "\" y2=\""
+       << fixed(ly, 1) << "\" stroke=\"" << color << "\" stroke-width=\"2\"";
+    if (curves[c].run % 4) os << " stroke-dasharray=\"" << dashes[curves[c].run % 4] << "\"";
+    os << "/><text x=\"" << left + pw + 46 << "\" y=\"" << fixed(ly + 4, 1) << "\">"
+       << esc(shorten(curves[c].line->name, 24) + (runs.size() > 1 ? " (" + shorten(runs[curves[c].run].label, 10) + ")" : ""))
+       << "</text>";
+  }
+  os << "</svg></section>";
+  return os.str();
+}
+
+std::string cell(const std::string& text, bool numeric = false, const std::string& cls = "") {
+  std::string c = numeric ? "n" : "";
+  if (!cls.empty()) c += (c.empty() ? "" : " ") + cls;
+  return "<td" + (c.empty() ? std::string() : " class=\"" + c + "\"") + ">" + esc(text) + "</td>";
+}
+
+/// The numbers of each run as a table; with several runs, samples/s side by side first.
+std::string tables_html(const std::vector<RunFile>& runs, const std::vector<Line>& lines) {
+  std::ostringstream os;
+  os << "<section id=\"numbers\"><h2>Numbers</h2>";
+  if (runs.size() > 1) {
+    os << "<h3>Side by side (samples/s)</h3><div class=\"scroll\"><table class=\"side-by-side\"><thead><tr><th "
+          "class=\"n\">#</th><th>row</th>";
+    for (size_t k = 0; k < runs.size(); ++k) {
+      os << "<th class=\"n\"><span class=\"swatch\" style=\"background:" << run_color(k) << "\"></span>"
+         << esc(runs[k].label) << "</th>";
+      if (k > 0) os << "<th class=\"n\">vs " << esc(shorten(runs[0].label, 20)) << "</th>";
+    }
+    os << "</tr></thead><tbody>";
+    for (const auto& l : lines) {
+      os << "<tr>" << cell(std::to_string(l.index), true) << cell(l.name);
+      const Json* ref = l.rows[0];
+      for (size_t k = 0; k < runs.size(); ++k) {
+        const Json* r = l.rows[k];
+        if (!r) os << cell("not in this run", false, "muted");
+        else if (!has_numbers(*r)) os << cell(str(*r, "status"), false, "status-" + status_class(str(*r, "status")));
+        else {
+          std::string t = rate_text((*r)["samples_per_s"].get<double>());
+          if (auto s = num(*r, "spread_pct"); s && *s > 0) t += " ±" + fixed(*s, 1) + "%";
+          os << cell(t, true);
+        }
+        if (k == 0) continue;
+        if (r && ref && has_numbers(*r) && has_numbers(*ref) && (*ref)["samples_per_s"].get<double>() > 0)
+          os << cell(ratio_text((*r)["samples_per_s"].get<double>() / (*ref)["samples_per_s"].get<double>()), true);
+        else os << cell("-", true);
+      }
+      os << "</tr>";
+    }
+    os << "</tbody></table></div>";
+  }
+  for (size_t k = 0; k < runs.size(); ++k) {
+    const Json& rows = runs[k].doc["rows"];
+    bool gpu = false;
+    for (const auto& r : rows) gpu |= num(r, "gpu_busy_pct").has_value() || num(r, "peak_mem_bytes").has_value();
+    os << "<h3><span class=\"swatch\" style=\"background:" << run_color(k) << "\"></span>" << esc(runs[k].label)
+       << "</h3><div class=\"scroll\"><table class=\"rows\"><thead><tr><th class=\"n\">#</th><th>row</th><th>change</th>"
+          "<th>mode</th><th class=\"n\">batch</th><th class=\"n\">workers</th><th class=\"n\">ms/step</th>"
+          "<th class=\"n\">samples/s</th><th class=\"n\">vs prev</th><th class=\"n\">vs base</th><th class=\"n\">data "
+          "wait</th><th class=\"n\">copy</th><th class=\"n\">compute</th>"
+       << (gpu ? "<th class=\"n\">GPU busy</th><th class=\"n\">peak mem</th>" : "")
+       << "<th class=\"n\">loss</th><th>status</th></tr></thead><tbody>";
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Json& r = rows[i];
+      auto n = [&](const char* key, int digits, const char* suffix = "") {
+        auto v = num(r, key);
+        return cell(v ? fixed(*v, digits) + suffix : "-", true);
+      };
+      std::string ms = num(r, "ms_per_step") ? fixed(*num(r, "ms_per_step"), 1) : "-";
+      if (auto s = num(r, "spread_pct"); s && *s > 0) ms += " ±" + fixed(*s, 0) + "%";
+      const std::string status = str(r, "status");
+      os << "<tr>" << cell(std::to_string(i), true) << cell(str(r, "name")) << cell(changes_text(r["changes"]))
+         << cell(str(r, "mode")) << n("batch_size", 0) << n("num_workers", 0) << cell(ms, true)
+         << cell(has_numbers(r) ? rate_text(r["samples_per_s"].get<double>()) : "-", true)
+         << cell(num(r, "speedup_vs_prev") ? fixed(*num(r, "speedup_vs_prev"), 2) + "x" : "-", true)
+         << cell(num(r, "speedup_vs_base") ? fixed(*num(r, "speedup_vs_base"), 2) + "x" : "-", true)
+         << n("data_wait_pct", 0, "%") << n("h2d_pct", 0, "%") << n("compute_pct", 0, "%");
+      if (gpu)
+        os << n("gpu_busy_pct", 0, "%")
+           << cell(num(r, "peak_mem_bytes") ? bytes_text(*num(r, "peak_mem_bytes")) : "-", true);
+      os << n("loss", 3) << cell(status, false, "status-" + status_class(status)) << "</tr>";
+    }
+    os << "</tbody></table></div>";
+  }
+  return os.str() + "</section>";
+}
+
+std::string diagnosis_html(const std::vector<RunFile>& runs) {
+  std::ostringstream os;
+  os << "<section id=\"diagnosis\"><h2>Diagnosis and notes</h2>";
+  for (size_t k = 0; k < runs.size(); ++k) {
+    if (runs.size() > 1)
+      os << "<h3><span class=\"swatch\" style=\"background:" << run_color(k) << "\"></span>" << esc(runs[k].label)
+         << "</h3>";
+    os << "<ol class=\"diagnosis\" start=\"0\">";
+    for (const auto& r : runs[k].doc["rows"]) {
+      const std::string status = str(r, "status");
+      os << "<li><b>" << esc(str(r, "name")) << "</b>";
+      if (status != "ok") os << " <span class=\"status-" << status_class(status) << "\">" << esc(status) << "</span>";
+      if (!str(r, "diagnosis").empty()) os << ": " << esc(str(r, "diagnosis"));
+      std::vector<std::string> extra;
+      for (const auto& n : r["notes"]) extra.push_back("note: " + n.get<std::string>());
+      if (!str(r, "trace").empty()) extra.push_back("trace: " + str(r, "trace"));
+      if (!extra.empty()) {
+        os << "<ul>";
+        for (const auto& e : extra) os << "<li>" << esc(e) << "</li>";
+        os << "</ul>";
+      }
+      os << "</li>";
+    }
+    os << "</ol>";
+  }
+  return os.str() + "</section>";
+}
+
+std::string environment_html(const std::vector<RunFile>& runs) {
+  const std::vector<std::pair<const char*, const char*>> keys = {
+      {"device", "device"}, {"device_kind", "device kind"}, {"torch", "LibTorch / torch"},
+      {"cuda", "CUDA build"}, {"cpu_threads", "CPU threads"}, {"world_size", "world size"}};
+  std::ostringstream os;
+  os << "<section id=\"environment\"><h2>Environment</h2><div class=\"scroll\"><table class=\"environment\"><thead><tr><th></th>";
+  for (size_t k = 0; k < runs.size(); ++k)
+    os << "<th><span class=\"swatch\" style=\"background:" << run_color(k) << "\"></span>" << esc(runs[k].label) << "</th>";
+  os << "</tr></thead><tbody>";
+  auto line = [&](const std::string& title, auto value_of) {
+    os << "<tr><th>" << esc(title) << "</th>";
+    const std::string first = value_of(runs[0]);
+    for (size_t k = 0; k < runs.size(); ++k) {
+      const std::string v = value_of(runs[k]);
+      os << cell(v.empty() ? "-" : v, false, k > 0 && v != first ? "differs" : "");
+    }
+    os << "</tr>";
+  };
+  line("file", [](const RunFile& r) { return r.path.empty() ? std::string("(this sweep)") : r.path; });
+  line("written by", [](const RunFile& r) {
+    return r.source == "ptune" ? "ptune " + str(r.doc, "ptune_version") : "scripts/bench (PyTorch's side)";
+  });
+  line("status", [](const RunFile& r) { return str(r.doc, "status"); });
+  for (const auto& [key, title] : keys)
+    line(title, [key = key](const RunFile& r) { return str(r.doc["environment"], key); });
+  line("rows measured", [](const RunFile& r) {
+    size_t n = 0;
+    for (const auto& row : r.doc["rows"]) n += has_numbers(row);
+    return std::to_string(n) + " of " + std::to_string(r.doc["rows"].size());
+  });
+  os << "</tbody></table></div></section>";
+  return os.str();
+}
+
+// ---- configs ------------------------------------------------------------------------------
+
+void flatten(const Json& j, const std::string& prefix, std::map<std::string, Json>& out) {
+  if (j.is_object() && !j.empty()) {
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      if (prefix.empty() && it.key() == "sweep") continue;
+      flatten(it.value(), prefix.empty() ? it.key() : prefix + "." + it.key(), out);
+    }
+  } else if (!prefix.empty()) {
+    out[prefix] = j;
+  }
+}
+
+std::string value_text(const Json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+
+/// The resolved config of each row of a run: the file's config with the sweep's overrides up to
+/// the row (found by name in the config's sweep; else the rows' own changes, cumulatively).
+std::vector<std::map<std::string, Json>> row_configs(const RunFile& run) {
+  std::map<std::string, Json> base;
+  flatten(run.doc["config"], "", base);
+  const Json& cfg = run.doc["config"];
+  const Json sweep = cfg.contains("sweep") && cfg["sweep"].is_array() ? cfg["sweep"] : Json::array();
+  std::vector<std::map<std::string, Json>> out;
+  std::map<std::string, Json> own = base;  // fallback: the rows' own changes, cumulatively
+  size_t next = 0;
+  for (const auto& row : run.doc["rows"]) {
+    for (auto it = row["changes"].begin(); it != row["changes"].end(); ++it) own[it.key()] = it.value();
+    size_t found = sweep.size();
+    for (size_t i = next; i < sweep.size(); ++i)
+      if (sweep[i].is_object() && str(sweep[i], "name") == str(row, "name")) {
+        found = i;
+        break;
+      }
+    if (found == sweep.size()) {
+      out.push_back(own);
+      continue;
+    }
+    std::map<std::string, Json> c = base;
+    for (size_t i = 0; i <= found; ++i)
+      if (sweep[i].is_object() && sweep[i].contains("set") && sweep[i]["set"].is_object())
+        for (auto it = sweep[i]["set"].begin(); it != sweep[i]["set"].end(); ++it) c[it.key()] = it.value();
+    next = found + 1;
+    out.push_back(c);
+  }
+  return out;
+}
+
+std::string config_html(const std::vector<RunFile>& runs) {
+  std::ostringstream os;
+  os << "<section id=\"config\"><h2>Configuration</h2><p class=\"muted\">Each row's resolved config as a diff "
+        "against the run's first row (the sweep is cumulative: a row keeps the changes of the rows before it).</p>";
+  std::vector<std::map<std::string, Json>> firsts;
+  for (size_t k = 0; k < runs.size(); ++k) {
+    const auto configs = row_configs(runs[k]);
+    const Json& rows = runs[k].doc["rows"];
+    os << "<h3><span class=\"swatch\" style=\"background:" << run_color(k) << "\"></span>" << esc(runs[k].label)
+       << "</h3>";
+    if (configs.empty()) {
+      os << "<p class=\"muted\">no rows</p>";
+      firsts.emplace_back();
+      continue;
+    }
+    firsts.push_back(configs[0]);
+    os << "<div class=\"scroll\"><table class=\"config-diff\"><thead><tr><th class=\"n\">#</th><th>row</th><th>differs "
+          "from row 0</th></tr></thead><tbody>";
+    for (size_t i = 0; i < configs.size(); ++i) {
+      std::string diff;
+      if (i == 0) {
+        diff = "(the reference)";
+      } else {
+        std::map<std::string, Json> all = configs[0];
+        for (const auto& [key, v] : configs[i]) all.emplace(key, Json(nullptr));
+        for (const auto& [key, v0] : all) {
+          const auto a = configs[0].find(key), b = configs[i].find(key);
+          const Json va = a == configs[0].end() ? Json(nullptr) : a->second;
+          const Json vb = b == configs[i].end() ? Json(nullptr) : b->second;
+          if (va != vb) diff += (diff.empty() ? "" : "; ") + key + ": " + value_text(va) + " → " + value_text(vb);
+        }
+        if (diff.empty()) diff = "(same config)";
+      }
+      os << "<tr>" << cell(std::to_string(i), true) << cell(str(rows[i], "name")) << cell(diff) << "</tr>";
+    }
+    os << "</tbody></table></div>";
+    if (!configs[0].empty()) {
+      os << "<details><summary>row 0's resolved config</summary><table class=\"config\"><tbody>";
+      for (const auto& [key, v] : configs[0]) os << "<tr><th>" << esc(key) << "</th>" << cell(value_text(v)) << "</tr>";
+      os << "</tbody></table></details>";
+    }
+  }
+  if (runs.size() > 1) {
+    std::string rows;
+    std::map<std::string, bool> keys;
+    for (const auto& f : firsts)
+      for (const auto& kv : f) keys[kv.first] = true;
+    for (const auto& kv : keys) {
+      const std::string& key = kv.first;
+      auto at = [&](size_t k) {
+        auto it = firsts[k].find(key);
+        return it == firsts[k].end() ? std::string("-") : value_text(it->second);
+      };
+      bool differs = false;
+      for (size_t k = 1; k < firsts.size(); ++k) differs |= at(k) != at(0);
+      if (!differs || key == "cpu_threads") continue;
+      rows += "<tr><th>" + esc(key) + "</th>";
+      for (size_t k = 0; k < firsts.size(); ++k) rows += cell(at(k), false, k && at(k) != at(0) ? "differs" : "");
+      rows += "</tr>";
+    }
+    if (!rows.empty()) {
+      os << "<h3>Between the runs (row 0 of each)</h3><div class=\"scroll\"><table class=\"config-runs\"><thead><tr><th></th>";
+      for (const auto& r : runs) os << "<th>" << esc(r.label) << "</th>";
+      os << "</tr></thead><tbody>" << rows << "</tbody></table></div>";
+    }
+  }
+  return os.str() + "</section>";
+}
+
+const char* const kStyle = R"(
+:root{color-scheme:light}
+*{box-sizing:border-box}
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;color:#1b1b1b;background:#fff;max-width:1000px;margin:24px auto;padding:0 16px}
+h1{font-size:22px;margin:0 0 6px}
+h2{font-size:17px;margin:28px 0 8px;padding-bottom:4px;border-bottom:1px solid #ddd}
+h3{font-size:14px;margin:16px 0 6px}
+figure{margin:10px 0 16px}
+figcaption{font-weight:600;font-size:13px;margin-bottom:2px}
+svg{display:block;max-width:100%;height:auto}
+svg text{font:12px system-ui,-apple-system,"Segoe UI",Roboto,Arial,sans-serif;fill:#1b1b1b}
+svg .axis text{fill:#666;font-size:11px}
+svg tspan.idx{fill:#888}
+svg text.small{font-size:11px;fill:#444}
+svg .grid{stroke:#e4e4e4;stroke-width:1}
+svg text.muted{fill:#777}
+svg text.status-skipped{fill:#8a6d00}
+svg text.status-failed{fill:#b00020}
+svg text.status-note{fill:#8a6d00}
+ul.runs{list-style:none;padding:0;margin:6px 0}
+ul.runs li{margin:2px 0}
+.swatch{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:5px}
+.muted{color:#666}
+.banner{background:#fff4d6;border:1px solid #e8c66a;border-radius:4px;padding:6px 10px}
+.scroll{overflow-x:auto}
+table{border-collapse:collapse;font-size:12.5px;margin:4px 0 12px}
+th,td{padding:3px 7px;border-bottom:1px solid #e6e6e6;text-align:left;vertical-align:top;overflow-wrap:break-word}
+table.rows td:nth-child(2),table.rows td:nth-child(3){min-width:9em;max-width:18em}
+table.config-diff td:nth-child(3){min-width:20em}
+thead th{border-bottom:1px solid #bbb;white-space:nowrap}
+.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+td.status-skipped,span.status-skipped,td.status-note,span.status-note{color:#8a6d00}
+td.status-failed,span.status-failed{color:#b00020}
+td.differs{background:#fff4d6}
+ol.diagnosis li{margin:3px 0}
+details{margin:4px 0 12px}
+summary{cursor:pointer;color:#444}
+footer{margin:32px 0 8px;color:#888;font-size:12px}
+@page{margin:12mm}
+@media print{
+body{margin:0;max-width:none;font-size:11px}
+h2{break-after:avoid}
+figure,tr,li{break-inside:avoid}
+.scroll{overflow:visible}
+table{font-size:10px}
+details{display:none}
+}
+)";
+
+}  // namespace
+
+std::string to_html(const std::vector<RunFile>& runs) {
+  const auto lines = match_lines(runs);
+  std::string title = "ptune report";
+  if (!runs.empty()) {
+    const std::string name = str(runs[0].doc["config"], "name");
+    if (!name.empty()) title += ": " + name;
+  }
+  std::ostringstream os;
+  os << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+     << "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">\n"
+     << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+     << "<meta name=\"generator\" content=\"ptune " << kVersion << "\">\n"
+     << "<title>" << esc(title) << "</title>\n<style>" << kStyle << "</style>\n</head>\n<body>\n"
+     << "<header><h1>" << esc(title) << "</h1>" << legend_html(runs) << "</header>\n";
+  if (!runs.empty()) {
+    os << throughput_html(runs, lines) << "\n"
+       << split_html(runs, lines) << "\n"
+       << curves_html(runs, lines) << "\n"
+       << tables_html(runs, lines) << "\n"
+       << diagnosis_html(runs) << "\n"
+       << environment_html(runs) << "\n"
+       << config_html(runs) << "\n";
+  }
+  os << "<footer>Written by ptune " << kVersion << " (ptune report, or ptune sweep --out FILE.html).</footer>\n"
+     << "</body>\n</html>\n";
+  return os.str();
+}
+
+}  // namespace ptune::report

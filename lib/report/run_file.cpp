@@ -1,0 +1,262 @@
+#include "report/run_file.hpp"
+
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "errors.hpp"
+
+namespace ptune::report {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+const char* const kNumberKeys[] = {"num_workers",   "batch_size",     "steps",          "ms_per_step",
+                                   "spread_pct",    "samples_per_s",  "speedup_vs_prev", "speedup_vs_base",
+                                   "data_wait_pct", "h2d_pct",        "compute_pct",    "peak_mem_bytes",
+                                   "device_mem_bytes", "gpu_busy_pct", "loss"};
+
+bool is_number_key(const std::string& k) {
+  for (const char* n : kNumberKeys)
+    if (k == n) return true;
+  return false;
+}
+
+Json number_or_null(const Json& v) { return v.is_number() ? v : Json(nullptr); }
+
+Json numbers_or_null(const Json& v) {
+  if (!v.is_array()) return nullptr;
+  for (const auto& x : v)
+    if (!x.is_number()) return nullptr;
+  return v;
+}
+
+Json text_or_null(const Json& v) {
+  if (v.is_null()) return nullptr;
+  if (v.is_string()) return v.get<std::string>().empty() ? Json(nullptr) : v;
+  return v.dump();
+}
+
+/// A row of any results file in the one shape.
+Json normalize_row(const Json& in, const std::string& where) {
+  if (!in.is_object()) throw UsageError(where + ": not an object");
+  if (!in.contains("name") || !in["name"].is_string()) throw UsageError(where + ": no \"name\"");
+  Json row;
+  for (const auto& k : row_keys()) {
+    const Json v = in.contains(k) ? in[k] : Json(nullptr);
+    if (is_number_key(k)) row[k] = number_or_null(v);
+    else if (k == "repeat_ms_per_step" || k == "loss_curve") row[k] = numbers_or_null(v);
+    else if (k == "changes") row[k] = v.is_object() ? v : Json::object();
+    else if (k == "notes") {
+      row[k] = Json::array();
+      if (v.is_array())
+        for (const auto& n : v) row[k].push_back(n.is_string() ? n : Json(n.dump()));
+      else if (v.is_string()) row[k].push_back(v);
+    } else row[k] = text_or_null(v);
+  }
+  if (row["mode"].is_null()) row["mode"] = "train";
+  if (row["status"].is_null()) row["status"] = row["samples_per_s"].is_null() ? "failed: no samples_per_s" : "ok";
+  return row;
+}
+
+/// scripts/bench/case_study_vs_pytorch.py's row: PyTorch's fastest variant that ran ("pytorch":
+/// a list of variants), or its one number (the older layout: "row", "pytorch_samples_per_s").
+Json bench_row(const Json& in, const std::string& where) {
+  if (!in.is_object()) throw UsageError(where + ": not an object");
+  Json row = Json::object();
+  for (const char* k : {"name", "changes", "mode", "status"})
+    if (in.contains(k)) row[k] = in[k];
+  if (!row.contains("name") && in.contains("row")) row["name"] = in["row"];
+  if (!row.contains("name") || !row["name"].is_string()) throw UsageError(where + ": no \"name\"");
+  if (in.contains("pytorch_samples_per_s") && !in.contains("pytorch")) {
+    if (in["pytorch_samples_per_s"].is_number()) {
+      row["samples_per_s"] = in["pytorch_samples_per_s"];
+      row["status"] = "ok";
+    } else {
+      const std::string ptune_status = in.contains("ptune_status") && in["ptune_status"].is_string()
+                                           ? in["ptune_status"].get<std::string>() : "";
+      row["status"] = ptune_status.rfind("skipped", 0) == 0 ? ptune_status : "failed: no PyTorch number";
+    }
+    return row;
+  }
+  const Json* best = nullptr;
+  std::string first_failure;
+  size_t ran = 0;
+  if (in.contains("pytorch") && in["pytorch"].is_array()) {
+    for (const auto& v : in["pytorch"]) {
+      if (!v.is_object()) continue;
+      const bool ok = v.value("status", std::string("ok")) == "ok" && v.contains("samples_per_s") &&
+                      v["samples_per_s"].is_number();
+      if (!ok) {
+        if (first_failure.empty() && v.contains("status") && v["status"].is_string())
+          first_failure = v.value("variant", std::string("variant")) + ": " + v["status"].get<std::string>();
+        continue;
+      }
+      ++ran;
+      if (!best || v["samples_per_s"].get<double>() > (*best)["samples_per_s"].get<double>()) best = &v;
+    }
+  }
+  const std::string status = row.value("status", std::string("ok"));
+  Json notes = Json::array();
+  if (best) {
+    row["samples_per_s"] = (*best)["samples_per_s"];
+    if (best->contains("spread_pct")) row["spread_pct"] = (*best)["spread_pct"];
+    notes.push_back("PyTorch variant: " + best->value("variant", std::string("?")) + " (the fastest of " +
+                    std::to_string(ran) + " that ran)");
+    if (in.contains("ratio") && in["ratio"].is_number()) {
+      std::ostringstream os;
+      os << "ptune / PyTorch in that comparison: " << in["ratio"].get<double>() << "x";
+      notes.push_back(os.str());
+    }
+    row["status"] = "ok";
+  } else if (status == "ok") {
+    row["status"] = "failed: " + (first_failure.empty() ? std::string("no PyTorch variant ran") : first_failure);
+  }
+  row["notes"] = notes;
+  return row;
+}
+
+bool is_bench(const Json& doc) {
+  for (const auto& r : doc["rows"])
+    if (r.is_object() && ((r.contains("pytorch") && r["pytorch"].is_array()) || r.contains("pytorch_samples_per_s")))
+      return true;
+  return !doc.contains("environment") && doc.contains("machine") && doc["machine"].is_object();
+}
+
+/// Fills absent speedups as compute_speedups does: against the previous and the first row of
+/// the same mode with numbers.
+void fill_speedups(Json& rows) {
+  std::map<std::string, double> first, prev;
+  for (auto& row : rows) {
+    if (!has_numbers(row)) continue;
+    const std::string mode = row["mode"].get<std::string>();
+    const double s = row["samples_per_s"].get<double>();
+    if (row["speedup_vs_prev"].is_null())
+      row["speedup_vs_prev"] = prev.count(mode) && prev[mode] > 0 ? s / prev[mode] : 1.0;
+    if (row["speedup_vs_base"].is_null())
+      row["speedup_vs_base"] = first.count(mode) && first[mode] > 0 ? s / first[mode] : 1.0;
+    if (!first.count(mode)) first[mode] = s;
+    prev[mode] = s;
+  }
+}
+
+Json environment_of(const Json& doc, bool bench) {
+  Json e = Json{{"torch", nullptr}, {"device", nullptr}, {"device_kind", nullptr},
+                {"cuda", nullptr},  {"cpu_threads", nullptr}, {"world_size", nullptr}};
+  if (bench && !(doc.contains("machine") && doc["machine"].is_object()) && doc.contains("environment") &&
+      doc["environment"].is_object()) {  // the older layout: ptune's environment, PyTorch's torch version
+    Json e2 = environment_of(doc, false);
+    if (doc.contains("torch")) e2["torch"] = text_or_null(doc["torch"]);
+    return e2;
+  }
+  if (bench) {
+    const Json m = doc.contains("machine") && doc["machine"].is_object() ? doc["machine"] : Json::object();
+    e["torch"] = text_or_null(m.value("torch", Json(nullptr)));
+    e["device"] = text_or_null(m.value("name", Json(nullptr)));
+    e["device_kind"] = text_or_null(m.value("device", Json(nullptr)));
+    e["cuda"] = text_or_null(m.value("cuda", Json(nullptr)));
+    if (doc.contains("settings") && doc["settings"].is_object())
+      e["cpu_threads"] = number_or_null(doc["settings"].value("threads", Json(nullptr)));
+    e["world_size"] = 1;
+    return e;
+  }
+  if (!doc.contains("environment") || !doc["environment"].is_object()) return e;
+  const Json& in = doc["environment"];
+  for (auto it = e.begin(); it != e.end(); ++it) {
+    if (!in.contains(it.key())) continue;
+    const bool number = it.key() == "cpu_threads" || it.key() == "world_size";
+    it.value() = number ? number_or_null(in[it.key()]) : text_or_null(in[it.key()]);
+  }
+  return e;
+}
+
+}  // namespace
+
+bool has_numbers(const Json& row) { return row.contains("samples_per_s") && row["samples_per_s"].is_number(); }
+
+std::string match_key(const std::string& name) {
+  std::string k;
+  bool space = false;
+  for (unsigned char c : name) {
+    if (std::isspace(c)) {
+      space = !k.empty();
+      continue;
+    }
+    if (space) k += ' ';
+    space = false;
+    k += static_cast<char>(std::tolower(c));
+  }
+  return k;
+}
+
+Json normalize(const Json& doc, const std::string& what, std::string* source) {
+  if (!doc.is_object() || !doc.contains("rows") || !doc["rows"].is_array())
+    throw UsageError(what + ": not a results file: expected a JSON object with a \"rows\" list (ptune sweep --out "
+                            "FILE.json, or scripts/bench/case_study_vs_pytorch.py --json FILE.json)");
+  const bool bench = is_bench(doc);
+  if (source) *source = bench ? "PyTorch" : "ptune";
+  Json rows = Json::array();
+  for (size_t i = 0; i < doc["rows"].size(); ++i) {
+    const std::string where = what + ": rows[" + std::to_string(i) + "]";
+    const Json& in = doc["rows"][i];
+    rows.push_back(normalize_row(bench ? bench_row(in, where) : in, where));
+  }
+  fill_speedups(rows);
+  return Json{{"ptune_version", text_or_null(doc.value("ptune_version", Json(nullptr)))},
+              {"config", doc.contains("config") && doc["config"].is_object() ? doc["config"] : Json::object()},
+              {"environment", environment_of(doc, bench)},
+              {"rows", rows},
+              {"status", doc.contains("status") && doc["status"].is_string() ? doc["status"] : Json("complete")}};
+}
+
+RunFile from_results(const Results& r) {
+  RunFile run;
+  run.doc = normalize(to_json(r), "results");
+  run.label = r.config.contains("name") && r.config["name"].is_string() ? r.config["name"].get<std::string>()
+                                                                         : std::string("this run");
+  return run;
+}
+
+RunFile load_run(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UsageError("cannot read results '" + path + "': " + std::strerror(errno));
+  Json doc;
+  try {
+    doc = Json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    std::string msg = e.what();
+    const size_t tag = msg.find("] ");  // "[json.exception.parse_error.101] parse error at line 1, ..."
+    throw UsageError(path + ": malformed JSON: " + (tag == std::string::npos ? msg : msg.substr(tag + 2)));
+  }
+  RunFile run;
+  run.path = path;
+  run.doc = normalize(doc, path, &run.source);
+  return run;
+}
+
+void label_runs(std::vector<RunFile>& runs) {
+  auto stem = [](const std::string& path) {
+    std::string base = path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1);
+    const size_t dot = base.find_last_of('.');
+    return dot == std::string::npos || dot == 0 ? base : base.substr(0, dot);
+  };
+  std::vector<std::string> labels;
+  for (const auto& r : runs) labels.push_back(r.path.empty() ? r.label : stem(r.path));
+  for (size_t i = 0; i < runs.size(); ++i) {
+    bool clash = false;
+    for (size_t j = 0; j < runs.size(); ++j) clash |= i != j && labels[i] == labels[j];
+    std::string label = clash && !runs[i].path.empty() ? runs[i].path : labels[i];
+    if (runs[i].source != "ptune") label += " (" + runs[i].source + ")";
+    runs[i].label = label;
+  }
+  std::map<std::string, int> seen;  // still equal (the same file twice): numbered
+  for (auto& r : runs) {
+    const int k = ++seen[r.label];
+    if (k > 1) r.label += " #" + std::to_string(k);
+  }
+}
+
+}  // namespace ptune::report
