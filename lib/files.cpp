@@ -5,6 +5,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -18,6 +19,36 @@ namespace ptune::files {
 namespace fs = std::filesystem;
 
 namespace {
+
+/// The temporary files being written, for remove_temporaries(): fixed slots, so a signal
+/// handler reads them without locks or allocation.
+constexpr int kSlots = 16;
+char g_temporaries[kSlots][4096];
+std::atomic<bool> g_used[kSlots];
+
+/// Records `path` in a free slot for as long as the object lives.
+class Registered {
+ public:
+  explicit Registered(const std::string& path) {
+    if (path.size() >= sizeof g_temporaries[0]) return;
+    for (int i = 0; i < kSlots; ++i) {
+      bool expected = false;
+      if (!g_used[i].load() && g_used[i].compare_exchange_strong(expected, true)) {
+        std::memcpy(g_temporaries[i], path.c_str(), path.size() + 1);
+        slot_ = i;
+        return;
+      }
+    }
+  }
+  ~Registered() {
+    if (slot_ >= 0) g_used[slot_].store(false);
+  }
+  Registered(const Registered&) = delete;
+  Registered& operator=(const Registered&) = delete;
+
+ private:
+  int slot_ = -1;
+};
 
 [[noreturn]] void fail(const std::string& what, const std::string& path, const std::string& reason) {
   throw std::runtime_error("cannot write " + what + " '" + path + "': " + reason);
@@ -106,6 +137,7 @@ void write_atomically(const std::string& path, const std::string& what,
   if (fd < 0) fail(what, path, std::strerror(errno));
   ::close(fd);
   const std::string tmp(name.data());
+  Registered registered(tmp);
   struct Cleanup {
     std::string file;
     ~Cleanup() {
@@ -130,6 +162,11 @@ void write_atomically(const std::string& path, const std::string& what,
   if (std::rename(tmp.c_str(), target.c_str()) != 0) fail(what, path, std::strerror(errno));
   cleanup.file.clear();
   sync_path(folder.string(), true);
+}
+
+void remove_temporaries() noexcept {
+  for (int i = 0; i < kSlots; ++i)
+    if (g_used[i].load()) ::unlink(g_temporaries[i]);
 }
 
 void write_text_atomically(const std::string& path, const std::string& what, const std::string& text) {

@@ -19,6 +19,10 @@ namespace ptune::files {
 void write_atomically(const std::string& path, const std::string& what,
                       const std::function<void(const std::string& tmp)>& write);
 
+/// Removes the temporary files of writes under way (the second Ctrl-C, which ends the process at
+/// once). Async-signal-safe: only unlink(2) on paths recorded beforehand.
+void remove_temporaries() noexcept;
+
 /// write_atomically() of `text`.
 void write_text_atomically(const std::string& path, const std::string& what, const std::string& text);
 

@@ -188,7 +188,10 @@ TEST_CASE("train with checkpoints and weights, then eval as JSON", "[e2e]") {
   CHECK(bad.err.rfind("ptune: error: " + cfg + ": not a torch.save zip archive", 0) == 0);
 }
 
-TEST_CASE("Ctrl-C stops a sweep cleanly: finished rows kept, status interrupted, exit 130", "[e2e]") {
+TEST_CASE("Ctrl-C (SIGINT) and SIGTERM stop a sweep cleanly: finished rows kept, status interrupted, exit 130 or 143",
+          "[e2e]") {
+  const int sig = GENERATE(SIGINT, SIGTERM);
+  INFO("signal " << sig);
   TempDir dir;
   auto cfg = dir.write("long.json", R"({"device": "cpu", "cpu_threads": 1,
       "data": {"num_samples": 64, "image_size": 32}, "loader": {"batch_size": 4},
@@ -211,11 +214,11 @@ TEST_CASE("Ctrl-C stops a sweep cleanly: finished rows kept, status interrupted,
   }
   REQUIRE(first_row);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  ::kill(pid, SIGINT);
+  ::kill(pid, sig);
   int status = 0;
   ::waitpid(pid, &status, 0);
   REQUIRE(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 130);
+  CHECK(WEXITSTATUS(status) == 128 + sig);
   auto j = Json::parse(ptune::test::read_file(out));
   CHECK(j["status"] == "interrupted");
   REQUIRE(j["rows"].size() == 1);
@@ -679,4 +682,35 @@ TEST_CASE("sweep --out FILE.CSV writes CSV (any case) and its companion, JSON ro
   CHECK(k0 == k1);  // an ok row and a skipped row: the same keys
   CHECK(j["rows"][1]["samples_per_s"].is_null());
   CHECK(j["rows"][1]["diagnosis"].is_null());
+}
+
+TEST_CASE("the exit status tells the truth: failed rows, a full stdout, an ignored SIGINT", "[e2e]") {
+  TempDir dir;
+  auto cfg = dir.write("rows.json", R"({"device": "cpu", "cpu_threads": 1,
+      "data": {"num_samples": 16, "image_size": 32}, "loader": {"batch_size": 4},
+      "measure": {"warmup_steps": 0, "steps": 1},
+      "sweep": [{"name": "fine"},
+                {"name": "no folder", "set": {"data.kind": "image_folder", "data.root": ")" + dir.file("none") + R"("}},
+                {"name": "pinned", "set": {"data.kind": "fake_cifar", "loader.pin_memory": true}}]})");
+  const std::string exe = ptune::test::exe();
+  auto r = run(exe + " sweep " + cfg + " --format json --out " + dir.file("r.json"));
+  CHECK(r.code == 1);
+  CHECK(r.err == "ptune: error: sweep: row 'no folder' failed: image_folder: root folder '" + dir.file("none") +
+                     "' does not exist\n");
+  auto j = Json::parse(r.out);  // the table is printed first, and every row is kept
+  REQUIRE(j["rows"].size() == 3);
+  CHECK(j["rows"][0]["status"] == "ok");
+  CHECK(j["rows"][2]["status"].get<std::string>().rfind("skipped: ", 0) == 0);  // skipped is not failed
+  CHECK(Json::parse(ptune::test::read_file(dir.file("r.json")))["status"] == "complete");
+  // Output that cannot be written is an error.
+  auto full = run("sh -c \"" + exe + " check " + cfg + " > /dev/full\"");
+  CHECK(full.code == 1);
+  CHECK(full.err == "ptune: error: cannot write to stdout: No space left on device\n");
+  // A job started with `&` by a script inherits SIGINT ignored, and keeps ignoring it.
+  auto fine = dir.write("fine.json", R"({"device": "cpu", "cpu_threads": 1, "data": {"num_samples": 16,
+      "image_size": 32}, "loader": {"batch_size": 4}, "measure": {"warmup_steps": 0, "steps": 400}})");
+  auto ignored = run("sh -c 'trap \"\" INT; " + exe + " sweep " + fine + " --format json & p=$!; sleep 2; "
+                     "kill -INT $p; wait $p'");
+  CHECK(ignored.code == 0);
+  CHECK(Json::parse(ignored.out)["status"] == "complete");
 }

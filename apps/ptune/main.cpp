@@ -1,6 +1,7 @@
 // ptune's command line: parses arguments with CLI11, copies them into the library's option
 // structs, runs the job, and turns every error into one line and a documented exit code:
-// 0 ok, 1 runtime failure, 2 usage or config error, 130 interrupted.
+// 0 ok, 1 runtime failure (also: a sweep row that failed, a write to stdout that failed), 2 usage
+// or config error, 130 interrupted (SIGINT), 143 terminated (SIGTERM).
 
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include "dist/env.hpp"
 #include "dist/group.hpp"
 #include "dist/launcher.hpp"
+#include "files.hpp"
 #include "engine/run.hpp"
 #include "errors.hpp"
 #include "log.hpp"
@@ -33,9 +35,40 @@
 namespace {
 
 std::atomic<bool> g_interrupted{false};
+std::atomic<int> g_signal{0};  // the first SIGINT or SIGTERM
 
-extern "C" void on_sigint(int) {
-  if (g_interrupted.exchange(true)) std::_Exit(130);  // a second Ctrl-C: leave at once
+/// SIGINT (Ctrl-C) and SIGTERM (Slurm, Kubernetes, timeout): the first stops the job at the
+/// next step, which then ends as interrupted (train checkpoints; sweep keeps its rows); a
+/// second leaves at once, removing the temporary files of writes under way.
+extern "C" void on_stop_signal(int sig) {
+  int none = 0;
+  if (!g_signal.compare_exchange_strong(none, sig)) {
+    ptune::files::remove_temporaries();
+    std::_Exit(128 + sig);
+  }
+  g_interrupted.store(true);
+}
+
+/// 130 after SIGINT, 143 after SIGTERM (128 + the signal, as a shell reports it).
+int stopped_code() { return g_signal.load() == SIGTERM ? 143 : 130; }
+
+/// Installs on_stop_signal for `sig`, unless the process inherited it ignored (a job started
+/// with `&` from a script ignores SIGINT, and must keep doing so).
+void handle_stop_signal(int sig) {
+  struct sigaction old {};
+  if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) return;
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(sig, &sa, nullptr);
+}
+
+/// After the output is printed: a failed write to stdout (a full disk, `> /dev/full`, a closed
+/// pipe) is an error too. Returns "" or the message.
+std::string stdout_error() {
+  std::cout.flush();
+  const bool bad = !std::cout.good() || std::fflush(stdout) != 0 || std::ferror(stdout);
+  return bad ? std::string("cannot write to stdout: ") + std::strerror(errno ? errno : EIO) : "";
 }
 
 struct Common {
@@ -177,7 +210,9 @@ int main(int argc, char** argv) {
   if (!rank0) quiet = true;
   ptune::log::set_level(quiet ? ptune::log::Level::kError
                               : verbose ? ptune::log::Level::kDebug : ptune::log::Level::kInfo);
-  std::signal(SIGINT, on_sigint);
+  handle_stop_signal(SIGINT);
+  handle_stop_signal(SIGTERM);
+  std::signal(SIGPIPE, SIG_IGN);  // a closed stdout is a write error, reported, not a silent death
 
   // The command; then a data-parallel run's process group is shut down (NCCL's watchdog
   // threads joined) after success, or aborted after a failure, before the process exits.
@@ -228,11 +263,21 @@ int main(int argc, char** argv) {
         } catch (const ptune::Interrupted&) {
           if (live) std::fputs(progress.clear().c_str(), stderr);
           ptune::log::warn("interrupted: " + std::to_string(results.rows.size()) + " finished row(s) kept");
-          code = 130;
+          code = stopped_code();
         }
         // Colour on a terminal that has it (not TERM=dumb; not with NO_COLOR non-empty).
         const bool color = sweep_format == "table" && style_of(STDOUT_FILENO).color;
         if (rank0) std::cout << ptune::report::render(results, sweep_format, color) << std::flush;
+        // Rows that failed (not skipped for an option the device cannot honour) fail the sweep,
+        // after every finished row was printed and written.
+        if (code == 0) {
+          for (size_t i = 0; i < results.rows.size(); ++i) {
+            const auto& row = results.rows[i];
+            if (row.status.rfind("failed: ", 0) != 0) continue;
+            std::fprintf(stderr, "ptune: error: sweep: row '%s' %s\n", row.name.c_str(), row.status.c_str());
+            return 1;
+          }
+        }
         return code;
       }
       if (app.got_subcommand("report")) {
@@ -314,7 +359,14 @@ int main(int argc, char** argv) {
           for (const auto& n : res.notes) notes += "note: " + n + "\n";
           print_outcome(ptune::tune::to_json(res), res.table, notes, line);
           write_best(res.best);
-          return res.stop_reason == "interrupted" ? 130 : 0;
+          if (res.stop_reason == "interrupted") return stopped_code();
+          for (const auto& t : res.tries) {
+            if (t.status.rfind("failed: ", 0) != 0) continue;  // out of memory is what the search looks for
+            std::fprintf(stderr, "ptune: error: tune: batch %lld %s\n", static_cast<long long>(t.batch_size),
+                         t.status.c_str());
+            return 1;
+          }
+          return 0;
         }
         tune_opt.budget_s = 60.0 * tune_budget_min;
         tune_opt.min_repeats = tune_repeats;
@@ -336,7 +388,15 @@ int main(int argc, char** argv) {
                       first.samples_per_s > 0 ? last.samples_per_s / first.samples_per_s : 1.0);
         print_outcome(ptune::tune::to_json(res), res.path, "\ntrials:\n" + ptune::tune::render_trials(res.trials), line);
         write_best(res.best);
-        return res.stop_reason == "interrupted" ? 130 : 0;
+        if (res.stop_reason == "interrupted") return stopped_code();
+        for (const auto& t : res.trials) {
+          // A larger batch or a precision running out of memory is what the search probes.
+          if (t.verdict != "failed" || t.reason == "out of memory") continue;
+          std::fprintf(stderr, "ptune: error: tune: trial '%s' %s%s\n", t.name.c_str(), t.verdict.c_str(),
+                       t.reason.empty() ? "" : (": " + t.reason).c_str());
+          return 1;
+        }
+        return 0;
       }
       if (app.got_subcommand("train")) {
         auto cfg = load(train_c);
@@ -356,15 +416,16 @@ int main(int argc, char** argv) {
           if (rank0) std::printf("trained %lld steps: final loss %.4f, %.1f samples/s, checkpoint %s\n",
                       static_cast<long long>(s.steps), s.final_loss, s.samples_per_s, s.last_checkpoint.c_str());
         } catch (const ptune::Interrupted&) {
-          ptune::log::warn("interrupted; checkpoint written, continue with --resume");
-          return 130;
+          ptune::log::warn(std::string(g_signal.load() == SIGTERM ? "terminated" : "interrupted") +
+                           "; checkpoint written, continue with --resume");
+          return stopped_code();
         }
         return 0;
       }
       if (app.got_subcommand("launch")) {
         launch_opt.prefix = !launch_no_prefix;
         const auto r = ptune::dist::launch(launch_opt);
-        if (r.exit_code == 130) std::fprintf(stderr, "ptune: interrupted\n");
+        if (r.exit_code == 130 || r.exit_code == 143) std::fprintf(stderr, "ptune: %s\n", r.error.c_str());
         else if (r.exit_code != 0) std::fprintf(stderr, "ptune: error: %s\n", r.error.c_str());
         return r.exit_code;
       }
@@ -388,8 +449,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "ptune: error: %s\n", e.what());
       return 2;
     } catch (const ptune::Interrupted&) {
-      std::fprintf(stderr, "ptune: interrupted\n");
-      return 130;
+      std::fprintf(stderr, "ptune: %s\n", g_signal.load() == SIGTERM ? "terminated" : "interrupted");
+      return stopped_code();
     } catch (const c10::Error& e) {
       std::fprintf(stderr, "ptune: error: %s\n", verbose ? e.what() : e.what_without_backtrace());
       return 1;
@@ -399,7 +460,11 @@ int main(int argc, char** argv) {
     }
     return 0;
   };
-  const int code = run();
+  int code = run();
+  if (const std::string error = stdout_error(); !error.empty() && code == 0) {
+    std::fprintf(stderr, "ptune: error: %s\n", error.c_str());
+    code = 1;
+  }
   ptune::dist::close_process_group(/*graceful=*/code == 0);
   return code;
 }

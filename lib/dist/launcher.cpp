@@ -285,6 +285,7 @@ LaunchResult launch(const LaunchOptions& options) {
   std::optional<size_t> first_failure;  // index into ranks
   bool stopped_others = false;
   bool interrupted = false;
+  int stop_signal = 0;  // the first SIGINT/SIGTERM/SIGHUP received
   std::optional<Clock::time_point> term_at;  // SIGTERM the ranks still running then ...
   std::optional<Clock::time_point> kill_at;  // ... and SIGKILL them then
   bool killed = false;
@@ -363,7 +364,8 @@ LaunchResult launch(const LaunchOptions& options) {
             const int sig = sigs[k];
             if (sig == SIGCHLD) continue;  // reaped below
             interrupted = interrupted || !first_failure;
-            kill_running(sig == SIGHUP ? SIGTERM : sig);  // each rank checkpoints and exits (130)
+            if (!stop_signal) stop_signal = sig == SIGHUP ? SIGTERM : sig;
+            kill_running(sig == SIGHUP ? SIGTERM : sig);  // each rank checkpoints and exits (130/143)
           }
         }
       }
@@ -398,8 +400,8 @@ LaunchResult launch(const LaunchOptions& options) {
     return result;
   }
   if (interrupted) {
-    result.exit_code = 130;
-    result.error = "interrupted";
+    result.exit_code = stop_signal == SIGTERM ? 143 : 130;
+    result.error = stop_signal == SIGTERM ? "terminated" : "interrupted";
     return result;
   }
   return result;
