@@ -182,6 +182,20 @@ TEST_CASE("set override (--set) errors", "[config]") {
   CHECK(set_error("batch_size") == "--set 'batch_size': expected PATH=VALUE, e.g. loader.batch_size=256");
 }
 
+TEST_CASE("set overrides (--set) whose bytes are not UTF-8 are config errors", "[config]") {
+  // Found by fuzz/config_fuzz: the error message (and later the results file) serialized the
+  // bytes as JSON, and nlohmann's type_error 316 escaped instead of a ConfigError.
+  CHECK(set_error("data.mean=[0.485, 0.40\x9d\x9d&]") ==
+        "--set: data.mean: expected a list of 3 numbers, got \"[0.485, 0.40\xef\xbf\xbd\xef\xbf\xbd&]\" (a string)");
+  CHECK(set_error("loader.batch_size=\xff") ==
+        "--set: loader.batch_size: expected an integer, got \"\xef\xbf\xbd\" (a string)");
+  CHECK(set_error("name=run \xff") == "--set: name: the value is not valid UTF-8 text");
+  CHECK(set_error("model.arch=\xc3") == "--set: model.arch: the value is not valid UTF-8 text");
+  ExperimentConfig cfg;
+  ptune::config::apply_set(cfg, "name=caf\xc3\xa9");  // UTF-8 is fine
+  CHECK(ptune::config::to_json(cfg).dump().find("caf\xc3\xa9") != std::string::npos);
+}
+
 TEST_CASE("sweep rows are cumulative patches", "[config]") {
   auto cfg = parse(R"({"loader": {"batch_size": 8}, "sweep": [
       {"name": "base"},

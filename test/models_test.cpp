@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include <caffe2/serialize/inline_container.h>
 #include <torch/torch.h>
 
 #include "errors.hpp"
@@ -192,4 +193,103 @@ TEST_CASE("files that are not weights are named for what they are", "[models]") 
   const std::string good = ptune::test::read_file(dir.file("good.pt"));
   check(dir.write("cut.pt", good.substr(0, good.size() / 2)), dir.file("cut.pt") + ": a damaged or truncated zip archive");
   check(dir.write("zip.pt", "PK\x03\x04 not really"), dir.file("zip.pt") + ": a damaged or truncated zip archive");
+}
+
+namespace {
+
+/// A torch.save-style archive holding `pickle` as data.pkl and `records` as data/<name>.
+std::string write_archive(const ptune::test::TempDir& dir, const std::string& name, const std::string& pickle,
+                          const std::vector<std::pair<std::string, std::string>>& records = {}) {
+  const std::string path = dir.file(name);
+  caffe2::serialize::PyTorchStreamWriter writer(path);
+  writer.writeRecord("data.pkl", pickle.data(), pickle.size());
+  writer.writeRecord("byteorder", "little", 6);
+  for (const auto& [key, bytes] : records) writer.writeRecord("data/" + key, bytes.data(), bytes.size());
+  writer.writeEndOfFile();
+  return path;
+}
+
+std::string binunicode(const std::string& s) {
+  std::string out = "X";
+  for (int k = 0; k < 4; ++k) out.push_back(static_cast<char>((s.size() >> (8 * k)) & 0xff));
+  return out + s;
+}
+
+std::string long8(int64_t v) {
+  std::string out = "\x8a\x08";
+  for (int k = 0; k < 8; ++k) out.push_back(static_cast<char>((static_cast<uint64_t>(v) >> (8 * k)) & 0xff));
+  return out;
+}
+
+/// The pickle of {"w": a float tensor of `numel` elements in storage record "0"}.
+std::string tensor_dict_pickle(int64_t numel) {
+  return std::string("\x80\x02}(") + binunicode("w") + "ctorch._utils\n_rebuild_tensor_v2\n((" + binunicode("storage") +
+         "ctorch\nFloatStorage\n" + binunicode("0") + binunicode("cpu") + long8(numel) + "tQ" + long8(0) + "(" +
+         long8(numel) + "t(" + long8(1) + "t\x89" + "ccollections\nOrderedDict\n)RtRu.";
+}
+
+std::string data_error(const std::string& path) {
+  try {
+    read_state_dict(path);
+  } catch (const ptune::DataError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST_CASE("a weights file never runs code: os.system, builtins.eval and friends are refused", "[models]") {
+  ptune::test::TempDir dir;
+  const std::string marker = dir.file("ran");
+  const std::string shell = "touch '" + marker + "'";
+  const std::string py = "__import__('os').system(\"" + shell + "\")";
+  // The classic payloads: GLOBAL + REDUCE, the same nested in a dict, NEWOBJ, and the
+  // protocol-4 STACK_GLOBAL and protocol-0 INST/OBJ forms (not understood at all).
+  const std::vector<std::pair<std::string, std::string>> pickles = {
+      {"os_system.pt", "\x80\x02" "cos\nsystem\n(" + binunicode(shell) + "tR."},
+      {"posix_system.pt", "\x80\x02" "cposix\nsystem\n(" + binunicode(shell) + "tR."},
+      {"eval.pt", "\x80\x02" "cbuiltins\neval\n(" + binunicode(py) + "tR."},
+      {"exec_in_dict.pt", "\x80\x02}(" + binunicode("w") + "cbuiltins\nexec\n(" + binunicode(py) + "tRu."},
+      {"newobj.pt", "\x80\x02" "csubprocess\nPopen\n(" + binunicode(shell) + "t\x81."},
+      {"stack_global.pt", "\x80\x04\x8c\x02os\x8c\x06system\x93(" + binunicode(shell) + "tR."},
+      {"inst.pt", "(" + binunicode(shell) + "ios\nsystem\n."},
+  };
+  for (const auto& [name, pickle] : pickles) {
+    INFO(name);
+    const std::string path = write_archive(dir, name, pickle);
+    const std::string error = data_error(path);
+    CHECK(error.rfind(path + ": ", 0) == 0);
+    CHECK_FALSE(std::filesystem::exists(marker));
+  }
+  CHECK(data_error(dir.file("os_system.pt")) ==
+        dir.file("os_system.pt") + ": holds a pickled os.system object, not a state_dict of tensors (torch.save(model) "
+        "saves the whole module); in Python, save torch.save(model.state_dict(), path) instead");
+  CHECK(data_error(dir.file("stack_global.pt")) ==
+        dir.file("stack_global.pt") + ": cannot read the state_dict: unsupported pickle opcode 0x93");
+}
+
+TEST_CASE("hostile pickles: chains a million deep, cycles, storages larger than their record", "[models]") {
+  // Found with fuzz/state_dict_fuzz and its review: a list nested a million deep overflowed
+  // the stack when the values were freed (recursive destructors); a list holding itself
+  // leaked; a storage's element count was allocated before the record was checked (a 1 KB
+  // file could ask for terabytes, reported as a damaged zip).
+  ptune::test::TempDir dir;
+  const size_t depth = 1000000;
+  const std::string deep = write_archive(dir, "deep.pt", "\x80\x02" + std::string(depth, ']') + std::string(depth - 1, 'a') + ".");
+  CHECK(data_error(deep) == deep + ": expected a dict of tensors (a state_dict)");
+  const std::string cycle = write_archive(dir, "cycle.pt", std::string("\x80\x02]q\x00h\x00" "a.", 9));
+  CHECK(data_error(cycle) == cycle + ": expected a dict of tensors (a state_dict)");
+
+  const std::string four_floats(16, '\0');
+  const std::string ok = write_archive(dir, "ok.pt", tensor_dict_pickle(4), {{"0", four_floats}});
+  auto tensors = read_state_dict(ok);
+  REQUIRE(tensors.size() == 1);
+  CHECK(tensors[0].first == "w");
+  CHECK(tensors[0].second.numel() == 4);
+  for (int64_t numel : {int64_t(5), int64_t(1) << 40, int64_t(1) << 62, int64_t(-1)}) {
+    INFO(numel);
+    const std::string big = write_archive(dir, "big.pt", tensor_dict_pickle(numel), {{"0", four_floats}});
+    CHECK(data_error(big) == big + ": cannot read the state_dict: storage record 'data/0' is shorter than its tensor");
+  }
 }

@@ -192,7 +192,8 @@ std::string fmt_num(double v) {
 }
 
 std::string show(const Json& j) {
-  std::string s = j.dump();
+  // A --set value need not be UTF-8 (it is the shell's bytes): show bad bytes as U+FFFD.
+  std::string s = j.dump(-1, ' ', false, Json::error_handler_t::replace);
   if (s.size() > 60) s = s.substr(0, 57) + "...";
   return s;
 }
@@ -463,8 +464,9 @@ Json parse_strict(const std::string& text, const std::string& source) {
 }
 }  // namespace
 
-ExperimentConfig load_file(const std::string& path) {
-  std::string text = read_text(path);
+ExperimentConfig load_file(const std::string& path) { return parse_text(read_text(path), path); }
+
+ExperimentConfig parse_text(const std::string& text, const std::string& path) {
   Json doc;
   try {
     doc = parse_strict(text, path);
@@ -510,6 +512,12 @@ void apply_set(ExperimentConfig& cfg, const std::string& assignment) {
                  f->type == Type::kOptString;
   if (stringy && !(f->type == Type::kOptString && text == "null") &&
       !(text.size() >= 2 && text.front() == '"' && text.back() == '"')) {
+    // JSON text is UTF-8; parsed values are, bare bytes need not be (results files hold them).
+    try {
+      (void)Json(text).dump();
+    } catch (const nlohmann::json::type_error&) {
+      throw ConfigError("--set: " + path + ": the value is not valid UTF-8 text");
+    }
     v = text;
   } else {
     try {

@@ -109,6 +109,11 @@ struct ExperimentConfig {
 /// defaults. Throws ConfigError naming `source`, the JSON path, the value and what is allowed.
 ExperimentConfig from_json(const nlohmann::ordered_json& doc, const std::string& source);
 
+/// Parses and validates config text (a JSON config file's contents) as load_file does; `source`
+/// names it in errors. Throws ConfigError for malformed JSON (with line and column), nesting
+/// deeper than 64 levels, a repeated key, an overflowing number or an invalid value.
+ExperimentConfig parse_text(const std::string& text, const std::string& source);
+
 /// Reads, parses and validates a JSON config file. Throws ConfigError for a missing or
 /// unreadable file, malformed JSON (with line and column) or an invalid value.
 ExperimentConfig load_file(const std::string& path);

@@ -32,12 +32,6 @@ struct Value {
   at::Tensor tensor;                                 // tensor or storage
 };
 
-ValuePtr make(Value::Kind k) {
-  auto v = std::make_shared<Value>();
-  v->kind = k;
-  return v;
-}
-
 at::ScalarType storage_dtype(const std::string& name, const std::string& file) {
   static const std::map<std::string, at::ScalarType> kTypes = {
       {"FloatStorage", at::kFloat},   {"DoubleStorage", at::kDouble}, {"HalfStorage", at::kHalf},
@@ -54,6 +48,16 @@ class Unpickler {
   Unpickler(const std::string& data, caffe2::serialize::PyTorchStreamReader& reader,
             const std::string& file)
       : data_(data), reader_(reader), file_(file) {}
+
+  /// Values can hold each other in cycles (a list appended to itself through the memo) and
+  /// in chains a million deep (a list in a list in ...): empty every value first, so that
+  /// nothing leaks and no destructor recurses down the chain.
+  ~Unpickler() {
+    for (const ValuePtr& v : made_) {
+      v->items.clear();
+      v->dict.clear();
+    }
+  }
 
   ValuePtr run() {
     while (true) {
@@ -161,6 +165,12 @@ class Unpickler {
     pos_ = e + 1;
     return s;
   }
+  ValuePtr make(Value::Kind k) {
+    auto v = std::make_shared<Value>();
+    v->kind = k;
+    made_.push_back(v);
+    return v;
+  }
   void push(ValuePtr v) { stack_.push_back(std::move(v)); }
   void push_int(int64_t i) { auto v = make(Value::kInt); v->i = i; push(v); }
   void push_str(size_t n) { need(n); auto v = make(Value::kString); v->s = data_.substr(pos_, n); pos_ += n; push(v); }
@@ -201,12 +211,17 @@ class Unpickler {
     const int64_t numel = pid->items[4]->i;
     const std::string record = "data/" + key;
     if (!reader_.hasRecord(record)) fail("missing storage record '" + record + "'");
+    // The record must hold the storage before anything is allocated: a hostile numel would
+    // otherwise ask for terabytes (or overflow the byte count).
+    const size_t elem = at::elementSize(dtype);
+    if (numel < 0 || static_cast<uint64_t>(numel) > reader_.getRecordSize(record) / elem)
+      fail("storage record '" + record + "' is shorter than its tensor");
+    const size_t bytes = static_cast<size_t>(numel) * elem;
     auto v = make(Value::kStorage);
     v->tensor = at::empty({numel}, at::TensorOptions().dtype(dtype));
-    const size_t bytes = static_cast<size_t>(numel) * at::elementSize(dtype);
     auto [ptr, size] = reader_.getRecord(record);
     if (size < bytes) fail("storage record '" + record + "' is shorter than its tensor");
-    std::memcpy(v->tensor.data_ptr(), ptr.get(), bytes);
+    if (bytes > 0) std::memcpy(v->tensor.data_ptr(), ptr.get(), bytes);
     storages_[key] = v;
     return v;
   }
@@ -236,6 +251,7 @@ class Unpickler {
   std::vector<ValuePtr> stack_;
   std::map<uint32_t, ValuePtr> memo_;
   std::map<std::string, ValuePtr> storages_;
+  std::vector<ValuePtr> made_;  // every value made, emptied by the destructor
 };
 
 // ---- a pickle writer for an OrderedDict of tensors ------------------------------------------
@@ -369,9 +385,10 @@ NamedTensors read_state_dict(const std::string& path, std::vector<std::string>* 
   } catch (const c10::Error&) {
     throw DataError(unreadable_kind(path, FileKind::kCorruptZip));
   }
+  Unpickler unpickler(pkl, *reader, path);  // owns every value until the tensors are out
   ValuePtr root;
   try {
-    root = Unpickler(pkl, *reader, path).run();
+    root = unpickler.run();
   } catch (const c10::Error&) {  // a storage record that cannot be read: the zip is damaged
     throw DataError(unreadable_kind(path, FileKind::kCorruptZip));
   }
