@@ -714,3 +714,52 @@ TEST_CASE("the exit status tells the truth: failed rows, a full stdout, an ignor
   CHECK(ignored.code == 0);
   CHECK(Json::parse(ignored.out)["status"] == "complete");
 }
+
+TEST_CASE("output paths are checked before the work starts", "[e2e]") {
+  TempDir dir;
+  auto cfg = dir.write("tiny.json", kTiny);
+  const std::string exe = ptune::test::exe();
+  expect_usage_error(run(exe + " sweep " + cfg + " --out ''"), "--out: an empty path; name a file");
+  expect_usage_error(run(exe + " sweep " + cfg + " --out " + dir.file("no/r.json")),
+                     "--out: folder '" + dir.file("no") + "' does not exist");
+  expect_usage_error(run(exe + " tune " + cfg + " --out " + dir.path.string()),
+                     "--out: '" + dir.path.string() + "' is a folder; name a file");
+}
+
+TEST_CASE("SIGTERM during train checkpoints and exits 143; launch forwards it to the ranks", "[e2e]") {
+  TempDir dir;
+  auto cfg = dir.write("long.json", R"({"name": "long", "device": "cpu", "cpu_threads": 1,
+      "data": {"num_samples": 64, "image_size": 32}, "loader": {"batch_size": 4},
+      "train": {"epochs": 1000, "log_every": 1}})");
+  for (const bool launched : {false, true}) {
+    INFO((launched ? "under ptune launch" : "train alone"));
+    const std::string ck = dir.file(launched ? "ck-launch" : "ck");
+    const std::string cmd = ptune::test::exe() + (launched ? " launch --nproc-per-node 2 --" : "") + " train " + cfg +
+                            " --set train.checkpoint_dir=" + ck;
+    const std::string err = dir.file("err");
+    pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      std::freopen("/dev/null", "w", stdout);
+      std::freopen(err.c_str(), "w", stderr);
+      ::execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
+      std::_Exit(127);
+    }
+    // Wait for training steps, then terminate as Slurm or Kubernetes would.
+    bool training = false;
+    for (int i = 0; i < 600 && !training; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      training = ptune::test::read_file(err).find("step 2/") != std::string::npos;
+    }
+    REQUIRE(training);
+    ::kill(pid, SIGTERM);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    INFO(ptune::test::read_file(err));
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 143);
+    size_t checkpoints = 0;
+    for (const auto& e : std::filesystem::directory_iterator(ck)) checkpoints += e.path().extension() == ".pt";
+    CHECK(checkpoints >= 1);
+  }
+}

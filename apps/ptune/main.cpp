@@ -89,6 +89,17 @@ ptune::config::ExperimentConfig load(const Common& c) {
   return cfg;
 }
 
+/// An output file given on the command line is checked before any work starts (a missing
+/// folder, a folder given as the file, an empty name): a usage error, not a lost result.
+void check_output(const CLI::Option* option, const std::string& path, const std::string& flag) {
+  if (option->count() == 0) return;
+  try {
+    ptune::files::check_writable(path, flag);
+  } catch (const std::runtime_error& e) {
+    throw ptune::UsageError(e.what());
+  }
+}
+
 void check_format(const std::string& f, const std::vector<std::string>& allowed) {
   if (std::find(allowed.begin(), allowed.end(), f) == allowed.end()) {
     std::string list;
@@ -126,7 +137,7 @@ int main(int argc, char** argv) {
   std::string sweep_rows;
   auto* sweep_rows_opt = sweep->add_option("--rows", sweep_rows, "run only these rows: 0-based indices and ranges, e.g. 7, 0,3 or 5-7 "
                                           "(the rows before still apply their changes)");
-  sweep->add_option("--out", sweep_out, "also write results to FILE (.json, .csv, .md or .html by extension, any case), "
+  auto* sweep_out_opt = sweep->add_option("--out", sweep_out, "also write results to FILE (.json, .csv, .md or .html by extension, any case), "
                                        "rewritten after every row");
 
   // `ptune report`: the HTML report of results files, and the comparison that gates CI.
@@ -136,7 +147,7 @@ int main(int argc, char** argv) {
   auto* report = app.add_subcommand("report", "an HTML report of results files side by side (-o FILE.html), and/or the "
                                               "comparison with an older run (--against OLD.json) that gates CI");
   report->add_option("results", report_files, "results JSON files: ptune sweep --out, or scripts/bench's --json")->required();
-  report->add_option("-o,--out", report_out, "write the HTML report to FILE (.html)");
+  auto* report_out_opt = report->add_option("-o,--out", report_out, "write the HTML report to FILE (.html)");
   auto* against_opt = report->add_option("--against", report_against, "the old results JSON: print the comparison per row "
                                                                        "(old and new samples/s, ratio, beyond noise or not)");
   auto* fail_opt = report->add_option("--fail-if-slower", report_fail_pct, "PCT: exit 1 when a row's samples/s fell by more than PCT % and "
@@ -173,7 +184,7 @@ int main(int argc, char** argv) {
   tune->add_option("--threshold", tune_opt.threshold_pct, "percent a change must gain, at least, to be kept (and more than the measured spread)")->excludes(tune_batch_flag)->check(CLI::Range(0.0, 1000.0))->capture_default_str();
   tune->add_option("--budget", tune_budget_min, "minutes; no new trial starts after them (0 = no limit)")->check(CLI::NonNegativeNumber);
   tune->add_option("--repeats", tune_repeats, "measure.repeats is raised to at least this for every trial")->check(CLI::Range(1, 1000))->capture_default_str();
-  tune->add_option("--out", tune_out, "write the winning config to FILE (JSON, accepted by train, check and sweep)");
+  auto* tune_out_opt = tune->add_option("--out", tune_out, "write the winning config to FILE (JSON, accepted by train, check and sweep)");
   std::string tune_format = "table";
   tune->add_option("--format", tune_format, "stdout format: table (with the trials), json (results, trials and the winning config), csv or md (the table)")->capture_default_str();
 
@@ -235,6 +246,7 @@ int main(int argc, char** argv) {
         ptune::report::Results results;
         ptune::tune::SweepOptions opt;
         opt.interrupted = &g_interrupted;
+        if (rank0) check_output(sweep_out_opt, sweep_out, "--out");
         if (sweep_rows_opt->count() > 0) opt.rows = ptune::tune::parse_rows(sweep_rows, std::max<size_t>(1, cfg.sweep.size()));
         const ptune::report::TerminalStyle err_style = style_of(STDERR_FILENO);
         const bool live = !quiet && ::isatty(STDERR_FILENO) == 1;
@@ -284,6 +296,7 @@ int main(int argc, char** argv) {
         if (report_out.empty() && report_against.empty())
           throw ptune::UsageError("report: nothing to do; give -o FILE.html for the HTML report, --against OLD.json "
                                   "for the comparison, or both");
+        check_output(report_out_opt, report_out, "-o");
         if (!report_out.empty() && ptune::report::format_of_path(report_out) != "html")
           throw ptune::UsageError("report: -o '" + report_out + "' is not an .html file; ptune report writes HTML");
         if (!report_against.empty() && report_files.size() != 1)
@@ -317,6 +330,7 @@ int main(int argc, char** argv) {
       if (app.got_subcommand("tune")) {
         check_format(tune_format, ptune::report::formats());
         auto cfg = load(tune_c);
+        check_output(tune_out_opt, tune_out, "--out");
         ptune::tune::MeasureFn measure_fn = [&](const ptune::config::ExperimentConfig& c) {
           return ptune::measure::measure(c, [&](const std::string&, int64_t, int64_t) {
             if (g_interrupted.load()) throw ptune::Interrupted();
