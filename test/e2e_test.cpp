@@ -726,7 +726,7 @@ TEST_CASE("output paths are checked before the work starts", "[e2e]") {
                      "--out: '" + dir.path.string() + "' is a folder; name a file");
 }
 
-TEST_CASE("SIGTERM during train checkpoints and exits 143; launch forwards it to the ranks", "[e2e]") {
+TEST_CASE("SIGTERM during train checkpoints and exits 143, launch forwards it to the ranks", "[e2e]") {
   TempDir dir;
   auto cfg = dir.write("long.json", R"({"name": "long", "device": "cpu", "cpu_threads": 1,
       "data": {"num_samples": 64, "image_size": 32}, "loader": {"batch_size": 4},
