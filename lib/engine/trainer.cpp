@@ -242,9 +242,10 @@ at::Tensor Trainer::run_step(const at::Tensor& images, const at::Tensor& labels)
   // rank then sees the same inf and skips the same steps.
   if (sync_) sync_->finish();
   if (scaler_) {
-    // SGD: the update masked on the device by found_inf (bit-identical to SGD::step when
-    // clean), so neither eager steps nor a captured graph wait for the device; AdamW: skipped
-    // on the host, which reads found_inf once per step (as PyTorch's GradScaler does).
+    // SGD: the fused kernel skips on the device where found_inf is set (as
+    // torch.optim.SGD(fused=True)), so neither eager steps nor a captured graph wait for the
+    // device; AdamW: skipped on the host, which reads found_inf once per step (as PyTorch's
+    // GradScaler does for non-fused optimizers).
     if (cfg_.optim.kind == "sgd") scaler_->step_masked(*optimizer_);
     else scaler_->step(*optimizer_);
     scaler_->update();
