@@ -406,7 +406,7 @@ Page open_page(const std::string& browser, const std::string& html, const std::s
   Page p;
   p.screenshot = dir + "/" + name + ".png";
   std::filesystem::remove(p.screenshot);
-  auto r = run("timeout 120 '" + browser + "' --headless --disable-gpu --no-sandbox --no-first-run --hide-scrollbars "
+  auto r = run("timeout 120 '" + browser + "' --headless --disable-gpu --no-sandbox --disable-dev-shm-usage --no-first-run --hide-scrollbars "
                "--user-data-dir='" + profile.path.string() + "' --enable-logging=stderr --v=0 --window-size=1000," +
                std::to_string(height) + " --screenshot='" + p.screenshot + "' --dump-dom 'file://" + html + "'");
   p.code = r.code;
