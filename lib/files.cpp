@@ -24,7 +24,8 @@ namespace {
 /// handler reads them without locks or allocation.
 constexpr int kSlots = 16;
 char g_temporaries[kSlots][4096];
-std::atomic<bool> g_used[kSlots];
+std::atomic<bool> g_used[kSlots];   // the slot is taken
+std::atomic<bool> g_ready[kSlots];  // its path is complete (a signal may come in between)
 
 /// Records `path` in a free slot for as long as the object lives.
 class Registered {
@@ -35,13 +36,16 @@ class Registered {
       bool expected = false;
       if (!g_used[i].load() && g_used[i].compare_exchange_strong(expected, true)) {
         std::memcpy(g_temporaries[i], path.c_str(), path.size() + 1);
+        g_ready[i].store(true);
         slot_ = i;
         return;
       }
     }
   }
   ~Registered() {
-    if (slot_ >= 0) g_used[slot_].store(false);
+    if (slot_ < 0) return;
+    g_ready[slot_].store(false);
+    g_used[slot_].store(false);
   }
   Registered(const Registered&) = delete;
   Registered& operator=(const Registered&) = delete;
@@ -166,7 +170,7 @@ void write_atomically(const std::string& path, const std::string& what,
 
 void remove_temporaries() noexcept {
   for (int i = 0; i < kSlots; ++i)
-    if (g_used[i].load()) ::unlink(g_temporaries[i]);
+    if (g_ready[i].load()) ::unlink(g_temporaries[i]);
 }
 
 void write_text_atomically(const std::string& path, const std::string& what, const std::string& text) {

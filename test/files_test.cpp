@@ -3,6 +3,7 @@
 
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -116,4 +117,45 @@ TEST_CASE("failed writes name the file and the key, and leave no temporary file"
   CHECK(message_of([&] { ptune::files::write_text_atomically(out, "--save-weights", std::string(1 << 20, 'w')); }) ==
         "cannot write --save-weights '" + out + "': No space left on device");
   CHECK(listing(small).empty());  // the temporary file is gone
+}
+
+TEST_CASE("the second Ctrl-C's clean-up removes the temporary file of a write under way, and only that", "[files]") {
+  TempDir dir;
+  const std::string out = dir.file("w.pt");
+  ptune::files::write_text_atomically(out, "--save-weights", "old");
+  std::vector<std::string> during, after_cleanup;
+  const std::string message = message_of([&] {
+    ptune::files::write_atomically(out, "--save-weights", [&](const std::string& tmp) {
+      TempDir::write_to(tmp, "partial");
+      during = listing(dir.path);
+      ptune::files::remove_temporaries();  // what the signal handler calls before _Exit
+      after_cleanup = listing(dir.path);
+    });
+  });
+  REQUIRE(during.size() == 2);
+  CHECK(during[0].rfind(".w.pt.", 0) == 0);  // the mkstemp name beside the target
+  CHECK(after_cleanup == std::vector<std::string>{"w.pt"});
+  CHECK(message.rfind("cannot write --save-weights '" + out + "': ", 0) == 0);
+  CHECK(ptune::test::read_file(out) == "old");  // the old version is untouched
+  // A finished write is no longer listed: the clean-up leaves the result alone.
+  ptune::files::write_text_atomically(out, "--save-weights", "whole");
+  ptune::files::remove_temporaries();
+  CHECK(ptune::test::read_file(out) == "whole");
+}
+
+TEST_CASE("a device node such as /dev/null is written into, never replaced", "[files]") {
+  TempDir dir;
+  const std::string dev = dir.file("null");
+  // The same device as /dev/null (char 1,3), in a folder of the test's own: if this check ever
+  // failed, it would replace this node, not the machine's /dev/null.
+  if (::mknod(dev.c_str(), S_IFCHR | 0666, makedev(1, 3)) != 0) {
+    WARN("skipped: cannot create a device node here (" << std::strerror(errno) << ")");
+    return;
+  }
+  ptune::files::write_text_atomically(dev, "--out", std::string(100000, 'x'));
+  struct stat st {};
+  REQUIRE(::stat(dev.c_str(), &st) == 0);
+  CHECK(S_ISCHR(st.st_mode));
+  CHECK(st.st_rdev == makedev(1, 3));
+  CHECK(listing(dir.path) == std::vector<std::string>{"null"});
 }

@@ -306,6 +306,14 @@ TEST_CASE("a disabled scaler is the identity and step just steps", "[grad_scaler
   CHECK(scaler.get_scale() == 1.0);
   CHECK_FALSE(scaler.scale_tensor().defined());
   CHECK_FALSE(scaler.state_dict().has_value());
+  // step_masked on a disabled scaler is the same plain SGD step (no inf check either).
+  Toy toy2;
+  torch::optim::SGD opt2({toy2.p}, torch::optim::SGDOptions(0.5));
+  scaler.scale(toy2.loss()).backward();
+  toy2.p.grad()[0].fill_(kInf);
+  scaler.step_masked(opt2);
+  CHECK(std::isinf(toy2.p[0].item<float>()));
+  CHECK(toy2.p[1].item<float>() == -2.125f);
 }
 
 TEST_CASE("scale sequence and params match torch.amp.GradScaler", "[grad_scaler]") {

@@ -219,7 +219,7 @@ void GradScaler::step_masked(torch::optim::Optimizer& optimizer) {
         "optimizers");
   }
   if (!enabled_) {
-    optimizer.step();
+    fused_sgd_step(*sgd);  // the same kernel as the enabled path, without the inf mask
     return;
   }
   require_initialized("step_masked");
