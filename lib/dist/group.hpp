@@ -131,6 +131,16 @@ std::shared_ptr<Group> process_group(const config::DistConfig& cfg, const c10::D
 /// the last collective. Never throws.
 void close_process_group(bool graceful);
 
+/// A TCP socket listening on `host`:`port` only (its first address that binds), for the
+/// rendezvous store to take over. Throws std::runtime_error naming the address and the cause
+/// (not an address of this machine, port in use, a name that does not resolve).
+int listen_on(const std::string& host, int port);
+
+/// The numeric local address this machine sends from to reach `host` (the kernel's route; no
+/// packet is sent), e.g. "10.0.0.2", or "127.0.0.1" for a loopback host. "" when `host` does
+/// not resolve or has no route. Never throws.
+std::string local_address_towards(const std::string& host, int port);
+
 /// Copies rank `root`'s parameters and buffers into every rank's module (one broadcast per
 /// dtype, as DDP does at construction). No-op in a single process. Throws as Pending::wait_host.
 void broadcast_module(torch::nn::Module& module, Group& group, int root = 0);
