@@ -23,7 +23,7 @@ EXE=${1:?usage: net_test.sh PTUNE_EXE PYTHON CASE}
 PY=${2:-}
 CASE=${3:?case}
 TIMEOUT_S=5  # dist.timeout_s of these runs
-SLACK_S=10   # "a few seconds": process start-up and teardown on a loaded 2-core machine
+SLACK_S=15   # "a few seconds": LibTorch process start-up (counted here) and teardown, on a loaded 2-core machine
 
 skip() { echo "SKIP: $*"; exit 77; }
 FAILED=0
@@ -213,7 +213,7 @@ case_work() {
   wait $b; cb=$?
   cat "$T/sa.out" "$T/sa.err" "$T/sb.err"
   check '[ $ca = 0 ] && [ $cb = 0 ]' "sweep on 2 nodes x 2 ranks exits 0"
-  check '[ "$(json "d[\"environment\"][\"world_size\"], d[\"rows\"][0][\"status\"]" "$T/sw-net.json")" = "(4, '"'ok'"')" ]' \
+  check '[ "$(json "d[\"environment\"][\"world_size\"], d[\"rows\"][0][\"status\"]" "$T/sw-net.json")" = "4 ok" ]' \
     "sweep across nodes: world of 4, row ok"
   check '[ "$(json "repr(d[\"rows\"][0][\"loss\"])" "$T/sw-net.json")" = "$(json "repr(d[\"rows\"][0][\"loss\"])" "$T/sw-loop.json")" ]' \
     "sweep across nodes: loss identical to 4 ranks on one host"

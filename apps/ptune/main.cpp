@@ -433,7 +433,10 @@ int main(int argc, char** argv) {
           if (rank0) std::printf("trained %lld steps: final loss %.4f, %.1f samples/s, checkpoint %s\n",
                       static_cast<long long>(s.steps), s.final_loss, s.samples_per_s, s.last_checkpoint.c_str());
         } catch (const ptune::Interrupted&) {
-          ptune::log::warn(std::string(g_signal.load() == SIGTERM ? "terminated" : "interrupted") +
+          // No signal here: another rank (perhaps on a node whose launcher died) was stopped.
+          ptune::log::warn(std::string(g_signal.load() == SIGTERM ? "terminated"
+                                       : g_signal.load() == SIGINT ? "interrupted"
+                                                                   : "stopped with another rank that was interrupted or terminated") +
                            "; checkpoint written, continue with --resume");
           return stopped_code();
         }

@@ -120,7 +120,9 @@ int64_t rank_cpu_threads(int64_t configured);
 
 /// This process's group: on the first call, joins the one the environment names (torchrun's or
 /// Slurm's variables, completed by `cfg`: master address and port, backend, timeout) through a
-/// TCPStore that rank 0 serves; a single-process Group when the environment names no world.
+/// TCPStore that rank 0 serves, listening on MASTER_ADDR only; Gloo binds GLOO_SOCKET_IFNAME's
+/// interface, else the local address that routes to MASTER_ADDR. A single-process Group when
+/// the environment names no world.
 /// Later calls return the same group (ConfigError when a distributed one is asked for with
 /// another backend, device or dist.timeout_s, as a sweep row changing them would). Throws
 /// std::runtime_error when the rendezvous or the backend fails (e.g. no rank 0 listening
