@@ -4,8 +4,11 @@
 // (each with its own ProcessGroupGloo over a shared HashStore) or processes of the built ptune.
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,6 +22,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
@@ -566,4 +570,59 @@ TEST_CASE("dist: ptune launch reports a rank's exit status and forwards Ctrl-C",
   int checkpoints = 0;
   for (const auto& f : std::filesystem::directory_iterator(dir.file("ckpt"))) checkpoints += f.path().extension() == ".pt";
   CHECK(checkpoints == 1);
+}
+
+TEST_CASE("dist: the rendezvous store listens on the master address only", "[dist]") {
+  // LibTorch's TCPStore listens on every interface unless handed a listening socket
+  // (masterListenFd): rank 0 hands it one bound to MASTER_ADDR.
+  const int fd = dist::listen_on("127.0.0.1", 0);
+  sockaddr_in addr{};
+  socklen_t len = sizeof addr;
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  char ip[INET_ADDRSTRLEN] = {};
+  ::inet_ntop(AF_INET, &addr.sin_addr, ip, sizeof ip);
+  CHECK(std::string(ip) == "127.0.0.1");
+  const int port = ntohs(addr.sin_port);
+  c10d::TCPStoreOptions o;
+  o.port = static_cast<uint16_t>(port);
+  o.isServer = true;
+  o.numWorkers = 2;
+  o.waitWorkers = false;
+  o.timeout = std::chrono::seconds(10);
+  o.masterListenFd = fd;
+  auto server = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", o);
+  c10d::TCPStoreOptions c = o;
+  c.isServer = false;
+  c.masterListenFd = std::nullopt;
+  auto client = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", c);
+  client->set("k", std::vector<uint8_t>{7});
+  CHECK(server->get("k") == std::vector<uint8_t>{7});
+
+  // 192.0.2.1 (TEST-NET-1, never contacted: bind only) is no address of this machine.
+  CHECK_THROWS_WITH(dist::listen_on("192.0.2.1", 29500),
+                    "cannot listen on 192.0.2.1:29500: Cannot assign requested address "
+                    "(not an address of this machine)");
+  CHECK_THROWS_WITH(dist::listen_on("no-such-host.invalid", 29500),
+                    Catch::StartsWith("cannot resolve 'no-such-host.invalid': "));
+  // Gloo binds the address that routes to the master: loopback for a loopback master.
+  CHECK(dist::local_address_towards("127.0.0.1", 29500) == "127.0.0.1");
+  CHECK(dist::local_address_towards("no-such-host.invalid", 29500).empty());
+}
+
+TEST_CASE("dist: ptune launch across nodes needs an address and a port every node shares", "[dist]") {
+  dist::LaunchOptions o;
+  o.args = {"schema"};
+  o.nnodes = 2;
+  o.master_port = 29500;
+  CHECK_THROWS_WITH(dist::launch(o), "launch: --nnodes 2 needs --master-addr: the address of node 0 that every node reaches");
+  o.master_addr = "10.0.0.1";
+  o.master_port = 0;
+  CHECK_THROWS_WITH(dist::launch(o), "launch: --nnodes 2 needs one --master-port for every node; 0 (any free port) "
+                                     "only works on one node");
+  o.master_port = 29500;
+  o.node_rank = 2;
+  CHECK_THROWS_WITH(dist::launch(o), "launch: --node-rank 2 is not in [0, 2) (--nnodes 2)");
+  o.node_rank = 0;
+  o.nnodes = 0;
+  CHECK_THROWS_WITH(dist::launch(o), "launch: --nnodes 0 must be at least 1");
 }

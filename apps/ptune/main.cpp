@@ -191,9 +191,12 @@ int main(int argc, char** argv) {
   // `ptune launch`: N data-parallel ranks of a ptune command on this machine (torchrun-style).
   ptune::dist::LaunchOptions launch_opt;
   bool launch_no_prefix = false;
-  auto* launch = app.add_subcommand("launch", "run a ptune command as N data-parallel ranks on this machine: ptune launch --nproc-per-node N -- train exp.json");
+  auto* launch = app.add_subcommand("launch", "run a ptune command as N data-parallel ranks on this machine (one node of --nnodes): ptune launch --nproc-per-node N -- train exp.json");
   launch->add_option("--nproc-per-node", launch_opt.nproc_per_node, "ranks (processes) to start; one per GPU on a GPU machine")->required()->check(CLI::Range(1, 4096));
-  launch->add_option("--master-port", launch_opt.master_port, "rendezvous port on 127.0.0.1 (0 = any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
+  launch->add_option("--nnodes", launch_opt.nnodes, "machines in the run; start one launch on each")->capture_default_str()->check(CLI::Range(1, 65536));
+  launch->add_option("--node-rank", launch_opt.node_rank, "this machine's place, 0 .. nnodes-1; node 0 runs rank 0 and serves the rendezvous")->capture_default_str()->check(CLI::Range(0, 65535));
+  launch->add_option("--master-addr", launch_opt.master_addr, "node 0's address, reachable from every node (default 127.0.0.1 on one node; required with --nnodes > 1)");
+  launch->add_option("--master-port", launch_opt.master_port, "rendezvous port at --master-addr (0 = any free port, one node only)")->capture_default_str()->check(CLI::Range(0, 65535));
   launch->add_option("--grace", launch_opt.grace_s, "seconds between SIGTERM and SIGKILL when stopping the ranks after one failed")->capture_default_str()->check(CLI::Range(0.0, 3600.0));
   launch->add_flag("--no-prefix", launch_no_prefix, "do not prefix output lines with [rank R]");
   launch->add_option("command", launch_opt.args, "the ptune command every rank runs, after --")->required();
@@ -430,7 +433,10 @@ int main(int argc, char** argv) {
           if (rank0) std::printf("trained %lld steps: final loss %.4f, %.1f samples/s, checkpoint %s\n",
                       static_cast<long long>(s.steps), s.final_loss, s.samples_per_s, s.last_checkpoint.c_str());
         } catch (const ptune::Interrupted&) {
-          ptune::log::warn(std::string(g_signal.load() == SIGTERM ? "terminated" : "interrupted") +
+          // No signal here: another rank (perhaps on a node whose launcher died) was stopped.
+          ptune::log::warn(std::string(g_signal.load() == SIGTERM ? "terminated"
+                                       : g_signal.load() == SIGINT ? "interrupted"
+                                                                   : "stopped with another rank that was interrupted or terminated") +
                            "; checkpoint written, continue with --resume");
           return stopped_code();
         }

@@ -7,6 +7,7 @@
 #include "dist/backends.hpp"
 
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
 
 #include "errors.hpp"
@@ -28,7 +29,12 @@ c10::intrusive_ptr<c10d::Backend> make_gloo(const c10::intrusive_ptr<c10d::Store
   // (falling back to loopback when it does not resolve).
   const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
   if (ifname && *ifname) {
-    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
+    try {
+      options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
+    } catch (const std::exception& e) {
+      throw std::runtime_error(std::string("GLOO_SOCKET_IFNAME=") + ifname + ": no usable interface of that name (" +
+                               message_of(e) + ")");
+    }
   } else if (!bind_host.empty()) {
     options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(bind_host));
   } else {

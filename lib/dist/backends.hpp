@@ -12,7 +12,8 @@
 namespace ptune::dist {
 
 /// A ProcessGroupGloo of `size` ranks over `store` on Gloo's TCP transport, bound to (in this
-/// order) the interface GLOO_SOCKET_IFNAME names, as in PyTorch; `bind_host` when not empty;
+/// order) the interface GLOO_SOCKET_IFNAME names, as in PyTorch; `bind_host` (an address or
+/// name of this machine) when not empty;
 /// else this machine's hostname (loopback when it does not resolve). Blocks until all ranks
 /// joined or `timeout`. Throws ConfigError when built without Gloo; c10::Error when joining
 /// fails.

@@ -1,6 +1,14 @@
 #include "dist/group.hpp"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 #include <mutex>
 #include <thread>
@@ -19,8 +27,74 @@
 namespace ptune::dist {
 namespace {
 
+/// The addresses of `host`:`port` (numeric or a name), for `socktype`. Throws
+/// std::runtime_error with the resolver's message.
+struct AddrList {
+  addrinfo* head = nullptr;
+  AddrList(const std::string& host, int port, int socktype) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = socktype;
+    hints.ai_flags = AI_NUMERICSERV;
+    const int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &head);
+    if (rc != 0) throw std::runtime_error("cannot resolve '" + host + "': " + ::gai_strerror(rc));
+  }
+  ~AddrList() {
+    if (head) ::freeaddrinfo(head);
+  }
+  AddrList(const AddrList&) = delete;
+  AddrList& operator=(const AddrList&) = delete;
+};
+
+std::string numeric(const sockaddr* a) {
+  char buf[INET6_ADDRSTRLEN] = {};
+  const void* in = a->sa_family == AF_INET6 ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr)
+                                            : static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(a)->sin_addr);
+  return ::inet_ntop(a->sa_family, in, buf, sizeof buf) ? buf : "";
+}
 
 }  // namespace
+
+int listen_on(const std::string& host, int port) {
+  AddrList addrs(host, port, SOCK_STREAM);
+  std::string why = "no address";
+  for (addrinfo* a = addrs.head; a; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) {
+      why = std::string("socket: ") + std::strerror(errno);
+      continue;
+    }
+    const int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, SOMAXCONN) == 0) return fd;
+    const int err = errno;
+    why = std::strerror(err);
+    if (a->ai_next || a != addrs.head) why = numeric(a->ai_addr) + ": " + why;  // a name of several addresses
+    if (err == EADDRNOTAVAIL) why += " (not an address of this machine)";
+    if (err == EADDRINUSE) why += " (another run on this port? choose another MASTER_PORT)";
+    ::close(fd);
+  }
+  throw std::runtime_error("cannot listen on " + host + ":" + std::to_string(port) + ": " + why);
+}
+
+std::string local_address_towards(const std::string& host, int port) {
+  try {
+    AddrList addrs(host, port, SOCK_DGRAM);
+    for (addrinfo* a = addrs.head; a; a = a->ai_next) {
+      // Connecting a UDP socket only asks the kernel for a route: no packet leaves.
+      const int fd = ::socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+      if (fd < 0) continue;
+      sockaddr_storage local{};
+      socklen_t len = sizeof local;
+      const bool ok = ::connect(fd, a->ai_addr, a->ai_addrlen) == 0 &&
+                      ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0;
+      ::close(fd);
+      if (ok) return numeric(reinterpret_cast<sockaddr*>(&local));
+    }
+  } catch (const std::exception&) {
+  }
+  return "";
+}
 
 void Pending::wait() {
   if (!work_) return;
@@ -200,6 +274,17 @@ std::shared_ptr<Group> process_group(const config::DistConfig& cfg, const c10::D
     o.numWorkers = env.world_size;
     o.waitWorkers = true;
     o.timeout = timeout;
+    // LibTorch's TCPStore server listens on every interface (IPv6 "::" or 0.0.0.0) and has no
+    // option to choose; it does take over a listening socket (masterListenFd), so rank 0
+    // listens on MASTER_ADDR only.
+    if (o.isServer) {
+      try {
+        o.masterListenFd = listen_on(env.master_addr, env.master_port);
+      } catch (const std::exception& e) {
+        throw std::runtime_error("rank 0 serves the rendezvous and " + std::string(e.what()) +
+                                 "; MASTER_ADDR must be an address of rank 0's machine");
+      }
+    }
     store = c10::make_intrusive<c10d::PrefixStore>(
         "ptune/" + std::to_string(env.restart_count), c10::make_intrusive<c10d::TCPStore>(env.master_addr, o));
   } catch (const std::exception& e) {
@@ -207,18 +292,23 @@ std::shared_ptr<Group> process_group(const config::DistConfig& cfg, const c10::D
                              std::to_string(env.world_size) + ": " + message_of(e));
   }
   try {
-    // A rendezvous on loopback (ptune launch, torchrun --standalone) means one machine: Gloo
-    // then stays on loopback too.
-    const std::string& m = env.master_addr;
-    const bool loopback = m.rfind("127.", 0) == 0 || m == "localhost" || m == "::1";
-    group = std::make_shared<Group>(store, env.rank, env.world_size, backend, device, timeout,
-                                    loopback ? "127.0.0.1" : "");
+    // Gloo binds the address through which this machine reaches the master (unless
+    // GLOO_SOCKET_IFNAME names an interface): loopback for a rendezvous on loopback, else the
+    // interface that routes to node 0 -- not whatever this host's name resolves to.
+    const std::string bind = local_address_towards(env.master_addr, env.master_port);
+    const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+    if (backend == "gloo")
+      log::debug("rank " + std::to_string(env.rank) + ": Gloo binds " +
+                 (ifname && *ifname ? std::string("interface ") + ifname + " (GLOO_SOCKET_IFNAME)"
+                                    : bind.empty() ? std::string("this host's name") : bind + " (its route to " + where + ")"));
+    group = std::make_shared<Group>(store, env.rank, env.world_size, backend, device, timeout, bind);
     joined_as = settings();
   } catch (const ConfigError&) {
     throw;
   } catch (const std::exception& e) {
-    throw std::runtime_error("dist: joining the " + backend + " group failed for rank " + std::to_string(env.rank) +
-                             " of " + std::to_string(env.world_size) + ": " + message_of(e));
+    throw std::runtime_error("dist: rendezvous at " + where + ": rank " + std::to_string(env.rank) + " of " +
+                             std::to_string(env.world_size) + " could not join the " + backend +
+                             " group (every rank must come within dist.timeout_s): " + message_of(e));
   }
   return group;
 }

@@ -120,7 +120,9 @@ int64_t rank_cpu_threads(int64_t configured);
 
 /// This process's group: on the first call, joins the one the environment names (torchrun's or
 /// Slurm's variables, completed by `cfg`: master address and port, backend, timeout) through a
-/// TCPStore that rank 0 serves; a single-process Group when the environment names no world.
+/// TCPStore that rank 0 serves, listening on MASTER_ADDR only; Gloo binds GLOO_SOCKET_IFNAME's
+/// interface, else the local address that routes to MASTER_ADDR. A single-process Group when
+/// the environment names no world.
 /// Later calls return the same group (ConfigError when a distributed one is asked for with
 /// another backend, device or dist.timeout_s, as a sweep row changing them would). Throws
 /// std::runtime_error when the rendezvous or the backend fails (e.g. no rank 0 listening
@@ -130,6 +132,16 @@ std::shared_ptr<Group> process_group(const config::DistConfig& cfg, const c10::D
 /// Closes this process's group (Group::close), if one was joined; call once, at exit, after
 /// the last collective. Never throws.
 void close_process_group(bool graceful);
+
+/// A TCP socket listening on `host`:`port` only (its first address that binds), for the
+/// rendezvous store to take over. Throws std::runtime_error naming the address and the cause
+/// (not an address of this machine, port in use, a name that does not resolve).
+int listen_on(const std::string& host, int port);
+
+/// The numeric local address this machine sends from to reach `host` (the kernel's route; no
+/// packet is sent), e.g. "10.0.0.2", or "127.0.0.1" for a loopback host. "" when `host` does
+/// not resolve or has no route. Never throws.
+std::string local_address_towards(const std::string& host, int port);
 
 /// Copies rank `root`'s parameters and buffers into every rank's module (one broadcast per
 /// dtype, as DDP does at construction). No-op in a single process. Throws as Pending::wait_host.

@@ -82,8 +82,11 @@ struct Stream {
   int out_fd = 1;   // where its lines go (1 or 2)
   std::string prefix;
   std::string partial;
+  std::string last_error;  // the rank's last "ptune: error: " line, without that prefix
 
   void emit(const std::string& line) {
+    static const std::string kError = "ptune: error: ";
+    if (line.rfind(kError, 0) == 0) last_error = line.substr(kError.size());
     const std::string text = prefix + line + "\n";
     write_all(out_fd, text.data(), text.size());
   }
@@ -116,7 +119,8 @@ struct Stream {
 };
 
 struct Rank {
-  int rank = 0;
+  int rank = 0;     // global rank
+  std::string where;  // " (node N, host H)" across nodes, else ""
   pid_t pid = -1;
   bool running = false;
   int status = 0;  // waitpid status once exited
@@ -142,10 +146,10 @@ std::string signal_name(int sig) {
 std::string describe(const Rank& r) {
   if (WIFSIGNALED(r.status)) {
     const int sig = WTERMSIG(r.status);
-    return "rank " + std::to_string(r.rank) + " was killed by signal " + std::to_string(sig) + " (" +
+    return "rank " + std::to_string(r.rank) + r.where + " was killed by signal " + std::to_string(sig) + " (" +
            signal_name(sig) + ")";
   }
-  return "rank " + std::to_string(r.rank) + " exited with status " + std::to_string(WEXITSTATUS(r.status));
+  return "rank " + std::to_string(r.rank) + r.where + " exited with status " + std::to_string(WEXITSTATUS(r.status));
 }
 
 bool failed(int status) { return !(WIFEXITED(status) && WEXITSTATUS(status) == 0); }
@@ -161,12 +165,12 @@ std::vector<std::string> rank_environment(const LaunchOptions& o, int rank) {
     for (const auto& k : kOwned) owned = owned || kv.rfind(k, 0) == 0;
     if (!owned) env.push_back(kv);
   }
-  const std::string n = std::to_string(o.nproc_per_node);
-  env.push_back("RANK=" + std::to_string(rank));
-  env.push_back("WORLD_SIZE=" + n);
+  // As torchrun: global ranks are numbered node by node.
+  env.push_back("RANK=" + std::to_string(o.node_rank * o.nproc_per_node + rank));
+  env.push_back("WORLD_SIZE=" + std::to_string(o.nnodes * o.nproc_per_node));
   env.push_back("LOCAL_RANK=" + std::to_string(rank));
-  env.push_back("LOCAL_WORLD_SIZE=" + n);
-  env.push_back("GROUP_RANK=0");
+  env.push_back("LOCAL_WORLD_SIZE=" + std::to_string(o.nproc_per_node));
+  env.push_back("GROUP_RANK=" + std::to_string(o.node_rank));
   env.push_back("MASTER_ADDR=" + o.master_addr);
   env.push_back("MASTER_PORT=" + std::to_string(o.master_port));
   return env;
@@ -221,7 +225,24 @@ LaunchResult launch(const LaunchOptions& options) {
   if (o.args.front() == "launch") throw UsageError("launch: the command after -- cannot be another launch");
   if (o.master_port < 0 || o.master_port > 65535)
     throw UsageError("launch: --master-port " + std::to_string(o.master_port) + " is not in [0, 65535]");
+  if (o.nnodes < 1) throw UsageError("launch: --nnodes " + std::to_string(o.nnodes) + " must be at least 1");
+  if (o.node_rank < 0 || o.node_rank >= o.nnodes)
+    throw UsageError("launch: --node-rank " + std::to_string(o.node_rank) + " is not in [0, " +
+                     std::to_string(o.nnodes) + ") (--nnodes " + std::to_string(o.nnodes) + ")");
+  if (o.nnodes > 1 && o.master_addr.empty())
+    throw UsageError("launch: --nnodes " + std::to_string(o.nnodes) +
+                     " needs --master-addr: the address of node 0 that every node reaches");
+  if (o.nnodes > 1 && o.master_port == 0)
+    throw UsageError("launch: --nnodes " + std::to_string(o.nnodes) +
+                     " needs one --master-port for every node; 0 (any free port) only works on one node");
+  if (o.master_addr.empty()) o.master_addr = "127.0.0.1";
   if (o.master_port == 0) o.master_port = free_port();
+  std::string where;  // across nodes, a rank's failure names its node and this host
+  if (o.nnodes > 1) {
+    char host[256] = {};
+    if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+    where = " (node " + std::to_string(o.node_rank) + (host[0] ? std::string(", host ") + host : std::string()) + ")";
+  }
 
   SignalScope signals;
   std::vector<Rank> ranks(static_cast<size_t>(o.nproc_per_node));
@@ -234,7 +255,8 @@ LaunchResult launch(const LaunchOptions& options) {
 
   for (int i = 0; i < o.nproc_per_node; ++i) {
     Rank& r = ranks[static_cast<size_t>(i)];
-    r.rank = i;
+    r.rank = o.node_rank * o.nproc_per_node + i;
+    r.where = where;
     int out[2], err[2];
     if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
       kill_running(SIGKILL);
@@ -275,11 +297,11 @@ LaunchResult launch(const LaunchOptions& options) {
     ::close(err[1]);
     ::fcntl(out[0], F_SETFL, O_NONBLOCK);
     ::fcntl(err[0], F_SETFL, O_NONBLOCK);
-    const std::string prefix = o.prefix ? "[rank " + std::to_string(i) + "] " : "";
+    const std::string prefix = o.prefix ? "[rank " + std::to_string(r.rank) + "] " : "";
     r.pid = pid;
     r.running = true;
-    r.out = Stream{out[0], 1, prefix, {}};
-    r.err = Stream{err[0], 2, prefix, {}};
+    r.out = Stream{out[0], 1, prefix, {}, {}};
+    r.err = Stream{err[0], 2, prefix, {}, {}};
   }
 
   std::optional<size_t> first_failure;  // index into ranks
@@ -395,7 +417,10 @@ LaunchResult launch(const LaunchOptions& options) {
   LaunchResult result;
   if (first_failure) {
     const Rank& r = ranks[*first_failure];
-    result.error = describe(r) + (stopped_others ? "; stopped the others" : "");
+    // The rank's own error line, so that the launcher's last line says what happened.
+    const std::string& cause = r.err.last_error;
+    result.error = describe(r) + (!cause.empty() && WIFEXITED(r.status) ? ": " + cause : "") +
+                   (stopped_others ? "; stopped the others" : "");
     result.exit_code = WIFEXITED(r.status) ? WEXITSTATUS(r.status) : 1;
     return result;
   }

@@ -1,9 +1,11 @@
 #pragma once
 /// `ptune launch`: starts N ranks of a ptune command on this machine, as torchrun does for one
-/// node. Each rank is this program (fork + exec) with RANK, WORLD_SIZE, LOCAL_RANK,
-/// LOCAL_WORLD_SIZE, MASTER_ADDR=127.0.0.1 and MASTER_PORT set; its output lines come out
-/// prefixed "[rank R] "; SIGINT and SIGTERM are forwarded to every rank; and when one rank
-/// fails, the others get SIGTERM, then SIGKILL after a grace period, so a launch never hangs.
+/// node of one or several (--nnodes, --node-rank: one launch per machine, all pointed at node
+/// 0's --master-addr and --master-port). Each rank is this program (fork + exec) with RANK,
+/// WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR and MASTER_PORT set; its
+/// output lines come out prefixed "[rank R] "; SIGINT and SIGTERM are forwarded to every rank;
+/// and when one rank fails, the others on this node get SIGTERM, then SIGKILL after a grace
+/// period, so a launch never hangs (ranks on other nodes fail their next collective).
 
 #include <string>
 #include <vector>
@@ -11,9 +13,12 @@
 namespace ptune::dist {
 
 struct LaunchOptions {
-  int nproc_per_node = 1;                // ranks to start
-  int master_port = 29500;               // rendezvous port; 0 = pick a free one now
-  std::string master_addr = "127.0.0.1"; // rendezvous host (rank 0 serves it)
+  int nproc_per_node = 1;                // ranks to start on this node
+  int nnodes = 1;                        // nodes (one launch each) in the run
+  int node_rank = 0;                     // this node, 0 .. nnodes-1; node 0 runs global rank 0
+  int master_port = 29500;               // rendezvous port; 0 = pick a free one now (one node only)
+  std::string master_addr;               // rendezvous host, node 0's address (rank 0 serves the
+                                         // store there); "" = 127.0.0.1, one node only
   std::vector<std::string> args;         // the ptune command line every rank runs (after --)
   std::string exe = "/proc/self/exe";    // the program every rank runs
   double grace_s = 5.0;                  // SIGTERM, then SIGKILL after this many seconds
@@ -24,7 +29,9 @@ struct LaunchOptions {
 struct LaunchResult {
   int exit_code = 0;  // 0: every rank succeeded; 130: interrupted; else the failing rank's
                       // status (1 when it was killed by a signal)
-  std::string error;  // "" on success, else e.g. "rank 1 exited with status 1; stopped the others"
+  std::string error;  // "" on success, else e.g. "rank 1 exited with status 1; stopped the others";
+                      // across nodes the node and host are named, and the rank's own last
+                      // "ptune: error: " line follows after ": "
 };
 
 /// CPU ranks a machine may run per core (each rank is a whole ptune process with LibTorch).
@@ -36,9 +43,9 @@ int max_ranks_per_node();
 
 /// Runs the ranks to completion and returns how they ended; never waits on a stuck rank once
 /// another has failed (grace_s, then SIGKILL). Throws UsageError for nproc_per_node < 1 or
-/// above max_ranks_per_node(), an
-/// empty command, a nested `launch`, or a port out of range; std::runtime_error when a pipe,
-/// fork or free port cannot be had.
+/// above max_ranks_per_node(), an empty command, a nested `launch`, a port out of range,
+/// node_rank outside [0, nnodes), or several nodes without master_addr or with port 0;
+/// std::runtime_error when a pipe, fork or free port cannot be had.
 LaunchResult launch(const LaunchOptions& options);
 
 /// A TCP port that was free on 127.0.0.1 a moment ago (the OS's choice). Throws
