@@ -40,7 +40,8 @@ void advise(Analysis& a) {
   Verdict& v = a.verdict;
   v = {};
   a.notes.clear();
-  const std::string rank = a.distributed ? " on rank " + std::to_string(b.rank.value_or(a.primary)) + ", the slowest" : "";
+  const std::string rank =
+      a.distributed ? "; rank " + std::to_string(b.rank.value_or(static_cast<int64_t>(a.primary))) + ", the slowest" : "";
 
   if (measure::fires(RuleId::kInputBound, loader)) {
     v.rule = rule(RuleId::kInputBound).name;
