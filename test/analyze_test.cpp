@@ -227,7 +227,7 @@ TEST_CASE("rule table: the sweep's thresholds are the table's, and README shows 
   CHECK(has(readme, ptune::measure::rules_markdown()));
 }
 
-TEST_CASE("ptune analyze: table, json and md on stdout; bad input is one line and exit 2", "[e2e][analyze]") {
+TEST_CASE("ptune analyze: table, json and md on stdout, and bad input as one line with exit 2", "[e2e][analyze]") {
   using ptune::test::exe;
   using ptune::test::run;
   const std::string trace = fixture("gpu_copy_bound.json");
@@ -268,7 +268,7 @@ TEST_CASE("ptune analyze: table, json and md on stdout; bad input is one line an
   CHECK(r.err == "ptune: error: analyze: '" + dir.file("nothing") + "': no such file or folder\n");
   r = run(exe() + " analyze '" + trace + "' --format xml");
   CHECK(r.code == 2);
-  CHECK(r.err == "ptune: error: --format: unknown format 'xml'; allowed: table, json, md\n");
+  CHECK(r.err == "ptune: error: --format: unknown format 'xml', did you mean 'md'? allowed: table, json, md\n");
 }
 
 TEST_CASE("ptune analyze: torch.profiler traces of a CPU ResNet step, input-bound or not, with or without .item()",
