@@ -51,11 +51,13 @@ std::string error_of(const std::string& path, bool gpu = false) {
 
 TEST_CASE("analyze: each instant of a step goes to the first category covering it, as the plugin's", "[analyze]") {
   // One step [0, 100): a kernel [10, 30), a copy [20, 40), a memset [85, 95), runtime [0, 50),
-  // the DataLoader [50, 70), a host op over everything, and nothing in [70, 85) but the op.
+  // the DataLoader [50, 70), host ops over [0, 85), and nothing in [95, 100).
   TempDir dir;
   Json ev = Json::array();
   ev.push_back(x("user_annotation", "ProfilerStep#7", 0, 100));
   ev.push_back(x("cpu_op", "aten::whole", 0, 80));
+  ev.push_back(x("cpu_op", "aten::inside", 10, 10));   // a child: self time is the parent's less this
+  ev.push_back(x("cpu_op", "aten::across", 75, 10));   // not well nested (ends after its "parent"): no child
   ev.push_back(x("cuda_runtime", "cudaLaunchKernel", 0, 50, {{"correlation", 5}}));
   ev.push_back(x("kernel", "volta_sgemm_128x64_nn", 10, 20, {{"correlation", 5}, {"stream", 7}}, 0, 7));
   ev.push_back(x("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", 20, 20, {{"correlation", 6}, {"bytes", 64}}, 0, 7));
@@ -76,13 +78,18 @@ TEST_CASE("analyze: each instant of a step goes to the first category covering i
   CHECK(s.us[kMemset] == Approx(10));      // [85, 95)
   CHECK(s.us[kRuntime] == Approx(20));     // [0, 10) and [40, 50)
   CHECK(s.us[kDataLoader] == Approx(20));  // [50, 70)
-  CHECK(s.us[kCpuExec] == Approx(10));     // [70, 80)
-  CHECK(s.us[kOther] == Approx(10));       // [80, 85) and [95, 100)
+  CHECK(s.us[kCpuExec] == Approx(15));     // [70, 85)
+  CHECK(s.us[kOther] == Approx(5));        // [95, 100)
   CHECK(s.kernel_us == Approx(20));
   CHECK(b.h2d.count == 1);
   CHECK(b.h2d.pageable == 1);
   CHECK(b.h2d.bytes == 64);
   CHECK(b.half_pct == Approx(0));
+  REQUIRE(b.operators.size() == 3);
+  CHECK(b.operators[0].name == "aten::whole");
+  CHECK(b.operators[0].total_us == Approx(80));
+  CHECK(b.operators[0].self_us == Approx(70));
+  CHECK(b.operators[1].self_us == Approx(10));
   // Data 20% < 30%, copies 10% < 20%, no sync; the GPU busy 20% of the step.
   CHECK(a.verdict.rule == "launch-bound");
 }

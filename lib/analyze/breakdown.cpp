@@ -342,7 +342,9 @@ Breakdown break_down(const std::vector<const Trace*>& traces) {
         if (!stack.empty()) stack.back().second += op->dur;
       };
       for (const Event* e : ops) {
-        while (!stack.empty() && e->ts >= stack.back().first->end()) pop();
+        // An op is a child of the one on top when it lies inside it; one that starts inside but
+        // ends after it (not well nested: another thread's op recorded on this tid) is not.
+        while (!stack.empty() && (e->ts >= stack.back().first->end() || e->end() > stack.back().first->end())) pop();
         stack.emplace_back(e, 0.0);
       }
       while (!stack.empty()) pop();
