@@ -14,6 +14,8 @@
 #include <CLI/CLI.hpp>
 #include <c10/util/Exception.h>
 
+#include "analyze/advice.hpp"
+#include "analyze/render.hpp"
 #include "config/config.hpp"
 #include "config/suggest.hpp"
 #include "dist/env.hpp"
@@ -201,6 +203,15 @@ int main(int argc, char** argv) {
   launch->add_flag("--no-prefix", launch_no_prefix, "do not prefix output lines with [rank R]");
   launch->add_option("command", launch_opt.args, "the ptune command every rank runs, after --")->required();
 
+  // `ptune analyze`: the verdict on a profiler trace, Python's torch.profiler's or ptune's.
+  std::string analyze_path, analyze_format = "table";
+  ptune::analyze::AnalyzeOptions analyze_opt;
+  auto* analyze = app.add_subcommand("analyze", "where a profiled training step's time goes and what to change next: "
+                                                "a torch.profiler or ptune trace (.json, .json.gz) or a folder of them (one per rank)");
+  analyze->add_option("trace", analyze_path, "a trace file, or a folder of trace files (one per rank)")->required();
+  analyze->add_option("--format", analyze_format, "stdout format: table | json | md")->capture_default_str();
+  analyze->add_flag("--gpu", analyze_opt.require_gpu, "require GPU figures: a CPU-only trace is an error");
+
   app.add_subcommand("schema", "print the JSON Schema of experiment configs");
   // --verbose/--quiet may also follow the subcommand: `ptune sweep exp.json --quiet`.
   for (auto* sub : app.get_subcommands({})) sub->fallthrough();
@@ -234,6 +245,18 @@ int main(int argc, char** argv) {
     try {
       if (app.got_subcommand("schema")) {
         std::cout << ptune::config::schema().dump(2) << "\n";
+        return 0;
+      }
+      if (app.got_subcommand("analyze")) {
+        check_format(analyze_format, ptune::analyze::formats());
+        try {
+          const auto a = ptune::analyze::analyze(analyze_path, analyze_opt);
+          std::cout << ptune::analyze::render(a, analyze_format) << std::flush;
+        } catch (const ptune::DataError& e) {
+          // The trace is the command's argument: a bad one is a usage error (exit 2).
+          std::fprintf(stderr, "ptune: error: analyze: %s\n", e.what());
+          return 2;
+        }
         return 0;
       }
       if (app.got_subcommand("check")) {

@@ -1,0 +1,188 @@
+#include "analyze/advice.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "errors.hpp"
+#include "measure/rules.hpp"
+
+namespace ptune::analyze {
+namespace {
+
+using measure::rule;
+using measure::RuleId;
+
+std::string pct(double v) { return std::to_string(static_cast<long>(std::lround(v))) + "%"; }
+
+std::string ms(double us) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, us >= 10000 ? "%.0f ms" : us >= 100 ? "%.1f ms" : "%.2f ms", us / 1000.0);
+  return buf;
+}
+
+bool has(const std::string& s, const char* p) { return s.find(p) != std::string::npos; }
+
+}  // namespace
+
+void advise(Analysis& a) {
+  const Breakdown& b = a.ranks[a.primary];
+  const bool py = b.writer != "ptune";
+  auto move = [&](RuleId id) { return std::string(py ? rule(id).python_move : rule(id).ptune_move); };
+  const StepBreakdown m = b.mean();
+  const double step = m.end > 0 ? m.end : 1;
+  auto share = [&](double us) { return 100.0 * us / step; };
+  const double loader = share(m.us[kDataLoader]);
+  const double copies = share(m.us[kMemcpy]);
+  const double sync = share(m.sync_us);
+  const double exposed_comm = share(m.comm_us - m.comm_overlap_us);
+  const double busy = share(m.kernel_us);
+  Verdict& v = a.verdict;
+  v = {};
+  a.notes.clear();
+  const std::string rank =
+      a.distributed ? "; rank " + std::to_string(b.rank.value_or(static_cast<int64_t>(a.primary))) + ", the slowest" : "";
+
+  if (measure::fires(RuleId::kInputBound, loader)) {
+    v.rule = rule(RuleId::kInputBound).name;
+    const std::string name = b.dataloader.empty() ? "the data loader" : b.dataloader.front().name;
+    v.evidence = pct(loader) + " of the step in `" + name + "`" + rank;
+    if (py && has(name, "_SingleProcessDataLoaderIter")) {
+      v.move = "the batches are loaded in the training process (num_workers=0): " + move(RuleId::kInputBound);
+    } else if (py && has(name, "_MultiProcessingDataLoaderIter")) {
+      v.move = "the workers do not keep up: raise `num_workers` (and `pin_memory=True`), or ship uint8 batches "
+               "and normalize on the GPU";
+    } else {
+      v.move = move(RuleId::kInputBound);
+    }
+  } else if (b.has_gpu && measure::fires(RuleId::kCopyBound, copies)) {
+    v.rule = rule(RuleId::kCopyBound).name;
+    v.evidence = pct(copies) + " of the step in copies not overlapped by kernels; " + std::to_string(b.h2d.count) +
+                 " host-to-device copies, " + std::to_string(b.h2d.pageable) + " from pageable memory" + rank;
+    if (b.h2d.pageable > 0) {
+      v.move = py ? "`pin_memory=True` in the DataLoader and `.to(device, non_blocking=True)`"
+                  : "`loader.pin_memory`";
+    } else {
+      v.move = py ? "the copies are pinned already: ship uint8 batches and normalize on the GPU"
+                  : "`loader.uint8_transfer`";
+    }
+  } else if (measure::fires(RuleId::kSyncBound, sync)) {
+    v.rule = rule(RuleId::kSyncBound).name;
+    std::string which;
+    for (const auto& s : b.syncs) which += (which.empty() ? "" : ", ") + ("`" + s.name + "`");
+    v.evidence = pct(sync) + " of the step with the host waiting in " + (which.empty() ? "syncs" : which) + " (" +
+                 std::to_string(m.syncs) + " per step)" + rank;
+    v.move = move(RuleId::kSyncBound);
+  } else if (m.comm_us > 0 && measure::fires(RuleId::kCommBound, exposed_comm)) {
+    v.rule = rule(RuleId::kCommBound).name;
+    v.evidence = pct(share(m.comm_us)) + " of the step in communication, " +
+                 pct(m.comm_us > 0 ? 100.0 * m.comm_overlap_us / m.comm_us : 0) + " of it overlapped with compute" +
+                 rank;
+    v.move = move(RuleId::kCommBound);
+  } else if (b.has_gpu && measure::fires(RuleId::kLaunchBound, busy)) {
+    v.rule = rule(RuleId::kLaunchBound).name;
+    v.evidence = "GPU utilization " + pct(busy) + ": merged kernel time over the step; " +
+                 pct(share(m.us[kRuntime] + m.us[kCpuExec])) + " of it in host code and CUDA runtime calls" + rank;
+    v.move = move(RuleId::kLaunchBound);
+  } else if (b.has_gpu && b.half_pct && measure::fires(RuleId::kComputeFp32, *b.half_pct)) {
+    v.rule = rule(RuleId::kComputeFp32).name;
+    v.evidence = "GPU utilization " + pct(busy) + "; " + pct(*b.half_pct) + " of kernel time in fp16/bf16 kernels, " +
+                 pct(b.tensor_core_pct.value_or(0)) + " on Tensor Cores" + rank;
+    v.move = move(RuleId::kComputeFp32);
+  } else {
+    v.rule = rule(RuleId::kCompute).name;
+    if (b.has_gpu) {
+      v.evidence = "GPU utilization " + pct(busy) + "; " + pct(b.tensor_core_pct.value_or(0)) +
+                   " of kernel time on Tensor Cores" +
+                   (b.kernels.empty() ? "" : "; largest kernel `" + b.kernels.front().name + "`") + rank;
+    } else {
+      v.rule += " on the CPU";
+      v.evidence = pct(share(m.us[kCpuExec])) + " of the step in operators";
+      if (!b.operators.empty()) {
+        const double per_step = b.operators.front().self_us / static_cast<double>(b.steps.size());
+        v.evidence += "; largest by self time `" + b.operators.front().name + "` (" + pct(share(per_step)) + ")";
+      }
+      v.evidence += rank;
+    }
+    v.move = move(RuleId::kCompute);
+  }
+
+  // Further findings.
+  if (!b.from_steps) {
+    a.notes.push_back("no ProfilerStep#N spans in the trace: analyzed as one window" +
+                      std::string(py ? " (call prof.step() once per training step for a per-step split)" : ""));
+  }
+  if (!b.has_gpu) a.notes.push_back("CPU-only trace (no kernels, copies or CUDA runtime calls): GPU figures are null");
+  if (v.rule != rule(RuleId::kSyncBound).name && m.syncs > 0) {
+    std::string which;
+    for (const auto& s : b.syncs) {
+      char per[32];
+      std::snprintf(per, sizeof per, "%.3g", static_cast<double>(s.count) / static_cast<double>(b.steps.size()));
+      which += (which.empty() ? "" : ", ") + ("`" + s.name + "` x" + per);
+    }
+    a.notes.push_back("per-step host sync: " + which + " per step (" + ms(m.sync_us) + " per step here" +
+                      (b.has_gpu ? "" : "; on a GPU each one stalls the host until the device catches up") +
+                      "): " + move(RuleId::kSyncBound));
+  }
+  if (measure::fires(RuleId::kZeroGrad, share(m.zero_grad_us))) {
+    a.notes.push_back(pct(share(m.zero_grad_us)) + " of the step zeroing gradients (`aten::zero_` under "
+                      "`Optimizer.zero_grad`): " + move(RuleId::kZeroGrad));
+  }
+  if (b.has_gpu && b.h2d.pageable > 0 && v.rule != rule(RuleId::kCopyBound).name) {
+    a.notes.push_back(std::to_string(b.h2d.pageable) + " of " + std::to_string(b.h2d.count) +
+                      " host-to-device copies from pageable memory: " +
+                      (py ? "`pin_memory=True` and `.to(device, non_blocking=True)`" : "`loader.pin_memory`"));
+  }
+  if (b.layout_pct >= 5.0) {
+    a.notes.push_back(pct(b.layout_pct) + " of kernel time converting between NCHW and NHWC: " +
+                      (py ? "`model.to(memory_format=torch.channels_last)` and channels_last inputs"
+                          : "`model.channels_last`"));
+  }
+  if (a.distributed) {
+    const auto& d = *a.distributed;
+    const auto& slow = a.ranks[d.slowest];
+    const auto& fast = a.ranks[d.fastest];
+    char line[256];
+    std::snprintf(line, sizeof line, "rank %lld is the slowest: %.1f ms per step against %.1f ms on rank %lld",
+                  static_cast<long long>(slow.rank.value_or(static_cast<int64_t>(d.slowest))), slow.mean().ms(),
+                  fast.mean().ms(), static_cast<long long>(fast.rank.value_or(static_cast<int64_t>(d.fastest))));
+    a.notes.push_back(line);
+  }
+}
+
+Analysis analyze(const std::string& path, const AnalyzeOptions& opt) {
+  const auto traces = read_traces(path);
+  Analysis a;
+  a.path = path;
+  bool any_gpu = false;
+  for (const auto& t : traces) any_gpu = any_gpu || t.has_gpu;
+  if (opt.require_gpu && !any_gpu) {
+    throw DataError("'" + path + "': a CPU-only trace (no kernels, copies or CUDA runtime calls); --gpu asks for GPU "
+                    "figures: record it on a GPU with ProfilerActivity.CUDA");
+  }
+  // One process per rank: files with distributedInfo of a world of two or more are grouped by
+  // rank; the others are cycles of one process.
+  std::map<int64_t, std::vector<const Trace*>> by_rank;
+  for (const auto& t : traces) {
+    const bool dist = t.world_size.value_or(1) > 1 && t.rank;
+    by_rank[dist ? *t.rank : -1].push_back(&t);
+  }
+  for (const auto& [r, group] : by_rank) a.ranks.push_back(break_down(group));
+  for (size_t i = 1; i < a.ranks.size(); ++i)
+    if (a.ranks[i].mean().end > a.ranks[a.primary].mean().end) a.primary = i;
+  if (a.ranks.size() >= 2) {
+    Distributed d;
+    d.world_size = a.ranks.front().world_size.value_or(static_cast<int64_t>(a.ranks.size()));
+    d.slowest = a.primary;
+    for (size_t i = 1; i < a.ranks.size(); ++i)
+      if (a.ranks[i].mean().end < a.ranks[d.fastest].mean().end) d.fastest = i;
+    const auto m = a.ranks[a.primary].mean();
+    d.comm_pct = m.end > 0 ? 100.0 * m.comm_us / m.end : 0;
+    d.comm_overlap_pct = m.comm_us > 0 ? 100.0 * m.comm_overlap_us / m.comm_us : 0;
+    a.distributed = d;
+  }
+  advise(a);
+  return a;
+}
+
+}  // namespace ptune::analyze

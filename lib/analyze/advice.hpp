@@ -1,0 +1,60 @@
+#pragma once
+/// `ptune analyze`: a trace's breakdown per rank and one verdict — the bottleneck, the numbers
+/// behind it and the next move, phrased for the program that wrote the trace (PyTorch code for
+/// Python's traces, config keys for ptune's). The rules and thresholds are measure/rules.hpp's,
+/// shared with the sweep's diagnosis.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "analyze/breakdown.hpp"
+
+namespace ptune::analyze {
+
+/// The verdict.
+struct Verdict {
+  std::string rule;      // the rule's name (measure::Rule::name): "input-bound", ...
+  std::string evidence;  // the numbers: "46% of the step in `enumerate(DataLoader)#...`"
+  std::string move;      // the next move, for the trace's writer
+  /// "<rule> (<evidence>): <move>"
+  std::string text() const { return rule + " (" + evidence + "): " + move; }
+};
+
+/// Data-parallel figures of a multi-rank folder.
+struct Distributed {
+  int64_t world_size = 1;
+  size_t slowest = 0;            // index into Analysis::ranks
+  size_t fastest = 0;
+  double comm_pct = 0;           // the slowest rank's communication, % of its step
+  double comm_overlap_pct = 0;   // of that communication, the % overlapped with compute
+};
+
+/// What `ptune analyze PATH` finds.
+struct Analysis {
+  std::string path;                      // as given
+  std::vector<Breakdown> ranks;          // one per rank (a single file: one)
+  size_t primary = 0;                    // the rank the verdict is about: the slowest
+  std::optional<Distributed> distributed;  // with traces of two or more ranks
+  Verdict verdict;
+  std::vector<std::string> notes;        // further findings and caveats, each one line
+};
+
+/// Options of `ptune analyze`.
+struct AnalyzeOptions {
+  bool require_gpu = false;  // --gpu: a trace without GPU activity is an error
+};
+
+/// Reads `path` (analyze::read_traces) and analyzes it. Files of one rank (distributedInfo, or
+/// none) are one process whose steps are concatenated. Throws DataError as read_traces, and
+/// "'<path>': a CPU-only trace (no kernels, copies or CUDA runtime calls); --gpu asks for GPU
+/// figures: record on a GPU with ProfilerActivity.CUDA" when `require_gpu` and no GPU
+/// activity was recorded; "'<path>': no ProfilerStep#N step ... " never (a trace without steps
+/// is one window, said in a note).
+Analysis analyze(const std::string& path, const AnalyzeOptions& opt = {});
+
+/// The verdict and notes for one rank's breakdown (and the data-parallel figures when given).
+/// Throws nothing.
+void advise(Analysis& a);
+
+}  // namespace ptune::analyze

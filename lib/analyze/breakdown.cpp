@@ -1,0 +1,369 @@
+#include "analyze/breakdown.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <unordered_map>
+
+namespace ptune::analyze {
+namespace {
+
+using Ranges = std::vector<std::pair<double, double>>;  // sorted, disjoint after merge()
+
+Ranges merge(Ranges r) {
+  std::sort(r.begin(), r.end());
+  Ranges out;
+  for (const auto& [s, e] : r) {
+    if (e <= s) continue;
+    if (!out.empty() && s <= out.back().second) out.back().second = std::max(out.back().second, e);
+    else out.emplace_back(s, e);
+  }
+  return out;
+}
+
+/// The part of merged ranges `r` inside [s, e).
+Ranges clip(const Ranges& r, double s, double e) {
+  Ranges out;
+  auto it = std::upper_bound(r.begin(), r.end(), s, [](double v, const auto& x) { return v < x.second; });
+  for (; it != r.end() && it->first < e; ++it) out.emplace_back(std::max(it->first, s), std::min(it->second, e));
+  return out;
+}
+
+Ranges intersect(const Ranges& a, const Ranges& b) {
+  Ranges out;
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    const double s = std::max(a[i].first, b[j].first), e = std::min(a[i].second, b[j].second);
+    if (s < e) out.emplace_back(s, e);
+    (a[i].second < b[j].second) ? ++i : ++j;
+  }
+  return out;
+}
+
+Ranges subtract(const Ranges& a, const Ranges& b) {
+  Ranges out;
+  size_t j = 0;
+  for (auto [s, e] : a) {
+    while (j < b.size() && b[j].second <= s) ++j;
+    size_t k = j;
+    while (k < b.size() && b[k].first < e) {
+      if (b[k].first > s) out.emplace_back(s, b[k].first);
+      s = std::max(s, b[k].second);
+      ++k;
+    }
+    if (s < e) out.emplace_back(s, e);
+  }
+  return out;
+}
+
+double total(const Ranges& r) {
+  double t = 0;
+  for (const auto& [s, e] : r) t += e - s;
+  return t;
+}
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+bool starts_with(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
+bool contains(const std::string& s, const char* p) { return s.find(p) != std::string::npos; }
+
+bool is_host(const Event& e) { return e.kind == Kind::kCpuOp || e.kind == Kind::kAnnotation; }
+bool is_step(const Event& e) { return is_host(e) && starts_with(e.name, "ProfilerStep#"); }
+bool is_dataloader(const Event& e) {
+  if (!is_host(e)) return false;
+  return (starts_with(e.name, "enumerate(DataLoader)#") && e.name.size() >= 9 &&
+          e.name.compare(e.name.size() - 9, 9, ".__next__") == 0) ||
+         starts_with(e.name, "enumerate(DataPipe)#");
+}
+/// Host calls that wait for the device: runtime syncs, and the .item()-style reads.
+bool is_runtime_sync(const Event& e) {
+  return e.kind == Kind::kRuntime && (e.name == "cudaStreamSynchronize" || e.name == "cudaDeviceSynchronize" ||
+                                      e.name == "cudaEventSynchronize" || e.name == "cudaMemcpy" ||
+                                      e.name == "cuStreamSynchronize" || e.name == "cuCtxSynchronize");
+}
+bool is_item(const Event& e) {
+  return e.kind == Kind::kCpuOp && (e.name == "aten::_local_scalar_dense" || e.name == "aten::is_nonzero");
+}
+
+/// Adds `us` to the entry `name` of `m`.
+void add(std::map<std::string, NameTime>& m, const std::string& name, double total_us, double self_us) {
+  auto& n = m[name];
+  n.name = name;
+  ++n.count;
+  n.total_us += total_us;
+  n.self_us += self_us;
+}
+
+std::vector<NameTime> top(const std::map<std::string, NameTime>& m, bool by_self, size_t n) {
+  std::vector<NameTime> v;
+  for (const auto& [k, t] : m) v.push_back(t);
+  std::stable_sort(v.begin(), v.end(), [&](const NameTime& a, const NameTime& b) {
+    return by_self ? a.self_us > b.self_us : a.total_us > b.total_us;
+  });
+  if (v.size() > n) v.resize(n);
+  return v;
+}
+
+/// The windows of the steps of one trace: ProfilerStep#N host spans, each extended to the end
+/// of the device work launched from it (and the first one back to its first device work), kept
+/// apart from the next step; without steps, the whole trace.
+std::vector<StepBreakdown> windows(const Trace& t, bool* from_steps) {
+  std::vector<const Event*> host;
+  for (const auto& e : t.events)
+    if (is_step(e)) host.push_back(&e);
+  std::sort(host.begin(), host.end(), [](const Event* a, const Event* b) { return a->ts < b->ts; });
+  std::vector<StepBreakdown> steps;
+  if (host.empty()) {
+    *from_steps = false;
+    StepBreakdown s;
+    s.name = "whole trace";
+    s.start = 1e300;
+    s.end = -1e300;
+    for (const auto& e : t.events) s.start = std::min(s.start, e.ts), s.end = std::max(s.end, e.end());
+    steps.push_back(s);
+    return steps;
+  }
+  *from_steps = true;
+  std::unordered_map<int64_t, const Event*> launch;  // correlation -> runtime call
+  for (const auto& e : t.events)
+    if (e.kind == Kind::kRuntime && e.correlation >= 0) launch[e.correlation] = &e;
+  std::vector<double> dev_min(host.size(), 1e300), dev_max(host.size(), -1e300);
+  for (const auto& e : t.events) {
+    if (e.kind != Kind::kKernel && e.kind != Kind::kMemcpy && e.kind != Kind::kMemset) continue;
+    auto it = launch.find(e.correlation);
+    if (it == launch.end()) continue;
+    const double at = it->second->ts;
+    auto st = std::upper_bound(host.begin(), host.end(), at, [](double v, const Event* s) { return v < s->ts; });
+    if (st == host.begin()) continue;
+    const size_t i = static_cast<size_t>(st - host.begin()) - 1;
+    if (at > host[i]->end()) continue;
+    dev_min[i] = std::min(dev_min[i], e.ts);
+    dev_max[i] = std::max(dev_max[i], e.end());
+  }
+  double prev_end = -1e300;
+  for (size_t i = 0; i < host.size(); ++i) {
+    StepBreakdown s;
+    s.name = host[i]->name;
+    s.start = std::max(i == 0 ? std::min(host[i]->ts, dev_min[i]) : host[i]->ts, prev_end);
+    s.end = std::max({host[i]->end(), dev_max[i], s.start});
+    prev_end = s.end;
+    steps.push_back(s);
+  }
+  return steps;
+}
+
+}  // namespace
+
+const char* category_name(int c) {
+  static const char* names[] = {"kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other"};
+  return c >= 0 && c < kCategories ? names[c] : "?";
+}
+
+bool is_tensor_core_kernel(const std::string& name) {
+  const std::string n = lower(name);
+  for (const char* p : {"h884", "s884", "h1688", "s1688", "h16816", "s16816", "i8816", "hmma", "xmma", "tensorop",
+                        "wgmma", "gmma_", "tf32", "16816gemm", "1688gemm", "884gemm"})
+    if (contains(n, p)) return true;
+  return false;
+}
+
+bool is_half_kernel(const std::string& name) {
+  const std::string n = lower(name);
+  for (const char* p : {"f16", "bf16", "half", "h884", "h1688", "h16816", "hmma", "bfloat16"})
+    if (contains(n, p)) return true;
+  return false;
+}
+
+bool is_communication(const Event& e) {
+  if (e.kind == Kind::kKernel) return starts_with(lower(e.name), "nccl");
+  if (!is_host(e)) return false;
+  if (starts_with(e.name, "nccl:") || starts_with(e.name, "gloo:") || e.name == "record_param_comms") return true;
+  if (!starts_with(e.name, "c10d::")) return false;
+  for (const char* p : {"allreduce", "allgather", "all_gather", "broadcast", "reduce_scatter", "alltoall", "barrier"})
+    if (contains(e.name, p)) return true;
+  return false;
+}
+
+StepBreakdown Breakdown::mean() const {
+  StepBreakdown m;
+  m.name = "mean";
+  if (steps.empty()) return m;
+  double len = 0;
+  for (const auto& s : steps) {
+    len += s.end - s.start;
+    for (int c = 0; c < kCategories; ++c) m.us[c] += s.us[c];
+    m.kernel_us += s.kernel_us;
+    m.comm_us += s.comm_us;
+    m.comm_overlap_us += s.comm_overlap_us;
+    m.sync_us += s.sync_us;
+    m.syncs += s.syncs;
+    m.zero_grad_us += s.zero_grad_us;
+  }
+  const double n = static_cast<double>(steps.size());
+  m.end = len / n;
+  for (auto& v : m.us) v /= n;
+  m.kernel_us /= n, m.comm_us /= n, m.comm_overlap_us /= n, m.sync_us /= n, m.zero_grad_us /= n;
+  m.syncs = static_cast<int64_t>(static_cast<double>(m.syncs) / n + 0.5);
+  return m;
+}
+
+Breakdown break_down(const std::vector<const Trace*>& traces) {
+  Breakdown b;
+  std::map<std::string, NameTime> kernels, operators, loaders, syncs;
+  double kernel_total = 0, tc = 0, half = 0, layout = 0;
+  for (const Trace* t : traces) {
+    b.files.push_back(t->path);
+    b.writer = t->writer;
+    b.rank = t->rank;
+    b.world_size = t->world_size;
+    b.has_gpu = b.has_gpu || t->has_gpu;
+    if (b.devices.empty()) b.devices = t->devices;
+    bool from_steps = true;
+    auto steps = windows(*t, &from_steps);
+    b.from_steps = b.from_steps && from_steps;
+    const double lo = steps.front().start, hi = steps.back().end;
+    auto inside = [&](const Event& e) { return e.ts >= lo && e.ts < hi; };
+
+    // The ranges of each category, merged.
+    std::array<Ranges, kCategories> cat;
+    Ranges all_kernels, compute, sync_ranges, zero_windows;
+    bool comm_kernels = false;
+    for (const auto& e : t->events) comm_kernels = comm_kernels || (e.kind == Kind::kKernel && is_communication(e));
+    std::unordered_map<int64_t, bool> dtoh;  // correlation -> a device-to-host copy
+    for (const auto& e : t->events)
+      if (e.kind == Kind::kMemcpy && e.correlation >= 0 && contains(e.name, "DtoH")) dtoh[e.correlation] = true;
+    for (const auto& e : t->events) {
+      const std::pair<double, double> r{e.ts, e.end()};
+      switch (e.kind) {
+        case Kind::kKernel:
+          all_kernels.push_back(r);
+          if (is_communication(e)) cat[kCommunication].push_back(r);
+          else cat[kKernel].push_back(r), compute.push_back(r);
+          if (inside(e)) {
+            add(kernels, e.name, e.dur, e.dur);
+            kernel_total += e.dur;
+            if (is_tensor_core_kernel(e.name)) tc += e.dur;
+            if (is_half_kernel(e.name)) half += e.dur;
+            const std::string n = lower(e.name);
+            if (contains(n, "nchwtonhwc") || contains(n, "nhwctonchw")) layout += e.dur;
+          }
+          break;
+        case Kind::kMemcpy:
+          cat[kMemcpy].push_back(r);
+          if (inside(e) && contains(e.name, "HtoD")) {
+            ++b.h2d.count;
+            b.h2d.us += e.dur;
+            if (e.bytes > 0) b.h2d.bytes += e.bytes;
+            if (contains(e.name, "Pinned")) ++b.h2d.pinned;
+            if (contains(e.name, "Pageable")) ++b.h2d.pageable;
+          }
+          break;
+        case Kind::kMemset: cat[kMemset].push_back(r); break;
+        case Kind::kRuntime:
+          cat[kRuntime].push_back(r);
+          if (is_runtime_sync(e) || (e.name.rfind("cudaMemcpy", 0) == 0 && dtoh.count(e.correlation))) {
+            sync_ranges.push_back(r);
+            if (inside(e)) add(syncs, e.name, e.dur, e.dur);
+          }
+          break;
+        case Kind::kCpuOp:
+        case Kind::kAnnotation:
+          if (is_step(e)) break;
+          if (is_dataloader(e)) {
+            cat[kDataLoader].push_back(r);
+            if (inside(e)) add(loaders, e.name, e.dur, e.dur);
+          } else if (is_communication(e)) {
+            if (!comm_kernels) cat[kCommunication].push_back(r);
+            else cat[kCpuExec].push_back(r);
+          } else {
+            cat[kCpuExec].push_back(r);
+            if (!t->has_gpu) compute.push_back(r);
+          }
+          if (is_item(e)) {
+            sync_ranges.push_back(r);
+            if (inside(e)) add(syncs, e.name == "aten::_local_scalar_dense" ? "aten::item" : e.name, e.dur, e.dur);
+          }
+          if (starts_with(e.name, "Optimizer.zero_grad#")) zero_windows.push_back(r);
+          break;
+        case Kind::kOther: break;
+      }
+    }
+    for (auto& c : cat) c = merge(std::move(c));
+    all_kernels = merge(std::move(all_kernels));
+    compute = merge(std::move(compute));
+    sync_ranges = merge(std::move(sync_ranges));
+    zero_windows = merge(std::move(zero_windows));
+    Ranges zeroing;
+    for (const auto& e : t->events)
+      if (e.kind == Kind::kCpuOp && (e.name == "aten::zero_" || e.name == "aten::fill_") &&
+          !clip(zero_windows, e.ts, e.end()).empty())
+        zeroing.emplace_back(e.ts, e.end());
+    zeroing = merge(std::move(zeroing));
+    const Ranges overlap = intersect(cat[kCommunication], compute);
+
+    for (auto& s : steps) {
+      Ranges slots{{s.start, s.end}};
+      for (int c = 0; c < kOther; ++c) {
+        const Ranges got = intersect(slots, clip(cat[c], s.start, s.end));
+        s.us[c] = total(got);
+        slots = subtract(slots, got);
+      }
+      s.us[kOther] = total(slots);
+      s.kernel_us = total(clip(all_kernels, s.start, s.end));
+      s.comm_us = total(clip(cat[kCommunication], s.start, s.end));
+      s.comm_overlap_us = total(clip(overlap, s.start, s.end));
+      s.sync_us = total(clip(sync_ranges, s.start, s.end));
+      s.zero_grad_us = total(clip(zeroing, s.start, s.end));
+      for (const auto& e : t->events) {
+        if (e.ts < s.start || e.ts >= s.end) continue;
+        if (is_runtime_sync(e) || (e.kind == Kind::kRuntime && e.name.rfind("cudaMemcpy", 0) == 0 &&
+                                   dtoh.count(e.correlation)) ||
+            (e.kind == Kind::kCpuOp && (e.name == "aten::_local_scalar_dense" || e.name == "aten::is_nonzero")))
+          ++s.syncs;
+      }
+    }
+
+    // Host operators' self time: per thread, minus the time of the operators directly inside.
+    std::map<std::pair<int64_t, int64_t>, std::vector<const Event*>> threads;
+    for (const auto& e : t->events)
+      if (e.kind == Kind::kCpuOp && inside(e)) threads[{e.pid, e.tid}].push_back(&e);
+    for (auto& [key, ops] : threads) {
+      std::sort(ops.begin(), ops.end(), [](const Event* a, const Event* b) {
+        return a->ts != b->ts ? a->ts < b->ts : a->dur > b->dur;
+      });
+      std::vector<std::pair<const Event*, double>> stack;  // op, time of its direct children
+      auto pop = [&]() {
+        auto [op, children] = stack.back();
+        stack.pop_back();
+        add(operators, op->name, op->dur, std::max(0.0, op->dur - children));
+        if (!stack.empty()) stack.back().second += op->dur;
+      };
+      for (const Event* e : ops) {
+        // An op is a child of the one on top when it lies inside it; one that starts inside but
+        // ends after it (not well nested: another thread's op recorded on this tid) is not.
+        while (!stack.empty() && (e->ts >= stack.back().first->end() || e->end() > stack.back().first->end())) pop();
+        stack.emplace_back(e, 0.0);
+      }
+      while (!stack.empty()) pop();
+    }
+    for (auto& s : steps) b.steps.push_back(std::move(s));
+  }
+  b.kernels = top(kernels, false, kTopN);
+  b.operators = top(operators, true, kTopN);
+  b.dataloader = top(loaders, false, kTopN);
+  b.syncs = top(syncs, false, kTopN);
+  if (b.has_gpu && kernel_total > 0) {
+    b.tensor_core_pct = 100.0 * tc / kernel_total;
+    b.half_pct = 100.0 * half / kernel_total;
+    b.layout_pct = 100.0 * layout / kernel_total;
+  } else if (b.has_gpu) {
+    b.tensor_core_pct = 0;
+    b.half_pct = 0;
+  }
+  return b;
+}
+
+}  // namespace ptune::analyze

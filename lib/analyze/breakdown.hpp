@@ -1,0 +1,97 @@
+#pragma once
+/// Where a traced step's time goes, as the PyTorch profiler's TensorBoard plugin defined its
+/// overview: each instant of a step is given to the first of kernel > memcpy > memset >
+/// communication > runtime > data loader > CPU execution that covers it, and what none covers is
+/// "other". Plus GPU utilization, Tensor Cores, the largest kernels and operators, host-to-device
+/// copies, host syncs and data-parallel communication.
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "analyze/trace_reader.hpp"
+
+namespace ptune::analyze {
+
+/// The categories of the split, in priority order.
+enum Category { kKernel, kMemcpy, kMemset, kCommunication, kRuntime, kDataLoader, kCpuExec, kOther, kCategories };
+
+/// The JSON/table name of a category: "kernel", "memcpy", "memset", "communication", "runtime",
+/// "dataloader", "cpu_exec", "other". Throws nothing.
+const char* category_name(int c);
+
+/// One step (or the whole trace as one window); times in microseconds.
+struct StepBreakdown {
+  std::string name;                        // "ProfilerStep#3", or "whole trace"
+  double start = 0, end = 0;               // the window (host span extended to the device work it launched)
+  std::array<double, kCategories> us{};    // the split; sums to end - start
+  double kernel_us = 0;                    // merged kernel time (all kernels, several streams once)
+  double comm_us = 0;                      // merged communication time
+  double comm_overlap_us = 0;              // communication overlapped with compute (kernels, or host ops on the CPU)
+  double sync_us = 0;                      // merged time the host waited in syncs
+  int64_t syncs = 0;                       // sync calls (runtime syncs and .item()-style reads)
+  double zero_grad_us = 0;                 // aten::zero_ / aten::fill_ under Optimizer.zero_grad
+  double ms() const { return (end - start) / 1000.0; }
+};
+
+/// Time per name (kernels, operators, syncs).
+struct NameTime {
+  std::string name;
+  int64_t count = 0;
+  double total_us = 0;  // inclusive
+  double self_us = 0;   // operators: without their child operators; others: = total
+};
+
+/// Host-to-device copies in the steps.
+struct CopyStats {
+  int64_t count = 0;
+  int64_t pinned = 0;    // "(Pinned -> Device)"
+  int64_t pageable = 0;  // "(Pageable -> Device)"
+  double us = 0;         // summed copy time on the device
+  int64_t bytes = 0;     // when the trace gives them
+};
+
+/// A trace (or several files of one process) taken apart.
+struct Breakdown {
+  std::vector<std::string> files;
+  std::string writer = "pytorch";     // "pytorch" | "ptune"
+  std::optional<int64_t> rank, world_size;
+  bool has_gpu = false;
+  bool from_steps = true;             // false: no ProfilerStep#N spans; one window
+  std::vector<StepBreakdown> steps;
+  std::vector<std::string> devices;
+  std::optional<double> tensor_core_pct;  // kernel time on Tensor Cores (name heuristic), % ; GPU only
+  std::optional<double> half_pct;         // kernel time in fp16/bf16 kernels (name heuristic), % ; GPU only
+  double layout_pct = 0;                  // kernel time in NCHW<->NHWC conversions, % of kernel time
+  std::vector<NameTime> kernels;          // by total time, largest first
+  std::vector<NameTime> operators;        // host operators by self time, largest first
+  std::vector<NameTime> dataloader;       // DataLoader ranges by time, largest first
+  std::vector<NameTime> syncs;            // host syncs by name
+  CopyStats h2d;
+
+  /// The mean over steps of a step's figures (name "mean").
+  StepBreakdown mean() const;
+};
+
+/// Whether a kernel name is a Tensor Core kernel, by the patterns cuBLAS, cuDNN and CUTLASS put
+/// in their names (h884, s1688, 16816, hmma, xmma, tensorop, wgmma, tf32, ...). A heuristic,
+/// as the TensorBoard plugin's was. Throws nothing.
+bool is_tensor_core_kernel(const std::string& name);
+
+/// Whether a kernel name says fp16/bf16 math (f16, bf16, half, h884, h1688, hmma). A heuristic.
+bool is_half_kernel(const std::string& name);
+
+/// Whether a kernel or host op is data-parallel communication: kernels whose name starts with
+/// "nccl"; host ops "nccl:*", "gloo:*", "c10d::*" collectives and "record_param_comms".
+bool is_communication(const Event& e);
+
+/// Takes apart the traces of one process (several files: several profiler cycles; their steps
+/// are concatenated). `traces` must not be empty. Throws nothing.
+Breakdown break_down(const std::vector<const Trace*>& traces);
+
+/// Kept per list in a Breakdown (kernels, operators, ...).
+inline constexpr size_t kTopN = 5;
+
+}  // namespace ptune::analyze

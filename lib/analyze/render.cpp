@@ -1,0 +1,233 @@
+#include "analyze/render.hpp"
+
+#include <cmath>
+#include <cstdio>
+
+#include "report/results.hpp"
+
+namespace ptune::analyze {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+double r2(double v) { return std::round(v * 100.0) / 100.0; }
+
+Json step_json(const Breakdown& b, const StepBreakdown& s) {
+  const double len = s.end - s.start;
+  auto share = [&](double us) { return len > 0 ? r2(100.0 * us / len) : 0.0; };
+  Json split = Json::object();
+  for (int c = 0; c < kCategories; ++c) split[category_name(c)] = share(s.us[c]);
+  return Json{{"name", s.name},
+              {"ms", r2(len / 1000.0)},
+              {"split_pct", split},
+              {"gpu_util_pct", b.has_gpu ? Json(share(s.kernel_us)) : Json(nullptr)},
+              {"comm_pct", share(s.comm_us)},
+              {"comm_overlap_pct", s.comm_us > 0 ? r2(100.0 * s.comm_overlap_us / s.comm_us) : 0.0},
+              {"sync_ms", r2(s.sync_us / 1000.0)},
+              {"syncs", s.syncs}};
+}
+
+Json names_json(const std::vector<NameTime>& v, bool self) {
+  Json out = Json::array();
+  for (const auto& n : v) {
+    Json j{{"name", n.name}, {"count", n.count}, {"total_ms", r2(n.total_us / 1000.0)}};
+    if (self) j["self_ms"] = r2(n.self_us / 1000.0);
+    out.push_back(j);
+  }
+  return out;
+}
+
+Json opt(const std::optional<double>& v) { return v ? Json(r2(*v)) : Json(nullptr); }
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+std::string pad(std::string s, size_t w, bool right = false) {
+  if (s.size() >= w) return s;
+  return right ? std::string(w - s.size(), ' ') + s : s + std::string(w - s.size(), ' ');
+}
+
+std::string shorten(const std::string& s, size_t n = 90) { return s.size() <= n ? s : s.substr(0, n - 3) + "..."; }
+
+std::string steps_from(const Breakdown& b) { return b.from_steps ? "ProfilerStep#N" : "whole trace"; }
+
+/// The split table's rows: the steps and the mean, as text cells.
+std::vector<std::vector<std::string>> split_rows(const Breakdown& b) {
+  std::vector<std::vector<std::string>> rows;
+  auto row = [&](const StepBreakdown& s) {
+    const double len = s.end - s.start;
+    std::vector<std::string> r{s.name, fmt("%.1f", len / 1000.0)};
+    for (int c = 0; c < kCategories; ++c) r.push_back(fmt("%.1f", len > 0 ? 100.0 * s.us[c] / len : 0.0));
+    r.push_back(b.has_gpu ? fmt("%.1f", len > 0 ? 100.0 * s.kernel_us / len : 0.0) : "-");
+    r.push_back(std::to_string(s.syncs));
+    rows.push_back(r);
+  };
+  for (const auto& s : b.steps) row(s);
+  if (b.steps.size() > 1) row(b.mean());
+  return rows;
+}
+
+std::vector<std::string> split_header() {
+  std::vector<std::string> h{"step", "ms"};
+  for (int c = 0; c < kCategories; ++c) h.push_back(std::string(c == kCommunication ? "comm" : category_name(c)) + "%");
+  h.push_back("gpu_util%");
+  h.push_back("syncs");
+  return h;
+}
+
+}  // namespace
+
+const std::vector<std::string>& formats() {
+  static const std::vector<std::string> f{"table", "json", "md"};
+  return f;
+}
+
+Json to_json(const Analysis& a) {
+  const Breakdown& b = a.ranks[a.primary];
+  Json steps = Json::array();
+  for (const auto& s : b.steps) steps.push_back(step_json(b, s));
+  Json files = Json::array();
+  for (const auto& r : a.ranks)
+    for (const auto& f : r.files) files.push_back(f);
+  Json dist = nullptr;
+  if (a.distributed) {
+    const auto& d = *a.distributed;
+    Json ranks = Json::array();
+    for (const auto& r : a.ranks) {
+      const auto m = r.mean();
+      ranks.push_back(Json{{"rank", r.rank ? Json(*r.rank) : Json(nullptr)},
+                           {"files", r.files},
+                           {"ms_per_step", r2(m.ms())},
+                           {"comm_pct", m.end > 0 ? r2(100.0 * m.comm_us / m.end) : 0.0},
+                           {"comm_overlap_pct", m.comm_us > 0 ? r2(100.0 * m.comm_overlap_us / m.comm_us) : 0.0},
+                           {"gpu_util_pct", r.has_gpu && m.end > 0 ? Json(r2(100.0 * m.kernel_us / m.end)) : Json(nullptr)}});
+    }
+    auto rank_of = [&](size_t i) { return a.ranks[i].rank ? Json(*a.ranks[i].rank) : Json(i); };
+    dist = Json{{"world_size", d.world_size},
+                {"slowest_rank", rank_of(d.slowest)},
+                {"fastest_rank", rank_of(d.fastest)},
+                {"comm_pct", r2(d.comm_pct)},
+                {"comm_overlap_pct", r2(d.comm_overlap_pct)},
+                {"ranks", ranks}};
+  }
+  Json top_kernels = Json::array();
+  double kernel_total = 0;
+  for (const auto& s : b.steps) kernel_total += s.kernel_us;
+  for (const auto& k : b.kernels)
+    top_kernels.push_back(Json{{"name", k.name},
+                               {"count", k.count},
+                               {"total_ms", r2(k.total_us / 1000.0)},
+                               {"tensor_core", is_tensor_core_kernel(k.name)}});
+  return Json{
+      {"path", a.path},
+      {"writer", b.writer},
+      {"device", b.has_gpu ? "cuda" : "cpu"},
+      {"devices", b.devices},
+      {"steps_from", steps_from(b)},
+      {"verdict", Json{{"rule", a.verdict.rule}, {"evidence", a.verdict.evidence}, {"move", a.verdict.move},
+                       {"text", a.verdict.text()}}},
+      {"notes", a.notes},
+      {"rank", b.rank ? Json(*b.rank) : Json(nullptr)},
+      {"steps", steps},
+      {"mean", step_json(b, b.mean())},
+      {"tensor_core_pct", opt(b.tensor_core_pct)},
+      {"half_precision_pct", opt(b.half_pct)},
+      {"top_kernels", top_kernels},
+      {"top_operators", names_json(b.operators, true)},
+      {"dataloader", names_json(b.dataloader, false)},
+      {"h2d", Json{{"count", b.h2d.count}, {"pinned", b.h2d.pinned}, {"pageable", b.h2d.pageable},
+                   {"ms", r2(b.h2d.us / 1000.0)}, {"bytes", b.h2d.bytes}}},
+      {"syncs", names_json(b.syncs, false)},
+      {"distributed", dist},
+      {"files", files},
+  };
+}
+
+std::string render(const Analysis& a, const std::string& format) {
+  if (format == "json") return to_json(a).dump(2) + "\n";
+  const Breakdown& b = a.ranks[a.primary];
+  const auto header = split_header();
+  const auto rows = split_rows(b);
+  const size_t n_steps = b.steps.size();
+  std::string device = b.has_gpu ? (b.devices.empty() ? "cuda" : "cuda (" + b.devices.front() + ")") : "cpu";
+  std::string intro = "writer " + b.writer + ", " + device + ", " + std::to_string(n_steps) + " step" +
+                      (n_steps == 1 ? "" : "s") + " from " + steps_from(b) +
+                      (a.distributed ? ", " + std::to_string(a.ranks.size()) + " ranks (the slowest shown)" : "");
+  std::string out;
+  if (format == "md") {
+    using report::markdown_escape;
+    out += "## ptune analyze: " + markdown_escape(a.path) + "\n\n" + markdown_escape(intro) + "\n\n";
+    out += "**Verdict:** " + a.verdict.text() + "\n\n";
+    for (const auto& n : a.notes) out += "- " + n + "\n";
+    if (!a.notes.empty()) out += "\n";
+    out += "|";
+    for (const auto& h : header) out += " " + markdown_escape(h) + " |";
+    out += "\n|";
+    for (size_t i = 0; i < header.size(); ++i) out += i == 0 ? "---|" : "---:|";
+    out += "\n";
+    for (const auto& r : rows) {
+      out += "|";
+      for (const auto& c : r) out += " " + markdown_escape(c) + " |";
+      out += "\n";
+    }
+    auto list = [&](const std::string& title, const std::vector<NameTime>& v, bool self) {
+      if (v.empty()) return;
+      out += "\n" + title + "\n\n| name | calls | " + (self ? "self ms | " : "") + "total ms |\n|---|---:|" +
+             (self ? "---:|" : "") + "---:|\n";
+      for (const auto& n : v)
+        out += "| " + markdown_escape(n.name) + " | " + std::to_string(n.count) + " | " +
+               (self ? fmt("%.2f", n.self_us / 1000.0) + " | " : "") + fmt("%.2f", n.total_us / 1000.0) + " |\n";
+    };
+    list("Largest operators (host, by self time):", b.operators, true);
+    list("Largest kernels:", b.kernels, false);
+    list("Host syncs:", b.syncs, false);
+    return out;
+  }
+  // The terminal table.
+  out += "ptune analyze: " + a.path + "\n" + intro + "\n\n";
+  std::vector<size_t> w(header.size());
+  for (size_t i = 0; i < header.size(); ++i) {
+    w[i] = header[i].size();
+    for (const auto& r : rows) w[i] = std::max(w[i], r[i].size());
+  }
+  auto line = [&](const std::vector<std::string>& r) {
+    std::string s;
+    for (size_t i = 0; i < r.size(); ++i) s += (i ? "  " : "") + pad(r[i], w[i], i > 0);
+    return s + "\n";
+  };
+  out += line(header);
+  for (const auto& r : rows) out += line(r);
+  auto list = [&](const std::string& title, const std::vector<NameTime>& v, bool self) {
+    if (v.empty()) return;
+    out += "\n" + title + "\n";
+    for (const auto& n : v)
+      out += "  " + pad(fmt("%.2f ms", (self ? n.self_us : n.total_us) / 1000.0), 11, true) + "  " +
+             pad(std::to_string(n.count) + "x", 6, true) + "  " + shorten(n.name) + "\n";
+  };
+  list("largest operators (host, self time over the steps):", b.operators, true);
+  list("largest kernels:", b.kernels, false);
+  if (b.has_gpu) {
+    out += "\nTensor Cores: " + fmt("%.0f%%", b.tensor_core_pct.value_or(0)) + " of kernel time; fp16/bf16: " +
+           fmt("%.0f%%", b.half_pct.value_or(0)) + "\n";
+    out += "host-to-device copies: " + std::to_string(b.h2d.count) + " (" + std::to_string(b.h2d.pinned) +
+           " pinned, " + std::to_string(b.h2d.pageable) + " pageable), " + fmt("%.2f ms", b.h2d.us / 1000.0) + "\n";
+  }
+  list("host syncs:", b.syncs, false);
+  if (a.distributed) {
+    out += "\nranks:\n";
+    for (const auto& r : a.ranks) {
+      const auto m = r.mean();
+      out += "  rank " + (r.rank ? std::to_string(*r.rank) : std::string("?")) + "  " + fmt("%.1f ms/step", m.ms()) +
+             "  communication " + fmt("%.1f%%", m.end > 0 ? 100.0 * m.comm_us / m.end : 0.0) + " (" +
+             fmt("%.0f%% overlapped)", m.comm_us > 0 ? 100.0 * m.comm_overlap_us / m.comm_us : 0.0) + "\n";
+    }
+  }
+  out += "\nverdict: " + a.verdict.text() + "\n";
+  for (const auto& n : a.notes) out += "note: " + n + "\n";
+  return out;
+}
+
+}  // namespace ptune::analyze

@@ -1,0 +1,66 @@
+#pragma once
+/// Reads profiler traces in Kineto's Chrome-trace schema — what Python's `torch.profiler`
+/// (`export_chrome_trace`, `tensorboard_trace_handler`) and ptune's `--profile` write — from
+/// `.json` or `.json.gz` files, or a folder of them (one per rank), into plain events.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ptune::analyze {
+
+/// What an event is, from its "cat" (and, for ProfilerStep#N and the DataLoader, its name).
+enum class Kind {
+  kCpuOp,           // "cpu_op", "operator": a host operator (aten::...)
+  kAnnotation,      // "user_annotation", "python_function", "gpu_user_annotation" is skipped
+  kKernel,          // "kernel": a GPU kernel
+  kMemcpy,          // "gpu_memcpy"
+  kMemset,          // "gpu_memset"
+  kRuntime,         // "cuda_runtime", "cuda_driver": host calls into CUDA
+  kOther,           // anything else with a duration that is kept (never categorized)
+};
+
+/// One complete event ("ph": "X"); times in microseconds as the trace has them.
+struct Event {
+  Kind kind = Kind::kOther;
+  std::string name;
+  double ts = 0;    // start, us
+  double dur = 0;   // duration, us
+  int64_t pid = 0;
+  int64_t tid = 0;
+  int64_t correlation = -1;  // links a runtime call to the kernel/copy it launched; -1: none
+  int64_t bytes = -1;        // copies and memsets: "bytes"; -1: not given
+  double end() const { return ts + dur; }
+};
+
+/// One trace file.
+struct Trace {
+  std::string path;
+  std::vector<Event> events;           // "ph": "X" events with a duration >= 0, in file order
+  std::optional<int64_t> rank;         // distributedInfo.rank
+  std::optional<int64_t> world_size;   // distributedInfo.world_size
+  std::string writer = "pytorch";      // "ptune" or "pytorch" (see writer_of)
+  bool has_gpu = false;                // kernels, copies, memsets or CUDA runtime calls recorded
+  std::vector<std::string> devices;    // deviceProperties[].name
+};
+
+/// Reads one trace file (.json, or gzip-compressed .json.gz: by content, not by name).
+/// Throws DataError "'<path>': <what is wrong>": cannot be read, not gzip data that it says
+/// it is, not JSON (with the line and column), truncated, not a trace (no "traceEvents" list),
+/// no timed events.
+Trace read_trace(const std::string& path);
+
+/// Reads `path`: one trace file, or a folder holding one per rank (files ending in .json or
+/// .json.gz, sorted by name; sub-folders not searched). Throws DataError as read_trace, and
+/// "'<path>': no such file or folder" / "'<dir>': no trace files (*.json, *.json.gz) in this
+/// folder".
+std::vector<Trace> read_traces(const std::string& path);
+
+/// Which program wrote a trace: "ptune" when its top-level object has a "ptune" key (what
+/// ptune's TraceRecorder writes) or its process_name metadata names a ptune binary
+/// ("ptune", "ptune_tests"); otherwise "pytorch" (Python's torch.profiler, or another
+/// LibTorch program, advised in PyTorch's terms). Throws nothing.
+std::string writer_of(bool has_ptune_key, const std::string& process_name);
+
+}  // namespace ptune::analyze

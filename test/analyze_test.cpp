@@ -1,0 +1,362 @@
+// ptune analyze: the trace reader, the plugin's step split, the verdicts on GPU-shaped fixtures
+// (test/data/traces, made by test/data/make_trace_fixtures.py), on traces Python's torch.profiler
+// writes for a CPU ResNet step (made here by test/make_torch_trace.py), and on ptune's own.
+
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+#include <zlib.h>
+
+#include "analyze/advice.hpp"
+#include "analyze/render.hpp"
+#include "analyze/trace_reader.hpp"
+#include "errors.hpp"
+#include "measure/diagnosis.hpp"
+#include "measure/rules.hpp"
+#include "test_util.hpp"
+
+using Json = nlohmann::json;
+using ptune::test::TempDir;
+
+namespace {
+
+std::string fixture(const std::string& name) { return std::string(PTUNE_TEST_DATA) + "/traces/" + name; }
+
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+Json x(const std::string& cat, const std::string& name, double ts, double dur, Json args = Json::object(),
+       int pid = 1, int tid = 1) {
+  return Json{{"ph", "X"}, {"cat", cat}, {"name", name}, {"pid", pid}, {"tid", tid}, {"ts", ts}, {"dur", dur},
+              {"args", args}};
+}
+
+/// The message of the DataError that analyze(path) throws.
+std::string error_of(const std::string& path, bool gpu = false) {
+  ptune::analyze::AnalyzeOptions opt;
+  opt.require_gpu = gpu;
+  try {
+    ptune::analyze::analyze(path, opt);
+  } catch (const ptune::DataError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST_CASE("analyze: each instant of a step goes to the first category covering it, as the plugin's", "[analyze]") {
+  // One step [0, 100): a kernel [10, 30), a copy [20, 40), a memset [85, 95), runtime [0, 50),
+  // the DataLoader [50, 70), host ops over [0, 85), and nothing in [95, 100).
+  TempDir dir;
+  Json ev = Json::array();
+  ev.push_back(x("user_annotation", "ProfilerStep#7", 0, 100));
+  ev.push_back(x("cpu_op", "aten::whole", 0, 80));
+  ev.push_back(x("cpu_op", "aten::inside", 10, 10));   // a child: self time is the parent's less this
+  ev.push_back(x("cpu_op", "aten::across", 75, 10));   // not well nested (ends after its "parent"): no child
+  ev.push_back(x("cuda_runtime", "cudaLaunchKernel", 0, 50, {{"correlation", 5}}));
+  ev.push_back(x("kernel", "volta_sgemm_128x64_nn", 10, 20, {{"correlation", 5}, {"stream", 7}}, 0, 7));
+  ev.push_back(x("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", 20, 20, {{"correlation", 6}, {"bytes", 64}}, 0, 7));
+  ev.push_back(x("gpu_memset", "Memset (Device)", 85, 10, {{"correlation", 7}}, 0, 7));
+  ev.push_back(x("user_annotation", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 50, 20));
+  ev.push_back(x("gpu_user_annotation", "ProfilerStep#7", 0, 100, {}, 0, 7));  // device-side copy: ignored
+  const std::string path = dir.write("t.json", Json{{"traceEvents", ev}}.dump());
+  const auto a = ptune::analyze::analyze(path);
+  REQUIRE(a.ranks.size() == 1);
+  const auto& b = a.ranks[0];
+  REQUIRE(b.steps.size() == 1);
+  const auto& s = b.steps[0];
+  CHECK(s.name == "ProfilerStep#7");
+  CHECK(s.ms() == Approx(0.1));
+  using namespace ptune::analyze;
+  CHECK(s.us[kKernel] == Approx(20));      // [10, 30)
+  CHECK(s.us[kMemcpy] == Approx(10));      // [30, 40): under the kernel it is kernel time
+  CHECK(s.us[kMemset] == Approx(10));      // [85, 95)
+  CHECK(s.us[kRuntime] == Approx(20));     // [0, 10) and [40, 50)
+  CHECK(s.us[kDataLoader] == Approx(20));  // [50, 70)
+  CHECK(s.us[kCpuExec] == Approx(15));     // [70, 85)
+  CHECK(s.us[kOther] == Approx(5));        // [95, 100)
+  CHECK(s.kernel_us == Approx(20));
+  CHECK(b.h2d.count == 1);
+  CHECK(b.h2d.pageable == 1);
+  CHECK(b.h2d.bytes == 64);
+  CHECK(b.half_pct == Approx(0));
+  REQUIRE(b.operators.size() == 3);
+  CHECK(b.operators[0].name == "aten::whole");
+  CHECK(b.operators[0].total_us == Approx(80));
+  CHECK(b.operators[0].self_us == Approx(70));
+  CHECK(b.operators[1].self_us == Approx(10));
+  // Data 20% < 30%, copies 10% < 20%, no sync; the GPU busy 20% of the step.
+  CHECK(a.verdict.rule == "launch-bound");
+}
+
+TEST_CASE("analyze: Tensor Core and fp16 kernels are told by their names", "[analyze]") {
+  using ptune::analyze::is_half_kernel;
+  using ptune::analyze::is_tensor_core_kernel;
+  CHECK(is_tensor_core_kernel("ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_stages_32x5_nn"));
+  CHECK(is_tensor_core_kernel("sm80_xmma_fprop_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nhwc"));
+  CHECK(is_tensor_core_kernel("volta_h884gemm_64x64_ldg8_nn"));
+  CHECK(is_tensor_core_kernel("cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4"));
+  CHECK_FALSE(is_tensor_core_kernel("volta_sgemm_128x64_nn"));
+  CHECK_FALSE(is_tensor_core_kernel("void at::native::vectorized_elementwise_kernel<4, AddFunctor<float>>"));
+  CHECK(is_half_kernel("void cudnn::bn_fw_tr_1C11_kernel_NHWC<__half>"));
+  CHECK(is_half_kernel("ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_nn"));
+  CHECK_FALSE(is_half_kernel("implicit_convolve_sgemm"));
+}
+
+TEST_CASE("analyze: GPU-shaped fixtures get the verdict their shape calls for", "[analyze]") {
+  struct Case {
+    const char* file;
+    const char* rule;
+    std::vector<std::string> in_text;
+  };
+  const std::vector<Case> cases = {
+      {"gpu_copy_bound.json", "copy-bound",
+       {"40% of the step in copies not overlapped by kernels", "3 from pageable memory", "`pin_memory=True`",
+        "non_blocking=True"}},
+      {"gpu_sync_bound.json", "sync-bound", {"`cudaStreamSynchronize`", "`aten::item`", "loss.item()"}},
+      {"gpu_launch_bound.json", "launch-bound", {"GPU utilization 27%", "CUDA graphs", "reduce-overhead"}},
+      {"gpu_compute_fp32.json", "compute-bound on fp32",
+       {"0% of kernel time in fp16/bf16 kernels", "torch.autocast", "GradScaler"}},
+      {"gpu_compute_amp.json.gz", "compute-bound", {"GPU utilization 96%", "60% of kernel time on Tensor Cores",
+                                                     "channels_last"}},
+  };
+  for (const auto& c : cases) {
+    INFO(c.file);
+    const auto a = ptune::analyze::analyze(fixture(c.file));
+    CHECK(a.verdict.rule == c.rule);
+    for (const auto& part : c.in_text) {
+      INFO(part);
+      CHECK(has(a.verdict.text(), part));
+    }
+    CHECK(a.ranks[0].writer == "pytorch");
+    CHECK(a.ranks[0].steps.size() == 3);
+    CHECK(a.ranks[0].has_gpu);
+  }
+  // The AMP fixture's NCHW<->NHWC conversions are a note; the fp32 one has none.
+  const auto amp = ptune::analyze::analyze(fixture("gpu_compute_amp.json.gz"));
+  REQUIRE_FALSE(amp.notes.empty());
+  CHECK(amp.notes.back() == "20% of kernel time converting between NCHW and NHWC: "
+                            "`model.to(memory_format=torch.channels_last)` and channels_last inputs");
+  CHECK(ptune::analyze::analyze(fixture("gpu_compute_fp32.json")).notes.empty());
+  // Without ProfilerStep#N: one window, said so.
+  const auto whole = ptune::analyze::analyze(fixture("gpu_no_steps.json"));
+  CHECK_FALSE(whole.ranks[0].from_steps);
+  CHECK(whole.ranks[0].steps.at(0).name == "whole trace");
+  CHECK(whole.notes.at(0) == "no ProfilerStep#N spans in the trace: analyzed as one window (call prof.step() once "
+                             "per training step for a per-step split)");
+}
+
+TEST_CASE("analyze: ptune's own traces are advised in config keys", "[analyze]") {
+  const auto a = ptune::analyze::analyze(fixture("ptune_launch_bound.json"));
+  CHECK(a.ranks[0].writer == "ptune");
+  CHECK(a.verdict.text() == "launch-bound (GPU utilization 27%: merged kernel time over the step; 57% of it in host "
+                            "code and CUDA runtime calls): `optim.cuda_graphs`, then a larger `loader.batch_size`");
+  CHECK(ptune::analyze::writer_of(false, "ptune") == "ptune");
+  CHECK(ptune::analyze::writer_of(false, "ptune_tests") == "ptune");
+  CHECK(ptune::analyze::writer_of(false, "python") == "pytorch");
+  CHECK(ptune::analyze::writer_of(true, "python") == "ptune");
+}
+
+TEST_CASE("analyze: a folder of ranks gives communication, its overlap and the slowest rank", "[analyze]") {
+  const auto a = ptune::analyze::analyze(fixture("ddp"));
+  REQUIRE(a.ranks.size() == 2);
+  REQUIRE(a.distributed);
+  CHECK(a.distributed->world_size == 2);
+  CHECK(a.ranks[a.distributed->slowest].rank == 1);
+  CHECK(a.distributed->comm_pct == Approx(27.27).margin(0.1));
+  CHECK(a.distributed->comm_overlap_pct == Approx(0));
+  CHECK(a.verdict.rule == "communication-bound");
+  CHECK(a.verdict.evidence == "27% of the step in communication, 0% of it overlapped with compute; rank 1, the slowest");
+  CHECK(has(a.verdict.move, "no_sync()"));
+  CHECK(a.notes.back() == "rank 1 is the slowest: 11.0 ms per step against 10.0 ms on rank 0");
+  const auto j = ptune::analyze::to_json(a);
+  CHECK(j["distributed"]["slowest_rank"] == 1);
+  CHECK(j["distributed"]["ranks"].size() == 2);
+  CHECK(j["rank"] == 1);
+}
+
+TEST_CASE("analyze: bad input is named, with the file and what is wrong", "[analyze]") {
+  TempDir dir;
+  const auto p = [&](const std::string& n) { return dir.file(n); };
+  dir.write("bad.json", "hello");
+  dir.write("trunc.json", R"({"traceEvents": [{"ph": "X")");
+  dir.write("nottrace.json", R"({"a": 1})");
+  dir.write("noev.json", R"({"traceEvents": []})");
+  dir.write("fake.json.gz", "plain");
+  dir.write("zero.json", "");
+  std::filesystem::create_directory(p("empty"));
+  {
+    // A gzip file cut in the middle.
+    const std::string whole = ptune::test::read_file(fixture("gpu_compute_amp.json.gz"));
+    std::ofstream(p("cut.json.gz"), std::ios::binary) << whole.substr(0, whole.size() / 2);
+  }
+  CHECK(error_of(p("bad.json")) == "'" + p("bad.json") +
+                                       "': not JSON (parse error at line 1, column 1: syntax error while parsing "
+                                       "value - invalid literal; last read: 'h')");
+  CHECK(error_of(p("trunc.json")) == "'" + p("trunc.json") + "': truncated: the JSON ends at byte 27 before it is complete");
+  CHECK(error_of(p("nottrace.json")) ==
+        "'" + p("nottrace.json") + "': not a profiler trace: no \"traceEvents\" list (torch.profiler's "
+                                   "export_chrome_trace and tensorboard_trace_handler write one)");
+  CHECK(error_of(p("noev.json")) == "'" + p("noev.json") +
+                                        "': no timed events (\"ph\": \"X\" with a \"ts\" and \"dur\") in its "
+                                        "traceEvents: nothing to analyze");
+  CHECK(error_of(p("fake.json.gz")) == "'" + p("fake.json.gz") + "': not gzip data, though its name ends in .gz");
+  CHECK(error_of(p("cut.json.gz")) == "'" + p("cut.json.gz") + "': truncated gzip data (the compressed stream ends early)");
+  CHECK(error_of(p("zero.json")) == "'" + p("zero.json") + "': empty file, not a trace");
+  CHECK(error_of(p("empty")) == "'" + p("empty") + "': no trace files (*.json, *.json.gz) in this folder");
+  CHECK(error_of(p("missing")) == "'" + p("missing") + "': no such file or folder");
+  // A CPU-only trace is analyzed (GPU figures null), unless GPU figures are asked for.
+  Json ev = Json::array({x("cpu_op", "aten::mm", 0, 10)});
+  const std::string cpu = dir.write("cpu.json", Json{{"traceEvents", ev}}.dump());
+  CHECK(error_of(cpu) == "(no error)");
+  CHECK(error_of(cpu, /*gpu=*/true) == "'" + cpu +
+                                          "': a CPU-only trace (no kernels, copies or CUDA runtime calls); --gpu asks "
+                                          "for GPU figures: record it on a GPU with ProfilerActivity.CUDA");
+}
+
+TEST_CASE("rule table: the sweep's thresholds are the table's, and README shows the table", "[analyze]") {
+  using ptune::measure::rule;
+  using ptune::measure::RuleId;
+  const ptune::measure::DiagnosisThresholds t;
+  CHECK(t.input_bound_pct == rule(RuleId::kInputBound).threshold);
+  CHECK(t.copy_bound_pct == rule(RuleId::kCopyBound).threshold);
+  CHECK(t.launch_bound_busy_pct == rule(RuleId::kLaunchBound).threshold);
+  CHECK(t.low_memory_pct == rule(RuleId::kLowMemory).threshold);
+  for (size_t i = 0; i < ptune::measure::rules().size(); ++i)
+    CHECK(static_cast<size_t>(ptune::measure::rules()[i].id) == i);
+  const std::string readme = ptune::test::read_file(std::string(PTUNE_SOURCE_DIR) + "/README.md");
+  INFO(ptune::measure::rules_markdown());
+  CHECK(has(readme, ptune::measure::rules_markdown()));
+}
+
+TEST_CASE("ptune analyze: table, json and md on stdout, and bad input as one line with exit 2", "[e2e][analyze]") {
+  using ptune::test::exe;
+  using ptune::test::run;
+  const std::string trace = fixture("gpu_copy_bound.json");
+  auto r = run(exe() + " analyze '" + trace + "'");
+  CHECK(r.code == 0);
+  CHECK(r.err.empty());
+  CHECK(has(r.out, "verdict: copy-bound (40% of the step in copies not overlapped by kernels"));
+  CHECK(has(r.out, "ProfilerStep#1"));
+  CHECK(has(r.out, "mean"));
+  r = run(exe() + " analyze '" + trace + "' --format json");
+  CHECK(r.code == 0);
+  const auto j = nlohmann::ordered_json::parse(r.out);
+  std::vector<std::string> keys;
+  for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
+  // The documented shape (README, "Analyze a PyTorch trace"), in order.
+  CHECK(keys == std::vector<std::string>{"path", "writer", "device", "devices", "steps_from", "verdict", "notes",
+                                         "rank", "steps", "mean", "tensor_core_pct", "half_precision_pct",
+                                         "top_kernels", "top_operators", "dataloader", "h2d", "syncs", "distributed",
+                                         "files"});
+  CHECK(j["verdict"]["rule"] == "copy-bound");
+  CHECK(j["device"] == "cuda");
+  CHECK(j["mean"]["split_pct"]["memcpy"] == Approx(40.0));
+  CHECK(j["h2d"]["pageable"] == 3);
+  CHECK(j["steps"].size() == 3);
+  r = run(exe() + " analyze '" + trace + "' --format md");
+  CHECK(r.code == 0);
+  CHECK(has(r.out, "**Verdict:** copy-bound"));
+  CHECK(has(r.out, "| step | ms | kernel% |"));
+
+  TempDir dir;
+  const std::string bad = dir.write("bad.json", "{\"traceEvents\": [");
+  r = run(exe() + " analyze '" + bad + "'");
+  CHECK(r.code == 2);
+  CHECK(r.out.empty());
+  CHECK(r.err == "ptune: error: analyze: '" + bad + "': truncated: the JSON ends at byte 17 before it is complete\n");
+  r = run(exe() + " analyze '" + dir.file("nothing") + "'");
+  CHECK(r.code == 2);
+  CHECK(r.err == "ptune: error: analyze: '" + dir.file("nothing") + "': no such file or folder\n");
+  r = run(exe() + " analyze '" + trace + "' --format xml");
+  CHECK(r.code == 2);
+  CHECK(r.err == "ptune: error: --format: unknown format 'xml', did you mean 'md'? allowed: table, json, md\n");
+}
+
+TEST_CASE("ptune analyze: torch.profiler traces of a CPU ResNet step, input-bound or not, with or without .item()",
+          "[e2e][analyze][python]") {
+  using ptune::test::exe;
+  using ptune::test::run;
+  TempDir dir;
+  const auto made = run(std::string("'") + PTUNE_PYTHON + "' '" + PTUNE_SOURCE_DIR + "/test/make_torch_trace.py' '" +
+                        dir.path.string() + "' loader0 workers item");
+  INFO(made.err);
+  REQUIRE(made.code == 0);
+
+  // num_workers=0 and a slow Dataset: input-bound, named, with the DataLoader move. A folder as
+  // tensorboard_trace_handler writes it.
+  auto r = run(exe() + " analyze '" + dir.file("loader0") + "' --format json");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  Json j = Json::parse(r.out);
+  CHECK(j["writer"] == "pytorch");
+  CHECK(j["device"] == "cpu");
+  CHECK(j["steps_from"] == "ProfilerStep#N");
+  CHECK(j["steps"].size() == 2);
+  CHECK(j["steps"][0]["gpu_util_pct"].is_null());
+  CHECK(j["tensor_core_pct"].is_null());
+  CHECK(j["verdict"]["rule"] == "input-bound");
+  const std::string loader0 = j["verdict"]["text"];
+  CHECK(has(loader0, "% of the step in `enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__`"));
+  CHECK(has(loader0, "num_workers=N"));
+  CHECK(has(loader0, "pin_memory=True"));
+  CHECK(j["mean"]["split_pct"]["dataloader"].get<double>() >= 30.0);
+  for (const auto& n : j["notes"]) CHECK_FALSE(has(n.get<std::string>(), "host sync"));
+
+  // The same Dataset with workers that kept up: not input-bound, and no sync.
+  r = run(exe() + " analyze '" + dir.file("workers/trace.json") + "' --format json");
+  REQUIRE(r.code == 0);
+  j = Json::parse(r.out);
+  CHECK(j["verdict"]["rule"] == "compute-bound on the CPU");
+  CHECK(j["mean"]["split_pct"]["dataloader"].get<double>() < 30.0);
+  CHECK(has(j["dataloader"][0]["name"].get<std::string>(), "_MultiProcessingDataLoaderIter"));
+  for (const auto& n : j["notes"]) CHECK_FALSE(has(n.get<std::string>(), "host sync"));
+
+  // A per-step loss.item() (a gzip file from export_chrome_trace): the sync is named, with the move.
+  r = run(exe() + " analyze '" + dir.file("item/trace.json.gz") + "'");
+  REQUIRE(r.code == 0);
+  CHECK(has(r.out, "verdict: compute-bound on the CPU"));
+  CHECK(has(r.out, "note: per-step host sync: `aten::item` x1 per step"));
+  CHECK(has(r.out, "remove the per-step host sync (`loss.item()`"));
+}
+
+TEST_CASE("ptune analyze agrees with a sweep row's own figures on ptune's trace of it", "[e2e][analyze]") {
+  // Tolerance: 15 percentage points for data wait, copy and GPU busy. The row is measured on
+  // timed steps without the profiler, the trace on profile_steps recorded steps after them.
+  using ptune::test::exe;
+  using ptune::test::run;
+  TempDir dir;
+  const std::string cfg = dir.write("exp.json", R"({"name": "an", "cpu_threads": 1,
+      "data": {"num_samples": 64, "image_size": 32},
+      "loader": {"batch_size": 8},
+      "measure": {"warmup_steps": 1, "steps": 3, "profile_steps": 2, "out_dir": ")" + dir.file("runs") + R"("}})");
+  auto r = run(exe() + " sweep '" + cfg + "' --profile --format json");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const Json res = Json::parse(r.out);
+  const Json& row = res["rows"][0];
+  const std::string trace = row["trace"];
+  r = run(exe() + " analyze '" + trace + "' --format json");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const Json a = Json::parse(r.out);
+  CHECK(a["writer"] == "ptune");
+  const bool on_gpu = !row["gpu_busy_pct"].is_null();
+  CHECK(a["device"] == (on_gpu ? "cuda" : "cpu"));
+  if (on_gpu) CHECK(a["mean"]["gpu_util_pct"].get<double>() == Approx(row["gpu_busy_pct"].get<double>()).margin(15));
+  const bool loader_ranges = !a["dataloader"].empty();
+  if (!loader_ranges) {
+    // ptune's traces before they carried ProfilerStep#N and DataLoader ranges: one window.
+    WARN("ptune's trace has no enumerate(DataLoader) ranges: data wait not compared");
+    CHECK(a["steps_from"] == "whole trace");
+  } else {
+    CHECK(a["mean"]["split_pct"]["dataloader"].get<double>() ==
+          Approx(row["data_wait_pct"].get<double>()).margin(15));
+  }
+  if (on_gpu) CHECK(a["mean"]["split_pct"]["memcpy"].get<double>() == Approx(row["h2d_pct"].get<double>()).margin(15));
+}
