@@ -263,6 +263,7 @@ case_late() {
   check 'last_line "$T/b.err" | grep -q "^ptune: error: rank 1 (node 1, host node2) exited with status 1: dist: rendezvous at 10.213.0.1:29523 failed for rank 1 of 2: "' \
     "the last line names rank 1, node 1, its host and the rendezvous"
   check 'empty 2' "no process left on node 2"
+  check '! grep -q "frame #\|TCPStore.cpp" "$T/b.err"' "no LibTorch log lines or stack frames before the error (only with --verbose)"
 
   # A master address that is not node 1's: rank 0 cannot serve the store there, and says so.
   on 1 "$EXE" launch --nnodes 2 --node-rank 0 --nproc-per-node 1 --master-addr 10.213.0.2 --master-port 29524 \

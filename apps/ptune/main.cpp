@@ -13,6 +13,7 @@
 
 #include <CLI/CLI.hpp>
 #include <c10/util/Exception.h>
+#include <c10/util/Logging.h>
 
 #include "analyze/advice.hpp"
 #include "analyze/render.hpp"
@@ -235,6 +236,9 @@ int main(int argc, char** argv) {
   if (!rank0) quiet = true;
   ptune::log::set_level(quiet ? ptune::log::Level::kError
                               : verbose ? ptune::log::Level::kDebug : ptune::log::Level::kInfo);
+  // LibTorch's own log (c10d's "[E... TCPStore.cpp]" lines with stack traces before ptune's
+  // one-line error) only with --verbose, unless TORCH_CPP_LOG_LEVEL asks for it.
+  if (!verbose && std::getenv("TORCH_CPP_LOG_LEVEL") == nullptr) FLAGS_caffe2_log_level = 3;  // FATAL only
   handle_stop_signal(SIGINT);
   handle_stop_signal(SIGTERM);
   std::signal(SIGPIPE, SIG_IGN);  // a closed stdout is a write error, reported, not a silent death
