@@ -118,9 +118,9 @@ TEST_CASE("analyze: GPU-shaped fixtures get the verdict their shape calls for", 
       {"gpu_copy_bound.json", "copy-bound",
        {"40% of the step in copies not overlapped by kernels", "3 from pageable memory", "`pin_memory=True`",
         "non_blocking=True"}},
-      {"gpu_sync_bound.json", "sync-bound", {"`cudaStreamSynchronize`", "`aten::item`", "loss.item()"}},
-      {"gpu_launch_bound.json", "launch-bound", {"GPU utilization 27%", "CUDA graphs", "reduce-overhead"}},
-      {"gpu_compute_fp32.json", "compute-bound on fp32",
+      {"gpu_sync_bound.json.gz", "sync-bound", {"`cudaStreamSynchronize`", "`aten::item`", "loss.item()"}},
+      {"gpu_launch_bound.json.gz", "launch-bound", {"GPU utilization 27%", "CUDA graphs", "reduce-overhead"}},
+      {"gpu_compute_fp32.json.gz", "compute-bound on fp32",
        {"0% of kernel time in fp16/bf16 kernels", "torch.autocast", "GradScaler"}},
       {"gpu_compute_amp.json.gz", "compute-bound", {"GPU utilization 96%", "60% of kernel time on Tensor Cores",
                                                      "channels_last"}},
@@ -142,7 +142,7 @@ TEST_CASE("analyze: GPU-shaped fixtures get the verdict their shape calls for", 
   REQUIRE_FALSE(amp.notes.empty());
   CHECK(amp.notes.back() == "20% of kernel time converting between NCHW and NHWC: "
                             "`model.to(memory_format=torch.channels_last)` and channels_last inputs");
-  CHECK(ptune::analyze::analyze(fixture("gpu_compute_fp32.json")).notes.empty());
+  CHECK(ptune::analyze::analyze(fixture("gpu_compute_fp32.json.gz")).notes.empty());
   // Without ProfilerStep#N: one window, said so.
   const auto whole = ptune::analyze::analyze(fixture("gpu_no_steps.json"));
   CHECK_FALSE(whole.ranks[0].from_steps);
@@ -152,7 +152,7 @@ TEST_CASE("analyze: GPU-shaped fixtures get the verdict their shape calls for", 
 }
 
 TEST_CASE("analyze: ptune's own traces are advised in config keys", "[analyze]") {
-  const auto a = ptune::analyze::analyze(fixture("ptune_launch_bound.json"));
+  const auto a = ptune::analyze::analyze(fixture("ptune_launch_bound.json.gz"));
   CHECK(a.ranks[0].writer == "ptune");
   CHECK(a.verdict.text() == "launch-bound (GPU utilization 27%: merged kernel time over the step; 57% of it in host "
                             "code and CUDA runtime calls): `optim.cuda_graphs`, then a larger `loader.batch_size`");

@@ -226,13 +226,13 @@ def write(name, doc):
 
 def main():
     write("gpu_copy_bound.json", copy_bound())
-    write("gpu_sync_bound.json", sync_bound())
-    write("gpu_launch_bound.json", launch_bound())
-    write("gpu_compute_fp32.json", compute_fp32())
+    write("gpu_sync_bound.json.gz", sync_bound())
+    write("gpu_launch_bound.json.gz", launch_bound())
+    write("gpu_compute_fp32.json.gz", compute_fp32())
     write("gpu_compute_amp.json.gz", compute_amp())
     write("gpu_no_steps.json", no_steps())
     # ptune's own trace: the top-level "ptune" key (what ptune's TraceRecorder writes).
-    write("ptune_launch_bound.json", launch_bound(extra={"ptune": {"version": "0.1.0", "row": "baseline"}}))
+    write("ptune_launch_bound.json.gz", launch_bound(extra={"ptune": {"version": "0.1.0", "row": "baseline"}}))
     write("ddp/rank0.json", ddp_rank(0, slow=False))
     write("ddp/rank1.json", ddp_rank(1, slow=True))
 
