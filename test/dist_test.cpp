@@ -508,7 +508,7 @@ TEST_CASE("dist: a profiled sweep under ptune launch writes one trace per rank w
                             " --profile --out " + dir.file("r.json"));
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
-  const std::string folder = dir.file("runs/prof/00-prof");
+  const std::string folder = dir.file("runs/prof/00-config");  // without a sweep: one row, "config"
   std::map<int, std::string> by_rank;  // rank -> trace file
   for (const auto& e : std::filesystem::directory_iterator(folder)) {
     const std::string path = e.path().string();
@@ -519,7 +519,7 @@ TEST_CASE("dist: a profiled sweep under ptune launch writes one trace per rank w
     CHECK(trace["distributedInfo"]["world_size"] == 2);
     CHECK(trace["traceName"] == path);
     CHECK(!trace.contains("ERROR"));
-    CHECK(trace["ptune"]["row"] == "prof");
+    CHECK(trace["ptune"]["row"] == "config");
     int steps = 0;
     for (auto& ev : trace["traceEvents"])
       steps += ev.value("name", "").rfind("ProfilerStep#", 0) == 0 && ev.value("cat", "") == "user_annotation";
