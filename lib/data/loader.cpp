@@ -1,9 +1,9 @@
 #include "data/loader.hpp"
 
+#include <stdexcept>
+
 #include "compat.hpp"
 #include "measure/ranges.hpp"
-
-#include <stdexcept>
 
 namespace ptune::data {
 

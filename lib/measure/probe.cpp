@@ -6,7 +6,6 @@
 #include <torch/torch.h>
 
 #include "compat.hpp"
-
 #include "dist/group.hpp"
 #include "engine/cuda_support.hpp"
 #include "engine/device.hpp"
@@ -277,14 +276,20 @@ ProfileResult profile(const config::ExperimentConfig& cfg, double timed_ms_per_s
   warm_up(pipeline, warmup, progress, "profile warmup");
   engine::synchronize(device);
 
-  // Every rank writes its own trace into the row's folder, which holds this run's only.
+  // Every rank writes its own trace into the row's folder, which holds this run's only: the
+  // first rank of each machine clears it (a folder on a shared file system too, before any
+  // rank writes). A folder that cannot be written fails in finish(), on every rank alike,
+  // after the recorded steps: a rank that left now would leave the others in an all-reduce.
   const bool write = cfg.measure.profile && !target.folder.empty();
   if (write) {
-    if (group->rank() == 0) {
-      files::prepare_folder(target.folder, "measure.out_dir");
-      remove_old_traces(target.folder);
+    if (dist::local_rank() == 0) {
+      try {
+        files::prepare_folder(target.folder, "measure.out_dir");
+        remove_old_traces(target.folder);
+      } catch (const std::exception&) {
+      }
     }
-    group->barrier();  // no rank writes before the folder is cleared
+    group->barrier();
   }
   const int64_t steps = cfg.measure.profile_steps;
   TraceRecorder recorder(device.is_cuda());
