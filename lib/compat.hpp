@@ -2,8 +2,19 @@
 /// The one place where differences between LibTorch versions are absorbed. Everything else in
 /// ptune calls these functions instead of the version-specific ATen/c10 API.
 
+#include <string>
+#include <string_view>
+
 #include <ATen/autocast_mode.h>
+#include <ATen/record_function.h>
 #include <torch/version.h>
+
+namespace torch::autograd::profiler {
+// Declared in torch/csrc/profiler/kineto_shim.h (2.11; profiler_kineto.h in older 2.x), a
+// header that pulls in Kineto's; exported by libtorch_cpu in every 2.x (Python's
+// torch.autograd._add_metadata_json calls it).
+TORCH_API void addMetadataJson(const std::string& key, const std::string& value);
+}  // namespace torch::autograd::profiler
 
 namespace ptune::compat {
 
@@ -25,5 +36,30 @@ inline void set_autocast(c10::DeviceType device, bool enabled, at::ScalarType dt
 
 /// Drops autocast's cache of casted weights (call after each step while autocast is on).
 inline void clear_autocast_cache() { at::autocast::clear_cache(); }
+
+/// A named range in profiler traces, from construction to destruction, on this thread: what
+/// Python's `with torch.profiler.record_function(name):` records (a USER_SCOPE RecordFunction,
+/// "cat": "user_annotation" in the Chrome trace). Without a profiler recording it costs one
+/// check of the thread's RecordFunction callbacks (no allocation, the name is not copied).
+class UserScope {
+ public:
+  explicit UserScope(std::string_view name) : fn_(at::RecordScope::USER_SCOPE) {
+    if (fn_.isActive()) fn_.before(name);
+  }
+  UserScope(const UserScope&) = delete;
+  UserScope& operator=(const UserScope&) = delete;
+  /// True when a profiler records this range.
+  bool active() const { return fn_.isActive(); }
+
+ private:
+  at::RecordFunction fn_;  // its destructor ends the range
+};
+
+/// Adds a top-level key to the Chrome trace of the profiler recording now, `json` its value as
+/// JSON text (torch.profiler's add_metadata_json: "distributedInfo" is written so). Call it
+/// while the profiler runs; Kineto logs a warning and drops it otherwise.
+inline void add_trace_metadata_json(const std::string& key, const std::string& json) {
+  torch::autograd::profiler::addMetadataJson(key, json);
+}
 
 }  // namespace ptune::compat

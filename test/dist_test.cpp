@@ -502,6 +502,42 @@ TEST_CASE("dist: ptune launch trains on 2 ranks and only rank 0 prints and write
   CHECK(rr["rows"][1]["status"].get<std::string>().find("joined its process group as gloo on cpu") != std::string::npos);
 }
 
+TEST_CASE("dist: a profiled sweep under ptune launch writes one trace per rank with distributedInfo", "[dist]") {
+  TempDir dir;
+  const std::string cfg = dir.write("prof.json", R"({
+  "name": "prof", "device": "cpu", "cpu_threads": 1, "data": {"num_samples": 64, "image_size": 16},
+  "loader": {"batch_size": 4}, "measure": {"warmup_steps": 1, "steps": 1, "profile_steps": 2,
+  "out_dir": ")" + dir.file("runs") + R"("}})");
+  auto r = ptune::test::run(ptune::test::exe() + " launch --nproc-per-node 2 --master-port 0 -- sweep " + cfg +
+                            " --profile --out " + dir.file("r.json"));
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  const std::string folder = dir.file("runs/prof/00-config");  // without a sweep: one row, "config"
+  std::map<int, std::string> by_rank;  // rank -> trace file
+  for (const auto& e : std::filesystem::directory_iterator(folder)) {
+    const std::string path = e.path().string();
+    auto trace = nlohmann::json::parse(ptune::test::read_file(path));
+    INFO(path);
+    REQUIRE(trace.contains("distributedInfo"));
+    CHECK(trace["distributedInfo"]["backend"] == "gloo");
+    CHECK(trace["distributedInfo"]["world_size"] == 2);
+    CHECK(trace["traceName"] == path);
+    CHECK(!trace.contains("ERROR"));
+    CHECK(trace["ptune"]["row"] == "config");
+    int steps = 0;
+    for (auto& ev : trace["traceEvents"])
+      steps += ev.value("name", "").rfind("ProfilerStep#", 0) == 0 && ev.value("cat", "") == "user_annotation";
+    CHECK(steps == 2);
+    by_rank[trace["distributedInfo"]["rank"].get<int>()] = path;
+  }
+  REQUIRE(by_rank.size() == 2);
+  CHECK(by_rank.count(0) == 1);
+  CHECK(by_rank.count(1) == 1);
+  // The results name rank 0's trace (the others lie beside it).
+  auto results = nlohmann::json::parse(ptune::test::read_file(dir.file("r.json")));
+  CHECK(results["rows"][0]["trace"] == by_rank[0]);
+}
+
 TEST_CASE("dist: torchrun --no-python runs ptune data-parallel", "[dist]") {
   // torchrun's agent serves the TCPStore (TORCHELASTIC_USE_AGENT_STORE=True): ranks connect.
   const std::string python = PTUNE_PYTHON;

@@ -242,11 +242,21 @@ TEST_CASE("sweep with profiling writes a Chrome trace per row and the JSON names
   CHECK(r.err.empty());  // no profiler chatter on a machine without a GPU
   auto j = Json::parse(r.out);
   REQUIRE(j["rows"].size() == 2);
-  CHECK(j["rows"][0]["trace"] == dir.file("runs") + "/prof-test/00-base/trace.json");
-  CHECK(j["rows"][1]["trace"] == dir.file("runs") + "/prof-test/01-set-to-none/trace.json");
-  for (auto& row : j["rows"]) {
-    auto trace = Json::parse(ptune::test::read_file(row["trace"].get<std::string>()));
+  const std::vector<std::string> folders = {dir.file("runs") + "/prof-test/00-base",
+                                            dir.file("runs") + "/prof-test/01-set-to-none"};
+  for (size_t i = 0; i < folders.size(); ++i) {
+    // Named as torch.profiler's tensorboard_trace_handler names them, in the row's folder.
+    const std::string path = j["rows"][i]["trace"].get<std::string>();
+    INFO(path);
+    CHECK(std::filesystem::path(path).parent_path().string() == folders[i]);
+    const std::string name = std::filesystem::path(path).filename().string();
+    CHECK(name.size() > 14);
+    CHECK(name.substr(name.size() - 14) == ".pt.trace.json");
+    auto trace = Json::parse(ptune::test::read_file(path));
     CHECK(trace["traceEvents"].size() > 10);
+    CHECK(trace["traceName"] == path);
+    CHECK(!trace.contains("ERROR"));
+    CHECK(trace["ptune"]["row"] == j["rows"][i]["name"]);
   }
 }
 

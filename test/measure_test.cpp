@@ -1,13 +1,81 @@
 // Profiler traces and the GPU-busy arithmetic.
 #include <catch2/catch.hpp>
 
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <regex>
+
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include "compat.hpp"
+#include "errors.hpp"
+#include "measure/probe.hpp"
+#include "measure/ranges.hpp"
 #include "measure/trace.hpp"
 #include "test_util.hpp"
 
 using namespace ptune::measure;
+using Json = nlohmann::json;
+
+namespace {
+
+/// A host range of a trace: name, start and end (us).
+struct Span {
+  std::string name;
+  double begin = 0, end = 0;
+  bool inside(const Span& outer) const { return begin >= outer.begin && end <= outer.end; }
+};
+
+/// The trace's "user_annotation" ranges (ProfilerStep#N, the loader, forward...), by start.
+std::vector<Span> annotations(const Json& trace) {
+  std::vector<Span> out;
+  for (auto& e : trace["traceEvents"])
+    if (e.value("cat", "") == "user_annotation" && e.value("ph", "") == "X")
+      out.push_back({e["name"].get<std::string>(), e["ts"].get<double>(), e["ts"].get<double>() + e["dur"].get<double>()});
+  std::sort(out.begin(), out.end(), [](const Span& a, const Span& b) { return a.begin < b.begin; });
+  return out;
+}
+
+/// A tiny CPU row that profile() records: ResNet-18 at 16x16, batch 4, one thread.
+ptune::config::ExperimentConfig tiny_row(const std::string& out_dir) {
+  ptune::config::ExperimentConfig cfg;
+  cfg.name = "trace-test";
+  cfg.device = "cpu";
+  cfg.cpu_threads = 1;
+  cfg.data.num_samples = 32;
+  cfg.data.image_size = 16;
+  cfg.loader.batch_size = 4;
+  cfg.measure.warmup_steps = 1;
+  cfg.measure.profile = true;
+  cfg.measure.profile_steps = 3;
+  cfg.measure.out_dir = out_dir;
+  return cfg;
+}
+
+/// Profiles `cfg` into `folder` and returns the trace written, checking what every ptune trace
+/// holds: its file name, traceName, no ERROR, the "ptune" metadata.
+Json profile_and_read(const ptune::config::ExperimentConfig& cfg, const std::string& folder, const std::string& row) {
+  const ProfileResult r = profile(cfg, 1.0, {folder, row, {{"x", 1}}});
+  REQUIRE(!r.trace_path.empty());
+  CHECK(std::filesystem::path(r.trace_path).parent_path() == std::filesystem::path(folder));
+  CHECK(std::regex_match(std::filesystem::path(r.trace_path).filename().string(),
+                         std::regex(R"([^/]+_[0-9]+\.[0-9]+\.pt\.trace\.json)")));
+  Json trace = Json::parse(ptune::test::read_file(r.trace_path));
+  CHECK(trace["traceName"] == r.trace_path);
+  CHECK(!trace.contains("ERROR"));
+  CHECK(!trace.contains("distributedInfo"));  // one process, as torch.profiler
+  REQUIRE(trace.contains("ptune"));
+  CHECK(trace["ptune"]["version"] == ptune::kVersion);
+  CHECK(trace["ptune"]["row"] == row);
+  CHECK(trace["ptune"]["experiment"] == cfg.name);
+  CHECK(trace["ptune"]["changes"] == Json{{"x", 1}});
+  CHECK(trace["ptune"]["profile_steps"] == cfg.measure.profile_steps);
+  return trace;
+}
+
+}  // namespace
 
 TEST_CASE("busy fraction merges overlapping kernels and clips to the window", "[measure]") {
   CHECK(busy_fraction({}, 0, 100) == 0.0);
@@ -42,4 +110,148 @@ TEST_CASE("a CPU trace is a Chrome trace with the recorded operators", "[measure
 TEST_CASE("row names become folder names", "[measure]") {
   CHECK(slug("AMP + batch 1024") == "amp-batch-1024");
   CHECK(slug("  ") == "row");
+}
+
+TEST_CASE("a trace's top level: traceName named, ERROR dropped, events untouched", "[measure]") {
+  const std::string kineto = "\n  {\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [\n  ],\n"
+                             "  \"ptune\": {\"row\": \"a]b\\\"}\"},\n"
+                             "  \"traceEvents\": [\n  {\"ph\": \"X\", \"name\": \"x{[\", \"ts\": 1.500, \"dur\": 2}\n  ],\n"
+                             "      \"ERROR\": [\"ERROR:1 DeviceProperties.cpp:48] gpuGetDeviceCount failed\"],\n"
+                             "  \"traceName\": \"/tmp/x/tmp.abc123\"\n}";
+  const auto fixed = Json::parse(finalize_trace_text(kineto, "/runs/a \"b\"/h_1.2.pt.trace.json", true));
+  CHECK(fixed["traceName"] == "/runs/a \"b\"/h_1.2.pt.trace.json");
+  CHECK(!fixed.contains("ERROR"));
+  CHECK(fixed["ptune"]["row"] == "a]b\"}");
+  CHECK(fixed["traceEvents"][0]["name"] == "x{[");
+  CHECK(fixed["schemaVersion"] == 1);
+  CHECK(Json::parse(finalize_trace_text(kineto, "t", false)).contains("ERROR"));  // a CUDA recording keeps them
+  CHECK(Json::parse(finalize_trace_text("{\"traceEvents\": []}", "t", true))["traceName"] == "t");
+  CHECK(finalize_trace_text("not json", "t", true) == "not json");
+  CHECK(finalize_trace_text("{\"a\": [1, 2}", "t", true) == "{\"a\": [1, 2}");
+}
+
+TEST_CASE("trace file names are tensorboard_trace_handler's", "[measure]") {
+  const std::string name = trace_file_name();
+  CHECK(std::regex_match(name, std::regex(R"([^/]+_[0-9]+\.[0-9]{16,}\.pt\.trace\.json)")));
+  CHECK(name.find("_" + std::to_string(::getpid()) + ".") != std::string::npos);
+  CHECK(is_trace_file_name(name));
+  CHECK(is_trace_file_name("h_1.2.pt.trace.json.gz"));
+  CHECK_FALSE(is_trace_file_name("trace.json"));
+  CHECK_FALSE(is_trace_file_name(".pt.trace.json"));
+  CHECK(distributed_info_json("gloo", 1, 2) == R"({"backend": "gloo", "rank": 1, "world_size": 2})");
+}
+
+TEST_CASE("a recorder writes the metadata it is given", "[measure]") {
+  ptune::test::TempDir dir;
+  const std::string path = dir.file("h_1.2.pt.trace.json");
+  {
+    TraceRecorder rec(/*cuda=*/false);
+    rec.add_metadata_json("distributedInfo", distributed_info_json("gloo", 1, 2));
+    rec.add_metadata_json("ptune", R"({"row": "r"})");
+    torch::randn({8, 8}).mm(torch::randn({8, 8}));
+    rec.finish(path);
+  }
+  auto trace = Json::parse(ptune::test::read_file(path));
+  CHECK(trace["distributedInfo"] == Json{{"backend", "gloo"}, {"rank", 1}, {"world_size", 2}});
+  CHECK(trace["ptune"]["row"] == "r");
+  CHECK(trace["traceName"] == path);
+  CHECK(!trace.contains("ERROR"));
+  // The next recording starts without the last one's metadata.
+  {
+    TraceRecorder rec(/*cuda=*/false);
+    torch::randn({8, 8}).mm(torch::randn({8, 8}));
+    rec.finish(path);
+  }
+  trace = Json::parse(ptune::test::read_file(path));
+  CHECK(!trace.contains("distributedInfo"));
+  CHECK(!trace.contains("ptune"));
+}
+
+TEST_CASE("a profiled train row has a ProfilerStep per step with the loader, forward, backward and update in it", "[measure]") {
+  ptune::test::TempDir dir;
+  auto cfg = tiny_row(dir.file("runs"));
+  const std::string folder = dir.file("runs/trace-test/00-base");
+  std::filesystem::create_directories(folder);
+  ptune::test::TempDir::write_to(folder + "/trace.json", "{}");                  // an older ptune's
+  ptune::test::TempDir::write_to(folder + "/old_1.2.pt.trace.json", "{}");       // an earlier run's
+  ptune::test::TempDir::write_to(folder + "/notes.txt", "mine");                 // not a trace: kept
+  const Json trace = profile_and_read(cfg, folder, "base");
+  CHECK(trace["ptune"]["mode"] == "train");
+  CHECK(trace["ptune"]["warmup_steps"] == 1);
+  size_t traces = 0;
+  for (auto& e : std::filesystem::directory_iterator(folder)) traces += is_trace_file_name(e.path().filename().string());
+  CHECK(traces == 1);
+  CHECK(!std::filesystem::exists(folder + "/trace.json"));
+  CHECK(std::filesystem::exists(folder + "/notes.txt"));
+
+  const auto spans = annotations(trace);
+  std::vector<Span> steps;
+  for (auto& s : spans)
+    if (s.name.rfind("ProfilerStep#", 0) == 0) steps.push_back(s);
+  REQUIRE(steps.size() == 3);
+  // Numbered from the pipeline's first step: 1 warm-up step, then #1, #2, #3.
+  CHECK(steps[0].name == "ProfilerStep#1");
+  CHECK(steps[2].name == "ProfilerStep#3");
+  for (size_t i = 0; i < steps.size(); ++i) {
+    std::map<std::string, int> in;
+    for (auto& s : spans)
+      if (s.inside(steps[i])) ++in[s.name];
+    INFO("step " << steps[i].name);
+    CHECK(in[ranges::kLoaderNext] >= 1);
+    CHECK(in[ranges::kForward] == 1);
+    CHECK(in[ranges::kBackward] == 1);
+    CHECK(in["Optimizer.step#SGD.step"] == 1);
+    CHECK(in["Optimizer.zero_grad#SGD.zero_grad"] == 1);
+    CHECK(in[ranges::kH2DCopy] == 0);  // CPU: nothing to copy
+  }
+  // Nothing of the profiled steps outside them, and the steps one after the other.
+  for (auto& s : spans) {
+    bool covered = false;
+    for (auto& st : steps) covered = covered || s.inside(st);
+    CHECK(covered);
+  }
+  for (size_t i = 1; i < steps.size(); ++i) CHECK(steps[i].begin >= steps[i - 1].end);
+}
+
+TEST_CASE("profiled input rows show the loader with workers and the uint8 conversion", "[measure]") {
+  ptune::test::TempDir dir;
+  auto cfg = tiny_row(dir.file("runs"));
+  cfg.measure.mode = "data";
+  cfg.loader.num_workers = 1;
+  cfg.loader.uint8_transfer = true;
+  const Json trace = profile_and_read(cfg, dir.file("runs/data"), "data");
+  std::map<std::string, int> count;
+  for (auto& s : annotations(trace)) ++count[s.name];
+  CHECK(count["ProfilerStep#1"] == 1);  // after the one warm-up step
+  CHECK(count["ProfilerStep#3"] == 1);
+  CHECK(count[ranges::kLoaderNextWorkers] >= 3);
+  CHECK(count[ranges::kLoaderNext] == 0);
+  CHECK(count[ranges::kToFloatNormalize] == 3);
+  CHECK(count[ranges::kForward] == 0);
+}
+
+TEST_CASE("a profile without a folder writes nothing", "[measure]") {
+  ptune::test::TempDir dir;
+  auto cfg = tiny_row(dir.file("runs"));
+  cfg.measure.profile_steps = 1;
+  CHECK(profile(cfg, 1.0).trace_path.empty());
+  cfg.measure.profile = false;
+  CHECK(profile(cfg, 1.0, {dir.file("runs/x"), "x"}).trace_path.empty());
+  CHECK(!std::filesystem::exists(dir.file("runs")));
+}
+
+TEST_CASE("trace ranges cost next to nothing without a profiler", "[measure]") {
+  // What every step pays in a timed pass: about ten ranges. A RecordFunction with no profiler
+  // checks the thread's callbacks and returns; allow 1 us each (it is tens of ns).
+  constexpr int kN = 200000;
+  const auto t0 = std::chrono::steady_clock::now();
+  int active = 0;
+  for (int i = 0; i < kN; ++i) {
+    ptune::compat::UserScope range(ranges::kForward);
+    active += range.active();
+  }
+  CHECK(active == 0);
+  const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() / kN;
+  INFO(ns << " ns per range");
+  CHECK(ns < 1000.0);
 }

@@ -2,6 +2,9 @@
 
 #include <stdexcept>
 
+#include "compat.hpp"
+#include "measure/ranges.hpp"
+
 namespace ptune::data {
 
 namespace {
@@ -180,6 +183,7 @@ void Loader::worker_loop(int64_t w) {
 }
 
 std::optional<Batch> Loader::next() {
+  compat::UserScope range(opt_.num_workers == 0 ? measure::ranges::kLoaderNext : measure::ranges::kLoaderNextWorkers);
   if (!running_ || next_batch_ >= num_batches_) return std::nullopt;
   const int64_t b = next_batch_++;
   if (opt_.num_workers == 0) return build(epoch_, b);

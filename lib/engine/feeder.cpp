@@ -1,5 +1,7 @@
 #include "engine/feeder.hpp"
 
+#include "compat.hpp"
+#include "measure/ranges.hpp"
 #include "measure/stats.hpp"
 
 namespace ptune::engine {
@@ -20,6 +22,7 @@ std::optional<data::Batch> Feeder::next(double* wait_ms, const std::function<voi
     if (before_device_wait) before_device_wait();
     return host;
   }
+  compat::UserScope range(measure::ranges::kH2DCopy);
   data::Batch batch = copy_->start(*host);
   if (before_device_wait) before_device_wait();
   copy_->finish(batch);

@@ -17,6 +17,7 @@
 #include "engine/sgd.hpp"
 #include "errors.hpp"
 #include "files.hpp"
+#include "measure/ranges.hpp"
 #include "models/state_dict_io.hpp"
 
 namespace ptune::engine {
@@ -102,10 +103,17 @@ DeviceInput::DeviceInput(const config::ExperimentConfig& cfg, const c10::Device&
 
 std::pair<at::Tensor, at::Tensor> DeviceInput::operator()(const data::Batch& batch) const {
   const bool non_blocking = device_.is_cuda() && batch.images.is_pinned();
-  at::Tensor images = batch.images.to(device_, non_blocking);
-  at::Tensor labels = batch.labels.to(device_, non_blocking);
+  at::Tensor images, labels;
+  {
+    // A range only where a copy happens: not on the CPU, nor after the Feeder's copy.
+    std::optional<compat::UserScope> range;
+    if (batch.images.device().type() != device_.type()) range.emplace(measure::ranges::kH2DCopy);
+    images = batch.images.to(device_, non_blocking);
+    labels = batch.labels.to(device_, non_blocking);
+  }
   if (images.scalar_type() == at::kByte) {
     // uint8 transfer: one multiply-add per pixel on the device, same formula as the loader's.
+    compat::UserScope range(measure::ranges::kToFloatNormalize);
     at::Tensor x = images.to(at::kFloat);
     if (x.size(2) != image_size_ || x.size(3) != image_size_) {
       // gpu_resize: the same bilinear (antialiased when shrinking) resize as the host's,
@@ -166,6 +174,8 @@ Trainer::Trainer(const config::ExperimentConfig& cfg, const c10::Device& device,
         model_->parameters(), torch::optim::AdamWOptions(cfg.optim.lr).weight_decay(cfg.optim.weight_decay));
   }
 
+  step_range_ = measure::ranges::optimizer_step(cfg.optim.kind);
+  zero_grad_range_ = measure::ranges::optimizer_zero_grad(cfg.optim.kind);
   if (cfg.optim.amp == "fp16") scaler_.emplace();
   if (cfg.optim.cuda_graphs) graph_ = std::make_unique<GraphStep>(device_.index());
 }
@@ -205,7 +215,10 @@ at::Tensor Trainer::graph_step(const at::Tensor& images, const at::Tensor& label
       return run_step(images, labels);
     }
   }
-  graph_->replay();
+  {
+    compat::UserScope range(measure::ranges::kGraphReplay);
+    graph_->replay();
+  }
   // The next replay overwrites static_loss_: hand out a copy.
   return static_loss_.clone();
 }
@@ -220,9 +233,13 @@ std::string Trainer::graph_note() const {
 at::Tensor Trainer::run_step(const at::Tensor& images, const at::Tensor& labels) {
   const int64_t accumulate = cfg_.dist.accumulate;
   const bool last = micro_ + 1 >= accumulate;  // the micro-step that all-reduces and updates
-  if (micro_ == 0) zero_grad(*optimizer_, cfg_.optim.set_to_none);
+  if (micro_ == 0) {
+    compat::UserScope range(zero_grad_range_);
+    zero_grad(*optimizer_, cfg_.optim.set_to_none);
+  }
   at::Tensor loss;
   {
+    compat::UserScope range(measure::ranges::kForward);
     AutocastScope autocast(device_.type(), cfg_.optim.amp != "off",
                            cfg_.optim.amp == "fp16" ? at::kHalf : at::kBFloat16);
     at::Tensor logits = model_->forward(images);
@@ -231,8 +248,11 @@ at::Tensor Trainer::run_step(const at::Tensor& images, const at::Tensor& labels)
   // Mean over the A micro-batches: the gradient of the large batch, as in PyTorch's recipe.
   at::Tensor objective = accumulate > 1 ? loss / static_cast<double>(accumulate) : loss;
   if (sync_) sync_->prepare(/*sync=*/last);  // no_sync on the other micro-steps
-  if (scaler_) scaler_->scale(objective).backward();
-  else objective.backward();
+  {
+    compat::UserScope range(measure::ranges::kBackward);
+    if (scaler_) scaler_->scale(objective).backward();
+    else objective.backward();
+  }
   if (!last) {
     ++micro_;
     return loss.detach();
@@ -240,7 +260,11 @@ at::Tensor Trainer::run_step(const at::Tensor& images, const at::Tensor& labels)
   micro_ = 0;
   // Gradients are averaged before the scaler unscales them (and checks for inf/NaN): every
   // rank then sees the same inf and skips the same steps.
-  if (sync_) sync_->finish();
+  if (sync_) {
+    compat::UserScope range(measure::ranges::kGradSync);
+    sync_->finish();
+  }
+  compat::UserScope range(step_range_);
   if (scaler_) {
     // SGD: the fused kernel skips on the device where found_inf is set (as
     // torch.optim.SGD(fused=True)), so neither eager steps nor a captured graph wait for the

@@ -142,6 +142,7 @@ class Trainer {
   std::shared_ptr<dist::Group> group_;  // never null: single-process when local
   std::unique_ptr<dist::GradSync> sync_;  // distributed only
   int64_t micro_ = 0;                   // micro-steps done of the current optimizer step
+  std::string step_range_, zero_grad_range_;  // profiler range names: "Optimizer.step#SGD.step"...
 };
 
 }  // namespace ptune::engine

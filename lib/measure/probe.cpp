@@ -1,15 +1,19 @@
 #include "measure/probe.hpp"
 
 #include <cmath>
+#include <filesystem>
 
 #include <torch/torch.h>
 
+#include "compat.hpp"
 #include "dist/group.hpp"
 #include "engine/cuda_support.hpp"
 #include "engine/device.hpp"
 #include "engine/feeder.hpp"
 #include "engine/trainer.hpp"
 #include "errors.hpp"
+#include "files.hpp"
+#include "measure/ranges.hpp"
 #include "measure/stats.hpp"
 #include "measure/trace.hpp"
 
@@ -231,30 +235,85 @@ Measurement measure(const config::ExperimentConfig& cfg, const Progress& progres
   return m;
 }
 
-ProfileResult profile(const config::ExperimentConfig& cfg, double timed_ms_per_step, const std::string& trace_path,
+std::string trace_identity_json(const config::ExperimentConfig& cfg, const TraceTarget& target,
+                                const std::string& device) {
+  nlohmann::ordered_json j;
+  j["version"] = kVersion;
+  j["experiment"] = cfg.name;
+  j["row"] = target.row;
+  j["changes"] = target.changes;
+  j["mode"] = cfg.measure.mode;
+  j["device"] = device;
+  j["batch_size"] = cfg.loader.batch_size;
+  j["profile_steps"] = cfg.measure.profile_steps;
+  j["warmup_steps"] = warmup_steps(cfg, nullptr);
+  return j.dump();
+}
+
+namespace {
+
+/// Removes the traces an earlier run left in `folder`: files trace_file_name() names, and the
+/// trace.json older versions wrote. Returns nothing; a file that cannot be removed stays.
+void remove_old_traces(const std::string& folder) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(folder, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.is_regular_file(ec) && (is_trace_file_name(name) || name == "trace.json"))
+      std::filesystem::remove(entry.path(), ec);
+  }
+}
+
+}  // namespace
+
+ProfileResult profile(const config::ExperimentConfig& cfg, double timed_ms_per_step, const TraceTarget& target,
                       const Progress& progress) {
   const c10::Device device = dist::rank_device(cfg.device);
   engine::set_cpu_threads(dist::rank_cpu_threads(cfg.cpu_threads));
   auto group = dist::process_group(cfg.dist, device);
   if (device.is_cuda() && cfg.optim.cuda_graphs) prepare_profiler_for_cuda_graphs();  // before the capture
   Pipeline pipeline(cfg, device, group);
-  warm_up(pipeline, warmup_steps(cfg, nullptr), progress, "profile warmup");
+  const int64_t warmup = warmup_steps(cfg, nullptr);
+  warm_up(pipeline, warmup, progress, "profile warmup");
   engine::synchronize(device);
 
-  const bool write = cfg.measure.profile && !trace_path.empty() && group->rank() == 0;
+  // Every rank writes its own trace into the row's folder, which holds this run's only: the
+  // first rank of each machine clears it (a folder on a shared file system too, before any
+  // rank writes). A folder that cannot be written fails in finish(), on every rank alike,
+  // after the recorded steps: a rank that left now would leave the others in an all-reduce.
+  const bool write = cfg.measure.profile && !target.folder.empty();
+  if (write) {
+    if (dist::local_rank() == 0) {
+      try {
+        files::prepare_folder(target.folder, "measure.out_dir");
+        remove_old_traces(target.folder);
+      } catch (const std::exception&) {
+      }
+    }
+    group->barrier();
+  }
   const int64_t steps = cfg.measure.profile_steps;
   TraceRecorder recorder(device.is_cuda());
+  if (group->distributed())
+    recorder.add_metadata_json("distributedInfo", distributed_info_json(group->backend_name(), group->rank(), group->size()));
+  recorder.add_metadata_json("ptune", trace_identity_json(cfg, target, device.str()));
   Spans ignored;
   for (int64_t i = 0; i < steps; ++i) {
-    pipeline.step(ignored);
+    {
+      // As torch.profiler's step(): the span covers the wait for the batch, the copy and the
+      // update (one replay with CUDA graphs), on the host.
+      compat::UserScope span(ranges::profiler_step(warmup + i));
+      pipeline.step(ignored);
+    }
     if (progress) progress("profile", i + 1, steps);
   }
   engine::synchronize(device);
-  const TraceSummary t = recorder.finish(write ? trace_path : "");
+  const std::string path =
+      write ? (std::filesystem::path(target.folder) / trace_file_name()).string() : std::string();
+  const TraceSummary t = recorder.finish(path);
   ProfileResult r;
   if (device.is_cuda() && timed_ms_per_step > 0)
     r.gpu_busy_pct = std::min(100.0, 100.0 * t.kernel_ms / static_cast<double>(steps) / timed_ms_per_step);
-  if (write) r.trace_path = trace_path;
+  r.trace_path = path;
   return r;
 }
 

@@ -59,18 +59,35 @@ Measurement measure(const config::ExperimentConfig& cfg, const Progress& progres
 struct ProfileResult {
   std::optional<double> gpu_busy_pct;  // CUDA: merged kernel time per recorded step over
                                        // `timed_ms_per_step`, at most 100; none on the CPU
-  std::string trace_path;              // the Chrome trace written, or ""
+  std::string trace_path;              // this rank's Chrome trace, or "" when none was written
 };
 
+/// Where profile() writes a row's trace, and what the trace says about the row.
+struct TraceTarget {
+  std::string folder;       // the row's folder (every rank writes its trace there); "": no trace
+  std::string row;          // the row's name ("ptune" metadata)
+  nlohmann::ordered_json changes = nlohmann::ordered_json::object();  // the row's overrides
+};
+
+/// The trace's "ptune" metadata (JSON text), which tells ptune's traces from others: {"version",
+/// "experiment", "row", "changes", "mode", "device" (the device the rank ran on, e.g. "cuda:0"),
+/// "batch_size" (per rank), "profile_steps", "warmup_steps"}.
+std::string trace_identity_json(const config::ExperimentConfig& cfg, const TraceTarget& target,
+                                const std::string& device);
+
 /// Profiles a row: builds it afresh, runs its warm-up, then records measure.profile_steps
-/// steps with the profiler (kernels on a GPU). GPU busy is the recorded steps' merged kernel
-/// time per step over `timed_ms_per_step` (the row's measured ms/step): kernel durations come
-/// from the device and are not slowed by recording, while the recorded steps' wall time is.
-/// Writes the Chrome trace to `trace_path` when measure.profile is on and `trace_path` is not
-/// empty (rank 0). Run it after every timed measurement of the process: CUPTI stays attached.
-/// Throws as measure().
+/// steps with the profiler (kernels on a GPU), each inside a "ProfilerStep#<n>" range with
+/// the ranges of measure/ranges.hpp in it. GPU busy is the recorded steps' merged kernel time
+/// per step over `timed_ms_per_step` (the row's measured ms/step): kernel durations come from
+/// the device and are not slowed by recording, while the recorded steps' wall time is.
+/// With measure.profile on and a `target.folder`, every rank writes its Chrome trace there as
+/// trace_file_name() names it, with "distributedInfo" in a data-parallel run and "ptune"
+/// (trace_identity_json) as metadata; the traces an earlier run left in the folder (files
+/// named so, and the trace.json of older ptune versions) are removed first, by the first rank
+/// of each machine, before any rank records. Run it after every timed measurement of the process: CUPTI stays
+/// attached. Throws as measure(), and std::runtime_error when the folder cannot be written.
 ProfileResult profile(const config::ExperimentConfig& cfg, double timed_ms_per_step,
-                      const std::string& trace_path = "", const Progress& progress = {});
+                      const TraceTarget& target = {}, const Progress& progress = {});
 
 /// The warm-up steps a row runs: measure.warmup_steps, raised to
 /// engine::Trainer::warmup_steps_needed (data rows excepted); when raised, `note` (if given)

@@ -1,11 +1,14 @@
 #include "measure/trace.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 
 #include <fcntl.h>
@@ -14,6 +17,9 @@
 #include <kineto/ActivityType.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
 
+#include <nlohmann/json.hpp>
+
+#include "compat.hpp"
 #include "engine/cuda_support.hpp"
 #include "files.hpp"
 
@@ -50,6 +56,82 @@ std::set<ActivityType> activities(bool cuda) {
   std::set<ActivityType> a{ActivityType::CPU};
   if (cuda) a.insert(ActivityType::CUDA);
   return a;
+}
+
+/// One key of a JSON object and its value, both as the text they are in the document.
+struct Member {
+  std::string key;    // the key as written, quotes included
+  std::string value;  // the value's text
+};
+
+size_t skip_space(const std::string& t, size_t i) {
+  while (i < t.size() && (t[i] == ' ' || t[i] == '\n' || t[i] == '\r' || t[i] == '\t')) ++i;
+  return i;
+}
+
+/// The end of the string that starts at t[i] ('"'), or npos.
+size_t skip_string(const std::string& t, size_t i) {
+  for (++i; i < t.size(); ++i) {
+    if (t[i] == '\\') ++i;
+    else if (t[i] == '"') return i + 1;
+  }
+  return std::string::npos;
+}
+
+/// The end of the JSON value that starts at t[i], without parsing it (brackets are counted,
+/// strings skipped), or npos.
+size_t skip_value(const std::string& t, size_t i) {
+  if (i >= t.size()) return std::string::npos;
+  if (t[i] == '"') return skip_string(t, i);
+  if (t[i] != '{' && t[i] != '[') {
+    while (i < t.size() && t[i] != ',' && t[i] != '}' && t[i] != ']' && t[i] != ' ' && t[i] != '\n') ++i;
+    return i;
+  }
+  int depth = 0;
+  for (; i < t.size(); ++i) {
+    const char c = t[i];
+    if (c == '"') {
+      i = skip_string(t, i);
+      if (i == std::string::npos) return i;
+      --i;
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if (c == '}' || c == ']') {
+      if (--depth == 0) return i + 1;
+    }
+  }
+  return std::string::npos;
+}
+
+/// The members of the top-level object of `t`; nullopt when it is not a well-formed object.
+std::optional<std::vector<Member>> top_level_members(const std::string& t) {
+  std::vector<Member> members;
+  size_t i = skip_space(t, 0);
+  if (i >= t.size() || t[i] != '{') return std::nullopt;
+  i = skip_space(t, i + 1);
+  if (i < t.size() && t[i] == '}') return members;
+  while (i < t.size()) {
+    if (t[i] != '"') return std::nullopt;
+    const size_t key_end = skip_string(t, i);
+    if (key_end == std::string::npos) return std::nullopt;
+    Member m;
+    m.key = t.substr(i, key_end - i);
+    i = skip_space(t, key_end);
+    if (i >= t.size() || t[i] != ':') return std::nullopt;
+    i = skip_space(t, i + 1);
+    const size_t value_end = skip_value(t, i);
+    if (value_end == std::string::npos || value_end == i) return std::nullopt;
+    m.value = t.substr(i, value_end - i);
+    members.push_back(std::move(m));
+    i = skip_space(t, value_end);
+    if (i < t.size() && t[i] == ',') {
+      i = skip_space(t, i + 1);
+      continue;
+    }
+    if (i < t.size() && t[i] == '}') return members;
+    return std::nullopt;
+  }
+  return std::nullopt;
 }
 
 prof::ProfilerConfig profiler_config() {
@@ -103,6 +185,10 @@ TraceRecorder::TraceRecorder(bool cuda) : cuda_(cuda) {
   running_ = true;
 }
 
+void TraceRecorder::add_metadata_json(const std::string& key, const std::string& json) {
+  if (running_) compat::add_trace_metadata_json(key, json);
+}
+
 TraceRecorder::~TraceRecorder() {
   if (running_) {
     try {
@@ -144,7 +230,23 @@ TraceSummary TraceRecorder::finish(const std::string& path) {
   }
   if (!path.empty()) {
     files::prepare_folder(std::filesystem::path(path).parent_path().string(), "measure.out_dir");
-    files::write_atomically(path, "measure.out_dir", [&](const std::string& tmp) { result->save(tmp); });
+    files::write_atomically(path, "measure.out_dir", [&](const std::string& tmp) {
+      result->save(tmp);
+      // Kineto names the file it wrote (the temporary one) and, without a GPU, keeps the CUDA
+      // build's complaints about it: the trace says where it is and what it holds instead.
+      std::string text;
+      {
+        std::ifstream in(tmp, std::ios::binary);
+        std::ostringstream buf;
+        buf << in.rdbuf();
+        text = buf.str();
+      }
+      text = finalize_trace_text(text, path, /*drop_errors=*/!cuda_);
+      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+      out << text;
+      out.flush();
+      if (!out) throw std::runtime_error("cannot rewrite the trace");
+    });
   }
   return s;
 }
@@ -157,6 +259,51 @@ std::string slug(const std::string& name) {
   }
   while (!out.empty() && out.back() == '-') out.pop_back();
   return out.empty() ? "row" : out;
+}
+
+std::string trace_file_name() {
+  char host[256] = {0};
+  if (::gethostname(host, sizeof host - 1) != 0 || host[0] == 0) std::snprintf(host, sizeof host, "localhost");
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::system_clock::now().time_since_epoch()).count();
+  return std::string(host) + "_" + std::to_string(::getpid()) + "." + std::to_string(ns) + ".pt.trace.json";
+}
+
+bool is_trace_file_name(const std::string& name) {
+  auto ends = [&](const std::string& tail) {
+    return name.size() > tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  return ends(".pt.trace.json") || ends(".pt.trace.json.gz");
+}
+
+std::string distributed_info_json(const std::string& backend, int rank, int world_size) {
+  // Spaced as Python's json.dumps writes it: HTA finds the rank with the pattern "rank":\s+N.
+  return "{\"backend\": " + nlohmann::json(backend).dump() + ", \"rank\": " + std::to_string(rank) +
+         ", \"world_size\": " + std::to_string(world_size) + "}";
+}
+
+std::string finalize_trace_text(const std::string& text, const std::string& trace_name, bool drop_errors) {
+  auto members = top_level_members(text);
+  if (!members) return text;
+  std::string out = "{\n";
+  bool named = false, first = true;
+  auto add = [&](const std::string& key, const std::string& value) {
+    if (!first) out += ",\n";
+    first = false;
+    out += "  " + key + ": " + value;
+  };
+  for (const Member& m : *members) {
+    if (drop_errors && m.key == "\"ERROR\"") continue;
+    if (m.key == "\"traceName\"") {
+      add(m.key, nlohmann::json(trace_name).dump());
+      named = true;
+    } else {
+      add(m.key, m.value);
+    }
+  }
+  if (!named) add("\"traceName\"", nlohmann::json(trace_name).dump());
+  out += "\n}\n";
+  return out;
 }
 
 }  // namespace ptune::measure

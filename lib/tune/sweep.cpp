@@ -82,7 +82,7 @@ void run_sweep(const config::ExperimentConfig& cfg, const SweepOptions& options,
   struct Done {
     size_t index;                  // in the sweep
     config::ExperimentConfig cfg;  // the row's config
-    std::string trace;             // where its trace goes (measure.profile)
+    measure::TraceTarget trace;    // where its traces go (measure.profile), one per rank
   };
   std::vector<Done> done;  // out.rows[k] is rows[done[k].index]
   auto selected = [&](size_t i) {
@@ -134,8 +134,9 @@ void run_sweep(const config::ExperimentConfig& cfg, const SweepOptions& options,
     }
     char index[8];
     std::snprintf(index, sizeof index, "%02zu-", i);
-    done.push_back({i, row_cfg, row_cfg.measure.out_dir + "/" + measure::slug(cfg.name) + "/" + index +
-                                    measure::slug(spec.name) + "/trace.json"});
+    done.push_back({i, row_cfg,
+                    {row_cfg.measure.out_dir + "/" + measure::slug(cfg.name) + "/" + index + measure::slug(spec.name),
+                     spec.name, spec.set}});
     out.rows.push_back(std::move(row));
     report::Row& r = out.rows.back();
     report::compute_speedups(out.rows);
