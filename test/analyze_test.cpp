@@ -334,29 +334,28 @@ TEST_CASE("ptune analyze agrees with a sweep row's own figures on ptune's trace 
   const std::string cfg = dir.write("exp.json", R"({"name": "an", "cpu_threads": 1,
       "data": {"num_samples": 64, "image_size": 32},
       "loader": {"batch_size": 8},
-      "measure": {"warmup_steps": 1, "steps": 3, "profile_steps": 2, "out_dir": ")" + dir.file("runs") + R"("}})");
+      "measure": {"warmup_steps": 1, "steps": 3, "profile_steps": 2, "out_dir": ")" + dir.file("runs") + R"("},
+      "sweep": [{"name": "baseline"}, {"name": "workers", "set": {"loader.num_workers": 2}}]})");
   auto r = run(exe() + " sweep '" + cfg + "' --profile --format json");
   INFO(r.err);
   REQUIRE(r.code == 0);
   const Json res = Json::parse(r.out);
-  const Json& row = res["rows"][0];
-  const std::string trace = row["trace"];
-  r = run(exe() + " analyze '" + trace + "' --format json");
-  INFO(r.err);
-  REQUIRE(r.code == 0);
-  const Json a = Json::parse(r.out);
-  CHECK(a["writer"] == "ptune");
-  const bool on_gpu = !row["gpu_busy_pct"].is_null();
-  CHECK(a["device"] == (on_gpu ? "cuda" : "cpu"));
-  if (on_gpu) CHECK(a["mean"]["gpu_util_pct"].get<double>() == Approx(row["gpu_busy_pct"].get<double>()).margin(15));
-  const bool loader_ranges = !a["dataloader"].empty();
-  if (!loader_ranges) {
-    // ptune's traces before they carried ProfilerStep#N and DataLoader ranges: one window.
-    WARN("ptune's trace has no enumerate(DataLoader) ranges: data wait not compared");
-    CHECK(a["steps_from"] == "whole trace");
-  } else {
-    CHECK(a["mean"]["split_pct"]["dataloader"].get<double>() ==
-          Approx(row["data_wait_pct"].get<double>()).margin(15));
+  REQUIRE(res["rows"].size() == 2);
+  for (const Json& row : res["rows"]) {
+    INFO("row " << row["name"]);
+    const std::string trace = row["trace"];
+    r = run(exe() + " analyze '" + trace + "' --format json");
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    const Json a = Json::parse(r.out);
+    CHECK(a["writer"] == "ptune");
+    CHECK(a["steps_from"] == "ProfilerStep#N");  // one window per profiled step
+    CHECK(a["steps"].size() == 2);
+    const bool on_gpu = !row["gpu_busy_pct"].is_null();
+    CHECK(a["device"] == (on_gpu ? "cuda" : "cpu"));
+    if (on_gpu) CHECK(a["mean"]["gpu_util_pct"].get<double>() == Approx(row["gpu_busy_pct"].get<double>()).margin(15));
+    REQUIRE_FALSE(a["dataloader"].empty());  // the loader wait is named as PyTorch names it
+    CHECK(a["mean"]["split_pct"]["dataloader"].get<double>() == Approx(row["data_wait_pct"].get<double>()).margin(15));
+    if (on_gpu) CHECK(a["mean"]["split_pct"]["memcpy"].get<double>() == Approx(row["h2d_pct"].get<double>()).margin(15));
   }
-  if (on_gpu) CHECK(a["mean"]["split_pct"]["memcpy"].get<double>() == Approx(row["h2d_pct"].get<double>()).margin(15));
 }
