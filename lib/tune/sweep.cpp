@@ -132,7 +132,7 @@ void run_sweep(const config::ExperimentConfig& cfg, const SweepOptions& options,
     } catch (const std::exception& e) {
       row.status = failure(e);
     }
-    char index[8];
+    char index[24];
     std::snprintf(index, sizeof index, "%02zu-", i);
     done.push_back({i, row_cfg,
                     {row_cfg.measure.out_dir + "/" + measure::slug(cfg.name) + "/" + index + measure::slug(spec.name),
