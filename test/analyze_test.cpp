@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -217,6 +218,118 @@ TEST_CASE("analyze: bad input is named, with the file and what is wrong", "[anal
   CHECK(error_of(cpu, /*gpu=*/true) == "'" + cpu +
                                           "': a CPU-only trace (no kernels, copies or CUDA runtime calls); --gpu asks "
                                           "for GPU figures: record it on a GPU with ProfilerActivity.CUDA");
+}
+
+// Regression tests for what fuzz/trace_fuzz.cpp found (README, "Fuzzing").
+
+TEST_CASE("analyze: a field of another type than the schema's is ignored as if absent, not thrown", "[analyze]") {
+  // Each of these threw nlohmann's type_error 302 ("type must be string, but is number").
+  TempDir dir;
+  Json ev = Json::array();
+  ev.push_back(Json{{"ph", 1}});
+  ev.push_back(Json{{"ph", "M"}, {"name", "process_name"}, {"args", {{"name", 5}}}});
+  ev.push_back(Json{{"ph", "X"}, {"cat", 3}, {"name", "aten::skipped"}, {"ts", 0}, {"dur", 1}});
+  ev.push_back(Json{{"ph", "X"}, {"cat", "cpu_op"}, {"name", Json::array({"aten::mm"})}, {"ts", 0}, {"dur", 10},
+                    {"args", Json::array({1})}});
+  const std::string path = dir.write("types.json", Json{{"traceEvents", ev}, {"deviceProperties", Json::array({Json{{"name", 7}}})}}.dump());
+  const auto a = ptune::analyze::analyze(path);
+  const auto& b = a.ranks[0];
+  CHECK(b.writer == "pytorch");
+  CHECK(b.devices.empty());
+  REQUIRE(b.operators.size() == 1);
+  CHECK(b.operators[0].name.empty());  // a name that is a list: no name
+  for (const auto& f : ptune::analyze::formats()) CHECK_FALSE(ptune::analyze::render(a, f).empty());
+}
+
+TEST_CASE("analyze: ids and sizes outside int64 are ignored, and copied bytes saturate", "[analyze]") {
+  // A pid of 1e300 was a float-to-int64 overflow (UBSan), two copies of INT64_MAX bytes a
+  // signed overflow.
+  TempDir dir;
+  Json ev = Json::array();
+  ev.push_back(x("user_annotation", "ProfilerStep#1", 0, 100));
+  ev.push_back(Json{{"ph", "X"}, {"cat", "cpu_op"}, {"name", "aten::mm"}, {"ts", 1}, {"dur", 10}, {"pid", 1e300},
+                    {"tid", -1e300}});
+  for (int i = 0; i < 2; ++i)
+    ev.push_back(x("gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", 20 + 10 * i, 5,
+                   {{"bytes", INT64_MAX}, {"correlation", 18446744073709551615ULL}}, 0, 7));
+  const std::string path =
+      dir.write("big.json", Json{{"traceEvents", ev}, {"distributedInfo", {{"rank", 1e300}, {"world_size", 2}}}}.dump());
+  const auto a = ptune::analyze::analyze(path);
+  const auto& b = a.ranks[0];
+  CHECK(b.rank == 0);  // out of range: as when not a number
+  CHECK(b.h2d.count == 2);
+  CHECK(b.h2d.bytes == INT64_MAX);
+  REQUIRE(b.operators.size() == 1);
+  CHECK(b.operators[0].name == "aten::mm");
+}
+
+TEST_CASE("analyze: a number that overflows a double, and nesting deeper than 64 levels, are named", "[analyze]") {
+  // The first threw nlohmann's out_of_range 406; the second took 14 s under ASan at a depth of
+  // a million.
+  TempDir dir;
+  const std::string event = R"({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 0, "dur": 1})";
+  const std::string big = dir.write("big.json", R"({"traceEvents": [{"ph": "X", "ts": 0, "dur": 1e400}]})");
+  CHECK(error_of(big) == "'" + big + "': '1e400' overflows a double (largest about 1.8e308)");
+  auto nested = [&](int levels) {  // the top object, its "x" list and levels - 2 lists inside
+    return R"({"traceEvents": [)" + event + R"(], "x": )" + std::string(levels - 1, '[') +
+           std::string(levels - 1, ']') + "}";
+  };
+  const std::string ok = dir.write("ok.json", nested(64));
+  CHECK(error_of(ok) == "(no error)");
+  const std::string deep = dir.write("deep.json", nested(65));
+  CHECK(error_of(deep) == "'" + deep + "': nesting deeper than 64 levels; a profiler trace is a few levels deep");
+  const std::string deeper = dir.write("deeper.json", std::string(1000000, '[') + std::string(1000000, ']'));
+  CHECK(error_of(deeper) == "'" + deeper + "': nesting deeper than 64 levels; a profiler trace is a few levels deep");
+}
+
+TEST_CASE("analyze: events beyond 1e18 us are skipped, so that every figure stays finite", "[analyze]") {
+  // Steps of 1e308 us summed to infinity, and infinity less infinity is NaN.
+  TempDir dir;
+  Json ev = Json::array();
+  ev.push_back(x("user_annotation", "ProfilerStep#1", 0, 100));
+  ev.push_back(x("user_annotation", "ProfilerStep#2", 1e308, 1e308));
+  ev.push_back(x("cpu_op", "aten::huge", 10, 1e300));
+  ev.push_back(x("cpu_op", "aten::early", -1e308, 50));
+  ev.push_back(x("cpu_op", "aten::mm", 10, 50));
+  const std::string path = dir.write("far.json", Json{{"traceEvents", ev}}.dump());
+  const auto a = ptune::analyze::analyze(path);
+  const auto& b = a.ranks[0];
+  REQUIRE(b.steps.size() == 1);
+  CHECK(b.steps[0].ms() == Approx(0.1));
+  REQUIRE(b.operators.size() == 1);
+  CHECK(b.operators[0].name == "aten::mm");
+  const auto j = Json::parse(ptune::analyze::render(a, "json"));
+  CHECK(j["mean"]["ms"] == Approx(0.1));
+  CHECK(j["mean"]["split_pct"]["cpu_exec"] == Approx(50));
+}
+
+TEST_CASE("analyze: sync calls are counted in the step they start in", "[analyze]") {
+  // Counted per step by a search in the sorted sync starts (before: every event for every step,
+  // steps x events).
+  TempDir dir;
+  Json ev = Json::array();
+  for (int i = 0; i < 3; ++i) ev.push_back(x("user_annotation", "ProfilerStep#" + std::to_string(i), 100 * i, 100));
+  ev.push_back(x("cuda_runtime", "cudaStreamSynchronize", 10, 5));
+  ev.push_back(x("cpu_op", "aten::_local_scalar_dense", 100, 5));  // at the boundary: the second step's
+  ev.push_back(x("cpu_op", "aten::is_nonzero", 150, 5));
+  ev.push_back(x("cuda_runtime", "cudaLaunchKernel", 160, 5));     // not a sync
+  ev.push_back(x("cuda_runtime", "cudaDeviceSynchronize", 300, 5));  // after the last step
+  const std::string path = dir.write("syncs.json", Json{{"traceEvents", ev}}.dump());
+  const auto a = ptune::analyze::analyze(path);
+  const auto& b = a.ranks[0];
+  REQUIRE(b.steps.size() == 3);
+  CHECK(b.steps[0].syncs == 1);
+  CHECK(b.steps[1].syncs == 2);
+  CHECK(b.steps[2].syncs == 0);
+}
+
+TEST_CASE("analyze: a path that is not UTF-8 renders as JSON, the bad bytes replaced", "[analyze]") {
+  // dump() threw nlohmann's type_error 316 (invalid UTF-8 byte).
+  TempDir dir;
+  const std::string path = dir.write("bad\xff.json", Json{{"traceEvents", {x("cpu_op", "aten::mm", 0, 10)}}}.dump());
+  const auto a = ptune::analyze::analyze(path);
+  const auto j = Json::parse(ptune::analyze::render(a, "json"));
+  CHECK(has(j["path"].get<std::string>(), "bad\xef\xbf\xbd.json"));
 }
 
 TEST_CASE("rule table: the sweep's thresholds are the table's, and README shows the table", "[analyze]") {

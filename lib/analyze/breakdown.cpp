@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
 #include <map>
 #include <unordered_map>
 
@@ -256,7 +257,8 @@ Breakdown break_down(const std::vector<const Trace*>& traces) {
           if (inside(e) && contains(e.name, "HtoD")) {
             ++b.h2d.count;
             b.h2d.us += e.dur;
-            if (e.bytes > 0) b.h2d.bytes += e.bytes;
+            if (e.bytes > 0)  // saturates: a hostile trace's sizes may add up past int64
+              b.h2d.bytes = e.bytes > INT64_MAX - b.h2d.bytes ? INT64_MAX : b.h2d.bytes + e.bytes;
             if (contains(e.name, "Pinned")) ++b.h2d.pinned;
             if (contains(e.name, "Pageable")) ++b.h2d.pageable;
           }
@@ -304,6 +306,16 @@ Breakdown break_down(const std::vector<const Trace*>& traces) {
     zeroing = merge(std::move(zeroing));
     const Ranges overlap = intersect(cat[kCommunication], compute);
 
+    // The start of every sync call, sorted: a step's count is a range of them (a loop over the
+    // events per step would be steps x events, hours on a hostile trace of many tiny steps).
+    std::vector<double> sync_starts;
+    for (const auto& e : t->events)
+      if (is_runtime_sync(e) ||
+          (e.kind == Kind::kRuntime && e.name.rfind("cudaMemcpy", 0) == 0 && dtoh.count(e.correlation)) ||
+          (e.kind == Kind::kCpuOp && (e.name == "aten::_local_scalar_dense" || e.name == "aten::is_nonzero")))
+        sync_starts.push_back(e.ts);
+    std::sort(sync_starts.begin(), sync_starts.end());
+
     for (auto& s : steps) {
       Ranges slots{{s.start, s.end}};
       for (int c = 0; c < kOther; ++c) {
@@ -317,13 +329,8 @@ Breakdown break_down(const std::vector<const Trace*>& traces) {
       s.comm_overlap_us = total(clip(overlap, s.start, s.end));
       s.sync_us = total(clip(sync_ranges, s.start, s.end));
       s.zero_grad_us = total(clip(zeroing, s.start, s.end));
-      for (const auto& e : t->events) {
-        if (e.ts < s.start || e.ts >= s.end) continue;
-        if (is_runtime_sync(e) || (e.kind == Kind::kRuntime && e.name.rfind("cudaMemcpy", 0) == 0 &&
-                                   dtoh.count(e.correlation)) ||
-            (e.kind == Kind::kCpuOp && (e.name == "aten::_local_scalar_dense" || e.name == "aten::is_nonzero")))
-          ++s.syncs;
-      }
+      s.syncs = std::lower_bound(sync_starts.begin(), sync_starts.end(), s.end) -
+                std::lower_bound(sync_starts.begin(), sync_starts.end(), s.start);
     }
 
     // Host operators' self time: per thread, minus the time of the operators directly inside.

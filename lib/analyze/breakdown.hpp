@@ -50,7 +50,7 @@ struct CopyStats {
   int64_t pinned = 0;    // "(Pinned -> Device)"
   int64_t pageable = 0;  // "(Pageable -> Device)"
   double us = 0;         // summed copy time on the device
-  int64_t bytes = 0;     // when the trace gives them
+  int64_t bytes = 0;     // when the trace gives them; at most INT64_MAX (the sum saturates)
 };
 
 /// A trace (or several files of one process) taken apart.

@@ -147,7 +147,8 @@ Json to_json(const Analysis& a) {
 }
 
 std::string render(const Analysis& a, const std::string& format) {
-  if (format == "json") return to_json(a).dump(2) + "\n";
+  // Paths (the one given, a folder's file names) need not be UTF-8: bad bytes become U+FFFD.
+  if (format == "json") return to_json(a).dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
   const Breakdown& b = a.ranks[a.primary];
   const auto header = split_header();
   const auto rows = split_rows(b);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -71,12 +72,64 @@ Kind kind_of(const std::string& cat, bool* keep) {
   return Kind::kOther;
 }
 
+/// `obj[key]` when it is a string, else "" (a hostile trace may put any type anywhere).
+std::string str(const nlohmann::json& obj, const char* key) {
+  if (!obj.is_object()) return "";
+  const auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+/// An id or count: integers in int64's range as they are, other numbers truncated when they
+/// fit in int64 (`fallback` when not), strings hashed.
 int64_t as_int(const nlohmann::json& v, int64_t fallback) {
-  if (v.is_number_integer() || v.is_number_unsigned()) return v.get<int64_t>();
-  if (v.is_number_float()) return static_cast<int64_t>(v.get<double>());
+  if (v.is_number_unsigned()) {
+    const auto u = v.get<uint64_t>();
+    return u <= static_cast<uint64_t>(INT64_MAX) ? static_cast<int64_t>(u) : fallback;
+  }
+  if (v.is_number_integer()) return v.get<int64_t>();
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    // [-2^63, 2^63): the doubles whose truncation an int64 holds.
+    return d >= -9223372036854775808.0 && d < 9223372036854775808.0 ? static_cast<int64_t>(d) : fallback;
+  }
   if (v.is_string()) return static_cast<int64_t>(std::hash<std::string>{}(v.get<std::string>()) & 0x7fffffff);
   return fallback;
 }
+
+/// Deepest nesting a trace may have (objects and lists): Kineto's are five or six levels deep
+/// (traceEvents, an event, its args, "Input Dims" lists of lists).
+constexpr int kMaxDepth = 64;
+
+/// The JSON of `text`, read from `path`. Throws DataError: not JSON, truncated, nesting deeper
+/// than kMaxDepth (before the depth costs anything), a number that overflows a double.
+nlohmann::json parse(const std::string& text, const std::string& path) {
+  using ParseEvent = nlohmann::json::parse_event_t;
+  auto callback = [&](int depth, ParseEvent event, nlohmann::json&) {
+    if ((event == ParseEvent::object_start || event == ParseEvent::array_start) && depth >= kMaxDepth)
+      fail(path, "nesting deeper than " + std::to_string(kMaxDepth) + " levels; a profiler trace is a few levels deep");
+    return true;
+  };
+  try {
+    return nlohmann::json::parse(text, callback);
+  } catch (const nlohmann::json::parse_error& e) {
+    if (e.byte >= text.size()) {
+      fail(path, "truncated: the JSON ends at byte " + std::to_string(text.size()) + " before it is complete");
+    }
+    std::string what = e.what();
+    const auto at = what.find("parse error");
+    fail(path, "not JSON (" + (at == std::string::npos ? what : what.substr(at)) + ")");
+  } catch (const nlohmann::json::out_of_range& e) {
+    // 406: a number that overflows a double, e.g. 1e309 (the message quotes it).
+    std::string what = e.what();
+    const size_t q = what.find('\'');
+    fail(path, (q == std::string::npos ? std::string("a number") : what.substr(q)) +
+                   " overflows a double (largest about 1.8e308)");
+  }
+}
+
+/// Times beyond this many microseconds from 0 (about 31,700 years) are not a profiler's: an
+/// event that starts or ends beyond is skipped, so that every sum of times stays finite.
+constexpr double kMaxTimeUs = 1e18;
 
 }  // namespace
 
@@ -88,17 +141,7 @@ std::string writer_of(bool has_ptune_key, const std::string& process_name) {
 
 Trace read_trace(const std::string& path) {
   const std::string text = read_bytes(path);
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    if (e.byte >= text.size()) {
-      fail(path, "truncated: the JSON ends at byte " + std::to_string(text.size()) + " before it is complete");
-    }
-    std::string what = e.what();
-    const auto at = what.find("parse error");
-    fail(path, "not JSON (" + (at == std::string::npos ? what : what.substr(at)) + ")");
-  }
+  const nlohmann::json doc = parse(text, path);
   const nlohmann::json* list = nullptr;
   if (doc.is_object()) {
     auto it = doc.find("traceEvents");
@@ -115,11 +158,10 @@ Trace read_trace(const std::string& path) {
   std::string process_name;
   for (const auto& e : *list) {
     if (!e.is_object()) continue;
-    const auto ph = e.value("ph", std::string());
+    const auto ph = str(e, "ph");
     if (ph == "M") {
-      if (e.value("name", std::string()) == "process_name" && e.contains("args") && e["args"].is_object() &&
-          process_name.empty())
-        process_name = e["args"].value("name", std::string());
+      if (str(e, "name") == "process_name" && e.contains("args") && process_name.empty())
+        process_name = str(e["args"], "name");
       continue;
     }
     if (ph != "X") continue;
@@ -127,11 +169,12 @@ Trace read_trace(const std::string& path) {
     if (ts == e.end() || dur == e.end() || !ts->is_number() || !dur->is_number()) continue;
     bool keep = false;
     Event ev;
-    ev.kind = kind_of(e.value("cat", std::string()), &keep);
+    ev.kind = kind_of(str(e, "cat"), &keep);
     if (!keep) continue;
-    ev.name = e.contains("name") && e["name"].is_string() ? e["name"].get<std::string>() : "";
+    ev.name = str(e, "name");
     ev.ts = ts->get<double>();
     ev.dur = std::max(0.0, dur->get<double>());
+    if (std::fabs(ev.ts) > kMaxTimeUs || std::fabs(ev.end()) > kMaxTimeUs) continue;
     ev.pid = e.contains("pid") ? as_int(e["pid"], 0) : 0;
     ev.tid = e.contains("tid") ? as_int(e["tid"], 0) : 0;
     if (e.contains("args") && e["args"].is_object()) {

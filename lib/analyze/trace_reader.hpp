@@ -37,7 +37,8 @@ struct Event {
 /// One trace file.
 struct Trace {
   std::string path;
-  std::vector<Event> events;           // "ph": "X" events with a duration >= 0, in file order
+  std::vector<Event> events;           // "ph": "X" events with a duration >= 0, in file order;
+                                       // those starting or ending beyond +-1e18 us are skipped
   std::optional<int64_t> rank;         // distributedInfo.rank
   std::optional<int64_t> world_size;   // distributedInfo.world_size
   std::string writer = "pytorch";      // "ptune" or "pytorch" (see writer_of)
@@ -47,8 +48,11 @@ struct Trace {
 
 /// Reads one trace file (.json, or gzip-compressed .json.gz: by content, not by name).
 /// Throws DataError "'<path>': <what is wrong>": cannot be read, not gzip data that it says
-/// it is, not JSON (with the line and column), truncated, not a trace (no "traceEvents" list),
-/// no timed events.
+/// it is, not JSON (with the line and column), truncated, nested deeper than 64 levels
+/// ("nesting deeper than 64 levels; a profiler trace is a few levels deep"), a number that
+/// overflows a double ("'1e400' overflows a double (largest about 1.8e308)"), not a trace (no
+/// "traceEvents" list), no timed events. A field of another type than the schema's is ignored
+/// as if absent (a "name" that is a number: no name), and so are ids and sizes outside int64.
 Trace read_trace(const std::string& path);
 
 /// Reads `path`: one trace file, or a folder holding one per rank (files ending in .json or
