@@ -472,3 +472,24 @@ TEST_CASE("ptune analyze agrees with a sweep row's own figures on ptune's trace 
     if (on_gpu) CHECK(a["mean"]["split_pct"]["memcpy"].get<double>() == Approx(row["h2d_pct"].get<double>()).margin(15));
   }
 }
+
+TEST_CASE("analyze: more than 1 GiB of trace text is refused, a gzip bomb stops there", "[analyze]") {
+  TempDir dir;
+  const std::string limit = "more than 1 GiB of trace text";
+  const std::string advice = "; record fewer steps (torch.profiler's schedule(active=N), measure.profile_steps)";
+  // A file over the limit (sparse: no disk used), refused before it is read.
+  const std::string big = dir.file("big.json");
+  std::ofstream(big) << "{";
+  std::filesystem::resize_file(big, (uint64_t{1} << 30) + 1);
+  CHECK(error_of(big) == "'" + big + "': " + limit + advice);
+  // 1 MiB of gzip that inflates to 1 GiB + 64 KiB of spaces: stopped at the limit.
+  const std::string bomb = dir.file("bomb.json.gz");
+  gzFile gz = gzopen(bomb.c_str(), "wb1");
+  REQUIRE(gz != nullptr);
+  const std::string spaces(1 << 20, ' ');
+  for (int i = 0; i < 1024; ++i) REQUIRE(gzwrite(gz, spaces.data(), static_cast<unsigned>(spaces.size())) > 0);
+  REQUIRE(gzwrite(gz, spaces.data(), 1 << 16) > 0);
+  REQUIRE(gzclose(gz) == Z_OK);
+  CHECK(std::filesystem::file_size(bomb) < (uint64_t{8} << 20));
+  CHECK(error_of(bomb) == "'" + bomb + "': " + limit + " once decompressed" + advice);
+}

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -25,12 +26,23 @@ bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
-/// The file's bytes; gzip data (by its magic bytes) inflated.
+/// The most trace text read (a file, or gzip data once inflated): the parsed document takes
+/// several times this in memory, and a profiler trace of a few steps is tens of megabytes.
+constexpr uint64_t kMaxTraceBytes = uint64_t{1} << 30;
+
+[[noreturn]] void too_large(const std::string& path, const char* how) {
+  fail(path, std::string("more than 1 GiB of trace text") + how +
+                 "; record fewer steps (torch.profiler's schedule(active=N), measure.profile_steps)");
+}
+
+/// The file's bytes; gzip data (by its magic bytes) inflated. At most kMaxTraceBytes.
 std::string read_bytes(const std::string& path) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) fail(path, "is a folder, not a trace file");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, std::string("cannot read: ") + std::strerror(errno ? errno : EIO));
+  const auto size = fs::file_size(path, ec);
+  if (!ec && size > kMaxTraceBytes) too_large(path, "");
   std::string raw((std::istreambuf_iterator<char>(in)), {});
   if (raw.empty()) fail(path, "empty file, not a trace");
   const bool gz = raw.size() >= 2 && static_cast<unsigned char>(raw[0]) == 0x1f &&
@@ -42,16 +54,25 @@ std::string read_bytes(const std::string& path) {
   z_stream zs{};
   if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) fail(path, "cannot start gzip decompression");
   zs.next_in = reinterpret_cast<Bytef*>(raw.data());
-  zs.avail_in = static_cast<uInt>(raw.size());
+  size_t fed = 0;  // input handed to zlib so far (its counters are 32-bit: fed in pieces)
   std::string out;
   char buf[1 << 16];
   int rc = Z_OK;
   while (rc == Z_OK) {
+    if (zs.avail_in == 0 && fed < raw.size()) {
+      zs.avail_in = static_cast<uInt>(std::min<size_t>(raw.size() - fed, 1u << 30));
+      fed += zs.avail_in;
+    }
     zs.next_out = reinterpret_cast<Bytef*>(buf);
     zs.avail_out = sizeof buf;
     rc = inflate(&zs, Z_NO_FLUSH);
     out.append(buf, sizeof buf - zs.avail_out);
-    if (rc == Z_BUF_ERROR && zs.avail_in == 0) break;  // input ended inside the stream
+    if (out.size() > kMaxTraceBytes) {
+      inflateEnd(&zs);
+      too_large(path, " once decompressed");
+    }
+    if (rc == Z_BUF_ERROR && zs.avail_in == 0 && fed == raw.size()) break;  // input ended inside the stream
+    if (rc == Z_BUF_ERROR) rc = Z_OK;  // more input to feed
   }
   const std::string msg = zs.msg ? zs.msg : "";
   inflateEnd(&zs);
