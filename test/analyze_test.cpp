@@ -470,7 +470,15 @@ TEST_CASE("ptune analyze agrees with a sweep row's own figures on ptune's trace 
     REQUIRE_FALSE(a["dataloader"].empty());  // the loader wait is named as PyTorch names it
     CHECK(a["mean"]["split_pct"]["dataloader"].get<double>() == Approx(row["data_wait_pct"].get<double>()).margin(15));
     if (on_gpu) CHECK(a["mean"]["split_pct"]["memcpy"].get<double>() == Approx(row["h2d_pct"].get<double>()).margin(15));
+    // The same verdict as the row's diagnosis: its first word, and for an fp32 row the same move.
+    const std::string diagnosis = row["diagnosis"], rule = a["verdict"]["rule"];
+    CHECK(diagnosis.substr(0, diagnosis.find(' ')) == rule.substr(0, rule.find(' ')));
+    if (has(diagnosis, "on fp32: optim.amp")) {
+      CHECK(rule == "compute-bound on fp32");
+      CHECK(has(a["verdict"]["move"].get<std::string>(), "`optim.amp`"));
+    }
   }
+  CHECK(has(res["rows"][0]["diagnosis"].get<std::string>(), "on fp32: optim.amp"));  // the check above ran
 }
 
 TEST_CASE("analyze: more than 1 GiB of trace text is refused, a gzip bomb stops there", "[analyze]") {

@@ -84,10 +84,17 @@ void advise(Analysis& a) {
     v.evidence = "GPU utilization " + pct(busy) + ": merged kernel time over the step; " +
                  pct(share(m.us[kRuntime] + m.us[kCpuExec])) + " of it in host code and CUDA runtime calls" + rank;
     v.move = move(RuleId::kLaunchBound);
-  } else if (b.has_gpu && b.half_pct && measure::fires(RuleId::kComputeFp32, *b.half_pct)) {
+  } else if ((b.has_gpu && b.half_pct && measure::fires(RuleId::kComputeFp32, *b.half_pct)) ||
+             (!py && b.amp == std::optional<std::string>("off"))) {
+    // A GPU trace tells fp32 by its kernels; ptune's traces also say the row's optim.amp (a
+    // CPU trace has no kernels to tell by), as the sweep's diagnosis of the row does.
     v.rule = rule(RuleId::kComputeFp32).name;
-    v.evidence = "GPU utilization " + pct(busy) + "; " + pct(*b.half_pct) + " of kernel time in fp16/bf16 kernels, " +
-                 pct(b.tensor_core_pct.value_or(0)) + " on Tensor Cores" + rank;
+    if (b.has_gpu && b.half_pct) {
+      v.evidence = "GPU utilization " + pct(busy) + "; " + pct(*b.half_pct) + " of kernel time in fp16/bf16 kernels, " +
+                   pct(b.tensor_core_pct.value_or(0)) + " on Tensor Cores" + rank;
+    } else {
+      v.evidence = pct(share(m.us[kCpuExec])) + " of the step in operators, `optim.amp` off" + rank;
+    }
     v.move = move(RuleId::kComputeFp32);
   } else {
     v.rule = rule(RuleId::kCompute).name;

@@ -218,6 +218,7 @@ Breakdown break_down(const std::vector<const Trace*>& traces) {
   for (const Trace* t : traces) {
     b.files.push_back(t->path);
     b.writer = t->writer;
+    if (t->amp) b.amp = t->amp;
     b.rank = t->rank;
     b.world_size = t->world_size;
     b.has_gpu = b.has_gpu || t->has_gpu;

@@ -214,6 +214,9 @@ Trace read_trace(const std::string& path) {
   bool ptune_key = false;
   if (doc.is_object()) {
     ptune_key = doc.contains("ptune");
+    if (auto it = doc.find("ptune"); it != doc.end() && it->is_object()) {
+      if (auto amp = it->find("amp"); amp != it->end() && amp->is_string()) t.amp = amp->get<std::string>();
+    }
     if (auto it = doc.find("distributedInfo"); it != doc.end() && it->is_object()) {
       if (it->contains("rank")) t.rank = as_int((*it)["rank"], 0);
       if (it->contains("world_size")) t.world_size = as_int((*it)["world_size"], 1);

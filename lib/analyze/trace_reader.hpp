@@ -42,6 +42,7 @@ struct Trace {
   std::optional<int64_t> rank;         // distributedInfo.rank
   std::optional<int64_t> world_size;   // distributedInfo.world_size
   std::string writer = "pytorch";      // "ptune" or "pytorch" (see writer_of)
+  std::optional<std::string> amp;      // ptune's traces: the row's optim.amp ("ptune".amp)
   bool has_gpu = false;                // kernels, copies, memsets or CUDA runtime calls recorded
   std::vector<std::string> devices;    // deviceProperties[].name
 };
