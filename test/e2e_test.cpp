@@ -90,7 +90,10 @@ TEST_CASE("a tiny sweep prints the table and writes complete JSON", "[e2e]") {
   CHECK(j["rows"][2]["loss"].is_null());
   CHECK(j["rows"][3]["status"].get<std::string>().rfind("skipped: loader.pin_memory needs a CUDA device", 0) == 0);
   CHECK(j["rows"][4]["batch_size"] == 16);
-  CHECK(j["rows"][4]["notes"][0].get<std::string>().rfind("loader.batch_size changes training semantics", 0) == 0);
+  bool semantics = false;  // other notes (outlier windows, competing load) may come first
+  for (const auto& note : j["rows"][4]["notes"])
+    semantics = semantics || note.get<std::string>().rfind("loader.batch_size changes training semantics", 0) == 0;
+  CHECK(semantics);
   CHECK(!std::filesystem::exists(dir.file("r.json.tmp")));
 }
 
@@ -115,9 +118,14 @@ TEST_CASE("sweep formats json, csv, md on stdout and set overrides", "[e2e]") {
   auto r = run(ptune::test::exe() + " sweep " + rows + " --format json");
   REQUIRE(r.code == 0);
   auto rd = Json::parse(r.out);
-  CHECK(rd["rows"][0]["notes"].empty());
-  REQUIRE(rd["rows"][1]["notes"].size() == 1);
-  CHECK(rd["rows"][1]["notes"][0].get<std::string>().rfind("loader.batch_size changes training semantics", 0) == 0);
+  auto semantics_notes = [](const Json& row) {  // other notes (outlier windows, load) may come and go
+    int n = 0;
+    for (const auto& note : row["notes"])
+      n += note.get<std::string>().rfind("loader.batch_size changes training semantics", 0) == 0;
+    return n;
+  };
+  CHECK(semantics_notes(rd["rows"][0]) == 0);
+  CHECK(semantics_notes(rd["rows"][1]) == 1);
 }
 
 TEST_CASE("check prints the resolved config", "[e2e]") {
@@ -239,7 +247,7 @@ TEST_CASE("sweep with profiling writes a Chrome trace per row and the JSON names
   auto r = run(ptune::test::exe() + " sweep " + cfg + " --profile --format json");
   INFO(r.err);
   REQUIRE(r.code == 0);
-  CHECK(r.err.empty());  // no profiler chatter on a machine without a GPU
+  CHECK(ptune::test::without_load_warnings(r.err).empty());  // no profiler chatter on a machine without a GPU
   auto j = Json::parse(r.out);
   REQUIRE(j["rows"].size() == 2);
   const std::vector<std::string> folders = {dir.file("runs") + "/prof-test/00-base",
@@ -709,7 +717,7 @@ TEST_CASE("the exit status tells the truth: failed rows, a full stdout, an ignor
   const std::string exe = ptune::test::exe();
   auto r = run(exe + " sweep " + cfg + " --format json --out " + dir.file("r.json"));
   CHECK(r.code == 1);
-  CHECK(r.err == "ptune: error: sweep: row 'no folder' failed: image_folder: root folder '" + dir.file("none") +
+  CHECK(ptune::test::without_load_warnings(r.err) == "ptune: error: sweep: row 'no folder' failed: image_folder: root folder '" + dir.file("none") +
                      "' does not exist\n");
   auto j = Json::parse(r.out);  // the table is printed first, and every row is kept
   REQUIRE(j["rows"].size() == 3);

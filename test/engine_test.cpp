@@ -33,6 +33,7 @@ ExperimentConfig tiny() {
   cfg.optim.lr = 0.05;
   cfg.measure.warmup_steps = 1;
   cfg.measure.steps = 2;
+  cfg.measure.max_s = 0.3;  // at most this much more after the first windows: the tests check behaviour, not speed
   return cfg;
 }
 
@@ -161,8 +162,12 @@ TEST_CASE("measure: modes, warm-up excluded, loss reported", "[engine][measure]"
   auto m = ptune::measure::measure(cfg, [&](const std::string& p, int64_t s, int64_t of) {
     if (s == of) phases.push_back(p);
   });
-  CHECK(phases == std::vector<std::string>{"warmup", "measure"});
-  CHECK(m.repeat_ms.size() == 3);
+  // Warm-up once, then timed windows: at least `repeats`, more while the interval is wide.
+  REQUIRE(phases.size() >= 2);
+  CHECK(phases.front() == "warmup");
+  CHECK(std::count(phases.begin(), phases.end(), "measure") == static_cast<long>(phases.size() - 1));
+  CHECK(m.repeat_ms.size() >= 3);
+  CHECK(m.repeat_ms.size() == phases.size() + 1);  // progress is complete from the third window on
   CHECK(m.ms_per_step > 0);
   CHECK(m.samples_per_s == Approx(1000.0 * 4 / m.ms_per_step));
   REQUIRE(m.loss);
@@ -317,7 +322,8 @@ TEST_CASE("diagnosis verdicts follow the documented thresholds", "[measure]") {
   CHECK(ptune::measure::diagnose(m, cfg) == "copy-bound (25% copying to the device): loader.pin_memory");
   m.h2d_pct = 1;
   m.compute_pct = 94;
-  CHECK(ptune::measure::diagnose(m, cfg) == "compute-bound (94% in forward/backward/update) on fp32: optim.amp");
+  CHECK(ptune::measure::diagnose(m, cfg, {}, {}, true) ==
+        "compute-bound (94% in forward/backward/update) on fp32: optim.amp (bf16: this CPU has native bf16)");
   m.gpu_busy_pct = 55;
   m.peak_mem_bytes = 15;
   m.device_mem_bytes = 100;

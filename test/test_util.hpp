@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <sys/wait.h>
 
@@ -65,6 +66,16 @@ inline RunResult run(const std::string& cmdline) {
   r.out = read_file(out);
   r.err = read_file(err);
   return r;
+}
+
+/// `err` without the warnings of rows measured under competing load: the tests run side by
+/// side, so another test's process may be that load; what a test asserts of stderr is the rest.
+inline std::string without_load_warnings(const std::string& err) {
+  std::string kept, line;
+  std::istringstream in(err);
+  while (std::getline(in, line))
+    if (line.find("measured under competing load") == std::string::npos) kept += line + "\n";
+  return kept;
 }
 
 /// The built ptune binary, quoted for the shell.
