@@ -317,7 +317,8 @@ TEST_CASE("diagnosis verdicts follow the documented thresholds", "[measure]") {
   CHECK(ptune::measure::diagnose(m, cfg) == "copy-bound (25% copying to the device): loader.pin_memory");
   m.h2d_pct = 1;
   m.compute_pct = 94;
-  CHECK(ptune::measure::diagnose(m, cfg) == "compute-bound (94% in forward/backward/update) on fp32: optim.amp");
+  CHECK(ptune::measure::diagnose(m, cfg, {}, {}, true) ==
+        "compute-bound (94% in forward/backward/update) on fp32: optim.amp (bf16: this CPU has native bf16)");
   m.gpu_busy_pct = 55;
   m.peak_mem_bytes = 15;
   m.device_mem_bytes = 100;

@@ -27,7 +27,7 @@ Row row(const std::string& name, double sps, const std::string& mode = "train") 
   m.steps = 10;
   m.samples_per_s = sps;
   m.ms_per_step = 1000.0 * 32 / sps;
-  m.repeat_ms = {m.ms_per_step};
+  m.repeat_ms = {m.ms_per_step * 0.99, m.ms_per_step, m.ms_per_step * 1.01};
   m.loss = 2.0;
   r.m = m;
   return r;
@@ -88,8 +88,10 @@ TEST_CASE("table, csv and markdown render every row", "[report]") {
   CHECK(std::count(csv.begin(), csv.end(), '\n') == 5);
   auto md = render(res, "md");
   CHECK(md.find("| # | row |") == 0);
-  // header, rule, 4 rows, blank, device, blank, 1 status line
-  CHECK(std::count(md.begin(), md.end(), '\n') == 10);
+  // header, rule, 4 rows, blank, device, blank, legend, blank, 1 status line
+  CHECK(std::count(md.begin(), md.end(), '\n') == 12);
+  CHECK(md.find("\n± is a confidence interval: 95% for samples/s, 99% for speedups") != std::string::npos);
+  CHECK(table.find("\n± is a confidence interval: 95% for samples/s, 99% for speedups") != std::string::npos);
   CHECK(md.find("\nDevice: CPU (cpu), LibTorch 2.11.0, 0 CPU threads\n") != std::string::npos);
   CHECK(md.find("\n- 3 graphs: skipped: optim.cuda\\_graphs needs a CUDA device; none is visible\n") != std::string::npos);
 }
@@ -119,12 +121,35 @@ TEST_CASE("GPU columns appear when a row has GPU metrics", "[report]") {
   CHECK(to_json(res)["rows"][0]["gpu_busy_pct"] == 87.4);
 }
 
+TEST_CASE("a row measured under load says so in the table, CSV, Markdown and JSON", "[report]") {
+  auto res = sample();
+  auto& load = res.rows[2].m->load;
+  load.sampled = true;
+  load.cores = 2;
+  load.other_cpu_cores = 1.04;
+  load.under_load = true;
+  res.rows[0].m->load.sampled = true;  // a quiet row
+  const auto table = render(res, "table");
+  CHECK(table.find("  load  ") != std::string::npos);
+  CHECK(table.find("+1.0 cores") != std::string::npos);
+  const auto md = render(res, "md");
+  CHECK(md.find("| load |") != std::string::npos);
+  CHECK(md.find("| +1.0 cores |") != std::string::npos);
+  const auto j = to_json(res);
+  CHECK(j["rows"][2]["under_load"] == true);
+  CHECK(j["rows"][2]["other_cpu_cores"] == 1.04);
+  CHECK(j["rows"][0]["under_load"] == false);
+  CHECK(render(res, "csv").find(",true,1.04,") != std::string::npos);
+}
+
 TEST_CASE("colour marks speedups and skipped rows, and keeps the columns aligned", "[report]") {
   auto res = sample();
   auto plain = render(res, "table");
   auto coloured = render(res, "table", true);
   CHECK(plain.find("\033[") == std::string::npos);
-  CHECK(coloured.find("\033[32m2.00x\033[0m") != std::string::npos);        // row 2: 2x faster
+  CHECK(coloured.find("\033[32m2.00x ±") != std::string::npos);  // row 2: 2x faster, green
+  CHECK(plain.find("2.00x ±") != std::string::npos);
+  CHECK(plain.find("% faster") != std::string::npos);
   CHECK(coloured.find("\033[33m  3 graphs: skipped:") != std::string::npos);  // skipped: yellow
   // Without the escapes, the coloured table is the plain one.
   std::string stripped;
@@ -225,13 +250,18 @@ TEST_CASE("CSV has one fixed set of columns and numbers only in numeric columns"
   std::string header;
   for (const auto& c : csv_columns()) header += (header.empty() ? "" : ",") + c;
   CHECK(header ==
-        "index,name,changes,mode,num_workers,batch_size,steps,ms_per_step,spread_pct,samples_per_s,speedup_vs_prev,"
-        "speedup_vs_base,data_wait_pct,h2d_pct,compute_pct,peak_mem_bytes,device_mem_bytes,gpu_busy_pct,trace,loss,"
-        "diagnosis,notes,status");
-  const std::vector<std::string> numeric = {"index", "num_workers", "batch_size", "steps", "ms_per_step", "spread_pct",
-                                            "samples_per_s", "speedup_vs_prev", "speedup_vs_base", "data_wait_pct",
-                                            "h2d_pct", "compute_pct", "peak_mem_bytes", "device_mem_bytes",
-                                            "gpu_busy_pct", "loss"};
+        "index,name,changes,mode,num_workers,batch_size,steps,windows,ms_per_step,spread_pct,samples_per_s,"
+        "samples_per_s_lo,samples_per_s_hi,speedup_vs_prev,speedup_vs_prev_lo,speedup_vs_prev_hi,verdict_vs_prev,"
+        "speedup_vs_base,speedup_vs_base_lo,speedup_vs_base_hi,verdict_vs_base,compared_with,interleaved,under_load,"
+        "other_cpu_cores,steal_pct,load_average,data_wait_pct,h2d_pct,compute_pct,peak_mem_bytes,device_mem_bytes,"
+        "gpu_busy_pct,trace,loss,diagnosis,notes,status");
+  const std::vector<std::string> numeric = {
+      "index",           "num_workers",      "batch_size",       "steps",          "windows",
+      "ms_per_step",     "spread_pct",       "samples_per_s",    "samples_per_s_lo", "samples_per_s_hi",
+      "speedup_vs_prev", "speedup_vs_prev_lo", "speedup_vs_prev_hi", "speedup_vs_base", "speedup_vs_base_lo",
+      "speedup_vs_base_hi", "compared_with", "other_cpu_cores",  "steal_pct",      "load_average",
+      "data_wait_pct",   "h2d_pct",          "compute_pct",      "peak_mem_bytes", "device_mem_bytes",
+      "gpu_busy_pct",    "loss"};
   for (const Results* r : {&skipped_only, &full}) {
     auto records = parse_csv(render(*r, "csv"));
     REQUIRE(records.size() == r->rows.size() + 1);
@@ -275,7 +305,7 @@ TEST_CASE("Markdown cells are escaped so that every cell stays in its column", "
   std::vector<std::string> table;
   while (std::getline(lines, line) && !line.empty()) table.push_back(line);
   REQUIRE(table.size() == 2 + res.rows.size());  // the table ends at the first blank line
-  for (const auto& l : table) CHECK(md_cells(l) == 12);
+  for (const auto& l : table) CHECK(md_cells(l) == 13);
   CHECK(table[2].find("a\\|b &lt;i&gt;x&lt;/i&gt; &amp; \"q\" 'p' \\`c\\` \\*d\\* \\_e\\_ \\[f\\](g) &#126;&#126;h&#126;&#126; "
                       "\\\\ 100%,<br>second line") != std::string::npos);
   CHECK(md.find("- 0 " + markdown_escape(kAwkward) + ": input-bound: &lt;wait&gt; \\| 60%\n") != std::string::npos);
@@ -581,7 +611,7 @@ TEST_CASE("Markdown renders in python-markdown, markdown-it and mistune with eve
   res.rows.push_back(failed_row("oom\nhere"));
   auto md = dir.write("r.md", render(res, "md"));
   nlohmann::json expected_md = {
-      {"columns", 12},
+      {"columns", 13},
       {"names", {names[0], names[1], names[2], names[3], "oom\nhere"}},
       {"texts",
        {"Device: CPU (cpu), LibTorch 2.11.0, 2 CPU threads", "0 " + kAwkward + ": input-bound: <wait> | 60% & more",

@@ -195,18 +195,34 @@ TEST_CASE("batch finder: the budget stops new tries", "[tune]") {
   CHECK(now <= opt.budget_s + 40);
 }
 
-TEST_CASE("noise rule: the gain must exceed the threshold and both spreads", "[tune]") {
+TEST_CASE("noise rule: kept when faster beyond noise (the rows' statistics) and at least the threshold", "[tune]") {
+  using ptune::measure::Verdict;
   using ptune::tune::judge;
-  CHECK(judge(fake(32, 100, 1), fake(32, 150, 1), 3).kept);
-  CHECK_FALSE(judge(fake(32, 100, 1), fake(32, 101, 1), 3).kept);
-  CHECK_FALSE(judge(fake(32, 100, 1), fake(32, 102.9, 1), 3).kept);  // under the threshold
-  CHECK(judge(fake(32, 100, 1), fake(32, 103.1, 1), 3).kept);
-  CHECK_FALSE(judge(fake(32, 100, 8), fake(32, 105, 1), 3).kept);  // within the incumbent's spread
-  CHECK_FALSE(judge(fake(32, 100, 1), fake(32, 105, 8), 3).kept);  // within the candidate's spread
-  CHECK(judge(fake(32, 100, 2), fake(32, 105, 2), 3).kept);
-  auto v = judge(fake(32, 100, 4), fake(32, 90, 1), 3);
-  CHECK(v.gain_pct == Approx(-10.0));
-  CHECK(v.noise_pct == Approx(4.0));
+  const ptune::measure::NoiseRule rule;  // the defaults: 3% target, 1% floor
+  CHECK(judge(fake(32, 100, 1), fake(32, 150, 1), rule, 3).kept);
+  auto v = judge(fake(32, 100, 1), fake(32, 101, 1), rule, 3);
+  CHECK_FALSE(v.kept);
+  CHECK(v.verdict == Verdict::kWithinNoise);  // 99% interval about [0.99, 1.03]
+  CHECK(v.gain_pct == Approx(1.0).epsilon(1e-6));
+  CHECK(v.speedup.lo < 1.0);
+  CHECK(v.speedup.hi > 1.01);
+  v = judge(fake(32, 100, 0.2), fake(32, 102, 0.2), rule, 3);  // faster beyond noise, under the threshold
+  CHECK(v.verdict == Verdict::kFaster);
+  CHECK_FALSE(v.kept);
+  CHECK(judge(fake(32, 100, 0.2), fake(32, 102, 0.2), rule, 1).kept);
+  CHECK(judge(fake(32, 100, 1), fake(32, 106, 1), rule, 3).kept);
+  v = judge(fake(32, 100, 8), fake(32, 105, 1), rule, 3);  // the incumbent's windows are too spread to tell
+  CHECK(v.verdict == Verdict::kUndecided);
+  CHECK_FALSE(v.kept);
+  CHECK_FALSE(judge(fake(32, 100, 1), fake(32, 105, 8), rule, 3).kept);
+  CHECK(judge(fake(32, 100, 2), fake(32, 110, 2), rule, 3).kept);
+  v = judge(fake(32, 100, 1), fake(32, 80, 1), rule, 3);
+  CHECK(v.gain_pct == Approx(-20.0));
+  CHECK(v.verdict == Verdict::kSlower);
+  // Throughput, not time per step: batch 64 at the same samples/s is no gain.
+  v = judge(fake(32, 100, 1), fake(64, 100, 1), rule, 3);
+  CHECK(v.gain_pct == Approx(0.0).margin(1e-9));
+  CHECK(v.verdict == Verdict::kWithinNoise);
 }
 
 TEST_CASE("candidates: the optimizations not yet on, in order", "[tune]") {
@@ -288,7 +304,8 @@ TEST_CASE("greedy search keeps only the changes that beat the noise", "[tune]") 
   for (const auto& t : r.trials)
     if (t.name == "pinned memory") {
       CHECK(t.gain_pct == Approx(1.0));
-      CHECK(t.noise_pct == Approx(3.0));
+      CHECK(t.noise == "within noise");
+      CHECK(t.reason.find(": within noise") != std::string::npos);
     }
   // Pass 2 retries only what was tried before the last kept change (AMP bf16): pinned memory
   // and the rest again, channels_last (tried after it, against the same incumbent) not.

@@ -152,8 +152,12 @@ const std::vector<Field>& fields() {
 
     t.push_back(one_of(field("measure.mode", &E::measure, &MeasureConfig::mode, T::kEnum, "train = full steps; data = the input pipeline alone; synthetic = one batch already on the device, the model alone"), {"train", "data", "synthetic"}));
     t.push_back(between(field("measure.warmup_steps", &E::measure, &MeasureConfig::warmup_steps, T::kInt, "untimed steps before measuring"), 0, 1000000));
-    t.push_back(between(field("measure.steps", &E::measure, &MeasureConfig::steps, T::kInt, "timed steps per repeat"), 1, 100000000));
-    t.push_back(between(field("measure.repeats", &E::measure, &MeasureConfig::repeats, T::kInt, "repeats of the timed steps; the median is reported"), 1, 1000));
+    t.push_back(between(field("measure.steps", &E::measure, &MeasureConfig::steps, T::kInt, "timed steps per window"), 1, 100000000));
+    t.push_back(between(field("measure.repeats", &E::measure, &MeasureConfig::repeats, T::kInt, "timed windows of each configuration before any verdict; more follow while the interval is wider than measure.target_ci_pct and measure.max_s allows"), 1, 1000));
+    t.push_back(between(field("measure.max_s", &E::measure, &MeasureConfig::max_s, T::kNumber, "seconds of timed windows a row may add after its first measure.repeats to tighten its interval; 0 = auto (3x the time of those, at most 30 s)"), 0, 86400));
+    t.push_back(between(field("measure.target_ci_pct", &E::measure, &MeasureConfig::target_ci_pct, T::kNumber, "measuring a row stops once its interval's half-width is at most this percentage (or a speedup is clearly beyond measure.noise_pct)"), 0.1, 100));
+    t.push_back(between(field("measure.noise_pct", &E::measure, &MeasureConfig::noise_pct, T::kNumber, "a speedup is called faster or slower only when its whole interval lies beyond this percentage"), 0, 50));
+    t.push_back(field("measure.interleave", &E::measure, &MeasureConfig::interleave, T::kBool, "time each sweep row against the previous row of its mode, windows alternating (A B B A ...), both pipelines built and warm; false = each row alone"));
     t.push_back(field("measure.profile", &E::measure, &MeasureConfig::profile, T::kBool, "record a few steps of each row with LibTorch's profiler into a Chrome trace"));
     t.push_back(between(field("measure.profile_steps", &E::measure, &MeasureConfig::profile_steps, T::kInt, "steps recorded in each trace"), 1, 1000));
     t.push_back(between(field("measure.convergence_steps", &E::measure, &MeasureConfig::convergence_steps, T::kInt, "train rows: also train a fresh model this many steps and compare its loss curve with the first row's; 0 = off"), 0, 10000000));

@@ -67,8 +67,13 @@ struct DistConfig {
 struct MeasureConfig {
   std::string mode = "train";  // train | data (loader only) | synthetic (one batch, model only)
   int64_t warmup_steps = 10;   // untimed steps before measuring
-  int64_t steps = 50;          // timed steps per repeat
-  int64_t repeats = 1;         // repeats of the timed steps; the median is reported
+  int64_t steps = 50;          // timed steps per window
+  int64_t repeats = 3;         // timed windows of each configuration before any verdict (at least)
+  double max_s = 0;            // seconds of windows a row may add to tighten its interval; 0 = auto
+                               // (3x the time of its first windows, at most 30 s)
+  double target_ci_pct = 3.0;  // stop once the interval's half-width is at most this (%)
+  double noise_pct = 1.0;      // differences below this (%) are never called faster or slower
+  bool interleave = true;      // time each row against the previous one, windows alternating
   bool profile = false;        // write a Chrome trace of a few steps per row
   int64_t profile_steps = 3;   // steps recorded in each trace
   std::string out_dir = "runs";  // traces go to out_dir/<experiment>/<row>/

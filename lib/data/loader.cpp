@@ -66,8 +66,26 @@ int64_t Loader::samples_per_epoch() const {
 
 int64_t Loader::batches_per_epoch() const { return num_batches_; }
 
+void Loader::pause() { paused_ = true; }
+
+void Loader::resume() {
+  std::lock_guard<std::mutex> lock(pause_mu_);
+  paused_ = false;
+  pause_cv_.notify_all();
+}
+
+void Loader::wait_while_paused() {
+  if (!paused_.load(std::memory_order_relaxed)) return;
+  std::unique_lock<std::mutex> lock(pause_mu_);
+  pause_cv_.wait(lock, [&] { return !paused_ || stop_; });
+}
+
 void Loader::stop() {
   stop_ = true;
+  {
+    std::lock_guard<std::mutex> lock(pause_mu_);
+    pause_cv_.notify_all();
+  }
   for (auto& s : slots_) {
     std::lock_guard<std::mutex> lock(s->mu);
     s->cv.notify_all();
@@ -125,7 +143,7 @@ at::Tensor Loader::take_buffer(at::IntArrayRef sizes, at::ScalarType dtype) {
   return pool_.back();
 }
 
-Batch Loader::build(int64_t epoch, int64_t b) {
+Batch Loader::build(int64_t epoch, int64_t b, bool in_worker) {
   const std::shared_ptr<const std::vector<int64_t>> order_ptr = order_of(epoch);
   const std::vector<int64_t>& order = *order_ptr;
   const int64_t begin = b * opt_.batch_size;
@@ -141,6 +159,7 @@ Batch Loader::build(int64_t epoch, int64_t b) {
   int64_t* labels = batch.labels.data_ptr<int64_t>();
   thread_local std::vector<uint8_t> tmp;
   for (int64_t i = 0; i < n; ++i) {
+    if (in_worker) wait_while_paused();
     const int64_t idx = order[begin + i];
     const uint64_t aug = mix_seed(opt_.seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(idx));
     if (!opt_.float_output) {
@@ -170,7 +189,9 @@ void Loader::worker_loop(int64_t w) {
         slot.cv.wait(lock, [&] { return stop_ || static_cast<int64_t>(slot.ready.size()) < opt_.prefetch; });
         if (stop_) return;
       }
-      Batch batch = build(g / num_batches_, g % num_batches_);
+      wait_while_paused();
+      if (stop_) return;
+      Batch batch = build(g / num_batches_, g % num_batches_, /*in_worker=*/true);
       std::lock_guard<std::mutex> lock(slot.mu);
       slot.ready.push_back(std::move(batch));
       slot.cv.notify_all();

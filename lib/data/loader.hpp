@@ -76,6 +76,13 @@ class Loader {
   std::optional<Batch> next();
   /// Stops and joins the workers; next() then returns nullopt until start_epoch().
   void stop();
+  /// Holds the workers between two samples until resume(): a paused loader uses no CPU and
+  /// builds no batches ahead, so a pipeline left idle while another is timed (interleaved
+  /// measurement) neither competes with it nor stockpiles batches it would later get for free.
+  /// next() still works while paused (it waits for a worker that is held: resume first).
+  void pause();
+  /// Lets paused workers go on. Throws nothing.
+  void resume();
 
   const LoaderOptions& options() const { return opt_; }
   const Dataset& dataset() const { return *dataset_; }
@@ -88,8 +95,11 @@ class Loader {
     std::exception_ptr error;
   };
 
-  /// Builds batch `b` of epoch `epoch`.
-  Batch build(int64_t epoch, int64_t b);
+  /// Builds batch `b` of epoch `epoch`; a worker (`in_worker`) waits while paused before
+  /// each sample.
+  Batch build(int64_t epoch, int64_t b, bool in_worker = false);
+  /// Blocks while paused (and not stopping).
+  void wait_while_paused();
   /// The shard's sample order of `epoch`, computed once and shared by the workers.
   std::shared_ptr<const std::vector<int64_t>> order_of(int64_t epoch);
   at::Tensor take_buffer(at::IntArrayRef sizes, at::ScalarType dtype);
@@ -110,6 +120,9 @@ class Loader {
   std::mutex orders_mu_;
   std::map<int64_t, std::shared_ptr<const std::vector<int64_t>>> orders_;  // epoch -> order
   std::atomic<bool> stop_{false};
+  std::atomic<bool> paused_{false};
+  std::mutex pause_mu_;
+  std::condition_variable pause_cv_;
   std::vector<std::unique_ptr<Slot>> slots_;
   std::vector<std::thread> threads_;
   std::mutex pool_mu_;

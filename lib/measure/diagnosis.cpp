@@ -2,43 +2,94 @@
 
 #include <cmath>
 
+#include "measure/load.hpp"
+
 namespace ptune::measure {
 namespace {
+
 std::string pct(double v) { return std::to_string(static_cast<int>(std::lround(v))) + "%"; }
+
+/// One possible next move: the key it turns, and the advice as the verdict says it.
+struct Move {
+  std::string key;
+  std::string text;
+};
+
+/// The earlier row that measured `key` as within noise or slower, if any.
+const Tried* measured_useless(const std::vector<Tried>& tried, const std::string& key) {
+  for (auto it = tried.rbegin(); it != tried.rend(); ++it)
+    if (it->key == key && (it->verdict == "within noise" || it->verdict == "slower")) return &*it;
+  return nullptr;
+}
+
+/// The first of `moves` the sweep has not measured as useless, prefixed by what was skipped:
+/// "optim.amp measured within noise here (row 7 'bf16 autocast'); try model.channels_last".
+/// `fallback` when every move was skipped.
+std::string first_untried(const std::vector<Move>& moves, const std::vector<Tried>& tried, const std::string& fallback) {
+  std::string skipped;
+  for (const Move& mv : moves) {
+    const Tried* t = mv.key.empty() ? nullptr : measured_useless(tried, mv.key);
+    if (!t) return skipped.empty() ? mv.text : skipped + "; try " + mv.text;
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.2fx", t->speedup);
+    skipped += (skipped.empty() ? "" : "; ") + mv.key + " measured " + t->verdict + " here (row " +
+               std::to_string(t->index) + " '" + t->row + "', " + buf + ")";
+  }
+  return skipped.empty() ? fallback : skipped + (fallback.empty() ? "" : "; " + fallback);
+}
+
 }  // namespace
 
-std::string diagnose(const Measurement& m, const config::ExperimentConfig& cfg,
-                     const DiagnosisThresholds& t) {
+std::string diagnose(const Measurement& m, const config::ExperimentConfig& cfg, const std::vector<Tried>& tried,
+                     const DiagnosisThresholds& t, std::optional<bool> cpu_bf16) {
   const auto& mode = cfg.measure.mode;
   if (mode == "data") return "input pipeline alone: the ceiling the loader sets on training";
   if (mode == "synthetic") return "model alone (one batch on the device): the ceiling compute sets";
+  const bool cuda = m.device_mem_bytes.has_value();
   if (m.data_wait_pct >= t.input_bound_pct) {
     std::string s = "input-bound (" + pct(m.data_wait_pct) + " waiting for data): ";
-    if (cfg.loader.num_workers == 0) return s + "raise loader.num_workers (now 0)";
-    return s + "raise loader.num_workers (now " + std::to_string(cfg.loader.num_workers) +
-           ") or ship smaller batches (loader.uint8_transfer)";
+    std::vector<Move> moves = {{"loader.num_workers", "raise loader.num_workers (now " + std::to_string(cfg.loader.num_workers) + ")"}};
+    if (!cfg.loader.uint8_transfer) moves.push_back({"loader.uint8_transfer", "ship smaller batches (loader.uint8_transfer)"});
+    return s + first_untried(moves, tried, "make the dataset's decoding and transforms cheaper");
   }
   if (m.h2d_pct >= t.copy_bound_pct) {
     std::string s = "copy-bound (" + pct(m.h2d_pct) + " copying to the device): ";
-    if (!cfg.loader.pin_memory) return s + "loader.pin_memory";
-    if (!cfg.loader.uint8_transfer) return s + "loader.uint8_transfer";
-    return s + "overlap copies with compute";
+    std::vector<Move> moves;
+    if (!cfg.loader.pin_memory) moves.push_back({"loader.pin_memory", "loader.pin_memory"});
+    if (!cfg.loader.uint8_transfer) moves.push_back({"loader.uint8_transfer", "loader.uint8_transfer"});
+    return s + first_untried(moves, tried, "overlap copies with compute");
   }
   std::string memory;
   if (m.peak_mem_bytes && m.device_mem_bytes && *m.device_mem_bytes > 0) {
     const double used = 100.0 * static_cast<double>(*m.peak_mem_bytes) / static_cast<double>(*m.device_mem_bytes);
-    if (used < t.low_memory_pct) memory = "; memory " + pct(used) + " used: raise loader.batch_size";
+    if (used < t.low_memory_pct && !measured_useless(tried, "loader.batch_size"))
+      memory = "; memory " + pct(used) + " used: raise loader.batch_size";
   }
   if (m.gpu_busy_pct && *m.gpu_busy_pct < t.launch_bound_busy_pct) {
     std::string s = "launch-bound (GPU busy " + pct(*m.gpu_busy_pct) + ", the host cannot feed kernels fast enough): ";
-    return s + (cfg.optim.cuda_graphs ? "raise loader.batch_size" : "optim.cuda_graphs") + memory;
+    std::vector<Move> moves;
+    if (!cfg.optim.cuda_graphs) moves.push_back({"optim.cuda_graphs", "optim.cuda_graphs"});
+    moves.push_back({"loader.batch_size", "raise loader.batch_size"});
+    return s + first_untried(moves, tried, "") + memory;
   }
   std::string s = "compute-bound (" + pct(m.compute_pct) + " in forward/backward/update";
   if (m.gpu_busy_pct) s += ", GPU busy " + pct(*m.gpu_busy_pct);
   s += ")";
-  if (cfg.optim.amp == "off") return s + " on fp32: optim.amp" + memory;
-  if (!cfg.model.channels_last) return s + ": try model.channels_last" + memory;
-  return s + memory;
+  std::vector<Move> moves;
+  std::string why_not_amp;
+  if (cfg.optim.amp == "off") {
+    std::string flag;
+    const bool native = cuda || (cpu_bf16 ? *cpu_bf16 : cpu_has_native_bf16(&flag));
+    if (native) moves.push_back({"optim.amp", cuda ? "optim.amp" : "optim.amp (bf16: this CPU has " + (flag.empty() ? std::string("native bf16") : flag) + ")"});
+    else why_not_amp = "this CPU has no native bf16 arithmetic (no AVX512-BF16 or AMX), so optim.amp is not advised";
+    s += " on fp32";
+  }
+  if (!cfg.model.channels_last) moves.push_back({"model.channels_last", "model.channels_last"});
+  std::string next = first_untried(moves, tried, "");
+  if (!moves.empty() && moves.front().key != "optim.amp" && next == moves.front().text) next = "try " + next;
+  if (!why_not_amp.empty() && next.rfind("try ", 0) == 0) next = next.substr(4);
+  if (!why_not_amp.empty()) next = why_not_amp + (next.empty() ? "" : "; try " + next);
+  return next.empty() ? s + memory : s + ": " + next + memory;
 }
 
 }  // namespace ptune::measure

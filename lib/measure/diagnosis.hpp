@@ -1,7 +1,11 @@
 #pragma once
 /// A one-line verdict per measured row: where the step time goes and the next move.
 
+#include <optional>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "config/config.hpp"
 #include "measure/probe.hpp"
@@ -20,9 +24,25 @@ struct DiagnosisThresholds {
                                                                // room for a bigger batch
 };
 
+/// An optimization an earlier row of the sweep measured: its key, value, row and verdict.
+struct Tried {
+  std::string key;              // e.g. "optim.amp"
+  nlohmann::ordered_json value; // what the row set it to
+  size_t index = 0;             // the row's index
+  std::string row;              // the row's name
+  std::string verdict;          // faster | slower | within noise | undecided
+  double speedup = 1.0;         // its speedup over the row before it
+};
+
 /// The verdict for a measurement taken with `cfg`, e.g.
-/// "input-bound (62% waiting for data): raise loader.num_workers (now 0)".
+/// "input-bound (62% waiting for data): raise loader.num_workers (now 0)". A move that `tried`
+/// shows measured as within noise or slower on this machine is not recommended: the verdict
+/// names that row and goes on to the next move of the rule ("optim.amp measured within noise
+/// here (row 7 'bf16 autocast'); try model.channels_last"). On the CPU, optim.amp (bf16) is
+/// advised only where the CPU has native bf16 arithmetic (cpu_has_native_bf16; `cpu_bf16`
+/// overrides the check, for tests). Throws nothing.
 std::string diagnose(const Measurement& m, const config::ExperimentConfig& cfg,
-                     const DiagnosisThresholds& t = {});
+                     const std::vector<Tried>& tried = {}, const DiagnosisThresholds& t = {},
+                     std::optional<bool> cpu_bf16 = std::nullopt);
 
 }  // namespace ptune::measure

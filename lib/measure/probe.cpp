@@ -98,6 +98,10 @@ class Pipeline {
     s.compute += sw.ms() - t_copy;
   }
 
+  /// Holds / releases the loader's workers (Loader::pause).
+  void pause() { loader_->pause(); }
+  void resume() { loader_->resume(); }
+
   /// The trainer; nullptr in data mode.
   engine::Trainer* trainer() { return trainer_ ? &*trainer_ : nullptr; }
   /// The loss of the last step (undefined in data mode).
@@ -143,95 +147,275 @@ bool wants_profile(const config::ExperimentConfig& cfg) {
   return cfg.measure.profile || dist::rank_device(cfg.device).is_cuda();
 }
 
-Measurement measure(const config::ExperimentConfig& cfg, const Progress& progress) {
+// ---------------------------------------------------------------- Bench
+
+struct Bench::Impl {
+  config::ExperimentConfig cfg;
+  c10::Device device{c10::kCPU};
+  std::shared_ptr<dist::Group> group;
+  int64_t world = 1;
+  std::optional<Pipeline> pipeline;
+  std::optional<engine::cuda::EventMarks> marks;
+  std::vector<StepMarks> step_marks;
+  std::vector<double> window_ms;
+  Spans sum;
+  std::vector<std::string> notes;
+  Progress progress;
+  int64_t planned = 0;
+};
+
+Bench::Bench(const config::ExperimentConfig& cfg, const Progress& progress) : impl_(std::make_unique<Impl>()) {
+  Impl& b = *impl_;
+  b.cfg = cfg;
   // Data parallel when the environment names a world: this rank's device and shard, gradients
   // averaged by the trainer, and the slowest rank's time reported.
-  const c10::Device device = dist::rank_device(cfg.device);
+  b.device = dist::rank_device(cfg.device);
   engine::set_cpu_threads(dist::rank_cpu_threads(cfg.cpu_threads));
-  auto group = dist::process_group(cfg.dist, device);
-  const int64_t world = group->size();
-  Pipeline pipeline(cfg, device, group);
-
+  b.group = dist::process_group(cfg.dist, b.device);
+  b.world = b.group->size();
+  b.pipeline.emplace(cfg, b.device, b.group);
   // On a GPU the host does not wait for the device inside a step, so host clocks cannot split
   // it; CUDA events on the compute stream do (StepMarks).
-  std::optional<engine::cuda::EventMarks> marks;
-  if (device.is_cuda() && cfg.measure.mode != "synthetic") marks.emplace(device.index());
-  std::vector<StepMarks> step_marks;
-
-  Measurement m;
+  if (b.device.is_cuda() && cfg.measure.mode != "synthetic") b.marks.emplace(b.device.index());
   std::string warm_note;
-  warm_up(pipeline, warmup_steps(cfg, &warm_note), progress, "warmup");
-  if (!warm_note.empty()) m.notes.push_back(warm_note);
-  engine::synchronize(device);
-  group->barrier();  // every rank starts its timed window together
-  if (device.is_cuda()) engine::cuda::reset_peak_memory(device.index());
+  warm_up(*b.pipeline, warmup_steps(cfg, &warm_note), progress, "warmup");
+  if (!warm_note.empty()) b.notes.push_back(warm_note);
+  engine::synchronize(b.device);
+  b.group->barrier();  // every rank starts its timed windows together
+  if (b.device.is_cuda()) engine::cuda::reset_peak_memory(b.device.index());
+}
 
-  const int64_t steps = cfg.measure.steps;
-  m.batch_size = cfg.loader.batch_size;
-  m.steps = steps;
-  Spans sum;
-  for (int64_t r = 0; r < cfg.measure.repeats; ++r) {
-    Spans s;
-    if (marks) marks->clear(), step_marks.clear();
-    Stopwatch wall;
-    for (int64_t i = 0; i < steps; ++i) {
-      pipeline.step(s, marks ? &*marks : nullptr, &step_marks);
-      if (progress) progress("measure", r * steps + i + 1, cfg.measure.repeats * steps);
+Bench::~Bench() = default;
+
+const config::ExperimentConfig& Bench::config() const { return impl_->cfg; }
+
+int64_t Bench::steps_per_window() const { return impl_->cfg.measure.steps; }
+
+double Bench::samples_per_step() const {
+  return static_cast<double>(impl_->cfg.loader.batch_size * impl_->world);
+}
+
+void Bench::set_progress(const Progress& progress, int64_t planned) {
+  impl_->progress = progress;
+  impl_->planned = planned;
+}
+
+void Bench::pause() { impl_->pipeline->pause(); }
+
+void Bench::resume() {
+  // Process-wide settings another bench may have changed.
+  engine::set_cpu_threads(dist::rank_cpu_threads(impl_->cfg.cpu_threads));
+  if (impl_->device.is_cuda()) engine::cuda::set_cudnn_benchmark(impl_->cfg.optim.cudnn_benchmark);
+  impl_->pipeline->resume();
+}
+
+double Bench::window() {
+  Impl& b = *impl_;
+  const int64_t steps = b.cfg.measure.steps;
+  Spans s;
+  if (b.marks) b.marks->clear(), b.step_marks.clear();
+  Stopwatch wall;
+  for (int64_t i = 0; i < steps; ++i) b.pipeline->step(s, b.marks ? &*b.marks : nullptr, &b.step_marks);
+  engine::synchronize(b.device);
+  s.total = wall.ms();
+  if (b.marks) {
+    // The device's view: waiting for the copy (and the uint8 conversion) and computing, as
+    // the events saw them; the rest of the wall time the device waited for the host.
+    double copy = 0, compute = 0;
+    for (const StepMarks& sm : b.step_marks) {
+      copy += b.marks->elapsed_ms(sm.ready, sm.copied);
+      compute += b.marks->elapsed_ms(sm.copied, sm.done);
     }
-    engine::synchronize(device);
-    s.total = wall.ms();
-    if (marks) {
-      // The device's view: waiting for the copy (and the uint8 conversion) and computing, as
-      // the events saw them; the rest of the wall time the device waited for the host.
-      double copy = 0, compute = 0;
-      for (const StepMarks& sm : step_marks) {
-        copy += marks->elapsed_ms(sm.ready, sm.copied);
-        compute += marks->elapsed_ms(sm.copied, sm.done);
-      }
-      s.h2d = std::min(copy, s.total);
-      s.compute = std::min(compute, s.total - s.h2d);
-      s.data = s.total - s.h2d - s.compute;
-    }
-    m.repeat_ms.push_back(s.total / static_cast<double>(steps));
-    sum.data += s.data;
-    sum.h2d += s.h2d;
-    sum.total += s.total;
+    s.h2d = std::min(copy, s.total);
+    s.compute = std::min(compute, s.total - s.h2d);
+    s.data = s.total - s.h2d - s.compute;
   }
-  if (world > 1) {
-    // A step takes as long as its slowest rank (they meet in the all-reduce): each repeat's
-    // ms/step is the maximum over ranks; the shares of the step are the ranks' mean.
-    m.repeat_ms = group->max(m.repeat_ms);
-    auto shares = group->sum({sum.data, sum.h2d, sum.total});
+  double ms = s.total / static_cast<double>(steps);
+  // A step takes as long as its slowest rank (they meet in the all-reduce).
+  if (b.world > 1) ms = b.group->max({ms})[0];
+  b.window_ms.push_back(ms);
+  b.sum.data += s.data;
+  b.sum.h2d += s.h2d;
+  b.sum.total += s.total;
+  if (b.progress) {
+    const int64_t done = static_cast<int64_t>(b.window_ms.size());
+    b.progress("measure", done * steps, std::max(b.planned, done) * steps);
+  }
+  return ms;
+}
+
+Measurement Bench::result() {
+  Impl& b = *impl_;
+  if (b.window_ms.empty()) throw std::runtime_error("no window was timed");
+  Measurement m;
+  m.notes = b.notes;
+  m.batch_size = b.cfg.loader.batch_size;
+  m.steps = b.cfg.measure.steps;
+  set_windows(m, b.window_ms, b.world);
+  Spans sum = b.sum;
+  if (b.world > 1) {
+    // The shares of the step are the ranks' mean.
+    auto shares = b.group->sum({sum.data, sum.h2d, sum.total});
     sum.data = shares[0];
     sum.h2d = shares[1];
     sum.total = shares[2];
-  }
-  m.ms_per_step = median(m.repeat_ms);
-  // Global throughput: every rank's batch per step of the slowest rank.
-  m.samples_per_s = m.ms_per_step > 0
-                        ? 1000.0 * static_cast<double>(m.batch_size * world) / m.ms_per_step
-                        : 0;
-  if (m.repeat_ms.size() > 1 && m.ms_per_step > 0) {
-    auto [lo, hi] = std::minmax_element(m.repeat_ms.begin(), m.repeat_ms.end());
-    m.spread_pct = 100.0 * (*hi - *lo) / m.ms_per_step;
   }
   if (sum.total > 0) {
     m.data_wait_pct = 100.0 * sum.data / sum.total;
     m.h2d_pct = 100.0 * sum.h2d / sum.total;
     m.compute_pct = std::max(0.0, 100.0 - m.data_wait_pct - m.h2d_pct);
   }
-  if (pipeline.last_loss().defined())
-    m.loss = group->sum({pipeline.last_loss().item<double>()})[0] / static_cast<double>(world);
-  engine::Trainer* trainer = pipeline.trainer();
-  if (device.is_cuda()) {
-    m.device_mem_bytes = engine::cuda::total_memory(device.index());
+  Pipeline& p = *b.pipeline;
+  if (p.last_loss().defined())
+    m.loss = b.group->sum({p.last_loss().item<double>()})[0] / static_cast<double>(b.world);
+  engine::Trainer* trainer = p.trainer();
+  if (b.device.is_cuda()) {
+    m.device_mem_bytes = engine::cuda::total_memory(b.device.index());
     // A CUDA-graph row allocates nothing while replaying: what its step needs was allocated
     // during the capture, into the graph's private pool.
-    const int64_t peak = std::max(engine::cuda::peak_memory(device.index()), trainer ? trainer->graph_peak_bytes() : 0);
-    m.peak_mem_bytes = static_cast<int64_t>(group->max({static_cast<double>(peak)})[0]);
+    const int64_t peak = std::max(engine::cuda::peak_memory(b.device.index()), trainer ? trainer->graph_peak_bytes() : 0);
+    m.peak_mem_bytes = static_cast<int64_t>(b.group->max({static_cast<double>(peak)})[0]);
   }
   if (trainer && trainer->graph_failed()) m.eager_fallback = trainer->graph_note();
   else if (trainer && !trainer->graph_note().empty()) m.notes.push_back(trainer->graph_note());
+  return m;
+}
+
+// ---------------------------------------------------------------- windows
+
+void set_windows(Measurement& m, const std::vector<double>& window_ms, int64_t world) {
+  m.repeat_ms = window_ms;
+  const Interval ms = log_mean_interval(window_ms, kRowLevel);
+  m.ms_per_step = ms.point;
+  // Global throughput: every rank's batch per step of the slowest rank.
+  const double samples = 1000.0 * static_cast<double>(m.batch_size * world);
+  m.samples_per_s = m.ms_per_step > 0 ? samples / m.ms_per_step : 0;
+  m.samples_per_s_ci = Interval{};
+  m.samples_per_s_ci.point = m.samples_per_s;
+  m.samples_per_s_ci.n = ms.n;
+  if (ms.valid()) {
+    m.samples_per_s_ci.lo = samples / ms.hi;
+    m.samples_per_s_ci.hi = samples / ms.lo;
+    m.samples_per_s_ci.level = ms.level;
+  }
+  m.spread_pct = 0;
+  if (window_ms.size() > 1) {
+    const double med = median(window_ms);
+    auto [lo, hi] = std::minmax_element(window_ms.begin(), window_ms.end());
+    if (med > 0) m.spread_pct = 100.0 * (*hi - *lo) / med;
+  }
+  m.notes.erase(std::remove_if(m.notes.begin(), m.notes.end(),
+                               [](const std::string& n) { return n.find(" windows were outliers") != std::string::npos; }),
+                m.notes.end());
+  const auto odd = outliers(window_ms);
+  if (!odd.empty()) {
+    std::string list;
+    for (size_t i : odd) list += (list.empty() ? "" : ", ") + std::to_string(i + 1);
+    m.notes.push_back(std::to_string(odd.size()) + " of " + std::to_string(window_ms.size()) +
+                      " windows were outliers (window " + list +
+                      ", far from the median): something else may have run then; they are kept");
+  }
+}
+
+double auto_budget_ms(double first_pairs_ms) { return std::min(3.0 * first_pairs_ms, 30000.0); }
+
+WindowPlan window_plan(const config::ExperimentConfig& cfg) {
+  WindowPlan p;
+  p.min_pairs = cfg.measure.repeats;
+  p.budget_ms = 1000.0 * cfg.measure.max_s;
+  p.rule.target_pct = cfg.measure.target_ci_pct;
+  p.rule.floor_pct = cfg.measure.noise_pct;
+  return p;
+}
+
+Interval speedup_between(const Measurement& a, const Measurement& b) {
+  const double a_sps = a.samples_per_s * a.ms_per_step, b_sps = b.samples_per_s * b.ms_per_step;
+  if (a_sps <= 0 || b_sps <= 0) return {};
+  std::vector<double> a_ms = a.repeat_ms.empty() ? std::vector<double>{a.ms_per_step} : a.repeat_ms;
+  const std::vector<double> b_ms = b.repeat_ms.empty() ? std::vector<double>{b.ms_per_step} : b.repeat_ms;
+  for (double& v : a_ms) v *= b_sps / a_sps;
+  return welch_speedup(a_ms, b_ms, kSpeedupLevel);
+}
+
+Comparison compare(Side& a, Side& b, const WindowPlan& plan, const std::function<void(const Comparison&)>& on_pair) {
+  Comparison c;
+  double spent = 0, spent_at_min = 0, budget = plan.budget_ms;
+  Side* active = nullptr;
+  auto run = [&](Side& s) {
+    if (active != &s) {
+      if (active) active->pause();
+      s.resume();
+      active = &s;
+    }
+    return s.window();
+  };
+  const int64_t max_pairs = std::max<int64_t>(plan.max_pairs, plan.min_pairs);
+  // Time per sample: A's windows scaled by B's samples per step over A's.
+  const double scale = b.samples_per_step() / a.samples_per_step();
+  std::vector<double> a_scaled;
+  for (int64_t pairs = 1; pairs <= max_pairs; ++pairs) {
+    double ta = 0, tb = 0;
+    if (pairs % 2 == 1) ta = run(a), tb = run(b);
+    else tb = run(b), ta = run(a);
+    c.a_ms.push_back(ta);
+    c.b_ms.push_back(tb);
+    a_scaled.push_back(ta * scale);
+    spent += ta * static_cast<double>(a.steps_per_window()) + tb * static_cast<double>(b.steps_per_window());
+    c.speedup = paired_speedup(a_scaled, c.b_ms, kSpeedupLevel);
+    c.verdict = verdict_of(c.speedup, plan.rule);
+    if (on_pair) on_pair(c);
+    if (pairs < plan.min_pairs) continue;
+    if (pairs == plan.min_pairs) {
+      spent_at_min = spent;
+      if (budget <= 0) budget = auto_budget_ms(spent);
+    }
+    if (c.verdict != Verdict::kUndecided) {
+      c.stop = "decided";
+      break;
+    }
+    if (spent - spent_at_min >= budget) {
+      c.stop = "budget";
+      break;
+    }
+  }
+  if (c.stop.empty()) c.stop = "max pairs";
+  if (active) active->pause();
+  return c;
+}
+
+std::vector<double> measure_alone(Side& s, const WindowPlan& plan,
+                                  const std::function<void(const std::vector<double>&)>& on_window) {
+  std::vector<double> ms;
+  double spent = 0, spent_at_min = 0, budget = plan.budget_ms;
+  s.resume();
+  const int64_t max_windows = std::max<int64_t>(plan.max_pairs, plan.min_pairs);
+  for (int64_t n = 1; n <= max_windows; ++n) {
+    ms.push_back(s.window());
+    spent += ms.back() * static_cast<double>(s.steps_per_window());
+    if (on_window) on_window(ms);
+    if (n < plan.min_pairs) continue;
+    if (n == plan.min_pairs) {
+      spent_at_min = spent;
+      if (budget <= 0) budget = auto_budget_ms(spent);
+    }
+    const Interval i = log_mean_interval(ms, kRowLevel);
+    if (i.valid() && i.half_width_pct() <= plan.rule.target_pct) break;
+    if (spent - spent_at_min >= budget) break;
+  }
+  s.pause();
+  return ms;
+}
+
+Measurement measure(const config::ExperimentConfig& cfg, const Progress& progress) {
+  Bench bench(cfg, progress);
+  LoadSampler load;
+  load.start();
+  const WindowPlan plan = window_plan(cfg);
+  bench.set_progress(progress, plan.min_pairs);
+  measure_alone(bench, plan);
+  Measurement m = bench.result();
+  const c10::Device device = dist::rank_device(cfg.device);
+  m.load = load.stop(device.is_cuda() ? device.index() : -1);
   return m;
 }
 

@@ -7,22 +7,27 @@
 /// attached and would slow every later timed step).
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "config/config.hpp"
+#include "measure/load.hpp"
+#include "measure/stats.hpp"
 
 namespace ptune::measure {
 
 /// What a measured row reports.
 struct Measurement {
   int64_t batch_size = 0;            // per rank (process)
-  int64_t steps = 0;                 // timed steps per repeat
-  double ms_per_step = 0;            // median over repeats (of the slowest rank's ms/step)
+  int64_t steps = 0;                 // timed steps per window
+  double ms_per_step = 0;            // geometric mean over the windows (of the slowest rank's ms/step)
   double samples_per_s = 0;          // world_size * batch_size / ms_per_step
-  std::vector<double> repeat_ms;     // ms/step of each repeat
-  double spread_pct = 0;             // (max - min) / median over repeats, in %
+  Interval samples_per_s_ci;         // samples/s with its 95% t-interval over the windows
+  std::vector<double> repeat_ms;     // ms/step of each timed window, in order
+  double spread_pct = 0;             // (max - min) / median over the windows, in %
+  LoadReport load;                   // what else ran while the windows were timed
   // The step split, % of step time. On the CPU from host clocks; on a GPU from CUDA events on
   // the compute stream (the host does not wait for the device inside a step):
   double data_wait_pct = 0;          // CPU: host blocked waiting for a batch; GPU: the device
@@ -41,10 +46,106 @@ struct Measurement {
   std::vector<std::string> notes;         // what did not go as configured (e.g. a graph fallback)
 };
 
-/// Progress callback: (phase "warmup"/"measure", step done, steps in all).
+/// Progress callback: (phase "warmup"/"measure", step done, steps in all). While measuring,
+/// "steps in all" is the planned minimum; measuring may go on beyond it (the interval is not
+/// tight yet), and then the count grows past it.
 using Progress = std::function<void(const std::string&, int64_t, int64_t)>;
 
-/// Runs the row's mode (train | data | synthetic) on the resolved device, with no profiler. In
+/// Something that can be timed a window at a time: a Bench, or a fake in tests.
+class Side {
+ public:
+  virtual ~Side() = default;
+  /// Times one window; returns its ms/step. Throws what measuring throws.
+  virtual double window() = 0;
+  /// Steps in a window (the budget counts window time: ms/step x steps).
+  virtual int64_t steps_per_window() const { return 1; }
+  /// Samples one step processes (all ranks): speedups compare time per sample, so that rows
+  /// with different batch sizes compare by throughput.
+  virtual double samples_per_step() const { return 1; }
+  /// Called before another side's window / before this side's window after another's.
+  virtual void pause() {}
+  virtual void resume() {}
+};
+
+/// One configuration's pipeline (trainer, loader, feeder), built and warmed up once, then timed
+/// in windows of measure.steps steps. Two benches interleave their windows (compare()): both
+/// are built and warm, the idle one's loader paused.
+class Bench : public Side {
+ public:
+  /// Builds the pipeline and runs its warm-up steps (untimed). Throws ConfigError for options
+  /// the device cannot honour, DataError for bad data, std::runtime_error (out of memory, a
+  /// failing collective).
+  explicit Bench(const config::ExperimentConfig& cfg, const Progress& progress = {});
+  ~Bench() override;
+  Bench(const Bench&) = delete;
+  Bench& operator=(const Bench&) = delete;
+
+  /// Times measure.steps steps, synchronizing the device before the clock read that ends the
+  /// window; returns ms/step (in a data-parallel run, the slowest rank's: every rank gets the
+  /// same value, so decisions taken on it agree across ranks).
+  double window() override;
+  int64_t steps_per_window() const override;
+  double samples_per_step() const override;
+  /// Holds the loader's workers (and sets the process-wide settings back on resume()).
+  void pause() override;
+  void resume() override;
+  /// The Measurement of the windows timed so far (the point, its interval, the split, the loss,
+  /// memory and notes). Collective in a data-parallel run. Throws std::runtime_error when no
+  /// window was timed.
+  Measurement result();
+  /// Sets the progress callback (phase "measure": windows done, of `planned`).
+  void set_progress(const Progress& progress, int64_t planned);
+  const config::ExperimentConfig& config() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Sets `m`'s window figures from `window_ms` (ms/step per window): repeat_ms, the geometric
+/// mean ms/step, samples/s (`world` ranks of m.batch_size) with its 95% interval, the spread,
+/// and a note naming outlying windows. Throws nothing.
+void set_windows(Measurement& m, const std::vector<double>& window_ms, int64_t world);
+
+/// The speedup of `b` over `a` in samples/s from their windows measured apart (two runs, two
+/// trials): measure::welch_speedup on time per sample, at kSpeedupLevel. Throws nothing.
+Interval speedup_between(const Measurement& a, const Measurement& b);
+
+/// How long a row is measured (from its config's measure section).
+struct WindowPlan {
+  int64_t min_pairs = 3;     // measure.repeats: windows of each side before any decision
+  double budget_ms = 0;      // window time (both sides) the row may spend beyond them
+  NoiseRule rule;            // measure.target_ci_pct, measure.noise_pct
+  int64_t max_pairs = 1000;  // a hard stop for very short windows
+};
+
+/// The plan for `cfg`: measure.max_s > 0 is the budget; 0 (auto) is 3x the time the first
+/// min_pairs pairs took, at most 30 s (computed once those are timed: `first_pairs_ms`).
+WindowPlan window_plan(const config::ExperimentConfig& cfg);
+double auto_budget_ms(double first_pairs_ms);
+
+/// A speedup measured interleaved.
+struct Comparison {
+  std::vector<double> a_ms, b_ms;  // the pairs' windows (ms/step)
+  Interval speedup;                // of B over A in samples/s, at kSpeedupLevel
+  Verdict verdict = Verdict::kUndecided;
+  std::string stop;                // why measuring stopped: "decided" | "budget" | "max pairs"
+};
+
+/// Times `a` and `b` interleaved, pair k as A B for even k and B A for odd k (ABBA: a linear
+/// drift cancels), until at least plan.min_pairs pairs and either the verdict is decided
+/// (faster, slower or within noise) or the budget is spent. `on_pair` (if set) is called after
+/// every pair with the comparison so far (progress; it may throw to stop). Throws what the
+/// sides throw.
+Comparison compare(Side& a, Side& b, const WindowPlan& plan,
+                   const std::function<void(const Comparison&)>& on_pair = {});
+
+/// Times `s` alone until at least plan.min_pairs windows and its 95% interval's half-width is
+/// at most plan.rule.target_pct, or the budget is spent. Returns the windows' ms/step.
+std::vector<double> measure_alone(Side& s, const WindowPlan& plan,
+                                  const std::function<void(const std::vector<double>&)>& on_window = {});
+
+/// Measures one configuration alone (Bench + measure_alone), with the load sampled. In
 /// a data-parallel run (dist::process_group names a world) every rank measures its shard;
 /// ms/step is the slowest rank's, the shares and the loss are the ranks' means, the peak memory
 /// their maximum. Data rows time the loader, the copy and (uint8 batches) the conversion on the

@@ -1,8 +1,20 @@
 #pragma once
-/// Small statistics and a monotonic stopwatch.
+/// Statistics of timed windows: intervals, the verdict a speedup earns, and a monotonic
+/// stopwatch. One place decides what "beyond noise" means for a sweep row, a tune trial and
+/// the CI gate (report/compare), so the three always agree.
+///
+/// The method (docs/statistics.md): every figure is a ratio of times, so the statistics work on
+/// logarithms. A configuration's windows (ms/step of `measure.steps` steps each) give a
+/// geometric mean and Student's t-interval of the mean log; a speedup measured interleaved
+/// (A B B A ...) is the geometric mean of the pairs' ratios with the t-interval of their mean
+/// log-ratio (a paired design: drift and other programs hit both sides of a pair alike); two
+/// independent runs compare by Welch's t-interval on logs; a chain of speedups (the cumulative
+/// column) by a percentile bootstrap over each link's pairs.
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
+#include <string>
 #include <vector>
 
 namespace ptune::measure {
@@ -26,5 +38,84 @@ class Stopwatch {
   using Clock = std::chrono::steady_clock;
   Clock::time_point start_;
 };
+
+/// The confidence level of a row's samples/s interval.
+inline constexpr double kRowLevel = 0.95;
+/// The confidence level of a speedup's interval, from which its verdict is read: higher than a
+/// row's because a sweep makes one comparison per row and looks at each after every pair of
+/// windows to decide when to stop (docs/statistics.md has the false-call rates this gives).
+inline constexpr double kSpeedupLevel = 0.99;
+
+/// The p-quantile of Student's t distribution with `df` degrees of freedom (Boost.Math).
+/// Throws std::domain_error for p outside (0, 1) or df <= 0.
+double t_quantile(double p, double df);
+
+/// An estimate with its interval; `n` is the number of observations behind it.
+struct Interval {
+  double point = 0, lo = 0, hi = 0;
+  int64_t n = 0;
+  double level = 0;  // confidence level, e.g. 0.95; 0 when there is no interval (n < 2)
+  /// Whether an interval was computed (n >= 2 and finite bounds).
+  bool valid() const { return level > 0 && lo > 0 && hi >= lo; }
+  /// The interval's half-width as a percentage of the point, on the log scale
+  /// (100 * (sqrt(hi / lo) - 1)); 0 without an interval.
+  double half_width_pct() const;
+};
+
+/// Geometric mean of positive `values` with the t-interval of their mean log at `level`
+/// (n < 2: point only). Values <= 0 are ignored. Throws nothing.
+Interval log_mean_interval(const std::vector<double>& values, double level = kRowLevel);
+
+/// The speedup of B over A from paired times (a_ms[i], b_ms[i]) (ms per step; B faster gives
+/// a speedup > 1): the geometric mean of a/b with the t-interval of the mean log-ratio at
+/// `level`. Pairs with a non-positive time are ignored. Throws std::invalid_argument when the
+/// sizes differ.
+Interval paired_speedup(const std::vector<double>& a_ms, const std::vector<double>& b_ms,
+                        double level = kSpeedupLevel);
+
+/// The speedup of B over A from independent windows (two runs): the ratio of geometric means
+/// with Welch's t-interval on logs (Welch-Satterthwaite degrees of freedom); when one side has
+/// a single window, its spread is taken as the other side's. Both sides need at least one
+/// window, and together three (else: point only). Throws nothing.
+Interval welch_speedup(const std::vector<double>& a_ms, const std::vector<double>& b_ms,
+                       double level = kSpeedupLevel);
+
+/// The product of independent speedups, each given by its log-ratios (ln a - ln b per pair),
+/// with a percentile bootstrap interval: `resamples` times, each link's log-ratios are
+/// resampled with replacement, their means summed; the interval is the (1-level)/2 and
+/// (1+level)/2 quantiles of exp(sum). Deterministic for a given `seed`. A link with fewer than
+/// two log-ratios makes the result point-only. Throws nothing.
+Interval bootstrap_chain(const std::vector<std::vector<double>>& links, double level = kSpeedupLevel,
+                         int resamples = 4000, uint64_t seed = 0x5EEDULL);
+
+/// Percentile bootstrap interval of the mean of `values` (for tests and small tools):
+/// deterministic for a given `seed`. n < 2: point only. Throws nothing.
+Interval bootstrap_mean(const std::vector<double>& values, double level = 0.95, int resamples = 4000,
+                        uint64_t seed = 0x5EEDULL);
+
+/// What a speedup's interval says.
+enum class Verdict { kFaster, kSlower, kWithinNoise, kUndecided };
+
+/// The thresholds of a verdict (measure.target_ci_pct, measure.noise_pct).
+struct NoiseRule {
+  double target_pct = 3.0;  // measuring stops once the interval's half-width is at most this
+  double floor_pct = 1.0;   // differences smaller than this are never called faster or slower
+};
+
+/// The verdict of a speedup interval:
+///  - faster: the whole interval lies above 1 + floor; slower: below 1 / (1 + floor);
+///  - within noise: the interval reaches into [1/(1+floor), 1+floor] and its half-width is at
+///    most target (any difference is too small to matter);
+///  - undecided: neither (too few windows, or too noisy for the time the row had).
+/// Throws nothing.
+Verdict verdict_of(const Interval& speedup, const NoiseRule& rule);
+
+/// "faster" | "slower" | "within noise" | "undecided". Throws nothing.
+const char* verdict_name(Verdict v);
+
+/// Indices of outlying values: further from the median than 3.5 scaled median absolute
+/// deviations (1.4826 * MAD; the modified z-score of Iglewicz and Hoaglin), and by more than
+/// 5% of the median. Needs 5 or more values. Throws nothing.
+std::vector<size_t> outliers(const std::vector<double>& values);
 
 }  // namespace ptune::measure

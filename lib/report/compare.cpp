@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <map>
 
+#include "measure/stats.hpp"
+
 namespace ptune::report {
 namespace {
 
@@ -30,6 +32,22 @@ std::vector<std::pair<std::string, int>> keys_of(const Json& rows) {
     keys.emplace_back(k, seen[k]++);
   }
   return keys;
+}
+
+/// A row's timed windows (repeat_ms_per_step, positive values); empty when it has none.
+std::vector<double> windows(const Json& row) {
+  std::vector<double> w;
+  if (!row.contains("repeat_ms_per_step") || !row["repeat_ms_per_step"].is_array()) return w;
+  for (const auto& v : row["repeat_ms_per_step"])
+    if (v.is_number() && v.get<double>() > 0) w.push_back(v.get<double>());
+  return w;
+}
+
+/// Samples a step of the row processes (all ranks), from samples/s and ms/step.
+std::optional<double> samples_per_step(const Json& row) {
+  auto sps = number(row, "samples_per_s"), ms = number(row, "ms_per_step");
+  if (!sps || !ms || *sps <= 0 || *ms <= 0) return std::nullopt;
+  return *sps * *ms / 1000.0;
 }
 
 RowCheck check(const Json* o, const Json* n, double limit) {
@@ -68,6 +86,32 @@ RowCheck check(const Json* o, const Json* n, double limit) {
   }
   const double change = 100.0 * (*c.new_sps - *c.old_sps) / *c.old_sps;
   c.change_pct = change;
+  // Both runs' timed windows: the speedup's 99% interval and its verdict, as a sweep's rows and
+  // `ptune tune` decide (time per sample; the limit is the floor a change must clear).
+  const auto old_windows = windows(*o), new_windows = windows(*n);
+  const auto old_per_step = samples_per_step(*o), new_per_step = samples_per_step(*n);
+  if (old_per_step && new_per_step && !old_windows.empty() && !new_windows.empty() &&
+      old_windows.size() + new_windows.size() >= 3) {
+    std::vector<double> a = old_windows;
+    for (double& v : a) v *= *new_per_step / *old_per_step;
+    const measure::Interval ci = measure::welch_speedup(a, new_windows, measure::kSpeedupLevel);
+    if (ci.valid()) {
+      measure::NoiseRule rule;
+      rule.floor_pct = limit > 0 ? limit : rule.floor_pct;
+      rule.target_pct = std::max(rule.target_pct, rule.floor_pct);
+      const measure::Verdict v = measure::verdict_of(ci, rule);
+      c.interval_pct = std::make_pair(100.0 * (ci.lo - 1.0), 100.0 * (ci.hi - 1.0));
+      const std::string range = "[" + pct(c.interval_pct->first, true) + ", " + pct(c.interval_pct->second, true) + "]";
+      c.verdict = measure::verdict_name(v);
+      c.beyond_noise = v == measure::Verdict::kFaster || v == measure::Verdict::kSlower;
+      c.regression = v == measure::Verdict::kSlower;
+      if (c.beyond_noise) c.why = pct(change, true) + " " + range + " beyond " + pct(rule.floor_pct);
+      else if (v == measure::Verdict::kWithinNoise) c.why = pct(change, true) + " " + range + " within " + pct(rule.floor_pct);
+      else c.why = pct(change, true) + " " + range + ": too noisy to tell";
+      return c;
+    }
+  }
+  // Without windows (a file from another tool): the change against the limit and the spreads.
   const double spread = std::max(c.old_spread.value_or(0), c.new_spread.value_or(0));
   const double noise = std::max(limit, spread);
   c.beyond_noise = std::abs(change) > limit && std::abs(change) > spread;
@@ -150,8 +194,11 @@ std::string render_comparison(const Comparison& c) {
   };
   for (const auto& row : table)
     for (size_t k = 0; k < row.size(); ++k) width[k] = std::max(width[k], len(row[k]));
-  std::string out = "comparing " + c.new_label + " (new) against " + c.old_label + " (old): a change is beyond noise when it exceeds " +
-                    pct(c.limit_pct) + " and both rows' spreads\n";
+  std::string out = "comparing " + c.new_label + " (new) against " + c.old_label +
+                    " (old): a change is beyond noise when the 99% interval of new/old samples/s (from both runs' "
+                    "windows) lies beyond " +
+                    pct(c.limit_pct > 0 ? c.limit_pct : measure::NoiseRule{}.floor_pct) +
+                    " (rows without windows: the change must exceed " + pct(c.limit_pct) + " and both spreads)\n";
   for (const auto& row : table) {
     std::string line;
     for (size_t k = 0; k < row.size(); ++k) {

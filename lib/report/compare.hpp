@@ -1,10 +1,11 @@
 #pragma once
 /// Two runs compared row by row (matched by name), and the regression gate for CI: a row whose
-/// samples/s fell by more than a limit and more than both runs' spreads is slower beyond noise;
+/// samples/s fell beyond the limit by the statistics a sweep uses (compare_runs) is slower;
 /// a row missing from the new run, failed there, or no longer measured is a regression too.
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "report/run_file.hpp"
@@ -17,10 +18,11 @@ struct RowCheck {
   std::optional<double> old_sps, new_sps;        // samples/s; none without numbers
   std::optional<double> old_spread, new_spread;  // spread_pct of each; none when unknown
   std::optional<double> change_pct;     // (new - old) / old, in %; with both numbers
-  std::string verdict;   // "slower" | "faster" | "within noise" | "missing" | "failed" |
+  std::optional<std::pair<double, double>> interval_pct;  // its 99% interval, in %, from both runs' windows
+  std::string verdict;   // "slower" | "faster" | "within noise" | "undecided" | "missing" | "failed" |
                          // "not measured" | "new row" | "not measured in either"
   std::string why;       // the verdict's reason, e.g. "-12.3% beyond 5% and the spreads (1.0%, 0.5%)"
-  bool beyond_noise = false;  // the change exceeds the limit and both spreads
+  bool beyond_noise = false;  // faster or slower beyond the noise
   bool regression = false;    // slower beyond noise, missing, failed, or no longer measured
 };
 
@@ -35,12 +37,14 @@ struct Comparison {
 };
 
 /// Compares `now` against `old`, row by row, matched by match_key (the k-th row of a name with
-/// the k-th of the same name). A change is beyond noise when its size in % exceeds `limit_pct`
-/// and both rows' spread_pct (absent spreads count as 0). Verdicts: with numbers on both sides
-/// "slower" / "faster" beyond noise, else "within noise"; "missing" (in old only), "failed"
-/// (the new row failed), "not measured" (old has numbers, new not: skipped), "new row" (in new
-/// only), "not measured in either". Regressions: slower beyond noise, missing, failed, not
-/// measured. Throws nothing.
+/// the k-th of the same name). With both rows' timed windows (repeat_ms_per_step), the change
+/// is judged as a sweep judges its rows: the 99% Welch interval of new/old samples/s (time per
+/// sample) gets measure::verdict_of's verdict, with `limit_pct` as the floor a change must
+/// clear (0: the default floor, 1%): "slower", "faster", "within noise" or "undecided". Rows
+/// without windows (files from other tools): beyond noise when the change exceeds `limit_pct`
+/// and both rows' spread_pct. Other verdicts: "missing" (in old only), "failed" (the new row
+/// failed), "not measured" (old has numbers, new not: skipped), "new row" (in new only), "not
+/// measured in either". Regressions: slower, missing, failed, not measured. Throws nothing.
 Comparison compare_runs(const RunFile& old, const RunFile& now, double limit_pct);
 
 /// The comparison as an aligned text table, with a closing line naming the regressions.

@@ -465,6 +465,40 @@ std::string cell(const std::string& text, bool numeric = false, const std::strin
   return "<td" + (c.empty() ? std::string() : " class=\"" + c + "\"") + ">" + esc(text) + "</td>";
 }
 
+/// " ±1.8%": the half-width of the interval [row[lo], row[hi]] as a percentage (the
+/// geometric half-width, as in the terminal table); "" when the row has none.
+std::string interval_text(const Json& row, const char* lo, const char* hi) {
+  auto l = num(row, lo), h = num(row, hi);
+  if (!l || !h || *l <= 0 || *h < *l) return "";
+  const double pct = 100.0 * (std::sqrt(*h / *l) - 1.0);
+  return " ±" + fixed(pct, pct < 9.95 ? 1 : 0) + "%";
+}
+
+/// A speedup cell: "1.45x ±4.0% faster", coloured by its verdict.
+std::string speedup_cell(const Json& row, const char* key, const char* verdict_key) {
+  auto v = num(row, key);
+  if (!v) return cell("-", true);
+  const std::string k = key;
+  const std::string verdict = str(row, verdict_key);
+  std::string text = fixed(*v, 2) + "x" + interval_text(row, (k + "_lo").c_str(), (k + "_hi").c_str());
+  if (!verdict.empty()) text += " " + verdict;
+  const std::string cls = verdict == "faster" ? "verdict-faster"
+                          : verdict == "slower" ? "verdict-slower"
+                          : verdict == "undecided" ? "verdict-undecided"
+                                                   : "";
+  return cell(text, true, cls);
+}
+
+/// The load cell: "-" on a quiet machine, else what else ran ("+0.9 cores", "steal 7%").
+std::string load_cell(const Json& row) {
+  if (!row.contains("under_load") || !row["under_load"].is_boolean()) return cell("-", true);
+  if (!row["under_load"].get<bool>()) return cell("-", true);
+  std::string text = "under load";
+  if (auto c = num(row, "other_cpu_cores"); c && *c > 0) text = "+" + fixed(*c, 1) + " cores";
+  if (auto st = num(row, "steal_pct"); st && *st >= 5) text += ", steal " + fixed(*st, 0) + "%";
+  return cell(text, true, "status-note");
+}
+
 /// The numbers of each run as a table; with several runs, samples/s side by side first.
 std::string tables_html(const std::vector<RunFile>& runs, const std::vector<Line>& lines) {
   std::ostringstream os;
@@ -506,8 +540,8 @@ std::string tables_html(const std::vector<RunFile>& runs, const std::vector<Line
     os << "<h3><span class=\"swatch\" style=\"background:" << run_color(k) << "\"></span>" << esc(runs[k].label)
        << "</h3><div class=\"scroll\"><table class=\"rows\"><thead><tr><th class=\"n\">#</th><th>row</th><th>change</th>"
           "<th>mode</th><th class=\"n\">batch</th><th class=\"n\">workers</th><th class=\"n\">ms/step</th>"
-          "<th class=\"n\">samples/s</th><th class=\"n\">vs prev</th><th class=\"n\">vs base</th><th class=\"n\">data "
-          "wait</th><th class=\"n\">copy</th><th class=\"n\">compute</th>"
+          "<th class=\"n\">samples/s</th><th class=\"n\">vs prev</th><th class=\"n\">vs base</th><th class=\"n\">load</th>"
+          "<th class=\"n\">data wait</th><th class=\"n\">copy</th><th class=\"n\">compute</th>"
        << (gpu ? "<th class=\"n\">GPU busy</th><th class=\"n\">peak mem</th>" : "")
        << "<th class=\"n\">loss</th><th>status</th></tr></thead><tbody>";
     for (size_t i = 0; i < rows.size(); ++i) {
@@ -521,10 +555,12 @@ std::string tables_html(const std::vector<RunFile>& runs, const std::vector<Line
       const std::string status = str(r, "status");
       os << "<tr>" << cell(std::to_string(i), true) << cell(str(r, "name")) << cell(changes_text(r["changes"]))
          << cell(str(r, "mode")) << n("batch_size", 0) << n("num_workers", 0) << cell(ms, true)
-         << cell(has_numbers(r) ? rate_text(r["samples_per_s"].get<double>()) : "-", true)
-         << cell(num(r, "speedup_vs_prev") ? fixed(*num(r, "speedup_vs_prev"), 2) + "x" : "-", true)
-         << cell(num(r, "speedup_vs_base") ? fixed(*num(r, "speedup_vs_base"), 2) + "x" : "-", true)
-         << n("data_wait_pct", 0, "%") << n("h2d_pct", 0, "%") << n("compute_pct", 0, "%");
+         << cell(has_numbers(r) ? rate_text(r["samples_per_s"].get<double>()) +
+                                      interval_text(r, "samples_per_s_lo", "samples_per_s_hi")
+                                : "-",
+                 true)
+         << speedup_cell(r, "speedup_vs_prev", "verdict_vs_prev") << speedup_cell(r, "speedup_vs_base", "verdict_vs_base")
+         << load_cell(r) << n("data_wait_pct", 0, "%") << n("h2d_pct", 0, "%") << n("compute_pct", 0, "%");
       if (gpu)
         os << n("gpu_busy_pct", 0, "%")
            << cell(num(r, "peak_mem_bytes") ? bytes_text(*num(r, "peak_mem_bytes")) : "-", true);
@@ -746,6 +782,9 @@ thead th{border-bottom:1px solid #bbb;white-space:nowrap}
 .n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 td.status-skipped,span.status-skipped,td.status-note,span.status-note{color:#8a6d00}
 td.status-failed,span.status-failed{color:#b00020}
+td.verdict-faster{color:#1b7a1b}
+td.verdict-slower{color:#b00020}
+td.verdict-undecided{color:#8a6d00}
 td.differs{background:#fff4d6}
 ol.diagnosis li{margin:3px 0}
 details{margin:4px 0 12px}

@@ -48,21 +48,40 @@ struct Column {
 
 std::string mib(int64_t bytes) { return fixed(static_cast<double>(bytes) / (1024.0 * 1024.0), 0) + " MiB"; }
 
+/// "1.45x ±4% faster": a speedup, its interval's half-width and its verdict.
+std::string speedup_text(double v, const measure::Interval& ci, const std::string& verdict) {
+  std::string s = fixed(v, 2) + "x";
+  if (ci.valid()) s += " ±" + fixed(ci.half_width_pct(), ci.half_width_pct() < 9.95 ? 1 : 0) + "%";
+  if (!verdict.empty()) s += " " + verdict;
+  return s;
+}
+
+/// The load cell: "-" on a quiet machine, else what competed ("+0.9 cores", "steal 7%").
+std::string load_text(const measure::LoadReport& l) {
+  if (!l.sampled) return "?";
+  if (!l.under_load) return "-";
+  if (l.gpu_other_processes && *l.gpu_other_processes > 0) return "GPU shared";
+  if (l.steal_pct >= measure::load_thresholds(l.cores).steal_pct) return "steal " + fixed(l.steal_pct, 0) + "%";
+  return "+" + fixed(l.other_cpu_cores, 1) + " cores";
+}
+
 /// The cells of one row in table/csv/md order; `gpu` adds GPU busy and peak memory.
 std::vector<std::string> cells(const Row& row, size_t index, bool gpu) {
   std::vector<std::string> c = {std::to_string(index), row.name, changes_text(row.changes)};
   if (!row.m) {
-    c.insert(c.end(), {"", std::to_string(row.num_workers), "", "", "", "", "", "", ""});
+    c.insert(c.end(), {"", std::to_string(row.num_workers), "", "", "", "", "", "", "", ""});
     if (gpu) c.insert(c.end(), {"", ""});
     return c;
   }
   const auto& m = *row.m;
   c.push_back(std::to_string(m.batch_size));
   c.push_back(std::to_string(row.num_workers));
-  c.push_back(fixed(m.ms_per_step, 1) + (m.repeat_ms.size() > 1 ? " ±" + fixed(m.spread_pct, 0) + "%" : ""));
-  c.push_back(fixed(m.samples_per_s, 1));
-  c.push_back(fixed(row.speedup_vs_prev, 2) + "x");
-  c.push_back(fixed(row.speedup_vs_base, 2) + "x");
+  c.push_back(fixed(m.ms_per_step, 1));
+  c.push_back(fixed(m.samples_per_s, 1) +
+              (m.samples_per_s_ci.valid() ? " ±" + fixed(m.samples_per_s_ci.half_width_pct(), 1) + "%" : ""));
+  c.push_back(speedup_text(row.speedup_vs_prev, row.prev_ci, row.verdict_prev));
+  c.push_back(speedup_text(row.speedup_vs_base, row.base_ci, row.verdict_base));
+  c.push_back(load_text(m.load));
   c.push_back(fixed(m.data_wait_pct, 0) + "%");
   c.push_back(fixed(m.h2d_pct, 0) + "%");
   c.push_back(m.loss ? fixed(*m.loss, 3) : "-");
@@ -81,9 +100,10 @@ bool any_gpu(const Results& r) {
 
 std::vector<Column> columns(bool gpu) {
   std::vector<Column> cols = {
-      {"#", true},        {"row", false},      {"change", false},   {"batch", true},
-      {"workers", true},  {"ms/step", true},   {"samples/s", true}, {"vs prev", true},
-      {"vs base", true},  {"data wait", true}, {"h2d", true},       {"loss", true}};
+      {"#", true},        {"row", false},       {"change", false},  {"batch", true},
+      {"workers", true},  {"ms/step", true},    {"samples/s", true}, {"vs prev", true},
+      {"vs base", true},  {"load", true},       {"data wait", true}, {"h2d", true},
+      {"loss", true}};
   if (gpu) cols.insert(cols.end(), {{"GPU busy", true}, {"peak mem", true}});
   return cols;
 }
@@ -126,6 +146,24 @@ std::string device_line(const Environment& e) {
          " CPU threads" + (e.world_size > 1 ? ", " + std::to_string(e.world_size) + " processes" : "");
 }
 
+/// The line under the table that says how to read the intervals and verdicts.
+std::string legend(const Results& r) {
+  const Row* first = nullptr;
+  for (const auto& row : r.rows)
+    if (row.m && (row.prev_ci.valid() || row.m->samples_per_s_ci.valid())) {
+      first = &row;
+      break;
+    }
+  if (!first) return "";
+  const auto& rule = first->rule;
+  return "± is a confidence interval: " + fixed(100 * measure::kRowLevel, 0) + "% for samples/s, " +
+         fixed(100 * measure::kSpeedupLevel, 0) +
+         "% for speedups (samples/s, neighbours timed in alternating windows); faster/slower: the whole "
+         "interval lies beyond 1.00x ±" +
+         fixed(rule.floor_pct, 0) + "%; within noise: it does not, and is at most ±" + fixed(rule.target_pct, 0) +
+         "% wide; undecided: wider when the row's time ran out";
+}
+
 std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
@@ -155,19 +193,71 @@ const std::vector<std::string>& formats() {
   return kFormats;
 }
 
+namespace {
+/// Samples one step of `r` processes (all ranks): speedups compare time per sample.
+double samples_per_step(const Row& r) {
+  const double sps = r.m->samples_per_s * r.m->ms_per_step / 1000.0;
+  return sps > 0 ? sps : 1.0;
+}
+/// `ms` (ms/step windows of a configuration doing `from` samples per step) in ms per `to` samples.
+std::vector<double> rescaled(const std::vector<double>& ms, double from, double to) {
+  std::vector<double> out;
+  out.reserve(ms.size());
+  for (double v : ms) out.push_back(v * to / from);
+  return out;
+}
+}  // namespace
+
 void compute_speedups(std::vector<Row>& rows) {
   if (rows.empty() || !rows.back().m) return;
   Row& last = rows.back();
-  const Row* base = nullptr;
-  const Row* prev = nullptr;
-  for (size_t i = 0; i + 1 < rows.size(); ++i) {
-    if (!rows[i].m || rows[i].mode != last.mode) continue;
-    if (!base) base = &rows[i];
-    prev = &rows[i];
+  last.compared_with.reset();
+  last.verdict_prev.clear();
+  last.verdict_base.clear();
+  std::vector<size_t> chain;  // the ok rows of this mode before it, in order
+  for (size_t i = 0; i + 1 < rows.size(); ++i)
+    if (rows[i].m && rows[i].mode == last.mode) chain.push_back(i);
+  if (chain.empty()) {
+    last.speedup_vs_prev = last.speedup_vs_base = 1.0;
+    last.prev_ci = last.base_ci = measure::Interval{1.0, 1.0, 1.0, 0, 0};
+    last.prev_ms.clear();
+    return;
   }
-  const double s = last.m->samples_per_s;
-  last.speedup_vs_prev = prev && prev->m->samples_per_s > 0 ? s / prev->m->samples_per_s : 1.0;
-  last.speedup_vs_base = base && base->m->samples_per_s > 0 ? s / base->m->samples_per_s : 1.0;
+  const Row& prev = rows[chain.back()];
+  const Row& base = rows[chain.front()];
+  last.compared_with = chain.back();
+  const double last_sps = samples_per_step(last);
+  const bool paired = !last.prev_ms.empty() && last.prev_ms.size() == last.m->repeat_ms.size();
+  // Both sides in ms per last_sps samples: the ratio is one of samples/s.
+  last.prev_ci = paired ? measure::paired_speedup(rescaled(last.prev_ms, samples_per_step(prev), last_sps),
+                                                  last.m->repeat_ms)
+                        : measure::welch_speedup(rescaled(prev.m->repeat_ms, samples_per_step(prev), last_sps),
+                                                 last.m->repeat_ms);
+  if (!paired) last.prev_ms.clear();
+  last.speedup_vs_prev = last.prev_ci.point;
+  last.verdict_prev = measure::verdict_name(measure::verdict_of(last.prev_ci, last.rule));
+  // The chain of links base -> ... -> last, each a row's own vs-prev pairs (log ratios of
+  // samples/s).
+  std::vector<std::vector<double>> links;
+  bool all_paired = true;
+  auto link_of = [&](const Row& r, const Row& before) {
+    std::vector<double> l;
+    const double scale = samples_per_step(r) / samples_per_step(before);
+    for (size_t k = 0; k < r.prev_ms.size() && k < r.m->repeat_ms.size(); ++k)
+      if (r.prev_ms[k] > 0 && r.m->repeat_ms[k] > 0) l.push_back(std::log(r.prev_ms[k] * scale / r.m->repeat_ms[k]));
+    if (l.size() < 2) all_paired = false;
+    links.push_back(l);
+  };
+  for (size_t k = 1; k < chain.size(); ++k) link_of(rows[chain[k]], rows[chain[k - 1]]);
+  link_of(last, prev);
+  // Every link must compare a row with the one right before it in the chain.
+  for (size_t k = 1; k < chain.size(); ++k)
+    if (rows[chain[k]].compared_with != chain[k - 1]) all_paired = false;
+  last.base_ci = all_paired ? measure::bootstrap_chain(links)
+                            : measure::welch_speedup(rescaled(base.m->repeat_ms, samples_per_step(base), last_sps),
+                                                     last.m->repeat_ms);
+  last.speedup_vs_base = last.base_ci.point;
+  last.verdict_base = measure::verdict_name(measure::verdict_of(last.base_ci, last.rule));
 }
 
 void note_semantics(Row& row, const std::optional<double>& base_loss) {
@@ -186,11 +276,14 @@ void note_semantics(Row& row, const std::optional<double>& base_loss) {
 
 const std::vector<std::string>& row_keys() {
   static const std::vector<std::string> kKeys = {
-      "name",           "changes",         "mode",         "num_workers",      "batch_size",  "steps",
-      "ms_per_step",    "repeat_ms_per_step", "spread_pct", "samples_per_s",   "speedup_vs_prev",
-      "speedup_vs_base", "data_wait_pct",  "h2d_pct",      "compute_pct",      "peak_mem_bytes",
-      "device_mem_bytes", "gpu_busy_pct",  "trace",        "loss",             "loss_curve",  "diagnosis",
-      "notes",          "status"};
+      "name",              "changes",            "mode",              "num_workers",       "batch_size",
+      "steps",             "windows",            "ms_per_step",       "repeat_ms_per_step", "spread_pct",
+      "samples_per_s",     "samples_per_s_lo",   "samples_per_s_hi",  "speedup_vs_prev",   "speedup_vs_prev_lo",
+      "speedup_vs_prev_hi", "verdict_vs_prev",   "speedup_vs_base",   "speedup_vs_base_lo", "speedup_vs_base_hi",
+      "verdict_vs_base",   "compared_with",      "interleaved",       "prev_ms_per_step",  "under_load",
+      "other_cpu_cores",   "steal_pct",          "load_average",      "data_wait_pct",     "h2d_pct",
+      "compute_pct",       "peak_mem_bytes",     "device_mem_bytes",  "gpu_busy_pct",      "trace",
+      "loss",              "loss_curve",         "diagnosis",         "notes",             "status"};
   return kKeys;
 }
 
@@ -198,7 +291,7 @@ const std::vector<std::string>& csv_columns() {
   static const std::vector<std::string> kColumns = [] {
     std::vector<std::string> c = {"index"};
     for (const auto& k : row_keys())
-      if (k != "repeat_ms_per_step" && k != "loss_curve") c.push_back(k);
+      if (k != "repeat_ms_per_step" && k != "loss_curve" && k != "prev_ms_per_step") c.push_back(k);
     return c;
   }();
   return kColumns;
@@ -217,13 +310,40 @@ Json to_json(const Results& r) {
       const auto& m = *row.m;
       j["batch_size"] = m.batch_size;
       j["steps"] = m.steps;
+      j["windows"] = static_cast<int64_t>(m.repeat_ms.size());
       j["ms_per_step"] = round_to(m.ms_per_step, 3);
       j["repeat_ms_per_step"] = Json::array();
       for (double v : m.repeat_ms) j["repeat_ms_per_step"].push_back(round_to(v, 3));
       j["spread_pct"] = round_to(m.spread_pct, 2);
       j["samples_per_s"] = round_to(m.samples_per_s, 2);
+      if (m.samples_per_s_ci.valid()) {
+        j["samples_per_s_lo"] = round_to(m.samples_per_s_ci.lo, 2);
+        j["samples_per_s_hi"] = round_to(m.samples_per_s_ci.hi, 2);
+      }
       j["speedup_vs_prev"] = round_to(row.speedup_vs_prev, 4);
+      if (row.prev_ci.valid()) {
+        j["speedup_vs_prev_lo"] = round_to(row.prev_ci.lo, 4);
+        j["speedup_vs_prev_hi"] = round_to(row.prev_ci.hi, 4);
+      }
+      if (!row.verdict_prev.empty()) j["verdict_vs_prev"] = row.verdict_prev;
       j["speedup_vs_base"] = round_to(row.speedup_vs_base, 4);
+      if (row.base_ci.valid()) {
+        j["speedup_vs_base_lo"] = round_to(row.base_ci.lo, 4);
+        j["speedup_vs_base_hi"] = round_to(row.base_ci.hi, 4);
+      }
+      if (!row.verdict_base.empty()) j["verdict_vs_base"] = row.verdict_base;
+      if (row.compared_with) j["compared_with"] = static_cast<int64_t>(*row.compared_with);
+      j["interleaved"] = !row.prev_ms.empty();
+      if (!row.prev_ms.empty()) {
+        j["prev_ms_per_step"] = Json::array();
+        for (double v : row.prev_ms) j["prev_ms_per_step"].push_back(round_to(v, 3));
+      }
+      if (m.load.sampled) {
+        j["under_load"] = m.load.under_load;
+        j["other_cpu_cores"] = round_to(m.load.other_cpu_cores, 3);
+        j["steal_pct"] = round_to(m.load.steal_pct, 2);
+        j["load_average"] = round_to(m.load.loadavg_1m, 2);
+      }
       j["data_wait_pct"] = round_to(m.data_wait_pct, 2);
       j["h2d_pct"] = round_to(m.h2d_pct, 2);
       j["compute_pct"] = round_to(m.compute_pct, 2);
@@ -347,6 +467,7 @@ std::string render(const Results& r, const std::string& format, bool color) {
       os << "\n";
     }
     os << "\nDevice: " << markdown_escape(device_line(r.environment)) << "\n";
+    if (const std::string l = legend(r); !l.empty()) os << "\n" << markdown_escape(l) << "\n";
     const auto lines = trail_lines(r);
     if (!lines.empty()) os << "\n";
     for (const auto& l : lines)
@@ -373,9 +494,14 @@ std::string render(const Results& r, const std::string& format, bool color) {
     for (size_t i = 0; i < body.size(); ++i) {
       const Row& row = r.rows[i];
       if (!row.m) continue;
-      std::string& prev = body[i][7];
-      if (row.speedup_vs_prev >= 1.05) prev = paint(prev, "32");
-      else if (row.speedup_vs_prev < 0.95) prev = paint(prev, "31");
+      for (size_t k : {size_t{7}, size_t{8}}) {
+        const std::string& verdict = k == 7 ? row.verdict_prev : row.verdict_base;
+        std::string& cell = body[i][k];
+        if (verdict == "faster") cell = paint(cell, "32");
+        else if (verdict == "slower") cell = paint(cell, "31");
+        else if (verdict == "undecided") cell = paint(cell, "33");
+      }
+      if (row.m->load.under_load) body[i][9] = paint(body[i][9], "33");
     }
   }
   for (auto& b : body)
@@ -394,6 +520,7 @@ std::string render(const Results& r, const std::string& format, bool color) {
   os << line(hdr);
   for (auto& b : body) os << line(b);
   os << "device: " << device_line(r.environment) << "\n";
+  if (const std::string l = legend(r); !l.empty()) os << l << "\n";
   std::string t = trail(r);
   if (color) {  // skipped rows yellow, failed rows red
     std::istringstream lines(t);

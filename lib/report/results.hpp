@@ -33,6 +33,14 @@ struct Row {
   std::optional<measure::Measurement> m;  // absent when not ok
   double speedup_vs_prev = 0;             // vs the previous ok row of the same mode
   double speedup_vs_base = 0;             // vs the first ok row of the same mode
+  measure::Interval prev_ci;              // speedup_vs_prev with its interval (measure::kSpeedupLevel)
+  measure::Interval base_ci;              // speedup_vs_base with its interval
+  std::string verdict_prev;               // faster | slower | within noise | undecided; "" for the first row of a mode
+  std::string verdict_base;               // the same for the cumulative speedup
+  std::optional<size_t> compared_with;    // index (in Results::rows) of the row speedup_vs_prev is against
+  std::vector<double> prev_ms;            // interleaved: that row's windows, paired with this row's m->repeat_ms
+  bool rebuilt = false;                   // interleaved by rebuilding both pipelines for every window
+  measure::NoiseRule rule;                // the thresholds its verdicts used (measure.target_ci_pct, noise_pct)
   std::string diagnosis;
   std::vector<std::string> notes;         // warnings (changed training semantics, ...)
   std::vector<double> loss_curve;         // measure.convergence_steps: loss of each step
@@ -50,7 +58,13 @@ struct Results {
 /// precision, lr, optimizer, model, image size, accumulation). No-op without a loss or base.
 void note_semantics(Row& row, const std::optional<double>& base_loss);
 
-/// Fills speedup_vs_prev / speedup_vs_base of the last row from the rows before it.
+/// Fills the last row's speedups, intervals and verdicts from the rows before it. vs prev: from
+/// its interleaved pairs (prev_ms with m->repeat_ms: measure::paired_speedup) when it has
+/// them, else from the two rows' windows as independent samples (measure::welch_speedup).
+/// vs base: the product of the vs-prev links from the first row of the mode (a bootstrap over
+/// every link's pairs, measure::bootstrap_chain) when every link is paired, else Welch between
+/// the first row and this one. A row with no earlier ok row of its mode gets 1.0 and no
+/// verdict. Throws nothing.
 void compute_speedups(std::vector<Row>& rows);
 
 /// The keys of every row of the JSON document, in order: every row has all of them, `null`

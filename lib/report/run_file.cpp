@@ -14,10 +14,15 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-const char* const kNumberKeys[] = {"num_workers",   "batch_size",     "steps",          "ms_per_step",
-                                   "spread_pct",    "samples_per_s",  "speedup_vs_prev", "speedup_vs_base",
-                                   "data_wait_pct", "h2d_pct",        "compute_pct",    "peak_mem_bytes",
-                                   "device_mem_bytes", "gpu_busy_pct", "loss"};
+const char* const kNumberKeys[] = {"num_workers",        "batch_size",         "steps",
+                                   "windows",            "ms_per_step",        "spread_pct",
+                                   "samples_per_s",      "samples_per_s_lo",   "samples_per_s_hi",
+                                   "speedup_vs_prev",    "speedup_vs_prev_lo", "speedup_vs_prev_hi",
+                                   "speedup_vs_base",    "speedup_vs_base_lo", "speedup_vs_base_hi",
+                                   "compared_with",      "other_cpu_cores",    "steal_pct",
+                                   "load_average",       "data_wait_pct",      "h2d_pct",
+                                   "compute_pct",        "peak_mem_bytes",     "device_mem_bytes",
+                                   "gpu_busy_pct",       "loss"};
 
 bool is_number_key(const std::string& k) {
   for (const char* n : kNumberKeys)
@@ -48,7 +53,8 @@ Json normalize_row(const Json& in, const std::string& where) {
   for (const auto& k : row_keys()) {
     const Json v = in.contains(k) ? in[k] : Json(nullptr);
     if (is_number_key(k)) row[k] = number_or_null(v);
-    else if (k == "repeat_ms_per_step" || k == "loss_curve") row[k] = numbers_or_null(v);
+    else if (k == "repeat_ms_per_step" || k == "prev_ms_per_step" || k == "loss_curve") row[k] = numbers_or_null(v);
+    else if (k == "interleaved" || k == "under_load") row[k] = v.is_boolean() ? v : Json(nullptr);
     else if (k == "changes") row[k] = v.is_object() ? v : Json::object();
     else if (k == "notes") {
       row[k] = Json::array();

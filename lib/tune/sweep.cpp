@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <map>
+#include <memory>
 
 #include <torch/version.h>
 
@@ -11,6 +13,7 @@
 #include "engine/cuda_support.hpp"
 #include "engine/device.hpp"
 #include "errors.hpp"
+#include "log.hpp"
 #include "measure/diagnosis.hpp"
 #include "measure/probe.hpp"
 #include "measure/trace.hpp"
@@ -72,6 +75,106 @@ report::Environment environment(const config::ExperimentConfig& cfg) {
   return e;
 }
 
+namespace {
+
+/// What pass 1 learns about one row.
+struct Timed {
+  std::optional<measure::Measurement> m;
+  std::vector<double> prev_ms;            // the previous row's windows, paired with m->repeat_ms
+  bool rebuilt = false;                   // interleaved by rebuilding per window
+  std::unique_ptr<measure::Bench> bench;  // kept for the next row of the mode (null when rebuilt)
+};
+
+/// A configuration rebuilt for every window (two pipelines that do not fit in memory at once):
+/// each window builds the pipeline, runs its warm-up, times the window and frees it all.
+class RebuildSide : public measure::Side {
+ public:
+  RebuildSide(const config::ExperimentConfig& cfg, measure::Progress progress)
+      : cfg_(cfg), progress_(std::move(progress)) {}
+  double window() override {
+    measure::Bench b(cfg_, progress_);
+    b.resume();
+    const double ms = b.window();
+    windows_.push_back(ms);
+    last_ = b.result();
+    b.pause();
+    return ms;
+  }
+  int64_t steps_per_window() const override { return cfg_.measure.steps; }
+  double samples_per_step() const override {
+    return static_cast<double>(cfg_.loader.batch_size * dist::world_size());
+  }
+  /// The last pipeline's figures with every window's times. Throws when no window ran.
+  measure::Measurement result() const {
+    if (!last_) throw std::runtime_error("no window was timed");
+    measure::Measurement m = *last_;
+    measure::set_windows(m, windows_, dist::world_size());
+    return m;
+  }
+
+ private:
+  config::ExperimentConfig cfg_;
+  measure::Progress progress_;
+  std::vector<double> windows_;
+  std::optional<measure::Measurement> last_;
+};
+
+/// Times one row: against `prev` (the previous ok row of its mode, built and warm) when there
+/// is one, else alone. When the two do not fit in memory together, `release` frees every kept
+/// pipeline and both are rebuilt for every window instead.
+Timed time_row(const config::ExperimentConfig& cfg, measure::Bench* prev, const config::ExperimentConfig* prev_cfg,
+               const measure::Progress& progress, const std::function<void()>& release) {
+  const c10::Device device = dist::rank_device(cfg.device);
+  const int gpu = device.is_cuda() ? device.index() : -1;
+  const measure::WindowPlan plan = measure::window_plan(cfg);
+  Timed t;
+  try {
+    t.bench = std::make_unique<measure::Bench>(cfg, progress);
+    t.bench->set_progress(progress, plan.min_pairs);
+    measure::LoadSampler load;
+    load.start();
+    if (prev) {
+      prev->set_progress({}, 0);  // its windows count as this row's pairs; progress speaks of this row
+      const measure::Comparison c = measure::compare(*prev, *t.bench, plan);
+      t.prev_ms = c.a_ms;
+    } else {
+      measure::measure_alone(*t.bench, plan);
+    }
+    t.m = t.bench->result();
+    t.m->load = load.stop(gpu);
+    return t;
+  } catch (const std::exception& e) {
+    if (!prev || !is_out_of_memory(e)) throw;
+  }
+  // Out of memory with the previous row's pipeline alive: rebuild both for every window.
+  t = Timed{};
+  release();
+  engine::cuda::empty_cache();
+  RebuildSide a(*prev_cfg, {}), b(cfg, progress);
+  measure::LoadSampler load;
+  load.start();
+  const measure::Comparison c = measure::compare(a, b, plan);
+  t.m = b.result();
+  t.m->load = load.stop(gpu);
+  t.prev_ms = c.a_ms;
+  t.rebuilt = true;
+  return t;
+}
+
+/// The optimizations the rows before `k` measured, with their verdicts, for the diagnosis.
+std::vector<measure::Tried> tried_before(const std::vector<report::Row>& rows, size_t k) {
+  std::vector<measure::Tried> tried;
+  for (size_t j = 0; j < k && j < rows.size(); ++j) {
+    const report::Row& r = rows[j];
+    if (!r.m || r.verdict_prev.empty() || !r.changes.is_object()) continue;
+    for (auto it = r.changes.begin(); it != r.changes.end(); ++it)
+      tried.push_back({it.key(), it.value(), j, r.name, r.verdict_prev, r.speedup_vs_prev});
+  }
+  return tried;
+}
+
+}  // namespace
+
 void run_sweep(const config::ExperimentConfig& cfg, const SweepOptions& options, report::Results& out) {
   out.config = config::to_json(cfg);
   out.environment = environment(cfg);
@@ -107,7 +210,14 @@ void run_sweep(const config::ExperimentConfig& cfg, const SweepOptions& options,
     if (options.on_row) options.on_row(out);
   };
 
-  // Pass 1: every row timed, with no profiler in the process yet.
+  // Pass 1: every row timed, with no profiler in the process yet. Each row is timed against
+  // the previous ok row of its mode, windows interleaved: that row's pipeline stays built and
+  // warm (its loader paused) until the next row of the mode has been measured against it.
+  struct Live {
+    size_t k;                              // its index in out.rows
+    std::unique_ptr<measure::Bench> bench;
+  };
+  std::map<std::string, Live> live;  // mode -> the last ok row's bench
   for (size_t i = 0; i < rows.size(); ++i) {
     if (!selected(i)) continue;
     const auto& [spec, row_cfg] = rows[i];
@@ -116,16 +226,30 @@ void run_sweep(const config::ExperimentConfig& cfg, const SweepOptions& options,
     row.changes = spec.set;
     row.num_workers = row_cfg.loader.num_workers;
     row.mode = row_cfg.measure.mode;
+    row.rule = measure::window_plan(row_cfg).rule;
     const measure::Progress progress = progress_of(i, row_cfg);
+    std::unique_ptr<measure::Bench> kept;
     try {
-      row.m = measure::measure(row_cfg, progress);
+      if (!row_cfg.measure.interleave) live.clear();
+      Live* prev = live.count(row.mode) ? &live[row.mode] : nullptr;
+      Timed t = time_row(row_cfg, prev ? prev->bench.get() : nullptr, prev ? &done[prev->k].cfg : nullptr,
+                         progress, [&] { live.clear(); });
+      row.m = std::move(t.m);
+      row.prev_ms = std::move(t.prev_ms);
+      row.rebuilt = t.rebuilt;
+      kept = std::move(t.bench);
       row.notes = row.m->notes;
+      if (t.rebuilt)
+        row.notes.push_back("interleaved by rebuilding both pipelines for every window: the two did not fit in "
+                            "memory at once");
+      if (row.m->load.under_load)
+        row.notes.push_back("measured under competing load (" + row.m->load.summary() +
+                            "): its figures are less certain than on a quiet machine");
       if (!row.m->eager_fallback.empty()) row.status = "eager fallback: " + row.m->eager_fallback;
       if (row_cfg.measure.convergence_steps > 0 && row.mode == "train") {
         if (progress) progress("convergence", 0, row_cfg.measure.convergence_steps);
         row.loss_curve = measure::loss_curve(row_cfg, row_cfg.measure.convergence_steps);
       }
-      row.diagnosis = measure::diagnose(*row.m, row_cfg);
     } catch (const Interrupted&) {
       interrupted();
       throw;
@@ -140,6 +264,13 @@ void run_sweep(const config::ExperimentConfig& cfg, const SweepOptions& options,
     out.rows.push_back(std::move(row));
     report::Row& r = out.rows.back();
     report::compute_speedups(out.rows);
+    if (kept) live[r.mode] = Live{out.rows.size() - 1, std::move(kept)};  // the one it replaces is freed
+    if (r.m) {
+      r.diagnosis = measure::diagnose(*r.m, row_cfg, tried_before(out.rows, out.rows.size() - 1));
+      if (r.m->load.under_load && dist::world_rank() == 0)
+        log::warn("row " + std::to_string(i) + " '" + r.name + "' measured under competing load: " +
+                  r.m->load.summary());
+    }
     if (r.m && r.m->loss && r.mode == "train") {
       if (!base_loss) base_loss = r.m->loss;  // the first row is the reference, not noted
       else report::note_semantics(r, base_loss);
@@ -152,6 +283,7 @@ void run_sweep(const config::ExperimentConfig& cfg, const SweepOptions& options,
     }
     if (options.on_row) options.on_row(out);
   }
+  live.clear();  // profiling builds its own pipelines
 
   // Pass 2: GPU busy and traces, after the last timed step.
   for (size_t k = 0; k < out.rows.size(); ++k) {
@@ -163,7 +295,7 @@ void run_sweep(const config::ExperimentConfig& cfg, const SweepOptions& options,
           measure::profile(d.cfg, r.m->ms_per_step, d.trace, progress_of(d.index, d.cfg));
       r.m->gpu_busy_pct = p.gpu_busy_pct;
       r.m->trace_path = p.trace_path;
-      r.diagnosis = measure::diagnose(*r.m, d.cfg);
+      r.diagnosis = measure::diagnose(*r.m, d.cfg, tried_before(out.rows, k));
     } catch (const Interrupted&) {
       interrupted();
       throw;

@@ -54,6 +54,12 @@ config::ExperimentConfig measured(config::ExperimentConfig cfg, int64_t min_repe
   return cfg;
 }
 
+/// "[-1.2%, +3.4%]": a speedup's interval as gains; "" without one.
+std::string interval_text(const measure::Interval& i) {
+  if (!i.valid()) return "";
+  return fmt("[%+.1f%%, ", 100 * (i.lo - 1)) + fmt("%+.1f%%]", 100 * (i.hi - 1));
+}
+
 /// Budget and interruption: the reason to stop before the next trial, or "".
 std::string stop_before_next(const ClockFn& clock, double start, double budget_s,
                              const std::atomic<bool>* interrupted) {
@@ -257,11 +263,13 @@ BatchSearchResult find_batch_size(const config::ExperimentConfig& cfg, const Bat
 // ---------------------------------------------------------------- greedy search
 
 NoiseVerdict judge(const measure::Measurement& incumbent, const measure::Measurement& candidate,
-                   double threshold_pct) {
+                   const measure::NoiseRule& rule, double threshold_pct) {
   NoiseVerdict v;
-  v.gain_pct = incumbent.samples_per_s > 0 ? 100.0 * (candidate.samples_per_s / incumbent.samples_per_s - 1.0) : 0.0;
-  v.noise_pct = std::max({threshold_pct, incumbent.spread_pct, candidate.spread_pct});
-  v.kept = incumbent.samples_per_s > 0 && v.gain_pct > v.noise_pct;
+  v.speedup = measure::speedup_between(incumbent, candidate);
+  if (v.speedup.point <= 0) return v;
+  v.gain_pct = 100.0 * (v.speedup.point - 1.0);
+  v.verdict = measure::verdict_of(v.speedup, rule);
+  v.kept = v.verdict == measure::Verdict::kFaster && v.gain_pct >= threshold_pct;
   return v;
 }
 
@@ -324,6 +332,7 @@ TuneResult greedy_tune(const config::ExperimentConfig& cfg, const TuneOptions& o
     row.num_workers = c.loader.num_workers;
     row.mode = c.measure.mode;
     row.m = t.m;
+    row.rule = measure::window_plan(c).rule;
     row.diagnosis = measure::diagnose(*t.m, c);
     res.path.rows.push_back(std::move(row));
     report::compute_speedups(res.path.rows);
@@ -374,13 +383,14 @@ TuneResult greedy_tune(const config::ExperimentConfig& cfg, const TuneOptions& o
         if (oom) on_oom();
       }
       if (t.m) {
-        const NoiseVerdict v = judge(incumbent, *t.m, options.threshold_pct);
+        const NoiseVerdict v = judge(incumbent, *t.m, measure::window_plan(next).rule, options.threshold_pct);
         t.gain_pct = v.gain_pct;
-        t.noise_pct = v.noise_pct;
+        t.speedup = v.speedup;
+        t.noise = measure::verdict_name(v.verdict);
         t.verdict = v.kept ? "kept" : "rejected";
-        t.reason = v.gain_pct <= 0 ? fmt("%+.1f%%: not faster", v.gain_pct)
-                                   : fmt("%+.1f%% ", v.gain_pct) + (v.kept ? "beats" : "is within") +
-                                         fmt(" the noise (%.1f%%)", v.noise_pct);
+        t.reason = fmt("%+.1f%% ", v.gain_pct) + interval_text(v.speedup) + ": " + t.noise;
+        if (v.verdict == measure::Verdict::kFaster && !v.kept)
+          t.reason += fmt(", under the %g%% threshold", options.threshold_pct);
         if (v.kept) {
           current = next;
           incumbent = *t.m;
@@ -432,7 +442,10 @@ Json to_json(const TuneResult& r) {
     j["samples_per_s"] = t.m ? Json(std::round(t.m->samples_per_s * 100) / 100) : Json(nullptr);
     j["spread_pct"] = t.m ? Json(std::round(t.m->spread_pct * 100) / 100) : Json(nullptr);
     j["gain_pct"] = t.m && t.pass ? Json(std::round(t.gain_pct * 100) / 100) : Json(nullptr);
-    j["noise_pct"] = t.m && t.pass ? Json(std::round(t.noise_pct * 100) / 100) : Json(nullptr);
+    const bool ci = t.m && t.pass && t.speedup.valid();
+    j["gain_lo_pct"] = ci ? Json(std::round((t.speedup.lo - 1) * 10000) / 100) : Json(nullptr);
+    j["gain_hi_pct"] = ci ? Json(std::round((t.speedup.hi - 1) * 10000) / 100) : Json(nullptr);
+    j["noise_verdict"] = t.m && t.pass ? Json(t.noise) : Json(nullptr);
     trials.push_back(std::move(j));
   }
   doc["search"] = Json{{"kind", "greedy"},
@@ -461,13 +474,13 @@ std::string render_trials(const std::vector<Trial>& trials) {
   for (const auto& t : trials) {
     std::vector<std::string> r = {t.pass ? std::to_string(t.pass) : "-", t.name, changes_text(t.set),
                                   t.m ? fmt("%.1f", t.m->samples_per_s) : "",
-                                  t.m && t.pass ? fmt("%+.1f%%", t.gain_pct) : "",
-                                  t.m && t.pass ? fmt("%.1f%%", t.noise_pct) : "",
+                                  t.m && t.pass ? fmt("%+.1f%% ", t.gain_pct) + interval_text(t.speedup) : "",
+                                  t.m && t.pass ? t.noise : "",
                                   t.verdict + (t.reason.empty() || t.m ? "" : ": " + t.reason)};
     rows.push_back(std::move(r));
   }
-  return text_table({"pass", "trial", "change", "samples/s", "gain", "noise", "verdict"},
-                    {true, false, false, true, true, true, false}, rows);
+  return text_table({"pass", "trial", "change", "samples/s", "gain (99% interval)", "noise", "verdict"},
+                    {true, false, false, true, true, false, false}, rows);
 }
 
 }  // namespace ptune::tune

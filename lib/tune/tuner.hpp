@@ -104,13 +104,14 @@ struct Trial {
   std::string verdict;                    // baseline | kept | rejected | skipped | failed
   std::string reason;                     // why (gain vs noise, the error message)
   std::optional<measure::Measurement> m;
-  double gain_pct = 0;                    // median samples/s vs the incumbent, in %
-  double noise_pct = 0;                   // max(threshold, both spreads): what the gain had to beat
+  double gain_pct = 0;                    // samples/s vs the incumbent, in % (point estimate)
+  measure::Interval speedup;              // over the incumbent, with its 99% interval
+  std::string noise;                      // the statistics' verdict: faster | slower | within noise | undecided
 };
 
 /// Options of greedy_tune.
 struct TuneOptions {
-  double threshold_pct = 3.0;   // a change must gain more than max(threshold, spread) to be kept
+  double threshold_pct = 3.0;   // a change must be faster beyond noise and gain at least this to be kept
   int64_t min_repeats = 3;      // measure.repeats is raised to at least this for every trial
   double budget_s = 0;          // no new trial starts after this many seconds; 0 = no limit
   int64_t max_passes = 5;       // passes over the candidates at most
@@ -124,16 +125,19 @@ struct TuneOptions {
 
 /// The noise rule's answer for one comparison.
 struct NoiseVerdict {
-  double gain_pct = 0;   // 100 * (candidate / incumbent - 1) on median samples/s
-  double noise_pct = 0;  // max(threshold_pct, incumbent.spread_pct, candidate.spread_pct)
-  bool kept = false;     // gain_pct > noise_pct
+  double gain_pct = 0;        // 100 * (speedup - 1): samples/s of the candidate over the incumbent
+  measure::Interval speedup;  // Welch interval (99%) over both measurements' windows, per sample
+  measure::Verdict verdict = measure::Verdict::kUndecided;  // measure::verdict_of(speedup, rule)
+  bool kept = false;          // verdict faster and gain_pct >= threshold_pct
 };
 
-/// Returns whether `candidate` beats `incumbent` beyond the noise: its median samples/s must
-/// exceed the incumbent's by more than the larger of threshold_pct and both measured spreads.
-/// Never throws.
+/// Returns whether `candidate` beats `incumbent` beyond the noise, by the statistics a sweep's
+/// rows and `ptune report --fail-if-slower` use: the speedup's 99% interval over both
+/// measurements' windows (time per sample, so batch sizes compare by throughput) gets the
+/// verdict of measure::verdict_of under `rule`; the candidate is kept when it is faster and
+/// its gain is at least threshold_pct. Never throws.
 NoiseVerdict judge(const measure::Measurement& incumbent, const measure::Measurement& candidate,
-                   double threshold_pct);
+                   const measure::NoiseRule& rule, double threshold_pct);
 
 /// Returns the optimizations tried on top of `cfg`, in order: loader.num_workers (cores, then
 /// cores/2), loader.pin_memory, loader.uint8_transfer, loader.gpu_resize (fake_cifar, when
@@ -165,8 +169,8 @@ nlohmann::ordered_json to_json(const TuneResult& r);
 /// "memory_limit_bytes", "notes"} and "best". Never throws.
 nlohmann::ordered_json to_json(const BatchSearchResult& r);
 
-/// Returns the trials as an aligned text table (pass, trial, change, samples/s, gain, noise,
-/// verdict). Never throws.
+/// Returns the trials as an aligned text table (pass, trial, change, samples/s, gain with its
+/// 99% interval, the statistics' verdict, the trial's verdict). Never throws.
 std::string render_trials(const std::vector<Trial>& trials);
 
 }  // namespace ptune::tune

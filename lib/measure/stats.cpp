@@ -1,0 +1,201 @@
+#include "measure/stats.hpp"
+
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <stdexcept>
+
+#include <boost/math/distributions/students_t.hpp>
+
+namespace ptune::measure {
+namespace {
+
+struct Moments {
+  double mean = 0, var = 0;  // sample variance (n - 1)
+  int64_t n = 0;
+};
+
+Moments moments(const std::vector<double>& x) {
+  Moments m;
+  m.n = static_cast<int64_t>(x.size());
+  if (m.n == 0) return m;
+  m.mean = std::accumulate(x.begin(), x.end(), 0.0) / static_cast<double>(m.n);
+  if (m.n < 2) return m;
+  double ss = 0;
+  for (double v : x) ss += (v - m.mean) * (v - m.mean);
+  m.var = ss / static_cast<double>(m.n - 1);
+  return m;
+}
+
+std::vector<double> logs_of_positive(const std::vector<double>& values) {
+  std::vector<double> out;
+  out.reserve(values.size());
+  for (double v : values)
+    if (v > 0 && std::isfinite(v)) out.push_back(std::log(v));
+  return out;
+}
+
+/// exp(mean +- t * se) as an Interval.
+Interval from_log(double mean, double se, double df, int64_t n, double level) {
+  Interval r;
+  r.point = std::exp(mean);
+  r.n = n;
+  if (df <= 0 || !std::isfinite(se)) {
+    r.lo = r.hi = r.point;
+    return r;
+  }
+  const double h = t_quantile(0.5 + level / 2, df) * se;
+  r.lo = std::exp(mean - h);
+  r.hi = std::exp(mean + h);
+  r.level = level;
+  return r;
+}
+
+double quantile_sorted(const std::vector<double>& s, double q) {
+  // Linear interpolation between order statistics (type 7, as numpy's default).
+  const double pos = q * static_cast<double>(s.size() - 1);
+  const size_t i = static_cast<size_t>(std::floor(pos));
+  const double f = pos - static_cast<double>(i);
+  return i + 1 < s.size() ? s[i] + f * (s[i + 1] - s[i]) : s[i];
+}
+
+}  // namespace
+
+double t_quantile(double p, double df) {
+  if (!(p > 0 && p < 1)) throw std::domain_error("t_quantile: p must be in (0, 1)");
+  if (!(df > 0)) throw std::domain_error("t_quantile: df must be positive");
+  return boost::math::quantile(boost::math::students_t_distribution<double>(df), p);
+}
+
+double Interval::half_width_pct() const {
+  if (!valid()) return 0;
+  return 100.0 * (std::sqrt(hi / lo) - 1.0);
+}
+
+Interval log_mean_interval(const std::vector<double>& values, double level) {
+  const std::vector<double> l = logs_of_positive(values);
+  const Moments m = moments(l);
+  if (m.n == 0) return {};
+  if (m.n < 2) return from_log(m.mean, 0, 0, m.n, level);
+  return from_log(m.mean, std::sqrt(m.var / static_cast<double>(m.n)), static_cast<double>(m.n - 1), m.n, level);
+}
+
+Interval paired_speedup(const std::vector<double>& a_ms, const std::vector<double>& b_ms, double level) {
+  if (a_ms.size() != b_ms.size()) throw std::invalid_argument("paired_speedup: the two sides differ in length");
+  std::vector<double> d;
+  for (size_t i = 0; i < a_ms.size(); ++i)
+    if (a_ms[i] > 0 && b_ms[i] > 0) d.push_back(std::log(a_ms[i]) - std::log(b_ms[i]));
+  const Moments m = moments(d);
+  if (m.n == 0) return {};
+  if (m.n < 2) return from_log(m.mean, 0, 0, m.n, level);
+  return from_log(m.mean, std::sqrt(m.var / static_cast<double>(m.n)), static_cast<double>(m.n - 1), m.n, level);
+}
+
+Interval welch_speedup(const std::vector<double>& a_ms, const std::vector<double>& b_ms, double level) {
+  const Moments a = moments(logs_of_positive(a_ms)), b = moments(logs_of_positive(b_ms));
+  if (a.n == 0 || b.n == 0) return {};
+  const double mean = a.mean - b.mean;  // ln(a / b): B's speedup over A
+  const int64_t n = a.n + b.n;
+  if (n < 3) return from_log(mean, 0, 0, n, level);
+  // A side with one window has no spread of its own: it borrows the other side's.
+  const double va = a.n > 1 ? a.var : b.var, vb = b.n > 1 ? b.var : a.var;
+  const double sa = va / static_cast<double>(a.n), sb = vb / static_cast<double>(b.n);
+  const double se2 = sa + sb;
+  if (se2 <= 0) return from_log(mean, 0, static_cast<double>(n - 2), n, level);
+  // Welch-Satterthwaite; a borrowed spread contributes the degrees of freedom it came with.
+  const double dfa = static_cast<double>(a.n > 1 ? a.n - 1 : b.n - 1);
+  const double dfb = static_cast<double>(b.n > 1 ? b.n - 1 : a.n - 1);
+  const double df = se2 * se2 / (sa * sa / dfa + sb * sb / dfb);
+  return from_log(mean, std::sqrt(se2), df, n, level);
+}
+
+Interval bootstrap_chain(const std::vector<std::vector<double>>& links, double level, int resamples, uint64_t seed) {
+  Interval r;
+  if (links.empty()) return r;
+  double sum = 0;
+  bool intervals = resamples > 1;
+  for (const auto& l : links) {
+    if (l.empty()) return {};
+    sum += moments(l).mean;
+    if (l.size() < 2) intervals = false;
+  }
+  r.point = std::exp(sum);
+  r.lo = r.hi = r.point;
+  r.n = static_cast<int64_t>(links.size());
+  if (!intervals) return r;
+  std::mt19937_64 rng(seed);
+  std::vector<double> sums(static_cast<size_t>(resamples));
+  for (int k = 0; k < resamples; ++k) {
+    double s = 0;
+    for (const auto& l : links) {
+      std::uniform_int_distribution<size_t> pick(0, l.size() - 1);
+      double t = 0;
+      for (size_t i = 0; i < l.size(); ++i) t += l[pick(rng)];
+      s += t / static_cast<double>(l.size());
+    }
+    sums[static_cast<size_t>(k)] = s;
+  }
+  std::sort(sums.begin(), sums.end());
+  r.lo = std::exp(quantile_sorted(sums, (1 - level) / 2));
+  r.hi = std::exp(quantile_sorted(sums, (1 + level) / 2));
+  r.level = level;
+  return r;
+}
+
+Interval bootstrap_mean(const std::vector<double>& values, double level, int resamples, uint64_t seed) {
+  Interval r;
+  const Moments m = moments(values);
+  if (m.n == 0) return r;
+  r.point = m.mean;
+  r.lo = r.hi = m.mean;
+  r.n = m.n;
+  if (m.n < 2 || resamples < 2) return r;
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<size_t> pick(0, values.size() - 1);
+  std::vector<double> means(static_cast<size_t>(resamples));
+  for (int k = 0; k < resamples; ++k) {
+    double t = 0;
+    for (size_t i = 0; i < values.size(); ++i) t += values[pick(rng)];
+    means[static_cast<size_t>(k)] = t / static_cast<double>(values.size());
+  }
+  std::sort(means.begin(), means.end());
+  r.lo = quantile_sorted(means, (1 - level) / 2);
+  r.hi = quantile_sorted(means, (1 + level) / 2);
+  r.level = level;
+  return r;
+}
+
+Verdict verdict_of(const Interval& s, const NoiseRule& rule) {
+  if (!s.valid()) return Verdict::kUndecided;
+  const double up = 1.0 + rule.floor_pct / 100.0, down = 1.0 / up;
+  if (s.lo > up) return Verdict::kFaster;
+  if (s.hi < down) return Verdict::kSlower;
+  if (s.half_width_pct() <= rule.target_pct) return Verdict::kWithinNoise;
+  return Verdict::kUndecided;
+}
+
+const char* verdict_name(Verdict v) {
+  switch (v) {
+    case Verdict::kFaster: return "faster";
+    case Verdict::kSlower: return "slower";
+    case Verdict::kWithinNoise: return "within noise";
+    case Verdict::kUndecided: break;
+  }
+  return "undecided";
+}
+
+std::vector<size_t> outliers(const std::vector<double>& values) {
+  std::vector<size_t> out;
+  if (values.size() < 5) return out;
+  const double med = median(values);
+  std::vector<double> dev;
+  for (double v : values) dev.push_back(std::fabs(v - med));
+  const double mad = 1.4826 * median(dev);
+  for (size_t i = 0; i < values.size(); ++i) {
+    const double d = std::fabs(values[i] - med);
+    if (d > 0.05 * std::fabs(med) && (mad <= 0 || d / mad > 3.5)) out.push_back(i);
+  }
+  return out;
+}
+
+}  // namespace ptune::measure

@@ -1,0 +1,164 @@
+// The statistics behind every figure: intervals against values computed independently (SciPy's
+// Student t and Welch test, noted beside each), the bootstrap on a fixed seed, the verdict rule
+// and the outlier rule; then the diagnosis that skips what the sweep measured as useless.
+
+#include <cmath>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "config/config.hpp"
+#include "measure/diagnosis.hpp"
+#include "measure/probe.hpp"
+#include "measure/stats.hpp"
+
+using namespace ptune::measure;
+
+TEST_CASE("t quantiles are Student's", "[stats]") {
+  CHECK(t_quantile(0.975, 4) == Approx(2.7764451051977934).epsilon(1e-9));  // scipy.stats.t.ppf
+  CHECK(t_quantile(0.995, 10) == Approx(3.16927267261695).epsilon(1e-9));
+  CHECK(t_quantile(0.995, 2.5) == Approx(7.163728138948783).epsilon(1e-9));  // fractional df (Welch)
+  CHECK_THROWS_AS(t_quantile(1.0, 3), std::domain_error);
+  CHECK_THROWS_AS(t_quantile(0.9, 0), std::domain_error);
+}
+
+TEST_CASE("a row's interval is the t-interval of its windows' mean log", "[stats]") {
+  // exp(mean +- t(0.975, 4) * sd / sqrt(5)) of ln 10..14: SciPy gives these.
+  const Interval i = log_mean_interval({10, 11, 12, 13, 14}, 0.95);
+  CHECK(i.point == Approx(11.915960744952384).epsilon(1e-12));
+  CHECK(i.lo == Approx(10.102294653149556).epsilon(1e-12));
+  CHECK(i.hi == Approx(14.05523451357444).epsilon(1e-12));
+  CHECK(i.n == 5);
+  CHECK(i.level == 0.95);
+  CHECK(i.valid());
+  CHECK(i.half_width_pct() == Approx(100 * (std::sqrt(i.hi / i.lo) - 1)));
+  // One window: a point, no interval; non-positive values are ignored.
+  const Interval one = log_mean_interval({5.0, 0.0, -1.0});
+  CHECK(one.point == Approx(5.0));
+  CHECK_FALSE(one.valid());
+  CHECK(one.half_width_pct() == 0);
+}
+
+TEST_CASE("a paired speedup is the t-interval of the windows' log-ratios", "[stats]") {
+  // B takes 8.1..8.6 ms where A takes 9.8..10.5: A/B per pair, t(0.995, 3); SciPy's values.
+  const Interval s = paired_speedup({10.0, 10.5, 9.8, 10.2}, {8.1, 8.6, 7.9, 8.0}, 0.99);
+  CHECK(s.point == Approx(1.2425925616458746).epsilon(1e-12));
+  CHECK(s.lo == Approx(1.177542418042907).epsilon(1e-12));
+  CHECK(s.hi == Approx(1.3112362243594315).epsilon(1e-12));
+  CHECK(s.n == 4);
+  // Identical sides: exactly 1, however noisy the windows.
+  const Interval same = paired_speedup({10, 30, 20}, {10, 30, 20});
+  CHECK(same.point == Approx(1.0));
+  CHECK(same.lo == Approx(1.0));
+  CHECK(same.hi == Approx(1.0));
+  CHECK_THROWS_AS(paired_speedup({1, 2}, {1}), std::invalid_argument);
+}
+
+TEST_CASE("two runs' windows compare by Welch's interval", "[stats]") {
+  // scipy.stats.ttest_ind(equal_var=False) on the logs: df 2.8435, the interval at 99%.
+  const Interval w = welch_speedup({10.0, 10.5, 9.8, 10.2, 10.1}, {8.1, 8.6, 7.9}, 0.99);
+  CHECK(w.point == Approx(1.2346121035176676).epsilon(1e-12));
+  CHECK(w.lo == Approx(1.0409470014745237).epsilon(1e-9));
+  CHECK(w.hi == Approx(1.4643080233606165).epsilon(1e-9));
+  // Too few windows together: the ratio only.
+  const Interval two = welch_speedup({10.0}, {5.0});
+  CHECK(two.point == Approx(2.0));
+  CHECK_FALSE(two.valid());
+}
+
+TEST_CASE("the bootstrap is deterministic on a fixed seed and agrees with theory", "[stats]") {
+  std::vector<double> v;
+  for (int k = 1; k <= 20; ++k) v.push_back(k);
+  const Interval a = bootstrap_mean(v, 0.95, 4000, 7), b = bootstrap_mean(v, 0.95, 4000, 7);
+  CHECK(a.lo == b.lo);
+  CHECK(a.hi == b.hi);
+  CHECK(a.point == Approx(10.5));
+  // The mean of 1..20 has standard error 5.916 / sqrt(20) = 1.323: a 95% interval of about
+  // +-2.5 (the percentile bootstrap runs a little narrower than the t-interval's +-2.77).
+  CHECK(a.lo == Approx(10.5 - 2.5).margin(0.35));
+  CHECK(a.hi == Approx(10.5 + 2.5).margin(0.35));
+  const Interval c = bootstrap_mean(v, 0.95, 4000, 8);
+  CHECK((c.lo != a.lo || c.hi != a.hi));  // another seed, another draw
+}
+
+TEST_CASE("a chain of speedups multiplies, with a bootstrap interval", "[stats]") {
+  // Constant links: the product exactly, the interval a point.
+  const Interval exact = bootstrap_chain({{std::log(2.0), std::log(2.0)}, {std::log(1.5), std::log(1.5)}});
+  CHECK(exact.point == Approx(3.0));
+  CHECK(exact.lo == Approx(3.0));
+  CHECK(exact.hi == Approx(3.0));
+  // Noisy links: the point is the product of the links' geometric means, inside the interval;
+  // the same seed gives the same interval.
+  const std::vector<std::vector<double>> links = {{0.10, 0.12, 0.08, 0.11}, {-0.02, 0.01, 0.00, -0.01}};
+  const Interval i = bootstrap_chain(links), j = bootstrap_chain(links);
+  CHECK(i.point == Approx(std::exp(0.1025 - 0.005)));
+  CHECK(i.lo < i.point);
+  CHECK(i.hi > i.point);
+  CHECK(i.lo == j.lo);
+  CHECK(i.hi == j.hi);
+  CHECK_FALSE(bootstrap_chain({{0.1}, {0.2, 0.3}}).valid());  // a link with one pair: point only
+}
+
+TEST_CASE("verdicts read the speedup's interval against the noise rule", "[stats]") {
+  const NoiseRule rule;  // 3% target, 1% floor
+  auto iv = [](double lo, double hi) { return Interval{std::sqrt(lo * hi), lo, hi, 10, 0.99}; };
+  CHECK(verdict_of(iv(1.02, 1.06), rule) == Verdict::kFaster);
+  CHECK(verdict_of(iv(1.011, 1.30), rule) == Verdict::kFaster);   // wide, but clear of +1%
+  CHECK(verdict_of(iv(0.90, 0.98), rule) == Verdict::kSlower);
+  CHECK(verdict_of(iv(0.99, 1.02), rule) == Verdict::kWithinNoise);
+  CHECK(verdict_of(iv(1.005, 1.03), rule) == Verdict::kWithinNoise);  // above 1, but not by the floor
+  CHECK(verdict_of(iv(0.95, 1.08), rule) == Verdict::kUndecided);    // too wide to say
+  CHECK(verdict_of(Interval{1.5, 1.5, 1.5, 1, 0}, rule) == Verdict::kUndecided);  // no interval
+  CHECK(std::string(verdict_name(Verdict::kWithinNoise)) == "within noise");
+  CHECK(std::string(verdict_name(Verdict::kUndecided)) == "undecided");
+}
+
+TEST_CASE("outliers are far from the median by the MAD rule and by 5%", "[stats]") {
+  CHECK(outliers({10, 10.1, 9.9, 10.05, 30}) == std::vector<size_t>{4});
+  CHECK(outliers({10, 10.1, 9.9, 10.05}).empty());             // too few to tell
+  CHECK(outliers({100, 100.1, 99.9, 100.05, 102}).empty());   // far in MADs, but within 5%
+}
+
+TEST_CASE("speedups between measurements compare samples/s, not ms per step", "[stats]") {
+  Measurement a, b;
+  a.batch_size = 16, b.batch_size = 32;
+  a.repeat_ms = {100, 101, 99}, b.repeat_ms = {100, 99, 101};  // twice the samples in the same time
+  a.ms_per_step = b.ms_per_step = 100;
+  a.samples_per_s = 160, b.samples_per_s = 320;
+  const Interval s = speedup_between(a, b);
+  CHECK(s.point == Approx(2.0).epsilon(1e-3));
+  CHECK(verdict_of(s, NoiseRule{}) == Verdict::kFaster);
+}
+
+TEST_CASE("the diagnosis skips a move the sweep measured as within noise or slower", "[stats]") {
+  ptune::config::ExperimentConfig cfg;
+  cfg.device = "cpu";
+  Measurement m;
+  m.compute_pct = 99;
+  // Native bf16 assumed: the first move of a compute-bound fp32 row is optim.amp.
+  CHECK(diagnose(m, cfg, {}, {}, true) ==
+        "compute-bound (99% in forward/backward/update) on fp32: optim.amp (bf16: this CPU has native bf16)");
+  const std::vector<Tried> amp_noise = {{"optim.amp", "bf16", 7, "bf16 autocast", "within noise", 1.01}};
+  CHECK(diagnose(m, cfg, amp_noise, {}, true) ==
+        "compute-bound (99% in forward/backward/update) on fp32: optim.amp measured within noise here (row 7 "
+        "'bf16 autocast', 1.01x); try model.channels_last");
+  // Faster or undecided is no reason to skip it.
+  CHECK(diagnose(m, cfg, {{"optim.amp", "bf16", 7, "bf16 autocast", "undecided", 1.2}}, {}, true).find(
+            "on fp32: optim.amp (bf16") != std::string::npos);
+  // Both moves measured useless: both named, no advice left.
+  const std::vector<Tried> both = {{"optim.amp", "bf16", 7, "bf16 autocast", "within noise", 1.01},
+                                   {"model.channels_last", true, 8, "channels_last", "slower", 0.93}};
+  CHECK(diagnose(m, cfg, both, {}, true) ==
+        "compute-bound (99% in forward/backward/update) on fp32: optim.amp measured within noise here (row 7 "
+        "'bf16 autocast', 1.01x); model.channels_last measured slower here (row 8 'channels_last', 0.93x)");
+  // Without native bf16 the CPU is not advised to use it, and the note says why.
+  CHECK(diagnose(m, cfg, {}, {}, false) ==
+        "compute-bound (99% in forward/backward/update) on fp32: this CPU has no native bf16 arithmetic (no "
+        "AVX512-BF16 or AMX), so optim.amp is not advised; try model.channels_last");
+  // Input-bound: more workers measured within noise, so the next move.
+  Measurement in;
+  in.data_wait_pct = 70;
+  CHECK(diagnose(in, cfg, {{"loader.num_workers", 2, 2, "2 loader workers", "within noise", 1.0}}, {}, true) ==
+        "input-bound (70% waiting for data): loader.num_workers measured within noise here (row 2 '2 loader "
+        "workers', 1.00x); try ship smaller batches (loader.uint8_transfer)");
+}

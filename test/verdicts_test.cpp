@@ -1,0 +1,142 @@
+// Verdicts on the built binary, as a user gets them: an A/A row (its override leaves the
+// configuration as it was) is within noise with an interval holding 1.0, run after run; batch 32
+// against batch 2 is faster every time; two runs never call a row faster in one and slower in
+// the other; with a competing busy process the rows are flagged as measured under load and the
+// A/A row is still neither faster nor slower. These tests time real training steps, so ctest
+// runs them alone (RUN_SERIAL): another test beside them would be competing load.
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "test_util.hpp"
+
+using Json = nlohmann::json;
+using ptune::test::run;
+using ptune::test::TempDir;
+
+namespace {
+
+const char* kConfig = R"({
+  "name": "verdicts",
+  "seed": 0,
+  "device": "cpu",
+  "model": { "arch": "resnet18", "num_classes": 10 },
+  "data": { "kind": "fake_cifar", "num_samples": 512, "image_size": 32 },
+  "loader": { "batch_size": 2, "num_workers": 0 },
+  "optim": { "kind": "sgd", "lr": 0.01 },
+  "measure": { "warmup_steps": 2, "steps": 6, "repeats": 3, "max_s": 4 },
+  "sweep": [
+    { "name": "baseline" },
+    { "name": "same again", "set": { "loader.batch_size": 2 } },
+    { "name": "batch 32", "set": { "loader.batch_size": 32 } }
+  ]
+})";
+
+/// Runs the sweep and returns its results document.
+Json sweep(const TempDir& dir, const std::string& tag) {
+  const std::string cfg = dir.write("verdicts.json", kConfig), out = dir.file(tag + ".json");
+  const auto r = run(ptune::test::exe() + " sweep " + cfg + " --out " + out);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  return Json::parse(ptune::test::read_file(out));
+}
+
+/// A process that spins on one core until killed.
+struct Busy {
+  pid_t pid = -1;
+  Busy() {
+    pid = ::fork();
+    if (pid == 0) {
+      volatile unsigned long x = 0;
+      for (;;) x = x + 1;
+    }
+  }
+  ~Busy() {
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  }
+};
+
+}  // namespace
+
+TEST_CASE("A/A is within noise and holds 1.0, a large change is faster, two runs agree", "[verdicts]") {
+  TempDir dir;
+  std::vector<Json> runs;
+  for (int k = 0; k < 2; ++k) runs.push_back(sweep(dir, "run" + std::to_string(k)));
+  for (const auto& res : runs) {
+    const auto& rows = res["rows"];
+    REQUIRE(rows.size() == 3);
+    INFO(rows.dump(1));
+    // Row 1 against row 0, interleaved: the same configuration twice.
+    CHECK(rows[1]["interleaved"] == true);
+    CHECK(rows[1]["compared_with"] == 0);
+    CHECK(rows[1]["verdict_vs_prev"] == "within noise");
+    CHECK(rows[1]["speedup_vs_prev_lo"].get<double>() <= 1.0);
+    CHECK(rows[1]["speedup_vs_prev_hi"].get<double>() >= 1.0);
+    CHECK(rows[1]["speedup_vs_prev_hi"].get<double>() / rows[1]["speedup_vs_prev_lo"].get<double>() <= 1.061);
+    // Batch 32 against batch 2: many times the samples/s.
+    CHECK(rows[2]["verdict_vs_prev"] == "faster");
+    CHECK(rows[2]["verdict_vs_base"] == "faster");
+    CHECK(rows[2]["speedup_vs_prev_lo"].get<double>() > 1.5);
+    // Every row has its windows and its 95% interval.
+    for (const auto& r : rows) {
+      CHECK(r["windows"].get<int>() >= 3);
+      CHECK(r["samples_per_s_lo"].get<double>() <= r["samples_per_s"].get<double>());
+      CHECK(r["samples_per_s_hi"].get<double>() >= r["samples_per_s"].get<double>());
+    }
+  }
+  // Never faster in one run and slower in the other.
+  for (size_t i = 0; i < 3; ++i)
+    for (const char* key : {"verdict_vs_prev", "verdict_vs_base"}) {
+      const std::string a = runs[0]["rows"][i][key].is_string() ? runs[0]["rows"][i][key].get<std::string>() : "";
+      const std::string b = runs[1]["rows"][i][key].is_string() ? runs[1]["rows"][i][key].get<std::string>() : "";
+      INFO("row " << i << " " << key << ": " << a << " / " << b);
+      CHECK_FALSE((a == "faster" && b == "slower"));
+      CHECK_FALSE((a == "slower" && b == "faster"));
+    }
+}
+
+TEST_CASE("competing load is flagged in every format, and A/A is still not called faster or slower", "[verdicts]") {
+  TempDir dir;
+  const std::string cfg = dir.write("verdicts.json", kConfig);
+  ptune::test::RunResult r;
+  {
+    Busy busy;
+    r = run(ptune::test::exe() + " sweep " + cfg + " --format json --out " + dir.file("load.csv"));
+  }
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  // One warning line on stderr for a row measured under load.
+  CHECK(r.err.find("measured under competing load") != std::string::npos);
+  const Json res = Json::parse(r.out);
+  const auto& rows = res["rows"];
+  REQUIRE(rows.size() == 3);
+  INFO(rows.dump(1));
+  for (const auto& row : rows) {
+    CHECK(row["under_load"] == true);
+    CHECK(row["other_cpu_cores"].get<double>() >= 0.2);
+    bool noted = false;
+    for (const auto& n : row["notes"]) noted = noted || n.get<std::string>().rfind("measured under competing load", 0) == 0;
+    CHECK(noted);
+  }
+  CHECK(rows[1]["verdict_vs_prev"] != "faster");
+  CHECK(rows[1]["verdict_vs_prev"] != "slower");
+  // The CSV written beside it, and the HTML report of the JSON, say so too.
+  const std::string csv = ptune::test::read_file(dir.file("load.csv"));
+  CHECK(csv.find(",under_load,") != std::string::npos);
+  CHECK(csv.find(",true,") != std::string::npos);
+  const std::string json = dir.write("load.json", r.out);
+  REQUIRE(run(ptune::test::exe() + " report " + json + " -o " + dir.file("load.html")).code == 0);
+  const std::string html = ptune::test::read_file(dir.file("load.html"));
+  CHECK(html.find("<th class=\"n\">load</th>") != std::string::npos);
+  CHECK(html.find(" cores</td>") != std::string::npos);
+}
