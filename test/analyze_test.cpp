@@ -220,7 +220,7 @@ TEST_CASE("analyze: bad input is named, with the file and what is wrong", "[anal
                                           "for GPU figures: record it on a GPU with ProfilerActivity.CUDA");
 }
 
-// Regression tests for what fuzz/trace_fuzz.cpp found (README, "Fuzzing").
+// Regression tests for what fuzz/trace_fuzz.cpp found (docs/testing.md, "Fuzzing").
 
 TEST_CASE("analyze: a field of another type than the schema's is ignored as if absent, not thrown", "[analyze]") {
   // Each of these threw nlohmann's type_error 302 ("type must be string, but is number").
@@ -332,7 +332,7 @@ TEST_CASE("analyze: a path that is not UTF-8 renders as JSON, the bad bytes repl
   CHECK(has(j["path"].get<std::string>(), "bad\xef\xbf\xbd.json"));
 }
 
-TEST_CASE("rule table: the sweep's thresholds are the table's, and README shows the table", "[analyze]") {
+TEST_CASE("rule table: the sweep's thresholds are the table's, and docs/analyze.md shows the table", "[analyze]") {
   using ptune::measure::rule;
   using ptune::measure::RuleId;
   const ptune::measure::DiagnosisThresholds t;
@@ -342,9 +342,9 @@ TEST_CASE("rule table: the sweep's thresholds are the table's, and README shows 
   CHECK(t.low_memory_pct == rule(RuleId::kLowMemory).threshold);
   for (size_t i = 0; i < ptune::measure::rules().size(); ++i)
     CHECK(static_cast<size_t>(ptune::measure::rules()[i].id) == i);
-  const std::string readme = ptune::test::read_file(std::string(PTUNE_SOURCE_DIR) + "/README.md");
+  const std::string page = ptune::test::read_file(std::string(PTUNE_SOURCE_DIR) + "/docs/analyze.md");
   INFO(ptune::measure::rules_markdown());
-  CHECK(has(readme, ptune::measure::rules_markdown()));
+  CHECK(has(page, ptune::measure::rules_markdown()));
 }
 
 TEST_CASE("ptune analyze: table, json and md on stdout, and bad input as one line with exit 2", "[e2e][analyze]") {
@@ -362,7 +362,7 @@ TEST_CASE("ptune analyze: table, json and md on stdout, and bad input as one lin
   const auto j = nlohmann::ordered_json::parse(r.out);
   std::vector<std::string> keys;
   for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
-  // The documented shape (README, "Analyze a PyTorch trace"), in order.
+  // The documented shape (docs/analyze.md, "JSON"), in order.
   CHECK(keys == std::vector<std::string>{"path", "writer", "device", "devices", "steps_from", "verdict", "notes",
                                          "rank", "steps", "mean", "tensor_core_pct", "half_precision_pct",
                                          "top_kernels", "top_operators", "dataloader", "h2d", "syncs", "distributed",

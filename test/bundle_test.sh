@@ -54,10 +54,10 @@ run_bundle() {  # run_bundle OUTDIR [VAR=VALUE...] -- ARGS...: bash BUNDLE/run A
   while [ "$1" != -- ]; do vars+=("$1"); shift; done
   shift
   if [ $((${#hide[@]} + ${#hide_files[@]})) -eq 0 ]; then
-    "${clean[@]}" OUT="$out" "${vars[@]}" bash "$bundle/run" "$@"
+    "${clean[@]}" PTUNE_RESULTS_DIR="$out" "${vars[@]}" bash "$bundle/run" "$@"
     return
   fi
-  "${clean[@]}" OUT="$out" "${vars[@]}" unshare -m bash -c '
+  "${clean[@]}" PTUNE_RESULTS_DIR="$out" "${vars[@]}" unshare -m bash -c '
     set -e; n=$1; shift
     for ((i = 0; i < n; i++)); do mount -t tmpfs -o size=1m tmpfs "$1"; shift; done
     n=$1; shift
@@ -102,7 +102,7 @@ grep -qE "parse_error|$tmp/nowhere" "$tmp/neg.txt" || { cat "$tmp/neg.txt"; fail
 r=0; run_bundle "$tmp/out-nogpu" -- tests >"$tmp/nogpu.txt" 2>&1 || r=$?
 [ "$r" -eq 3 ] || { cat "$tmp/nogpu.txt"; fail "run tests without a GPU: exit $r, not 3"; }
 
-# The profile phase's plumbing on the CPU: a one-row config, its trace gzipped into OUT.
+# The profile phase's plumbing on the CPU: a one-row config, its trace gzipped into the results folder.
 "$python" - "$bundle/configs/quickstart-cpu.json" "$tmp/one-row.json" <<'EOF'
 import json, sys
 c = json.load(open(sys.argv[1]))
@@ -113,7 +113,7 @@ json.dump(c, open(sys.argv[2], "w"))
 EOF
 run_bundle "$tmp/out-profile" PTUNE_BUNDLE_CPU=1 -- profile "$tmp/one-row.json" >"$tmp/profile.log" 2>&1 ||
   { cat "$tmp/profile.log"; fail "run profile"; }
-ls "$tmp/out-profile"/trace-*.json.gz >/dev/null 2>&1 || { cat "$tmp/profile.log"; fail "no trace in OUT"; }
+ls "$tmp/out-profile"/trace-*.json.gz >/dev/null 2>&1 || { cat "$tmp/profile.log"; fail "no trace in the results folder"; }
 gzip -dc "$tmp/out-profile"/trace-*.json.gz | "$python" -c 'import json, sys; json.load(sys.stdin)' ||
   fail "the gzipped trace is not JSON"
 echo "bundle_test: profile phase: $(cd "$tmp/out-profile" && ls | tr '\n' ' ')"

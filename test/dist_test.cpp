@@ -459,16 +459,18 @@ TEST_CASE("dist: ptune launch trains on 2 ranks and only rank 0 prints and write
                             " --save-weights " + dir.file("w.pt"));
   INFO(r.out << r.err);
   CHECK(r.code == 0);
-  CHECK(r.out.find("[rank 0] trained 2 steps") != std::string::npos);
-  CHECK(r.out.find("[rank 1]") == std::string::npos);  // only rank 0 prints
+  // stdout is rank 0's output as one process prints it; stderr lines name their rank.
+  CHECK(r.out.rfind("trained 2 steps", 0) == 0);
+  CHECK(r.out.find("[rank") == std::string::npos);
   CHECK(r.err.find("[rank 0] step 2/2") != std::string::npos);
+  CHECK(r.err.find("[rank 1] step") == std::string::npos);  // only rank 0 prints progress
   CHECK(std::filesystem::exists(dir.file("w.pt")));
   CHECK(std::filesystem::exists(dir.file("ckpt/tiny-step2.pt")));
 
   // Evaluation is sharded: 37 samples split 19 + 18, the totals equal one process's.
   const std::string eval = " eval " + cfg + " --weights " + dir.file("w.pt") + " --format json --set data.num_samples=37";
   auto one = ptune::test::run(ptune::test::exe() + eval);
-  auto two = ptune::test::run(ptune::test::exe() + " launch --nproc-per-node 2 --master-port 0 --no-prefix --" + eval);
+  auto two = ptune::test::run(ptune::test::exe() + " launch --nproc-per-node 2 --master-port 0 --" + eval);  // stdout as is
   INFO(one.err << two.err);
   REQUIRE(one.code == 0);
   REQUIRE(two.code == 0);
@@ -477,12 +479,20 @@ TEST_CASE("dist: ptune launch trains on 2 ranks and only rank 0 prints and write
   CHECK(e2["samples"] == 37);
   CHECK(e2["top1"] == e1["top1"]);
   CHECK(e2["loss"].get<double>() == Approx(e1["loss"].get<double>()).epsilon(1e-5));
+  // On request, stdout lines name their rank too; --no-prefix leaves stderr's bare.
+  auto tagged = ptune::test::run(ptune::test::exe() + " launch --nproc-per-node 2 --master-port 0 --prefix-stdout --no-prefix --" + eval);
+  INFO(tagged.out << tagged.err);
+  CHECK(tagged.code == 0);
+  CHECK(tagged.out.rfind("[rank 0] {\"loss\":", 0) == 0);
+  CHECK(tagged.err.find("[rank") == std::string::npos);
 
   // A sweep row run data-parallel: results name the world, throughput counts both ranks.
   auto s = ptune::test::run(ptune::test::exe() + " launch --nproc-per-node 2 --master-port 0 -- sweep " + cfg +
-                            " --out " + dir.file("r.json"));
+                            " --out " + dir.file("r.json") + " --format json");
   INFO(s.out << s.err);
   CHECK(s.code == 0);
+  // stdout is one JSON document, as `| jq` needs it.
+  CHECK(nlohmann::json::parse(s.out)["environment"]["world_size"] == 2);
   auto results = nlohmann::json::parse(ptune::test::read_file(dir.file("r.json")));
   CHECK(results["environment"]["world_size"] == 2);
   CHECK(results["rows"][0]["status"] == "ok");

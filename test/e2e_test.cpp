@@ -128,6 +128,62 @@ TEST_CASE("sweep formats json, csv, md on stdout and set overrides", "[e2e]") {
   CHECK(semantics_notes(rd["rows"][1]) == 1);
 }
 
+TEST_CASE("a shell loop: --label names the rows, --set is noted, --no-header appends CSV rows", "[e2e]") {
+  TempDir dir;
+  auto one = dir.write("one.json", R"({"device": "cpu", "data": {"num_samples": 16, "image_size": 32},
+      "loader": {"batch_size": 4}, "measure": {"warmup_steps": 0, "steps": 1, "repeats": 1}})");
+  const std::string exe = ptune::test::exe();
+  const std::string csv = dir.file("all.csv");
+  // The header once, then rows only: one CSV with a row per run, each named and noted.
+  // (In a subshell: run() redirects the command's own stdout.)
+  auto first = run("(" + exe + " sweep " + one + " --format csv --label 'batch 4' > " + csv + ")");
+  REQUIRE(first.code == 0);
+  auto second = run("(" + exe + " sweep " + one + " --set loader.batch_size=2 --format csv --no-header >> " + csv + ")");
+  INFO(second.err);
+  REQUIRE(second.code == 0);
+  const std::string text = ptune::test::read_file(csv);
+  INFO(text);
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  REQUIRE(lines.size() == 3);
+  CHECK(lines[0].rfind("index,name,", 0) == 0);
+  CHECK(lines[1].rfind("0,batch 4,", 0) == 0);
+  CHECK(lines[2].rfind("0,config,", 0) == 0);  // a config without sweep rows is one row, "config"
+  CHECK(lines[2].find("command line: --set loader.batch_size=2") != std::string::npos);
+  // In JSON and --out too; a sweep of several rows keeps each row's name after the label.
+  auto rows = dir.write("rows.json", R"({"device": "cpu", "data": {"num_samples": 16, "image_size": 32},
+      "loader": {"batch_size": 4}, "measure": {"warmup_steps": 0, "steps": 1, "repeats": 1},
+      "sweep": [{"name": "base"}, {"name": "data", "set": {"measure.mode": "data"}}]})");
+  auto j = run(exe + " sweep " + rows + " --label run7 --set measure.steps=2 --format json --out " + dir.file("r.json"));
+  INFO(j.err);
+  REQUIRE(j.code == 0);
+  for (const auto& doc : {Json::parse(j.out), Json::parse(ptune::test::read_file(dir.file("r.json")))}) {
+    CHECK(doc["rows"][0]["name"] == "run7: base");
+    CHECK(doc["rows"][1]["name"] == "run7: data");
+    CHECK(doc["rows"][1]["notes"].back() == "command line: --set measure.steps=2");
+  }
+  // Without --set or --label, rows are as the config names them, with no note.
+  auto plain = Json::parse(run(exe + " sweep " + rows + " --format json").out);
+  CHECK(plain["rows"][0]["name"] == "base");
+  for (const auto& note : plain["rows"][0]["notes"]) CHECK(note.get<std::string>().rfind("command line:", 0) != 0);
+  expect_usage_error(run(exe + " sweep " + one + " --no-header"), "--no-header: only with --format csv (got --format table)");
+}
+
+TEST_CASE("cmake --install puts a ptune that runs on PATH", "[e2e]") {
+  TempDir dir;
+  auto r = run("cmake --install '" + std::string(PTUNE_BINARY_DIR) + "' --prefix '" + dir.file("prefix") + "'");
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  const std::string installed = dir.file("prefix/bin/ptune");
+  REQUIRE(std::filesystem::exists(installed));
+  // From PATH alone, with no library path: it finds the LibTorch it was built against.
+  auto v = run("env -u LD_LIBRARY_PATH PATH='" + dir.file("prefix/bin") + ":/usr/bin:/bin' ptune --version");
+  INFO(v.err);
+  CHECK(v.code == 0);
+  CHECK(v.out.rfind("ptune ", 0) == 0);
+}
+
 TEST_CASE("check prints the resolved config", "[e2e]") {
   TempDir dir;
   auto cfg = dir.write("c.json", R"({"loader": {"batch_size": 9}})");
@@ -334,9 +390,23 @@ TEST_CASE("resume refuses a checkpoint that does not fit the config, weights and
         std::string::npos);
   CHECK(other.err.find("resuming with optim.amp bf16 (the checkpoint's was off)") != std::string::npos);
   // A checkpoint given as weights, and weights that do not exist.
+  // ... with the exact command that exports its weights, which works: they are the run's own.
+  const std::string exported = dir.file("ck/tiny-step3-weights.pt");
+  const std::string export_cmd = "ptune train " + cfg + " --resume " + ck +
+                                 " --set train.max_steps=3 --set train.checkpoint_dir=" + dir.file("ck") +
+                                 " --save-weights " + exported;
   expect_error(run(exe + " eval " + cfg + " --weights " + ck),
                ck + ": this is a ptune checkpoint, not a weights file: continue it with ptune train --resume, or "
-                    "export its weights with ptune train --save-weights");
+                    "export its weights with ptune train --save-weights, exactly: " + export_cmd +
+                    " (no further step is trained), then: ptune eval " + cfg + " --weights " + exported);
+  auto exp = run(exe + export_cmd.substr(std::string("ptune").size()));
+  INFO(exp.err);
+  REQUIRE(exp.code == 0);
+  CHECK(exp.out.rfind("trained 3 steps", 0) == 0);
+  auto eval_exported = run(exe + " eval " + cfg + " --weights " + exported + " --format json");
+  auto eval_saved = run(exe + " eval " + cfg + " --weights " + w + " --format json");
+  REQUIRE(eval_exported.code == 0);
+  CHECK(eval_exported.out == eval_saved.out);
   expect_usage_error(run(exe + " check " + cfg + " --set model.weights=" + dir.file("none.pt")),
                      cfg + ": model.weights: '" + dir.file("none.pt") + "' does not exist");
 }

@@ -9,6 +9,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
@@ -112,6 +113,16 @@ void check_format(const std::string& f, const std::vector<std::string>& allowed)
   }
 }
 
+/// `s` as one shell word: as it is when it holds only safe characters, else in single quotes.
+std::string shell_quote(const std::string& s) {
+  if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-+=.,/:@%") ==
+                        std::string::npos)
+    return s;
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
 /// The terminal style of a file descriptor, from TERM and NO_COLOR.
 ptune::report::TerminalStyle style_of(int fd) {
   return ptune::report::terminal_style(::isatty(fd) == 1, std::getenv("TERM"), std::getenv("NO_COLOR"));
@@ -142,6 +153,12 @@ int main(int argc, char** argv) {
                                           "(the rows before still apply their changes)");
   auto* sweep_out_opt = sweep->add_option("--out", sweep_out, "also write results to FILE (.json, .csv, .md or .html by extension, any case), "
                                        "rewritten after every row");
+  std::string sweep_label;
+  sweep->add_option("--label", sweep_label, "name this run's rows: LABEL for a config without sweep rows, 'LABEL: <row>' "
+                                            "otherwise (e.g. in a shell loop over --set values)");
+  bool sweep_no_header = false;
+  sweep->add_flag("--no-header", sweep_no_header, "--format csv: print the rows without the header line, to append to a "
+                                                  "file that has one");
 
   // `ptune report`: the HTML report of results files, and the comparison that gates CI.
   std::vector<std::string> report_files;
@@ -193,7 +210,7 @@ int main(int argc, char** argv) {
 
   // `ptune launch`: N data-parallel ranks of a ptune command on this machine (torchrun-style).
   ptune::dist::LaunchOptions launch_opt;
-  bool launch_no_prefix = false;
+  bool launch_no_prefix = false, launch_prefix_stdout = false;
   auto* launch = app.add_subcommand("launch", "run a ptune command as N data-parallel ranks on this machine (one node of --nnodes): ptune launch --nproc-per-node N -- train exp.json");
   launch->add_option("--nproc-per-node", launch_opt.nproc_per_node, "ranks (processes) to start; one per GPU on a GPU machine")->required()->check(CLI::Range(1, 4096));
   launch->add_option("--nnodes", launch_opt.nnodes, "machines in the run; start one launch on each")->capture_default_str()->check(CLI::Range(1, 65536));
@@ -201,7 +218,9 @@ int main(int argc, char** argv) {
   launch->add_option("--master-addr", launch_opt.master_addr, "node 0's address, reachable from every node (default 127.0.0.1 on one node; required with --nnodes > 1)");
   launch->add_option("--master-port", launch_opt.master_port, "rendezvous port at --master-addr (0 = any free port, one node only)")->capture_default_str()->check(CLI::Range(0, 65535));
   launch->add_option("--grace", launch_opt.grace_s, "seconds between SIGTERM and SIGKILL when stopping the ranks after one failed")->capture_default_str()->check(CLI::Range(0.0, 3600.0));
-  launch->add_flag("--no-prefix", launch_no_prefix, "do not prefix output lines with [rank R]");
+  launch->add_flag("--no-prefix", launch_no_prefix, "do not prefix the ranks' stderr lines (logs, errors) with [rank R]");
+  launch->add_flag("--prefix-stdout", launch_prefix_stdout, "prefix the ranks' stdout lines with [rank R] too (by default stdout is "
+                                                            "exactly rank 0's output, e.g. --format json for jq)");
   launch->add_option("command", launch_opt.args, "the ptune command every rank runs, after --")->required();
 
   // `ptune analyze`: the verdict on a profiler trace, Python's torch.profiler's or ptune's.
@@ -280,10 +299,23 @@ int main(int argc, char** argv) {
         if (sweep_rows_opt->count() > 0) opt.rows = ptune::tune::parse_rows(sweep_rows, std::max<size_t>(1, cfg.sweep.size()));
         const ptune::report::TerminalStyle err_style = style_of(STDERR_FILENO);
         const bool live = !quiet && ::isatty(STDERR_FILENO) == 1;
+        if (sweep_no_header && sweep_format != "csv")
+          throw ptune::UsageError("--no-header: only with --format csv (got --format " + sweep_format + ")");
+        // The command line's mark on every row: --label names the rows; --set overrides are noted.
+        std::string sets_note;
+        for (const auto& s : sweep_c.sets) sets_note += (sets_note.empty() ? "command line: --set " : " --set ") + s;
+        const bool one_row = cfg.sweep.size() <= 1;
+        auto marked = [&](ptune::report::Results r) {
+          for (auto& row : r.rows) {
+            if (!sweep_label.empty()) row.name = one_row ? sweep_label : sweep_label + ": " + row.name;
+            if (!sets_note.empty()) row.notes.push_back(sets_note);
+          }
+          return r;
+        };
         if (!sweep_out.empty()) {
           opt.on_row = [&](const ptune::report::Results& r) {
             if (!rank0) return;  // data parallel: rank 0 writes
-            ptune::report::write_results(sweep_out, r);
+            ptune::report::write_results(sweep_out, marked(r));
           };
         }
         const size_t n_rows = std::max<size_t>(1, cfg.sweep.size());
@@ -309,7 +341,11 @@ int main(int argc, char** argv) {
         }
         // Colour on a terminal that has it (not TERM=dumb; not with NO_COLOR non-empty).
         const bool color = sweep_format == "table" && style_of(STDOUT_FILENO).color;
-        if (rank0) std::cout << ptune::report::render(results, sweep_format, color) << std::flush;
+        if (rank0) {
+          std::string text = ptune::report::render(marked(results), sweep_format, color);
+          if (sweep_no_header) text.erase(0, text.find('\n') == std::string::npos ? text.size() : text.find('\n') + 1);
+          std::cout << text << std::flush;
+        }
         // Rows that failed (not skipped for an option the device cannot honour) fail the sweep,
         // after every finished row was printed and written.
         if (code == 0) {
@@ -471,6 +507,7 @@ int main(int argc, char** argv) {
       }
       if (app.got_subcommand("launch")) {
         launch_opt.prefix = !launch_no_prefix;
+        launch_opt.prefix_stdout = launch_prefix_stdout;
         const auto r = ptune::dist::launch(launch_opt);
         if (r.exit_code == 130 || r.exit_code == 143) std::fprintf(stderr, "ptune: %s\n", r.error.c_str());
         else if (r.exit_code != 0) std::fprintf(stderr, "ptune: error: %s\n", r.error.c_str());
@@ -479,7 +516,28 @@ int main(int argc, char** argv) {
       if (app.got_subcommand("eval")) {
         check_format(eval_format, {"table", "json"});
         auto cfg = load(eval_c);
-        auto r = ptune::engine::evaluate(cfg, weights);
+        ptune::engine::EvalResult r;
+        try {
+          r = ptune::engine::evaluate(cfg, weights);
+        } catch (const ptune::DataError& e) {
+          // A checkpoint given as weights: the exact command that exports its weights.
+          const auto step = ptune::engine::checkpoint_step(weights);
+          if (!step) throw;
+          std::string out = weights;
+          if (out.size() > 3 && out.compare(out.size() - 3, 3, ".pt") == 0) out.resize(out.size() - 3);
+          out += "-weights.pt";
+          std::string sets;
+          for (const auto& s : eval_c.sets) sets += " --set " + shell_quote(s);
+          // Its last checkpoint goes beside the given one (the same file when that is the run's).
+          std::string folder = std::filesystem::path(weights).parent_path().string();
+          if (folder.empty()) folder = ".";
+          throw ptune::DataError(std::string(e.what()) + ", exactly: ptune train " +
+                                 shell_quote(eval_c.config_path) + sets + " --resume " + shell_quote(weights) +
+                                 " --set train.max_steps=" + std::to_string(*step) + " --set " +
+                                 shell_quote("train.checkpoint_dir=" + folder) + " --save-weights " +
+                                 shell_quote(out) + " (no further step is trained), then: ptune eval " +
+                                 shell_quote(eval_c.config_path) + sets + " --weights " + shell_quote(out));
+        }
         if (!rank0) return 0;
         if (eval_format == "json") {
           std::cout << nlohmann::ordered_json{{"loss", r.loss}, {"top1", r.top1}, {"samples", r.samples}}.dump() << "\n";

@@ -1,6 +1,6 @@
 #pragma once
-/// `ptune analyze`'s outputs: an aligned terminal table, one stable JSON document (README,
-/// "Analyze a PyTorch trace"), and Markdown.
+/// `ptune analyze`'s outputs: an aligned terminal table, one stable JSON document (docs/analyze.md,
+/// "JSON"), and Markdown.
 
 #include <string>
 #include <vector>

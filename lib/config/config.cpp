@@ -161,7 +161,7 @@ const std::vector<Field>& fields() {
     t.push_back(field("measure.profile", &E::measure, &MeasureConfig::profile, T::kBool, "record a few steps of each row with LibTorch's profiler into a Chrome trace"));
     t.push_back(between(field("measure.profile_steps", &E::measure, &MeasureConfig::profile_steps, T::kInt, "steps recorded in each trace"), 1, 1000));
     t.push_back(between(field("measure.convergence_steps", &E::measure, &MeasureConfig::convergence_steps, T::kInt, "train rows: also train a fresh model this many steps and compare its loss curve with the first row's; 0 = off"), 0, 10000000));
-    t.push_back(field("measure.out_dir", &E::measure, &MeasureConfig::out_dir, T::kString, "folder for traces: out_dir/<experiment>/<row>/trace.json"));
+    t.push_back(field("measure.out_dir", &E::measure, &MeasureConfig::out_dir, T::kString, "folder for traces: out_dir/<experiment>/<NN-row>/, one <host>_<pid>.<ns>.pt.trace.json per rank"));
 
     t.push_back(between(field("train.epochs", &E::train, &TrainConfig::epochs, T::kInt, "passes over the dataset (ptune train)"), 1, 1000000));
     t.push_back(between(field("train.max_steps", &E::train, &TrainConfig::max_steps, T::kInt, "stop after this many steps in all; 0 = no limit"), 0, 1e12));

@@ -297,11 +297,11 @@ LaunchResult launch(const LaunchOptions& options) {
     ::close(err[1]);
     ::fcntl(out[0], F_SETFL, O_NONBLOCK);
     ::fcntl(err[0], F_SETFL, O_NONBLOCK);
-    const std::string prefix = o.prefix ? "[rank " + std::to_string(r.rank) + "] " : "";
+    const std::string prefix = "[rank " + std::to_string(r.rank) + "] ";
     r.pid = pid;
     r.running = true;
-    r.out = Stream{out[0], 1, prefix, {}, {}};
-    r.err = Stream{err[0], 2, prefix, {}, {}};
+    r.out = Stream{out[0], 1, o.prefix_stdout ? prefix : "", {}, {}};
+    r.err = Stream{err[0], 2, o.prefix ? prefix : "", {}, {}};
   }
 
   std::optional<size_t> first_failure;  // index into ranks

@@ -3,7 +3,9 @@
 /// node of one or several (--nnodes, --node-rank: one launch per machine, all pointed at node
 /// 0's --master-addr and --master-port). Each rank is this program (fork + exec) with RANK,
 /// WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR and MASTER_PORT set; its
-/// output lines come out prefixed "[rank R] "; SIGINT and SIGTERM are forwarded to every rank;
+/// stderr lines come out prefixed "[rank R] " and its stdout lines as they are (only rank 0
+/// prints results, so stdout stays machine-readable, as under torchrun); SIGINT and SIGTERM are
+/// forwarded to every rank;
 /// and when one rank fails, the others on this node get SIGTERM, then SIGKILL after a grace
 /// period, so a launch never hangs (ranks on other nodes fail their next collective).
 
@@ -22,7 +24,8 @@ struct LaunchOptions {
   std::vector<std::string> args;         // the ptune command line every rank runs (after --)
   std::string exe = "/proc/self/exe";    // the program every rank runs
   double grace_s = 5.0;                  // SIGTERM, then SIGKILL after this many seconds
-  bool prefix = true;                    // "[rank R] " before every output line
+  bool prefix = true;                    // "[rank R] " before every stderr line (logs, errors)
+  bool prefix_stdout = false;            // ... and before every stdout line too
 };
 
 /// How a launch ended.

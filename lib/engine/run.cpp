@@ -152,6 +152,21 @@ TrainSummary train(const config::ExperimentConfig& cfg, const TrainOptions& opti
   return summary;
 }
 
+std::optional<int64_t> checkpoint_step(const std::string& path) {
+  try {
+    if (models::identify(path) != models::FileKind::kTorchScript) return std::nullopt;
+    torch::serialize::InputArchive archive;
+    archive.load_from(path, torch::kCPU);
+    c10::IValue arch;
+    if (!archive.try_read("arch", arch)) return std::nullopt;
+    torch::Tensor step;
+    if (!archive.try_read("step", step)) return std::nullopt;
+    return step.item<int64_t>();
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
 EvalResult evaluate(const config::ExperimentConfig& cfg_in, const std::string& weights) {
   config::ExperimentConfig cfg = cfg_in;
   cfg.model.weights = weights;

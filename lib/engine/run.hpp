@@ -58,4 +58,8 @@ struct EvalResult {
 /// std::runtime_error when the rendezvous or a collective fails.
 EvalResult evaluate(const config::ExperimentConfig& cfg, const std::string& weights);
 
+/// The step a ptune checkpoint (Trainer::save_checkpoint) was written at; nullopt when `path`
+/// is not one. Throws nothing.
+std::optional<int64_t> checkpoint_step(const std::string& path);
+
 }  // namespace ptune::engine

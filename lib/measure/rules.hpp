@@ -3,7 +3,7 @@
 /// the next move, said twice — as ptune's config key (the sweep's diagnosis, and `ptune
 /// analyze` on ptune's own traces) and as the PyTorch code change (`ptune analyze` on a
 /// Python trace). The sweep's diagnosis (measure/diagnosis) and the trace analysis
-/// (analyze/advice) both read their thresholds here; README's rule table is rules_markdown().
+/// (analyze/advice) both read their thresholds here; docs/analyze.md's rule table is rules_markdown().
 
 #include <string>
 #include <vector>
@@ -44,7 +44,7 @@ const Rule& rule(RuleId id);
 /// Throws nothing.
 bool fires(RuleId id, double value);
 
-/// The table as README shows it (GitHub Markdown): one line per rule with its figure,
+/// The table as docs/analyze.md shows it (GitHub Markdown): one line per rule with its figure,
 /// threshold and both moves. Throws nothing.
 std::string rules_markdown();
 

@@ -78,7 +78,7 @@ struct BatchSearchResult {
   std::vector<std::string> notes;  // e.g. the CPU cap, the budget running out
   std::string stop_reason;         // "searched" | "budget reached" | "interrupted"
   report::Results table;           // one row per try, for report::render
-  config::ExperimentConfig best;   // the input config with loader.batch_size = fastest (see README)
+  config::ExperimentConfig best;   // the input config with loader.batch_size = fastest (see docs/tuning.md)
 };
 
 /// Runs the batch-size search on `cfg` (its top-level settings; its sweep is ignored).

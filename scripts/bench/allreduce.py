@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """All-reduce time and bandwidth of c10d's backends on this machine: the communication figure
-of README's data-parallel model. ptune all-reduces its gradient buckets through the same c10d
+of the data-parallel model in docs/distributed.md. ptune all-reduces its gradient buckets through the same c10d
 backends (ProcessGroupGloo / ProcessGroupNCCL), so this is the wire speed ptune gets.
 
 Starts --nproc local ranks (Gloo on CPU tensors, or NCCL with one GPU per rank), all-reduces
