@@ -321,6 +321,12 @@ TEST_CASE("read-only folders: checkpoints, weights, results and traces refuse wi
   ::chmod(ro.c_str(), 0755);
   CHECK(temporaries(dir.path.string()).empty());
   CHECK(ptune::test::read_file(ro + "/w.pt") == "previous");
+  // A removed folder: found before any work.
+  auto gone = run_limited("sweep " + scfg + " --out " + dir.file("gone") + "/r.json");
+  expect_one_error(gone, "--out: folder '" + dir.file("gone") + "' does not exist", 2);
+  auto gone_w = run_limited("train " + cfg + " --set train.checkpoint_dir=" + dir.file("ck") + " --save-weights " +
+                            dir.file("gone") + "/w.pt");
+  expect_one_error(gone_w, "--save-weights: folder '" + dir.file("gone") + "' does not exist");
 }
 
 TEST_CASE("a full tmpfs: checkpoints, weights, traces and results fail with one line and leave nothing behind",
@@ -361,6 +367,22 @@ TEST_CASE("a full tmpfs: checkpoints, weights, traces and results fail with one 
   expect_one_error(out, "cannot write --out '" + small + "/r.json': No space left on device");
   CHECK(temporaries(small).empty());
   expect_whole_traces(small);
+  CHECK(ptune::test::read_file(small + "/r.json") == "{\"previous\": true}\n");
+
+  // The same file system read-only.
+  fs::remove(small + "/filler");
+  if (!fs20.read_only()) {
+    WARN("skipped the read-only mount: cannot remount the tmpfs read-only here");
+    return;
+  }
+  auto ro_out = run_limited("sweep " + scfg + " --out " + small + "/r.json");
+  expect_one_error(ro_out, "--out: cannot write in folder '" + small + "': Read-only file system", 2);
+  auto ro_w = run_limited("train " + cfg + " --set train.checkpoint_dir=" + dir.file("ck") + " --save-weights " + small +
+                          "/w.pt");
+  expect_one_error(ro_w, "--save-weights: cannot write in folder '" + small + "': Read-only file system");
+  auto ro_trace = run_limited("sweep " + scfg + " --profile --out " + dir.file("r.json"));
+  expect_one_error(ro_trace, "sweep: row 'config' failed: cannot write measure.out_dir '" + small + "/runs/s/00-config/");
+  CHECK(ro_trace.err.find("': Read-only file system") != std::string::npos);
   CHECK(ptune::test::read_file(small + "/r.json") == "{\"previous\": true}\n");
 }
 
