@@ -1,7 +1,6 @@
 #include "files.hpp"
 
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -12,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <random>
 #include <stdexcept>
 #include <vector>
 
@@ -52,41 +52,32 @@ void forget(int slot) {
   g_used[slot].store(false);
 }
 
-/// SIGINT and SIGTERM held back while a temporary file is created and recorded, so that the
-/// second Ctrl-C never finds a file that is not recorded yet.
-class SignalsHeld {
- public:
-  SignalsHeld() {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    ::pthread_sigmask(SIG_BLOCK, &set, &old_);
-  }
-  ~SignalsHeld() { ::pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
-
- private:
-  sigset_t old_;
-};
-
 [[noreturn]] void fail(const std::string& what, const std::string& path, const std::string& reason) {
   throw WriteError("cannot write " + what + " '" + path + "': " + reason);
 }
 
-/// A temporary file ".<name>.XXXXXX" in `folder`, created (mode 0600) and recorded for
-/// remove_temporaries(). Returns its descriptor and sets `tmp` and `slot`; throws WriteError.
+/// A temporary file ".<name>.XXXXXX" in `folder` (as mkstemp names it: six random letters or
+/// digits), created with mode 0600 and recorded for remove_temporaries() before it exists, so
+/// that the second Ctrl-C never misses it. Returns its descriptor and sets `tmp` and `slot`;
+/// throws WriteError.
 int create_temporary(const fs::path& folder, const std::string& name, const std::string& what,
                      const std::string& shown, std::string& tmp, int& slot) {
-  std::string tmpl = (folder / ("." + name + ".XXXXXX")).string();
-  std::vector<char> buf(tmpl.begin(), tmpl.end());
-  buf.push_back('\0');
+  static const char kLetters[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
   if (injected_failure()) fail(what, shown, std::strerror(ENOSPC));
-  SignalsHeld held;
-  const int fd = ::mkostemp(buf.data(), O_CLOEXEC);
-  if (fd < 0) fail(what, shown, std::strerror(errno));
-  tmp = buf.data();
-  slot = record(tmp);
-  return fd;
+  std::random_device random;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    std::string suffix(6, 'x');
+    for (char& c : suffix) c = kLetters[random() % (sizeof kLetters - 1)];
+    tmp = (folder / ("." + name + "." + suffix)).string();
+    slot = record(tmp);
+    const int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd >= 0) return fd;
+    const int err = errno;
+    forget(slot);
+    slot = -1;
+    if (err != EEXIST) fail(what, shown, std::strerror(err));
+  }
+  fail(what, shown, std::strerror(EEXIST));
 }
 
 /// Why a writer failed when it was not a WriteError: the first line of its message, without
@@ -271,7 +262,6 @@ Scratch::Scratch(const std::string& target, const std::string& what) {
   if (folder.empty()) folder = ".";
   const int fd = create_temporary(folder, fs::path(target).filename().string(), what, target, path_, slots_[0]);
   ::close(fd);
-  SignalsHeld held;
   slots_[1] = record(path_ + ".tmp");
 }
 

@@ -54,7 +54,7 @@ class Output {
 };
 
 /// Writes `path` so that a reader sees the old content or the new one, never a part: `fill`
-/// writes into an Output on a temporary file created with mkstemp in the target's folder
+/// writes into an Output on a temporary file created exclusively (O_EXCL) in the target's folder
 /// (".<name>.XXXXXX": unique per writer, so two processes writing one path never mix their
 /// bytes), which is flushed to disk (fsync), closed, renamed over the target, and the folder is
 /// fsynced. Every step is checked. A symlink is written through (its target is replaced, the

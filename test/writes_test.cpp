@@ -195,11 +195,12 @@ std::string train_config(const TempDir& dir) {
       "optim": {"momentum": 0}, "train": {"epochs": 1, "max_steps": 1}})");
 }
 
-/// A one-row sweep with a one-step profile into `runs`.
+/// A one-row sweep with a one-step profile into `runs`, timed in as few windows as it allows.
 std::string sweep_config(const TempDir& dir, const std::string& runs) {
   return dir.write("s.json", R"({"name": "s", "device": "cpu", "cpu_threads": 1,
       "data": {"num_samples": 8, "image_size": 32}, "loader": {"batch_size": 4},
-      "measure": {"warmup_steps": 0, "steps": 1, "profile_steps": 1, "out_dir": ")" + runs + R"("}})");
+      "measure": {"warmup_steps": 0, "steps": 1, "repeats": 1, "max_s": 0.001, "target_ci_pct": 100,
+                  "profile_steps": 1, "out_dir": ")" + runs + R"("}})");
 }
 
 }  // namespace
