@@ -27,6 +27,13 @@ class DataError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// A file that could not be written (a full disk, a quota, a read-only file system, a file-size
+/// limit, a permission): "cannot write <what> '<path>': <reason>". Exit code 1.
+class WriteError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 /// Thrown when the user interrupts (SIGINT); exit code 130.
 class Interrupted : public std::runtime_error {
  public:

@@ -125,8 +125,8 @@ TEST_CASE("the second Ctrl-C's clean-up removes the temporary file of a write un
   ptune::files::write_text_atomically(out, "--save-weights", "old");
   std::vector<std::string> during, after_cleanup;
   const std::string message = message_of([&] {
-    ptune::files::write_atomically(out, "--save-weights", [&](const std::string& tmp) {
-      TempDir::write_to(tmp, "partial");
+    ptune::files::write_atomically(out, "--save-weights", [&](ptune::files::Output& o) {
+      o.write("partial");
       during = listing(dir.path);
       ptune::files::remove_temporaries();  // what the signal handler calls before _Exit
       after_cleanup = listing(dir.path);

@@ -10,10 +10,57 @@
 #include "engine/trainer.hpp"
 #include "errors.hpp"
 #include "files.hpp"
+#include "log.hpp"
 #include "measure/stats.hpp"
 #include "models/state_dict_io.hpp"
 
 namespace ptune::engine {
+namespace {
+
+/// Bytes of a module's parameters and buffers (its state_dict, as --save-weights writes it),
+/// and of its parameters alone.
+std::pair<uint64_t, uint64_t> model_bytes(const torch::nn::Module& module) {
+  uint64_t all = 0, params = 0;
+  for (const auto& [name, t] : models::state_dict(module)) all += t.numel() * t.element_size();
+  for (const auto& p : module.parameters()) params += p.numel() * p.element_size();
+  return {all, params};
+}
+
+/// Warns, before any step, when the file system of the checkpoints (and of --save-weights)
+/// has less free space than the files will take: the parameters and buffers, plus the
+/// optimizer's state in a checkpoint (SGD's momentum, AdamW's two moments).
+void warn_if_no_room(const config::ExperimentConfig& cfg, const TrainOptions& options, const torch::nn::Module& model) {
+  const auto [weights, params] = model_bytes(model);
+  const uint64_t optim_state =
+      cfg.optim.kind == "adamw" ? 2 * params : cfg.optim.momentum != 0 ? params : 0;
+  const uint64_t checkpoint = weights + optim_state + weights / 100 + (64u << 10);  // + the archive's records
+  const uint64_t weights_file = weights + weights / 100 + (16u << 10);
+  const std::string& dir = cfg.train.checkpoint_dir;
+  const auto dir_fs = files::file_system_of(dir);
+  const auto dir_free = files::free_bytes(dir);
+  std::optional<uint64_t> w_fs, w_free;
+  if (options.save_weights) {
+    w_fs = files::file_system_of(*options.save_weights);
+    w_free = files::free_bytes(*options.save_weights);
+  }
+  const bool shared = options.save_weights && dir_fs && w_fs && *dir_fs == *w_fs;
+  if (shared) {
+    if (dir_free && *dir_free < checkpoint + weights_file)
+      log::warn("train.checkpoint_dir '" + dir + "' and --save-weights '" + *options.save_weights +
+                "' share a file system with " + files::human_bytes(*dir_free) + " free; a checkpoint (about " +
+                files::human_bytes(checkpoint) + ") and the weights (about " + files::human_bytes(weights_file) +
+                ") need " + files::human_bytes(checkpoint + weights_file) + ": they will not both fit");
+    return;
+  }
+  if (dir_free && *dir_free < checkpoint)
+    log::warn("train.checkpoint_dir '" + dir + "' has " + files::human_bytes(*dir_free) +
+              " free; a checkpoint of this run takes about " + files::human_bytes(checkpoint) + ": it will not fit");
+  if (options.save_weights && w_free && *w_free < weights_file)
+    log::warn("--save-weights '" + *options.save_weights + "': its file system has " + files::human_bytes(*w_free) +
+              " free; the weights take about " + files::human_bytes(weights_file) + ": they will not fit");
+}
+
+}  // namespace
 
 TrainSummary train(const config::ExperimentConfig& cfg, const TrainOptions& options) {
   // Data parallel when the environment names a world (torchrun, Slurm, ptune launch): this
@@ -29,6 +76,7 @@ TrainSummary train(const config::ExperimentConfig& cfg, const TrainOptions& opti
     if (options.save_weights) files::check_writable(*options.save_weights, "--save-weights");
   }
   Trainer trainer(cfg, device, group);
+  if (rank0) warn_if_no_room(cfg, options, *trainer.model());
   if (options.on_note && rank0) {
     for (const auto& n : trainer.weights_file_notes()) options.on_note(n);
     if (!trainer.weights_note().empty()) options.on_note(trainer.weights_note());
@@ -64,7 +112,15 @@ TrainSummary train(const config::ExperimentConfig& cfg, const TrainOptions& opti
                         (cfg.name + "-step" + std::to_string(step) + ".pt")).string();
     summary.last_checkpoint = path;
     if (!rank0) return;
-    trainer.save_checkpoint(path, step, epoch);
+    try {
+      trainer.save_checkpoint(path, step, epoch);
+    } catch (const WriteError& e) {
+      // Training stops here; the checkpoints written before are whole (each written atomically).
+      const std::string last = !written.empty() ? written.back() : options.resume.value_or("");
+      throw WriteError(std::string(e.what()) +
+                       (last.empty() ? "; no checkpoint of this run was written"
+                                     : "; the last good checkpoint is " + last + " (continue with --resume " + last + ")"));
+    }
     if (options.on_note) options.on_note("checkpoint " + path);
     if (written.empty() || written.back() != path) written.push_back(path);
     // train.keep_checkpoints: the newest are kept, older ones of this run removed.
@@ -146,7 +202,11 @@ TrainSummary train(const config::ExperimentConfig& cfg, const TrainOptions& opti
   summary.samples_per_s = end.secs > 0 ? (step - start_step) * global_batch / end.secs : 0;
   if (options.on_note && rank0 && !trainer.graph_note().empty()) options.on_note(trainer.graph_note());
   if (options.save_weights && rank0) {
-    models::write_state_dict(*options.save_weights, models::state_dict(*trainer.model()), "--save-weights");
+    try {
+      models::write_state_dict(*options.save_weights, models::state_dict(*trainer.model()), "--save-weights");
+    } catch (const WriteError& e) {
+      throw WriteError(std::string(e.what()) + "; training finished, its last checkpoint is " + summary.last_checkpoint);
+    }
     if (options.on_note) options.on_note("weights " + *options.save_weights);
   }
   return summary;

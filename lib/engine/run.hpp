@@ -42,7 +42,10 @@ struct TrainSummary {
 /// weights and gets on_note; progress and the summary report the loss averaged over ranks and
 /// samples/s of all ranks at the slowest rank's pace; an interrupt is agreed at the next
 /// log_every step. Throws ConfigError when checkpoint_every is not a multiple of
-/// dist.accumulate, std::runtime_error when the rendezvous or a collective fails.
+/// dist.accumulate, std::runtime_error when the rendezvous or a collective fails, WriteError
+/// when a checkpoint or the weights cannot be written (training stops; the message names the
+/// last good checkpoint). Warns (log::warn) before the first step when the checkpoints' or the
+/// weights' file system has less free space than they will take.
 TrainSummary train(const config::ExperimentConfig& cfg, const TrainOptions& options);
 
 struct EvalResult {

@@ -308,7 +308,9 @@ void Trainer::save_checkpoint(const std::string& path, int64_t step, int64_t epo
   archive.write("batch_size", c10::IValue(cfg_.loader.batch_size));
   archive.write("world_size", c10::IValue(static_cast<int64_t>(group_->size())));
   if (scaler_) scaler_->save(archive);
-  files::write_atomically(path, "train.checkpoint_dir", [&](const std::string& tmp) { archive.save_to(tmp); });
+  // Through ptune's checked writer: a full disk is a WriteError raised here, never an exception
+  // from the destructor of LibTorch's zip writer.
+  files::write_atomically(path, "train.checkpoint_dir", [&](files::Output& out) { archive.save_to(out.sink()); });
 }
 
 std::pair<int64_t, int64_t> Trainer::load_checkpoint(const std::string& path, int64_t world_size,

@@ -1,6 +1,8 @@
 #include "measure/trace.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +14,7 @@
 #include <stdexcept>
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <kineto/ActivityType.h>
@@ -21,6 +24,7 @@
 
 #include "compat.hpp"
 #include "engine/cuda_support.hpp"
+#include "errors.hpp"
 #include "files.hpp"
 
 namespace ptune::measure {
@@ -198,6 +202,61 @@ TraceRecorder::~TraceRecorder() {
   }
 }
 
+namespace {
+
+/// Why the trace Kineto wrote into `scratch` is missing or cut short: Kineto reports no error,
+/// so the reason is read off the file system (full, or a file-size limit reached), else said.
+std::string incomplete_reason(const std::string& scratch, uint64_t size) {
+  if (const auto free = files::free_bytes(scratch); free && *free == 0) return std::strerror(ENOSPC);
+  struct rlimit limit {};
+  if (::getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY && size >= limit.rlim_cur)
+    return std::strerror(EFBIG);
+  return "the profiler wrote " + std::string(size == 0 ? "no trace" : "an incomplete trace (" + files::human_bytes(size) + ")");
+}
+
+/// Writes the recording's Chrome trace to `path`: Kineto writes it into a scratch file beside
+/// `path` (removed afterwards, whatever happens), which is checked (not empty, a whole JSON
+/// object with "traceEvents"), finalized (finalize_trace_text) and written to `path` by
+/// files::write_atomically. Throws WriteError "cannot write measure.out_dir '<path>': <reason>".
+void write_trace(prof::ProfilerResult& result, const std::string& path, bool cuda) {
+  const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  if (!folder.empty()) std::filesystem::create_directories(folder, ec);
+  if (ec) throw WriteError("cannot write measure.out_dir '" + path + "': " + ec.message());
+  std::string text;
+  {
+    files::Scratch scratch(path, "measure.out_dir");
+    {
+      // Kineto's own complaints about a failed write are replaced by ptune's one line.
+      QuietStderr quiet(true);
+      result.save(scratch.path());
+    }
+    auto read = [](const std::string& file) {
+      std::ifstream in(file, std::ios::binary);
+      std::ostringstream buf;
+      buf << in.rdbuf();
+      return buf.str();
+    };
+    text = read(scratch.path());
+    // A write that failed leaves Kineto's trace under the name it writes first: what it holds
+    // tells why (a file-size limit).
+    if (text.empty()) text = read(scratch.path() + ".tmp");
+    const bool cut = files::injected_failure();  // the test hook: as a disk that filled up
+    if (cut) text.resize(text.size() / 2);
+    const auto members = top_level_members(text);
+    const bool whole = members && std::any_of(members->begin(), members->end(),
+                                              [](const Member& m) { return m.key == "\"traceEvents\""; });
+    if (!whole)
+      throw WriteError("cannot write measure.out_dir '" + path + "': " +
+                       (cut ? std::string(std::strerror(ENOSPC)) : incomplete_reason(scratch.path(), text.size())));
+  }
+  // Kineto named the file it wrote (the scratch file) and, without a GPU, kept the CUDA
+  // build's complaints about it: the trace says where it is and what it holds instead.
+  files::write_text_atomically(path, "measure.out_dir", finalize_trace_text(text, path, /*drop_errors=*/!cuda));
+}
+
+}  // namespace
+
 TraceSummary TraceRecorder::finish(const std::string& path) {
   QuietStderr quiet(!engine::cuda::available());
   auto result = prof::disableProfiler();
@@ -228,26 +287,7 @@ TraceSummary TraceRecorder::finish(const std::string& path) {
     s.gpu_busy_pct = 100.0 * busy;
     s.kernel_ms = busy * static_cast<double>(end - first) / 1000.0;
   }
-  if (!path.empty()) {
-    files::prepare_folder(std::filesystem::path(path).parent_path().string(), "measure.out_dir");
-    files::write_atomically(path, "measure.out_dir", [&](const std::string& tmp) {
-      result->save(tmp);
-      // Kineto names the file it wrote (the temporary one) and, without a GPU, keeps the CUDA
-      // build's complaints about it: the trace says where it is and what it holds instead.
-      std::string text;
-      {
-        std::ifstream in(tmp, std::ios::binary);
-        std::ostringstream buf;
-        buf << in.rdbuf();
-        text = buf.str();
-      }
-      text = finalize_trace_text(text, path, /*drop_errors=*/!cuda_);
-      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-      out << text;
-      out.flush();
-      if (!out) throw std::runtime_error("cannot rewrite the trace");
-    });
-  }
+  if (!path.empty()) write_trace(*result, path, cuda_);
   return s;
 }
 

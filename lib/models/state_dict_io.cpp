@@ -461,8 +461,10 @@ void write_state_dict(const std::string& path, const NamedTensors& tensors, cons
   p.op('u');
   p.op('.');
 
-  files::write_atomically(path, what, [&](const std::string& tmp) {
-    caffe2::serialize::PyTorchStreamWriter writer(tmp);
+  // Through ptune's checked writer (see files::Output::sink): the zip writer never sees a
+  // failed write, which it would raise from its destructor.
+  files::write_atomically(path, what, [&](files::Output& out) {
+    caffe2::serialize::PyTorchStreamWriter writer(out.sink());
     writer.writeRecord("data.pkl", p.out.data(), p.out.size());
     writer.writeRecord("byteorder", "little", 6);
     for (size_t k = 0; k < storages.size(); ++k) {

@@ -43,7 +43,7 @@ NamedTensors read_state_dict(const std::string& path, std::vector<std::string>* 
 
 /// Writes tensors as torch.save(state_dict) does (loadable by torch.load with
 /// weights_only=True), atomically (files::write_atomically; `what` names the file's origin in
-/// errors, e.g. "--save-weights"). Throws std::runtime_error.
+/// errors, e.g. "--save-weights"). Throws WriteError ("cannot write <what> '<path>': <reason>").
 void write_state_dict(const std::string& path, const NamedTensors& tensors, const std::string& what = "weights");
 
 /// The module's parameters and buffers by their dotted names (its state_dict).

@@ -305,6 +305,9 @@ void run_sweep(const config::ExperimentConfig& cfg, const SweepOptions& options,
     } catch (const Interrupted&) {
       interrupted();
       throw;
+    } catch (const WriteError& e) {
+      // The trace the row promised is missing: a failed row (the sweep goes on, exits 1).
+      r.status = std::string("failed: ") + e.what();
     } catch (const std::exception& e) {
       r.notes.push_back("profiling failed: " + failure(e));
     }
