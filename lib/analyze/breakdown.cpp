@@ -142,16 +142,11 @@ std::vector<StepBreakdown> windows(const Trace& t, bool* from_steps, double* bef
       if (first_corr >= 0)
         for (const auto& e : t.events)
           if (e.kind == Kind::kRuntime && e.correlation == first_corr) from = std::min(from, e.ts);
-      // Host operators that enclose the launch (the forward's outer ranges) stay whole.
-      double outer = from;
-      for (const auto& e : t.events)
-        if (is_host(e) && e.ts <= from && e.end() > from) outer = std::min(outer, e.ts);
       const double trace_start = s.start;
-      if (outer - s.start > 0.01 * (s.end - s.start) && outer > s.start) s.start = outer;
+      if (from - s.start > 0.01 * (s.end - s.start) && from > s.start) s.start = from;
       // Then one-time set-up with the device idle: host calls of 100 ms or more (creating
       // streams and events, lazy loading of kernels, cuDNN's first calls, freeing the caching
-      // allocator's blocks). The window starts after the last one when a tenth of the trace or
-      // more remains after it.
+      // allocator's blocks). The window starts after the last one when device work follows it.
       Ranges device;
       for (const auto& e : t.events)
         if (e.kind == Kind::kKernel || e.kind == Kind::kMemcpy || e.kind == Kind::kMemset)
@@ -164,7 +159,8 @@ std::vector<StepBreakdown> windows(const Trace& t, bool* from_steps, double* bef
           add(found, e.name, e.dur, e.dur);
           last_end = std::max(last_end, e.end());
         }
-      if (!found.empty() && last_end > s.start && s.end - last_end >= 0.1 * (s.end - trace_start)) {
+      const bool work_after = !device.empty() && device.back().second > last_end;
+      if (!found.empty() && last_end > s.start && work_after) {
         s.start = last_end;
         for (const auto& n : top(found, false, kTopN)) stalls->push_back(n);
       }
@@ -390,6 +386,9 @@ Breakdown break_down(const std::vector<const Trace*>& traces) {
     Ranges sync_idle;
     if (t->has_gpu) {
       for (const auto& [s0, s1] : sync_ranges) {
+        // A wait on an idle device (nothing ran while the host waited) did not drain its queue:
+        // the idle that follows is the host's slowness, not the sync's.
+        if (total(clip(device, s0, s1)) <= 0) continue;
         auto it = std::lower_bound(device_starts.begin(), device_starts.end(), s1);
         const double next = it == device_starts.end() ? s1 : *it;
         for (const auto& r : subtract(Ranges{{s0, next}}, device)) sync_idle.push_back(r);
@@ -405,6 +404,44 @@ Breakdown break_down(const std::vector<const Trace*>& traces) {
       }
     }
 
+    {
+      // HTA's view of the trace's device work (Breakdown::HtaView).
+      std::set<std::string_view> step_names;
+      double last_step_end = -1e300;
+      std::unordered_map<int64_t, double> launched;  // correlation -> launch time
+      for (const auto& e : t->events) {
+        if (is_step(e)) step_names.insert(e.name), last_step_end = std::max(last_step_end, e.end());
+        if (e.kind == Kind::kRuntime && e.correlation >= 0) launched.emplace(e.correlation, e.ts);
+      }
+      const bool all = step_names.size() < 2;
+      Ranges busy, comp, comm;
+      std::map<std::string, NameTime, std::less<>> names;
+      for (const auto& e : t->events) {
+        if (e.kind != Kind::kKernel && e.kind != Kind::kMemcpy && e.kind != Kind::kMemset) continue;
+        if (!all) {
+          auto it = launched.find(e.correlation);
+          if (e.correlation < 0 || it == launched.end() || it->second > last_step_end) continue;
+        }
+        busy.emplace_back(e.ts, e.end());
+        add(names, e.name, e.dur, e.dur);
+        if (e.kind != Kind::kKernel) continue;
+        const bool nccl = starts_with(e.name, "nccl") && contains(e.name, "Kernel");
+        if (nccl) comm.emplace_back(e.ts, e.end());
+        else if (!contains(e.name, "Memcpy") && !contains(e.name, "Memset") && !contains(e.name, "Sync"))
+          comp.emplace_back(e.ts, e.end());
+      }
+      busy = merge(std::move(busy));
+      comp = merge(std::move(comp));
+      comm = merge(std::move(comm));
+      if (!busy.empty()) {
+        b.hta.span_us += busy.back().second - busy.front().first;
+        b.hta.busy_us += total(busy);
+        b.hta.compute_us += total(comp);
+        b.hta.comm_us += total(comm);
+        b.hta.overlap_us += total(intersect(comm, comp));
+      }
+      for (const auto& n : top(names, false, 20)) b.hta.kernels.push_back(n);
+    }
     // The start of every sync call, sorted: a step's count is a range of them (a loop over the
     // events per step would be steps x events, hours on a hostile trace of many tiny steps).
     std::vector<double> sync_starts;

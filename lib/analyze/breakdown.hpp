@@ -81,6 +81,13 @@ struct Breakdown {
   double gpu_span_us = 0;             // that span
   double gpu_busy_total_us = 0;       // merged device work in it
   double gpu_compute_total_us = 0;    // merged computation kernels in it (not communication, not copies)
+  /// The same figures over the device work HTA keeps (TraceAnalysis with
+  /// include_last_profiler_step=True): the work launched before the end of the last
+  /// ProfilerStep (all of it with fewer than two steps), whatever step it belongs to.
+  struct HtaView {
+    double span_us = 0, busy_us = 0, compute_us = 0, comm_us = 0, overlap_us = 0;
+    std::vector<NameTime> kernels;  // by total time, largest first (kernels, copies, memsets)
+  } hta;
   std::vector<StepBreakdown> steps;
   std::vector<std::string> devices;
   std::optional<double> tensor_core_pct;  // kernel time on Tensor Cores (name heuristic), % ; GPU only

@@ -95,11 +95,22 @@ Json gpu_json(const Breakdown& b) {
     if (kernels.size() >= 20) break;
     kernels.push_back(Json{{"name", k.name}, {"count", k.count}, {"total_us", r2(k.total_us)}});
   }
+  const auto& h = b.hta;
+  auto q = [&](double us) { return h.span_us > 0 ? r2(100.0 * us / h.span_us) : 0.0; };
+  Json hk = Json::array();
+  for (const auto& k : h.kernels) hk.push_back(Json{{"name", k.name}, {"count", k.count}, {"total_us", r2(k.total_us)}});
+  Json trace{{"span_ms", r2(h.span_us / 1000.0)},
+             {"idle_pct", q(h.span_us - h.busy_us)},
+             {"compute_pct", q(h.compute_us)},
+             {"non_compute_pct", q(h.busy_us - h.compute_us)},
+             {"comm_overlap_pct", h.comm_us > 0 ? Json(r2(100.0 * h.overlap_us / h.comm_us)) : Json(nullptr)},
+             {"kernels", hk}};
   return Json{{"span_ms", r2(span / 1000.0)},
               {"idle_pct", p(span - b.gpu_busy_total_us)},
               {"compute_pct", p(b.gpu_compute_total_us)},
               {"non_compute_pct", p(b.gpu_busy_total_us - b.gpu_compute_total_us)},
-              {"kernels", kernels}};
+              {"kernels", kernels},
+              {"trace", trace}};
 }
 
 Json to_json(const Analysis& a, const Version* v) {

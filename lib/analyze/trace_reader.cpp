@@ -133,7 +133,8 @@ Kind kind_of(const std::string& cat, bool* keep) {
   *keep = true;
   if (cat == "cpu_op" || cat == "operator" || cat == "Operator") return Kind::kCpuOp;
   if (cat == "user_annotation" || cat == "python_function" || cat == "python_function_call") return Kind::kAnnotation;
-  if (cat == "kernel" || cat == "Kernel") return Kind::kKernel;
+  // cuda_profiler_range: kernels timed by CUPTI's range profiler (HTA's cupti_profiler traces).
+  if (cat == "kernel" || cat == "Kernel" || cat == "cuda_profiler_range") return Kind::kKernel;
   if (cat == "gpu_memcpy" || cat == "Memcpy") return Kind::kMemcpy;
   if (cat == "gpu_memset" || cat == "Memset") return Kind::kMemset;
   if (cat == "cuda_runtime" || cat == "cuda_driver" || cat == "Runtime") return Kind::kRuntime;
