@@ -480,7 +480,9 @@ Breakdown break_down(const std::vector<const Trace*>& traces) {
     // Host operators' self time: per thread, minus the time of the operators directly inside.
     std::map<std::pair<int64_t, int64_t>, std::vector<const Event*>> threads;
     for (const auto& e : t->events)
-      if (e.kind == Kind::kCpuOp && inside(e)) threads[{e.pid, e.tid}].push_back(&e);
+      // ProfilerStep#N and the DataLoader's ranges (cat "Operator" in the 2021 schema) are not
+      // operators: the steps and the data loader have their own figures.
+      if (e.kind == Kind::kCpuOp && inside(e) && !is_step(e) && !is_dataloader(e)) threads[{e.pid, e.tid}].push_back(&e);
     for (auto& [key, ops] : threads) {
       std::sort(ops.begin(), ops.end(), [](const Event* a, const Event* b) {
         return a->ts != b->ts ? a->ts < b->ts : a->dur > b->dur;

@@ -26,7 +26,8 @@ std::string fmt(const char* f, double v) {
 std::string shorten(const std::string& s, size_t n = 60) { return s.size() <= n ? s : s.substr(0, n - 3) + "..."; }
 
 /// The label of a path: the file or folder name without .json/.json.gz and torch's
-/// ".pt.trace" (a folder's own name for a folder of ranks).
+/// ".pt.trace" (a folder's own name for a folder of ranks; the folder's name for a file named
+/// trace.json).
 std::string label_of(const std::string& path) {
   std::filesystem::path p(path);
   std::string name = p.filename().string();
@@ -34,6 +35,9 @@ std::string label_of(const std::string& path) {
   for (const char* tail : {".gz", ".json", ".pt.trace"})
     if (name.size() > std::strlen(tail) && name.compare(name.size() - std::strlen(tail), std::strlen(tail), tail) == 0)
       name.resize(name.size() - std::strlen(tail));
+  // export_chrome_trace("trace.json") in a folder per version: the folder names it.
+  if ((name == "trace" || name.empty()) && p.has_parent_path() && !p.parent_path().filename().empty())
+    return p.parent_path().filename().string();
   return name;
 }
 

@@ -163,6 +163,8 @@ namespace {
 /// A JSON scalar as the reader keeps it: what is needed of it for the schema's fields.
 struct Scalar {
   enum Type { kNone, kString, kInt, kUnsigned, kFloat, kOther } type = kNone;
+  Scalar() = default;
+  explicit Scalar(Type t) : type(t) {}
   std::string s;
   int64_t i = 0;
   uint64_t u = 0;
