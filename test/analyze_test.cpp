@@ -378,7 +378,12 @@ TEST_CASE("ptune analyze: table, json and md on stdout, and bad input as one lin
   CHECK(keys == std::vector<std::string>{"path", "writer", "device", "devices", "steps_from", "verdict", "notes",
                                          "rank", "steps", "mean", "tensor_core_pct", "half_precision_pct",
                                          "top_kernels", "top_operators", "dataloader", "h2d", "syncs", "distributed",
-                                         "files"});
+                                         "files", "label", "schema_version", "batch_size", "samples_per_s",
+                                         "cuda_graphs", "streams", "processes", "gpu", "memory"});
+  CHECK(j["gpu"]["trace"]["idle_pct"].is_number());
+  r = run(exe() + " analyze '" + trace + "' --format csv");
+  CHECK(r.code == 0);
+  CHECK(r.out.rfind("step,ms,kernel%,memcpy%,memset%,comm%,runtime%,dataloader%,cpu_exec%,other%,gpu_util%,syncs\n", 0) == 0);
   CHECK(j["verdict"]["rule"] == "copy-bound");
   CHECK(j["device"] == "cuda");
   CHECK(j["mean"]["split_pct"]["memcpy"] == Approx(40.0));

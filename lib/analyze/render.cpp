@@ -165,17 +165,8 @@ Json to_json(const Analysis& a, const Version* v) {
   std::optional<int64_t> batch = v && v->batch_size ? v->batch_size : b.batch_size;
   std::optional<double> sps;
   if (batch && mean.end > 0) sps = static_cast<double>(*batch) * static_cast<double>(a.ranks.size()) * 1e6 / mean.end;
-  return Json{
+  Json out{
       {"path", a.path},
-      {"label", v ? Json(v->label) : Json(nullptr)},
-      {"schema_version", b.schema_version ? Json(*b.schema_version) : Json(nullptr)},
-      {"batch_size", batch ? Json(*batch) : Json(nullptr)},
-      {"samples_per_s", sps ? Json(r2(*sps)) : Json(nullptr)},
-      {"cuda_graphs", b.cuda_graphs},
-      {"streams", b.streams},
-      {"processes", b.processes},
-      {"gpu", gpu_json(b)},
-      {"memory", memory},
       {"writer", b.writer},
       {"device", b.has_gpu ? "cuda" : "cpu"},
       {"devices", b.devices},
@@ -197,6 +188,17 @@ Json to_json(const Analysis& a, const Version* v) {
       {"distributed", dist},
       {"files", files},
   };
+  // Added after the first layout's keys (docs/analyze.md).
+  out["label"] = v ? Json(v->label) : Json(nullptr);
+  out["schema_version"] = b.schema_version ? Json(*b.schema_version) : Json(nullptr);
+  out["batch_size"] = batch ? Json(*batch) : Json(nullptr);
+  out["samples_per_s"] = sps ? Json(r2(*sps)) : Json(nullptr);
+  out["cuda_graphs"] = b.cuda_graphs;
+  out["streams"] = b.streams;
+  out["processes"] = b.processes;
+  out["gpu"] = gpu_json(b);
+  out["memory"] = memory;
+  return out;
 }
 
 std::string render(const Analysis& a, const std::string& format, const Version* v) {
