@@ -110,7 +110,21 @@ class TextBuf : public std::streambuf {
     if (n == 0) return traits_type::eof();
     delivered_ += n;
     if (delivered_ > kMaxTraceBytes) too_large(path_, gz_ ? " once decompressed" : "");
-    setg(out_.data(), out_.data(), out_.data() + n);
+    // Runs of white space beyond kMaxBlank are dropped (between JSON's tokens they mean
+    // nothing; the parser would keep every byte of a run in its token buffer: a gzip bomb of
+    // spaces took a gigabyte).
+    size_t kept = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const char c = out_[i];
+      if (c == ' ' || c == '\n' || c == '\r' || c == '\t') {
+        if (++blank_ > kMaxBlank) continue;
+      } else {
+        blank_ = 0;
+      }
+      out_[kept++] = c;
+    }
+    if (kept == 0) return underflow();
+    setg(out_.data(), out_.data(), out_.data() + kept);
     return traits_type::to_int_type(*gptr());
   }
 
@@ -127,6 +141,8 @@ class TextBuf : public std::streambuf {
   bool gz_ = false, zinit_ = false, ended_ = false, first_ = true;
   z_stream zs_{};
   uint64_t delivered_ = 0;
+  static constexpr size_t kMaxBlank = 4096;
+  size_t blank_ = 0;  // white space in a row so far
 };
 
 Kind kind_of(const std::string& cat, bool* keep) {
