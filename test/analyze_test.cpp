@@ -592,6 +592,13 @@ TEST_CASE("analyze: CUDA graph launches, the 2021 schema, two processes in one f
   CHECK(old.verdict.text() == now.verdict.text());
   CHECK(old.ranks[0].mean().kernel_us == Approx(now.ranks[0].mean().kernel_us));
   CHECK(old.ranks[0].gpu_span_us == Approx(now.ranks[0].gpu_span_us));
+  // Two processes' traces in one folder, without distributedInfo: side by side, as ranks.
+  const auto procs = ptune::analyze::analyze(fixture("procs"));
+  REQUIRE(procs.ranks.size() == 2);
+  CHECK_FALSE(procs.ranks[0].rank);
+  CHECK(procs.ranks[procs.primary].host_pid == 2222);
+  CHECK(has(procs.verdict.evidence, "; process 2222, the slowest"));
+  CHECK(has(procs.notes.back(), "process 2222 is the slowest:"));
   // A DataLoader worker's process beside the training process's steps.
   const auto two = ptune::analyze::analyze(fixture("gpu_two_processes.json.gz"));
   CHECK(two.ranks[0].processes == 2);

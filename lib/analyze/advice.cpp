@@ -50,8 +50,11 @@ void advise(Analysis& a) {
   Verdict& v = a.verdict;
   v = {};
   a.notes.clear();
-  const std::string rank =
-      a.distributed ? "; rank " + std::to_string(b.rank.value_or(static_cast<int64_t>(a.primary))) + ", the slowest" : "";
+  auto who = [&](const Breakdown& r, size_t i) {
+    (void)i;
+    return r.rank ? "rank " + std::to_string(*r.rank) : "process " + std::to_string(r.host_pid);
+  };
+  const std::string rank = a.distributed ? "; " + who(b, a.primary) + ", the slowest" : "";
 
   if (measure::fires(RuleId::kInputBound, loader)) {
     v.rule = rule(RuleId::kInputBound).name;
@@ -178,15 +181,14 @@ void advise(Analysis& a) {
                       (py ? "`model.to(memory_format=torch.channels_last)` and channels_last inputs"
                           : "`model.channels_last`"));
   }
-  if (a.distributed) {
+  if (a.distributed && a.distributed->slowest != a.distributed->fastest) {
     const auto& d = *a.distributed;
     const auto& slow = a.ranks[d.slowest];
     const auto& fast = a.ranks[d.fastest];
     char line[256];
-    std::snprintf(line, sizeof line, "rank %lld is the slowest: %.1f ms per step against %.1f ms on rank %lld",
-                  static_cast<long long>(slow.rank.value_or(static_cast<int64_t>(d.slowest))), slow.mean().ms(),
-                  fast.mean().ms(), static_cast<long long>(fast.rank.value_or(static_cast<int64_t>(d.fastest))));
-    a.notes.push_back(line);
+    std::snprintf(line, sizeof line, " is the slowest: %.1f ms per step against %.1f ms on ", slow.mean().ms(),
+                  fast.mean().ms());
+    a.notes.push_back(who(slow, d.slowest) + line + who(fast, d.fastest));
   }
 }
 
@@ -201,13 +203,17 @@ Analysis analyze(const std::string& path, const AnalyzeOptions& opt) {
                     "figures: record it on a GPU with ProfilerActivity.CUDA");
   }
   // One process per rank: files with distributedInfo of a world of two or more are grouped by
-  // rank; the others are cycles of one process.
-  std::map<int64_t, std::vector<const Trace*>> by_rank;
+  // rank; the others by their host process (several files of one process: its profiler
+  // cycles, their steps concatenated; files of several processes: side by side, as ranks).
+  std::map<std::pair<int, int64_t>, std::vector<const Trace*>> by_rank;
   for (const auto& t : traces) {
     const bool dist = t.world_size.value_or(1) > 1 && t.rank;
-    by_rank[dist ? *t.rank : -1].push_back(&t);
+    by_rank[dist ? std::make_pair(0, *t.rank) : std::make_pair(1, t.host_pid)].push_back(&t);
   }
-  for (const auto& [r, group] : by_rank) a.ranks.push_back(break_down(group));
+  for (const auto& [r, group] : by_rank) {
+    a.ranks.push_back(break_down(group));
+    if (r.first == 1 && by_rank.size() > 1) a.ranks.back().rank.reset();  // a process, not a rank
+  }
   for (size_t i = 1; i < a.ranks.size(); ++i)
     if (a.ranks[i].mean().end > a.ranks[a.primary].mean().end) a.primary = i;
   if (a.ranks.size() >= 2) {

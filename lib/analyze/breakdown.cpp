@@ -267,6 +267,7 @@ Breakdown break_down(const std::vector<const Trace*>& traces) {
   double kernel_total = 0, tc = 0, half = 0, layout = 0;
   for (const Trace* t : traces) {
     b.files.push_back(t->path);
+    b.host_pid = t->host_pid;
     b.writer = t->writer;
     if (t->amp) b.amp = t->amp;
     b.rank = t->rank;

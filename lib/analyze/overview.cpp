@@ -91,7 +91,8 @@ std::string ranks_svg(const Analysis& a) {
   for (size_t i = 0; i < a.ranks.size(); ++i) {
     const auto& r = a.ranks[i];
     const auto m = r.mean();
-    const std::string name = "rank " + (r.rank ? std::to_string(*r.rank) : std::to_string(i));
+    const std::string name = r.rank ? "rank " + std::to_string(*r.rank) : "process " + std::to_string(r.host_pid);
+    (void)i;
     const double comm = m.comm_us, over = m.comm_overlap_us;
     os << "<g class=\"rank-bar\" data-rank=\"" << html_escape(name) << "\"><text x=\"" << kLabelW - 6 << "\" y=\""
        << y + 14 << "\" text-anchor=\"end\">" << html_escape(name) << "</text>";

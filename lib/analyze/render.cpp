@@ -127,6 +127,7 @@ Json to_json(const Analysis& a, const Version* v) {
     for (const auto& r : a.ranks) {
       const auto m = r.mean();
       ranks.push_back(Json{{"rank", r.rank ? Json(*r.rank) : Json(nullptr)},
+                           {"pid", r.host_pid},
                            {"files", r.files},
                            {"ms_per_step", r2(m.ms())},
                            {"comm_pct", m.end > 0 ? r2(100.0 * m.comm_us / m.end) : 0.0},
@@ -302,7 +303,8 @@ std::string render(const Analysis& a, const std::string& format, const Version* 
     out += "\nranks:\n";
     for (const auto& r : a.ranks) {
       const auto m = r.mean();
-      out += "  rank " + (r.rank ? std::to_string(*r.rank) : std::string("?")) + "  " + fmt("%.1f ms/step", m.ms()) +
+      out += "  " + (r.rank ? "rank " + std::to_string(*r.rank) : "process " + std::to_string(r.host_pid)) + "  " +
+             fmt("%.1f ms/step", m.ms()) +
              "  communication " + fmt("%.1f%%", m.end > 0 ? 100.0 * m.comm_us / m.end : 0.0) + " (" +
              fmt("%.0f%% overlapped)", m.comm_us > 0 ? 100.0 * m.comm_overlap_us / m.comm_us : 0.0) + "\n";
     }

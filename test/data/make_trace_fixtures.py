@@ -325,6 +325,24 @@ def memory_shapes():
     return t.doc(extra={"profile_memory": 1, "record_shapes": 1})
 
 
+def process(pid, slow):
+    """One of two processes profiled side by side without distributedInfo (two single-GPU jobs
+    traced into one folder): compared as ranks are, named by their pid."""
+    global PID, TID
+    saved = PID, TID
+    PID = TID = pid
+    doc = compute_fp32() if slow else compute_amp()
+    PID, TID = saved
+    doc.pop("distributedInfo")
+    if slow:  # everything 10% slower
+        for e in doc["traceEvents"]:
+            if e.get("ph") in ("X", "s", "f"):
+                e["ts"] = round(e["ts"] * 1.1, 3)
+                if "dur" in e:
+                    e["dur"] = round(e["dur"] * 1.1, 3)
+    return doc
+
+
 def write(name, doc):
     path = os.path.join(HERE, name)
     os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -352,6 +370,8 @@ def main():
     write("gpu_old_schema.json.gz", old_schema())
     write("gpu_two_processes.json.gz", two_processes())
     write("gpu_memory_shapes.json.gz", memory_shapes())
+    write("procs/a.json.gz", process(1111, slow=False))
+    write("procs/b.json.gz", process(2222, slow=True))
     write("ddp/rank0.json", ddp_rank(0, slow=False))
     write("ddp/rank1.json", ddp_rank(1, slow=True))
 
