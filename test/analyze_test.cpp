@@ -405,7 +405,7 @@ TEST_CASE("ptune analyze: table, json and md on stdout, and bad input as one lin
   CHECK(r.err == "ptune: error: analyze: '" + dir.file("nothing") + "': no such file or folder\n");
   r = run(exe() + " analyze '" + trace + "' --format xml");
   CHECK(r.code == 2);
-  CHECK(r.err == "ptune: error: --format: unknown format 'xml', did you mean 'md'? allowed: table, json, md\n");
+  CHECK(r.err == "ptune: error: --format: unknown format 'xml', did you mean 'md'? allowed: table, json, md, csv\n");
 }
 
 TEST_CASE("ptune analyze: torch.profiler traces of a CPU ResNet step, input-bound or not, with or without .item()",
@@ -550,7 +550,7 @@ TEST_CASE("analyze: more than 1 GiB of trace text is refused, a gzip bomb stops 
 // The properties of real GPU traces (docs/analyze.md, "Checked on real GPU traces"), each in a
 // generated fixture (test/data/make_trace_fixtures.py).
 
-TEST_CASE("analyze: a host wait on a busy GPU costs nothing; compute-bound on fp32 wins", "[analyze]") {
+TEST_CASE("analyze: a host wait on a busy GPU costs nothing, compute-bound on fp32 wins", "[analyze]") {
   // As on a real V100 ResNet step: the GPU 97% busy, the host 18% of the step in
   // cudaDeviceSynchronize. The wait is named in a note, not the verdict.
   const auto a = ptune::analyze::analyze(fixture("gpu_busy_sync.json.gz"));
