@@ -454,7 +454,7 @@ TEST_CASE("ptune analyze: torch.profiler traces of a CPU ResNet step, input-boun
   CHECK(has(r.out, "note: per-step host sync: `aten::item` x1 per step"));
   CHECK(has(r.out, "remove the per-step host sync (`loss.item()`"));
 
-  // A tuning session as a table: num_workers 0, then 2; a per-step .item() added, then removed.
+  // Tuning steps as a table: num_workers 0, then 2; a per-step .item() added, then removed.
   // The batch size (8) read from the recorded input shapes.
   const std::string html = dir.file("overview.html");
   r = run(exe() + " analyze '" + dir.file("loader0") + "' '" + dir.file("workers/trace.json") + "' '" +

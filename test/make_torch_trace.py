@@ -11,7 +11,7 @@ Variants (each written under OUT_DIR/VARIANT/):
   item     in-memory batches and a per-step loss.item(): the sync; export_chrome_trace to
            trace.json.gz (gzip)
   workers_item  `workers` with a per-step loss.item() added (export_chrome_trace to trace.json):
-           with loader0 and workers, the steps of a tuning session (workers 0 then 2, a
+           with loader0 and workers, the steps of tuning one loop (workers 0 then 2, a
            .item() added, then removed again: workers) for `ptune analyze BASE NEXT...`
 Schedule: wait=0, warmup=1, active=2 (ProfilerStep#1 and #2 recorded). One thread for the
 model, so a loaded machine slows compute less than the sleeping loader stays slow.

@@ -1,5 +1,5 @@
 #pragma once
-/// `ptune analyze BASE NEXT...`: the iterative table of a tuning session on one's own training
+/// `ptune analyze BASE NEXT...`: the iterative table of tuning one's own training
 /// code, one trace (file, or folder of ranks) per version: step time, samples/s, speedups, the
 /// split, GPU busy, peak memory and the verdict per version; then, per adjacent pair, what
 /// changed most (kernels, operators, copies, syncs, the data loader).
