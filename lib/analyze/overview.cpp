@@ -184,7 +184,7 @@ std::string speedup_svg(const Comparison& c) {
   for (size_t i = 0; i < c.versions.size(); ++i) {
     const auto& v = c.versions[i];
     const double s = v.vs_first.value_or(1.0);
-    const double w = kBarW * s / best;
+    const double w = (kBarW - 160) * s / best;  // room for the figures after the longest bar
     os << "<text x=\"" << kLabelW - 6 << "\" y=\"" << y + 14 << "\" text-anchor=\"end\">" << html_escape(v.label)
        << "</text><rect class=\"speedup\" data-label=\"" << html_escape(v.label) << "\" data-value=\"" << fmt("%.4f", s)
        << "\" x=\"" << kLabelW << "\" y=\"" << y << "\" width=\"" << fmt("%.2f", w) << "\" height=\"16\" fill=\""
