@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -13,7 +14,15 @@
 #include <nlohmann/json.hpp>
 #include <zlib.h>
 
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+
 #include "analyze/advice.hpp"
+#include "analyze/compare.hpp"
 #include "analyze/render.hpp"
 #include "analyze/trace_reader.hpp"
 #include "errors.hpp"
@@ -119,7 +128,9 @@ TEST_CASE("analyze: GPU-shaped fixtures get the verdict their shape calls for", 
       {"gpu_copy_bound.json", "copy-bound",
        {"40% of the step in copies not overlapped by kernels", "3 from pageable memory", "`pin_memory=True`",
         "non_blocking=True"}},
-      {"gpu_sync_bound.json.gz", "sync-bound", {"`cudaStreamSynchronize`", "`aten::item`", "loss.item()"}},
+      {"gpu_sync_bound.json.gz", "sync-bound",
+       {"25% of the step with the GPU idle after the host waited in", "`cudaStreamSynchronize`", "`aten::item`",
+        "loss.item()"}},
       {"gpu_launch_bound.json.gz", "launch-bound", {"GPU utilization 27%", "CUDA graphs", "reduce-overhead"}},
       {"gpu_compute_fp32.json.gz", "compute-bound on fp32",
        {"0% of kernel time in fp16/bf16 kernels", "torch.autocast", "GradScaler"}},
@@ -148,8 +159,9 @@ TEST_CASE("analyze: GPU-shaped fixtures get the verdict their shape calls for", 
   const auto whole = ptune::analyze::analyze(fixture("gpu_no_steps.json"));
   CHECK_FALSE(whole.ranks[0].from_steps);
   CHECK(whole.ranks[0].steps.at(0).name == "whole trace");
-  CHECK(whole.notes.at(0) == "no ProfilerStep#N spans in the trace: analyzed as one window (call prof.step() once "
-                             "per training step for a per-step split)");
+  CHECK(whole.notes.at(0) == "no ProfilerStep#N spans in the trace: analyzed as one window; call prof.step() once "
+                             "per training step, with schedule(wait=1, warmup=1, active=3), for a per-step split of "
+                             "steady-state steps");
 }
 
 TEST_CASE("analyze: ptune's own traces are advised in config keys", "[analyze]") {
@@ -366,7 +378,12 @@ TEST_CASE("ptune analyze: table, json and md on stdout, and bad input as one lin
   CHECK(keys == std::vector<std::string>{"path", "writer", "device", "devices", "steps_from", "verdict", "notes",
                                          "rank", "steps", "mean", "tensor_core_pct", "half_precision_pct",
                                          "top_kernels", "top_operators", "dataloader", "h2d", "syncs", "distributed",
-                                         "files"});
+                                         "files", "label", "schema_version", "batch_size", "samples_per_s",
+                                         "cuda_graphs", "streams", "processes", "gpu", "memory"});
+  CHECK(j["gpu"]["trace"]["idle_pct"].is_number());
+  r = run(exe() + " analyze '" + trace + "' --format csv");
+  CHECK(r.code == 0);
+  CHECK(r.out.rfind("step,ms,kernel%,memcpy%,memset%,comm%,runtime%,dataloader%,cpu_exec%,other%,gpu_util%,syncs\n", 0) == 0);
   CHECK(j["verdict"]["rule"] == "copy-bound");
   CHECK(j["device"] == "cuda");
   CHECK(j["mean"]["split_pct"]["memcpy"] == Approx(40.0));
@@ -388,7 +405,7 @@ TEST_CASE("ptune analyze: table, json and md on stdout, and bad input as one lin
   CHECK(r.err == "ptune: error: analyze: '" + dir.file("nothing") + "': no such file or folder\n");
   r = run(exe() + " analyze '" + trace + "' --format xml");
   CHECK(r.code == 2);
-  CHECK(r.err == "ptune: error: --format: unknown format 'xml', did you mean 'md'? allowed: table, json, md\n");
+  CHECK(r.err == "ptune: error: --format: unknown format 'xml', did you mean 'md'? allowed: table, json, md, csv\n");
 }
 
 TEST_CASE("ptune analyze: torch.profiler traces of a CPU ResNet step, input-bound or not, with or without .item()",
@@ -397,7 +414,7 @@ TEST_CASE("ptune analyze: torch.profiler traces of a CPU ResNet step, input-boun
   using ptune::test::run;
   TempDir dir;
   const auto made = run(std::string("'") + PTUNE_PYTHON + "' '" + PTUNE_SOURCE_DIR + "/test/make_torch_trace.py' '" +
-                        dir.path.string() + "' loader0 workers item");
+                        dir.path.string() + "' loader0 workers item workers_item");
   INFO(made.err);
   REQUIRE(made.code == 0);
 
@@ -436,6 +453,34 @@ TEST_CASE("ptune analyze: torch.profiler traces of a CPU ResNet step, input-boun
   CHECK(has(r.out, "verdict: compute-bound on the CPU"));
   CHECK(has(r.out, "note: per-step host sync: `aten::item` x1 per step"));
   CHECK(has(r.out, "remove the per-step host sync (`loss.item()`"));
+
+  // Tuning steps as a table: num_workers 0, then 2; a per-step .item() added, then removed.
+  // The batch size (8) read from the recorded input shapes.
+  const std::string html = dir.file("overview.html");
+  r = run(exe() + " analyze '" + dir.file("loader0") + "' '" + dir.file("workers/trace.json") + "' '" +
+          dir.file("workers_item/trace.json") + "' '" + dir.file("workers/trace.json") +
+          "' --label 'workers 0' --label 'workers 2' --label '+ item()' --label '- item()' --format json -o '" + html + "'");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  j = Json::parse(r.out);
+  REQUIRE(j["versions"].size() == 4);
+  CHECK(j["versions"][0]["verdict"]["rule"] == "input-bound");
+  CHECK(j["versions"][1]["verdict"]["rule"] == "compute-bound on the CPU");
+  CHECK(j["versions"][0]["batch_size"] == 8);
+  CHECK(j["versions"][1]["speedup_vs_prev"].get<double>() > 1.5);  // the loader no longer in the step
+  CHECK(j["versions"][3]["speedup_vs_prev"].get<double>() > 0);
+  auto changes = [&](size_t i) {
+    std::string all;
+    for (const auto& c : j["changes"][i]["changes"]) all += c["text"].get<std::string>() + "\n";
+    return all;
+  };
+  INFO(changes(0) + "--\n" + changes(1) + "--\n" + changes(2));
+  CHECK(has(changes(0), "(`enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__` -> "
+                        "`enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__`)"));
+  CHECK(has(changes(0), "verdict input-bound -> compute-bound on the CPU"));
+  CHECK(has(changes(1), "sync added: `aten::item` 0 -> 1 per step"));
+  CHECK(has(changes(2), "sync removed: `aten::item` 1 -> 0 per step"));
+  CHECK(std::filesystem::file_size(html) > 1000);
 }
 
 TEST_CASE("ptune analyze agrees with a sweep row's own figures on ptune's trace of it", "[e2e][analyze]") {
@@ -500,4 +545,193 @@ TEST_CASE("analyze: more than 1 GiB of trace text is refused, a gzip bomb stops 
   REQUIRE(gzclose(gz) == Z_OK);
   CHECK(std::filesystem::file_size(bomb) < (uint64_t{8} << 20));
   CHECK(error_of(bomb) == "'" + bomb + "': " + limit + " once decompressed" + advice);
+}
+
+// The properties of real GPU traces (docs/analyze.md, "Checked on real GPU traces"), each in a
+// generated fixture (test/data/make_trace_fixtures.py).
+
+TEST_CASE("analyze: a host wait on a busy GPU costs nothing, compute-bound on fp32 wins", "[analyze]") {
+  // As on a real V100 ResNet step: the GPU 97% busy, the host 18% of the step in
+  // cudaDeviceSynchronize. The wait is named in a note, not the verdict.
+  const auto a = ptune::analyze::analyze(fixture("gpu_busy_sync.json.gz"));
+  CHECK(a.verdict.rule == "compute-bound on fp32");
+  const auto m = a.ranks[0].mean();
+  CHECK(100.0 * m.sync_us / m.end == Approx(20).margin(0.5));
+  CHECK(100.0 * m.sync_idle_us / m.end < 10.0);
+  REQUIRE_FALSE(a.notes.empty());
+  CHECK(has(a.notes[0], "the host waited 20% of the step in syncs with the GPU busy meanwhile"));
+  CHECK(has(a.notes[0], "not a bottleneck here"));
+}
+
+TEST_CASE("analyze: without ProfilerStep, CUDA initialization and one-time set-up are left out, and said", "[analyze]") {
+  const auto a = ptune::analyze::analyze(fixture("gpu_init_no_steps.json.gz"));
+  const auto& b = a.ranks[0];
+  CHECK_FALSE(b.from_steps);
+  CHECK(b.before_first_gpu_us == Approx(701010));  // up to the end of the lazy-loading launch
+  REQUIRE(b.stalls.size() == 3);
+  CHECK(b.stalls[0].name == "cudaLaunchKernel");
+  CHECK(b.steps[0].ms() < 12.0);  // the compute, not the 0.7 s of set-up
+  CHECK(a.verdict.rule == "compute-bound on fp32");
+  REQUIRE_FALSE(a.notes.empty());
+  CHECK(has(a.notes[0], "analyzed as one window from 701 ms in: what came before is left out (one-time set-up with "
+                        "the GPU idle: `cudaLaunchKernel` 300 ms, `cudaStreamCreateWithFlags` 250 ms, `cudaMalloc` 150 ms"));
+}
+
+TEST_CASE("analyze: CUDA graph launches, the 2021 schema, two processes in one file", "[analyze]") {
+  // cudaGraphLaunch: its kernels share its correlation and belong to its step.
+  const auto g = ptune::analyze::analyze(fixture("gpu_cuda_graphs.json.gz"));
+  const auto& gb = g.ranks[0];
+  CHECK(gb.cuda_graphs);
+  REQUIRE(gb.steps.size() == 3);
+  for (const auto& s : gb.steps) CHECK(100.0 * s.kernel_us / (s.end - s.start) > 85.0);
+  CHECK(g.verdict.rule == "compute-bound");
+  CHECK(*gb.half_pct == Approx(60).margin(1));
+  // The 2021 schema (Operator/Runtime/Kernel, string tids): the same figures as today's.
+  const auto old = ptune::analyze::analyze(fixture("gpu_old_schema.json.gz"));
+  const auto now = ptune::analyze::analyze(fixture("gpu_compute_fp32.json.gz"));
+  CHECK(old.verdict.text() == now.verdict.text());
+  CHECK(old.ranks[0].mean().kernel_us == Approx(now.ranks[0].mean().kernel_us));
+  CHECK(old.ranks[0].gpu_span_us == Approx(now.ranks[0].gpu_span_us));
+  // Two processes' traces in one folder, without distributedInfo: side by side, as ranks.
+  const auto procs = ptune::analyze::analyze(fixture("procs"));
+  REQUIRE(procs.ranks.size() == 2);
+  CHECK_FALSE(procs.ranks[0].rank);
+  CHECK(procs.ranks[procs.primary].host_pid == 2222);
+  CHECK(has(procs.verdict.evidence, "; process 2222, the slowest"));
+  CHECK(has(procs.notes.back(), "process 2222 is the slowest:"));
+  // A DataLoader worker's process beside the training process's steps.
+  const auto two = ptune::analyze::analyze(fixture("gpu_two_processes.json.gz"));
+  CHECK(two.ranks[0].processes == 2);
+  CHECK(two.ranks[0].steps.size() == 3);
+  CHECK(two.verdict.rule == "compute-bound");
+}
+
+TEST_CASE("analyze: batch size from input shapes, peak memory per step from memory samples", "[analyze]") {
+  const auto a = ptune::analyze::analyze(fixture("gpu_memory_shapes.json.gz"));
+  const auto& b = a.ranks[0];
+  CHECK(b.batch_size == 64);
+  REQUIRE(b.steps.size() == 3);
+  CHECK(*b.steps[0].peak_allocated_mb == Approx(1810));
+  CHECK(*b.steps[2].peak_allocated_mb == Approx(1830));
+  CHECK(*b.mean().peak_reserved_mb == Approx(2048));
+  const auto j = ptune::analyze::to_json(a);
+  CHECK(j["batch_size"] == 64);
+  CHECK(j["samples_per_s"].get<double>() == Approx(64 * 1000.0 / b.mean().ms()).epsilon(0.001));
+  CHECK(j["memory"]["peak_allocated_mb"].get<double>() == Approx(1830));
+  CHECK(j["gpu"]["trace"]["idle_pct"].get<double>() == Approx(2.7).margin(0.01));
+}
+
+TEST_CASE("analyze BASE NEXT...: the iterative table, speedups and what changed per pair", "[analyze]") {
+  using namespace ptune::analyze;
+  CompareOptions copt;
+  copt.labels = {"pageable", "pinned fp32", "amp"};
+  copt.batch_size = 64;
+  const auto c = compare({fixture("gpu_copy_bound.json"), fixture("gpu_compute_fp32.json.gz"),
+                          fixture("gpu_compute_amp.json.gz")},
+                         {}, copt);
+  REQUIRE(c.versions.size() == 3);
+  REQUIRE(c.pairs.size() == 2);
+  CHECK(c.versions[0].label == "pageable");
+  CHECK_FALSE(c.versions[0].vs_prev);
+  CHECK(*c.versions[1].vs_prev == Approx(c.versions[0].step_ms / c.versions[1].step_ms));
+  CHECK(*c.versions[2].vs_first == Approx(c.versions[0].step_ms / c.versions[2].step_ms));
+  CHECK(*c.versions[0].samples_per_s == Approx(64 * 1000.0 / c.versions[0].step_ms));
+  auto texts = [&](size_t i) {
+    std::string all;
+    for (const auto& x : c.pairs[i].changes) all += x.text + "\n";
+    return all;
+  };
+  INFO(texts(0));
+  CHECK(has(texts(0), "copies vanished: `Memcpy HtoD (Pageable -> Device)` 1 -> 0 per step"));
+  CHECK(has(texts(0), "copies appeared: `Memcpy HtoD (Pinned -> Device)` 0 -> 1 per step"));
+  CHECK(has(texts(0), "verdict copy-bound -> compute-bound on fp32"));
+  INFO(texts(1));
+  CHECK(has(texts(1), "kernel `implicit_convolve_sgemm` 2.4 ms -> 0.00 ms per step"));
+  CHECK(has(texts(1), "verdict compute-bound on fp32 -> compute-bound"));
+  // The formats.
+  const auto j = comparison_json(c);
+  CHECK(j["versions"].size() == 3);
+  CHECK(j["versions"][2]["verdict"]["rule"] == "compute-bound");
+  CHECK(j["changes"][0]["from"] == "pageable");
+  const std::string csv = render_comparison(c, "csv");
+  CHECK(csv.rfind("label,step ms,samples/s,vs prev,vs first,data%,copy%,kernel%,host%,idle%,gpu busy%,peak MB,verdict\n", 0) == 0);
+  CHECK(std::count(csv.begin(), csv.end(), '\n') == 4);
+  CHECK(has(render_comparison(c, "md"), "| pageable |"));
+  CHECK(has(render_comparison(c, "table"), "pageable -> pinned fp32:"));
+  // --label once per trace.
+  copt.labels = {"one"};
+  CHECK_THROWS_WITH(compare({fixture("gpu_copy_bound.json"), fixture("gpu_compute_amp.json.gz")}, {}, copt),
+                    "--label given 1 times for 2 traces: give one per trace, in order");
+}
+
+namespace {
+
+/// Runs `argv` with stdout and stderr to /dev/null; its exit status, peak resident memory (KiB)
+/// and wall time (s).
+struct Usage {
+  int code = -1;
+  long max_rss_kb = 0;
+  double wall_s = 0;
+};
+Usage usage_of(const std::vector<std::string>& argv) {
+  Usage u;
+  const auto t0 = std::chrono::steady_clock::now();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    dup2(null, 2);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  int status = 0;
+  struct rusage ru {};
+  wait4(pid, &status, 0, &ru);
+  u.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  u.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  u.max_rss_kb = ru.ru_maxrss;
+  return u;
+}
+
+}  // namespace
+
+TEST_CASE("ptune analyze streams a trace: memory well below the file's size", "[e2e][analyze]") {
+  // A 60 MB trace of 100 steps of 1,000 kernels each (Kineto's layout: an event per line).
+  TempDir dir;
+  const std::string path = dir.file("big.json");
+  {
+    std::ofstream out(path);
+    out << "{\"schemaVersion\": 1, \"traceEvents\": [\n";
+    long corr = 0;
+    for (int step = 0; step < 100; ++step) {
+      const double t0 = step * 20000.0;
+      out << R"({"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#)" << step << R"(", "pid": 1, "tid": 1, "ts": )"
+          << t0 << R"(, "dur": 20000, "args": {"External id": 1}},)" << "\n";
+      for (int k = 0; k < 1000; ++k, ++corr) {
+        const double h = t0 + k * 19.0;
+        out << R"({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": )" << h
+            << R"(, "dur": 15, "args": {"External id": )" << corr << R"(, "Input Dims": [[64, 512], [512, 512]]}},)" << "\n";
+        out << R"({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": )" << h + 2
+            << R"(, "dur": 5, "args": {"correlation": )" << corr << R"(, "cbid": 211}},)" << "\n";
+        out << R"({"ph": "X", "cat": "kernel", "name": "volta_sgemm_128x64_nn", "pid": 0, "tid": 7, "ts": )" << h + 10
+            << R"(, "dur": 17, "args": {"correlation": )" << corr
+            << R"(, "stream": 7, "device": 0, "grid": [8, 8, 1], "block": [256, 1, 1], "registers per thread": 128}},)"
+            << "\n";
+      }
+    }
+    out << R"({"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "python"}}]})" << "\n";
+  }
+  const auto size_kb = static_cast<long>(std::filesystem::file_size(path) / 1024);
+  REQUIRE(size_kb > 50 * 1024);
+  const auto base = usage_of({PTUNE_EXE, "--version"});
+  const auto a = usage_of({PTUNE_EXE, "analyze", path, "--format", "json"});
+  REQUIRE(a.code == 0);
+  INFO("file " << size_kb << " KiB; analyze " << a.max_rss_kb << " KiB, --version " << base.max_rss_kb << " KiB, "
+               << a.wall_s << " s");
+  // The events (300,000 of them) take about 25 MB; the text is never held whole.
+  CHECK(a.max_rss_kb - base.max_rss_kb < size_kb / 2);
+  CHECK(a.wall_s < 20.0);  // about 1 s on a quiet core
 }

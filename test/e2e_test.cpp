@@ -964,3 +964,33 @@ TEST_CASE("sweep --out onto a device (/dev/null) writes into it, the node stays"
   CHECK(is_null_device("/dev/null"));
   CHECK(hidden_files(dir.path.string()).empty());
 }
+
+TEST_CASE("ptune analyze -o: the overview page in headless Chromium, one bar per step", "[e2e][analyze][browser]") {
+  REQUIRE_BROWSER(browser);
+  TempDir dir;
+  const std::string traces = std::string(PTUNE_TEST_DATA) + "/traces/";
+  const std::string html = dir.file("overview.html");
+  // Three versions: a single GPU trace with memory samples, another, and a folder of two ranks.
+  auto r = run(ptune::test::exe() + " analyze '" + traces + "gpu_memory_shapes.json.gz' '" + traces +
+               "gpu_compute_fp32.json.gz' '" + traces + "ddp' --label 'amp <b>' --label fp32 --label ddp -o '" + html + "'");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("amp <b> -> fp32:") != std::string::npos);
+  const Page p = open_page(browser, html, "analyze-overview", 2400);
+  INFO(p.log.substr(p.log.size() > 3000 ? p.log.size() - 3000 : 0));
+  REQUIRE(p.code == 0);
+  CHECK(p.console.empty());
+  CHECK(p.dom.find("<script") == std::string::npos);
+  CHECK(p.dom.find("amp &lt;b&gt;") != std::string::npos);  // labels escaped
+  auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t at = p.dom.find(what); at != std::string::npos; at = p.dom.find(what, at + 1)) ++n;
+    return n;
+  };
+  CHECK(count("<g class=\"step-bar\"") == 9);     // 3 steps in each of the 3 versions
+  CHECK(count("<rect class=\"speedup\"") == 3);  // one per version
+  CHECK(count("<g class=\"rank-bar\"") == 2);    // the folder's two ranks
+  CHECK(p.dom.find("peak GPU memory allocated") != std::string::npos);
+  CHECK(p.dom.find("ProfilerStep#3") != std::string::npos);
+  REQUIRE(std::filesystem::exists(p.screenshot));
+}

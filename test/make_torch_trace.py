@@ -10,6 +10,9 @@ Variants (each written under OUT_DIR/VARIANT/):
            queue: not input-bound; export_chrome_trace to trace.json
   item     in-memory batches and a per-step loss.item(): the sync; export_chrome_trace to
            trace.json.gz (gzip)
+  workers_item  `workers` with a per-step loss.item() added (export_chrome_trace to trace.json):
+           with loader0 and workers, the steps of tuning one loop (workers 0 then 2, a
+           .item() added, then removed again: workers) for `ptune analyze BASE NEXT...`
 Schedule: wait=0, warmup=1, active=2 (ProfilerStep#1 and #2 recorded). One thread for the
 model, so a loaded machine slows compute less than the sleeping loader stays slow.
 """
@@ -50,7 +53,7 @@ def run(variant, out_dir):
     if variant == "loader0":
         loader = torch.utils.data.DataLoader(SlowImages(SLEEP_PER_SAMPLE_S), batch_size=BATCH, num_workers=0)
         ready = tensorboard_trace_handler(folder)
-    elif variant == "workers":
+    elif variant in ("workers", "workers_item"):
         loader = torch.utils.data.DataLoader(SlowImages(SLEEP_PER_SAMPLE_S), batch_size=BATCH, num_workers=2,
                                              prefetch_factor=2)
         ready = lambda p: p.export_chrome_trace(os.path.join(folder, "trace.json"))  # noqa: E731
@@ -60,9 +63,9 @@ def run(variant, out_dir):
     else:
         sys.exit(f"unknown variant {variant!r}")
     it = iter(loader)
-    if variant == "workers":
+    if variant in ("workers", "workers_item"):
         time.sleep(3.0)  # the workers fill their queues (2 x 2 batches), as in a long-running loop
-    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=1, active=2, repeat=1),
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True, schedule=schedule(wait=0, warmup=1, active=2, repeat=1),
                  on_trace_ready=ready) as prof:
         for _ in range(3):
             x, y = next(it)
@@ -70,7 +73,7 @@ def run(variant, out_dir):
             opt.zero_grad()
             loss.backward()
             opt.step()
-            if variant == "item":
+            if variant in ("item", "workers_item"):
                 print(f"loss {loss.item():.4f}")
             prof.step()
     del it

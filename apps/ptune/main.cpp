@@ -17,6 +17,8 @@
 #include <c10/util/Logging.h>
 
 #include "analyze/advice.hpp"
+#include "analyze/compare.hpp"
+#include "analyze/overview.hpp"
 #include "analyze/render.hpp"
 #include "config/config.hpp"
 #include "config/suggest.hpp"
@@ -224,13 +226,19 @@ int main(int argc, char** argv) {
   launch->add_option("command", launch_opt.args, "the ptune command every rank runs, after --")->required();
 
   // `ptune analyze`: the verdict on a profiler trace, Python's torch.profiler's or ptune's.
-  std::string analyze_path, analyze_format = "table";
+  std::vector<std::string> analyze_paths, analyze_labels;
+  std::string analyze_format = "table", analyze_html;
+  int64_t analyze_batch = 0;
   ptune::analyze::AnalyzeOptions analyze_opt;
   auto* analyze = app.add_subcommand("analyze", "where a profiled training step's time goes and what to change next: "
-                                                "a torch.profiler or ptune trace (.json, .json.gz) or a folder of them (one per rank)");
-  analyze->add_option("trace", analyze_path, "a trace file, or a folder of trace files (one per rank)")->required();
-  analyze->add_option("--format", analyze_format, "stdout format: table | json | md")->capture_default_str();
+                                                "a torch.profiler or ptune trace (.json, .json.gz) or a folder of them (one per rank); "
+                                                "several traces (versions of the same training code, in order): the table of what each change did");
+  analyze->add_option("trace", analyze_paths, "trace files, or folders of trace files (one per rank); several: compared in order, the first the baseline")->required();
+  analyze->add_option("--format", analyze_format, "stdout format: table | json | md | csv")->capture_default_str();
   analyze->add_flag("--gpu", analyze_opt.require_gpu, "require GPU figures: a CPU-only trace is an error");
+  analyze->add_option("--label", analyze_labels, "a trace's label in the table, once per trace in order (default: the file or folder name)");
+  analyze->add_option("--batch-size", analyze_batch, "samples per step per rank, for samples/s (default: read from the first step's input shapes, recorded with record_shapes=True)")->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  analyze->add_option("-o,--html", analyze_html, "also write the overview as one self-contained HTML page to this file");
 
   app.add_subcommand("schema", "print the JSON Schema of experiment configs");
   // --verbose/--quiet may also follow the subcommand: `ptune sweep exp.json --quiet`.
@@ -273,8 +281,19 @@ int main(int argc, char** argv) {
       if (app.got_subcommand("analyze")) {
         check_format(analyze_format, ptune::analyze::formats());
         try {
-          const auto a = ptune::analyze::analyze(analyze_path, analyze_opt);
-          std::cout << ptune::analyze::render(a, analyze_format) << std::flush;
+          ptune::analyze::CompareOptions copt;
+          copt.labels = analyze_labels;
+          if (analyze_batch > 0) copt.batch_size = analyze_batch;
+          const auto c = ptune::analyze::compare(analyze_paths, analyze_opt, copt);
+          if (c.versions.size() == 1) {
+            std::cout << ptune::analyze::render(c.versions[0].analysis, analyze_format, &c.versions[0]) << std::flush;
+          } else {
+            std::cout << ptune::analyze::render_comparison(c, analyze_format) << std::flush;
+          }
+          if (!analyze_html.empty()) {
+            ptune::report::write_atomic(analyze_html, ptune::analyze::overview_html(c), "--html");
+            if (!quiet) std::fprintf(stderr, "ptune: analyze: overview written to %s\n", analyze_html.c_str());
+          }
         } catch (const ptune::DataError& e) {
           // The trace is the command's argument: a bad one is a usage error (exit 2).
           std::fprintf(stderr, "ptune: error: analyze: %s\n", e.what());

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <algorithm>
 #include <map>
 
 #include "errors.hpp"
@@ -34,14 +35,26 @@ void advise(Analysis& a) {
   auto share = [&](double us) { return 100.0 * us / step; };
   const double loader = share(m.us[kDataLoader]);
   const double copies = share(m.us[kMemcpy]);
-  const double sync = share(m.sync_us);
+  // A host wait costs only the device time it leaves idle (on a GPU); on the CPU the wait is the cost.
+  const double sync = share(b.has_gpu ? m.sync_idle_us : m.sync_us);
+  const double nsteps = static_cast<double>(std::max<size_t>(b.steps.size(), 1));
+  auto per_step = [&](double n) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3g", n / nsteps);
+    return std::string(buf);
+  };
+  int64_t sync_calls = 0;
+  for (const auto& s : b.steps) sync_calls += s.syncs;
   const double exposed_comm = share(m.comm_us - m.comm_overlap_us);
   const double busy = share(m.kernel_us);
   Verdict& v = a.verdict;
   v = {};
   a.notes.clear();
-  const std::string rank =
-      a.distributed ? "; rank " + std::to_string(b.rank.value_or(static_cast<int64_t>(a.primary))) + ", the slowest" : "";
+  auto who = [&](const Breakdown& r, size_t i) {
+    (void)i;
+    return r.rank ? "rank " + std::to_string(*r.rank) : "process " + std::to_string(r.host_pid);
+  };
+  const std::string rank = a.distributed ? "; " + who(b, a.primary) + ", the slowest" : "";
 
   if (measure::fires(RuleId::kInputBound, loader)) {
     v.rule = rule(RuleId::kInputBound).name;
@@ -70,8 +83,14 @@ void advise(Analysis& a) {
     v.rule = rule(RuleId::kSyncBound).name;
     std::string which;
     for (const auto& s : b.syncs) which += (which.empty() ? "" : ", ") + ("`" + s.name + "`");
-    v.evidence = pct(sync) + " of the step with the host waiting in " + (which.empty() ? "syncs" : which) + " (" +
-                 std::to_string(m.syncs) + " per step)" + rank;
+    if (b.has_gpu) {
+      v.evidence = pct(sync) + " of the step with the GPU idle after the host waited in " +
+                   (which.empty() ? "syncs" : which) + " (" + per_step(static_cast<double>(sync_calls)) +
+                   " per step; the host waited " + pct(share(m.sync_us)) + " of the step)" + rank;
+    } else {
+      v.evidence = pct(sync) + " of the step with the host waiting in " + (which.empty() ? "syncs" : which) + " (" +
+                   per_step(static_cast<double>(sync_calls)) + " per step)" + rank;
+    }
     v.move = move(RuleId::kSyncBound);
   } else if (m.comm_us > 0 && measure::fires(RuleId::kCommBound, exposed_comm)) {
     v.rule = rule(RuleId::kCommBound).name;
@@ -116,11 +135,28 @@ void advise(Analysis& a) {
 
   // Further findings.
   if (!b.from_steps) {
-    a.notes.push_back("no ProfilerStep#N spans in the trace: analyzed as one window" +
-                      std::string(py ? " (call prof.step() once per training step for a per-step split)" : ""));
+    std::string left_out;
+    if (b.before_first_gpu_us > 0) {
+      std::string which;
+      for (const auto& n : b.stalls) which += (which.empty() ? "" : ", ") + ("`" + n.name + "` " + ms(n.total_us));
+      left_out = " from " + ms(b.before_first_gpu_us) + " in: what came before is left out (" +
+                 (which.empty() ? std::string("CUDA initialization and set-up before the first GPU work")
+                                : "one-time set-up with the GPU idle: " + which +
+                                      "; CUDA initialization, cuDNN's first calls, lazy loading") +
+                 ")";
+    }
+    a.notes.push_back("no ProfilerStep#N spans in the trace: analyzed as one window" + left_out +
+                      std::string(py ? "; call prof.step() once per training step, with schedule(wait=1, warmup=1, "
+                                       "active=3), for a per-step split of steady-state steps"
+                                     : ""));
   }
   if (!b.has_gpu) a.notes.push_back("CPU-only trace (no kernels, copies or CUDA runtime calls): GPU figures are null");
-  if (v.rule != rule(RuleId::kSyncBound).name && m.syncs > 0) {
+  if (v.rule != rule(RuleId::kSyncBound).name && b.has_gpu && sync_calls > 0 &&
+      measure::fires(RuleId::kSyncBound, share(m.sync_us))) {
+    a.notes.push_back("the host waited " + pct(share(m.sync_us)) + " of the step in syncs with the GPU busy meanwhile (" +
+                      pct(sync) + " of the step idle after them): not a bottleneck here");
+  }
+  if (v.rule != rule(RuleId::kSyncBound).name && sync_calls > 0) {
     std::string which;
     for (const auto& s : b.syncs) {
       char per[32];
@@ -145,15 +181,14 @@ void advise(Analysis& a) {
                       (py ? "`model.to(memory_format=torch.channels_last)` and channels_last inputs"
                           : "`model.channels_last`"));
   }
-  if (a.distributed) {
+  if (a.distributed && a.distributed->slowest != a.distributed->fastest) {
     const auto& d = *a.distributed;
     const auto& slow = a.ranks[d.slowest];
     const auto& fast = a.ranks[d.fastest];
     char line[256];
-    std::snprintf(line, sizeof line, "rank %lld is the slowest: %.1f ms per step against %.1f ms on rank %lld",
-                  static_cast<long long>(slow.rank.value_or(static_cast<int64_t>(d.slowest))), slow.mean().ms(),
-                  fast.mean().ms(), static_cast<long long>(fast.rank.value_or(static_cast<int64_t>(d.fastest))));
-    a.notes.push_back(line);
+    std::snprintf(line, sizeof line, " is the slowest: %.1f ms per step against %.1f ms on ", slow.mean().ms(),
+                  fast.mean().ms());
+    a.notes.push_back(who(slow, d.slowest) + line + who(fast, d.fastest));
   }
 }
 
@@ -168,13 +203,17 @@ Analysis analyze(const std::string& path, const AnalyzeOptions& opt) {
                     "figures: record it on a GPU with ProfilerActivity.CUDA");
   }
   // One process per rank: files with distributedInfo of a world of two or more are grouped by
-  // rank; the others are cycles of one process.
-  std::map<int64_t, std::vector<const Trace*>> by_rank;
+  // rank; the others by their host process (several files of one process: its profiler
+  // cycles, their steps concatenated; files of several processes: side by side, as ranks).
+  std::map<std::pair<int, int64_t>, std::vector<const Trace*>> by_rank;
   for (const auto& t : traces) {
     const bool dist = t.world_size.value_or(1) > 1 && t.rank;
-    by_rank[dist ? *t.rank : -1].push_back(&t);
+    by_rank[dist ? std::make_pair(0, *t.rank) : std::make_pair(1, t.host_pid)].push_back(&t);
   }
-  for (const auto& [r, group] : by_rank) a.ranks.push_back(break_down(group));
+  for (const auto& [r, group] : by_rank) {
+    a.ranks.push_back(break_down(group));
+    if (r.first == 1 && by_rank.size() > 1) a.ranks.back().rank.reset();  // a process, not a rank
+  }
   for (size_t i = 1; i < a.ranks.size(); ++i)
     if (a.ranks[i].mean().end > a.ranks[a.primary].mean().end) a.primary = i;
   if (a.ranks.size() >= 2) {

@@ -45,8 +45,9 @@ struct AnalyzeOptions {
   bool require_gpu = false;  // --gpu: a trace without GPU activity is an error
 };
 
-/// Reads `path` (analyze::read_traces) and analyzes it. Files of one rank (distributedInfo, or
-/// none) are one process whose steps are concatenated. Throws DataError as read_traces, and
+/// Reads `path` (analyze::read_traces) and analyzes it. Files of one rank (distributedInfo), or
+/// without it of one host process, are one process whose steps are concatenated; files of
+/// several processes are compared as ranks are. Throws DataError as read_traces, and
 /// "'<path>': a CPU-only trace (no kernels, copies or CUDA runtime calls); --gpu asks for GPU
 /// figures: record on a GPU with ProfilerActivity.CUDA" when `require_gpu` and no GPU
 /// activity was recorded; "'<path>': no ProfilerStep#N step ... " never (a trace without steps

@@ -4,6 +4,8 @@
 #include <cctype>
 #include <cstdint>
 #include <map>
+#include <set>
+#include <string_view>
 #include <unordered_map>
 
 namespace ptune::analyze {
@@ -63,13 +65,14 @@ double total(const Ranges& r) {
   return t;
 }
 
-std::string lower(std::string s) {
+std::string lower(std::string_view v) {
+  std::string s(v);
   for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
 }
 
-bool starts_with(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
-bool contains(const std::string& s, const char* p) { return s.find(p) != std::string::npos; }
+bool starts_with(std::string_view s, const char* p) { return s.rfind(p, 0) == 0; }
+bool contains(std::string_view s, const char* p) { return s.find(p) != std::string_view::npos; }
 
 bool is_host(const Event& e) { return e.kind == Kind::kCpuOp || e.kind == Kind::kAnnotation; }
 bool is_step(const Event& e) { return is_host(e) && starts_with(e.name, "ProfilerStep#"); }
@@ -90,15 +93,17 @@ bool is_item(const Event& e) {
 }
 
 /// Adds `us` to the entry `name` of `m`.
-void add(std::map<std::string, NameTime>& m, const std::string& name, double total_us, double self_us) {
-  auto& n = m[name];
+void add(std::map<std::string, NameTime, std::less<>>& m, std::string_view name, double total_us, double self_us) {
+  auto it = m.find(name);
+  if (it == m.end()) it = m.emplace(std::string(name), NameTime{}).first;
+  auto& n = it->second;
   n.name = name;
   ++n.count;
   n.total_us += total_us;
   n.self_us += self_us;
 }
 
-std::vector<NameTime> top(const std::map<std::string, NameTime>& m, bool by_self, size_t n) {
+std::vector<NameTime> top(const std::map<std::string, NameTime, std::less<>>& m, bool by_self, size_t n) {
   std::vector<NameTime> v;
   for (const auto& [k, t] : m) v.push_back(t);
   std::stable_sort(v.begin(), v.end(), [&](const NameTime& a, const NameTime& b) {
@@ -111,7 +116,7 @@ std::vector<NameTime> top(const std::map<std::string, NameTime>& m, bool by_self
 /// The windows of the steps of one trace: ProfilerStep#N host spans, each extended to the end
 /// of the device work launched from it (and the first one back to its first device work), kept
 /// apart from the next step; without steps, the whole trace.
-std::vector<StepBreakdown> windows(const Trace& t, bool* from_steps) {
+std::vector<StepBreakdown> windows(const Trace& t, bool* from_steps, double* before_us, std::vector<NameTime>* stalls) {
   std::vector<const Event*> host;
   for (const auto& e : t.events)
     if (is_step(e)) host.push_back(&e);
@@ -124,6 +129,43 @@ std::vector<StepBreakdown> windows(const Trace& t, bool* from_steps) {
     s.start = 1e300;
     s.end = -1e300;
     for (const auto& e : t.events) s.start = std::min(s.start, e.ts), s.end = std::max(s.end, e.end());
+    // A trace recorded without a schedule often starts before the model's first kernel: CUDA's
+    // initialization, the first allocations, copying the model to the device. The window starts
+    // at the launch of the first device work; what comes before is left out (and said).
+    double first_dev = 1e300;
+    int64_t first_corr = -1;
+    for (const auto& e : t.events)
+      if ((e.kind == Kind::kKernel || e.kind == Kind::kMemcpy || e.kind == Kind::kMemset) && e.ts < first_dev)
+        first_dev = e.ts, first_corr = e.correlation;
+    if (first_dev < 1e300) {
+      double from = first_dev;
+      if (first_corr >= 0)
+        for (const auto& e : t.events)
+          if (e.kind == Kind::kRuntime && e.correlation == first_corr) from = std::min(from, e.ts);
+      const double trace_start = s.start;
+      if (from - s.start > 0.01 * (s.end - s.start) && from > s.start) s.start = from;
+      // Then one-time set-up with the device idle: host calls of 100 ms or more (creating
+      // streams and events, lazy loading of kernels, cuDNN's first calls, freeing the caching
+      // allocator's blocks). The window starts after the last one when device work follows it.
+      Ranges device;
+      for (const auto& e : t.events)
+        if (e.kind == Kind::kKernel || e.kind == Kind::kMemcpy || e.kind == Kind::kMemset)
+          device.emplace_back(e.ts, e.end());
+      device = merge(std::move(device));
+      std::map<std::string, NameTime, std::less<>> found;
+      double last_end = -1e300;
+      for (const auto& e : t.events)
+        if (e.kind == Kind::kRuntime && e.dur >= 100000 && total(clip(device, e.ts, e.end())) < 0.1 * e.dur) {
+          add(found, e.name, e.dur, e.dur);
+          last_end = std::max(last_end, e.end());
+        }
+      const bool work_after = !device.empty() && device.back().second > last_end;
+      if (!found.empty() && last_end > s.start && work_after) {
+        s.start = last_end;
+        for (const auto& n : top(found, false, kTopN)) stalls->push_back(n);
+      }
+      if (s.start > trace_start) *before_us = s.start - trace_start;
+    }
     steps.push_back(s);
     return steps;
   }
@@ -147,7 +189,7 @@ std::vector<StepBreakdown> windows(const Trace& t, bool* from_steps) {
   double prev_end = -1e300;
   for (size_t i = 0; i < host.size(); ++i) {
     StepBreakdown s;
-    s.name = host[i]->name;
+    s.name = std::string(host[i]->name);
     s.start = std::max(i == 0 ? std::min(host[i]->ts, dev_min[i]) : host[i]->ts, prev_end);
     s.end = std::max({host[i]->end(), dev_max[i], s.start});
     prev_end = s.end;
@@ -163,7 +205,7 @@ const char* category_name(int c) {
   return c >= 0 && c < kCategories ? names[c] : "?";
 }
 
-bool is_tensor_core_kernel(const std::string& name) {
+bool is_tensor_core_kernel(std::string_view name) {
   const std::string n = lower(name);
   for (const char* p : {"h884", "s884", "h1688", "s1688", "h16816", "s16816", "i8816", "hmma", "xmma", "tensorop",
                         "wgmma", "gmma_", "tf32", "16816gemm", "1688gemm", "884gemm"})
@@ -171,7 +213,7 @@ bool is_tensor_core_kernel(const std::string& name) {
   return false;
 }
 
-bool is_half_kernel(const std::string& name) {
+bool is_half_kernel(std::string_view name) {
   const std::string n = lower(name);
   for (const char* p : {"f16", "bf16", "half", "h884", "h1688", "h16816", "hmma", "bfloat16"})
     if (contains(n, p)) return true;
@@ -200,6 +242,9 @@ StepBreakdown Breakdown::mean() const {
     m.comm_us += s.comm_us;
     m.comm_overlap_us += s.comm_overlap_us;
     m.sync_us += s.sync_us;
+    m.sync_idle_us += s.sync_idle_us;
+    m.gpu_busy_us += s.gpu_busy_us;
+    m.compute_us += s.compute_us;
     m.syncs += s.syncs;
     m.zero_grad_us += s.zero_grad_us;
   }
@@ -207,16 +252,22 @@ StepBreakdown Breakdown::mean() const {
   m.end = len / n;
   for (auto& v : m.us) v /= n;
   m.kernel_us /= n, m.comm_us /= n, m.comm_overlap_us /= n, m.sync_us /= n, m.zero_grad_us /= n;
+  m.sync_idle_us /= n, m.gpu_busy_us /= n, m.compute_us /= n;
+  for (const auto& s : steps) {
+    if (s.peak_allocated_mb) m.peak_allocated_mb = std::max(m.peak_allocated_mb.value_or(0), *s.peak_allocated_mb);
+    if (s.peak_reserved_mb) m.peak_reserved_mb = std::max(m.peak_reserved_mb.value_or(0), *s.peak_reserved_mb);
+  }
   m.syncs = static_cast<int64_t>(static_cast<double>(m.syncs) / n + 0.5);
   return m;
 }
 
 Breakdown break_down(const std::vector<const Trace*>& traces) {
   Breakdown b;
-  std::map<std::string, NameTime> kernels, operators, loaders, syncs;
+  std::map<std::string, NameTime, std::less<>> kernels, operators, loaders, syncs, copies;
   double kernel_total = 0, tc = 0, half = 0, layout = 0;
   for (const Trace* t : traces) {
     b.files.push_back(t->path);
+    b.host_pid = t->host_pid;
     b.writer = t->writer;
     if (t->amp) b.amp = t->amp;
     b.rank = t->rank;
@@ -224,7 +275,9 @@ Breakdown break_down(const std::vector<const Trace*>& traces) {
     b.has_gpu = b.has_gpu || t->has_gpu;
     if (b.devices.empty()) b.devices = t->devices;
     bool from_steps = true;
-    auto steps = windows(*t, &from_steps);
+    double before_us = 0;
+    auto steps = windows(*t, &from_steps, &before_us, &b.stalls);
+    b.before_first_gpu_us += before_us;
     b.from_steps = b.from_steps && from_steps;
     const double lo = steps.front().start, hi = steps.back().end;
     auto inside = [&](const Event& e) { return e.ts >= lo && e.ts < hi; };
@@ -255,6 +308,7 @@ Breakdown break_down(const std::vector<const Trace*>& traces) {
           break;
         case Kind::kMemcpy:
           cat[kMemcpy].push_back(r);
+          if (inside(e)) add(copies, e.name, e.dur, e.dur);
           if (inside(e) && contains(e.name, "HtoD")) {
             ++b.h2d.count;
             b.h2d.us += e.dur;
@@ -264,7 +318,10 @@ Breakdown break_down(const std::vector<const Trace*>& traces) {
             if (contains(e.name, "Pageable")) ++b.h2d.pageable;
           }
           break;
-        case Kind::kMemset: cat[kMemset].push_back(r); break;
+        case Kind::kMemset:
+          cat[kMemset].push_back(r);
+          if (inside(e)) add(copies, e.name, e.dur, e.dur);
+          break;
         case Kind::kRuntime:
           cat[kRuntime].push_back(r);
           if (is_runtime_sync(e) || (e.name.rfind("cudaMemcpy", 0) == 0 && dtoh.count(e.correlation))) {
@@ -294,6 +351,24 @@ Breakdown break_down(const std::vector<const Trace*>& traces) {
         case Kind::kOther: break;
       }
     }
+    Ranges device, comp_kernels;
+    std::vector<double> device_starts;
+    std::set<int64_t> streams;
+    for (const auto& e : t->events) {
+      if (e.kind != Kind::kKernel && e.kind != Kind::kMemcpy && e.kind != Kind::kMemset) continue;
+      device.emplace_back(e.ts, e.end());
+      device_starts.push_back(e.ts);
+      if (e.kind == Kind::kKernel) {
+        streams.insert(e.tid);
+        if (!is_communication(e)) comp_kernels.emplace_back(e.ts, e.end());
+      }
+    }
+    b.streams = std::max<int64_t>(b.streams, static_cast<int64_t>(streams.size()));
+    for (const auto& e : t->events)
+      if (e.kind == Kind::kRuntime && e.name == "cudaGraphLaunch") b.cuda_graphs = true;
+    device = merge(std::move(device));
+    comp_kernels = merge(std::move(comp_kernels));
+    std::sort(device_starts.begin(), device_starts.end());
     for (auto& c : cat) c = merge(std::move(c));
     all_kernels = merge(std::move(all_kernels));
     compute = merge(std::move(compute));
@@ -306,7 +381,68 @@ Breakdown break_down(const std::vector<const Trace*>& traces) {
         zeroing.emplace_back(e.ts, e.end());
     zeroing = merge(std::move(zeroing));
     const Ranges overlap = intersect(cat[kCommunication], compute);
+    // What a sync costs: the device idle from the sync's start until the first device work after
+    // it returns (its queue drained, the device waits for the host to launch again). A wait
+    // for a device that stays busy costs nothing.
+    Ranges sync_idle;
+    if (t->has_gpu) {
+      for (const auto& [s0, s1] : sync_ranges) {
+        // A wait on an idle device (nothing ran while the host waited) did not drain its queue:
+        // the idle that follows is the host's slowness, not the sync's.
+        if (total(clip(device, s0, s1)) <= 0) continue;
+        auto it = std::lower_bound(device_starts.begin(), device_starts.end(), s1);
+        const double next = it == device_starts.end() ? s1 : *it;
+        for (const auto& r : subtract(Ranges{{s0, next}}, device)) sync_idle.push_back(r);
+      }
+      sync_idle = merge(std::move(sync_idle));
+    }
+    {
+      const Ranges d = clip(device, lo, hi);
+      if (!d.empty()) {
+        b.gpu_span_us += d.back().second - d.front().first;
+        b.gpu_busy_total_us += total(d);
+        b.gpu_compute_total_us += total(clip(comp_kernels, lo, hi));
+      }
+    }
 
+    {
+      // HTA's view of the trace's device work (Breakdown::HtaView).
+      std::set<std::string_view> step_names;
+      double last_step_end = -1e300;
+      std::unordered_map<int64_t, double> launched;  // correlation -> launch time
+      for (const auto& e : t->events) {
+        if (is_step(e)) step_names.insert(e.name), last_step_end = std::max(last_step_end, e.end());
+        if (e.kind == Kind::kRuntime && e.correlation >= 0) launched.emplace(e.correlation, e.ts);
+      }
+      const bool all = step_names.size() < 2;
+      Ranges busy, comp, comm;
+      std::map<std::string, NameTime, std::less<>> names;
+      for (const auto& e : t->events) {
+        if (e.kind != Kind::kKernel && e.kind != Kind::kMemcpy && e.kind != Kind::kMemset) continue;
+        if (!all) {
+          auto it = launched.find(e.correlation);
+          if (e.correlation < 0 || it == launched.end() || it->second > last_step_end) continue;
+        }
+        busy.emplace_back(e.ts, e.end());
+        add(names, e.name, e.dur, e.dur);
+        if (e.kind != Kind::kKernel) continue;
+        const bool nccl = starts_with(e.name, "nccl") && contains(e.name, "Kernel");
+        if (nccl) comm.emplace_back(e.ts, e.end());
+        else if (!contains(e.name, "Memcpy") && !contains(e.name, "Memset") && !contains(e.name, "Sync"))
+          comp.emplace_back(e.ts, e.end());
+      }
+      busy = merge(std::move(busy));
+      comp = merge(std::move(comp));
+      comm = merge(std::move(comm));
+      if (!busy.empty()) {
+        b.hta.span_us += busy.back().second - busy.front().first;
+        b.hta.busy_us += total(busy);
+        b.hta.compute_us += total(comp);
+        b.hta.comm_us += total(comm);
+        b.hta.overlap_us += total(intersect(comm, comp));
+      }
+      for (const auto& n : top(names, false, 20)) b.hta.kernels.push_back(n);
+    }
     // The start of every sync call, sorted: a step's count is a range of them (a loop over the
     // events per step would be steps x events, hours on a hostile trace of many tiny steps).
     std::vector<double> sync_starts;
@@ -329,6 +465,14 @@ Breakdown break_down(const std::vector<const Trace*>& traces) {
       s.comm_us = total(clip(cat[kCommunication], s.start, s.end));
       s.comm_overlap_us = total(clip(overlap, s.start, s.end));
       s.sync_us = total(clip(sync_ranges, s.start, s.end));
+      s.sync_idle_us = total(clip(sync_idle, s.start, s.end));
+      s.gpu_busy_us = total(clip(device, s.start, s.end));
+      s.compute_us = total(clip(comp_kernels, s.start, s.end));
+      double alloc = -1, reserved = -1;
+      for (const auto& m : t->memory)
+        if (m.ts >= s.start && m.ts < s.end) alloc = std::max<double>(alloc, m.allocated), reserved = std::max<double>(reserved, m.reserved);
+      if (alloc >= 0) s.peak_allocated_mb = alloc / (1024.0 * 1024.0);
+      if (reserved >= 0) s.peak_reserved_mb = reserved / (1024.0 * 1024.0);
       s.zero_grad_us = total(clip(zeroing, s.start, s.end));
       s.syncs = std::lower_bound(sync_starts.begin(), sync_starts.end(), s.end) -
                 std::lower_bound(sync_starts.begin(), sync_starts.end(), s.start);
@@ -337,7 +481,9 @@ Breakdown break_down(const std::vector<const Trace*>& traces) {
     // Host operators' self time: per thread, minus the time of the operators directly inside.
     std::map<std::pair<int64_t, int64_t>, std::vector<const Event*>> threads;
     for (const auto& e : t->events)
-      if (e.kind == Kind::kCpuOp && inside(e)) threads[{e.pid, e.tid}].push_back(&e);
+      // ProfilerStep#N and the DataLoader's ranges (cat "Operator" in the 2021 schema) are not
+      // operators: the steps and the data loader have their own figures.
+      if (e.kind == Kind::kCpuOp && inside(e) && !is_step(e) && !is_dataloader(e)) threads[{e.pid, e.tid}].push_back(&e);
     for (auto& [key, ops] : threads) {
       std::sort(ops.begin(), ops.end(), [](const Event* a, const Event* b) {
         return a->ts != b->ts ? a->ts < b->ts : a->dur > b->dur;
@@ -357,10 +503,38 @@ Breakdown break_down(const std::vector<const Trace*>& traces) {
       }
       while (!stack.empty()) pop();
     }
+    if (!b.batch_size && from_steps && !steps.empty()) {
+      // The batch: the first dimension of the first input of the first step's first operator that
+      // takes the batch (a copy to the device, a convolution, a linear layer, an embedding).
+      const auto& s0 = steps.front();
+      Ranges loader = clip(cat[kDataLoader], s0.start, s0.end);
+      std::vector<const Event*> ops;
+      for (const auto& e : t->events)
+        if (e.kind == Kind::kCpuOp && e.batch > 0 && e.ts >= s0.start && e.ts < s0.end &&
+            clip(loader, e.ts, e.ts + 1e-9).empty())
+          ops.push_back(&e);
+      std::sort(ops.begin(), ops.end(), [](const Event* a, const Event* c) { return a->ts < c->ts; });
+      for (const Event* e : ops) {
+        if (e->name == "aten::to" || e->name == "aten::_to_copy" || e->name == "aten::copy_" ||
+            starts_with(e->name, "aten::conv") || e->name == "aten::linear" || e->name == "aten::embedding" ||
+            e->name == "aten::cudnn_convolution") {
+          b.batch_size = e->batch;
+          break;
+        }
+      }
+    }
+    if (t->schema_version) b.schema_version = t->schema_version;
+    std::set<int64_t> pids;
+    for (const auto& e : t->events)
+      if (e.kind == Kind::kCpuOp) pids.insert(e.pid);
+    b.processes = std::max<int64_t>(b.processes, static_cast<int64_t>(pids.size()));
     for (auto& s : steps) b.steps.push_back(std::move(s));
   }
   b.kernels = top(kernels, false, kTopN);
   b.operators = top(operators, true, kTopN);
+  b.all_kernels = top(kernels, false, SIZE_MAX);
+  b.all_operators = top(operators, true, SIZE_MAX);
+  b.copies = top(copies, false, SIZE_MAX);
   b.dataloader = top(loaders, false, kTopN);
   b.syncs = top(syncs, false, kTopN);
   if (b.has_gpu && kernel_total > 0) {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "analyze/trace_reader.hpp"
@@ -31,6 +32,12 @@ struct StepBreakdown {
   double comm_us = 0;                      // merged communication time
   double comm_overlap_us = 0;              // communication overlapped with compute (kernels, or host ops on the CPU)
   double sync_us = 0;                      // merged time the host waited in syncs
+  double sync_idle_us = 0;                 // GPU idle that the syncs caused: the device idle from a sync's
+                                           // start until the first device work after it returns
+  double gpu_busy_us = 0;                  // merged device time: kernels, copies and memsets
+  double compute_us = 0;                   // merged computation kernels (not communication)
+  std::optional<double> peak_allocated_mb; // device memory samples in the step (profile_memory=True)
+  std::optional<double> peak_reserved_mb;
   int64_t syncs = 0;                       // sync calls (runtime syncs and .item()-style reads)
   double zero_grad_us = 0;                 // aten::zero_ / aten::fill_ under Optimizer.zero_grad
   double ms() const { return (end - start) / 1000.0; }
@@ -61,12 +68,36 @@ struct Breakdown {
   std::optional<int64_t> rank, world_size;
   bool has_gpu = false;
   bool from_steps = true;             // false: no ProfilerStep#N spans; one window
+  double before_first_gpu_us = 0;     // without steps: the time left out before the first device work
+  std::vector<NameTime> stalls;       // without steps: host calls of 100 ms or more with the device idle
+                                      // (one-time set-up: CUDA/cuDNN initialization, lazy loading)
+  std::optional<int64_t> batch_size;  // from the input shapes of the first step's first batched operator
+  std::optional<int64_t> schema_version;
+  bool cuda_graphs = false;           // kernels launched by cudaGraphLaunch
+  int64_t streams = 0;                // device streams with kernels
+  int64_t processes = 1;              // host processes with operators in the file(s)
+  int64_t host_pid = 0;               // the profiled process's pid (its files' host_pid)
+  // The device time of the steps as HTA's temporal breakdown defines it: over the span from the
+  // first device work (kernel, copy, memset) in the steps to the last one's end.
+  double gpu_span_us = 0;             // that span
+  double gpu_busy_total_us = 0;       // merged device work in it
+  double gpu_compute_total_us = 0;    // merged computation kernels in it (not communication, not copies)
+  /// The same figures over the device work HTA keeps (TraceAnalysis with
+  /// include_last_profiler_step=True): the work launched before the end of the last
+  /// ProfilerStep (all of it with fewer than two steps), whatever step it belongs to.
+  struct HtaView {
+    double span_us = 0, busy_us = 0, compute_us = 0, comm_us = 0, overlap_us = 0;
+    std::vector<NameTime> kernels;  // by total time, largest first (kernels, copies, memsets)
+  } hta;
   std::vector<StepBreakdown> steps;
   std::vector<std::string> devices;
   std::optional<double> tensor_core_pct;  // kernel time on Tensor Cores (name heuristic), % ; GPU only
   std::optional<double> half_pct;         // kernel time in fp16/bf16 kernels (name heuristic), % ; GPU only
   double layout_pct = 0;                  // kernel time in NCHW<->NHWC conversions, % of kernel time
   std::vector<NameTime> kernels;          // by total time, largest first
+  std::vector<NameTime> all_kernels;      // every kernel name in the steps, by total time (for comparisons)
+  std::vector<NameTime> all_operators;    // every host operator, by self time (for comparisons)
+  std::vector<NameTime> copies;           // every copy and memset kind ("Memcpy HtoD (Pageable -> Device)")
   std::vector<NameTime> operators;        // host operators by self time, largest first
   std::vector<NameTime> dataloader;       // DataLoader ranges by time, largest first
   std::vector<NameTime> syncs;            // host syncs by name
@@ -79,10 +110,10 @@ struct Breakdown {
 /// Whether a kernel name is a Tensor Core kernel, by the patterns cuBLAS, cuDNN and CUTLASS put
 /// in their names (h884, s1688, 16816, hmma, xmma, tensorop, wgmma, tf32, ...). A heuristic,
 /// as the TensorBoard plugin's was. Throws nothing.
-bool is_tensor_core_kernel(const std::string& name);
+bool is_tensor_core_kernel(std::string_view name);
 
 /// Whether a kernel name says fp16/bf16 math (f16, bf16, half, h884, h1688, hmma). A heuristic.
-bool is_half_kernel(const std::string& name);
+bool is_half_kernel(std::string_view name);
 
 /// Whether a kernel or host op is data-parallel communication: kernels whose name starts with
 /// "nccl"; host ops "nccl:*", "gloo:*", "c10d::*" collectives and "record_param_comms".

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "analyze/compare.hpp"
 #include "report/results.hpp"
 
 namespace ptune::analyze {
@@ -81,11 +82,38 @@ std::vector<std::string> split_header() {
 }  // namespace
 
 const std::vector<std::string>& formats() {
-  static const std::vector<std::string> f{"table", "json", "md"};
+  static const std::vector<std::string> f{"table", "json", "md", "csv"};
   return f;
 }
 
-Json to_json(const Analysis& a) {
+Json gpu_json(const Breakdown& b) {
+  if (!b.has_gpu) return nullptr;
+  const double span = b.gpu_span_us;
+  auto p = [&](double us) { return span > 0 ? r2(100.0 * us / span) : 0.0; };
+  Json kernels = Json::array();
+  for (const auto& k : b.all_kernels) {
+    if (kernels.size() >= 20) break;
+    kernels.push_back(Json{{"name", k.name}, {"count", k.count}, {"total_us", r2(k.total_us)}});
+  }
+  const auto& h = b.hta;
+  auto q = [&](double us) { return h.span_us > 0 ? r2(100.0 * us / h.span_us) : 0.0; };
+  Json hk = Json::array();
+  for (const auto& k : h.kernels) hk.push_back(Json{{"name", k.name}, {"count", k.count}, {"total_us", r2(k.total_us)}});
+  Json trace{{"span_ms", r2(h.span_us / 1000.0)},
+             {"idle_pct", q(h.span_us - h.busy_us)},
+             {"compute_pct", q(h.compute_us)},
+             {"non_compute_pct", q(h.busy_us - h.compute_us)},
+             {"comm_overlap_pct", h.comm_us > 0 ? Json(r2(100.0 * h.overlap_us / h.comm_us)) : Json(nullptr)},
+             {"kernels", hk}};
+  return Json{{"span_ms", r2(span / 1000.0)},
+              {"idle_pct", p(span - b.gpu_busy_total_us)},
+              {"compute_pct", p(b.gpu_compute_total_us)},
+              {"non_compute_pct", p(b.gpu_busy_total_us - b.gpu_compute_total_us)},
+              {"kernels", kernels},
+              {"trace", trace}};
+}
+
+Json to_json(const Analysis& a, const Version* v) {
   const Breakdown& b = a.ranks[a.primary];
   Json steps = Json::array();
   for (const auto& s : b.steps) steps.push_back(step_json(b, s));
@@ -99,11 +127,13 @@ Json to_json(const Analysis& a) {
     for (const auto& r : a.ranks) {
       const auto m = r.mean();
       ranks.push_back(Json{{"rank", r.rank ? Json(*r.rank) : Json(nullptr)},
+                           {"pid", r.host_pid},
                            {"files", r.files},
                            {"ms_per_step", r2(m.ms())},
                            {"comm_pct", m.end > 0 ? r2(100.0 * m.comm_us / m.end) : 0.0},
                            {"comm_overlap_pct", m.comm_us > 0 ? r2(100.0 * m.comm_overlap_us / m.comm_us) : 0.0},
-                           {"gpu_util_pct", r.has_gpu && m.end > 0 ? Json(r2(100.0 * m.kernel_us / m.end)) : Json(nullptr)}});
+                           {"gpu_util_pct", r.has_gpu && m.end > 0 ? Json(r2(100.0 * m.kernel_us / m.end)) : Json(nullptr)},
+                           {"gpu", gpu_json(r)}});
     }
     auto rank_of = [&](size_t i) { return a.ranks[i].rank ? Json(*a.ranks[i].rank) : Json(i); };
     dist = Json{{"world_size", d.world_size},
@@ -121,7 +151,22 @@ Json to_json(const Analysis& a) {
                                {"count", k.count},
                                {"total_ms", r2(k.total_us / 1000.0)},
                                {"tensor_core", is_tensor_core_kernel(k.name)}});
-  return Json{
+  const auto mean = b.mean();
+  Json memory = nullptr;
+  if (mean.peak_allocated_mb) {
+    Json per = Json::array();
+    for (const auto& s : b.steps)
+      per.push_back(Json{{"name", s.name},
+                         {"peak_allocated_mb", s.peak_allocated_mb ? Json(r2(*s.peak_allocated_mb)) : Json(nullptr)},
+                         {"peak_reserved_mb", s.peak_reserved_mb ? Json(r2(*s.peak_reserved_mb)) : Json(nullptr)}});
+    memory = Json{{"peak_allocated_mb", r2(*mean.peak_allocated_mb)},
+                  {"peak_reserved_mb", mean.peak_reserved_mb ? Json(r2(*mean.peak_reserved_mb)) : Json(nullptr)},
+                  {"steps", per}};
+  }
+  std::optional<int64_t> batch = v && v->batch_size ? v->batch_size : b.batch_size;
+  std::optional<double> sps;
+  if (batch && mean.end > 0) sps = static_cast<double>(*batch) * static_cast<double>(a.ranks.size()) * 1e6 / mean.end;
+  Json out{
       {"path", a.path},
       {"writer", b.writer},
       {"device", b.has_gpu ? "cuda" : "cpu"},
@@ -144,14 +189,41 @@ Json to_json(const Analysis& a) {
       {"distributed", dist},
       {"files", files},
   };
+  // Added after the first layout's keys (docs/analyze.md).
+  out["label"] = v ? Json(v->label) : Json(nullptr);
+  out["schema_version"] = b.schema_version ? Json(*b.schema_version) : Json(nullptr);
+  out["batch_size"] = batch ? Json(*batch) : Json(nullptr);
+  out["samples_per_s"] = sps ? Json(r2(*sps)) : Json(nullptr);
+  out["cuda_graphs"] = b.cuda_graphs;
+  out["streams"] = b.streams;
+  out["processes"] = b.processes;
+  out["gpu"] = gpu_json(b);
+  out["memory"] = memory;
+  return out;
 }
 
-std::string render(const Analysis& a, const std::string& format) {
+std::string render(const Analysis& a, const std::string& format, const Version* v) {
   // Paths (the one given, a folder's file names) need not be UTF-8: bad bytes become U+FFFD.
-  if (format == "json") return to_json(a).dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
+  if (format == "json") return to_json(a, v).dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
   const Breakdown& b = a.ranks[a.primary];
   const auto header = split_header();
   const auto rows = split_rows(b);
+  if (format == "csv") {
+    auto cell = [](const std::string& c) {
+      if (c.find_first_of(",\"\n") == std::string::npos) return c;
+      std::string o = "\"";
+      for (char ch : c) o += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+      return o + "\"";
+    };
+    std::string out;
+    for (size_t i = 0; i < header.size(); ++i) out += (i ? "," : "") + cell(header[i]);
+    out += "\n";
+    for (const auto& r : rows) {
+      for (size_t i = 0; i < r.size(); ++i) out += (i ? "," : "") + cell(r[i]);
+      out += "\n";
+    }
+    return out;
+  }
   const size_t n_steps = b.steps.size();
   std::string device = b.has_gpu ? (b.devices.empty() ? "cuda" : "cuda (" + b.devices.front() + ")") : "cpu";
   std::string intro = "writer " + b.writer + ", " + device + ", " + std::to_string(n_steps) + " step" +
@@ -188,7 +260,17 @@ std::string render(const Analysis& a, const std::string& format) {
     return out;
   }
   // The terminal table.
-  out += "ptune analyze: " + a.path + "\n" + intro + "\n\n";
+  out += "ptune analyze: " + a.path + "\n" + intro + "\n";
+  {
+    const auto j = to_json(a, v);
+    if (j["samples_per_s"].is_number())
+      out += "batch " + std::to_string(j["batch_size"].get<int64_t>()) + fmt(": %.1f samples/s", j["samples_per_s"].get<double>()) +
+             (a.ranks.size() > 1 ? " (all ranks)" : "") + "\n";
+    if (j["memory"].is_object())
+      out += fmt("peak GPU memory: %.0f MB allocated", j["memory"]["peak_allocated_mb"].get<double>()) +
+             (j["memory"]["peak_reserved_mb"].is_number() ? fmt(", %.0f MB reserved", j["memory"]["peak_reserved_mb"].get<double>()) : "") + "\n";
+  }
+  out += "\n";
   std::vector<size_t> w(header.size());
   for (size_t i = 0; i < header.size(); ++i) {
     w[i] = header[i].size();
@@ -221,7 +303,8 @@ std::string render(const Analysis& a, const std::string& format) {
     out += "\nranks:\n";
     for (const auto& r : a.ranks) {
       const auto m = r.mean();
-      out += "  rank " + (r.rank ? std::to_string(*r.rank) : std::string("?")) + "  " + fmt("%.1f ms/step", m.ms()) +
+      out += "  " + (r.rank ? "rank " + std::to_string(*r.rank) : "process " + std::to_string(r.host_pid)) + "  " +
+             fmt("%.1f ms/step", m.ms()) +
              "  communication " + fmt("%.1f%%", m.end > 0 ? 100.0 * m.comm_us / m.end : 0.0) + " (" +
              fmt("%.0f%% overlapped)", m.comm_us > 0 ? 100.0 * m.comm_overlap_us / m.comm_us : 0.0) + "\n";
     }

@@ -11,14 +11,21 @@
 
 namespace ptune::analyze {
 
+struct Version;  // analyze/compare.hpp
+
 /// The analysis as JSON: path, writer, device, steps_from, verdict {rule, evidence, move,
 /// text}, notes, rank, steps [...], mean, tensor_core_pct, half_precision_pct, top_kernels,
 /// top_operators, dataloader, h2d, syncs, distributed, files. Every key is always present
 /// (null where the trace cannot tell). Throws nothing.
-nlohmann::ordered_json to_json(const Analysis& a);
+nlohmann::ordered_json to_json(const Analysis& a, const Version* v = nullptr);
 
-/// Renders the analysis in `format` ("table" | "json" | "md"). Throws nothing.
-std::string render(const Analysis& a, const std::string& format);
+/// The device time of a rank as HTA's temporal breakdown defines it (idle, compute and
+/// non-compute % of the span of its device work; kernel time by kernel); null without a GPU.
+nlohmann::ordered_json gpu_json(const Breakdown& b);
+
+/// Renders the analysis in `format` ("table" | "json" | "md" | "csv": the split per step).
+/// `v`, when given, adds its samples/s (batch size). Throws nothing.
+std::string render(const Analysis& a, const std::string& format, const Version* v = nullptr);
 
 /// The formats render() knows.
 const std::vector<std::string>& formats();

@@ -4,8 +4,11 @@
 /// `.json` or `.json.gz` files, or a folder of them (one per rank), into plain events.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <unordered_set>
 #include <vector>
 
 namespace ptune::analyze {
@@ -24,19 +27,31 @@ enum class Kind {
 /// One complete event ("ph": "X"); times in microseconds as the trace has them.
 struct Event {
   Kind kind = Kind::kOther;
-  std::string name;
+  std::string_view name;     // interned in its Trace's name pool (one copy per distinct name)
   double ts = 0;    // start, us
   double dur = 0;   // duration, us
   int64_t pid = 0;
   int64_t tid = 0;
   int64_t correlation = -1;  // links a runtime call to the kernel/copy it launched; -1: none
   int64_t bytes = -1;        // copies and memsets: "bytes"; -1: not given
+  int64_t batch = -1;        // host ops recorded with shapes: the first dimension of the first input
+                             // of two or more dimensions ("Input Dims"); -1: none
   double end() const { return ts + dur; }
+};
+
+/// A memory sample ("[memory]" instant events, recorded with profile_memory=True).
+struct MemorySample {
+  double ts = 0;
+  int64_t allocated = -1;  // "Total Allocated", bytes; -1: not given
+  int64_t reserved = -1;   // "Total Reserved", bytes; -1: not given
+  int64_t device = -1;     // "Device Id"/"Device Type": -1 the host (CPU), >= 0 a GPU
 };
 
 /// One trace file.
 struct Trace {
   std::string path;
+  std::shared_ptr<std::unordered_set<std::string>> names =
+      std::make_shared<std::unordered_set<std::string>>();  // the pool events' names point into
   std::vector<Event> events;           // "ph": "X" events with a duration >= 0, in file order;
                                        // those starting or ending beyond +-1e18 us are skipped
   std::optional<int64_t> rank;         // distributedInfo.rank
@@ -45,9 +60,15 @@ struct Trace {
   std::optional<std::string> amp;      // ptune's traces: the row's optim.amp ("ptune".amp)
   bool has_gpu = false;                // kernels, copies, memsets or CUDA runtime calls recorded
   std::vector<std::string> devices;    // deviceProperties[].name
+  std::optional<int64_t> schema_version;  // "schemaVersion"
+  std::vector<MemorySample> memory;    // "[memory]" samples, device ones (profile_memory=True)
+  int64_t host_pid = 0;                // the pid of most host operators (the profiled process)
+  uint64_t text_bytes = 0;             // trace text read (after gzip decompression)
 };
 
-/// Reads one trace file (.json, or gzip-compressed .json.gz: by content, not by name).
+/// Reads one trace file (.json, or gzip-compressed .json.gz: by content, not by name), streamed:
+/// the file is parsed as it is read (and inflated), events kept as they complete, so memory
+/// holds the events, not the text nor a parsed document.
 /// Throws DataError "'<path>': <what is wrong>": cannot be read, not gzip data that it says
 /// it is, not JSON (with the line and column), truncated, nested deeper than 64 levels
 /// ("nesting deeper than 64 levels; a profiler trace is a few levels deep"), a number that

@@ -831,4 +831,18 @@ std::string to_html(const std::vector<RunFile>& runs) {
   return os.str();
 }
 
+std::string html_escape(const std::string& s) { return esc(s); }
+
+std::string html_page(const std::string& title, const std::string& body, const std::string& footer) {
+  std::ostringstream os;
+  os << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+     << "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">\n"
+     << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+     << "<meta name=\"generator\" content=\"ptune " << kVersion << "\">\n"
+     << "<title>" << esc(title) << "</title>\n<style>" << kStyle << "</style>\n</head>\n<body>\n"
+     << "<header><h1>" << esc(title) << "</h1></header>\n"
+     << body << "\n<footer>" << esc(footer) << "</footer>\n</body>\n</html>\n";
+  return os.str();
+}
+
 }  // namespace ptune::report

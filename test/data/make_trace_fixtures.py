@@ -7,8 +7,13 @@ user_annotation, cuda_runtime, kernel, gpu_memcpy, gpu_memset with their args: E
 correlation, stream, device, bytes, registers per thread, shared memory, ...; ac2g flow events),
 with kernel names as cuBLAS/cuDNN/NCCL print them. Times are microseconds. Each fixture is shaped
 so one rule fires (copy-bound, sync-bound, launch-bound, compute-bound on fp32, compute-bound
-with layout conversions, communication-bound on 2 ranks); see the test that reads them,
-test/analyze_test.cpp. When a GPU machine is at hand, real H100 traces should replace them.
+with layout conversions, communication-bound on 2 ranks), or to have one property of the real
+traces that ptune was checked on (docs/analyze.md, "Checked on real GPU traces"): a host wait
+on a busy GPU, a wait that leaves it idle, CUDA initialization without ProfilerStep, CUDA graph
+launches, fractional microseconds, the 2021 schema, two processes in one file, memory samples
+and input shapes; NCCL kernels on their own stream and ac2g flow events are in the ddp pair.
+The real traces are not committed: the repository holds only what this project writes. See the
+tests that read them: test/analyze_test.cpp, and test/hta_agreement.py (each against HTA).
 
     python3 test/data/make_trace_fixtures.py      # rewrites test/data/traces/
 """
@@ -130,24 +135,6 @@ def copy_bound():
     return t.doc()
 
 
-def sync_bound():
-    """aten::item after the forward: the host waits in cudaStreamSynchronize for the queued kernels."""
-    t = Trace()
-    for i in range(1, 4):
-        t0 = i * 10000
-        def body(t, ts):
-            h2d(t, ts, 300, "HtoD (Pinned -> Device)")
-            host_end, dev_end = kernels(t, ts + 400, AMP * 3, 240, 20)
-            t.cpu("aten::item", host_end, dev_end - host_end + 40)
-            t.cpu("aten::_local_scalar_dense", host_end + 2, dev_end - host_end + 30)
-            c = t.launch(host_end + 5, 10, "cudaMemcpyAsync")
-            t.memcpy("DtoH (Device -> Pageable)", dev_end + 2, 3, c, 4)
-            t.launch(host_end + 16, dev_end - host_end, "cudaStreamSynchronize")
-            kernels(t, dev_end + 60, AMP * 6, 40, 45)
-        step(t, i, t0, 10000, body)
-    return t.doc()
-
-
 def launch_bound(extra=None):
     """Many tiny kernels launched slower than they run: GPU utilization about 30%."""
     t = Trace()
@@ -212,6 +199,150 @@ def no_steps():
     return t.doc()
 
 
+def busy_sync():
+    """The GPU 97% busy in fp32 kernels while the host waits in cudaDeviceSynchronize for a fifth of
+    each step: the wait costs nothing (the device stays busy), so compute-bound on fp32 wins."""
+    t = Trace()
+    for i in range(1, 4):
+        t0 = i * 10000
+        def body(t, ts):
+            h2d(t, ts, 100, "HtoD (Pinned -> Device)")
+            host_end, dev_end = kernels(t, ts - 100, FP32 * 24, 98, 20)
+            t.launch(dev_end - 2000, 2000, "cudaDeviceSynchronize")
+        step(t, i, t0, 10000, body)
+    return t.doc()
+
+
+def sync_bound():
+    """A per-step .item() that drains the queue, then 2.5 ms of host work before the next launch:
+    the GPU idles a quarter of the step after the host waited. sync-bound."""
+    t = Trace()
+    for i in range(1, 4):
+        t0 = i * 10000
+        def body(t, ts):
+            h2d(t, ts, 100, "HtoD (Pinned -> Device)")
+            host_end, dev_end = kernels(t, ts, AMP * 2, 240, 20)
+            t.cpu("aten::item", host_end, dev_end - host_end + 40)
+            t.cpu("aten::_local_scalar_dense", host_end + 2, dev_end - host_end + 30)
+            c = t.launch(host_end + 5, 10, "cudaMemcpyAsync")
+            t.memcpy("DtoH (Device -> Pageable)", dev_end + 2, 3, c, 4)
+            t.launch(host_end + 16, dev_end - host_end, "cudaStreamSynchronize")
+            t.cpu("aten::add_", dev_end + 60, 2500)  # host work (logging, Python) with the queue empty
+            kernels(t, dev_end + 2600, AMP * 2, 200, 20)
+        step(t, i, t0, 10000, body)
+    return t.doc()
+
+
+def init_no_steps():
+    """No ProfilerStep#N (profiled without a schedule), and the trace starts with CUDA's
+    initialization: 400 ms in cudaStreamCreateWithFlags and cudaMalloc before the first kernel,
+    then a 300 ms lazy-loading cudaLaunchKernel with the GPU idle; then fp32 compute."""
+    t = Trace()
+    t.cpu("aten::to", 0, 400500)
+    t.launch(10, 250000, "cudaStreamCreateWithFlags")
+    t.launch(250100, 150000, "cudaMalloc")
+    h2d(t, 400200, 100, "HtoD (Pageable -> Device)")
+    t.cpu("aten::conv2d", 401000, 300100)
+    c = t.launch(401010, 300000)  # the first launch of a kernel loads its module
+    t.kernel(FP32[1], 701020, 90, c)
+    kernels(t, 701200, FP32 * 30, 95, 20)
+    return t.doc()
+
+
+def cuda_graphs():
+    """Steps replayed as CUDA graphs: one cudaGraphLaunch per step, its kernels sharing the launch's
+    correlation; busy bf16 Tensor Core kernels, fractional microseconds as torch 2.x writes them."""
+    t = Trace()
+    for i in range(1, 4):
+        t0 = i * 10000
+        def body(t, ts):
+            h2d(t, ts, 100, "HtoD (Pinned -> Device)")
+            t.cpu("aten::copy_", ts + 150, 40)
+            c = t.launch(ts + 160.25, 12.5, "cudaGraphLaunch")
+            dev = ts + 180.375
+            for n in range(80):
+                t.kernel(AMP[n % len(AMP)].replace("f16", "bf16"), dev, 110.125, c)
+                dev += 111.5
+        step(t, i, t0, 10000, body)
+    return t.doc()
+
+
+def old_schema():
+    """The 2021 schema (torch 1.8/1.9, the TensorBoard plugin's samples): cats Operator, Runtime,
+    Kernel, Memcpy; tids as strings; no deviceProperties, distributedInfo or flow events."""
+    doc = compute_fp32()
+    cats = {"cpu_op": "Operator", "cuda_runtime": "Runtime", "kernel": "Kernel", "gpu_memcpy": "Memcpy",
+            "gpu_memset": "Memset", "user_annotation": "Operator"}
+    events = []
+    for e in doc["traceEvents"]:
+        if e.get("ph") in ("s", "f"):
+            continue
+        e = dict(e)
+        if "cat" in e:
+            e["cat"] = cats.get(e["cat"], e["cat"])
+        if e.get("ph") == "X":
+            e["tid"] = str(e["tid"])
+        events.append(e)
+    return {"schemaVersion": 1, "traceEvents": events}
+
+
+def two_processes():
+    """One file with two host processes: the training process (pid 4242, its steps) and a
+    DataLoader worker (pid 5151) whose decoding runs beside it; the worker's ops are not the step's."""
+    t = Trace()
+    for i in range(1, 4):
+        t0 = i * 10000
+        def body(t, ts):
+            h2d(t, ts, 100, "HtoD (Pinned -> Device)")
+            kernels(t, ts - 100, AMP * 10, 96, 20)
+        step(t, i, t0, 10000, body)
+    for i in range(0, 40):
+        t.events.append({"ph": "X", "cat": "cpu_op", "name": "aten::decode_jpeg", "pid": 5151, "tid": 5151,
+                         "ts": 9000 + i * 800, "dur": 700, "args": {"External id": 0}})
+    doc = t.doc()
+    doc["traceEvents"].append({"name": "process_name", "ph": "M", "ts": 0, "pid": 5151, "tid": 0,
+                               "args": {"name": "python"}})
+    return doc
+
+
+def memory_shapes():
+    """profile_memory=True and record_shapes=True: "[memory]" instant events and "Input Dims", so
+    that peak memory per step and the batch size (64) can be read."""
+    t = Trace()
+    for i in range(1, 4):
+        t0 = i * 10000
+        def body(t, ts):
+            t.cpu("aten::to", ts, 120)
+            t.events[-1]["args"]["Input Dims"] = [[64, 3, 224, 224], [], [], [], []]
+            h2d(t, ts + 2, 100, "HtoD (Pinned -> Device)")
+            kernels(t, ts - 100, AMP * 10, 96, 20)
+            for k, mb in enumerate((1000 + 10 * i, 1800 + 10 * i, 1200)):
+                t.events.append({"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": PID,
+                                 "tid": TID, "ts": ts + 1000 + 3000 * k,
+                                 "args": {"Total Reserved": 2048 * 2**20, "Total Allocated": mb * 2**20,
+                                          "Bytes": 2**20, "Addr": 1, "Device Type": 1, "Device Id": 0}})
+        step(t, i, t0, 10000, body)
+    return t.doc(extra={"profile_memory": 1, "record_shapes": 1})
+
+
+def process(pid, slow):
+    """One of two processes profiled side by side without distributedInfo (two single-GPU jobs
+    traced into one folder): compared as ranks are, named by their pid."""
+    global PID, TID
+    saved = PID, TID
+    PID = TID = pid
+    doc = compute_fp32() if slow else compute_amp()
+    PID, TID = saved
+    doc.pop("distributedInfo")
+    if slow:  # everything 10% slower
+        for e in doc["traceEvents"]:
+            if e.get("ph") in ("X", "s", "f"):
+                e["ts"] = round(e["ts"] * 1.1, 3)
+                if "dur" in e:
+                    e["dur"] = round(e["dur"] * 1.1, 3)
+    return doc
+
+
 def write(name, doc):
     path = os.path.join(HERE, name)
     os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -233,6 +364,14 @@ def main():
     write("gpu_no_steps.json", no_steps())
     # ptune's own trace: the top-level "ptune" key (what ptune's TraceRecorder writes).
     write("ptune_launch_bound.json.gz", launch_bound(extra={"ptune": {"version": "0.1.0", "row": "baseline"}}))
+    write("gpu_busy_sync.json.gz", busy_sync())
+    write("gpu_init_no_steps.json.gz", init_no_steps())
+    write("gpu_cuda_graphs.json.gz", cuda_graphs())
+    write("gpu_old_schema.json.gz", old_schema())
+    write("gpu_two_processes.json.gz", two_processes())
+    write("gpu_memory_shapes.json.gz", memory_shapes())
+    write("procs/a.json.gz", process(1111, slow=False))
+    write("procs/b.json.gz", process(2222, slow=True))
     write("ddp/rank0.json", ddp_rank(0, slow=False))
     write("ddp/rank1.json", ddp_rank(1, slow=True))
 

@@ -1,0 +1,311 @@
+#include "analyze/compare.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+
+#include "errors.hpp"
+#include "report/results.hpp"
+
+namespace ptune::analyze {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+double r2(double v) { return std::round(v * 100.0) / 100.0; }
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+std::string shorten(const std::string& s, size_t n = 60) { return s.size() <= n ? s : s.substr(0, n - 3) + "..."; }
+
+/// The label of a path: the file or folder name without .json/.json.gz and torch's
+/// ".pt.trace" (a folder's own name for a folder of ranks; the folder's name for a file named
+/// trace.json).
+std::string label_of(const std::string& path) {
+  std::filesystem::path p(path);
+  std::string name = p.filename().string();
+  if (name.empty()) name = p.parent_path().filename().string();
+  for (const char* tail : {".gz", ".json", ".pt.trace"})
+    if (name.size() > std::strlen(tail) && name.compare(name.size() - std::strlen(tail), std::strlen(tail), tail) == 0)
+      name.resize(name.size() - std::strlen(tail));
+  // export_chrome_trace("trace.json") in a folder per version: the folder names it.
+  if ((name == "trace" || name.empty()) && p.has_parent_path() && !p.parent_path().filename().empty())
+    return p.parent_path().filename().string();
+  return name;
+}
+
+/// name -> per-step figure (ms, or calls) of a list.
+std::map<std::string, double> per_step(const std::vector<NameTime>& v, size_t steps, bool self, bool calls) {
+  std::map<std::string, double> m;
+  const double n = static_cast<double>(std::max<size_t>(steps, 1));
+  for (const auto& x : v) m[x.name] = (calls ? static_cast<double>(x.count) : (self ? x.self_us : x.total_us) / 1000.0) / n;
+  return m;
+}
+
+/// The `k` names whose figure changed most between `a` and `b` (at least `min_delta`).
+std::vector<Change> largest(const std::map<std::string, double>& a, const std::map<std::string, double>& b,
+                            const char* what, size_t k, double min_delta) {
+  std::map<std::string, std::pair<double, double>> both;
+  for (const auto& [n, v] : a) both[n].first = v;
+  for (const auto& [n, v] : b) both[n].second = v;
+  std::vector<Change> out;
+  for (const auto& [n, v] : both) {
+    if (std::fabs(v.second - v.first) < min_delta) continue;
+    Change c;
+    c.what = what;
+    c.name = n;
+    c.before_ms = v.first;
+    c.after_ms = v.second;
+    out.push_back(c);
+  }
+  std::stable_sort(out.begin(), out.end(), [](const Change& x, const Change& y) {
+    return std::fabs(x.after_ms - x.before_ms) > std::fabs(y.after_ms - y.before_ms);
+  });
+  if (out.size() > k) out.resize(k);
+  return out;
+}
+
+std::string ms_text(double ms) { return ms >= 100 ? fmt("%.0f ms", ms) : ms >= 1 ? fmt("%.1f ms", ms) : fmt("%.2f ms", ms); }
+
+std::string calls_text(double n) { return fmt("%.3g", n); }
+
+PairChanges changes_between(const Version& a, const Version& b, size_t i) {
+  PairChanges p;
+  p.from = i - 1;
+  p.to = i;
+  const Breakdown& x = a.analysis.ranks[a.analysis.primary];
+  const Breakdown& y = b.analysis.ranks[b.analysis.primary];
+  const size_t nx = x.steps.size(), ny = y.steps.size();
+  // The data loader: its time per step, and which iterator (num_workers=0 or workers).
+  {
+    const double dx = x.mean().us[kDataLoader] / 1000.0, dy = y.mean().us[kDataLoader] / 1000.0;
+    const std::string lx = x.dataloader.empty() ? "" : x.dataloader.front().name;
+    const std::string ly = y.dataloader.empty() ? "" : y.dataloader.front().name;
+    if (std::fabs(dy - dx) >= 0.05 * std::max(a.step_ms, b.step_ms) || lx != ly) {
+      Change c{"data loader", ly.empty() ? lx : ly, dx, dy, ""};
+      c.text = "data loading " + ms_text(dx) + " -> " + ms_text(dy) + " per step" +
+               (lx != ly && !lx.empty() && !ly.empty() ? " (`" + lx + "` -> `" + ly + "`)" : "");
+      p.changes.push_back(c);
+    }
+  }
+  // Syncs added or removed.
+  for (auto& c : largest(per_step(x.syncs, nx, false, true), per_step(y.syncs, ny, false, true), "sync", 3, 0.01)) {
+    c.text = (c.before_ms == 0 ? "sync added: `" : c.after_ms == 0 ? "sync removed: `" : "sync `") + c.name + "` " +
+             calls_text(c.before_ms) + " -> " + calls_text(c.after_ms) + " per step";
+    p.changes.push_back(c);
+  }
+  // Copies that appeared or vanished (or changed count).
+  for (auto& c : largest(per_step(x.copies, nx, false, true), per_step(y.copies, ny, false, true), "copy", 3, 0.01)) {
+    c.text = (c.before_ms == 0 ? "copies appeared: `" : c.after_ms == 0 ? "copies vanished: `" : "copies `") + c.name +
+             "` " + calls_text(c.before_ms) + " -> " + calls_text(c.after_ms) + " per step";
+    p.changes.push_back(c);
+  }
+  // Kernels and operators whose time changed most.
+  const double floor_ms = 0.01 * std::max(a.step_ms, b.step_ms);
+  for (auto& c : largest(per_step(x.all_kernels, nx, false, false), per_step(y.all_kernels, ny, false, false), "kernel", 3,
+                         floor_ms)) {
+    c.text = "kernel `" + shorten(c.name) + "` " + ms_text(c.before_ms) + " -> " + ms_text(c.after_ms) + " per step";
+    p.changes.push_back(c);
+  }
+  for (auto& c : largest(per_step(x.all_operators, nx, true, false), per_step(y.all_operators, ny, true, false),
+                         "operator", 3, floor_ms)) {
+    c.text = "operator `" + shorten(c.name) + "` " + ms_text(c.before_ms) + " -> " + ms_text(c.after_ms) +
+             " per step (self time)";
+    p.changes.push_back(c);
+  }
+  if (a.analysis.verdict.rule != b.analysis.verdict.rule) {
+    Change c{"verdict", b.analysis.verdict.rule, 0, 0, ""};
+    c.text = "verdict " + a.analysis.verdict.rule + " -> " + b.analysis.verdict.rule;
+    p.changes.push_back(c);
+  }
+  return p;
+}
+
+Json opt_json(const std::optional<double>& v) { return v ? Json(r2(*v)) : Json(nullptr); }
+
+std::vector<std::string> header() {
+  return {"label", "step ms", "samples/s", "vs prev", "vs first", "data%", "copy%", "kernel%", "host%", "idle%",
+          "gpu busy%", "peak MB", "verdict"};
+}
+
+std::vector<std::vector<std::string>> rows(const Comparison& c) {
+  std::vector<std::vector<std::string>> out;
+  for (const auto& v : c.versions) {
+    const Breakdown& b = v.analysis.ranks[v.analysis.primary];
+    const auto m = b.mean();
+    const Split s = split_of(m);
+    const double len = m.end > 0 ? m.end : 1;
+    out.push_back({v.label, fmt("%.1f", v.step_ms), v.samples_per_s ? fmt("%.1f", *v.samples_per_s) : "-",
+                   v.vs_prev ? fmt("x%.2f", *v.vs_prev) : "-", v.vs_first ? fmt("x%.2f", *v.vs_first) : "-",
+                   fmt("%.1f", s.data), fmt("%.1f", s.copies), fmt("%.1f", s.kernels), fmt("%.1f", s.host),
+                   fmt("%.1f", s.idle), b.has_gpu ? fmt("%.1f", 100.0 * m.gpu_busy_us / len) : "-",
+                   m.peak_allocated_mb ? fmt("%.0f", *m.peak_allocated_mb) : "-", v.analysis.verdict.rule});
+  }
+  return out;
+}
+
+std::string csv_cell(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string o = "\"";
+  for (char ch : s) o += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+  return o + "\"";
+}
+
+}  // namespace
+
+Split split_of(const StepBreakdown& m) {
+  Split s;
+  const double len = m.end > 0 ? m.end : 0;
+  if (len <= 0) return s;
+  auto p = [&](double us) { return 100.0 * us / len; };
+  s.data = p(m.us[kDataLoader]);
+  s.copies = p(m.us[kMemcpy] + m.us[kMemset]);
+  s.kernels = p(m.us[kKernel] + m.us[kCommunication]);
+  s.host = p(m.us[kRuntime] + m.us[kCpuExec]);
+  s.idle = p(m.us[kOther]);
+  return s;
+}
+
+Comparison compare_analyses(std::vector<Version> versions) {
+  Comparison c;
+  for (size_t i = 0; i < versions.size(); ++i) {
+    auto& v = versions[i];
+    const Breakdown& b = v.analysis.ranks[v.analysis.primary];
+    v.step_ms = b.mean().ms();
+    if (!v.batch_size) v.batch_size = b.batch_size;
+    if (v.batch_size && v.step_ms > 0)
+      v.samples_per_s = static_cast<double>(*v.batch_size) * static_cast<double>(v.analysis.ranks.size()) * 1000.0 / v.step_ms;
+    if (i > 0 && v.step_ms > 0) {
+      v.vs_prev = versions[i - 1].step_ms / v.step_ms;
+      v.vs_first = versions[0].step_ms / v.step_ms;
+    }
+  }
+  c.versions = std::move(versions);
+  for (size_t i = 1; i < c.versions.size(); ++i) c.pairs.push_back(changes_between(c.versions[i - 1], c.versions[i], i));
+  return c;
+}
+
+Comparison compare(const std::vector<std::string>& paths, const AnalyzeOptions& opt, const CompareOptions& copt) {
+  if (!copt.labels.empty() && copt.labels.size() != paths.size()) {
+    throw DataError("--label given " + std::to_string(copt.labels.size()) + " times for " +
+                    std::to_string(paths.size()) + " traces: give one per trace, in order");
+  }
+  std::vector<Version> versions;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    Version v;
+    v.label = copt.labels.empty() ? label_of(paths[i]) : copt.labels[i];
+    v.analysis = analyze(paths[i], opt);
+    v.batch_size = copt.batch_size;
+    versions.push_back(std::move(v));
+  }
+  return compare_analyses(std::move(versions));
+}
+
+Json comparison_json(const Comparison& c) {
+  Json versions = Json::array();
+  for (const auto& v : c.versions) {
+    const Breakdown& b = v.analysis.ranks[v.analysis.primary];
+    const auto m = b.mean();
+    const Split s = split_of(m);
+    const double len = m.end > 0 ? m.end : 1;
+    versions.push_back(Json{
+        {"label", v.label},
+        {"path", v.analysis.path},
+        {"step_ms", r2(v.step_ms)},
+        {"batch_size", v.batch_size ? Json(*v.batch_size) : Json(nullptr)},
+        {"samples_per_s", opt_json(v.samples_per_s)},
+        {"speedup_vs_prev", opt_json(v.vs_prev)},
+        {"speedup_vs_first", opt_json(v.vs_first)},
+        {"split_pct", Json{{"data", r2(s.data)}, {"copies", r2(s.copies)}, {"kernels", r2(s.kernels)},
+                           {"host", r2(s.host)}, {"idle", r2(s.idle)}}},
+        {"gpu_busy_pct", b.has_gpu ? Json(r2(100.0 * m.gpu_busy_us / len)) : Json(nullptr)},
+        {"peak_allocated_mb", opt_json(m.peak_allocated_mb)},
+        {"peak_reserved_mb", opt_json(m.peak_reserved_mb)},
+        {"ranks", v.analysis.ranks.size()},
+        {"steps", b.steps.size()},
+        {"verdict", Json{{"rule", v.analysis.verdict.rule}, {"text", v.analysis.verdict.text()}}},
+        {"notes", v.analysis.notes},
+    });
+  }
+  Json pairs = Json::array();
+  for (const auto& p : c.pairs) {
+    Json ch = Json::array();
+    for (const auto& x : p.changes)
+      ch.push_back(Json{{"what", x.what}, {"name", x.name}, {"before", r2(x.before_ms)}, {"after", r2(x.after_ms)},
+                        {"text", x.text}});
+    pairs.push_back(Json{{"from", c.versions[p.from].label}, {"to", c.versions[p.to].label}, {"changes", ch}});
+  }
+  return Json{{"versions", versions}, {"changes", pairs}};
+}
+
+std::string render_comparison(const Comparison& c, const std::string& format) {
+  if (format == "json") return comparison_json(c).dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
+  const auto h = header();
+  const auto rs = rows(c);
+  std::string out;
+  if (format == "csv") {
+    for (size_t i = 0; i < h.size(); ++i) out += (i ? "," : "") + csv_cell(h[i]);
+    out += "\n";
+    for (const auto& r : rs) {
+      for (size_t i = 0; i < r.size(); ++i) out += (i ? "," : "") + csv_cell(r[i]);
+      out += "\n";
+    }
+    return out;
+  }
+  if (format == "md") {
+    using report::markdown_escape;
+    out += "## ptune analyze: " + std::to_string(c.versions.size()) + " versions\n\n|";
+    for (const auto& x : h) out += " " + markdown_escape(x) + " |";
+    out += "\n|";
+    for (size_t i = 0; i < h.size(); ++i) out += i == 0 || i + 1 == h.size() ? "---|" : "---:|";
+    out += "\n";
+    for (const auto& r : rs) {
+      out += "|";
+      for (const auto& x : r) out += " " + markdown_escape(x) + " |";
+      out += "\n";
+    }
+    for (const auto& p : c.pairs) {
+      out += "\n**" + markdown_escape(c.versions[p.from].label) + " → " + markdown_escape(c.versions[p.to].label) +
+             "**\n\n";
+      if (p.changes.empty()) out += "- no change above 1% of the step\n";
+      for (const auto& x : p.changes) out += "- " + x.text + "\n";
+    }
+    out += "\n";
+    for (const auto& v : c.versions) out += "- **" + markdown_escape(v.label) + "**: " + v.analysis.verdict.text() + "\n";
+    return out;
+  }
+  // The terminal table.
+  std::vector<size_t> w(h.size());
+  for (size_t i = 0; i < h.size(); ++i) {
+    w[i] = h[i].size();
+    for (const auto& r : rs) w[i] = std::max(w[i], r[i].size());
+  }
+  auto line = [&](const std::vector<std::string>& r) {
+    std::string s;
+    for (size_t i = 0; i < r.size(); ++i) {
+      const bool right = i > 0 && i + 1 < r.size();
+      const std::string pad(w[i] > r[i].size() ? w[i] - r[i].size() : 0, ' ');
+      s += (i ? "  " : "") + (right ? pad + r[i] : (i + 1 < r.size() ? r[i] + pad : r[i]));
+    }
+    return s + "\n";
+  };
+  out += "ptune analyze: " + std::to_string(c.versions.size()) + " versions\n\n" + line(h);
+  for (const auto& r : rs) out += line(r);
+  for (const auto& p : c.pairs) {
+    out += "\n" + c.versions[p.from].label + " -> " + c.versions[p.to].label + ":\n";
+    if (p.changes.empty()) out += "  no change above 1% of the step\n";
+    for (const auto& x : p.changes) out += "  " + x.text + "\n";
+  }
+  out += "\nverdicts:\n";
+  for (const auto& v : c.versions) out += "  " + v.label + ": " + v.analysis.verdict.text() + "\n";
+  return out;
+}
+
+}  // namespace ptune::analyze

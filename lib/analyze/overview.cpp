@@ -1,0 +1,247 @@
+#include "analyze/overview.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "report/html.hpp"
+
+namespace ptune::analyze {
+namespace {
+
+using report::html_escape;
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+// The split's categories, in the plugin's order, with colours (Okabe-Ito, then greys).
+const char* const kCatColor[kCategories] = {"#009E73", "#56B4E9", "#0072B2", "#CC79A7",
+                                            "#D55E00", "#E69F00", "#F0E442", "#D9D9D9"};
+const char* const kCatLabel[kCategories] = {"kernel", "memcpy", "memset", "communication",
+                                            "runtime", "data loader", "CPU exec", "other (idle)"};
+
+constexpr double kW = 960, kLabelW = 170, kBarW = 700;
+
+std::string legend() {
+  std::string s = "<ul class=\"runs\">";
+  for (int c = 0; c < kCategories; ++c)
+    s += std::string("<li style=\"display:inline-block;margin-right:12px\"><span class=\"swatch\" style=\"background:") +
+         kCatColor[c] + "\"></span>" + kCatLabel[c] + "</li>";
+  return s + "</ul>";
+}
+
+/// Stacked bars: one per step, the split of its time.
+std::string steps_svg(const Breakdown& b) {
+  double longest = 0;
+  for (const auto& s : b.steps) longest = std::max(longest, s.end - s.start);
+  if (longest <= 0) longest = 1;
+  const double row = 22, top = 6;
+  const double height = top + row * static_cast<double>(b.steps.size()) + 26;
+  std::ostringstream os;
+  os << "<svg class=\"chart steps\" viewBox=\"0 0 " << kW << " " << height << "\" width=\"" << kW << "\" height=\""
+     << height << "\" role=\"img\" aria-label=\"step time split per step\">";
+  double y = top;
+  for (const auto& s : b.steps) {
+    const double len = s.end - s.start;
+    os << "<g class=\"step-bar\" data-step=\"" << html_escape(s.name) << "\" data-ms=\"" << fmt("%.3f", len / 1000.0)
+       << "\"><text x=\"" << kLabelW - 6 << "\" y=\"" << y + 14 << "\" text-anchor=\"end\">" << html_escape(s.name)
+       << "</text>";
+    double x = kLabelW;
+    for (int c = 0; c < kCategories; ++c) {
+      const double w = kBarW * s.us[c] / longest;
+      if (w <= 0) continue;
+      os << "<rect class=\"seg\" data-cat=\"" << category_name(c) << "\" x=\"" << fmt("%.2f", x) << "\" y=\"" << y
+         << "\" width=\"" << fmt("%.2f", w) << "\" height=\"" << row - 6 << "\" fill=\"" << kCatColor[c]
+         << "\"><title>" << kCatLabel[c] << fmt(": %.2f ms", s.us[c] / 1000.0) << "</title></rect>";
+      x += w;
+    }
+    os << "<text class=\"small\" x=\"" << fmt("%.2f", x + 6) << "\" y=\"" << y + 14 << "\">"
+       << fmt("%.1f ms", len / 1000.0) << "</text></g>";
+    y += row;
+  }
+  os << "<text class=\"small muted\" x=\"" << kLabelW << "\" y=\"" << y + 14
+     << "\">bar length: step time (the longest step spans the width)</text></svg>";
+  return os.str();
+}
+
+std::string names_table(const std::string& title, const std::vector<NameTime>& v, bool self, size_t steps) {
+  if (v.empty()) return "";
+  const double n = static_cast<double>(std::max<size_t>(steps, 1));
+  std::string s = "<h3>" + html_escape(title) + "</h3><div class=\"scroll\"><table><thead><tr><th>name</th>"
+                  "<th class=\"n\">calls per step</th><th class=\"n\">ms per step</th></tr></thead><tbody>";
+  for (const auto& x : v)
+    s += "<tr><td>" + html_escape(x.name) + "</td><td class=\"n\">" + fmt("%.3g", static_cast<double>(x.count) / n) +
+         "</td><td class=\"n\">" + fmt("%.3f", (self ? x.self_us : x.total_us) / 1000.0 / n) + "</td></tr>";
+  return s + "</tbody></table></div>";
+}
+
+std::string ranks_svg(const Analysis& a) {
+  double longest = 0;
+  for (const auto& r : a.ranks) longest = std::max(longest, r.mean().end);
+  if (longest <= 0) longest = 1;
+  const double row = 22;
+  const double height = row * static_cast<double>(a.ranks.size()) + 26;
+  std::ostringstream os;
+  os << "<svg class=\"chart ranks\" viewBox=\"0 0 " << kW << " " << height << "\" width=\"" << kW << "\" height=\""
+     << height << "\" role=\"img\" aria-label=\"step time per rank\">";
+  double y = 4;
+  for (size_t i = 0; i < a.ranks.size(); ++i) {
+    const auto& r = a.ranks[i];
+    const auto m = r.mean();
+    const std::string name = r.rank ? "rank " + std::to_string(*r.rank) : "process " + std::to_string(r.host_pid);
+    (void)i;
+    const double comm = m.comm_us, over = m.comm_overlap_us;
+    os << "<g class=\"rank-bar\" data-rank=\"" << html_escape(name) << "\"><text x=\"" << kLabelW - 6 << "\" y=\""
+       << y + 14 << "\" text-anchor=\"end\">" << html_escape(name) << "</text>";
+    const double w = kBarW * m.end / longest, wc = kBarW * (comm - over) / longest, wo = kBarW * over / longest;
+    os << "<rect x=\"" << kLabelW << "\" y=\"" << y << "\" width=\"" << fmt("%.2f", w) << "\" height=\"16\" fill=\""
+       << kCatColor[kKernel] << "\"><title>" << fmt("%.2f ms per step", m.ms()) << "</title></rect>";
+    os << "<rect x=\"" << kLabelW << "\" y=\"" << y + 4 << "\" width=\"" << fmt("%.2f", wc) << "\" height=\"8\" fill=\""
+       << kCatColor[kCommunication] << "\"><title>communication not overlapped" << fmt(": %.2f ms", (comm - over) / 1000.0)
+       << "</title></rect>";
+    os << "<rect x=\"" << fmt("%.2f", kLabelW + wc) << "\" y=\"" << y + 4 << "\" width=\"" << fmt("%.2f", wo)
+       << "\" height=\"8\" fill=\"#7F7F7F\"><title>communication overlapped with compute"
+       << fmt(": %.2f ms", over / 1000.0) << "</title></rect>";
+    os << "<text class=\"small\" x=\"" << fmt("%.2f", kLabelW + w + 6) << "\" y=\"" << y + 14 << "\">"
+       << fmt("%.1f ms", m.ms()) << fmt(", communication %.0f%%", m.end > 0 ? 100.0 * comm / m.end : 0.0)
+       << fmt(" (%.0f%% overlapped)", comm > 0 ? 100.0 * over / comm : 0.0) << "</text></g>";
+    y += row;
+  }
+  os << "</svg>";
+  return os.str();
+}
+
+std::string version_html(const Version& v, size_t index) {
+  const Analysis& a = v.analysis;
+  const Breakdown& b = a.ranks[a.primary];
+  const auto m = b.mean();
+  const double len = m.end > 0 ? m.end : 1;
+  std::ostringstream os;
+  os << "<section class=\"version\" id=\"v" << index << "\"><h2>" << html_escape(v.label) << "</h2>";
+  os << "<p class=\"muted\">" << html_escape(a.path) << " · " << b.steps.size() << " step"
+     << (b.steps.size() == 1 ? "" : "s") << (b.from_steps ? " (ProfilerStep#N)" : " (whole trace)") << " · "
+     << (b.has_gpu ? html_escape(b.devices.empty() ? std::string("cuda") : b.devices.front()) : std::string("cpu"))
+     << (a.ranks.size() > 1 ? " · " + std::to_string(a.ranks.size()) + " ranks, the slowest shown" : "") << "</p>";
+  os << "<p><b>Verdict:</b> " << html_escape(a.verdict.text()) << "</p>";
+  if (!a.notes.empty()) {
+    os << "<ul class=\"notes\">";
+    for (const auto& n : a.notes) os << "<li>" << html_escape(n) << "</li>";
+    os << "</ul>";
+  }
+  os << "<table><tbody>";
+  auto row = [&](const std::string& k, const std::string& val) {
+    os << "<tr><th>" << html_escape(k) << "</th><td class=\"n\">" << html_escape(val) << "</td></tr>";
+  };
+  row("step time", fmt("%.2f ms", m.ms()));
+  if (v.samples_per_s) row("samples/s", fmt("%.1f", *v.samples_per_s));
+  if (b.has_gpu) {
+    row("GPU busy (kernels, copies, memsets)", fmt("%.1f%%", 100.0 * m.gpu_busy_us / len));
+    row("Tensor Cores (share of kernel time)", fmt("%.0f%%", b.tensor_core_pct.value_or(0)));
+    row("fp16/bf16 kernels (share of kernel time)", fmt("%.0f%%", b.half_pct.value_or(0)));
+    row("host-to-device copies", std::to_string(b.h2d.count) + " (" + std::to_string(b.h2d.pageable) + " pageable), " +
+                                     fmt("%.2f ms", b.h2d.us / 1000.0));
+  }
+  int64_t syncs = 0;
+  for (const auto& s : b.steps) syncs += s.syncs;
+  row("host syncs", std::to_string(syncs) + fmt(", %.2f ms waited per step", m.sync_us / 1000.0));
+  if (m.peak_allocated_mb) row("peak GPU memory allocated", fmt("%.0f MB", *m.peak_allocated_mb));
+  if (m.peak_reserved_mb) row("peak GPU memory reserved", fmt("%.0f MB", *m.peak_reserved_mb));
+  os << "</tbody></table>";
+  os << "<figure><figcaption>Step time, split as the PyTorch profiler's overview</figcaption>" << legend()
+     << steps_svg(b) << "</figure>";
+  if (a.ranks.size() > 1)
+    os << "<figure><figcaption>Ranks: step time, communication (not overlapped / overlapped)</figcaption>"
+       << ranks_svg(a) << "</figure>";
+  if (m.peak_allocated_mb) {
+    os << "<h3>Memory per step</h3><table><thead><tr><th>step</th><th class=\"n\">peak allocated MB</th>"
+          "<th class=\"n\">peak reserved MB</th></tr></thead><tbody>";
+    for (const auto& s : b.steps)
+      os << "<tr><td>" << html_escape(s.name) << "</td><td class=\"n\">"
+         << (s.peak_allocated_mb ? fmt("%.0f", *s.peak_allocated_mb) : "-") << "</td><td class=\"n\">"
+         << (s.peak_reserved_mb ? fmt("%.0f", *s.peak_reserved_mb) : "-") << "</td></tr>";
+    os << "</tbody></table>";
+  }
+  os << names_table("Largest kernels", b.kernels, false, b.steps.size())
+     << names_table("Largest operators (host, self time)", b.operators, true, b.steps.size())
+     << names_table("Host syncs", b.syncs, false, b.steps.size());
+  os << "</section>";
+  return os.str();
+}
+
+std::string speedup_svg(const Comparison& c) {
+  double best = 0;
+  for (const auto& v : c.versions) best = std::max(best, v.vs_first.value_or(1.0));
+  if (best <= 0) best = 1;
+  const double row = 24;
+  const double height = row * static_cast<double>(c.versions.size()) + 10;
+  std::ostringstream os;
+  os << "<svg class=\"chart speedup\" viewBox=\"0 0 " << kW << " " << height << "\" width=\"" << kW << "\" height=\""
+     << height << "\" role=\"img\" aria-label=\"speedup over the first version\">";
+  double y = 4;
+  for (size_t i = 0; i < c.versions.size(); ++i) {
+    const auto& v = c.versions[i];
+    const double s = v.vs_first.value_or(1.0);
+    const double w = (kBarW - 160) * s / best;  // room for the figures after the longest bar
+    os << "<text x=\"" << kLabelW - 6 << "\" y=\"" << y + 14 << "\" text-anchor=\"end\">" << html_escape(v.label)
+       << "</text><rect class=\"speedup\" data-label=\"" << html_escape(v.label) << "\" data-value=\"" << fmt("%.4f", s)
+       << "\" x=\"" << kLabelW << "\" y=\"" << y << "\" width=\"" << fmt("%.2f", w) << "\" height=\"16\" fill=\""
+       << "#0072B2\"></rect><text class=\"small\" x=\"" << fmt("%.2f", kLabelW + w + 6) << "\" y=\"" << y + 14
+       << "\">" << fmt("×%.2f", s) << fmt(" · %.1f ms", v.step_ms)
+       << (v.samples_per_s ? fmt(" · %.1f samples/s", *v.samples_per_s) : std::string()) << "</text>";
+    y += row;
+  }
+  os << "</svg>";
+  return os.str();
+}
+
+std::string table_html(const Comparison& c) {
+  std::ostringstream os;
+  os << "<div class=\"scroll\"><table class=\"versions\"><thead><tr><th>version</th><th class=\"n\">step ms</th>"
+        "<th class=\"n\">samples/s</th><th class=\"n\">vs prev</th><th class=\"n\">vs first</th><th class=\"n\">data%</th>"
+        "<th class=\"n\">copy%</th><th class=\"n\">kernel%</th><th class=\"n\">host%</th><th class=\"n\">idle%</th>"
+        "<th class=\"n\">GPU busy%</th><th class=\"n\">peak MB</th><th>verdict</th></tr></thead><tbody>";
+  for (const auto& v : c.versions) {
+    const Breakdown& b = v.analysis.ranks[v.analysis.primary];
+    const auto m = b.mean();
+    const Split s = split_of(m);
+    const double len = m.end > 0 ? m.end : 1;
+    auto n = [](const std::string& t) { return "<td class=\"n\">" + t + "</td>"; };
+    os << "<tr><td>" << html_escape(v.label) << "</td>" << n(fmt("%.1f", v.step_ms))
+       << n(v.samples_per_s ? fmt("%.1f", *v.samples_per_s) : "-") << n(v.vs_prev ? fmt("×%.2f", *v.vs_prev) : "-")
+       << n(v.vs_first ? fmt("×%.2f", *v.vs_first) : "-") << n(fmt("%.1f", s.data)) << n(fmt("%.1f", s.copies))
+       << n(fmt("%.1f", s.kernels)) << n(fmt("%.1f", s.host)) << n(fmt("%.1f", s.idle))
+       << n(b.has_gpu ? fmt("%.1f", 100.0 * m.gpu_busy_us / len) : "-")
+       << n(m.peak_allocated_mb ? fmt("%.0f", *m.peak_allocated_mb) : "-") << "<td>"
+       << html_escape(v.analysis.verdict.rule) << "</td></tr>";
+  }
+  os << "</tbody></table></div>";
+  for (const auto& p : c.pairs) {
+    os << "<h3>" << html_escape(c.versions[p.from].label) << " → " << html_escape(c.versions[p.to].label)
+       << "</h3><ul class=\"changes\">";
+    if (p.changes.empty()) os << "<li class=\"muted\">no change above 1% of the step</li>";
+    for (const auto& x : p.changes) os << "<li>" << html_escape(x.text) << "</li>";
+    os << "</ul>";
+  }
+  return os.str();
+}
+
+}  // namespace
+
+std::string overview_html(const Comparison& c) {
+  std::ostringstream body;
+  if (c.versions.size() > 1) {
+    body << "<section class=\"comparison\"><h2>Versions</h2><figure><figcaption>Speedup over the first "
+            "version</figcaption>"
+         << speedup_svg(c) << "</figure>" << table_html(c) << "</section>";
+  }
+  for (size_t i = 0; i < c.versions.size(); ++i) body << version_html(c.versions[i], i);
+  const std::string title =
+      c.versions.size() == 1 ? "ptune analyze: " + c.versions[0].label
+                             : "ptune analyze: " + std::to_string(c.versions.size()) + " versions";
+  return report::html_page(title, body.str(), "Written by ptune analyze -o (the profiler trace overview).");
+}
+
+}  // namespace ptune::analyze
