@@ -37,7 +37,7 @@ def build(arch, num_classes):
 def input_shape(arch):
     if arch == "vit_tiny":
         return (2, 3, 32, 32)
-    return (4, 3, 64, 64)
+    return (4, 3, 32, 32)
 
 
 def perturb(model):
