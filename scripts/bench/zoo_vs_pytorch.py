@@ -163,7 +163,7 @@ def main():
                 def cell(s):
                     return f"{s['median_ms']:8.1f} ±{s['spread_pct']:3.0f}%"
                 print(f"{arch:20} {prec:5} {cell(row['ptune']):>14} {cell(row['eager']):>14} "
-                      f"{cell(row['compile']) if comp else 'failed':>14} {row['ptune_vs_eager']:8.2f}x "
+                      f"{cell(row['compile']) if comp else ('failed' if compile_error else '-'):>14} {row['ptune_vs_eager']:8.2f}x "
                       f"{(str(round(row['ptune_vs_compile'], 2)) + 'x') if comp else '-':>10}", flush=True)
                 del eager, comp
                 if args.json:
