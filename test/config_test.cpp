@@ -131,7 +131,7 @@ TEST_CASE("hostile files: overflow, repeated keys, deep nesting, sizes beyond an
 
 TEST_CASE("unknown enum values suggest the nearest", "[config]") {
   CHECK(error_of(R"({"model": {"arch": "resnet19"}})") ==
-        "exp.json: model.arch: unknown value 'resnet19', did you mean 'resnet18'? allowed: resnet18, resnet50");
+        "exp.json: model.arch: unknown value 'resnet19', did you mean 'resnet18'? allowed: resnet18, resnet34, resnet50, resnet101, resnet152, resnext50_32x4d, wide_resnet50_2, mobilenet_v3_large, convnext_tiny, vit_b_16");
   CHECK(error_of(R"({"optim": {"amp": "fp8"}})") ==
         "exp.json: optim.amp: unknown value 'fp8', did you mean 'fp16'? allowed: off, bf16, fp16");
   CHECK(error_of(R"({"optim": {"kind": "lamb"}})") == "exp.json: optim.kind: unknown value 'lamb'; allowed: sgd, adamw");
@@ -178,7 +178,7 @@ TEST_CASE("set override (--set) errors", "[config]") {
   CHECK(set_error("loader.batch_size=0") ==
         "--set: loader.batch_size: 0 is out of range; allowed: an integer in [1, 1048576]");
   CHECK(set_error("model.arch=resnet19") ==
-        "--set: model.arch: unknown value 'resnet19', did you mean 'resnet18'? allowed: resnet18, resnet50");
+        "--set: model.arch: unknown value 'resnet19', did you mean 'resnet18'? allowed: resnet18, resnet34, resnet50, resnet101, resnet152, resnext50_32x4d, wide_resnet50_2, mobilenet_v3_large, convnext_tiny, vit_b_16");
   CHECK(set_error("batch_size") == "--set 'batch_size': expected PATH=VALUE, e.g. loader.batch_size=256");
 }
 

@@ -316,7 +316,7 @@ TEST_CASE("cuda: channels_last and cudnn_benchmark change speed, not results", "
   cfg.optim.cudnn_benchmark = true;
   Trainer t(cfg, kCuda);
   CHECK(at::globalContext().benchmarkCuDNN());
-  CHECK(t.model()->conv1->weight.is_contiguous(at::MemoryFormat::ChannelsLast));
+  CHECK(t.model()->named_parameters()["conv1.weight"].is_contiguous(at::MemoryFormat::ChannelsLast));
   auto x = t.to_device(batch[0]).first;
   CHECK(x.is_contiguous(at::MemoryFormat::ChannelsLast));
   cl = train_on(t, batch)[0];

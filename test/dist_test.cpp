@@ -105,7 +105,7 @@ ptune::config::ExperimentConfig tiny_config(int64_t batch) {
 std::string frozen_bn_weights(const TempDir& dir, const ptune::config::ExperimentConfig& cfg) {
   const std::string path = dir.file("init.pt");
   torch::manual_seed(1);
-  auto model = ptune::models::make(cfg.model.arch, cfg.model.num_classes);
+  auto model = ptune::models::make(cfg.model.arch, cfg.model.num_classes, cfg.data.image_size);
   model->train();
   torch::NoGradGuard no_grad;
   for (int i = 0; i < 8; ++i) model->forward(torch::randn({16, 3, cfg.data.image_size, cfg.data.image_size}));
@@ -450,6 +450,58 @@ TEST_CASE("dist: accumulation with no_sync equals the large-batch gradient", "[d
   INFO("max |accumulated step - large-batch step| = " << diff);
   CHECK(diff < 1e-5);
   CHECK(max_abs_diff(init, reference) > 1e-3);
+}
+
+namespace {
+
+/// Two Gloo ranks against one process on the doubled batch for `arch` (eval mode: BatchNorm
+/// frozen, dropout and stochastic depth off): 2 steps; the update each made, compared
+/// relative to the update's largest entry.
+void check_arch_data_parallel(const std::string& arch, int64_t image_size) {
+  OneThread one_thread;
+  TempDir dir;
+  auto cfg = tiny_config(/*batch per rank=*/2);
+  cfg.model.arch = arch;
+  cfg.data.image_size = image_size;
+  cfg.data.num_samples = 16;
+  cfg.model.weights = frozen_bn_weights(dir, cfg);
+  const int steps = 2;
+  auto reference_cfg = cfg;
+  reference_cfg.loader.batch_size = 4;
+  const auto init = train_shard(reference_cfg, 0, 1, nullptr, 0);
+  const auto reference = train_shard(reference_cfg, 0, 1, nullptr, steps);
+  std::vector<std::vector<at::Tensor>> ranks(2);
+  run_ranks(2, [&](int rank, std::shared_ptr<dist::Group> g) { ranks[rank] = train_shard(cfg, rank, 2, g, steps); });
+  CHECK(bitwise_equal(ranks[0], ranks[1]));
+  std::vector<at::Tensor> step_dp, step_ref;
+  for (size_t i = 0; i < init.size(); ++i) {
+    step_dp.push_back(ranks[0][i] - init[i]);
+    step_ref.push_back(reference[i] - init[i]);
+  }
+  const double update = max_abs_diff(step_ref, std::vector<at::Tensor>(init.size(), at::zeros({})));
+  const double diff = max_abs_diff(step_dp, step_ref);
+  INFO(arch << ": max |data-parallel update - one-process update| = " << diff << ", largest update " << update);
+  CHECK(update > 1e-4);
+  // Float32 sums in another order (per-rank halves, then the all-reduce): ~1e-6 of the update.
+  CHECK(diff < 1e-4 * update);
+}
+
+}  // namespace
+
+TEST_CASE("dist: 2 ranks equal one process on the doubled batch: resnet34, resnext50_32x4d, wide_resnet50_2", "[dist][zoo]") {
+  for (const char* arch : {"resnet34", "resnext50_32x4d", "wide_resnet50_2"}) check_arch_data_parallel(arch, 16);
+}
+TEST_CASE("dist: 2 ranks equal one process on the doubled batch: resnet101, resnet152", "[dist][zoo]") {
+  for (const char* arch : {"resnet101", "resnet152"}) check_arch_data_parallel(arch, 16);
+}
+TEST_CASE("dist: 2 ranks equal one process on the doubled batch: mobilenet_v3_large", "[dist][zoo]") {
+  check_arch_data_parallel("mobilenet_v3_large", 32);
+}
+TEST_CASE("dist: 2 ranks equal one process on the doubled batch: convnext_tiny", "[dist][zoo]") {
+  check_arch_data_parallel("convnext_tiny", 32);
+}
+TEST_CASE("dist: 2 ranks equal one process on the doubled batch: vit_b_16", "[dist][zoo]") {
+  check_arch_data_parallel("vit_b_16", 16);
 }
 
 TEST_CASE("dist: ptune launch trains on 2 ranks and only rank 0 prints and writes", "[dist]") {

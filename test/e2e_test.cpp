@@ -203,7 +203,7 @@ TEST_CASE("bad input: one line, exit code 2", "[e2e]") {
                      unknown + ": unknown key 'loader.batch_sise', did you mean 'loader.batch_size'?");
   auto arch = dir.write("a.json", R"({"model": {"arch": "resnet19"}})");
   expect_usage_error(run(exe + " sweep " + arch),
-                     arch + ": model.arch: unknown value 'resnet19', did you mean 'resnet18'? allowed: resnet18, resnet50");
+                     arch + ": model.arch: unknown value 'resnet19', did you mean 'resnet18'? allowed: resnet18, resnet34, resnet50, resnet101, resnet152, resnext50_32x4d, wide_resnet50_2, mobilenet_v3_large, convnext_tiny, vit_b_16");
   auto batch = dir.write("b.json", R"({"loader": {"batch_size": 0}})");
   expect_usage_error(run(exe + " train " + batch),
                      batch + ": loader.batch_size: 0 is out of range; allowed: an integer in [1, 1048576]");

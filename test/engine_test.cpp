@@ -115,7 +115,7 @@ TEST_CASE("channels_last changes the layout, not the result", "[engine]") {
   train_params(cfg, 1, &plain);  // the first step's loss: the same weights, another layout
   cfg.model.channels_last = true;
   Trainer t(cfg, c10::Device(c10::kCPU));
-  CHECK(t.model()->conv1->weight.is_contiguous(at::MemoryFormat::ChannelsLast));
+  CHECK(t.model()->named_parameters()["conv1.weight"].is_contiguous(at::MemoryFormat::ChannelsLast));
   auto x = t.to_device(first_batch(cfg)).first;
   CHECK(x.is_contiguous(at::MemoryFormat::ChannelsLast));
   train_params(cfg, 1, &cl);

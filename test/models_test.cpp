@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include "errors.hpp"
+#include "models/model.hpp"
 #include "models/resnet.hpp"
 #include "models/state_dict_io.hpp"
 #include "test_util.hpp"
@@ -56,13 +57,13 @@ TEST_CASE("resnet18/50 state_dict names, order and shapes equal torchvision's", 
     CHECK(params == expected_params);
   }
   int64_t p18 = 0;
-  for (const auto& p : make("resnet18", 1000)->parameters()) p18 += p.numel();
+  for (const auto& p : ResNet("resnet18", 1000)->parameters()) p18 += p.numel();
   CHECK(p18 == 11689512);
 }
 
 TEST_CASE("initialization follows torchvision", "[models]") {
   torch::manual_seed(0);
-  auto model = make("resnet50", 10);
+  auto model = ResNet("resnet50", 10);
   // kaiming_normal_(mode=fan_out, relu): std = sqrt(2 / (out_channels * k * k)).
   auto w = model->conv1->weight;
   CHECK(w.mean().item<double>() == Approx(0).margin(0.002));
@@ -76,13 +77,13 @@ TEST_CASE("initialization follows torchvision", "[models]") {
   CHECK(model->fc->weight.abs().max().item<double>() <= 1.0 / std::sqrt(2048.0));
   auto y = model->forward(torch::randn({2, 3, 64, 64}));
   CHECK(y.sizes() == at::IntArrayRef({2, 10}));
-  CHECK_THROWS_WITH(make("resnet19", 10), "unknown architecture 'resnet19'");
+  CHECK_THROWS_WITH(ResNet("resnet19", 10), "unknown architecture 'resnet19'");
 }
 
 TEST_CASE("state_dict files round-trip through ptune's writer and reader", "[models]") {
   ptune::test::TempDir dir;
   torch::manual_seed(3);
-  auto a = make("resnet18", 10);
+  auto a = ResNet("resnet18", 10);
   write_state_dict(dir.file("w.pt"), state_dict(*a));
   auto read = read_state_dict(dir.file("w.pt"));
   auto orig = state_dict(*a);
@@ -92,7 +93,7 @@ TEST_CASE("state_dict files round-trip through ptune's writer and reader", "[mod
     CHECK(read[i].second.equal(orig[i].second));
   }
   torch::manual_seed(4);
-  auto b = make("resnet18", 10);
+  auto b = ResNet("resnet18", 10);
   CHECK(load_into(*b, read, "w.pt").empty());
   CHECK(b->fc->weight.equal(a->fc->weight));
   CHECK(b->layer4->named_buffers()["1.bn2.running_var"].equal(a->layer4->named_buffers()["1.bn2.running_var"]));
@@ -100,14 +101,14 @@ TEST_CASE("state_dict files round-trip through ptune's writer and reader", "[mod
 
 TEST_CASE("loading checks keys and shapes, and keeps a new head for other classes", "[models]") {
   ptune::test::TempDir dir;
-  auto a = make("resnet18", 1000);
+  auto a = ResNet("resnet18", 1000);
   auto sd = state_dict(*a);
-  auto b = make("resnet18", 10);
+  auto b = ResNet("resnet18", 10);
   std::string note = load_into(*b, sd, "imagenet.pt");
   CHECK(note == "imagenet.pt: the classifier head has shape [1000, 512] there and [10, 512] here "
                 "(model.num_classes); kept a freshly initialized head");
   CHECK(b->conv1->weight.equal(a->conv1->weight));
-  auto c = make("resnet50", 10);
+  auto c = ResNet("resnet50", 10);
   CHECK_THROWS_WITH(load_into(*c, sd, "r18.pt"), Catch::StartsWith("r18.pt: missing keys for this model: "));
   sd.emplace_back("extra.weight", torch::zeros({1}));
   CHECK_THROWS_WITH(load_into(*a, sd, "x.pt"), "x.pt: keys this model does not have: extra.weight");
@@ -127,7 +128,7 @@ TEST_CASE("torchvision's weights load into ptune and give torchvision's outputs,
   auto exported = ptune::test::run("'" + python + "' '" + script + "' export " + dir.path.string());
   INFO(exported.err);
   REQUIRE(exported.code == 0);
-  auto model = make("resnet18", 10);
+  auto model = ResNet("resnet18", 10);
   CHECK(load_into(*model, read_state_dict(dir.file("tv_weights.pt")), "tv_weights.pt").empty());
   model->eval();
   auto io = read_state_dict(dir.file("tv_io.pt"));
@@ -152,10 +153,10 @@ TEST_CASE("weights in other shapes are recognized: a key, DDP's prefix, no count
   auto made = ptune::test::run("'" + python + "' '" + script + "' variants " + dir.path.string());
   INFO(made.err);
   REQUIRE(made.code == 0);
-  auto reference = make("resnet18", 10);
+  auto reference = ResNet("resnet18", 10);
   load_into(*reference, read_state_dict(dir.file("reference.pt")), "reference.pt");
   auto same_as_reference = [&](const std::string& file) {
-    auto m = make("resnet18", 10);
+    auto m = ResNet("resnet18", 10);
     std::vector<std::string> notes;
     CHECK(load_into(*m, read_state_dict(dir.file(file), &notes), file).empty());
     auto a = state_dict(*m), b = state_dict(*reference);
@@ -188,7 +189,7 @@ TEST_CASE("files that are not weights are named for what they are", "[models]") 
   };
   check(dir.path.string(), dir.path.string() + ": is a folder, not a file");
   check(dir.write("empty.pt", ""), dir.file("empty.pt") + ": empty file");
-  auto model = make("resnet18", 10);
+  auto model = ResNet("resnet18", 10);
   write_state_dict(dir.file("good.pt"), state_dict(*model));
   const std::string good = ptune::test::read_file(dir.file("good.pt"));
   check(dir.write("cut.pt", good.substr(0, good.size() / 2)), dir.file("cut.pt") + ": a damaged or truncated zip archive");

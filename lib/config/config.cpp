@@ -12,7 +12,7 @@
 
 #include "config/suggest.hpp"
 #include "errors.hpp"
-#include "models/resnet.hpp"
+#include "models/model.hpp"
 
 namespace ptune::config {
 namespace {
@@ -566,6 +566,9 @@ void validate(const ExperimentConfig& cfg, const std::string& where) {
       cfg.name.find('\0') != std::string::npos)
     throw ConfigError(at + "name: '" + cfg.name + "' cannot name files inside a folder; use letters, digits, '-', '_' "
                       "or '.' (no '/', not '..')");
+  if (const std::string why = models::image_size_problem(cfg.model.arch, cfg.data.image_size); !why.empty())
+    throw ConfigError(at + "data.image_size: " + std::to_string(cfg.data.image_size) + " does not fit model.arch " +
+                      cfg.model.arch + ": " + why);
   if (cfg.model.weights) {
     std::error_code ec;
     if (!std::filesystem::exists(*cfg.model.weights, ec))

@@ -14,7 +14,7 @@
 namespace ptune::config {
 
 struct ModelConfig {
-  std::string arch = "resnet18";       // resnet18 | resnet50 (torchvision's architectures)
+  std::string arch = "resnet18";       // models::architectures(): torchvision's names (docs/models.md)
   int64_t num_classes = 10;            // size of the final fc layer
   std::optional<std::string> weights;  // torch.save(state_dict) file to start from, or null
   bool channels_last = false;          // NHWC memory format for the model and its inputs

@@ -146,7 +146,7 @@ Trainer::Trainer(const config::ExperimentConfig& cfg, const c10::Device& device,
                       std::to_string(group_->size()) + "); run one process or turn it off");
 
   torch::manual_seed(static_cast<uint64_t>(cfg.seed));
-  model_ = models::make(cfg.model.arch, cfg.model.num_classes);
+  model_ = models::make(cfg.model.arch, cfg.model.num_classes, cfg.data.image_size);
   if (cfg.model.weights) {
     weights_note_ = models::load_into(*model_, models::read_state_dict(*cfg.model.weights, &weights_file_notes_),
                                       *cfg.model.weights);

@@ -16,7 +16,7 @@
 #include "dist/group.hpp"
 #include "engine/cuda_graph.hpp"
 #include "engine/grad_scaler.hpp"
-#include "models/resnet.hpp"
+#include "models/model.hpp"
 
 namespace ptune::engine {
 
@@ -94,7 +94,7 @@ class Trainer {
   /// prefix); empty when there were none.
   const std::vector<std::string>& weights_file_notes() const { return weights_file_notes_; }
 
-  models::ResNet& model() { return model_; }
+  models::Model& model() { return model_; }
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
   const c10::Device& device() const { return device_; }
   /// A note from loading weights (e.g. a replaced classifier head), or "".
@@ -122,7 +122,7 @@ class Trainer {
  private:
   config::ExperimentConfig cfg_;
   c10::Device device_;
-  models::ResNet model_{nullptr};
+  models::Model model_{nullptr};
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   DeviceInput input_;
   std::string weights_note_;

@@ -20,12 +20,12 @@ nn::Sequential downsample_if_needed(int64_t in, int64_t out, int64_t stride) {
   return nn::Sequential(conv(in, out, 1, stride, 0), nn::BatchNorm2d(out));
 }
 
-template <class Block>
-nn::Sequential make_layer(int64_t& in_planes, int64_t planes, int64_t blocks, int64_t stride) {
+template <class Block, class... Extra>
+nn::Sequential make_layer(int64_t& in_planes, int64_t planes, int64_t blocks, int64_t stride, Extra... extra) {
   nn::Sequential layer;
-  layer->push_back(Block(in_planes, planes, stride));
+  layer->push_back(Block(in_planes, planes, stride, extra...));
   in_planes = planes * Block::Impl::kExpansion;
-  for (int64_t i = 1; i < blocks; ++i) layer->push_back(Block(in_planes, planes, 1));
+  for (int64_t i = 1; i < blocks; ++i) layer->push_back(Block(in_planes, planes, 1, extra...));
   return layer;
 }
 
@@ -49,12 +49,14 @@ torch::Tensor BasicBlockImpl::forward(torch::Tensor x) {
   return out.relu_();
 }
 
-BottleneckImpl::BottleneckImpl(int64_t in, int64_t planes, int64_t stride) {
-  conv1 = register_module("conv1", conv(in, planes, 1, 1, 0));
-  bn1 = register_module("bn1", nn::BatchNorm2d(planes));
-  conv2 = register_module("conv2", conv(planes, planes, 3, stride, 1));
-  bn2 = register_module("bn2", nn::BatchNorm2d(planes));
-  conv3 = register_module("conv3", conv(planes, planes * kExpansion, 1, 1, 0));
+BottleneckImpl::BottleneckImpl(int64_t in, int64_t planes, int64_t stride, int64_t groups, int64_t width_per_group) {
+  const int64_t width = planes * width_per_group / 64 * groups;
+  conv1 = register_module("conv1", conv(in, width, 1, 1, 0));
+  bn1 = register_module("bn1", nn::BatchNorm2d(width));
+  conv2 = register_module("conv2", nn::Conv2d(nn::Conv2dOptions(width, width, 3).stride(stride).padding(1)
+                                                  .groups(groups).bias(false)));
+  bn2 = register_module("bn2", nn::BatchNorm2d(width));
+  conv3 = register_module("conv3", conv(width, planes * kExpansion, 1, 1, 0));
   bn3 = register_module("bn3", nn::BatchNorm2d(planes * kExpansion));
   auto ds = downsample_if_needed(in, planes * kExpansion, stride);
   if (ds) downsample = register_module("downsample", ds);
@@ -71,19 +73,35 @@ torch::Tensor BottleneckImpl::forward(torch::Tensor x) {
   return out.relu_();
 }
 
-const std::vector<std::string>& architectures() {
-  static const std::vector<std::string> kArchs = {"resnet18", "resnet50"};
+const std::vector<std::string>& resnet_architectures() {
+  static const std::vector<std::string> kArchs = {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152",
+                                                  "resnext50_32x4d", "wide_resnet50_2"};
   return kArchs;
 }
 
-ResNetImpl::ResNetImpl(const std::string& arch_name, int64_t num_classes) : arch(arch_name) {
+ResNetImpl::ResNetImpl(const std::string& arch_name, int64_t num_classes) : ModelImpl(arch_name) {
   std::vector<int64_t> blocks;
-  bool bottleneck = false;
+  bool bottleneck = true;
+  int64_t groups = 1, width_per_group = 64;
   if (arch == "resnet18") {
     blocks = {2, 2, 2, 2};
+    bottleneck = false;
+  } else if (arch == "resnet34") {
+    blocks = {3, 4, 6, 3};
+    bottleneck = false;
   } else if (arch == "resnet50") {
     blocks = {3, 4, 6, 3};
-    bottleneck = true;
+  } else if (arch == "resnet101") {
+    blocks = {3, 4, 23, 3};
+  } else if (arch == "resnet152") {
+    blocks = {3, 8, 36, 3};
+  } else if (arch == "resnext50_32x4d") {
+    blocks = {3, 4, 6, 3};
+    groups = 32;
+    width_per_group = 4;
+  } else if (arch == "wide_resnet50_2") {
+    blocks = {3, 4, 6, 3};
+    width_per_group = 128;
   } else {
     throw std::invalid_argument("unknown architecture '" + arch + "'");
   }
@@ -91,7 +109,7 @@ ResNetImpl::ResNetImpl(const std::string& arch_name, int64_t num_classes) : arch
   bn1 = register_module("bn1", nn::BatchNorm2d(64));
   int64_t in = 64;
   auto layer = [&](int64_t planes, int64_t n, int64_t stride) {
-    return bottleneck ? make_layer<Bottleneck>(in, planes, n, stride)
+    return bottleneck ? make_layer<Bottleneck>(in, planes, n, stride, groups, width_per_group)
                       : make_layer<BasicBlock>(in, planes, n, stride);
   };
   layer1 = register_module("layer1", layer(64, blocks[0], 1));
@@ -115,7 +133,5 @@ torch::Tensor ResNetImpl::forward(torch::Tensor x) {
   x = torch::adaptive_avg_pool2d(x, {1, 1}).flatten(1);
   return fc(x);
 }
-
-ResNet make(const std::string& arch, int64_t num_classes) { return ResNet(arch, num_classes); }
 
 }  // namespace ptune::models

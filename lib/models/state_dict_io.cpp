@@ -1,5 +1,8 @@
 #include "models/state_dict_io.hpp"
 
+#include "models/model.hpp"
+
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -513,14 +516,17 @@ std::string load_into(torch::nn::Module& module, const NamedTensors& tensors,
   };
   if (!missing.empty()) throw DataError(source + ": missing keys for this model: " + list(missing));
   if (!unexpected.empty()) throw DataError(source + ": keys this model does not have: " + list(unexpected));
+  // The classifier head's keys (weight, bias): a ResNet's "fc", or what the model says.
+  std::vector<std::string> head = {"fc.weight", "fc.bias"};
+  if (const auto* m = dynamic_cast<const ModelImpl*>(&module)) head = m->head_keys();
   std::string note;
   torch::NoGradGuard no_grad;
   for (auto& [k, v] : own) {
     const at::Tensor& src = given[k];
     if (src.sizes() != v.sizes()) {
-      if (k == "fc.weight" || k == "fc.bias") {
-        note = source + ": the classifier head has shape " + shape_str(given["fc.weight"].sizes()) +
-               " there and " + shape_str(own["fc.weight"].sizes()) +
+      if (std::find(head.begin(), head.end(), k) != head.end()) {
+        note = source + ": the classifier head has shape " + shape_str(given[head[0]].sizes()) +
+               " there and " + shape_str(own[head[0]].sizes()) +
                " here (model.num_classes); kept a freshly initialized head";
         continue;
       }

@@ -50,7 +50,7 @@ void write_state_dict(const std::string& path, const NamedTensors& tensors, cons
 NamedTensors state_dict(const torch::nn::Module& module);
 
 /// Copies a state_dict into the module. Every key must match a parameter or buffer of the
-/// same shape, except a classifier head ("fc.weight", "fc.bias") whose shape differs: then
+/// same shape, except a classifier head (ResNet's "fc", or ModelImpl::head_keys()) whose shape differs: then
 /// the module's freshly initialized head is kept (fine-tuning to other classes) and a note
 /// is returned. A missing BatchNorm "num_batches_tracked" becomes 0, as PyTorch's
 /// load_state_dict(strict=True) does for state_dicts saved without it. Throws DataError

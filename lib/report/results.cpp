@@ -216,7 +216,7 @@ void compute_speedups(std::vector<Row>& rows) {
   last.verdict_base.clear();
   std::vector<size_t> chain;  // the ok rows of this mode before it, in order
   for (size_t i = 0; i + 1 < rows.size(); ++i)
-    if (rows[i].m && rows[i].mode == last.mode) chain.push_back(i);
+    if (rows[i].m && rows[i].mode == last.mode && rows[i].arch == last.arch) chain.push_back(i);  // same model.arch
   if (chain.empty()) {
     last.speedup_vs_prev = last.speedup_vs_base = 1.0;
     last.prev_ci = last.base_ci = measure::Interval{1.0, 1.0, 1.0, 0, 0};

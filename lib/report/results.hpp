@@ -29,6 +29,7 @@ struct Row {
   nlohmann::ordered_json changes;         // the row's own overrides
   int64_t num_workers = 0;
   std::string mode = "train";
+  std::string arch;                       // model.arch: speedups compare rows of the same mode and arch
   std::string status = "ok";              // ok | eager fallback: <why> | skipped: <why> | failed: <why>
   std::optional<measure::Measurement> m;  // absent when not ok
   double speedup_vs_prev = 0;             // vs the previous ok row of the same mode

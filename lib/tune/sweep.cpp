@@ -187,7 +187,7 @@ void run_sweep(const config::ExperimentConfig& cfg, const SweepOptions& options,
   out.status = "running";
   engine::resolve_device(cfg.device);  // a bad device fails the whole sweep, not each row
   const auto rows = config::expand_sweep(cfg);
-  std::optional<double> base_loss;
+  std::map<std::string, double> base_loss;  // model.arch -> its first row's loss
   struct Done {
     size_t index;                  // in the sweep
     config::ExperimentConfig cfg;  // the row's config
@@ -223,7 +223,7 @@ void run_sweep(const config::ExperimentConfig& cfg, const SweepOptions& options,
     size_t k;                              // its index in out.rows
     std::unique_ptr<measure::Bench> bench;
   };
-  std::map<std::string, Live> live;  // mode -> the last ok row's bench
+  std::map<std::string, Live> live;  // mode/model.arch -> the last ok row's bench
   for (size_t i = 0; i < rows.size(); ++i) {
     if (!selected(i)) continue;
     const auto& [spec, row_cfg] = rows[i];
@@ -232,12 +232,13 @@ void run_sweep(const config::ExperimentConfig& cfg, const SweepOptions& options,
     row.changes = spec.set;
     row.num_workers = row_cfg.loader.num_workers;
     row.mode = row_cfg.measure.mode;
+    row.arch = row_cfg.model.arch;
     row.rule = measure::window_plan(row_cfg).rule;
     const measure::Progress progress = progress_of(i, row_cfg);
     std::unique_ptr<measure::Bench> kept;
     try {
       if (!row_cfg.measure.interleave) live.clear();
-      Live* prev = live.count(row.mode) ? &live[row.mode] : nullptr;
+      Live* prev = live.count(row.mode + "/" + row.arch) ? &live[row.mode + "/" + row.arch] : nullptr;
       Timed t = time_row(row_cfg, prev ? prev->bench.get() : nullptr, prev ? &done[prev->k].cfg : nullptr,
                          progress, [&] { live.clear(); }, options.interrupted);
       row.m = std::move(t.m);
@@ -270,7 +271,7 @@ void run_sweep(const config::ExperimentConfig& cfg, const SweepOptions& options,
     out.rows.push_back(std::move(row));
     report::Row& r = out.rows.back();
     report::compute_speedups(out.rows);
-    if (kept) live[r.mode] = Live{out.rows.size() - 1, std::move(kept)};  // the one it replaces is freed
+    if (kept) live[r.mode + "/" + r.arch] = Live{out.rows.size() - 1, std::move(kept)};  // the one it replaces is freed
     if (r.m) {
       r.diagnosis = measure::diagnose(*r.m, row_cfg, tried_before(out.rows, out.rows.size() - 1));
       if (r.m->load.under_load && dist::world_rank() == 0)
@@ -278,8 +279,9 @@ void run_sweep(const config::ExperimentConfig& cfg, const SweepOptions& options,
                   r.m->load.summary());
     }
     if (r.m && r.m->loss && r.mode == "train") {
-      if (!base_loss) base_loss = r.m->loss;  // the first row is the reference, not noted
-      else report::note_semantics(r, base_loss);
+      // The first row of each model.arch is the reference, not noted.
+      if (!base_loss.count(r.arch)) base_loss[r.arch] = *r.m->loss;
+      else report::note_semantics(r, base_loss[r.arch]);
     }
     if (!r.loss_curve.empty()) {
       const report::Row* first = nullptr;
