@@ -83,13 +83,15 @@ on() {
 # The tiny experiment: ResNet-18 at 16x16 on 1 CPU thread per rank, batch 4 per rank.
 # write_cfg FILE MAX_STEPS
 write_cfg() {
+  # measure.target_ci_pct 100: a sweep row times exactly measure.repeats windows (a narrower
+  # target may add windows, and the loss after them would differ between two sweeps).
   cat >"$1" <<EOF
 {
   "name": "tiny", "device": "cpu", "cpu_threads": 1, "seed": 3,
   "data": {"num_samples": 4096, "image_size": 16},
   "loader": {"batch_size": 4},
   "dist": {"timeout_s": $TIMEOUT_S},
-  "measure": {"warmup_steps": 1, "steps": 3},
+  "measure": {"warmup_steps": 1, "steps": 3, "repeats": 3, "target_ci_pct": 100},
   "train": {"epochs": 100, "max_steps": $2, "log_every": 1, "checkpoint_dir": "$T/ckpt"}
 }
 EOF

@@ -229,7 +229,7 @@ std::string throughput_html(const std::vector<RunFile>& runs, const std::vector<
   std::ostringstream os;
   os << "<section id=\"throughput\"><h2>Samples per second</h2>"
      << "<p class=\"muted\">Median over the timed repeats; ×prev: against the row before it, ×base: against the "
-        "first row of the same mode"
+        "first row of the same mode and model.arch"
      << (multi ? "; ×" + esc(runs[0].label) + ": against the reference run's row of the same name" : std::string())
      << ".</p>";
   for (const auto& mode : modes) {
