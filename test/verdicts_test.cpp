@@ -1,5 +1,6 @@
 // Verdicts on the built binary, as a user gets them: an A/A row (its override leaves the
-// configuration as it was) is within noise with an interval holding 1.0, run after run; batch 32
+// configuration as it was) is never faster or slower, and within noise unless the machine was
+// too noisy to tell in its time (then undecided), run after run; batch 32
 // against batch 2 is faster every time; two runs never call a row faster in one and slower in
 // the other; with a competing busy process the rows are flagged as measured under load and the
 // A/A row is still neither faster nor slower. These tests time real training steps, so ctest
@@ -23,6 +24,10 @@ using ptune::test::TempDir;
 
 namespace {
 
+// Five pairs before the first verdict and up to 6 s more: "within noise" needs the A/A interval
+// inside 1.00x +-3% (an equivalence test), which a few noisy windows cannot give
+// (scripts/bench/verdict-sim: with 3 pairs and 2% noise per window, half the A/A rows end
+// undecided; with 5 and more time, few do).
 const char* kConfig = R"({
   "name": "verdicts",
   "seed": 0,
@@ -31,7 +36,7 @@ const char* kConfig = R"({
   "data": { "kind": "fake_cifar", "num_samples": 512, "image_size": 32 },
   "loader": { "batch_size": 2, "num_workers": 0 },
   "optim": { "kind": "sgd", "lr": 0.01 },
-  "measure": { "warmup_steps": 2, "steps": 6, "repeats": 3, "max_s": 4 },
+  "measure": { "warmup_steps": 2, "steps": 6, "repeats": 5, "max_s": 6 },
   "sweep": [
     { "name": "baseline" },
     { "name": "same again", "set": { "loader.batch_size": 2 } },
@@ -68,7 +73,7 @@ struct Busy {
 
 }  // namespace
 
-TEST_CASE("A/A is within noise and holds 1.0, a large change is faster, two runs agree", "[verdicts]") {
+TEST_CASE("A/A is never faster or slower, a large change is faster, two runs agree", "[verdicts]") {
   TempDir dir;
   std::vector<Json> runs;
   for (int k = 0; k < 2; ++k) runs.push_back(sweep(dir, "run" + std::to_string(k)));
@@ -79,10 +84,17 @@ TEST_CASE("A/A is within noise and holds 1.0, a large change is faster, two runs
     // Row 1 against row 0, interleaved: the same configuration twice.
     CHECK(rows[1]["interleaved"] == true);
     CHECK(rows[1]["compared_with"] == 0);
-    CHECK(rows[1]["verdict_vs_prev"] == "within noise");
-    CHECK(rows[1]["speedup_vs_prev_lo"].get<double>() <= 1.0);
-    CHECK(rows[1]["speedup_vs_prev_hi"].get<double>() >= 1.0);
-    CHECK(rows[1]["speedup_vs_prev_hi"].get<double>() / rows[1]["speedup_vs_prev_lo"].get<double>() <= 1.061);
+    // Never faster or slower: the interval reaches into 1.00x +-1% (the noise floor). Within noise
+    // when it is also inside +-3%; a burst of other work on the machine can leave it wider than
+    // that in the time the row has, and then the honest verdict is undecided.
+    const std::string aa = rows[1]["verdict_vs_prev"].get<std::string>();
+    CHECK((aa == "within noise" || aa == "undecided"));
+    CHECK(rows[1]["speedup_vs_prev_lo"].get<double>() <= 1.01);
+    CHECK(rows[1]["speedup_vs_prev_hi"].get<double>() >= 1.0 / 1.01);
+    if (aa == "within noise") {
+      CHECK(rows[1]["speedup_vs_prev_lo"].get<double>() >= 1.0 / 1.03);
+      CHECK(rows[1]["speedup_vs_prev_hi"].get<double>() <= 1.03);
+    }
     // Batch 32 against batch 2: many times the samples/s.
     CHECK(rows[2]["verdict_vs_prev"] == "faster");
     CHECK(rows[2]["verdict_vs_base"] == "faster");

@@ -167,12 +167,14 @@ Timed time_row(const config::ExperimentConfig& cfg, measure::Bench* prev, const 
   return t;
 }
 
-/// The optimizations the rows before `k` measured, with their verdicts, for the diagnosis.
+/// The optimizations the rows before `k` of the same model.arch measured, with their verdicts,
+/// for the diagnosis (what one architecture measured says nothing about another).
 std::vector<measure::Tried> tried_before(const std::vector<report::Row>& rows, size_t k) {
   std::vector<measure::Tried> tried;
   for (size_t j = 0; j < k && j < rows.size(); ++j) {
     const report::Row& r = rows[j];
     if (!r.m || r.verdict_prev.empty() || !r.changes.is_object()) continue;
+    if (k < rows.size() && r.arch != rows[k].arch) continue;
     for (auto it = r.changes.begin(); it != r.changes.end(); ++it)
       tried.push_back({it.key(), it.value(), j, r.name, r.verdict_prev, r.speedup_vs_prev});
   }
