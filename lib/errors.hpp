@@ -4,8 +4,6 @@
 #include <stdexcept>
 #include <string>
 
-#include <c10/util/Exception.h>
-
 namespace ptune {
 
 /// A bad experiment: a config file, a --set override or a sweep row. The message names the
@@ -40,10 +38,11 @@ class Interrupted : public std::runtime_error {
   Interrupted() : std::runtime_error("interrupted") {}
 };
 
-/// The first line of an exception's message, without LibTorch's backtrace (c10::Error).
+/// The first line of an exception's message: without LibTorch's backtrace, which a c10::Error
+/// appends after its message's first line. (No LibTorch header here: the commands that need no
+/// tensors are built without it.)
 inline std::string message_of(const std::exception& e) {
-  const auto* ce = dynamic_cast<const c10::Error*>(&e);
-  std::string what = ce ? ce->what_without_backtrace() : e.what();
+  const std::string what = e.what();
   return what.substr(0, what.find('\n'));
 }
 

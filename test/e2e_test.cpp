@@ -2,6 +2,8 @@
 #include <catch2/catch.hpp>
 
 #include <signal.h>
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
@@ -182,6 +184,95 @@ TEST_CASE("cmake --install puts a ptune that runs on PATH", "[e2e]") {
   INFO(v.err);
   CHECK(v.code == 0);
   CHECK(v.out.rfind("ptune ", 0) == 0);
+  // ... and its training engine in prefix/lib/ptune, with LibTorch.
+  CHECK(std::filesystem::exists(dir.file("prefix/lib/ptune/libptune_engine.so")));
+  const std::string config = dir.write("tiny.json", kTiny);
+  auto t = run("cd '" + dir.path.string() + "' && env -u LD_LIBRARY_PATH PATH='" + dir.file("prefix/bin") +
+               ":/usr/bin:/bin' ptune train tiny.json --set train.max_steps=1 --set train.checkpoint_dir=ck -q");
+  INFO(t.err);
+  CHECK(t.code == 0);
+  CHECK(t.out.rfind("trained 1 steps: ", 0) == 0);
+}
+
+namespace {
+/// What a process had mapped while it waited to read its input.
+struct Waiting {
+  int code = -1;
+  std::string maps;  // /proc/PID/maps
+  double rss_mb = 0;  // VmRSS
+};
+
+/// Runs `argv`, one of whose arguments is the FIFO `fifo`: while it blocks reading it, takes its
+/// /proc/PID/maps and resident memory, then writes `input` into the FIFO and waits for the exit.
+Waiting run_waiting(const std::vector<std::string>& argv, const std::string& fifo, const std::string& input) {
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(null, STDOUT_FILENO);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  Waiting w;
+  {
+    std::ofstream in(fifo);  // returns once the process has opened the FIFO: it is started and waiting
+    const std::string proc = "/proc/" + std::to_string(pid);
+    w.maps = ptune::test::read_file(proc + "/maps");
+    std::istringstream status(ptune::test::read_file(proc + "/status"));
+    for (std::string line; std::getline(status, line);)
+      if (line.rfind("VmRSS:", 0) == 0) w.rss_mb = std::stod(line.substr(6)) / 1024.0;
+    in << input;
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  w.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return w;
+}
+}  // namespace
+
+TEST_CASE("commands that need no tensors run without LibTorch, and the others name the missing engine", "[e2e]") {
+  TempDir dir;
+  // LibTorch's libraries alone are ~475 MB resident: analyze and check stay without them.
+  const std::string trace = std::string(PTUNE_TEST_DATA) + "/traces/gpu_copy_bound.json";
+  const std::string config = dir.write("tiny.json", kTiny);
+  for (const auto& [argv, input] :
+       {std::pair<std::vector<std::string>, std::string>{{PTUNE_EXE, "analyze", dir.file("fifo0"), "--format", "json"},
+                                                         ptune::test::read_file(trace)},
+        {{PTUNE_EXE, "check", dir.file("fifo1")}, kTiny}}) {
+    const Waiting w = run_waiting(argv, argv[2], input);
+    INFO(argv[1] << ": " << w.rss_mb << " MB resident");
+    CHECK(w.code == 0);
+    CHECK(w.maps.find("libtorch") == std::string::npos);
+    CHECK(w.maps.find("libc10") == std::string::npos);
+    CHECK(w.maps.find("libptune_engine") == std::string::npos);
+    CHECK(w.rss_mb < 64);
+  }
+  // ... while a training command has the engine and LibTorch loaded when it reads its config.
+  const Waiting t = run_waiting({PTUNE_EXE, "train", dir.file("fifo2"), "--set", "train.max_steps=1", "--set",
+                                 "train.checkpoint_dir=" + dir.file("ck"), "-q"},
+                                dir.file("fifo2"), kTiny);
+  CHECK(t.code == 0);
+  CHECK(t.maps.find("libptune_engine.so") != std::string::npos);
+  CHECK(t.maps.find("libtorch_cpu.so") != std::string::npos);
+  // The executable alone (no engine beside it, none in ../lib/ptune): these still work ...
+  std::filesystem::create_directories(dir.file("bin"));
+  std::filesystem::copy_file(PTUNE_EXE, dir.file("bin/ptune"));
+  const std::string alone = "'" + dir.file("bin/ptune") + "'";
+  CHECK(run(alone + " schema").code == 0);
+  CHECK(run(alone + " check " + config).code == 0);
+  CHECK(run(alone + " analyze '" + trace + "'").code == 0);
+  // ... and the training commands say what is missing, in one line.
+  for (const std::string cmd : {"train", "sweep", "tune"}) {
+    const auto r = run(alone + " " + cmd + " " + config);
+    CHECK(r.code == 1);
+    CHECK(r.out.empty());
+    CHECK(r.err == "ptune: error: cannot load the training engine: " + dir.file("bin/libptune_engine.so") +
+                       " not found (nor " + dir.file("lib/ptune/libptune_engine.so") +
+                       "); sweep, train, eval, tune and launch need it\n");
+  }
 }
 
 TEST_CASE("check prints the resolved config", "[e2e]") {
@@ -991,6 +1082,8 @@ TEST_CASE("ptune analyze -o: the overview page in headless Chromium, one bar per
   CHECK(count("<rect class=\"speedup\"") == 3);  // one per version
   CHECK(count("<g class=\"rank-bar\"") == 2);    // the folder's two ranks
   CHECK(p.dom.find("peak GPU memory allocated") != std::string::npos);
+  CHECK(p.dom.find("Operators that allocated most (GPU memory)") != std::string::npos);
+  CHECK(p.dom.find("aten::convolution_backward") != std::string::npos);
   CHECK(p.dom.find("ProfilerStep#3") != std::string::npos);
   REQUIRE(std::filesystem::exists(p.screenshot));
 }

@@ -215,7 +215,7 @@ bool is_tensor_core_kernel(std::string_view name) {
 
 bool is_half_kernel(std::string_view name) {
   const std::string n = lower(name);
-  for (const char* p : {"f16", "bf16", "half", "h884", "h1688", "h16816", "hmma", "bfloat16"})
+  for (const char* p : {"f16", "fp16", "bf16", "half", "h884", "h1688", "h16816", "hmma", "bfloat16"})
     if (contains(n, p)) return true;
   return false;
 }
@@ -264,6 +264,7 @@ StepBreakdown Breakdown::mean() const {
 Breakdown break_down(const std::vector<const Trace*>& traces) {
   Breakdown b;
   std::map<std::string, NameTime, std::less<>> kernels, operators, loaders, syncs, copies;
+  std::map<std::string, NameBytes, std::less<>> allocators;
   double kernel_total = 0, tc = 0, half = 0, layout = 0;
   for (const Trace* t : traces) {
     b.files.push_back(t->path);
@@ -470,7 +471,7 @@ Breakdown break_down(const std::vector<const Trace*>& traces) {
       s.compute_us = total(clip(comp_kernels, s.start, s.end));
       double alloc = -1, reserved = -1;
       for (const auto& m : t->memory)
-        if (m.ts >= s.start && m.ts < s.end) alloc = std::max<double>(alloc, m.allocated), reserved = std::max<double>(reserved, m.reserved);
+        if (m.device >= 0 && m.ts >= s.start && m.ts < s.end) alloc = std::max<double>(alloc, m.allocated), reserved = std::max<double>(reserved, m.reserved);
       if (alloc >= 0) s.peak_allocated_mb = alloc / (1024.0 * 1024.0);
       if (reserved >= 0) s.peak_reserved_mb = reserved / (1024.0 * 1024.0);
       s.zero_grad_us = total(clip(zeroing, s.start, s.end));
@@ -479,7 +480,7 @@ Breakdown break_down(const std::vector<const Trace*>& traces) {
     }
 
     // Host operators' self time: per thread, minus the time of the operators directly inside.
-    std::map<std::pair<int64_t, int64_t>, std::vector<const Event*>> threads;
+    std::map<std::pair<int64_t, int64_t>, std::vector<const Event*>> threads, outermost;
     for (const auto& e : t->events)
       // ProfilerStep#N and the DataLoader's ranges (cat "Operator" in the 2021 schema) are not
       // operators: the steps and the data loader have their own figures.
@@ -499,9 +500,26 @@ Breakdown break_down(const std::vector<const Trace*>& traces) {
         // An op is a child of the one on top when it lies inside it; one that starts inside but
         // ends after it (not well nested: another thread's op recorded on this tid) is not.
         while (!stack.empty() && (e->ts >= stack.back().first->end() || e->end() > stack.back().first->end())) pop();
+        if (stack.empty()) outermost[key].push_back(e);  // in time order, not overlapping
         stack.emplace_back(e, 0.0);
       }
       while (!stack.empty()) pop();
+    }
+    // Allocations in the steps, charged to the outermost operator on their thread.
+    const bool gpu_memory = std::any_of(t->memory.begin(), t->memory.end(), [](const MemorySample& m) { return m.device >= 0; });
+    b.allocators_gpu = b.allocators_gpu || gpu_memory;
+    for (const auto& m : t->memory) {
+      if (m.bytes <= 0 || (m.device >= 0) != gpu_memory || m.ts < lo || m.ts >= hi) continue;
+      std::string_view name = "(no operator)";
+      if (auto it = outermost.find({m.pid, m.tid}); it != outermost.end()) {
+        const auto& ops = it->second;
+        auto after = std::upper_bound(ops.begin(), ops.end(), m.ts, [](double ts, const Event* e) { return ts < e->ts; });
+        if (after != ops.begin() && m.ts <= (*std::prev(after))->end()) name = (*std::prev(after))->name;
+      }
+      auto& a = allocators[std::string(name)];
+      a.name = name;
+      ++a.count;
+      a.bytes += static_cast<double>(m.bytes);
     }
     if (!b.batch_size && from_steps && !steps.empty()) {
       // The batch: the first dimension of the first input of the first step's first operator that
@@ -532,6 +550,11 @@ Breakdown break_down(const std::vector<const Trace*>& traces) {
   }
   b.kernels = top(kernels, false, kTopN);
   b.operators = top(operators, true, kTopN);
+  for (const auto& [name, a] : allocators) b.allocators.push_back(a);
+  std::sort(b.allocators.begin(), b.allocators.end(), [](const NameBytes& x, const NameBytes& y) {
+    return x.bytes != y.bytes ? x.bytes > y.bytes : x.name < y.name;
+  });
+  if (b.allocators.size() > kTopN) b.allocators.resize(kTopN);
   b.all_kernels = top(kernels, false, SIZE_MAX);
   b.all_operators = top(operators, true, SIZE_MAX);
   b.copies = top(copies, false, SIZE_MAX);

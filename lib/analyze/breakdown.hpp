@@ -51,6 +51,13 @@ struct NameTime {
   double self_us = 0;   // operators: without their child operators; others: = total
 };
 
+/// Memory allocated per operator (profile_memory=True).
+struct NameBytes {
+  std::string name;
+  int64_t count = 0;    // allocations
+  double bytes = 0;     // allocated, summed (frees not subtracted)
+};
+
 /// Host-to-device copies in the steps.
 struct CopyStats {
   int64_t count = 0;
@@ -101,6 +108,12 @@ struct Breakdown {
   std::vector<NameTime> operators;        // host operators by self time, largest first
   std::vector<NameTime> dataloader;       // DataLoader ranges by time, largest first
   std::vector<NameTime> syncs;            // host syncs by name
+  /// profile_memory=True: the operators that allocated most in the steps, largest first: each
+  /// allocation of the device (the GPU's when the trace has one, else the host's) charged to the
+  /// outermost operator running on the allocating thread (the call the training code made,
+  /// aten::conv2d rather than the aten::empty inside it); "(no operator)" for the rest.
+  std::vector<NameBytes> allocators;
+  bool allocators_gpu = false;            // whose allocations those are
   CopyStats h2d;
 
   /// The mean over steps of a step's figures (name "mean").

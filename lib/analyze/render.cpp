@@ -113,6 +113,28 @@ Json gpu_json(const Breakdown& b) {
               {"trace", trace}};
 }
 
+/// profile_memory=True: the operators that allocated most, per step; null without samples.
+Json allocations_json(const Breakdown& b) {
+  if (b.allocators.empty()) return nullptr;
+  const double n = static_cast<double>(std::max<size_t>(b.steps.size(), 1));
+  Json ops = Json::array();
+  for (const auto& x : b.allocators)
+    ops.push_back(Json{{"name", x.name}, {"count_per_step", r2(static_cast<double>(x.count) / n)},
+                       {"mb_per_step", r2(x.bytes / n / (1024.0 * 1024.0))}});
+  return Json{{"device", b.allocators_gpu ? "gpu" : "cpu"}, {"operators", ops}};
+}
+
+/// One line: "allocated most (GPU, per step): aten::conv2d 512 MB (4x), ...".
+std::string allocations_line(const Breakdown& b) {
+  if (b.allocators.empty()) return "";
+  const double n = static_cast<double>(std::max<size_t>(b.steps.size(), 1));
+  std::string s = std::string("allocated most (") + (b.allocators_gpu ? "GPU" : "host") + " memory, per step): ";
+  for (size_t i = 0; i < b.allocators.size(); ++i)
+    s += (i ? ", " : "") + b.allocators[i].name + " " + fmt("%.0f MB", b.allocators[i].bytes / n / (1024.0 * 1024.0)) +
+         " (" + fmt("%.3g", static_cast<double>(b.allocators[i].count) / n) + "x)";
+  return s;
+}
+
 Json to_json(const Analysis& a, const Version* v) {
   const Breakdown& b = a.ranks[a.primary];
   Json steps = Json::array();
@@ -199,6 +221,7 @@ Json to_json(const Analysis& a, const Version* v) {
   out["processes"] = b.processes;
   out["gpu"] = gpu_json(b);
   out["memory"] = memory;
+  out["allocations"] = allocations_json(b);
   return out;
 }
 
@@ -257,6 +280,7 @@ std::string render(const Analysis& a, const std::string& format, const Version* 
     list("Largest operators (host, by self time):", b.operators, true);
     list("Largest kernels:", b.kernels, false);
     list("Host syncs:", b.syncs, false);
+    if (const std::string line = allocations_line(b); !line.empty()) out += "\n" + markdown_escape(line) + "\n";
     return out;
   }
   // The terminal table.
@@ -269,6 +293,7 @@ std::string render(const Analysis& a, const std::string& format, const Version* 
     if (j["memory"].is_object())
       out += fmt("peak GPU memory: %.0f MB allocated", j["memory"]["peak_allocated_mb"].get<double>()) +
              (j["memory"]["peak_reserved_mb"].is_number() ? fmt(", %.0f MB reserved", j["memory"]["peak_reserved_mb"].get<double>()) : "") + "\n";
+    if (const std::string line = allocations_line(b); !line.empty()) out += line + "\n";
   }
   out += "\n";
   std::vector<size_t> w(header.size());

@@ -356,6 +356,7 @@ class Sax {
         else if (key_ == "Total Reserved") ev_.reserved = as_int(v, -1);
         else if (key_ == "Device Id") ev_.device_id = as_int(v, -1);
         else if (key_ == "Device Type") ev_.device_type = as_int(v, -1);
+        else if (key_ == "Bytes") ev_.mem_bytes = as_int(v, 0);
         break;
       case Ctx::kDim:
         if (dims_ == 0 && v.number()) dim0_ = as_int(v, -1);
@@ -394,7 +395,8 @@ class Sax {
       if (name == "[memory]" && e.ts.number() && e.args_object) {
         // Device Type 1 is CUDA (0 the CPU); older traces give only a Device Id (-1 the CPU).
         const bool gpu = e.device_type >= 0 ? e.device_type != 0 : e.device_id >= 0;
-        if (gpu) t_.memory.push_back(MemorySample{e.ts.as_double(), e.allocated, e.reserved, e.device_id});
+        t_.memory.push_back(MemorySample{e.ts.as_double(), e.allocated, e.reserved, gpu ? std::max<int64_t>(0, e.device_id) : -1,
+                                         e.mem_bytes, as_int(e.pid, 0), as_int(e.tid, 0)});
       }
       return;
     }
@@ -426,7 +428,7 @@ class Sax {
     Scalar ph, cat, name, ts, dur, pid{Scalar::kOther}, tid{Scalar::kOther}, args_name;
     bool args_object = false;
     int64_t correlation = -1, bytes = -1, batch = -1, allocated = -1, reserved = -1, device_id = -1,
-            device_type = -1;
+            device_type = -1, mem_bytes = 0;
   };
 
   Trace& t_;

@@ -45,6 +45,8 @@ struct MemorySample {
   int64_t allocated = -1;  // "Total Allocated", bytes; -1: not given
   int64_t reserved = -1;   // "Total Reserved", bytes; -1: not given
   int64_t device = -1;     // "Device Id"/"Device Type": -1 the host (CPU), >= 0 a GPU
+  int64_t bytes = 0;       // "Bytes": > 0 an allocation, < 0 a free
+  int64_t pid = 0, tid = 0;  // the thread that allocated or freed
 };
 
 /// One trace file.
@@ -61,7 +63,7 @@ struct Trace {
   bool has_gpu = false;                // kernels, copies, memsets or CUDA runtime calls recorded
   std::vector<std::string> devices;    // deviceProperties[].name
   std::optional<int64_t> schema_version;  // "schemaVersion"
-  std::vector<MemorySample> memory;    // "[memory]" samples, device ones (profile_memory=True)
+  std::vector<MemorySample> memory;    // "[memory]" samples, host and device (profile_memory=True)
   int64_t host_pid = 0;                // the pid of most host operators (the profiled process)
   uint64_t text_bytes = 0;             // trace text read (after gzip decompression)
 };

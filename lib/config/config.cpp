@@ -12,7 +12,7 @@
 
 #include "config/suggest.hpp"
 #include "errors.hpp"
-#include "models/model.hpp"
+#include "models/arch.hpp"
 
 namespace ptune::config {
 namespace {

@@ -9,6 +9,8 @@
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
+#include "models/arch.hpp"
+
 namespace ptune::models {
 
 /// What every architecture is to the trainer: a module with one forward, its name, and the
@@ -22,13 +24,6 @@ struct ModelImpl : torch::nn::Module {
   std::string arch;
 };
 TORCH_MODULE(Model);
-
-/// The supported architecture names (model.arch).
-const std::vector<std::string>& architectures();
-
-/// Why `arch` cannot take square images of side `image_size` ("" when it can): ViT's side must
-/// be a multiple of its patch; ConvNeXt needs 32 pixels or more (four downsamplings).
-std::string image_size_problem(const std::string& arch, int64_t image_size);
 
 /// Builds `arch` with torchvision's initialization (the global torch seed decides the draw).
 /// `image_size` matters to ViT only (its position embedding is fixed at construction, as

@@ -73,12 +73,6 @@ torch::Tensor BottleneckImpl::forward(torch::Tensor x) {
   return out.relu_();
 }
 
-const std::vector<std::string>& resnet_architectures() {
-  static const std::vector<std::string> kArchs = {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152",
-                                                  "resnext50_32x4d", "wide_resnet50_2"};
-  return kArchs;
-}
-
 ResNetImpl::ResNetImpl(const std::string& arch_name, int64_t num_classes) : ModelImpl(arch_name) {
   std::vector<int64_t> blocks;
   bool bottleneck = true;

@@ -53,7 +53,4 @@ struct ResNetImpl : ModelImpl {
 };
 TORCH_MODULE(ResNet);
 
-/// The ResNet family's names.
-const std::vector<std::string>& resnet_architectures();
-
 }  // namespace ptune::models

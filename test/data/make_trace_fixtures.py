@@ -316,11 +316,22 @@ def memory_shapes():
             t.events[-1]["args"]["Input Dims"] = [[64, 3, 224, 224], [], [], [], []]
             h2d(t, ts + 2, 100, "HtoD (Pinned -> Device)")
             kernels(t, ts - 100, AMP * 10, 96, 20)
-            for k, mb in enumerate((1000 + 10 * i, 1800 + 10 * i, 1200)):
+            # Each allocation inside an aten::empty inside the operator the training code called
+            # (the one it is charged to); a free inside the last one (not counted).
+            for k, (mb, op, size) in enumerate(((1000 + 10 * i, "aten::conv2d", 64),
+                                                (1800 + 10 * i, "aten::convolution_backward", 512),
+                                                (1200, "aten::add_", 32))):
+                at = ts + 1000 + 3000 * k
+                t.cpu(op, at - 10, 40)
+                t.cpu("aten::empty", at - 5, 10)
                 t.events.append({"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": PID,
-                                 "tid": TID, "ts": ts + 1000 + 3000 * k,
+                                 "tid": TID, "ts": at,
                                  "args": {"Total Reserved": 2048 * 2**20, "Total Allocated": mb * 2**20,
-                                          "Bytes": 2**20, "Addr": 1, "Device Type": 1, "Device Id": 0}})
+                                          "Bytes": size * 2**20, "Addr": 1, "Device Type": 1, "Device Id": 0}})
+            t.events.append({"ph": "i", "s": "t", "cat": "cpu_instant_event", "name": "[memory]", "pid": PID,
+                             "tid": TID, "ts": ts + 7002,
+                             "args": {"Total Reserved": 2048 * 2**20, "Total Allocated": 1000 * 2**20,
+                                      "Bytes": -200 * 2**20, "Addr": 1, "Device Type": 1, "Device Id": 0}})
         step(t, i, t0, 10000, body)
     return t.doc(extra={"profile_memory": 1, "record_shapes": 1})
 

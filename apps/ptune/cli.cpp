@@ -1,0 +1,55 @@
+#include "cli.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstdlib>
+
+#include "config/suggest.hpp"
+#include "errors.hpp"
+#include "files.hpp"
+
+namespace ptune::cli {
+
+int stopped_code(const CommandLine& cl) { return cl.signal && cl.signal->load() == SIGTERM ? 143 : 130; }
+
+config::ExperimentConfig load(const Common& c) {
+  auto cfg = config::load_file(c.config_path);
+  for (const auto& s : c.sets) config::apply_set(cfg, s);
+  config::validate(cfg, c.config_path);
+  return cfg;
+}
+
+void check_output(bool given, const std::string& path, const std::string& flag) {
+  if (!given) return;
+  try {
+    files::check_writable(path, flag);
+  } catch (const std::runtime_error& e) {
+    throw UsageError(e.what());
+  }
+}
+
+void check_format(const std::string& f, const std::vector<std::string>& allowed) {
+  if (std::find(allowed.begin(), allowed.end(), f) == allowed.end()) {
+    std::string list;
+    for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+    std::string hint = config::did_you_mean(f, allowed);
+    throw UsageError("--format: unknown format '" + f + "'" + (hint.empty() ? ";" : hint) + " allowed: " + list);
+  }
+}
+
+std::string shell_quote(const std::string& s) {
+  if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-+=.,/:@%") ==
+                        std::string::npos)
+    return s;
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+report::TerminalStyle style_of(int fd) {
+  return report::terminal_style(::isatty(fd) == 1, std::getenv("TERM"), std::getenv("NO_COLOR"));
+}
+
+}  // namespace ptune::cli
