@@ -166,8 +166,8 @@ TEST_CASE("the GPU's view of the load is in the table, CSV, Markdown, JSON and H
   CHECK(md.find("| GPU throttled |") != std::string::npos);
   CHECK(md.find("| GPU shared |") != std::string::npos);
   const auto csv = render(res, "csv");
-  CHECK(csv.find(",false,0,0,0,0,SM clock 1410 of 1980 MHz; throttled: power cap,") != std::string::npos);
-  CHECK(csv.find(",true,0,0,0,1,,") != std::string::npos);
+  CHECK(csv.find(",false,0.0,0.0,0.0,0,SM clock 1410 of 1980 MHz; throttled: power cap,") != std::string::npos);
+  CHECK(csv.find(",true,0.0,0.0,0.0,1,,") != std::string::npos);
 
   const auto j = to_json(res);
   CHECK(j["rows"][0]["under_load"] == false);
