@@ -1,6 +1,7 @@
 // GPU behaviour: pinned memory and the copy stream, the device-side uint8 path, fp16 AMP with
 // the GradScaler, whole-step CUDA graphs (equal to eager, skip-on-inf inside the graph),
-// cuDNN autotune, GPU metrics, a real out-of-memory in the batch-size search, and NCCL.
+// cuDNN autotune, GPU metrics, the driver's view of the GPU (the load view), a real
+// out-of-memory in the batch-size search, and NCCL.
 // These tests are hidden ([.cuda]): the CPU suite does not list them, and on a machine without
 // a GPU they fail rather than pass vacuously. Run them with `ptune_tests "[cuda]"` (what
 // scripts/gpu-check does).
@@ -24,6 +25,7 @@
 #include "engine/cuda_support.hpp"
 #include "engine/feeder.hpp"
 #include "engine/trainer.hpp"
+#include "measure/load.hpp"
 #include "measure/probe.hpp"
 #include "tune/tuner.hpp"
 
@@ -363,6 +365,24 @@ TEST_CASE("cuda: a measured row reports GPU busy, peak memory and the step break
   const auto gp = ptune::measure::profile(cfg, g.ms_per_step);
   REQUIRE(gp.gpu_busy_pct);
   CHECK(*gp.gpu_busy_pct > 0);  // replayed kernels are seen by the profiler
+}
+
+TEST_CASE("cuda: the load view finds the row's GPU in the driver's management library by its UUID", "[.cuda]") {
+  require_gpu();
+  const auto t = torch::ones({1024}, torch::TensorOptions().device(kCuda));  // this process's context
+  torch::cuda::synchronize();
+  const std::string uuid = ptune::engine::cuda::device_uuid(0);
+  REQUIRE(uuid.size() == 36);  // 8-4-4-4-12 hex digits
+  CHECK((uuid[8] == '-' && uuid[13] == '-' && uuid[18] == '-' && uuid[23] == '-'));
+  CHECK(ptune::engine::cuda::device_uuid(ptune::engine::cuda::device_count()).empty());
+  const char* library = std::getenv("PTUNE_NVML_LIBRARY");
+  REQUIRE((library == nullptr || *library == '\0'));  // the driver's own libnvidia-ml.so.1
+  ptune::measure::LoadSampler s;
+  s.start(0, uuid);
+  const auto r = s.stop(0);
+  WARN("GPU " << uuid << ": " << r.summary());  // what this machine's driver told, in the log
+  CHECK(r.gpu_sampled);
+  if (r.gpu_other_processes && *r.gpu_other_processes > 0) CHECK(r.under_load);
 }
 
 TEST_CASE("cuda: the batch-size search survives a real out-of-memory and keeps going", "[.cuda]") {

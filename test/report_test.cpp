@@ -142,6 +142,63 @@ TEST_CASE("a row measured under load says so in the table, CSV, Markdown and JSO
   CHECK(render(res, "csv").find(",true,1.04,") != std::string::npos);
 }
 
+TEST_CASE("the GPU's view of the load is in the table, CSV, Markdown, JSON and HTML, and reads back", "[report][load]") {
+  auto res = sample();
+  auto& shared = res.rows[2].m->load;  // another process on the GPU: under load
+  shared.sampled = shared.gpu_sampled = true;
+  shared.cores = 2;
+  shared.gpu_other_processes = 1;
+  shared.under_load = true;
+  auto& throttled = res.rows[0].m->load;  // a throttled GPU alone: noted, not under load
+  throttled.sampled = throttled.gpu_sampled = true;
+  throttled.cores = 2;
+  throttled.gpu_other_processes = 0;
+  throttled.gpu_notes = {"SM clock 1410 of 1980 MHz; throttled: power cap"};
+  CHECK(throttled.summary() ==
+        "other processes used 0.00 of 2 cores, steal 0%, load average 0.0, 0 other processes on the GPU, "
+        "SM clock 1410 of 1980 MHz; throttled: power cap");
+  CHECK(shared.summary() == "other processes used 0.00 of 2 cores, steal 0%, load average 0.0, 1 other process on the GPU");
+
+  const auto table = render(res, "table");
+  CHECK(table.find(" GPU throttled ") != std::string::npos);
+  CHECK(table.find(" GPU shared ") != std::string::npos);
+  const auto md = render(res, "md");
+  CHECK(md.find("| GPU throttled |") != std::string::npos);
+  CHECK(md.find("| GPU shared |") != std::string::npos);
+  const auto csv = render(res, "csv");
+  CHECK(csv.find(",false,0.0,0.0,0.0,0,SM clock 1410 of 1980 MHz; throttled: power cap,") != std::string::npos);
+  CHECK(csv.find(",true,0.0,0.0,0.0,1,,") != std::string::npos);
+
+  const auto j = to_json(res);
+  CHECK(j["rows"][0]["under_load"] == false);
+  CHECK(j["rows"][0]["gpu_other_processes"] == 0);
+  CHECK(j["rows"][0]["gpu_notes"] == nlohmann::ordered_json::array({"SM clock 1410 of 1980 MHz; throttled: power cap"}));
+  CHECK(j["rows"][2]["under_load"] == true);
+  CHECK(j["rows"][2]["gpu_other_processes"] == 1);
+  CHECK(j["rows"][2]["gpu_notes"] == nlohmann::ordered_json::array());
+  CHECK(j["rows"][1]["gpu_other_processes"].is_null());  // the GPU was not read
+  CHECK(j["rows"][1]["gpu_notes"].is_null());
+
+  // Read back as a results file: the same keys and values.
+  const auto back = normalize(j, "results.json");
+  for (size_t i = 0; i < 3; ++i)
+    for (const char* k : {"under_load", "gpu_other_processes", "gpu_notes"}) {
+      INFO("row " << i << " " << k);
+      CHECK(back["rows"][i][k] == j["rows"][i][k]);
+    }
+  auto bad = j;
+  bad["rows"][0]["gpu_notes"] = "not a list";
+  bad["rows"][0]["gpu_other_processes"] = "1";
+  const auto cleaned = normalize(bad, "results.json");
+  CHECK(cleaned["rows"][0]["gpu_notes"].is_null());
+  CHECK(cleaned["rows"][0]["gpu_other_processes"].is_null());
+
+  const auto html = to_html({from_results(res)});
+  CHECK(html.find("<td class=\"n status-note\" title=\"SM clock 1410 of 1980 MHz; throttled: power cap\">GPU "
+                  "throttled</td>") != std::string::npos);
+  CHECK(html.find("<td class=\"n status-note\">GPU shared</td>") != std::string::npos);
+}
+
 TEST_CASE("colour marks speedups and skipped rows, and keeps the columns aligned", "[report]") {
   auto res = sample();
   auto plain = render(res, "table");
@@ -253,15 +310,15 @@ TEST_CASE("CSV has one fixed set of columns and numbers only in numeric columns"
         "index,name,changes,mode,num_workers,batch_size,steps,windows,ms_per_step,spread_pct,samples_per_s,"
         "samples_per_s_lo,samples_per_s_hi,speedup_vs_prev,speedup_vs_prev_lo,speedup_vs_prev_hi,verdict_vs_prev,"
         "speedup_vs_base,speedup_vs_base_lo,speedup_vs_base_hi,verdict_vs_base,compared_with,interleaved,under_load,"
-        "other_cpu_cores,steal_pct,load_average,data_wait_pct,h2d_pct,compute_pct,peak_mem_bytes,device_mem_bytes,"
-        "gpu_busy_pct,trace,loss,diagnosis,notes,status");
+        "other_cpu_cores,steal_pct,load_average,gpu_other_processes,gpu_notes,data_wait_pct,h2d_pct,compute_pct,"
+        "peak_mem_bytes,device_mem_bytes,gpu_busy_pct,trace,loss,diagnosis,notes,status");
   const std::vector<std::string> numeric = {
       "index",           "num_workers",      "batch_size",       "steps",          "windows",
       "ms_per_step",     "spread_pct",       "samples_per_s",    "samples_per_s_lo", "samples_per_s_hi",
       "speedup_vs_prev", "speedup_vs_prev_lo", "speedup_vs_prev_hi", "speedup_vs_base", "speedup_vs_base_lo",
       "speedup_vs_base_hi", "compared_with", "other_cpu_cores",  "steal_pct",      "load_average",
-      "data_wait_pct",   "h2d_pct",          "compute_pct",      "peak_mem_bytes", "device_mem_bytes",
-      "gpu_busy_pct",    "loss"};
+      "gpu_other_processes", "data_wait_pct", "h2d_pct",        "compute_pct",    "peak_mem_bytes",
+      "device_mem_bytes", "gpu_busy_pct",   "loss"};
   for (const Results* r : {&skipped_only, &full}) {
     auto records = parse_csv(render(*r, "csv"));
     REQUIRE(records.size() == r->rows.size() + 1);

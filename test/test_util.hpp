@@ -18,14 +18,16 @@ inline const char* env_or(const char* name, const char* fallback) {
   return v != nullptr && *v != '\0' ? v : fallback;
 }
 
-// Where the tests find their fixtures, the sources (configs/schema.json), the built ptune and
-// Python: the paths compiled in by test/CMakeLists.txt (*_DEFAULT), each overridable at run
-// time by the environment variable of the same name, so that a copy of ptune_tests runs away
-// from its build tree (scripts/gpu-bundle).
+// Where the tests find their fixtures, the sources (configs/schema.json), the built ptune,
+// Python and the stand-in for NVIDIA's management library (test/fake_nvml.cpp): the paths
+// compiled in by test/CMakeLists.txt (*_DEFAULT), each overridable at run time by the
+// environment variable of the same name, so that a copy of ptune_tests runs away from its
+// build tree (scripts/gpu-bundle).
 #define PTUNE_TEST_DATA ::ptune::test::env_or("PTUNE_TEST_DATA", PTUNE_TEST_DATA_DEFAULT)
 #define PTUNE_SOURCE_DIR ::ptune::test::env_or("PTUNE_SOURCE_DIR", PTUNE_SOURCE_DIR_DEFAULT)
 #define PTUNE_EXE ::ptune::test::env_or("PTUNE_EXE", PTUNE_EXE_DEFAULT)
 #define PTUNE_PYTHON ::ptune::test::env_or("PTUNE_PYTHON", PTUNE_PYTHON_DEFAULT)
+#define PTUNE_FAKE_NVML ::ptune::test::env_or("PTUNE_FAKE_NVML", PTUNE_FAKE_NVML_DEFAULT)
 
 /// A fresh temporary folder, removed when the object dies.
 struct TempDir {

@@ -16,6 +16,9 @@ bool available();
 int device_count();
 /// The device's marketing name, e.g. "NVIDIA H100 80GB HBM3"; "" without CUDA.
 std::string device_name(int index);
+/// The device's UUID as 8-4-4-4-12 lowercase hex digits, as nvidia-smi shows it after "GPU-"
+/// (or "MIG-" for a MIG instance); "" without CUDA or for an index out of range. Never throws.
+std::string device_uuid(int index);
 /// The CUDA runtime version LibTorch was built with, e.g. "13.0"; "" without CUDA.
 std::string version();
 /// Blocks until all work queued on the device has finished.

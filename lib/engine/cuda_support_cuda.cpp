@@ -1,6 +1,7 @@
 // CUDA implementation of cuda_support.hpp (built when LibTorch has CUDA).
 #include "engine/cuda_support.hpp"
 
+#include <cstdio>
 #include <memory>
 #include <vector>
 
@@ -21,6 +22,23 @@ int device_count() { return available() ? static_cast<int>(torch::cuda::device_c
 std::string device_name(int index) {
   if (!available()) return "";
   return at::cuda::getDeviceProperties(index)->name;
+}
+
+std::string device_uuid(int index) {
+  try {
+    if (index < 0 || index >= device_count()) return "";
+    const cudaUUID_t& u = at::cuda::getDeviceProperties(index)->uuid;
+    std::string s;
+    char hex[3];
+    for (int i = 0; i < 16; ++i) {
+      if (i == 4 || i == 6 || i == 8 || i == 10) s += '-';
+      std::snprintf(hex, sizeof hex, "%02x", static_cast<unsigned char>(u.bytes[i]));
+      s += hex;
+    }
+    return s;
+  } catch (...) {
+    return "";
+  }
 }
 
 std::string version() {

@@ -6,6 +6,7 @@ namespace ptune::engine::cuda {
 bool available() { return false; }
 int device_count() { return 0; }
 std::string device_name(int) { return ""; }
+std::string device_uuid(int) { return ""; }
 std::string version() { return ""; }
 void synchronize(int) {}
 void reset_peak_memory(int) {}

@@ -1,15 +1,23 @@
 #include "measure/load.hpp"
 
+#include <dirent.h>
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <dirent.h>
+#include <cstdlib>
 #include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
+
 
 namespace ptune::measure {
 namespace {
@@ -49,31 +57,233 @@ std::string exe_of(const std::string& pid) {
   return std::string(buf, static_cast<size_t>(n));
 }
 
-/// CPU ticks of this job: this process and its siblings running the same executable.
-double job_ticks() {
+/// The processes of this job: this one (first) and its siblings running the same executable,
+/// with their CPU ticks. Only this one, with 0 ticks, when /proc cannot be read.
+struct JobProcesses {
+  std::vector<int64_t> pids;
+  double ticks = 0;
+};
+
+JobProcesses job_processes() {
+  JobProcesses job;
+  const int64_t me = ::getpid();
+  job.pids.push_back(me);
   double self = 0;
   long parent = 0;
-  if (!process_times("self", &self, &parent)) return 0;
+  if (!process_times("self", &self, &parent)) return job;
   const std::string exe = exe_of("self");
-  const std::string me = std::to_string(::getpid());
-  double total = self;
-  if (parent <= 1 || exe.empty()) return total;
+  job.ticks = self;
+  if (parent <= 1 || exe.empty()) return job;
   DIR* dir = ::opendir("/proc");
-  if (!dir) return total;
+  if (!dir) return job;
   while (dirent* e = ::readdir(dir)) {
     const std::string name = e->d_name;
-    if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit) || name == me) continue;
+    if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit) || name == std::to_string(me)) continue;
     double t = 0;
     long pp = 0;
-    if (process_times(name, &t, &pp) && pp == parent && exe_of(name) == exe) total += t;
+    if (process_times(name, &t, &pp) && pp == parent && exe_of(name) == exe) {
+      job.ticks += t;
+      job.pids.push_back(std::atoll(name.c_str()));
+    }
   }
   ::closedir(dir);
-  return total;
+  return job;
 }
 
 int64_t online_cores() {
   const long n = ::sysconf(_SC_NPROCESSORS_ONLN);
   return n > 0 ? n : 1;
+}
+
+// NVIDIA's management library (NVML), declared here from its API reference (nvml.h) rather
+// than included, so that ptune builds without the header and runs without the driver: only
+// the few types and functions read below. Every function returns an nvmlReturn_t.
+namespace nvml {
+using Return = int;                      // nvmlReturn_t
+constexpr Return kSuccess = 0;           // NVML_SUCCESS
+constexpr Return kInsufficientSize = 7;  // NVML_ERROR_INSUFFICIENT_SIZE
+struct DeviceSt;
+using Device = DeviceSt*;                // nvmlDevice_t
+constexpr int kClockSm = 1;              // NVML_CLOCK_SM (an nvmlClockType_t, an enum)
+// nvmlProcessInfo_v1_t: what the unversioned nvmlDeviceGetComputeRunningProcesses fills.
+struct ProcessInfoV1 {
+  unsigned int pid;
+  unsigned long long used_gpu_memory;
+};
+// nvmlProcessInfo_v2_t, alias nvmlProcessInfo_t: what the _v2 and _v3 functions fill.
+struct ProcessInfoV2 {
+  unsigned int pid;
+  unsigned long long used_gpu_memory;
+  unsigned int gpu_instance_id;
+  unsigned int compute_instance_id;
+};
+static_assert(sizeof(ProcessInfoV1) == 16 && sizeof(ProcessInfoV2) == 24, "nvml.h's layouts (LP64)");
+constexpr unsigned kUuidBuffer = 96;     // NVML_DEVICE_UUID_V2_BUFFER_SIZE
+
+/// The functions found in one loaded copy of the library; a missing one drops its piece.
+struct Library {
+  Return (*count)(unsigned int*) = nullptr;                          // nvmlDeviceGetCount_v2
+  Return (*by_index)(unsigned int, Device*) = nullptr;               // nvmlDeviceGetHandleByIndex_v2
+  Return (*by_uuid)(const char*, Device*) = nullptr;                 // nvmlDeviceGetHandleByUUID
+  Return (*uuid)(Device, char*, unsigned int) = nullptr;             // nvmlDeviceGetUUID
+  Return (*processes)(Device, unsigned int*, ProcessInfoV2*) = nullptr;     // ..._v3, else ..._v2
+  Return (*processes_v1)(Device, unsigned int*, ProcessInfoV1*) = nullptr;  // drivers before both
+  Return (*clock)(Device, int, unsigned int*) = nullptr;             // nvmlDeviceGetClockInfo
+  Return (*max_clock)(Device, int, unsigned int*) = nullptr;         // nvmlDeviceGetMaxClockInfo
+  Return (*reasons)(Device, unsigned long long*) = nullptr;          // ...ClocksEventReasons, else ...ThrottleReasons
+};
+
+template <typename F>
+void resolve(void* handle, F* fn, std::initializer_list<const char*> names) {
+  for (const char* name : names)
+    if (void* p = ::dlsym(handle, name)) {
+      *fn = reinterpret_cast<F>(p);
+      return;
+    }
+}
+
+/// Opens and initialises `file`; nullptr when it cannot be loaded or nvmlInit fails.
+std::unique_ptr<Library> load_library(const std::string& file) {
+  // Never closed, nor nvmlShutdown called: the driver's library stays for the process's life,
+  // as every row asks it again, and closing it while another thread asks would crash.
+  void* handle = ::dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) return nullptr;
+  Return (*init)() = nullptr;
+  resolve(handle, &init, {"nvmlInit_v2", "nvmlInit"});
+  if (!init || init() != kSuccess) return nullptr;
+  auto lib = std::make_unique<Library>();
+  resolve(handle, &lib->count, {"nvmlDeviceGetCount_v2", "nvmlDeviceGetCount"});
+  resolve(handle, &lib->by_index, {"nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex"});
+  resolve(handle, &lib->by_uuid, {"nvmlDeviceGetHandleByUUID"});
+  resolve(handle, &lib->uuid, {"nvmlDeviceGetUUID"});
+  resolve(handle, &lib->processes, {"nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2"});
+  if (!lib->processes) resolve(handle, &lib->processes_v1, {"nvmlDeviceGetComputeRunningProcesses"});
+  resolve(handle, &lib->clock, {"nvmlDeviceGetClockInfo"});
+  resolve(handle, &lib->max_clock, {"nvmlDeviceGetMaxClockInfo"});
+  resolve(handle, &lib->reasons, {"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"});
+  return lib;
+}
+
+/// The library, loaded and initialised once per process (per file name: the tests switch
+/// PTUNE_NVML_LIBRARY between cases); nullptr where there is none.
+const Library* library() {
+  const char* env = std::getenv("PTUNE_NVML_LIBRARY");
+  const std::string file = env != nullptr && *env != '\0' ? env : "libnvidia-ml.so.1";
+  static std::mutex mutex;
+  static auto* loaded = new std::map<std::string, std::unique_ptr<Library>>();  // never freed: see load_library()
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = loaded->find(file);
+  if (it == loaded->end()) it = loaded->emplace(file, load_library(file)).first;
+  return it->second.get();
+}
+
+/// The device whose UUID starts with `prefix` (CUDA takes a unique prefix of a UUID too).
+Device by_uuid(const Library& lib, const std::string& prefix) {
+  Device d = nullptr;
+  if (lib.by_uuid && lib.by_uuid(prefix.c_str(), &d) == kSuccess) return d;
+  unsigned int n = 0;
+  if (!lib.count || !lib.by_index || !lib.uuid || lib.count(&n) != kSuccess) return nullptr;
+  Device found = nullptr;
+  for (unsigned int i = 0; i < n; ++i) {
+    char uuid[kUuidBuffer] = {};
+    if (lib.by_index(i, &d) != kSuccess || lib.uuid(d, uuid, kUuidBuffer) != kSuccess) continue;
+    if (std::string(uuid).rfind(prefix, 0) != 0) continue;
+    if (found) return nullptr;  // ambiguous
+    found = d;
+  }
+  return found;
+}
+
+/// The library's device for CUDA device `cuda_index`. LibTorch numbers the devices CUDA shows,
+/// the library all of the machine's. The CUDA runtime's UUID of the device names it exactly
+/// (whatever CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER say); without it (a build without
+/// CUDA, or an older driver) CUDA_VISIBLE_DEVICES maps: its `cuda_index`-th entry, an index or
+/// a UUID ("GPU-...", "MIG-...", or a unique start of one), up to its first entry that is
+/// neither (CUDA ignores the rest); unset, the index is the library's. An index is then the
+/// same device where CUDA_DEVICE_ORDER=PCI_BUS_ID or the GPUs are alike (CUDA's default order
+/// is fastest first, the library's by PCI bus). nullptr when none.
+Device device_of(const Library& lib, int cuda_index, const std::string& u) {
+  if (!u.empty()) {
+    Device d = nullptr;
+    for (const char* kind : {"GPU-", "MIG-"})
+      if (lib.by_uuid && lib.by_uuid((kind + u).c_str(), &d) == kSuccess) return d;
+  }
+  std::string entry = std::to_string(cuda_index);
+  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) {
+    std::vector<std::string> entries;
+    std::istringstream in(visible);
+    std::string e;
+    while (std::getline(in, e, ',')) {
+      e.erase(0, e.find_first_not_of(" \t"));
+      e.erase(e.find_last_not_of(" \t") + 1);
+      const bool index = !e.empty() && std::all_of(e.begin(), e.end(), ::isdigit);
+      const bool uuid = e.rfind("GPU-", 0) == 0 || e.rfind("MIG-", 0) == 0;
+      if (!index && !uuid) break;
+      entries.push_back(e);
+    }
+    if (cuda_index >= static_cast<int>(entries.size())) return nullptr;
+    entry = entries[static_cast<size_t>(cuda_index)];
+  }
+  if (!std::isdigit(static_cast<unsigned char>(entry[0]))) return by_uuid(lib, entry);
+  Device d = nullptr;
+  if (!lib.by_index || entry.size() > 9) return nullptr;
+  return lib.by_index(static_cast<unsigned int>(std::stoul(entry)), &d) == kSuccess ? d : nullptr;
+}
+
+/// The process IDs of the device's compute processes; nullopt where the library does not tell.
+template <typename Info>
+std::optional<std::vector<int64_t>> process_ids(Return (*fn)(Device, unsigned int*, Info*), Device d) {
+  std::vector<Info> infos(16);
+  for (int attempt = 0; attempt < 4; ++attempt) {  // processes may start between two calls
+    unsigned int n = static_cast<unsigned int>(infos.size());
+    const Return r = fn(d, &n, infos.data());
+    if (r == kSuccess) {
+      std::vector<int64_t> pids;
+      for (unsigned int i = 0; i < n && i < infos.size(); ++i) pids.push_back(infos[i].pid);
+      return pids;
+    }
+    if (r != kInsufficientSize) return std::nullopt;
+    infos.resize(2 * std::max<size_t>(n, infos.size()));
+  }
+  return std::nullopt;
+}
+
+std::optional<int64_t> other_processes(const Library& lib, Device d, const std::vector<int64_t>& job) {
+  std::optional<std::vector<int64_t>> pids;
+  if (lib.processes) pids = process_ids(lib.processes, d);
+  else if (lib.processes_v1) pids = process_ids(lib.processes_v1, d);
+  if (!pids) return std::nullopt;
+  return other_gpu_processes(*pids, job);
+}
+
+/// "SM clock 1410 of 1980 MHz; throttled: power cap" while a slowdown holds the clocks down,
+/// else "".
+std::string clock_note(const Library& lib, Device d) {
+  unsigned long long reasons = 0;
+  if (!lib.reasons || lib.reasons(d, &reasons) != kSuccess) return "";
+  const std::string slowdown = gpu_slowdown_text(reasons);
+  if (slowdown.empty()) return "";
+  unsigned int sm = 0, max = 0;
+  std::string note;
+  if (lib.clock && lib.max_clock && lib.clock(d, kClockSm, &sm) == kSuccess &&
+      lib.max_clock(d, kClockSm, &max) == kSuccess && max > 0)
+    note = "SM clock " + std::to_string(sm) + " of " + std::to_string(max) + " MHz; ";
+  return note + "throttled: " + slowdown;
+}
+
+}  // namespace nvml
+
+/// The other processes on CUDA device `gpu_index` now; nullopt where the library does not tell.
+std::optional<int64_t> gpu_others_now(int gpu_index, const std::string& uuid, const std::vector<int64_t>& job) {
+  try {
+    const nvml::Library* lib = nvml::library();
+    if (!lib) return std::nullopt;
+    const nvml::Device d = nvml::device_of(*lib, gpu_index, uuid);
+    if (!d) return std::nullopt;
+    return nvml::other_processes(*lib, d, job);
+  } catch (...) {
+    return std::nullopt;
+  }
 }
 
 }  // namespace
@@ -88,35 +298,82 @@ LoadSampler::Snapshot LoadSampler::snapshot() {
   s.busy = user + nice + system + irq + softirq;
   s.steal = steal;
   s.total = s.busy + idle + iowait + steal;
-  s.job = job_ticks();
+  const JobProcesses job = job_processes();
+  s.job = job.ticks;
+  s.job_pids = job.pids;
   s.ok = true;
   return s;
 }
 
-void LoadSampler::start() {
+void LoadSampler::start(int gpu_index, const std::string& gpu_uuid) {
   start_ = snapshot();
+  start_gpu_ = gpu_index;
+  start_gpu_uuid_ = gpu_uuid;
+  start_gpu_others_.reset();
+  if (gpu_index >= 0)
+    start_gpu_others_ = gpu_others_now(gpu_index, gpu_uuid, start_.ok ? start_.job_pids : job_processes().pids);
   start_s_ = now_s();
 }
 
 LoadReport LoadSampler::stop(int gpu_index) {
-  (void)gpu_index;  // the GPU's view needs the driver's management library: not read yet
   LoadReport r;
   r.cores = online_cores();
   r.seconds = now_s() - start_s_;
   const Snapshot end = snapshot();
-  if (!start_.ok || !end.ok || end.total <= start_.total) return r;
-  r.sampled = true;
-  const double total = end.total - start_.total;  // ticks over all CPUs
-  const double per_core = total / static_cast<double>(r.cores);
-  const double others = std::max(0.0, (end.busy - start_.busy) - (end.job - start_.job));
-  r.other_cpu_cores = per_core > 0 ? others / per_core : 0;
-  r.steal_pct = 100.0 * (end.steal - start_.steal) / total;
-  std::istringstream la(read_file("/proc/loadavg"));
-  la >> r.loadavg_1m;
+  if (start_.ok && end.ok && end.total > start_.total) {
+    r.sampled = true;
+    const double total = end.total - start_.total;  // ticks over all CPUs
+    const double per_core = total / static_cast<double>(r.cores);
+    const double others = std::max(0.0, (end.busy - start_.busy) - (end.job - start_.job));
+    r.other_cpu_cores = per_core > 0 ? others / per_core : 0;
+    r.steal_pct = 100.0 * (end.steal - start_.steal) / total;
+    std::istringstream la(read_file("/proc/loadavg"));
+    la >> r.loadavg_1m;
+  }
+  if (gpu_index >= 0) {
+    try {
+      if (const nvml::Library* lib = nvml::library())
+        if (const nvml::Device d = nvml::device_of(*lib, gpu_index, gpu_index == start_gpu_ ? start_gpu_uuid_ : "")) {
+          r.gpu_sampled = true;
+          r.gpu_other_processes = nvml::other_processes(*lib, d, end.ok ? end.job_pids : job_processes().pids);
+          // A process may have come and gone within the row: the more of the two samples.
+          if (gpu_index == start_gpu_ && start_gpu_others_)
+            r.gpu_other_processes = std::max(r.gpu_other_processes.value_or(0), *start_gpu_others_);
+          if (std::string note = nvml::clock_note(*lib, d); !note.empty()) r.gpu_notes.push_back(std::move(note));
+        }
+    } catch (...) {
+      // The view is what was read before the failure (an allocation); never an error.
+    }
+  }
+  // A throttled GPU is the GPU's own state, not competing load: its note flags the row apart.
   const LoadThresholds t = load_thresholds(r.cores);
-  r.under_load = r.other_cpu_cores >= t.other_cores || r.steal_pct >= t.steal_pct ||
+  r.under_load = (r.sampled && (r.other_cpu_cores >= t.other_cores || r.steal_pct >= t.steal_pct)) ||
                  (r.gpu_other_processes && *r.gpu_other_processes > 0);
   return r;
+}
+
+int64_t other_gpu_processes(const std::vector<int64_t>& listed, const std::vector<int64_t>& job) {
+  const std::set<int64_t> pids(listed.begin(), listed.end());  // a process may be listed once per context
+  if (!pids.count(static_cast<int64_t>(::getpid())))
+    return std::max<int64_t>(0, static_cast<int64_t>(pids.size()) - static_cast<int64_t>(job.size()));
+  int64_t others = 0;
+  for (int64_t p : pids) others += std::find(job.begin(), job.end(), p) == job.end();
+  return others;
+}
+
+std::string gpu_slowdown_text(uint64_t reasons) {
+  // nvml.h's nvmlClocksEventReason* bits (formerly nvmlClocksThrottleReason*).
+  static const std::pair<uint64_t, const char*> kSlowdowns[] = {
+      {0x4, "power cap"},                    // SwPowerCap
+      {0x8, "hardware slowdown"},            // HwSlowdown: temperature, power brake or power draw
+      {0x20, "software thermal slowdown"},   // SwThermalSlowdown
+      {0x40, "hardware thermal slowdown"},   // HwThermalSlowdown
+      {0x80, "power brake"},                 // HwPowerBrakeSlowdown
+  };
+  std::string s;
+  for (const auto& [bit, name] : kSlowdowns)
+    if (reasons & bit) s += (s.empty() ? "" : " and ") + std::string(name);
+  return s;
 }
 
 LoadThresholds load_thresholds(int64_t cores) {
@@ -124,12 +381,16 @@ LoadThresholds load_thresholds(int64_t cores) {
 }
 
 std::string LoadReport::summary() const {
-  if (!sampled) return "load not sampled (no /proc)";
-  char buf[200];
-  std::snprintf(buf, sizeof buf, "other processes used %.2f of %lld cores, steal %.0f%%, load average %.1f",
-                other_cpu_cores, static_cast<long long>(cores), steal_pct, loadavg_1m);
-  std::string s = buf;
-  if (gpu_other_processes) s += ", " + std::to_string(*gpu_other_processes) + " other processes on the GPU";
+  std::string s = "load not sampled (no /proc)";
+  if (sampled) {
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "other processes used %.2f of %lld cores, steal %.0f%%, load average %.1f",
+                  other_cpu_cores, static_cast<long long>(cores), steal_pct, loadavg_1m);
+    s = buf;
+  }
+  if (gpu_other_processes)
+    s += ", " + std::to_string(*gpu_other_processes) +
+         (*gpu_other_processes == 1 ? " other process" : " other processes") + " on the GPU";
   for (const auto& n : gpu_notes) s += ", " + n;
   return s;
 }

@@ -411,14 +411,15 @@ std::vector<double> measure_alone(Side& s, const WindowPlan& plan,
 
 Measurement measure(const config::ExperimentConfig& cfg, const Progress& progress) {
   Bench bench(cfg, progress);
+  const c10::Device device = dist::rank_device(cfg.device);
+  const int gpu = device.is_cuda() ? device.index() : -1;
   LoadSampler load;
-  load.start();
+  load.start(gpu, gpu >= 0 ? engine::cuda::device_uuid(gpu) : "");
   const WindowPlan plan = window_plan(cfg);
   bench.set_progress(progress, plan.min_pairs);
   measure_alone(bench, plan);
   Measurement m = bench.result();
-  const c10::Device device = dist::rank_device(cfg.device);
-  m.load = load.stop(device.is_cuda() ? device.index() : -1);
+  m.load = load.stop(gpu);
   return m;
 }
 

@@ -489,14 +489,26 @@ std::string speedup_cell(const Json& row, const char* key, const char* verdict_k
   return cell(text, true, cls);
 }
 
-/// The load cell: "-" on a quiet machine, else what else ran ("+0.9 cores", "steal 7%").
+/// The load cell: "-" on a quiet machine, else what else ran ("+0.9 cores", "steal 7%", "GPU
+/// shared"), and "GPU throttled" where the GPU slowed down (the notes, on hover, say how).
 std::string load_cell(const Json& row) {
-  if (!row.contains("under_load") || !row["under_load"].is_boolean()) return cell("-", true);
-  if (!row["under_load"].get<bool>()) return cell("-", true);
-  std::string text = "under load";
-  if (auto c = num(row, "other_cpu_cores"); c && *c > 0) text = "+" + fixed(*c, 1) + " cores";
-  if (auto st = num(row, "steal_pct"); st && *st >= 5) text += ", steal " + fixed(*st, 0) + "%";
-  return cell(text, true, "status-note");
+  std::string text, notes;
+  if (row.contains("under_load") && row["under_load"].is_boolean() && row["under_load"].get<bool>()) {
+    if (auto g = num(row, "gpu_other_processes"); g && *g > 0) {
+      text = "GPU shared";
+    } else {
+      text = "under load";
+      if (auto c = num(row, "other_cpu_cores"); c && *c > 0) text = "+" + fixed(*c, 1) + " cores";
+      if (auto st = num(row, "steal_pct"); st && *st >= 5) text += ", steal " + fixed(*st, 0) + "%";
+    }
+  }
+  if (row.contains("gpu_notes") && row["gpu_notes"].is_array())
+    for (const auto& n : row["gpu_notes"])
+      if (n.is_string()) notes += (notes.empty() ? "" : ", ") + n.get<std::string>();
+  if (!notes.empty()) text += (text.empty() ? "" : ", ") + std::string("GPU throttled");
+  if (text.empty()) return cell("-", true);
+  if (notes.empty()) return cell(text, true, "status-note");
+  return "<td class=\"n status-note\" title=\"" + esc(notes) + "\">" + esc(text) + "</td>";
 }
 
 /// The numbers of each run as a table; with several runs, samples/s side by side first.

@@ -56,13 +56,18 @@ std::string speedup_text(double v, const measure::Interval& ci, const std::strin
   return s;
 }
 
-/// The load cell: "-" on a quiet machine, else what competed ("+0.9 cores", "steal 7%").
+/// The load cell: "-" on a quiet machine, else what competed ("+0.9 cores", "steal 7%", "GPU
+/// shared"), and "GPU throttled" where the GPU slowed down (its note says how, under the table).
 std::string load_text(const measure::LoadReport& l) {
-  if (!l.sampled) return "?";
-  if (!l.under_load) return "-";
-  if (l.gpu_other_processes && *l.gpu_other_processes > 0) return "GPU shared";
-  if (l.steal_pct >= measure::load_thresholds(l.cores).steal_pct) return "steal " + fixed(l.steal_pct, 0) + "%";
-  return "+" + fixed(l.other_cpu_cores, 1) + " cores";
+  std::string s;
+  if (l.under_load) {
+    if (l.gpu_other_processes && *l.gpu_other_processes > 0) s = "GPU shared";
+    else if (l.steal_pct >= measure::load_thresholds(l.cores).steal_pct) s = "steal " + fixed(l.steal_pct, 0) + "%";
+    else s = "+" + fixed(l.other_cpu_cores, 1) + " cores";
+  }
+  if (!l.gpu_notes.empty()) s += (s.empty() ? "" : ", ") + std::string("GPU throttled");
+  if (s.empty()) return l.sampled ? "-" : "?";
+  return s;
 }
 
 /// The cells of one row in table/csv/md order; `gpu` adds GPU busy and peak memory.
@@ -281,9 +286,10 @@ const std::vector<std::string>& row_keys() {
       "samples_per_s",     "samples_per_s_lo",   "samples_per_s_hi",  "speedup_vs_prev",   "speedup_vs_prev_lo",
       "speedup_vs_prev_hi", "verdict_vs_prev",   "speedup_vs_base",   "speedup_vs_base_lo", "speedup_vs_base_hi",
       "verdict_vs_base",   "compared_with",      "interleaved",       "prev_ms_per_step",  "under_load",
-      "other_cpu_cores",   "steal_pct",          "load_average",      "data_wait_pct",     "h2d_pct",
-      "compute_pct",       "peak_mem_bytes",     "device_mem_bytes",  "gpu_busy_pct",      "trace",
-      "loss",              "loss_curve",         "diagnosis",         "notes",             "status"};
+      "other_cpu_cores",   "steal_pct",          "load_average",      "gpu_other_processes", "gpu_notes",
+      "data_wait_pct",     "h2d_pct",            "compute_pct",       "peak_mem_bytes",    "device_mem_bytes",
+      "gpu_busy_pct",      "trace",              "loss",              "loss_curve",        "diagnosis",
+      "notes",             "status"};
   return kKeys;
 }
 
@@ -338,12 +344,14 @@ Json to_json(const Results& r) {
         j["prev_ms_per_step"] = Json::array();
         for (double v : row.prev_ms) j["prev_ms_per_step"].push_back(round_to(v, 3));
       }
+      if (m.load.sampled || m.load.gpu_sampled) j["under_load"] = m.load.under_load;
       if (m.load.sampled) {
-        j["under_load"] = m.load.under_load;
         j["other_cpu_cores"] = round_to(m.load.other_cpu_cores, 3);
         j["steal_pct"] = round_to(m.load.steal_pct, 2);
         j["load_average"] = round_to(m.load.loadavg_1m, 2);
       }
+      if (m.load.gpu_other_processes) j["gpu_other_processes"] = *m.load.gpu_other_processes;
+      if (m.load.gpu_sampled) j["gpu_notes"] = m.load.gpu_notes;  // null: the GPU's view was not read
       j["data_wait_pct"] = round_to(m.data_wait_pct, 2);
       j["h2d_pct"] = round_to(m.h2d_pct, 2);
       j["compute_pct"] = round_to(m.compute_pct, 2);
@@ -501,7 +509,7 @@ std::string render(const Results& r, const std::string& format, bool color) {
         else if (verdict == "slower") cell = paint(cell, "31");
         else if (verdict == "undecided") cell = paint(cell, "33");
       }
-      if (row.m->load.under_load) body[i][9] = paint(body[i][9], "33");
+      if (row.m->load.under_load || !row.m->load.gpu_notes.empty()) body[i][9] = paint(body[i][9], "33");
     }
   }
   for (auto& b : body)

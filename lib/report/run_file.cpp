@@ -22,7 +22,7 @@ const char* const kNumberKeys[] = {"num_workers",        "batch_size",         "
                                    "compared_with",      "other_cpu_cores",    "steal_pct",
                                    "load_average",       "data_wait_pct",      "h2d_pct",
                                    "compute_pct",        "peak_mem_bytes",     "device_mem_bytes",
-                                   "gpu_busy_pct",       "loss"};
+                                   "gpu_busy_pct",       "loss",               "gpu_other_processes"};
 
 bool is_number_key(const std::string& k) {
   for (const char* n : kNumberKeys)
@@ -36,6 +36,13 @@ Json numbers_or_null(const Json& v) {
   if (!v.is_array()) return nullptr;
   for (const auto& x : v)
     if (!x.is_number()) return nullptr;
+  return v;
+}
+
+Json strings_or_null(const Json& v) {
+  if (!v.is_array()) return nullptr;
+  for (const auto& x : v)
+    if (!x.is_string()) return nullptr;
   return v;
 }
 
@@ -55,6 +62,7 @@ Json normalize_row(const Json& in, const std::string& where) {
     if (is_number_key(k)) row[k] = number_or_null(v);
     else if (k == "repeat_ms_per_step" || k == "prev_ms_per_step" || k == "loss_curve") row[k] = numbers_or_null(v);
     else if (k == "interleaved" || k == "under_load") row[k] = v.is_boolean() ? v : Json(nullptr);
+    else if (k == "gpu_notes") row[k] = strings_or_null(v);
     else if (k == "changes") row[k] = v.is_object() ? v : Json::object();
     else if (k == "notes") {
       row[k] = Json::array();

@@ -138,7 +138,7 @@ Timed time_row(const config::ExperimentConfig& cfg, measure::Bench* prev, const 
     t.bench = std::make_unique<measure::Bench>(cfg, progress);
     t.bench->set_progress(progress, plan.min_pairs);
     measure::LoadSampler load;
-    load.start();
+    load.start(gpu, gpu >= 0 ? engine::cuda::device_uuid(gpu) : "");
     if (prev) {
       prev->set_progress(prev_progress, 0);
       const measure::Comparison c = measure::compare(*prev, *t.bench, plan);
@@ -158,7 +158,7 @@ Timed time_row(const config::ExperimentConfig& cfg, measure::Bench* prev, const 
   engine::cuda::empty_cache();
   RebuildSide a(*prev_cfg, prev_progress), b(cfg, progress);
   measure::LoadSampler load;
-  load.start();
+  load.start(gpu, gpu >= 0 ? engine::cuda::device_uuid(gpu) : "");
   const measure::Comparison c = measure::compare(a, b, plan);
   t.m = b.result();
   t.m->load = load.stop(gpu);
@@ -254,6 +254,9 @@ void run_sweep(const config::ExperimentConfig& cfg, const SweepOptions& options,
       if (row.m->load.under_load)
         row.notes.push_back("measured under competing load (" + row.m->load.summary() +
                             "): its figures are less certain than on a quiet machine");
+      else
+        for (const auto& n : row.m->load.gpu_notes)  // the GPU's own state: not load, but it slows the row
+          row.notes.push_back("the GPU was slowed down at the row's end (" + n + ")");
       if (!row.m->eager_fallback.empty()) row.status = "eager fallback: " + row.m->eager_fallback;
       if (row_cfg.measure.convergence_steps > 0 && row.mode == "train") {
         if (progress) progress("convergence", 0, row_cfg.measure.convergence_steps);
@@ -279,6 +282,11 @@ void run_sweep(const config::ExperimentConfig& cfg, const SweepOptions& options,
       if (r.m->load.under_load && dist::world_rank() == 0)
         log::warn("row " + std::to_string(i) + " '" + r.name + "' measured under competing load: " +
                   r.m->load.summary());
+      else if (!r.m->load.gpu_notes.empty() && dist::world_rank() == 0) {
+        std::string notes;
+        for (const auto& n : r.m->load.gpu_notes) notes += (notes.empty() ? "" : ", ") + n;
+        log::warn("row " + std::to_string(i) + " '" + r.name + "': the GPU was slowed down at the row's end: " + notes);
+      }
     }
     if (r.m && r.m->loss && r.mode == "train") {
       // The first row of each model.arch is the reference, not noted.

@@ -1,0 +1,262 @@
+// The load view (measure/load.hpp): the GPU side against a stand-in for NVIDIA's management
+// library (test/fake_nvml.cpp, named by PTUNE_NVML_LIBRARY), so that it runs on any machine.
+#include <catch2/catch.hpp>
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/cuda_support.hpp"
+#include "measure/load.hpp"
+#include "test_util.hpp"
+
+using ptune::measure::LoadReport;
+using ptune::measure::LoadSampler;
+
+namespace {
+
+/// Sets environment variables for one test case and puts the old values back after it.
+class Env {
+ public:
+  Env& set(const std::string& name, const std::string& value) {
+    save(name);
+    ::setenv(name.c_str(), value.c_str(), 1);
+    return *this;
+  }
+  Env& unset(const std::string& name) {
+    save(name);
+    ::unsetenv(name.c_str());
+    return *this;
+  }
+  Env() = default;
+  Env(const Env&) = delete;
+  Env& operator=(const Env&) = delete;
+  ~Env() {
+    for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) {
+      if (it->second) ::setenv(it->first.c_str(), it->second->c_str(), 1);
+      else ::unsetenv(it->first.c_str());
+    }
+  }
+
+ private:
+  void save(const std::string& name) {
+    const char* v = std::getenv(name.c_str());
+    saved_.emplace_back(name, v ? std::optional<std::string>(v) : std::nullopt);
+  }
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+/// The stand-in, with nothing on it: no other process, clocks and reasons "not supported".
+void fake_gpu(Env& env) {
+  // CUDA reads CUDA_VISIBLE_DEVICES once, when first asked: ask it now, with the machine's own
+  // value, before any test case here changes it (on a GPU machine the suite goes on using CUDA).
+  (void)ptune::engine::cuda::available();
+  env.set("PTUNE_NVML_LIBRARY", PTUNE_FAKE_NVML)
+      .unset("PTUNE_FAKE_NVML_DEVICES")
+      .unset("PTUNE_FAKE_NVML_PIDS")
+      .unset("PTUNE_FAKE_NVML_SM_MHZ")
+      .unset("PTUNE_FAKE_NVML_SM_MAX_MHZ")
+      .unset("PTUNE_FAKE_NVML_REASONS")
+      .unset("CUDA_VISIBLE_DEVICES");
+}
+
+/// A function of the stand-in's own (which device it read last, how often it was initialised).
+int fake_says(const char* fn) {
+  void* handle = ::dlopen(PTUNE_FAKE_NVML, RTLD_NOW | RTLD_LOCAL);
+  REQUIRE(handle != nullptr);
+  auto* f = reinterpret_cast<int (*)()>(::dlsym(handle, fn));
+  REQUIRE(f != nullptr);
+  const int v = f();
+  ::dlclose(handle);
+  return v;
+}
+
+LoadReport sample(int gpu_index) {
+  LoadSampler s;
+  s.start(gpu_index);
+  return s.stop(gpu_index);
+}
+
+/// Whether the CPU side alone puts the report under load (a busy test machine may).
+bool cpu_under_load(const LoadReport& r) {
+  const auto t = ptune::measure::load_thresholds(r.cores);
+  return r.sampled && (r.other_cpu_cores >= t.other_cores || r.steal_pct >= t.steal_pct);
+}
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+const std::string kSelf = std::to_string(::getpid());
+
+}  // namespace
+
+TEST_CASE("without the driver's management library the load view has no GPU part", "[load]") {
+  Env env;
+  env.set("PTUNE_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1");
+  LoadReport r;
+  REQUIRE_NOTHROW(r = sample(0));
+  CHECK_FALSE(r.gpu_sampled);
+  CHECK_FALSE(r.gpu_other_processes);
+  CHECK(r.gpu_notes.empty());
+  CHECK(r.under_load == cpu_under_load(r));
+  CHECK(r.summary().find("GPU") == std::string::npos);
+}
+
+TEST_CASE("a CPU row does not ask the driver's management library", "[load]") {
+  Env env;
+  fake_gpu(env);
+  env.set("PTUNE_FAKE_NVML_PIDS", kSelf + ",1");
+  const LoadReport r = sample(-1);
+  CHECK_FALSE(r.gpu_sampled);
+  CHECK_FALSE(r.gpu_other_processes);
+}
+
+TEST_CASE("another process on the GPU puts the row under load", "[load]") {
+  Env env;
+  fake_gpu(env);
+  env.set("PTUNE_FAKE_NVML_PIDS", kSelf + ",1");  // init (pid 1) is never one of the job's
+  const LoadReport r = sample(0);
+  CHECK(r.gpu_sampled);
+  REQUIRE(r.gpu_other_processes);
+  CHECK(*r.gpu_other_processes == 1);
+  CHECK(r.under_load);
+  CHECK(r.gpu_notes.empty());
+  CHECK(ends_with(r.summary(), ", 1 other process on the GPU"));
+
+  SECTION("more processes than the first buffer holds") {
+    std::string pids = kSelf;
+    for (int i = 0; i < 40; ++i) pids += "," + std::to_string(4000000 + i);
+    env.set("PTUNE_FAKE_NVML_PIDS", pids);
+    const LoadReport many = sample(0);
+    REQUIRE(many.gpu_other_processes);
+    CHECK(*many.gpu_other_processes == 40);
+    CHECK(ends_with(many.summary(), ", 40 other processes on the GPU"));
+  }
+  SECTION("a process seen only at the start counts") {
+    LoadSampler s;
+    s.start(0);
+    env.set("PTUNE_FAKE_NVML_PIDS", kSelf);
+    const LoadReport gone = s.stop(0);
+    REQUIRE(gone.gpu_other_processes);
+    CHECK(*gone.gpu_other_processes == 1);
+    CHECK(gone.under_load);
+  }
+  SECTION("one seen at the start on another GPU does not") {
+    LoadSampler s;
+    s.start(1);
+    env.set("PTUNE_FAKE_NVML_PIDS", kSelf);
+    const LoadReport other = s.stop(0);
+    REQUIRE(other.gpu_other_processes);
+    CHECK(*other.gpu_other_processes == 0);
+  }
+}
+
+TEST_CASE("the job's own process on the GPU is not load", "[load]") {
+  Env env;
+  fake_gpu(env);
+  env.set("PTUNE_FAKE_NVML_PIDS", kSelf + "," + kSelf);  // listed once per context
+  const LoadReport r = sample(0);
+  CHECK(r.gpu_sampled);
+  REQUIRE(r.gpu_other_processes);
+  CHECK(*r.gpu_other_processes == 0);
+  CHECK(r.under_load == cpu_under_load(r));
+  CHECK(ends_with(r.summary(), ", 0 other processes on the GPU"));
+}
+
+TEST_CASE("other GPU processes: the job's are not counted, nor more than are sure where IDs are foreign",
+          "[load]") {
+  using ptune::measure::other_gpu_processes;
+  const int64_t self = ::getpid();
+  CHECK(other_gpu_processes({}, {self}) == 0);
+  CHECK(other_gpu_processes({self, 1, 2}, {self}) == 2);
+  CHECK(other_gpu_processes({self, 1, 2}, {self, 2}) == 1);  // 2: a sibling rank
+  // This process not listed: another PID namespace's IDs (a container); all but the job's number.
+  CHECK(other_gpu_processes({4000001, 4000002, 4000003}, {self, 7}) == 1);
+  CHECK(other_gpu_processes({4000001}, {self, 7}) == 0);
+}
+
+TEST_CASE("a throttled GPU is noted with its SM clock and reasons, and is not load", "[load]") {
+  Env env;
+  fake_gpu(env);
+  env.set("PTUNE_FAKE_NVML_PIDS", kSelf)
+      .set("PTUNE_FAKE_NVML_SM_MHZ", "1410")
+      .set("PTUNE_FAKE_NVML_SM_MAX_MHZ", "1980")
+      .set("PTUNE_FAKE_NVML_REASONS", "0x4");  // SwPowerCap
+  const LoadReport r = sample(0);
+  REQUIRE(r.gpu_notes.size() == 1);
+  CHECK(r.gpu_notes[0] == "SM clock 1410 of 1980 MHz; throttled: power cap");
+  CHECK(r.under_load == cpu_under_load(r));
+  CHECK(ends_with(r.summary(), ", 0 other processes on the GPU, SM clock 1410 of 1980 MHz; throttled: power cap"));
+
+  SECTION("several reasons") {
+    env.set("PTUNE_FAKE_NVML_REASONS", "0x45");  // GpuIdle, SwPowerCap, HwThermalSlowdown
+    CHECK(sample(0).gpu_notes == std::vector<std::string>{
+                                     "SM clock 1410 of 1980 MHz; throttled: power cap and hardware thermal slowdown"});
+  }
+  SECTION("settings are not slowdowns") {
+    env.set("PTUNE_FAKE_NVML_REASONS", "0x113");  // GpuIdle, ApplicationsClocksSetting, SyncBoost, DisplayClockSetting
+    CHECK(sample(0).gpu_notes.empty());
+  }
+  SECTION("no clocks where the driver does not tell them") {
+    env.unset("PTUNE_FAKE_NVML_SM_MHZ").set("PTUNE_FAKE_NVML_REASONS", "8");
+    CHECK(sample(0).gpu_notes == std::vector<std::string>{"throttled: hardware slowdown"});
+  }
+  SECTION("nothing where it does not tell the reasons") {
+    env.unset("PTUNE_FAKE_NVML_REASONS");
+    const LoadReport quiet = sample(0);
+    CHECK(quiet.gpu_sampled);
+    CHECK(quiet.gpu_notes.empty());
+  }
+}
+
+TEST_CASE("throttle reasons in words", "[load]") {
+  using ptune::measure::gpu_slowdown_text;
+  CHECK(gpu_slowdown_text(0) == "");
+  CHECK(gpu_slowdown_text(0x1 | 0x2 | 0x10 | 0x100) == "");
+  CHECK(gpu_slowdown_text(0x4) == "power cap");
+  CHECK(gpu_slowdown_text(0x8 | 0x20 | 0x80) == "hardware slowdown and software thermal slowdown and power brake");
+}
+
+TEST_CASE("CUDA_VISIBLE_DEVICES maps the CUDA index to the driver's device", "[load]") {
+  Env env;
+  fake_gpu(env);
+  env.set("PTUNE_FAKE_NVML_PIDS", kSelf);
+  // Which device the stand-in read for CUDA device `cuda_index`; -1 when the view is absent.
+  auto read_for = [](int cuda_index) {
+    const LoadReport r = sample(cuda_index);
+    return r.gpu_sampled ? fake_says("ptune_fake_nvml_read") : -1;
+  };
+  // (A CUDA machine names its devices by UUID first; the stand-in knows none of those, so
+  // the mapping below is what is left, there as here.)
+  CHECK(read_for(1) == 1);  // unset: the same index
+  CHECK(read_for(4) == -1);  // the stand-in has 4 devices
+  env.set("CUDA_VISIBLE_DEVICES", "3,1");
+  CHECK(read_for(0) == 3);
+  CHECK(read_for(1) == 1);
+  CHECK(read_for(2) == -1);
+  env.set("CUDA_VISIBLE_DEVICES", "GPU-00000002-1111-2222-3333-444444444444,0");
+  CHECK(read_for(0) == 2);
+  CHECK(read_for(1) == 0);
+  env.set("CUDA_VISIBLE_DEVICES", "GPU-00000003");  // a unique start of a UUID, as CUDA takes
+  CHECK(read_for(0) == 3);
+  env.set("CUDA_VISIBLE_DEVICES", "GPU-0000000");  // not unique
+  CHECK(read_for(0) == -1);
+  env.set("CUDA_VISIBLE_DEVICES", "2,x,1");  // CUDA ignores all from the first invalid entry
+  CHECK(read_for(0) == 2);
+  CHECK(read_for(1) == -1);
+  env.set("CUDA_VISIBLE_DEVICES", "");
+  CHECK(read_for(0) == -1);
+}
+
+TEST_CASE("the driver's management library is initialised once per process", "[load]") {
+  Env env;
+  fake_gpu(env);
+  (void)sample(0);
+  (void)sample(0);
+  CHECK(fake_says("ptune_fake_nvml_inits") == 1);
+}
