@@ -276,14 +276,15 @@ void note_semantics(Row& row, const std::optional<double>& base_loss) {
 
 const std::vector<std::string>& row_keys() {
   static const std::vector<std::string> kKeys = {
-      "name",              "changes",            "mode",              "num_workers",       "batch_size",
-      "steps",             "windows",            "ms_per_step",       "repeat_ms_per_step", "spread_pct",
-      "samples_per_s",     "samples_per_s_lo",   "samples_per_s_hi",  "speedup_vs_prev",   "speedup_vs_prev_lo",
-      "speedup_vs_prev_hi", "verdict_vs_prev",   "speedup_vs_base",   "speedup_vs_base_lo", "speedup_vs_base_hi",
-      "verdict_vs_base",   "compared_with",      "interleaved",       "prev_ms_per_step",  "under_load",
-      "other_cpu_cores",   "steal_pct",          "load_average",      "data_wait_pct",     "h2d_pct",
-      "compute_pct",       "peak_mem_bytes",     "device_mem_bytes",  "gpu_busy_pct",      "trace",
-      "loss",              "loss_curve",         "diagnosis",         "notes",             "status"};
+      "name",              "changes",           "mode",              "arch",              "num_workers",
+      "batch_size",        "steps",             "windows",           "ms_per_step",       "repeat_ms_per_step",
+      "spread_pct",        "samples_per_s",     "samples_per_s_lo",  "samples_per_s_hi",  "speedup_vs_prev",
+      "speedup_vs_prev_lo", "speedup_vs_prev_hi", "verdict_vs_prev",   "speedup_vs_base",   "speedup_vs_base_lo",
+      "speedup_vs_base_hi", "verdict_vs_base",   "compared_with",     "interleaved",       "prev_ms_per_step",
+      "under_load",        "other_cpu_cores",   "steal_pct",         "load_average",      "data_wait_pct",
+      "h2d_pct",           "compute_pct",       "peak_mem_bytes",    "device_mem_bytes",  "gpu_busy_pct",
+      "trace",             "loss",              "loss_curve",        "diagnosis",         "notes",
+      "status"};
   return kKeys;
 }
 
@@ -305,6 +306,7 @@ Json to_json(const Results& r) {
     j["name"] = row.name;
     j["changes"] = row.changes.is_null() ? Json::object() : row.changes;
     j["mode"] = row.mode;
+    if (!row.arch.empty()) j["arch"] = row.arch;
     j["num_workers"] = row.num_workers;
     if (row.m) {
       const auto& m = *row.m;
