@@ -26,6 +26,7 @@
 #include "dist/group.hpp"
 #include "dist/launcher.hpp"
 #include "files.hpp"
+#include "engine/device.hpp"
 #include "engine/run.hpp"
 #include "errors.hpp"
 #include "log.hpp"
@@ -133,6 +134,7 @@ ptune::report::TerminalStyle style_of(int fd) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  const bool host_memory_kept = ptune::engine::keep_host_memory();
   CLI::App app{"ptune: measure and explain deep-learning training speed, one optimization at a time"};
   app.set_version_flag("--version", std::string("ptune ") + ptune::kVersion);
   app.require_subcommand(1);
@@ -263,6 +265,9 @@ int main(int argc, char** argv) {
   if (!rank0) quiet = true;
   ptune::log::set_level(quiet ? ptune::log::Level::kError
                               : verbose ? ptune::log::Level::kDebug : ptune::log::Level::kInfo);
+  ptune::log::debug(host_memory_kept ? "host allocator: freed memory kept for reuse (glibc malloc: mmap threshold "
+                                       "32 MiB, no trimming)"
+                                     : "host allocator: left as the environment sets it");
   // LibTorch's own log (c10d's "[E... TCPStore.cpp]" lines with stack traces before ptune's
   // one-line error) only with --verbose, unless TORCH_CPP_LOG_LEVEL asks for it.
   if (!verbose && std::getenv("TORCH_CPP_LOG_LEVEL") == nullptr) FLAGS_caffe2_log_level = 3;  // FATAL only
