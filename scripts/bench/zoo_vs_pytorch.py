@@ -18,7 +18,7 @@ timed.
 
 Each Python side (eager, compiled) runs in a process of its own, started afresh for each
 architecture and precision, as every ptune run is: the host allocator's state (glibc malloc's
-mmap and trim thresholds, which rise as large blocks are freed) would otherwise carry over from
+mmap and trim thresholds, which rise as large blocks are freed) would otherwise be inherited from
 the architectures timed before, and one arch's figure would depend on which ran before it.
 
   python3 scripts/bench/zoo_vs_pytorch.py --ptune build/apps/ptune/ptune --threads 2 \\
