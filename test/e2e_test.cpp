@@ -619,7 +619,7 @@ std::string attr_of(const std::string& tag, const std::string& name) {
   return unescape_attr(tag.substr(start, tag.find('"', start) - start));
 }
 
-/// The bars of the samples/s charts in a DOM: per chart (one per mode), (run, row, value, width).
+/// The bars of the samples/s charts in a DOM: per chart (one per mode and arch), (run, row, value, width).
 struct DomBar {
   int run;
   std::string row;

@@ -63,6 +63,57 @@ TEST_CASE("speedups compare rows of the same mode", "[report]") {
   CHECK(res.rows[2].speedup_vs_base == Approx(2.0));
 }
 
+TEST_CASE("a sweep of several archs compares each row with the rows of its own arch and mode", "[report]") {
+  // zoo-cpu.json's shape: each arch walked through its options, then the next arch.
+  Results res;
+  auto add = [&](const std::string& name, double sps, const std::string& arch, const std::string& mode = "train") {
+    res.rows.push_back(row(name, sps, mode));
+    res.rows.back().arch = arch;
+    compute_speedups(res.rows);
+  };
+  add("vit", 100, "vit_b_16");
+  add("vit bf16", 150, "vit_b_16");
+  add("convnext", 400, "convnext_tiny");
+  add("convnext synthetic", 1000, "convnext_tiny", "synthetic");
+  add("convnext bf16", 600, "convnext_tiny");
+  add("vit channels_last", 300, "vit_b_16");
+  CHECK(res.rows[2].speedup_vs_prev == 1.0);  // the first convnext row is its own base
+  CHECK_FALSE(res.rows[2].compared_with);
+  CHECK(res.rows[4].compared_with == 2u);  // not the synthetic row, not ViT
+  CHECK(res.rows[4].speedup_vs_prev == Approx(1.5));
+  CHECK(res.rows[5].compared_with == 1u);  // ViT's last row, across the ConvNeXt rows
+  CHECK(res.rows[5].speedup_vs_prev == Approx(2.0));
+  CHECK(res.rows[5].speedup_vs_base == Approx(3.0));
+  // The JSON records each row's arch, and a file read back without its speedups gets the same.
+  auto j = to_json(res);
+  CHECK(j["rows"][5]["arch"] == "vit_b_16");
+  for (auto& r : j["rows"])
+    for (const char* k : {"speedup_vs_prev", "speedup_vs_base", "compared_with"}) r[k] = nullptr;
+  ptune::test::TempDir dir;
+  const auto back = load_run(dir.write("zoo.json", j.dump()));
+  const auto& rows = back.doc["rows"];
+  CHECK(rows[2]["arch"] == "convnext_tiny");
+  CHECK(rows[2]["speedup_vs_prev"] == 1.0);
+  CHECK(rows[4]["speedup_vs_prev"].get<double>() == Approx(1.5));
+  CHECK(rows[5]["speedup_vs_prev"].get<double>() == Approx(2.0));
+  CHECK(rows[5]["speedup_vs_base"].get<double>() == Approx(3.0));
+  // Without "arch" (an older file, another program's) the rows of a mode are one chain.
+  for (auto& r : j["rows"]) r.erase("arch");
+  const auto old = load_run(dir.write("old.json", j.dump()));
+  CHECK(old.doc["rows"][5]["arch"].is_null());
+  CHECK(old.doc["rows"][2]["speedup_vs_prev"].get<double>() == Approx(400.0 / 150));  // after vit bf16
+  CHECK(old.doc["rows"][5]["speedup_vs_prev"].get<double>() == Approx(0.5));  // after convnext bf16
+  // The HTML report draws a chart per mode and arch, each on its own scale.
+  const std::string html = to_html({back});
+  size_t charts = 0;
+  for (size_t at = html.find("<svg class=\"chart throughput\""); at != std::string::npos;
+       at = html.find("<svg class=\"chart throughput\"", at + 1))
+    ++charts;
+  CHECK(charts == 3);
+  CHECK(html.find("<figcaption>mode: train, vit_b_16</figcaption>") != std::string::npos);
+  CHECK(html.find("<figcaption>mode: synthetic, convnext_tiny</figcaption>") != std::string::npos);
+}
+
 TEST_CASE("json has the documented fields", "[report]") {
   auto j = to_json(sample());
   CHECK(j["status"] == "complete");
@@ -83,7 +134,7 @@ TEST_CASE("table, csv and markdown render every row", "[report]") {
   CHECK(table.find("2.00x") != std::string::npos);
   CHECK(table.find("3 graphs: skipped: optim.cuda_graphs needs a CUDA device") != std::string::npos);
   auto csv = render(res, "csv");
-  CHECK(csv.find("index,name,changes,mode,num_workers,batch_size") == 0);
+  CHECK(csv.find("index,name,changes,mode,arch,num_workers,batch_size") == 0);
   CHECK(csv.find("\"workers, 8\"") != std::string::npos);  // quoted comma
   CHECK(std::count(csv.begin(), csv.end(), '\n') == 5);
   auto md = render(res, "md");
@@ -307,7 +358,7 @@ TEST_CASE("CSV has one fixed set of columns and numbers only in numeric columns"
   std::string header;
   for (const auto& c : csv_columns()) header += (header.empty() ? "" : ",") + c;
   CHECK(header ==
-        "index,name,changes,mode,num_workers,batch_size,steps,windows,ms_per_step,spread_pct,samples_per_s,"
+        "index,name,changes,mode,arch,num_workers,batch_size,steps,windows,ms_per_step,spread_pct,samples_per_s,"
         "samples_per_s_lo,samples_per_s_hi,speedup_vs_prev,speedup_vs_prev_lo,speedup_vs_prev_hi,verdict_vs_prev,"
         "speedup_vs_base,speedup_vs_base_lo,speedup_vs_base_hi,verdict_vs_base,compared_with,interleaved,under_load,"
         "other_cpu_cores,steal_pct,load_average,gpu_other_processes,gpu_notes,data_wait_pct,h2d_pct,compute_pct,"

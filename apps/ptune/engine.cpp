@@ -17,6 +17,7 @@
 #include "dist/env.hpp"
 #include "dist/group.hpp"
 #include "dist/launcher.hpp"
+#include "engine/device.hpp"
 #include "engine/run.hpp"
 #include "errors.hpp"
 #include "log.hpp"
@@ -269,6 +270,12 @@ extern "C" {
 /// Runs the command. LibTorch's errors (c10::Error) leave as std::runtime_error with their
 /// message's first line, or with the whole backtrace under --verbose; the rest as thrown.
 __attribute__((visibility("default"))) int ptune_engine_run(const ptune::cli::CommandLine& cl) {
+  // The commands that train repeat the same allocations step after step (not launch, which
+  // only waits for its ranks): before they allocate.
+  const bool host_memory_kept = cl.command != "launch" && ptune::engine::keep_host_memory();
+  ptune::log::debug(host_memory_kept ? "host allocator: freed memory kept for reuse (glibc malloc: mmap threshold "
+                                       "32 MiB, no trimming)"
+                                     : "host allocator: left as the environment sets it");
   // LibTorch's own log (c10d's "[E... TCPStore.cpp]" lines with stack traces before ptune's
   // one-line error) only with --verbose, unless TORCH_CPP_LOG_LEVEL asks for it.
   if (!cl.verbose && std::getenv("TORCH_CPP_LOG_LEVEL") == nullptr) FLAGS_caffe2_log_level = 3;  // FATAL only

@@ -1,7 +1,14 @@
 #include "engine/device.hpp"
 
+#include <climits>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <thread>
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include <ATen/Parallel.h>
 
@@ -26,6 +33,21 @@ c10::Device resolve_device(const std::string& spec) {
 void set_cpu_threads(int64_t n) {
   int threads = n > 0 ? static_cast<int>(n) : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   at::set_num_threads(threads);
+}
+
+bool keep_host_memory() {
+#if defined(__GLIBC__)
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
+  if (tunables && std::strstr(tunables, "glibc.malloc.")) return false;
+  for (const char* v : {"MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_MAX_", "MALLOC_TOP_PAD_"})
+    if (std::getenv(v)) return false;
+  // 32 MiB is glibc's largest mmap threshold; setting it also ends the threshold's adaptation,
+  // which would otherwise reach the same only after large blocks have been freed a few times.
+  // Larger blocks keep their own mappings: on the heap they would fragment it.
+  return mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1 && mallopt(M_TRIM_THRESHOLD, INT_MAX) == 1;
+#else
+  return false;
+#endif
 }
 
 std::string device_name(const c10::Device& device) {

@@ -21,7 +21,7 @@ CNBlockImpl::CNBlockImpl(int64_t dim, double scale, double p) : stochastic_depth
 
 torch::Tensor CNBlockImpl::forward(const torch::Tensor& x) {
   at::Tensor y = dwconv(x).permute({0, 2, 3, 1});
-  y = pw2(at::gelu(pw1(norm(y)))).permute({0, 3, 1, 2});
+  y = linear(pw2, at::gelu(linear(pw1, norm(y)))).permute({0, 3, 1, 2});
   at::Tensor result = layer_scale * y;
   result = stochastic_depth(result, stochastic_depth_prob, /*row_mode=*/true, is_training());
   result += x;

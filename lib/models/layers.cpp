@@ -9,6 +9,8 @@ namespace ptune::models {
 
 namespace nn = torch::nn;
 
+torch::Tensor linear(const torch::nn::Linear& l, const torch::Tensor& x) { return at::linear(x, l->weight, l->bias); }
+
 torch::Tensor activate(torch::Tensor x, Act act) {
   switch (act) {
     case Act::kNone: return x;
@@ -86,7 +88,7 @@ MLPImpl::MLPImpl(int64_t in, const std::vector<int64_t>& hidden, Act a, double p
 
 torch::Tensor MLPImpl::forward(torch::Tensor x) {
   for (size_t i = 0; i < linears.size(); ++i) {
-    x = linears[i](x);
+    x = linear(linears[i], x);
     if (i + 1 < linears.size()) x = activate(x, act);
     if (dropout > 0.0) x = torch::dropout(x, dropout, is_training());
   }

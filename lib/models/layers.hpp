@@ -20,6 +20,12 @@ namespace ptune::models {
 
 enum class Act { kNone, kReLU, kHardswish, kHardsigmoid, kGELU };
 
+/// `l` applied as Python's F.linear applies it: ATen's linear, which folds a contiguous input
+/// of any rank into one addmm (bias fused). LibTorch's Linear::forward does not: above 2-d it
+/// runs matmul and then adds the bias in place, two passes over the output and another
+/// backward (and, under autocast, the bias added in the output's bf16).
+torch::Tensor linear(const torch::nn::Linear& l, const torch::Tensor& x);
+
 /// Applies `act` (in place where torchvision's module is inplace=True: ReLU, Hardswish).
 torch::Tensor activate(torch::Tensor x, Act act);
 

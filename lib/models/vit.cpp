@@ -29,9 +29,12 @@ torch::Tensor SelfAttentionImpl::forward(const torch::Tensor& x) {
   const int64_t n = x.size(0), l = x.size(1), e = x.size(2), d = e / heads;
   // (N, L, 3E) -> q, k, v as (N, H, L, D), as F.multi_head_attention_forward lays them out.
   at::Tensor qkv = at::linear(x, in_proj_weight, in_proj_bias).view({n, l, 3, heads, d}).permute({2, 0, 3, 1, 4});
-  at::Tensor out = at::scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], {}, is_training() ? dropout : 0.0);
+  // unbind, not three selects: its backward stacks the three gradients in one pass instead of
+  // scattering each into a zeroed copy of the whole and summing those.
+  const std::vector<at::Tensor> parts = qkv.unbind(0);
+  at::Tensor out = at::scaled_dot_product_attention(parts[0], parts[1], parts[2], {}, is_training() ? dropout : 0.0);
   out = out.transpose(1, 2).reshape({n, l, e});
-  return out_proj(out);
+  return linear(out_proj, out);
 }
 
 EncoderBlockImpl::EncoderBlockImpl(int64_t heads, int64_t hidden, int64_t mlp_dim, double p, double attention_p)

@@ -117,7 +117,7 @@ std::string status_class(const std::string& status) {
 struct Line {
   std::string key;
   int occurrence = 0;
-  std::string name, mode;
+  std::string name, mode, arch;
   std::vector<const Json*> rows;  // per run
   size_t index = 0;               // its position in the report
 };
@@ -141,6 +141,7 @@ std::vector<Line> match_lines(const std::vector<RunFile>& runs) {
         l.occurrence = occ;
         l.name = name;
         l.mode = str(row, "mode");
+        l.arch = str(row, "arch");
         l.rows.assign(runs.size(), nullptr);
         it = lines.insert(lines.begin() + static_cast<std::ptrdiff_t>(std::min(pos, lines.size())), l);
       }
@@ -219,24 +220,29 @@ std::string legend_html(const std::vector<RunFile>& runs) {
   return os.str();
 }
 
-/// Samples/s: one chart per mode (train, data, synthetic have their own scales).
+/// Samples/s: one chart per mode (train, data, synthetic have their own scales) and, in a
+/// sweep of several models, per model.arch (a MobileNet's rate would flatten a ViT's bars).
 std::string throughput_html(const std::vector<RunFile>& runs, const std::vector<Line>& lines) {
-  std::vector<std::string> modes;
-  for (const auto& l : lines)
-    if (std::find(modes.begin(), modes.end(), l.mode) == modes.end()) modes.push_back(l.mode);
+  std::vector<std::pair<std::string, std::string>> charts;  // mode, arch
+  std::vector<std::string> archs;
+  for (const auto& l : lines) {
+    if (std::find(charts.begin(), charts.end(), std::make_pair(l.mode, l.arch)) == charts.end())
+      charts.emplace_back(l.mode, l.arch);
+    if (std::find(archs.begin(), archs.end(), l.arch) == archs.end()) archs.push_back(l.arch);
+  }
   const bool multi = runs.size() > 1;
   const double bar_h = multi ? 14 : 18, bar_gap = 3, group_gap = 12, top = 30;
   std::ostringstream os;
   os << "<section id=\"throughput\"><h2>Samples per second</h2>"
-     << "<p class=\"muted\">Median over the timed repeats; ×prev: against the row before it, ×base: against the "
-        "first row of the same mode and model.arch"
+     << "<p class=\"muted\">Median over the timed repeats; ×prev: against the row before it of the same mode and "
+        "model.arch, ×base: against the first row of the same mode and model.arch"
      << (multi ? "; ×" + esc(runs[0].label) + ": against the reference run's row of the same name" : std::string())
      << ".</p>";
-  for (const auto& mode : modes) {
+  for (const auto& [mode, arch] : charts) {
     std::vector<const Line*> ls;
     double max = 0;
     for (const auto& l : lines) {
-      if (l.mode != mode) continue;
+      if (l.mode != mode || l.arch != arch) continue;
       ls.push_back(&l);
       for (const Json* r : l.rows)
         if (r && has_numbers(*r)) max = std::max(max, (*r)["samples_per_s"].get<double>());
@@ -246,10 +252,13 @@ std::string throughput_html(const std::vector<RunFile>& runs, const std::vector<
     double height = top;
     for (size_t i = 0; i < ls.size(); ++i) height += runs.size() * (bar_h + bar_gap) - bar_gap + group_gap;
     height += 4;
-    os << "<figure><figcaption>mode: " << esc(mode.empty() ? "train" : mode) << "</figcaption>"
-       << "<svg class=\"chart throughput\" data-mode=\"" << esc(mode) << "\" viewBox=\"0 0 " << kWidth << " "
+    const std::string caption =
+        "mode: " + (mode.empty() ? std::string("train") : mode) + (archs.size() > 1 && !arch.empty() ? ", " + arch : "");
+    os << "<figure><figcaption>" << esc(caption) << "</figcaption>"
+       << "<svg class=\"chart throughput\" data-mode=\"" << esc(mode) << "\" data-arch=\"" << esc(arch)
+       << "\" viewBox=\"0 0 " << kWidth << " "
        << fixed(height, 0) << "\" width=\"" << kWidth << "\" height=\"" << fixed(height, 0)
-       << "\" role=\"img\" aria-label=\"samples per second, mode " << esc(mode) << "\">";
+       << "\" role=\"img\" aria-label=\"samples per second, " << esc(caption) << "\">";
     os << axis(kLabel, kBars, axis_max, step, 14, height - 4, "samples/s");
     double y = top;
     for (const Line* l : ls) {

@@ -11,7 +11,8 @@
 namespace ptune::report {
 
 /// The report of `runs` (the first is the reference of every "vs" ratio), in this order:
-/// samples/s per row as bars (one chart per measure.mode, one bar per run that has numbers,
+/// samples/s per row as bars (one chart per measure.mode, and per model.arch when the rows
+/// have several; one bar per run that has numbers,
 /// each `<rect class="bar">` carrying data-run, data-row and data-value = samples_per_s), with
 /// the speedup over the previous row and the baseline (and over the first run); the step split
 /// as stacked bars (data wait, copy, compute; GPU busy and idle where measured) with peak

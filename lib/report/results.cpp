@@ -281,7 +281,7 @@ void note_semantics(Row& row, const std::optional<double>& base_loss) {
 
 const std::vector<std::string>& row_keys() {
   static const std::vector<std::string> kKeys = {
-      "name",              "changes",            "mode",              "num_workers",       "batch_size",
+      "name",              "changes",            "mode",              "arch",              "num_workers",       "batch_size",
       "steps",             "windows",            "ms_per_step",       "repeat_ms_per_step", "spread_pct",
       "samples_per_s",     "samples_per_s_lo",   "samples_per_s_hi",  "speedup_vs_prev",   "speedup_vs_prev_lo",
       "speedup_vs_prev_hi", "verdict_vs_prev",   "speedup_vs_base",   "speedup_vs_base_lo", "speedup_vs_base_hi",
@@ -311,6 +311,7 @@ Json to_json(const Results& r) {
     j["name"] = row.name;
     j["changes"] = row.changes.is_null() ? Json::object() : row.changes;
     j["mode"] = row.mode;
+    if (!row.arch.empty()) j["arch"] = row.arch;
     j["num_workers"] = row.num_workers;
     if (row.m) {
       const auto& m = *row.m;

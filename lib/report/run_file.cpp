@@ -141,19 +141,21 @@ bool is_bench(const Json& doc) {
 }
 
 /// Fills absent speedups as compute_speedups does: against the previous and the first row of
-/// the same mode with numbers.
+/// the same mode and arch with numbers (a file without "arch", from an older ptune or another
+/// program, is one arch).
 void fill_speedups(Json& rows) {
-  std::map<std::string, double> first, prev;
+  std::map<std::pair<std::string, std::string>, double> first, prev;
   for (auto& row : rows) {
     if (!has_numbers(row)) continue;
-    const std::string mode = row["mode"].get<std::string>();
+    const std::pair<std::string, std::string> key{row["mode"].get<std::string>(),
+                                                  row["arch"].is_string() ? row["arch"].get<std::string>() : ""};
     const double s = row["samples_per_s"].get<double>();
     if (row["speedup_vs_prev"].is_null())
-      row["speedup_vs_prev"] = prev.count(mode) && prev[mode] > 0 ? s / prev[mode] : 1.0;
+      row["speedup_vs_prev"] = prev.count(key) && prev[key] > 0 ? s / prev[key] : 1.0;
     if (row["speedup_vs_base"].is_null())
-      row["speedup_vs_base"] = first.count(mode) && first[mode] > 0 ? s / first[mode] : 1.0;
-    if (!first.count(mode)) first[mode] = s;
-    prev[mode] = s;
+      row["speedup_vs_base"] = first.count(key) && first[key] > 0 ? s / first[key] : 1.0;
+    if (!first.count(key)) first[key] = s;
+    prev[key] = s;
   }
 }
 

@@ -163,6 +163,7 @@ BatchSearchResult find_batch_size(const config::ExperimentConfig& cfg, const Bat
     row.changes = Json{{"loader.batch_size", b}};
     row.num_workers = c.loader.num_workers;
     row.mode = c.measure.mode;
+    row.arch = c.model.arch;
     try {
       t.m = measure(c);
       if (res.memory_limit_bytes > 0 && t.m->peak_mem_bytes && *t.m->peak_mem_bytes > res.memory_limit_bytes) {
@@ -331,6 +332,7 @@ TuneResult greedy_tune(const config::ExperimentConfig& cfg, const TuneOptions& o
     row.changes = t.set;
     row.num_workers = c.loader.num_workers;
     row.mode = c.measure.mode;
+    row.arch = c.model.arch;
     row.m = t.m;
     row.rule = measure::window_plan(c).rule;
     row.diagnosis = measure::diagnose(*t.m, c);

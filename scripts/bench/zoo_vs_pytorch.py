@@ -16,11 +16,17 @@ torch.autocast on the forward and the loss; the same thread count (--threads: pt
 cpu_threads, torch.set_num_threads). Warm-up steps (and torch.compile's compilation) are not
 timed.
 
+Each Python side (eager, compiled) runs in a process of its own, started afresh for each
+architecture and precision, as every ptune run is: the host allocator's state (glibc malloc's
+mmap and trim thresholds, which rise as large blocks are freed) would otherwise be inherited from
+the architectures timed before, and one arch's figure would depend on which ran before it.
+
   python3 scripts/bench/zoo_vs_pytorch.py --ptune build/apps/ptune/ptune --threads 2 \\
       --json zoo-bench.json
 """
 import argparse
 import json
+import multiprocessing
 import os
 import statistics
 import subprocess
@@ -93,6 +99,54 @@ class PythonStep:
         return statistics.median(windows)
 
 
+def _serve(conn, args, arch, amp, compiled):
+    """A Python side in its own process: builds the step, then times it on each request."""
+    torch.set_num_threads(args.threads)
+    try:
+        step = PythonStep(args, arch, amp, compiled)
+    except Exception as e:  # no C++ compiler, an unsupported op: say so, go on
+        conn.send(("error", f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"))
+        return
+    conn.send(("ready", step.warmup_s))
+    while conn.recv() == "ms":
+        conn.send(step.ms())
+
+
+class PythonSide:
+    """PythonStep in a fresh process (spawned: no state from the parent or earlier archs)."""
+
+    def __init__(self, args, arch, amp, compiled):
+        ctx = multiprocessing.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_serve, args=(child, args, arch, amp, compiled), daemon=True)
+        self.proc.start()
+        child.close()
+        try:
+            kind, value = self.conn.recv()
+        except EOFError:  # killed (out of memory) or crashed before it could say why
+            self.proc.join()
+            kind, value = "error", f"the Python process exited with code {self.proc.exitcode}"
+        if kind == "error":
+            self.close()
+            raise RuntimeError(value)
+        self.warmup_s = value
+
+    def ms(self):
+        self.conn.send("ms")
+        return self.conn.recv()
+
+    def close(self):
+        if self.proc.is_alive():
+            try:
+                self.conn.send("stop")
+            except OSError:
+                pass
+        self.proc.join(30)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join()
+
+
 def summary(values):
     med = statistics.median(values)
     return {"median_ms": med, "spread_pct": 100 * (max(values) - min(values)) / med, "runs_ms": values}
@@ -135,14 +189,14 @@ def main():
         for arch in args.archs.split(","):
             for prec in args.precisions.split(","):
                 amp = "bf16" if prec == "bf16" else "off"
-                eager = PythonStep(args, arch, amp, compiled=False)
+                eager = PythonSide(args, arch, amp, compiled=False)
                 comp = None
                 compile_error = None
                 if not args.no_compile:
                     try:
-                        comp = PythonStep(args, arch, amp, compiled=True)
-                    except Exception as e:  # no C++ compiler, an unsupported op: say so, go on
-                        compile_error = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+                        comp = PythonSide(args, arch, amp, compiled=True)
+                    except RuntimeError as e:
+                        compile_error = str(e)
                 runs = {"ptune": [], "eager": [], "compile": []}
                 for _ in range(args.repeats):
                     runs["ptune"].append(ptune_ms(args, arch, amp, tmp))
@@ -165,7 +219,9 @@ def main():
                 print(f"{arch:20} {prec:5} {cell(row['ptune']):>14} {cell(row['eager']):>14} "
                       f"{cell(row['compile']) if comp else ('failed' if compile_error else '-'):>14} {row['ptune_vs_eager']:8.2f}x "
                       f"{(str(round(row['ptune_vs_compile'], 2)) + 'x') if comp else '-':>10}", flush=True)
-                del eager, comp
+                eager.close()
+                if comp:
+                    comp.close()
                 if args.json:
                     with open(args.json, "w") as f:
                         json.dump(doc, f, indent=1)
