@@ -134,7 +134,6 @@ ptune::report::TerminalStyle style_of(int fd) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool host_memory_kept = ptune::engine::keep_host_memory();
   CLI::App app{"ptune: measure and explain deep-learning training speed, one optimization at a time"};
   app.set_version_flag("--version", std::string("ptune ") + ptune::kVersion);
   app.require_subcommand(1);
@@ -259,15 +258,21 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  // Only the commands that train repeat the same allocations step after step; analyze's
+  // buffers are freed for good, and its memory should fall back.
+  const bool trains = sweep->parsed() || train->parsed() || eval->parsed() || tune->parsed();
+  const bool host_memory_kept = trains && ptune::engine::keep_host_memory();
+
   // Data parallel (torchrun, Slurm, ptune launch): only rank 0 prints; every rank still
   // reports its own errors.
   const bool rank0 = ptune::dist::world_rank() == 0;
   if (!rank0) quiet = true;
   ptune::log::set_level(quiet ? ptune::log::Level::kError
                               : verbose ? ptune::log::Level::kDebug : ptune::log::Level::kInfo);
-  ptune::log::debug(host_memory_kept ? "host allocator: freed memory kept for reuse (glibc malloc: mmap threshold "
-                                       "32 MiB, no trimming)"
-                                     : "host allocator: left as the environment sets it");
+  if (trains)
+    ptune::log::debug(host_memory_kept ? "host allocator: freed memory kept for reuse (glibc malloc: mmap threshold "
+                                         "32 MiB, no trimming)"
+                                       : "host allocator: left as the environment sets it");
   // LibTorch's own log (c10d's "[E... TCPStore.cpp]" lines with stack traces before ptune's
   // one-line error) only with --verbose, unless TORCH_CPP_LOG_LEVEL asks for it.
   if (!verbose && std::getenv("TORCH_CPP_LOG_LEVEL") == nullptr) FLAGS_caffe2_log_level = 3;  // FATAL only

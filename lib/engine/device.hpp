@@ -20,7 +20,8 @@ void set_cpu_threads(int64_t n);
 /// and the heap is not trimmed back to the system (below 2 GiB free). With glibc's defaults a
 /// training step's large tensors are mapped and unmapped every step, and each step's first
 /// touches fault in and zero their pages again: on a CPU a fifth to a third of the step (ViT,
-/// ConvNeXt, ResNet-50), spent in the kernel. Called first thing in main. Leaves the allocator alone (and returns false) when the environment tunes
+/// ConvNeXt, ResNet-50), spent in the kernel. Called by the commands that train, before
+/// they allocate. Leaves the allocator alone (and returns false) when the environment tunes
 /// it already (GLIBC_TUNABLES glibc.malloc.*, MALLOC_*_ variables) or outside glibc.
 bool keep_host_memory();
 
