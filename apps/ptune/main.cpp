@@ -168,7 +168,7 @@ int main(int argc, char** argv) {
   auto* tune_batch_flag = tune->add_flag("--batch-size", cl.tune_batch, "find the batch size: double from loader.batch_size, then binary-search the largest that fits (memory margin on CUDA, --max-batch); the fastest wins");
   tune->add_option("--margin", cl.tune_batch_opt.margin_pct, "--batch-size: percent of the GPU's memory left free")->needs(tune_batch_flag)->check(CLI::Range(0.0, 99.0))->capture_default_str();
   tune->add_option("--max-batch", cl.tune_batch_opt.max_batch, "--batch-size: largest batch tried (default 4096 on CUDA, 64 on the CPU)")->needs(tune_batch_flag)->check(CLI::PositiveNumber);
-  tune->add_option("--threshold", cl.tune_opt.threshold_pct, "percent a change must gain, at least, to be kept (and more than the measured spread)")->excludes(tune_batch_flag)->check(CLI::Range(0.0, 1000.0))->capture_default_str();
+  tune->add_option("--threshold", cl.tune_opt.threshold_pct, "percent a change must gain, at least, to be kept (and be faster beyond noise, as a sweep row)")->excludes(tune_batch_flag)->check(CLI::Range(0.0, 1000.0))->capture_default_str();
   tune->add_option("--budget", cl.tune_budget_min, "minutes; no new trial starts after them (0 = no limit)")->check(CLI::NonNegativeNumber);
   tune->add_option("--repeats", cl.tune_repeats, "measure.repeats is raised to at least this for every trial")->check(CLI::Range(1, 1000))->capture_default_str();
   auto* tune_out_opt = tune->add_option("--out", cl.tune_out, "write the winning config to FILE (JSON, accepted by train, check and sweep)");

@@ -21,6 +21,12 @@ architecture and precision, as every ptune run is: the host allocator's state (g
 mmap and trim thresholds, which rise as large blocks are freed) would otherwise be inherited from
 the architectures timed before, and one arch's figure would depend on which ran before it.
 
+ptune's training commands keep freed host memory for reuse (glibc malloc: a 32 MiB mmap
+threshold, no trimming); Python runs with glibc's defaults, and pays page faults that ptune does
+not. --tuned-eager adds a third side, eager with the same allocator settings through
+GLIBC_TUNABLES (TUNED_MALLOC below), so that the ratio ptune / tuned eager shows what is left of
+ptune's lead with the allocator made equal.
+
   python3 scripts/bench/zoo_vs_pytorch.py --ptune build/apps/ptune/ptune --threads 2 \\
       --json zoo-bench.json
 """
@@ -37,6 +43,9 @@ import time
 import torch
 import torch.nn.functional as F
 import torchvision
+
+# The allocator settings ptune's training commands make with mallopt, as glibc tunables.
+TUNED_MALLOC = "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=2147483647"
 
 ARCHS = ["resnet34", "resnet101", "resnet152", "resnext50_32x4d", "wide_resnet50_2", "mobilenet_v3_large",
          "convnext_tiny", "vit_b_16"]
@@ -115,11 +124,22 @@ def _serve(conn, args, arch, amp, compiled):
 class PythonSide:
     """PythonStep in a fresh process (spawned: no state from the parent or earlier archs)."""
 
-    def __init__(self, args, arch, amp, compiled):
+    def __init__(self, args, arch, amp, compiled, tunables=None):
         ctx = multiprocessing.get_context("spawn")
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=_serve, args=(child, args, arch, amp, compiled), daemon=True)
-        self.proc.start()
+        # glibc reads GLIBC_TUNABLES once, when a process starts: set it for this child only.
+        saved = os.environ.get("GLIBC_TUNABLES")
+        if tunables:
+            os.environ["GLIBC_TUNABLES"] = tunables
+        try:
+            self.proc.start()
+        finally:
+            if tunables:
+                if saved is None:
+                    del os.environ["GLIBC_TUNABLES"]
+                else:
+                    os.environ["GLIBC_TUNABLES"] = saved
         child.close()
         try:
             kind, value = self.conn.recv()
@@ -179,17 +199,22 @@ def main():
     ap.add_argument("--steps", type=int, default=3, help="steps per window")
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    ap.add_argument("--tuned-eager", action="store_true",
+                    help="also time eager with glibc malloc set as ptune sets it (GLIBC_TUNABLES)")
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     doc = {"machine": machine(), "settings": {k: v for k, v in vars(args).items() if k != "json"}, "rows": []}
     print(f"# {doc['machine']['name']}, {args.threads} threads, batch {args.batch}, {args.image_size}x{args.image_size}")
-    print(f"{'arch':20} {'prec':5} {'ptune ms':>14} {'eager ms':>14} {'compile ms':>14} {'vs eager':>9} {'vs compile':>10}")
+    tuned_head = f" {'tuned eager ms':>14} {'vs tuned':>9}" if args.tuned_eager else ""
+    print(f"{'arch':20} {'prec':5} {'ptune ms':>14} {'eager ms':>14} {'compile ms':>14} {'vs eager':>9} {'vs compile':>10}"
+          + tuned_head)
     with tempfile.TemporaryDirectory(prefix="ptune-zoo-bench-") as tmp:
         for arch in args.archs.split(","):
             for prec in args.precisions.split(","):
                 amp = "bf16" if prec == "bf16" else "off"
                 eager = PythonSide(args, arch, amp, compiled=False)
+                tuned = PythonSide(args, arch, amp, compiled=False, tunables=TUNED_MALLOC) if args.tuned_eager else None
                 comp = None
                 compile_error = None
                 if not args.no_compile:
@@ -197,15 +222,21 @@ def main():
                         comp = PythonSide(args, arch, amp, compiled=True)
                     except RuntimeError as e:
                         compile_error = str(e)
-                runs = {"ptune": [], "eager": [], "compile": []}
+                runs = {"ptune": [], "eager": [], "compile": [], "tuned_eager": []}
                 for _ in range(args.repeats):
                     runs["ptune"].append(ptune_ms(args, arch, amp, tmp))
                     runs["eager"].append(eager.ms())
+                    if tuned:
+                        runs["tuned_eager"].append(tuned.ms())
                     if comp:
                         runs["compile"].append(comp.ms())
                 row = {"arch": arch, "precision": prec, "ptune": summary(runs["ptune"]),
                        "eager": summary(runs["eager"])}
                 row["ptune_vs_eager"] = row["eager"]["median_ms"] / row["ptune"]["median_ms"]
+                if tuned:
+                    row["tuned_eager"] = summary(runs["tuned_eager"])
+                    row["tuned_eager"]["glibc_tunables"] = TUNED_MALLOC
+                    row["ptune_vs_tuned_eager"] = row["tuned_eager"]["median_ms"] / row["ptune"]["median_ms"]
                 if comp:
                     row["compile"] = summary(runs["compile"])
                     row["compile"]["compile_and_warmup_s"] = comp.warmup_s
@@ -218,8 +249,12 @@ def main():
                     return f"{s['median_ms']:8.1f} ±{s['spread_pct']:3.0f}%"
                 print(f"{arch:20} {prec:5} {cell(row['ptune']):>14} {cell(row['eager']):>14} "
                       f"{cell(row['compile']) if comp else ('failed' if compile_error else '-'):>14} {row['ptune_vs_eager']:8.2f}x "
-                      f"{(str(round(row['ptune_vs_compile'], 2)) + 'x') if comp else '-':>10}", flush=True)
+                      f"{(str(round(row['ptune_vs_compile'], 2)) + 'x') if comp else '-':>10}"
+                      + (f" {cell(row['tuned_eager']):>14} {row['ptune_vs_tuned_eager']:8.2f}x" if tuned else ""),
+                      flush=True)
                 eager.close()
+                if tuned:
+                    tuned.close()
                 if comp:
                     comp.close()
                 if args.json:
