@@ -10,6 +10,12 @@
 //                              supported")
 // ptune_fake_nvml_read() says which device was last read, ptune_fake_nvml_inits() how many
 // times nvmlInit_v2 ran.
+// Built three times, as the drivers' libraries differ in how they list processes (see
+// nvml::Library in lib/measure/load.cpp): by default as a current driver's (the _v3 function
+// filling 24-byte nvmlProcessInfo_v2_t entries, beside nvmlDeviceGetConfComputeMemSizeInfo and
+// nvmlDeviceGetRunningProcessDetailList); with PTUNE_FAKE_NVML_R535 as the R535 series' (_v3
+// filling 32-byte nvmlProcessInfo_v3_t entries, without nvmlDeviceGetRunningProcessDetailList);
+// with PTUNE_FAKE_NVML_R450 as an old driver's (only the unversioned function, 16-byte entries).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -54,12 +60,47 @@ bool number(const char* name, unsigned long long* out) {
   return true;
 }
 
-struct ProcessInfo {  // nvmlProcessInfo_t
-  unsigned int pid;
-  unsigned long long usedGpuMemory;
-  unsigned int gpuInstanceId;
-  unsigned int computeInstanceId;
-};
+#if defined(PTUNE_FAKE_NVML_R535)
+constexpr size_t kEntry = 32;  // nvmlProcessInfo_v3_t
+#elif defined(PTUNE_FAKE_NVML_R450)
+constexpr size_t kEntry = 16;  // nvmlProcessInfo_v1_t
+#else
+constexpr size_t kEntry = 24;  // nvmlProcessInfo_v2_t
+#endif
+
+/// Entry i of a process list: pid, usedGpuMemory, then (24 and 32 bytes) the MIG instance IDs
+/// (0xFFFFFFFF: no MIG), then (32 bytes) usedGpuCcProtectedMemory.
+void put_entry(void* infos, size_t i, unsigned int pid) {
+  unsigned char* e = static_cast<unsigned char*>(infos) + i * kEntry;
+  const unsigned long long memory = 1ull << 20;
+  const unsigned int no_mig = 0xFFFFFFFFu;
+  std::memcpy(e, &pid, 4);
+  std::memset(e + 4, 0, 4);
+  std::memcpy(e + 8, &memory, 8);
+  if (kEntry >= 24) {
+    std::memcpy(e + 16, &no_mig, 4);
+    std::memcpy(e + 20, &no_mig, 4);
+  }
+  if (kEntry >= 32) std::memset(e + 24, 0, 8);
+}
+
+int running_processes(void* handle, unsigned int* count, void* infos) {
+  if (!device(handle)) return kInvalidArgument;
+  std::vector<unsigned int> pids;
+  if (const char* v = std::getenv("PTUNE_FAKE_NVML_PIDS")) {
+    std::istringstream in(v);
+    std::string pid;
+    while (std::getline(in, pid, ','))
+      if (!pid.empty()) pids.push_back(static_cast<unsigned int>(std::strtoul(pid.c_str(), nullptr, 10)));
+  }
+  if (*count < pids.size()) {
+    *count = static_cast<unsigned int>(pids.size());
+    return kInsufficientSize;
+  }
+  for (size_t i = 0; i < pids.size(); ++i) put_entry(infos, i, pids[i]);
+  *count = static_cast<unsigned int>(pids.size());
+  return kSuccess;
+}
 
 }  // namespace
 
@@ -99,23 +140,20 @@ int nvmlDeviceGetUUID(void* handle, char* uuid, unsigned int length) {
   return kSuccess;
 }
 
-int nvmlDeviceGetComputeRunningProcesses_v3(void* handle, unsigned int* count, ProcessInfo* infos) {
-  if (!device(handle)) return kInvalidArgument;
-  std::vector<unsigned int> pids;
-  if (const char* v = std::getenv("PTUNE_FAKE_NVML_PIDS")) {
-    std::istringstream in(v);
-    std::string pid;
-    while (std::getline(in, pid, ','))
-      if (!pid.empty()) pids.push_back(static_cast<unsigned int>(std::strtoul(pid.c_str(), nullptr, 10)));
-  }
-  if (*count < pids.size()) {
-    *count = static_cast<unsigned int>(pids.size());
-    return kInsufficientSize;
-  }
-  for (size_t i = 0; i < pids.size(); ++i) infos[i] = {pids[i], 1u << 20, 0xFFFFFFFFu, 0xFFFFFFFFu};
-  *count = static_cast<unsigned int>(pids.size());
-  return kSuccess;
+#if defined(PTUNE_FAKE_NVML_R450)
+int nvmlDeviceGetComputeRunningProcesses(void* handle, unsigned int* count, void* infos) {
+  return running_processes(handle, count, infos);
 }
+#else
+int nvmlDeviceGetComputeRunningProcesses_v3(void* handle, unsigned int* count, void* infos) {
+  return running_processes(handle, count, infos);
+}
+// Present to be looked up (which entries _v3 fills depends on them), never called.
+int nvmlDeviceGetConfComputeMemSizeInfo(void*, void*) { return kNotSupported; }
+#if !defined(PTUNE_FAKE_NVML_R535)
+int nvmlDeviceGetRunningProcessDetailList(void*, void*) { return kNotSupported; }
+#endif
+#endif
 
 int nvmlDeviceGetClockInfo(void* handle, int type, unsigned int* mhz) {
   unsigned long long v = 0;

@@ -260,3 +260,31 @@ TEST_CASE("the driver's management library is initialised once per process", "[l
   (void)sample(0);
   CHECK(fake_says("ptune_fake_nvml_inits") == 1);
 }
+
+TEST_CASE("each driver's layout of the process list is read at its own stride", "[load]") {
+  // The stand-in built as three drivers' libraries (test/fake_nvml.cpp): a current one (_v3,
+  // 24-byte entries), the R535 series' (_v3, 32-byte entries) and an old one (16-byte entries).
+  const std::string current = PTUNE_FAKE_NVML;
+  REQUIRE(ends_with(current, ".so"));
+  const std::string stem = current.substr(0, current.size() - 3);
+  for (const std::string& lib : {current, stem + "_r535.so", stem + "_r450.so"}) {
+    DYNAMIC_SECTION(lib) {
+      Env env;
+      fake_gpu(env);
+      env.set("PTUNE_NVML_LIBRARY", lib);
+      // The job first, then others: a misread stride takes other fields for IDs (1 MiB of
+      // memory, MIG's 0xFFFFFFFF) and counts them, or misses the second and third.
+      std::string pids = kSelf + ",1";
+      for (int i = 0; i < 20; ++i) pids += "," + std::to_string(4000000 + i);  // past the first buffer
+      env.set("PTUNE_FAKE_NVML_PIDS", pids);
+      const LoadReport r = sample(0);
+      CHECK(r.gpu_sampled);
+      REQUIRE(r.gpu_other_processes);
+      CHECK(*r.gpu_other_processes == 21);
+      env.set("PTUNE_FAKE_NVML_PIDS", kSelf + "," + kSelf);
+      const LoadReport alone = sample(0);
+      REQUIRE(alone.gpu_other_processes);
+      CHECK(*alone.gpu_other_processes == 0);
+    }
+  }
+}

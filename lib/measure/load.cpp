@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -105,19 +106,16 @@ constexpr Return kInsufficientSize = 7;  // NVML_ERROR_INSUFFICIENT_SIZE
 struct DeviceSt;
 using Device = DeviceSt*;                // nvmlDevice_t
 constexpr int kClockSm = 1;              // NVML_CLOCK_SM (an nvmlClockType_t, an enum)
-// nvmlProcessInfo_v1_t: what the unversioned nvmlDeviceGetComputeRunningProcesses fills.
-struct ProcessInfoV1 {
-  unsigned int pid;
-  unsigned long long used_gpu_memory;
-};
-// nvmlProcessInfo_v2_t, alias nvmlProcessInfo_t: what the _v2 and _v3 functions fill.
-struct ProcessInfoV2 {
-  unsigned int pid;
-  unsigned long long used_gpu_memory;
-  unsigned int gpu_instance_id;
-  unsigned int compute_instance_id;
-};
-static_assert(sizeof(ProcessInfoV1) == 16 && sizeof(ProcessInfoV2) == 24, "nvml.h's layouts (LP64)");
+// The entries nvmlDeviceGetComputeRunningProcesses* fill all begin with the process ID (an
+// unsigned int) and differ in size, which nvml.h has changed under one function name:
+// nvmlProcessInfo_v1_t {pid, usedGpuMemory} is 16 bytes (the unversioned function);
+// nvmlProcessInfo_v2_t adds {gpuInstanceId, computeInstanceId}: 24 bytes (_v2, and _v3 on most
+// drivers); nvmlProcessInfo_v3_t adds usedGpuCcProtectedMemory: 32 bytes, what _v3 fills on the
+// drivers that have confidential computing's nvmlDeviceGetConfComputeMemSizeInfo but not yet
+// nvmlDeviceGetRunningProcessDetailList (the R535 series; later ones went back to v2 for _v3).
+// The entries are read at their stride from a buffer sized for the largest, so a wrong guess
+// can misread IDs but never overruns the buffer.
+constexpr size_t kProcessInfoV1Size = 16, kProcessInfoV2Size = 24, kProcessInfoV3Size = 32;
 constexpr unsigned kUuidBuffer = 96;     // NVML_DEVICE_UUID_V2_BUFFER_SIZE
 
 /// The functions found in one loaded copy of the library; a missing one drops its piece.
@@ -126,20 +124,22 @@ struct Library {
   Return (*by_index)(unsigned int, Device*) = nullptr;               // nvmlDeviceGetHandleByIndex_v2
   Return (*by_uuid)(const char*, Device*) = nullptr;                 // nvmlDeviceGetHandleByUUID
   Return (*uuid)(Device, char*, unsigned int) = nullptr;             // nvmlDeviceGetUUID
-  Return (*processes)(Device, unsigned int*, ProcessInfoV2*) = nullptr;     // ..._v3, else ..._v2
-  Return (*processes_v1)(Device, unsigned int*, ProcessInfoV1*) = nullptr;  // drivers before both
+  Return (*processes)(Device, unsigned int*, void*) = nullptr;       // ..._v3, ..._v2, or the first
+  size_t process_info_size = kProcessInfoV2Size;                     // the stride of its entries
   Return (*clock)(Device, int, unsigned int*) = nullptr;             // nvmlDeviceGetClockInfo
   Return (*max_clock)(Device, int, unsigned int*) = nullptr;         // nvmlDeviceGetMaxClockInfo
   Return (*reasons)(Device, unsigned long long*) = nullptr;          // ...ClocksEventReasons, else ...ThrottleReasons
 };
 
+/// Points `fn` at the first of `names` the library has; false when it has none.
 template <typename F>
-void resolve(void* handle, F* fn, std::initializer_list<const char*> names) {
+bool resolve(void* handle, F* fn, std::initializer_list<const char*> names) {
   for (const char* name : names)
     if (void* p = ::dlsym(handle, name)) {
       *fn = reinterpret_cast<F>(p);
-      return;
+      return true;
     }
+  return false;
 }
 
 /// Opens and initialises `file`; nullptr when it cannot be loaded or nvmlInit fails.
@@ -156,8 +156,14 @@ std::unique_ptr<Library> load_library(const std::string& file) {
   resolve(handle, &lib->by_index, {"nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex"});
   resolve(handle, &lib->by_uuid, {"nvmlDeviceGetHandleByUUID"});
   resolve(handle, &lib->uuid, {"nvmlDeviceGetUUID"});
-  resolve(handle, &lib->processes, {"nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2"});
-  if (!lib->processes) resolve(handle, &lib->processes_v1, {"nvmlDeviceGetComputeRunningProcesses"});
+  if (resolve(handle, &lib->processes, {"nvmlDeviceGetComputeRunningProcesses_v3"})) {
+    if (::dlsym(handle, "nvmlDeviceGetConfComputeMemSizeInfo") &&
+        !::dlsym(handle, "nvmlDeviceGetRunningProcessDetailList"))
+      lib->process_info_size = kProcessInfoV3Size;
+  } else if (!resolve(handle, &lib->processes, {"nvmlDeviceGetComputeRunningProcesses_v2"}) &&
+             resolve(handle, &lib->processes, {"nvmlDeviceGetComputeRunningProcesses"})) {
+    lib->process_info_size = kProcessInfoV1Size;
+  }
   resolve(handle, &lib->clock, {"nvmlDeviceGetClockInfo"});
   resolve(handle, &lib->max_clock, {"nvmlDeviceGetMaxClockInfo"});
   resolve(handle, &lib->reasons, {"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"});
@@ -231,27 +237,33 @@ Device device_of(const Library& lib, int cuda_index, const std::string& u) {
 }
 
 /// The process IDs of the device's compute processes; nullopt where the library does not tell.
-template <typename Info>
-std::optional<std::vector<int64_t>> process_ids(Return (*fn)(Device, unsigned int*, Info*), Device d) {
-  std::vector<Info> infos(16);
+std::optional<std::vector<int64_t>> process_ids(const Library& lib, Device d) {
+  if (!lib.processes) return std::nullopt;
+  const size_t stride = lib.process_info_size;
+  size_t capacity = 16;  // entries
   for (int attempt = 0; attempt < 4; ++attempt) {  // processes may start between two calls
-    unsigned int n = static_cast<unsigned int>(infos.size());
-    const Return r = fn(d, &n, infos.data());
+    // Room for `capacity` of the largest entries, 8-byte aligned (usedGpuMemory).
+    std::vector<unsigned long long> buffer(capacity * kProcessInfoV3Size / sizeof(unsigned long long));
+    unsigned int n = static_cast<unsigned int>(capacity);
+    const Return r = lib.processes(d, &n, buffer.data());
     if (r == kSuccess) {
+      const auto* bytes = reinterpret_cast<const unsigned char*>(buffer.data());
       std::vector<int64_t> pids;
-      for (unsigned int i = 0; i < n && i < infos.size(); ++i) pids.push_back(infos[i].pid);
+      for (size_t i = 0; i < n && i < capacity; ++i) {
+        unsigned int pid = 0;
+        std::memcpy(&pid, bytes + i * stride, sizeof pid);
+        pids.push_back(pid);
+      }
       return pids;
     }
     if (r != kInsufficientSize) return std::nullopt;
-    infos.resize(2 * std::max<size_t>(n, infos.size()));
+    capacity = 2 * std::max<size_t>(n, capacity);
   }
   return std::nullopt;
 }
 
 std::optional<int64_t> other_processes(const Library& lib, Device d, const std::vector<int64_t>& job) {
-  std::optional<std::vector<int64_t>> pids;
-  if (lib.processes) pids = process_ids(lib.processes, d);
-  else if (lib.processes_v1) pids = process_ids(lib.processes_v1, d);
+  const std::optional<std::vector<int64_t>> pids = process_ids(lib, d);
   if (!pids) return std::nullopt;
   return other_gpu_processes(*pids, job);
 }
