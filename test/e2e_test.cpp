@@ -25,6 +25,7 @@
 
 #include "dist/launcher.hpp"
 #include "engine/cuda_support.hpp"
+#include "ptune_build_id.hpp"
 #include "test_util.hpp"
 
 using ptune::test::run;
@@ -195,16 +196,18 @@ TEST_CASE("cmake --install puts a ptune that runs on PATH", "[e2e]") {
 }
 
 namespace {
-/// What a process had mapped while it waited to read its input.
+/// What a process had mapped while it waited on a FIFO (to read its input, or to write its output).
 struct Waiting {
   int code = -1;
   std::string maps;  // /proc/PID/maps
   double rss_mb = 0;  // VmRSS
 };
 
-/// Runs `argv`, one of whose arguments is the FIFO `fifo`: while it blocks reading it, takes its
-/// /proc/PID/maps and resident memory, then writes `input` into the FIFO and waits for the exit.
-Waiting run_waiting(const std::vector<std::string>& argv, const std::string& fifo, const std::string& input) {
+/// Runs `argv`, one of whose arguments is the FIFO `fifo`: while it blocks opening it, takes its
+/// /proc/PID/maps and resident memory, then writes `input` into the FIFO (or, without `input`,
+/// reads what the process writes into it to the end) and waits for the exit.
+Waiting run_waiting(const std::vector<std::string>& argv, const std::string& fifo,
+                    const std::optional<std::string>& input) {
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
@@ -217,14 +220,21 @@ Waiting run_waiting(const std::vector<std::string>& argv, const std::string& fif
     ::_exit(127);
   }
   Waiting w;
-  {
-    std::ofstream in(fifo);  // returns once the process has opened the FIFO: it is started and waiting
+  auto snapshot = [&] {
     const std::string proc = "/proc/" + std::to_string(pid);
     w.maps = ptune::test::read_file(proc + "/maps");
     std::istringstream status(ptune::test::read_file(proc + "/status"));
     for (std::string line; std::getline(status, line);)
       if (line.rfind("VmRSS:", 0) == 0) w.rss_mb = std::stod(line.substr(6)) / 1024.0;
-    in << input;
+  };
+  if (input) {
+    std::ofstream in(fifo);  // returns once the process has opened the FIFO: it is started and waiting
+    snapshot();
+    in << *input;
+  } else {
+    std::ifstream out(fifo, std::ios::binary);  // returns once the process opens it to write
+    snapshot();
+    std::string drained((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
   }
   int status = 0;
   ::waitpid(pid, &status, 0);
@@ -250,10 +260,18 @@ TEST_CASE("commands that need no tensors run without LibTorch, and the others na
     CHECK(w.maps.find("libptune_engine") == std::string::npos);
     CHECK(w.rss_mb < 64);
   }
-  // ... while a training command has the engine and LibTorch loaded when it reads its config.
-  const Waiting t = run_waiting({PTUNE_EXE, "train", dir.file("fifo2"), "--set", "train.max_steps=1", "--set",
+  // A training command reads its config before it loads the engine (a config error is as quick
+  // as check's), once (the FIFO is read once) ...
+  const Waiting c = run_waiting({PTUNE_EXE, "train", dir.file("fifo2"), "--set", "train.max_steps=1", "--set",
                                  "train.checkpoint_dir=" + dir.file("ck"), "-q"},
-                                dir.file("fifo2"), kTiny);
+                                dir.file("fifo2"), std::string(kTiny));
+  CHECK(c.code == 0);
+  CHECK(c.maps.find("libptune_engine") == std::string::npos);
+  CHECK(c.maps.find("libtorch") == std::string::npos);
+  // ... and then trains with the engine and LibTorch loaded (seen as it writes its weights).
+  const Waiting t = run_waiting({PTUNE_EXE, "train", config, "--set", "train.max_steps=1", "--set",
+                                 "train.checkpoint_dir=" + dir.file("ck2"), "-q", "--save-weights", dir.file("fifo3")},
+                                dir.file("fifo3"), std::nullopt);
   CHECK(t.code == 0);
   CHECK(t.maps.find("libptune_engine.so") != std::string::npos);
   CHECK(t.maps.find("libtorch_cpu.so") != std::string::npos);
@@ -264,7 +282,7 @@ TEST_CASE("commands that need no tensors run without LibTorch, and the others na
   CHECK(run(alone + " schema").code == 0);
   CHECK(run(alone + " check " + config).code == 0);
   CHECK(run(alone + " analyze '" + trace + "'").code == 0);
-  // ... and the training commands say what is missing, in one line.
+  // ... and the training commands say what is missing, in one line ...
   for (const std::string cmd : {"train", "sweep", "tune"}) {
     const auto r = run(alone + " " + cmd + " " + config);
     CHECK(r.code == 1);
@@ -273,6 +291,26 @@ TEST_CASE("commands that need no tensors run without LibTorch, and the others na
                        " not found (nor " + dir.file("lib/ptune/libptune_engine.so") +
                        "); sweep, train, eval, tune and launch need it\n");
   }
+  // ... after their usage and config errors, which need no engine.
+  const std::string bad = dir.write("bad.json", R"({"loader": {"batch_size": 0}})");
+  for (const auto& [args, err] : std::vector<std::pair<std::string, std::string>>{
+           {"sweep " + config + " --format bogus", "--format: unknown format 'bogus'; allowed: table, json, csv, md"},
+           {"sweep " + config + " --out " + dir.file("none/r.json"), "--out: folder '" + dir.file("none") + "' does not exist"},
+           {"tune " + bad, bad + ": loader.batch_size: 0 is out of range; allowed: an integer in [1, 1048576]"},
+           {"eval " + config + " --weights w.pt --format csv", "--format: unknown format 'csv'; allowed: table, json"},
+           {"train " + bad, bad + ": loader.batch_size: 0 is out of range; allowed: an integer in [1, 1048576]"}}) {
+    const auto r = run(alone + " " + args);
+    INFO(args);
+    CHECK(r.code == 2);
+    CHECK(r.err == "ptune: error: " + err + "\n");
+  }
+  // An engine of another build (the program copied over an older installation) is refused.
+  std::filesystem::copy_file(PTUNE_FAKE_ENGINE, dir.file("bin/libptune_engine.so"));
+  const auto other = run(alone + " train " + config);
+  CHECK(other.code == 1);
+  CHECK(other.err == "ptune: error: cannot load the training engine: " + dir.file("bin/libptune_engine.so") +
+                         " is from another build of ptune (0000000000000000, this program is " PTUNE_BUILD_ID
+                         "); install the program and its engine together (cmake --install BUILD --prefix PREFIX)\n");
 }
 
 TEST_CASE("check prints the resolved config", "[e2e]") {

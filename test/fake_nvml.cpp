@@ -8,6 +8,9 @@
 //                              (each unset: "not supported")
 //   PTUNE_FAKE_NVML_REASONS    the clocks event reasons bitmask, 0x... or decimal (unset: "not
 //                              supported")
+//   PTUNE_FAKE_NVML_ENTRY_BYTES  the size of the process entries filled (16, 24 or 32), for a
+//                              driver that fills another than its functions suggest (default:
+//                              this build's, below)
 // ptune_fake_nvml_read() says which device was last read, ptune_fake_nvml_inits() how many
 // times nvmlInit_v2 ran.
 // Built three times, as the drivers' libraries differ in how they list processes (see
@@ -68,20 +71,27 @@ constexpr size_t kEntry = 16;  // nvmlProcessInfo_v1_t
 constexpr size_t kEntry = 24;  // nvmlProcessInfo_v2_t
 #endif
 
-/// Entry i of a process list: pid, usedGpuMemory, then (24 and 32 bytes) the MIG instance IDs
+/// Entry i of a process list: pid, usedGpuMemory (512 MiB), then (24 and 32 bytes) the MIG instance IDs
 /// (0xFFFFFFFF: no MIG), then (32 bytes) usedGpuCcProtectedMemory.
+size_t entry_bytes() {
+  const char* v = std::getenv("PTUNE_FAKE_NVML_ENTRY_BYTES");
+  const size_t n = v ? std::strtoul(v, nullptr, 10) : 0;
+  return n == 16 || n == 24 || n == 32 ? n : kEntry;
+}
+
 void put_entry(void* infos, size_t i, unsigned int pid) {
-  unsigned char* e = static_cast<unsigned char*>(infos) + i * kEntry;
-  const unsigned long long memory = 1ull << 20;
+  const size_t size = entry_bytes();
+  unsigned char* e = static_cast<unsigned char*>(infos) + i * size;
+  const unsigned long long memory = 512ull << 20;  // a CUDA context's order of size
   const unsigned int no_mig = 0xFFFFFFFFu;
   std::memcpy(e, &pid, 4);
   std::memset(e + 4, 0, 4);
   std::memcpy(e + 8, &memory, 8);
-  if (kEntry >= 24) {
+  if (size >= 24) {
     std::memcpy(e + 16, &no_mig, 4);
     std::memcpy(e + 20, &no_mig, 4);
   }
-  if (kEntry >= 32) std::memset(e + 24, 0, 8);
+  if (size >= 32) std::memset(e + 24, 0, 8);
 }
 
 int running_processes(void* handle, unsigned int* count, void* infos) {

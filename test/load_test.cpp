@@ -61,6 +61,7 @@ void fake_gpu(Env& env) {
       .unset("PTUNE_FAKE_NVML_SM_MHZ")
       .unset("PTUNE_FAKE_NVML_SM_MAX_MHZ")
       .unset("PTUNE_FAKE_NVML_REASONS")
+      .unset("PTUNE_FAKE_NVML_ENTRY_BYTES")
       .unset("CUDA_VISIBLE_DEVICES");
 }
 
@@ -275,7 +276,8 @@ TEST_CASE("each driver's layout of the process list is read at its own stride", 
       // The job first, then others: a misread stride takes other fields for IDs (1 MiB of
       // memory, MIG's 0xFFFFFFFF) and counts them, or misses the second and third.
       std::string pids = kSelf + ",1";
-      for (int i = 0; i < 20; ++i) pids += "," + std::to_string(4000000 + i);  // past the first buffer
+      // Past the first buffer; IDs below any pid_max (the default is 32768), as the driver's are.
+      for (int i = 2; i < 22; ++i) pids += "," + std::to_string(i);
       env.set("PTUNE_FAKE_NVML_PIDS", pids);
       const LoadReport r = sample(0);
       CHECK(r.gpu_sampled);
@@ -285,6 +287,15 @@ TEST_CASE("each driver's layout of the process list is read at its own stride", 
       const LoadReport alone = sample(0);
       REQUIRE(alone.gpu_other_processes);
       CHECK(*alone.gpu_other_processes == 0);
+      // A driver whose entries are not the size its functions suggest (one _v3 filling 16-byte
+      // entries has been seen): the size that finds the job's own process is taken.
+      for (const char* size : {"16", "24", "32"}) {
+        INFO("entries of " << size << " bytes");
+        env.set("PTUNE_FAKE_NVML_ENTRY_BYTES", size).set("PTUNE_FAKE_NVML_PIDS", pids);
+        const LoadReport odd = sample(0);
+        REQUIRE(odd.gpu_other_processes);
+        CHECK(*odd.gpu_other_processes == 21);
+      }
     }
   }
 }

@@ -164,3 +164,54 @@ TEST_CASE("the diagnosis skips a move the sweep measured as within noise or slow
         "input-bound (70% waiting for data): loader.num_workers measured within noise here (row 2 '2 loader "
         "workers', 1.00x); try ship smaller batches (loader.uint8_transfer)");
 }
+
+namespace {
+/// A side whose windows take what a shared clock says: the machine's state at that moment.
+struct ClockSide : ptune::measure::Side {
+  ClockSide(char name, std::string& log, const std::function<double(size_t)>& ms) : name(name), log(log), ms(ms) {}
+  double window() override {
+    const size_t at = log.size();
+    log += name;
+    return ms(at);
+  }
+  char name;
+  std::string& log;                  // every window in the order timed: "ABBA..."
+  std::function<double(size_t)> ms;  // window index -> ms/step
+};
+}  // namespace
+
+TEST_CASE("pairs come in blocks of A B, B A in a drawn order, and a periodic disturbance favours neither side",
+          "[stats]") {
+  using namespace ptune::measure;
+  WindowPlan plan;
+  plan.min_pairs = 40;
+  plan.max_pairs = 40;
+  plan.budget_ms = 1;
+  // A disturbance in a rhythm of four windows (slow, fast, fast, slow), as another program
+  // sharing the cores can give: with a fixed ABBA ABBA order every A window would be a slow one.
+  auto rhythm = [](size_t i) { return i % 4 == 0 || i % 4 == 3 ? 150.0 : 90.0; };
+  std::string log;
+  ClockSide a('A', log, rhythm), b('B', log, rhythm);
+  const Comparison c = compare(a, b, plan);
+  REQUIRE(log.size() == 80);
+  bool abba = false, baab = false;
+  for (size_t k = 0; k < 80; k += 4) {
+    const std::string block = log.substr(k, 4);
+    INFO("block " << k / 4 << ": " << block);
+    CHECK((block == "ABBA" || block == "BAAB"));
+    abba = abba || block == "ABBA";
+    baab = baab || block == "BAAB";
+  }
+  CHECK(abba);
+  CHECK(baab);
+  // A/A under the disturbance: the interval holds 1, and the verdict is neither side.
+  CHECK(c.speedup.lo <= 1.0);
+  CHECK(c.speedup.hi >= 1.0);
+  CHECK(c.verdict != Verdict::kFaster);
+  CHECK(c.verdict != Verdict::kSlower);
+  // The same order every time (every rank of a data-parallel run takes the same).
+  std::string again;
+  ClockSide a2('A', again, rhythm), b2('B', again, rhythm);
+  (void)compare(a2, b2, plan);
+  CHECK(again == log);
+}

@@ -9,6 +9,7 @@
 #include "config/suggest.hpp"
 #include "errors.hpp"
 #include "files.hpp"
+#include "report/results.hpp"
 
 namespace ptune::cli {
 
@@ -36,6 +37,26 @@ void check_format(const std::string& f, const std::vector<std::string>& allowed)
     for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
     std::string hint = config::did_you_mean(f, allowed);
     throw UsageError("--format: unknown format '" + f + "'" + (hint.empty() ? ";" : hint) + " allowed: " + list);
+  }
+}
+
+void check_before_engine(CommandLine& cl) {
+  const std::string& c = cl.command;
+  if (c == "sweep") {
+    check_format(cl.sweep_format, report::formats());
+    cl.config = load(cl.sweep_c);
+    if (cl.rank0) check_output(cl.sweep_out_given, cl.sweep_out, "--out");
+    if (cl.sweep_no_header && cl.sweep_format != "csv")
+      throw UsageError("--no-header: only with --format csv (got --format " + cl.sweep_format + ")");
+  } else if (c == "tune") {
+    check_format(cl.tune_format, report::formats());
+    cl.config = load(cl.tune_c);
+    check_output(cl.tune_out_given, cl.tune_out, "--out");
+  } else if (c == "eval") {
+    check_format(cl.eval_format, {"table", "json"});
+    cl.config = load(cl.eval_c);
+  } else if (c == "train") {
+    cl.config = load(cl.train_c);
   }
 }
 

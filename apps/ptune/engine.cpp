@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +15,7 @@
 #include <c10/util/Logging.h>
 
 #include "cli.hpp"
+#include "ptune_build_id.hpp"
 #include "dist/env.hpp"
 #include "dist/group.hpp"
 #include "dist/launcher.hpp"
@@ -30,24 +32,23 @@
 namespace ptune::cli {
 namespace {
 
+/// The command's config, as the executable read it (check_before_engine), or read here.
+config::ExperimentConfig config_of(const CommandLine& cl, const Common& c) { return cl.config ? *cl.config : load(c); }
+
 int run_command(const CommandLine& cl) {
   auto is = [&](const char* name) { return cl.command == name; };
   auto tune_opt = cl.tune_opt;
   auto tune_batch_opt = cl.tune_batch_opt;
   auto launch_opt = cl.launch_opt;
     if (is("sweep")) {
-      cli::check_format(cl.sweep_format, ptune::report::formats());
-      auto cfg = cli::load(cl.sweep_c);
+      auto cfg = config_of(cl, cl.sweep_c);  // --format, --out and --no-header checked with it
       if (cl.sweep_profile) cfg.measure.profile = true;
       ptune::report::Results results;
       ptune::tune::SweepOptions opt;
       opt.interrupted = cl.interrupted;
-      if (cl.rank0) cli::check_output(cl.sweep_out_given, cl.sweep_out, "--out");
       if (cl.sweep_rows_given) opt.rows = ptune::tune::parse_rows(cl.sweep_rows, std::max<size_t>(1, cfg.sweep.size()));
       const ptune::report::TerminalStyle err_style = cli::style_of(STDERR_FILENO);
       const bool live = !cl.quiet && ::isatty(STDERR_FILENO) == 1;
-      if (cl.sweep_no_header && cl.sweep_format != "csv")
-        throw ptune::UsageError("--no-header: only with --format csv (got --format " + cl.sweep_format + ")");
       // The command line's mark on every row: --label names the rows; --set overrides are noted.
       std::string sets_note;
       for (const auto& s : cl.sweep_c.sets) sets_note += (sets_note.empty() ? "command line: --set " : " --set ") + s;
@@ -106,9 +107,7 @@ int run_command(const CommandLine& cl) {
       return code;
     }
     if (is("tune")) {
-      cli::check_format(cl.tune_format, ptune::report::formats());
-      auto cfg = cli::load(cl.tune_c);
-      cli::check_output(cl.tune_out_given, cl.tune_out, "--out");
+      auto cfg = config_of(cl, cl.tune_c);  // --format and --out checked with it
       ptune::tune::MeasureFn measure_fn = [&](const ptune::config::ExperimentConfig& c) {
         return ptune::measure::measure(c, [&](const std::string&, int64_t, int64_t) {
           if (cl.interrupted->load()) throw ptune::Interrupted();
@@ -191,7 +190,7 @@ int run_command(const CommandLine& cl) {
       return 0;
     }
     if (is("train")) {
-      auto cfg = cli::load(cl.train_c);
+      auto cfg = config_of(cl, cl.train_c);
       ptune::engine::TrainOptions opt;
       opt.resume = cl.resume;
       opt.save_weights = cl.save_weights;
@@ -226,8 +225,7 @@ int run_command(const CommandLine& cl) {
       return r.exit_code;
     }
     if (is("eval")) {
-      cli::check_format(cl.eval_format, {"table", "json"});
-      auto cfg = cli::load(cl.eval_c);
+      auto cfg = config_of(cl, cl.eval_c);  // --format checked with it
       ptune::engine::EvalResult r;
       try {
         r = ptune::engine::evaluate(cfg, cl.weights);
@@ -279,12 +277,27 @@ __attribute__((visibility("default"))) int ptune_engine_run(const ptune::cli::Co
   // LibTorch's own log (c10d's "[E... TCPStore.cpp]" lines with stack traces before ptune's
   // one-line error) only with --verbose, unless TORCH_CPP_LOG_LEVEL asks for it.
   if (!cl.verbose && std::getenv("TORCH_CPP_LOG_LEVEL") == nullptr) FLAGS_caffe2_log_level = 3;  // FATAL only
+  // A Ctrl-C while the engine was loading (LibTorch's libraries take a while to map).
+  if (cl.interrupted && cl.interrupted->load()) throw ptune::Interrupted();
   try {
     return ptune::cli::run_command(cl);
   } catch (const c10::Error& e) {
-    throw std::runtime_error(cl.verbose ? e.what() : e.what_without_backtrace());
+    if (cl.verbose) throw std::runtime_error(e.what());
+    // One line: LibTorch's message without its backtrace, and without the advice lines some
+    // add under it (CUDA's "might be asynchronously reported", "consider passing ...").
+    std::string message = e.what_without_backtrace();
+    const size_t end = message.find('\n');
+    if (end != std::string::npos) {
+      const bool more = message.find_first_not_of(" \t\r\n", end) != std::string::npos;
+      message.erase(end);
+      if (more) message += " (--verbose for LibTorch's whole message)";
+    }
+    throw std::runtime_error(message);
   }
 }
+
+/// The build ID this engine was compiled with; the executable loads only its own build's.
+__attribute__((visibility("default"))) const char* ptune_engine_build_id() { return PTUNE_BUILD_ID; }
 
 /// A data-parallel run's process group is shut down (NCCL's watchdog threads joined) after
 /// success, or aborted after a failure, before the process exits.

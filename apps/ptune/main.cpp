@@ -27,6 +27,7 @@
 #include "errors.hpp"
 #include "files.hpp"
 #include "log.hpp"
+#include "ptune_build_id.hpp"
 #include "report/compare.hpp"
 #include "report/html.hpp"
 #include "report/results.hpp"
@@ -97,9 +98,16 @@ Engine load_engine() {
     Engine e;
     e.run = reinterpret_cast<ptune::cli::EngineRun>(::dlsym(handle, ptune::cli::kEngineRun));
     e.finish = reinterpret_cast<ptune::cli::EngineFinish>(::dlsym(handle, ptune::cli::kEngineFinish));
-    if (!e.run || !e.finish)
+    const auto build_id = reinterpret_cast<ptune::cli::EngineBuildId>(::dlsym(handle, ptune::cli::kEngineBuildId));
+    if (!e.run || !e.finish || !build_id)
       throw std::runtime_error("cannot load the training engine: " + path.string() + " is not ptune " +
                                ptune::kVersion + "'s engine");
+    // The two pass each other ptune's own types: an engine of another build (an executable
+    // copied over an older installation) would read them wrongly.
+    if (const std::string id = build_id(); id != PTUNE_BUILD_ID)
+      throw std::runtime_error("cannot load the training engine: " + path.string() + " is from another build of ptune (" +
+                               id + ", this program is " + PTUNE_BUILD_ID +
+                               "); install the program and its engine together (cmake --install BUILD --prefix PREFIX)");
     return e;
   }
   throw std::runtime_error("cannot load the training engine: " + places[0].string() + " not found (nor " +
@@ -308,6 +316,7 @@ int main(int argc, char** argv) {
         }
         return code;
       }
+      ptune::cli::check_before_engine(cl);
       engine = load_engine();
       return engine.run(cl);
     } catch (const ptune::ConfigError& e) {

@@ -266,6 +266,11 @@ Breakdown break_down(const std::vector<const Trace*>& traces) {
   std::map<std::string, NameTime, std::less<>> kernels, operators, loaders, syncs, copies;
   std::map<std::string, NameBytes, std::less<>> allocators;
   double kernel_total = 0, tc = 0, half = 0, layout = 0;
+  // The allocations listed are the device's where any trace recorded device memory, else the
+  // host's: one kind for all the traces, as the list has one heading.
+  b.allocators_gpu = std::any_of(traces.begin(), traces.end(), [](const Trace* t) {
+    return std::any_of(t->memory.begin(), t->memory.end(), [](const MemorySample& m) { return m.device >= 0; });
+  });
   for (const Trace* t : traces) {
     b.files.push_back(t->path);
     b.host_pid = t->host_pid;
@@ -453,6 +458,16 @@ Breakdown break_down(const std::vector<const Trace*>& traces) {
           (e.kind == Kind::kCpuOp && (e.name == "aten::_local_scalar_dense" || e.name == "aten::is_nonzero")))
         sync_starts.push_back(e.ts);
     std::sort(sync_starts.begin(), sync_starts.end());
+    // The device memory samples in time order, for each step's peak.
+    std::vector<const MemorySample*> device_memory;
+    for (const auto& m : t->memory)
+      if (m.device >= 0) device_memory.push_back(&m);
+    std::sort(device_memory.begin(), device_memory.end(),
+              [](const MemorySample* a, const MemorySample* c) { return a->ts < c->ts; });
+    auto memory_at = [&](double ts) {
+      return std::lower_bound(device_memory.begin(), device_memory.end(), ts,
+                              [](const MemorySample* m, double v) { return m->ts < v; });
+    };
 
     for (auto& s : steps) {
       Ranges slots{{s.start, s.end}};
@@ -470,8 +485,8 @@ Breakdown break_down(const std::vector<const Trace*>& traces) {
       s.gpu_busy_us = total(clip(device, s.start, s.end));
       s.compute_us = total(clip(comp_kernels, s.start, s.end));
       double alloc = -1, reserved = -1;
-      for (const auto& m : t->memory)
-        if (m.device >= 0 && m.ts >= s.start && m.ts < s.end) alloc = std::max<double>(alloc, m.allocated), reserved = std::max<double>(reserved, m.reserved);
+      for (auto it = memory_at(s.start), end = memory_at(s.end); it != end; ++it)
+        alloc = std::max<double>(alloc, (*it)->allocated), reserved = std::max<double>(reserved, (*it)->reserved);
       if (alloc >= 0) s.peak_allocated_mb = alloc / (1024.0 * 1024.0);
       if (reserved >= 0) s.peak_reserved_mb = reserved / (1024.0 * 1024.0);
       s.zero_grad_us = total(clip(zeroing, s.start, s.end));
@@ -506,10 +521,8 @@ Breakdown break_down(const std::vector<const Trace*>& traces) {
       while (!stack.empty()) pop();
     }
     // Allocations in the steps, charged to the outermost operator on their thread.
-    const bool gpu_memory = std::any_of(t->memory.begin(), t->memory.end(), [](const MemorySample& m) { return m.device >= 0; });
-    b.allocators_gpu = b.allocators_gpu || gpu_memory;
     for (const auto& m : t->memory) {
-      if (m.bytes <= 0 || (m.device >= 0) != gpu_memory || m.ts < lo || m.ts >= hi) continue;
+      if (m.bytes <= 0 || (m.device >= 0) != b.allocators_gpu || m.ts < lo || m.ts >= hi) continue;
       std::string_view name = "(no operator)";
       if (auto it = outermost.find({m.pid, m.tid}); it != outermost.end()) {
         const auto& ops = it->second;

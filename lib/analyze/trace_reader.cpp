@@ -203,6 +203,11 @@ int64_t as_int(const Scalar& v, int64_t fallback) {
   }
 }
 
+/// A number's integer value; `fallback` for anything else (a string is no size or count).
+int64_t number_as_int(const Scalar& v, int64_t fallback) {
+  return v.type == Scalar::kString ? fallback : as_int(v, fallback);
+}
+
 /// Where the parser is: the context of each open object or list.
 enum class Ctx : uint8_t {
   kTop,        // the top-level object
@@ -350,13 +355,13 @@ class Sax {
         break;
       case Ctx::kArgs:
         if (key_ == "correlation") ev_.correlation = as_int(v, -1);
-        else if (key_ == "bytes") ev_.bytes = as_int(v, -1);
+        else if (key_ == "bytes") ev_.bytes = number_as_int(v, -1);
         else if (key_ == "name") ev_.args_name = v;
-        else if (key_ == "Total Allocated") ev_.allocated = as_int(v, -1);
-        else if (key_ == "Total Reserved") ev_.reserved = as_int(v, -1);
-        else if (key_ == "Device Id") ev_.device_id = as_int(v, -1);
-        else if (key_ == "Device Type") ev_.device_type = as_int(v, -1);
-        else if (key_ == "Bytes") ev_.mem_bytes = as_int(v, 0);
+        else if (key_ == "Total Allocated") ev_.allocated = number_as_int(v, -1);
+        else if (key_ == "Total Reserved") ev_.reserved = number_as_int(v, -1);
+        else if (key_ == "Device Id") ev_.device_id = number_as_int(v, -1);
+        else if (key_ == "Device Type") ev_.device_type = number_as_int(v, -1);
+        else if (key_ == "Bytes") ev_.mem_bytes = number_as_int(v, 0);
         break;
       case Ctx::kDim:
         if (dims_ == 0 && v.number()) dim0_ = as_int(v, -1);

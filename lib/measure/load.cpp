@@ -237,7 +237,12 @@ Device device_of(const Library& lib, int cuda_index, const std::string& u) {
 }
 
 /// The process IDs of the device's compute processes; nullopt where the library does not tell.
-std::optional<std::vector<int64_t>> process_ids(const Library& lib, Device d) {
+/// Read at the library's entry size, unless that reading does not look right and another does:
+/// right is every ID a possible process ID (a misread takes memory sizes, MIG's 0xFFFFFFFF or
+/// the zeros past the list for IDs) and one of them the job's (which holds a context on the
+/// device). So a driver that fills entries of another size than its functions suggest is read
+/// right all the same, where its IDs are this PID namespace's.
+std::optional<std::vector<int64_t>> process_ids(const Library& lib, Device d, const std::vector<int64_t>& job) {
   if (!lib.processes) return std::nullopt;
   const size_t stride = lib.process_info_size;
   size_t capacity = 16;  // entries
@@ -248,12 +253,30 @@ std::optional<std::vector<int64_t>> process_ids(const Library& lib, Device d) {
     const Return r = lib.processes(d, &n, buffer.data());
     if (r == kSuccess) {
       const auto* bytes = reinterpret_cast<const unsigned char*>(buffer.data());
-      std::vector<int64_t> pids;
-      for (size_t i = 0; i < n && i < capacity; ++i) {
-        unsigned int pid = 0;
-        std::memcpy(&pid, bytes + i * stride, sizeof pid);
-        pids.push_back(pid);
-      }
+      auto read = [&](size_t size) {
+        std::vector<int64_t> pids;
+        for (size_t i = 0; i < n && i < capacity; ++i) {
+          unsigned int pid = 0;
+          std::memcpy(&pid, bytes + i * size, sizeof pid);
+          pids.push_back(pid);
+        }
+        return pids;
+      };
+      static const int64_t pid_max = [] {
+        int64_t v = 0;
+        std::ifstream("/proc/sys/kernel/pid_max") >> v;
+        return v > 0 ? v : int64_t{4194304};  // Linux's largest
+      }();
+      auto right = [&](const std::vector<int64_t>& pids) {
+        return std::all_of(pids.begin(), pids.end(), [](int64_t p) { return p > 0 && p <= pid_max; }) &&
+               std::any_of(pids.begin(), pids.end(),
+                           [&](int64_t p) { return std::find(job.begin(), job.end(), p) != job.end(); });
+      };
+      std::vector<int64_t> pids = read(stride);
+      if (n > 0 && !right(pids))
+        for (size_t size : {kProcessInfoV2Size, kProcessInfoV3Size, kProcessInfoV1Size})
+          if (size != stride)
+            if (std::vector<int64_t> other = read(size); right(other)) return other;
       return pids;
     }
     if (r != kInsufficientSize) return std::nullopt;
@@ -263,7 +286,7 @@ std::optional<std::vector<int64_t>> process_ids(const Library& lib, Device d) {
 }
 
 std::optional<int64_t> other_processes(const Library& lib, Device d, const std::vector<int64_t>& job) {
-  const std::optional<std::vector<int64_t>> pids = process_ids(lib, d);
+  const std::optional<std::vector<int64_t>> pids = process_ids(lib, d, job);
   if (!pids) return std::nullopt;
   return other_gpu_processes(*pids, job);
 }

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <random>
 
 #include <torch/torch.h>
 
@@ -356,9 +357,13 @@ Comparison compare(Side& a, Side& b, const WindowPlan& plan, const std::function
   // Time per sample: A's windows scaled by B's samples per step over A's.
   const double scale = b.samples_per_step() / a.samples_per_step();
   std::vector<double> a_scaled;
+  std::mt19937 order(kPairOrderSeed);
+  bool a_first = true;
   for (int64_t pairs = 1; pairs <= max_pairs; ++pairs) {
+    // A block of two pairs: a drawn order, then the other.
+    a_first = pairs % 2 == 1 ? (order() & 1u) == 0 : !a_first;
     double ta = 0, tb = 0;
-    if (pairs % 2 == 1) ta = run(a), tb = run(b);
+    if (a_first) ta = run(a), tb = run(b);
     else tb = run(b), ta = run(a);
     c.a_ms.push_back(ta);
     c.b_ms.push_back(tb);

@@ -6,6 +6,7 @@
 /// records a row separately, after the timed steps of every row (CUPTI, once attached, stays
 /// attached and would slow every later timed step).
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -132,13 +133,17 @@ struct Comparison {
   std::string stop;                // why measuring stopped: "decided" | "budget" | "max pairs"
 };
 
-/// Times `a` and `b` interleaved, pair k as A B for even k and B A for odd k (ABBA: a linear
-/// drift cancels), until at least plan.min_pairs pairs and either the verdict is decided
-/// (faster, slower or within noise) or the budget is spent. `on_pair` (if set) is called after
+/// Times `a` and `b` interleaved, in blocks of two pairs, A B then B A or B A then A B, each
+/// block's order drawn from a fixed-seed generator (kPairOrderSeed: the same for every row and
+/// run). Within a block a linear drift cancels, as in ABBA; and no periodic disturbance (the
+/// scheduler sharing the cores with another program in a rhythm of a few windows) can line up
+/// with one side, as it can with a fixed ABBA ABBA order. Until at least plan.min_pairs pairs
+/// and either the verdict is decided (faster, slower or within noise) or the budget is spent. `on_pair` (if set) is called after
 /// every pair with the comparison so far (progress; it may throw to stop). Throws what the
 /// sides throw.
 Comparison compare(Side& a, Side& b, const WindowPlan& plan,
                    const std::function<void(const Comparison&)>& on_pair = {});
+inline constexpr uint32_t kPairOrderSeed = 20261125;
 
 /// Times `s` alone until at least plan.min_pairs windows and its 95% interval's half-width is
 /// at most plan.rule.target_pct, or the budget is spent. Returns the windows' ms/step.
