@@ -458,6 +458,11 @@ TEST_CASE("ptune analyze: torch.profiler traces of a CPU ResNet step, input-boun
   // Tuning steps as a table: num_workers 0, then 2; a per-step .item() added, then removed.
   // The batch size (8) read from the recorded input shapes.
   const std::string html = dir.file("overview.html");
+  // The page's folder is checked before the traces are read: one line, exit 2, nothing printed.
+  r = run(exe() + " analyze '" + dir.file("loader0") + "' -o '" + dir.file("none/overview.html") + "'");
+  CHECK(r.code == 2);
+  CHECK(r.out.empty());
+  CHECK(r.err == "ptune: error: --html: folder '" + dir.file("none") + "' does not exist\n");
   r = run(exe() + " analyze '" + dir.file("loader0") + "' '" + dir.file("workers/trace.json") + "' '" +
           dir.file("workers_item/trace.json") + "' '" + dir.file("workers/trace.json") +
           "' --label 'workers 0' --label 'workers 2' --label '+ item()' --label '- item()' --format json -o '" + html + "'");

@@ -32,8 +32,11 @@
 namespace ptune::cli {
 namespace {
 
-/// The command's config, as the executable read it (check_before_engine), or read here.
-config::ExperimentConfig config_of(const CommandLine& cl, const Common& c) { return cl.config ? *cl.config : load(c); }
+/// The command's config, as the executable read and validated it (check_before_engine).
+config::ExperimentConfig config_of(const CommandLine& cl) {
+  if (!cl.config) throw std::logic_error("internal error: the executable passed '" + cl.command + "' no config");
+  return *cl.config;
+}
 
 int run_command(const CommandLine& cl) {
   auto is = [&](const char* name) { return cl.command == name; };
@@ -41,7 +44,7 @@ int run_command(const CommandLine& cl) {
   auto tune_batch_opt = cl.tune_batch_opt;
   auto launch_opt = cl.launch_opt;
     if (is("sweep")) {
-      auto cfg = config_of(cl, cl.sweep_c);  // --format, --out and --no-header checked with it
+      auto cfg = config_of(cl);  // --format, --out and --no-header checked with it
       if (cl.sweep_profile) cfg.measure.profile = true;
       ptune::report::Results results;
       ptune::tune::SweepOptions opt;
@@ -107,7 +110,7 @@ int run_command(const CommandLine& cl) {
       return code;
     }
     if (is("tune")) {
-      auto cfg = config_of(cl, cl.tune_c);  // --format and --out checked with it
+      auto cfg = config_of(cl);  // --format and --out checked with it
       ptune::tune::MeasureFn measure_fn = [&](const ptune::config::ExperimentConfig& c) {
         return ptune::measure::measure(c, [&](const std::string&, int64_t, int64_t) {
           if (cl.interrupted->load()) throw ptune::Interrupted();
@@ -190,7 +193,7 @@ int run_command(const CommandLine& cl) {
       return 0;
     }
     if (is("train")) {
-      auto cfg = config_of(cl, cl.train_c);
+      auto cfg = config_of(cl);
       ptune::engine::TrainOptions opt;
       opt.resume = cl.resume;
       opt.save_weights = cl.save_weights;
@@ -225,7 +228,7 @@ int run_command(const CommandLine& cl) {
       return r.exit_code;
     }
     if (is("eval")) {
-      auto cfg = config_of(cl, cl.eval_c);  // --format checked with it
+      auto cfg = config_of(cl);  // --format checked with it
       ptune::engine::EvalResult r;
       try {
         r = ptune::engine::evaluate(cfg, cl.weights);

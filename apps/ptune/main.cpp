@@ -208,7 +208,8 @@ int main(int argc, char** argv) {
   analyze->add_flag("--gpu", analyze_opt.require_gpu, "require GPU figures: a CPU-only trace is an error");
   analyze->add_option("--label", analyze_labels, "a trace's label in the table, once per trace in order (default: the file or folder name)");
   analyze->add_option("--batch-size", analyze_batch, "samples per step per rank, for samples/s (default: read from the first step's input shapes, recorded with record_shapes=True)")->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
-  analyze->add_option("-o,--html", analyze_html, "also write the overview as one self-contained HTML page to this file");
+  auto* analyze_html_opt =
+      analyze->add_option("-o,--html", analyze_html, "also write the overview as one self-contained HTML page to this file");
 
   app.add_subcommand("schema", "print the JSON Schema of experiment configs");
   // --verbose/--quiet may also follow the subcommand: `ptune sweep exp.json --quiet`.
@@ -254,6 +255,7 @@ int main(int argc, char** argv) {
       }
       if (app.got_subcommand("analyze")) {
         ptune::cli::check_format(analyze_format, ptune::analyze::formats());
+        ptune::cli::check_output(analyze_html_opt->count() > 0, analyze_html, "--html");
         try {
           ptune::analyze::CompareOptions copt;
           copt.labels = analyze_labels;

@@ -261,6 +261,14 @@ StepBreakdown Breakdown::mean() const {
   return m;
 }
 
+std::vector<Breakdown::AllocationPerStep> Breakdown::allocations_per_step() const {
+  const double n = static_cast<double>(std::max<size_t>(steps.size(), 1));
+  std::vector<AllocationPerStep> out;
+  for (const auto& a : allocators)
+    out.push_back({a.name, static_cast<double>(a.count) / n, a.bytes / n / (1024.0 * 1024.0)});
+  return out;
+}
+
 Breakdown break_down(const std::vector<const Trace*>& traces) {
   Breakdown b;
   std::map<std::string, NameTime, std::less<>> kernels, operators, loaders, syncs, copies;

@@ -118,6 +118,14 @@ struct Breakdown {
 
   /// The mean over steps of a step's figures (name "mean").
   StepBreakdown mean() const;
+
+  /// `allocators` per step (over the steps; a trace without steps counts as one).
+  struct AllocationPerStep {
+    std::string name;
+    double count = 0;  // allocations
+    double mb = 0;     // MiB allocated
+  };
+  std::vector<AllocationPerStep> allocations_per_step() const;
 };
 
 /// Whether a kernel name is a Tensor Core kernel, by the patterns cuBLAS, cuDNN and CUTLASS put

@@ -165,13 +165,12 @@ std::string version_html(const Version& v, size_t index) {
     os << "</tbody></table>";
   }
   if (!b.allocators.empty()) {
-    const double n = static_cast<double>(std::max<size_t>(b.steps.size(), 1));
     os << "<h3>Operators that allocated most (" << (b.allocators_gpu ? "GPU" : "host")
        << " memory)</h3><div class=\"scroll\"><table><thead><tr><th>operator</th><th class=\"n\">allocations per step</th>"
           "<th class=\"n\">MB per step</th></tr></thead><tbody>";
-    for (const auto& x : b.allocators)
-      os << "<tr><td>" << html_escape(x.name) << "</td><td class=\"n\">" << fmt("%.3g", static_cast<double>(x.count) / n)
-         << "</td><td class=\"n\">" << fmt("%.0f", x.bytes / n / (1024.0 * 1024.0)) << "</td></tr>";
+    for (const auto& x : b.allocations_per_step())
+      os << "<tr><td>" << html_escape(x.name) << "</td><td class=\"n\">" << fmt("%.3g", x.count)
+         << "</td><td class=\"n\">" << fmt("%.0f", x.mb) << "</td></tr>";
     os << "</tbody></table></div>";
   }
   os << names_table("Largest kernels", b.kernels, false, b.steps.size())

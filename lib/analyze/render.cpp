@@ -116,22 +116,19 @@ Json gpu_json(const Breakdown& b) {
 /// profile_memory=True: the operators that allocated most, per step; null without samples.
 Json allocations_json(const Breakdown& b) {
   if (b.allocators.empty()) return nullptr;
-  const double n = static_cast<double>(std::max<size_t>(b.steps.size(), 1));
   Json ops = Json::array();
-  for (const auto& x : b.allocators)
-    ops.push_back(Json{{"name", x.name}, {"count_per_step", r2(static_cast<double>(x.count) / n)},
-                       {"mb_per_step", r2(x.bytes / n / (1024.0 * 1024.0))}});
+  for (const auto& x : b.allocations_per_step())
+    ops.push_back(Json{{"name", x.name}, {"count_per_step", r2(x.count)}, {"mb_per_step", r2(x.mb)}});
   return Json{{"device", b.allocators_gpu ? "gpu" : "cpu"}, {"operators", ops}};
 }
 
 /// One line: "allocated most (GPU, per step): aten::conv2d 512 MB (4x), ...".
 std::string allocations_line(const Breakdown& b) {
   if (b.allocators.empty()) return "";
-  const double n = static_cast<double>(std::max<size_t>(b.steps.size(), 1));
   std::string s = std::string("allocated most (") + (b.allocators_gpu ? "GPU" : "host") + " memory, per step): ";
-  for (size_t i = 0; i < b.allocators.size(); ++i)
-    s += (i ? ", " : "") + b.allocators[i].name + " " + fmt("%.0f MB", b.allocators[i].bytes / n / (1024.0 * 1024.0)) +
-         " (" + fmt("%.3g", static_cast<double>(b.allocators[i].count) / n) + "x)";
+  const auto per_step = b.allocations_per_step();
+  for (size_t i = 0; i < per_step.size(); ++i)
+    s += (i ? ", " : "") + per_step[i].name + " " + fmt("%.0f MB", per_step[i].mb) + " (" + fmt("%.3g", per_step[i].count) + "x)";
   return s;
 }
 

@@ -138,9 +138,9 @@ struct Comparison {
 /// run). Within a block a linear drift cancels, as in ABBA; and no periodic disturbance (the
 /// scheduler sharing the cores with another program in a rhythm of a few windows) can line up
 /// with one side, as it can with a fixed ABBA ABBA order. Until at least plan.min_pairs pairs
-/// and either the verdict is decided (faster, slower or within noise) or the budget is spent. `on_pair` (if set) is called after
-/// every pair with the comparison so far (progress; it may throw to stop). Throws what the
-/// sides throw.
+/// and either the verdict is decided (faster, slower or within noise) or the budget is spent.
+/// `on_pair` (if set) is called after every pair with the comparison so far (progress; it may
+/// throw to stop). Throws what the sides throw.
 Comparison compare(Side& a, Side& b, const WindowPlan& plan,
                    const std::function<void(const Comparison&)>& on_pair = {});
 inline constexpr uint32_t kPairOrderSeed = 20261125;
