@@ -1,6 +1,7 @@
 // Report rendering, result files, the HTML report, the comparison gate and the terminal.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <sstream>
@@ -759,4 +760,39 @@ TEST_CASE("Markdown renders in python-markdown, markdown-it and mistune with eve
   INFO(c.out << c.err);
   CHECK(c.code == 0);
   CHECK(c.out == "ok\n");
+}
+
+TEST_CASE("compare_runs: a row measured under competing load is judged at 99.9%, and says so", "[report]") {
+  // Windows of 10 samples per step: the new run is 7.4% slower per sample.
+  auto run_with = [](const std::vector<double>& ms, bool under_load, const std::string& label) {
+    double sum = 0;
+    for (double v : ms) sum += std::log(v);
+    const double gm = std::exp(sum / static_cast<double>(ms.size()));
+    nlohmann::ordered_json row = {{"name", "workers"},           {"samples_per_s", 10000.0 / gm},
+                                  {"ms_per_step", gm},           {"repeat_ms_per_step", ms},
+                                  {"spread_pct", 0.0},           {"under_load", under_load},
+                                  {"status", "ok"}};
+    nlohmann::ordered_json doc = {{"rows", nlohmann::ordered_json::array({row})}, {"status", "complete"}};
+    RunFile run;
+    run.label = label;
+    run.doc = normalize(doc, label);
+    return run;
+  };
+  const std::vector<double> old_ms = {100, 104, 96, 102, 98}, new_ms = {109.08, 104.76, 111.24, 106.92, 108};
+  // Quiet: the 99% interval [0.872, 0.983] lies below 1/1.01.
+  auto quiet = compare_runs(run_with(old_ms, false, "old"), run_with(new_ms, false, "new"), 0);
+  REQUIRE(quiet.rows.size() == 1);
+  CHECK(quiet.rows[0].verdict == "slower");
+  CHECK(quiet.rows[0].why == "-7.4% [-12.8%, -1.7%] beyond 1.0%");
+  // The new run under load: the 99.9% interval [0.844, 1.015] holds 1.
+  auto loaded = compare_runs(run_with(old_ms, false, "old"), run_with(new_ms, true, "new"), 0);
+  CHECK(loaded.rows[0].verdict == "undecided");
+  CHECK(loaded.rows[0].why ==
+        "-7.4% [-15.6%, +1.5%]: too noisy to tell (measured under competing load: 99.9% interval)");
+  CHECK(!loaded.rows[0].regression);
+  // Either side under load counts.
+  CHECK(compare_runs(run_with(old_ms, true, "old"), run_with(new_ms, false, "new"), 0).rows[0].verdict ==
+        "undecided");
+  CHECK(render_comparison(loaded).find("99.9% where either was measured under competing load") !=
+        std::string::npos);
 }

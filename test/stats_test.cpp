@@ -215,3 +215,65 @@ TEST_CASE("pairs come in blocks of A B, B A in a drawn order, and a periodic dis
   (void)compare(a2, b2, plan);
   CHECK(again == log);
 }
+
+TEST_CASE("under competing load a speedup needs a 99.9% interval and is read once, at the budget", "[stats]") {
+  using namespace ptune::measure;
+  // B is 10% faster, with a little noise: on a quiet machine decided at the first look.
+  auto ms = [](char side) {
+    return [side](size_t i) { return (side == 'A' ? 110.0 : 100.0) * (1.0 + 0.01 * static_cast<double>(i % 3)); };
+  };
+  WindowPlan plan;
+  plan.min_pairs = 3;
+  plan.budget_ms = 6 * 210.0;  // about six more pairs of one-step windows
+  std::string quiet_log;
+  ClockSide qa('A', quiet_log, ms('A')), qb('B', quiet_log, ms('B'));
+  const Comparison quiet = compare(qa, qb, plan);
+  CHECK(quiet.stop == "decided");
+  CHECK(quiet.verdict == Verdict::kFaster);
+  CHECK_FALSE(quiet.under_load);
+  CHECK(quiet.b_ms.size() == 3);
+  CHECK(quiet.speedup.level == Approx(kSpeedupLevel));
+
+  // The same windows under load: asked at every look from the first (3 pairs) on; faster is not
+  // taken early, the row runs to its budget and the verdict is read there, at 99.9%.
+  int asked = 0;
+  plan.under_load = [&asked] { return ++asked, true; };
+  std::string log;
+  ClockSide a('A', log, ms('A')), b('B', log, ms('B'));
+  const Comparison loaded = compare(a, b, plan);
+  CHECK(loaded.stop == "budget");
+  CHECK(loaded.under_load);
+  CHECK(loaded.b_ms.size() > 3);
+  CHECK(asked == static_cast<int>(loaded.b_ms.size()) - 2);
+  CHECK(loaded.verdict == Verdict::kFaster);
+  CHECK(loaded.speedup.level == Approx(kSpeedupLevelUnderLoad));
+  const Interval again = paired_speedup(loaded.a_ms, loaded.b_ms, kSpeedupLevelUnderLoad);
+  CHECK(loaded.speedup.lo == Approx(again.lo));
+  CHECK(loaded.speedup.hi == Approx(again.hi));
+
+  // Within noise still ends a row under load at once (it calls nothing).
+  auto same = [](size_t i) { return 100.0 * (1.0 + 0.001 * static_cast<double>(i % 2)); };
+  std::string log2;
+  ClockSide a2('A', log2, same), b2('B', log2, same);
+  const Comparison aa = compare(a2, b2, plan);
+  CHECK(aa.stop == "decided");
+  CHECK(aa.verdict == Verdict::kWithinNoise);
+  CHECK(aa.b_ms.size() == 3);
+}
+
+TEST_CASE("a speedup between measurements apart takes the stricter level when either was under load", "[stats]") {
+  using namespace ptune::measure;
+  Measurement a, b;
+  a.batch_size = b.batch_size = 2;
+  a.steps = b.steps = 4;
+  set_windows(a, {110, 112, 108, 111}, 1);
+  set_windows(b, {100, 101, 99, 100}, 1);
+  const Interval quiet = speedup_between(a, b);
+  CHECK(quiet.level == Approx(kSpeedupLevel));
+  b.load.under_load = true;
+  const Interval loaded = speedup_between(a, b);
+  CHECK(loaded.level == Approx(kSpeedupLevelUnderLoad));
+  CHECK(loaded.point == Approx(quiet.point));
+  CHECK(loaded.lo < quiet.lo);
+  CHECK(loaded.hi > quiet.hi);
+}

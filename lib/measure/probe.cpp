@@ -338,7 +338,7 @@ Interval speedup_between(const Measurement& a, const Measurement& b) {
   std::vector<double> a_ms = a.repeat_ms.empty() ? std::vector<double>{a.ms_per_step} : a.repeat_ms;
   const std::vector<double> b_ms = b.repeat_ms.empty() ? std::vector<double>{b.ms_per_step} : b.repeat_ms;
   for (double& v : a_ms) v *= b_sps / a_sps;
-  return welch_speedup(a_ms, b_ms, kSpeedupLevel);
+  return welch_speedup(a_ms, b_ms, speedup_level(a.load.under_load || b.load.under_load));
 }
 
 Comparison compare(Side& a, Side& b, const WindowPlan& plan, const std::function<void(const Comparison&)>& on_pair) {
@@ -369,7 +369,9 @@ Comparison compare(Side& a, Side& b, const WindowPlan& plan, const std::function
     c.b_ms.push_back(tb);
     a_scaled.push_back(ta * scale);
     spent += ta * static_cast<double>(a.steps_per_window()) + tb * static_cast<double>(b.steps_per_window());
-    c.speedup = paired_speedup(a_scaled, c.b_ms, kSpeedupLevel);
+    // A look: is the row under competing load so far (only from the first look on)?
+    if (pairs >= plan.min_pairs && plan.under_load) c.under_load = plan.under_load();
+    c.speedup = paired_speedup(a_scaled, c.b_ms, speedup_level(c.under_load));
     c.verdict = verdict_of(c.speedup, plan.rule);
     if (on_pair) on_pair(c);
     if (pairs < plan.min_pairs) continue;
@@ -377,7 +379,9 @@ Comparison compare(Side& a, Side& b, const WindowPlan& plan, const std::function
       spent_at_min = spent;
       if (budget <= 0) budget = auto_budget_ms(spent);
     }
-    if (c.verdict != Verdict::kUndecided) {
+    // Under load, faster or slower is read once, at the budget: looking after every pair
+    // would give another program's bursts a chance at each look.
+    if (c.verdict == Verdict::kWithinNoise || (c.verdict != Verdict::kUndecided && !c.under_load)) {
       c.stop = "decided";
       break;
     }

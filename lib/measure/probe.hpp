@@ -109,7 +109,8 @@ class Bench : public Side {
 void set_windows(Measurement& m, const std::vector<double>& window_ms, int64_t world);
 
 /// The speedup of `b` over `a` in samples/s from their windows measured apart (two runs, two
-/// trials): measure::welch_speedup on time per sample, at kSpeedupLevel. Throws nothing.
+/// trials): measure::welch_speedup on time per sample, at speedup_level(either was measured
+/// under competing load). Throws nothing.
 Interval speedup_between(const Measurement& a, const Measurement& b);
 
 /// How long a row is measured (from its config's measure section).
@@ -118,6 +119,11 @@ struct WindowPlan {
   double budget_ms = 0;      // window time (both sides) the row may spend beyond them
   NoiseRule rule;            // measure.target_ci_pct, measure.noise_pct
   int64_t max_pairs = 1000;  // a hard stop for very short windows
+  /// Asked at every look of compare() (after each pair from min_pairs on): whether the row has
+  /// run under competing load so far. When it has, the interval is read at
+  /// kSpeedupLevelUnderLoad, and faster or slower no longer ends the row early: it is read
+  /// once, when the budget is spent (within noise still ends it). Unset: never under load.
+  std::function<bool()> under_load;
 };
 
 /// The plan for `cfg`: measure.max_s > 0 is the budget; 0 (auto) is 3x the time the first
@@ -128,8 +134,9 @@ double auto_budget_ms(double first_pairs_ms);
 /// A speedup measured interleaved.
 struct Comparison {
   std::vector<double> a_ms, b_ms;  // the pairs' windows (ms/step)
-  Interval speedup;                // of B over A in samples/s, at kSpeedupLevel
+  Interval speedup;                // of B over A in samples/s, at speedup_level(under_load)
   Verdict verdict = Verdict::kUndecided;
+  bool under_load = false;         // plan.under_load at the last look
   std::string stop;                // why measuring stopped: "decided" | "budget" | "max pairs"
 };
 
@@ -138,7 +145,8 @@ struct Comparison {
 /// run). Within a block a linear drift cancels, as in ABBA; and no periodic disturbance (the
 /// scheduler sharing the cores with another program in a rhythm of a few windows) can line up
 /// with one side, as it can with a fixed ABBA ABBA order. Until at least plan.min_pairs pairs
-/// and either the verdict is decided (faster, slower or within noise) or the budget is spent.
+/// and either the verdict is decided (faster, slower or within noise; under load within noise
+/// only: WindowPlan::under_load) or the budget is spent.
 /// `on_pair` (if set) is called after every pair with the comparison so far (progress; it may
 /// throw to stop). Throws what the sides throw.
 Comparison compare(Side& a, Side& b, const WindowPlan& plan,

@@ -45,6 +45,12 @@ inline constexpr double kRowLevel = 0.95;
 /// row's because a sweep makes one comparison per row and looks at each after every pair of
 /// windows to decide when to stop (docs/statistics.md has the false-call rates this gives).
 inline constexpr double kSpeedupLevel = 0.99;
+/// The level for a speedup measured under competing load (LoadReport::under_load on either
+/// side): another program's bursts are not the independent noise a t-interval assumes, so such
+/// a speedup needs stronger evidence to be called faster or slower (docs/statistics.md).
+inline constexpr double kSpeedupLevelUnderLoad = 0.999;
+/// kSpeedupLevelUnderLoad when `under_load`, else kSpeedupLevel.
+inline constexpr double speedup_level(bool under_load) { return under_load ? kSpeedupLevelUnderLoad : kSpeedupLevel; }
 
 /// The p-quantile of Student's t distribution with `df` degrees of freedom (Boost.Math).
 /// Throws std::domain_error for p outside (0, 1) or df <= 0.

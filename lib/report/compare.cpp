@@ -50,6 +50,19 @@ std::optional<double> samples_per_step(const Json& row) {
   return *sps * *ms / 1000.0;
 }
 
+/// Whether a results row says it was measured under competing load.
+bool under_load(const Json& row) {
+  const auto it = row.find("under_load");
+  return it != row.end() && it->is_boolean() && it->get<bool>();
+}
+
+/// The level under competing load, as the text says it: "99.9".
+std::string fixed_level() {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%.1f", 100 * measure::kSpeedupLevelUnderLoad);
+  return buf;
+}
+
 RowCheck check(const Json* o, const Json* n, double limit) {
   RowCheck c;
   c.name = (n ? *n : *o)["name"].get<std::string>();
@@ -86,15 +99,17 @@ RowCheck check(const Json* o, const Json* n, double limit) {
   }
   const double change = 100.0 * (*c.new_sps - *c.old_sps) / *c.old_sps;
   c.change_pct = change;
-  // Both runs' timed windows: the speedup's 99% interval and its verdict, as a sweep's rows and
-  // `ptune tune` decide (time per sample; the limit is the floor a change must clear).
+  // Both runs' timed windows: the speedup's 99% interval (99.9% when either row was measured
+  // under competing load) and its verdict, as a sweep's rows and `ptune tune` decide (time per
+  // sample; the limit is the floor a change must clear).
   const auto old_windows = windows(*o), new_windows = windows(*n);
   const auto old_per_step = samples_per_step(*o), new_per_step = samples_per_step(*n);
   if (old_per_step && new_per_step && !old_windows.empty() && !new_windows.empty() &&
       old_windows.size() + new_windows.size() >= 3) {
     std::vector<double> a = old_windows;
     for (double& v : a) v *= *new_per_step / *old_per_step;
-    const measure::Interval ci = measure::welch_speedup(a, new_windows, measure::kSpeedupLevel);
+    const bool loaded = under_load(*o) || under_load(*n);
+    const measure::Interval ci = measure::welch_speedup(a, new_windows, measure::speedup_level(loaded));
     if (ci.valid()) {
       measure::NoiseRule rule;
       rule.floor_pct = limit > 0 ? limit : rule.floor_pct;
@@ -108,6 +123,7 @@ RowCheck check(const Json* o, const Json* n, double limit) {
       if (c.beyond_noise) c.why = pct(change, true) + " " + range + " beyond " + pct(rule.floor_pct);
       else if (v == measure::Verdict::kWithinNoise) c.why = pct(change, true) + " " + range + " within ±" + pct(rule.target_pct);
       else c.why = pct(change, true) + " " + range + ": too noisy to tell";
+      if (loaded) c.why += " (measured under competing load: " + fixed_level() + "% interval)";
       return c;
     }
   }
@@ -196,7 +212,7 @@ std::string render_comparison(const Comparison& c) {
     for (size_t k = 0; k < row.size(); ++k) width[k] = std::max(width[k], len(row[k]));
   std::string out = "comparing " + c.new_label + " (new) against " + c.old_label +
                     " (old): a change is beyond noise when the 99% interval of new/old samples/s (from both runs' "
-                    "windows) lies beyond " +
+                    "windows; " + fixed_level() + "% where either was measured under competing load) lies beyond " +
                     pct(c.limit_pct > 0 ? c.limit_pct : measure::NoiseRule{}.floor_pct) +
                     " (rows without windows: the change must exceed " + pct(c.limit_pct) + " and both spreads)\n";
   for (const auto& row : table) {

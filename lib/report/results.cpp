@@ -162,8 +162,8 @@ std::string legend(const Results& r) {
   if (!first) return "";
   const auto& rule = first->rule;
   return "± is a confidence interval: " + fixed(100 * measure::kRowLevel, 0) + "% for samples/s, " +
-         fixed(100 * measure::kSpeedupLevel, 0) +
-         "% for speedups (samples/s, neighbours timed in alternating windows); faster/slower: the whole "
+         fixed(100 * measure::kSpeedupLevel, 0) + "% for speedups (" + fixed(100 * measure::kSpeedupLevelUnderLoad, 1) +
+         "% where measured under competing load; samples/s, neighbours timed in alternating windows); faster/slower: the whole "
          "interval lies beyond 1.00x ±" +
          fixed(rule.floor_pct, 0) + "%; within noise: it lies inside 1.00x ±" + fixed(rule.target_pct, 0) +
          "%; undecided: neither, when the row's time ran out";
@@ -233,11 +233,15 @@ void compute_speedups(std::vector<Row>& rows) {
   last.compared_with = chain.back();
   const double last_sps = samples_per_step(last);
   const bool paired = !last.prev_ms.empty() && last.prev_ms.size() == last.m->repeat_ms.size();
+  // Interleaved pairs were timed under one sampler (this row's); windows timed apart, under
+  // either row's.
+  const double prev_level =
+      measure::speedup_level(last.m->load.under_load || (!paired && prev.m->load.under_load));
   // Both sides in ms per last_sps samples: the ratio is one of samples/s.
   last.prev_ci = paired ? measure::paired_speedup(rescaled(last.prev_ms, samples_per_step(prev), last_sps),
-                                                  last.m->repeat_ms)
+                                                  last.m->repeat_ms, prev_level)
                         : measure::welch_speedup(rescaled(prev.m->repeat_ms, samples_per_step(prev), last_sps),
-                                                 last.m->repeat_ms);
+                                                 last.m->repeat_ms, prev_level);
   if (!paired) last.prev_ms.clear();
   last.speedup_vs_prev = last.prev_ci.point;
   last.verdict_prev = measure::verdict_name(measure::verdict_of(last.prev_ci, last.rule));
@@ -258,9 +262,13 @@ void compute_speedups(std::vector<Row>& rows) {
   // Every link must compare a row with the one right before it in the chain.
   for (size_t k = 1; k < chain.size(); ++k)
     if (rows[chain[k]].compared_with != chain[k - 1]) all_paired = false;
-  last.base_ci = all_paired ? measure::bootstrap_chain(links)
+  // Any link measured under competing load makes the chain's interval the stricter one.
+  bool chain_loaded = last.m->load.under_load;
+  for (size_t k : chain) chain_loaded = chain_loaded || rows[k].m->load.under_load;
+  const double base_level = measure::speedup_level(chain_loaded);
+  last.base_ci = all_paired ? measure::bootstrap_chain(links, base_level)
                             : measure::welch_speedup(rescaled(base.m->repeat_ms, samples_per_step(base), last_sps),
-                                                     last.m->repeat_ms);
+                                                     last.m->repeat_ms, base_level);
   last.speedup_vs_base = last.base_ci.point;
   last.verdict_base = measure::verdict_name(measure::verdict_of(last.base_ci, last.rule));
 }

@@ -119,6 +119,16 @@ class RebuildSide : public measure::Side {
   std::optional<measure::Measurement> last_;
 };
 
+/// WindowPlan::under_load for a row sampled by `load`: under competing load on any rank so far
+/// (every rank must take the same decision at a look).
+std::function<bool()> load_probe(measure::LoadSampler& load, int gpu, const config::ExperimentConfig& cfg,
+                                 const c10::Device& device) {
+  return [&load, gpu, dist_cfg = cfg.dist, device] {
+    const double here = load.stop(gpu).under_load ? 1.0 : 0.0;
+    return dist::process_group(dist_cfg, device)->max({here})[0] > 0;
+  };
+}
+
 /// Times one row: against `prev` (the previous ok row of its mode, built and warm) when there
 /// is one, else alone. When the two do not fit in memory together, `release` frees every kept
 /// pipeline and both are rebuilt for every window instead.
@@ -132,13 +142,14 @@ Timed time_row(const config::ExperimentConfig& cfg, measure::Bench* prev, const 
   };
   const c10::Device device = dist::rank_device(cfg.device);
   const int gpu = device.is_cuda() ? device.index() : -1;
-  const measure::WindowPlan plan = measure::window_plan(cfg);
+  measure::WindowPlan plan = measure::window_plan(cfg);
   Timed t;
   try {
     t.bench = std::make_unique<measure::Bench>(cfg, progress);
     t.bench->set_progress(progress, plan.min_pairs);
     measure::LoadSampler load;
     load.start(gpu, gpu >= 0 ? engine::cuda::device_uuid(gpu) : "");
+    plan.under_load = load_probe(load, gpu, cfg, device);
     if (prev) {
       prev->set_progress(prev_progress, 0);
       const measure::Comparison c = measure::compare(*prev, *t.bench, plan);
@@ -159,6 +170,7 @@ Timed time_row(const config::ExperimentConfig& cfg, measure::Bench* prev, const 
   RebuildSide a(*prev_cfg, prev_progress), b(cfg, progress);
   measure::LoadSampler load;
   load.start(gpu, gpu >= 0 ? engine::cuda::device_uuid(gpu) : "");
+  plan.under_load = load_probe(load, gpu, cfg, device);
   const measure::Comparison c = measure::compare(a, b, plan);
   t.m = b.result();
   t.m->load = load.stop(gpu);

@@ -393,6 +393,8 @@ TuneResult greedy_tune(const config::ExperimentConfig& cfg, const TuneOptions& o
         t.reason = fmt("%+.1f%% ", v.gain_pct) + interval_text(v.speedup) + ": " + t.noise;
         if (v.verdict == measure::Verdict::kFaster && !v.kept)
           t.reason += fmt(", under the %g%% threshold", options.threshold_pct);
+        if (incumbent.load.under_load || t.m->load.under_load)
+          t.reason += fmt(", measured under competing load (a %.1f%% interval)", 100 * measure::kSpeedupLevelUnderLoad);
         if (v.kept) {
           current = next;
           incumbent = *t.m;
