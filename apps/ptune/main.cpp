@@ -152,7 +152,7 @@ int main(int argc, char** argv) {
   auto* report_out_opt = report->add_option("-o,--out", report_out, "write the HTML report to FILE (.html)");
   auto* against_opt = report->add_option("--against", report_against, "the old results JSON: print the comparison per row "
                                                                        "(old and new samples/s, ratio, beyond noise or not)");
-  auto* fail_opt = report->add_option("--fail-if-slower", report_fail_pct, "PCT: exit 1 when a row's samples/s fell by more than PCT % beyond noise (the 99% interval from both runs' windows; "
+  auto* fail_opt = report->add_option("--fail-if-slower", report_fail_pct, "PCT: exit 1 when a row's samples/s fell by more than PCT % beyond noise (the 99% interval from both runs' windows, 99.9% for a row measured under load; "
                                                           "files without windows: more than both spreads), or a row is missing or failed")
       ->needs(against_opt)
       ->check(CLI::Range(0.0, 100.0));
