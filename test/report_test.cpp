@@ -796,3 +796,36 @@ TEST_CASE("compare_runs: a row measured under competing load is judged at 99.9%,
   CHECK(render_comparison(loaded).find("99.9% where either was measured under competing load") !=
         std::string::npos);
 }
+
+TEST_CASE("a row measured under competing load gets 99.9% intervals, and the chain after it too", "[report]") {
+  using ptune::measure::kSpeedupLevel;
+  using ptune::measure::kSpeedupLevelUnderLoad;
+  std::vector<Row> rows;
+  auto add = [&](const std::string& name, double sps, bool under_load) {
+    rows.push_back(row(name, sps));
+    rows.back().m->load.under_load = under_load;
+    // Interleaved pairs: the previous row's windows beside this row's.
+    if (rows.size() > 1) {
+      const auto& prev = *rows[rows.size() - 2].m;
+      rows.back().prev_ms = {prev.ms_per_step * 1.01, prev.ms_per_step * 0.99, prev.ms_per_step};
+    }
+    compute_speedups(rows);
+  };
+  add("baseline", 400, false);
+  add("workers", 800, false);
+  CHECK(rows[1].prev_ci.level == Approx(kSpeedupLevel));
+  CHECK(rows[1].base_ci.level == Approx(kSpeedupLevel));
+  add("batch", 1200, true);
+  CHECK(rows[2].prev_ci.level == Approx(kSpeedupLevelUnderLoad));
+  CHECK(rows[2].base_ci.level == Approx(kSpeedupLevelUnderLoad));
+  add("amp", 1800, false);  // quiet itself, but its chain holds the loaded row
+  CHECK(rows[3].prev_ci.level == Approx(kSpeedupLevel));
+  CHECK(rows[3].base_ci.level == Approx(kSpeedupLevelUnderLoad));
+  CHECK(rows[3].prev_ci.point == Approx(1.5));
+  // The same pairs at 99.9% give a wider interval than at 99%.
+  std::vector<Row> quiet = rows;
+  quiet[2].m->load.under_load = false;
+  compute_speedups(quiet);
+  CHECK(quiet[3].base_ci.level == Approx(kSpeedupLevel));
+  CHECK(rows[3].base_ci.hi / rows[3].base_ci.lo > quiet[3].base_ci.hi / quiet[3].base_ci.lo);
+}

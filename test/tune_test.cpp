@@ -219,6 +219,14 @@ TEST_CASE("noise rule: kept when faster beyond noise (the rows' statistics) and 
   v = judge(fake(32, 100, 1), fake(32, 80, 1), rule, 3);
   CHECK(v.gain_pct == Approx(-20.0));
   CHECK(v.verdict == Verdict::kSlower);
+  // Under competing load (either side) the interval is 99.9%: the same 10% is no longer told apart.
+  CHECK(judge(fake(32, 100, 4), fake(32, 110, 4), rule, 3).kept);
+  Measurement loaded = fake(32, 110, 4);
+  loaded.load.under_load = true;
+  v = judge(fake(32, 100, 4), loaded, rule, 3);
+  CHECK(v.speedup.level == Approx(ptune::measure::kSpeedupLevelUnderLoad));
+  CHECK(v.verdict == Verdict::kUndecided);
+  CHECK_FALSE(v.kept);
   // Throughput, not time per step: batch 64 at the same samples/s is no gain.
   v = judge(fake(32, 100, 1), fake(64, 100, 1), rule, 3);
   CHECK(v.gain_pct == Approx(0.0).margin(1e-9));
@@ -331,6 +339,30 @@ TEST_CASE("greedy search keeps only the changes that beat the noise", "[tune]") 
   auto doc = ptune::config::to_json(r.best);
   auto reparsed = ptune::config::from_json(doc, "best.json");
   CHECK(ptune::config::to_json(reparsed) == doc);
+}
+
+TEST_CASE("greedy search: a trial measured under competing load says so in its reason", "[tune]") {
+  ptune::tune::TuneOptions opt;
+  opt.cpu_cores = 1;
+  opt.max_passes = 1;
+  opt.measure = [&](const ExperimentConfig& c) {
+    if (c.optim.cudnn_benchmark || c.optim.cuda_graphs) throw ptune::ConfigError("needs a CUDA device");
+    Measurement m = fake(c.loader.batch_size, c.optim.amp == "bf16" ? 200 : 100);
+    m.load.under_load = c.optim.amp == "bf16";
+    return m;
+  };
+  auto r = ptune::tune::greedy_tune(base_config(), opt);
+  // The bf16 trial was under load, and once kept it is the incumbent every later trial is
+  // judged against: those say so too; the trials before it do not.
+  bool seen = false;
+  for (const auto& t : r.trials) {
+    if (t.pass == 0 || t.verdict == "skipped") continue;
+    seen = seen || t.name == "AMP bf16";
+    INFO(t.name << ": " << t.reason);
+    CHECK((t.reason.find(", measured under competing load (a 99.9% interval)") != std::string::npos) == seen);
+  }
+  CHECK(seen);
+  CHECK(r.trials.back().name != "AMP bf16");  // some trial came after it
 }
 
 TEST_CASE("greedy search: a failing trial is recorded and the search goes on", "[tune]") {

@@ -3,8 +3,7 @@
 // too noisy to tell in its time (then undecided), run after run; batch 32
 // against batch 2 is faster every time; two runs never call a row faster in one and slower in
 // the other; with a competing busy process the rows are flagged as measured under load, and the
-// A/A row should still be neither faster nor slower (checked and reported, not yet failed: a
-// known defect, below). These tests time real training steps, so ctest
+// A/A row is still neither faster nor slower. These tests time real training steps, so ctest
 // runs them alone (RUN_SERIAL): another test beside them would be competing load.
 
 #include <signal.h>

@@ -370,7 +370,8 @@ Comparison compare(Side& a, Side& b, const WindowPlan& plan, const std::function
     a_scaled.push_back(ta * scale);
     spent += ta * static_cast<double>(a.steps_per_window()) + tb * static_cast<double>(b.steps_per_window());
     // A look: is the row under competing load so far (only from the first look on)?
-    if (pairs >= plan.min_pairs && plan.under_load) c.under_load = plan.under_load();
+    // Once seen, it stays: the figures since the row's start may dilute a burst later on.
+    if (pairs >= plan.min_pairs && plan.under_load && !c.under_load) c.under_load = plan.under_load();
     c.speedup = paired_speedup(a_scaled, c.b_ms, speedup_level(c.under_load));
     c.verdict = verdict_of(c.speedup, plan.rule);
     if (on_pair) on_pair(c);
@@ -428,8 +429,15 @@ Measurement measure(const config::ExperimentConfig& cfg, const Progress& progres
   bench.set_progress(progress, plan.min_pairs);
   measure_alone(bench, plan);
   Measurement m = bench.result();
-  m.load = load.stop(gpu);
+  m.load = agreed_load(load, gpu, cfg);
   return m;
+}
+
+LoadReport agreed_load(LoadSampler& load, int gpu, const config::ExperimentConfig& cfg) {
+  LoadReport r = load.stop(gpu);
+  const auto group = dist::process_group(cfg.dist, dist::rank_device(cfg.device));
+  if (group->size() > 1) r.under_load = group->max({r.under_load ? 1.0 : 0.0})[0] > 0;
+  return r;
 }
 
 std::string trace_identity_json(const config::ExperimentConfig& cfg, const TraceTarget& target,

@@ -119,8 +119,8 @@ struct WindowPlan {
   double budget_ms = 0;      // window time (both sides) the row may spend beyond them
   NoiseRule rule;            // measure.target_ci_pct, measure.noise_pct
   int64_t max_pairs = 1000;  // a hard stop for very short windows
-  /// Asked at every look of compare() (after each pair from min_pairs on): whether the row has
-  /// run under competing load so far. When it has, the interval is read at
+  /// Asked at every look of compare() (after each pair from min_pairs on) until it says yes:
+  /// whether the row has run under competing load so far. From then on the interval is read at
   /// kSpeedupLevelUnderLoad, and faster or slower no longer ends the row early: it is read
   /// once, when the budget is spent (within noise still ends it). Unset: never under load.
   std::function<bool()> under_load;
@@ -136,9 +136,14 @@ struct Comparison {
   std::vector<double> a_ms, b_ms;  // the pairs' windows (ms/step)
   Interval speedup;                // of B over A in samples/s, at speedup_level(under_load)
   Verdict verdict = Verdict::kUndecided;
-  bool under_load = false;         // plan.under_load at the last look
+  bool under_load = false;         // plan.under_load said so at a look (it then stays so)
   std::string stop;                // why measuring stopped: "decided" | "budget" | "max pairs"
 };
+
+/// `load.stop(gpu)`, with `under_load` agreed across the ranks of a data-parallel run (true when
+/// any rank's is): what a rank decides by it, every rank decides alike. Collective in a
+/// data-parallel run (every rank calls it at the same point). Throws what the collective throws.
+LoadReport agreed_load(LoadSampler& load, int gpu, const config::ExperimentConfig& cfg);
 
 /// Times `a` and `b` interleaved, in blocks of two pairs, A B then B A or B A then A B, each
 /// block's order drawn from a fixed-seed generator (kPairOrderSeed: the same for every row and

@@ -119,16 +119,6 @@ class RebuildSide : public measure::Side {
   std::optional<measure::Measurement> last_;
 };
 
-/// WindowPlan::under_load for a row sampled by `load`: under competing load on any rank so far
-/// (every rank must take the same decision at a look).
-std::function<bool()> load_probe(measure::LoadSampler& load, int gpu, const config::ExperimentConfig& cfg,
-                                 const c10::Device& device) {
-  return [&load, gpu, dist_cfg = cfg.dist, device] {
-    const double here = load.stop(gpu).under_load ? 1.0 : 0.0;
-    return dist::process_group(dist_cfg, device)->max({here})[0] > 0;
-  };
-}
-
 /// Times one row: against `prev` (the previous ok row of its mode, built and warm) when there
 /// is one, else alone. When the two do not fit in memory together, `release` frees every kept
 /// pipeline and both are rebuilt for every window instead.
@@ -143,22 +133,34 @@ Timed time_row(const config::ExperimentConfig& cfg, measure::Bench* prev, const 
   const c10::Device device = dist::rank_device(cfg.device);
   const int gpu = device.is_cuda() ? device.index() : -1;
   measure::WindowPlan plan = measure::window_plan(cfg);
+  // The load, sampled from the row's first timed window; whether it competed is agreed across
+  // the ranks (any rank's), at every look and at the end, so that every rank decides alike.
+  measure::LoadSampler load;
+  auto start_load = [&] {
+    load.start(gpu, gpu >= 0 ? engine::cuda::device_uuid(gpu) : "");
+    plan.under_load = [&load, gpu, &cfg] { return measure::agreed_load(load, gpu, cfg).under_load; };
+  };
+  // The row's load: at its end, or at any look of the comparison (which judged by it).
+  auto finish_load = [&](measure::Measurement& m, bool compared_under_load) {
+    m.load = measure::agreed_load(load, gpu, cfg);
+    m.load.under_load = m.load.under_load || compared_under_load;
+  };
   Timed t;
   try {
     t.bench = std::make_unique<measure::Bench>(cfg, progress);
     t.bench->set_progress(progress, plan.min_pairs);
-    measure::LoadSampler load;
-    load.start(gpu, gpu >= 0 ? engine::cuda::device_uuid(gpu) : "");
-    plan.under_load = load_probe(load, gpu, cfg, device);
+    start_load();
+    bool compared_under_load = false;
     if (prev) {
       prev->set_progress(prev_progress, 0);
       const measure::Comparison c = measure::compare(*prev, *t.bench, plan);
       t.prev_ms = c.a_ms;
+      compared_under_load = c.under_load;
     } else {
       measure::measure_alone(*t.bench, plan);
     }
     t.m = t.bench->result();
-    t.m->load = load.stop(gpu);
+    finish_load(*t.m, compared_under_load);
     return t;
   } catch (const std::exception& e) {
     if (!prev || !is_out_of_memory(e)) throw;
@@ -168,12 +170,10 @@ Timed time_row(const config::ExperimentConfig& cfg, measure::Bench* prev, const 
   release();
   engine::cuda::empty_cache();
   RebuildSide a(*prev_cfg, prev_progress), b(cfg, progress);
-  measure::LoadSampler load;
-  load.start(gpu, gpu >= 0 ? engine::cuda::device_uuid(gpu) : "");
-  plan.under_load = load_probe(load, gpu, cfg, device);
+  start_load();
   const measure::Comparison c = measure::compare(a, b, plan);
   t.m = b.result();
-  t.m->load = load.stop(gpu);
+  finish_load(*t.m, c.under_load);
   t.prev_ms = c.a_ms;
   t.rebuilt = true;
   return t;
