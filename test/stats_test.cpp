@@ -297,3 +297,11 @@ TEST_CASE("a speedup between measurements apart takes the stricter level when ei
   CHECK(loaded.lo < quiet.lo);
   CHECK(loaded.hi > quiet.hi);
 }
+
+TEST_CASE("levels are written as every text says them", "[stats]") {
+  using ptune::measure::level_text;
+  CHECK(level_text(ptune::measure::kRowLevel) == "95%");
+  CHECK(level_text(ptune::measure::kSpeedupLevel) == "99%");
+  CHECK(level_text(ptune::measure::kSpeedupLevelUnderLoad) == "99.9%");
+  CHECK(level_text(0.9) == "90%");
+}

@@ -27,6 +27,7 @@
 #include "errors.hpp"
 #include "files.hpp"
 #include "log.hpp"
+#include "measure/stats.hpp"
 #include "ptune_build_id.hpp"
 #include "report/compare.hpp"
 #include "report/html.hpp"
@@ -152,7 +153,9 @@ int main(int argc, char** argv) {
   auto* report_out_opt = report->add_option("-o,--out", report_out, "write the HTML report to FILE (.html)");
   auto* against_opt = report->add_option("--against", report_against, "the old results JSON: print the comparison per row "
                                                                        "(old and new samples/s, ratio, beyond noise or not)");
-  auto* fail_opt = report->add_option("--fail-if-slower", report_fail_pct, "PCT: exit 1 when a row's samples/s fell by more than PCT % beyond noise (the 99% interval from both runs' windows, 99.9% for a row measured under load; "
+  auto* fail_opt = report->add_option("--fail-if-slower", report_fail_pct, "PCT: exit 1 when a row's samples/s fell by more than PCT % beyond noise (the " +
+                                                          ptune::measure::level_text(ptune::measure::kSpeedupLevel) + " interval from both runs' windows, " +
+                                                          ptune::measure::level_text(ptune::measure::kSpeedupLevelUnderLoad) + " for a row measured under load; "
                                                           "files without windows: more than both spreads), or a row is missing or failed")
       ->needs(against_opt)
       ->check(CLI::Range(0.0, 100.0));

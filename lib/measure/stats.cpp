@@ -1,6 +1,7 @@
 #include "measure/stats.hpp"
 
 #include <cmath>
+#include <cstdio>
 #include <numeric>
 #include <random>
 #include <stdexcept>
@@ -173,6 +174,12 @@ Verdict verdict_of(const Interval& s, const NoiseRule& rule) {
   const double margin = 1.0 + rule.target_pct / 100.0;
   if (s.lo >= 1.0 / margin && s.hi <= margin) return Verdict::kWithinNoise;
   return Verdict::kUndecided;
+}
+
+std::string level_text(double level) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%g%%", std::round(1000.0 * level) / 10.0);
+  return buf;
 }
 
 const char* verdict_name(Verdict v) {

@@ -51,6 +51,8 @@ inline constexpr double kSpeedupLevel = 0.99;
 inline constexpr double kSpeedupLevelUnderLoad = 0.999;
 /// kSpeedupLevelUnderLoad when `under_load`, else kSpeedupLevel.
 inline constexpr double speedup_level(bool under_load) { return under_load ? kSpeedupLevelUnderLoad : kSpeedupLevel; }
+/// A level as every text says it: "95%", "99%", "99.9%". Throws nothing.
+std::string level_text(double level);
 
 /// The p-quantile of Student's t distribution with `df` degrees of freedom (Boost.Math).
 /// Throws std::domain_error for p outside (0, 1) or df <= 0.

@@ -56,13 +56,6 @@ bool under_load(const Json& row) {
   return it != row.end() && it->is_boolean() && it->get<bool>();
 }
 
-/// The level under competing load, as the text says it: "99.9".
-std::string fixed_level() {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "%.1f", 100 * measure::kSpeedupLevelUnderLoad);
-  return buf;
-}
-
 RowCheck check(const Json* o, const Json* n, double limit) {
   RowCheck c;
   c.name = (n ? *n : *o)["name"].get<std::string>();
@@ -123,7 +116,7 @@ RowCheck check(const Json* o, const Json* n, double limit) {
       if (c.beyond_noise) c.why = pct(change, true) + " " + range + " beyond " + pct(rule.floor_pct);
       else if (v == measure::Verdict::kWithinNoise) c.why = pct(change, true) + " " + range + " within ±" + pct(rule.target_pct);
       else c.why = pct(change, true) + " " + range + ": too noisy to tell";
-      if (loaded) c.why += " (measured under competing load: " + fixed_level() + "% interval)";
+      if (loaded) c.why += " (measured under competing load: " + measure::level_text(measure::kSpeedupLevelUnderLoad) + " interval)";
       return c;
     }
   }
@@ -211,8 +204,10 @@ std::string render_comparison(const Comparison& c) {
   for (const auto& row : table)
     for (size_t k = 0; k < row.size(); ++k) width[k] = std::max(width[k], len(row[k]));
   std::string out = "comparing " + c.new_label + " (new) against " + c.old_label +
-                    " (old): a change is beyond noise when the 99% interval of new/old samples/s (from both runs' "
-                    "windows; " + fixed_level() + "% where either was measured under competing load) lies beyond " +
+                    " (old): a change is beyond noise when the " + measure::level_text(measure::kSpeedupLevel) +
+                    " interval of new/old samples/s (from both runs' windows; " +
+                    measure::level_text(measure::kSpeedupLevelUnderLoad) +
+                    " where either was measured under competing load) lies beyond " +
                     pct(c.limit_pct > 0 ? c.limit_pct : measure::NoiseRule{}.floor_pct) +
                     " (rows without windows: the change must exceed " + pct(c.limit_pct) + " and both spreads)\n";
   for (const auto& row : table) {

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "errors.hpp"
+#include "measure/stats.hpp"
 
 namespace ptune::report {
 namespace {
@@ -234,7 +235,8 @@ std::string throughput_html(const std::vector<RunFile>& runs, const std::vector<
   const double bar_h = multi ? 14 : 18, bar_gap = 3, group_gap = 12, top = 30;
   std::ostringstream os;
   os << "<section id=\"throughput\"><h2>Samples per second</h2>"
-     << "<p class=\"muted\">Geometric mean over the timed windows, with its 95% interval; ×prev: against the row before it of the same mode and "
+     << "<p class=\"muted\">Geometric mean over the timed windows, with its " << measure::level_text(measure::kRowLevel)
+     << " interval; ×prev: against the row before it of the same mode and "
         "model.arch, ×base: against the first row of the same mode and model.arch"
      << (multi ? "; ×" + esc(runs[0].label) + ": against the reference run's row of the same name" : std::string())
      << ".</p>";

@@ -161,9 +161,9 @@ std::string legend(const Results& r) {
     }
   if (!first) return "";
   const auto& rule = first->rule;
-  return "± is a confidence interval: " + fixed(100 * measure::kRowLevel, 0) + "% for samples/s, " +
-         fixed(100 * measure::kSpeedupLevel, 0) + "% for speedups (" + fixed(100 * measure::kSpeedupLevelUnderLoad, 1) +
-         "% where measured under competing load; samples/s, neighbours timed in alternating windows); faster/slower: the whole "
+  return "± is a confidence interval: " + measure::level_text(measure::kRowLevel) + " for samples/s, " +
+         measure::level_text(measure::kSpeedupLevel) + " for speedups (" + measure::level_text(measure::kSpeedupLevelUnderLoad) +
+         " where measured under competing load; samples/s, neighbours timed in alternating windows); faster/slower: the whole "
          "interval lies beyond 1.00x ±" +
          fixed(rule.floor_pct, 0) + "%; within noise: it lies inside 1.00x ±" + fixed(rule.target_pct, 0) +
          "%; undecided: neither, when the row's time ran out";

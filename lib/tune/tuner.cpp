@@ -394,7 +394,7 @@ TuneResult greedy_tune(const config::ExperimentConfig& cfg, const TuneOptions& o
         if (v.verdict == measure::Verdict::kFaster && !v.kept)
           t.reason += fmt(", under the %g%% threshold", options.threshold_pct);
         if (incumbent.load.under_load || t.m->load.under_load)
-          t.reason += fmt(", measured under competing load (a %.1f%% interval)", 100 * measure::kSpeedupLevelUnderLoad);
+          t.reason += ", measured under competing load (a " + measure::level_text(measure::kSpeedupLevelUnderLoad) + " interval)";
         if (v.kept) {
           current = next;
           incumbent = *t.m;
@@ -483,7 +483,9 @@ std::string render_trials(const std::vector<Trial>& trials) {
                                   t.verdict + (t.reason.empty() || t.m ? "" : ": " + t.reason)};
     rows.push_back(std::move(r));
   }
-  return text_table({"pass", "trial", "change", "samples/s", "gain (99% interval, 99.9% under load)", "noise", "verdict"},
+  const std::string gain = "gain (" + measure::level_text(measure::kSpeedupLevel) + " interval, " +
+                           measure::level_text(measure::kSpeedupLevelUnderLoad) + " under load)";
+  return text_table({"pass", "trial", "change", "samples/s", gain, "noise", "verdict"},
                     {true, false, false, true, true, false, false}, rows);
 }
 
