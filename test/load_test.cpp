@@ -287,8 +287,8 @@ TEST_CASE("each driver's layout of the process list is read at its own stride", 
       const LoadReport alone = sample(0);
       REQUIRE(alone.gpu_other_processes);
       CHECK(*alone.gpu_other_processes == 0);
-      // A driver whose entries are not the size its functions suggest (one _v3 filling 16-byte
-      // entries has been seen): the size that finds the job's own process is taken.
+      // A driver whose entries are not the size its functions suggest: the size that finds the
+      // job's own process is taken.
       for (const char* size : {"16", "24", "32"}) {
         INFO("entries of " << size << " bytes");
         env.set("PTUNE_FAKE_NVML_ENTRY_BYTES", size).set("PTUNE_FAKE_NVML_PIDS", pids);
