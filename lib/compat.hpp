@@ -5,6 +5,8 @@
 #include <string>
 #include <string_view>
 
+#include <dlfcn.h>
+
 #include <ATen/autocast_mode.h>
 #include <ATen/record_function.h>
 #include <torch/version.h>
@@ -60,6 +62,23 @@ class UserScope {
 /// while the profiler runs; Kineto logs a warning and drops it otherwise.
 inline void add_trace_metadata_json(const std::string& key, const std::string& json) {
   torch::autograd::profiler::addMetadataJson(key, json);
+}
+
+/// Stops the thread Kineto starts when the profiler is first prepared: its ConfigLoader polls
+/// for on-demand trace requests from a profiling daemon, which ptune never takes. Left running,
+/// it races the process's exit: the exit handlers destroy Kineto's config statics while the
+/// thread, when it was only just scheduled (a short profiled run on a busy machine), still reads
+/// them, and the process aborts with a corrupted heap after its work is done. Kineto exports the
+/// loader's functions but declares no API for them, so they are looked up by their symbol names
+/// (a reference return and a non-virtual member call are plain pointers in the Itanium C++ ABI);
+/// where a LibTorch build lacks them, nothing is done. Stopping a stopped thread is a no-op; the
+/// profiler's own recording never uses the thread.
+inline void stop_profiler_config_thread() {
+  using Instance = void* (*)();
+  using StopThread = void (*)(void*);
+  static const auto instance = reinterpret_cast<Instance>(::dlsym(RTLD_DEFAULT, "_ZN9libkineto12ConfigLoader8instanceEv"));
+  static const auto stop = reinterpret_cast<StopThread>(::dlsym(RTLD_DEFAULT, "_ZN9libkineto12ConfigLoader10stopThreadEv"));
+  if (instance != nullptr && stop != nullptr) stop(instance());
 }
 
 }  // namespace ptune::compat

@@ -239,6 +239,25 @@ TEST_CASE("a profile without a folder writes nothing", "[measure]") {
   CHECK(!std::filesystem::exists(dir.file("runs")));
 }
 
+TEST_CASE("a recording leaves no profiler thread running", "[measure]") {
+  // Kineto starts a thread (polling for a profiling daemon's requests) when the profiler is
+  // first prepared; left running it read Kineto's statics while the exit handlers freed them
+  // (a heap corruption at exit of a short run on a busy machine). The recorder stops it.
+  auto threads = [] {
+    return std::distance(std::filesystem::directory_iterator("/proc/self/task"), std::filesystem::directory_iterator{});
+  };
+  const auto before = threads();
+  {
+    TraceRecorder rec(/*cuda=*/false);
+    rec.finish("");
+  }
+  {
+    TraceRecorder again(/*cuda=*/false);  // a second recording starts nothing either
+    again.finish("");
+  }
+  CHECK(threads() == before);
+}
+
 TEST_CASE("trace ranges record only while a profiler records", "[measure]") {
   // What makes them free in the timed pass: without a profiler a range is inactive (a check of
   // the thread's callbacks, nothing recorded); under one it is a user_annotation.

@@ -153,6 +153,7 @@ void prepare_profiler_for_cuda_graphs() {
       prof::prepareProfiler(profiler_config(), activities(true));
       prof::enableProfiler(profiler_config(), activities(true));
       prof::disableProfiler();
+      compat::stop_profiler_config_thread();
     } catch (...) {
     }
   });
@@ -185,6 +186,7 @@ TraceRecorder::TraceRecorder(bool cuda) : cuda_(cuda) {
   ::setenv("KINETO_LOG_LEVEL", "3", /*overwrite=*/0);  // keep Kineto's progress chatter off stderr
   QuietStderr quiet(!engine::cuda::available());
   prof::prepareProfiler(profiler_config(), activities(cuda_));
+  compat::stop_profiler_config_thread();  // started by the first prepare; see there
   prof::enableProfiler(profiler_config(), activities(cuda_));
   running_ = true;
 }
