@@ -380,14 +380,22 @@ Comparison compare(Side& a, Side& b, const WindowPlan& plan, const std::function
       spent_at_min = spent;
       if (budget <= 0) budget = auto_budget_ms(spent);
     }
-    // Under load, faster or slower is read once, at the budget: looking after every pair
-    // would give another program's bursts a chance at each look.
-    if (c.verdict == Verdict::kWithinNoise || (c.verdict != Verdict::kUndecided && !c.under_load)) {
+    // Within noise ends the row at any look. Faster or slower ends it before the budget only
+    // when an interval at kEarlyStopLevel says so too: each look is another chance for noise
+    // to cross the line, so the early looks ask for strong evidence and the verdict at the
+    // budget is read as reported. Under load there are no early looks at all: another
+    // program's bursts are not the independent noise the interval assumes.
+    if (c.verdict == Verdict::kWithinNoise) {
       c.stop = "decided";
       break;
     }
     if (spent - spent_at_min >= budget) {
       c.stop = "budget";
+      break;
+    }
+    if (c.verdict != Verdict::kUndecided && !c.under_load &&
+        verdict_of(paired_speedup(a_scaled, c.b_ms, kEarlyStopLevel), plan.rule) == c.verdict) {
+      c.stop = "decided";
       break;
     }
   }

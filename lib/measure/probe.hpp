@@ -150,8 +150,10 @@ LoadReport agreed_load(LoadSampler& load, int gpu, const config::ExperimentConfi
 /// run). Within a block a linear drift cancels, as in ABBA; and no periodic disturbance (the
 /// scheduler sharing the cores with another program in a rhythm of a few windows) can line up
 /// with one side, as it can with a fixed ABBA ABBA order. Until at least plan.min_pairs pairs
-/// and either the verdict is decided (faster, slower or within noise; under load within noise
-/// only: WindowPlan::under_load) or the budget is spent.
+/// and then until the budget is spent, or earlier at a look (after each pair) that decides:
+/// within noise; or faster or slower when the interval at kEarlyStopLevel says so too, never
+/// under load (WindowPlan::under_load). The verdict is read from the interval at
+/// speedup_level(under_load) of all the pairs.
 /// `on_pair` (if set) is called after every pair with the comparison so far (progress; it may
 /// throw to stop). Throws what the sides throw.
 Comparison compare(Side& a, Side& b, const WindowPlan& plan,

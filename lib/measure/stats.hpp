@@ -42,9 +42,15 @@ class Stopwatch {
 /// The confidence level of a row's samples/s interval.
 inline constexpr double kRowLevel = 0.95;
 /// The confidence level of a speedup's interval, from which its verdict is read: higher than a
-/// row's because a sweep makes one comparison per row and looks at each after every pair of
-/// windows to decide when to stop (docs/statistics.md has the false-call rates this gives).
+/// row's because a sweep makes one comparison per row (docs/statistics.md has the false-call
+/// rates this gives with the stopping rule of kEarlyStopLevel).
 inline constexpr double kSpeedupLevel = 0.99;
+/// The level a quiet row's speedup interval must clear at a look before its budget to end the
+/// row as faster or slower (a Haybittle-Peto boundary): looking after every pair at
+/// kSpeedupLevel would give chance that many tries, and an A/A row would be called faster or
+/// slower 3-4% of the time on noisy windows instead of about 1%. At the budget the verdict is
+/// read at kSpeedupLevel, as reported (docs/statistics.md).
+inline constexpr double kEarlyStopLevel = 0.999;
 /// The level for a speedup measured under competing load (LoadReport::under_load on either
 /// side): another program's bursts are not the independent noise a t-interval assumes, so such
 /// a speedup needs stronger evidence to be called faster or slower (docs/statistics.md).
