@@ -1003,6 +1003,37 @@ std::vector<std::string> hidden_files(const std::string& dir) {
 
 }  // namespace
 
+TEST_CASE("Ctrl-C while the engine loads: exit 130, one line, nothing run or written", "[e2e]") {
+  TempDir dir;
+  auto cfg = dir.write("one.json", kOneRow);
+  const std::string out = dir.file("r.json"), err = dir.file("err.txt");
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    std::freopen("/dev/null", "w", stdout);
+    std::freopen(err.c_str(), "w", stderr);
+    ::execl(PTUNE_EXE, PTUNE_EXE, "sweep", cfg.c_str(), "--out", out.c_str(), static_cast<char*>(nullptr));
+    std::_Exit(127);
+  }
+  // The engine's library is mapped when its loading starts; LibTorch's libraries, mapped and
+  // initialized after it, take hundreds of milliseconds more: the signal lands in the load.
+  bool loading = false;
+  for (int i = 0; i < 120000 && !loading; ++i) {
+    loading = ptune::test::read_file("/proc/" + std::to_string(pid) + "/maps").find("libptune_engine") != std::string::npos;
+    if (!loading) std::this_thread::sleep_for(std::chrono::microseconds(500));
+    if (::waitpid(pid, nullptr, WNOHANG) == pid) FAIL("ptune ended before loading its engine");
+  }
+  REQUIRE(loading);
+  ::kill(pid, SIGINT);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 130);
+  CHECK(ptune::test::read_file(err) == "ptune: interrupted\n");  // no row started, no warning
+  CHECK_FALSE(std::filesystem::exists(out));
+  CHECK(hidden_files(dir.path.string()).empty());
+}
+
 TEST_CASE("a second Ctrl-C while the weights are written leaves at once and leaves no temporary file", "[e2e]") {
   TempDir dir;
   // ResNet-50's weights (about 94 MB) take long enough to write for the test to land in the write.

@@ -19,6 +19,7 @@
 #include "measure/diagnosis.hpp"
 #include "measure/probe.hpp"
 #include "test_util.hpp"
+#include "torch_error.hpp"
 
 using ptune::config::ExperimentConfig;
 using ptune::engine::Trainer;
@@ -160,6 +161,34 @@ TEST_CASE("bf16 autocast on the CPU trains close to fp32", "[engine]") {
   CHECK(!a.equal(b));  // autocast really ran in bfloat16...
   CHECK(bf16 != fp32);
   CHECK(bf16 == Approx(fp32).epsilon(0.02));  // ...and the same weights give a close loss
+}
+
+TEST_CASE("LibTorch's errors become one line: the message without backtrace or advice lines", "[engine]") {
+  // A real error from an operator: its message is one line; what() carries more (the place it
+  // was raised, the backtrace).
+  try {
+    (void)torch::ones({2, 3}).view({7});
+    FAIL("view did not throw");
+  } catch (const c10::Error& e) {
+    CHECK(std::string(e.what()).find('\n') != std::string::npos);
+    CHECK(ptune::torch_error_line(e) == "shape '[7]' is invalid for input of size 6");
+  }
+  // A message of several lines (as CUDA's, with advice under it): the first, and where the rest is.
+  try {
+    TORCH_CHECK(false, "CUDA error: an illegal memory access was encountered\n"
+                       "CUDA kernel errors might be asynchronously reported at some other API call.\n");
+    FAIL("TORCH_CHECK did not throw");
+  } catch (const c10::Error& e) {
+    CHECK(ptune::torch_error_line(e) ==
+          "CUDA error: an illegal memory access was encountered (--verbose for LibTorch's whole message)");
+  }
+  // Only blank lines after the first: nothing is left out, nothing is said.
+  try {
+    TORCH_CHECK(false, "bad value\n\n");
+    FAIL("TORCH_CHECK did not throw");
+  } catch (const c10::Error& e) {
+    CHECK(ptune::torch_error_line(e) == "bad value");
+  }
 }
 
 TEST_CASE("CUDA-only options are clear errors without a GPU", "[engine]") {

@@ -26,6 +26,7 @@
 #include "measure/stats.hpp"
 #include "report/results.hpp"
 #include "report/terminal.hpp"
+#include "torch_error.hpp"
 #include "tune/sweep.hpp"
 #include "tune/tuner.hpp"
 
@@ -286,16 +287,7 @@ __attribute__((visibility("default"))) int ptune_engine_run(const ptune::cli::Co
     return ptune::cli::run_command(cl);
   } catch (const c10::Error& e) {
     if (cl.verbose) throw std::runtime_error(e.what());
-    // One line: LibTorch's message without its backtrace, and without the advice lines some
-    // add under it (CUDA's "might be asynchronously reported", "consider passing ...").
-    std::string message = e.what_without_backtrace();
-    const size_t end = message.find('\n');
-    if (end != std::string::npos) {
-      const bool more = message.find_first_not_of(" \t\r\n", end) != std::string::npos;
-      message.erase(end);
-      if (more) message += " (--verbose for LibTorch's whole message)";
-    }
-    throw std::runtime_error(message);
+    throw std::runtime_error(ptune::torch_error_line(e));
   }
 }
 
