@@ -927,13 +927,18 @@ TEST_CASE("the exit status tells the truth: failed rows, a full stdout, an ignor
   auto full = run("sh -c \"" + exe + " check " + cfg + " > /dev/full\"");
   CHECK(full.code == 1);
   CHECK(full.err == "ptune: error: cannot write to stdout: No space left on device\n");
-  // A job started with `&` by a script inherits SIGINT ignored, and keeps ignoring it.
+  // A job started with `&` by a script inherits SIGINT ignored, and keeps ignoring it. (One row,
+  // 3 windows of 40 steps at 224x224 and up to 2 s more, so that it runs when the signal comes.)
   auto fine = dir.write("fine.json", R"({"device": "cpu", "cpu_threads": 1, "data": {"num_samples": 16,
-      "image_size": 32}, "loader": {"batch_size": 4}, "measure": {"warmup_steps": 0, "steps": 400}})");
+      "image_size": 32}, "loader": {"batch_size": 4}, "measure": {"warmup_steps": 0, "steps": 40, "max_s": 2},
+      "sweep": [{"name": "fine"}]})");
   auto ignored = run("sh -c 'trap \"\" INT; " + exe + " sweep " + fine + " --format json & p=$!; sleep 2; "
                      "kill -INT $p; wait $p'");
   CHECK(ignored.code == 0);
-  CHECK(Json::parse(ignored.out)["status"] == "complete");
+  const Json done = Json::parse(ignored.out);
+  CHECK(done["status"] == "complete");
+  CHECK(done["rows"][0]["status"] == "ok");
+  CHECK(done["rows"][0]["windows"].get<int>() >= 3);
 }
 
 TEST_CASE("output paths are checked before the work starts", "[e2e]") {
