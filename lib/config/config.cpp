@@ -24,7 +24,7 @@ enum class Type { kInt, kNumber, kBool, kString, kEnum, kNumberList, kOptString,
 /// One leaf of the config: its path, type, allowed values, help, and how to read and write it.
 struct Field {
   std::string path;
-  Type type;
+  Type type = Type::kString;
   std::string help;
   std::optional<double> min, max;     // inclusive bounds unless *_exclusive
   bool min_exclusive = false;
@@ -57,7 +57,10 @@ void bind_value_opt(Field& f, std::function<std::optional<std::string>&(Experime
 template <class S, class V>
 Field field(const char* path, S ExperimentConfig::*section, V S::*member, Type type,
             const char* help) {
-  Field f{path, type, help};
+  Field f;
+  f.path = path;
+  f.type = type;
+  f.help = help;
   std::function<V&(ExperimentConfig&)> ref = [section, member](ExperimentConfig& c) -> V& {
     return (c.*section).*member;
   };
@@ -69,7 +72,10 @@ Field field(const char* path, S ExperimentConfig::*section, V S::*member, Type t
 /// Builds a top-level field bound to cfg.*member.
 template <class V>
 Field top(const char* path, V ExperimentConfig::*member, Type type, const char* help) {
-  Field f{path, type, help};
+  Field f;
+  f.path = path;
+  f.type = type;
+  f.help = help;
   bind_value<V>(f, [member](ExperimentConfig& c) -> V& { return c.*member; });
   return f;
 }
