@@ -72,7 +72,9 @@ inline void add_trace_metadata_json(const std::string& key, const std::string& j
 /// loader's functions but declares no API for them, so they are looked up by their symbol names
 /// (a reference return and a non-virtual member call are plain pointers in the Itanium C++ ABI);
 /// where a LibTorch build lacks them, nothing is done. Stopping a stopped thread is a no-op; the
-/// profiler's own recording never uses the thread.
+/// profiler's own recording never uses the thread. Call it once the thread has had time to start
+/// (at the end of a recording, not right after the profiler is prepared): Kineto's stop can miss
+/// a thread still in its first pass, and then waits for its next poll, 5 s later.
 inline void stop_profiler_config_thread() {
   using Instance = void* (*)();
   using StopThread = void (*)(void*);

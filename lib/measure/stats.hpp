@@ -48,7 +48,7 @@ inline constexpr double kSpeedupLevel = 0.99;
 /// The level a quiet row's speedup interval must clear at a look before its budget to end the
 /// row as faster or slower (a Haybittle-Peto boundary): looking after every pair at
 /// kSpeedupLevel would give chance that many tries, and an A/A row would be called faster or
-/// slower 3-4% of the time on noisy windows instead of about 1%. At the budget the verdict is
+/// slower 2-4% of the time on noisy windows instead of about 1%. At the budget the verdict is
 /// read at kSpeedupLevel, as reported (docs/statistics.md).
 inline constexpr double kEarlyStopLevel = 0.999;
 /// The level for a speedup measured under competing load (LoadReport::under_load on either

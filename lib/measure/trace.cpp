@@ -152,8 +152,7 @@ void prepare_profiler_for_cuda_graphs() {
       if (prof::profilerEnabled()) return;  // already running: CUPTI is up
       prof::prepareProfiler(profiler_config(), activities(true));
       prof::enableProfiler(profiler_config(), activities(true));
-      prof::disableProfiler();
-      compat::stop_profiler_config_thread();
+      prof::disableProfiler();  // Kineto's config thread: stopped by the recording that follows
     } catch (...) {
     }
   });
@@ -186,7 +185,6 @@ TraceRecorder::TraceRecorder(bool cuda) : cuda_(cuda) {
   ::setenv("KINETO_LOG_LEVEL", "3", /*overwrite=*/0);  // keep Kineto's progress chatter off stderr
   QuietStderr quiet(!engine::cuda::available());
   prof::prepareProfiler(profiler_config(), activities(cuda_));
-  compat::stop_profiler_config_thread();  // started by the first prepare; see there
   prof::enableProfiler(profiler_config(), activities(cuda_));
   running_ = true;
 }
@@ -197,6 +195,7 @@ void TraceRecorder::add_metadata_json(const std::string& key, const std::string&
 
 TraceRecorder::~TraceRecorder() {
   if (running_) {
+    compat::stop_profiler_config_thread();
     try {
       prof::disableProfiler();
     } catch (...) {
@@ -260,6 +259,9 @@ void write_trace(prof::ProfilerResult& result, const std::string& path, bool cud
 }  // namespace
 
 TraceSummary TraceRecorder::finish(const std::string& path) {
+  // Kineto's config thread, started when the profiler was first prepared: by now (after the
+  // recorded steps) it sleeps between its polls, and is woken and joined at once.
+  compat::stop_profiler_config_thread();
   QuietStderr quiet(!engine::cuda::available());
   auto result = prof::disableProfiler();
   running_ = false;
