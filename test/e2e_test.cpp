@@ -35,10 +35,10 @@ using Json = nlohmann::ordered_json;
 namespace {
 
 const char* kTiny = R"({
-  "name": "tiny", "device": "cpu", "cpu_threads": 2,
+  "name": "tiny", "device": "cpu", "cpu_threads": 1,
   "data": {"num_samples": 64, "image_size": 32},
   "loader": {"batch_size": 8},
-  "measure": {"warmup_steps": 1, "steps": 2},
+  "measure": {"warmup_steps": 1, "steps": 2, "max_s": 1},
   "train": {"epochs": 1, "max_steps": 3},
   "sweep": [
     {"name": "baseline"},
@@ -102,8 +102,11 @@ TEST_CASE("a tiny sweep prints the table and writes complete JSON", "[e2e]") {
 
 TEST_CASE("sweep formats json, csv, md on stdout and set overrides", "[e2e]") {
   TempDir dir;
-  auto cfg = dir.write("one.json", R"({"device": "cpu", "data": {"num_samples": 16, "image_size": 32},
-      "loader": {"batch_size": 4}, "measure": {"warmup_steps": 0, "steps": 1}})");
+  // (One CPU thread and measure.max_s 1: these tests check formats, not verdicts; two threads
+  // per test on a machine running two tests oversubscribe its cores, and rows measured while the
+  // other tests run would take their whole automatic budget.)
+  auto cfg = dir.write("one.json", R"({"device": "cpu", "cpu_threads": 1, "data": {"num_samples": 16, "image_size": 32},
+      "loader": {"batch_size": 4}, "measure": {"warmup_steps": 0, "steps": 1, "max_s": 1}})");
   auto j = run(ptune::test::exe() + " sweep " + cfg + " --format json --set loader.batch_size=2 --set measure.steps=2");
   REQUIRE(j.code == 0);
   auto doc = Json::parse(j.out);
@@ -115,8 +118,8 @@ TEST_CASE("sweep formats json, csv, md on stdout and set overrides", "[e2e]") {
   CHECK(md.out.rfind("| # | row |", 0) == 0);
   // The first row is the reference of the semantics notes, whatever it sets (a replayed
   // `ptune tune` result starts with the batch size it tuned).
-  auto rows = dir.write("rows.json", R"({"device": "cpu", "data": {"num_samples": 16, "image_size": 32},
-      "loader": {"batch_size": 4}, "measure": {"warmup_steps": 0, "steps": 1},
+  auto rows = dir.write("rows.json", R"({"device": "cpu", "cpu_threads": 1, "data": {"num_samples": 16, "image_size": 32},
+      "loader": {"batch_size": 4}, "measure": {"warmup_steps": 0, "steps": 1, "max_s": 1},
       "sweep": [{"name": "tuned", "set": {"loader.batch_size": 2}}, {"name": "back", "set": {"loader.batch_size": 4}}]})");
   auto r = run(ptune::test::exe() + " sweep " + rows + " --format json");
   REQUIRE(r.code == 0);
