@@ -56,6 +56,26 @@ void expect_usage_error(const ptune::test::RunResult& r, const std::string& mess
   CHECK(r.err == "ptune: error: " + message + "\n");
 }
 
+/// Starts ptune with `args` in the background, its stdout and stderr written to the files
+/// named ("/dev/null" to drop them), for a test that signals it while it runs. Returns its PID.
+pid_t spawn_ptune(const std::vector<std::string>& args, const std::string& stdout_path,
+                  const std::string& stderr_path) {
+  std::vector<std::string> argv{PTUNE_EXE};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<char*> c_argv;  // built before the fork: the child only calls what is safe there
+  for (auto& a : argv) c_argv.push_back(a.data());
+  c_argv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    std::freopen(stdout_path.c_str(), "w", stdout);
+    std::freopen(stderr_path.c_str(), "w", stderr);
+    ::execv(PTUNE_EXE, c_argv.data());
+    std::_Exit(127);
+  }
+  return pid;
+}
+
 }  // namespace
 
 TEST_CASE("ptune --version and --help", "[e2e]") {
@@ -398,14 +418,7 @@ TEST_CASE("Ctrl-C (SIGINT) and SIGTERM stop a sweep cleanly: finished rows kept,
       "measure": {"warmup_steps": 0, "steps": 2},
       "sweep": [{"name": "quick"}, {"name": "slow", "set": {"measure.steps": 100000}}]})");
   const std::string out = dir.file("r.json"), stdout_path = dir.file("stdout");
-  pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    std::freopen(stdout_path.c_str(), "w", stdout);
-    std::freopen("/dev/null", "w", stderr);
-    ::execl(PTUNE_EXE, PTUNE_EXE, "sweep", cfg.c_str(), "--out", out.c_str(), static_cast<char*>(nullptr));
-    std::_Exit(127);
-  }
+  const pid_t pid = spawn_ptune({"sweep", cfg, "--out", out}, stdout_path, "/dev/null");
   // Wait until the first row is on disk, then interrupt the second.
   bool first_row = false;
   for (int i = 0; i < 600 && !first_row; ++i) {
@@ -1018,14 +1031,7 @@ TEST_CASE("Ctrl-C while the engine loads: exit 130, one line, nothing run or wri
   TempDir dir;
   auto cfg = dir.write("one.json", kOneRow);
   const std::string out = dir.file("r.json"), err = dir.file("err.txt");
-  pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    std::freopen("/dev/null", "w", stdout);
-    std::freopen(err.c_str(), "w", stderr);
-    ::execl(PTUNE_EXE, PTUNE_EXE, "sweep", cfg.c_str(), "--out", out.c_str(), static_cast<char*>(nullptr));
-    std::_Exit(127);
-  }
+  const pid_t pid = spawn_ptune({"sweep", cfg, "--out", out}, "/dev/null", err);
   // The engine's library is mapped when its loading starts; LibTorch's libraries, mapped and
   // initialized after it, take hundreds of milliseconds more: the signal lands in the load, and
   // the engine's first check (ptune_engine_run, before the command) ends the run. A signal
@@ -1055,15 +1061,7 @@ TEST_CASE("a second Ctrl-C while the weights are written leaves at once and leav
       "loader": {"batch_size": 2}, "train": {"epochs": 1, "max_steps": 1}})");
   const std::string out = dir.file("w.pt"), ck = dir.file("ck");
   const std::string ck_arg = "train.checkpoint_dir=" + ck;
-  pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    std::freopen("/dev/null", "w", stdout);
-    std::freopen("/dev/null", "w", stderr);
-    ::execl(PTUNE_EXE, PTUNE_EXE, "train", cfg.c_str(), "--set", ck_arg.c_str(), "--save-weights", out.c_str(),
-            static_cast<char*>(nullptr));
-    std::_Exit(127);
-  }
+  const pid_t pid = spawn_ptune({"train", cfg, "--set", ck_arg, "--save-weights", out}, "/dev/null", "/dev/null");
   bool seen = false;  // the weights' temporary file appeared
   for (int i = 0; i < 120000 && !seen; ++i) {
     std::this_thread::sleep_for(std::chrono::microseconds(500));
