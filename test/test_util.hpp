@@ -8,7 +8,11 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 #include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 namespace ptune::test {
 
@@ -29,14 +33,73 @@ inline const char* env_or(const char* name, const char* fallback) {
 #define PTUNE_PYTHON ::ptune::test::env_or("PTUNE_PYTHON", PTUNE_PYTHON_DEFAULT)
 #define PTUNE_FAKE_NVML ::ptune::test::env_or("PTUNE_FAKE_NVML", PTUNE_FAKE_NVML_DEFAULT)
 
-/// A fresh temporary folder, removed when the object dies.
+/// What is wrong with the figures of a results document (ptune sweep's JSON): for every row
+/// compared with another, the ratio of the two printed samples/s must lie inside the printed
+/// vs-prev interval, and its ratio to the first row of its chain inside the vs-base interval,
+/// within the rounding of the printed figures; where the previous row is the base, vs prev and
+/// vs base must be one figure. Empty when all agree.
+inline std::vector<std::string> figure_disagreements(const nlohmann::json& doc) {
+  std::vector<std::string> bad;
+  if (!doc.is_object() || !doc.contains("rows") || !doc["rows"].is_array()) return bad;
+  const auto& rows = doc["rows"];
+  auto num = [](const nlohmann::json& r, const char* k) {
+    return r.contains(k) && r[k].is_number() ? r[k].get<double>() : -1.0;
+  };
+  // Inside [lo, hi] up to the rounding of the rates (0.01) and of the bounds (0.0001).
+  auto inside = [&](double a, double b, const nlohmann::json& r, const std::string& key) {
+    const double lo = num(r, (key + "_lo").c_str()), hi = num(r, (key + "_hi").c_str());
+    if (lo <= 0 || hi <= 0 || a <= 0 || b <= 0) return true;
+    const double ratio = a / b, slack = ratio * (0.006 / a + 0.006 / b) + 1e-4;
+    return ratio >= lo - slack && ratio <= hi + slack;
+  };
+  for (size_t k = 0; k < rows.size(); ++k) {
+    const auto& r = rows[k];
+    if (!r.contains("compared_with") || !r["compared_with"].is_number_unsigned()) continue;
+    size_t prev = r["compared_with"].get<size_t>(), base = prev;
+    if (prev >= rows.size()) continue;
+    while (rows[base].contains("compared_with") && rows[base]["compared_with"].is_number_unsigned())
+      base = rows[base]["compared_with"].get<size_t>();
+    const double sps = num(r, "samples_per_s");
+    const std::string where = "row " + std::to_string(k) + " '" + r["name"].get<std::string>() + "': ";
+    if (!inside(sps, num(rows[prev], "samples_per_s"), r, "speedup_vs_prev"))
+      bad.push_back(where + "its samples/s over row " + std::to_string(prev) + "'s lies outside vs prev");
+    if (!inside(sps, num(rows[base], "samples_per_s"), r, "speedup_vs_base"))
+      bad.push_back(where + "its samples/s over row " + std::to_string(base) + "'s lies outside vs base");
+    if (prev == base)
+      for (const char* suffix : {"", "_lo", "_hi", "_interval"})
+        if (r["speedup_vs_prev" + std::string(suffix)] != r["speedup_vs_base" + std::string(suffix)])
+          bad.push_back(where + "vs prev and vs base differ (speedup" + suffix + ") though the previous row is the base");
+    if (prev == base && r["verdict_vs_prev"] != r["verdict_vs_base"])
+      bad.push_back(where + "vs prev and vs base have different verdicts though the previous row is the base");
+  }
+  return bad;
+}
+
+/// A fresh temporary folder, removed when the object dies. Before that, every results file in
+/// it (JSON with "ptune_version" and "rows") is checked by figure_disagreements: so every
+/// results file the suite writes is checked.
 struct TempDir {
   std::filesystem::path path;
   TempDir() {
     char tmpl[] = "/tmp/ptune-test-XXXXXX";
     path = ::mkdtemp(tmpl);
   }
-  ~TempDir() { std::error_code ec; std::filesystem::remove_all(path, ec); }
+  ~TempDir() {
+    std::error_code ec;
+    if (std::uncaught_exceptions() == 0) check_results_files();
+    std::filesystem::remove_all(path, ec);
+  }
+  void check_results_files() const {
+    std::error_code ec;
+    for (auto it = std::filesystem::recursive_directory_iterator(path, ec);
+         !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+      if (!it->is_regular_file(ec) || it->path().extension() != ".json") continue;
+      std::ifstream in(it->path());
+      const auto doc = nlohmann::json::parse(in, nullptr, false);
+      if (doc.is_discarded() || !doc.is_object() || !doc.contains("ptune_version")) continue;
+      for (const auto& problem : figure_disagreements(doc)) FAIL_CHECK(it->path().string() + ": " + problem);
+    }
+  }
   std::string file(const std::string& name) const { return (path / name).string(); }
   /// Writes `text` into the file `path`.
   static void write_to(const std::string& path, const std::string& text) { std::ofstream(path) << text; }

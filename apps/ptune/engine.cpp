@@ -143,7 +143,7 @@ int run_command(const CommandLine& cl) {
         tune_batch_opt.interrupted = cl.interrupted;
         tune_batch_opt.on_try = [&](const ptune::report::Results& r) {
           const auto& row = r.rows.back();
-          std::snprintf(line, sizeof line, "%.1f samples/s", row.m ? row.m->samples_per_s : 0.0);
+          std::snprintf(line, sizeof line, "%.1f samples/s", row.m ? ptune::report::printed_rate(row).point : 0.0);
           ptune::log::info("tune: " + row.name + ": " + (row.status == "ok" ? std::string(line) : row.status));
         };
         auto res = ptune::tune::find_batch_size(cfg, tune_batch_opt);

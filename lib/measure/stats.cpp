@@ -81,33 +81,65 @@ Interval log_mean_interval(const std::vector<double>& values, double level) {
   return from_log(m.mean, std::sqrt(m.var / static_cast<double>(m.n)), static_cast<double>(m.n - 1), m.n, level);
 }
 
-Interval paired_speedup(const std::vector<double>& a_ms, const std::vector<double>& b_ms, double level) {
+std::vector<LogTerm> paired_terms(const std::vector<double>& a_ms, const std::vector<double>& b_ms) {
   if (a_ms.size() != b_ms.size()) throw std::invalid_argument("paired_speedup: the two sides differ in length");
   std::vector<double> d;
   for (size_t i = 0; i < a_ms.size(); ++i)
     if (a_ms[i] > 0 && b_ms[i] > 0) d.push_back(std::log(a_ms[i]) - std::log(b_ms[i]));
   const Moments m = moments(d);
   if (m.n == 0) return {};
-  if (m.n < 2) return from_log(m.mean, 0, 0, m.n, level);
-  return from_log(m.mean, std::sqrt(m.var / static_cast<double>(m.n)), static_cast<double>(m.n - 1), m.n, level);
+  const double n = static_cast<double>(m.n);
+  return {LogTerm{m.mean, m.n > 1 ? m.var / n : 0.0, n - 1}};
+}
+
+std::vector<LogTerm> welch_terms(const std::vector<double>& a_ms, const std::vector<double>& b_ms) {
+  const Moments a = moments(logs_of_positive(a_ms)), b = moments(logs_of_positive(b_ms));
+  if (a.n == 0 || b.n == 0) return {};
+  if (a.n + b.n < 3) return {LogTerm{a.mean, 0, 0}, LogTerm{-b.mean, 0, 0}};
+  // A side with one window has no spread of its own: it borrows the other side's, with the
+  // degrees of freedom it came with.
+  const double va = a.n > 1 ? a.var : b.var, vb = b.n > 1 ? b.var : a.var;
+  const double dfa = static_cast<double>(a.n > 1 ? a.n - 1 : b.n - 1);
+  const double dfb = static_cast<double>(b.n > 1 ? b.n - 1 : a.n - 1);
+  return {LogTerm{a.mean, va / static_cast<double>(a.n), dfa}, LogTerm{-b.mean, vb / static_cast<double>(b.n), dfb}};
+}
+
+LogTerm rate_term(const std::vector<double>& window_ms, double per_window) {
+  const Moments m = moments(logs_of_positive(window_ms));
+  if (m.n == 0 || per_window <= 0) return {};
+  const double n = static_cast<double>(m.n);
+  return LogTerm{std::log(per_window) - m.mean, m.n > 1 ? m.var / n : 0.0, n - 1};
+}
+
+Interval sum_interval(const std::vector<LogTerm>& terms, double level, int64_t n) {
+  if (terms.empty()) return {};
+  double mean = 0, var = 0, denom = 0;
+  bool spread = true;
+  for (const LogTerm& t : terms) {
+    mean += t.mean;
+    var += t.var;
+    if (t.df <= 0) spread = false;
+    else denom += t.var * t.var / t.df;
+  }
+  if (!spread) return from_log(mean, 0, 0, n, level);
+  // Welch-Satterthwaite; with no spread at all, the smallest df (the interval has zero width).
+  double df = denom > 0 ? var * var / denom : terms.front().df;
+  if (denom <= 0)
+    for (const LogTerm& t : terms) df = std::min(df, t.df);
+  return from_log(mean, std::sqrt(var), df, n, level);
+}
+
+Interval paired_speedup(const std::vector<double>& a_ms, const std::vector<double>& b_ms, double level) {
+  const std::vector<LogTerm> t = paired_terms(a_ms, b_ms);
+  if (t.empty()) return {};
+  return sum_interval(t, level, static_cast<int64_t>(t.front().df + 1));
 }
 
 Interval welch_speedup(const std::vector<double>& a_ms, const std::vector<double>& b_ms, double level) {
-  const Moments a = moments(logs_of_positive(a_ms)), b = moments(logs_of_positive(b_ms));
-  if (a.n == 0 || b.n == 0) return {};
-  const double mean = a.mean - b.mean;  // ln(a / b): B's speedup over A
-  const int64_t n = a.n + b.n;
-  if (n < 3) return from_log(mean, 0, 0, n, level);
-  // A side with one window has no spread of its own: it borrows the other side's.
-  const double va = a.n > 1 ? a.var : b.var, vb = b.n > 1 ? b.var : a.var;
-  const double sa = va / static_cast<double>(a.n), sb = vb / static_cast<double>(b.n);
-  const double se2 = sa + sb;
-  if (se2 <= 0) return from_log(mean, 0, static_cast<double>(n - 2), n, level);
-  // Welch-Satterthwaite; a borrowed spread contributes the degrees of freedom it came with.
-  const double dfa = static_cast<double>(a.n > 1 ? a.n - 1 : b.n - 1);
-  const double dfb = static_cast<double>(b.n > 1 ? b.n - 1 : a.n - 1);
-  const double df = se2 * se2 / (sa * sa / dfa + sb * sb / dfb);
-  return from_log(mean, std::sqrt(se2), df, n, level);
+  const std::vector<LogTerm> t = welch_terms(a_ms, b_ms);
+  if (t.empty()) return {};
+  const int64_t n = static_cast<int64_t>(logs_of_positive(a_ms).size() + logs_of_positive(b_ms).size());
+  return sum_interval(t, level, n);
 }
 
 Interval bootstrap_chain(const std::vector<std::vector<double>>& links, double level, int resamples, uint64_t seed) {

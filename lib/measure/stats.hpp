@@ -102,6 +102,35 @@ Interval welch_speedup(const std::vector<double>& a_ms, const std::vector<double
 Interval bootstrap_chain(const std::vector<std::vector<double>>& links, double level = kSpeedupLevel,
                          int resamples = 4000, uint64_t seed = 0x5EEDULL);
 
+/// One term of a sum of log means (a figure built from several sets of windows): the mean of
+/// some logarithms, the variance of that mean (s^2 / n) and the degrees of freedom of that
+/// variance (n - 1; 0 when there is no spread of its own, a single value).
+struct LogTerm {
+  double mean = 0, var = 0, df = 0;
+};
+
+/// The terms of a paired speedup of B over A (one term: the mean log-ratio ln a - ln b).
+/// Pairs with a non-positive time are ignored. Throws std::invalid_argument when the sizes
+/// differ.
+std::vector<LogTerm> paired_terms(const std::vector<double>& a_ms, const std::vector<double>& b_ms);
+
+/// The terms of a speedup of B over A from independent windows (two terms: +mean ln a,
+/// -mean ln b); a side with one window borrows the other side's spread and degrees of freedom,
+/// as welch_speedup does. Empty when a side has no positive window. Throws nothing.
+std::vector<LogTerm> welch_terms(const std::vector<double>& a_ms, const std::vector<double>& b_ms);
+
+/// The term of a rate from its windows: ln(`per_window` / window) averaged over `window_ms`
+/// (e.g. samples/s from ms/step windows with per_window = 1000 * samples per step). Throws
+/// nothing; a mean of 0 and df 0 without windows.
+LogTerm rate_term(const std::vector<double>& window_ms, double per_window);
+
+/// exp(sum of the terms' means) with the t-interval of the sum at `level`: the variance is the
+/// sum of the terms' variances, the degrees of freedom Welch-Satterthwaite's. One paired term
+/// gives paired_speedup's interval exactly, two Welch terms welch_speedup's, so a chain of one
+/// link is the link itself. `n` is recorded as the interval's count. A term without spread
+/// information (df 0) makes it point-only. Throws nothing.
+Interval sum_interval(const std::vector<LogTerm>& terms, double level, int64_t n = 0);
+
 /// Percentile bootstrap interval of the mean of `values` (for tests and small tools):
 /// deterministic for a given `seed`. n < 2: point only. Throws nothing.
 Interval bootstrap_mean(const std::vector<double>& values, double level = 0.95, int resamples = 4000,

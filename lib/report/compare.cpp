@@ -6,6 +6,7 @@
 #include <map>
 
 #include "measure/stats.hpp"
+#include "report/figures.hpp"
 
 namespace ptune::report {
 namespace {
@@ -56,11 +57,47 @@ bool under_load(const Json& row) {
   return it != row.end() && it->is_boolean() && it->get<bool>();
 }
 
-RowCheck check(const Json* o, const Json* n, double limit) {
+/// What report/figures needs of each row of a results file: its windows and what it was
+/// compared with, as the sweep that wrote it had them.
+std::vector<ChainRow> chain_rows(const Json& rows) {
+  std::vector<ChainRow> out;
+  for (const auto& r : rows) {
+    ChainRow c;
+    c.samples_per_step = samples_per_step(r).value_or(0);
+    c.window_ms = windows(r);
+    if (r.contains("prev_ms_per_step") && r["prev_ms_per_step"].is_array())
+      for (const auto& v : r["prev_ms_per_step"])
+        if (v.is_number()) c.prev_ms.push_back(v.get<double>());
+    if (auto w = number(r, "compared_with"); w && *w >= 0 && *w < static_cast<double>(rows.size()))
+      c.compared_with = static_cast<size_t>(*w);
+    c.under_load = under_load(r);
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+/// A side of a comparison: one row of one results file, with the figures of that file's rows.
+struct Side {
+  const Json* row = nullptr;
+  const std::vector<ChainRow>* chain = nullptr;
+  size_t index = 0;
+};
+
+/// The interval text of a row's samples/s, as the file prints it.
+std::string rate_interval(const Json& row) {
+  if (row.contains("samples_per_s_interval") && row["samples_per_s_interval"].is_string())
+    return " " + row["samples_per_s_interval"].get<std::string>();
+  auto p = number(row, "samples_per_s"), l = number(row, "samples_per_s_lo"), h = number(row, "samples_per_s_hi");
+  return p && l && h ? interval_text(*p, *l, *h) : "";
+}
+
+RowCheck check(const Side& old_side, const Side& new_side, double limit) {
+  const Json* o = old_side.row;
+  const Json* n = new_side.row;
   RowCheck c;
   c.name = (n ? *n : *o)["name"].get<std::string>();
-  if (o) c.old_sps = number(*o, "samples_per_s"), c.old_spread = number(*o, "spread_pct");
-  if (n) c.new_sps = number(*n, "samples_per_s"), c.new_spread = number(*n, "spread_pct");
+  if (o) c.old_sps = number(*o, "samples_per_s"), c.old_spread = number(*o, "spread_pct"), c.old_interval = rate_interval(*o);
+  if (n) c.new_sps = number(*n, "samples_per_s"), c.new_spread = number(*n, "spread_pct"), c.new_interval = rate_interval(*n);
   if (!n) {
     c.verdict = "missing";
     c.why = "not in the new run";
@@ -90,20 +127,23 @@ RowCheck check(const Json* o, const Json* n, double limit) {
     c.why = "the old run has no numbers for it: " + (*o)["status"].get<std::string>();
     return c;
   }
-  const double change = 100.0 * (*c.new_sps - *c.old_sps) / *c.old_sps;
-  c.change_pct = change;
-  // Both runs' timed windows: the speedup's 99% interval (99.9% when either row was measured
-  // under competing load) and its verdict, as a sweep's rows and `ptune tune` decide (time per
-  // sample; the limit is the floor a change must clear).
-  const auto old_windows = windows(*o), new_windows = windows(*n);
-  const auto old_per_step = samples_per_step(*o), new_per_step = samples_per_step(*n);
-  if (old_per_step && new_per_step && !old_windows.empty() && !new_windows.empty() &&
-      old_windows.size() + new_windows.size() >= 3) {
-    std::vector<double> a = old_windows;
-    for (double& v : a) v *= *new_per_step / *old_per_step;
-    const bool loaded = under_load(*o) || under_load(*n);
-    const measure::Interval ci = measure::welch_speedup(a, new_windows, measure::speedup_level(loaded));
+  // Both runs' timed windows: each row's samples/s as its file derives it (report/figures: its
+  // base row's rate times the links to it), new over old with the 99% interval of that sum
+  // (99.9% when either side was measured under competing load), judged as a sweep judges its
+  // rows (the limit is the floor a change must clear).
+  bool old_loaded = false, new_loaded = false;
+  std::vector<measure::LogTerm> terms = rate_terms(*new_side.chain, new_side.index, &new_loaded);
+  const std::vector<measure::LogTerm> old_terms = rate_terms(*old_side.chain, old_side.index, &old_loaded);
+  if (!terms.empty() && !old_terms.empty()) {
+    for (measure::LogTerm t : old_terms) terms.push_back({-t.mean, t.var, t.df});
+    const bool loaded = old_loaded || new_loaded;
+    const measure::Interval ci = measure::sum_interval(terms, measure::speedup_level(loaded));
     if (ci.valid()) {
+      // The printed rates are the ones the interval is about.
+      c.new_sps = measure::sum_interval(rate_terms(*new_side.chain, new_side.index), measure::kRowLevel).point;
+      c.old_sps = c.new_sps.value() / ci.point;
+      const double change = 100.0 * (ci.point - 1.0);
+      c.change_pct = change;
       measure::NoiseRule rule;
       rule.floor_pct = limit > 0 ? limit : rule.floor_pct;
       rule.target_pct = std::max(rule.target_pct, rule.floor_pct);
@@ -120,6 +160,8 @@ RowCheck check(const Json* o, const Json* n, double limit) {
       return c;
     }
   }
+  const double change = 100.0 * (*c.new_sps - *c.old_sps) / *c.old_sps;
+  c.change_pct = change;
   // Without windows (a file from another tool): the change against the limit and the spreads.
   const double spread = std::max(c.old_spread.value_or(0), c.new_spread.value_or(0));
   const double noise = std::max(limit, spread);
@@ -137,13 +179,12 @@ RowCheck check(const Json* o, const Json* n, double limit) {
   return c;
 }
 
-std::string rate(const std::optional<double>& v, const std::optional<double>& spread) {
+/// A rate with its interval as its file prints it; "-" without one.
+std::string rate(const std::optional<double>& v, const std::string& interval) {
   if (!v) return "-";
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.1f", *v);
-  std::string s = buf;
-  if (spread && *spread > 0) s += " ±" + pct(*spread);
-  return s;
+  return buf + interval;
 }
 
 }  // namespace
@@ -163,19 +204,20 @@ Comparison compare_runs(const RunFile& old, const RunFile& now, double limit_pct
   const Json& old_rows = old.doc["rows"];
   const Json& new_rows = now.doc["rows"];
   const auto old_keys = keys_of(old_rows), new_keys = keys_of(new_rows);
+  const auto old_chain = chain_rows(old_rows), new_chain = chain_rows(new_rows);
   std::vector<bool> old_used(old_rows.size(), false);
   for (size_t i = 0; i < new_rows.size(); ++i) {
-    const Json* o = nullptr;
+    Side o{nullptr, &old_chain, 0};
     for (size_t j = 0; j < old_rows.size(); ++j)
       if (old_keys[j] == new_keys[i]) {
-        o = &old_rows[j];
+        o = Side{&old_rows[j], &old_chain, j};
         old_used[j] = true;
         break;
       }
-    cmp.rows.push_back(check(o, &new_rows[i], limit_pct));
+    cmp.rows.push_back(check(o, Side{&new_rows[i], &new_chain, i}, limit_pct));
   }
   for (size_t j = 0; j < old_rows.size(); ++j)
-    if (!old_used[j]) cmp.rows.push_back(check(&old_rows[j], nullptr, limit_pct));
+    if (!old_used[j]) cmp.rows.push_back(check(Side{&old_rows[j], &old_chain, j}, Side{}, limit_pct));
   for (const RunFile* r : {&old, &now}) {
     const std::string status = r->doc["status"].get<std::string>();
     if (status != "complete") cmp.warnings.push_back(r->label + ": the run is " + status + ", not complete");
@@ -193,7 +235,7 @@ std::string render_comparison(const Comparison& c) {
     std::string why = r.why.substr(0, r.why.find('\n'));
     std::string name = r.name;
     std::replace(name.begin(), name.end(), '\n', ' ');
-    table.push_back({name, rate(r.old_sps, r.old_spread), rate(r.new_sps, r.new_spread), ratio, verdict, why});
+    table.push_back({name, rate(r.old_sps, r.old_interval), rate(r.new_sps, r.new_interval), ratio, verdict, why});
   }
   std::vector<size_t> width(table[0].size(), 0);
   auto len = [](const std::string& s) {
@@ -205,7 +247,7 @@ std::string render_comparison(const Comparison& c) {
     for (size_t k = 0; k < row.size(); ++k) width[k] = std::max(width[k], len(row[k]));
   std::string out = "comparing " + c.new_label + " (new) against " + c.old_label +
                     " (old): a change is beyond noise when the " + measure::level_text(measure::kSpeedupLevel) +
-                    " interval of new/old samples/s (from both runs' windows; " +
+                    " interval of new/old samples/s (each run's rates as its table prints them, from its windows; " +
                     measure::level_text(measure::kSpeedupLevelUnderLoad) +
                     " where either was measured under competing load) lies beyond " +
                     pct(c.limit_pct > 0 ? c.limit_pct : measure::NoiseRule{}.floor_pct) +

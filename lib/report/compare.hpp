@@ -17,6 +17,7 @@ struct RowCheck {
   std::string name;                     // as the new run (or, for a missing row, the old) names it
   std::optional<double> old_sps, new_sps;        // samples/s; none without numbers
   std::optional<double> old_spread, new_spread;  // spread_pct of each; none when unknown
+  std::string old_interval, new_interval;        // each samples/s's interval text (" ±1.8%"); "" without
   std::optional<double> change_pct;     // (new - old) / old, in %; with both numbers
   std::optional<std::pair<double, double>> interval_pct;  // its 99% interval, in %, from both runs' windows
   std::string verdict;   // "slower" | "faster" | "within noise" | "undecided" | "missing" | "failed" |

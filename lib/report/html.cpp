@@ -9,6 +9,7 @@
 
 #include "errors.hpp"
 #include "measure/stats.hpp"
+#include "report/figures.hpp"
 
 namespace ptune::report {
 namespace {
@@ -79,6 +80,20 @@ std::optional<double> num(const Json& row, const char* key) {
   if (!row.is_object() || !row.contains(key) || !row[key].is_number()) return std::nullopt;
   return row[key].get<double>();
 }
+
+/// The interval text of `key` (" ±1.8%" or " [0.060, 16.4]"): the results file's own
+/// (`key`_interval), else made by the same formatter from `key`, `key`_lo and `key`_hi; "" when
+/// the row has no interval.
+std::string row_interval_text(const Json& row, const std::string& key) {
+  if (row.contains(key + "_interval") && row[key + "_interval"].is_string()) {
+    const std::string t = row[key + "_interval"].get<std::string>();
+    return t.empty() ? t : " " + t;
+  }
+  auto p = num(row, key.c_str()), l = num(row, (key + "_lo").c_str()), h = num(row, (key + "_hi").c_str());
+  if (!p || !l || !h) return "";
+  return report::interval_text(*p, *l, *h);
+}
+
 
 std::string str(const Json& j, const char* key) {
   if (!j.is_object() || !j.contains(key) || j[key].is_null()) return "";
@@ -284,7 +299,7 @@ std::string throughput_html(const std::vector<RunFile>& runs, const std::vector<
         const double v = (*r)["samples_per_s"].get<double>();
         const double w = axis_max > 0 ? kBars * v / axis_max : 0;
         std::string text = rate_text(v) + "/s";
-        if (auto spread = num(*r, "spread_pct"); spread && *spread > 0) text += " ±" + fixed(*spread, 0) + "%";
+        text += row_interval_text(*r, "samples_per_s");
         if (auto p = num(*r, "speedup_vs_prev")) text += " · " + ratio_text(*p) + " prev";
         if (auto b = num(*r, "speedup_vs_base")) text += " · " + ratio_text(*b) + " base";
         if (k > 0 && l->rows[0] && has_numbers(*l->rows[0]) && (*l->rows[0])["samples_per_s"].get<double>() > 0)
@@ -476,22 +491,13 @@ std::string cell(const std::string& text, bool numeric = false, const std::strin
   return "<td" + (c.empty() ? std::string() : " class=\"" + c + "\"") + ">" + esc(text) + "</td>";
 }
 
-/// " ±1.8%": the half-width of the interval [row[lo], row[hi]] as a percentage (the
-/// geometric half-width, as in the terminal table); "" when the row has none.
-std::string interval_text(const Json& row, const char* lo, const char* hi) {
-  auto l = num(row, lo), h = num(row, hi);
-  if (!l || !h || *l <= 0 || *h < *l) return "";
-  const double pct = 100.0 * (std::sqrt(*h / *l) - 1.0);
-  return " ±" + fixed(pct, pct < 9.95 ? 1 : 0) + "%";
-}
-
 /// A speedup cell: "1.45x ±4.0% faster", coloured by its verdict.
 std::string speedup_cell(const Json& row, const char* key, const char* verdict_key) {
   auto v = num(row, key);
   if (!v) return cell("-", true);
   const std::string k = key;
   const std::string verdict = str(row, verdict_key);
-  std::string text = fixed(*v, 2) + "x" + interval_text(row, (k + "_lo").c_str(), (k + "_hi").c_str());
+  std::string text = fixed(*v, 2) + "x" + row_interval_text(row, k);
   if (!verdict.empty()) text += " " + verdict;
   const std::string cls = verdict == "faster" ? "verdict-faster"
                           : verdict == "slower" ? "verdict-slower"
@@ -544,7 +550,7 @@ std::string tables_html(const std::vector<RunFile>& runs, const std::vector<Line
         else if (!has_numbers(*r)) os << cell(str(*r, "status"), false, "status-" + status_class(str(*r, "status")));
         else {
           std::string t = rate_text((*r)["samples_per_s"].get<double>());
-          if (auto s = num(*r, "spread_pct"); s && *s > 0) t += " ±" + fixed(*s, 1) + "%";
+          t += row_interval_text(*r, "samples_per_s");
           os << cell(t, true);
         }
         if (k == 0) continue;
@@ -574,12 +580,11 @@ std::string tables_html(const std::vector<RunFile>& runs, const std::vector<Line
         return cell(v ? fixed(*v, digits) + suffix : "-", true);
       };
       std::string ms = num(r, "ms_per_step") ? fixed(*num(r, "ms_per_step"), 1) : "-";
-      if (auto s = num(r, "spread_pct"); s && *s > 0) ms += " ±" + fixed(*s, 0) + "%";
       const std::string status = str(r, "status");
       os << "<tr>" << cell(std::to_string(i), true) << cell(str(r, "name")) << cell(changes_text(r["changes"]))
          << cell(str(r, "mode")) << n("batch_size", 0) << n("num_workers", 0) << cell(ms, true)
          << cell(has_numbers(r) ? rate_text(r["samples_per_s"].get<double>()) +
-                                      interval_text(r, "samples_per_s_lo", "samples_per_s_hi")
+                                      row_interval_text(r, "samples_per_s")
                                 : "-",
                  true)
          << speedup_cell(r, "speedup_vs_prev", "verdict_vs_prev") << speedup_cell(r, "speedup_vs_base", "verdict_vs_base")

@@ -12,6 +12,7 @@
 
 #include "errors.hpp"
 #include "files.hpp"
+#include "report/figures.hpp"
 #include "report/html.hpp"
 #include "report/run_file.hpp"
 
@@ -50,8 +51,7 @@ std::string mib(int64_t bytes) { return fixed(static_cast<double>(bytes) / (1024
 
 /// "1.45x ±4% faster": a speedup, its interval's half-width and its verdict.
 std::string speedup_text(double v, const measure::Interval& ci, const std::string& verdict) {
-  std::string s = fixed(v, 2) + "x";
-  if (ci.valid()) s += " ±" + fixed(ci.half_width_pct(), ci.half_width_pct() < 9.95 ? 1 : 0) + "%";
+  std::string s = fixed(v, 2) + "x" + interval_text(ci);
   if (!verdict.empty()) s += " " + verdict;
   return s;
 }
@@ -81,9 +81,9 @@ std::vector<std::string> cells(const Row& row, size_t index, bool gpu) {
   const auto& m = *row.m;
   c.push_back(std::to_string(m.batch_size));
   c.push_back(std::to_string(row.num_workers));
-  c.push_back(fixed(m.ms_per_step, 1));
-  c.push_back(fixed(m.samples_per_s, 1) +
-              (m.samples_per_s_ci.valid() ? " ±" + fixed(m.samples_per_s_ci.half_width_pct(), 1) + "%" : ""));
+  const measure::Interval rate = printed_rate(row);
+  c.push_back(fixed(printed_ms_per_step(row), 1));
+  c.push_back(fixed(rate.point, 1) + interval_text(rate));
   c.push_back(speedup_text(row.speedup_vs_prev, row.prev_ci, row.verdict_prev));
   c.push_back(speedup_text(row.speedup_vs_base, row.base_ci, row.verdict_base));
   c.push_back(load_text(m.load));
@@ -161,9 +161,11 @@ std::string legend(const Results& r) {
     }
   if (!first) return "";
   const auto& rule = first->rule;
-  return "± is a confidence interval: " + measure::level_text(measure::kRowLevel) + " for samples/s, " +
+  return "± and [lo, hi] are confidence intervals: " + measure::level_text(measure::kRowLevel) +
+         " for samples/s (the first row's own rate times vs base, so every ratio of two rates is a speedup "
+         "printed between them), " +
          measure::level_text(measure::kSpeedupLevel) + " for speedups (" + measure::level_text(measure::kSpeedupLevelUnderLoad) +
-         " where measured under competing load; samples/s, neighbours timed in alternating windows); faster/slower: the whole "
+         " where measured under competing load; neighbours timed in alternating windows); faster/slower: the whole "
          "interval lies beyond 1.00x ±" +
          fixed(rule.floor_pct, 0) + "%; within noise: it lies inside 1.00x ±" + fixed(rule.target_pct, 0) +
          "%; undecided: neither, when the row's time ran out";
@@ -204,73 +206,64 @@ double samples_per_step(const Row& r) {
   const double sps = r.m->samples_per_s * r.m->ms_per_step / 1000.0;
   return sps > 0 ? sps : 1.0;
 }
-/// `ms` (ms/step windows of a configuration doing `from` samples per step) in ms per `to` samples.
-std::vector<double> rescaled(const std::vector<double>& ms, double from, double to) {
-  std::vector<double> out;
-  out.reserve(ms.size());
-  for (double v : ms) out.push_back(v * to / from);
-  return out;
-}
 }  // namespace
+
+measure::Interval printed_rate(const Row& row) {
+  if (row.rate.point > 0) return row.rate;
+  if (!row.m) return {};
+  if (row.m->samples_per_s_ci.point > 0) return row.m->samples_per_s_ci;
+  const double v = row.m->samples_per_s;  // a measurement without an interval: its point only
+  return measure::Interval{v, v, v, 0, 0};
+}
+
+double printed_ms_per_step(const Row& row) {
+  const double rate = printed_rate(row).point;
+  return row.m && rate > 0 ? 1000.0 * samples_per_step(row) / rate : 0.0;
+}
 
 void compute_speedups(std::vector<Row>& rows) {
   if (rows.empty() || !rows.back().m) return;
   Row& last = rows.back();
+  const size_t k = rows.size() - 1;
   last.compared_with.reset();
   last.verdict_prev.clear();
   last.verdict_base.clear();
-  std::vector<size_t> chain;  // the ok rows of this mode before it, in order
-  for (size_t i = 0; i + 1 < rows.size(); ++i)
-    if (rows[i].m && rows[i].mode == last.mode && rows[i].arch == last.arch) chain.push_back(i);  // same model.arch
+  last.rate = measure::Interval{};
+  last.rate = printed_rate(last);
+  std::vector<size_t> chain;  // the ok rows of this mode and model.arch before it, in order
+  for (size_t i = 0; i < k; ++i)
+    if (rows[i].m && rows[i].mode == last.mode && rows[i].arch == last.arch) chain.push_back(i);
   if (chain.empty()) {
     last.speedup_vs_prev = last.speedup_vs_base = 1.0;
     last.prev_ci = last.base_ci = measure::Interval{1.0, 1.0, 1.0, 0, 0};
     last.prev_ms.clear();
     return;
   }
-  const Row& prev = rows[chain.back()];
-  const Row& base = rows[chain.front()];
   last.compared_with = chain.back();
-  const double last_sps = samples_per_step(last);
-  const bool paired = !last.prev_ms.empty() && last.prev_ms.size() == last.m->repeat_ms.size();
-  // Interleaved pairs were timed under one sampler (this row's); windows timed apart, under
-  // either row's.
-  const double prev_level =
-      measure::speedup_level(last.m->load.under_load || (!paired && prev.m->load.under_load));
-  // Both sides in ms per last_sps samples: the ratio is one of samples/s.
-  last.prev_ci = paired ? measure::paired_speedup(rescaled(last.prev_ms, samples_per_step(prev), last_sps),
-                                                  last.m->repeat_ms, prev_level)
-                        : measure::welch_speedup(rescaled(prev.m->repeat_ms, samples_per_step(prev), last_sps),
-                                                 last.m->repeat_ms, prev_level);
-  if (!paired) last.prev_ms.clear();
+  if (last.prev_ms.size() != last.m->repeat_ms.size()) last.prev_ms.clear();  // not paired: apart
+  std::vector<ChainRow> links(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (!rows[i].m) continue;
+    links[i] = ChainRow{samples_per_step(rows[i]), rows[i].m->repeat_ms, rows[i].prev_ms, rows[i].compared_with,
+                        rows[i].m->load.under_load};
+  }
+  const int64_t pairs = static_cast<int64_t>(last.m->repeat_ms.size());
+  bool prev_loaded = false, base_loaded = false;
+  const auto prev_terms = link_terms(links, k, &prev_loaded);
+  last.prev_ci = measure::sum_interval(prev_terms, measure::speedup_level(prev_loaded), pairs);
   last.speedup_vs_prev = last.prev_ci.point;
   last.verdict_prev = measure::verdict_name(measure::verdict_of(last.prev_ci, last.rule));
-  // The chain of links base -> ... -> last, each a row's own vs-prev pairs (log ratios of
-  // samples/s).
-  std::vector<std::vector<double>> links;
-  bool all_paired = true;
-  auto link_of = [&](const Row& r, const Row& before) {
-    std::vector<double> l;
-    const double scale = samples_per_step(r) / samples_per_step(before);
-    for (size_t k = 0; k < r.prev_ms.size() && k < r.m->repeat_ms.size(); ++k)
-      if (r.prev_ms[k] > 0 && r.m->repeat_ms[k] > 0) l.push_back(std::log(r.prev_ms[k] * scale / r.m->repeat_ms[k]));
-    if (l.size() < 2) all_paired = false;
-    links.push_back(l);
-  };
-  for (size_t k = 1; k < chain.size(); ++k) link_of(rows[chain[k]], rows[chain[k - 1]]);
-  link_of(last, prev);
-  // Every link must compare a row with the one right before it in the chain.
-  for (size_t k = 1; k < chain.size(); ++k)
-    if (rows[chain[k]].compared_with != chain[k - 1]) all_paired = false;
-  // Any link measured under competing load makes the chain's interval the stricter one.
-  bool chain_loaded = last.m->load.under_load;
-  for (size_t k : chain) chain_loaded = chain_loaded || rows[k].m->load.under_load;
-  const double base_level = measure::speedup_level(chain_loaded);
-  last.base_ci = all_paired ? measure::bootstrap_chain(links, base_level)
-                            : measure::welch_speedup(rescaled(base.m->repeat_ms, samples_per_step(base), last_sps),
-                                                     last.m->repeat_ms, base_level);
+  // Where the previous row is the base, vs base is the same measurement.
+  if (chain.size() == 1) {
+    last.base_ci = last.prev_ci;
+  } else {
+    const auto terms = base_terms(links, k, &base_loaded);
+    last.base_ci = measure::sum_interval(terms, measure::speedup_level(base_loaded), pairs);
+  }
   last.speedup_vs_base = last.base_ci.point;
   last.verdict_base = measure::verdict_name(measure::verdict_of(last.base_ci, last.rule));
+  const auto rate = measure::sum_interval(rate_terms(links, k), measure::kRowLevel, pairs);
+  if (rate.point > 0) last.rate = rate;
 }
 
 void note_semantics(Row& row, const std::optional<double>& base_loss) {
@@ -291,9 +284,9 @@ const std::vector<std::string>& row_keys() {
   static const std::vector<std::string> kKeys = {
       "name",              "changes",            "mode",              "arch",              "num_workers",       "batch_size",
       "steps",             "windows",            "ms_per_step",       "repeat_ms_per_step", "spread_pct",
-      "samples_per_s",     "samples_per_s_lo",   "samples_per_s_hi",  "speedup_vs_prev",   "speedup_vs_prev_lo",
-      "speedup_vs_prev_hi", "verdict_vs_prev",   "speedup_vs_base",   "speedup_vs_base_lo", "speedup_vs_base_hi",
-      "verdict_vs_base",   "compared_with",      "interleaved",       "prev_ms_per_step",  "under_load",
+      "samples_per_s",     "samples_per_s_lo",   "samples_per_s_hi",  "samples_per_s_interval", "speedup_vs_prev",
+      "speedup_vs_prev_lo", "speedup_vs_prev_hi", "speedup_vs_prev_interval", "verdict_vs_prev", "speedup_vs_base",
+      "speedup_vs_base_lo", "speedup_vs_base_hi", "speedup_vs_base_interval", "verdict_vs_base",   "compared_with",      "interleaved",       "prev_ms_per_step",  "under_load",
       "other_cpu_cores",   "steal_pct",          "load_average",      "gpu_other_processes", "gpu_notes",
       "data_wait_pct",     "h2d_pct",            "compute_pct",       "peak_mem_bytes",    "device_mem_bytes",
       "gpu_busy_pct",      "trace",              "loss",              "loss_curve",        "diagnosis",
@@ -326,26 +319,25 @@ Json to_json(const Results& r) {
       j["batch_size"] = m.batch_size;
       j["steps"] = m.steps;
       j["windows"] = static_cast<int64_t>(m.repeat_ms.size());
-      j["ms_per_step"] = round_to(m.ms_per_step, 3);
+      j["ms_per_step"] = round_to(printed_ms_per_step(row), 3);
       j["repeat_ms_per_step"] = Json::array();
       for (double v : m.repeat_ms) j["repeat_ms_per_step"].push_back(round_to(v, 3));
       j["spread_pct"] = round_to(m.spread_pct, 2);
-      j["samples_per_s"] = round_to(m.samples_per_s, 2);
-      if (m.samples_per_s_ci.valid()) {
-        j["samples_per_s_lo"] = round_to(m.samples_per_s_ci.lo, 2);
-        j["samples_per_s_hi"] = round_to(m.samples_per_s_ci.hi, 2);
-      }
+      // The interval's text beside its bounds: every output prints this one text (figures.hpp).
+      auto interval = [&](const std::string& key, const measure::Interval& ci, int digits) {
+        if (!ci.valid()) return;
+        j[key + "_lo"] = round_to(ci.lo, digits);
+        j[key + "_hi"] = round_to(ci.hi, digits);
+        j[key + "_interval"] = interval_text(ci).substr(1);
+      };
+      const measure::Interval rate = printed_rate(row);
+      j["samples_per_s"] = round_to(rate.point, 2);
+      interval("samples_per_s", rate, 2);
       j["speedup_vs_prev"] = round_to(row.speedup_vs_prev, 4);
-      if (row.prev_ci.valid()) {
-        j["speedup_vs_prev_lo"] = round_to(row.prev_ci.lo, 4);
-        j["speedup_vs_prev_hi"] = round_to(row.prev_ci.hi, 4);
-      }
+      interval("speedup_vs_prev", row.prev_ci, 4);
       if (!row.verdict_prev.empty()) j["verdict_vs_prev"] = row.verdict_prev;
       j["speedup_vs_base"] = round_to(row.speedup_vs_base, 4);
-      if (row.base_ci.valid()) {
-        j["speedup_vs_base_lo"] = round_to(row.base_ci.lo, 4);
-        j["speedup_vs_base_hi"] = round_to(row.base_ci.hi, 4);
-      }
+      interval("speedup_vs_base", row.base_ci, 4);
       if (!row.verdict_base.empty()) j["verdict_vs_base"] = row.verdict_base;
       if (row.compared_with) j["compared_with"] = static_cast<int64_t>(*row.compared_with);
       j["interleaved"] = !row.prev_ms.empty();

@@ -34,6 +34,8 @@ struct Row {
   std::optional<measure::Measurement> m;  // absent when not ok
   double speedup_vs_prev = 0;             // vs the previous ok row of the same mode
   double speedup_vs_base = 0;             // vs the first ok row of the same mode
+  measure::Interval rate;                 // samples/s as printed: the base row's own rate times vs base,
+                                          // with its 95% interval (report/figures.hpp); unset: m's own
   measure::Interval prev_ci;              // speedup_vs_prev with its interval (measure::kSpeedupLevel)
   measure::Interval base_ci;              // speedup_vs_base with its interval
   std::string verdict_prev;               // faster | slower | within noise | undecided; "" for the first row of a mode
@@ -59,14 +61,20 @@ struct Results {
 /// precision, lr, optimizer, model, image size, accumulation). No-op without a loss or base.
 void note_semantics(Row& row, const std::optional<double>& base_loss);
 
-/// Fills the last row's speedups, intervals and verdicts from the rows before it. vs prev: from
-/// its interleaved pairs (prev_ms with m->repeat_ms: measure::paired_speedup) when it has
-/// them, else from the two rows' windows as independent samples (measure::welch_speedup).
-/// vs base: the product of the vs-prev links from the first row of the mode (a bootstrap over
-/// every link's pairs, measure::bootstrap_chain) when every link is paired, else Welch between
-/// the first row and this one. A row with no earlier ok row of its mode gets 1.0 and no
-/// verdict. Throws nothing.
+/// Fills the last row's figures from the rows before it (report/figures.hpp): vs prev from its
+/// link to the previous ok row of its mode and model (its interleaved pairs, prev_ms with
+/// m->repeat_ms, when it has them, else the two rows' windows as independent samples); vs base
+/// the chain of links from the first row of its mode and model (the link itself when that row
+/// is the previous one); samples/s (`rate`) the first row's own rate times vs base. A row with no
+/// earlier ok row of its mode gets 1.0, no verdict, and its own rate. Throws nothing.
 void compute_speedups(std::vector<Row>& rows);
+
+/// The samples/s a row prints, with its interval: `rate` when set, else m's own. Throws nothing.
+measure::Interval printed_rate(const Row& row);
+
+/// The ms/step a row prints: its samples per step over printed_rate (so the two agree). Throws
+/// nothing; 0 without a measurement.
+double printed_ms_per_step(const Row& row);
 
 /// The keys of every row of the JSON document, in order: every row has all of them, `null`
 /// where it has no value (a skipped row's samples_per_s, a CPU row's gpu_busy_pct).
