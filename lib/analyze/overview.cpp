@@ -24,6 +24,7 @@ const char* const kCatLabel[kCategories] = {"kernel", "memcpy", "memset", "commu
                                             "runtime", "data loader", "CPU exec", "other (idle)"};
 
 constexpr double kW = 960, kLabelW = 170, kBarW = 700;
+constexpr double kSpeedupW = 400;  // the longest speedup bar (or interval): room for its text after it
 
 std::string legend() {
   std::string s = "<ul class=\"runs\">";
@@ -205,7 +206,7 @@ std::string speedup_svg(const Comparison& c) {
   for (size_t i = 0; i < c.versions.size(); ++i) {
     const auto& v = c.versions[i];
     const double s = v.vs_first.value_or(1.0);
-    const double w = (kBarW - 160) * s / best;  // room for the figures after the longest bar
+    const double w = kSpeedupW * s / best;  // room for the figures after the longest bar
     os << "<text x=\"" << kLabelW - 6 << "\" y=\"" << y + 14 << "\" text-anchor=\"end\">" << html_escape(v.label)
        << "</text><rect class=\"speedup\" data-label=\"" << html_escape(v.label) << "\" data-value=\"" << fmt("%.4f", s)
        << "\" x=\"" << kLabelW << "\" y=\"" << y << "\" width=\"" << fmt("%.2f", w) << "\" height=\"16\" fill=\""
@@ -213,8 +214,8 @@ std::string speedup_svg(const Comparison& c) {
     double right = kLabelW + w;
     if (v.first && v.first->interval.valid()) {
       // The interval as a whisker across the bar's end.
-      const double x0 = kLabelW + (kBarW - 160) * v.first->interval.lo / best;
-      const double x1 = kLabelW + (kBarW - 160) * v.first->interval.hi / best;
+      const double x0 = kLabelW + kSpeedupW * v.first->interval.lo / best;
+      const double x1 = kLabelW + kSpeedupW * v.first->interval.hi / best;
       os << "<g class=\"ci\" data-lo=\"" << fmt("%.4f", v.first->interval.lo) << "\" data-hi=\""
          << fmt("%.4f", v.first->interval.hi) << "\" stroke=\"#000\" stroke-width=\"1.5\"><line x1=\"" << fmt("%.2f", x0)
          << "\" y1=\"" << y + 8 << "\" x2=\"" << fmt("%.2f", x1) << "\" y2=\"" << y + 8 << "\"/><line x1=\""
@@ -224,8 +225,7 @@ std::string speedup_svg(const Comparison& c) {
       right = std::max(right, x1);
     }
     os << "<text class=\"small\" x=\"" << fmt("%.2f", right + 6) << "\" y=\"" << y + 14 << "\">"
-       << html_escape(v.first ? speedup_text(*v.first) : fmt("×%.2f", s)) << fmt(" · %.1f ms", v.step_ms)
-       << (v.samples_per_s ? fmt(" · %.1f samples/s", *v.samples_per_s) : std::string()) << "</text>";
+       << html_escape(v.first ? speedup_text(*v.first) : fmt("×%.2f", s)) << fmt(" · %.1f ms", v.step_ms) << "</text>";
     y += row;
   }
   os << "</svg>";
