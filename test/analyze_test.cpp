@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -23,6 +24,7 @@
 
 #include "analyze/advice.hpp"
 #include "analyze/compare.hpp"
+#include "analyze/overview.hpp"
 #include "analyze/render.hpp"
 #include "analyze/trace_reader.hpp"
 #include "errors.hpp"
@@ -324,7 +326,8 @@ TEST_CASE("analyze: sync calls are counted in the step they start in", "[analyze
   for (int i = 0; i < 3; ++i) ev.push_back(x("user_annotation", "ProfilerStep#" + std::to_string(i), 100 * i, 100));
   ev.push_back(x("cuda_runtime", "cudaStreamSynchronize", 10, 5));
   ev.push_back(x("cpu_op", "aten::_local_scalar_dense", 100, 5));  // at the boundary: the second step's
-  ev.push_back(x("cpu_op", "aten::is_nonzero", 150, 5));
+  ev.push_back(x("cuda_runtime", "cudaStreamSynchronize", 101, 3));  // inside it: the read waited (a sync too)
+  ev.push_back(x("cpu_op", "aten::is_nonzero", 150, 5));           // nothing waits inside: not a sync
   ev.push_back(x("cuda_runtime", "cudaLaunchKernel", 160, 5));     // not a sync
   ev.push_back(x("cuda_runtime", "cudaDeviceSynchronize", 300, 5));  // after the last step
   const std::string path = dir.write("syncs.json", Json{{"traceEvents", ev}}.dump());
@@ -332,7 +335,7 @@ TEST_CASE("analyze: sync calls are counted in the step they start in", "[analyze
   const auto& b = a.ranks[0];
   REQUIRE(b.steps.size() == 3);
   CHECK(b.steps[0].syncs == 1);
-  CHECK(b.steps[1].syncs == 2);
+  CHECK(b.steps[1].syncs == 2);  // the read and the sync inside it
   CHECK(b.steps[2].syncs == 0);
 }
 
@@ -380,7 +383,8 @@ TEST_CASE("ptune analyze: table, json and md on stdout, and bad input as one lin
                                          "rank", "steps", "mean", "tensor_core_pct", "half_precision_pct",
                                          "top_kernels", "top_operators", "dataloader", "h2d", "syncs", "distributed",
                                          "files", "label", "schema_version", "batch_size", "samples_per_s",
-                                         "cuda_graphs", "streams", "processes", "gpu", "memory", "allocations"});
+                                         "cuda_graphs", "streams", "processes", "gpu", "memory", "allocations",
+                                         "under_load", "load"});
   CHECK(j["gpu"]["trace"]["idle_pct"].is_number());
   r = run(exe() + " analyze '" + trace + "' --format csv");
   CHECK(r.code == 0);
@@ -448,12 +452,13 @@ TEST_CASE("ptune analyze: torch.profiler traces of a CPU ResNet step, input-boun
   CHECK(has(j["dataloader"][0]["name"].get<std::string>(), "_MultiProcessingDataLoaderIter"));
   for (const auto& n : j["notes"]) CHECK_FALSE(has(n.get<std::string>(), "host sync"));
 
-  // A per-step loss.item() (a gzip file from export_chrome_trace): the sync is named, with the move.
+  // A per-step loss.item() on the CPU (a gzip file from export_chrome_trace): it reads host
+  // memory, nothing waits: no host sync, no advice about one.
   r = run(exe() + " analyze '" + dir.file("item/trace.json.gz") + "'");
   REQUIRE(r.code == 0);
   CHECK(has(r.out, "verdict: compute-bound on the CPU"));
-  CHECK(has(r.out, "note: per-step host sync: `aten::item` x1 per step"));
-  CHECK(has(r.out, "remove the per-step host sync (`loss.item()`"));
+  CHECK_FALSE(has(r.out, "host sync"));
+  CHECK_FALSE(has(r.out, "loss.item()"));
 
   // Tuning steps as a table: num_workers 0, then 2; a per-step .item() added, then removed.
   // The batch size (8) read from the recorded input shapes.
@@ -475,6 +480,12 @@ TEST_CASE("ptune analyze: torch.profiler traces of a CPU ResNet step, input-boun
   CHECK(j["versions"][0]["batch_size"] == 8);
   CHECK(j["versions"][1]["speedup_vs_prev"].get<double>() > 1.5);  // the loader no longer in the step
   CHECK(j["versions"][3]["speedup_vs_prev"].get<double>() > 0);
+  // Two steps per trace: every speedup undecided, whatever its size, and why.
+  for (size_t i = 1; i < 4; ++i) {
+    CHECK(j["versions"][i]["vs_prev"]["verdict"] == "undecided");
+    CHECK(j["versions"][i]["vs_first"]["verdict"] == "undecided");
+  }
+  CHECK(j["versions"][1]["vs_prev"]["reason"] == "2 steps in `workers 0`, 2 steps in `workers 2`: 3 or more per trace are needed");
   auto changes = [&](size_t i) {
     std::string all;
     for (const auto& c : j["changes"][i]["changes"]) all += c["text"].get<std::string>() + "\n";
@@ -484,8 +495,9 @@ TEST_CASE("ptune analyze: torch.profiler traces of a CPU ResNet step, input-boun
   CHECK(has(changes(0), "(`enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__` -> "
                         "`enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__`)"));
   CHECK(has(changes(0), "verdict input-bound -> compute-bound on the CPU"));
-  CHECK(has(changes(1), "sync added: `aten::item` 0 -> 1 per step"));
-  CHECK(has(changes(2), "sync removed: `aten::item` 1 -> 0 per step"));
+  // A CPU .item() is no host sync: no sync added or removed.
+  CHECK_FALSE(has(changes(1), "sync"));
+  CHECK_FALSE(has(changes(2), "sync"));
   CHECK(std::filesystem::file_size(html) > 1000);
 }
 
@@ -658,8 +670,11 @@ TEST_CASE("analyze BASE NEXT...: the iterative table, speedups and what changed 
   REQUIRE(c.pairs.size() == 2);
   CHECK(c.versions[0].label == "pageable");
   CHECK_FALSE(c.versions[0].vs_prev);
+  // Steps of equal length: the ratio of geometric means is the ratio of the mean steps.
   CHECK(*c.versions[1].vs_prev == Approx(c.versions[0].step_ms / c.versions[1].step_ms));
   CHECK(*c.versions[2].vs_first == Approx(c.versions[0].step_ms / c.versions[2].step_ms));
+  CHECK(*c.versions[2].vs_first ==
+        Approx(ptune::measure::welch_speedup(c.versions[0].step_ms_each, c.versions[2].step_ms_each).point));
   CHECK(*c.versions[0].samples_per_s == Approx(64 * 1000.0 / c.versions[0].step_ms));
   auto texts = [&](size_t i) {
     std::string all;
@@ -759,4 +774,248 @@ TEST_CASE("ptune analyze streams a trace: memory well below the file's size", "[
   // The events (300,000 of them) take about 25 MB; the text is never held whole.
   CHECK(a.max_rss_kb - base.max_rss_kb < size_kb / 2);
   CHECK(a.wall_s < 20.0);  // about 1 s on a quiet core
+}
+
+// Host syncs: an .item() waits for the device only when its tensor is there. Kineto records an
+// input's dtype and shape, not its device: the runtime call that waits (a device-to-host copy,
+// a stream sync) inside the read tells.
+
+namespace {
+
+/// How the sync fixture records where calls come from.
+enum class Stack { kNone, kPythonFrames, kCallStackField };
+
+/// Three 1 ms steps of a GPU training loop (or, `gpu` false, the same host ops on the CPU): the
+/// DataLoader reads each label with .item() on the CPU (torchvision's FakeData), and the loop
+/// calls loss.item() on a CUDA tensor, whose aten::_local_scalar_dense encloses a cudaMemcpyAsync
+/// device-to-host and a cudaStreamSynchronize.
+std::string sync_trace(const TempDir& dir, const std::string& name, bool gpu, Stack stack) {
+  Json ev = Json::array();
+  int corr = 100;
+  auto py = [&](const std::string& frame, double ts, double dur) {
+    if (stack == Stack::kPythonFrames) ev.push_back(x("python_function", frame, ts, dur));
+  };
+  py("train.py(30): <module>", 0, 4000);
+  for (int i = 0; i < 3; ++i) {
+    const double t0 = 1000.0 * (i + 1);
+    ev.push_back(x("user_annotation", "ProfilerStep#" + std::to_string(i + 1), t0, 1000));
+    ev.push_back(x("user_annotation", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", t0 + 10, 200));
+    py("torchvision/datasets/fakedata.py(40): __getitem__", t0 + 20, 100);
+    py("<built-in method item of Tensor object at 0x7f00>", t0 + 30, 30);
+    ev.push_back(x("cpu_op", "aten::item", t0 + 31, 20));
+    ev.push_back(x("cpu_op", "aten::_local_scalar_dense", t0 + 32, 10));
+    ev.push_back(x("cpu_op", "aten::conv2d", t0 + 250, 300));
+    if (gpu) {
+      ev.push_back(x("cuda_runtime", "cudaLaunchKernel", t0 + 260, 5, Json{{"correlation", ++corr}}));
+      ev.push_back(x("kernel", "volta_sgemm_128x64_nn", t0 + 270, 320, Json{{"correlation", corr}}, 0, 7));
+    }
+    py("train.py(12): train_step", t0 + 590, 200);
+    py("<built-in method item of Tensor object at 0x7f01>", t0 + 595, 150);
+    ev.push_back(x("cpu_op", "aten::item", t0 + 600, 100));
+    Json scalar = x("cpu_op", "aten::_local_scalar_dense", t0 + 602, 96);
+    if (stack == Stack::kCallStackField)
+      scalar["args"]["Call stack"] = "torch/_tensor.py(1000): item;train.py(12): train_step;train.py(30): <module>";
+    ev.push_back(scalar);
+    if (gpu) {
+      ev.push_back(x("cuda_runtime", "cudaMemcpyAsync", t0 + 605, 10, Json{{"correlation", ++corr}}));
+      ev.push_back(x("gpu_memcpy", "Memcpy DtoH (Device -> Pageable)", t0 + 620, 2, Json{{"correlation", corr}}, 0, 7));
+      ev.push_back(x("cuda_runtime", "cudaStreamSynchronize", t0 + 616, 80));
+    }
+  }
+  return dir.write(name, Json{{"traceEvents", ev}}.dump());
+}
+
+std::string all_advice(const ptune::analyze::Analysis& a) {
+  std::string s = a.verdict.text() + "\n";
+  for (const auto& n : a.notes) s += n + "\n";
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("analyze: .item() is a host sync only where it waits for the device, and says where it came from",
+          "[analyze]") {
+  TempDir dir;
+  // Python frames (with_stack=True, torch 2.x): the frame of the training code that called it.
+  auto a = ptune::analyze::analyze(sync_trace(dir, "frames.json", true, Stack::kPythonFrames));
+  auto& b = a.ranks[0];
+  std::map<std::string, int64_t> count;
+  for (const auto& s : b.syncs) count[s.name] = s.count;
+  // The DataLoader's three label reads are not syncs: nothing waits inside them.
+  CHECK(count == std::map<std::string, int64_t>{{"aten::item", 3}, {"cudaMemcpyAsync", 3}, {"cudaStreamSynchronize", 3}});
+  for (const auto& s : b.steps) CHECK(s.syncs == 3);
+  REQUIRE(b.sync_origins.size() == 3);
+  for (const auto& o : b.sync_origins) {
+    CHECK(o.where == "`train.py(12): train_step`");
+    CHECK(o.count == 3);
+  }
+  INFO(all_advice(a));
+  // The GPU idles after each wait until the next step's kernel: sync-bound, and where the syncs came from.
+  CHECK(a.verdict.rule == "sync-bound");
+  CHECK(has(a.verdict.evidence, "the host waited in `aten::item`, `cudaStreamSynchronize`, `cudaMemcpyAsync` (3 per "
+                                "step; the host waited 10% of the step); `aten::item`, `cudaMemcpyAsync`, "
+                                "`cudaStreamSynchronize` from `train.py(12): train_step`"));
+  auto j = ptune::analyze::to_json(a);
+  CHECK(j["syncs"][0]["from"][0]["where"] == "`train.py(12): train_step`");
+  CHECK(has(ptune::analyze::render(a, "table"), "3x  aten::item from `train.py(12): train_step`\n"));
+
+  // An older trace's "Call stack" field (innermost frame first): the library frame, and the
+  // training code's frame that called it.
+  a = ptune::analyze::analyze(sync_trace(dir, "callstack.json", true, Stack::kCallStackField));
+  REQUIRE_FALSE(a.ranks[0].sync_origins.empty());
+  bool item_seen = false;
+  for (const auto& o : a.ranks[0].sync_origins)
+    if (o.name == "aten::item") {
+      item_seen = true;
+      CHECK(o.where == "`torch/_tensor.py(1000): item`, called from `train.py(12): train_step`");
+    }
+  CHECK(item_seen);
+
+  // No stack recorded: its thread and the steps.
+  a = ptune::analyze::analyze(sync_trace(dir, "nostack.json", true, Stack::kNone));
+  REQUIRE(a.ranks[0].sync_origins.size() == 3);
+  CHECK(a.ranks[0].sync_origins[0].where == "the main thread (1) in ProfilerStep#1, ProfilerStep#2, ProfilerStep#3");
+  CHECK(has(all_advice(a), "`cudaStreamSynchronize` from the main thread (1) in ProfilerStep#1, ProfilerStep#2, "
+                           "ProfilerStep#3"));
+
+  // The same host ops on the CPU: no syncs, no host-sync advice.
+  a = ptune::analyze::analyze(sync_trace(dir, "cpu.json", false, Stack::kPythonFrames));
+  CHECK_FALSE(a.ranks[0].has_gpu);
+  CHECK(a.ranks[0].syncs.empty());
+  CHECK(a.ranks[0].sync_origins.empty());
+  for (const auto& s : a.ranks[0].steps) CHECK(s.syncs == 0);
+  CHECK_FALSE(has(all_advice(a), "sync"));
+  CHECK(a.verdict.rule == "compute-bound on the CPU");
+}
+
+namespace {
+
+/// A CPU trace of steps of the given lengths (ms), each one operator; `load`: ptune's metadata
+/// saying it was recorded under load.
+std::string steps_trace(const TempDir& dir, const std::string& name, const std::vector<double>& ms, bool load = false) {
+  Json ev = Json::array();
+  double t = 0;
+  for (size_t i = 0; i < ms.size(); ++i) {
+    ev.push_back(x("user_annotation", "ProfilerStep#" + std::to_string(i + 1), t, ms[i] * 1000));
+    ev.push_back(x("cpu_op", "aten::mm", t + 1, ms[i] * 1000 - 2));
+    t += ms[i] * 1000 + 1;
+  }
+  Json doc{{"traceEvents", ev}};
+  if (load) doc["ptune"] = Json{{"version", "test"}, {"load", {{"under_load", true}, {"summary", "other processes used 1.9 of 2 cores"}}}};
+  return dir.write(name + ".json", doc.dump());
+}
+
+}  // namespace
+
+TEST_CASE("analyze BASE NEXT...: a speedup carries its interval and the sweep's verdict", "[analyze]") {
+  using namespace ptune::analyze;
+  TempDir dir;
+  const std::vector<double> slow{10.0, 10.3, 9.8, 10.1}, fast{5.0, 5.2, 4.9, 5.1};
+  const std::string a = steps_trace(dir, "a", slow), b = steps_trace(dir, "b", fast);
+  // Clearly different step times: faster, with the interval of Welch's t on log step times.
+  auto c = compare({a, b}, {}, {});
+  REQUIRE(c.versions[1].prev);
+  const Speedup& s = *c.versions[1].prev;
+  const auto want = ptune::measure::welch_speedup(slow, fast, ptune::measure::kSpeedupLevel);
+  CHECK(s.interval.point == Approx(want.point));
+  CHECK(s.interval.lo == Approx(want.lo));
+  CHECK(s.interval.hi == Approx(want.hi));
+  CHECK(s.interval.lo > 1.8);
+  CHECK(s.interval.hi < 2.2);
+  CHECK(s.verdict == ptune::measure::Verdict::kFaster);
+  CHECK(*c.versions[1].vs_prev == Approx(want.point));
+  CHECK(speedup_text(s) == "x" + [&] {
+          char buf[32];
+          std::snprintf(buf, sizeof buf, "%.2f [%.3f, %.3f] faster", want.point, want.lo, want.hi);
+          return std::string(buf);
+        }());
+  const std::string table = render_comparison(c, "table");
+  INFO(table);
+  CHECK(has(table, "a -> b:\n  speedup " + speedup_text(s) +
+                       ": 99% interval (Welch's t on log step times, 4 and 4 steps)\n"));
+  const auto j = comparison_json(c);
+  CHECK(j["versions"][1]["vs_prev"]["verdict"] == "faster");
+  CHECK(j["versions"][1]["vs_prev"]["lo"].get<double>() == Approx(want.lo).margin(1e-4));
+  CHECK(j["versions"][1]["vs_prev"]["hi"].get<double>() == Approx(want.hi).margin(1e-4));
+  CHECK(j["versions"][1]["vs_prev"]["steps"].dump() == "[4,4]");
+  CHECK(j["versions"][1]["step_ms_each"].size() == 4);
+  CHECK(j["versions"][0]["vs_prev"].is_null());
+  CHECK(j["changes"][0]["speedup"]["text"] == speedup_text(s));
+  CHECK(j["noise"]["min_steps"] == 3);
+  const std::string html = overview_html(c);
+  CHECK(has(html, "<g class=\"ci\""));
+  CHECK(has(html, "data-verdict=\"faster\""));
+  CHECK(has(html, speedup_text(s)));
+  // The other way round: slower.
+  c = compare({b, a}, {}, {});
+  CHECK(c.versions[1].prev->verdict == ptune::measure::Verdict::kSlower);
+  // Steps within 0.5% of each other on both sides: within noise (the interval within 1.00x +-3%).
+  c = compare({steps_trace(dir, "same1", {10.0, 10.03, 9.98, 10.01}), steps_trace(dir, "same2", {10.01, 9.99, 10.02, 10.0})},
+              {}, {});
+  CHECK(c.versions[1].prev->interval.lo > 1 / 1.03);
+  CHECK(c.versions[1].prev->interval.hi < 1.03);
+  CHECK(c.versions[1].prev->verdict == ptune::measure::Verdict::kWithinNoise);
+  // Two steps per side: undecided, whatever the interval, and why.
+  c = compare({steps_trace(dir, "two_a", {10.0, 10.1}), steps_trace(dir, "two_b", {5.0, 5.05})}, {}, {});
+  CHECK(c.versions[1].prev->verdict == ptune::measure::Verdict::kUndecided);
+  CHECK(c.versions[1].prev->reason == "2 steps in `two_a`, 2 steps in `two_b`: 3 or more per trace are needed");
+  CHECK(has(render_comparison(c, "table"), "undecided: 2 steps in `two_a`, 2 steps in `two_b`"));
+  // One side recorded under load (ptune's metadata says so): undecided, and the load named.
+  c = compare({a, steps_trace(dir, "loaded", fast, true)}, {}, {});
+  CHECK(c.versions[1].under_load);
+  CHECK(c.versions[1].prev->verdict == ptune::measure::Verdict::kUndecided);
+  CHECK(c.versions[1].prev->reason == "`loaded` was recorded under load (other processes used 1.9 of 2 cores)");
+  CHECK(c.versions[1].prev->interval.level == ptune::measure::kSpeedupLevelUnderLoad);
+  CHECK(ptune::analyze::to_json(c.versions[1].analysis)["under_load"] == true);
+}
+
+TEST_CASE("ptune analyze: a FakeData loop on the CPU gets no host-sync advice, and an A/A pair is never faster or "
+          "slower", "[e2e][analyze][python]") {
+  // torchvision's FakeData reads each label with .item() in the DataLoader, and the loop calls
+  // loss.item(): all on the CPU, none a host sync. Then the same code's odd and even steps as two
+  // traces, twice: an A/A pair each time, compared both ways, within noise or undecided. (Two
+  // recordings one after the other differ by the machine's load, which a Python trace does not
+  // record: on a busy machine they can differ by far more than their steps' spread.)
+  using ptune::test::exe;
+  using ptune::test::run;
+  TempDir dir;
+  const auto made = run(std::string("'") + PTUNE_PYTHON + "' '" + PTUNE_SOURCE_DIR + "/test/make_torch_trace.py' '" +
+                        dir.path.string() + "' fakedata split:1 split:2");
+  INFO(made.err);
+  REQUIRE(made.code == 0);
+  auto r = run(exe() + " analyze '" + dir.file("fakedata/trace.json") + "' --format json");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  Json j = Json::parse(r.out);
+  CHECK(j["device"] == "cpu");
+  CHECK(j["steps"].size() == 5);
+  CHECK(j["syncs"].empty());
+  for (const auto& s : j["steps"]) CHECK(s["syncs"] == 0);
+  CHECK(j["verdict"]["rule"] != "sync-bound");
+  for (const auto& n : j["notes"]) {
+    CHECK_FALSE(has(n.get<std::string>(), "host sync"));
+    CHECK_FALSE(has(n.get<std::string>(), "item()"));
+  }
+  CHECK_FALSE(has(j["verdict"]["text"].get<std::string>(), "item()"));
+  for (const std::string round : {"1", "2"}) {
+    const std::string a = dir.file("fakedata_" + round + "_a/trace.json"), b = dir.file("fakedata_" + round + "_b/trace.json");
+    for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{{a, b}, {b, a}}) {
+      r = run(exe() + " analyze '" + from + "' '" + to + "' --label x --label y --format json");
+      REQUIRE(r.code == 0);
+      j = Json::parse(r.out);
+      const Json& s = j["versions"][1]["vs_prev"];
+      INFO(from << " -> " << to << ": " << s.dump() << " " << j["versions"][0]["step_ms_each"].dump() << " "
+                << j["versions"][1]["step_ms_each"].dump());
+      CHECK((s["verdict"] == "within noise" || s["verdict"] == "undecided"));
+      CHECK(s["steps"] == Json::array({5, 5}));
+      CHECK(s["lo"].get<double>() <= s["speedup"].get<double>());
+      CHECK(s["speedup"].get<double>() <= s["hi"].get<double>());
+    }
+  }
+  // The table prints the interval and the verdict.
+  r = run(exe() + " analyze '" + dir.file("fakedata_1_a/trace.json") + "' '" + dir.file("fakedata_1_b/trace.json") +
+          "' --label x --label y");
+  REQUIRE(r.code == 0);
+  CHECK(has(r.out, "x -> y:\n  speedup x"));
+  CHECK(has(r.out, ": 99% interval (Welch's t on log step times, 5 and 5 steps)"));
 }

@@ -1167,3 +1167,75 @@ TEST_CASE("ptune analyze -o: the overview page in headless Chromium, one bar per
   CHECK(p.dom.find("ProfilerStep#3") != std::string::npos);
   REQUIRE(std::filesystem::exists(p.screenshot));
 }
+
+// ptune analyze: comparisons with their noise.
+
+namespace {
+
+/// A CPU trace of steps of the given lengths (ms), one operator each; `ptune_load`: ptune's
+/// metadata saying it was recorded under load.
+std::string steps_trace_file(const TempDir& dir, const std::string& name, const std::vector<double>& ms,
+                             bool ptune_load = false) {
+  Json ev = Json::array();
+  double t = 0;
+  for (size_t i = 0; i < ms.size(); ++i) {
+    for (const auto& [cat, op, at, dur] : std::vector<std::tuple<std::string, std::string, double, double>>{
+             {"user_annotation", "ProfilerStep#" + std::to_string(i + 1), t, ms[i] * 1000},
+             {"cpu_op", "aten::mm", t + 1, ms[i] * 1000 - 2}})
+      ev.push_back(Json{{"ph", "X"}, {"cat", cat}, {"name", op}, {"pid", 1}, {"tid", 1}, {"ts", at}, {"dur", dur}});
+    t += ms[i] * 1000 + 1;
+  }
+  Json doc{{"traceEvents", ev}};
+  if (ptune_load) doc["ptune"] = Json{{"load", {{"under_load", true}, {"summary", "load average 7.1"}}}};
+  return dir.write(name + ".json", doc.dump());
+}
+
+}  // namespace
+
+TEST_CASE("ptune analyze A B: the speedup's interval and verdict in every format; few steps or load: undecided",
+          "[e2e][analyze]") {
+  TempDir dir;
+  const std::string exe = ptune::test::exe();
+  const std::string a = steps_trace_file(dir, "a", {10.0, 10.3, 9.8, 10.1}), b = steps_trace_file(dir, "b", {5.0, 5.2, 4.9, 5.1});
+  auto r = run(exe + " analyze '" + a + "' '" + b + "' --format json -o '" + dir.file("page.html") + "'");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const Json j = Json::parse(r.out);
+  const Json& s = j["versions"][1]["vs_prev"];
+  INFO(s.dump());
+  CHECK(s["verdict"] == "faster");
+  CHECK(s["level"] == 0.99);
+  CHECK(s["lo"].get<double>() > 1.8);
+  CHECK(s["hi"].get<double>() < 2.2);
+  CHECK(s["lo"].get<double>() < s["speedup"].get<double>());
+  CHECK(s["speedup"].get<double>() < s["hi"].get<double>());
+  CHECK(j["versions"][1]["speedup_vs_prev"].get<double>() == Approx(s["speedup"].get<double>()).margin(0.005));
+  const std::string text = s["text"];  // "x2.00 [lo, hi] faster"
+  CHECK(text.rfind("x", 0) == 0);
+  CHECK(text.find(" [") != std::string::npos);
+  CHECK(text.substr(text.size() - 7) == " faster");
+  // The same text in the table, Markdown (its brackets escaped), CSV and the page.
+  std::string md_text;
+  for (char c : text) md_text += c == '[' || c == ']' ? std::string("\\") + c : std::string(1, c);
+  for (const std::string format : {"table", "md", "csv"}) {
+    r = run(exe + " analyze '" + a + "' '" + b + "' --format " + format);
+    INFO(format << "\n" << r.out);
+    REQUIRE(r.code == 0);
+    CHECK(r.out.find(format == "md" ? md_text : text) != std::string::npos);
+  }
+  CHECK(ptune::test::read_file(dir.file("page.html")).find(text) != std::string::npos);
+  // Two steps per trace: undecided, and why.
+  r = run(exe + " analyze '" + steps_trace_file(dir, "two_a", {10.0, 10.1}) + "' '" +
+          steps_trace_file(dir, "two_b", {5.0, 5.05}) + "'");
+  REQUIRE(r.code == 0);
+  INFO(r.out);
+  CHECK(r.out.find("undecided: 2 steps in `two_a`, 2 steps in `two_b`: 3 or more per trace are needed\n") !=
+        std::string::npos);
+  // A trace whose metadata says it was recorded under load: undecided, and the load named.
+  r = run(exe + " analyze '" + a + "' '" + steps_trace_file(dir, "loaded", {5.0, 5.2, 4.9, 5.1}, true) + "' --format json");
+  REQUIRE(r.code == 0);
+  const Json loaded = Json::parse(r.out);
+  CHECK(loaded["versions"][1]["under_load"] == true);
+  CHECK(loaded["versions"][1]["vs_prev"]["verdict"] == "undecided");
+  CHECK(loaded["versions"][1]["vs_prev"]["reason"] == "`loaded` was recorded under load (load average 7.1)");
+}

@@ -13,9 +13,21 @@ Variants (each written under OUT_DIR/VARIANT/):
   workers_item  `workers` with a per-step loss.item() added (export_chrome_trace to trace.json):
            with loader0 and workers, the steps of tuning one loop (workers 0 then 2, a
            .item() added, then removed again: workers) for `ptune analyze BASE NEXT...`
-Schedule: wait=0, warmup=1, active=2 (ProfilerStep#1 and #2 recorded). One thread for the
-model, so a loaded machine slows compute less than the sleeping loader stays slow.
+  fakedata*  (any name starting so) torchvision.datasets.FakeData (32x32, batch 4) through a
+           DataLoader with num_workers=0, whose labels are read with .item() on the CPU, and a
+           per-step loss.item(); with_stack=True; 5 steps recorded (ProfilerStep#1 to #5);
+           export_chrome_trace to trace.json.
+  split:NAME  the fakedata code (without the stack) with 10 steps recorded after 3 warm-up
+           steps in one trace, split into two traces of its odd and even steps
+           (fakedata_NAME_a/ and _b/trace.json: each the recording without the other's steps'
+           events): an A/A pair whose steps alternated in time, so that the rest of the
+           machine's load fell on both alike (the sweep's paired design). Recorded one after
+           the other, two traces differ by how busy the machine was, which a Python trace does
+           not record.
+Schedule: wait=0, warmup=1, active=2 (ProfilerStep#1 and #2 recorded; fakedata: active=5). One
+thread for the model, so a loaded machine slows compute less than the sleeping loader stays slow.
 """
+import json
 import os
 import sys
 import time
@@ -44,7 +56,8 @@ class SlowImages(torch.utils.data.Dataset):
         return torch.rand(3, 32, 32, generator=g), i % 10
 
 
-def run(variant, out_dir):
+def run(variant, out_dir, active=None, warmup=1, stack=True):
+    torch.set_num_threads(1)
     torch.manual_seed(0)
     model = torchvision.models.resnet18(num_classes=10)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
@@ -60,31 +73,58 @@ def run(variant, out_dir):
     elif variant == "item":
         loader = torch.utils.data.DataLoader(SlowImages(0), batch_size=BATCH, num_workers=0)
         ready = lambda p: p.export_chrome_trace(os.path.join(folder, "trace.json.gz"))  # noqa: E731
+    elif variant.startswith("fakedata"):
+        data = torchvision.datasets.FakeData(size=64, image_size=(3, 32, 32), num_classes=10,
+                                             transform=torchvision.transforms.ToTensor())
+        loader = torch.utils.data.DataLoader(data, batch_size=4, num_workers=0)
+        ready = lambda p: p.export_chrome_trace(os.path.join(folder, "trace.json"))  # noqa: E731
     else:
         sys.exit(f"unknown variant {variant!r}")
+    fake = variant.startswith("fakedata")
     it = iter(loader)
     if variant in ("workers", "workers_item"):
         time.sleep(3.0)  # the workers fill their queues (2 x 2 batches), as in a long-running loop
-    with profile(activities=[ProfilerActivity.CPU], record_shapes=True, schedule=schedule(wait=0, warmup=1, active=2, repeat=1),
-                 on_trace_ready=ready) as prof:
-        for _ in range(3):
+    active = active or (5 if fake else 2)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_stack=fake and stack,
+                 schedule=schedule(wait=0, warmup=warmup, active=active, repeat=1), on_trace_ready=ready) as prof:
+        for _ in range(warmup + active):
             x, y = next(it)
             loss = torch.nn.functional.cross_entropy(model(x), y)
             opt.zero_grad()
             loss.backward()
             opt.step()
-            if variant in ("item", "workers_item"):
+            if variant in ("item", "workers_item") or fake:
                 print(f"loss {loss.item():.4f}")
             prof.step()
     del it
 
 
+def split(name, out_dir):
+    """Records the fakedata code's 10 steps, then writes its odd and even steps as two traces."""
+    whole = os.path.join(out_dir, f"fakedata_{name}")
+    run(f"fakedata_{name}", out_dir, active=10, warmup=3, stack=False)
+    with open(os.path.join(whole, "trace.json")) as f:
+        doc = json.load(f)
+    events = doc["traceEvents"]
+    steps = sorted((e for e in events if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")),
+                   key=lambda e: e["ts"])
+    for side, keep in (("a", 0), ("b", 1)):
+        drop = [(e["ts"], e["ts"] + e["dur"]) for i, e in enumerate(steps) if i % 2 != keep]
+        inside = lambda e: "ts" in e and any(lo <= e["ts"] < hi for lo, hi in drop)  # noqa: E731
+        folder = f"{whole}_{side}"
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, "trace.json"), "w") as f:
+            json.dump(dict(doc, traceEvents=[e for e in events if not inside(e)]), f)
+
+
 def main():
-    torch.set_num_threads(1)
     out_dir, variants = sys.argv[1], sys.argv[2:]
     for v in variants:
         t = time.time()
-        run(v, out_dir)
+        if v.startswith("split:"):
+            split(v[len("split:"):], out_dir)
+        else:
+            run(v, out_dir)
         print(f"{v}: {time.time() - t:.1f} s", file=sys.stderr)
 
 

@@ -24,6 +24,25 @@ std::string ms(double us) {
 
 bool has(const std::string& s, const char* p) { return s.find(p) != std::string::npos; }
 
+/// Where the host syncs came from, grouped by place: "`aten::item`, `cudaStreamSynchronize` from
+/// `train.py(42): step`; `cudaDeviceSynchronize` from the main thread (4242) in ProfilerStep#1",
+/// at most three places; empty without syncs.
+std::string origins_text(const Breakdown& b) {
+  std::vector<std::pair<std::string, std::string>> places;  // where, the syncs made there
+  for (const auto& o : b.sync_origins) {
+    auto it = std::find_if(places.begin(), places.end(), [&](const auto& p) { return p.first == o.where; });
+    if (it == places.end()) {
+      if (places.size() == 3) continue;
+      places.emplace_back(o.where, "");
+      it = std::prev(places.end());
+    }
+    it->second += (it->second.empty() ? "`" : ", `") + o.name + "`";
+  }
+  std::string s;
+  for (const auto& [where, names] : places) s += (s.empty() ? "" : "; ") + names + " from " + where;
+  return s;
+}
+
 }  // namespace
 
 void advise(Analysis& a) {
@@ -35,8 +54,9 @@ void advise(Analysis& a) {
   auto share = [&](double us) { return 100.0 * us / step; };
   const double loader = share(m.us[kDataLoader]);
   const double copies = share(m.us[kMemcpy]);
-  // A host wait costs only the device time it leaves idle (on a GPU); on the CPU the wait is the cost.
-  const double sync = share(b.has_gpu ? m.sync_idle_us : m.sync_us);
+  // A host wait costs only the device time it leaves idle. A CPU-only trace has no host syncs
+  // (an .item() there reads host memory: nothing to wait for).
+  const double sync = share(m.sync_idle_us);
   const double nsteps = static_cast<double>(std::max<size_t>(b.steps.size(), 1));
   auto per_step = [&](double n) {
     char buf[32];
@@ -79,18 +99,15 @@ void advise(Analysis& a) {
       v.move = py ? "the copies are pinned already: ship uint8 batches and normalize on the GPU"
                   : "`loader.uint8_transfer`";
     }
-  } else if (measure::fires(RuleId::kSyncBound, sync)) {
+  } else if (b.has_gpu && measure::fires(RuleId::kSyncBound, sync)) {
     v.rule = rule(RuleId::kSyncBound).name;
     std::string which;
     for (const auto& s : b.syncs) which += (which.empty() ? "" : ", ") + ("`" + s.name + "`");
-    if (b.has_gpu) {
-      v.evidence = pct(sync) + " of the step with the GPU idle after the host waited in " +
-                   (which.empty() ? "syncs" : which) + " (" + per_step(static_cast<double>(sync_calls)) +
-                   " per step; the host waited " + pct(share(m.sync_us)) + " of the step)" + rank;
-    } else {
-      v.evidence = pct(sync) + " of the step with the host waiting in " + (which.empty() ? "syncs" : which) + " (" +
-                   per_step(static_cast<double>(sync_calls)) + " per step)" + rank;
-    }
+    const std::string from = origins_text(b);
+    v.evidence = pct(sync) + " of the step with the GPU idle after the host waited in " +
+                 (which.empty() ? "syncs" : which) + " (" + per_step(static_cast<double>(sync_calls)) +
+                 " per step; the host waited " + pct(share(m.sync_us)) + " of the step)" +
+                 (from.empty() ? "" : "; " + from) + rank;
     v.move = move(RuleId::kSyncBound);
   } else if (m.comm_us > 0 && measure::fires(RuleId::kCommBound, exposed_comm)) {
     v.rule = rule(RuleId::kCommBound).name;
@@ -156,16 +173,16 @@ void advise(Analysis& a) {
     a.notes.push_back("the host waited " + pct(share(m.sync_us)) + " of the step in syncs with the GPU busy meanwhile (" +
                       pct(sync) + " of the step idle after them): not a bottleneck here");
   }
-  if (v.rule != rule(RuleId::kSyncBound).name && sync_calls > 0) {
+  if (v.rule != rule(RuleId::kSyncBound).name && b.has_gpu && sync_calls > 0) {
     std::string which;
     for (const auto& s : b.syncs) {
       char per[32];
       std::snprintf(per, sizeof per, "%.3g", static_cast<double>(s.count) / static_cast<double>(b.steps.size()));
       which += (which.empty() ? "" : ", ") + ("`" + s.name + "` x" + per);
     }
-    a.notes.push_back("per-step host sync: " + which + " per step (" + ms(m.sync_us) + " per step here" +
-                      (b.has_gpu ? "" : "; on a GPU each one stalls the host until the device catches up") +
-                      "): " + move(RuleId::kSyncBound));
+    const std::string from = origins_text(b);
+    a.notes.push_back("per-step host sync: " + which + " per step (" + ms(m.sync_us) + " per step here)" +
+                      (from.empty() ? "" : "; " + from) + ": " + move(RuleId::kSyncBound));
   }
   if (measure::fires(RuleId::kZeroGrad, share(m.zero_grad_us))) {
     a.notes.push_back(pct(share(m.zero_grad_us)) + " of the step zeroing gradients (`aten::zero_` under "

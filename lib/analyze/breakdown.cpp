@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string_view>
 #include <unordered_map>
@@ -82,15 +83,175 @@ bool is_dataloader(const Event& e) {
           e.name.compare(e.name.size() - 9, 9, ".__next__") == 0) ||
          starts_with(e.name, "enumerate(DataPipe)#");
 }
-/// Host calls that wait for the device: runtime syncs, and the .item()-style reads.
+/// Runtime calls that wait for the device.
 bool is_runtime_sync(const Event& e) {
   return e.kind == Kind::kRuntime && (e.name == "cudaStreamSynchronize" || e.name == "cudaDeviceSynchronize" ||
                                       e.name == "cudaEventSynchronize" || e.name == "cudaMemcpy" ||
                                       e.name == "cuStreamSynchronize" || e.name == "cuCtxSynchronize");
 }
+/// The .item()-style reads: a sync only when they wait for the device (see Waits).
 bool is_item(const Event& e) {
   return e.kind == Kind::kCpuOp && (e.name == "aten::_local_scalar_dense" || e.name == "aten::is_nonzero");
 }
+
+/// The host's waits for the device in one trace, per thread: runtime syncs, blocking cudaMemcpy
+/// and device-to-host copies. A read of a tensor's value (.item()) waits for the device only when
+/// the tensor is on it: Kineto records an input's dtype and shape, not its device, so such a read
+/// is a sync when one of these waits lies inside it on its thread. On the CPU (a DataLoader
+/// reading its labels, torchvision's FakeData) it is not one.
+class Waits {
+ public:
+  explicit Waits(const Trace& t) {
+    for (const auto& e : t.events)
+      if (e.kind == Kind::kMemcpy && e.correlation >= 0 && contains(e.name, "DtoH")) dtoh_.insert(e.correlation);
+    for (const auto& e : t.events)
+      if (is_wait(e)) starts_[{e.pid, e.tid}].push_back(e.ts);
+    for (auto& [k, v] : starts_) std::sort(v.begin(), v.end());
+  }
+  /// A runtime call that waits for the device.
+  bool is_wait(const Event& e) const {
+    return is_runtime_sync(e) ||
+           (e.kind == Kind::kRuntime && starts_with(e.name, "cudaMemcpy") && dtoh_.count(e.correlation) > 0);
+  }
+  /// A host sync: a wait, or an .item()-style read with a wait inside it on its thread.
+  bool is_sync(const Event& e) const {
+    if (is_wait(e)) return true;
+    if (!is_item(e)) return false;
+    auto it = starts_.find({e.pid, e.tid});
+    if (it == starts_.end()) return false;
+    auto w = std::lower_bound(it->second.begin(), it->second.end(), e.ts);
+    return w != it->second.end() && *w <= e.end();
+  }
+
+ private:
+  std::set<int64_t> dtoh_;  // correlations of device-to-host copies
+  std::map<std::pair<int64_t, int64_t>, std::vector<double>> starts_;
+};
+
+/// Whether a Python frame is library code rather than the training script's: built-ins, and the
+/// files of PyTorch, its domain libraries and other installed packages.
+bool library_frame(std::string_view f) {
+  if (starts_with(f, "<")) return true;
+  for (const char* p : {"torch/", "torchvision/", "torchaudio/", "torchtext/", "torchdata/", "numpy/", "PIL/",
+                        "lightning/", "pytorch_lightning/", "transformers/", "accelerate/", "timm/"})
+    if (starts_with(f, p) || contains(f, (std::string("/") + p).c_str())) return true;
+  return contains(f, "site-packages/") || contains(f, "dist-packages/") || contains(f, "/lib/python");
+}
+
+/// Where a call came from, from its Python frames (innermost first): "`frame`", or "`frame`,
+/// called from `the training code's frame`"; empty without frames.
+std::string frames_text(const std::vector<std::string_view>& frames) {
+  std::optional<std::string_view> at, user;
+  for (const auto& f : frames) {
+    if (starts_with(f, "<")) continue;  // the built-in method itself
+    if (!at) at = f;
+    if (!library_frame(f)) {
+      user = f;
+      break;
+    }
+  }
+  if (!at) return "";
+  auto quote = [](std::string_view f) { return "`" + std::string(f.substr(0, 160)) + "`"; };
+  if (!user || *user == *at) return quote(*at);
+  return quote(*at) + ", called from " + quote(*user);
+}
+
+/// The frames of "Call stack" text (frames joined by ";", innermost first).
+std::vector<std::string_view> split_stack(std::string_view s) {
+  std::vector<std::string_view> out;
+  while (!s.empty() && out.size() < 64) {
+    const size_t at = s.find(';');
+    const std::string_view f = s.substr(0, at);
+    if (!f.empty()) out.push_back(f);
+    if (at == std::string_view::npos) break;
+    s.remove_prefix(at + 1);
+  }
+  return out;
+}
+
+/// For each of `calls`, the Python frames open at its start on its thread (python_function
+/// events, with_stack=True), innermost first, at most 64: one sweep per thread over its frames.
+std::vector<std::vector<std::string_view>> python_stacks(const Trace& t, const std::vector<const Event*>& calls) {
+  std::vector<std::vector<std::string_view>> out(calls.size());
+  std::map<std::pair<int64_t, int64_t>, std::vector<size_t>> by_thread;
+  for (size_t i = 0; i < calls.size(); ++i) by_thread[{calls[i]->pid, calls[i]->tid}].push_back(i);
+  std::map<std::pair<int64_t, int64_t>, std::vector<const Event*>> frames;
+  for (const auto& e : t.events)
+    if (e.python && by_thread.count({e.pid, e.tid})) frames[{e.pid, e.tid}].push_back(&e);
+  for (auto& [key, idx] : by_thread) {
+    auto& fs = frames[key];
+    std::sort(fs.begin(), fs.end(), [](const Event* a, const Event* b) { return a->ts != b->ts ? a->ts < b->ts : a->dur > b->dur; });
+    std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return calls[a]->ts < calls[b]->ts; });
+    std::vector<const Event*> open;
+    auto close = [&](double ts) {
+      while (!open.empty() && open.back()->end() < ts) open.pop_back();
+    };
+    size_t next = 0;
+    for (size_t i : idx) {
+      const double ts = calls[i]->ts;
+      for (; next < fs.size() && fs[next]->ts <= ts; ++next) {
+        close(fs[next]->ts);
+        open.push_back(fs[next]);
+      }
+      close(ts);
+      for (auto it = open.rbegin(); it != open.rend() && out[i].size() < 64; ++it)
+        if ((*it)->end() >= ts) out[i].push_back((*it)->name);
+    }
+  }
+  return out;
+}
+
+/// "the main thread (4242)" or "thread 4243".
+std::string thread_text(const Event& e) {
+  return e.tid == e.pid ? "the main thread (" + std::to_string(e.tid) + ")" : "thread " + std::to_string(e.tid);
+}
+
+/// Where host syncs came from, by (sync name, where): calls, and without a Python stack the steps.
+struct Origins {
+  struct Entry {
+    int64_t count = 0;
+    std::vector<std::string> steps;
+  };
+  std::map<std::pair<std::string, std::string>, Entry> by;
+
+  /// Adds `calls` (host syncs in `steps`, named as `names`) of trace `t`.
+  void add(const Trace& t, const std::vector<const Event*>& calls, const std::vector<std::string>& names,
+           const std::vector<StepBreakdown>& steps) {
+    const auto stacks = python_stacks(t, calls);
+    for (size_t i = 0; i < calls.size(); ++i) {
+      const Event& e = *calls[i];
+      auto cs = t.call_stacks.find(static_cast<size_t>(&e - t.events.data()));
+      std::string where = frames_text(cs != t.call_stacks.end() ? split_stack(cs->second) : stacks[i]);
+      std::string step;
+      if (where.empty()) {
+        where = thread_text(e);
+        auto s = std::upper_bound(steps.begin(), steps.end(), e.ts, [](double v, const StepBreakdown& x) { return v < x.start; });
+        if (s != steps.begin()) step = std::prev(s)->name;
+      }
+      auto& entry = by[{names[i], where}];
+      ++entry.count;
+      if (!step.empty() && std::find(entry.steps.begin(), entry.steps.end(), step) == entry.steps.end())
+        entry.steps.push_back(step);
+    }
+  }
+
+  /// The origins, most calls first.
+  std::vector<SyncOrigin> list() const {
+    std::vector<SyncOrigin> out;
+    for (const auto& [key, e] : by) {
+      std::string where = key.second;
+      if (e.steps.size() > 3) {
+        where += " in " + std::to_string(e.steps.size()) + " steps, " + e.steps.front() + " to " + e.steps.back();
+      } else {
+        for (size_t i = 0; i < e.steps.size(); ++i) where += (i ? ", " : " in ") + e.steps[i];
+      }
+      out.push_back({key.first, where, e.count});
+    }
+    std::stable_sort(out.begin(), out.end(), [](const SyncOrigin& a, const SyncOrigin& b) { return a.count > b.count; });
+    if (out.size() > 10) out.resize(10);
+    return out;
+  }
+};
 
 /// Adds `us` to the entry `name` of `m`.
 void add(std::map<std::string, NameTime, std::less<>>& m, std::string_view name, double total_us, double self_us) {
@@ -273,6 +434,7 @@ Breakdown break_down(const std::vector<const Trace*>& traces) {
   Breakdown b;
   std::map<std::string, NameTime, std::less<>> kernels, operators, loaders, syncs, copies;
   std::map<std::string, NameBytes, std::less<>> allocators;
+  Origins origins;
   double kernel_total = 0, tc = 0, half = 0, layout = 0;
   // The allocations listed are the device's where any trace recorded device memory, else the
   // host's: one kind for all the traces, as the list has one heading.
@@ -301,9 +463,9 @@ Breakdown break_down(const std::vector<const Trace*>& traces) {
     Ranges all_kernels, compute, sync_ranges, zero_windows;
     bool comm_kernels = false;
     for (const auto& e : t->events) comm_kernels = comm_kernels || (e.kind == Kind::kKernel && is_communication(e));
-    std::unordered_map<int64_t, bool> dtoh;  // correlation -> a device-to-host copy
-    for (const auto& e : t->events)
-      if (e.kind == Kind::kMemcpy && e.correlation >= 0 && contains(e.name, "DtoH")) dtoh[e.correlation] = true;
+    const Waits waits(*t);
+    std::vector<const Event*> sync_calls;  // the host syncs in the steps, and their names
+    std::vector<std::string> sync_names;
     for (const auto& e : t->events) {
       const std::pair<double, double> r{e.ts, e.end()};
       switch (e.kind) {
@@ -338,9 +500,9 @@ Breakdown break_down(const std::vector<const Trace*>& traces) {
           break;
         case Kind::kRuntime:
           cat[kRuntime].push_back(r);
-          if (is_runtime_sync(e) || (e.name.rfind("cudaMemcpy", 0) == 0 && dtoh.count(e.correlation))) {
+          if (waits.is_wait(e)) {
             sync_ranges.push_back(r);
-            if (inside(e)) add(syncs, e.name, e.dur, e.dur);
+            if (inside(e)) add(syncs, e.name, e.dur, e.dur), sync_calls.push_back(&e), sync_names.emplace_back(e.name);
           }
           break;
         case Kind::kCpuOp:
@@ -356,9 +518,10 @@ Breakdown break_down(const std::vector<const Trace*>& traces) {
             cat[kCpuExec].push_back(r);
             if (!t->has_gpu) compute.push_back(r);
           }
-          if (is_item(e)) {
+          if (waits.is_sync(e)) {
             sync_ranges.push_back(r);
-            if (inside(e)) add(syncs, e.name == "aten::_local_scalar_dense" ? "aten::item" : e.name, e.dur, e.dur);
+            const std::string_view name = e.name == "aten::_local_scalar_dense" ? "aten::item" : e.name;
+            if (inside(e)) add(syncs, name, e.dur, e.dur), sync_calls.push_back(&e), sync_names.emplace_back(name);
           }
           if (starts_with(e.name, "Optimizer.zero_grad#")) zero_windows.push_back(r);
           break;
@@ -461,10 +624,7 @@ Breakdown break_down(const std::vector<const Trace*>& traces) {
     // events per step would be steps x events, hours on a hostile trace of many tiny steps).
     std::vector<double> sync_starts;
     for (const auto& e : t->events)
-      if (is_runtime_sync(e) ||
-          (e.kind == Kind::kRuntime && e.name.rfind("cudaMemcpy", 0) == 0 && dtoh.count(e.correlation)) ||
-          (e.kind == Kind::kCpuOp && (e.name == "aten::_local_scalar_dense" || e.name == "aten::is_nonzero")))
-        sync_starts.push_back(e.ts);
+      if (waits.is_sync(e)) sync_starts.push_back(e.ts);
     std::sort(sync_starts.begin(), sync_starts.end());
     // The device memory samples in time order, for each step's peak.
     std::vector<const MemorySample*> device_memory;
@@ -567,8 +727,11 @@ Breakdown break_down(const std::vector<const Trace*>& traces) {
     for (const auto& e : t->events)
       if (e.kind == Kind::kCpuOp) pids.insert(e.pid);
     b.processes = std::max<int64_t>(b.processes, static_cast<int64_t>(pids.size()));
+    origins.add(*t, sync_calls, sync_names, steps);
+    if (t->under_load && !b.under_load) b.under_load = true, b.load_summary = t->load_summary;
     for (auto& s : steps) b.steps.push_back(std::move(s));
   }
+  b.sync_origins = origins.list();
   b.kernels = top(kernels, false, kTopN);
   b.operators = top(operators, true, kTopN);
   for (const auto& [name, a] : allocators) b.allocators.push_back(a);

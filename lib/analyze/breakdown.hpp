@@ -38,7 +38,7 @@ struct StepBreakdown {
   double compute_us = 0;                   // merged computation kernels (not communication)
   std::optional<double> peak_allocated_mb; // device memory samples in the step (profile_memory=True)
   std::optional<double> peak_reserved_mb;
-  int64_t syncs = 0;                       // sync calls (runtime syncs and .item()-style reads)
+  int64_t syncs = 0;                       // sync calls (runtime syncs and .item()-style reads that wait)
   double zero_grad_us = 0;                 // aten::zero_ / aten::fill_ under Optimizer.zero_grad
   double ms() const { return (end - start) / 1000.0; }
 };
@@ -56,6 +56,15 @@ struct NameBytes {
   std::string name;
   int64_t count = 0;    // allocations
   double bytes = 0;     // allocated, summed (frees not subtracted)
+};
+
+/// Where host syncs came from: the call in the training code, or the thread and the steps.
+struct SyncOrigin {
+  std::string name;   // the sync, as in Breakdown::syncs ("aten::item", "cudaStreamSynchronize")
+  std::string where;  // the Python frame that made the call (with_stack=True), e.g.
+                      // "`train.py(42): train_step`", or "`lib/x.py(9): f`, called from `train.py(42): run`";
+                      // without a Python stack its thread and steps: "the main thread (4242) in ProfilerStep#1"
+  int64_t count = 0;  // calls in the steps
 };
 
 /// Host-to-device copies in the steps.
@@ -107,7 +116,12 @@ struct Breakdown {
   std::vector<NameTime> copies;           // every copy and memset kind ("Memcpy HtoD (Pageable -> Device)")
   std::vector<NameTime> operators;        // host operators by self time, largest first
   std::vector<NameTime> dataloader;       // DataLoader ranges by time, largest first
-  std::vector<NameTime> syncs;            // host syncs by name
+  std::vector<NameTime> syncs;            // host syncs by name: runtime waits for the device, and .item()-style
+                                          // reads that wait for it (a device-to-host copy or a sync inside
+                                          // them); never on a CPU-only trace
+  std::vector<SyncOrigin> sync_origins;   // where those came from, most calls first
+  bool under_load = false;                // ptune's traces: recorded under competing load ("ptune".load)
+  std::string load_summary;               // and what the load was, one line
   /// profile_memory=True: the operators that allocated most in the steps, largest first: each
   /// allocation of the device (the GPU's when the trace has one, else the host's) charged to the
   /// outermost operator running on the allocating thread (the call the training code made,

@@ -16,6 +16,7 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 double r2(double v) { return std::round(v * 100.0) / 100.0; }
+double r4(double v) { return std::round(v * 10000.0) / 10000.0; }
 
 std::string fmt(const char* f, double v) {
   char buf[64];
@@ -130,6 +131,19 @@ PairChanges changes_between(const Version& a, const Version& b, size_t i) {
 
 Json opt_json(const std::optional<double>& v) { return v ? Json(r2(*v)) : Json(nullptr); }
 
+Json speedup_json(const std::optional<Speedup>& s) {
+  if (!s) return nullptr;
+  const auto& i = s->interval;
+  return Json{{"speedup", r4(i.point)},
+              {"lo", i.valid() ? Json(r4(i.lo)) : Json(nullptr)},
+              {"hi", i.valid() ? Json(r4(i.hi)) : Json(nullptr)},
+              {"level", i.valid() ? Json(i.level) : Json(nullptr)},
+              {"verdict", measure::verdict_name(s->verdict)},
+              {"reason", s->reason.empty() ? Json(nullptr) : Json(s->reason)},
+              {"steps", Json::array({s->steps_before, s->steps_after})},
+              {"text", speedup_text(*s)}};
+}
+
 std::vector<std::string> header() {
   return {"label", "step ms", "samples/s", "vs prev", "vs first", "data%", "copy%", "kernel%", "host%", "idle%",
           "gpu busy%", "peak MB", "verdict"};
@@ -143,7 +157,7 @@ std::vector<std::vector<std::string>> rows(const Comparison& c) {
     const Split s = split_of(m);
     const double len = m.end > 0 ? m.end : 1;
     out.push_back({v.label, fmt("%.1f", v.step_ms), v.samples_per_s ? fmt("%.1f", *v.samples_per_s) : "-",
-                   v.vs_prev ? fmt("x%.2f", *v.vs_prev) : "-", v.vs_first ? fmt("x%.2f", *v.vs_first) : "-",
+                   v.prev ? speedup_text(*v.prev) : "-", v.first ? speedup_text(*v.first) : "-",
                    fmt("%.1f", s.data), fmt("%.1f", s.copies), fmt("%.1f", s.kernels), fmt("%.1f", s.host),
                    fmt("%.1f", s.idle), b.has_gpu ? fmt("%.1f", 100.0 * m.gpu_busy_us / len) : "-",
                    m.peak_allocated_mb ? fmt("%.0f", *m.peak_allocated_mb) : "-", v.analysis.verdict.rule});
@@ -173,19 +187,70 @@ Split split_of(const StepBreakdown& m) {
   return s;
 }
 
+std::string interval_text(const measure::Interval& i) {
+  if (!i.valid()) return "";
+  auto bound = [](double v) { return fmt(v < 9.9995 ? "%.3f" : v < 99.95 ? "%.1f" : "%.0f", v); };
+  return "[" + bound(i.lo) + ", " + bound(i.hi) + "]";
+}
+
+std::string speedup_text(const Speedup& s) {
+  const std::string ci = interval_text(s.interval);
+  return fmt("x%.2f", s.interval.point) + (ci.empty() ? "" : " " + ci) + " " + measure::verdict_name(s.verdict);
+}
+
+std::string speedup_detail(const Speedup& s) {
+  std::string d = s.interval.valid()
+                      ? measure::level_text(s.interval.level) + " interval (Welch's t on log step times, " +
+                            std::to_string(s.steps_before) + " and " + std::to_string(s.steps_after) + " steps)"
+                      : "no interval (" + std::to_string(s.steps_before + s.steps_after) + " steps in all)";
+  if (!s.reason.empty()) d += "; undecided: " + s.reason;
+  return d;
+}
+
+Speedup speedup_between(const Version& before, const Version& after) {
+  Speedup s;
+  s.steps_before = before.step_ms_each.size();
+  s.steps_after = after.step_ms_each.size();
+  const bool load = before.under_load || after.under_load;
+  s.interval = measure::welch_speedup(before.step_ms_each, after.step_ms_each, measure::speedup_level(load));
+  std::string few;
+  for (const Version* v : {&before, &after}) {
+    const size_t n = v->step_ms_each.size();
+    if (n < kMinSteps && few.find("`" + v->label + "`") == std::string::npos)
+      few += (few.empty() ? "" : ", ") + std::to_string(n) + (n == 1 ? " step in `" : " steps in `") + v->label + "`";
+  }
+  if (!few.empty()) {
+    s.reason = few + ": " + std::to_string(kMinSteps) + " or more per trace are needed";
+  } else {
+    for (const Version* v : {&before, &after})
+      if (v->under_load && s.reason.empty())
+        s.reason = "`" + v->label + "` was recorded under load" + (v->load_summary.empty() ? "" : " (" + v->load_summary + ")");
+  }
+  s.verdict = s.reason.empty() ? measure::verdict_of(s.interval, measure::NoiseRule{}) : measure::Verdict::kUndecided;
+  return s;
+}
+
 Comparison compare_analyses(std::vector<Version> versions) {
   Comparison c;
   for (size_t i = 0; i < versions.size(); ++i) {
     auto& v = versions[i];
     const Breakdown& b = v.analysis.ranks[v.analysis.primary];
     v.step_ms = b.mean().ms();
+    v.step_ms_each.clear();
+    for (const auto& s : b.steps) v.step_ms_each.push_back(s.ms());
+    for (const auto& r : v.analysis.ranks)
+      if (r.under_load && !v.under_load) v.under_load = true, v.load_summary = r.load_summary;
     if (!v.batch_size) v.batch_size = b.batch_size;
     if (v.batch_size && v.step_ms > 0)
       v.samples_per_s = static_cast<double>(*v.batch_size) * static_cast<double>(v.analysis.ranks.size()) * 1000.0 / v.step_ms;
-    if (i > 0 && v.step_ms > 0) {
-      v.vs_prev = versions[i - 1].step_ms / v.step_ms;
-      v.vs_first = versions[0].step_ms / v.step_ms;
-    }
+  }
+  for (size_t i = 1; i < versions.size(); ++i) {
+    auto& v = versions[i];
+    if (v.step_ms <= 0) continue;
+    v.prev = speedup_between(versions[i - 1], v);
+    v.first = speedup_between(versions[0], v);
+    v.vs_prev = v.prev->interval.point;
+    v.vs_first = v.first->interval.point;
   }
   c.versions = std::move(versions);
   for (size_t i = 1; i < c.versions.size(); ++i) c.pairs.push_back(changes_between(c.versions[i - 1], c.versions[i], i));
@@ -232,6 +297,15 @@ Json comparison_json(const Comparison& c) {
         {"steps", b.steps.size()},
         {"verdict", Json{{"rule", v.analysis.verdict.rule}, {"text", v.analysis.verdict.text()}}},
         {"notes", v.analysis.notes},
+        {"step_ms_each", [&] {
+           Json e = Json::array();
+           for (double ms : v.step_ms_each) e.push_back(r2(ms));
+           return e;
+         }()},
+        {"under_load", v.under_load},
+        {"load", v.load_summary.empty() ? Json(nullptr) : Json(v.load_summary)},
+        {"vs_prev", speedup_json(v.prev)},
+        {"vs_first", speedup_json(v.first)},
     });
   }
   Json pairs = Json::array();
@@ -240,9 +314,21 @@ Json comparison_json(const Comparison& c) {
     for (const auto& x : p.changes)
       ch.push_back(Json{{"what", x.what}, {"name", x.name}, {"before", r2(x.before_ms)}, {"after", r2(x.after_ms)},
                         {"text", x.text}});
-    pairs.push_back(Json{{"from", c.versions[p.from].label}, {"to", c.versions[p.to].label}, {"changes", ch}});
+    const auto& to = c.versions[p.to];
+    pairs.push_back(Json{{"from", c.versions[p.from].label},
+                         {"to", to.label},
+                         {"speedup", speedup_json(to.prev)},
+                         {"speedup_detail", to.prev ? Json(speedup_detail(*to.prev)) : Json(nullptr)},
+                         {"changes", ch}});
   }
-  return Json{{"versions", versions}, {"changes", pairs}};
+  const measure::NoiseRule rule;
+  return Json{{"versions", versions},
+              {"changes", pairs},
+              {"noise", Json{{"level", measure::kSpeedupLevel},
+                             {"level_under_load", measure::kSpeedupLevelUnderLoad},
+                             {"min_steps", kMinSteps},
+                             {"target_pct", rule.target_pct},
+                             {"floor_pct", rule.floor_pct}}}};
 }
 
 std::string render_comparison(const Comparison& c, const std::string& format) {
@@ -274,6 +360,8 @@ std::string render_comparison(const Comparison& c, const std::string& format) {
     for (const auto& p : c.pairs) {
       out += "\n**" + markdown_escape(c.versions[p.from].label) + " → " + markdown_escape(c.versions[p.to].label) +
              "**\n\n";
+      if (const auto& s = c.versions[p.to].prev)
+        out += "- speedup " + markdown_escape(speedup_text(*s)) + ": " + speedup_detail(*s) + "\n";
       if (p.changes.empty()) out += "- no change above 1% of the step\n";
       for (const auto& x : p.changes) out += "- " + x.text + "\n";
     }
@@ -300,6 +388,7 @@ std::string render_comparison(const Comparison& c, const std::string& format) {
   for (const auto& r : rs) out += line(r);
   for (const auto& p : c.pairs) {
     out += "\n" + c.versions[p.from].label + " -> " + c.versions[p.to].label + ":\n";
+    if (const auto& s = c.versions[p.to].prev) out += "  speedup " + speedup_text(*s) + ": " + speedup_detail(*s) + "\n";
     if (p.changes.empty()) out += "  no change above 1% of the step\n";
     for (const auto& x : p.changes) out += "  " + x.text + "\n";
   }

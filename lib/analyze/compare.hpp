@@ -1,8 +1,14 @@
 #pragma once
 /// `ptune analyze BASE NEXT...`: the iterative table of tuning one's own training
-/// code, one trace (file, or folder of ranks) per version: step time, samples/s, speedups, the
-/// split, GPU busy, peak memory and the verdict per version; then, per adjacent pair, what
-/// changed most (kernels, operators, copies, syncs, the data loader).
+/// code, one trace (file, or folder of ranks) per version: step time, samples/s, speedups with
+/// their intervals and verdicts, the split, GPU busy, peak memory and the verdict per version;
+/// then, per adjacent pair, what changed most (kernels, operators, copies, syncs, the data loader).
+///
+/// A speedup is measured as the sweep measures two independent runs (measure/stats.hpp): the
+/// per-step times of the two traces (their ProfilerStep#N windows) are two samples, compared by
+/// Welch's t-interval on log step times at measure::kSpeedupLevel, and its verdict is
+/// measure::verdict_of's with the default NoiseRule: faster, slower, within noise or undecided.
+/// Fewer than kMinSteps steps on a side, or a trace recorded under load, make it undecided.
 
 #include <optional>
 #include <string>
@@ -11,8 +17,21 @@
 #include <nlohmann/json.hpp>
 
 #include "analyze/advice.hpp"
+#include "measure/stats.hpp"
 
 namespace ptune::analyze {
+
+/// The fewest steps per trace for a speedup to be called faster, slower or within noise.
+inline constexpr size_t kMinSteps = 3;
+
+/// A speedup of one version over an earlier one, with its noise.
+struct Speedup {
+  measure::Interval interval;  // point: the ratio of geometric mean step times (earlier / this);
+                               // lo, hi: Welch's t-interval (none with fewer than 3 steps in all)
+  measure::Verdict verdict = measure::Verdict::kUndecided;
+  std::string reason;          // why undecided whatever the interval: "2 steps in `a`: ...", load
+  size_t steps_before = 0, steps_after = 0;
+};
 
 /// One version in the table.
 struct Version {
@@ -21,7 +40,11 @@ struct Version {
   double step_ms = 0;                     // the slowest rank's mean step
   std::optional<int64_t> batch_size;      // --batch-size, else read from the trace's input shapes
   std::optional<double> samples_per_s;    // batch size x ranks / step time
-  std::optional<double> vs_prev, vs_first;  // speedups (step time before / now)
+  std::optional<double> vs_prev, vs_first;  // speedups (step time before / now): the intervals' points
+  std::optional<Speedup> prev, first;       // the same with their intervals and verdicts
+  std::vector<double> step_ms_each;         // the slowest rank's step times, ms
+  bool under_load = false;                  // recorded under competing load (ptune's traces say so)
+  std::string load_summary;
 };
 
 /// One change between two versions: what, and by how much per step.
@@ -56,6 +79,21 @@ Comparison compare(const std::vector<std::string>& paths, const AnalyzeOptions& 
 
 /// The comparison of already analyzed versions (labels and batch sizes set). Throws nothing.
 Comparison compare_analyses(std::vector<Version> versions);
+
+/// The speedup of `after` over `before` from their step times (Welch's t-interval on logs),
+/// and its verdict: undecided with fewer than kMinSteps steps on a side or a side recorded under
+/// load, else measure::verdict_of with the default NoiseRule. Throws nothing.
+Speedup speedup_between(const Version& before, const Version& after);
+
+/// An interval as "[lo, hi]" (three decimals below 10); empty without one. Throws nothing.
+std::string interval_text(const measure::Interval& i);
+
+/// A speedup as one cell: "x1.19 [1.052, 1.347] faster", "x0.98 undecided". Throws nothing.
+std::string speedup_text(const Speedup& s);
+
+/// Why a speedup reads as it does, one line: the interval's level and the steps behind it, and
+/// for undecided the reason. Throws nothing.
+std::string speedup_detail(const Speedup& s);
 
 /// Renders the table in `format` ("table" | "json" | "md" | "csv"). Throws nothing.
 std::string render_comparison(const Comparison& c, const std::string& format);

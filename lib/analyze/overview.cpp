@@ -24,6 +24,7 @@ const char* const kCatLabel[kCategories] = {"kernel", "memcpy", "memset", "commu
                                             "runtime", "data loader", "CPU exec", "other (idle)"};
 
 constexpr double kW = 960, kLabelW = 170, kBarW = 700;
+constexpr double kSpeedupW = 400;  // the longest speedup bar (or interval): room for its text after it
 
 std::string legend() {
   std::string s = "<ul class=\"runs\">";
@@ -176,13 +177,25 @@ std::string version_html(const Version& v, size_t index) {
   os << names_table("Largest kernels", b.kernels, false, b.steps.size())
      << names_table("Largest operators (host, self time)", b.operators, true, b.steps.size())
      << names_table("Host syncs", b.syncs, false, b.steps.size());
+  if (!b.sync_origins.empty()) {
+    os << "<ul class=\"sync-origins\">";
+    for (const auto& o : b.sync_origins)
+      os << "<li>" << html_escape(o.name) << " ×" << o.count << " from " << html_escape(o.where) << "</li>";
+    os << "</ul>";
+  }
+  if (b.under_load)
+    os << "<p class=\"muted\">Recorded under load" << (b.load_summary.empty() ? "" : ": " + html_escape(b.load_summary))
+       << "; its speedups are undecided.</p>";
   os << "</section>";
   return os.str();
 }
 
 std::string speedup_svg(const Comparison& c) {
   double best = 0;
-  for (const auto& v : c.versions) best = std::max(best, v.vs_first.value_or(1.0));
+  for (const auto& v : c.versions) {
+    best = std::max(best, v.vs_first.value_or(1.0));
+    if (v.first && v.first->interval.valid()) best = std::max(best, v.first->interval.hi);
+  }
   if (best <= 0) best = 1;
   const double row = 24;
   const double height = row * static_cast<double>(c.versions.size()) + 10;
@@ -193,13 +206,26 @@ std::string speedup_svg(const Comparison& c) {
   for (size_t i = 0; i < c.versions.size(); ++i) {
     const auto& v = c.versions[i];
     const double s = v.vs_first.value_or(1.0);
-    const double w = (kBarW - 160) * s / best;  // room for the figures after the longest bar
+    const double w = kSpeedupW * s / best;  // room for the figures after the longest bar
     os << "<text x=\"" << kLabelW - 6 << "\" y=\"" << y + 14 << "\" text-anchor=\"end\">" << html_escape(v.label)
        << "</text><rect class=\"speedup\" data-label=\"" << html_escape(v.label) << "\" data-value=\"" << fmt("%.4f", s)
        << "\" x=\"" << kLabelW << "\" y=\"" << y << "\" width=\"" << fmt("%.2f", w) << "\" height=\"16\" fill=\""
-       << "#0072B2\"></rect><text class=\"small\" x=\"" << fmt("%.2f", kLabelW + w + 6) << "\" y=\"" << y + 14
-       << "\">" << fmt("×%.2f", s) << fmt(" · %.1f ms", v.step_ms)
-       << (v.samples_per_s ? fmt(" · %.1f samples/s", *v.samples_per_s) : std::string()) << "</text>";
+       << "#0072B2\"></rect>";
+    double right = kLabelW + w;
+    if (v.first && v.first->interval.valid()) {
+      // The interval as a whisker across the bar's end.
+      const double x0 = kLabelW + kSpeedupW * v.first->interval.lo / best;
+      const double x1 = kLabelW + kSpeedupW * v.first->interval.hi / best;
+      os << "<g class=\"ci\" data-lo=\"" << fmt("%.4f", v.first->interval.lo) << "\" data-hi=\""
+         << fmt("%.4f", v.first->interval.hi) << "\" stroke=\"#000\" stroke-width=\"1.5\"><line x1=\"" << fmt("%.2f", x0)
+         << "\" y1=\"" << y + 8 << "\" x2=\"" << fmt("%.2f", x1) << "\" y2=\"" << y + 8 << "\"/><line x1=\""
+         << fmt("%.2f", x0) << "\" y1=\"" << y + 3 << "\" x2=\"" << fmt("%.2f", x0) << "\" y2=\"" << y + 13
+         << "\"/><line x1=\"" << fmt("%.2f", x1) << "\" y1=\"" << y + 3 << "\" x2=\"" << fmt("%.2f", x1) << "\" y2=\""
+         << y + 13 << "\"/></g>";
+      right = std::max(right, x1);
+    }
+    os << "<text class=\"small\" x=\"" << fmt("%.2f", right + 6) << "\" y=\"" << y + 14 << "\">"
+       << html_escape(v.first ? speedup_text(*v.first) : fmt("×%.2f", s)) << fmt(" · %.1f ms", v.step_ms) << "</text>";
     y += row;
   }
   os << "</svg>";
@@ -219,8 +245,8 @@ std::string table_html(const Comparison& c) {
     const double len = m.end > 0 ? m.end : 1;
     auto n = [](const std::string& t) { return "<td class=\"n\">" + t + "</td>"; };
     os << "<tr><td>" << html_escape(v.label) << "</td>" << n(fmt("%.1f", v.step_ms))
-       << n(v.samples_per_s ? fmt("%.1f", *v.samples_per_s) : "-") << n(v.vs_prev ? fmt("×%.2f", *v.vs_prev) : "-")
-       << n(v.vs_first ? fmt("×%.2f", *v.vs_first) : "-") << n(fmt("%.1f", s.data)) << n(fmt("%.1f", s.copies))
+       << n(v.samples_per_s ? fmt("%.1f", *v.samples_per_s) : "-") << n(v.prev ? html_escape(speedup_text(*v.prev)) : "-")
+       << n(v.first ? html_escape(speedup_text(*v.first)) : "-") << n(fmt("%.1f", s.data)) << n(fmt("%.1f", s.copies))
        << n(fmt("%.1f", s.kernels)) << n(fmt("%.1f", s.host)) << n(fmt("%.1f", s.idle))
        << n(b.has_gpu ? fmt("%.1f", 100.0 * m.gpu_busy_us / len) : "-")
        << n(m.peak_allocated_mb ? fmt("%.0f", *m.peak_allocated_mb) : "-") << "<td>"
@@ -230,6 +256,9 @@ std::string table_html(const Comparison& c) {
   for (const auto& p : c.pairs) {
     os << "<h3>" << html_escape(c.versions[p.from].label) << " → " << html_escape(c.versions[p.to].label)
        << "</h3><ul class=\"changes\">";
+    if (const auto& sp = c.versions[p.to].prev)
+      os << "<li class=\"speedup-verdict\" data-verdict=\"" << measure::verdict_name(sp->verdict) << "\">speedup "
+         << html_escape(speedup_text(*sp)) << ": " << html_escape(speedup_detail(*sp)) << "</li>";
     if (p.changes.empty()) os << "<li class=\"muted\">no change above 1% of the step</li>";
     for (const auto& x : p.changes) os << "<li>" << html_escape(x.text) << "</li>";
     os << "</ul>";
@@ -243,7 +272,7 @@ std::string overview_html(const Comparison& c) {
   std::ostringstream body;
   if (c.versions.size() > 1) {
     body << "<section class=\"comparison\"><h2>Versions</h2><figure><figcaption>Speedup over the first "
-            "version</figcaption>"
+            "version (whiskers: its interval)</figcaption>"
          << speedup_svg(c) << "</figure>" << table_html(c) << "</section>";
   }
   for (size_t i = 0; i < c.versions.size(); ++i) body << version_html(c.versions[i], i);

@@ -40,6 +40,18 @@ Json names_json(const std::vector<NameTime>& v, bool self) {
 
 Json opt(const std::optional<double>& v) { return v ? Json(r2(*v)) : Json(nullptr); }
 
+/// The host syncs by name, each with where its calls came from ("from": [{where, count}]).
+Json syncs_json(const Breakdown& b) {
+  Json out = names_json(b.syncs, false);
+  for (auto& s : out) {
+    Json from = Json::array();
+    for (const auto& o : b.sync_origins)
+      if (o.name == s["name"].get<std::string>()) from.push_back(Json{{"where", o.where}, {"count", o.count}});
+    s["from"] = from;
+  }
+  return out;
+}
+
 std::string fmt(const char* f, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, v);
@@ -204,7 +216,7 @@ Json to_json(const Analysis& a, const Version* v) {
       {"dataloader", names_json(b.dataloader, false)},
       {"h2d", Json{{"count", b.h2d.count}, {"pinned", b.h2d.pinned}, {"pageable", b.h2d.pageable},
                    {"ms", r2(b.h2d.us / 1000.0)}, {"bytes", b.h2d.bytes}}},
-      {"syncs", names_json(b.syncs, false)},
+      {"syncs", syncs_json(b)},
       {"distributed", dist},
       {"files", files},
   };
@@ -219,6 +231,8 @@ Json to_json(const Analysis& a, const Version* v) {
   out["gpu"] = gpu_json(b);
   out["memory"] = memory;
   out["allocations"] = allocations_json(b);
+  out["under_load"] = b.under_load;
+  out["load"] = b.load_summary.empty() ? Json(nullptr) : Json(b.load_summary);
   return out;
 }
 
@@ -277,6 +291,11 @@ std::string render(const Analysis& a, const std::string& format, const Version* 
     list("Largest operators (host, by self time):", b.operators, true);
     list("Largest kernels:", b.kernels, false);
     list("Host syncs:", b.syncs, false);
+    if (!b.sync_origins.empty()) {
+      out += "\nWhere the host syncs came from:\n\n";
+      for (const auto& o : b.sync_origins)
+        out += "- " + markdown_escape(o.name) + " x" + std::to_string(o.count) + " from " + o.where + "\n";
+    }
     if (const std::string line = allocations_line(b); !line.empty()) out += "\n" + markdown_escape(line) + "\n";
     return out;
   }
@@ -321,6 +340,8 @@ std::string render(const Analysis& a, const std::string& format, const Version* 
            " pinned, " + std::to_string(b.h2d.pageable) + " pageable), " + fmt("%.2f ms", b.h2d.us / 1000.0) + "\n";
   }
   list("host syncs:", b.syncs, false);
+  for (const auto& o : b.sync_origins)
+    out += "  " + pad(std::to_string(o.count) + "x", 19, true) + "  " + o.name + " from " + o.where + "\n";
   if (a.distributed) {
     out += "\nranks:\n";
     for (const auto& r : a.ranks) {

@@ -178,13 +178,14 @@ namespace {
 
 /// A JSON scalar as the reader keeps it: what is needed of it for the schema's fields.
 struct Scalar {
-  enum Type { kNone, kString, kInt, kUnsigned, kFloat, kOther } type = kNone;
+  enum Type { kNone, kString, kInt, kUnsigned, kFloat, kBool, kOther } type = kNone;
   Scalar() = default;
   explicit Scalar(Type t) : type(t) {}
   std::string s;
   int64_t i = 0;
   uint64_t u = 0;
   double d = 0;
+  bool b = false;
   bool number() const { return type == kInt || type == kUnsigned || type == kFloat; }
   double as_double() const { return type == kInt ? double(i) : type == kUnsigned ? double(u) : d; }
 };
@@ -220,6 +221,7 @@ enum class Ctx : uint8_t {
   kDevices,    // deviceProperties
   kDevice,     // one device
   kPtune,      // ptune's own key
+  kPtuneLoad,  // its "load": the load seen while the trace was recorded
   kIgnore,     // anything else
 };
 
@@ -229,7 +231,11 @@ class Sax {
   Sax(Trace& t, TextBuf& buf, const std::string& path) : t_(t), buf_(buf), path_(path) {}
 
   bool null() { return scalar(Scalar{Scalar::kOther}); }
-  bool boolean(bool) { return scalar(Scalar{Scalar::kOther}); }
+  bool boolean(bool v) {
+    Scalar x{Scalar::kBool};
+    x.b = v;
+    return scalar(x);
+  }
   bool number_integer(int64_t v) {
     Scalar x{Scalar::kInt};
     x.i = v;
@@ -298,6 +304,9 @@ class Sax {
           else if (!object && key_ == "deviceProperties") c = Ctx::kDevices;
           else if (object && key_ == "ptune") c = Ctx::kPtune;
           break;
+        case Ctx::kPtune:
+          if (object && key_ == "load") c = Ctx::kPtuneLoad;
+          break;
         case Ctx::kEvents:
           if (object) c = Ctx::kEvent, ev_ = {}, in_event_ = true;
           break;
@@ -362,6 +371,7 @@ class Sax {
         else if (key_ == "Device Id") ev_.device_id = number_as_int(v, -1);
         else if (key_ == "Device Type") ev_.device_type = number_as_int(v, -1);
         else if (key_ == "Bytes") ev_.mem_bytes = number_as_int(v, 0);
+        else if (key_ == "Call stack" && v.type == Scalar::kString) ev_.call_stack = v.s;
         break;
       case Ctx::kDim:
         if (dims_ == 0 && v.number()) dim0_ = as_int(v, -1);
@@ -376,6 +386,10 @@ class Sax {
         break;
       case Ctx::kPtune:
         if (key_ == "amp" && v.type == Scalar::kString) t_.amp = v.s;
+        break;
+      case Ctx::kPtuneLoad:
+        if (key_ == "under_load" && v.type == Scalar::kBool) t_.under_load = v.b;
+        else if (key_ == "summary" && v.type == Scalar::kString) t_.load_summary = v.s;
         break;
       case Ctx::kTop:
         if (key_ == "schemaVersion" && v.number()) t_.schema_version = as_int(v, 0);
@@ -409,8 +423,10 @@ class Sax {
     if (!e.ts.number() || !e.dur.number()) return;
     bool keep = false;
     Event out;
-    out.kind = kind_of(e.cat.type == Scalar::kString ? e.cat.s : std::string(), &keep);
+    const std::string cat = e.cat.type == Scalar::kString ? e.cat.s : std::string();
+    out.kind = kind_of(cat, &keep);
     if (!keep) return;
+    out.python = cat == "python_function" || cat == "python_function_call";
     out.ts = e.ts.as_double();
     out.dur = std::max(0.0, e.dur.as_double());
     if (std::fabs(out.ts) > kMaxTimeUs || std::fabs(out.end()) > kMaxTimeUs) return;
@@ -421,6 +437,8 @@ class Sax {
       out.correlation = e.correlation;
       out.bytes = e.bytes;
       if (out.kind == Kind::kCpuOp) out.batch = e.batch;
+      if (out.kind == Kind::kCpuOp && !e.call_stack.empty())
+        t_.call_stacks.emplace(t_.events.size(), *t_.names->insert(e.call_stack).first);
     }
     if (out.kind == Kind::kKernel || out.kind == Kind::kMemcpy || out.kind == Kind::kMemset ||
         out.kind == Kind::kRuntime)
@@ -431,6 +449,7 @@ class Sax {
   /// The fields of the event being read.
   struct Pending {
     Scalar ph, cat, name, ts, dur, pid{Scalar::kOther}, tid{Scalar::kOther}, args_name;
+    std::string call_stack;  // args' "Call stack"
     bool args_object = false;
     int64_t correlation = -1, bytes = -1, batch = -1, allocated = -1, reserved = -1, device_id = -1,
             device_type = -1, mem_bytes = 0;

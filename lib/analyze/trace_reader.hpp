@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -27,6 +28,7 @@ enum class Kind {
 /// One complete event ("ph": "X"); times in microseconds as the trace has them.
 struct Event {
   Kind kind = Kind::kOther;
+  bool python = false;       // cat "python_function": a frame of the Python stack (with_stack=True)
   std::string_view name;     // interned in its Trace's name pool (one copy per distinct name)
   double ts = 0;    // start, us
   double dur = 0;   // duration, us
@@ -60,6 +62,11 @@ struct Trace {
   std::optional<int64_t> world_size;   // distributedInfo.world_size
   std::string writer = "pytorch";      // "ptune" or "pytorch" (see writer_of)
   std::optional<std::string> amp;      // ptune's traces: the row's optim.amp ("ptune".amp)
+  bool under_load = false;             // "ptune".load.under_load: competing load while it was recorded
+  std::string load_summary;            // "ptune".load.summary: what else ran, one line
+  /// Index in `events` -> the event's "Call stack" (older torch.profiler's with_stack=True:
+  /// frames joined by ";", innermost first), interned in `names`.
+  std::unordered_map<size_t, std::string_view> call_stacks;
   bool has_gpu = false;                // kernels, copies, memsets or CUDA runtime calls recorded
   std::vector<std::string> devices;    // deviceProperties[].name
   std::optional<int64_t> schema_version;  // "schemaVersion"
