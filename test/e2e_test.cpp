@@ -1210,9 +1210,9 @@ TEST_CASE("ptune analyze A B: the speedup's interval and verdict in every format
   CHECK(s["lo"].get<double>() < s["speedup"].get<double>());
   CHECK(s["speedup"].get<double>() < s["hi"].get<double>());
   CHECK(j["versions"][1]["speedup_vs_prev"].get<double>() == Approx(s["speedup"].get<double>()).margin(0.005));
-  const std::string text = s["text"];  // "x2.00 [lo, hi] faster"
+  const std::string text = s["text"];  // "x2.00 ±6.4% faster": symmetric, so ±
   CHECK(text.rfind("x", 0) == 0);
-  CHECK(text.find(" [") != std::string::npos);
+  CHECK(text.find(" ±") != std::string::npos);
   CHECK(text.substr(text.size() - 7) == " faster");
   // The same text in the table, Markdown (its brackets escaped), CSV and the page.
   std::string md_text;

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "errors.hpp"
+#include "report/figures.hpp"
 #include "report/results.hpp"
 
 namespace ptune::analyze {
@@ -187,15 +188,8 @@ Split split_of(const StepBreakdown& m) {
   return s;
 }
 
-std::string interval_text(const measure::Interval& i) {
-  if (!i.valid()) return "";
-  auto bound = [](double v) { return fmt(v < 9.9995 ? "%.3f" : v < 99.95 ? "%.1f" : "%.0f", v); };
-  return "[" + bound(i.lo) + ", " + bound(i.hi) + "]";
-}
-
 std::string speedup_text(const Speedup& s) {
-  const std::string ci = interval_text(s.interval);
-  return fmt("x%.2f", s.interval.point) + (ci.empty() ? "" : " " + ci) + " " + measure::verdict_name(s.verdict);
+  return fmt("x%.2f", s.interval.point) + report::interval_text(s.interval) + " " + measure::verdict_name(s.verdict);
 }
 
 std::string speedup_detail(const Speedup& s) {

@@ -85,10 +85,8 @@ Comparison compare_analyses(std::vector<Version> versions);
 /// load, else measure::verdict_of with the default NoiseRule. Throws nothing.
 Speedup speedup_between(const Version& before, const Version& after);
 
-/// An interval as "[lo, hi]" (three decimals below 10); empty without one. Throws nothing.
-std::string interval_text(const measure::Interval& i);
-
-/// A speedup as one cell: "x1.19 [1.052, 1.347] faster", "x0.98 undecided". Throws nothing.
+/// A speedup as one cell: "x1.19 ±6.2% faster", "x1.27 [0.970, 1.67] undecided", "x0.98 undecided"
+/// (the interval as every output prints it: report::interval_text). Throws nothing.
 std::string speedup_text(const Speedup& s);
 
 /// Why a speedup reads as it does, one line: the interval's level and the steps behind it, and
