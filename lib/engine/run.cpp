@@ -98,6 +98,8 @@ TrainSummary train(const config::ExperimentConfig& cfg, const TrainOptions& opti
   int64_t step = 0, epoch = 0;
   if (options.resume) {
     std::vector<std::string> notes;
+    // A record damaged on disk would load as if whole: every record's CRC-32 first.
+    if (models::identify(*options.resume) == models::FileKind::kTorchScript) models::verify_records(*options.resume);
     std::tie(step, epoch) = trainer.load_checkpoint(*options.resume, trainer.group().size(), &notes);
     if (options.on_note && rank0) {
       for (const auto& n : notes) options.on_note(n);
@@ -227,7 +229,8 @@ std::optional<int64_t> checkpoint_step(const std::string& path) {
   }
 }
 
-EvalResult evaluate(const config::ExperimentConfig& cfg_in, const std::string& weights) {
+EvalResult evaluate(const config::ExperimentConfig& cfg_in, const std::string& weights,
+                    const std::atomic<bool>* interrupted) {
   config::ExperimentConfig cfg = cfg_in;
   cfg.model.weights = weights;
   cfg.loader.shuffle = false;
@@ -249,13 +252,17 @@ EvalResult evaluate(const config::ExperimentConfig& cfg_in, const std::string& w
   at::Tensor correct = torch::zeros({}, torch::TensorOptions().dtype(torch::kLong).device(device));
   int64_t n = 0;
   Feeder feeder([&loader] { return loader.next(); }, device);
-  while (auto batch = feeder.next()) {
+  auto stopped = [interrupted] { return interrupted && interrupted->load(); };
+  while (!stopped()) {
+    auto batch = feeder.next();
+    if (!batch) break;
     auto [images, labels] = trainer.to_device(*batch);
     auto [l, c] = trainer.evaluate(images, labels);
     loss_sum += l.to(torch::kFloat64);
     correct += c;
     n += labels.size(0);
   }
+  if (stopped()) throw Interrupted();
   const std::vector<double> totals =
       group->sum({loss_sum.item<double>(), static_cast<double>(correct.item<int64_t>()), static_cast<double>(n)});
   EvalResult r;
