@@ -1358,6 +1358,11 @@ TEST_CASE("minor faults: an unknown command, a folder, '-' or a NUL byte as the 
   }
   r = run(ptune::test::exe() + " check " + nul);
   expect_usage_error(r, nul + ": a NUL byte at offset 14 (line 2); a config is JSON text, which has none");
+  // Range errors quote the value as given (not a double's limit in 309 digits).
+  r = run(ptune::test::exe() + " tune " + nul + " --batch-size --max-batch 1e309");
+  expect_usage_error(r, "--max-batch: '1e309' is not a whole number from 1 to 1099511627776 (see ptune --help)");
+  r = run(ptune::test::exe() + " tune " + nul + " --budget 1e309");
+  expect_usage_error(r, "--budget: '1e309' is not a finite number of at least 0 (see ptune --help)");
 }
 
 TEST_CASE("a sweep whose only row is skipped exits 2 and says why; runs of other models compared are told",
@@ -1386,6 +1391,6 @@ TEST_CASE("a sweep whose only row is skipped exits 2 and says why; runs of other
   auto cmp = run(ptune::test::exe() + " report " + dir.file("50.json") + " --against " + dir.file("18.json"));
   INFO(cmp.out << cmp.err);
   CHECK(cmp.code == 0);
-  CHECK(cmp.out.find("warning: the runs measured other models: 18.json resnet18, 50.json resnet50; their speeds are "
+  CHECK(cmp.out.find("warning: the runs measured other models: 18 resnet18, 50 resnet50; their speeds are "
                      "not comparable\n") != std::string::npos);
 }
