@@ -376,7 +376,8 @@ void walk(ExperimentConfig& cfg, const Json& obj, const std::string& prefix,
 
 /// The config file's text. Throws ConfigError for "-" (not read from stdin: a config is a
 /// file, named again in the commands ptune prints), a folder, a file that cannot be read, and
-/// a NUL byte (JSON text has none; the parser would stop there and ignore the rest).
+/// a NUL byte (JSON text has none; the parser would stop there and ignore the rest);
+/// Interrupted for a stop signal while a FIFO's open waits for its writer.
 std::string read_text(const std::string& path) {
   if (path == "-")
     throw ConfigError("config '-': a config is not read from stdin; name a JSON file (a pipe can be "
@@ -385,6 +386,8 @@ std::string read_text(const std::string& path) {
   if (std::filesystem::is_directory(path, ec))
     throw ConfigError("config '" + path + "' is a folder; name a JSON file");
   std::ifstream in(path, std::ios::binary);
+  // A FIFO waits for its writer; a stop signal then is the user's stop, not a bad file.
+  if (!in && errno == EINTR) throw Interrupted();
   if (!in) throw ConfigError("cannot open config '" + path + "': " + std::strerror(errno));
   std::ostringstream os;
   os << in.rdbuf();

@@ -6,7 +6,10 @@
 #include <csetjmp>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <png.h>
 #include <turbojpeg.h>
@@ -244,13 +247,27 @@ void png_decode(const uint8_t* data, size_t size, const std::string& path, bool 
 }  // namespace
 
 std::vector<uint8_t> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) fail(path, std::string("cannot open: ") + std::strerror(errno));
-  const std::streamsize size = in.tellg();
-  if (size < 0) fail(path, "cannot read");
-  std::vector<uint8_t> bytes(static_cast<size_t>(size));
-  in.seekg(0);
-  if (size > 0 && !in.read(reinterpret_cast<char*>(bytes.data()), size)) fail(path, "cannot read");
+  // Opened without waiting (a FIFO named .jpg would wait for a writer for ever), then only a
+  // regular file is read: a FIFO or a device (a link to /dev/zero) is a bad file.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) fail(path, std::string("cannot read: ") + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) fail(path, "not a regular file (a FIFO, a device or a socket)");
+  std::vector<uint8_t> bytes(static_cast<size_t>(st.st_size));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail(path, std::string("cannot read: ") + std::strerror(errno));
+    if (n == 0) break;  // shorter than it was a moment ago
+    done += static_cast<size_t>(n);
+  }
+  bytes.resize(done);
   return bytes;
 }
 

@@ -454,6 +454,7 @@ FileKind identify(const std::string& path) {
   const auto status = std::filesystem::status(path, ec);
   if (ec || !std::filesystem::exists(status)) return FileKind::kMissing;
   if (std::filesystem::is_directory(status)) return FileKind::kFolder;
+  if (!std::filesystem::is_regular_file(status)) return FileKind::kSpecial;
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) return FileKind::kMissing;
   char magic[2] = {0, 0};
@@ -488,6 +489,7 @@ std::string unreadable_kind(const std::string& path, FileKind kind) {
   switch (kind) {
     case FileKind::kMissing: return "cannot open '" + path + "': No such file or directory";
     case FileKind::kFolder: return path + ": is a folder, not a file";
+    case FileKind::kSpecial: return path + ": not a regular file (a FIFO, a device or a socket)";
     case FileKind::kEmpty: return path + ": empty file";
     case FileKind::kNotZip:
       return path + ": not a torch.save zip archive (a legacy-format file? re-save it in Python with "

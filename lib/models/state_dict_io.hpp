@@ -18,6 +18,7 @@ using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 enum class FileKind {
   kMissing,      // no such file (or unreadable)
   kFolder,       // a directory
+  kSpecial,      // a FIFO, a device or a socket: never opened (a FIFO would wait for a writer)
   kEmpty,        // zero bytes
   kNotZip,       // not a zip archive (e.g. torch.save's legacy format, or not PyTorch at all)
   kCorruptZip,   // starts as a zip archive but cannot be read (truncated, damaged)
