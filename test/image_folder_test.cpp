@@ -3,6 +3,8 @@
 // Expected values come from test/data/make_image_fixtures.py (image_folder/reference.txt).
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -611,4 +613,17 @@ TEST_CASE("image_folder: a JPEG cut inside its Huffman table is skipped alone; t
     CHECK(f.skipped()[0].rfind(cut + ": ", 0) == 0);
     for (int64_t i = 0; i < f.size(); ++i) CHECK(f.path(i) != cut);
   }
+}
+
+TEST_CASE("image_folder: a FIFO or a device named .jpg is a bad file, never waited on", "[image_folder]") {
+  Scratch s;
+  s.copy("a_rgb/rgb.jpg", "a/good.jpg");
+  const std::string fifo = s.path("a/fifo.jpg"), zero = s.path("a/zero.jpg");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);  // no writer: an open that waited would never return
+  fs::create_symlink("/dev/zero", zero);
+  CHECK_THROWS_WITH(read_file(fifo), fifo + ": not a regular file (a FIFO, a device or a socket)");
+  ImageFolder f(options(s.root.string(), 8, ImageTransform::kTrain, OnBadFile::kSkip));
+  CHECK(f.size() == 1);
+  CHECK(f.skipped() == std::vector<std::string>{fifo + ": not a regular file (a FIFO, a device or a socket)",
+                                                zero + ": not a regular file (a FIFO, a device or a socket)"});
 }

@@ -48,7 +48,8 @@ std::atomic<int> g_signal{0};  // the first SIGINT or SIGTERM
 /// second leaves at once, removing the temporary files of writes under way.
 extern "C" void on_stop_signal(int sig) {
   int none = 0;
-  if (!g_signal.compare_exchange_strong(none, sig)) {
+  // SIGHUP (the terminal closed) is taken as SIGTERM, as `ptune launch` forwards it.
+  if (!g_signal.compare_exchange_strong(none, sig == SIGHUP ? SIGTERM : sig)) {
     ptune::files::remove_temporaries();
     std::_Exit(128 + sig);
   }
@@ -67,13 +68,15 @@ void handle_stop_signal(int sig) {
 }
 
 /// The one signal policy of every command (sweep, train, eval, tune, launch and the rest):
-/// SIGINT and SIGTERM stop the job at its next step or batch (on_stop_signal); SIGPIPE and
+/// SIGINT, SIGTERM and SIGHUP (taken as SIGTERM) stop the job at its next step or batch
+/// (on_stop_signal); SIGPIPE and
 /// SIGXFSZ are ignored, so that a closed stdout (EPIPE) and a write past `ulimit -f` (EFBIG,
 /// "File too large") are write errors, reported on one line with exit 1 and no temporary file
 /// left, not a silent death.
 void install_signal_policy() {
   handle_stop_signal(SIGINT);
   handle_stop_signal(SIGTERM);
+  handle_stop_signal(SIGHUP);
   std::signal(SIGPIPE, SIG_IGN);
   std::signal(SIGXFSZ, SIG_IGN);
 }
