@@ -1396,3 +1396,30 @@ TEST_CASE("a sweep whose only row is skipped exits 2 and says why; runs of other
   CHECK(cmp.out.find("warning: the runs measured other models: 18 resnet18, 50 resnet50; their speeds are "
                      "not comparable\n") != std::string::npos);
 }
+
+TEST_CASE("launch: Ctrl-C ends a data-parallel train within about a step, not at its next log point", "[e2e][faults]") {
+  TempDir dir;
+  // 157 steps of about 0.3 s per rank and no log point before the end: the ranks used to agree
+  // on a stop only there.
+  auto cfg = dir.write("l.json", R"({"name": "l", "device": "cpu", "cpu_threads": 1,
+      "data": {"num_samples": 5000, "image_size": 64}, "loader": {"batch_size": 16},
+      "train": {"epochs": 1, "log_every": 1000}})");
+  const std::string err = dir.file("err"), ck = dir.file("ck");
+  const pid_t pid = spawn_ptune({"launch", "--nproc-per-node", "2", "--", "train", cfg, "--set", "train.checkpoint_dir=" + ck},
+                                "/dev/null", err);
+  std::this_thread::sleep_for(std::chrono::seconds(8));  // the ranks are training by then
+  REQUIRE(::waitpid(pid, nullptr, WNOHANG) == 0);
+  const auto signalled = std::chrono::steady_clock::now();
+  ::kill(pid, SIGINT);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled).count();
+  INFO(ptune::test::read_file(err));
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 130);
+  CHECK(took < 10.0);
+  size_t checkpoints = 0;
+  for (const auto& e : std::filesystem::directory_iterator(ck)) checkpoints += e.path().extension() == ".pt";
+  CHECK(checkpoints == 1);
+  CHECK(hidden_files(dir.path.string()).empty());
+}

@@ -1,5 +1,7 @@
 #include "engine/run.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include <torch/torch.h>
@@ -58,6 +60,19 @@ void warn_if_no_room(const config::ExperimentConfig& cfg, const TrainOptions& op
   if (options.save_weights && w_free && *w_free < weights_file)
     log::warn("--save-weights '" + *options.save_weights + "': its file system has " + files::human_bytes(*w_free) +
               " free; the weights take about " + files::human_bytes(weights_file) + ": they will not fit");
+}
+
+/// A data-parallel run's ranks agree on a stop signal about this often (seconds), so that
+/// Ctrl-C ends a run of slow steps within about a step, not at the next log point.
+constexpr double kStopCheckS = 0.5;
+
+/// Steps between two such agreements when `steps` took `secs` (the slowest rank's): about
+/// kStopCheckS of them, at least 1, at most `log_every` (the log points agree anyway).
+int64_t stop_check_interval(double secs, int64_t steps, int64_t log_every) {
+  if (secs <= 0 || steps <= 0) return log_every;
+  const double per_step = secs / static_cast<double>(steps);
+  const auto every = static_cast<int64_t>(std::llround(kStopCheckS / per_step));
+  return std::clamp<int64_t>(every, 1, std::max<int64_t>(1, log_every));
 }
 
 }  // namespace
@@ -158,6 +173,10 @@ TrainSummary train(const config::ExperimentConfig& cfg, const TrainOptions& opti
 
   measure::Stopwatch clock;
   const int64_t start_step = step;
+  // Data parallel: the steps between the ranks' agreements on a stop signal, besides the log
+  // points: every step until the first log point times them, then about every kStopCheckS
+  // (every rank computes the same from the agreed figures).
+  int64_t stop_every = 1;
   at::Tensor loss;
   while (step < total) {
     epoch = step / per_epoch;
@@ -173,11 +192,15 @@ TrainSummary train(const config::ExperimentConfig& cfg, const TrainOptions& opti
       loss = trainer.step(images, labels);
       ++step;
       const bool log = step % cfg.train.log_every == 0 || step == total;
-      // Alone, stop at once; in a group, at the next log point that every rank reaches.
+      // Alone, stop at once; in a group, at the next step where every rank agrees (a log
+      // point, or about every kStopCheckS seconds).
       bool stop = world == 1 && options.interrupted && options.interrupted->load();
+      if (!log && world > 1 && step % stop_every == 0)
+        stop = group->sum({options.interrupted && options.interrupted->load() ? 1.0 : 0.0})[0] > 0;
       if (log) {
         const Agreed a = agree(loss, clock.ms() / 1000.0);
         stop = stop || a.interrupted;
+        stop_every = stop_check_interval(a.secs, step - start_step, cfg.train.log_every);
         if (options.on_progress) {
           TrainProgress p;
           p.step = step;
