@@ -91,6 +91,16 @@ std::string reason_of(const std::exception& e) {
   return why;
 }
 
+/// Opens a non-regular target (a FIFO, a device) for writing. A signal (SIGINT, SIGTERM) that
+/// ends the wait in open(2) for a FIFO's reader is the stop the user asked for: Interrupted.
+/// Throws WriteError.
+int open_special(const std::string& target, const std::string& what, const std::string& shown) {
+  const int fd = ::open(target.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0 && errno == EINTR) throw Interrupted();
+  if (fd < 0) fail(what, shown, std::strerror(errno));
+  return fd;
+}
+
 }  // namespace
 
 bool injected_failure() {
@@ -209,10 +219,10 @@ void write_atomically(const std::string& path, const std::string& what, const st
   };
 
   if (special) {
-    // A FIFO or a device: written into, as `cmd > /dev/stdout` would.
-    const int fd = ::open(target.c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd < 0) fail(what, path, std::strerror(errno));
-    Output out(fd, what, path);
+    // A FIFO or a device: written into, as `cmd > /dev/stdout` would; opened once per document
+    // (a writer that rewrites its file, as sweep --out after every row, writes such a target
+    // once, at the end: a FIFO's second open would wait for a reader that has gone).
+    Output out(open_special(target, what, path), what, path);
     run_fill(out);
     out.finish(/*sync=*/false);
     return;

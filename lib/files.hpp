@@ -59,8 +59,11 @@ class Output {
 /// bytes), which is flushed to disk (fsync), closed, renamed over the target, and the folder is
 /// fsynced. Every step is checked. A symlink is written through (its target is replaced, the
 /// link stays). A target that exists and is not a regular file (a FIFO, a device such as
-/// /dev/null or /dev/stdout) is written into, never replaced. `what` names the file's origin in
-/// errors (e.g. "--out", "--save-weights", "train.checkpoint_dir"). On any failure the temporary
+/// /dev/null or /dev/stdout) is written into, never replaced (a writer that rewrites its file
+/// writes such a target once, with its final content: a FIFO reopened would wait for a reader
+/// that has gone); a stop signal while its open waits for a FIFO's reader throws Interrupted.
+/// `what` names the file's origin in errors (e.g. "--out", "--save-weights",
+/// "train.checkpoint_dir"). On any failure the temporary
 /// file is removed (also by remove_temporaries() on a second Ctrl-C) and the target is left as
 /// it was; throws WriteError "cannot write <what> '<path>': <reason>", the reason in the
 /// system's words ("No space left on device", "Disk quota exceeded", "Read-only file system",

@@ -1239,3 +1239,259 @@ TEST_CASE("ptune analyze A B: the speedup's interval and verdict in every format
   CHECK(loaded["versions"][1]["vs_prev"]["verdict"] == "undecided");
   CHECK(loaded["versions"][1]["vs_prev"]["reason"] == "`loaded` was recorded under load (load average 7.1)");
 }
+
+// ---- Faults from a hostile probe: a FIFO as --out, eval and signals, damaged records, and the
+// minor messages (unknown command, a folder or '-' or a NUL byte as the config, a skipped
+// sweep, runs of other models compared) ----
+
+namespace {
+
+/// Zeroes 4 KB in the middle of the data of `path`'s largest zip record, as a bad disk or copy
+/// would, and returns the record's name as Python's zipfile.testzip() reports it (its CRC-32
+/// check fails). "" when Python is not configured.
+std::string damage_record(const std::string& path) {
+  const std::string script = R"(
+import struct, sys, zipfile
+p = sys.argv[1]
+info = max(zipfile.ZipFile(p).infolist(), key=lambda i: i.file_size)
+with open(p, 'r+b') as f:
+    f.seek(info.header_offset)
+    n, e = struct.unpack('<HH', f.read(30)[26:30])
+    f.seek(info.header_offset + 30 + n + e + info.file_size // 2)
+    f.write(bytes(4096))
+print(zipfile.ZipFile(p).testzip())
+)";
+  const std::string python = PTUNE_PYTHON;
+  if (python.empty()) return "";
+  TempDir d;
+  const std::string py = d.write("damage.py", script);
+  auto r = run("'" + python + "' " + py + " '" + path + "'");
+  REQUIRE(r.code == 0);
+  std::string name = r.out;
+  while (!name.empty() && name.back() == '\n') name.pop_back();
+  return name;
+}
+
+/// Waits (up to 60 s) until `pid`'s main thread sleeps in open(2) on a FIFO with no reader.
+bool waits_in_fifo_open(pid_t pid) {
+  const std::string proc = "/proc/" + std::to_string(pid);
+  for (int i = 0; i < 6000; ++i) {
+    const std::string wchan = ptune::test::read_file(proc + "/wchan");  // the kernel's name of the wait
+    if (wchan == "wait_for_partner" || wchan == "fifo_open") return true;
+    if (::waitpid(pid, nullptr, WNOHANG) == pid) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+/// The lines of `text` that start with "ptune: error: ".
+size_t error_lines(const std::string& text) {
+  size_t n = 0;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) n += line.rfind("ptune: error: ", 0) == 0;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("sweep --out onto a FIFO: opened once, the final document; SIGTERM while it waits for a reader: 143",
+          "[e2e][faults]") {
+  TempDir dir;
+  auto cfg = dir.write("two.json", kOneRow);  // two rows: the results are rewritten three times
+  const std::string fifo = dir.file("fifo");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  SECTION("a reader takes the one document") {
+    std::string got;
+    std::thread reader([&] { got = ptune::test::read_file(fifo); });  // to the end of file
+    auto r = run(ptune::test::exe() + " sweep " + cfg + " --out " + fifo);
+    reader.join();
+    INFO(r.err);
+    CHECK(r.code == 0);
+    const Json j = Json::parse(got);  // one whole document, not three
+    CHECK(j["status"] == "complete");
+    CHECK(j["rows"].size() == 2);
+  }
+  SECTION("no reader: the open waits until SIGTERM") {
+    const std::string err = dir.file("err");
+    const pid_t pid = spawn_ptune({"sweep", cfg, "--out", fifo}, "/dev/null", err);
+    REQUIRE(waits_in_fifo_open(pid));
+    ::kill(pid, SIGTERM);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    INFO(ptune::test::read_file(err));
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 143);
+    CHECK(error_lines(ptune::test::read_file(err)) == 0);
+    CHECK(ptune::test::read_file(err).find("Interrupted system call") == std::string::npos);
+    CHECK(hidden_files(dir.path.string()).empty());
+  }
+}
+
+TEST_CASE("eval stops between batches on SIGINT and SIGTERM (130, 143; SIGHUP as SIGTERM), alone and under launch",
+          "[e2e][faults]") {
+  TempDir dir;
+  auto train_cfg = dir.write("t.json", R"({"name": "t", "device": "cpu", "cpu_threads": 1,
+      "data": {"num_samples": 8, "image_size": 32}, "loader": {"batch_size": 4},
+      "train": {"epochs": 1, "max_steps": 1}})");
+  const std::string weights = dir.file("w.pt");
+  auto t = run(ptune::test::exe() + " train " + train_cfg + " --set train.checkpoint_dir=" + dir.file("ck") +
+               " --save-weights " + weights);
+  REQUIRE(t.code == 0);
+  // 5,000 samples: tens of seconds of evaluation on one thread.
+  auto eval_cfg = dir.write("e.json", R"({"name": "e", "device": "cpu", "cpu_threads": 1,
+      "data": {"num_samples": 5000, "image_size": 32}, "loader": {"batch_size": 8}})");
+  for (const auto& [sig, launched] :
+       std::vector<std::pair<int, bool>>{{SIGINT, false}, {SIGTERM, false}, {SIGHUP, false}, {SIGINT, true}}) {
+    INFO("signal " << sig << (launched ? " under ptune launch" : ""));
+    const std::string err = dir.file("err");
+    std::vector<std::string> args = {"eval", eval_cfg, "--weights", weights};
+    if (launched) args.insert(args.begin(), {"launch", "--nproc-per-node", "2", "--"});
+    const pid_t pid = spawn_ptune(args, "/dev/null", err);
+    std::this_thread::sleep_for(std::chrono::seconds(2));  // as the probe: 2 s in
+    REQUIRE(::waitpid(pid, nullptr, WNOHANG) == 0);
+    const auto signalled = std::chrono::steady_clock::now();
+    ::kill(pid, sig);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled).count();
+    const std::string text = ptune::test::read_file(err);
+    INFO(text);
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == (sig == SIGINT ? 130 : 143));
+    CHECK(error_lines(text) == 0);
+    const std::string last = sig == SIGINT ? "ptune: interrupted\n" : "ptune: terminated\n";
+    CHECK(text.size() >= last.size());
+    CHECK(text.compare(text.size() - std::min(text.size(), last.size()), last.size(), last) == 0);
+    // A batch of 8 takes milliseconds; the whole evaluation, tens of seconds.
+    CHECK(took < 10.0);
+  }
+}
+
+TEST_CASE("a checkpoint or weights with a damaged record are refused, naming the file and the record", "[e2e][faults]") {
+  TempDir dir;
+  auto cfg = dir.write("p.json", R"({"name": "p", "device": "cpu", "cpu_threads": 1,
+      "data": {"num_samples": 16, "image_size": 32}, "loader": {"batch_size": 4},
+      "train": {"epochs": 1, "max_steps": 4}})");
+  const std::string ck = dir.file("ck"), weights = dir.file("w.pt");
+  auto t = run(ptune::test::exe() + " train " + cfg + " --set train.checkpoint_dir=" + ck + " --save-weights " + weights);
+  INFO(t.err);
+  REQUIRE(t.code == 0);
+  const std::string checkpoint = ck + "/p-step4.pt";
+  // Whole files pass the check: resumed (nothing left to train) and evaluated.
+  auto whole = run(ptune::test::exe() + " train " + cfg + " --set train.checkpoint_dir=" + dir.file("ck2") + " --resume " + checkpoint);
+  CHECK(whole.code == 0);
+  CHECK(run(ptune::test::exe() + " eval " + cfg + " --weights " + weights).code == 0);
+
+  const std::string bad_ck = damage_record(checkpoint);
+  if (bad_ck.empty()) FAIL("PTUNE_PYTHON not configured: cannot damage a zip record as zipfile sees it");
+  const std::string bad_w = damage_record(weights);
+  auto expect_refused = [&](const ptune::test::RunResult& r, const std::string& file, const std::string& record) {
+    INFO(r.err);
+    CHECK(r.code == 1);
+    CHECK(r.out.empty());
+    CHECK(r.err == "ptune: error: " + file + ": damaged: record '" + record + "' fails its CRC-32 check" +
+                       r.err.substr(std::min(r.err.size(), r.err.find(" check") + 6)));
+    CHECK(error_lines(r.err) == 1);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  };
+  SECTION("train --resume") {
+    auto r = run(ptune::test::exe() + " train " + cfg + " --set train.max_steps=6 --set train.checkpoint_dir=" + ck +
+                 " --resume " + checkpoint);
+    expect_refused(r, checkpoint, bad_ck);
+    CHECK(!std::filesystem::exists(ck + "/p-step6.pt"));
+    CHECK(hidden_files(dir.path.string()).empty());
+  }
+  SECTION("eval --weights") {
+    expect_refused(run(ptune::test::exe() + " eval " + cfg + " --weights " + weights), weights, bad_w);
+  }
+  SECTION("model.weights") {
+    expect_refused(run(ptune::test::exe() + " train " + cfg + " --set model.weights=" + weights +
+                       " --set train.checkpoint_dir=" + dir.file("ck3")),
+                   weights, bad_w);
+    CHECK(!std::filesystem::exists(dir.file("ck3") + "/p-step4.pt"));
+  }
+}
+
+TEST_CASE("minor faults: an unknown command, a folder, '-' or a NUL byte as the config, a huge --max-batch",
+          "[e2e][faults]") {
+  TempDir dir;
+  auto r = run(ptune::test::exe() + " frobnicate");
+  expect_usage_error(r, "unknown command 'frobnicate'; the commands are sweep, report, train, eval, check, tune, "
+                        "launch, analyze, schema (see ptune --help)");
+  r = run(ptune::test::exe() + " -q swep x.json");
+  expect_usage_error(r, "unknown command 'swep' (did you mean 'sweep'?); the commands are sweep, report, train, eval, "
+                        "check, tune, launch, analyze, schema (see ptune --help)");
+  r = run(ptune::test::exe() + " check " + dir.path.string());
+  expect_usage_error(r, "config '" + dir.path.string() + "' is a folder; name a JSON file");
+  r = run(ptune::test::exe() + " train -");
+  expect_usage_error(r, "config '-': a config is not read from stdin; name a JSON file (a pipe can be given as /dev/stdin)");
+  const std::string nul = dir.file("nul.json");
+  {
+    std::ofstream out(nul, std::ios::binary);
+    out << std::string("{\"name\": \"x\"}\n\0{\"device\": \"nonsense\"}\n", 38);
+  }
+  r = run(ptune::test::exe() + " check " + nul);
+  expect_usage_error(r, nul + ": a NUL byte at offset 14 (line 2); a config is JSON text, which has none");
+  // Range errors quote the value as given (not a double's limit in 309 digits).
+  r = run(ptune::test::exe() + " tune " + nul + " --batch-size --max-batch 1e309");
+  expect_usage_error(r, "--max-batch: '1e309' is not a whole number from 1 to 1099511627776 (see ptune --help)");
+  r = run(ptune::test::exe() + " tune " + nul + " --budget 1e309");
+  expect_usage_error(r, "--budget: '1e309' is not a finite number of at least 0 (see ptune --help)");
+}
+
+TEST_CASE("a sweep whose only row is skipped exits 2 and says why; runs of other models compared are told",
+          "[e2e][faults]") {
+  TempDir dir;
+  auto cfg = dir.write("one.json", R"({"device": "cpu", "cpu_threads": 1,
+      "data": {"num_samples": 1, "image_size": 32}, "loader": {"batch_size": 4},
+      "measure": {"warmup_steps": 0, "steps": 1, "max_s": 1}})");
+  auto r = run(ptune::test::exe() + " sweep " + cfg + " --out " + dir.file("r.json"));
+  INFO(r.err);
+  CHECK(r.code == 2);
+  CHECK(error_lines(r.err) == 1);
+  CHECK(r.err.rfind("ptune: error: sweep: row 'config' skipped: ", 0) == 0);
+  CHECK(r.err.find("; no row of the sweep was measured\n") != std::string::npos);
+  CHECK(Json::parse(ptune::test::read_file(dir.file("r.json")))["rows"][0]["status"].get<std::string>().rfind("skipped: ", 0) == 0);
+
+  // A resnet18 run against the same run edited to say resnet50.
+  auto one = dir.write("ok.json", R"({"device": "cpu", "cpu_threads": 1,
+      "data": {"num_samples": 8, "image_size": 32}, "loader": {"batch_size": 4},
+      "measure": {"warmup_steps": 0, "steps": 1, "max_s": 1}})");
+  REQUIRE(run(ptune::test::exe() + " sweep " + one + " --out " + dir.file("18.json")).code == 0);
+  Json j = Json::parse(ptune::test::read_file(dir.file("18.json")));
+  for (auto& row : j["rows"]) row["arch"] = "resnet50";
+  j["config"]["model"]["arch"] = "resnet50";
+  dir.write("50.json", j.dump(2));
+  auto cmp = run(ptune::test::exe() + " report " + dir.file("50.json") + " --against " + dir.file("18.json"));
+  INFO(cmp.out << cmp.err);
+  CHECK(cmp.code == 0);
+  CHECK(cmp.out.find("warning: the runs measured other models: 18 resnet18, 50 resnet50; their speeds are "
+                     "not comparable\n") != std::string::npos);
+}
+
+TEST_CASE("launch: Ctrl-C ends a data-parallel train within about a step, not at its next log point", "[e2e][faults]") {
+  TempDir dir;
+  // 157 steps of about 0.3 s per rank and no log point before the end: the ranks used to agree
+  // on a stop only there.
+  auto cfg = dir.write("l.json", R"({"name": "l", "device": "cpu", "cpu_threads": 1,
+      "data": {"num_samples": 5000, "image_size": 64}, "loader": {"batch_size": 16},
+      "train": {"epochs": 1, "log_every": 1000}})");
+  const std::string err = dir.file("err"), ck = dir.file("ck");
+  const pid_t pid = spawn_ptune({"launch", "--nproc-per-node", "2", "--", "train", cfg, "--set", "train.checkpoint_dir=" + ck},
+                                "/dev/null", err);
+  std::this_thread::sleep_for(std::chrono::seconds(8));  // the ranks are training by then
+  REQUIRE(::waitpid(pid, nullptr, WNOHANG) == 0);
+  const auto signalled = std::chrono::steady_clock::now();
+  ::kill(pid, SIGINT);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled).count();
+  INFO(ptune::test::read_file(err));
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 130);
+  CHECK(took < 10.0);
+  size_t checkpoints = 0;
+  for (const auto& e : std::filesystem::directory_iterator(ck)) checkpoints += e.path().extension() == ".pt";
+  CHECK(checkpoints == 1);
+  CHECK(hidden_files(dir.path.string()).empty());
+}

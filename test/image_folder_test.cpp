@@ -3,6 +3,8 @@
 // Expected values come from test/data/make_image_fixtures.py (image_folder/reference.txt).
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -583,4 +585,45 @@ TEST_CASE("image_folder: make_dataset builds it from the config", "[image_folder
 
   cfg.model.num_classes = 2;  // 3 class folders
   CHECK_THROWS_AS(ptune::engine::make_dataset(cfg), ptune::ConfigError);
+}
+
+TEST_CASE("image_folder: a JPEG cut inside its Huffman table is skipped alone; the good files after it decode",
+          "[image_folder]") {
+  // rgb.jpg's segments: DHT at 177, 210, 393 and 426; 400 bytes end inside the third table.
+  // TurboJPEG leaves its decompressor mid-read after such a file: reused, it failed the good
+  // files read after it on the same thread ("Bogus Huffman table definition").
+  const auto reference = decode_file(kRoot + "/a_rgb/rgb.jpg").pixels;
+  for (int64_t threads : {1, 2}) {
+    INFO("check threads " << threads);
+    Scratch s;  // one per run: verdicts are remembered per file
+    const std::string cut = s.copy("a_rgb/rgb.jpg", "a/img0.jpg", 400);
+    for (int i = 1; i <= 6; ++i) s.copy("a_rgb/rgb.jpg", "a/img" + std::to_string(i) + ".jpg");
+    s.copy("a_rgb/rgb.png", "b/rgb.png");
+    if (threads == 1) {
+      for (int rep = 0; rep < 2; ++rep) {
+        CHECK_THROWS_WITH(decode_file(cut), Catch::StartsWith(cut + ": "));
+        CHECK(decode_file(s.path("a/img1.jpg")).pixels == reference);
+      }
+    }
+    ImageFolderOptions o = options(s.root.string(), 8, ImageTransform::kTrain, OnBadFile::kSkip);
+    o.check_threads = threads;
+    ImageFolder f(o);
+    CHECK(f.size() == 7);
+    REQUIRE(f.skipped().size() == 1);
+    CHECK(f.skipped()[0].rfind(cut + ": ", 0) == 0);
+    for (int64_t i = 0; i < f.size(); ++i) CHECK(f.path(i) != cut);
+  }
+}
+
+TEST_CASE("image_folder: a FIFO or a device named .jpg is a bad file, never waited on", "[image_folder]") {
+  Scratch s;
+  s.copy("a_rgb/rgb.jpg", "a/good.jpg");
+  const std::string fifo = s.path("a/fifo.jpg"), zero = s.path("a/zero.jpg");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);  // no writer: an open that waited would never return
+  fs::create_symlink("/dev/zero", zero);
+  CHECK_THROWS_WITH(read_file(fifo), fifo + ": not a regular file (a FIFO, a device or a socket)");
+  ImageFolder f(options(s.root.string(), 8, ImageTransform::kTrain, OnBadFile::kSkip));
+  CHECK(f.size() == 1);
+  CHECK(f.skipped() == std::vector<std::string>{fifo + ": not a regular file (a FIFO, a device or a socket)",
+                                                zero + ": not a regular file (a FIFO, a device or a socket)"});
 }

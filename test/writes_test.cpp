@@ -1,5 +1,6 @@
 // Every writer of the built ptune against a failing file system: a file-size limit
-// (RLIMIT_FSIZE with SIGXFSZ ignored, no privileges needed), a read-only folder, a full tmpfs
+// (RLIMIT_FSIZE with SIGXFSZ at its default, as a shell leaves it: ptune ignores it itself; no
+// privileges needed), a read-only folder, a full tmpfs
 // (where the test can mount one) and the N-th write failing (PTUNE_FAIL_WRITE_AT, ptune's test
 // hook). Each time: exit 1 (2 for an output refused before any work), exactly one
 // "ptune: error:" line and no LibTorch abort, no temporary file anywhere under the folder, and
@@ -68,7 +69,7 @@ RunResult run_limited(const std::string& args, const Limits& limits = {}) {
         if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) ::_exit(125);
     }
     if (limits.file_size) {
-      ::signal(SIGXFSZ, SIG_IGN);  // a write past the limit fails with EFBIG instead of killing
+      ::signal(SIGXFSZ, SIG_DFL);  // as a shell leaves it: ptune must ignore it (EFBIG) itself
       const struct rlimit r { *limits.file_size, *limits.file_size };
       if (::setrlimit(RLIMIT_FSIZE, &r) != 0) ::_exit(125);
     }
@@ -429,4 +430,33 @@ TEST_CASE("the N-th write fails, for every N, over a whole sweep --profile --out
     expect_whole_traces(runs);
   }
   CHECK(failures >= 8);  // the report after the row, the trace (checked, then written), the report twice more
+}
+
+TEST_CASE("under the shell's ulimit -f, --out and a checkpoint past the limit: File too large, exit 1, no temporary file",
+          "[writes]") {
+  // As a user's shell runs it: bash's ulimit (1024-byte blocks), SIGXFSZ not ignored, which
+  // used to end ptune (status 153) and leave .fs.json.XXXXXX and ck/.p-step4.pt.XXXXXX.
+  TempDir dir;
+  ::signal(SIGXFSZ, SIG_DFL);  // what the shell below inherits (the default, unless this was started ignoring it)
+  auto ulimited = [&](int blocks, const std::string& args) {
+    const std::string cmd = "ulimit -f " + std::to_string(blocks) + "; exec " + ptune::test::exe() + " " + args;
+    return ptune::test::run("bash -c \"" + cmd + "\"");
+  };
+  SECTION("sweep --out") {
+    const std::string runs = dir.file("runs"), cfg = sweep_config(dir, runs), out = dir.file("fs.json");
+    auto r = ulimited(1, "sweep " + cfg + " --out " + out);
+    expect_one_error(r, "cannot write --out '" + out + "': File too large");
+    CHECK(temporaries(dir.path.string()).empty());
+    CHECK(!fs::exists(out));
+  }
+  SECTION("a checkpoint") {
+    const std::string cfg = dir.write("p.json", R"({"name": "p", "device": "cpu", "cpu_threads": 1,
+        "data": {"num_samples": 16, "image_size": 32}, "loader": {"batch_size": 4},
+        "optim": {"momentum": 0}, "train": {"epochs": 1, "max_steps": 4}})");
+    const std::string ck = dir.file("ck");
+    auto r = ulimited(1024, "train " + cfg + " --set train.checkpoint_dir=" + ck);
+    expect_one_error(r, "cannot write train.checkpoint_dir '" + ck + "/p-step4.pt': File too large");
+    CHECK(temporaries(dir.path.string()).empty());
+    CHECK(!fs::exists(ck + "/p-step4.pt"));
+  }
 }

@@ -2,6 +2,7 @@
 // module that the ptune executable loads only for them (apps/ptune/cli.hpp says why). The
 // executable parses the command line and prints errors; this file runs the command.
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -39,6 +40,27 @@ config::ExperimentConfig config_of(const CommandLine& cl) {
   return *cl.config;
 }
 
+/// After a sweep with no failed row: each skipped row (an option or size this device or
+/// dataset cannot run) is named on stderr; when no row was measured at all, that is a config
+/// error: the last one is "ptune: error:", exit 2. Returns the exit code (0 or 2).
+int report_skipped(const report::Results& results) {
+  size_t skipped = 0;
+  for (const auto& row : results.rows) skipped += row.status.rfind("skipped: ", 0) == 0 ? 1 : 0;
+  if (skipped == 0) return 0;
+  const bool none_measured = skipped == results.rows.size();
+  for (size_t i = 0, seen = 0; i < results.rows.size(); ++i) {
+    const auto& row = results.rows[i];
+    if (row.status.rfind("skipped: ", 0) != 0) continue;
+    const std::string line = "sweep: row '" + row.name + "' " + row.status;
+    if (none_measured && ++seen == skipped) {
+      std::fprintf(stderr, "ptune: error: %s; no row of the sweep was measured\n", line.c_str());
+      return 2;
+    }
+    log::warn(line);
+  }
+  return 0;
+}
+
 int run_command(const CommandLine& cl) {
   auto is = [&](const char* name) { return cl.command == name; };
   auto tune_opt = cl.tune_opt;
@@ -65,8 +87,13 @@ int run_command(const CommandLine& cl) {
         return r;
       };
       if (!cl.sweep_out.empty()) {
-        opt.on_row = [&](const ptune::report::Results& r) {
+        // A FIFO or a device (/dev/stdout) is not rewritten after every row: it gets the final
+        // document once (its reader would take the first document and go).
+        struct stat st {};
+        const bool stream = ::stat(cl.sweep_out.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
+        opt.on_row = [&, stream](const ptune::report::Results& r) {
           if (!cl.rank0) return;  // data parallel: rank 0 writes
+          if (stream && r.status == "running") return;
           ptune::report::write_results(cl.sweep_out, marked(r));
         };
       }
@@ -107,6 +134,7 @@ int run_command(const CommandLine& cl) {
           std::fprintf(stderr, "ptune: error: sweep: row '%s' %s\n", row.name.c_str(), row.status.c_str());
           return 1;
         }
+        code = report_skipped(results);
       }
       return code;
     }
@@ -232,7 +260,7 @@ int run_command(const CommandLine& cl) {
       auto cfg = config_of(cl);  // --format checked with it
       ptune::engine::EvalResult r;
       try {
-        r = ptune::engine::evaluate(cfg, cl.weights);
+        r = ptune::engine::evaluate(cfg, cl.weights, cl.interrupted);
       } catch (const ptune::DataError& e) {
         // A checkpoint given as cl.weights: the exact command that exports its cl.weights.
         const auto step = ptune::engine::checkpoint_step(cl.weights);

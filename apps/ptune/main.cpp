@@ -7,7 +7,10 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -23,6 +26,7 @@
 #include "analyze/render.hpp"
 #include "cli.hpp"
 #include "config/config.hpp"
+#include "config/suggest.hpp"
 #include "dist/env.hpp"
 #include "errors.hpp"
 #include "files.hpp"
@@ -44,7 +48,8 @@ std::atomic<int> g_signal{0};  // the first SIGINT or SIGTERM
 /// second leaves at once, removing the temporary files of writes under way.
 extern "C" void on_stop_signal(int sig) {
   int none = 0;
-  if (!g_signal.compare_exchange_strong(none, sig)) {
+  // SIGHUP (the terminal closed) is taken as SIGTERM, as `ptune launch` forwards it.
+  if (!g_signal.compare_exchange_strong(none, sig == SIGHUP ? SIGTERM : sig)) {
     ptune::files::remove_temporaries();
     std::_Exit(128 + sig);
   }
@@ -62,6 +67,20 @@ void handle_stop_signal(int sig) {
   ::sigaction(sig, &sa, nullptr);
 }
 
+/// The one signal policy of every command (sweep, train, eval, tune, launch and the rest):
+/// SIGINT, SIGTERM and SIGHUP (taken as SIGTERM) stop the job at its next step or batch
+/// (on_stop_signal); SIGPIPE and
+/// SIGXFSZ are ignored, so that a closed stdout (EPIPE) and a write past `ulimit -f` (EFBIG,
+/// "File too large") are write errors, reported on one line with exit 1 and no temporary file
+/// left, not a silent death.
+void install_signal_policy() {
+  handle_stop_signal(SIGINT);
+  handle_stop_signal(SIGTERM);
+  handle_stop_signal(SIGHUP);
+  std::signal(SIGPIPE, SIG_IGN);
+  std::signal(SIGXFSZ, SIG_IGN);
+}
+
 /// After the output is printed: a failed write to stdout (a full disk, `> /dev/full`, a closed
 /// pipe) is an error too. Returns "" or the message.
 std::string stdout_error() {
@@ -74,6 +93,56 @@ void add_common(CLI::App* cmd, ptune::cli::Common& c) {
   cmd->add_option("config", c.config_path, "experiment JSON file")->required();
   cmd->add_option("--set", c.sets, "override a config value: PATH=VALUE (repeatable), e.g. loader.batch_size=256")
       ->take_all();
+}
+
+/// "unknown command 'X'; ..." when the first word of the command line that is not an option
+/// names no command (CLI11 would only say that a subcommand is required); "" otherwise. The
+/// options before the command are flags (no values), so that first word is the command.
+std::string unknown_command(const CLI::App& app, int argc, char** argv) {
+  std::vector<std::string> names;
+  for (const auto* sub : app.get_subcommands({})) names.push_back(sub->get_name());
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word == "--") return "";
+    if (!word.empty() && word[0] == '-') continue;
+    if (std::find(names.begin(), names.end(), word) != names.end()) return "";
+    std::string list;
+    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+    const std::string near = ptune::config::closest(word, names);
+    return "unknown command '" + word + "'" + (near.empty() ? "" : " (did you mean '" + near + "'?)") +
+           "; the commands are " + list;
+  }
+  return "";
+}
+
+/// A whole number from `lo` to `hi`; the error quotes the value as given (CLI11's own range
+/// checks print a double's limits in full: 309 digits).
+CLI::Validator whole_number(int64_t lo, int64_t hi) {
+  const std::string range = "a whole number from " + std::to_string(lo) + " to " + std::to_string(hi);
+  return CLI::Validator(
+      [lo, hi, range](std::string& text) -> std::string {
+        errno = 0;
+        char* end = nullptr;
+        const long long v = std::strtoll(text.c_str(), &end, 10);
+        if (text.empty() || *end != '\0' || errno == ERANGE || v < lo || v > hi)
+          return "'" + text + "' is not " + range;
+        return "";
+      },
+      range.substr(2));
+}
+
+/// A finite number of at least 0; the error quotes the value as given.
+CLI::Validator non_negative_number() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        errno = 0;
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v) || v < 0)
+          return "'" + text + "' is not a finite number of at least 0";
+        return "";
+      },
+      "number >= 0");
 }
 
 /// The training engine's entry points.
@@ -178,9 +247,9 @@ int main(int argc, char** argv) {
   add_common(tune, cl.tune_c);
   auto* tune_batch_flag = tune->add_flag("--batch-size", cl.tune_batch, "find the batch size: double from loader.batch_size, then binary-search the largest that fits (memory margin on CUDA, --max-batch); the fastest wins");
   tune->add_option("--margin", cl.tune_batch_opt.margin_pct, "--batch-size: percent of the GPU's memory left free")->needs(tune_batch_flag)->check(CLI::Range(0.0, 99.0))->capture_default_str();
-  tune->add_option("--max-batch", cl.tune_batch_opt.max_batch, "--batch-size: largest batch tried (default 4096 on CUDA, 64 on the CPU)")->needs(tune_batch_flag)->check(CLI::PositiveNumber);
+  tune->add_option("--max-batch", cl.tune_batch_opt.max_batch, "--batch-size: largest batch tried (default 4096 on CUDA, 64 on the CPU)")->needs(tune_batch_flag)->check(whole_number(1, int64_t{1} << 40));
   tune->add_option("--threshold", cl.tune_opt.threshold_pct, "percent a change must gain, at least, to be kept (and be faster beyond noise, as a sweep row)")->excludes(tune_batch_flag)->check(CLI::Range(0.0, 1000.0))->capture_default_str();
-  tune->add_option("--budget", cl.tune_budget_min, "minutes; no new trial starts after them (0 = no limit)")->check(CLI::NonNegativeNumber);
+  tune->add_option("--budget", cl.tune_budget_min, "minutes; no new trial starts after them (0 = no limit)")->check(non_negative_number());
   tune->add_option("--repeats", cl.tune_repeats, "measure.repeats is raised to at least this for every trial")->check(CLI::Range(1, 1000))->capture_default_str();
   auto* tune_out_opt = tune->add_option("--out", cl.tune_out, "write the winning config to FILE (JSON, accepted by train, check and sweep)");
   tune->add_option("--format", cl.tune_format, "stdout format: table (with the trials), json (results, trials and the winning config), csv or md (the table)")->capture_default_str();
@@ -218,6 +287,10 @@ int main(int argc, char** argv) {
   // --verbose/--quiet may also follow the subcommand: `ptune sweep exp.json --quiet`.
   for (auto* sub : app.get_subcommands({})) sub->fallthrough();
 
+  if (const std::string unknown = unknown_command(app, argc, argv); !unknown.empty()) {
+    std::fprintf(stderr, "ptune: error: %s (see ptune --help)\n", unknown.c_str());
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -237,9 +310,7 @@ int main(int argc, char** argv) {
   if (!cl.rank0) quiet = true;
   ptune::log::set_level(quiet ? ptune::log::Level::kError
                               : verbose ? ptune::log::Level::kDebug : ptune::log::Level::kInfo);
-  handle_stop_signal(SIGINT);
-  handle_stop_signal(SIGTERM);
-  std::signal(SIGPIPE, SIG_IGN);  // a closed stdout is a write error, reported, not a silent death
+  install_signal_policy();
 
   cl.interrupted = &g_interrupted;
   cl.signal = &g_signal;

@@ -1,5 +1,6 @@
 #include "config/config.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -373,13 +374,31 @@ void walk(ExperimentConfig& cfg, const Json& obj, const std::string& prefix,
   }
 }
 
+/// The config file's text. Throws ConfigError for "-" (not read from stdin: a config is a
+/// file, named again in the commands ptune prints), a folder, a file that cannot be read, and
+/// a NUL byte (JSON text has none; the parser would stop there and ignore the rest);
+/// Interrupted for a stop signal while a FIFO's open waits for its writer.
 std::string read_text(const std::string& path) {
+  if (path == "-")
+    throw ConfigError("config '-': a config is not read from stdin; name a JSON file (a pipe can be "
+                      "given as /dev/stdin)");
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw ConfigError("config '" + path + "' is a folder; name a JSON file");
   std::ifstream in(path, std::ios::binary);
+  // A FIFO waits for its writer; a stop signal then is the user's stop, not a bad file.
+  if (!in && errno == EINTR) throw Interrupted();
   if (!in) throw ConfigError("cannot open config '" + path + "': " + std::strerror(errno));
   std::ostringstream os;
   os << in.rdbuf();
   if (in.bad()) throw ConfigError("cannot read config '" + path + "': " + std::strerror(errno));
-  return os.str();
+  const std::string text = os.str();
+  if (const size_t nul = text.find('\0'); nul != std::string::npos) {
+    const size_t line = 1 + static_cast<size_t>(std::count(text.begin(), text.begin() + static_cast<long>(nul), '\n'));
+    throw ConfigError(path + ": a NUL byte at offset " + std::to_string(nul) + " (line " + std::to_string(line) +
+                      "); a config is JSON text, which has none");
+  }
+  return text;
 }
 
 }  // namespace

@@ -6,7 +6,10 @@
 #include <csetjmp>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <png.h>
 #include <turbojpeg.h>
@@ -40,17 +43,29 @@ bool has_png_extension(const std::string& path) {
 // ---------------------------------------------------------------------------------------
 
 /// One TurboJPEG decompressor per thread: handles are not thread-safe, and making one per
-/// image would allocate libjpeg's state every time.
+/// image would allocate libjpeg's state every time. A handle whose call failed is not reused:
+/// TurboJPEG leaves libjpeg's decompressor mid-read after an error (a file cut inside its
+/// Huffman tables leaves those tables half-defined), and the next good file read with it
+/// would fail too ("Bogus Huffman table definition").
+struct Decompressor {
+  tjhandle h = nullptr;
+  ~Decompressor() { reset(); }
+  void reset() {
+    if (h) tjDestroy(h);
+    h = nullptr;
+  }
+};
+
+Decompressor& thread_state() {
+  thread_local Decompressor d;
+  return d;
+}
+
 tjhandle thread_decompressor() {
-  struct Handle {
-    tjhandle h = tjInitDecompress();
-    ~Handle() {
-      if (h) tjDestroy(h);
-    }
-  };
-  thread_local Handle handle;
-  if (!handle.h) throw DataError(std::string("TurboJPEG: cannot create a decompressor: ") + tjGetErrorStr2(nullptr));
-  return handle.h;
+  Decompressor& d = thread_state();
+  if (!d.h) d.h = tjInitDecompress();
+  if (!d.h) throw DataError(std::string("TurboJPEG: cannot create a decompressor: ") + tjGetErrorStr2(nullptr));
+  return d.h;
 }
 
 /// True when a TurboJPEG call that returned `rc` failed for good. libjpeg's warnings (e.g.
@@ -63,6 +78,17 @@ bool tj_failed(tjhandle tj, int rc) {
   if (tjGetErrorCode(tj) != TJERR_WARNING) return true;
   const std::string what = tjGetErrorStr2(tj);
   return what.rfind("Premature end of JPEG file", 0) == 0 || what.find("premature end of data segment") != std::string::npos;
+}
+
+/// After a TurboJPEG call that returned `rc`: nothing when it succeeded; for a failure
+/// (tj_failed), throws DataError "<path>: <TurboJPEG's reason>"; either way after a non-zero
+/// `rc` this thread's handle is dropped (a warning may leave it mid-read too).
+void check_jpeg(tjhandle tj, int rc, const std::string& path) {
+  if (rc == 0) return;
+  const bool failed = tj_failed(tj, rc);
+  const std::string why = tjGetErrorStr2(tj);
+  thread_state().reset();
+  if (failed) fail(path, why);
 }
 
 const std::vector<tjscalingfactor>& downscaling_factors() {
@@ -90,7 +116,9 @@ ImageHeader jpeg_header(const uint8_t* data, size_t size, const std::string& pat
   tjhandle tj = thread_decompressor();
   int w = 0, h = 0, subsamp = 0, cs = 0;
   const int rc = tjDecompressHeader3(tj, data, static_cast<unsigned long>(size), &w, &h, &subsamp, &cs);
-  if (tj_failed(tj, rc) || w <= 0 || h <= 0) fail(path, tjGetErrorStr2(tj));
+  const std::string why = rc != 0 ? tjGetErrorStr2(tj) : "";
+  check_jpeg(tj, rc, path);
+  if (w <= 0 || h <= 0) fail(path, why.empty() ? "no image size in the JPEG header" : why);
   if (colorspace) *colorspace = cs;
   return {ImageFormat::kJpeg, h, w};
 }
@@ -121,7 +149,7 @@ void decode_jpeg(const uint8_t* data, size_t size, const std::string& path, RgbI
     cmyk.resize(static_cast<size_t>(h * w * 4));
     const int rc = tjDecompress2(tj, data, static_cast<unsigned long>(size), cmyk.data(),
                                  static_cast<int>(w), 0, static_cast<int>(h), TJPF_CMYK, flags);
-    if (tj_failed(tj, rc)) fail(path, tjGetErrorStr2(tj));
+    check_jpeg(tj, rc, path);
     for (int64_t i = 0; i < h * w; ++i) {
       const uint8_t* p = cmyk.data() + 4 * i;
       for (int c = 0; c < 3; ++c) out.pixels[3 * i + c] = cmyk_channel(p[c], p[3]);
@@ -130,7 +158,7 @@ void decode_jpeg(const uint8_t* data, size_t size, const std::string& path, RgbI
   }
   const int rc = tjDecompress2(tj, data, static_cast<unsigned long>(size), out.pixels.data(),
                                static_cast<int>(w), 0, static_cast<int>(h), TJPF_RGB, flags);
-  if (tj_failed(tj, rc)) fail(path, tjGetErrorStr2(tj));
+  check_jpeg(tj, rc, path);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -219,13 +247,27 @@ void png_decode(const uint8_t* data, size_t size, const std::string& path, bool 
 }  // namespace
 
 std::vector<uint8_t> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) fail(path, std::string("cannot open: ") + std::strerror(errno));
-  const std::streamsize size = in.tellg();
-  if (size < 0) fail(path, "cannot read");
-  std::vector<uint8_t> bytes(static_cast<size_t>(size));
-  in.seekg(0);
-  if (size > 0 && !in.read(reinterpret_cast<char*>(bytes.data()), size)) fail(path, "cannot read");
+  // Opened without waiting (a FIFO named .jpg would wait for a writer for ever), then only a
+  // regular file is read: a FIFO or a device (a link to /dev/zero) is a bad file.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) fail(path, std::string("cannot read: ") + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) fail(path, "not a regular file (a FIFO, a device or a socket)");
+  std::vector<uint8_t> bytes(static_cast<size_t>(st.st_size));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail(path, std::string("cannot read: ") + std::strerror(errno));
+    if (n == 0) break;  // shorter than it was a moment ago
+    done += static_cast<size_t>(n);
+  }
+  bytes.resize(done);
   return bytes;
 }
 

@@ -33,7 +33,8 @@ struct RgbImage {
 /// (Image.MAX_IMAGE_PIXELS = 1 GiB / 4 / 3, about 179 Mpx).
 inline constexpr int64_t kMaxImagePixels = 178956970;
 
-/// Reads a whole file. Throws DataError("<path>: <reason>").
+/// Reads a whole regular file (a FIFO or a device is refused, never waited on). Throws
+/// DataError("<path>: <reason>").
 std::vector<uint8_t> read_file(const std::string& path);
 
 /// Parses the header of an encoded image. The format comes from the signature (PNG or JPEG

@@ -1,5 +1,7 @@
 #include "engine/run.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include <torch/torch.h>
@@ -60,6 +62,19 @@ void warn_if_no_room(const config::ExperimentConfig& cfg, const TrainOptions& op
               " free; the weights take about " + files::human_bytes(weights_file) + ": they will not fit");
 }
 
+/// A data-parallel run's ranks agree on a stop signal about this often (seconds), so that
+/// Ctrl-C ends a run of slow steps within about a step, not at the next log point.
+constexpr double kStopCheckS = 0.5;
+
+/// Steps between two such agreements when `steps` took `secs` (the slowest rank's): about
+/// kStopCheckS of them, at least 1, at most `log_every` (the log points agree anyway).
+int64_t stop_check_interval(double secs, int64_t steps, int64_t log_every) {
+  if (secs <= 0 || steps <= 0) return log_every;
+  const double per_step = secs / static_cast<double>(steps);
+  const auto every = static_cast<int64_t>(std::llround(kStopCheckS / per_step));
+  return std::clamp<int64_t>(every, 1, std::max<int64_t>(1, log_every));
+}
+
 }  // namespace
 
 TrainSummary train(const config::ExperimentConfig& cfg, const TrainOptions& options) {
@@ -98,6 +113,8 @@ TrainSummary train(const config::ExperimentConfig& cfg, const TrainOptions& opti
   int64_t step = 0, epoch = 0;
   if (options.resume) {
     std::vector<std::string> notes;
+    // A record damaged on disk would load as if whole: every record's CRC-32 first.
+    if (models::identify(*options.resume) == models::FileKind::kTorchScript) models::verify_records(*options.resume);
     std::tie(step, epoch) = trainer.load_checkpoint(*options.resume, trainer.group().size(), &notes);
     if (options.on_note && rank0) {
       for (const auto& n : notes) options.on_note(n);
@@ -156,6 +173,10 @@ TrainSummary train(const config::ExperimentConfig& cfg, const TrainOptions& opti
 
   measure::Stopwatch clock;
   const int64_t start_step = step;
+  // Data parallel: the steps between the ranks' agreements on a stop signal, besides the log
+  // points: every step until the first log point times them, then about every kStopCheckS
+  // (every rank computes the same from the agreed figures).
+  int64_t stop_every = 1;
   at::Tensor loss;
   while (step < total) {
     epoch = step / per_epoch;
@@ -171,11 +192,15 @@ TrainSummary train(const config::ExperimentConfig& cfg, const TrainOptions& opti
       loss = trainer.step(images, labels);
       ++step;
       const bool log = step % cfg.train.log_every == 0 || step == total;
-      // Alone, stop at once; in a group, at the next log point that every rank reaches.
+      // Alone, stop at once; in a group, at the next step where every rank agrees (a log
+      // point, or about every kStopCheckS seconds).
       bool stop = world == 1 && options.interrupted && options.interrupted->load();
+      if (!log && world > 1 && step % stop_every == 0)
+        stop = group->sum({options.interrupted && options.interrupted->load() ? 1.0 : 0.0})[0] > 0;
       if (log) {
         const Agreed a = agree(loss, clock.ms() / 1000.0);
         stop = stop || a.interrupted;
+        stop_every = stop_check_interval(a.secs, step - start_step, cfg.train.log_every);
         if (options.on_progress) {
           TrainProgress p;
           p.step = step;
@@ -227,7 +252,8 @@ std::optional<int64_t> checkpoint_step(const std::string& path) {
   }
 }
 
-EvalResult evaluate(const config::ExperimentConfig& cfg_in, const std::string& weights) {
+EvalResult evaluate(const config::ExperimentConfig& cfg_in, const std::string& weights,
+                    const std::atomic<bool>* interrupted) {
   config::ExperimentConfig cfg = cfg_in;
   cfg.model.weights = weights;
   cfg.loader.shuffle = false;
@@ -249,13 +275,17 @@ EvalResult evaluate(const config::ExperimentConfig& cfg_in, const std::string& w
   at::Tensor correct = torch::zeros({}, torch::TensorOptions().dtype(torch::kLong).device(device));
   int64_t n = 0;
   Feeder feeder([&loader] { return loader.next(); }, device);
-  while (auto batch = feeder.next()) {
+  auto stopped = [interrupted] { return interrupted && interrupted->load(); };
+  while (!stopped()) {
+    auto batch = feeder.next();
+    if (!batch) break;
     auto [images, labels] = trainer.to_device(*batch);
     auto [l, c] = trainer.evaluate(images, labels);
     loss_sum += l.to(torch::kFloat64);
     correct += c;
     n += labels.size(0);
   }
+  if (stopped()) throw Interrupted();
   const std::vector<double> totals =
       group->sum({loss_sum.item<double>(), static_cast<double>(correct.item<int64_t>()), static_cast<double>(n)});
   EvalResult r;

@@ -57,9 +57,12 @@ struct EvalResult {
 /// Evaluates `weights` (a torch.save(state_dict) file) on the config's dataset, every sample
 /// once, in order, BatchNorm in eval mode. Data parallel (ptune launch, torchrun, Slurm):
 /// each rank evaluates its shard on its own device (shards differ by at most one sample and
-/// cover the dataset), and every rank returns the totals over all ranks. Throws
-/// std::runtime_error when the rendezvous or a collective fails.
-EvalResult evaluate(const config::ExperimentConfig& cfg, const std::string& weights);
+/// cover the dataset), and every rank returns the totals over all ranks. `interrupted` (when
+/// given) is read between batches: once set, the evaluation stops and throws Interrupted
+/// (each rank on its own: it holds no collective until the end). Throws std::runtime_error
+/// when the rendezvous or a collective fails.
+EvalResult evaluate(const config::ExperimentConfig& cfg, const std::string& weights,
+                    const std::atomic<bool>* interrupted = nullptr);
 
 /// The step a ptune checkpoint (Trainer::save_checkpoint) was written at; nullopt when `path`
 /// is not one. Throws nothing.

@@ -196,6 +196,30 @@ std::vector<const RowCheck*> Comparison::regressions() const {
   return r;
 }
 
+namespace {
+
+/// The architectures a run's rows measured, in order, each once ("resnet18, resnet50").
+std::string archs_of(const RunFile& run) {
+  std::vector<std::string> seen;
+  for (const Json& row : run.doc["rows"])
+    if (row.contains("arch") && row["arch"].is_string() &&
+        std::find(seen.begin(), seen.end(), row["arch"].get<std::string>()) == seen.end())
+      seen.push_back(row["arch"].get<std::string>());
+  std::string out;
+  for (const auto& a : seen) out += (out.empty() ? "" : ", ") + a;
+  return out;
+}
+
+/// A warning when the two runs measured other models (files that name them, both).
+std::string arch_warning(const RunFile& old, const RunFile& now) {
+  const std::string a = archs_of(old), b = archs_of(now);
+  if (a.empty() || b.empty() || a == b) return "";
+  return "the runs measured other models: " + old.label + " " + a + ", " + now.label + " " + b +
+         "; their speeds are not comparable";
+}
+
+}  // namespace
+
 Comparison compare_runs(const RunFile& old, const RunFile& now, double limit_pct) {
   Comparison cmp;
   cmp.old_label = old.label;
@@ -218,6 +242,7 @@ Comparison compare_runs(const RunFile& old, const RunFile& now, double limit_pct
   }
   for (size_t j = 0; j < old_rows.size(); ++j)
     if (!old_used[j]) cmp.rows.push_back(check(Side{&old_rows[j], &old_chain, j}, Side{}, limit_pct));
+  if (const std::string w = arch_warning(old, now); !w.empty()) cmp.warnings.push_back(w);
   for (const RunFile* r : {&old, &now}) {
     const std::string status = r->doc["status"].get<std::string>();
     if (status != "complete") cmp.warnings.push_back(r->label + ": the run is " + status + ", not complete");
