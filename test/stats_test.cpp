@@ -379,8 +379,11 @@ TEST_CASE("a falling start is the transient: dropped from the front, never beyon
   CHECK(transient_end({150, 120, 105, 100, 101, 99, 100.5, 100, 99.5, 100.2}) == 3);
   // One slow window in the middle is not a start-up: the leading window is warm.
   CHECK(transient_end({100, 101, 99, 130, 100, 100.5, 99.5, 100.2}) == 0);
-  // A series that falls all along: at most its first half goes.
-  CHECK(transient_end({200, 190, 180, 170, 160, 150, 140, 130, 120, 110}) == 5);
+  // A start as long as the first half: all of it goes, and no more (the later half is the
+  // reference).
+  CHECK(transient_end({150, 140, 130, 125, 120, 100, 100.5, 99.5, 100.2, 99.8}) == 5);
+  // A series that falls all along has no warm half to tell a start-up from: its spread is wide.
+  CHECK(transient_end({200, 190, 180, 170, 160, 150, 140, 130, 120, 110}) == 0);
   // Fewer than five windows (a reference of three): nothing can be told.
   CHECK(transient_end({150, 100, 100, 100}) == 0);
   // A fast first window is never dropped; nor anything from a series with a bad value.
