@@ -628,6 +628,7 @@ Measurement measure(const config::ExperimentConfig& cfg, const Progress& progres
   bench.set_progress(progress, plan.min_pairs);
   const AloneRun run = measure_alone(bench, plan);
   Measurement m = bench.result(static_cast<size_t>(run.transient), run.ms.size());
+  m.transient_windows = run.transient;
   for (auto& n : run_notes(run.transient, run.ms.size(), plan.min_pairs, run.stop, plan.deadline, false))
     m.notes.push_back(std::move(n));
   m.load = agreed_load(load, gpu, cfg);

@@ -26,7 +26,9 @@ struct Measurement {
   double ms_per_step = 0;            // geometric mean over the windows (of the slowest rank's ms/step)
   double samples_per_s = 0;          // world_size * batch_size / ms_per_step
   Interval samples_per_s_ci;         // samples/s with its 95% t-interval over the windows
-  std::vector<double> repeat_ms;     // ms/step of each timed window, in order
+  std::vector<double> repeat_ms;     // ms/step of each timed window kept, in order
+  int64_t transient_windows = 0;     // windows (pairs, for a compared row) timed before those and
+                                     // left out as the start-up transient (notes say so)
   double spread_pct = 0;             // (max - min) / median over the windows, in %
   LoadReport load;                   // what else ran while the windows were timed
   // The step split, % of step time. On the CPU from host clocks; on a GPU from CUDA events on

@@ -123,8 +123,10 @@ class RebuildSide : public measure::Side {
   std::optional<measure::Measurement> last_;
 };
 
-/// The comparison's own notes on the row: the transient left out, a row that ran out of time.
+/// The comparison's own notes on the row (the transient left out, a row that ran out of time) and
+/// its count of transient pairs.
 void add_run_notes(measure::Measurement& m, const measure::Comparison& c, const measure::WindowPlan& plan) {
+  m.transient_windows = c.transient;
   for (auto& n : measure::run_notes(c.transient, c.b_ms.size(), plan.min_pairs, c.stop, plan.deadline, true))
     m.notes.push_back(std::move(n));
 }
@@ -171,6 +173,7 @@ Timed time_row(const config::ExperimentConfig& cfg, measure::Bench* prev, const 
     } else {
       const measure::AloneRun r = measure::measure_alone(*t.bench, plan);
       t.m = t.bench->result(static_cast<size_t>(r.transient), r.ms.size());
+      t.m->transient_windows = r.transient;
       for (auto& n : measure::run_notes(r.transient, r.ms.size(), plan.min_pairs, r.stop, plan.deadline, false))
         t.m->notes.push_back(std::move(n));
       finish_load(*t.m, false);
