@@ -456,8 +456,8 @@ TEST_CASE("a compared row leaves its start-up pairs out, and measure.repeats cou
   const auto notes = run_notes(c.transient, c.b_ms.size(), plan.min_pairs, c.stop, plan.deadline, true);
   REQUIRE(notes.size() == 1);
   CHECK(notes[0] ==
-        "warm-up: the first 2 pairs still ran slower (the pipeline's start-up, each slower than the 99.5% "
-        "prediction bound of the later windows): left out of every figure, on both sides");
+        "warm-up: the first 2 pairs still ran slower (the pipeline's start-up: above the 99.5% prediction bound "
+        "of the later windows): left out of every figure, on both sides");
 }
 
 TEST_CASE("a deadline counts from the row's start, agrees its steps, and settles an automatic budget once",

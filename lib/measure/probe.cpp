@@ -577,9 +577,9 @@ AloneRun measure_alone(Side& s, const WindowPlan& plan, const std::function<void
     r.transient = transient_end(all);
     r.ms = from(all, r.transient);
     if (on_window) on_window(r.ms);
-    const bool time_left = deadline.fits(all.back());
     const bool enough = static_cast<int64_t>(r.ms.size()) >= plan.min_pairs;
     if (enough) deadline.settle();
+    const bool time_left = deadline.fits(all.back());  // another step at least
     const Interval i = log_mean_interval(r.ms, kRowLevel);
     if (enough && i.valid() && i.half_width_pct() <= plan.rule.target_pct) {
       r.stop = "decided";
@@ -601,8 +601,8 @@ std::vector<std::string> run_notes(int64_t transient, size_t kept, int64_t min_p
   const std::string unit = paired ? "pair" : "window";
   auto count = [&](int64_t n) { return std::to_string(n) + " " + unit + (n == 1 ? "" : "s"); };
   if (transient > 0)
-    notes.push_back("warm-up: the first " + count(transient) + " still ran slower (the pipeline's start-up, " +
-                    "each slower than the " + level_text(kTransientLevel) +
+    notes.push_back("warm-up: the first " + (transient == 1 ? unit : count(transient)) +
+                    " still ran slower (the pipeline's start-up: above the " + level_text(kTransientLevel) +
                     " prediction bound of the later windows): left out of every figure" +
                     (paired ? ", on both sides" : ""));
   if (stop == "budget" && static_cast<int64_t>(kept) < min_pairs) {
