@@ -944,10 +944,10 @@ TEST_CASE("the exit status tells the truth: failed rows, a full stdout, an ignor
   CHECK(full.code == 1);
   CHECK(full.err == "ptune: error: cannot write to stdout: No space left on device\n");
   // A job started with `&` by a script inherits SIGINT ignored, and keeps ignoring it. (One row:
-  // 3 windows of 40 steps, the 32x32 images resized to ResNet-18's 224x224, and up to 2 s more,
-  // so that it still runs when the signal comes 2 s after the start.)
+  // 3 windows of 40 steps, the 32x32 images resized to ResNet-18's 224x224, within a budget of
+  // 4 s in all, so that it still runs when the signal comes 2 s after the start.)
   auto fine = dir.write("fine.json", R"({"device": "cpu", "cpu_threads": 1, "data": {"num_samples": 16,
-      "image_size": 32}, "loader": {"batch_size": 4}, "measure": {"warmup_steps": 0, "steps": 40, "max_s": 2},
+      "image_size": 32}, "loader": {"batch_size": 4}, "measure": {"warmup_steps": 0, "steps": 40, "max_s": 4},
       "sweep": [{"name": "fine"}]})");
   auto ignored = run("sh -c 'trap \"\" INT; " + exe + " sweep " + fine + " --format json & p=$!; sleep 2; "
                      "kill -INT $p; wait $p'");

@@ -1,6 +1,7 @@
-// Profiler traces and the GPU-busy arithmetic.
+// Profiler traces and the GPU-busy arithmetic; a row's time budget (measure.max_s) on real steps.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -15,7 +16,9 @@
 #include "measure/probe.hpp"
 #include "measure/ranges.hpp"
 #include "measure/trace.hpp"
+#include "report/results.hpp"
 #include "test_util.hpp"
+#include "tune/sweep.hpp"
 
 using namespace ptune::measure;
 using Json = nlohmann::json;
@@ -275,4 +278,96 @@ TEST_CASE("trace ranges record only while a profiler records", "[measure]") {
     rec.finish("");
   }
   CHECK_FALSE(ptune::compat::UserScope(ranges::kForward).active());
+}
+
+namespace {
+
+/// A CPU row whose steps are slow: ResNet-18 at `image_size` px, batch `batch`, one thread.
+ptune::config::ExperimentConfig slow_row(int64_t image_size, int64_t batch, double max_s) {
+  ptune::config::ExperimentConfig cfg;
+  cfg.name = "slow-row";
+  cfg.device = "cpu";
+  cfg.cpu_threads = 1;
+  cfg.data.num_samples = 4 * batch;
+  cfg.data.image_size = image_size;
+  cfg.loader.batch_size = batch;
+  cfg.measure.warmup_steps = 2;
+  cfg.measure.steps = 4;
+  cfg.measure.repeats = 3;
+  cfg.measure.max_s = max_s;
+  return cfg;
+}
+
+/// Whether one of `notes` starts with `start`.
+bool has_note(const std::vector<std::string>& notes, const std::string& start) {
+  for (const auto& n : notes)
+    if (n.rfind(start, 0) == 0) return true;
+  return false;
+}
+
+/// After its last step a row only sums its figures and frees its pipeline: well under this
+/// (tens of ms here, even beside a compiler).
+constexpr double kTeardownMs = 300;
+
+}  // namespace
+
+TEST_CASE("a row whose one step outlasts measure.max_s ends after that step, within its budget plus one step",
+          "[measure][budget]") {
+  // ResNet-18 at 192 px, batch 8, one thread: a step of well over a second, more than the 0.5 s
+  // budget (the first CHECK verifies it).
+  const auto cfg = slow_row(192, 8, 0.5);
+  Stopwatch wall;
+  const Measurement m = measure(cfg);
+  const double ms = wall.ms();
+  INFO("row " << ms << " ms, steps " << m.ms_per_step << " ms");
+  REQUIRE(m.repeat_ms.size() == 1);
+  CHECK(m.ms_per_step > 1000 * cfg.measure.max_s);
+  CHECK(ms <= 1000 * cfg.measure.max_s + m.ms_per_step + kTeardownMs);
+  CHECK(has_note(m.notes, "one step alone took "));
+  CHECK_FALSE(has_note(m.notes, "warm-up: the first"));
+}
+
+TEST_CASE("a row of slow steps stops between steps at measure.max_s and says it ran out of time",
+          "[measure][budget]") {
+  // ResNet-18 at 96 px, batch 4, one thread: steps of a few hundred ms, windows of four, a
+  // budget of 2 s: the warm-up and a window or two, the last cut short between steps.
+  const auto cfg = slow_row(96, 4, 2.0);
+  Stopwatch wall;
+  const Measurement m = measure(cfg);
+  const double ms = wall.ms();
+  INFO("row " << ms << " ms, windows of " << m.repeat_ms.size());
+  for (const auto& n : m.notes) INFO(n);
+  REQUIRE_FALSE(m.repeat_ms.empty());
+  const double slowest = *std::max_element(m.repeat_ms.begin(), m.repeat_ms.end());
+  CHECK(ms <= 1000 * cfg.measure.max_s + slowest + kTeardownMs);
+  // Fewer windows than measure.repeats asks for: noted, and so is a window cut short.
+  if (static_cast<int64_t>(m.repeat_ms.size()) < cfg.measure.repeats)
+    CHECK(has_note(m.notes, "ran out of time: the row's budget (measure.max_s, 2 s, warm-up included) ended it after "));
+}
+
+TEST_CASE("a sweep row of slow steps compared with a fast one keeps its budget, the previous row's windows included",
+          "[measure][budget]") {
+  // Row 0 fast (32 px), row 1 at 192 px: its step alone is longer than its 0.5 s budget. Row 1
+  // is timed against row 0 (interleaved): its one pair, a step of each side, ends within its
+  // budget plus a step of each.
+  auto cfg = slow_row(32, 8, 0.5);
+  cfg.sweep = {{"fast", nlohmann::json::object()}, {"slow", nlohmann::ordered_json::object({{"data.image_size", 192}})}};
+  ptune::report::Results out;
+  ptune::tune::SweepOptions opt;
+  std::vector<double> ends;
+  Stopwatch wall;
+  opt.on_row = [&](const ptune::report::Results& r) {
+    if (ends.size() < r.rows.size()) ends.push_back(wall.ms());
+  };
+  ptune::tune::run_sweep(cfg, opt, out);
+  REQUIRE(out.rows.size() == 2);
+  REQUIRE(ends.size() >= 2);
+  const auto& slow = out.rows[1];
+  REQUIRE(slow.m);
+  INFO("row 1: " << ends[1] - ends[0] << " ms; ms/step " << slow.m->ms_per_step);
+  for (const auto& n : slow.notes) INFO(n);
+  CHECK(slow.m->repeat_ms.size() == 1);
+  CHECK(slow.prev_ms.size() == 1);
+  CHECK(has_note(slow.notes, "one step alone took "));
+  CHECK(ends[1] - ends[0] <= 1000 * cfg.measure.max_s + slow.m->ms_per_step + slow.prev_ms[0] + kTeardownMs);
 }

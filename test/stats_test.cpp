@@ -3,7 +3,10 @@
 // and the outlier rule; then the diagnosis that skips what the sweep measured as useless.
 
 #include <cmath>
+#include <functional>
 #include <memory>
+#include <random>
+#include <string>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -167,18 +170,28 @@ TEST_CASE("the diagnosis skips a move the sweep measured as within noise or slow
 }
 
 namespace {
-/// A side whose windows take what a shared clock says: the machine's state at that moment.
+/// A side whose windows take what a shared clock says: the machine's state at that moment. Its
+/// windows are one step long, and advance `now` (a fake wall clock, ms) by their time.
 struct ClockSide : ptune::measure::Side {
-  ClockSide(char name, std::string& log, const std::function<double(size_t)>& ms) : name(name), log(log), ms(ms) {}
-  double window() override {
+  ClockSide(char name, std::string& log, const std::function<double(size_t)>& ms, double* now = nullptr)
+      : name(name), log(log), ms(ms), now(now) {}
+  double window(const ptune::measure::Deadline&) override {
     const size_t at = log.size();
     log += name;
-    return ms(at);
+    const double t = ms(at);
+    if (now) *now += t;
+    return t;
   }
   char name;
   std::string& log;                  // every window in the order timed: "ABBA..."
   std::function<double(size_t)> ms;  // window index -> ms/step
+  double* now;                       // the fake clock, or null
 };
+
+/// A deadline of `budget_ms` on the fake clock `now` (from its value now).
+ptune::measure::Deadline fake_deadline(double budget_ms, const double& now) {
+  return ptune::measure::Deadline(budget_ms, [&now] { return now; });
+}
 }  // namespace
 
 TEST_CASE("pairs come in blocks of A B, B A in a drawn order, and a periodic disturbance favours neither side",
@@ -186,8 +199,7 @@ TEST_CASE("pairs come in blocks of A B, B A in a drawn order, and a periodic dis
   using namespace ptune::measure;
   WindowPlan plan;
   plan.min_pairs = 40;
-  plan.max_pairs = 40;
-  plan.budget_ms = 1;
+  plan.max_pairs = 40;  // no deadline: measure.repeats and max_pairs decide
   // A disturbance in a rhythm of four windows (slow, fast, fast, slow), as another program
   // sharing the cores can give: with a fixed ABBA ABBA order every A window would be a slow one.
   auto rhythm = [](size_t i) { return i % 4 == 0 || i % 4 == 3 ? 150.0 : 90.0; };
@@ -226,9 +238,10 @@ TEST_CASE("under competing load a speedup needs a 99.9% interval and is read onc
   };
   WindowPlan plan;
   plan.min_pairs = 3;
-  plan.budget_ms = 6 * 210.0;  // about six more pairs of one-step windows
+  double now = 0;
+  plan.deadline = fake_deadline(9 * 210.0, now);  // about nine pairs of one-step windows
   std::string quiet_log;
-  ClockSide qa('A', quiet_log, ms('A')), qb('B', quiet_log, ms('B'));
+  ClockSide qa('A', quiet_log, ms('A'), &now), qb('B', quiet_log, ms('B'), &now);
   const Comparison quiet = compare(qa, qb, plan);
   CHECK(quiet.stop == "decided");
   CHECK(quiet.verdict == Verdict::kFaster);
@@ -242,7 +255,9 @@ TEST_CASE("under competing load a speedup needs a 99.9% interval and is read onc
   int asked = 0;
   plan.under_load = [&asked] { return ++asked == 1; };
   std::string log;
-  ClockSide a('A', log, ms('A')), b('B', log, ms('B'));
+  now = 0;
+  plan.deadline = fake_deadline(9 * 210.0, now);
+  ClockSide a('A', log, ms('A'), &now), b('B', log, ms('B'), &now);
   const Comparison loaded = compare(a, b, plan);
   CHECK(loaded.stop == "budget");
   CHECK(loaded.under_load);
@@ -266,7 +281,9 @@ TEST_CASE("under competing load a speedup needs a 99.9% interval and is read onc
     };
   };
   std::string log3;
-  ClockSide a3('A', log3, noisy('A')), b3('B', log3, noisy('B'));
+  now = 0;
+  plan.deadline = fake_deadline(9 * 210.0, now);
+  ClockSide a3('A', log3, noisy('A'), &now), b3('B', log3, noisy('B'), &now);
   const Comparison later = compare(a3, b3, plan);
   CHECK(asked == 3);
   CHECK(later.under_load);
@@ -275,7 +292,9 @@ TEST_CASE("under competing load a speedup needs a 99.9% interval and is read onc
   // Within noise still ends a row under load at once (it calls nothing).
   auto same = [](size_t i) { return 100.0 * (1.0 + 0.001 * static_cast<double>(i % 2)); };
   std::string log2;
-  ClockSide a2('A', log2, same), b2('B', log2, same);
+  now = 0;
+  plan.deadline = fake_deadline(9 * 210.0, now);
+  ClockSide a2('A', log2, same, &now), b2('B', log2, same, &now);
   const Comparison aa = compare(a2, b2, plan);
   CHECK(aa.stop == "decided");
   CHECK(aa.verdict == Verdict::kWithinNoise);
@@ -303,8 +322,7 @@ TEST_CASE("a quiet row ends early as faster only on a 99.9% interval, and at its
     return size_t{0};
   };
   WindowPlan plan;
-  plan.min_pairs = 3;
-  plan.budget_ms = 1e9;  // never reached
+  plan.min_pairs = 3;  // and no deadline
   std::string log;
   ClockSide a('A', log, ms('A')), b('B', log, ms('B'));
   const Comparison c = compare(a, b, plan);
@@ -315,11 +333,13 @@ TEST_CASE("a quiet row ends early as faster only on a 99.9% interval, and at its
   CHECK(decided_at(c, kEarlyStopLevel) == 9);              // ...but the row went on
   CHECK(c.b_ms.size() == 9);                               // until 99.9% decided
 
-  // A budget of four more pairs (about 205 ms each), too short for the 99.9% interval: the row
-  // runs to it, and there the verdict is read at 99%: faster.
-  plan.budget_ms = 3.5 * 205.0;
+  // A budget of seven and a half pairs (about 205 ms each), too short for the 99.9% interval:
+  // the row runs to it (the eighth pair would not fit), and there the verdict is read at 99%:
+  // faster.
+  double now = 0;
+  plan.deadline = fake_deadline(7.5 * 205.0, now);
   std::string log2;
-  ClockSide a2('A', log2, ms('A')), b2('B', log2, ms('B'));
+  ClockSide a2('A', log2, ms('A'), &now), b2('B', log2, ms('B'), &now);
   const Comparison short_row = compare(a2, b2, plan);
   CHECK(short_row.stop == "budget");
   CHECK(short_row.b_ms.size() == 7);
@@ -350,4 +370,185 @@ TEST_CASE("levels are written as every text says them", "[stats]") {
   CHECK(level_text(ptune::measure::kSpeedupLevel) == "99%");
   CHECK(level_text(ptune::measure::kSpeedupLevelUnderLoad) == "99.9%");
   CHECK(level_text(0.9) == "90%");
+}
+
+TEST_CASE("a falling start is the transient: dropped from the front, never beyond the first half", "[stats]") {
+  using namespace ptune::measure;
+  // Three cold windows, then a warm pipeline with 0.5% noise: the warm half's 99.5% prediction
+  // bound is about 3% above its mean, and the three lie far above it; the fourth does not.
+  CHECK(transient_end({150, 120, 105, 100, 101, 99, 100.5, 100, 99.5, 100.2}) == 3);
+  // One slow window in the middle is not a start-up: the leading window is warm.
+  CHECK(transient_end({100, 101, 99, 130, 100, 100.5, 99.5, 100.2}) == 0);
+  // A start as long as the first half: all of it goes, and no more (the later half is the
+  // reference).
+  CHECK(transient_end({150, 140, 130, 125, 120, 100, 100.5, 99.5, 100.2, 99.8}) == 5);
+  // A series that falls all along has no warm half to tell a start-up from: its spread is wide.
+  CHECK(transient_end({200, 190, 180, 170, 160, 150, 140, 130, 120, 110}) == 0);
+  // Fewer than five windows (a reference of three): nothing can be told.
+  CHECK(transient_end({150, 100, 100, 100}) == 0);
+  // A fast first window is never dropped; nor anything from a series with a bad value.
+  CHECK(transient_end({80, 100, 101, 99, 100, 100.5}) == 0);
+  CHECK(transient_end({150, 120, 0, 100, 101, 99, 100.5}) == 0);
+  // A pair is dropped when either side's window is the transient.
+  CHECK(transient_pairs({100, 101, 99, 100, 100.5, 99.5}, {150, 120, 100, 101, 99, 100}) == 2);
+}
+
+TEST_CASE("on stationary noise the transient test drops the first window 0.5% of the time, as derived",
+          "[stats]") {
+  using namespace ptune::measure;
+  // With log times independent and normal, the first window is independent of the later half's
+  // mean and spread, so (y0 - mean) / (sd * sqrt(1 + 1/m)) follows Student's t with m - 1
+  // degrees of freedom: it exceeds the 99.5% quantile with probability exactly 0.5%, whatever
+  // the noise's size and the series' length; a series loses anything only if it loses its first
+  // window. 20,000 series per length: the rate's standard error is sqrt(0.005 * 0.995 / 20000)
+  // = 0.05%, so 4.5 standard errors either side (0.27% to 0.73%) hold but for one run in 100,000
+  // (and the generator has a fixed seed: the test is deterministic).
+  std::mt19937_64 gen(42);
+  for (size_t n : {5, 6, 9, 16, 40}) {
+    for (double sigma : {0.01, 0.2}) {
+      std::normal_distribution<double> noise(0.0, sigma);
+      const int series = 20000;
+      int dropped = 0, dropped_more = 0;
+      std::vector<double> w(n);
+      for (int s = 0; s < series; ++s) {
+        for (double& v : w) v = 100.0 * std::exp(noise(gen));
+        const int64_t k = transient_end(w);
+        dropped += k > 0;
+        dropped_more += k > 1;
+      }
+      const double rate = static_cast<double>(dropped) / series;
+      INFO("n " << n << ", sigma " << sigma << ": " << dropped << " of " << series << " dropped a window");
+      CHECK(rate >= 0.0027);
+      CHECK(rate <= 0.0073);
+      CHECK(dropped_more <= dropped);
+    }
+  }
+}
+
+TEST_CASE("a compared row leaves its start-up pairs out, and measure.repeats counts after them", "[stats]") {
+  using namespace ptune::measure;
+  // B's first two windows are cold (30% and 15% slower); after them both sides take the same
+  // time. The transient can be told from the fifth pair on (a warm reference of three windows).
+  auto side = [](bool cold_start) {
+    auto k = std::make_shared<size_t>(0);  // this side's windows so far
+    return [cold_start, k](size_t) {
+      const size_t i = (*k)++;
+      if (cold_start && i == 0) return 130.0;
+      if (cold_start && i == 1) return 115.0;
+      return 100.0 * (1.0 + 0.004 * static_cast<double>(i % 3));
+    };
+  };
+  WindowPlan plan;
+  plan.min_pairs = 3;
+  std::string log;
+  ClockSide a('A', log, side(false)), b('B', log, side(true));
+  std::vector<int64_t> transient_seen;
+  const Comparison c = compare(a, b, plan, [&](const Comparison& so_far) { transient_seen.push_back(so_far.transient); });
+  CHECK(log.size() == 10);  // five pairs: three kept after the two left out
+  CHECK(c.transient == 2);
+  CHECK(transient_seen == std::vector<int64_t>{0, 0, 0, 0, 2});
+  REQUIRE(c.b_ms.size() == 3);
+  CHECK(c.a_ms.size() == 3);
+  CHECK(c.b_ms[0] == Approx(100.0 * 1.008));  // B's third window: the first warm one
+  CHECK(c.verdict == Verdict::kWithinNoise);
+  CHECK(c.speedup.point == Approx(1.0));
+  CHECK(c.stop == "decided");
+  const auto notes = run_notes(c.transient, c.b_ms.size(), plan.min_pairs, c.stop, plan.deadline, true);
+  REQUIRE(notes.size() == 1);
+  CHECK(notes[0] ==
+        "warm-up: the first 2 pairs still ran slower (the pipeline's start-up: above the 99.5% prediction bound "
+        "of the later windows): left out of every figure, on both sides");
+}
+
+TEST_CASE("a deadline counts from the row's start, agrees its steps, and settles an automatic budget once",
+          "[stats]") {
+  using namespace ptune::measure;
+  double now = 1000;
+  Deadline fixed = fake_deadline(3000, now);
+  CHECK(fixed.limited());
+  now = 2500;  // 1.5 s spent
+  CHECK(fixed.fits(1500));
+  CHECK_FALSE(fixed.fits(1501));
+  CHECK(fixed.steps_that_fit(400, 10) == 3);
+  CHECK(fixed.steps_that_fit(400, 2) == 2);
+  now = 5000;  // past it: still one step
+  CHECK(fixed.steps_that_fit(400, 10) == 1);
+  fixed.settle();  // a fixed budget stays
+  CHECK(fixed.limit_ms() == 3000);
+  // Automatic: 30 s at most, then 4x the time the first windows took.
+  now = 0;
+  Deadline automatic = fake_deadline(0, now);
+  CHECK(automatic.limit_ms() == Deadline::kAutoBudgetMs);
+  now = 2000;
+  automatic.settle();
+  CHECK(automatic.limit_ms() == 8000);
+  now = 3000;
+  automatic.settle();
+  CHECK(automatic.limit_ms() == 8000);
+  now = 0;
+  Deadline slow = fake_deadline(0, now);
+  now = 9000;
+  slow.settle();
+  CHECK(slow.limit_ms() == Deadline::kAutoBudgetMs);
+  // In a data-parallel run the rank with the least time left decides for all.
+  now = 0;
+  Deadline ranked = fake_deadline(1000, now);
+  now = 200;
+  ranked.agree_with([](double v) { return std::max(v, 1.0); });  // another rank is already over
+  CHECK_FALSE(ranked.fits(1));
+  ranked.agree_with([](double v) { return std::max(v, -2.0); });  // another rank fits 2 steps only
+  CHECK(ranked.steps_that_fit(100, 10) == 2);
+  // No deadline: everything fits.
+  CHECK(Deadline().fits(1e12));
+  CHECK(Deadline().steps_that_fit(1e9, 7) == 7);
+}
+
+TEST_CASE("a row out of time stops between pairs, drops an unpaired window and says so", "[stats]") {
+  using namespace ptune::measure;
+  // Windows of 100 ms (A) and 300 ms (B), then 500 ms each: a budget of 850 ms holds the first
+  // pair (400 ms), leaves 450 for the second, whose first window takes 500: its other side
+  // cannot fit, and the lone window is left out.
+  auto side = [](double first) {
+    auto k = std::make_shared<size_t>(0);
+    return [first, k](size_t) { return (*k)++ == 0 ? first : 500.0; };
+  };
+  WindowPlan plan;
+  plan.min_pairs = 3;
+  double now = 0;
+  plan.deadline = fake_deadline(850, now);
+  std::string log;
+  ClockSide a('A', log, side(100), &now), b('B', log, side(300), &now);
+  const Comparison c = compare(a, b, plan);
+  CHECK(log.size() == 3);
+  CHECK(c.unpaired);
+  CHECK(c.stop == "budget");
+  CHECK(c.a_ms == std::vector<double>{100});
+  CHECK(c.b_ms == std::vector<double>{300});
+  CHECK(c.verdict == Verdict::kUndecided);
+  const auto notes = run_notes(c.transient, c.b_ms.size(), plan.min_pairs, c.stop, plan.deadline, true);
+  REQUIRE(notes.size() == 1);
+  CHECK(notes[0] ==
+        "ran out of time: the row's budget (measure.max_s, 0.85 s, warm-up included) ended it after 1 pair of the 3 "
+        "measure.repeats asks for; its figures are those of what was timed");
+
+  // Alone: windows of 400 ms and a budget of 1 s: the second window ends at 800 ms and a third
+  // would not fit.
+  now = 0;
+  plan.deadline = fake_deadline(1000, now);
+  std::string alone_log;
+  ClockSide s('S', alone_log, [](size_t) { return 400.0; }, &now);
+  const AloneRun r = measure_alone(s, plan);
+  CHECK(alone_log == "SS");
+  CHECK(r.stop == "budget");
+  CHECK(r.ms.size() == 2);
+  const auto alone_notes = run_notes(r.transient, r.ms.size(), plan.min_pairs, r.stop, plan.deadline, false);
+  REQUIRE(alone_notes.size() == 1);
+  CHECK(alone_notes[0].find("after 2 windows of the 3 measure.repeats asks for") != std::string::npos);
+  // The first window is always timed, whatever the deadline.
+  now = 0;
+  plan.deadline = fake_deadline(1, now);
+  std::string one_log;
+  ClockSide one('S', one_log, [](size_t) { return 400.0; }, &now);
+  CHECK(measure_alone(one, plan).ms.size() == 1);
+  CHECK(one_log == "S");
 }

@@ -69,7 +69,7 @@ struct MeasureConfig {
   int64_t warmup_steps = 10;   // untimed steps before measuring
   int64_t steps = 50;          // timed steps per window
   int64_t repeats = 3;         // timed windows of each configuration before any verdict (at least)
-  double max_s = 0;            // seconds of windows a row may add to tighten its interval; 0 = auto
+  double max_s = 0;            // seconds a row may take in all (warm-up included); 0 = auto
                                // (3x the time of its first windows, at most 30 s)
   double target_ci_pct = 3.0;  // within noise: inside 1.00x +- this (%); a row alone stops at this half-width
   double noise_pct = 1.0;      // differences below this (%) are never called faster or slower

@@ -150,6 +150,56 @@ bool wants_profile(const config::ExperimentConfig& cfg) {
 
 // ---------------------------------------------------------------- Bench
 
+// ---------------------------------------------------------------- Deadline
+
+Deadline::Deadline(double budget_ms, Clock clock) : clock_(std::move(clock)) {
+  if (!clock_) {
+    clock_ = [] {
+      return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    };
+  }
+  start_ms_ = clock_();
+  budget_s_ = std::max(0.0, budget_ms / 1000.0);
+  automatic_ = budget_ms <= 0;
+  limit_ms_ = automatic_ ? kAutoBudgetMs : budget_ms;
+}
+
+void Deadline::agree_with(std::function<double(double)> max_over_ranks) { max_over_ranks_ = std::move(max_over_ranks); }
+
+double Deadline::elapsed_ms() const { return clock_ ? clock_() - start_ms_ : 0.0; }
+
+double Deadline::left_ms() const { return limited() ? limit_ms_ - elapsed_ms() : kNone; }
+
+bool Deadline::fits(double next_ms) const {
+  if (!limited()) return true;
+  const bool over = left_ms() < next_ms;
+  return !(max_over_ranks_ ? max_over_ranks_(over ? 1.0 : 0.0) > 0 : over);
+}
+
+int64_t Deadline::steps_that_fit(double step_ms, int64_t max_steps) const {
+  if (!limited() || max_steps <= 1) return std::max<int64_t>(1, max_steps);
+  double n = step_ms > 0 ? std::floor(left_ms() / step_ms) : static_cast<double>(max_steps);
+  n = std::clamp(n, 1.0, static_cast<double>(max_steps));
+  if (max_over_ranks_) n = -max_over_ranks_(-n);  // the fewest over the ranks
+  return static_cast<int64_t>(n);
+}
+
+void Deadline::settle() {
+  if (!automatic_ || settled_) return;
+  settled_ = true;
+  limit_ms_ = std::min(kAutoBudgetMs, kAutoBudgetFactor * elapsed_ms());
+}
+
+// ---------------------------------------------------------------- Bench
+
+/// One timed window of a bench.
+struct WindowRecord {
+  double ms = 0;      // ms/step
+  int64_t steps = 0;  // steps it ran
+  Spans spans;        // their split
+  bool cold = false;  // the last warm-up step, kept because the deadline ended the warm-up
+};
+
 struct Bench::Impl {
   config::ExperimentConfig cfg;
   c10::Device device{c10::kCPU};
@@ -158,14 +208,62 @@ struct Bench::Impl {
   std::optional<Pipeline> pipeline;
   std::optional<engine::cuda::EventMarks> marks;
   std::vector<StepMarks> step_marks;
-  std::vector<double> window_ms;
-  Spans sum;
+  std::vector<WindowRecord> windows;
+  std::optional<WindowRecord> pending;  // the warm-up's last step, when the deadline ended it
+  double last_step_ms = 0;              // the last step's time (agreed across ranks), an estimate
   std::vector<std::string> notes;
   Progress progress;
   int64_t planned = 0;
+
+  /// Runs up to `n` warm-up steps, each timed; stops once `deadline` has passed, keeping the
+  /// last one as a window (pending). Collective (once a step) in a data-parallel run.
+  void warm_up(int64_t n, const Progress& progress, const Deadline& deadline);
+  /// ms/step of the slowest rank.
+  double slowest(double ms) const { return world > 1 ? group->max({ms})[0] : ms; }
 };
 
-Bench::Bench(const config::ExperimentConfig& cfg, const Progress& progress) : impl_(std::make_unique<Impl>()) {
+namespace {
+
+/// The note of a warm-up that the deadline ended after step `done` of `n` (`step_ms` each).
+std::string cut_warmup_note(double step_ms, const Deadline& deadline, int64_t done, int64_t n) {
+  char buf[400];
+  const double step_s = step_ms / 1000.0, budget_s = deadline.limit_ms() / 1000.0;
+  if (step_s > budget_s)
+    std::snprintf(buf, sizeof buf,
+                  "one step alone took %.3g s, longer than the row's budget (measure.max_s, %.3g s): the row ends "
+                  "after it, timed once (warm-up step %lld of %lld: not warm, so likely slower than a warm step)",
+                  step_s, budget_s, static_cast<long long>(done), static_cast<long long>(n));
+  else
+    std::snprintf(buf, sizeof buf,
+                  "ran out of time in its warm-up: the row's budget (measure.max_s, %.3g s) was spent at warm-up "
+                  "step %lld of %lld (%.3g s); that step is its only window, not warm",
+                  budget_s, static_cast<long long>(done), static_cast<long long>(n), step_s);
+  return buf;
+}
+
+}  // namespace
+
+void Bench::Impl::warm_up(int64_t n, const Progress& progress, const Deadline& deadline) {
+  for (int64_t i = 0; i < n; ++i) {
+    Spans s;
+    Stopwatch sw;
+    pipeline->step(s);
+    engine::synchronize(device);
+    s.total = sw.ms();
+    last_step_ms = deadline.limited() ? slowest(s.total) : s.total;
+    if (progress) progress("warmup", i + 1, n);
+    // Past the deadline, this step is the row's first window (not warm: said in the notes).
+    // Only past it: a fresh pipeline's first steps are the slowest, no estimate of the next.
+    if (!deadline.fits(0)) {
+      pending = WindowRecord{last_step_ms, 1, s, true};
+      notes.push_back(cut_warmup_note(last_step_ms, deadline, i + 1, n));
+      return;
+    }
+  }
+}
+
+Bench::Bench(const config::ExperimentConfig& cfg, const Progress& progress, const Deadline& deadline)
+    : impl_(std::make_unique<Impl>()) {
   Impl& b = *impl_;
   b.cfg = cfg;
   // Data parallel when the environment names a world: this rank's device and shard, gradients
@@ -179,8 +277,8 @@ Bench::Bench(const config::ExperimentConfig& cfg, const Progress& progress) : im
   // it; CUDA events on the compute stream do (StepMarks).
   if (b.device.is_cuda() && cfg.measure.mode != "synthetic") b.marks.emplace(b.device.index());
   std::string warm_note;
-  warm_up(*b.pipeline, warmup_steps(cfg, &warm_note), progress, "warmup");
-  if (!warm_note.empty()) b.notes.push_back(warm_note);
+  b.warm_up(warmup_steps(cfg, &warm_note), progress, deadline);
+  if (!warm_note.empty()) b.notes.insert(b.notes.begin(), warm_note);
   engine::synchronize(b.device);
   b.group->barrier();  // every rank starts its timed windows together
   if (b.device.is_cuda()) engine::cuda::reset_peak_memory(b.device.index());
@@ -210,18 +308,35 @@ void Bench::resume() {
   impl_->pipeline->resume();
 }
 
-double Bench::window() {
+double Bench::window(const Deadline& deadline) {
   Impl& b = *impl_;
-  const int64_t steps = b.cfg.measure.steps;
+  if (b.pending) {
+    b.windows.push_back(*b.pending);
+    b.pending.reset();
+    return b.windows.back().ms;
+  }
+  const int64_t full = b.cfg.measure.steps;
+  // Every rank runs the same steps: how many fit is agreed before the window starts.
+  const int64_t steps = b.last_step_ms > 0 ? deadline.steps_that_fit(b.last_step_ms, full) : full;
   Spans s;
   if (b.marks) b.marks->clear(), b.step_marks.clear();
   Stopwatch wall;
-  const int64_t before = static_cast<int64_t>(b.window_ms.size());
-  const int64_t total = std::max(b.planned, before + 1) * steps;
-  for (int64_t i = 0; i < steps; ++i) {
+  const int64_t before = static_cast<int64_t>(b.windows.size());
+  const int64_t total = std::max(b.planned, before + 1) * full;
+  int64_t ran = 0;
+  double step_start = 0;
+  while (ran < steps) {
     b.pipeline->step(s, b.marks ? &*b.marks : nullptr, &b.step_marks);
+    ++ran;
     // Every step reports (and so can be interrupted); the window's last one after its time.
-    if (b.progress && i + 1 < steps) b.progress("measure", before * steps + i + 1, total);
+    if (b.progress && ran < steps) b.progress("measure", before * full + ran, total);
+    // A single process also stops between steps where the next one would not fit (on a GPU the
+    // clock read after a step is an estimate: the window's end, after synchronizing, is not).
+    if (b.world == 1 && ran < steps && deadline.limited()) {
+      const double now = wall.ms();
+      if (!deadline.fits(now - step_start)) break;
+      step_start = now;
+    }
   }
   engine::synchronize(b.device);
   s.total = wall.ms();
@@ -237,26 +352,40 @@ double Bench::window() {
     s.compute = std::min(compute, s.total - s.h2d);
     s.data = s.total - s.h2d - s.compute;
   }
-  double ms = s.total / static_cast<double>(steps);
   // A step takes as long as its slowest rank (they meet in the all-reduce).
-  if (b.world > 1) ms = b.group->max({ms})[0];
-  b.window_ms.push_back(ms);
-  b.sum.data += s.data;
-  b.sum.h2d += s.h2d;
-  b.sum.total += s.total;
-  if (b.progress) b.progress("measure", (before + 1) * steps, total);
+  const double ms = b.slowest(s.total / static_cast<double>(ran));
+  b.last_step_ms = ms;
+  b.windows.push_back(WindowRecord{ms, ran, s, false});
+  if (b.progress) b.progress("measure", (before + 1) * full, total);
   return ms;
 }
 
-Measurement Bench::result() {
+Measurement Bench::result(size_t first, size_t count) {
   Impl& b = *impl_;
-  if (b.window_ms.empty()) throw std::runtime_error("no window was timed");
+  const size_t from = std::min(first, b.windows.size());
+  const size_t end = from + std::min(count, b.windows.size() - from);
+  if (from >= end) throw std::runtime_error("no window was timed");
   Measurement m;
   m.notes = b.notes;
   m.batch_size = b.cfg.loader.batch_size;
   m.steps = b.cfg.measure.steps;
-  set_windows(m, b.window_ms, b.world);
-  Spans sum = b.sum;
+  std::vector<double> window_ms;
+  Spans sum;
+  int64_t short_windows = 0;
+  for (size_t i = from; i < end; ++i) {
+    const WindowRecord& w = b.windows[i];
+    window_ms.push_back(w.ms);
+    sum.data += w.spans.data;
+    sum.h2d += w.spans.h2d;
+    sum.total += w.spans.total;
+    if (!w.cold && w.steps < b.cfg.measure.steps) ++short_windows;
+  }
+  set_windows(m, window_ms, b.world);
+  if (short_windows > 0)
+    m.notes.push_back(std::to_string(short_windows) + " of its " + std::to_string(window_ms.size()) +
+                      " windows ran fewer than measure.steps (" + std::to_string(b.cfg.measure.steps) +
+                      ") steps: the row's budget (measure.max_s) ended them between steps; each is kept, its "
+                      "ms/step over the steps it ran");
   if (b.world > 1) {
     // The shares of the step are the ranks' mean.
     auto shares = b.group->sum({sum.data, sum.h2d, sum.total});
@@ -321,12 +450,15 @@ void set_windows(Measurement& m, const std::vector<double>& window_ms, int64_t w
   }
 }
 
-double auto_budget_ms(double first_pairs_ms) { return std::min(3.0 * first_pairs_ms, 30000.0); }
-
 WindowPlan window_plan(const config::ExperimentConfig& cfg) {
   WindowPlan p;
   p.min_pairs = cfg.measure.repeats;
-  p.budget_ms = 1000.0 * cfg.measure.max_s;
+  p.deadline = Deadline(1000.0 * cfg.measure.max_s);
+  // Asked only while measuring, when the row's group is joined.
+  if (dist::world_size() > 1)
+    p.deadline.agree_with([dist_cfg = cfg.dist, device = cfg.device](double v) {
+      return dist::process_group(dist_cfg, dist::rank_device(device))->max({v})[0];
+    });
   p.rule.target_pct = cfg.measure.target_ci_pct;
   p.rule.floor_pct = cfg.measure.noise_pct;
   return p;
@@ -341,44 +473,74 @@ Interval speedup_between(const Measurement& a, const Measurement& b) {
   return welch_speedup(a_ms, b_ms, speedup_level(a.load.under_load || b.load.under_load));
 }
 
-Comparison compare(Side& a, Side& b, const WindowPlan& plan, const std::function<void(const Comparison&)>& on_pair) {
-  Comparison c;
-  double spent = 0, spent_at_min = 0, budget = plan.budget_ms;
+namespace {
+
+/// Switches between the sides of a comparison: the idle one paused.
+struct Alternation {
   Side* active = nullptr;
-  auto run = [&](Side& s) {
+  double run(Side& s, const Deadline& d) {
     if (active != &s) {
       if (active) active->pause();
       s.resume();
       active = &s;
     }
-    return s.window();
-  };
+    return s.window(d);
+  }
+};
+
+/// The kept part of `all`: from `k` on.
+std::vector<double> from(const std::vector<double>& all, int64_t k) {
+  return std::vector<double>(all.begin() + std::min<int64_t>(k, static_cast<int64_t>(all.size())), all.end());
+}
+
+}  // namespace
+
+Comparison compare(Side& a, Side& b, const WindowPlan& plan, const std::function<void(const Comparison&)>& on_pair) {
+  Comparison c;
+  Deadline deadline = plan.deadline;
+  Alternation alt;
   const int64_t max_pairs = std::max<int64_t>(plan.max_pairs, plan.min_pairs);
   // Time per sample: A's windows scaled by B's samples per step over A's.
   const double scale = b.samples_per_step() / a.samples_per_step();
-  std::vector<double> a_scaled;
+  std::vector<double> all_a, all_b;  // every pair, the transient included
   std::mt19937 order(kPairOrderSeed);
   bool a_first = true;
   for (int64_t pairs = 1; pairs <= max_pairs; ++pairs) {
     // A block of two pairs: a drawn order, then the other.
     a_first = pairs % 2 == 1 ? (order() & 1u) == 0 : !a_first;
-    double ta = 0, tb = 0;
-    if (a_first) ta = run(a), tb = run(b);
-    else tb = run(b), ta = run(a);
-    c.a_ms.push_back(ta);
-    c.b_ms.push_back(tb);
-    a_scaled.push_back(ta * scale);
-    spent += ta * static_cast<double>(a.steps_per_window()) + tb * static_cast<double>(b.steps_per_window());
+    Side& first = a_first ? a : b;
+    Side& second = a_first ? b : a;
+    const double t1 = alt.run(first, deadline);
+    // The pair's second window needs one step of its side; without it the first is left out.
+    if (pairs > 1 && !deadline.fits((a_first ? all_b : all_a).back())) {
+      c.stop = "budget";
+      c.unpaired = true;
+      break;
+    }
+    const double t2 = alt.run(second, deadline);
+    all_a.push_back(a_first ? t1 : t2);
+    all_b.push_back(a_first ? t2 : t1);
+    c.transient = transient_pairs(all_a, all_b);
+    c.a_ms = from(all_a, c.transient);
+    c.b_ms = from(all_b, c.transient);
+    std::vector<double> a_scaled = c.a_ms;
+    for (double& v : a_scaled) v *= scale;
+    const int64_t kept = static_cast<int64_t>(c.b_ms.size());
     // A look: is the row under competing load so far (only from the first look on)?
     // Once seen, it stays: the figures since the row's start may dilute a burst later on.
-    if (pairs >= plan.min_pairs && plan.under_load && !c.under_load) c.under_load = plan.under_load();
+    if (kept >= plan.min_pairs && plan.under_load && !c.under_load) c.under_load = plan.under_load();
     c.speedup = paired_speedup(a_scaled, c.b_ms, speedup_level(c.under_load));
     c.verdict = verdict_of(c.speedup, plan.rule);
     if (on_pair) on_pair(c);
-    if (pairs < plan.min_pairs) continue;
-    if (pairs == plan.min_pairs) {
-      spent_at_min = spent;
-      if (budget <= 0) budget = auto_budget_ms(spent);
+    if (kept >= plan.min_pairs) deadline.settle();
+    // Another pair needs one step of each side at least.
+    const bool time_left = deadline.fits(all_a.back() + all_b.back());
+    if (kept < plan.min_pairs) {
+      if (!time_left) {
+        c.stop = "budget";
+        break;
+      }
+      continue;
     }
     // Within noise ends the row at any look. Faster or slower ends it before the budget only
     // when an interval at kEarlyStopLevel says so too: each look is another chance for noise
@@ -389,7 +551,7 @@ Comparison compare(Side& a, Side& b, const WindowPlan& plan, const std::function
       c.stop = "decided";
       break;
     }
-    if (spent - spent_at_min >= budget) {
+    if (!time_left) {
       c.stop = "budget";
       break;
     }
@@ -400,43 +562,75 @@ Comparison compare(Side& a, Side& b, const WindowPlan& plan, const std::function
     }
   }
   if (c.stop.empty()) c.stop = "max pairs";
-  if (active) active->pause();
+  if (alt.active) alt.active->pause();
   return c;
 }
 
-std::vector<double> measure_alone(Side& s, const WindowPlan& plan,
-                                  const std::function<void(const std::vector<double>&)>& on_window) {
-  std::vector<double> ms;
-  double spent = 0, spent_at_min = 0, budget = plan.budget_ms;
+AloneRun measure_alone(Side& s, const WindowPlan& plan, const std::function<void(const std::vector<double>&)>& on_window) {
+  AloneRun r;
+  Deadline deadline = plan.deadline;
+  std::vector<double> all;  // every window, the transient included
   s.resume();
   const int64_t max_windows = std::max<int64_t>(plan.max_pairs, plan.min_pairs);
   for (int64_t n = 1; n <= max_windows; ++n) {
-    ms.push_back(s.window());
-    spent += ms.back() * static_cast<double>(s.steps_per_window());
-    if (on_window) on_window(ms);
-    if (n < plan.min_pairs) continue;
-    if (n == plan.min_pairs) {
-      spent_at_min = spent;
-      if (budget <= 0) budget = auto_budget_ms(spent);
+    all.push_back(s.window(deadline));
+    r.transient = transient_end(all);
+    r.ms = from(all, r.transient);
+    if (on_window) on_window(r.ms);
+    const bool enough = static_cast<int64_t>(r.ms.size()) >= plan.min_pairs;
+    if (enough) deadline.settle();
+    const bool time_left = deadline.fits(all.back());  // another step at least
+    const Interval i = log_mean_interval(r.ms, kRowLevel);
+    if (enough && i.valid() && i.half_width_pct() <= plan.rule.target_pct) {
+      r.stop = "decided";
+      break;
     }
-    const Interval i = log_mean_interval(ms, kRowLevel);
-    if (i.valid() && i.half_width_pct() <= plan.rule.target_pct) break;
-    if (spent - spent_at_min >= budget) break;
+    if (!time_left) {
+      r.stop = "budget";
+      break;
+    }
   }
+  if (r.stop.empty()) r.stop = "max pairs";
   s.pause();
-  return ms;
+  return r;
+}
+
+std::vector<std::string> run_notes(int64_t transient, size_t kept, int64_t min_pairs, const std::string& stop,
+                                   const Deadline& deadline, bool paired) {
+  std::vector<std::string> notes;
+  const std::string unit = paired ? "pair" : "window";
+  auto count = [&](int64_t n) { return std::to_string(n) + " " + unit + (n == 1 ? "" : "s"); };
+  if (transient > 0)
+    notes.push_back("warm-up: the first " + (transient == 1 ? unit : count(transient)) +
+                    " still ran slower (the pipeline's start-up: above the " + level_text(kTransientLevel) +
+                    " prediction bound of the later windows): left out of every figure" +
+                    (paired ? ", on both sides" : ""));
+  if (stop == "budget" && static_cast<int64_t>(kept) < min_pairs) {
+    char budget[160];
+    if (deadline.budget_s() > 0)
+      std::snprintf(budget, sizeof budget, "measure.max_s, %.3g s", deadline.budget_s());
+    else
+      std::snprintf(budget, sizeof budget, "measure.max_s 0: automatic, %.3g s", deadline.limit_ms() / 1000.0);
+    notes.push_back(std::string("ran out of time: the row's budget (") + budget + ", warm-up included) ended it after " +
+                    count(static_cast<int64_t>(kept)) + " of the " + std::to_string(min_pairs) +
+                    " measure.repeats asks for; its figures are those of what was timed");
+  }
+  return notes;
 }
 
 Measurement measure(const config::ExperimentConfig& cfg, const Progress& progress) {
-  Bench bench(cfg, progress);
+  const WindowPlan plan = window_plan(cfg);  // the deadline counts the pipeline's construction
+  Bench bench(cfg, progress, plan.deadline);
   const c10::Device device = dist::rank_device(cfg.device);
   const int gpu = device.is_cuda() ? device.index() : -1;
   LoadSampler load;
   load.start(gpu, gpu >= 0 ? engine::cuda::device_uuid(gpu) : "");
-  const WindowPlan plan = window_plan(cfg);
   bench.set_progress(progress, plan.min_pairs);
-  measure_alone(bench, plan);
-  Measurement m = bench.result();
+  const AloneRun run = measure_alone(bench, plan);
+  Measurement m = bench.result(static_cast<size_t>(run.transient), run.ms.size());
+  m.transient_windows = run.transient;
+  for (auto& n : run_notes(run.transient, run.ms.size(), plan.min_pairs, run.stop, plan.deadline, false))
+    m.notes.push_back(std::move(n));
   m.load = agreed_load(load, gpu, cfg);
   return m;
 }

@@ -26,7 +26,9 @@ struct Measurement {
   double ms_per_step = 0;            // geometric mean over the windows (of the slowest rank's ms/step)
   double samples_per_s = 0;          // world_size * batch_size / ms_per_step
   Interval samples_per_s_ci;         // samples/s with its 95% t-interval over the windows
-  std::vector<double> repeat_ms;     // ms/step of each timed window, in order
+  std::vector<double> repeat_ms;     // ms/step of each timed window kept, in order
+  int64_t transient_windows = 0;     // windows (pairs, for a compared row) timed before those and
+                                     // left out as the start-up transient (notes say so)
   double spread_pct = 0;             // (max - min) / median over the windows, in %
   LoadReport load;                   // what else ran while the windows were timed
   // The step split, % of step time. On the CPU from host clocks; on a GPU from CUDA events on
@@ -52,13 +54,61 @@ struct Measurement {
 /// tight yet), and then the count grows past it.
 using Progress = std::function<void(const std::string&, int64_t, int64_t)>;
 
+/// A row's time budget on the wall clock (measure.max_s), counted from the row's start: building
+/// its pipeline, its warm-up and the windows of both sides of a comparison all spend it. Measuring
+/// stops between steps where the next step would end past it. A copy keeps the same start.
+class Deadline {
+ public:
+  /// Milliseconds on a monotonic clock.
+  using Clock = std::function<double()>;
+  /// No limit.
+  Deadline() = default;
+  /// `budget_ms` from now; 0 or less: automatic (kAutoBudgetMs at most; settle() then lowers it).
+  /// `clock` is a steady clock unless one is given (tests give a fake one).
+  explicit Deadline(double budget_ms, Clock clock = {});
+  /// Answers alike on every rank of a data-parallel run: `max_over_ranks` returns the largest of
+  /// the ranks' values (a collective); the deadline is then the group's, as seen by the rank with
+  /// the least time left. Every question below becomes a collective.
+  void agree_with(std::function<double(double)> max_over_ranks);
+  /// Whether there is a limit at all.
+  bool limited() const { return limit_ms_ < kNone; }
+  /// Whether `next_ms` more milliseconds of work end by the deadline. Throws what the collective
+  /// throws.
+  bool fits(double next_ms) const;
+  /// How many steps of `step_ms` fit in the time left: between 1 and `max_steps`. Throws what the
+  /// collective throws.
+  int64_t steps_that_fit(double step_ms, int64_t max_steps) const;
+  /// An automatic budget, once the row's first measure.repeats windows (pairs) are timed: at most
+  /// kAutoBudgetFactor times the row's time so far (and kAutoBudgetMs in all). Only the first call
+  /// counts; a fixed budget is left as it is.
+  void settle();
+  /// Milliseconds since the row's start, on this rank.
+  double elapsed_ms() const;
+  /// The budget as configured, seconds (0: automatic).
+  double budget_s() const { return budget_s_; }
+  /// The limit now, ms from the row's start (kAutoBudgetMs for an automatic one not settled yet).
+  double limit_ms() const { return limit_ms_; }
+
+  static constexpr double kAutoBudgetMs = 30000;   // measure.max_s 0: never more than this
+  static constexpr double kAutoBudgetFactor = 4;   // ... nor more than 4x the first windows' time
+  static constexpr double kNone = 1e300;
+
+ private:
+  double left_ms() const;  // on this rank
+  Clock clock_;
+  double start_ms_ = 0, limit_ms_ = kNone, budget_s_ = 0;
+  bool automatic_ = false, settled_ = false;
+  std::function<double(double)> max_over_ranks_;
+};
+
 /// Something that can be timed a window at a time: a Bench, or a fake in tests.
 class Side {
  public:
   virtual ~Side() = default;
-  /// Times one window; returns its ms/step. Throws what measuring throws.
-  virtual double window() = 0;
-  /// Steps in a window (the budget counts window time: ms/step x steps).
+  /// Times one window of steps_per_window() steps, fewer where `deadline` would pass first (at
+  /// least one); returns its ms/step. Throws what measuring throws.
+  virtual double window(const Deadline& deadline) = 0;
+  /// Steps in a full window.
   virtual int64_t steps_per_window() const { return 1; }
   /// Samples one step processes (all ranks): speedups compare time per sample, so that rows
   /// with different batch sizes compare by throughput.
@@ -73,27 +123,35 @@ class Side {
 /// are built and warm, the idle one's loader paused.
 class Bench : public Side {
  public:
-  /// Builds the pipeline and runs its warm-up steps (untimed). Throws ConfigError for options
+  /// Builds the pipeline and runs its warm-up steps (untimed), stopping early once `deadline`
+  /// has passed: then the last warm-up step is kept as the bench's first window (one step, not
+  /// warm) and its notes say so. Throws ConfigError for options
   /// the device cannot honour, DataError for bad data, std::runtime_error (out of memory, a
   /// failing collective).
-  explicit Bench(const config::ExperimentConfig& cfg, const Progress& progress = {});
+  explicit Bench(const config::ExperimentConfig& cfg, const Progress& progress = {},
+                 const Deadline& deadline = {});
   ~Bench() override;
   Bench(const Bench&) = delete;
   Bench& operator=(const Bench&) = delete;
 
   /// Times measure.steps steps, synchronizing the device before the clock read that ends the
   /// window; returns ms/step (in a data-parallel run, the slowest rank's: every rank gets the
-  /// same value, so decisions taken on it agree across ranks).
-  double window() override;
+  /// same value, so decisions taken on it agree across ranks). Where `deadline` would pass first
+  /// the window is cut short between steps (at least one) and kept: its ms/step is over the
+  /// steps it ran. The ranks of a data-parallel run agree before the window how many of its
+  /// steps fit (by the slowest rank's last ms/step), so that every rank stops at the same step;
+  /// a single process also checks between steps. The window the warm-up left (see the
+  /// constructor) is returned first, without running a step.
+  double window(const Deadline& deadline) override;
   int64_t steps_per_window() const override;
   double samples_per_step() const override;
   /// Holds the loader's workers (and sets the process-wide settings back on resume()).
   void pause() override;
   void resume() override;
-  /// The Measurement of the windows timed so far (the point, its interval, the split, the loss,
-  /// memory and notes). Collective in a data-parallel run. Throws std::runtime_error when no
-  /// window was timed.
-  Measurement result();
+  /// The Measurement of `count` windows from the `first` one timed (all by default): the point,
+  /// its interval, the split, the loss, memory and notes. Collective in a data-parallel run.
+  /// Throws std::runtime_error when that leaves no window.
+  Measurement result(size_t first = 0, size_t count = SIZE_MAX);
   /// Sets the progress callback (phase "measure": windows done, of `planned`).
   void set_progress(const Progress& progress, int64_t planned);
   const config::ExperimentConfig& config() const;
@@ -115,8 +173,9 @@ Interval speedup_between(const Measurement& a, const Measurement& b);
 
 /// How long a row is measured (from its config's measure section).
 struct WindowPlan {
-  int64_t min_pairs = 3;     // measure.repeats: windows of each side before any decision
-  double budget_ms = 0;      // window time (both sides) the row may spend beyond them
+  int64_t min_pairs = 3;     // measure.repeats: windows of each side, after the start-up
+                             // transient, before any decision
+  Deadline deadline;         // measure.max_s, from the row's start
   NoiseRule rule;            // measure.target_ci_pct, measure.noise_pct
   int64_t max_pairs = 1000;  // a hard stop for very short windows
   /// Asked at every look of compare() (after each pair from min_pairs on) until it says yes:
@@ -126,18 +185,24 @@ struct WindowPlan {
   std::function<bool()> under_load;
 };
 
-/// The plan for `cfg`: measure.max_s > 0 is the budget; 0 (auto) is 3x the time the first
-/// min_pairs pairs took, at most 30 s (computed once those are timed: `first_pairs_ms`).
+/// The plan for `cfg`; its deadline starts now (make it at the row's start, before the pipeline
+/// is built): measure.max_s > 0 is the budget; 0 (auto) is at most 30 s, and at most 4x what
+/// the row took to time its first measure.repeats windows (pairs). In a data-parallel run the
+/// deadline is agreed across the ranks (Deadline::agree_with): make the plan on every rank.
 WindowPlan window_plan(const config::ExperimentConfig& cfg);
-double auto_budget_ms(double first_pairs_ms);
 
 /// A speedup measured interleaved.
 struct Comparison {
-  std::vector<double> a_ms, b_ms;  // the pairs' windows (ms/step)
+  std::vector<double> a_ms, b_ms;  // the pairs' windows (ms/step), the transient left out
+  int64_t transient = 0;           // pairs left out at the front: the start-up transient
+                                   // (transient_pairs); each side's windows timed in the
+                                   // comparison are [transient, transient + b_ms.size())
   Interval speedup;                // of B over A in samples/s, at speedup_level(under_load)
   Verdict verdict = Verdict::kUndecided;
   bool under_load = false;         // plan.under_load said so at a look (it then stays so)
   std::string stop;                // why measuring stopped: "decided" | "budget" | "max pairs"
+  bool unpaired = false;           // the budget ran out between a pair's two windows: the first
+                                   // was timed (the last of its side's) and left out
 };
 
 /// `load.stop(gpu)`, with `under_load` agreed across the ranks of a data-parallel run (true when
@@ -149,21 +214,39 @@ LoadReport agreed_load(LoadSampler& load, int gpu, const config::ExperimentConfi
 /// block's order drawn from a fixed-seed generator (kPairOrderSeed: the same for every row and
 /// run). Within a block a linear drift cancels, as in ABBA; and no periodic disturbance (the
 /// scheduler sharing the cores with another program in a rhythm of a few windows) can line up
-/// with one side, as it can with a fixed ABBA ABBA order. Until at least plan.min_pairs pairs
-/// and then until the budget is spent, or earlier at a look (after each pair) that decides:
-/// within noise; or faster or slower when the interval at kEarlyStopLevel says so too, never
-/// under load (WindowPlan::under_load). The verdict is read from the interval at
-/// speedup_level(under_load) of all the pairs.
+/// with one side, as it can with a fixed ABBA ABBA order. The first pairs that transient_pairs()
+/// calls the start-up transient are left out of every figure (recomputed at every pair). Until
+/// at least plan.min_pairs pairs after the transient and then until plan.deadline leaves no time
+/// for another pair (one step of each side, at their last ms/step), or earlier at a look (after
+/// each pair) that decides: within noise; or faster or slower when the interval at
+/// kEarlyStopLevel says so too, never under load (WindowPlan::under_load). The first pair is
+/// always timed, whatever the deadline; a pair's second window only when one step of it fits
+/// (else the first is left out: Comparison::unpaired). The verdict is read from the interval at
+/// speedup_level(under_load) of the pairs kept.
 /// `on_pair` (if set) is called after every pair with the comparison so far (progress; it may
 /// throw to stop). Throws what the sides throw.
 Comparison compare(Side& a, Side& b, const WindowPlan& plan,
                    const std::function<void(const Comparison&)>& on_pair = {});
 inline constexpr uint32_t kPairOrderSeed = 20261125;
 
-/// Times `s` alone until at least plan.min_pairs windows and its 95% interval's half-width is
-/// at most plan.rule.target_pct, or the budget is spent. Returns the windows' ms/step.
-std::vector<double> measure_alone(Side& s, const WindowPlan& plan,
-                                  const std::function<void(const std::vector<double>&)>& on_window = {});
+/// What measure_alone() timed.
+struct AloneRun {
+  std::vector<double> ms;  // the windows' ms/step, the transient left out
+  int64_t transient = 0;   // windows left out at the front (transient_end)
+  std::string stop;        // "decided" | "budget" | "max pairs"
+};
+
+/// Times `s` alone until at least plan.min_pairs windows after the start-up transient and its 95%
+/// interval's half-width is at most plan.rule.target_pct, or plan.deadline leaves no time for
+/// another step (the first window is always timed).
+AloneRun measure_alone(Side& s, const WindowPlan& plan,
+                       const std::function<void(const std::vector<double>&)>& on_window = {});
+
+/// The notes a timed row gets from how its measuring ended: the start-up transient left out
+/// (`transient` windows, or pairs when `paired`), and a row that ran out of its time (stop
+/// "budget") with fewer than `min_pairs` windows (pairs) kept. Throws nothing.
+std::vector<std::string> run_notes(int64_t transient, size_t kept, int64_t min_pairs, const std::string& stop,
+                                   const Deadline& deadline, bool paired);
 
 /// Measures one configuration alone (Bench + measure_alone), with the load sampled. In
 /// a data-parallel run (dist::process_group names a world) every rank measures its shard;
@@ -174,6 +257,8 @@ std::vector<double> measure_alone(Side& s, const WindowPlan& plan,
 /// or cuDNN's autotuning never lands in the timed steps.
 /// Throws ConfigError for options the device cannot honour, DataError for bad data,
 /// std::runtime_error when a collective fails.
+/// measure.max_s bounds the whole measurement, the pipeline's construction and warm-up included
+/// (Deadline); the first windows' start-up transient is left out (transient_end) and noted.
 Measurement measure(const config::ExperimentConfig& cfg, const Progress& progress = {});
 
 /// What profile() adds to a measured row.

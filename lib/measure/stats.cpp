@@ -238,4 +238,23 @@ std::vector<size_t> outliers(const std::vector<double>& values) {
   return out;
 }
 
+int64_t transient_end(const std::vector<double>& values, double level) {
+  const size_t n = values.size(), half = n / 2;
+  if (n < 5) return 0;
+  for (double v : values)
+    if (!(v > 0) || !std::isfinite(v)) return 0;
+  std::vector<double> warm;
+  for (size_t i = half; i < n; ++i) warm.push_back(std::log(values[i]));
+  const Moments r = moments(warm);
+  const double m = static_cast<double>(r.n);
+  const double bound = r.mean + t_quantile(level, m - 1) * std::sqrt(r.var) * std::sqrt(1 + 1 / m);
+  int64_t k = 0;
+  while (static_cast<size_t>(k) < half && std::log(values[static_cast<size_t>(k)]) > bound) ++k;
+  return k;
+}
+
+int64_t transient_pairs(const std::vector<double>& a_ms, const std::vector<double>& b_ms, double level) {
+  return std::max(transient_end(a_ms, level), transient_end(b_ms, level));
+}
+
 }  // namespace ptune::measure

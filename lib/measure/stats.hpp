@@ -157,6 +157,26 @@ Verdict verdict_of(const Interval& speedup, const NoiseRule& rule);
 /// "faster" | "slower" | "within noise" | "undecided". Throws nothing.
 const char* verdict_name(Verdict v);
 
+/// The confidence level of the start-up transient test (transient_end): on stationary noise a
+/// series loses its first window with probability 1 - kTransientLevel (docs/statistics.md).
+inline constexpr double kTransientLevel = 0.995;
+
+/// How many windows at the front of `values` (ms/step, in the order timed) are the pipeline's
+/// start-up transient, to be left out of every figure. The reference is the series' later half
+/// (the last n - n/2 windows, taken as warm); on logs, its one-sided upper prediction bound at
+/// `level` is mean + t(level, m - 1) * sd * sqrt(1 + 1/m) (m windows): where a new window of the
+/// same distribution falls below with probability `level`. Windows are dropped from the front
+/// while the leading one lies above that bound, never beyond the first half. Needs 5 windows or
+/// more (a reference of 3); fewer, or any value <= 0: 0. On stationary normal noise the first
+/// window is dropped with probability exactly 1 - level (it is independent of the reference),
+/// and nothing else is dropped unless it is. Throws nothing.
+int64_t transient_end(const std::vector<double>& values, double level = kTransientLevel);
+
+/// The transient of a paired comparison, in pairs: the larger of transient_end() of each side's
+/// windows (`a_ms`, `b_ms`, in the order timed), so that pairs stay pairs. Throws nothing.
+int64_t transient_pairs(const std::vector<double>& a_ms, const std::vector<double>& b_ms,
+                        double level = kTransientLevel);
+
 /// Indices of outlying values: further from the median than 3.5 scaled median absolute
 /// deviations (1.4826 * MAD; the modified z-score of Iglewicz and Hoaglin), and by more than
 /// 5% of the median. Needs 5 or more values. Throws nothing.

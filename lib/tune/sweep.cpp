@@ -86,15 +86,16 @@ struct Timed {
 };
 
 /// A configuration rebuilt for every window (two pipelines that do not fit in memory at once):
-/// each window builds the pipeline, runs its warm-up, times the window and frees it all.
+/// each window builds the pipeline, runs its warm-up, times the window and frees it all; the
+/// row's deadline counts every construction and warm-up.
 class RebuildSide : public measure::Side {
  public:
   RebuildSide(const config::ExperimentConfig& cfg, measure::Progress progress)
       : cfg_(cfg), progress_(std::move(progress)) {}
-  double window() override {
-    measure::Bench b(cfg_, progress_);
+  double window(const measure::Deadline& deadline) override {
+    measure::Bench b(cfg_, progress_, deadline);
     b.resume();
-    const double ms = b.window();
+    const double ms = b.window(deadline);
     windows_.push_back(ms);
     last_ = b.result();
     b.pause();
@@ -104,11 +105,14 @@ class RebuildSide : public measure::Side {
   double samples_per_step() const override {
     return static_cast<double>(cfg_.loader.batch_size * dist::world_size());
   }
-  /// The last pipeline's figures with every window's times. Throws when no window ran.
-  measure::Measurement result() const {
-    if (!last_) throw std::runtime_error("no window was timed");
+  /// The last pipeline's figures with `count` windows' times from the `first` one. Throws when
+  /// that leaves no window.
+  measure::Measurement result(size_t first, size_t count) const {
+    if (!last_ || first >= windows_.size()) throw std::runtime_error("no window was timed");
     measure::Measurement m = *last_;
-    measure::set_windows(m, windows_, dist::world_size());
+    const auto begin = windows_.begin() + static_cast<std::ptrdiff_t>(first);
+    const auto end = begin + static_cast<std::ptrdiff_t>(std::min(count, windows_.size() - first));
+    measure::set_windows(m, std::vector<double>(begin, end), dist::world_size());
     return m;
   }
 
@@ -119,9 +123,18 @@ class RebuildSide : public measure::Side {
   std::optional<measure::Measurement> last_;
 };
 
+/// The comparison's own notes on the row (the transient left out, a row that ran out of time) and
+/// its count of transient pairs.
+void add_run_notes(measure::Measurement& m, const measure::Comparison& c, const measure::WindowPlan& plan) {
+  m.transient_windows = c.transient;
+  for (auto& n : measure::run_notes(c.transient, c.b_ms.size(), plan.min_pairs, c.stop, plan.deadline, true))
+    m.notes.push_back(std::move(n));
+}
+
 /// Times one row: against `prev` (the previous ok row of its mode, built and warm) when there
 /// is one, else alone. When the two do not fit in memory together, `release` frees every kept
-/// pipeline and both are rebuilt for every window instead.
+/// pipeline and both are rebuilt for every window instead. measure.max_s bounds it all, from
+/// the construction of its pipeline (measure::Deadline), the rebuilt windows included.
 Timed time_row(const config::ExperimentConfig& cfg, measure::Bench* prev, const config::ExperimentConfig* prev_cfg,
                const measure::Progress& progress, const std::function<void()>& release,
                const std::atomic<bool>* interrupted) {
@@ -132,7 +145,7 @@ Timed time_row(const config::ExperimentConfig& cfg, measure::Bench* prev, const 
   };
   const c10::Device device = dist::rank_device(cfg.device);
   const int gpu = device.is_cuda() ? device.index() : -1;
-  measure::WindowPlan plan = measure::window_plan(cfg);
+  measure::WindowPlan plan = measure::window_plan(cfg);  // the row's deadline starts here
   // The load, sampled from the row's first timed window; whether it competed is agreed across
   // the ranks (any rank's), at every look and at the end, so that every rank decides alike.
   measure::LoadSampler load;
@@ -147,32 +160,38 @@ Timed time_row(const config::ExperimentConfig& cfg, measure::Bench* prev, const 
   };
   Timed t;
   try {
-    t.bench = std::make_unique<measure::Bench>(cfg, progress);
+    t.bench = std::make_unique<measure::Bench>(cfg, progress, plan.deadline);
     t.bench->set_progress(progress, plan.min_pairs);
     start_load();
-    bool compared_under_load = false;
     if (prev) {
       prev->set_progress(prev_progress, 0);
       const measure::Comparison c = measure::compare(*prev, *t.bench, plan);
       t.prev_ms = c.a_ms;
-      compared_under_load = c.under_load;
+      t.m = t.bench->result(static_cast<size_t>(c.transient), c.b_ms.size());
+      add_run_notes(*t.m, c, plan);
+      finish_load(*t.m, c.under_load);
     } else {
-      measure::measure_alone(*t.bench, plan);
+      const measure::AloneRun r = measure::measure_alone(*t.bench, plan);
+      t.m = t.bench->result(static_cast<size_t>(r.transient), r.ms.size());
+      t.m->transient_windows = r.transient;
+      for (auto& n : measure::run_notes(r.transient, r.ms.size(), plan.min_pairs, r.stop, plan.deadline, false))
+        t.m->notes.push_back(std::move(n));
+      finish_load(*t.m, false);
     }
-    t.m = t.bench->result();
-    finish_load(*t.m, compared_under_load);
     return t;
   } catch (const std::exception& e) {
     if (!prev || !is_out_of_memory(e)) throw;
   }
-  // Out of memory with the previous row's pipeline alive: rebuild both for every window.
+  // Out of memory with the previous row's pipeline alive: rebuild both for every window, within
+  // what is left of the row's deadline.
   t = Timed{};
   release();
   engine::cuda::empty_cache();
   RebuildSide a(*prev_cfg, prev_progress), b(cfg, progress);
   start_load();
   const measure::Comparison c = measure::compare(a, b, plan);
-  t.m = b.result();
+  t.m = b.result(static_cast<size_t>(c.transient), c.b_ms.size());
+  add_run_notes(*t.m, c, plan);
   finish_load(*t.m, c.under_load);
   t.prev_ms = c.a_ms;
   t.rebuilt = true;
