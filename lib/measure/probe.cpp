@@ -643,7 +643,7 @@ LoadReport agreed_load(LoadSampler& load, int gpu, const config::ExperimentConfi
 }
 
 std::string trace_identity_json(const config::ExperimentConfig& cfg, const TraceTarget& target,
-                                const std::string& device) {
+                                const std::string& device, const LoadReport* load) {
   nlohmann::ordered_json j;
   j["version"] = kVersion;
   j["experiment"] = cfg.name;
@@ -655,6 +655,8 @@ std::string trace_identity_json(const config::ExperimentConfig& cfg, const Trace
   j["amp"] = cfg.optim.amp;  // `ptune analyze` reads it: a row in fp32 is told to try optim.amp
   j["profile_steps"] = cfg.measure.profile_steps;
   j["warmup_steps"] = warmup_steps(cfg, nullptr);
+  // `ptune analyze` leaves a comparison with a trace recorded under load undecided.
+  if (load) j["load"] = {{"under_load", load->under_load}, {"summary", load->summary()}};
   return j.dump();
 }
 
@@ -703,7 +705,9 @@ ProfileResult profile(const config::ExperimentConfig& cfg, double timed_ms_per_s
   TraceRecorder recorder(device.is_cuda());
   if (group->distributed())
     recorder.add_metadata_json("distributedInfo", distributed_info_json(group->backend_name(), group->rank(), group->size()));
-  recorder.add_metadata_json("ptune", trace_identity_json(cfg, target, device.str()));
+  const int gpu = device.is_cuda() ? device.index() : -1;
+  LoadSampler load;
+  load.start(gpu, gpu >= 0 ? engine::cuda::device_uuid(gpu) : "");
   Spans ignored;
   for (int64_t i = 0; i < steps; ++i) {
     {
@@ -715,6 +719,8 @@ ProfileResult profile(const config::ExperimentConfig& cfg, double timed_ms_per_s
     if (progress) progress("profile", i + 1, steps);
   }
   engine::synchronize(device);
+  const LoadReport seen = agreed_load(load, gpu, cfg);
+  recorder.add_metadata_json("ptune", trace_identity_json(cfg, target, device.str(), &seen));
   const std::string path =
       write ? (std::filesystem::path(target.folder) / trace_file_name()).string() : std::string();
   const TraceSummary t = recorder.finish(path);

@@ -277,9 +277,10 @@ struct TraceTarget {
 
 /// The trace's "ptune" metadata (JSON text), which tells ptune's traces from others: {"version",
 /// "experiment", "row", "changes", "mode", "device" (the device the rank ran on, e.g. "cuda:0"),
-/// "batch_size" (per rank), "profile_steps", "warmup_steps"}.
+/// "batch_size" (per rank), "profile_steps", "warmup_steps"}, and with `load` "load":
+/// {"under_load", "summary"}, the load seen while the steps were recorded.
 std::string trace_identity_json(const config::ExperimentConfig& cfg, const TraceTarget& target,
-                                const std::string& device);
+                                const std::string& device, const LoadReport* load = nullptr);
 
 /// Profiles a row: builds it afresh, runs its warm-up, then records measure.profile_steps
 /// steps with the profiler (kernels on a GPU), each inside a "ProfilerStep#<n>" range with
