@@ -178,7 +178,7 @@ namespace {
 
 /// A JSON scalar as the reader keeps it: what is needed of it for the schema's fields.
 struct Scalar {
-  enum Type { kNone, kString, kInt, kUnsigned, kFloat, kOther } type = kNone;
+  enum Type { kNone, kString, kInt, kUnsigned, kFloat, kBool, kOther } type = kNone;
   Scalar() = default;
   explicit Scalar(Type t) : type(t) {}
   std::string s;
@@ -229,7 +229,11 @@ class Sax {
   Sax(Trace& t, TextBuf& buf, const std::string& path) : t_(t), buf_(buf), path_(path) {}
 
   bool null() { return scalar(Scalar{Scalar::kOther}); }
-  bool boolean(bool) { return scalar(Scalar{Scalar::kOther}); }
+  bool boolean(bool b) {
+    Scalar s(Scalar::kBool);
+    s.i = b ? 1 : 0;
+    return scalar(s);
+  }
   bool number_integer(int64_t v) {
     Scalar x{Scalar::kInt};
     x.i = v;
@@ -376,6 +380,7 @@ class Sax {
         break;
       case Ctx::kPtune:
         if (key_ == "amp" && v.type == Scalar::kString) t_.amp = v.s;
+        else if (key_ == "bf16_native" && v.type == Scalar::kBool) t_.bf16_native = v.i != 0;
         break;
       case Ctx::kTop:
         if (key_ == "schemaVersion" && v.number()) t_.schema_version = as_int(v, 0);

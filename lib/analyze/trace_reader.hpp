@@ -60,6 +60,7 @@ struct Trace {
   std::optional<int64_t> world_size;   // distributedInfo.world_size
   std::string writer = "pytorch";      // "ptune" or "pytorch" (see writer_of)
   std::optional<std::string> amp;      // ptune's traces: the row's optim.amp ("ptune".amp)
+  std::optional<bool> bf16_native;     // ptune's traces: whether the CPU had native bf16 ("ptune".bf16_native)
   bool has_gpu = false;                // kernels, copies, memsets or CUDA runtime calls recorded
   std::vector<std::string> devices;    // deviceProperties[].name
   std::optional<int64_t> schema_version;  // "schemaVersion"

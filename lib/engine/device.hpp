@@ -5,6 +5,8 @@
 
 #include <c10/core/Device.h>
 
+#include "engine/cpu_info.hpp"
+
 namespace ptune::engine {
 
 /// Resolves "auto" | "cpu" | "cuda" | "cuda:N". "auto" is the first CUDA device when one is
@@ -24,6 +26,12 @@ void set_cpu_threads(int64_t n);
 /// they allocate. Leaves the allocator alone (and returns false) when the environment tunes
 /// it already (GLIBC_TUNABLES glibc.malloc.*, MALLOC_*_ variables) or outside glibc.
 bool keep_host_memory();
+
+/// The CPU as LibTorch uses it (engine/cpu_info.hpp): LibTorch's cpuinfo features and core counts,
+/// ATen's dispatch (torch.backends.cpu.get_cpu_capability()) and oneDNN's bf16 answer
+/// (torch.ops.mkldnn._is_mkldnn_bf16_supported()), under the caps in the environment; what
+/// LibTorch does not say comes from /proc/cpuinfo. Worked out once per process. Throws nothing.
+const CpuInfo& cpu_info();
 
 /// Human-readable device name: the GPU's name, or the CPU model.
 std::string device_name(const c10::Device& device);
