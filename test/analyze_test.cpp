@@ -489,7 +489,7 @@ TEST_CASE("ptune analyze: torch.profiler traces of a CPU ResNet step, input-boun
   CHECK(std::filesystem::file_size(html) > 1000);
 }
 
-TEST_CASE("ptune analyze agrees with a sweep row's own figures on ptune's trace of it", "[e2e][analyze]") {
+TEST_CASE("ptune analyze agrees with a sweep row's own figures on ptune's trace of it", "[e2e][analyze][cpu]") {
   // Tolerance: 15 percentage points for data wait, copy and GPU busy. The row is measured on
   // timed steps without the profiler, the trace on profile_steps recorded steps after them.
   using ptune::test::exe;

@@ -18,8 +18,9 @@ c10::Device resolve_device(const std::string& spec);
 void set_cpu_threads(int64_t n);
 
 /// Makes glibc's malloc keep freed host memory for reuse, as PyTorch's CUDA caching allocator
-/// keeps device memory: blocks up to 32 MiB come from the heap (not a fresh mmap each time),
-/// and the heap is not trimmed back to the system (below 2 GiB free). With glibc's defaults a
+/// keeps device memory: every block comes from the heap (not a fresh mmap each time: glibc's
+/// 32 MiB threshold, and no block mapped on its own above it), and the heap is not trimmed back
+/// to the system (below 2 GiB free). With glibc's defaults a
 /// training step's large tensors are mapped and unmapped every step, and each step's first
 /// touches fault in and zero their pages again: on a CPU a fifth to a third of the step (ViT,
 /// ConvNeXt, ResNet-50), spent in the kernel. Called by the commands that train, before
