@@ -69,6 +69,7 @@ const CpuInfo& cpu_info() {
     f.physical_cores = count("num_physical_cores", f.physical_cores);
     f.logical_cores = count("num_logical_cores", f.logical_cores);
     if (auto it = lt.names.find("architecture"); it != lt.names.end() && !it->second.empty()) f.arch = it->second;
+    if (auto it = lt.names.find("cpu_name"); it != lt.names.end() && f.model.empty()) f.model = it->second;
     f.aten_isa = compat::aten_cpu_capability();
     f.onednn_bf16 = compat::onednn_bf16_supported();
     return describe_cpu(f);
