@@ -2,12 +2,17 @@
 /// The one place where differences between LibTorch versions are absorbed. Everything else in
 /// ptune calls these functions instead of the version-specific ATen/c10 API.
 
+#include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include <dlfcn.h>
 
+#include <ATen/Version.h>
 #include <ATen/autocast_mode.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/cpu/Utils.h>
 #include <ATen/record_function.h>
 #include <torch/version.h>
 
@@ -81,6 +86,47 @@ inline void stop_profiler_config_thread() {
   static const auto instance = reinterpret_cast<Instance>(::dlsym(RTLD_DEFAULT, "_ZN9libkineto12ConfigLoader8instanceEv"));
   static const auto stop = reinterpret_cast<StopThread>(::dlsym(RTLD_DEFAULT, "_ZN9libkineto12ConfigLoader10stopThreadEv"));
   if (instance != nullptr && stop != nullptr) stop(instance());
+}
+
+/// The CPU as LibTorch's cpuinfo sees it (no cap applied): boolean features by cpuinfo's names
+/// ("avx2", "avx512_bf16", "amx_tile", ...) in `flags`; "num_physical_cores",
+/// "num_logical_cores" in `counts`; "cpu_name", "architecture" in `names`. Empty before
+/// LibTorch 2.11, which added at::cpu::get_cpu_capabilities. Throws nothing.
+struct CpuCapabilities {
+  std::map<std::string, bool> flags;
+  std::map<std::string, int64_t> counts;
+  std::map<std::string, std::string> names;
+};
+inline CpuCapabilities cpu_capabilities() {
+  CpuCapabilities c;
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 11)
+  try {
+    for (const auto& [k, v] : at::cpu::get_cpu_capabilities()) {
+      if (v.isBool()) c.flags[k] = v.toBool();
+      else if (v.isInt()) c.counts[k] = v.toInt();
+      else if (v.isString()) c.names[k] = v.toStringRef();
+    }
+  } catch (const std::exception&) {
+  }
+#endif
+  return c;
+}
+
+/// The instruction set ATen's kernels dispatch to, as torch.backends.cpu.get_cpu_capability()
+/// says ("AVX512", "AVX2", "DEFAULT"; ATEN_CPU_CAPABILITY honoured). Throws nothing.
+inline std::string aten_cpu_capability() { return at::get_cpu_capability(); }
+
+/// oneDNN's own answer to whether it has bf16 kernels here (native or emulated, its
+/// ONEDNN_MAX_CPU_ISA honoured): torch.ops.mkldnn._is_mkldnn_bf16_supported(). nullopt where the
+/// operator is not registered (a LibTorch without oneDNN). Throws nothing.
+inline std::optional<bool> onednn_bf16_supported() {
+  try {
+    auto op = c10::Dispatcher::singleton().findSchema({"mkldnn::_is_mkldnn_bf16_supported", ""});
+    if (!op) return std::nullopt;
+    return op->typed<bool()>().call();
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
 }
 
 }  // namespace ptune::compat

@@ -1495,3 +1495,53 @@ TEST_CASE("launch: Ctrl-C ends a data-parallel train within about a step, not at
   CHECK(checkpoints == 1);
   CHECK(hidden_files(dir.path.string()).empty());
 }
+
+// The CPU as LibTorch uses it, capped and uncapped: the environment block, the line under the
+// table and the verdict's advice on bf16.
+
+#include <ATen/Version.h>
+
+TEST_CASE("the environment block and the advice follow the CPU's caps", "[e2e][cpu]") {
+  // Depends on the CPU: capped at AVX2 it runs on any x86-64 CPU with AVX2 (the suite's
+  // requirement); without the cap it checks whatever this CPU is against LibTorch's own answer.
+  TempDir dir;
+  const std::string cfg = dir.write("exp.json", R"({"name": "cpu", "cpu_threads": 1,
+      "data": {"num_samples": 64, "image_size": 32}, "loader": {"batch_size": 8},
+      "measure": {"warmup_steps": 1, "steps": 3, "repeats": 1, "max_s": 0.2}})");
+  auto sweep = [&](const std::string& env) {
+    auto r = run(env + ptune::test::exe() + " sweep '" + cfg + "' --out '" + dir.file("r.json") + "'");
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    return std::make_pair(r.out, Json::parse(ptune::test::read_file(dir.file("r.json"))));
+  };
+  const auto [capped_out, capped] =
+      sweep("env ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 ");
+  const Json& c = capped["environment"]["cpu"];
+  INFO(c.dump());
+  CHECK(c["aten_isa"] == "AVX2");
+  CHECK(c["onednn_isa"] == "avx2");
+  CHECK(c["bf16_native"] == false);
+  CHECK(c["amx"] == false);
+  CHECK(c["caps"] == Json::array({"ATEN_CPU_CAPABILITY=avx2", "ONEDNN_MAX_CPU_ISA=AVX2"}));
+  CHECK(c["logical_cores"].get<int64_t>() >= c["physical_cores"].get<int64_t>());
+  CHECK(capped_out.find("; CPU: ATen AVX2, oneDNN avx2 (ATEN_CPU_CAPABILITY=avx2, ONEDNN_MAX_CPU_ISA=AVX2), bf16 not "
+                        "native") != std::string::npos);
+  const std::string diagnosis = capped["rows"][0]["diagnosis"];
+  CHECK(diagnosis.find("optim.amp (bf16") == std::string::npos);
+  CHECK(diagnosis.find("so optim.amp is not advised") != std::string::npos);
+
+  const auto [out, plain] = sweep("env -u ATEN_CPU_CAPABILITY -u ONEDNN_MAX_CPU_ISA -u DNNL_MAX_CPU_ISA ");
+  const Json& u = plain["environment"]["cpu"];
+  INFO(u.dump());
+  CHECK(u["caps"].empty());
+  // ATen's answer on this CPU, uncapped: what this process sees where the suite runs uncapped.
+  if (std::getenv("ATEN_CPU_CAPABILITY") == nullptr) CHECK(u["aten_isa"] == at::get_cpu_capability());
+  const std::string d = plain["rows"][0]["diagnosis"];
+  if (u["bf16_native"].get<bool>()) {
+    CHECK(d.find("optim.amp (bf16: this CPU has ") != std::string::npos);
+    CHECK(out.find(", bf16 native (") != std::string::npos);
+  } else {
+    CHECK(d.find("so optim.amp is not advised") != std::string::npos);
+    CHECK(out.find(", bf16 not native") != std::string::npos);
+  }
+}

@@ -1,7 +1,7 @@
 // Every architecture beyond ResNet-18/50 against torchvision itself (test/data/zoo_io.py writes
 // the reference at a small size): outputs in eval and training mode, every gradient after one
 // backward, the state after one SGD step, parameter counts, strict weight loads both ways,
-// channels_last against NCHW, and bf16 autocast training through ptune's trainer. Each
+// channels_last against torchvision in channels_last, and bf16 autocast training through ptune's trainer. Each
 // architecture is its own test case (its own process under ctest).
 #include <catch2/catch.hpp>
 
@@ -89,28 +89,7 @@ struct Tolerances {
   double out = 1e-5;       // eval and training outputs
   double grad = 1e-5;      // each gradient, relative to its largest entry
   double step = 1e-5;      // each tensor after one SGD step
-  // channels_last against NCHW: outputs and gradients. The NHWC convolutions are other
-  // kernels (oneDNN's) summing in another order: ~1e-7 relative per conv, amplified by
-  // training-mode BatchNorm, which divides by the standard deviation of a 4-image batch (at
-  // 32x32 the last stage's maps are 1x1: 4 values per channel). Measured: MobileNetV3 1.5e-5,
-  // ConvNeXt and ViT < 1e-5, resnet34 2.3e-4, resnext50_32x4d 1.7e-3.
-  double layout = 5e-3;
-  // channels_last: all gradients as one vector, |a - b|_2 / |b|_2.
-  double layout_whole = 5e-3;  // measured: resnext50_32x4d 1.2e-3, the others below
 };
-
-/// ResNet-101/152 and Wide ResNet-50-2 under channels_last: 33 to 50 training-mode BatchNorms
-/// in a row over 4 values per channel (1x1 maps at 32x32) turn the NHWC kernels' rounding into
-/// per-tensor gradient differences of up to 33% (measured 0.21, 0.33, 0.19) and whole-gradient
-/// ones of up to 10% (ResNet-152: 0.097); the outputs stay within 0.3%, and NCHW against
-/// torchvision is exact. (Eval mode, or larger batches and images, would tighten this at a
-/// cost the suite's budget does not allow.)
-Tolerances deep_resnet() {
-  Tolerances t;
-  t.layout = 0.5;
-  t.layout_whole = 0.2;
-  return t;
-}
 
 /// The training-mode forward with the seed zoo_io.py sets (dropout and stochastic depth draw
 /// the same rows on both sides), the cross-entropy and its backward.
@@ -191,25 +170,44 @@ void check_against_torchvision(const std::string& arch, const Tolerances& tol) {
     CHECK(worst_step < tol.step);
   }
 
-  // channels_last against ptune's own NCHW run: outputs and every gradient.
+  // channels_last against torchvision's channels_last run on the same weights and input. The
+  // NHWC kernels sum in another order than the NCHW ones, and training-mode BatchNorm over 4
+  // values per channel amplifies that rounding by up to a few hundred percent on one tensor,
+  // differently on every CPU (AVX2 against AVX-512 kernels). The yardstick is therefore this
+  // machine's own: ptune in channels_last may differ from PyTorch in channels_last by no more
+  // than PyTorch's two layouts differ from each other (its NCHW reference against its
+  // channels_last one), per tensor and over all gradients; the NCHW tolerances (tol.grad,
+  // tol.out) where PyTorch's layouts agree more closely than that.
   Model cl = loaded(arch, dir, /*channels_last=*/true);
   const at::Tensor cl_out = train_forward_backward(cl, x.contiguous(at::MemoryFormat::ChannelsLast), labels);
-  const double e_cl = rel_err(cl_out, train_out);
-  INFO("channels_last output relative error " << e_cl);
-  CHECK(e_cl < tol.layout);
-  double worst_cl = 0, diff2 = 0, norm2 = 0;
-  std::string worst_cl_name;
-  for (const auto& p : cl->named_parameters()) {
-    const double e = rel_err(p.value().grad(), grads[p.key()], floor);
-    if (e > worst_cl) worst_cl = e, worst_cl_name = p.key();
-    diff2 += (p.value().grad().to(at::kDouble) - grads[p.key()].to(at::kDouble)).pow(2).sum().item<double>();
-    norm2 += grads[p.key()].to(at::kDouble).pow(2).sum().item<double>();
+  {
+    const double e = rel_err(cl_out, ref["cl_train_out"]), torch_e = rel_err(ref["cl_train_out"], ref["train_out"]);
+    INFO("channels_last output relative error " << e << "; PyTorch's layouts differ by " << torch_e);
+    CHECK(e <= std::max(torch_e, tol.out));
   }
-  const double whole = std::sqrt(diff2 / norm2);
-  INFO("channels_last whole-gradient relative error " << whole);
-  CHECK(whole < tol.layout_whole);
-  INFO("channels_last largest gradient relative error " << worst_cl << " (" << worst_cl_name << ")");
-  CHECK(worst_cl < tol.layout);
+  double worst_cl = 0, worst_torch = 0, largest = 0;
+  std::string worst_cl_name, largest_name;
+  double diff2 = 0, torch_diff2 = 0, norm2 = 0;
+  for (const auto& p : cl->named_parameters()) {
+    const at::Tensor mine = p.value().grad(), theirs = ref["cl_grad." + p.key()], theirs_nchw = ref_grads[p.key()];
+    REQUIRE(theirs.defined());
+    const double e = rel_err(mine, theirs, floor), torch_e = rel_err(theirs, theirs_nchw, floor);
+    if (e > largest) largest = e, largest_name = p.key();
+    if (e > std::max(torch_e, tol.grad) && e - torch_e > worst_cl - worst_torch)
+      worst_cl = e, worst_torch = torch_e, worst_cl_name = p.key();
+    diff2 += (mine.to(at::kDouble) - theirs.to(at::kDouble)).pow(2).sum().item<double>();
+    torch_diff2 += (theirs.to(at::kDouble) - theirs_nchw.to(at::kDouble)).pow(2).sum().item<double>();
+    norm2 += theirs_nchw.to(at::kDouble).pow(2).sum().item<double>();
+  }
+  {
+    INFO("channels_last largest gradient relative error " << largest << " (" << largest_name << ")");
+    INFO("channels_last gradient beyond PyTorch's own layout difference: " << worst_cl_name << " " << worst_cl
+                                                                          << " against " << worst_torch);
+    CHECK(worst_cl_name.empty());
+  }
+  const double whole = std::sqrt(diff2 / norm2), torch_whole = std::sqrt(torch_diff2 / norm2);
+  INFO("channels_last whole-gradient relative error " << whole << "; PyTorch's layouts differ by " << torch_whole);
+  CHECK(whole <= std::max(torch_whole, tol.grad));
 }
 
 /// ptune's trainer on `arch` with bf16 autocast and channels_last: the steps run, the losses
@@ -304,16 +302,16 @@ TEST_CASE("zoo: resnet34 equals torchvision", "[zoo][python]") {
   check_against_torchvision("resnet34", {});
 }
 TEST_CASE("zoo: resnet101 equals torchvision", "[zoo][python]") {
-  check_against_torchvision("resnet101", deep_resnet());
+  check_against_torchvision("resnet101", {});
 }
 TEST_CASE("zoo: resnet152 equals torchvision", "[zoo][python]") {
-  check_against_torchvision("resnet152", deep_resnet());
+  check_against_torchvision("resnet152", {});
 }
 TEST_CASE("zoo: resnext50_32x4d equals torchvision", "[zoo][python]") {
   check_against_torchvision("resnext50_32x4d", {});
 }
 TEST_CASE("zoo: wide_resnet50_2 equals torchvision", "[zoo][python]") {
-  check_against_torchvision("wide_resnet50_2", deep_resnet());
+  check_against_torchvision("wide_resnet50_2", {});
 }
 TEST_CASE("zoo: mobilenet_v3_large equals torchvision", "[zoo][python]") {
   check_against_torchvision("mobilenet_v3_large", {});

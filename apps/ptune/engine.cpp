@@ -304,7 +304,7 @@ __attribute__((visibility("default"))) int ptune_engine_run(const ptune::cli::Co
   // only waits for its ranks): before they allocate.
   const bool host_memory_kept = cl.command != "launch" && ptune::engine::keep_host_memory();
   ptune::log::debug(host_memory_kept ? "host allocator: freed memory kept for reuse (glibc malloc: mmap threshold "
-                                       "32 MiB, no trimming)"
+                                       "32 MiB, no block mapped alone, no trimming)"
                                      : "host allocator: left as the environment sets it");
   // LibTorch's own log (c10d's "[E... TCPStore.cpp]" lines with stack traces before ptune's
   // one-line error) only with --verbose, unless TORCH_CPP_LOG_LEVEL asks for it.

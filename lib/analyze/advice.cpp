@@ -67,6 +67,10 @@ void advise(Analysis& a) {
   for (const auto& s : b.steps) sync_calls += s.syncs;
   const double exposed_comm = share(m.comm_us - m.comm_overlap_us);
   const double busy = share(m.kernel_us);
+  // ptune's CPU trace of an fp32 row: optim.amp (bf16) is advised only where the CPU that
+  // recorded it had native bf16 (as the sweep's diagnosis of the row says).
+  const bool ptune_fp32 = !py && b.amp == std::optional<std::string>("off");
+  const bool amp_advised = ptune_fp32 && (b.has_gpu || b.bf16_native != std::optional<bool>(false));
   Verdict& v = a.verdict;
   v = {};
   a.notes.clear();
@@ -120,8 +124,7 @@ void advise(Analysis& a) {
     v.evidence = "GPU utilization " + pct(busy) + ": merged kernel time over the step; " +
                  pct(share(m.us[kRuntime] + m.us[kCpuExec])) + " of it in host code and CUDA runtime calls" + rank;
     v.move = move(RuleId::kLaunchBound);
-  } else if ((b.has_gpu && b.half_pct && measure::fires(RuleId::kComputeFp32, *b.half_pct)) ||
-             (!py && b.amp == std::optional<std::string>("off"))) {
+  } else if ((b.has_gpu && b.half_pct && measure::fires(RuleId::kComputeFp32, *b.half_pct)) || amp_advised) {
     // A GPU trace tells fp32 by its kernels; ptune's traces also say the row's optim.amp (a
     // CPU trace has no kernels to tell by), as the sweep's diagnosis of the row does.
     v.rule = rule(RuleId::kComputeFp32).name;
@@ -151,6 +154,9 @@ void advise(Analysis& a) {
   }
 
   // Further findings.
+  if (ptune_fp32 && !amp_advised && v.rule == rule(RuleId::kCompute).name + std::string(" on the CPU"))
+    a.notes.push_back("`optim.amp` is not advised: the CPU that recorded the trace had no native bf16 arithmetic "
+                      "that oneDNN uses (AVX512-BF16 or AMX, not capped by ONEDNN_MAX_CPU_ISA)");
   if (!b.from_steps) {
     std::string left_out;
     if (b.before_first_gpu_us > 0) {

@@ -446,6 +446,7 @@ Breakdown break_down(const std::vector<const Trace*>& traces) {
     b.host_pid = t->host_pid;
     b.writer = t->writer;
     if (t->amp) b.amp = t->amp;
+    if (t->bf16_native) b.bf16_native = t->bf16_native;
     b.rank = t->rank;
     b.world_size = t->world_size;
     b.has_gpu = b.has_gpu || t->has_gpu;

@@ -81,6 +81,7 @@ struct Breakdown {
   std::vector<std::string> files;
   std::string writer = "pytorch";     // "pytorch" | "ptune"
   std::optional<std::string> amp;     // ptune's traces: the row's optim.amp
+  std::optional<bool> bf16_native;    // ptune's traces: whether the CPU that recorded it had native bf16
   std::optional<int64_t> rank, world_size;
   bool has_gpu = false;
   bool from_steps = true;             // false: no ProfilerStep#N spans; one window

@@ -386,6 +386,7 @@ class Sax {
         break;
       case Ctx::kPtune:
         if (key_ == "amp" && v.type == Scalar::kString) t_.amp = v.s;
+        else if (key_ == "bf16_native" && v.type == Scalar::kBool) t_.bf16_native = v.b;
         break;
       case Ctx::kPtuneLoad:
         if (key_ == "under_load" && v.type == Scalar::kBool) t_.under_load = v.b;

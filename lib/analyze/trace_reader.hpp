@@ -67,6 +67,7 @@ struct Trace {
   /// Index in `events` -> the event's "Call stack" (older torch.profiler's with_stack=True:
   /// frames joined by ";", innermost first), interned in `names`.
   std::unordered_map<size_t, std::string_view> call_stacks;
+  std::optional<bool> bf16_native;     // ptune's traces: whether the CPU had native bf16 ("ptune".bf16_native)
   bool has_gpu = false;                // kernels, copies, memsets or CUDA runtime calls recorded
   std::vector<std::string> devices;    // deviceProperties[].name
   std::optional<int64_t> schema_version;  // "schemaVersion"

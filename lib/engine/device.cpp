@@ -12,6 +12,7 @@
 
 #include <ATen/Parallel.h>
 
+#include "compat.hpp"
 #include "engine/cuda_support.hpp"
 #include "errors.hpp"
 
@@ -43,11 +44,37 @@ bool keep_host_memory() {
     if (std::getenv(v)) return false;
   // 32 MiB is glibc's largest mmap threshold; setting it also ends the threshold's adaptation,
   // which would otherwise reach the same only after large blocks have been freed a few times.
-  // Larger blocks keep their own mappings: on the heap they would fragment it.
-  return mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1 && mallopt(M_TRIM_THRESHOLD, INT_MAX) == 1;
+  // Blocks above it are not mapped one by one either (M_MMAP_MAX 0): a step's largest buffers
+  // come back every step, so they stay on the heap too. Which buffers pass 32 MiB depends on the
+  // CPU and the batch: oneDNN's scratchpad for a convolution's weight gradient is a 72 MiB block
+  // per call for ResNet-18 at 64x64, batch 8, with its AVX2 kernels (8 MiB with AVX-512), and a
+  // ResNet-50 at 224x224, batch 32, has 100 MiB activations. Threads other than the main one
+  // still map blocks over 64 MiB (glibc's largest heap for a thread's arena).
+  return mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1 && mallopt(M_TRIM_THRESHOLD, INT_MAX) == 1 &&
+         mallopt(M_MMAP_MAX, 0) == 1;
 #else
   return false;
 #endif
+}
+
+const CpuInfo& cpu_info() {
+  static const CpuInfo info = [] {
+    CpuFacts f = read_cpu_facts();
+    const compat::CpuCapabilities lt = compat::cpu_capabilities();
+    if (!lt.flags.empty()) f.flags = lt.flags;
+    auto count = [&](const char* key, int64_t fallback) {
+      auto it = lt.counts.find(key);
+      return it != lt.counts.end() && it->second > 0 ? it->second : fallback;
+    };
+    f.physical_cores = count("num_physical_cores", f.physical_cores);
+    f.logical_cores = count("num_logical_cores", f.logical_cores);
+    if (auto it = lt.names.find("architecture"); it != lt.names.end() && !it->second.empty()) f.arch = it->second;
+    if (auto it = lt.names.find("cpu_name"); it != lt.names.end() && f.model.empty()) f.model = it->second;
+    f.aten_isa = compat::aten_cpu_capability();
+    f.onednn_bf16 = compat::onednn_bf16_supported();
+    return describe_cpu(f);
+  }();
+  return info;
 }
 
 std::string device_name(const c10::Device& device) {

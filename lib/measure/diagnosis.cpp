@@ -2,7 +2,6 @@
 
 #include <cmath>
 
-#include "measure/load.hpp"
 
 namespace ptune::measure {
 namespace {
@@ -42,6 +41,18 @@ std::string first_untried(const std::vector<Move>& moves, const std::vector<Trie
 
 std::string diagnose(const Measurement& m, const config::ExperimentConfig& cfg, const std::vector<Tried>& tried,
                      const DiagnosisThresholds& t, std::optional<bool> cpu_bf16) {
+  if (!cpu_bf16) {
+    static const engine::CpuInfo here = engine::describe_cpu(engine::read_cpu_facts());
+    return diagnose(m, cfg, tried, t, here);
+  }
+  engine::CpuInfo cpu;
+  cpu.bf16_native = *cpu_bf16;
+  cpu.bf16_flag = "native bf16";
+  return diagnose(m, cfg, tried, t, cpu);
+}
+
+std::string diagnose(const Measurement& m, const config::ExperimentConfig& cfg, const std::vector<Tried>& tried,
+                     const DiagnosisThresholds& t, const engine::CpuInfo& cpu) {
   const auto& mode = cfg.measure.mode;
   if (mode == "data") return "input pipeline alone: the ceiling the loader sets on training";
   if (mode == "synthetic") return "model alone (one batch on the device): the ceiling compute sets";
@@ -78,10 +89,8 @@ std::string diagnose(const Measurement& m, const config::ExperimentConfig& cfg, 
   std::vector<Move> moves;
   std::string why_not_amp;
   if (cfg.optim.amp == "off") {
-    std::string flag;
-    const bool native = cuda || (cpu_bf16 ? *cpu_bf16 : cpu_has_native_bf16(&flag));
-    if (native) moves.push_back({"optim.amp", cuda ? "optim.amp" : "optim.amp (bf16: this CPU has " + (flag.empty() ? std::string("native bf16") : flag) + ")"});
-    else why_not_amp = "this CPU has no native bf16 arithmetic (no AVX512-BF16 or AMX), so optim.amp is not advised";
+    if (cuda || cpu.bf16_native) moves.push_back({"optim.amp", cuda ? "optim.amp" : "optim.amp (bf16: " + engine::bf16_reason(cpu) + ")"});
+    else why_not_amp = engine::bf16_reason(cpu) + ", so optim.amp is not advised";
     s += " on fp32";
   }
   if (!cfg.model.channels_last) moves.push_back({"model.channels_last", "model.channels_last"});

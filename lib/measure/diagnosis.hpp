@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/config.hpp"
+#include "engine/cpu_info.hpp"
 #include "measure/probe.hpp"
 #include "measure/rules.hpp"
 
@@ -39,8 +40,13 @@ struct Tried {
 /// shows measured as within noise or slower on this machine is not recommended: the verdict
 /// names that row and goes on to the next move of the rule ("optim.amp measured within noise
 /// here (row 7 'bf16 autocast'); try model.channels_last"). On the CPU, optim.amp (bf16) is
-/// advised only where the CPU has native bf16 arithmetic (cpu_has_native_bf16; `cpu_bf16`
-/// overrides the check, for tests). Throws nothing.
+/// advised only where `cpu` has native bf16 arithmetic that oneDNN uses (CpuInfo::bf16_native:
+/// not where ONEDNN_MAX_CPU_ISA caps it), and the verdict says why not otherwise. Throws nothing.
+std::string diagnose(const Measurement& m, const config::ExperimentConfig& cfg, const std::vector<Tried>& tried,
+                     const DiagnosisThresholds& t, const engine::CpuInfo& cpu);
+
+/// diagnose() on the CPU that engine::read_cpu_facts() describes (/proc/cpuinfo and the caps in
+/// the environment), or, with `cpu_bf16`, on one whose bf16 is native or not (for tests).
 std::string diagnose(const Measurement& m, const config::ExperimentConfig& cfg,
                      const std::vector<Tried>& tried = {}, const DiagnosisThresholds& t = {},
                      std::optional<bool> cpu_bf16 = std::nullopt);

@@ -430,23 +430,4 @@ std::string LoadReport::summary() const {
   return s;
 }
 
-bool cpu_has_native_bf16(std::string* which) {
-  std::istringstream in(read_file("/proc/cpuinfo"));
-  std::string line;
-  while (std::getline(in, line)) {
-    const bool x86 = line.rfind("flags", 0) == 0, arm = line.rfind("Features", 0) == 0;
-    if (!x86 && !arm) continue;
-    std::istringstream words(line.substr(line.find(':') + 1));
-    std::string w;
-    while (words >> w) {
-      if ((x86 && (w == "avx512_bf16" || w == "amx_bf16")) || (arm && w == "bf16")) {
-        if (which) *which = w;
-        return true;
-      }
-    }
-    return false;  // the first CPU's flags speak for all
-  }
-  return false;
-}
-
 }  // namespace ptune::measure

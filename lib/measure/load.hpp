@@ -85,8 +85,4 @@ struct LoadThresholds {
 };
 LoadThresholds load_thresholds(int64_t cores);
 
-/// Whether the CPU has native bf16 arithmetic (AVX512-BF16 or AMX-BF16 on x86, BF16 on
-/// Arm), from /proc/cpuinfo's flags; `which` receives the flag found. Never throws.
-bool cpu_has_native_bf16(std::string* which = nullptr);
-
 }  // namespace ptune::measure

@@ -653,6 +653,7 @@ std::string trace_identity_json(const config::ExperimentConfig& cfg, const Trace
   j["device"] = device;
   j["batch_size"] = cfg.loader.batch_size;
   j["amp"] = cfg.optim.amp;  // `ptune analyze` reads it: a row in fp32 is told to try optim.amp
+  j["bf16_native"] = engine::cpu_info().bf16_native;  // ... on a CPU, only where bf16 is native
   j["profile_steps"] = cfg.measure.profile_steps;
   j["warmup_steps"] = warmup_steps(cfg, nullptr);
   // `ptune analyze` leaves a comparison with a trace recorded under load undecided.

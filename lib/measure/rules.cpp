@@ -30,7 +30,9 @@ const std::vector<Rule>& rules() {
        "`optim.cuda_graphs`, then a larger `loader.batch_size`",
        "CUDA graphs (`torch.compile(mode=\"reduce-overhead\")`) or a larger batch"},
       {RuleId::kComputeFp32, "compute-bound on fp32",
-       "kernel time in fp16/bf16 kernels (by their names), % (trace); `optim.amp` off (sweep, and ptune's own traces)", "<", 50.0, "`optim.amp`",
+       "kernel time in fp16/bf16 kernels (by their names), % (trace); `optim.amp` off on a GPU, or on a CPU "
+       "with native bf16 that oneDNN uses (sweep, and ptune's own traces)",
+       "<", 50.0, "`optim.amp`",
        "`torch.autocast(\"cuda\", dtype=torch.float16)` with `torch.amp.GradScaler` (or bfloat16)"},
       {RuleId::kCompute, "compute-bound", "otherwise", "", 0.0, "`model.channels_last`",
        "`model.to(memory_format=torch.channels_last)` and `torch.compile(model)`"},

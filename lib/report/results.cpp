@@ -148,7 +148,8 @@ std::string trail(const Results& r) {
 std::string device_line(const Environment& e) {
   return e.device + " (" + e.device_kind + "), LibTorch " + e.torch +
          (e.cuda.empty() ? "" : " (CUDA " + e.cuda + " build)") + ", " + std::to_string(e.cpu_threads) +
-         " CPU threads" + (e.world_size > 1 ? ", " + std::to_string(e.world_size) + " processes" : "");
+         " CPU threads" + (e.world_size > 1 ? ", " + std::to_string(e.world_size) + " processes" : "") +
+         (e.cpu ? "; CPU: " + engine::summary(*e.cpu) : "");
 }
 
 /// The line under the table that says how to read the intervals and verdicts.
@@ -377,7 +378,8 @@ Json to_json(const Results& r) {
               {"environment",
                Json{{"torch", e.torch}, {"device", e.device}, {"device_kind", e.device_kind},
                     {"cuda", e.cuda.empty() ? Json(nullptr) : Json(e.cuda)},
-                    {"cpu_threads", e.cpu_threads}, {"world_size", e.world_size}}},
+                    {"cpu_threads", e.cpu_threads}, {"world_size", e.world_size},
+                    {"cpu", e.cpu ? Json(engine::cpu_json(*e.cpu)) : Json(nullptr)}}},
               {"rows", rows},
               {"status", r.status}};
 }

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/cpu_info.hpp"
 #include "measure/probe.hpp"
 
 namespace ptune::report {
@@ -21,6 +22,7 @@ struct Environment {
   std::string cuda;         // CUDA version, "" on CPU builds
   int64_t cpu_threads = 0;
   int64_t world_size = 1;
+  std::optional<engine::CpuInfo> cpu;  // the CPU as LibTorch uses it (ISAs, bf16, cores); absent in tests
 };
 
 /// One row of the table.

@@ -72,6 +72,7 @@ report::Environment environment(const config::ExperimentConfig& cfg) {
   e.cuda = engine::cuda::version();
   e.cpu_threads = dist::rank_cpu_threads(cfg.cpu_threads);
   e.world_size = dist::world_size();
+  e.cpu = engine::cpu_info();
   return e;
 }
 
@@ -309,7 +310,7 @@ void run_sweep(const config::ExperimentConfig& cfg, const SweepOptions& options,
     report::compute_speedups(out.rows);
     if (kept) live[r.mode + "/" + r.arch] = Live{out.rows.size() - 1, std::move(kept)};  // the one it replaces is freed
     if (r.m) {
-      r.diagnosis = measure::diagnose(*r.m, row_cfg, tried_before(out.rows, out.rows.size() - 1));
+      r.diagnosis = measure::diagnose(*r.m, row_cfg, tried_before(out.rows, out.rows.size() - 1), {}, engine::cpu_info());
       if (r.m->load.under_load && dist::world_rank() == 0)
         log::warn("row " + std::to_string(i) + " '" + r.name + "' measured under competing load: " +
                   r.m->load.summary());
@@ -344,7 +345,7 @@ void run_sweep(const config::ExperimentConfig& cfg, const SweepOptions& options,
           measure::profile(d.cfg, r.m->ms_per_step, d.trace, progress_of(d.index, d.cfg));
       r.m->gpu_busy_pct = p.gpu_busy_pct;
       r.m->trace_path = p.trace_path;
-      r.diagnosis = measure::diagnose(*r.m, d.cfg, tried_before(out.rows, k));
+      r.diagnosis = measure::diagnose(*r.m, d.cfg, tried_before(out.rows, k), {}, engine::cpu_info());
     } catch (const Interrupted&) {
       interrupted();
       throw;

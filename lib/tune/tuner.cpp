@@ -191,7 +191,7 @@ BatchSearchResult find_batch_size(const config::ExperimentConfig& cfg, const Bat
                           ? "peak memory " + gib(*t.m->peak_mem_bytes) + " (" +
                                 fmt("%.0f", 100.0 * static_cast<double>(*t.m->peak_mem_bytes) / static_cast<double>(total)) +
                                 "% of the device)"
-                          : measure::diagnose(*t.m, c);
+                          : measure::diagnose(*t.m, c, {}, {}, engine::cpu_info());
     }
     res.table.rows.push_back(std::move(row));
     report::compute_speedups(res.table.rows);
@@ -335,7 +335,7 @@ TuneResult greedy_tune(const config::ExperimentConfig& cfg, const TuneOptions& o
     row.arch = c.model.arch;
     row.m = t.m;
     row.rule = measure::window_plan(c).rule;
-    row.diagnosis = measure::diagnose(*t.m, c);
+    row.diagnosis = measure::diagnose(*t.m, c, {}, {}, engine::cpu_info());
     res.path.rows.push_back(std::move(row));
     report::compute_speedups(res.path.rows);
     report::note_semantics(res.path.rows.back(), base_loss);

@@ -6,7 +6,10 @@
                                       non-trivial; writes DIR/weights.pt (its state_dict) and
                                       DIR/ref.pt: input, labels, the eval and train outputs, every
                                       parameter's gradient after one backward, the state_dict
-                                      after one SGD step, the parameter count
+                                      after one SGD step, the parameter count; and the
+                                      training-mode output and gradients of the same model in
+                                      channels_last (cl_train_out, cl_grad.NAME): PyTorch's own
+                                      difference between the two layouts on this CPU
   python zoo_io.py check ARCH DIR     loads DIR/ptune_weights.pt into torchvision's model with
                                       strict=True (weights_only) and checks it equals
                                       DIR/weights.pt
@@ -110,6 +113,16 @@ def main():
         }
         ref.update({"grad." + n: g for n, g in grads.items()})
         ref.update({"after." + n: t for n, t in model.state_dict().items()})
+        # The same training step in channels_last, from the same weights.
+        cl = build(arch, 10)
+        cl.load_state_dict(torch.load(f"{folder}/weights.pt", weights_only=True))
+        cl = cl.to(memory_format=torch.channels_last)
+        cl.train()
+        torch.manual_seed(TRAIN_SEED)
+        cl_out = cl(x.contiguous(memory_format=torch.channels_last))
+        torch.nn.functional.cross_entropy(cl_out, labels).backward()
+        ref["cl_train_out"] = cl_out.detach().contiguous()
+        ref.update({"cl_grad." + n: p.grad.detach().contiguous() for n, p in cl.named_parameters()})
         torch.save(ref, f"{folder}/ref.pt")
     elif mode == "check":
         model = build(arch, 10)
