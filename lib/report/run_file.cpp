@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -59,6 +60,8 @@ Json normalize_row(const Json& in, const std::string& where) {
   Json row;
   for (const auto& k : row_keys()) {
     const Json v = in.contains(k) ? in[k] : Json(nullptr);
+    if (is_number_key(k) && !v.is_null() && !v.is_number())
+      throw UsageError(where + "." + k + ": " + v.dump() + " is not a number (a results file holds numbers or null there)");
     if (is_number_key(k)) row[k] = number_or_null(v);
     else if (k == "repeat_ms_per_step" || k == "prev_ms_per_step" || k == "loss_curve") row[k] = numbers_or_null(v);
     else if (k == "interleaved" || k == "under_load") row[k] = v.is_boolean() ? v : Json(nullptr);
@@ -237,7 +240,12 @@ RunFile from_results(const Results& r) {
 }
 
 RunFile load_run(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw UsageError("results '" + path + "' is a folder; name a results file (ptune sweep --out FILE.json)");
   std::ifstream in(path, std::ios::binary);
+  // A FIFO waits for its writer; a stop signal then is the user's stop, not a bad file.
+  if (!in && errno == EINTR) throw Interrupted();
   if (!in) throw UsageError("cannot read results '" + path + "': " + std::strerror(errno));
   Json doc;
   try {
