@@ -114,9 +114,9 @@ TEST_CASE("peak: a row's precision follows optim.amp", "[peak]") {
 }
 
 TEST_CASE("peak: the CPU calibration agrees with torch.mm timed in Python", "[peak][python]") {
-  // One thread: the figure does not depend on how busy the machine's other cores are. The two
-  // sides take turns three times and each side's median is compared: 10% is what the
-  // interleaving leaves of the spread of single 150 ms timings on a shared machine.
+  // One thread: the figure does not depend on how busy the machine's other cores are. Each side
+  // reports its fastest sample (competing work only slows a sample); the two sides take turns
+  // three times and each side's median is compared, so one disturbed round cannot decide.
   Threads one(1);
   const c10::Device cpu(c10::kCPU);
   for (const std::string precision : {"fp32", "bf16"}) {
@@ -145,7 +145,10 @@ TEST_CASE("peak: a calibrated peak is cached per machine, threads and precision"
   ::setenv("PTUNE_CACHE", dir.path.c_str(), 1);
   Threads one(1);
   const c10::Device cpu(c10::kCPU);
-  const auto first = ptune::measure::machine_peak(cpu, "fp32");
+  // A calibration disturbed by other work is used but not cached: measure until one was steady.
+  auto first = ptune::measure::machine_peak(cpu, "fp32");
+  for (int i = 0; i < 5 && first.source.find("(not cached)") != std::string::npos; ++i)
+    first = ptune::measure::machine_peak(cpu, "fp32");
   const auto again = ptune::measure::machine_peak(cpu, "fp32");
   if (old) ::setenv("PTUNE_CACHE", saved.c_str(), 1);
   else ::unsetenv("PTUNE_CACHE");
@@ -153,7 +156,8 @@ TEST_CASE("peak: a calibrated peak is cached per machine, threads and precision"
   CHECK(again.flops_per_s == first.flops_per_s);  // read back, not measured again
   CHECK(first.source.find("calibrated achievable peak (not a datasheet figure)") == 0);
   CHECK(first.source.find("1 threads, " + at::get_cpu_capability()) != std::string::npos);
-  CHECK(again.source.find("cached in " + dir.path.string() + "/peak/") != std::string::npos);
+  CHECK(first.source.find("cached in " + dir.path.string() + "/peak/") != std::string::npos);
+  CHECK(again.source == first.source);
   size_t files = 0;
   for (const auto& e : std::filesystem::directory_iterator(dir.path / "peak")) files += e.is_regular_file();
   CHECK(files == 1);

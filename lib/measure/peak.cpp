@@ -71,6 +71,14 @@ double time_mm(const at::Tensor& a, const at::Tensor& b, at::Tensor& c, int64_t 
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// The calibration: the side doubled until one product takes kSizeSeconds (CPU from 512 to
+// kMaxCpuSide, GPU from 1024 to kMaxGpuSide), then kSamples samples of about kSampleSeconds.
+constexpr double kSizeSeconds = 0.010, kSampleSeconds = 0.020;
+constexpr int64_t kMaxCpuSide = 2048, kMaxGpuSide = 8192;
+constexpr int kSamples = 7;
+// Samples whose slowest is within this ratio of the fastest: nothing else ran in between.
+constexpr double kSteadyRatio = 0.8;
+
 std::string cache_dir() {
   if (const char* c = std::getenv("PTUNE_CACHE"); c && *c) return c;
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/ptune";
@@ -128,26 +136,27 @@ Calibration calibrate(const c10::Device& device, const std::string& precision) {
   const bool tf32_before = ctx.allowTF32CuBLAS();
   if (device.is_cuda()) ctx.setAllowTF32CuBLAS(precision == "tf32");
   const auto opts = at::TensorOptions().device(device).dtype(dtype_of(precision));
-  const int64_t max_n = device.is_cuda() ? 8192 : 4096;
+  const int64_t max_n = device.is_cuda() ? kMaxGpuSide : kMaxCpuSide;
   Calibration cal;
   cal.threads = at::get_num_threads();
   at::Tensor a, b, c;
   double one = 0;
-  for (int64_t n = 256; n <= max_n; n *= 2) {
+  for (int64_t n = device.is_cuda() ? 1024 : 512; n <= max_n; n *= 2) {
     a = at::rand({n, n}, opts), b = at::rand({n, n}, opts), c = at::empty({n, n}, opts);
     time_mm(a, b, c, 1, device);  // warm-up: packing buffers, kernel selection
-    one = time_mm(a, b, c, 1, device);
+    one = std::min({time_mm(a, b, c, 1, device), time_mm(a, b, c, 1, device), time_mm(a, b, c, 1, device)});
     cal.n = n;
-    if (one >= 0.010) break;
+    if (one >= kSizeSeconds) break;
   }
-  cal.reps = std::max<int64_t>(1, static_cast<int64_t>(0.020 / std::max(one, 1e-9)));
+  cal.reps = std::max<int64_t>(1, static_cast<int64_t>(kSampleSeconds / std::max(one, 1e-9)));
   std::vector<double> rates;
-  for (int i = 0; i < 7; ++i)
+  for (int i = 0; i < kSamples; ++i)
     rates.push_back(2.0 * std::pow(static_cast<double>(cal.n), 3) * static_cast<double>(cal.reps) /
                     time_mm(a, b, c, cal.reps, device));
   if (device.is_cuda()) ctx.setAllowTF32CuBLAS(tf32_before);
-  std::nth_element(rates.begin(), rates.begin() + 3, rates.end());
-  cal.flops_per_s = rates[3];
+  const auto [lo, hi] = std::minmax_element(rates.begin(), rates.end());
+  cal.flops_per_s = *hi;
+  cal.steady = *lo >= kSteadyRatio * *hi;
   return cal;
 }
 
@@ -166,7 +175,7 @@ Peak machine_peak(const c10::Device& device, const std::string& precision) {
       if (in) {
         const auto j = nlohmann::json::parse(in);
         if (j.at("key") == key) {
-          Calibration c{j.at("flops_per_s").get<double>(), j.at("n").get<int64_t>(), 0, threads};
+          Calibration c{j.at("flops_per_s").get<double>(), j.at("n").get<int64_t>(), 0, threads, true};
           return Peak{c.flops_per_s, precision, describe(c, precision, device, ", cached in " + path)};
         }
       }
@@ -180,9 +189,9 @@ Peak machine_peak(const c10::Device& device, const std::string& precision) {
   } catch (const std::exception& e) {
     return Peak{0, precision, std::string("no peak: ") + e.what()};
   }
-  std::string where;
+  std::string where = c.steady ? "" : ", measured under competing load (not cached)";
   try {
-    if (!path.empty()) {
+    if (!path.empty() && c.steady) {
       std::filesystem::create_directories(dir + "/peak");
       nlohmann::json j{{"key", key}, {"flops_per_s", c.flops_per_s}, {"n", c.n}};
       files::write_text_atomically(path, "the peak cache", j.dump(2) + "\n");

@@ -33,24 +33,26 @@ std::optional<Peak> known_gpu_peak(const std::string& name, const std::string& p
 
 /// What calibrate() measured.
 struct Calibration {
-  double flops_per_s = 0;  // the median of the timed samples
+  double flops_per_s = 0;  // the fastest of the timed samples: competing work only slows a sample
   int64_t n = 0;           // the side of the square matrices
   int64_t reps = 0;        // products per sample
   int64_t threads = 0;     // LibTorch's intra-op threads it ran with (CPU)
+  bool steady = false;     // the slowest sample within 80% of the fastest: nothing else ran between
 };
 
 /// Times n x n matrix products (at::mm) in `precision` ("fp32" | "tf32" | "bf16" | "fp16") on
-/// `device` with LibTorch's current intra-op threads: n doubled from 256 until one product
-/// takes 10 ms (at most 4096 on a CPU, 8192 on a GPU), then 7 samples of about 20 ms each;
-/// returns their median. About 200 ms on a CPU. Throws std::runtime_error when the precision
-/// cannot run there (a CPU's fp16, tf32).
+/// `device` with LibTorch's current intra-op threads: n doubled (from 512 on a CPU, 1024 on a
+/// GPU) until one product takes 10 ms (the fastest of three; at most 2048 on a CPU, 8192 on a
+/// GPU), then 7 samples of about 20 ms each; returns the fastest sample's rate. About 200 ms on
+/// a CPU. Throws std::runtime_error when the precision cannot run there (a CPU's fp16, tf32).
 Calibration calibrate(const c10::Device& device, const std::string& precision);
 
 /// The peak for a row on `device` in `precision`: a known GPU's table figure, else the
 /// calibrated one, read from the cache ($PTUNE_CACHE, else $XDG_CACHE_HOME/ptune, else
 /// ~/.cache/ptune; peak/<key>.json) or measured and stored there; the key holds the device's
 /// model, the instruction set LibTorch dispatches to, the threads, the LibTorch version and the
-/// precision. A cache that cannot be written is skipped. Returns flops_per_s 0 (and why in
+/// precision. A calibration whose samples were not steady (Calibration::steady: something else
+/// ran) is used but not cached. A cache that cannot be written is skipped. Returns flops_per_s 0 (and why in
 /// source) when the precision cannot be measured. Throws nothing.
 Peak machine_peak(const c10::Device& device, const std::string& precision);
 
