@@ -145,22 +145,24 @@ TEST_CASE("peak: a calibrated peak is cached per machine, threads and precision"
   ::setenv("PTUNE_CACHE", dir.path.c_str(), 1);
   Threads one(1);
   const c10::Device cpu(c10::kCPU);
-  // A calibration disturbed by other work is used but not cached: measure until one was steady.
-  auto first = ptune::measure::machine_peak(cpu, "fp32");
-  for (int i = 0; i < 5 && first.source.find("(not cached)") != std::string::npos; ++i)
-    first = ptune::measure::machine_peak(cpu, "fp32");
+  const auto first = ptune::measure::machine_peak(cpu, "fp32");
   const auto again = ptune::measure::machine_peak(cpu, "fp32");
   if (old) ::setenv("PTUNE_CACHE", saved.c_str(), 1);
   else ::unsetenv("PTUNE_CACHE");
   CHECK(first.flops_per_s > 0);
-  CHECK(again.flops_per_s == first.flops_per_s);  // read back, not measured again
+  CHECK(again.flops_per_s == first.flops_per_s);  // one figure per key in a process
+  CHECK(again.source == first.source);
   CHECK(first.source.find("calibrated achievable peak (not a datasheet figure)") == 0);
   CHECK(first.source.find("1 threads, " + at::get_cpu_capability()) != std::string::npos);
-  CHECK(first.source.find("cached in " + dir.path.string() + "/peak/") != std::string::npos);
-  CHECK(again.source == first.source);
   size_t files = 0;
-  for (const auto& e : std::filesystem::directory_iterator(dir.path / "peak")) files += e.is_regular_file();
-  CHECK(files == 1);
+  if (std::filesystem::exists(dir.path / "peak"))
+    for (const auto& e : std::filesystem::directory_iterator(dir.path / "peak")) files += e.is_regular_file();
+  if (first.source.find("measured under competing load (not cached)") != std::string::npos) {
+    CHECK(files == 0);  // a figure taken while other processes ran is not kept
+  } else {
+    CHECK(first.source.find("cached in " + dir.path.string() + "/peak/") != std::string::npos);
+    CHECK(files == 1);
+  }
 }
 
 TEST_CASE("peak rule: a compute-bound row near the peak or far from it is told so", "[peak]") {

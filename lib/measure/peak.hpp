@@ -51,8 +51,9 @@ Calibration calibrate(const c10::Device& device, const std::string& precision);
 /// calibrated one, read from the cache ($PTUNE_CACHE, else $XDG_CACHE_HOME/ptune, else
 /// ~/.cache/ptune; peak/<key>.json) or measured and stored there; the key holds the device's
 /// model, the instruction set LibTorch dispatches to, the threads, the LibTorch version and the
-/// precision. A calibration whose samples were not steady (Calibration::steady: something else
-/// ran) is used but not cached. A cache that cannot be written is skipped. Returns flops_per_s 0 (and why in
+/// precision. A calibration taken while other processes used the cores (measure::LoadSampler)
+/// or whose samples were not steady is used but not cached. Within a process one figure per key
+/// (every row of a table reads against the same peak). A cache that cannot be written is skipped. Returns flops_per_s 0 (and why in
 /// source) when the precision cannot be measured. Throws nothing.
 Peak machine_peak(const c10::Device& device, const std::string& precision);
 
