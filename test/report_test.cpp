@@ -356,6 +356,10 @@ TEST_CASE("CSV has one fixed set of columns and numbers only in numeric columns"
   full.rows[0].notes = {"first, note", "second \"quoted\""};
   full.rows[0].m->gpu_busy_pct = 55.5;
   full.rows[0].m->peak_mem_bytes = 123456789;
+  full.rows[0].m->model_flops_per_sample = 5.5e9;
+  full.rows[0].m->peak_flops_per_s = 2.0e12;
+  full.rows[0].m->peak_precision = "fp32";
+  full.rows[0].m->peak_source = "calibrated, here";
   full.rows.push_back(failed_row("oom"));
   std::string header;
   for (const auto& c : csv_columns()) header += (header.empty() ? "" : ",") + c;
@@ -365,13 +369,15 @@ TEST_CASE("CSV has one fixed set of columns and numbers only in numeric columns"
         "speedup_vs_prev_hi,speedup_vs_prev_interval,verdict_vs_prev,speedup_vs_base,speedup_vs_base_lo,"
         "speedup_vs_base_hi,speedup_vs_base_interval,verdict_vs_base,compared_with,interleaved,under_load,"
         "other_cpu_cores,steal_pct,load_average,gpu_other_processes,gpu_notes,data_wait_pct,h2d_pct,compute_pct,"
+        "model_flops_per_sample,flops_per_s,peak_flops_per_s,pct_of_peak,peak_precision,peak_source,"
         "peak_mem_bytes,device_mem_bytes,gpu_busy_pct,trace,loss,diagnosis,notes,status");
   const std::vector<std::string> numeric = {
       "index",           "num_workers",      "batch_size",       "steps",          "windows",
       "ms_per_step",     "spread_pct",       "samples_per_s",    "samples_per_s_lo", "samples_per_s_hi",
       "speedup_vs_prev", "speedup_vs_prev_lo", "speedup_vs_prev_hi", "speedup_vs_base", "speedup_vs_base_lo",
       "speedup_vs_base_hi", "compared_with", "other_cpu_cores",  "steal_pct",      "load_average",
-      "gpu_other_processes", "data_wait_pct", "h2d_pct",        "compute_pct",    "peak_mem_bytes",
+      "gpu_other_processes", "data_wait_pct", "h2d_pct",        "compute_pct",    "model_flops_per_sample",
+      "flops_per_s",     "peak_flops_per_s", "pct_of_peak",     "peak_mem_bytes",
       "device_mem_bytes", "gpu_busy_pct",   "loss"};
   for (const Results* r : {&skipped_only, &full}) {
     auto records = parse_csv(render(*r, "csv"));
@@ -416,7 +422,7 @@ TEST_CASE("Markdown cells are escaped so that every cell stays in its column", "
   std::vector<std::string> table;
   while (std::getline(lines, line) && !line.empty()) table.push_back(line);
   REQUIRE(table.size() == 2 + res.rows.size());  // the table ends at the first blank line
-  for (const auto& l : table) CHECK(md_cells(l) == 13);
+  for (const auto& l : table) CHECK(md_cells(l) == 15);
   CHECK(table[2].find("a\\|b &lt;i&gt;x&lt;/i&gt; &amp; \"q\" 'p' \\`c\\` \\*d\\* \\_e\\_ \\[f\\](g) &#126;&#126;h&#126;&#126; "
                       "\\\\ 100%,<br>second line") != std::string::npos);
   CHECK(md.find("- 0 " + markdown_escape(kAwkward) + ": input-bound: &lt;wait&gt; \\| 60%\n") != std::string::npos);
@@ -722,7 +728,7 @@ TEST_CASE("Markdown renders in python-markdown, markdown-it and mistune with eve
   res.rows.push_back(failed_row("oom\nhere"));
   auto md = dir.write("r.md", render(res, "md"));
   nlohmann::json expected_md = {
-      {"columns", 13},
+      {"columns", 15},
       {"names", {names[0], names[1], names[2], names[3], "oom\nhere"}},
       {"texts",
        {"Device: CPU (cpu), LibTorch 2.11.0, 2 CPU threads", "0 " + kAwkward + ": input-bound: <wait> | 60% & more",
@@ -985,4 +991,67 @@ TEST_CASE("rows measured apart: vs base is Welch between the two rows, and each 
     CHECK(printed_rate(rows[i]).point == Approx(rows[i].m->samples_per_s));
     CHECK(printed_rate(rows[i]).lo == Approx(rows[i].m->samples_per_s_ci.lo));
   }
+}
+
+TEST_CASE("achieved FLOP/s and % of peak in the table, JSON, CSV, Markdown and HTML; none on a data row", "[report]") {
+  auto res = sample();
+  for (size_t i : {0, 1, 2}) {
+    res.rows[i].m->model_flops_per_sample = 2.0e9;  // the data row's must be ignored: it has no model
+    res.rows[i].m->peak_flops_per_s = 400e9;
+    res.rows[i].m->peak_precision = "fp32";
+    res.rows[i].m->peak_source = "calibrated achievable peak (not a datasheet figure): test";
+  }
+  res.rows[1].m->model_flops_per_sample.reset();
+  // The row's own rate differs from the rate it prints (the base's rate times vs base): the
+  // FLOP/s follow the printed one.
+  res.rows[2].m->samples_per_s = 999;
+  const double printed = printed_rate(res.rows[2]).point;
+  REQUIRE(printed != Approx(999));
+  REQUIRE(achieved_flops(res.rows[2]));
+  CHECK(*achieved_flops(res.rows[2]) == Approx(2.0e9 * printed));
+  CHECK(*pct_of_peak(res.rows[0]) == Approx(100.0 * 2.0e9 * 400 / 400e9));  // 200%: the figure is not clipped
+  CHECK_FALSE(achieved_flops(res.rows[1]));
+  CHECK_FALSE(achieved_flops(res.rows[3]));
+
+  const auto j = to_json(res);
+  CHECK(j["rows"][0]["flops_per_s"] == 800e9);
+  CHECK(j["rows"][0]["model_flops_per_sample"] == 2e9);
+  CHECK(j["rows"][0]["peak_flops_per_s"] == 400e9);
+  CHECK(j["rows"][0]["pct_of_peak"] == 200.0);
+  CHECK(j["rows"][0]["peak_precision"] == "fp32");
+  CHECK(j["rows"][2]["flops_per_s"].get<double>() == Approx(2.0e9 * printed).epsilon(1e-9));
+  CHECK(j["rows"][1]["flops_per_s"].is_null());
+  CHECK(j["rows"][1]["pct_of_peak"].is_null());
+  CHECK(j["rows"][3]["flops_per_s"].is_null());
+
+  const std::string table = render(res, "table");
+  CHECK(table.find("FLOP/s  % peak") != std::string::npos);
+  CHECK(table.find("800G    200%") != std::string::npos);
+  CHECK(table.find("\n% peak against: fp32 400G FLOP/s, calibrated achievable peak (not a datasheet figure): test\n") !=
+        std::string::npos);
+  const std::string md = render(res, "md");
+  CHECK(md.find("| FLOP/s | % peak |") != std::string::npos);
+  CHECK(md.find("| 800G | 200% |") != std::string::npos);
+  CHECK(md.find("\n% peak against: fp32 400G FLOP/s, calibrated achievable peak (not a datasheet figure): test\n") !=
+        std::string::npos);
+  const auto records = parse_csv(render(res, "csv"));
+  const auto col = static_cast<size_t>(std::find(csv_columns().begin(), csv_columns().end(), "pct_of_peak") -
+                                       csv_columns().begin());
+  REQUIRE(col < csv_columns().size());
+  CHECK(records[1][col] == "200.0");
+  CHECK(records[2][col] == "");
+  const std::string html = to_html({from_results(res)});
+  CHECK(html.find("<th class=\"n\">FLOP/s</th><th class=\"n\">% peak</th>") != std::string::npos);
+  CHECK(html.find(">800G</td>") != std::string::npos);
+  CHECK(html.find(">200%</td>") != std::string::npos);
+  CHECK(html.find("% peak against: fp32 400G FLOP/s, calibrated achievable peak (not a datasheet figure): test") !=
+        std::string::npos);
+}
+
+TEST_CASE("FLOP/s are printed with an SI prefix and three significant digits", "[report]") {
+  CHECK(flops_text(85.34e9) == "85.3G");
+  CHECK(flops_text(1.214e12) == "1.21T");
+  CHECK(flops_text(512e6) == "512M");
+  CHECK(flops_text(999.6e9) == "1.00T");
+  CHECK(flops_text(7.0) == "7.00");
 }

@@ -101,4 +101,17 @@ std::string diagnose(const Measurement& m, const config::ExperimentConfig& cfg, 
   return next.empty() ? s + memory : s + ": " + next + memory;
 }
 
+std::string with_peak(const std::string& diagnosis, std::optional<double> pct_of_peak, const std::string& precision) {
+  if (!pct_of_peak || diagnosis.rfind("compute-bound", 0) != 0) return diagnosis;
+  const std::string at = "at " + pct(*pct_of_peak) + " of the " + precision + " peak";
+  if (*pct_of_peak >= kNearPeakPct)
+    return diagnosis + "; " + at + " the next gains from settings are small: a cheaper model or more hardware is what is left";
+  if (*pct_of_peak < kFarFromPeakPct)
+    return diagnosis + "; " + at + " the arithmetic units are mostly idle: the step's time goes to work that is not matrix "
+                       "products (norms, activations, other memory-bound elementwise operators), layers too small to fill "
+                       "the cores and per-operator overhead; a larger loader.batch_size fills them better, and "
+                       "measure.profile shows which operators take the time";
+  return diagnosis;
+}
+
 }  // namespace ptune::measure

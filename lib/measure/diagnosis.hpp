@@ -51,4 +51,15 @@ std::string diagnose(const Measurement& m, const config::ExperimentConfig& cfg,
                      const std::vector<Tried>& tried = {}, const DiagnosisThresholds& t = {},
                      std::optional<bool> cpu_bf16 = std::nullopt);
 
+/// The peak rule's thresholds, % of the machine's peak in the row's precision (measure/peak.hpp).
+inline constexpr double kNearPeakPct = 60;  // at or above: the next gains from settings are small
+inline constexpr double kFarFromPeakPct = 10;  // below: far from the limit
+
+/// The peak rule, applied after diagnose(): a compute-bound verdict (`diagnosis` starts with
+/// "compute-bound") at or above kNearPeakPct of the peak gets "; at 72% of the bf16 peak the
+/// next gains from settings are small ...", one below kFarFromPeakPct gets what holds it back;
+/// any other verdict, or no `pct_of_peak`, is returned as it is. `pct_of_peak` is the row's
+/// printed figure (report::pct_of_peak). Throws nothing.
+std::string with_peak(const std::string& diagnosis, std::optional<double> pct_of_peak, const std::string& precision);
+
 }  // namespace ptune::measure

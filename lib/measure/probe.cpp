@@ -14,6 +14,8 @@
 #include "engine/trainer.hpp"
 #include "errors.hpp"
 #include "files.hpp"
+#include "models/flops.hpp"
+#include "measure/peak.hpp"
 #include "measure/ranges.hpp"
 #include "measure/stats.hpp"
 #include "measure/trace.hpp"
@@ -148,7 +150,43 @@ bool wants_profile(const config::ExperimentConfig& cfg) {
   return cfg.measure.profile || dist::rank_device(cfg.device).is_cuda();
 }
 
-// ---------------------------------------------------------------- Bench
+// ---------------------------------------------------------------- FLOPs and peak
+
+namespace {
+
+/// A train or synthetic row's model FLOPs and the machine's peak in its precision.
+struct Limits {
+  std::optional<models::Flops> flops;
+  Peak peak;
+};
+
+/// The Limits of a row on `device`: none for a data row; for a model that cannot be counted a
+/// note says why.
+Limits count_limits(const config::ExperimentConfig& cfg, const c10::Device& device, std::vector<std::string>& notes) {
+  Limits l;
+  if (cfg.measure.mode == "data") return l;
+  try {
+    l.flops = models::count_flops(cfg.model.arch, cfg.model.num_classes, cfg.data.image_size);
+  } catch (const std::exception& e) {
+    notes.push_back(std::string("no model FLOPs: ") + e.what());
+    return l;
+  }
+  l.peak = machine_peak(device, row_precision(cfg.optim.amp, device, cfg.model.arch));
+  return l;
+}
+
+/// Copies `l` into `m`; the peak of `world` ranks is theirs together.
+void set_limits(Measurement& m, const Limits& l, int64_t world) {
+  if (!l.flops) return;
+  m.model_flops_per_sample = l.flops->train();
+  m.peak_precision = l.peak.precision;
+  m.peak_source = l.peak.source;
+  if (l.peak.flops_per_s <= 0) return;
+  m.peak_flops_per_s = l.peak.flops_per_s * static_cast<double>(world);
+  if (world > 1) m.peak_source += " (x" + std::to_string(world) + " ranks)";
+}
+
+}  // namespace
 
 // ---------------------------------------------------------------- Deadline
 
@@ -220,6 +258,7 @@ struct Bench::Impl {
   void warm_up(int64_t n, const Progress& progress, const Deadline& deadline);
   /// ms/step of the slowest rank.
   double slowest(double ms) const { return world > 1 ? group->max({ms})[0] : ms; }
+  Limits limits;  // the model's FLOPs and the machine's peak (train and synthetic rows)
 };
 
 namespace {
@@ -272,6 +311,7 @@ Bench::Bench(const config::ExperimentConfig& cfg, const Progress& progress, cons
   engine::set_cpu_threads(dist::rank_cpu_threads(cfg.cpu_threads));
   b.group = dist::process_group(cfg.dist, b.device);
   b.world = b.group->size();
+  b.limits = count_limits(cfg, b.device, b.notes);  // before the loader starts: a calibration runs alone
   b.pipeline.emplace(cfg, b.device, b.group);
   // On a GPU the host does not wait for the device inside a step, so host clocks cannot split
   // it; CUDA events on the compute stream do (StepMarks).
@@ -411,6 +451,7 @@ Measurement Bench::result(size_t first, size_t count) {
   }
   if (trainer && trainer->graph_failed()) m.eager_fallback = trainer->graph_note();
   else if (trainer && !trainer->graph_note().empty()) m.notes.push_back(trainer->graph_note());
+  set_limits(m, b.limits, b.world);
   return m;
 }
 

@@ -47,6 +47,12 @@ struct Measurement {
   std::string eager_fallback;             // optim.cuda_graphs: why the capture failed and every
                                           // step ran eagerly; "" otherwise
   std::vector<std::string> notes;         // what did not go as configured (e.g. a graph fallback)
+  // How far from the limit (train and synthetic rows; none on a data row):
+  std::optional<double> model_flops_per_sample;  // forward + backward FLOPs of one sample (models/flops.hpp)
+  std::optional<double> peak_flops_per_s;        // the machine's peak in the row's precision, all ranks
+                                                 // (measure/peak.hpp); none when it could not be had
+  std::string peak_precision;                    // fp32 | tf32 | bf16 | fp16
+  std::string peak_source;                       // where the peak came from, one line
 };
 
 /// Progress callback: (phase "warmup"/"measure", step done, steps in all). While measuring,

@@ -10,6 +10,7 @@
 #include "errors.hpp"
 #include "measure/stats.hpp"
 #include "report/figures.hpp"
+#include "report/results.hpp"
 
 namespace ptune::report {
 namespace {
@@ -566,13 +567,20 @@ std::string tables_html(const std::vector<RunFile>& runs, const std::vector<Line
     const Json& rows = runs[k].doc["rows"];
     bool gpu = false;
     for (const auto& r : rows) gpu |= num(r, "gpu_busy_pct").has_value() || num(r, "peak_mem_bytes").has_value();
+    std::vector<std::string> peaks;  // the peaks "% peak" reads against, each once
+    for (const auto& r : rows)
+      if (num(r, "peak_flops_per_s")) {
+        const std::string p = str(r, "peak_precision") + " " + flops_text(*num(r, "peak_flops_per_s")) +
+                              " FLOP/s, " + str(r, "peak_source");
+        if (std::find(peaks.begin(), peaks.end(), p) == peaks.end()) peaks.push_back(p);
+      }
     os << "<h3><span class=\"swatch\" style=\"background:" << run_color(k) << "\"></span>" << esc(runs[k].label)
        << "</h3><div class=\"scroll\"><table class=\"rows\"><thead><tr><th class=\"n\">#</th><th>row</th><th>change</th>"
           "<th>mode</th><th class=\"n\">batch</th><th class=\"n\">workers</th><th class=\"n\">ms/step</th>"
           "<th class=\"n\">samples/s</th><th class=\"n\">vs prev</th><th class=\"n\">vs base</th><th class=\"n\">load</th>"
           "<th class=\"n\">data wait</th><th class=\"n\">copy</th><th class=\"n\">compute</th>"
        << (gpu ? "<th class=\"n\">GPU busy</th><th class=\"n\">peak mem</th>" : "")
-       << "<th class=\"n\">loss</th><th>status</th></tr></thead><tbody>";
+       << "<th class=\"n\">loss</th><th class=\"n\">FLOP/s</th><th class=\"n\">% peak</th><th>status</th></tr></thead><tbody>";
     for (size_t i = 0; i < rows.size(); ++i) {
       const Json& r = rows[i];
       auto n = [&](const char* key, int digits, const char* suffix = "") {
@@ -592,9 +600,12 @@ std::string tables_html(const std::vector<RunFile>& runs, const std::vector<Line
       if (gpu)
         os << n("gpu_busy_pct", 0, "%")
            << cell(num(r, "peak_mem_bytes") ? bytes_text(*num(r, "peak_mem_bytes")) : "-", true);
-      os << n("loss", 3) << cell(status, false, "status-" + status_class(status)) << "</tr>";
+      os << n("loss", 3) << cell(num(r, "flops_per_s") ? flops_text(*num(r, "flops_per_s")) : "-", true)
+         << n("pct_of_peak", num(r, "pct_of_peak").value_or(100) < 10 ? 1 : 0, "%")
+         << cell(status, false, "status-" + status_class(status)) << "</tr>";
     }
     os << "</tbody></table></div>";
+    for (const auto& p : peaks) os << "<p class=\"peak\">% peak against: " << esc(p) << "</p>";
   }
   return os.str() + "</section>";
 }

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <iomanip>
+#include <iterator>
 #include <sstream>
 
 #include "errors.hpp"
@@ -75,6 +76,7 @@ std::vector<std::string> cells(const Row& row, size_t index, bool gpu) {
   std::vector<std::string> c = {std::to_string(index), row.name, changes_text(row.changes)};
   if (!row.m) {
     c.insert(c.end(), {"", std::to_string(row.num_workers), "", "", "", "", "", "", "", ""});
+    c.insert(c.end(), {"", ""});  // FLOP/s, % peak
     if (gpu) c.insert(c.end(), {"", ""});
     return c;
   }
@@ -90,6 +92,10 @@ std::vector<std::string> cells(const Row& row, size_t index, bool gpu) {
   c.push_back(fixed(m.data_wait_pct, 0) + "%");
   c.push_back(fixed(m.h2d_pct, 0) + "%");
   c.push_back(m.loss ? fixed(*m.loss, 3) : "-");
+  const auto achieved = achieved_flops(row);
+  const auto of_peak = pct_of_peak(row);
+  c.push_back(achieved ? flops_text(*achieved) : "-");
+  c.push_back(of_peak ? fixed(*of_peak, *of_peak < 10 ? 1 : 0) + "%" : "-");
   if (gpu) {
     c.push_back(m.gpu_busy_pct ? fixed(*m.gpu_busy_pct, 0) + "%" : "-");
     c.push_back(m.peak_mem_bytes ? mib(*m.peak_mem_bytes) : "-");
@@ -108,7 +114,7 @@ std::vector<Column> columns(bool gpu) {
       {"#", true},        {"row", false},       {"change", false},  {"batch", true},
       {"workers", true},  {"ms/step", true},    {"samples/s", true}, {"vs prev", true},
       {"vs base", true},  {"load", true},       {"data wait", true}, {"h2d", true},
-      {"loss", true}};
+      {"loss", true},     {"FLOP/s", true},     {"% peak", true}};
   if (gpu) cols.insert(cols.end(), {{"GPU busy", true}, {"peak mem", true}});
   return cols;
 }
@@ -222,6 +228,40 @@ double printed_ms_per_step(const Row& row) {
   return row.m && rate > 0 ? 1000.0 * samples_per_step(row) / rate : 0.0;
 }
 
+std::optional<double> achieved_flops(const Row& row) {
+  if (!row.m || !row.m->model_flops_per_sample) return std::nullopt;
+  const double rate = printed_rate(row).point;
+  if (!(rate > 0)) return std::nullopt;
+  return *row.m->model_flops_per_sample * rate;
+}
+
+std::optional<double> pct_of_peak(const Row& row) {
+  const auto achieved = achieved_flops(row);
+  if (!achieved || !row.m->peak_flops_per_s || !(*row.m->peak_flops_per_s > 0)) return std::nullopt;
+  return 100.0 * *achieved / *row.m->peak_flops_per_s;
+}
+
+std::string flops_text(double v) {
+  static const char* kPrefix[] = {"", "k", "M", "G", "T", "P", "E"};
+  size_t p = 0;
+  while (std::abs(v) >= 999.5 && p + 1 < std::size(kPrefix)) v /= 1000.0, ++p;
+  const int digits = std::abs(v) >= 99.95 ? 0 : std::abs(v) >= 9.995 ? 1 : 2;
+  return fixed(v, digits) + kPrefix[p];
+}
+
+std::string peak_line(const Results& r) {
+  std::vector<std::string> seen;
+  std::string s;
+  for (const auto& row : r.rows) {
+    if (!row.m || !row.m->peak_flops_per_s) continue;
+    const std::string text = row.m->peak_precision + " " + flops_text(*row.m->peak_flops_per_s) + " FLOP/s, " + row.m->peak_source;
+    if (std::find(seen.begin(), seen.end(), text) != seen.end()) continue;
+    seen.push_back(text);
+    s += (s.empty() ? "% peak against: " : "; ") + text;
+  }
+  return s;
+}
+
 void compute_speedups(std::vector<Row>& rows) {
   if (rows.empty() || !rows.back().m) return;
   Row& last = rows.back();
@@ -289,7 +329,8 @@ const std::vector<std::string>& row_keys() {
       "speedup_vs_prev_lo", "speedup_vs_prev_hi", "speedup_vs_prev_interval", "verdict_vs_prev", "speedup_vs_base",
       "speedup_vs_base_lo", "speedup_vs_base_hi", "speedup_vs_base_interval", "verdict_vs_base",   "compared_with",      "interleaved",       "prev_ms_per_step",  "under_load",
       "other_cpu_cores",   "steal_pct",          "load_average",      "gpu_other_processes", "gpu_notes",
-      "data_wait_pct",     "h2d_pct",            "compute_pct",       "peak_mem_bytes",    "device_mem_bytes",
+      "data_wait_pct",     "h2d_pct",            "compute_pct",       "model_flops_per_sample", "flops_per_s",
+      "peak_flops_per_s",  "pct_of_peak",        "peak_precision",    "peak_source",       "peak_mem_bytes",    "device_mem_bytes",
       "gpu_busy_pct",      "trace",              "loss",              "loss_curve",        "diagnosis",
       "notes",             "status"};
   return kKeys;
@@ -357,6 +398,12 @@ Json to_json(const Results& r) {
       j["data_wait_pct"] = round_to(m.data_wait_pct, 2);
       j["h2d_pct"] = round_to(m.h2d_pct, 2);
       j["compute_pct"] = round_to(m.compute_pct, 2);
+      if (m.model_flops_per_sample) j["model_flops_per_sample"] = std::round(*m.model_flops_per_sample);
+      if (const auto achieved = achieved_flops(row)) j["flops_per_s"] = std::round(*achieved);
+      if (m.peak_flops_per_s) j["peak_flops_per_s"] = std::round(*m.peak_flops_per_s);
+      if (const auto p = pct_of_peak(row)) j["pct_of_peak"] = round_to(*p, 2);
+      if (!m.peak_precision.empty()) j["peak_precision"] = m.peak_precision;
+      if (!m.peak_source.empty()) j["peak_source"] = m.peak_source;
       if (m.peak_mem_bytes) j["peak_mem_bytes"] = *m.peak_mem_bytes;
       if (m.device_mem_bytes) j["device_mem_bytes"] = *m.device_mem_bytes;
       if (m.gpu_busy_pct) j["gpu_busy_pct"] = round_to(*m.gpu_busy_pct, 2);
@@ -478,6 +525,7 @@ std::string render(const Results& r, const std::string& format, bool color) {
       os << "\n";
     }
     os << "\nDevice: " << markdown_escape(device_line(r.environment)) << "\n";
+    if (const std::string p = peak_line(r); !p.empty()) os << "\n" << markdown_escape(p) << "\n";
     if (const std::string l = legend(r); !l.empty()) os << "\n" << markdown_escape(l) << "\n";
     const auto lines = trail_lines(r);
     if (!lines.empty()) os << "\n";
@@ -531,6 +579,7 @@ std::string render(const Results& r, const std::string& format, bool color) {
   os << line(hdr);
   for (auto& b : body) os << line(b);
   os << "device: " << device_line(r.environment) << "\n";
+  if (const std::string p = peak_line(r); !p.empty()) os << p << "\n";
   if (const std::string l = legend(r); !l.empty()) os << l << "\n";
   std::string t = trail(r);
   if (color) {  // skipped rows yellow, failed rows red

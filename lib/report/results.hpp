@@ -78,6 +78,24 @@ measure::Interval printed_rate(const Row& row);
 /// nothing; 0 without a measurement.
 double printed_ms_per_step(const Row& row);
 
+/// A row's achieved model FLOP/s: its model FLOPs per sample (forward + backward) times the
+/// samples/s it prints (printed_rate), so that it agrees with every other figure of the row;
+/// nullopt without a measurement or model FLOPs (a data row). Throws nothing.
+std::optional<double> achieved_flops(const Row& row);
+
+/// achieved_flops() over the machine's peak in the row's precision, in %; nullopt without
+/// either. Throws nothing.
+std::optional<double> pct_of_peak(const Row& row);
+
+/// FLOP/s with an SI prefix and three significant digits: "85.3G", "1.21T", "512M". Throws
+/// nothing.
+std::string flops_text(double flops_per_s);
+
+/// The line under the table naming the peaks % of peak is read against, e.g. "peak: fp32
+/// 118G FLOP/s (calibrated achievable peak (not a datasheet figure): 1024x1024 fp32 matmul on
+/// ...)"; several precisions joined with "; "; "" when no row has a peak. Throws nothing.
+std::string peak_line(const Results& r);
+
 /// The keys of every row of the JSON document, in order: every row has all of them, `null`
 /// where it has no value (a skipped row's samples_per_s, a CPU row's gpu_busy_pct).
 const std::vector<std::string>& row_keys();

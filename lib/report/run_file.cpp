@@ -23,7 +23,9 @@ const char* const kNumberKeys[] = {"num_workers",        "batch_size",         "
                                    "compared_with",      "other_cpu_cores",    "steal_pct",
                                    "load_average",       "data_wait_pct",      "h2d_pct",
                                    "compute_pct",        "peak_mem_bytes",     "device_mem_bytes",
-                                   "gpu_busy_pct",       "loss",               "gpu_other_processes"};
+                                   "gpu_busy_pct",       "loss",               "gpu_other_processes",
+                                   "model_flops_per_sample", "flops_per_s",    "peak_flops_per_s",
+                                   "pct_of_peak"};
 
 bool is_number_key(const std::string& k) {
   for (const char* n : kNumberKeys)

@@ -310,7 +310,9 @@ void run_sweep(const config::ExperimentConfig& cfg, const SweepOptions& options,
     report::compute_speedups(out.rows);
     if (kept) live[r.mode + "/" + r.arch] = Live{out.rows.size() - 1, std::move(kept)};  // the one it replaces is freed
     if (r.m) {
-      r.diagnosis = measure::diagnose(*r.m, row_cfg, tried_before(out.rows, out.rows.size() - 1), {}, engine::cpu_info());
+      r.diagnosis = measure::with_peak(
+          measure::diagnose(*r.m, row_cfg, tried_before(out.rows, out.rows.size() - 1), {}, engine::cpu_info()),
+          report::pct_of_peak(r), r.m->peak_precision);
       if (r.m->load.under_load && dist::world_rank() == 0)
         log::warn("row " + std::to_string(i) + " '" + r.name + "' measured under competing load: " +
                   r.m->load.summary());
@@ -345,7 +347,8 @@ void run_sweep(const config::ExperimentConfig& cfg, const SweepOptions& options,
           measure::profile(d.cfg, r.m->ms_per_step, d.trace, progress_of(d.index, d.cfg));
       r.m->gpu_busy_pct = p.gpu_busy_pct;
       r.m->trace_path = p.trace_path;
-      r.diagnosis = measure::diagnose(*r.m, d.cfg, tried_before(out.rows, k), {}, engine::cpu_info());
+      r.diagnosis = measure::with_peak(measure::diagnose(*r.m, d.cfg, tried_before(out.rows, k), {}, engine::cpu_info()),
+                                       report::pct_of_peak(r), r.m->peak_precision);
     } catch (const Interrupted&) {
       interrupted();
       throw;

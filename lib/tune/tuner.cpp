@@ -16,6 +16,7 @@
 #include "engine/device.hpp"
 #include "errors.hpp"
 #include "measure/diagnosis.hpp"
+#include "report/results.hpp"
 #include "tune/sweep.hpp"
 
 namespace ptune::tune {
@@ -86,6 +87,20 @@ std::string text_table(const std::vector<std::string>& header, const std::vector
   std::string out = line(header);
   for (const auto& r : rows) out += line(r);
   return out;
+}
+
+/// A trial's achieved model FLOP/s: its model FLOPs per sample times the samples/s its line
+/// prints; nullopt without either.
+std::optional<double> trial_flops(const Trial& t) {
+  if (!t.m || !t.m->model_flops_per_sample || !(t.m->samples_per_s > 0)) return std::nullopt;
+  return *t.m->model_flops_per_sample * t.m->samples_per_s;
+}
+
+/// trial_flops() over the machine's peak in the trial's precision, in %.
+std::optional<double> trial_pct_of_peak(const Trial& t) {
+  const auto f = trial_flops(t);
+  if (!f || !t.m->peak_flops_per_s || !(*t.m->peak_flops_per_s > 0)) return std::nullopt;
+  return 100.0 * *f / *t.m->peak_flops_per_s;
 }
 
 }  // namespace
@@ -195,6 +210,8 @@ BatchSearchResult find_batch_size(const config::ExperimentConfig& cfg, const Bat
     }
     res.table.rows.push_back(std::move(row));
     report::compute_speedups(res.table.rows);
+    if (report::Row& last = res.table.rows.back(); last.m)
+      last.diagnosis = measure::with_peak(last.diagnosis, report::pct_of_peak(last), last.m->peak_precision);
     res.tries.push_back(std::move(t));
     if (options.on_try) options.on_try(res.table);
     return res.tries.back().fits;
@@ -338,6 +355,8 @@ TuneResult greedy_tune(const config::ExperimentConfig& cfg, const TuneOptions& o
     row.diagnosis = measure::diagnose(*t.m, c, {}, {}, engine::cpu_info());
     res.path.rows.push_back(std::move(row));
     report::compute_speedups(res.path.rows);
+    report::Row& last = res.path.rows.back();
+    last.diagnosis = measure::with_peak(last.diagnosis, report::pct_of_peak(last), last.m->peak_precision);
     report::note_semantics(res.path.rows.back(), base_loss);
   };
   add_path_row(base, current);
@@ -445,6 +464,10 @@ Json to_json(const TuneResult& r) {
     j["reason"] = t.reason;
     j["samples_per_s"] = t.m ? Json(std::round(t.m->samples_per_s * 100) / 100) : Json(nullptr);
     j["spread_pct"] = t.m ? Json(std::round(t.m->spread_pct * 100) / 100) : Json(nullptr);
+    const auto achieved = trial_flops(t);
+    j["flops_per_s"] = achieved ? Json(std::round(*achieved)) : Json(nullptr);
+    const auto of_peak = trial_pct_of_peak(t);
+    j["pct_of_peak"] = of_peak ? Json(std::round(*of_peak * 100) / 100) : Json(nullptr);
     j["gain_pct"] = t.m && t.pass ? Json(std::round(t.gain_pct * 100) / 100) : Json(nullptr);
     const bool ci = t.m && t.pass && t.speedup.valid();
     j["gain_lo_pct"] = ci ? Json(std::round((t.speedup.lo - 1) * 10000) / 100) : Json(nullptr);
@@ -478,6 +501,8 @@ std::string render_trials(const std::vector<Trial>& trials) {
   for (const auto& t : trials) {
     std::vector<std::string> r = {t.pass ? std::to_string(t.pass) : "-", t.name, changes_text(t.set),
                                   t.m ? fmt("%.1f", t.m->samples_per_s) : "",
+                                  trial_flops(t) ? report::flops_text(*trial_flops(t)) : "",
+                                  trial_pct_of_peak(t) ? fmt(*trial_pct_of_peak(t) < 10 ? "%.1f%%" : "%.0f%%", *trial_pct_of_peak(t)) : "",
                                   t.m && t.pass ? fmt("%+.1f%% ", t.gain_pct) + interval_text(t.speedup) : "",
                                   t.m && t.pass ? t.noise : "",
                                   t.verdict + (t.reason.empty() || t.m ? "" : ": " + t.reason)};
@@ -485,8 +510,8 @@ std::string render_trials(const std::vector<Trial>& trials) {
   }
   const std::string gain = "gain (" + measure::level_text(measure::kSpeedupLevel) + " interval, " +
                            measure::level_text(measure::kSpeedupLevelUnderLoad) + " under load)";
-  return text_table({"pass", "trial", "change", "samples/s", gain, "noise", "verdict"},
-                    {true, false, false, true, true, false, false}, rows);
+  return text_table({"pass", "trial", "change", "samples/s", "FLOP/s", "% peak", gain, "noise", "verdict"},
+                    {true, false, false, true, true, true, true, false, false}, rows);
 }
 
 }  // namespace ptune::tune
