@@ -59,7 +59,9 @@ def ptune_ms(args, arch, amp, tmp):
         "loader": {"batch_size": args.batch, "num_workers": 0},
         "optim": {"kind": "sgd", "lr": 0.01, "momentum": 0.9, "set_to_none": True, "amp": amp},
         "measure": {"mode": "synthetic", "warmup_steps": args.warmup, "steps": args.steps,
-                    "repeats": args.windows, "max_s": 0.001},
+                    # exactly `windows` windows: the row stops once its interval is within 100%
+                    # (always, after the first windows), and its budget never cuts it short.
+                    "repeats": args.windows, "target_ci_pct": 100, "max_s": 3600},
     }
     path = os.path.join(tmp, "zoo.json")
     with open(path, "w") as f:
