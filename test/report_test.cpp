@@ -993,7 +993,7 @@ TEST_CASE("rows measured apart: vs base is Welch between the two rows, and each 
   }
 }
 
-TEST_CASE("achieved FLOP/s and % of peak in the table, JSON, CSV, Markdown and HTML; none on a data row", "[report]") {
+TEST_CASE("achieved FLOP/s and % of peak in the table, JSON, CSV, Markdown and HTML, none on a data row", "[report]") {
   auto res = sample();
   for (size_t i : {0, 1, 2}) {
     res.rows[i].m->model_flops_per_sample = 2.0e9;  // the data row's must be ignored: it has no model
@@ -1054,4 +1054,19 @@ TEST_CASE("FLOP/s are printed with an SI prefix and three significant digits", "
   CHECK(flops_text(512e6) == "512M");
   CHECK(flops_text(999.6e9) == "1.00T");
   CHECK(flops_text(7.0) == "7.00");
+}
+
+TEST_CASE("load_run: a folder, and a row's figure of another type, are named, not read as blank", "[report]") {
+  ptune::test::TempDir dir;
+  CHECK_THROWS_WITH(load_run(dir.path.string()),
+                    "results '" + dir.path.string() + "' is a folder; name a results file (ptune sweep --out FILE.json)");
+  Results res;
+  res.rows.push_back(timed_row("baseline", 16, {100, 104, 98, 101}, {}));
+  compute_speedups(res.rows);
+  res.status = "complete";
+  auto j = to_json(res);
+  j["rows"][0]["samples_per_s"] = "fast";
+  const std::string path = dir.write("bad.json", j.dump());
+  CHECK_THROWS_WITH(load_run(path), path + ": rows[0].samples_per_s: \"fast\" is not a number (a results file holds "
+                                           "numbers or null there)");
 }

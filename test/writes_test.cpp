@@ -245,16 +245,22 @@ TEST_CASE("results in every format, the CSV companion, reports and configs past 
   SECTION("sweep --out, each format, and the CSV's companion") {
     const std::string companion = dir.file("r.env.json");
     TempDir::write_to(companion, "{}\n");
-    // 512 B: less than any of these files; 1500 B: the CSV's one row (about 1 kB) fits, its
-    // companion (about 2 kB) does not.
+    // 512 B: less than any of these files; `between`: the CSV's one row fits, its companion
+    // (the environment and the whole config) does not. Both sizes from an unlimited run.
+    auto sized = run_limited("sweep " + cfg + " --out " + dir.file("size.csv"));
+    REQUIRE(sized.code == 0);
+    const auto csv_size = std::filesystem::file_size(dir.file("size.csv"));
+    const auto companion_size = std::filesystem::file_size(dir.file("size.env.json"));
+    REQUIRE(companion_size > csv_size + 400);
+    const rlim_t between = (csv_size + companion_size) / 2;
     for (const auto& [name, limit] : std::vector<std::pair<std::string, rlim_t>>{
-             {"r.json", 512}, {"r.md", 512}, {"r.html", 512}, {"r.csv", 512}, {"r.csv", 1500}}) {
+             {"r.json", 512}, {"r.md", 512}, {"r.html", 512}, {"r.csv", 512}, {"r.csv", between}}) {
       INFO(name << " limited to " << limit << " bytes");
       const std::string out = dir.file(name);
       if (name != "r.json" && limit == 512) TempDir::write_to(out, "previous\n");
       const std::string before = ptune::test::read_file(out);
       auto r = run_limited("sweep " + cfg + " --out " + out, {limit});
-      const std::string failed = limit == 1500 ? companion : out;
+      const std::string failed = limit == between ? companion : out;
       expect_one_error(r, "cannot write --out '" + failed + "': File too large");
       CHECK(temporaries(dir.path.string()).empty());
       CHECK(ptune::test::read_file(companion) == "{}\n");

@@ -33,6 +33,11 @@ bool is_number_key(const std::string& k) {
   return false;
 }
 
+/// The keys of a row's figures: a value of another type there is an error, not a blank.
+bool is_figure_key(const std::string& k) {
+  return is_number_key(k) && (k.rfind("samples_per_s", 0) == 0 || k == "ms_per_step" || k.rfind("speedup_vs_", 0) == 0);
+}
+
 Json number_or_null(const Json& v) { return v.is_number() ? v : Json(nullptr); }
 
 Json numbers_or_null(const Json& v) {
@@ -62,7 +67,9 @@ Json normalize_row(const Json& in, const std::string& where) {
   Json row;
   for (const auto& k : row_keys()) {
     const Json v = in.contains(k) ? in[k] : Json(nullptr);
-    if (is_number_key(k) && !v.is_null() && !v.is_number())
+    // The figures a report stands on are never dropped in silence; other fields of another type
+    // are read as absent.
+    if (is_figure_key(k) && !v.is_null() && !v.is_number())
       throw UsageError(where + "." + k + ": " + v.dump() + " is not a number (a results file holds numbers or null there)");
     if (is_number_key(k)) row[k] = number_or_null(v);
     else if (k == "repeat_ms_per_step" || k == "prev_ms_per_step" || k == "loss_curve") row[k] = numbers_or_null(v);
