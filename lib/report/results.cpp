@@ -238,7 +238,11 @@ std::optional<double> achieved_flops(const Row& row) {
 std::optional<double> pct_of_peak(const Row& row) {
   const auto achieved = achieved_flops(row);
   if (!achieved || !row.m->peak_flops_per_s || !(*row.m->peak_flops_per_s > 0)) return std::nullopt;
-  return 100.0 * *achieved / *row.m->peak_flops_per_s;
+  const double pct = 100.0 * *achieved / *row.m->peak_flops_per_s;
+  // A calibrated peak below what the row achieved bounds nothing (bf16 where it is not native:
+  // the matrix product's fallback is slower than the convolutions' kernels): no figure.
+  if (pct > 100.0) return std::nullopt;
+  return pct;
 }
 
 std::string flops_text(double v) {

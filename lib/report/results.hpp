@@ -84,7 +84,7 @@ double printed_ms_per_step(const Row& row);
 std::optional<double> achieved_flops(const Row& row);
 
 /// achieved_flops() over the machine's peak in the row's precision, in %; nullopt without
-/// either. Throws nothing.
+/// either, or above 100% (a calibrated peak that the row beat bounds nothing). Throws nothing.
 std::optional<double> pct_of_peak(const Row& row);
 
 /// FLOP/s with an SI prefix and three significant digits: "85.3G", "1.21T", "512M". Throws
