@@ -916,6 +916,7 @@ TEST_CASE("intervals print as ± only where symmetric, else [lo, hi], one text i
   CHECK(interval_text(1.0, 0.5, 2.0) == " [0.500, 2.00]");  // a factor of 2 either way: not ±
   CHECK(interval_text(1.0, 1 / 1.2, 1.2) == " ±20%");        // a factor of 1.2: sides within a tenth
   CHECK(interval_text(1.0, 0.8, 1.25) == " [0.800, 1.25]");  // 1.25: +25% against -20%, not within
+  CHECK(interval_text(1.45, 1.2e-70, 8.8e62) == " [1.2e-70, 8.8e+62]");  // two pairs under load at 99.9%
   CHECK(interval_text(1.0, 0, 2.0).empty());
   CHECK(interval_text(1.0, 2.0, 1.0).empty());
   // A wide and a narrow interval: the same text in the table, Markdown, CSV and HTML.

@@ -13,8 +13,14 @@ std::vector<double> scaled(const std::vector<double>& ms, double factor) {
   return out;
 }
 
-/// A positive number with three significant digits, without an exponent: 16.4, 0.0600, 1234.
+/// A positive number with three significant digits: 16.4, 0.0600, 1234; below 0.001 or from
+/// 100,000 on with an exponent (1.2e-70, 8.8e+62: an interval that says nothing, as it is).
 std::string significant3(double v) {
+  if (v > 0 && (v < 1e-3 || v >= 1e5)) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2g", v);
+    return buf;
+  }
   const int magnitude = v > 0 ? static_cast<int>(std::floor(std::log10(v))) : 0;
   const int decimals = std::clamp(2 - magnitude, 0, 8);
   char buf[64];
