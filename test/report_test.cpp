@@ -998,7 +998,7 @@ TEST_CASE("achieved FLOP/s and % of peak in the table, JSON, CSV, Markdown and H
   auto res = sample();
   for (size_t i : {0, 1, 2}) {
     res.rows[i].m->model_flops_per_sample = 2.0e9;  // the data row's must be ignored: it has no model
-    res.rows[i].m->peak_flops_per_s = 400e9;
+    res.rows[i].m->peak_flops_per_s = 1600e9;
     res.rows[i].m->peak_precision = "fp32";
     res.rows[i].m->peak_source = "calibrated achievable peak (not a datasheet figure): test";
   }
@@ -1010,15 +1010,21 @@ TEST_CASE("achieved FLOP/s and % of peak in the table, JSON, CSV, Markdown and H
   REQUIRE(printed != Approx(999));
   REQUIRE(achieved_flops(res.rows[2]));
   CHECK(*achieved_flops(res.rows[2]) == Approx(2.0e9 * printed));
-  CHECK(*pct_of_peak(res.rows[0]) == Approx(100.0 * 2.0e9 * 400 / 400e9));  // 200%: the figure is not clipped
+  CHECK(*pct_of_peak(res.rows[0]) == Approx(100.0 * 2.0e9 * 400 / 1600e9));  // 50%
   CHECK_FALSE(achieved_flops(res.rows[1]));
+  {
+    // A peak the row beat bounds nothing: no % of peak (bf16 where it is not native).
+    auto beaten = res.rows[0];
+    beaten.m->peak_flops_per_s = 400e9;
+    CHECK_FALSE(pct_of_peak(beaten));
+  }
   CHECK_FALSE(achieved_flops(res.rows[3]));
 
   const auto j = to_json(res);
   CHECK(j["rows"][0]["flops_per_s"] == 800e9);
   CHECK(j["rows"][0]["model_flops_per_sample"] == 2e9);
-  CHECK(j["rows"][0]["peak_flops_per_s"] == 400e9);
-  CHECK(j["rows"][0]["pct_of_peak"] == 200.0);
+  CHECK(j["rows"][0]["peak_flops_per_s"] == 1600e9);
+  CHECK(j["rows"][0]["pct_of_peak"] == 50.0);
   CHECK(j["rows"][0]["peak_precision"] == "fp32");
   CHECK(j["rows"][2]["flops_per_s"].get<double>() == Approx(2.0e9 * printed).epsilon(1e-9));
   CHECK(j["rows"][1]["flops_per_s"].is_null());
@@ -1027,25 +1033,25 @@ TEST_CASE("achieved FLOP/s and % of peak in the table, JSON, CSV, Markdown and H
 
   const std::string table = render(res, "table");
   CHECK(table.find("FLOP/s  % peak") != std::string::npos);
-  CHECK(table.find("800G    200%") != std::string::npos);
-  CHECK(table.find("\n% peak against: fp32 400G FLOP/s, calibrated achievable peak (not a datasheet figure): test\n") !=
+  CHECK(table.find("800G     50%") != std::string::npos);
+  CHECK(table.find("\n% peak against: fp32 1.60T FLOP/s, calibrated achievable peak (not a datasheet figure): test\n") !=
         std::string::npos);
   const std::string md = render(res, "md");
   CHECK(md.find("| FLOP/s | % peak |") != std::string::npos);
-  CHECK(md.find("| 800G | 200% |") != std::string::npos);
-  CHECK(md.find("\n% peak against: fp32 400G FLOP/s, calibrated achievable peak (not a datasheet figure): test\n") !=
+  CHECK(md.find("| 800G | 50% |") != std::string::npos);
+  CHECK(md.find("\n% peak against: fp32 1.60T FLOP/s, calibrated achievable peak (not a datasheet figure): test\n") !=
         std::string::npos);
   const auto records = parse_csv(render(res, "csv"));
   const auto col = static_cast<size_t>(std::find(csv_columns().begin(), csv_columns().end(), "pct_of_peak") -
                                        csv_columns().begin());
   REQUIRE(col < csv_columns().size());
-  CHECK(records[1][col] == "200.0");
+  CHECK(records[1][col] == "50.0");
   CHECK(records[2][col] == "");
   const std::string html = to_html({from_results(res)});
   CHECK(html.find("<th class=\"n\">FLOP/s</th><th class=\"n\">% peak</th>") != std::string::npos);
   CHECK(html.find(">800G</td>") != std::string::npos);
-  CHECK(html.find(">200%</td>") != std::string::npos);
-  CHECK(html.find("% peak against: fp32 400G FLOP/s, calibrated achievable peak (not a datasheet figure): test") !=
+  CHECK(html.find(">50%</td>") != std::string::npos);
+  CHECK(html.find("% peak against: fp32 1.60T FLOP/s, calibrated achievable peak (not a datasheet figure): test") !=
         std::string::npos);
 }
 
