@@ -1,5 +1,5 @@
 // The statistics behind every figure: intervals against values computed independently (SciPy's
-// Student t and Welch test, noted beside each), the bootstrap on a fixed seed, the verdict rule
+// Student t and Welch test, noted beside each), the bootstrap on a fixed seed, the sum of log terms, the verdict rule
 // and the outlier rule; then the diagnosis that skips what the sweep measured as useless.
 
 #include <cmath>
@@ -85,22 +85,40 @@ TEST_CASE("the bootstrap is deterministic on a fixed seed and agrees with theory
   CHECK((c.lo != a.lo || c.hi != a.hi));  // another seed, another draw
 }
 
-TEST_CASE("a chain of speedups multiplies, with a bootstrap interval", "[stats]") {
-  // Constant links: the product exactly, the interval a point.
-  const Interval exact = bootstrap_chain({{std::log(2.0), std::log(2.0)}, {std::log(1.5), std::log(1.5)}});
-  CHECK(exact.point == Approx(3.0));
-  CHECK(exact.lo == Approx(3.0));
-  CHECK(exact.hi == Approx(3.0));
-  // Noisy links: the point is the product of the links' geometric means, inside the interval;
-  // the same seed gives the same interval.
-  const std::vector<std::vector<double>> links = {{0.10, 0.12, 0.08, 0.11}, {-0.02, 0.01, 0.00, -0.01}};
-  const Interval i = bootstrap_chain(links), j = bootstrap_chain(links);
-  CHECK(i.point == Approx(std::exp(0.1025 - 0.005)));
-  CHECK(i.lo < i.point);
-  CHECK(i.hi > i.point);
-  CHECK(i.lo == j.lo);
-  CHECK(i.hi == j.hi);
-  CHECK_FALSE(bootstrap_chain({{0.1}, {0.2, 0.3}}).valid());  // a link with one pair: point only
+TEST_CASE("a chain of speedups multiplies; its interval is the t-interval of the summed log terms", "[stats]") {
+  // Two paired links as log-ratios (ln a - ln b per pair).
+  const std::vector<double> l1 = {0.10, 0.12, 0.08, 0.11}, l2 = {-0.02, 0.01, 0.00, -0.01};
+  auto ms = [](const std::vector<double>& logs) {  // pairs (a, b) with ln a - ln b = each value
+    std::vector<double> a, b;
+    for (double v : logs) a.push_back(100 * std::exp(v)), b.push_back(100);
+    return std::make_pair(a, b);
+  };
+  const auto [a1, b1] = ms(l1);
+  const auto [a2, b2] = ms(l2);
+  std::vector<LogTerm> terms = paired_terms(a1, b1);
+  const auto t2 = paired_terms(a2, b2);
+  terms.insert(terms.end(), t2.begin(), t2.end());
+  const Interval chain = sum_interval(terms, 0.99);
+  // By hand: means 0.1025 and -0.005; variances of the means 2.9167e-4 / 4 and 1.6667e-4 / 4;
+  // Welch-Satterthwaite df = (v1 + v2)^2 / (v1^2 / 3 + v2^2 / 3) = 5.585.
+  const double v1 = 8.75e-4 / 3 / 4, v2 = 5e-4 / 3 / 4;
+  const double df = (v1 + v2) * (v1 + v2) / (v1 * v1 / 3 + v2 * v2 / 3);
+  CHECK(df == Approx(5.585).epsilon(1e-3));
+  const double h = t_quantile(0.995, df) * std::sqrt(v1 + v2);
+  CHECK(chain.point == Approx(std::exp(0.1025 - 0.005)));
+  CHECK(chain.lo == Approx(std::exp(0.0975 - h)));
+  CHECK(chain.hi == Approx(std::exp(0.0975 + h)));
+  // A chain of one link is the link itself, paired or apart.
+  const Interval one = sum_interval(paired_terms(a1, b1), 0.99), direct = paired_speedup(a1, b1, 0.99);
+  CHECK(one.lo == direct.lo);
+  CHECK(one.hi == direct.hi);
+  const std::vector<double> x = {100, 104, 98}, y = {80, 83, 79, 81};
+  const Interval w = sum_interval(welch_terms(x, y), 0.99), wd = welch_speedup(x, y, 0.99);
+  CHECK(w.lo == Approx(wd.lo));
+  CHECK(w.hi == Approx(wd.hi));
+  // Constant links: the product exactly; a term without spread of its own: point only.
+  CHECK(sum_interval({LogTerm{std::log(2.0), 0, 3}, LogTerm{std::log(1.5), 0, 3}}, 0.99).hi == Approx(3.0));
+  CHECK_FALSE(sum_interval({LogTerm{0.1, 0, 0}, LogTerm{0.2, 1e-4, 3}}, 0.99).valid());
 }
 
 TEST_CASE("verdicts read the speedup's interval against the noise rule", "[stats]") {

@@ -142,39 +142,6 @@ Interval welch_speedup(const std::vector<double>& a_ms, const std::vector<double
   return sum_interval(t, level, n);
 }
 
-Interval bootstrap_chain(const std::vector<std::vector<double>>& links, double level, int resamples, uint64_t seed) {
-  Interval r;
-  if (links.empty()) return r;
-  double sum = 0;
-  bool intervals = resamples > 1;
-  for (const auto& l : links) {
-    if (l.empty()) return {};
-    sum += moments(l).mean;
-    if (l.size() < 2) intervals = false;
-  }
-  r.point = std::exp(sum);
-  r.lo = r.hi = r.point;
-  r.n = static_cast<int64_t>(links.size());
-  if (!intervals) return r;
-  std::mt19937_64 rng(seed);
-  std::vector<double> sums(static_cast<size_t>(resamples));
-  for (int k = 0; k < resamples; ++k) {
-    double s = 0;
-    for (const auto& l : links) {
-      std::uniform_int_distribution<size_t> pick(0, l.size() - 1);
-      double t = 0;
-      for (size_t i = 0; i < l.size(); ++i) t += l[pick(rng)];
-      s += t / static_cast<double>(l.size());
-    }
-    sums[static_cast<size_t>(k)] = s;
-  }
-  std::sort(sums.begin(), sums.end());
-  r.lo = std::exp(quantile_sorted(sums, (1 - level) / 2));
-  r.hi = std::exp(quantile_sorted(sums, (1 + level) / 2));
-  r.level = level;
-  return r;
-}
-
 Interval bootstrap_mean(const std::vector<double>& values, double level, int resamples, uint64_t seed) {
   Interval r;
   const Moments m = moments(values);

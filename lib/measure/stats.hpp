@@ -9,7 +9,7 @@
 /// (A B B A ...) is the geometric mean of the pairs' ratios with the t-interval of their mean
 /// log-ratio (a paired design: drift and other programs hit both sides of a pair alike); two
 /// independent runs compare by Welch's t-interval on logs; a chain of speedups (the cumulative
-/// column) by a percentile bootstrap over each link's pairs.
+/// column) by the t-interval of the sum of its links' log terms (sum_interval).
 
 #include <algorithm>
 #include <chrono>
@@ -94,13 +94,6 @@ Interval paired_speedup(const std::vector<double>& a_ms, const std::vector<doubl
 Interval welch_speedup(const std::vector<double>& a_ms, const std::vector<double>& b_ms,
                        double level = kSpeedupLevel);
 
-/// The product of independent speedups, each given by its log-ratios (ln a - ln b per pair),
-/// with a percentile bootstrap interval: `resamples` times, each link's log-ratios are
-/// resampled with replacement, their means summed; the interval is the (1-level)/2 and
-/// (1+level)/2 quantiles of exp(sum). Deterministic for a given `seed`. A link with fewer than
-/// two log-ratios makes the result point-only. Throws nothing.
-Interval bootstrap_chain(const std::vector<std::vector<double>>& links, double level = kSpeedupLevel,
-                         int resamples = 4000, uint64_t seed = 0x5EEDULL);
 
 /// One term of a sum of log means (a figure built from several sets of windows): the mean of
 /// some logarithms, the variance of that mean (s^2 / n) and the degrees of freedom of that
