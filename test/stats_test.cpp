@@ -85,7 +85,7 @@ TEST_CASE("the bootstrap is deterministic on a fixed seed and agrees with theory
   CHECK((c.lo != a.lo || c.hi != a.hi));  // another seed, another draw
 }
 
-TEST_CASE("a chain of speedups multiplies; its interval is the t-interval of the summed log terms", "[stats]") {
+TEST_CASE("a chain of speedups multiplies, its interval the t-interval of the summed log terms", "[stats]") {
   // Two paired links as log-ratios (ln a - ln b per pair).
   const std::vector<double> l1 = {0.10, 0.12, 0.08, 0.11}, l2 = {-0.02, 0.01, 0.00, -0.01};
   auto ms = [](const std::vector<double>& logs) {  // pairs (a, b) with ln a - ln b = each value

@@ -157,7 +157,9 @@ TEST_CASE("competing load is flagged in every format, and A/A is still not calle
 }
 
 TEST_CASE("an A/A row of a tiny config is within noise on a quiet machine, its start-up left out", "[verdicts]") {
-  // Two identical rows (ResNet-18, 32 px, batch 2, one thread). The second row's pipeline is
+  // Two identical rows (ResNet-18, 32 px, batch 2, one thread; windows of 12 steps, about 0.5 s,
+  // and a budget that lets a noisy quiet run reach within noise: it ends the row at the first
+  // look that shows it, often after the 5 pairs). The second row's pipeline is
   // fresh: its first windows may still run slow, and would then be left out (noted), so that
   // the pairs left compare two warm pipelines.
   TempDir dir;
@@ -166,7 +168,7 @@ TEST_CASE("an A/A row of a tiny config is within noise on a quiet machine, its s
     "model": { "arch": "resnet18", "num_classes": 10 },
     "data": { "kind": "fake_cifar", "num_samples": 256, "image_size": 32 },
     "loader": { "batch_size": 2, "num_workers": 0 },
-    "measure": { "warmup_steps": 2, "steps": 8, "repeats": 5, "max_s": 10 },
+    "measure": { "warmup_steps": 2, "steps": 12, "repeats": 5, "max_s": 30 },
     "sweep": [ { "name": "A" }, { "name": "A again", "set": { "loader.batch_size": 2 } } ]
   })");
   const auto r = run(ptune::test::exe() + " sweep " + cfg + " --format json");
