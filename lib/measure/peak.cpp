@@ -134,7 +134,7 @@ std::optional<Peak> known_gpu_peak(const std::string& name, const std::string& p
 }
 
 /// FLOP/s of one quick sample (about kSampleSeconds) of an n x n product in `precision`.
-double quick_rate(const c10::Device& device, const std::string& precision, int64_t n) {
+static double quick_rate(const c10::Device& device, const std::string& precision, int64_t n) {
   torch::NoGradGuard no_grad;
   const auto opts = at::TensorOptions().device(device).dtype(dtype_of(precision));
   at::Tensor a = at::rand({n, n}, opts), b = at::rand({n, n}, opts), c = at::empty({n, n}, opts);

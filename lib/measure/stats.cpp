@@ -82,7 +82,7 @@ Interval log_mean_interval(const std::vector<double>& values, double level) {
 }
 
 std::vector<LogTerm> paired_terms(const std::vector<double>& a_ms, const std::vector<double>& b_ms) {
-  if (a_ms.size() != b_ms.size()) throw std::invalid_argument("paired_speedup: the two sides differ in length");
+  if (a_ms.size() != b_ms.size()) throw std::invalid_argument("paired_terms: the two sides differ in length");
   std::vector<double> d;
   for (size_t i = 0; i < a_ms.size(); ++i)
     if (a_ms[i] > 0 && b_ms[i] > 0) d.push_back(std::log(a_ms[i]) - std::log(b_ms[i]));
