@@ -68,49 +68,6 @@ at::Tensor train_params(const ExperimentConfig& cfg, int steps, double* last_los
 
 }  // namespace
 
-TEST_CASE("keep_host_memory: training steps reuse the freed memory instead of faulting pages in", "[engine]") {
-  if (!ptune::engine::keep_host_memory()) {
-    WARN("the environment tunes malloc (GLIBC_TUNABLES, MALLOC_*_) or this is not glibc: not checked");
-    return;
-  }
-  auto minor_faults = [] {
-    rusage u{};
-    getrusage(RUSAGE_SELF, &u);
-    return u.ru_minflt;
-  };
-  // ResNet-18 at 64x64: gradients and activations of 0.1 to 9 MiB, most of them freed at the
-  // end of each step, and on some CPUs larger scratch buffers: with oneDNN's AVX2 kernels
-  // (ONEDNN_MAX_CPU_ISA=AVX2, or an AVX2-only CPU) a 72 MiB scratchpad per weight-gradient
-  // convolution, above glibc's largest mmap threshold. With glibc's defaults the heap is
-  // trimmed and large blocks unmapped on every step, and the next step faults their pages in
-  // again: thousands of faults a step (13,938 under the AVX2 cap with the threshold alone).
-  // Depends on the CPU's kernels: the suite runs it capped and uncapped.
-  INFO("CPU: " << ptune::engine::summary(ptune::engine::cpu_info()));
-  ExperimentConfig cfg = tiny();
-  cfg.cpu_threads = 1;
-  cfg.data.image_size = 64;
-  cfg.loader.batch_size = 8;
-  Trainer t(cfg, c10::Device(c10::kCPU));
-  auto [x, y] = t.to_device(first_batch(cfg));
-  for (int i = 0; i < 4; ++i) t.step(x, y);
-  // The median of 5 steps: the heap may still grow once in a while as its free blocks settle
-  // (a few hundred fresh pages, first touches, not memory given back and taken again).
-  std::vector<long> faults;
-  for (int i = 0; i < 5; ++i) {
-    const long before = minor_faults();
-    t.step(x, y);
-    faults.push_back(minor_faults() - before);
-  }
-  std::sort(faults.begin(), faults.end());
-  INFO("minor page faults per step: " << faults[0] << " " << faults[1] << " " << faults[2] << " " << faults[3] << " "
-                                      << faults[4]);
-  // Without the setting every step faults thousands of pages (13,938 under the AVX2 cap); with
-  // it a step reuses the heap. The fewest faults of the 5 steps show the reuse, and the median is
-  // still far below a step's pages: on a busy machine the heap may grow for a step or two more.
-  CHECK(faults[0] < 200);
-  CHECK(faults[2] < 2000);
-}
-
 namespace {
 
 /// cpuinfo's features of three CPUs: an AVX2-only EPYC (Zen 3), a Zen 4 EPYC (AVX-512 with

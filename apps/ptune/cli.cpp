@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "config/suggest.hpp"
+#include "engine/process.hpp"
 #include "errors.hpp"
 #include "files.hpp"
 #include "report/results.hpp"
@@ -19,6 +20,17 @@ config::ExperimentConfig load(const Common& c) {
   auto cfg = config::load_file(c.config_path);
   for (const auto& s : c.sets) config::apply_set(cfg, s);
   config::validate(cfg, c.config_path);
+  // Process settings are checked against this machine before any row runs: a library that is
+  // not installed, a CPU or NUMA node that is not there.
+  const auto rows = config::expand_sweep(cfg);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    try {
+      engine::plan_process(rows[i].second.process);
+    } catch (const ConfigError& e) {
+      if (cfg.sweep.empty()) throw ConfigError(c.config_path + ": " + e.what());
+      throw ConfigError(c.config_path + ": sweep[" + std::to_string(i) + "] '" + rows[i].first.name + "': " + e.what());
+    }
+  }
   return cfg;
 }
 
@@ -57,6 +69,8 @@ void check_before_engine(CommandLine& cl) {
     cl.config = load(cl.eval_c);
   } else if (c == "train") {
     cl.config = load(cl.train_c);
+  } else if (c == "row-side") {
+    cl.config = load(cl.side_c);
   }
 }
 

@@ -29,6 +29,7 @@ struct CommandLine {
   bool rank0 = true;  // data parallel: only rank 0 prints
 
   Common sweep_c, train_c, eval_c, tune_c;
+  Common side_c;  // row-side: a sweep row's side in a child process (measure/child_side.hpp)
   std::string sweep_format = "table", sweep_out, sweep_rows, sweep_label;
   bool sweep_out_given = false, sweep_rows_given = false, sweep_profile = false, sweep_no_header = false;
 

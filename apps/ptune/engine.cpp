@@ -21,9 +21,11 @@
 #include "dist/group.hpp"
 #include "dist/launcher.hpp"
 #include "engine/device.hpp"
+#include "engine/process.hpp"
 #include "engine/run.hpp"
 #include "errors.hpp"
 #include "log.hpp"
+#include "measure/child_side.hpp"
 #include "measure/stats.hpp"
 #include "report/results.hpp"
 #include "report/terminal.hpp"
@@ -221,6 +223,11 @@ int run_command(const CommandLine& cl) {
       }
       return 0;
     }
+    if (is("train") || is("eval")) {
+      // Started again with the config's process settings (main.cpp): what this process got.
+      if (std::getenv("PTUNE_PROCESS_SET") != nullptr)
+        ptune::log::info("process settings: " + ptune::engine::describe_this_process());
+    }
     if (is("train")) {
       auto cfg = config_of(cl);
       ptune::engine::TrainOptions opt;
@@ -248,6 +255,7 @@ int run_command(const CommandLine& cl) {
       }
       return 0;
     }
+    if (is("row-side")) return ptune::measure::serve_side(config_of(cl), 3, 4, cl.interrupted);
     if (is("launch")) {
       launch_opt.prefix = !cl.launch_no_prefix;
       launch_opt.prefix_stdout = cl.launch_prefix_stdout;
@@ -300,12 +308,6 @@ extern "C" {
 /// Runs the command. LibTorch's errors (c10::Error) leave as std::runtime_error with their
 /// message's first line, or with the whole backtrace under --verbose; the rest as thrown.
 __attribute__((visibility("default"))) int ptune_engine_run(const ptune::cli::CommandLine& cl) {
-  // The commands that train repeat the same allocations step after step (not launch, which
-  // only waits for its ranks): before they allocate.
-  const bool host_memory_kept = cl.command != "launch" && ptune::engine::keep_host_memory();
-  ptune::log::debug(host_memory_kept ? "host allocator: freed memory kept for reuse (glibc malloc: mmap threshold "
-                                       "32 MiB, no block mapped alone, no trimming)"
-                                     : "host allocator: left as the environment sets it");
   // LibTorch's own log (c10d's "[E... TCPStore.cpp]" lines with stack traces before ptune's
   // one-line error) only with --verbose, unless TORCH_CPP_LOG_LEVEL asks for it.
   if (!cl.verbose && std::getenv("TORCH_CPP_LOG_LEVEL") == nullptr) FLAGS_caffe2_log_level = 3;  // FATAL only

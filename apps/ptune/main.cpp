@@ -28,6 +28,7 @@
 #include "config/config.hpp"
 #include "config/suggest.hpp"
 #include "dist/env.hpp"
+#include "engine/process.hpp"
 #include "errors.hpp"
 #include "files.hpp"
 #include "log.hpp"
@@ -100,12 +101,15 @@ void add_common(CLI::App* cmd, ptune::cli::Common& c) {
 /// options before the command are flags (no values), so that first word is the command.
 std::string unknown_command(const CLI::App& app, int argc, char** argv) {
   std::vector<std::string> names;
-  for (const auto* sub : app.get_subcommands({})) names.push_back(sub->get_name());
+  for (const auto* sub : app.get_subcommands({}))
+    if (!sub->get_group().empty()) names.push_back(sub->get_name());  // hidden ones are not offered
+  names.push_back("row-side");  // ... but are known
   for (int i = 1; i < argc; ++i) {
     const std::string word = argv[i];
     if (word == "--") return "";
     if (!word.empty() && word[0] == '-') continue;
     if (std::find(names.begin(), names.end(), word) != names.end()) return "";
+    names.pop_back();
     std::string list;
     for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
     const std::string near = ptune::config::closest(word, names);
@@ -186,10 +190,39 @@ Engine load_engine() {
 
 }  // namespace
 
+/// train and eval run in this process: where the config's `process` section asks for settings that
+/// take effect only when a process starts (a preloaded allocator or OpenMP runtime, glibc's
+/// tunables, thread binding, CPUs, a NUMA node), ptune starts itself again with them, before
+/// LibTorch is loaded, as a user would with LD_PRELOAD, taskset or numactl. (sweep and tune run
+/// such rows in child processes of their own.) Returns where there is nothing to do; throws
+/// ConfigError for settings this machine cannot give.
+void start_with_process_settings(const ptune::cli::CommandLine& cl, char** argv) {
+  if ((cl.command != "train" && cl.command != "eval") || !cl.config) return;
+  if (std::getenv("PTUNE_PROCESS_SET") != nullptr || ptune::engine::default_process(cl.config->process)) return;
+  const ptune::cli::Common& c = cl.command == "train" ? cl.train_c : cl.eval_c;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(c.config_path, ec))
+    throw ptune::ConfigError("process: settings that take effect when a process starts need the config in a file, "
+                             "not on a pipe (ptune starts itself again with them and reads it again)");
+  const ptune::engine::ProcessPlan plan = ptune::engine::plan_process(cl.config->process);
+  std::vector<std::string> env = ptune::engine::environment_with(plan);
+  env.push_back("PTUNE_PROCESS_SET=1");
+  std::vector<char*> envp;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  if (const int err = ptune::engine::bind_process(plan); err != 0)
+    throw std::runtime_error(std::string("process: cannot bind to the CPUs or NUMA node asked for: ") + std::strerror(err));
+  ::execve("/proc/self/exe", argv, envp.data());
+  throw std::runtime_error(std::string("process: cannot start ptune again with its process settings: ") +
+                           std::strerror(errno));
+}
+
 int main(int argc, char** argv) {
   CLI::App app{"ptune: measure and explain deep-learning training speed, one optimization at a time"};
   app.set_version_flag("--version", std::string("ptune ") + ptune::kVersion);
   app.require_subcommand(1);
+  // The process's CPUs, read before LibTorch's OpenMP runtime may bind this thread to one.
+  ptune::engine::allowed_cpus();
   ptune::cli::CommandLine cl;
   bool& verbose = cl.verbose;
   bool& quiet = cl.quiet;
@@ -284,6 +317,10 @@ int main(int argc, char** argv) {
       analyze->add_option("-o,--html", analyze_html, "also write the overview as one self-contained HTML page to this file");
 
   app.add_subcommand("schema", "print the JSON Schema of experiment configs");
+  // A sweep row's side in a child process of its own (process settings): not for users, hidden.
+  auto* side = app.add_subcommand("row-side", "");
+  side->group("");
+  add_common(side, cl.side_c);
   // --verbose/--quiet may also follow the subcommand: `ptune sweep exp.json --quiet`.
   for (auto* sub : app.get_subcommands({})) sub->fallthrough();
 
@@ -393,6 +430,7 @@ int main(int argc, char** argv) {
         return code;
       }
       ptune::cli::check_before_engine(cl);
+      start_with_process_settings(cl, argv);
       engine = load_engine();
       return engine.run(cl);
     } catch (const ptune::ConfigError& e) {

@@ -114,7 +114,7 @@ const std::vector<Field>& fields() {
     t.push_back(top("name", &E::name, T::kString, "experiment name, used in results and checkpoints"));
     t.push_back(between(top("seed", &E::seed, T::kInt, "seeds the data, the shuffling and the model initialization"), 0, 9007199254740991.0));
     t.push_back(top("device", &E::device, T::kDevice, "auto (CUDA if visible, else CPU) | cpu | cuda | cuda:N"));
-    t.push_back(between(top("cpu_threads", &E::cpu_threads, T::kInt, "intra-op threads on the CPU; 0 = all cores"), 0, 1024));
+    t.push_back(between(top("cpu_threads", &E::cpu_threads, T::kInt, "intra-op threads on the CPU; 0 = what a default PyTorch process uses (one per physical core), at most one per CPU the process may run on (process.cpus)"), 0, 1024));
 
     t.push_back(one_of(field("model.arch", &E::model, &ModelConfig::arch, T::kEnum, "network architecture (torchvision's)"), models::architectures()));
     t.push_back(between(field("model.num_classes", &E::model, &ModelConfig::num_classes, T::kInt, "outputs of the final fc layer"), 1, 100000));
@@ -170,6 +170,11 @@ const std::vector<Field>& fields() {
     t.push_back(between(field("measure.convergence_steps", &E::measure, &MeasureConfig::convergence_steps, T::kInt, "train rows: also train a fresh model this many steps and compare its loss curve with the first row's; 0 = off"), 0, 10000000));
     t.push_back(field("measure.out_dir", &E::measure, &MeasureConfig::out_dir, T::kString, "folder for traces: out_dir/<experiment>/<NN-row>/, one <host>_<pid>.<ns>.pt.trace.json per rank"));
 
+    t.push_back(one_of(field("process.allocator", &E::process, &ProcessConfig::allocator, T::kEnum, "the process's memory allocator: glibc = glibc's malloc as any process gets it; glibc_tuned = glibc's malloc keeping freed memory for reuse (GLIBC_TUNABLES mmap_threshold 32 MiB, mmap_max 0, no trimming); jemalloc, tcmalloc = preloaded (LD_PRELOAD; Debian's libjemalloc2, libtcmalloc-minimal4). Set per process: a row that changes it runs in child processes"), {"glibc", "glibc_tuned", "jemalloc", "tcmalloc"}));
+    t.push_back(one_of(field("process.openmp", &E::process, &ProcessConfig::openmp, T::kEnum, "the OpenMP runtime of LibTorch's CPU kernels: gnu = the libgomp LibTorch ships with; intel = Intel's libiomp5, preloaded (PyPI's intel-openmp, found in the active Python environment, LD_LIBRARY_PATH or PTUNE_LIBRARY_PATH)"), {"gnu", "intel"}));
+    t.push_back(field("process.bind_threads", &E::process, &ProcessConfig::bind_threads, T::kBool, "pin each OpenMP thread to its own core, neighbours together (OMP_PROC_BIND=close, OMP_PLACES=cores): no thread migrates between cores or caches"));
+    t.push_back(field("process.cpus", &E::process, &ProcessConfig::cpus, T::kOptString, "the CPUs the process may run on, as a list such as \"0-3,8\" (taskset -c); null = every CPU ptune may use; cpu_threads 0 then means one thread per listed CPU"));
+    t.push_back(between(field("process.numa_node", &E::process, &ProcessConfig::numa_node, T::kInt, "bind the process's CPUs and memory to this NUMA node (numactl --cpunodebind N --membind N); -1 = no binding. On a machine with one node it does not apply, and a row that changes only it says so"), -1, 4095));
     t.push_back(between(field("train.epochs", &E::train, &TrainConfig::epochs, T::kInt, "passes over the dataset (ptune train)"), 1, 1000000));
     t.push_back(between(field("train.max_steps", &E::train, &TrainConfig::max_steps, T::kInt, "stop after this many steps in all; 0 = no limit"), 0, 1e12));
     t.push_back(between(field("train.checkpoint_every", &E::train, &TrainConfig::checkpoint_every, T::kInt, "write a checkpoint every N steps; 0 = only at the end"), 0, 1e12));
@@ -181,7 +186,7 @@ const std::vector<Field>& fields() {
   return table;
 }
 
-const std::vector<std::string> kSections = {"model", "data", "loader", "optim", "dist", "measure", "train"};
+const std::vector<std::string> kSections = {"model", "data", "loader", "optim", "dist", "measure", "train", "process"};
 
 const Field* find_field(const std::string& path) {
   for (const auto& f : fields())

@@ -89,6 +89,18 @@ struct TrainConfig {
   int64_t log_every = 10;        // progress line every N steps
 };
 
+/// Settings a process gets when it starts (engine/process.hpp): the tuning guide's CPU section.
+/// A sweep row whose settings differ from its neighbour's runs each side in a child process of
+/// its own (docs/statistics.md); the defaults are what a plain `python train.py` gets.
+struct ProcessConfig {
+  std::string allocator = "glibc";  // glibc (its defaults) | glibc_tuned | jemalloc | tcmalloc
+  std::string openmp = "gnu";       // gnu (LibTorch's libgomp) | intel (libiomp5, preloaded)
+  bool bind_threads = false;        // each OpenMP thread pinned to its own core (OMP_PROC_BIND=close,
+                                    // OMP_PLACES=cores)
+  std::optional<std::string> cpus;  // the CPUs the process may run on ("0-3,8"); null = all allowed
+  int64_t numa_node = -1;           // CPUs and memory bound to this NUMA node; -1 = no binding
+};
+
 /// One row of a sweep: a name and the overrides it adds to all rows before it.
 struct SweepRow {
   std::string name;                // label in the table
@@ -107,6 +119,7 @@ struct ExperimentConfig {
   DistConfig dist;
   MeasureConfig measure;
   TrainConfig train;
+  ProcessConfig process;
   std::vector<SweepRow> sweep;      // rows of `ptune sweep`; empty = one row, the config itself
 };
 

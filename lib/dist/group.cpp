@@ -13,6 +13,7 @@
 #include <mutex>
 #include <thread>
 
+#include <ATen/Parallel.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/nn/module.h>
@@ -21,6 +22,7 @@
 #include "dist/backends.hpp"
 #include "engine/cuda_support.hpp"
 #include "engine/device.hpp"
+#include "engine/process.hpp"
 #include "errors.hpp"
 #include "log.hpp"
 
@@ -202,9 +204,11 @@ c10::Device rank_device(const std::string& spec) {
 
 int64_t rank_cpu_threads(int64_t configured) {
   if (configured > 0) return configured;
-  const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
-  const int64_t ranks_here = is_distributed() ? std::max(1, environment().local_world_size) : 1;
-  return std::max<int64_t>(1, cores / ranks_here);
+  // The CPUs this process may run on (process.cpus, taskset, a container's limit).
+  const int64_t cpus = std::max<int64_t>(1, static_cast<int64_t>(engine::allowed_cpus().size()));
+  // One process: what a default PyTorch process uses (one thread per physical core).
+  if (!is_distributed()) return std::max<int64_t>(1, std::min<int64_t>(at::intraop_default_num_threads(), cpus));
+  return std::max<int64_t>(1, cpus / std::max(1, environment().local_world_size));
 }
 
 namespace {

@@ -114,8 +114,9 @@ std::string resolve_backend(const std::string& backend, const c10::Device& devic
 /// Throws ConfigError as engine::resolve_device, or when LOCAL_RANK has no GPU.
 c10::Device rank_device(const std::string& spec);
 
-/// LibTorch intra-op threads for a rank: `configured` when > 0, else the machine's cores
-/// shared among the ranks on this machine (at least 1).
+/// LibTorch intra-op threads for a rank: `configured` when > 0; else, in one process, what a default
+/// PyTorch process uses (one per physical core), at most one per CPU it may run on; in a
+/// data-parallel run, those CPUs shared among the ranks on this machine (at least 1).
 int64_t rank_cpu_threads(int64_t configured);
 
 /// This process's group: on the first call, joins the one the environment names (torchrun's or

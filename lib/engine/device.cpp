@@ -14,6 +14,7 @@
 
 #include "compat.hpp"
 #include "engine/cuda_support.hpp"
+#include "engine/process.hpp"
 #include "errors.hpp"
 
 namespace ptune::engine {
@@ -32,29 +33,12 @@ c10::Device resolve_device(const std::string& spec) {
 }
 
 void set_cpu_threads(int64_t n) {
-  int threads = n > 0 ? static_cast<int>(n) : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  at::set_num_threads(threads);
-}
-
-bool keep_host_memory() {
-#if defined(__GLIBC__)
-  const char* tunables = std::getenv("GLIBC_TUNABLES");
-  if (tunables && std::strstr(tunables, "glibc.malloc.")) return false;
-  for (const char* v : {"MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_MAX_", "MALLOC_TOP_PAD_"})
-    if (std::getenv(v)) return false;
-  // 32 MiB is glibc's largest mmap threshold; setting it also ends the threshold's adaptation,
-  // which would otherwise reach the same only after large blocks have been freed a few times.
-  // Blocks above it are not mapped one by one either (M_MMAP_MAX 0): a step's largest buffers
-  // come back every step, so they stay on the heap too. Which buffers pass 32 MiB depends on the
-  // CPU and the batch: oneDNN's scratchpad for a convolution's weight gradient is a 72 MiB block
-  // per call for ResNet-18 at 64x64, batch 8, with its AVX2 kernels (8 MiB with AVX-512), and a
-  // ResNet-50 at 224x224, batch 32, has 100 MiB activations. Threads other than the main one
-  // still map blocks over 64 MiB (glibc's largest heap for a thread's arena).
-  return mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1 && mallopt(M_TRIM_THRESHOLD, INT_MAX) == 1 &&
-         mallopt(M_MMAP_MAX, 0) == 1;
-#else
-  return false;
-#endif
+  // 0: what a default PyTorch process uses (one thread per physical core), and no more threads
+  // than the CPUs this process may run on (process.cpus, taskset, a container's limit).
+  static const int default_threads = at::intraop_default_num_threads();
+  const int allowed = static_cast<int>(std::max<size_t>(1, allowed_cpus().size()));
+  const int threads = n > 0 ? static_cast<int>(n) : std::max(1, std::min(default_threads, allowed));
+  if (at::get_num_threads() != threads) at::set_num_threads(threads);
 }
 
 const CpuInfo& cpu_info() {

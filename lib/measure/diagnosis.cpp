@@ -1,6 +1,7 @@
 #include "measure/diagnosis.hpp"
 
 #include <cmath>
+#include <cstdio>
 
 
 namespace ptune::measure {
@@ -69,6 +70,14 @@ std::string diagnose(const Measurement& m, const config::ExperimentConfig& cfg, 
     if (!cfg.loader.pin_memory) moves.push_back({"loader.pin_memory", "loader.pin_memory"});
     if (!cfg.loader.uint8_transfer) moves.push_back({"loader.uint8_transfer", "loader.uint8_transfer"});
     return s + first_untried(moves, tried, "overlap copies with compute");
+  }
+  if (!cuda && cfg.process.allocator == "glibc" && m.system_time_pct && fires(RuleId::kAllocator, *m.system_time_pct)) {
+    char faults[64] = "";
+    if (m.page_faults_per_step) std::snprintf(faults, sizeof faults, ", %.0f page faults a step", *m.page_faults_per_step);
+    std::string s = "allocator-bound (" + pct(*m.system_time_pct) + " of the step in the kernel" + faults +
+                    ": glibc's malloc gives large blocks back and the next step faults them in again): ";
+    const std::vector<Move> moves = {{"process.allocator", "process.allocator jemalloc, tcmalloc or glibc_tuned"}};
+    return s + first_untried(moves, tried, "keep freed memory for reuse");
   }
   std::string memory;
   if (m.peak_mem_bytes && m.device_mem_bytes && *m.device_mem_bytes > 0) {

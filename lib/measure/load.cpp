@@ -82,7 +82,8 @@ JobProcesses job_processes() {
     if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit) || name == std::to_string(me)) continue;
     double t = 0;
     long pp = 0;
-    if (process_times(name, &t, &pp) && pp == parent && exe_of(name) == exe) {
+    // Its siblings (the ranks of one launch) and its children (a row's sides in child processes).
+    if (process_times(name, &t, &pp) && (pp == parent || pp == me) && exe_of(name) == exe) {
       job.ticks += t;
       job.pids.push_back(std::atoll(name.c_str()));
     }

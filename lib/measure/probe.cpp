@@ -1,5 +1,7 @@
 #include "measure/probe.hpp"
 
+#include <sys/resource.h>
+
 #include <cmath>
 #include <filesystem>
 #include <random>
@@ -15,6 +17,7 @@
 #include "errors.hpp"
 #include "files.hpp"
 #include "models/flops.hpp"
+#include "measure/child_side.hpp"
 #include "measure/peak.hpp"
 #include "measure/ranges.hpp"
 #include "measure/stats.hpp"
@@ -202,6 +205,16 @@ Deadline::Deadline(double budget_ms, Clock clock) : clock_(std::move(clock)) {
   limit_ms_ = automatic_ ? kAutoBudgetMs : budget_ms;
 }
 
+Deadline Deadline::continuing(double limit_ms, double elapsed_ms, double budget_s) {
+  Deadline d(1.0);
+  d.start_ms_ -= elapsed_ms;
+  d.limit_ms_ = limit_ms;
+  d.budget_s_ = budget_s;
+  d.automatic_ = false;
+  d.settled_ = true;
+  return d;
+}
+
 void Deadline::agree_with(std::function<double(double)> max_over_ranks) { max_over_ranks_ = std::move(max_over_ranks); }
 
 double Deadline::elapsed_ms() const { return clock_ ? clock_() - start_ms_ : 0.0; }
@@ -236,7 +249,16 @@ struct WindowRecord {
   int64_t steps = 0;  // steps it ran
   Spans spans;        // their split
   bool cold = false;  // the last warm-up step, kept because the deadline ended the warm-up
+  double faults = 0;  // minor page faults in the window (all threads)
+  double sys_ms = 0;  // system time in the window (all threads)
 };
+
+/// The process's minor page faults and system time so far (all its threads).
+std::pair<double, double> os_counters() {
+  rusage u{};
+  if (::getrusage(RUSAGE_SELF, &u) != 0) return {0, 0};
+  return {static_cast<double>(u.ru_minflt), 1e3 * static_cast<double>(u.ru_stime.tv_sec) + 1e-3 * static_cast<double>(u.ru_stime.tv_usec)};
+}
 
 struct Bench::Impl {
   config::ExperimentConfig cfg;
@@ -360,6 +382,7 @@ double Bench::window(const Deadline& deadline) {
   const int64_t steps = b.last_step_ms > 0 ? deadline.steps_that_fit(b.last_step_ms, full) : full;
   Spans s;
   if (b.marks) b.marks->clear(), b.step_marks.clear();
+  const auto os_before = os_counters();
   Stopwatch wall;
   const int64_t before = static_cast<int64_t>(b.windows.size());
   const int64_t total = std::max(b.planned, before + 1) * full;
@@ -395,7 +418,8 @@ double Bench::window(const Deadline& deadline) {
   // A step takes as long as its slowest rank (they meet in the all-reduce).
   const double ms = b.slowest(s.total / static_cast<double>(ran));
   b.last_step_ms = ms;
-  b.windows.push_back(WindowRecord{ms, ran, s, false});
+  const auto os_after = os_counters();
+  b.windows.push_back(WindowRecord{ms, ran, s, false, os_after.first - os_before.first, os_after.second - os_before.second});
   if (b.progress) b.progress("measure", (before + 1) * full, total);
   return ms;
 }
@@ -412,9 +436,11 @@ Measurement Bench::result(size_t first, size_t count) {
   std::vector<double> window_ms;
   Spans sum;
   int64_t short_windows = 0;
+  double faults = 0, sys_ms = 0, steps = 0, wall_ms = 0;
   for (size_t i = from; i < end; ++i) {
     const WindowRecord& w = b.windows[i];
     window_ms.push_back(w.ms);
+    if (!w.cold) faults += w.faults, sys_ms += w.sys_ms, wall_ms += w.spans.total, steps += static_cast<double>(w.steps);
     sum.data += w.spans.data;
     sum.h2d += w.spans.h2d;
     sum.total += w.spans.total;
@@ -432,6 +458,10 @@ Measurement Bench::result(size_t first, size_t count) {
     sum.data = shares[0];
     sum.h2d = shares[1];
     sum.total = shares[2];
+  }
+  if (!b.device.is_cuda() && steps > 0 && wall_ms > 0) {
+    m.page_faults_per_step = faults / steps;
+    m.system_time_pct = 100.0 * sys_ms / wall_ms;
   }
   if (sum.total > 0) {
     m.data_wait_pct = 100.0 * sum.data / sum.total;
@@ -661,7 +691,11 @@ std::vector<std::string> run_notes(int64_t transient, size_t kept, int64_t min_p
 
 Measurement measure(const config::ExperimentConfig& cfg, const Progress& progress) {
   const WindowPlan plan = window_plan(cfg);  // the deadline counts the pipeline's construction
-  Bench bench(cfg, progress, plan.deadline);
+  // Process settings: the row's pipeline in a child process started with them.
+  std::unique_ptr<RowSide> side;
+  if (needs_child(cfg, nullptr, false)) side = std::make_unique<ChildSide>(cfg, progress, plan.deadline);
+  else side = std::make_unique<Bench>(cfg, progress, plan.deadline);
+  RowSide& bench = *side;
   const c10::Device device = dist::rank_device(cfg.device);
   const int gpu = device.is_cuda() ? device.index() : -1;
   LoadSampler load;
@@ -673,6 +707,8 @@ Measurement measure(const config::ExperimentConfig& cfg, const Progress& progres
   for (auto& n : run_notes(run.transient, run.ms.size(), plan.min_pairs, run.stop, plan.deadline, false))
     m.notes.push_back(std::move(n));
   m.load = agreed_load(load, gpu, cfg);
+  if (const auto* child = dynamic_cast<const ChildSide*>(side.get()))
+    m.notes.push_back("measured in a child process of its own: " + child->process_description());
   return m;
 }
 

@@ -53,6 +53,11 @@ struct Measurement {
                                                  // (measure/peak.hpp); none when it could not be had
   std::string peak_precision;                    // fp32 | tf32 | bf16 | fp16
   std::string peak_source;                       // where the peak came from, one line
+  // The operating system's share (CPU rows): minor page faults per step (pages the allocator
+  // handed back to the kernel and took again), and the time the process spent in the kernel per
+  // step, in % of the step's wall time (all its threads' system time: it can pass 100).
+  std::optional<double> page_faults_per_step;
+  std::optional<double> system_time_pct;
 };
 
 /// Progress callback: (phase "warmup"/"measure", step done, steps in all). While measuring,
@@ -76,6 +81,10 @@ class Deadline {
   /// the ranks' values (a collective); the deadline is then the group's, as seen by the rank with
   /// the least time left. Every question below becomes a collective.
   void agree_with(std::function<double(double)> max_over_ranks);
+  /// A deadline `elapsed_ms` into a limit of `limit_ms` from the row's start (kNone: no limit), whose
+  /// budget was configured as `budget_s` (0: automatic, already settled): a row's child process
+  /// continues its parent's deadline with it.
+  static Deadline continuing(double limit_ms, double elapsed_ms, double budget_s);
   /// Whether there is a limit at all.
   bool limited() const { return limit_ms_ < kNone; }
   /// Whether `next_ms` more milliseconds of work end by the deadline. Throws what the collective
@@ -124,10 +133,21 @@ class Side {
   virtual void resume() {}
 };
 
+/// A sweep row's side: a Side that also gives the row's Measurement.
+class RowSide : public Side {
+ public:
+  /// The Measurement of `count` windows from the `first` one timed (all by default): the point,
+  /// its interval, the split, the loss, memory and notes. Throws std::runtime_error when that
+  /// leaves no window.
+  virtual Measurement result(size_t first = 0, size_t count = SIZE_MAX) = 0;
+  /// Sets the progress callback (phase "measure": windows done, of `planned`).
+  virtual void set_progress(const Progress& progress, int64_t planned) = 0;
+};
+
 /// One configuration's pipeline (trainer, loader, feeder), built and warmed up once, then timed
 /// in windows of measure.steps steps. Two benches interleave their windows (compare()): both
 /// are built and warm, the idle one's loader paused.
-class Bench : public Side {
+class Bench : public RowSide {
  public:
   /// Builds the pipeline and runs its warm-up steps (untimed), stopping early once `deadline`
   /// has passed: then the last warm-up step is kept as the bench's first window (one step, not
@@ -154,12 +174,9 @@ class Bench : public Side {
   /// Holds the loader's workers (and sets the process-wide settings back on resume()).
   void pause() override;
   void resume() override;
-  /// The Measurement of `count` windows from the `first` one timed (all by default): the point,
-  /// its interval, the split, the loss, memory and notes. Collective in a data-parallel run.
-  /// Throws std::runtime_error when that leaves no window.
-  Measurement result(size_t first = 0, size_t count = SIZE_MAX);
-  /// Sets the progress callback (phase "measure": windows done, of `planned`).
-  void set_progress(const Progress& progress, int64_t planned);
+  /// RowSide::result; collective in a data-parallel run.
+  Measurement result(size_t first = 0, size_t count = SIZE_MAX) override;
+  void set_progress(const Progress& progress, int64_t planned) override;
   const config::ExperimentConfig& config() const;
 
  private:

@@ -26,6 +26,12 @@ const std::vector<Rule>& rules() {
        "communication not overlapped with compute, % of the step (trace, several ranks)", ">=", 15.0,
        "`dist.bucket_mb`, `dist.accumulate`",
        "`DDP(bucket_cap_mb=...)`, gradient accumulation under `no_sync()`, a larger batch per rank"},
+      {RuleId::kAllocator, "allocator-bound",
+       "CPU: the process's system time, % of the step, with the page faults that explain it (sweep rows on "
+       "glibc's default malloc)",
+       ">=", 10.0, "`process.allocator` (jemalloc, tcmalloc or glibc_tuned)",
+       "`LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2 python train.py` (or tcmalloc), or "
+       "`GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.mmap_max=0`"},
       {RuleId::kLaunchBound, "launch-bound", "GPU busy: merged kernel time, % of the step", "<", 70.0,
        "`optim.cuda_graphs`, then a larger `loader.batch_size`",
        "CUDA graphs (`torch.compile(mode=\"reduce-overhead\")`) or a larger batch"},

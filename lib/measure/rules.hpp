@@ -16,6 +16,7 @@ enum class RuleId {
   kCopyBound,     // host-to-device copies
   kSyncBound,     // the host waiting on the device (per-step syncs)
   kCommBound,     // data-parallel communication not hidden behind compute
+  kAllocator,     // CPU: the step's time in the kernel, faulting in memory the allocator gave back
   kLaunchBound,   // the GPU idle between kernels
   kComputeFp32,   // compute, with fp32 math (no Tensor Cores / AMP off)
   kCompute,       // compute

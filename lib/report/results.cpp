@@ -333,7 +333,7 @@ const std::vector<std::string>& row_keys() {
       "speedup_vs_prev_lo", "speedup_vs_prev_hi", "speedup_vs_prev_interval", "verdict_vs_prev", "speedup_vs_base",
       "speedup_vs_base_lo", "speedup_vs_base_hi", "speedup_vs_base_interval", "verdict_vs_base",   "compared_with",      "interleaved",       "prev_ms_per_step",  "under_load",
       "other_cpu_cores",   "steal_pct",          "load_average",      "gpu_other_processes", "gpu_notes",
-      "data_wait_pct",     "h2d_pct",            "compute_pct",       "model_flops_per_sample", "flops_per_s",
+      "data_wait_pct",     "h2d_pct",            "compute_pct",       "page_faults_per_step", "system_time_pct", "model_flops_per_sample", "flops_per_s",
       "peak_flops_per_s",  "pct_of_peak",        "peak_precision",    "peak_source",       "peak_mem_bytes",    "device_mem_bytes",
       "gpu_busy_pct",      "trace",              "loss",              "loss_curve",        "diagnosis",
       "notes",             "status"};
@@ -402,6 +402,8 @@ Json to_json(const Results& r) {
       j["data_wait_pct"] = round_to(m.data_wait_pct, 2);
       j["h2d_pct"] = round_to(m.h2d_pct, 2);
       j["compute_pct"] = round_to(m.compute_pct, 2);
+      if (m.page_faults_per_step) j["page_faults_per_step"] = round_to(*m.page_faults_per_step, 1);
+      if (m.system_time_pct) j["system_time_pct"] = round_to(*m.system_time_pct, 1);
       if (m.model_flops_per_sample) j["model_flops_per_sample"] = std::round(*m.model_flops_per_sample);
       if (const auto achieved = achieved_flops(row)) j["flops_per_s"] = std::round(*achieved);
       if (m.peak_flops_per_s) j["peak_flops_per_s"] = std::round(*m.peak_flops_per_s);

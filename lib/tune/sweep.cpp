@@ -14,6 +14,8 @@
 #include "engine/device.hpp"
 #include "errors.hpp"
 #include "log.hpp"
+#include "engine/process.hpp"
+#include "measure/child_side.hpp"
 #include "measure/diagnosis.hpp"
 #include "measure/probe.hpp"
 #include "measure/trace.hpp"
@@ -82,8 +84,9 @@ namespace {
 struct Timed {
   std::optional<measure::Measurement> m;
   std::vector<double> prev_ms;            // the previous row's windows, paired with m->repeat_ms
-  bool rebuilt = false;                   // interleaved by rebuilding per window
-  std::unique_ptr<measure::Bench> bench;  // kept for the next row of the mode (null when rebuilt)
+  bool rebuilt = false;                     // interleaved by rebuilding per window
+  bool in_child = false;                    // both sides ran in child processes (process settings)
+  std::unique_ptr<measure::RowSide> bench;  // kept for the next row of the mode (null when rebuilt)
 };
 
 /// A configuration rebuilt for every window (two pipelines that do not fit in memory at once):
@@ -132,12 +135,23 @@ void add_run_notes(measure::Measurement& m, const measure::Comparison& c, const 
     m.notes.push_back(std::move(n));
 }
 
+/// The notes of a row whose sides ran in child processes: what each child reported of its process.
+void add_process_notes(measure::Measurement& m, const measure::ChildSide* a, const measure::ChildSide& b,
+                       const config::ExperimentConfig& cfg) {
+  for (const auto& n : engine::plan_process(cfg.process).notes) m.notes.push_back(n);
+  if (a) m.notes.push_back("timed against the previous row in a child process of its own: " + a->process_description());
+  m.notes.push_back("this row's child process: " + b.process_description());
+}
+
 /// Times one row: against `prev` (the previous ok row of its mode, built and warm) when there
 /// is one, else alone. When the two do not fit in memory together, `release` frees every kept
 /// pipeline and both are rebuilt for every window instead. measure.max_s bounds it all, from
-/// the construction of its pipeline (measure::Deadline), the rebuilt windows included.
-Timed time_row(const config::ExperimentConfig& cfg, measure::Bench* prev, const config::ExperimentConfig* prev_cfg,
-               const measure::Progress& progress, const std::function<void()>& release,
+/// the construction of its pipeline (measure::Deadline), the rebuilt windows included. A row
+/// whose process settings (config's `process`) or its previous row's are not a default
+/// process's runs both sides in child processes (measure/child_side.hpp); `prev_in_child` says
+/// that `prev` is one already, else the previous row's side is started afresh in one.
+Timed time_row(const config::ExperimentConfig& cfg, measure::RowSide* prev, const config::ExperimentConfig* prev_cfg,
+               bool prev_in_child, const measure::Progress& progress, const std::function<void()>& release,
                const std::atomic<bool>* interrupted) {
   // The previous row's windows count as this row's pairs: progress speaks of this row, but an
   // interruption stops them too.
@@ -160,8 +174,16 @@ Timed time_row(const config::ExperimentConfig& cfg, measure::Bench* prev, const 
     m.load.under_load = m.load.under_load || compared_under_load;
   };
   Timed t;
+  t.in_child = measure::needs_child(cfg, prev ? prev_cfg : nullptr, prev && prev_in_child);
   try {
-    t.bench = std::make_unique<measure::Bench>(cfg, progress, plan.deadline);
+    // In child processes: the previous row's side too, unless it runs in one already.
+    std::unique_ptr<measure::ChildSide> prev_child;
+    if (t.in_child && prev && !prev_in_child) {
+      prev_child = std::make_unique<measure::ChildSide>(*prev_cfg, prev_progress, plan.deadline);
+      prev = prev_child.get();
+    }
+    if (t.in_child) t.bench = std::make_unique<measure::ChildSide>(cfg, progress, plan.deadline);
+    else t.bench = std::make_unique<measure::Bench>(cfg, progress, plan.deadline);
     t.bench->set_progress(progress, plan.min_pairs);
     start_load();
     if (prev) {
@@ -179,9 +201,11 @@ Timed time_row(const config::ExperimentConfig& cfg, measure::Bench* prev, const 
         t.m->notes.push_back(std::move(n));
       finish_load(*t.m, false);
     }
+    if (t.in_child)
+      add_process_notes(*t.m, prev_child.get(), dynamic_cast<const measure::ChildSide&>(*t.bench), cfg);
     return t;
   } catch (const std::exception& e) {
-    if (!prev || !is_out_of_memory(e)) throw;
+    if (!prev || t.in_child || !is_out_of_memory(e)) throw;
   }
   // Out of memory with the previous row's pipeline alive: rebuild both for every window, within
   // what is left of the row's deadline.
@@ -197,6 +221,17 @@ Timed time_row(const config::ExperimentConfig& cfg, measure::Bench* prev, const 
   t.prev_ms = c.a_ms;
   t.rebuilt = true;
   return t;
+}
+
+/// ConfigError where row `i` changes only process.numa_node and binding to a node does not apply
+/// on this machine (one NUMA node): the row would time the same process twice.
+void check_applies(const config::SweepRow& spec, size_t i,
+                   const std::vector<std::pair<config::SweepRow, config::ExperimentConfig>>& rows) {
+  if (spec.set.size() != 1 || !spec.set.contains("process.numa_node") || engine::numa_nodes().size() > 1) return;
+  const auto& before = i > 0 ? rows[i - 1].second.process : config::ProcessConfig{};
+  if (engine::same_process(before, rows[i].second.process))
+    throw ConfigError("process.numa_node does not apply here: this machine has one NUMA node, so binding to it "
+                      "changes nothing");
 }
 
 /// The optimizations the rows before `k` of the same model.arch measured, with their verdicts,
@@ -254,8 +289,9 @@ void run_sweep(const config::ExperimentConfig& cfg, const SweepOptions& options,
   // the previous ok row of its mode, windows interleaved: that row's pipeline stays built and
   // warm (its loader paused) until the next row of the mode has been measured against it.
   struct Live {
-    size_t k;                              // its index in out.rows
-    std::unique_ptr<measure::Bench> bench;
+    size_t k;                                 // its index in out.rows
+    std::unique_ptr<measure::RowSide> bench;  // in-process, or in a child process (in_child)
+    bool in_child = false;
   };
   std::map<std::string, Live> live;  // mode/model.arch -> the last ok row's bench
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -269,12 +305,15 @@ void run_sweep(const config::ExperimentConfig& cfg, const SweepOptions& options,
     row.arch = row_cfg.model.arch;
     row.rule = measure::window_plan(row_cfg).rule;
     const measure::Progress progress = progress_of(i, row_cfg);
-    std::unique_ptr<measure::Bench> kept;
+    std::unique_ptr<measure::RowSide> kept;
+    bool kept_in_child = false;
     try {
       if (!row_cfg.measure.interleave) live.clear();
       Live* prev = live.count(row.mode + "/" + row.arch) ? &live[row.mode + "/" + row.arch] : nullptr;
+      check_applies(spec, i, rows);
       Timed t = time_row(row_cfg, prev ? prev->bench.get() : nullptr, prev ? &done[prev->k].cfg : nullptr,
-                         progress, [&] { live.clear(); }, options.interrupted);
+                         prev && prev->in_child, progress, [&] { live.clear(); }, options.interrupted);
+      kept_in_child = t.in_child;
       row.m = std::move(t.m);
       row.prev_ms = std::move(t.prev_ms);
       row.rebuilt = t.rebuilt;
@@ -308,7 +347,7 @@ void run_sweep(const config::ExperimentConfig& cfg, const SweepOptions& options,
     out.rows.push_back(std::move(row));
     report::Row& r = out.rows.back();
     report::compute_speedups(out.rows);
-    if (kept) live[r.mode + "/" + r.arch] = Live{out.rows.size() - 1, std::move(kept)};  // the one it replaces is freed
+    if (kept) live[r.mode + "/" + r.arch] = Live{out.rows.size() - 1, std::move(kept), kept_in_child};  // the one it replaces is freed
     if (r.m) {
       r.diagnosis = measure::with_peak(
           measure::diagnose(*r.m, row_cfg, tried_before(out.rows, out.rows.size() - 1), {}, engine::cpu_info()),
@@ -343,8 +382,12 @@ void run_sweep(const config::ExperimentConfig& cfg, const SweepOptions& options,
     const Done& d = done[k];
     if (!r.m || !measure::wants_profile(d.cfg)) continue;
     try {
+      // A row with process settings is profiled in a child process started with them.
       const measure::ProfileResult p =
-          measure::profile(d.cfg, r.m->ms_per_step, d.trace, progress_of(d.index, d.cfg));
+          engine::default_process(d.cfg.process)
+              ? measure::profile(d.cfg, r.m->ms_per_step, d.trace, progress_of(d.index, d.cfg))
+              : measure::ChildSide(d.cfg, progress_of(d.index, d.cfg), measure::Deadline(), false)
+                    .profile(r.m->ms_per_step, d.trace);
       r.m->gpu_busy_pct = p.gpu_busy_pct;
       r.m->trace_path = p.trace_path;
       r.diagnosis = measure::with_peak(measure::diagnose(*r.m, d.cfg, tried_before(out.rows, k), {}, engine::cpu_info()),

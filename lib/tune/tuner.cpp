@@ -14,6 +14,7 @@
 
 #include "engine/cuda_support.hpp"
 #include "engine/device.hpp"
+#include "engine/process.hpp"
 #include "errors.hpp"
 #include "measure/diagnosis.hpp"
 #include "report/results.hpp"
@@ -314,6 +315,18 @@ std::vector<Candidate> candidates(const config::ExperimentConfig& cfg, int64_t c
     if (cuda) out.push_back({"AMP fp16", Json{{"optim.amp", "fp16"}}});
   }
   if (!cfg.model.channels_last) out.push_back({"channels_last", Json{{"model.channels_last", true}}});
+  // The CPU section: the allocator (where installed) and thread binding, each a process of its own.
+  if (!cuda && cfg.process.allocator == "glibc")
+    for (const char* a : {"jemalloc", "tcmalloc", "glibc_tuned"}) {
+      config::ProcessConfig p = cfg.process;
+      p.allocator = a;
+      try {
+        engine::plan_process(p);
+        out.push_back({std::string("allocator ") + a, Json{{"process.allocator", a}}});
+      } catch (const ConfigError&) {  // not installed here
+      }
+    }
+  if (!cuda && !cfg.process.bind_threads) out.push_back({"threads bound to cores", Json{{"process.bind_threads", true}}});
   if (!cfg.optim.cudnn_benchmark) out.push_back({"cuDNN benchmark", Json{{"optim.cudnn_benchmark", true}}});
   if (!cfg.optim.cuda_graphs) out.push_back({"CUDA graphs", Json{{"optim.cuda_graphs", true}}});
   return out;

@@ -21,11 +21,10 @@ architecture and precision, as every ptune run is: the host allocator's state (g
 mmap and trim thresholds, which rise as large blocks are freed) would otherwise be inherited from
 the architectures timed before, and one arch's figure would depend on which ran before it.
 
-ptune's training commands keep freed host memory for reuse (glibc malloc: a 32 MiB mmap
-threshold, no trimming); Python runs with glibc's defaults, and pays page faults that ptune does
-not. --tuned-eager adds a third side, eager with the same allocator settings through
-GLIBC_TUNABLES (TUNED_MALLOC below), so that the ratio ptune / tuned eager shows what is left of
-ptune's lead with the allocator made equal.
+Both sides run as default processes (glibc's malloc as it comes): ptune's baseline is one.
+--tuned-eager adds a third side, eager with glibc's malloc keeping freed memory for reuse
+(GLIBC_TUNABLES, TUNED_MALLOC below: what ptune's process.allocator glibc_tuned sets), to show
+what that setting is worth in Python (scripts/bench/cpu_allocators.py compares every allocator).
 
   python3 scripts/bench/zoo_vs_pytorch.py --ptune build/apps/ptune/ptune --threads 2 \\
       --json zoo-bench.json
@@ -44,8 +43,8 @@ import torch
 import torch.nn.functional as F
 import torchvision
 
-# The allocator settings ptune's training commands make with mallopt, as glibc tunables.
-TUNED_MALLOC = "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=2147483647"
+# process.allocator glibc_tuned: glibc's malloc keeping freed memory for reuse.
+TUNED_MALLOC = "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=2147483647:glibc.malloc.mmap_max=0"
 
 ARCHS = ["resnet34", "resnet101", "resnet152", "resnext50_32x4d", "wide_resnet50_2", "mobilenet_v3_large",
          "convnext_tiny", "vit_b_16"]
@@ -202,7 +201,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile")
     ap.add_argument("--tuned-eager", action="store_true",
-                    help="also time eager with glibc malloc set as ptune sets it (GLIBC_TUNABLES)")
+                    help="also time eager with glibc malloc keeping freed memory (GLIBC_TUNABLES, as process.allocator glibc_tuned)")
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)

@@ -1,0 +1,88 @@
+#pragma once
+/// A row's side in a child process of its own, for the settings that take effect only when a
+/// process starts (config's `process` section, engine/process.hpp): a preloaded allocator or
+/// OpenMP runtime, glibc's tunables, thread binding, the CPUs and the NUMA node. The child is
+/// this same executable (`ptune row-side CONFIG`), started with the settings the way a user's
+/// process gets them (environment, affinity and memory policy set before it executes), and keeps
+/// its pipeline built and warm between windows. The parent asks it for one window at a time over
+/// a pipe; while one child times a window the other waits (its loader paused, and its threads
+/// idle: see ChildSide::pause), so compare() pairs, orders and judges the windows of two children
+/// exactly as those of two in-process benches.
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "measure/probe.hpp"
+
+namespace ptune::measure {
+
+/// A RowSide whose pipeline lives in a child process.
+class ChildSide : public RowSide {
+ public:
+  /// Starts the child with `cfg`'s process settings and has it build and warm up its pipeline
+  /// within `deadline`. Progress (warm-up steps) comes back through `progress`, which may throw
+  /// to stop (Interrupted): the child is then stopped and reaped. Throws ConfigError, DataError
+  /// or std::runtime_error as the child's Bench did (its message), std::runtime_error when the
+  /// child cannot be started or dies (with the last line it wrote to stderr).
+  /// With `build` false the child only starts (for profile()).
+  ChildSide(const config::ExperimentConfig& cfg, const Progress& progress, const Deadline& deadline,
+            bool build = true);
+  /// Ends the child: closes its command pipe and waits for it to exit (interrupting it first when
+  /// it is busy), killing it only if it has not exited after a few seconds. Throws nothing.
+  ~ChildSide() override;
+  ChildSide(const ChildSide&) = delete;
+  ChildSide& operator=(const ChildSide&) = delete;
+
+  double window(const Deadline& deadline) override;
+  int64_t steps_per_window() const override { return steps_per_window_; }
+  double samples_per_step() const override { return samples_per_step_; }
+  /// Pauses the child's loader, then waits until the child uses no CPU (an OpenMP runtime's
+  /// threads spin a while after their last parallel region: Intel's for 200 ms by default), at
+  /// most a second, so that the other side's window runs on idle cores.
+  void pause() override;
+  void resume() override;
+  Measurement result(size_t first = 0, size_t count = SIZE_MAX) override;
+  void set_progress(const Progress& progress, int64_t planned) override;
+  /// measure::profile() of the row in the child (a child started with `build` false): the trace
+  /// is written with the row's process settings in effect.
+  ProfileResult profile(double timed_ms_per_step, const TraceTarget& target);
+  /// What the child reported of its own process when it was ready (engine::describe_this_process
+  /// and its OpenMP threads' CPUs), one line.
+  const std::string& process_description() const { return description_; }
+  pid_t pid() const { return pid_; }
+
+ private:
+  nlohmann::json ask(const std::string& command);
+  void stop() noexcept;
+  void forget_config() noexcept;
+  std::string cfg_file_;  // the row's config for the child, until it has answered
+  pid_t pid_ = -1;
+  int to_child_ = -1, from_child_ = -1, err_fd_ = -1;
+  std::string pending_;  // bytes read past the last reply line
+  Progress progress_;
+  int64_t steps_per_window_ = 1;
+  double samples_per_step_ = 1;
+  std::string description_;
+  bool busy_ = false;
+};
+
+/// The child's half (`ptune row-side CONFIG`): builds `cfg`'s Bench on request and serves
+/// windows, pauses and results over file descriptors `in_fd` (commands, one a line) and `out_fd`
+/// (one JSON object a line) until the parent closes `in_fd` or says "quit". Returns the exit code:
+/// 0, 130 when `interrupted` was set. Errors go back to the parent as {"error", "kind"}.
+int serve_side(const config::ExperimentConfig& cfg, int in_fd, int out_fd, const std::atomic<bool>* interrupted);
+
+/// Whether a row with config `cfg` compared with `prev` (null: none) runs its sides in child
+/// processes: when its process settings or its comparison's are not a default process's, or the
+/// previous side already runs in one (`prev_in_child`).
+bool needs_child(const config::ExperimentConfig& cfg, const config::ExperimentConfig* prev, bool prev_in_child);
+
+/// A Measurement as JSON and back (the child sends its result to the parent).
+nlohmann::json measurement_json(const Measurement& m);
+Measurement measurement_from_json(const nlohmann::json& j);
+
+}  // namespace ptune::measure

@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""ptune's process.allocator rows against the same allocators under Python, on the same machine.
+
+Each round, in turn: one `ptune sweep` whose rows are the allocators (glibc's default malloc,
+glibc tuned, jemalloc, tcmalloc; each row after the first in child processes started with the
+setting, as ptune runs process-level rows), then, for each allocator, the same training step in a
+fresh Python process started the way a user would start it: `GLIBC_TUNABLES=...` for glibc tuned,
+`LD_PRELOAD=<library>` for jemalloc and tcmalloc, nothing for the default. The order of the
+Python processes rotates from round to round.
+
+The same work on every side: torchvision's model (ptune builds the same one) on one batch
+already in memory (ptune's measure.mode synthetic), SGD with momentum through the fused kernel,
+gradients set to None, cross-entropy on random labels, bf16 through torch.autocast when asked;
+the same thread count (default: what each process picks by itself, as a default PyTorch process
+does). Warm-up steps are not timed.
+
+Printed (and written with --json): per allocator the median ms per step over the rounds of each
+side with the spread (max - min) / median, ptune / Python in samples/s (> 1: ptune faster), and
+each side's speedup of the allocator over glibc's default, so the two can be compared: where the
+allocator helps Python, it should help ptune alike. The first row answers "is ptune's baseline
+a default Python process?": ptune / Python on glibc's default malloc.
+
+  python3 scripts/bench/cpu_allocators.py --ptune build/apps/ptune/ptune --arch convnext_tiny \\
+      --precision bf16 --rounds 3 --json allocators.json
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import zoo_vs_pytorch as zoo  # noqa: E402  (PythonSide, summary, machine)
+
+TUNED = "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=2147483647:glibc.malloc.mmap_max=0"
+LIBRARIES = {"jemalloc": ["libjemalloc.so.2"], "tcmalloc": ["libtcmalloc_minimal.so.4", "libtcmalloc.so.4"]}
+DIRS = ["/usr/local/lib", "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib", "/lib"]
+
+
+def find(names):
+    for d in DIRS:
+        for n in names:
+            if os.path.isfile(os.path.join(d, n)):
+                return os.path.join(d, n)
+    return None
+
+
+def environment(allocator):
+    """The environment a user starts Python with for `allocator`, or None when it is not installed."""
+    if allocator == "glibc":
+        return {}
+    if allocator == "glibc_tuned":
+        return {"GLIBC_TUNABLES": TUNED}
+    lib = find(LIBRARIES[allocator])
+    return {"LD_PRELOAD": lib} if lib else None
+
+
+def ptune_ms(args, allocators, tmp):
+    """One sweep, a row per allocator: {allocator: ms/step}."""
+    cfg = {
+        "name": "allocator-bench", "seed": 0, "device": "cpu", "cpu_threads": args.threads,
+        "model": {"arch": args.arch, "num_classes": 10},
+        "data": {"kind": "fake_cifar", "num_samples": args.batch * 4, "image_size": args.image_size},
+        "loader": {"batch_size": args.batch, "num_workers": 0},
+        "optim": {"kind": "sgd", "lr": 0.01, "momentum": 0.9, "set_to_none": True,
+                  "amp": "bf16" if args.precision == "bf16" else "off"},
+        "measure": {"mode": "synthetic", "warmup_steps": args.warmup, "steps": args.steps,
+                    "repeats": args.windows, "target_ci_pct": 100, "max_s": 3600},
+        "sweep": [{"name": a, "set": {"process.allocator": a}} for a in allocators],
+    }
+    path = os.path.join(tmp, "allocators.json")
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+    proc = subprocess.run([args.ptune, "sweep", path, "--format", "json", "-q"], capture_output=True, text=True)
+    try:
+        rows = json.loads(proc.stdout)["rows"]
+        return {r["changes"]["process.allocator"]: float(r["ms_per_step"]) for r in rows}
+    except (ValueError, KeyError, TypeError):
+        raise SystemExit(f"ptune failed: exit {proc.returncode}: {proc.stderr.strip()[-400:]}")
+
+
+class Side(zoo.PythonSide):
+    """zoo.PythonSide started with an allocator's environment."""
+
+    def __init__(self, args, env):
+        saved = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            super().__init__(args, args.arch, "bf16" if args.precision == "bf16" else "off", compiled=False)
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ptune", default="build/apps/ptune/ptune")
+    ap.add_argument("--arch", default="convnext_tiny")
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    ap.add_argument("--threads", type=int, default=0, help="0: each process's own default, as PyTorch's")
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--image-size", type=int, default=64)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--windows", type=int, default=3, help="timed windows per run")
+    ap.add_argument("--steps", type=int, default=3, help="steps per window")
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--json", help="write the results here")
+    args = ap.parse_args()
+    envs = {a: environment(a) for a in ["glibc", "glibc_tuned", "jemalloc", "tcmalloc"]}
+    allocators = [a for a, e in envs.items() if e is not None]
+    for a, e in envs.items():
+        if e is None:
+            print(f"# {a}: not installed, left out")
+    # zoo.PythonSide sets the thread count itself: 0 leaves PyTorch's default.
+    py_args = argparse.Namespace(**vars(args))
+    py_args.threads = args.threads or zoo.torch.get_num_threads()
+    doc = {"machine": zoo.machine(), "settings": {k: v for k, v in vars(args).items() if k != "json"}, "rows": []}
+    print(f"# {doc['machine']['name']}, {args.arch} {args.precision}, batch {args.batch}, "
+          f"{args.image_size}x{args.image_size}, threads {args.threads or 'default'}, {args.rounds} rounds")
+    runs = {a: {"ptune": [], "python": []} for a in allocators}
+    with tempfile.TemporaryDirectory(prefix="ptune-alloc-bench-") as tmp:
+        for k in range(args.rounds):
+            for a, ms in ptune_ms(args, allocators, tmp).items():
+                runs[a]["ptune"].append(ms)
+            order = allocators[k % len(allocators):] + allocators[:k % len(allocators)]
+            for a in order:
+                side = Side(py_args, envs[a])
+                runs[a]["python"].append(side.ms())
+                side.close()
+    base = {s: statistics.median(runs["glibc"][s]) for s in ("ptune", "python")}
+    print(f"{'allocator':12} {'ptune ms':>14} {'python ms':>14} {'ptune/python':>12} {'ptune gain':>10} {'python gain':>11}")
+    for a in allocators:
+        row = {"allocator": a, "environment": envs[a], "ptune": zoo.summary(runs[a]["ptune"]),
+               "python": zoo.summary(runs[a]["python"])}
+        row["ptune_vs_python"] = row["python"]["median_ms"] / row["ptune"]["median_ms"]
+        row["ptune_gain"] = base["ptune"] / row["ptune"]["median_ms"]
+        row["python_gain"] = base["python"] / row["python"]["median_ms"]
+        doc["rows"].append(row)
+
+        def cell(s):
+            return f"{s['median_ms']:8.1f} ±{s['spread_pct']:3.0f}%"
+        print(f"{a:12} {cell(row['ptune']):>14} {cell(row['python']):>14} {row['ptune_vs_python']:11.2f}x "
+              f"{row['ptune_gain']:9.2f}x {row['python_gain']:10.2f}x", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(doc, f, indent=1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

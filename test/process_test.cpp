@@ -1,0 +1,280 @@
+// The config's `process` section on the built binary, as a user gets it: each setting is seen in
+// the child process that ran the row (the allocator and OpenMP runtime in its memory map, each
+// OpenMP thread's CPUs, glibc's tunables), a missing library is one error line and exit 2, a NUMA
+// node on a one-node machine does not apply, train starts itself again with the settings, and an
+// interrupted sweep keeps its finished rows and leaves no child behind.
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "engine/process.hpp"
+#include "test_util.hpp"
+
+using Json = nlohmann::json;
+using ptune::test::run;
+using ptune::test::TempDir;
+
+namespace {
+
+/// A small sweep: ResNet-18 at 32x32, batch 4, short windows, then `rows` (a JSON list).
+std::string config(const std::string& rows, const std::string& extra = "") {
+  return R"({
+  "name": "process", "seed": 0, "device": "cpu", "cpu_threads": 0,
+  "model": { "arch": "resnet18", "num_classes": 10 },
+  "data": { "kind": "fake_cifar", "num_samples": 256, "image_size": 32 },
+  "loader": { "batch_size": 4, "num_workers": 0 },
+  "optim": { "kind": "sgd", "lr": 0.01 },
+  "measure": { "warmup_steps": 1, "steps": 2, "repeats": 2, "max_s": 8 })" +
+         extra + R"(,
+  "sweep": )" + rows + "\n}";
+}
+
+/// The note that starts with `prefix` on `row`, or "".
+std::string note(const Json& row, const std::string& prefix) {
+  for (const auto& n : row["notes"])
+    if (n.get<std::string>().rfind(prefix, 0) == 0) return n.get<std::string>();
+  return "";
+}
+
+/// The folder of the venv's libiomp5.so (PyPI's intel-openmp), or "" when not installed.
+std::string iomp_dir() {
+  const std::filesystem::path python = PTUNE_PYTHON;
+  if (python.empty()) return "";
+  const auto lib = python.parent_path().parent_path() / "lib";
+  return std::filesystem::exists(lib / "libiomp5.so") ? lib.string() : "";
+}
+
+Json sweep(const TempDir& dir, const std::string& cfg_text, const std::string& env = "") {
+  const std::string cfg = dir.write("p.json", cfg_text), out = dir.file("p-out.json");
+  const auto r = run(env + " " + ptune::test::exe() + " sweep " + cfg + " --out " + out);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  return Json::parse(ptune::test::read_file(out));
+}
+
+}  // namespace
+
+TEST_CASE("process: the allocator a row asks for is the one in its child's memory map, and the previous "
+          "row's side runs in a default child",
+          "[process]") {
+  TempDir dir;
+  const Json res = sweep(dir, config(R"([
+    { "name": "default process" },
+    { "name": "jemalloc", "set": { "process.allocator": "jemalloc" } },
+    { "name": "tcmalloc", "set": { "process.allocator": "tcmalloc" } },
+    { "name": "glibc tuned", "set": { "process.allocator": "glibc_tuned" } }
+  ])"));
+  const auto& rows = res["rows"];
+  REQUIRE(rows.size() == 4);
+  INFO(rows.dump(1));
+  // Row 0 runs in ptune's own process: no child, no note.
+  CHECK(note(rows[0], "this row's child process").empty());
+  const std::string jem = note(rows[1], "this row's child process: ");
+  CHECK(jem.find("libjemalloc.so.2") != std::string::npos);
+  CHECK(jem.find("libtcmalloc") == std::string::npos);
+  // Row 1's comparison side (row 0's settings) ran in a default child of its own.
+  const std::string prev = note(rows[1], "timed against the previous row in a child process of its own: ");
+  CHECK_FALSE(prev.empty());
+  CHECK(prev.find("libjemalloc") == std::string::npos);
+  CHECK(prev.find("GLIBC_TUNABLES unset") != std::string::npos);
+  // Row 2 is compared with row 1's child, kept warm: no new previous side.
+  const std::string tc = note(rows[2], "this row's child process: ");
+  CHECK(tc.find("libtcmalloc_minimal.so.4") != std::string::npos);
+  CHECK(tc.find("libjemalloc") == std::string::npos);
+  CHECK(note(rows[2], "timed against the previous row").empty());
+  const std::string tuned = note(rows[3], "this row's child process: ");
+  CHECK(tuned.find("glibc.malloc.mmap_threshold=33554432") != std::string::npos);
+  CHECK(tuned.find("glibc.malloc.mmap_max=0") != std::string::npos);
+  for (const auto& r : rows) {
+    CHECK(r["status"] == "ok");
+    CHECK(r["page_faults_per_step"].is_number());
+    CHECK(r["system_time_pct"].is_number());
+  }
+  for (size_t i = 1; i < rows.size(); ++i) {
+    CHECK(rows[i]["interleaved"] == true);
+    CHECK(rows[i]["verdict_vs_prev"].is_string());
+  }
+}
+
+TEST_CASE("process: bind_threads pins each OpenMP thread to its own core, cpus restricts them", "[process]") {
+  const auto allowed = ptune::engine::allowed_cpus();
+  if (allowed.size() < 2) {
+    WARN("fewer than 2 CPUs: thread binding not checked");
+    return;
+  }
+  TempDir dir;
+  const std::string a = std::to_string(allowed[0]), b = std::to_string(allowed[1]);
+  const Json res = sweep(dir, config(R"([
+    { "name": "default process" },
+    { "name": "bound", "set": { "process.bind_threads": true, "cpu_threads": 2, "process.cpus": ")" + a + "," + b +
+                                   R"(" } },
+    { "name": "one CPU", "set": { "process.cpus": ")" + b + R"(", "cpu_threads": 0 } }
+  ])"));
+  const auto& rows = res["rows"];
+  REQUIRE(rows.size() == 3);
+  INFO(rows.dump(1));
+  // Unbound, each thread may run on every CPU; bound, each on its own core, neighbours together.
+  const std::string both = ptune::engine::cpu_list_text({allowed[0], allowed[1]});
+  CHECK(note(rows[1], "timed against").find("OpenMP threads on CPUs {" + ptune::engine::cpu_list_text(allowed)) !=
+        std::string::npos);
+  const std::string bound = note(rows[1], "this row's child process: ");
+  CHECK(bound.find("2 OpenMP threads on CPUs {" + a + "} {" + b + "}") != std::string::npos);
+  CHECK(bound.find("; CPUs " + both) != std::string::npos);
+  // One CPU: the process runs there, and cpu_threads 0 means one thread.
+  const std::string one = note(rows[2], "this row's child process: ");
+  CHECK(one.find("; CPUs " + b + ";") != std::string::npos);
+  CHECK(one.find("1 OpenMP thread on CPUs {" + b + "}") != std::string::npos);
+}
+
+TEST_CASE("process: Intel's OpenMP runtime, preloaded from the Python environment", "[process]") {
+  const std::string lib = iomp_dir();
+  if (lib.empty()) {
+    WARN("intel-openmp is not installed in the test venv: not checked");
+    return;
+  }
+  TempDir dir;
+  const Json res = sweep(dir, config(R"([
+    { "name": "default process" },
+    { "name": "Intel OpenMP", "set": { "process.openmp": "intel" } }
+  ])"),
+                         "PTUNE_LIBRARY_PATH='" + lib + "'");
+  const auto& rows = res["rows"];
+  INFO(rows.dump(1));
+  CHECK(note(rows[1], "this row's child process: ").find("libiomp5.so") != std::string::npos);
+  CHECK(rows[1]["status"] == "ok");
+}
+
+TEST_CASE("process: a library that is not installed is one error line and exit 2, naming the package", "[process]") {
+  TempDir dir;
+  const std::string cfg = dir.write("p.json", config(R"([
+    { "name": "default process" },
+    { "name": "Intel OpenMP", "set": { "process.openmp": "intel" } }
+  ])"));
+  // PTUNE_LIBRARY_PATH names the only folders to look in: there, libiomp5.so is not found.
+  const std::string only = "PTUNE_LIBRARY_PATH=" + dir.file("none") + " ";
+  const std::string missing = "process.openmp: 'intel' needs libiomp5.so, which is not installed here (looked in "
+                              "PTUNE_LIBRARY_PATH: " + dir.file("none") + "); it comes with PyPI's intel-openmp (pip "
+                              "install intel-openmp, in the active Python environment)\n";
+  for (const char* command : {" sweep ", " check "}) {
+    const auto r = run(only + ptune::test::exe() + command + cfg);
+    INFO(command << r.err);
+    CHECK(r.code == 2);
+    CHECK(r.out.empty());
+    CHECK(r.err == "ptune: error: " + cfg + ": sweep[1] 'Intel OpenMP': " + missing);
+  }
+  const std::string tcfg = dir.write("t.json", config("[]"));
+  const auto tuned = run(only + ptune::test::exe() + " tune " + tcfg + " --set process.openmp=intel");
+  CHECK(tuned.code == 2);
+  CHECK(tuned.err == "ptune: error: " + tcfg + ": " + missing);
+  const auto trained = run(only + ptune::test::exe() + " train " + tcfg + " --set process.allocator=jemalloc");
+  CHECK(trained.code == 2);
+  CHECK(trained.err == "ptune: error: " + tcfg + ": process.allocator: 'jemalloc' needs libjemalloc.so.2, which is "
+                       "not installed here (looked in PTUNE_LIBRARY_PATH: " + dir.file("none") + "); it comes with "
+                       "Debian's libjemalloc2 (apt-get install libjemalloc2)\n");
+  // A CPU that is not there, a node that does not exist, a malformed list.
+  const auto bad_cpu = run(ptune::test::exe() + " check " + cfg + " --set process.cpus=1000");
+  CHECK(bad_cpu.code == 2);
+  CHECK(bad_cpu.err.rfind("ptune: error: " + cfg + ": sweep[0] 'default process': process.cpus: CPU 1000 in '1000' is "
+                          "not one this process may run on; allowed: ",
+                          0) == 0);
+  const auto bad_list = run(ptune::test::exe() + " check " + cfg + " --set process.cpus=0-x");
+  CHECK(bad_list.err == "ptune: error: " + cfg + ": sweep[0] 'default process': process.cpus: '0-x' is not a CPU list; "
+                        "allowed: CPU numbers and ranges, e.g. \"0-3,8\"\n");
+  const auto bad_node = run(ptune::test::exe() + " check " + cfg + " --set process.numa_node=4000");
+  CHECK(bad_node.code == 2);
+  CHECK(bad_node.err.find("process.numa_node: node 4000 does not exist here; allowed: -1 (no binding) or ") !=
+        std::string::npos);
+  const auto bad_value = run(ptune::test::exe() + " check " + cfg + " --set process.allocator=mimalloc");
+  CHECK(bad_value.code == 2);
+  CHECK(bad_value.err.find("glibc, glibc_tuned, jemalloc, tcmalloc") != std::string::npos);
+}
+
+TEST_CASE("process: a NUMA node on a machine with one does not apply, and the row says so", "[process]") {
+  if (ptune::engine::numa_nodes().size() != 1) {
+    WARN("more than one NUMA node here: the one-node case is not checked");
+    return;
+  }
+  TempDir dir;
+  const std::string cfg = dir.write("p.json", config(R"([
+    { "name": "default process" },
+    { "name": "node 0", "set": { "process.numa_node": 0 } },
+    { "name": "batch 8", "set": { "loader.batch_size": 8 } }
+  ])"));
+  const auto r = run(ptune::test::exe() + " sweep " + cfg + " --format json");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const Json res = Json::parse(r.out);
+  const auto& rows = res["rows"];
+  CHECK(rows[1]["status"] == "skipped: process.numa_node does not apply here: this machine has one NUMA node, so "
+                             "binding to it changes nothing");
+  CHECK(r.err.find("row 'node 0' skipped: process.numa_node does not apply here") != std::string::npos);
+  // The next row keeps the key, and runs as a default process: in ptune's own.
+  CHECK(rows[2]["status"] == "ok");
+  CHECK(note(rows[2], "this row's child process").empty());
+}
+
+TEST_CASE("process: train starts itself again with the settings, as under LD_PRELOAD", "[process]") {
+  TempDir dir;
+  const std::string cfg = dir.write("t.json", config("[]", R"(,
+  "train": { "max_steps": 2, "log_every": 1, "checkpoint_dir": ")" + dir.file("ck") + R"(" },
+  "process": { "allocator": "jemalloc", "bind_threads": true })"));
+  const auto r = run(ptune::test::exe() + " train " + cfg);
+  INFO(r.err);
+  CHECK(r.code == 0);
+  CHECK(r.err.find("process settings: libraries: libgomp") != std::string::npos);
+  CHECK(r.err.find("libjemalloc.so.2") != std::string::npos);
+  CHECK(r.out.find("trained 2 steps") != std::string::npos);
+  // From stdin ptune cannot start itself again with the config: one line, exit 2.
+  const auto piped = run("sh -c \"cat " + cfg + " | " + ptune::test::exe() + " train /dev/stdin\"");
+  CHECK(piped.code == 2);
+  CHECK(piped.err == "ptune: error: process: settings that take effect when a process starts need the config in a "
+                     "file, not on a pipe (ptune starts itself again with them and reads it again)\n");
+}
+
+TEST_CASE("process: Ctrl-C during a row in child processes keeps the finished rows and leaves no child running",
+          "[process]") {
+  TempDir dir;
+  const std::string cfg = dir.write("p.json", config(R"([
+    { "name": "default process" },
+    { "name": "jemalloc", "set": { "process.allocator": "jemalloc", "measure.max_s": 60, "measure.repeats": 50 } }
+  ])"));
+  const std::string out = dir.file("int.json");
+  const pid_t ptune = ::fork();
+  if (ptune == 0) {
+    const int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(null, 2);
+    ::execl(PTUNE_EXE, "ptune", "sweep", cfg.c_str(), "--out", out.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  // Wait until row 1's two children run (row 0 is done), then interrupt ptune.
+  std::vector<pid_t> children;
+  for (int i = 0; i < 600 && children.size() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    children.clear();
+    std::istringstream list(run("pgrep -P " + std::to_string(ptune) + " -f '[r]ow-side'").out);
+    for (pid_t c; list >> c;) children.push_back(c);
+  }
+  REQUIRE(children.size() == 2);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  ::kill(ptune, SIGINT);
+  int status = 0;
+  ::waitpid(ptune, &status, 0);
+  CHECK(WEXITSTATUS(status) == 130);
+  // No child left: both were ended and reaped.
+  for (pid_t c : children) CHECK_FALSE(std::filesystem::exists("/proc/" + std::to_string(c)));
+  const Json res = Json::parse(ptune::test::read_file(out));
+  CHECK(res["status"] == "interrupted");
+  CHECK(res["rows"].size() == 1);
+}
