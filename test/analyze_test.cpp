@@ -1107,6 +1107,12 @@ TEST_CASE("analyze: FLOPs and bytes per operator class from input shapes, agains
   CHECK(j["throughput"]["ceilings"]["peak_flops_per_s"] == 100e9);
   CHECK(j["throughput"]["peak_pct"].get<double>() == Approx(100.0 * th.flops_per_s() / 100e9).epsilon(0.01));
   CHECK(has(ptune::analyze::render(a, "table"), "FLOP/s per operator class"));
+  ptune::analyze::Version v;
+  v.label = "t";
+  v.analysis = a;
+  const std::string page = ptune::analyze::overview_html(ptune::analyze::compare_analyses({v}));
+  CHECK(has(page, "<h3>FLOP/s per operator class</h3>"));
+  CHECK(has(page, "<tr data-class=\"matmul\"><td>matmul</td>"));
 
   // Neither FLOPs nor shapes: the note names the profiler option to add.
   Json bare = Json::array();
@@ -1169,6 +1175,11 @@ TEST_CASE("analyze: the straggler of HTA's two-rank NCCL traces (ncclKernel_*) a
   const Json j = Json::parse(ptune::analyze::render(a, "json"));
   CHECK(j["distributed"]["straggler"]["rank"] == 1);
   CHECK(j["distributed"]["ranks"][0]["wait_ms"].get<double>() > j["distributed"]["ranks"][1]["wait_ms"].get<double>());
+  ptune::analyze::Version v;
+  v.label = "hta";
+  v.analysis = a;
+  const std::string page = ptune::analyze::overview_html(ptune::analyze::compare_analyses({v}));
+  CHECK(has(page, "<tr class=\"straggler\"><td>rank 1</td>"));
 
   const auto d = ptune::analyze::analyze(fixture("ddp"));
   REQUIRE(d.straggler);
