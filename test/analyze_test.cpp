@@ -1121,11 +1121,13 @@ TEST_CASE("analyze: FLOPs and bytes per operator class from input shapes, agains
   const auto b = ptune::analyze::analyze(dir.write("bare.json", Json{{"traceEvents", bare}}.dump()), opt);
   CHECK(b.throughput[0].source == "none");
   bool advised = false;
-  for (const auto& n : b.notes) advised = advised || has(n, "no FLOP/s: add `record_shapes=True` (or `with_flops=True`)");
+  for (const auto& n : b.notes)
+    advised = advised || has(n, "no FLOP/s: add `record_shapes=True` (or `with_flops=True`)");
   CHECK(advised);
 }
 
-TEST_CASE("ptune analyze: FLOP/s of a with_flops=True trace against PyTorch's own FLOP counts", "[e2e][analyze][python]") {
+TEST_CASE("ptune analyze: FLOP/s of a with_flops=True trace against PyTorch's own FLOP counts",
+          "[e2e][analyze][python]") {
   using ptune::test::exe;
   using ptune::test::run;
   TempDir dir;
@@ -1160,7 +1162,7 @@ TEST_CASE("ptune analyze: FLOP/s of a with_flops=True trace against PyTorch's ow
     if (c["class"] == "convolution") CHECK(c["bound"] == "compute-bound");
 }
 
-TEST_CASE("analyze: the straggler of HTA's two-rank NCCL traces (ncclKernel_*) and of the DDP fixture (ncclDevKernel_*)",
+TEST_CASE("analyze: the straggler of HTA's two-rank NCCL traces (ncclKernel_*), the DDP fixture's (ncclDevKernel_*)",
           "[analyze]") {
   // HTA's test data: rank 1 computes about 270 ms per step of kernels against 210 ms on rank 0,
   // which waits for it in its NCCL kernels.

@@ -153,7 +153,8 @@ def ddp_rank(rank, out_dir, port):
     it = iter(loader)
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True,
                  schedule=schedule(wait=0, warmup=1, active=3, repeat=1),
-                 on_trace_ready=tensorboard_trace_handler(os.path.join(out_dir, "ddp_slow"), worker_name=f"rank{rank}")) as prof:
+                 on_trace_ready=tensorboard_trace_handler(os.path.join(out_dir, "ddp_slow"),
+                                                          worker_name=f"rank{rank}")) as prof:
         for _ in range(4):
             x, y = next(it)
             loss = torch.nn.functional.cross_entropy(model(x), y)

@@ -321,7 +321,8 @@ __attribute__((visibility("default"))) int ptune_engine_run(const ptune::cli::Co
 }
 
 /// This CPU's ceilings for `ptune analyze`: the calibrated peak in `precision` and bandwidth.
-__attribute__((visibility("default"))) ptune::analyze::Ceilings ptune_engine_cpu_ceilings(const std::string& precision) {
+__attribute__((visibility("default"))) ptune::analyze::Ceilings ptune_engine_cpu_ceilings(
+    const std::string& precision) {
   const c10::Device cpu(c10::kCPU);
   return ptune::analyze::Ceilings{ptune::measure::machine_peak(cpu, precision), ptune::measure::machine_bandwidth(cpu)};
 }

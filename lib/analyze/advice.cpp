@@ -52,8 +52,8 @@ std::string throughput_note(const Throughput& th) {
                 th.source == "trace" ? "trace's FLOPs" : "input shapes");
   std::string s = buf;
   if (th.ceilings) {
-    std::snprintf(buf, sizeof buf, ": %.1f%% of the peak %.3g GFLOP/s", 100.0 * th.flops_per_s() / th.ceilings->peak.flops_per_s,
-                  th.ceilings->peak.flops_per_s / 1e9);
+    const double peak = th.ceilings->peak.flops_per_s;
+    std::snprintf(buf, sizeof buf, ": %.1f%% of the peak %.3g GFLOP/s", 100.0 * th.flops_per_s() / peak, peak / 1e9);
     s += buf + (" (" + th.ceilings->peak.source + ")");
   } else if (!th.no_ceilings.empty()) {
     s += "; no peak: " + th.no_ceilings;

@@ -93,9 +93,11 @@ std::string throughput_html(const Throughput& th) {
     const auto roof = roof_of(c, th.ceilings);
     const auto ai = c.intensity();
     const std::string bound = bound_of(c, th.ceilings);
-    s += "<tr data-class=\"" + html_escape(c.name) + "\"><td>" + html_escape(c.name) + "</td>" + n(fmt("%.0f", c.calls)) +
-         n(fmt("%.3f", c.flops / 1e9)) + n(fmt("%.2f", c.us / 1000.0)) + n(fmt("%.2f", c.flops_per_s() / 1e9)) +
-         n(peak > 0 ? fmt("%.1f", 100.0 * c.flops_per_s() / peak) : "-") + n(c.bytes ? fmt("%.1f", *c.bytes / 1e6) : "-") +
+    s += "<tr data-class=\"" + html_escape(c.name) + "\"><td>" + html_escape(c.name) + "</td>" +
+         n(fmt("%.0f", c.calls)) + n(fmt("%.3f", c.flops / 1e9)) + n(fmt("%.2f", c.us / 1000.0)) +
+         n(fmt("%.2f", c.flops_per_s() / 1e9)) +
+         n(peak > 0 ? fmt("%.1f", 100.0 * c.flops_per_s() / peak) : "-") +
+         n(c.bytes ? fmt("%.1f", *c.bytes / 1e6) : "-") +
          n(ai ? fmt("%.2f", *ai) : "-") + "<td>" + (bound.empty() ? "-" : bound) + "</td>" +
          n(roof && *roof > 0 ? fmt("%.1f", 100.0 * c.flops_per_s() / *roof) : "-") + "</tr>";
   }

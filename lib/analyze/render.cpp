@@ -163,7 +163,8 @@ std::string throughput_table(const Throughput& th) {
   }
   if (th.ceilings) {
     const auto& c = *th.ceilings;
-    out += "  ceilings: " + fmt("%.4g GFLOP/s ", c.peak.flops_per_s / 1e9) + c.peak.precision + " (" + c.peak.source + ")";
+    out += "  ceilings: " + fmt("%.4g GFLOP/s ", c.peak.flops_per_s / 1e9) + c.peak.precision + " (" +
+           c.peak.source + ")";
     if (c.bandwidth.bytes_per_s > 0)
       out += "; " + fmt("%.4g GB/s", c.bandwidth.bytes_per_s / 1e9) + " (" + c.bandwidth.source + ")";
     out += "\n";

@@ -56,8 +56,8 @@ std::string why_compute(const Analysis& a, const RankTimes& slow, const RankTime
     return line;
   }
   s.why = "a slower device";
-  std::snprintf(line, sizeof line, "the same work (%.4g %s per step against %.4g) takes ", slow.work, slow.work_unit.c_str(),
-                others.work);
+  std::snprintf(line, sizeof line, "the same work (%.4g %s per step against %.4g) takes ", slow.work,
+                slow.work_unit.c_str(), others.work);
   return line + ms(slow.compute_us) + " of compute against " + ms(others.compute_us) +
          (a.ranks[slow.index].has_gpu ? "" : " (a slower CPU, or fewer threads)");
 }

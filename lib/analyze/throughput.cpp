@@ -78,7 +78,9 @@ double size_of(const OpInputs& in) {  // bytes per element of the first tensor i
 double inputs_bytes(const OpInputs& in) {
   double b = 0;
   for (size_t i = 0; i < in.dims.size(); ++i)
-    if (!in.dims[i].empty()) b += numel(in.dims[i]) * (i < in.types.size() && elem_bytes(in.types[i]) > 0 ? elem_bytes(in.types[i]) : 4);
+    if (in.dims[i].empty()) continue;
+    const double size = i < in.types.size() ? elem_bytes(in.types[i]) : 0;
+    b += numel(in.dims[i]) * (size > 0 ? size : 4);
   return b;
 }
 
@@ -101,7 +103,8 @@ std::vector<int64_t> conv_out(const OpInputs& in, const std::vector<int64_t>& x,
 /// 2 x N x Cout x prod(out) x Cin/groups x prod(kernel): PyTorch's with_flops formula.
 double conv_flops(const std::vector<int64_t>& x, const std::vector<int64_t>& w, const std::vector<int64_t>& out) {
   std::vector<int64_t> k(w.begin() + 2, w.end());
-  return 2.0 * static_cast<double>(x[0]) * static_cast<double>(w[0]) * numel(out) * static_cast<double>(w[1]) * numel(k);
+  const double n = static_cast<double>(x[0]), cout = static_cast<double>(w[0]), cin = static_cast<double>(w[1]);
+  return 2.0 * n * cout * numel(out) * cin * numel(k);
 }
 
 OpCost conv_cost(const OpInputs& in, bool generic) {
@@ -203,11 +206,13 @@ struct Counted {
 
 /// The operators counted in [lo, hi): per thread the outermost of those with a class (a
 /// class's operators call each other: aten::conv2d calls aten::convolution).
-std::vector<Counted> counted_ops(const Trace& t, const std::vector<std::pair<double, double>>& steps, bool* from_trace) {
+std::vector<Counted> counted_ops(const Trace& t, const std::vector<std::pair<double, double>>& steps,
+                                 bool* from_trace) {
   std::map<std::pair<int64_t, int64_t>, std::vector<Counted>> threads;
   for (const auto& [idx, in] : t.inputs) {
     const Event& e = t.events[idx];
-    const bool in_step = std::any_of(steps.begin(), steps.end(), [&](const auto& s) { return e.ts >= s.first && e.ts < s.second; });
+    const bool in_step =
+        std::any_of(steps.begin(), steps.end(), [&](const auto& s) { return e.ts >= s.first && e.ts < s.second; });
     if (!in_step) continue;
     OpCost c = cost_of(e.name, in);
     if (in.flops >= 0) {
@@ -242,7 +247,8 @@ std::unordered_map<const Event*, double> kernel_time(const Trace& t, const std::
     if (e.kind == Kind::kKernel && e.correlation >= 0) by_corr[e.correlation] += e.dur;
   std::map<std::pair<int64_t, int64_t>, std::vector<const Event*>> launches;
   for (const auto& e : t.events)
-    if (e.kind == Kind::kRuntime && e.correlation >= 0 && by_corr.count(e.correlation)) launches[{e.pid, e.tid}].push_back(&e);
+    if (e.kind == Kind::kRuntime && e.correlation >= 0 && by_corr.count(e.correlation))
+      launches[{e.pid, e.tid}].push_back(&e);
   for (auto& [k, v] : launches)
     std::sort(v.begin(), v.end(), [](const Event* a, const Event* b) { return a->ts < b->ts; });
   std::unordered_map<const Event*, double> out;
@@ -304,7 +310,8 @@ Throughput throughput_of(const std::vector<const Trace*>& traces, const Breakdow
   std::map<std::string, ClassRate> classes;
   std::map<std::string, double> by_precision;
   for (const Trace* t : traces) {
-    shapes = shapes || std::any_of(t->inputs.begin(), t->inputs.end(), [](const auto& x) { return !x.second.dims.empty(); });
+    shapes = shapes ||
+             std::any_of(t->inputs.begin(), t->inputs.end(), [](const auto& x) { return !x.second.dims.empty(); });
     const auto ops = counted_ops(*t, steps, &from_trace);
     const auto kernels = b.has_gpu ? kernel_time(*t, ops) : std::unordered_map<const Event*, double>{};
     for (const auto& c : ops) {
@@ -319,8 +326,8 @@ Throughput throughput_of(const std::vector<const Trace*>& traces, const Breakdow
   }
   if (!from_trace && !shapes) {
     th.missing = b.writer == "ptune" ? "no input shapes in the trace"
-                                     : "add `record_shapes=True` (or `with_flops=True`) to `torch.profiler.profile(...)` "
-                                       "for FLOP/s and bytes per operator class";
+                                     : "add `record_shapes=True` (or `with_flops=True`) to "
+                                       "`torch.profiler.profile(...)` for FLOP/s and bytes per operator class";
     return th;
   }
   th.source = from_trace ? "trace" : "shapes";

@@ -409,8 +409,9 @@ class Sax {
         break;
       case Ctx::kTop:
         if (key_ == "schemaVersion" && v.number()) t_.schema_version = as_int(v, 0);
-        if (key_ == "with_flops") t_.with_flops = (v.number() && v.as_double() != 0) || (v.type == Scalar::kBool && v.b) ||
-                                                  (v.type == Scalar::kString && (v.s == "1" || v.s == "true"));
+        if (key_ == "with_flops")
+          t_.with_flops = (v.number() && v.as_double() != 0) || (v.type == Scalar::kBool && v.b) ||
+                          (v.type == Scalar::kString && (v.s == "1" || v.s == "true"));
         break;
       default: break;
     }
@@ -457,7 +458,8 @@ class Sax {
       if (out.kind == Kind::kCpuOp) out.batch = e.batch;
       if (out.kind == Kind::kCpuOp && !e.call_stack.empty())
         t_.call_stacks.emplace(t_.events.size(), *t_.names->insert(e.call_stack).first);
-      if (out.kind == Kind::kCpuOp && (e.has_dims || e.in.flops >= 0)) t_.inputs.emplace(t_.events.size(), std::move(e.in));
+      if (out.kind == Kind::kCpuOp && (e.has_dims || e.in.flops >= 0))
+        t_.inputs.emplace(t_.events.size(), std::move(e.in));
     }
     if (out.kind == Kind::kKernel || out.kind == Kind::kMemcpy || out.kind == Kind::kMemset ||
         out.kind == Kind::kRuntime)

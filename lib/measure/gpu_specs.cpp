@@ -25,8 +25,9 @@ const GpuSpec kH100Pcie{"NVIDIA H100 PCIe", 51.2, 378.0, 756.0, 756.0, 2.0, "NVI
 const GpuSpec kH200{"NVIDIA H200 SXM", 66.9, 494.7, 989.4, 989.4, 4.8, "NVIDIA H200 Tensor Core GPU datasheet"};
 // A100 40GB 1,555 GB/s; 80GB SXM 2,039 GB/s, 80GB PCIe 1,935 GB/s: NVIDIA A100 Tensor Core GPU datasheet.
 const GpuSpec kA100{"NVIDIA A100 40GB", 19.5, 156.0, 312.0, 312.0, 1.555, "NVIDIA A100 Tensor Core GPU datasheet"};
-const GpuSpec kA100Sxm80{"NVIDIA A100 80GB SXM", 19.5, 156.0, 312.0, 312.0, 2.039, "NVIDIA A100 Tensor Core GPU datasheet"};
-const GpuSpec kA100Pcie80{"NVIDIA A100 80GB PCIe", 19.5, 156.0, 312.0, 312.0, 1.935, "NVIDIA A100 Tensor Core GPU datasheet"};
+const char* const kA100Sheet = "NVIDIA A100 Tensor Core GPU datasheet";
+const GpuSpec kA100Sxm80{"NVIDIA A100 80GB SXM", 19.5, 156.0, 312.0, 312.0, 2.039, kA100Sheet};
+const GpuSpec kA100Pcie80{"NVIDIA A100 80GB PCIe", 19.5, 156.0, 312.0, 312.0, 1.935, kA100Sheet};
 // L40S 864 GB/s: NVIDIA L40S datasheet. L4 300 GB/s: NVIDIA L4 Tensor Core GPU datasheet.
 const GpuSpec kL40s{"NVIDIA L40S", 91.6, 183.0, 362.05, 362.05, 0.864, "NVIDIA L40S datasheet"};
 const GpuSpec kL4{"NVIDIA L4", 30.3, 60.0, 121.0, 121.0, 0.3, "NVIDIA L4 Tensor Core GPU datasheet"};
