@@ -1040,3 +1040,173 @@ TEST_CASE("ptune analyze: a FakeData loop on the CPU gets no host-sync advice, a
   CHECK(has(r.out, "x -> y:\n  speedup x"));
   CHECK(has(r.out, ": 99% interval (Welch's t on log step times, 5 and 5 steps)"));
 }
+
+namespace {
+
+/// Fixed ceilings for the roofline tests: 100 GFLOP/s and 10 GB/s (a balance of 10 FLOP/B).
+std::optional<ptune::analyze::Ceilings> test_ceilings(const std::string& precision) {
+  ptune::analyze::Ceilings c;
+  c.peak = {100e9, precision, "test peak"};
+  c.bandwidth = {10e9, "test bandwidth"};
+  return c;
+}
+
+Json op(const std::string& name, double ts, double dur, Json dims, Json types, Json concrete = Json::array()) {
+  return x("cpu_op", name, ts, dur, Json{{"Input Dims", dims}, {"Input type", types}, {"Concrete Inputs", concrete}});
+}
+
+}  // namespace
+
+TEST_CASE("analyze: FLOPs and bytes per operator class from input shapes, against the two ceilings", "[analyze]") {
+  TempDir dir;
+  Json ev = Json::array();
+  for (int s = 0; s < 2; ++s) {
+    const double t0 = s * 1000.0;
+    ev.push_back(x("user_annotation", "ProfilerStep#" + std::to_string(s + 1), t0, 1000));
+    // A 64x64 by 64x64 product: 2*64^3 FLOPs over 3 * 64*64 * 4 bytes = 10.67 FLOP/B: compute-bound.
+    ev.push_back(op("aten::mm", t0 + 10, 100, {{64, 64}, {64, 64}}, {"float", "float"}));
+    // A 3x3 convolution, stride 1, padding 1: 2 * N * Cout * H * W * Cin * 9, inside aten::conv2d
+    // (counted once: the outermost of its class).
+    ev.push_back(op("aten::conv2d", t0 + 200, 300, {{2, 8, 16, 16}, {4, 8, 3, 3}, {}, {}, {}, {}, {}},
+                    {"float", "float", "", "ScalarList", "ScalarList", "ScalarList", "Scalar"},
+                    {"", "", "", "[1, 1]", "[1, 1]", "[1, 1]", "1"}));
+    ev.push_back(op("aten::convolution", t0 + 210, 280, {{2, 8, 16, 16}, {4, 8, 3, 3}, {}, {}, {}, {}, {}, {}, {}},
+                    {"float", "float", "", "ScalarList", "ScalarList", "ScalarList", "Scalar", "ScalarList", "Scalar"},
+                    {"", "", "", "[1, 1]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "1"}));
+    // An elementwise add of 1024 floats: 1024 FLOPs over 3 * 4096 bytes: memory-bound.
+    ev.push_back(op("aten::add", t0 + 600, 50, {{1024}, {1024}, {}}, {"float", "float", "Scalar"}));
+    // A trace's own "flops" (older torch.profiler with_flops=True) is taken as it is.
+    ev.push_back(x("cpu_op", "aten::mystery", t0 + 700, 100, Json{{"flops", 5000}}));
+  }
+  const std::string path = dir.write("t.json", Json{{"traceEvents", ev}}.dump());
+  ptune::analyze::AnalyzeOptions opt;
+  opt.cpu_ceilings = test_ceilings;
+  const auto a = ptune::analyze::analyze(path, opt);
+  REQUIRE(a.throughput.size() == 1);
+  const auto& th = a.throughput[0];
+  CHECK(th.source == "trace");
+  std::map<std::string, ptune::analyze::ClassRate> by;
+  for (const auto& c : th.classes) by[c.name] = c;
+  REQUIRE(by.count("matmul"));
+  CHECK(by["matmul"].flops == 2.0 * 64 * 64 * 64);
+  CHECK(*by["matmul"].bytes == 4.0 * 3 * 64 * 64);
+  CHECK(by["matmul"].us == 100);
+  CHECK(ptune::analyze::bound_of(by["matmul"], th.ceilings) == "compute-bound");
+  REQUIRE(by.count("convolution"));
+  CHECK(by["convolution"].calls == 1);
+  CHECK(by["convolution"].flops == 2.0 * 2 * 4 * 16 * 16 * 8 * 9);
+  CHECK(*by["convolution"].bytes == 4.0 * (2 * 8 * 16 * 16 + 4 * 8 * 9 + 2 * 4 * 16 * 16));
+  CHECK(by["convolution"].us == 300);
+  CHECK(by["elementwise"].flops == 1024);
+  CHECK(*by["elementwise"].bytes == 4.0 * 3 * 1024);
+  CHECK(ptune::analyze::bound_of(by["elementwise"], th.ceilings) == "memory-bound");
+  // At 1024 / 12288 FLOP/B the roof is 10 GB/s x 0.083 = 0.83 GFLOP/s; 1024 FLOPs in 50 us = 20.5 MFLOP/s.
+  CHECK(*ptune::analyze::roof_of(by["elementwise"], th.ceilings) == Approx(10e9 * 1024.0 / 12288.0));
+  CHECK(by["other"].flops == 5000);
+  CHECK_FALSE(by["other"].bytes);
+  CHECK(th.flops == 2.0 * 64 * 64 * 64 + 2.0 * 2 * 4 * 16 * 16 * 8 * 9 + 1024 + 5000);
+  CHECK(th.flops_per_s() == Approx(th.flops / 1e-3));
+  const Json j = Json::parse(ptune::analyze::render(a, "json"));
+  CHECK(j["throughput"]["source"] == "trace");
+  CHECK(j["throughput"]["ceilings"]["peak_flops_per_s"] == 100e9);
+  CHECK(j["throughput"]["peak_pct"].get<double>() == Approx(100.0 * th.flops_per_s() / 100e9).epsilon(0.01));
+  CHECK(has(ptune::analyze::render(a, "table"), "FLOP/s per operator class"));
+  ptune::analyze::Version v;
+  v.label = "t";
+  v.analysis = a;
+  const std::string page = ptune::analyze::overview_html(ptune::analyze::compare_analyses({v}));
+  CHECK(has(page, "<h3>FLOP/s per operator class</h3>"));
+  CHECK(has(page, "<tr data-class=\"matmul\"><td>matmul</td>"));
+
+  // Neither FLOPs nor shapes: the note names the profiler option to add.
+  Json bare = Json::array();
+  bare.push_back(x("user_annotation", "ProfilerStep#1", 0, 100));
+  bare.push_back(x("cpu_op", "aten::mm", 10, 50));
+  const auto b = ptune::analyze::analyze(dir.write("bare.json", Json{{"traceEvents", bare}}.dump()), opt);
+  CHECK(b.throughput[0].source == "none");
+  bool advised = false;
+  for (const auto& n : b.notes)
+    advised = advised || has(n, "no FLOP/s: add `record_shapes=True` (or `with_flops=True`)");
+  CHECK(advised);
+}
+
+TEST_CASE("ptune analyze: FLOP/s of a with_flops=True trace against PyTorch's own FLOP counts",
+          "[e2e][analyze][python]") {
+  using ptune::test::exe;
+  using ptune::test::run;
+  TempDir dir;
+  const auto made = run(std::string("'") + PTUNE_PYTHON + "' '" + PTUNE_SOURCE_DIR + "/test/make_torch_trace.py' '" +
+                        dir.path.string() + "' flops");
+  INFO(made.err);
+  REQUIRE(made.code == 0);
+  const Json ref = Json::parse(ptune::test::read_file(dir.file("flops/reference.json")));
+  auto r = run(exe() + " analyze '" + dir.file("flops/trace.json") + "' --format json");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const Json j = Json::parse(r.out);
+  const Json& th = j["throughput"];
+  CHECK(th["precision"] == "fp32");
+  std::map<std::string, double> flops;
+  for (const auto& c : th["classes"]) flops[c["class"]] = c["flops_per_step"];
+  // PyTorch's with_flops formulas cover the forward convolutions and the matrix products
+  // (aten::conv2d, addmm, mm); FlopCounterMode adds the backward convolutions.
+  const double profiler = ref["profiler_flops_per_step"];
+  const double counter = ref["flop_counter_per_step"];
+  CHECK(flops["convolution"] + flops["matmul"] == Approx(profiler).epsilon(1e-9));
+  CHECK(flops["convolution"] + flops["convolution backward"] + flops["matmul"] == Approx(counter).epsilon(1e-9));
+  // Achieved FLOP/s: the step's FLOPs over the mean step.
+  CHECK(th["flops_per_s"].get<double>() ==
+        Approx(th["flops_per_step"].get<double>() / (j["mean"]["ms"].get<double>() / 1000.0)).epsilon(0.01));
+  // A CPU trace is read against this CPU's calibrated ceilings (never a datasheet's).
+  REQUIRE(th["ceilings"].is_object());
+  CHECK(th["ceilings"]["peak_flops_per_s"].get<double>() > 0);
+  CHECK(has(th["ceilings"]["peak_source"].get<std::string>(), "calibrated"));
+  CHECK(has(th["ceilings"]["bandwidth_source"].get<std::string>(), "calibrated"));
+  for (const auto& c : th["classes"])
+    if (c["class"] == "convolution") CHECK(c["bound"] == "compute-bound");
+}
+
+TEST_CASE("analyze: the straggler of HTA's two-rank NCCL traces (ncclKernel_*), the DDP fixture's (ncclDevKernel_*)",
+          "[analyze]") {
+  // HTA's test data: rank 1 computes about 270 ms per step of kernels against 210 ms on rank 0,
+  // which waits for it in its NCCL kernels.
+  const auto a = ptune::analyze::analyze(fixture("hta_two_ranks"));
+  REQUIRE(a.straggler);
+  REQUIRE(a.straggler->slow);
+  const auto& slow = a.straggler->ranks[*a.straggler->slow];
+  CHECK(a.ranks[slow.index].rank == 1);
+  CHECK(slow.wait_us < a.straggler->ranks[1 - *a.straggler->slow].wait_us);
+  CHECK(slow.compute_us > a.straggler->ranks[1 - *a.straggler->slow].compute_us);
+  CHECK(has(a.straggler->text, "rank 1 is the straggler ("));
+  const Json j = Json::parse(ptune::analyze::render(a, "json"));
+  CHECK(j["distributed"]["straggler"]["rank"] == 1);
+  CHECK(j["distributed"]["ranks"][0]["wait_ms"].get<double>() > j["distributed"]["ranks"][1]["wait_ms"].get<double>());
+  ptune::analyze::Version v;
+  v.label = "hta";
+  v.analysis = a;
+  const std::string page = ptune::analyze::overview_html(ptune::analyze::compare_analyses({v}));
+  CHECK(has(page, "<tr class=\"straggler\"><td>rank 1</td>"));
+
+  const auto d = ptune::analyze::analyze(fixture("ddp"));
+  REQUIRE(d.straggler);
+  for (const auto& r : d.straggler->ranks) CHECK(r.wait_us > 0);  // ncclDevKernel_* are communication
+}
+
+TEST_CASE("ptune analyze: a two-rank Gloo run with rank 1's loader slowed names rank 1, slower input",
+          "[e2e][analyze][python]") {
+  using ptune::test::exe;
+  using ptune::test::run;
+  TempDir dir;
+  const auto made = run(std::string("'") + PTUNE_PYTHON + "' '" + PTUNE_SOURCE_DIR + "/test/make_torch_trace.py' '" +
+                        dir.path.string() + "' ddp_slow");
+  INFO(made.err);
+  REQUIRE(made.code == 0);
+  auto r = run(exe() + " analyze '" + dir.file("ddp_slow") + "' --format json");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const Json j = Json::parse(r.out);
+  CHECK(j["distributed"]["straggler"]["rank"] == 1);
+  CHECK(j["distributed"]["straggler"]["why"] == "slower input");
+  r = run(exe() + " analyze '" + dir.file("ddp_slow") + "'");
+  CHECK(has(r.out, "rank 1 is the straggler (slower input)"));
+}

@@ -24,6 +24,13 @@ Variants (each written under OUT_DIR/VARIANT/):
            machine's load fell on both alike (the sweep's paired design). Recorded one after
            the other, two traces differ by how busy the machine was, which a Python trace does
            not record.
+  flops    with_flops=True, batches of 4 in memory, 2 steps (export_chrome_trace to trace.json);
+           beside it reference.json: PyTorch's own FLOPs per step (the profiler's events'
+           .flops, its with_flops formulas) and torch.utils.flop_counter.FlopCounterMode's count
+           of one training step (forward and backward convolutions and matrix products)
+  ddp_slow  two ranks (torch.distributed, Gloo, DistributedDataParallel) of the loader0 code
+           with batches of 4, rank 1's Dataset sleeping 0.1 s per sample and rank 0's not;
+           tensorboard_trace_handler writes ddp_slow/rank0.*.json and rank1.*.json
 Schedule: wait=0, warmup=1, active=2 (ProfilerStep#1 and #2 recorded; fakedata: active=5). One
 thread for the model, so a loaded machine slows compute less than the sleeping loader stays slow.
 """
@@ -99,6 +106,74 @@ def run(variant, out_dir, active=None, warmup=1, stack=True):
     del it
 
 
+def flops(out_dir):
+    """with_flops=True; the reference FLOPs from PyTorch itself beside the trace."""
+    from torch.utils.flop_counter import FlopCounterMode
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(num_classes=10)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x, y = torch.rand(4, 3, 32, 32), torch.arange(4) % 10
+    folder = os.path.join(out_dir, "flops")
+    os.makedirs(folder, exist_ok=True)
+    ref = {}
+
+    def ready(p):
+        p.export_chrome_trace(os.path.join(folder, "trace.json"))
+        ref["profiler_flops_per_step"] = sum(e.flops for e in p.events() if e.flops) / 2
+
+    def step():
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    with profile(activities=[ProfilerActivity.CPU], with_flops=True,
+                 schedule=schedule(wait=0, warmup=1, active=2, repeat=1), on_trace_ready=ready) as prof:
+        for _ in range(3):
+            step()
+            prof.step()
+    counter = FlopCounterMode(display=False)
+    with counter:
+        step()
+    ref["flop_counter_per_step"] = counter.get_total_flops()
+    with open(os.path.join(folder, "reference.json"), "w") as f:
+        json.dump(ref, f)
+
+
+def ddp_rank(rank, out_dir, port):
+    import torch.distributed as dist
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = torch.nn.parallel.DistributedDataParallel(torchvision.models.resnet18(num_classes=10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    loader = torch.utils.data.DataLoader(SlowImages(0.1 if rank == 1 else 0), batch_size=4, num_workers=0)
+    it = iter(loader)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True,
+                 schedule=schedule(wait=0, warmup=1, active=3, repeat=1),
+                 on_trace_ready=tensorboard_trace_handler(os.path.join(out_dir, "ddp_slow"),
+                                                          worker_name=f"rank{rank}")) as prof:
+        for _ in range(4):
+            x, y = next(it)
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            prof.step()
+    dist.destroy_process_group()
+
+
+def ddp_slow(out_dir):
+    import socket
+    import torch.multiprocessing as mp
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(ddp_rank, args=(out_dir, port), nprocs=2)
+
+
 def split(name, out_dir):
     """Records the fakedata code's 10 steps, then writes its odd and even steps as two traces."""
     whole = os.path.join(out_dir, f"fakedata_{name}")
@@ -123,6 +198,10 @@ def main():
         t = time.time()
         if v.startswith("split:"):
             split(v[len("split:"):], out_dir)
+        elif v == "flops":
+            flops(out_dir)
+        elif v == "ddp_slow":
+            ddp_slow(out_dir)
         else:
             run(v, out_dir)
         print(f"{v}: {time.time() - t:.1f} s", file=sys.stderr)

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "analyze/throughput.hpp"
 #include "config/config.hpp"
 #include "dist/launcher.hpp"
 #include "report/terminal.hpp"
@@ -92,5 +93,9 @@ inline constexpr const char* kEngineRun = "ptune_engine_run";
 inline constexpr const char* kEngineFinish = "ptune_engine_finish";
 inline constexpr const char* kEngineBuildId = "ptune_engine_build_id";
 inline constexpr const char* kEngineFile = "libptune_engine.so";
+/// The fourth, for `ptune analyze` of a CPU trace with FLOPs: this CPU's ceilings in a
+/// precision (measure::machine_peak and machine_bandwidth, calibrated once and cached).
+using EngineCpuCeilings = analyze::Ceilings (*)(const std::string& precision);
+inline constexpr const char* kEngineCpuCeilings = "ptune_engine_cpu_ceilings";
 
 }  // namespace ptune::cli

@@ -26,6 +26,7 @@
 #include "errors.hpp"
 #include "log.hpp"
 #include "measure/child_side.hpp"
+#include "measure/peak.hpp"
 #include "measure/stats.hpp"
 #include "report/results.hpp"
 #include "report/terminal.hpp"
@@ -319,6 +320,13 @@ __attribute__((visibility("default"))) int ptune_engine_run(const ptune::cli::Co
     if (cl.verbose) throw std::runtime_error(e.what());
     throw std::runtime_error(ptune::torch_error_line(e));
   }
+}
+
+/// This CPU's ceilings for `ptune analyze`: the calibrated peak in `precision` and bandwidth.
+__attribute__((visibility("default"))) ptune::analyze::Ceilings ptune_engine_cpu_ceilings(
+    const std::string& precision) {
+  const c10::Device cpu(c10::kCPU);
+  return ptune::analyze::Ceilings{ptune::measure::machine_peak(cpu, precision), ptune::measure::machine_bandwidth(cpu)};
 }
 
 /// The build ID this engine was compiled with; the executable loads only its own build's.

@@ -153,6 +153,7 @@ CLI::Validator non_negative_number() {
 struct Engine {
   ptune::cli::EngineRun run = nullptr;
   ptune::cli::EngineFinish finish = nullptr;
+  ptune::cli::EngineCpuCeilings cpu_ceilings = nullptr;
 };
 
 /// Loads the training engine from beside the executable (the build tree, a copied folder) or
@@ -172,8 +173,9 @@ Engine load_engine() {
     Engine e;
     e.run = reinterpret_cast<ptune::cli::EngineRun>(::dlsym(handle, ptune::cli::kEngineRun));
     e.finish = reinterpret_cast<ptune::cli::EngineFinish>(::dlsym(handle, ptune::cli::kEngineFinish));
+    e.cpu_ceilings = reinterpret_cast<ptune::cli::EngineCpuCeilings>(::dlsym(handle, ptune::cli::kEngineCpuCeilings));
     const auto build_id = reinterpret_cast<ptune::cli::EngineBuildId>(::dlsym(handle, ptune::cli::kEngineBuildId));
-    if (!e.run || !e.finish || !build_id)
+    if (!e.run || !e.finish || !e.cpu_ceilings || !build_id)
       throw std::runtime_error("cannot load the training engine: " + path.string() + " is not ptune " +
                                ptune::kVersion + "'s engine");
     // The two pass each other ptune's own types: an engine of another build (an executable
@@ -371,6 +373,16 @@ int main(int argc, char** argv) {
           ptune::analyze::CompareOptions copt;
           copt.labels = analyze_labels;
           if (analyze_batch > 0) copt.batch_size = analyze_batch;
+          // A CPU trace with FLOPs is read against this CPU's calibrated ceilings: the engine
+          // (LibTorch) is loaded for them only then.
+          analyze_opt.cpu_ceilings = [&](const std::string& precision) -> std::optional<ptune::analyze::Ceilings> {
+            try {
+              if (!engine.cpu_ceilings) engine = load_engine();
+              return engine.cpu_ceilings(precision);
+            } catch (const std::exception& e) {
+              return ptune::analyze::Ceilings{{0, precision, std::string("no CPU calibration: ") + e.what()}, {}};
+            }
+          };
           const auto c = ptune::analyze::compare(analyze_paths, analyze_opt, copt);
           if (c.versions.size() == 1) {
             std::cout << ptune::analyze::render(c.versions[0].analysis, analyze_format, &c.versions[0]) << std::flush;

@@ -43,6 +43,24 @@ std::string origins_text(const Breakdown& b) {
   return s;
 }
 
+/// The step's achieved FLOP/s against the peak, or which profiler option gives it; "" for none.
+std::string throughput_note(const Throughput& th) {
+  if (th.source == "none") return th.missing.empty() ? "" : "no FLOP/s: " + th.missing;
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "achieved %.3g GFLOP/s over the step (%.3g GFLOPs per step, %s, from the %s)",
+                th.flops_per_s() / 1e9, th.flops / 1e9, th.precision.c_str(),
+                th.source == "trace" ? "trace's FLOPs" : "input shapes");
+  std::string s = buf;
+  if (th.ceilings) {
+    const double peak = th.ceilings->peak.flops_per_s;
+    std::snprintf(buf, sizeof buf, ": %.1f%% of the peak %.3g GFLOP/s", 100.0 * th.flops_per_s() / peak, peak / 1e9);
+    s += buf + (" (" + th.ceilings->peak.source + ")");
+  } else if (!th.no_ceilings.empty()) {
+    s += "; no peak: " + th.no_ceilings;
+  }
+  return s;
+}
+
 }  // namespace
 
 void advise(Analysis& a) {
@@ -204,6 +222,11 @@ void advise(Analysis& a) {
                       (py ? "`model.to(memory_format=torch.channels_last)` and channels_last inputs"
                           : "`model.channels_last`"));
   }
+  if (a.straggler && !a.straggler->text.empty()) a.notes.push_back(a.straggler->text);
+  if (a.primary < a.throughput.size()) {
+    const std::string line = throughput_note(a.throughput[a.primary]);
+    if (!line.empty()) a.notes.push_back(line);
+  }
   if (a.distributed && a.distributed->slowest != a.distributed->fastest) {
     const auto& d = *a.distributed;
     const auto& slow = a.ranks[d.slowest];
@@ -236,6 +259,7 @@ Analysis analyze(const std::string& path, const AnalyzeOptions& opt) {
   for (const auto& [r, group] : by_rank) {
     a.ranks.push_back(break_down(group));
     if (r.first == 1 && by_rank.size() > 1) a.ranks.back().rank.reset();  // a process, not a rank
+    a.throughput.push_back(throughput_of(group, a.ranks.back(), opt.cpu_ceilings));
   }
   for (size_t i = 1; i < a.ranks.size(); ++i)
     if (a.ranks[i].mean().end > a.ranks[a.primary].mean().end) a.primary = i;
@@ -249,6 +273,7 @@ Analysis analyze(const std::string& path, const AnalyzeOptions& opt) {
     d.comm_pct = m.end > 0 ? 100.0 * m.comm_us / m.end : 0;
     d.comm_overlap_pct = m.comm_us > 0 ? 100.0 * m.comm_overlap_us / m.comm_us : 0;
     a.distributed = d;
+    a.straggler = find_straggler(a);
   }
   advise(a);
   return a;

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "analyze/breakdown.hpp"
+#include "analyze/straggler.hpp"
+#include "analyze/throughput.hpp"
 
 namespace ptune::analyze {
 
@@ -38,11 +40,14 @@ struct Analysis {
   std::optional<Distributed> distributed;  // with traces of two or more ranks
   Verdict verdict;
   std::vector<std::string> notes;        // further findings and caveats, each one line
+  std::vector<Throughput> throughput;    // per rank: FLOPs and bytes per operator class, the ceilings
+  std::optional<Straggler> straggler;    // with two or more ranks: the rank the others wait for
 };
 
 /// Options of `ptune analyze`.
 struct AnalyzeOptions {
   bool require_gpu = false;  // --gpu: a trace without GPU activity is an error
+  CpuCeilings cpu_ceilings;  // a CPU trace's ceilings (this machine's calibration); none: no CPU peak
 };
 
 /// Reads `path` (analyze::read_traces) and analyzes it. Files of one rank (distributedInfo), or

@@ -79,6 +79,63 @@ std::string names_table(const std::string& title, const std::vector<NameTime>& v
   return s + "</tbody></table></div>";
 }
 
+/// FLOP/s per operator class against the ceilings (a roofline), one table; or what to record.
+std::string throughput_html(const Throughput& th) {
+  if (th.source == "none")
+    return th.missing.empty() ? "" : "<h3>FLOP/s</h3><p class=\"muted\">" + html_escape(th.missing) + "</p>";
+  const double peak = th.ceilings ? th.ceilings->peak.flops_per_s : 0;
+  std::string s = "<h3>FLOP/s per operator class</h3><div class=\"scroll\"><table class=\"flops\"><thead><tr>"
+                  "<th>class</th><th class=\"n\">calls</th><th class=\"n\">GFLOP</th><th class=\"n\">ms</th>"
+                  "<th class=\"n\">GFLOP/s</th><th class=\"n\">% of peak</th><th class=\"n\">MB</th>"
+                  "<th class=\"n\">FLOP/B</th><th>bound</th><th class=\"n\">% of roof</th></tr></thead><tbody>";
+  auto n = [](const std::string& v) { return "<td class=\"n\">" + v + "</td>"; };
+  for (const auto& c : th.classes) {
+    const auto roof = roof_of(c, th.ceilings);
+    const auto ai = c.intensity();
+    const std::string bound = bound_of(c, th.ceilings);
+    s += "<tr data-class=\"" + html_escape(c.name) + "\"><td>" + html_escape(c.name) + "</td>" +
+         n(fmt("%.0f", c.calls)) + n(fmt("%.3f", c.flops / 1e9)) + n(fmt("%.2f", c.us / 1000.0)) +
+         n(fmt("%.2f", c.flops_per_s() / 1e9)) +
+         n(peak > 0 ? fmt("%.1f", 100.0 * c.flops_per_s() / peak) : "-") +
+         n(c.bytes ? fmt("%.1f", *c.bytes / 1e6) : "-") +
+         n(ai ? fmt("%.2f", *ai) : "-") + "<td>" + (bound.empty() ? "-" : bound) + "</td>" +
+         n(roof && *roof > 0 ? fmt("%.1f", 100.0 * c.flops_per_s() / *roof) : "-") + "</tr>";
+  }
+  s += "<tr><td>step</td><td></td>" + n(fmt("%.3f", th.flops / 1e9)) + n(fmt("%.2f", th.step_us / 1000.0)) +
+       n(fmt("%.2f", th.flops_per_s() / 1e9)) + n(peak > 0 ? fmt("%.1f", 100.0 * th.flops_per_s() / peak) : "-") +
+       "<td></td><td></td><td></td><td></td></tr></tbody></table></div>";
+  if (th.ceilings) {
+    s += "<p class=\"muted\">Ceilings: " + html_escape(fmt("%.4g GFLOP/s ", peak / 1e9) + th.ceilings->peak.precision +
+                                                       " (" + th.ceilings->peak.source + ")");
+    if (th.ceilings->bandwidth.bytes_per_s > 0)
+      s += html_escape("; " + fmt("%.4g GB/s", th.ceilings->bandwidth.bytes_per_s / 1e9) + " (" +
+                       th.ceilings->bandwidth.source + ")");
+    s += "</p>";
+  } else if (!th.no_ceilings.empty()) {
+    s += "<p class=\"muted\">No ceilings: " + html_escape(th.no_ceilings) + "</p>";
+  }
+  return s;
+}
+
+/// Per rank: step, compute, input and the wait in collectives; the straggler named.
+std::string straggler_html(const Analysis& a) {
+  if (!a.straggler) return "";
+  const auto& st = *a.straggler;
+  std::string s = "<h3>Stragglers</h3><table class=\"stragglers\"><thead><tr><th>rank</th><th class=\"n\">step ms</th>"
+                  "<th class=\"n\">compute ms</th><th class=\"n\">input ms</th><th class=\"n\">waiting ms</th>"
+                  "</tr></thead><tbody>";
+  for (size_t i = 0; i < st.ranks.size(); ++i) {
+    const auto& t = st.ranks[i];
+    const auto& r = a.ranks[t.index];
+    const std::string name = r.rank ? "rank " + std::to_string(*r.rank) : "process " + std::to_string(r.host_pid);
+    s += std::string("<tr") + (st.slow && *st.slow == i ? " class=\"straggler\"" : "") + "><td>" + html_escape(name) +
+         "</td><td class=\"n\">" + fmt("%.1f", t.step_us / 1000.0) + "</td><td class=\"n\">" +
+         fmt("%.1f", t.compute_us / 1000.0) + "</td><td class=\"n\">" + fmt("%.1f", t.input_us / 1000.0) +
+         "</td><td class=\"n\">" + fmt("%.1f", t.wait_us / 1000.0) + "</td></tr>";
+  }
+  return s + "</tbody></table><p>" + html_escape(st.text) + "</p>";
+}
+
 std::string ranks_svg(const Analysis& a) {
   double longest = 0;
   for (const auto& r : a.ranks) longest = std::max(longest, r.mean().end);
@@ -156,6 +213,8 @@ std::string version_html(const Version& v, size_t index) {
   if (a.ranks.size() > 1)
     os << "<figure><figcaption>Ranks: step time, communication (not overlapped / overlapped)</figcaption>"
        << ranks_svg(a) << "</figure>";
+  os << straggler_html(a);
+  if (a.primary < a.throughput.size()) os << throughput_html(a.throughput[a.primary]);
   if (m.peak_allocated_mb) {
     os << "<h3>Memory per step</h3><table><thead><tr><th>step</th><th class=\"n\">peak allocated MB</th>"
           "<th class=\"n\">peak reserved MB</th></tr></thead><tbody>";

@@ -91,7 +91,88 @@ std::vector<std::string> split_header() {
   return h;
 }
 
+Json ceilings_json(const Throughput& th) {
+  if (!th.ceilings) return nullptr;
+  const auto& c = *th.ceilings;
+  return Json{{"peak_flops_per_s", c.peak.flops_per_s},
+              {"precision", c.peak.precision},
+              {"peak_source", c.peak.source},
+              {"bytes_per_s", c.bandwidth.bytes_per_s > 0 ? Json(c.bandwidth.bytes_per_s) : Json(nullptr)},
+              {"bandwidth_source", c.bandwidth.source}};
+}
+
 }  // namespace
+
+Json throughput_json(const Throughput& th) {
+  Json classes = Json::array();
+  for (const auto& c : th.classes) {
+    const auto roof = roof_of(c, th.ceilings);
+    const auto ai = c.intensity();
+    const double peak = th.ceilings ? th.ceilings->peak.flops_per_s : 0;
+    classes.push_back(Json{{"class", c.name},
+                           {"calls_per_step", r2(c.calls)},
+                           {"flops_per_step", c.flops},
+                           {"ms_per_step", r2(c.us / 1000.0)},
+                           {"flops_per_s", c.flops_per_s()},
+                           {"peak_pct", peak > 0 ? Json(r2(100.0 * c.flops_per_s() / peak)) : Json(nullptr)},
+                           {"bytes_per_step", c.bytes ? Json(*c.bytes) : Json(nullptr)},
+                           {"flops_per_byte", ai ? Json(r2(*ai)) : Json(nullptr)},
+                           {"bound", bound_of(c, th.ceilings).empty() ? Json(nullptr) : Json(bound_of(c, th.ceilings))},
+                           {"roof_pct", roof && *roof > 0 ? Json(r2(100.0 * c.flops_per_s() / *roof)) : Json(nullptr)},
+                           {"precision", c.precision}});
+  }
+  const double peak = th.ceilings ? th.ceilings->peak.flops_per_s : 0;
+  return Json{{"source", th.source},
+              {"missing", th.missing.empty() ? Json(nullptr) : Json(th.missing)},
+              {"flops_per_step", th.flops},
+              {"flops_per_s", th.source == "none" ? Json(nullptr) : Json(th.flops_per_s())},
+              {"peak_pct", peak > 0 && th.source != "none" ? Json(r2(100.0 * th.flops_per_s() / peak)) : Json(nullptr)},
+              {"precision", th.precision.empty() ? Json(nullptr) : Json(th.precision)},
+              {"ceilings", ceilings_json(th)},
+              {"no_ceilings", th.no_ceilings.empty() ? Json(nullptr) : Json(th.no_ceilings)},
+              {"classes", classes}};
+}
+
+std::string throughput_table(const Throughput& th) {
+  if (th.source == "none") return th.missing.empty() ? "" : "\nFLOP/s: none; " + th.missing + "\n";
+  std::string out = "\nFLOP/s per operator class (per step; FLOPs from the " +
+                    std::string(th.source == "trace" ? "trace" : "input shapes") + "):\n";
+  const double peak = th.ceilings ? th.ceilings->peak.flops_per_s : 0;
+  std::vector<std::vector<std::string>> rows{
+      {"class", "calls", "GFLOP", "ms", "GFLOP/s", "peak%", "MB", "FLOP/B", "bound", "roof%"}};
+  auto opt_fmt = [](const char* f, std::optional<double> v) { return v ? fmt(f, *v) : std::string("-"); };
+  for (const auto& c : th.classes) {
+    const auto roof = roof_of(c, th.ceilings);
+    const std::string bound = bound_of(c, th.ceilings);
+    rows.push_back({c.name, fmt("%.0f", c.calls), fmt("%.3f", c.flops / 1e9), fmt("%.2f", c.us / 1000.0),
+                    fmt("%.2f", c.flops_per_s() / 1e9), peak > 0 ? fmt("%.1f", 100.0 * c.flops_per_s() / peak) : "-",
+                    opt_fmt("%.1f", c.bytes ? std::optional<double>(*c.bytes / 1e6) : std::nullopt),
+                    opt_fmt("%.2f", c.intensity()), bound.empty() ? "-" : bound,
+                    roof && *roof > 0 ? fmt("%.1f", 100.0 * c.flops_per_s() / *roof) : "-"});
+  }
+  rows.push_back({"step", "", fmt("%.3f", th.flops / 1e9), fmt("%.2f", th.step_us / 1000.0),
+                  fmt("%.2f", th.flops_per_s() / 1e9), peak > 0 ? fmt("%.1f", 100.0 * th.flops_per_s() / peak) : "-",
+                  "", "", "", ""});
+  std::vector<size_t> w(rows[0].size(), 0);
+  for (const auto& r : rows)
+    for (size_t i = 0; i < r.size(); ++i) w[i] = std::max(w[i], r[i].size());
+  for (const auto& r : rows) {
+    out += " ";
+    for (size_t i = 0; i < r.size(); ++i) out += " " + pad(r[i], w[i], i > 0);
+    out += "\n";
+  }
+  if (th.ceilings) {
+    const auto& c = *th.ceilings;
+    out += "  ceilings: " + fmt("%.4g GFLOP/s ", c.peak.flops_per_s / 1e9) + c.peak.precision + " (" +
+           c.peak.source + ")";
+    if (c.bandwidth.bytes_per_s > 0)
+      out += "; " + fmt("%.4g GB/s", c.bandwidth.bytes_per_s / 1e9) + " (" + c.bandwidth.source + ")";
+    out += "\n";
+  } else if (!th.no_ceilings.empty()) {
+    out += "  no ceilings: " + th.no_ceilings + "\n";
+  }
+  return out;
+}
 
 const std::vector<std::string>& formats() {
   static const std::vector<std::string> f{"table", "json", "md", "csv"};
@@ -152,6 +233,7 @@ Json to_json(const Analysis& a, const Version* v) {
   for (const auto& r : a.ranks)
     for (const auto& f : r.files) files.push_back(f);
   Json dist = nullptr;
+  auto rank_of = [&](size_t i) { return a.ranks[i].rank ? Json(*a.ranks[i].rank) : Json(i); };
   if (a.distributed) {
     const auto& d = *a.distributed;
     Json ranks = Json::array();
@@ -166,13 +248,26 @@ Json to_json(const Analysis& a, const Version* v) {
                            {"gpu_util_pct", r.has_gpu && m.end > 0 ? Json(r2(100.0 * m.kernel_us / m.end)) : Json(nullptr)},
                            {"gpu", gpu_json(r)}});
     }
-    auto rank_of = [&](size_t i) { return a.ranks[i].rank ? Json(*a.ranks[i].rank) : Json(i); };
+    Json straggler = nullptr;
+    if (a.straggler) {
+      const auto& st = *a.straggler;
+      for (const auto& t : st.ranks) {
+        auto& r = ranks[t.index];
+        r["step_ms"] = r2(t.step_us / 1000.0), r["compute_ms"] = r2(t.compute_us / 1000.0);
+        r["input_ms"] = r2(t.input_us / 1000.0), r["wait_ms"] = r2(t.wait_us / 1000.0);
+        r["work_per_step"] = t.work, r["work_unit"] = t.work_unit;
+      }
+      straggler = Json{{"rank", st.slow ? rank_of(st.ranks[*st.slow].index) : Json(nullptr)},
+                       {"why", st.why.empty() ? Json(nullptr) : Json(st.why)},
+                       {"text", st.text}};
+    }
     dist = Json{{"world_size", d.world_size},
                 {"slowest_rank", rank_of(d.slowest)},
                 {"fastest_rank", rank_of(d.fastest)},
                 {"comm_pct", r2(d.comm_pct)},
                 {"comm_overlap_pct", r2(d.comm_overlap_pct)},
-                {"ranks", ranks}};
+                {"ranks", ranks},
+                {"straggler", straggler}};
   }
   Json top_kernels = Json::array();
   double kernel_total = 0;
@@ -233,6 +328,7 @@ Json to_json(const Analysis& a, const Version* v) {
   out["allocations"] = allocations_json(b);
   out["under_load"] = b.under_load;
   out["load"] = b.load_summary.empty() ? Json(nullptr) : Json(b.load_summary);
+  out["throughput"] = a.primary < a.throughput.size() ? throughput_json(a.throughput[a.primary]) : Json(nullptr);
   return out;
 }
 
@@ -343,15 +439,22 @@ std::string render(const Analysis& a, const std::string& format, const Version* 
   for (const auto& o : b.sync_origins)
     out += "  " + pad(std::to_string(o.count) + "x", 19, true) + "  " + o.name + " from " + o.where + "\n";
   if (a.distributed) {
-    out += "\nranks:\n";
-    for (const auto& r : a.ranks) {
+    out += "\nranks (per step: compute, input, waiting in collectives):\n";
+    for (size_t i = 0; i < a.ranks.size(); ++i) {
+      const auto& r = a.ranks[i];
       const auto m = r.mean();
       out += "  " + (r.rank ? "rank " + std::to_string(*r.rank) : "process " + std::to_string(r.host_pid)) + "  " +
-             fmt("%.1f ms/step", m.ms()) +
-             "  communication " + fmt("%.1f%%", m.end > 0 ? 100.0 * m.comm_us / m.end : 0.0) + " (" +
+             fmt("%.1f ms/step", m.ms());
+      if (a.straggler && i < a.straggler->ranks.size()) {
+        const auto& t = a.straggler->ranks[i];
+        out += "  compute " + fmt("%.1f ms", t.compute_us / 1000.0) + "  input " + fmt("%.1f ms", t.input_us / 1000.0) +
+               "  waiting " + fmt("%.1f ms", t.wait_us / 1000.0);
+      }
+      out += "  communication " + fmt("%.1f%%", m.end > 0 ? 100.0 * m.comm_us / m.end : 0.0) + " (" +
              fmt("%.0f%% overlapped)", m.comm_us > 0 ? 100.0 * m.comm_overlap_us / m.comm_us : 0.0) + "\n";
     }
   }
+  if (a.primary < a.throughput.size()) out += throughput_table(a.throughput[a.primary]);
   out += "\nverdict: " + a.verdict.text() + "\n";
   for (const auto& n : a.notes) out += "note: " + n + "\n";
   return out;

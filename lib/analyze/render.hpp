@@ -23,6 +23,12 @@ nlohmann::ordered_json to_json(const Analysis& a, const Version* v = nullptr);
 /// non-compute % of the span of its device work; kernel time by kernel); null without a GPU.
 nlohmann::ordered_json gpu_json(const Breakdown& b);
 
+/// A rank's FLOP/s per operator class, bytes, intensity and bound against its ceilings, as JSON
+/// (the "throughput" key) and as the terminal table's lines ("" when the trace has neither FLOPs
+/// nor shapes and nothing to advise). Throw nothing.
+nlohmann::ordered_json throughput_json(const Throughput& th);
+std::string throughput_table(const Throughput& th);
+
 /// Renders the analysis in `format` ("table" | "json" | "md" | "csv": the split per step).
 /// `v`, when given, adds its samples/s (batch size). Throws nothing.
 std::string render(const Analysis& a, const std::string& format, const Version* v = nullptr);

@@ -158,6 +158,9 @@ Kind kind_of(const std::string& cat, bool* keep) {
   return Kind::kOther;
 }
 
+/// The most inputs kept of an operator, and dims of an input: Kineto's are a handful.
+constexpr size_t kMaxInputs = 64, kMaxDims = 16;
+
 /// Deepest nesting a trace may have (objects and lists): Kineto's are five or six levels deep
 /// (traceEvents, an event, its args, "Input Dims" lists of lists).
 constexpr int kMaxDepth = 64;
@@ -217,6 +220,8 @@ enum class Ctx : uint8_t {
   kArgs,       // an event's args
   kDims,       // args' "Input Dims" (or "Input dims")
   kDim,        // one input's dims
+  kTypes,      // args' "Input type"
+  kConcrete,   // args' "Concrete Inputs"
   kDist,       // distributedInfo
   kDevices,    // deviceProperties
   kDevice,     // one device
@@ -315,10 +320,12 @@ class Sax {
           else if (key_ == "args") ev_.args_object = false;
           break;
         case Ctx::kArgs:
-          if (!object && (key_ == "Input Dims" || key_ == "Input dims")) c = Ctx::kDims;
+          if (!object && (key_ == "Input Dims" || key_ == "Input dims")) c = Ctx::kDims, ev_.has_dims = true;
+          else if (!object && key_ == "Input type") c = Ctx::kTypes;
+          else if (!object && key_ == "Concrete Inputs") c = Ctx::kConcrete;
           break;
         case Ctx::kDims:
-          if (!object) c = Ctx::kDim, dims_ = 0, dim0_ = -1;
+          if (!object) c = Ctx::kDim, dims_ = 0, dim0_ = -1, ev_.in.dims.emplace_back();
           break;
         case Ctx::kDevices:
           if (object) c = Ctx::kDevice;
@@ -372,11 +379,19 @@ class Sax {
         else if (key_ == "Device Type") ev_.device_type = number_as_int(v, -1);
         else if (key_ == "Bytes") ev_.mem_bytes = number_as_int(v, 0);
         else if (key_ == "Call stack" && v.type == Scalar::kString) ev_.call_stack = v.s;
+        else if (key_ == "flops" && v.number()) ev_.in.flops = std::max(0.0, v.as_double());
         break;
       case Ctx::kDim:
         if (dims_ == 0 && v.number()) dim0_ = as_int(v, -1);
         ++dims_;
+        if (ev_.in.dims.back().size() < kMaxDims) ev_.in.dims.back().push_back(number_as_int(v, -1));
         break;
+      case Ctx::kTypes:
+      case Ctx::kConcrete: {
+        auto& list = parent() == Ctx::kTypes ? ev_.in.types : ev_.in.concrete;
+        if (list.size() < kMaxInputs) list.push_back(*t_.names->insert(v.type == Scalar::kString ? v.s : "").first);
+        break;
+      }
       case Ctx::kDist:
         if (key_ == "rank") t_.rank = as_int(v, 0);
         else if (key_ == "world_size") t_.world_size = as_int(v, 1);
@@ -394,6 +409,9 @@ class Sax {
         break;
       case Ctx::kTop:
         if (key_ == "schemaVersion" && v.number()) t_.schema_version = as_int(v, 0);
+        if (key_ == "with_flops")
+          t_.with_flops = (v.number() && v.as_double() != 0) || (v.type == Scalar::kBool && v.b) ||
+                          (v.type == Scalar::kString && (v.s == "1" || v.s == "true"));
         break;
       default: break;
     }
@@ -440,6 +458,8 @@ class Sax {
       if (out.kind == Kind::kCpuOp) out.batch = e.batch;
       if (out.kind == Kind::kCpuOp && !e.call_stack.empty())
         t_.call_stacks.emplace(t_.events.size(), *t_.names->insert(e.call_stack).first);
+      if (out.kind == Kind::kCpuOp && (e.has_dims || e.in.flops >= 0))
+        t_.inputs.emplace(t_.events.size(), std::move(e.in));
     }
     if (out.kind == Kind::kKernel || out.kind == Kind::kMemcpy || out.kind == Kind::kMemset ||
         out.kind == Kind::kRuntime)
@@ -451,6 +471,8 @@ class Sax {
   struct Pending {
     Scalar ph, cat, name, ts, dur, pid{Scalar::kOther}, tid{Scalar::kOther}, args_name;
     std::string call_stack;  // args' "Call stack"
+    OpInputs in;             // args' "Input Dims", "Input type", "Concrete Inputs", "flops"
+    bool has_dims = false;
     bool args_object = false;
     int64_t correlation = -1, bytes = -1, batch = -1, allocated = -1, reserved = -1, device_id = -1,
             device_type = -1, mem_bytes = 0;

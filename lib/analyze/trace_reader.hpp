@@ -51,6 +51,15 @@ struct MemorySample {
   int64_t pid = 0, tid = 0;  // the thread that allocated or freed
 };
 
+/// A host operator's inputs, as torch.profiler records them with record_shapes=True (which
+/// with_flops=True turns on): each input's dims, dtype and, for scalar arguments, the value.
+struct OpInputs {
+  std::vector<std::vector<int64_t>> dims;  // "Input Dims": one list per input ([]: a scalar, none, a list)
+  std::vector<std::string_view> types;     // "Input type": "float", "c10::BFloat16", "Scalar", ... (interned)
+  std::vector<std::string_view> concrete;  // "Concrete Inputs": scalar arguments as text ("[1, 1]", "1")
+  double flops = -1;                       // "flops", where the trace carries it (older torch); -1: none
+};
+
 /// One trace file.
 struct Trace {
   std::string path;
@@ -73,6 +82,9 @@ struct Trace {
   std::optional<int64_t> schema_version;  // "schemaVersion"
   std::vector<MemorySample> memory;    // "[memory]" samples, host and device (profile_memory=True)
   int64_t host_pid = 0;                // the pid of most host operators (the profiled process)
+  /// Index in `events` -> the host operator's inputs (record_shapes=True), or its "flops".
+  std::unordered_map<size_t, OpInputs> inputs;
+  bool with_flops = false;             // top-level "with_flops" (torch.profiler's with_flops=True)
   uint64_t text_bytes = 0;             // trace text read (after gzip decompression)
 };
 

@@ -21,44 +21,6 @@
 namespace ptune::measure {
 namespace {
 
-/// A GPU's dense peaks in TFLOP/s (0: the device has no such tensor-core path).
-struct GpuSpec {
-  const char* label;
-  double fp32, tf32, bf16, fp16;
-  const char* source;
-};
-
-// Dense figures: the datasheets print tensor-core figures "with sparsity"; these are half of those.
-const GpuSpec kH100Sxm{"NVIDIA H100 SXM", 66.9, 494.7, 989.4, 989.4, "NVIDIA H100 Tensor Core GPU datasheet"};
-const GpuSpec kH100Pcie{"NVIDIA H100 PCIe", 51.2, 378.0, 756.0, 756.0, "NVIDIA H100 Tensor Core GPU datasheet"};
-const GpuSpec kH200{"NVIDIA H200 SXM", 66.9, 494.7, 989.4, 989.4, "NVIDIA H200 Tensor Core GPU datasheet"};
-const GpuSpec kA100{"NVIDIA A100", 19.5, 156.0, 312.0, 312.0, "NVIDIA A100 Tensor Core GPU datasheet"};
-const GpuSpec kL40s{"NVIDIA L40S", 91.6, 183.0, 362.05, 362.05, "NVIDIA L40S datasheet"};
-const GpuSpec kL4{"NVIDIA L4", 30.3, 60.0, 121.0, 121.0, "NVIDIA L4 Tensor Core GPU datasheet"};
-// Volta has no TF32 or BF16 tensor cores.
-const GpuSpec kV100Sxm{"NVIDIA V100 SXM2", 15.7, 0, 0, 125.0, "NVIDIA V100 Tensor Core GPU datasheet"};
-const GpuSpec kV100Pcie{"NVIDIA V100 PCIe", 14.0, 0, 0, 112.0, "NVIDIA V100 Tensor Core GPU datasheet"};
-const GpuSpec kA10{"NVIDIA A10", 31.2, 62.5, 125.0, 125.0, "NVIDIA A10 Tensor Core GPU datasheet"};
-// GeForce: fp16/bf16 with fp32 accumulation (what PyTorch's matmuls use), dense.
-const GpuSpec kRtx4090{"NVIDIA GeForce RTX 4090", 82.6, 82.6, 165.2, 165.2, "NVIDIA Ada Lovelace GPU architecture whitepaper, appendix A"};
-
-bool has(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
-
-const GpuSpec* gpu_spec(std::string name) {
-  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
-  if (has(name, "nvl")) return nullptr;  // H100 NVL, H200 NVL: other clocks and power
-  if (has(name, "h100")) return has(name, "pcie") ? &kH100Pcie : &kH100Sxm;
-  if (has(name, "h200")) return &kH200;
-  if (has(name, "a100")) return &kA100;
-  if (has(name, "l40s")) return &kL40s;
-  if (name == "nvidia l4") return &kL4;
-  if (name == "nvidia a10") return &kA10;
-  if (has(name, "v100s")) return nullptr;
-  if (has(name, "v100")) return has(name, "pcie") ? &kV100Pcie : &kV100Sxm;
-  if (has(name, "rtx 4090")) return &kRtx4090;
-  return nullptr;
-}
-
 at::ScalarType dtype_of(const std::string& precision) {
   if (precision == "bf16") return at::kBFloat16;
   if (precision == "fp16") return at::kHalf;
@@ -119,18 +81,6 @@ std::string row_precision(const std::string& amp, const c10::Device& device, con
   const auto& ctx = at::globalContext();
   const bool conv = arch.empty() || arch.rfind("vit", 0) != 0;
   return ctx.allowTF32CuBLAS() || (conv && ctx.allowTF32CuDNN()) ? "tf32" : "fp32";
-}
-
-std::optional<Peak> known_gpu_peak(const std::string& name, const std::string& precision) {
-  const GpuSpec* g = gpu_spec(name);
-  if (!g) return std::nullopt;
-  const double tflops = precision == "fp32"   ? g->fp32
-                        : precision == "tf32" ? g->tf32
-                        : precision == "bf16" ? g->bf16
-                        : precision == "fp16" ? g->fp16
-                                              : 0;
-  if (tflops <= 0) return std::nullopt;
-  return Peak{tflops * 1e12, precision, std::string(g->source) + ": " + g->label + ", dense " + precision};
 }
 
 /// FLOP/s of one quick sample (about kSampleSeconds) of an n x n product in `precision`.
@@ -231,6 +181,79 @@ Peak machine_peak(const c10::Device& device, const std::string& precision) {
     // no cache: measured again next time
   }
   return measured[path + "|" + key] = Peak{c.flops_per_s, precision, describe(c, precision, device, where)};
+}
+
+}  // namespace ptune::measure
+
+namespace ptune::measure {
+namespace {
+
+/// Bytes per second of the fastest of kSamples copies of a 64 MiB float tensor (read + write).
+double copy_rate(const c10::Device& device) {
+  torch::NoGradGuard no_grad;
+  const int64_t n = int64_t{16} << 20;  // floats: 64 MiB
+  const auto opts = at::TensorOptions().device(device).dtype(at::kFloat);
+  at::Tensor src = at::rand({n}, opts), dst = at::empty({n}, opts);
+  dst.copy_(src);  // warm-up: pages touched
+  double best = 0;
+  for (int i = 0; i < kSamples; ++i) {
+    engine::synchronize(device);
+    const auto t0 = std::chrono::steady_clock::now();
+    dst.copy_(src);
+    engine::synchronize(device);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, 2.0 * 4.0 * static_cast<double>(n) / std::max(s, 1e-9));
+  }
+  return best;
+}
+
+}  // namespace
+
+Bandwidth machine_bandwidth(const c10::Device& device) {
+  const std::string name = engine::device_name(device);
+  if (device.is_cuda())
+    if (auto b = known_gpu_bandwidth(name)) return *b;
+  const std::string threads = device.is_cuda() ? "" : std::to_string(at::get_num_threads()) + "threads|";
+  const std::string key = name + "|" + isa(device) + "|" + threads + "torch" + TORCH_VERSION + "|bandwidth";
+  const std::string dir = cache_dir();
+  const std::string path = dir.empty() ? "" : dir + "/peak/" + cache_file(key);
+  std::string what = "calibrated achievable bandwidth (not a datasheet figure): 64 MiB float copy on " + name;
+  if (!device.is_cuda()) what += ", " + std::to_string(at::get_num_threads()) + " threads";
+  what += std::string(", LibTorch ") + TORCH_VERSION;
+  try {
+    std::ifstream in(path);
+    if (!path.empty() && in) {
+      const auto j = nlohmann::json::parse(in);
+      if (j.at("key") == key) return Bandwidth{j.at("bytes_per_s").get<double>(), what + ", cached in " + path};
+    }
+  } catch (const std::exception&) {
+    // an unreadable entry is measured again and replaced
+  }
+  static std::mutex mu;
+  static std::map<std::string, Bandwidth> measured;
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = measured.find(path + "|" + key); it != measured.end()) return it->second;
+  double rate = 0;
+  LoadSampler load;
+  try {
+    load.start();
+    rate = copy_rate(device);
+  } catch (const std::exception& e) {
+    return Bandwidth{0, std::string("no bandwidth: ") + e.what()};
+  }
+  const bool quiet = device.is_cuda() || !load.stop().under_load;
+  std::string where = quiet ? "" : ", measured under competing load (not cached)";
+  try {
+    if (!path.empty() && quiet) {
+      std::filesystem::create_directories(dir + "/peak");
+      nlohmann::json j{{"key", key}, {"bytes_per_s", rate}};
+      files::write_text_atomically(path, "the peak cache", j.dump(2) + "\n");
+      where = ", cached in " + path;
+    }
+  } catch (const std::exception&) {
+    // no cache: measured again next time
+  }
+  return measured[path + "|" + key] = Bandwidth{rate, what + where};
 }
 
 }  // namespace ptune::measure

@@ -11,25 +11,14 @@
 
 #include <c10/core/Device.h>
 
-namespace ptune::measure {
+#include "measure/gpu_specs.hpp"
 
-/// A peak and where it came from.
-struct Peak {
-  double flops_per_s = 0;  // FLOP/s; 0 when none could be had
-  std::string precision;   // fp32 | tf32 | bf16 | fp16
-  std::string source;      // one line: "NVIDIA H100 SXM datasheet, dense bf16" or
-                           // "calibrated: 1024x1024 bf16 matmul, 2 threads, AVX512, ..."
-};
+namespace ptune::measure {
 
 /// The precision a row's matrix products run in: "bf16" under optim.amp bf16, "fp16" under
 /// fp16, else "fp32" ("tf32" on a GPU where LibTorch lets cuBLAS, or cuDNN for a convolutional
 /// `arch`, use TF32). Throws nothing.
 std::string row_precision(const std::string& amp, const c10::Device& device, const std::string& arch);
-
-/// The dense peak of a known GPU (`name` as CUDA reports it: "NVIDIA H100 80GB HBM3", "NVIDIA
-/// A100-SXM4-40GB", ...) in `precision`, with its source; nullopt for a device or precision the
-/// table lacks. Throws nothing.
-std::optional<Peak> known_gpu_peak(const std::string& name, const std::string& precision);
 
 /// What calibrate() measured.
 struct Calibration {
@@ -56,5 +45,13 @@ Calibration calibrate(const c10::Device& device, const std::string& precision);
 /// (every row of a table reads against the same peak). A cache that cannot be written is skipped. Returns flops_per_s 0 (and why in
 /// source) when the precision cannot be measured. Throws nothing.
 Peak machine_peak(const c10::Device& device, const std::string& precision);
+
+/// The memory bandwidth ceiling of `device` for a roofline: a known GPU's datasheet figure;
+/// on a CPU (and an unknown GPU) calibrated: the fastest of 7 samples of copying a 64 MiB float
+/// tensor into another (at::copy_, LibTorch's current threads; bytes moved: read plus write),
+/// cached as machine_peak() caches (key: the device's model, instruction set, threads, LibTorch
+/// version and "bandwidth"). An achievable figure, not a datasheet's. Throws nothing; bytes_per_s
+/// 0 and why in source when it cannot be measured.
+Bandwidth machine_bandwidth(const c10::Device& device);
 
 }  // namespace ptune::measure

@@ -1,0 +1,347 @@
+#include "analyze/throughput.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <map>
+#include <string_view>
+#include <unordered_map>
+
+#include "analyze/breakdown.hpp"
+
+namespace ptune::analyze {
+namespace {
+
+bool starts_with(std::string_view s, const char* p) { return s.rfind(p, 0) == 0; }
+
+double numel(const std::vector<int64_t>& d) {
+  double n = 1;
+  for (int64_t v : d) n *= static_cast<double>(std::max<int64_t>(v, 0));
+  return n;
+}
+
+/// Bytes per element of an "Input type" ("float", "c10::BFloat16", "long int"); 0: not a tensor's.
+double elem_bytes(std::string_view t) {
+  if (t == "float" || t == "int" || t == "unsigned int") return 4;
+  if (t == "double" || t == "long int" || t == "c10::complex<float>") return 8;
+  if (t == "c10::BFloat16" || t == "c10::Half" || t == "short int") return 2;
+  if (t == "bool" || t == "signed char" || t == "unsigned char" || starts_with(t, "c10::Float8")) return 1;
+  return 0;
+}
+
+std::string precision_of(std::string_view t) {
+  if (t == "c10::BFloat16") return "bf16";
+  if (t == "c10::Half") return "fp16";
+  if (t == "double") return "fp64";
+  return "fp32";
+}
+
+/// The integers of a "Concrete Inputs" value: "[2, 2]" -> {2, 2}, "1" -> {1}, "True" -> {1}.
+std::vector<int64_t> ints_of(std::string_view s) {
+  std::vector<int64_t> out;
+  std::string cur;
+  auto flush = [&]() {
+    if (cur == "True") out.push_back(1);
+    else if (cur == "False") out.push_back(0);
+    else if (!cur.empty() && (std::isdigit(static_cast<unsigned char>(cur.back())) != 0))
+      out.push_back(std::strtoll(cur.c_str(), nullptr, 10));
+    cur.clear();
+  };
+  for (char c : s) {
+    if (std::isalnum(static_cast<unsigned char>(c)) != 0 || (c == '-' && cur.empty())) cur += c;
+    else flush();
+  }
+  flush();
+  return out;
+}
+
+/// What one operator call computes and moves.
+struct OpCost {
+  const char* cls = nullptr;  // nullptr: not counted
+  double flops = 0;
+  double bytes = -1;          // -1: unknown
+  std::string precision;
+};
+
+const std::vector<int64_t>& dims_at(const OpInputs& in, size_t i) {
+  static const std::vector<int64_t> none;
+  return i < in.dims.size() ? in.dims[i] : none;
+}
+std::vector<int64_t> concrete_at(const OpInputs& in, size_t i) {
+  return i < in.concrete.size() ? ints_of(in.concrete[i]) : std::vector<int64_t>{};
+}
+double size_of(const OpInputs& in) {  // bytes per element of the first tensor input
+  for (size_t i = 0; i < in.types.size(); ++i)
+    if (!dims_at(in, i).empty() && elem_bytes(in.types[i]) > 0) return elem_bytes(in.types[i]);
+  return 4;
+}
+double inputs_bytes(const OpInputs& in) {
+  double b = 0;
+  for (size_t i = 0; i < in.dims.size(); ++i)
+    if (in.dims[i].empty()) continue;
+    const double size = i < in.types.size() ? elem_bytes(in.types[i]) : 0;
+    b += numel(in.dims[i]) * (size > 0 ? size : 4);
+  return b;
+}
+
+/// A convolution's output spatial sizes from its input's, the kernel's and stride, padding,
+/// dilation (at `arg`, `arg`+1, `arg`+2 of its concrete inputs); empty when they are not recorded.
+std::vector<int64_t> conv_out(const OpInputs& in, const std::vector<int64_t>& x, const std::vector<int64_t>& w,
+                              size_t arg) {
+  const size_t n = x.size() >= 3 ? x.size() - 2 : 0;
+  const auto s = concrete_at(in, arg), p = concrete_at(in, arg + 1), d = concrete_at(in, arg + 2);
+  if (n == 0 || w.size() != n + 2 || s.empty() || p.empty() || d.empty()) return {};
+  std::vector<int64_t> o;
+  for (size_t i = 0; i < n; ++i) {
+    auto at = [&](const std::vector<int64_t>& v) { return v[std::min(i, v.size() - 1)]; };
+    const int64_t span = at(d) * (w[i + 2] - 1) + 1;
+    o.push_back(at(s) > 0 ? (x[i + 2] + 2 * at(p) - span) / at(s) + 1 : 0);
+  }
+  return o;
+}
+
+/// 2 x N x Cout x prod(out) x Cin/groups x prod(kernel): PyTorch's with_flops formula.
+double conv_flops(const std::vector<int64_t>& x, const std::vector<int64_t>& w, const std::vector<int64_t>& out) {
+  std::vector<int64_t> k(w.begin() + 2, w.end());
+  const double n = static_cast<double>(x[0]), cout = static_cast<double>(w[0]), cin = static_cast<double>(w[1]);
+  return 2.0 * n * cout * numel(out) * cin * numel(k);
+}
+
+OpCost conv_cost(const OpInputs& in, bool generic) {
+  OpCost c{"convolution"};
+  const auto& x = dims_at(in, 0);
+  const auto& w = dims_at(in, 1);
+  if (generic && !concrete_at(in, 6).empty() && concrete_at(in, 6)[0] != 0) return {};  // transposed
+  const auto out = conv_out(in, x, w, 3);
+  if (out.empty()) return c;
+  c.flops = conv_flops(x, w, out);
+  std::vector<int64_t> y{x[0], w[0]};
+  y.insert(y.end(), out.begin(), out.end());
+  c.bytes = inputs_bytes(in) + numel(y) * size_of(in);
+  return c;
+}
+
+/// aten::convolution_backward(grad_output, input, weight, bias_sizes, stride, padding, dilation,
+/// transposed, output_padding, groups, output_mask): the forward's FLOPs once per gradient
+/// computed (output_mask's first two).
+OpCost conv_backward_cost(const OpInputs& in) {
+  OpCost c{"convolution backward"};
+  const auto& g = dims_at(in, 0);
+  const auto& x = dims_at(in, 1);
+  const auto& w = dims_at(in, 2);
+  const auto mask = concrete_at(in, 10);
+  if (g.size() < 3 || w.size() != g.size() || x.size() != g.size()) return c;
+  if (!concrete_at(in, 7).empty() && concrete_at(in, 7)[0] != 0) return {};  // transposed
+  const std::vector<int64_t> out(g.begin() + 2, g.end());
+  const double grads = mask.size() >= 2 ? static_cast<double>((mask[0] != 0) + (mask[1] != 0)) : 2.0;
+  c.flops = conv_flops(x, w, out) * grads;
+  c.bytes = inputs_bytes(in) + size_of(in) * ((mask.empty() || mask[0] ? numel(x) : 0) +
+                                              (mask.size() < 2 || mask[1] ? numel(w) : 0));
+  return c;
+}
+
+OpCost matmul_cost(std::string_view op, const OpInputs& in) {
+  OpCost c{"matmul"};
+  const bool bias = op == "addmm" || op == "baddbmm";
+  const auto& a = dims_at(in, bias ? 1 : 0);
+  const auto& b = dims_at(in, bias ? 2 : 1);
+  const size_t r = starts_with(op, "b") ? 3 : 2;
+  if (a.size() != r || b.size() != r) return c;
+  const double batch = r == 3 ? static_cast<double>(a[0]) : 1.0;
+  const double m = static_cast<double>(a[r - 2]), k = static_cast<double>(a[r - 1]), n = static_cast<double>(b[r - 1]);
+  c.flops = 2.0 * batch * m * k * n;
+  c.bytes = inputs_bytes(in) + batch * m * n * size_of(in);
+  return c;
+}
+
+bool is_elementwise(std::string_view op) {
+  static const char* names[] = {"add", "add_", "mul", "mul_", "sub", "sub_", "div", "div_", "relu", "relu_",
+                                "threshold_backward", "gelu", "gelu_backward", "silu", "silu_", "silu_backward",
+                                "sigmoid", "sigmoid_backward", "tanh", "tanh_backward", "hardswish", "hardswish_",
+                                "hardswish_backward", "hardsigmoid", "addcmul_", "addcdiv_", "lerp_", "sqrt",
+                                "exp", "neg", "clamp_min", "clamp", "where", "dropout", "native_dropout"};
+  for (const char* n : names)
+    if (op == n) return true;
+  return false;
+}
+
+bool is_norm(std::string_view op) {
+  for (const char* p : {"batch_norm", "native_batch_norm", "native_batch_norm_backward", "layer_norm",
+                        "native_layer_norm", "native_layer_norm_backward", "group_norm", "native_group_norm",
+                        "native_group_norm_backward", "cudnn_batch_norm", "cudnn_batch_norm_backward"})
+    if (op == p) return true;
+  return false;
+}
+
+/// Elementwise and normalization: every tensor input read, the largest written (in place: the
+/// first); FLOPs only for add and mul (one per output element), as PyTorch's formulas.
+OpCost pointwise_cost(std::string_view op, const OpInputs& in, const char* cls) {
+  OpCost c{cls};
+  double largest = 0;
+  for (const auto& d : in.dims) largest = std::max(largest, d.empty() ? 0.0 : numel(d));
+  if (largest == 0) return {};
+  if (op == "add" || op == "mul") c.flops = largest;
+  const double written = op.back() == '_' && !dims_at(in, 0).empty() ? numel(dims_at(in, 0)) : largest;
+  c.bytes = inputs_bytes(in) + written * size_of(in);
+  return c;
+}
+
+OpCost cost_of(std::string_view name, const OpInputs& in) {
+  if (!starts_with(name, "aten::")) return {};
+  const std::string_view op = name.substr(6);
+  if (op == "conv1d" || op == "conv2d" || op == "conv3d") return conv_cost(in, false);
+  if (op == "convolution" || op == "_convolution") return conv_cost(in, true);
+  if (op == "convolution_backward") return conv_backward_cost(in);
+  if (op == "mm" || op == "addmm" || op == "bmm" || op == "baddbmm") return matmul_cost(op, in);
+  if (is_elementwise(op)) return pointwise_cost(op, in, "elementwise");
+  if (is_norm(op)) return pointwise_cost(op, in, "normalization");
+  return {};
+}
+
+/// An operator counted: its cost, with the trace's FLOPs where it gives them.
+struct Counted {
+  const Event* e;
+  OpCost cost;
+};
+
+/// The operators counted in [lo, hi): per thread the outermost of those with a class (a
+/// class's operators call each other: aten::conv2d calls aten::convolution).
+std::vector<Counted> counted_ops(const Trace& t, const std::vector<std::pair<double, double>>& steps,
+                                 bool* from_trace) {
+  std::map<std::pair<int64_t, int64_t>, std::vector<Counted>> threads;
+  for (const auto& [idx, in] : t.inputs) {
+    const Event& e = t.events[idx];
+    const bool in_step =
+        std::any_of(steps.begin(), steps.end(), [&](const auto& s) { return e.ts >= s.first && e.ts < s.second; });
+    if (!in_step) continue;
+    OpCost c = cost_of(e.name, in);
+    if (in.flops >= 0) {
+      *from_trace = true;
+      c.flops = in.flops;
+      if (!c.cls && in.flops > 0) c.cls = "other";
+    }
+    if (!c.cls) continue;
+    c.precision = in.types.empty() ? "fp32" : precision_of(in.types[0]);
+    threads[{e.pid, e.tid}].push_back({&e, c});
+  }
+  std::vector<Counted> out;
+  for (auto& [key, ops] : threads) {
+    std::sort(ops.begin(), ops.end(), [](const Counted& a, const Counted& b) {
+      return a.e->ts != b.e->ts ? a.e->ts < b.e->ts : a.e->dur > b.e->dur;
+    });
+    double end = -1e300;
+    for (const auto& c : ops) {
+      if (c.e->end() <= end) continue;  // inside the one counted before
+      out.push_back(c);
+      end = c.e->end();
+    }
+  }
+  return out;
+}
+
+/// On a GPU: each counted operator's time is that of the kernels it launched (the runtime calls
+/// inside it on its thread, linked by correlation). Returns op -> us.
+std::unordered_map<const Event*, double> kernel_time(const Trace& t, const std::vector<Counted>& ops) {
+  std::unordered_map<int64_t, double> by_corr;
+  for (const auto& e : t.events)
+    if (e.kind == Kind::kKernel && e.correlation >= 0) by_corr[e.correlation] += e.dur;
+  std::map<std::pair<int64_t, int64_t>, std::vector<const Event*>> launches;
+  for (const auto& e : t.events)
+    if (e.kind == Kind::kRuntime && e.correlation >= 0 && by_corr.count(e.correlation))
+      launches[{e.pid, e.tid}].push_back(&e);
+  for (auto& [k, v] : launches)
+    std::sort(v.begin(), v.end(), [](const Event* a, const Event* b) { return a->ts < b->ts; });
+  std::unordered_map<const Event*, double> out;
+  for (const auto& c : ops) {
+    auto it = launches.find({c.e->pid, c.e->tid});
+    double us = 0;
+    if (it != launches.end()) {
+      auto l = std::lower_bound(it->second.begin(), it->second.end(), c.e->ts,
+                                [](const Event* x, double ts) { return x->ts < ts; });
+      for (; l != it->second.end() && (*l)->ts <= c.e->end(); ++l) us += by_corr[(*l)->correlation];
+    }
+    out[c.e] = us;
+  }
+  return out;
+}
+
+/// The ceilings of the rank's device in `precision`.
+void find_ceilings(Throughput& th, const Breakdown& b, const CpuCeilings& cpu) {
+  if (b.has_gpu) {
+    const std::string name = b.devices.empty() ? "" : b.devices.front();
+    auto peak = measure::known_gpu_peak(name, th.precision);
+    auto bw = measure::known_gpu_bandwidth(name);
+    if (peak && bw) th.ceilings = Ceilings{*peak, *bw};
+    else th.no_ceilings = name.empty() ? "the trace names no device (deviceProperties)"
+                                       : "no datasheet figures for `" + name + "` in " + th.precision;
+    return;
+  }
+  if (!cpu || (th.precision != "fp32" && th.precision != "bf16")) {
+    th.no_ceilings = cpu ? "no " + th.precision + " calibration on a CPU" : "no CPU calibration";
+    return;
+  }
+  auto c = cpu(th.precision);
+  if (c && c->peak.flops_per_s > 0) th.ceilings = c;
+  else th.no_ceilings = c ? c->peak.source : "no " + th.precision + " calibration on this CPU";
+}
+
+}  // namespace
+
+std::optional<double> roof_of(const ClassRate& c, const std::optional<Ceilings>& ceil) {
+  const auto ai = c.intensity();
+  if (!ceil || !ai || ceil->peak.flops_per_s <= 0 || ceil->bandwidth.bytes_per_s <= 0) return std::nullopt;
+  return std::min(ceil->peak.flops_per_s, *ai * ceil->bandwidth.bytes_per_s);
+}
+
+std::string bound_of(const ClassRate& c, const std::optional<Ceilings>& ceil) {
+  const auto ai = c.intensity();
+  if (!roof_of(c, ceil)) return c.bytes && c.flops == 0 ? "memory-bound" : "";
+  return *ai * ceil->bandwidth.bytes_per_s < ceil->peak.flops_per_s ? "memory-bound" : "compute-bound";
+}
+
+Throughput throughput_of(const std::vector<const Trace*>& traces, const Breakdown& b, const CpuCeilings& cpu) {
+  Throughput th;
+  const auto mean = b.mean();
+  th.step_us = mean.end - mean.start;
+  const double nsteps = static_cast<double>(std::max<size_t>(b.steps.size(), 1));
+  std::vector<std::pair<double, double>> steps;
+  for (const auto& s : b.steps) steps.emplace_back(s.start, s.end);
+  bool from_trace = false, shapes = false;
+  std::map<std::string, ClassRate> classes;
+  std::map<std::string, double> by_precision;
+  for (const Trace* t : traces) {
+    shapes = shapes ||
+             std::any_of(t->inputs.begin(), t->inputs.end(), [](const auto& x) { return !x.second.dims.empty(); });
+    const auto ops = counted_ops(*t, steps, &from_trace);
+    const auto kernels = b.has_gpu ? kernel_time(*t, ops) : std::unordered_map<const Event*, double>{};
+    for (const auto& c : ops) {
+      auto& r = classes[c.cost.cls];
+      r.name = c.cost.cls;
+      r.calls += 1 / nsteps;
+      r.flops += c.cost.flops / nsteps;
+      if (c.cost.bytes >= 0) r.bytes = r.bytes.value_or(0) + c.cost.bytes / nsteps;
+      r.us += (b.has_gpu ? kernels.at(c.e) : c.e->dur) / nsteps;
+      by_precision[c.cost.precision] += c.cost.flops > 0 ? c.cost.flops : 1e-9;
+    }
+  }
+  if (!from_trace && !shapes) {
+    th.missing = b.writer == "ptune" ? "no input shapes in the trace"
+                                     : "add `record_shapes=True` (or `with_flops=True`) to "
+                                       "`torch.profiler.profile(...)` for FLOP/s and bytes per operator class";
+    return th;
+  }
+  th.source = from_trace ? "trace" : "shapes";
+  th.precision = "fp32";
+  double most = 0;
+  for (const auto& [p, f] : by_precision)
+    if (f > most) most = f, th.precision = p;
+  for (auto& [n, r] : classes) {
+    th.flops += r.flops;
+    th.classes.push_back(r);
+  }
+  std::sort(th.classes.begin(), th.classes.end(), [](const ClassRate& x, const ClassRate& y) { return x.us > y.us; });
+  find_ceilings(th, b, cpu);
+  return th;
+}
+
+}  // namespace ptune::analyze
