@@ -77,10 +77,11 @@ double size_of(const OpInputs& in) {  // bytes per element of the first tensor i
 }
 double inputs_bytes(const OpInputs& in) {
   double b = 0;
-  for (size_t i = 0; i < in.dims.size(); ++i)
+  for (size_t i = 0; i < in.dims.size(); ++i) {
     if (in.dims[i].empty()) continue;
     const double size = i < in.types.size() ? elem_bytes(in.types[i]) : 0;
     b += numel(in.dims[i]) * (size > 0 ? size : 4);
+  }
   return b;
 }
 
@@ -108,7 +109,7 @@ double conv_flops(const std::vector<int64_t>& x, const std::vector<int64_t>& w, 
 }
 
 OpCost conv_cost(const OpInputs& in, bool generic) {
-  OpCost c{"convolution"};
+  OpCost c{"convolution", 0, -1, ""};
   const auto& x = dims_at(in, 0);
   const auto& w = dims_at(in, 1);
   if (generic && !concrete_at(in, 6).empty() && concrete_at(in, 6)[0] != 0) return {};  // transposed
@@ -125,7 +126,7 @@ OpCost conv_cost(const OpInputs& in, bool generic) {
 /// transposed, output_padding, groups, output_mask): the forward's FLOPs once per gradient
 /// computed (output_mask's first two).
 OpCost conv_backward_cost(const OpInputs& in) {
-  OpCost c{"convolution backward"};
+  OpCost c{"convolution backward", 0, -1, ""};
   const auto& g = dims_at(in, 0);
   const auto& x = dims_at(in, 1);
   const auto& w = dims_at(in, 2);
@@ -141,7 +142,7 @@ OpCost conv_backward_cost(const OpInputs& in) {
 }
 
 OpCost matmul_cost(std::string_view op, const OpInputs& in) {
-  OpCost c{"matmul"};
+  OpCost c{"matmul", 0, -1, ""};
   const bool bias = op == "addmm" || op == "baddbmm";
   const auto& a = dims_at(in, bias ? 1 : 0);
   const auto& b = dims_at(in, bias ? 2 : 1);
@@ -176,7 +177,7 @@ bool is_norm(std::string_view op) {
 /// Elementwise and normalization: every tensor input read, the largest written (in place: the
 /// first); FLOPs only for add and mul (one per output element), as PyTorch's formulas.
 OpCost pointwise_cost(std::string_view op, const OpInputs& in, const char* cls) {
-  OpCost c{cls};
+  OpCost c{cls, 0, -1, ""};
   double largest = 0;
   for (const auto& d : in.dims) largest = std::max(largest, d.empty() ? 0.0 : numel(d));
   if (largest == 0) return {};

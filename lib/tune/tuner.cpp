@@ -107,7 +107,19 @@ std::optional<double> trial_pct_of_peak(const Trial& t) {
 }  // namespace
 
 MeasureFn default_measure() {
-  return [](const config::ExperimentConfig& cfg) { return measure::measure(cfg); };
+  return [](const config::ExperimentConfig& cfg) {
+    // A primer before the first trial, as a sweep's (tune/sweep.cpp says why): the first pipeline
+    // of a fresh process runs a little slower than later ones.
+    static bool primed = false;
+    if (!primed && engine::default_process(cfg.process)) {
+      primed = true;
+      try {
+        measure::Bench primer(cfg, {}, measure::Deadline());
+      } catch (const std::exception&) {
+      }
+    }
+    return measure::measure(cfg);
+  };
 }
 
 ClockFn default_clock() {
