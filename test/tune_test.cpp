@@ -13,6 +13,7 @@
 
 #include "config/config.hpp"
 #include "errors.hpp"
+#include "engine/process.hpp"
 #include "test_util.hpp"
 #include "tune/tuner.hpp"
 
@@ -237,9 +238,16 @@ TEST_CASE("candidates: the optimizations not yet on, in order", "[tune]") {
   auto cfg = base_config();
   std::vector<std::string> names;
   for (const auto& c : ptune::tune::candidates(cfg, 4, false)) names.push_back(c.name);
-  CHECK(names == std::vector<std::string>{"multi-worker loading (4)", "multi-worker loading (2)", "pinned memory",
-                                          "uint8 transfer", "batch 64", "set_to_none", "AMP bf16", "channels_last",
-                                          "cuDNN benchmark", "CUDA graphs"});
+  // On a CPU also the allocators installed here (glibc_tuned always), and thread binding.
+  std::vector<std::string> expected = {"multi-worker loading (4)", "multi-worker loading (2)", "pinned memory",
+                                       "uint8 transfer", "batch 64", "set_to_none", "AMP bf16", "channels_last"};
+  if (!ptune::engine::find_library("libjemalloc.so.2").empty()) expected.push_back("allocator jemalloc");
+  if (!ptune::engine::find_library("libtcmalloc_minimal.so.4").empty() ||
+      !ptune::engine::find_library("libtcmalloc.so.4").empty())
+    expected.push_back("allocator tcmalloc");
+  for (const char* n : {"allocator glibc_tuned", "threads bound to cores", "cuDNN benchmark", "CUDA graphs"})
+    expected.push_back(n);
+  CHECK(names == expected);
   cfg.loader.num_workers = 4;
   cfg.loader.pin_memory = true;
   cfg.optim.amp = "bf16";

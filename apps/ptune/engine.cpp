@@ -2,6 +2,7 @@
 // module that the ptune executable loads only for them (apps/ptune/cli.hpp says why). The
 // executable parses the command line and prints errors; this file runs the command.
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -256,7 +257,12 @@ int run_command(const CommandLine& cl) {
       }
       return 0;
     }
-    if (is("row-side")) return ptune::measure::serve_side(config_of(cl), 3, 4, cl.interrupted);
+    if (is("row-side")) {
+      // ptune's own: a sweep starts it with its command pipe on 3 and its replies on 4.
+      if (::fcntl(3, F_GETFD) < 0 || ::fcntl(4, F_GETFD) < 0)
+        throw ptune::UsageError("row-side is started by ptune sweep and ptune tune for a row's side, not by hand");
+      return ptune::measure::serve_side(config_of(cl), 3, 4, cl.interrupted);
+    }
     if (is("launch")) {
       launch_opt.prefix = !cl.launch_no_prefix;
       launch_opt.prefix_stdout = cl.launch_prefix_stdout;

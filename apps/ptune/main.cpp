@@ -175,15 +175,18 @@ Engine load_engine() {
     e.finish = reinterpret_cast<ptune::cli::EngineFinish>(::dlsym(handle, ptune::cli::kEngineFinish));
     e.cpu_ceilings = reinterpret_cast<ptune::cli::EngineCpuCeilings>(::dlsym(handle, ptune::cli::kEngineCpuCeilings));
     const auto build_id = reinterpret_cast<ptune::cli::EngineBuildId>(::dlsym(handle, ptune::cli::kEngineBuildId));
-    if (!e.run || !e.finish || !e.cpu_ceilings || !build_id)
+    if (!build_id)
       throw std::runtime_error("cannot load the training engine: " + path.string() + " is not ptune " +
                                ptune::kVersion + "'s engine");
     // The two pass each other ptune's own types: an engine of another build (an executable
-    // copied over an older installation) would read them wrongly.
+    // copied over an older installation) would read them wrongly, and may lack entry points.
     if (const std::string id = build_id(); id != PTUNE_BUILD_ID)
       throw std::runtime_error("cannot load the training engine: " + path.string() + " is from another build of ptune (" +
                                id + ", this program is " + PTUNE_BUILD_ID +
                                "); install the program and its engine together (cmake --install BUILD --prefix PREFIX)");
+    if (!e.run || !e.finish || !e.cpu_ceilings)
+      throw std::runtime_error("cannot load the training engine: " + path.string() + " is not ptune " +
+                               ptune::kVersion + "'s engine");
     return e;
   }
   throw std::runtime_error("cannot load the training engine: " + places[0].string() + " not found (nor " +

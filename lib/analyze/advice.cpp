@@ -43,9 +43,10 @@ std::string origins_text(const Breakdown& b) {
   return s;
 }
 
-/// The step's achieved FLOP/s against the peak, or which profiler option gives it; "" for none.
+/// The step's achieved FLOP/s against the peak; "" for none (which profiler option gives it is
+/// said with the FLOP/s table, render.cpp).
 std::string throughput_note(const Throughput& th) {
-  if (th.source == "none") return th.missing.empty() ? "" : "no FLOP/s: " + th.missing;
+  if (th.source == "none") return "";
   char buf[160];
   std::snprintf(buf, sizeof buf, "achieved %.3g GFLOP/s over the step (%.3g GFLOPs per step, %s, from the %s)",
                 th.flops_per_s() / 1e9, th.flops / 1e9, th.precision.c_str(),
