@@ -261,7 +261,7 @@ void write_atomically(const std::string& path, const std::string& what, const st
   }
 }
 
-void write_text_atomically(const std::string& path, const std::string& what, const std::string& text) {
+void write_atomically(const std::string& path, const std::string& what, const std::string& text) {
   write_atomically(path, what, [&](Output& out) { out.write(text); });
 }
 

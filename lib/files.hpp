@@ -70,8 +70,9 @@ class Output {
 /// "File too large", "Permission denied").
 void write_atomically(const std::string& path, const std::string& what, const std::function<void(Output&)>& fill);
 
-/// write_atomically() of `text`.
-void write_text_atomically(const std::string& path, const std::string& what, const std::string& text);
+/// write_atomically() of `text`: the one way ptune writes a text output (results, reports,
+/// configs, traces, caches).
+void write_atomically(const std::string& path, const std::string& what, const std::string& text);
 
 /// A scratch file for a library that writes a file by itself (Kineto's trace): a unique hidden
 /// name beside `target` (created empty), removed when the object dies, together with

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU bundle's runner on the CPU (ctest: gpu_bundle_runner):
+# The GPU bundle's runner (scripts/gpu/run, `run` in the bundle) on the CPU (ctest: gpu_bundle_runner):
 #   bash test/bundle_test.sh BUILD_DIR PYTHON
 # Makes the bundle from BUILD_DIR (scripts/gpu-bundle), copies it to another folder and removes
 # the first, checks that its binaries have no RUNPATH, then runs `run selftest` from the copy:
@@ -65,7 +65,8 @@ run_bundle() {  # run_bundle OUTDIR [VAR=VALUE...] -- ARGS...: bash BUNDLE/run A
     exec "$@"' _ ${#hide[@]} "${hide[@]}" ${#hide_files[@]} "${hide_files[@]}" bash "$bundle/run" "$@"
 }
 cd "$tmp"
-run_bundle "$tmp/out" -- selftest || fail "run selftest (see above)"
+# With --time-limit (each step stopped in time); the other phases below run without a limit.
+run_bundle "$tmp/out" -- --time-limit 600 selftest || fail "run selftest (see above)"
 sweep=$tmp/out/selftest-sweep.json
 "$python" - "$sweep" <<'EOF' || fail "the selftest sweep's JSON"
 import json, sys
@@ -101,6 +102,11 @@ grep -qE "parse_error|$tmp/nowhere" "$tmp/neg.txt" || { cat "$tmp/neg.txt"; fail
 # Honest on a machine without a GPU: the GPU phases refuse (exit 3) unless told PTUNE_BUNDLE_CPU=1.
 r=0; run_bundle "$tmp/out-nogpu" -- tests >"$tmp/nogpu.txt" 2>&1 || r=$?
 [ "$r" -eq 3 ] || { cat "$tmp/nogpu.txt"; fail "run tests without a GPU: exit $r, not 3"; }
+
+# Options are checked before anything runs: a time limit that is no number is a usage error.
+r=0; run_bundle "$tmp/out-usage" -- --time-limit soon versions >"$tmp/usage.txt" 2>&1 || r=$?
+[ "$r" -eq 2 ] && grep -q -- '--time-limit soon' "$tmp/usage.txt" ||
+  { cat "$tmp/usage.txt"; fail "run --time-limit soon: exit $r, not 2 with the value named"; }
 
 # The profile phase's plumbing on the CPU: a one-row config, its trace gzipped into the results folder.
 "$python" - "$bundle/configs/quickstart-cpu.json" "$tmp/one-row.json" <<'EOF'

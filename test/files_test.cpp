@@ -47,7 +47,7 @@ TEST_CASE("two writers of one file: every read sees one whole version, no tempor
   const std::string a(200000, 'a'), b(300000, 'b');
   std::atomic<bool> bad{false};
   auto writer = [&](const std::string& text) {
-    for (int i = 0; i < 40; ++i) ptune::files::write_text_atomically(path, "--out", text);
+    for (int i = 0; i < 40; ++i) ptune::files::write_atomically(path, "--out", text);
   };
   std::thread t1(writer, a), t2(writer, b);
   std::thread reader([&] {
@@ -67,9 +67,9 @@ TEST_CASE("two writers of one file: every read sees one whole version, no tempor
 
 TEST_CASE("a symlink is written through, a FIFO is written into, not replaced", "[files]") {
   TempDir dir;
-  ptune::files::write_text_atomically(dir.file("real.json"), "--out", "old");
+  ptune::files::write_atomically(dir.file("real.json"), "--out", "old");
   fs::create_symlink(dir.file("real.json"), dir.file("link.json"));
-  ptune::files::write_text_atomically(dir.file("link.json"), "--out", "new");
+  ptune::files::write_atomically(dir.file("link.json"), "--out", "new");
   CHECK(fs::is_symlink(dir.file("link.json")));
   CHECK(ptune::test::read_file(dir.file("real.json")) == "new");
 
@@ -77,7 +77,7 @@ TEST_CASE("a symlink is written through, a FIFO is written into, not replaced", 
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
   std::string got;
   std::thread reader([&] { got = ptune::test::read_file(fifo); });
-  ptune::files::write_text_atomically(fifo, "--out", "through the pipe\n");
+  ptune::files::write_atomically(fifo, "--out", "through the pipe\n");
   reader.join();
   CHECK(got == "through the pipe\n");
   struct stat st {};
@@ -88,9 +88,9 @@ TEST_CASE("a symlink is written through, a FIFO is written into, not replaced", 
 TEST_CASE("failed writes name the file and the key, and leave no temporary file", "[files]") {
   TempDir dir;
   ptune::test::TempDir::write_to(dir.file("a-file"), "x");
-  CHECK(message_of([&] { ptune::files::write_text_atomically(dir.file("a-file/out.json"), "--out", "x"); }) ==
+  CHECK(message_of([&] { ptune::files::write_atomically(dir.file("a-file/out.json"), "--out", "x"); }) ==
         "cannot write --out '" + dir.file("a-file/out.json") + "': Not a directory");
-  CHECK(message_of([&] { ptune::files::write_text_atomically(dir.path.string(), "--out", "x"); }) ==
+  CHECK(message_of([&] { ptune::files::write_atomically(dir.path.string(), "--out", "x"); }) ==
         "cannot write --out '" + dir.path.string() + "': it is a folder");
   CHECK(message_of([&] { ptune::files::check_writable("", "--out"); }) == "--out: an empty path; name a file");
   CHECK(message_of([&] { ptune::files::check_writable(dir.file("none/r.json"), "--out"); }) ==
@@ -114,7 +114,7 @@ TEST_CASE("failed writes name the file and the key, and leave no temporary file"
     ~Unmount() { ::umount(at.c_str()); }
   } unmount{small};
   const std::string out = small + "/w.pt";
-  CHECK(message_of([&] { ptune::files::write_text_atomically(out, "--save-weights", std::string(1 << 20, 'w')); }) ==
+  CHECK(message_of([&] { ptune::files::write_atomically(out, "--save-weights", std::string(1 << 20, 'w')); }) ==
         "cannot write --save-weights '" + out + "': No space left on device");
   CHECK(listing(small).empty());  // the temporary file is gone
 }
@@ -122,7 +122,7 @@ TEST_CASE("failed writes name the file and the key, and leave no temporary file"
 TEST_CASE("the second Ctrl-C's clean-up removes the temporary file of a write under way, and only that", "[files]") {
   TempDir dir;
   const std::string out = dir.file("w.pt");
-  ptune::files::write_text_atomically(out, "--save-weights", "old");
+  ptune::files::write_atomically(out, "--save-weights", "old");
   std::vector<std::string> during, after_cleanup;
   const std::string message = message_of([&] {
     ptune::files::write_atomically(out, "--save-weights", [&](ptune::files::Output& o) {
@@ -138,7 +138,7 @@ TEST_CASE("the second Ctrl-C's clean-up removes the temporary file of a write un
   CHECK(message.rfind("cannot write --save-weights '" + out + "': ", 0) == 0);
   CHECK(ptune::test::read_file(out) == "old");  // the old version is untouched
   // A finished write is no longer listed: the clean-up leaves the result alone.
-  ptune::files::write_text_atomically(out, "--save-weights", "whole");
+  ptune::files::write_atomically(out, "--save-weights", "whole");
   ptune::files::remove_temporaries();
   CHECK(ptune::test::read_file(out) == "whole");
 }
@@ -152,7 +152,7 @@ TEST_CASE("a device node such as /dev/null is written into, never replaced", "[f
     WARN("skipped: cannot create a device node here (" << std::strerror(errno) << ")");
     return;
   }
-  ptune::files::write_text_atomically(dev, "--out", std::string(100000, 'x'));
+  ptune::files::write_atomically(dev, "--out", std::string(100000, 'x'));
   struct stat st {};
   REQUIRE(::stat(dev.c_str(), &st) == 0);
   CHECK(S_ISCHR(st.st_mode));

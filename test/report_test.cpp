@@ -7,6 +7,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "files.hpp"
 #include "report/compare.hpp"
 #include "report/figures.hpp"
 #include "report/html.hpp"
@@ -149,16 +150,16 @@ TEST_CASE("table, csv and markdown render every row", "[report]") {
   CHECK(md.find("\n- 3 graphs: skipped: optim.cuda\\_graphs needs a CUDA device; none is visible\n") != std::string::npos);
 }
 
-TEST_CASE("write_atomic replaces the file whole and leaves no temporary", "[report]") {
+TEST_CASE("a text written atomically replaces the file whole and leaves no temporary", "[report]") {
   ptune::test::TempDir dir;
   auto path = dir.file("r.json");
-  write_atomic(path, "first");
-  write_atomic(path, "second");
+  ptune::files::write_atomically(path, "--out", "first");
+  ptune::files::write_atomically(path, "--out", "second");
   CHECK(ptune::test::read_file(path) == "second");
   size_t files = 0;
   for (const auto& e : std::filesystem::directory_iterator(dir.path)) files += e.is_regular_file();
   CHECK(files == 1);  // no temporary left beside it
-  CHECK_THROWS_WITH(write_atomic(dir.file("no/such/dir/r.json"), "x"),
+  CHECK_THROWS_WITH(ptune::files::write_atomically(dir.file("no/such/dir/r.json"), "--out", "x"),
                     "cannot write --out '" + dir.file("no/such/dir/r.json") + "': No such file or directory");
 }
 

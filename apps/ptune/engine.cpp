@@ -29,6 +29,7 @@
 #include "measure/child_side.hpp"
 #include "measure/peak.hpp"
 #include "measure/stats.hpp"
+#include "files.hpp"
 #include "report/results.hpp"
 #include "report/terminal.hpp"
 #include "torch_error.hpp"
@@ -151,7 +152,7 @@ int run_command(const CommandLine& cl) {
       };
       auto write_best = [&](const ptune::config::ExperimentConfig& best) {
         if (cl.tune_out.empty()) return;
-        ptune::report::write_atomic(cl.tune_out, ptune::config::to_json(best).dump(2) + "\n");
+        ptune::files::write_atomically(cl.tune_out, "--out", ptune::config::to_json(best).dump(2) + "\n");
         ptune::log::info("wrote the winning config to " + cl.tune_out);
       };
       // Prints a search's outcome in --format: json (the whole document), csv/md (the table;

@@ -393,7 +393,7 @@ int main(int argc, char** argv) {
             std::cout << ptune::analyze::render_comparison(c, analyze_format) << std::flush;
           }
           if (!analyze_html.empty()) {
-            ptune::report::write_atomic(analyze_html, ptune::analyze::overview_html(c), "--html");
+            ptune::files::write_atomically(analyze_html, "--html", ptune::analyze::overview_html(c));
             if (!quiet) std::fprintf(stderr, "ptune: analyze: overview written to %s\n", analyze_html.c_str());
           }
         } catch (const ptune::DataError& e) {
@@ -439,7 +439,7 @@ int main(int argc, char** argv) {
           }
         }
         if (!report_out.empty()) {
-          ptune::report::write_atomic(report_out, ptune::report::to_html(runs));
+          ptune::files::write_atomically(report_out, "--out", ptune::report::to_html(runs));
           ptune::log::info("wrote " + report_out);
         }
         return code;

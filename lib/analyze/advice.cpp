@@ -62,180 +62,280 @@ std::string throughput_note(const Throughput& th) {
   return s;
 }
 
+
+/// "rank 3", or "process 4242" for a trace without distributedInfo.
+std::string who(const Breakdown& r) {
+  return r.rank ? "rank " + std::to_string(*r.rank) : "process " + std::to_string(r.host_pid);
+}
+
+/// The figures of the verdict's rank (the slowest) that the rules read: its mean step's
+/// shares, in % of the step.
+struct Figures {
+  explicit Figures(const Analysis& an)
+      : a(an), b(an.ranks[an.primary]), py(b.writer != "ptune"), m(b.mean()), step(m.end > 0 ? m.end : 1) {
+    loader = share(m.us[kDataLoader]);
+    copies = share(m.us[kMemcpy]);
+    // A host wait costs only the device time it leaves idle. A CPU-only trace has no host syncs
+    // (an .item() there reads host memory: nothing to wait for).
+    sync = share(m.sync_idle_us);
+    for (const auto& s : b.steps) sync_calls += s.syncs;
+    exposed_comm = share(m.comm_us - m.comm_overlap_us);
+    busy = share(m.kernel_us);
+    // ptune's CPU trace of an fp32 row: optim.amp (bf16) is advised only where the CPU that
+    // recorded it had native bf16 (as the sweep's diagnosis of the row says).
+    ptune_fp32 = !py && b.amp == std::optional<std::string>("off");
+    amp_advised = ptune_fp32 && (b.has_gpu || b.bf16_native != std::optional<bool>(false));
+    rank = a.distributed ? "; " + who(b) + ", the slowest" : "";
+  }
+  double share(double us) const { return 100.0 * us / step; }
+  /// The rule's next move for the trace's writer (PyTorch code or ptune config keys).
+  std::string move(RuleId id) const { return py ? rule(id).python_move : rule(id).ptune_move; }
+  /// `n` per step, "%.3g".
+  std::string per_step(double n) const {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3g", n / static_cast<double>(std::max<size_t>(b.steps.size(), 1)));
+    return buf;
+  }
+
+  const Analysis& a;
+  const Breakdown& b;
+  const bool py;            // a Python (PyTorch) trace, not ptune's
+  const StepBreakdown m;    // the mean step
+  const double step;        // its length, us
+  double loader = 0, copies = 0, sync = 0, exposed_comm = 0, busy = 0;  // % of the step
+  int64_t sync_calls = 0;   // over the steps
+  bool ptune_fp32 = false, amp_advised = false;
+  std::string rank;         // "; rank R, the slowest" with several ranks
+};
+
+// --- The verdict rules (measure/rules.hpp's, tried in its order): when each fires, and what
+// it says. ---
+
+void input_bound(const Figures& f, Verdict& v) {
+  const std::string name = f.b.dataloader.empty() ? "the data loader" : f.b.dataloader.front().name;
+  v.evidence = pct(f.loader) + " of the step in `" + name + "`" + f.rank;
+  if (f.py && has(name, "_SingleProcessDataLoaderIter")) {
+    v.move = "the batches are loaded in the training process (num_workers=0): " + f.move(RuleId::kInputBound);
+  } else if (f.py && has(name, "_MultiProcessingDataLoaderIter")) {
+    v.move = "the workers do not keep up: raise `num_workers` (and `pin_memory=True`), or ship uint8 batches "
+             "and normalize on the GPU";
+  } else {
+    v.move = f.move(RuleId::kInputBound);
+  }
+}
+
+void copy_bound(const Figures& f, Verdict& v) {
+  const auto& b = f.b;
+  v.evidence = pct(f.copies) + " of the step in copies not overlapped by kernels; " + std::to_string(b.h2d.count) +
+               " host-to-device copies, " + std::to_string(b.h2d.pageable) + " from pageable memory" + f.rank;
+  if (b.h2d.pageable > 0) {
+    v.move = f.py ? "`pin_memory=True` in the DataLoader and `.to(device, non_blocking=True)`" : "`loader.pin_memory`";
+  } else {
+    v.move = f.py ? "the copies are pinned already: ship uint8 batches and normalize on the GPU"
+                  : "`loader.uint8_transfer`";
+  }
+}
+
+void sync_bound(const Figures& f, Verdict& v) {
+  std::string which;
+  for (const auto& s : f.b.syncs) which += (which.empty() ? "" : ", ") + ("`" + s.name + "`");
+  const std::string from = origins_text(f.b);
+  v.evidence = pct(f.sync) + " of the step with the GPU idle after the host waited in " +
+               (which.empty() ? "syncs" : which) + " (" + f.per_step(static_cast<double>(f.sync_calls)) +
+               " per step; the host waited " + pct(f.share(f.m.sync_us)) + " of the step)" +
+               (from.empty() ? "" : "; " + from) + f.rank;
+  v.move = f.move(RuleId::kSyncBound);
+}
+
+void comm_bound(const Figures& f, Verdict& v) {
+  const auto& m = f.m;
+  v.evidence = pct(f.share(m.comm_us)) + " of the step in communication, " +
+               pct(m.comm_us > 0 ? 100.0 * m.comm_overlap_us / m.comm_us : 0) + " of it overlapped with compute" +
+               f.rank;
+  v.move = f.move(RuleId::kCommBound);
+}
+
+void launch_bound(const Figures& f, Verdict& v) {
+  v.evidence = "GPU utilization " + pct(f.busy) + ": merged kernel time over the step; " +
+               pct(f.share(f.m.us[kRuntime] + f.m.us[kCpuExec])) + " of it in host code and CUDA runtime calls" +
+               f.rank;
+  v.move = f.move(RuleId::kLaunchBound);
+}
+
+bool fp32_fires(const Figures& f) {
+  // A GPU trace tells fp32 by its kernels; ptune's traces also say the row's optim.amp (a
+  // CPU trace has no kernels to tell by), as the sweep's diagnosis of the row does.
+  return (f.b.has_gpu && f.b.half_pct && measure::fires(RuleId::kComputeFp32, *f.b.half_pct)) || f.amp_advised;
+}
+
+void compute_fp32(const Figures& f, Verdict& v) {
+  const auto& b = f.b;
+  if (b.has_gpu && b.half_pct) {
+    v.evidence = "GPU utilization " + pct(f.busy) + "; " + pct(*b.half_pct) + " of kernel time in fp16/bf16 kernels, " +
+                 pct(b.tensor_core_pct.value_or(0)) + " on Tensor Cores" + f.rank;
+  } else {
+    v.evidence = pct(f.share(f.m.us[kCpuExec])) + " of the step in operators, `optim.amp` off" + f.rank;
+  }
+  v.move = f.move(RuleId::kComputeFp32);
+}
+
+void compute(const Figures& f, Verdict& v) {
+  const auto& b = f.b;
+  if (b.has_gpu) {
+    v.evidence = "GPU utilization " + pct(f.busy) + "; " + pct(b.tensor_core_pct.value_or(0)) +
+                 " of kernel time on Tensor Cores" +
+                 (b.kernels.empty() ? "" : "; largest kernel `" + b.kernels.front().name + "`") + f.rank;
+  } else {
+    v.rule += " on the CPU";
+    v.evidence = pct(f.share(f.m.us[kCpuExec])) + " of the step in operators";
+    if (!b.operators.empty()) {
+      const double per_step = b.operators.front().self_us / static_cast<double>(b.steps.size());
+      v.evidence += "; largest by self time `" + b.operators.front().name + "` (" + pct(f.share(per_step)) + ")";
+    }
+    v.evidence += f.rank;
+  }
+  v.move = f.move(RuleId::kCompute);
+}
+
+/// A verdict rule: whether it fires on the figures, and what it says (it may add to the rule's name).
+struct VerdictRule {
+  RuleId id;
+  bool (*fires)(const Figures&);
+  void (*say)(const Figures&, Verdict&);
+};
+
+/// The verdict rules in the order they are tried; the last always fires.
+const VerdictRule kVerdictRules[] = {
+    {RuleId::kInputBound, [](const Figures& f) { return measure::fires(RuleId::kInputBound, f.loader); },
+     input_bound},
+    {RuleId::kCopyBound, [](const Figures& f) { return f.b.has_gpu && measure::fires(RuleId::kCopyBound, f.copies); },
+     copy_bound},
+    {RuleId::kSyncBound, [](const Figures& f) { return f.b.has_gpu && measure::fires(RuleId::kSyncBound, f.sync); },
+     sync_bound},
+    {RuleId::kCommBound,
+     [](const Figures& f) { return f.m.comm_us > 0 && measure::fires(RuleId::kCommBound, f.exposed_comm); },
+     comm_bound},
+    {RuleId::kLaunchBound,
+     [](const Figures& f) { return f.b.has_gpu && measure::fires(RuleId::kLaunchBound, f.busy); }, launch_bound},
+    {RuleId::kComputeFp32, fp32_fires, compute_fp32},
+    {RuleId::kCompute, [](const Figures&) { return true; }, compute},
+};
+
+// --- The further findings, each one note or "" for none. ---
+
+std::string amp_not_advised(const Figures& f, const Verdict& v) {
+  if (!(f.ptune_fp32 && !f.amp_advised && v.rule == rule(RuleId::kCompute).name + std::string(" on the CPU")))
+    return "";
+  return "`optim.amp` is not advised: the CPU that recorded the trace had no native bf16 arithmetic "
+         "that oneDNN uses (AVX512-BF16 or AMX, not capped by ONEDNN_MAX_CPU_ISA)";
+}
+
+std::string no_steps(const Figures& f, const Verdict&) {
+  const auto& b = f.b;
+  if (b.from_steps) return "";
+  std::string left_out;
+  if (b.before_first_gpu_us > 0) {
+    std::string which;
+    for (const auto& n : b.stalls) which += (which.empty() ? "" : ", ") + ("`" + n.name + "` " + ms(n.total_us));
+    left_out = " from " + ms(b.before_first_gpu_us) + " in: what came before is left out (" +
+               (which.empty() ? std::string("CUDA initialization and set-up before the first GPU work")
+                              : "one-time set-up with the GPU idle: " + which +
+                                    "; CUDA initialization, cuDNN's first calls, lazy loading") +
+               ")";
+  }
+  return "no ProfilerStep#N spans in the trace: analyzed as one window" + left_out +
+         std::string(f.py ? "; call prof.step() once per training step, with schedule(wait=1, warmup=1, "
+                            "active=3), for a per-step split of steady-state steps"
+                          : "");
+}
+
+std::string cpu_only(const Figures& f, const Verdict&) {
+  return f.b.has_gpu ? "" : "CPU-only trace (no kernels, copies or CUDA runtime calls): GPU figures are null";
+}
+
+std::string syncs_not_bottleneck(const Figures& f, const Verdict& v) {
+  if (v.rule == rule(RuleId::kSyncBound).name || !f.b.has_gpu || f.sync_calls <= 0 ||
+      !measure::fires(RuleId::kSyncBound, f.share(f.m.sync_us)))
+    return "";
+  return "the host waited " + pct(f.share(f.m.sync_us)) + " of the step in syncs with the GPU busy meanwhile (" +
+         pct(f.sync) + " of the step idle after them): not a bottleneck here";
+}
+
+std::string per_step_syncs(const Figures& f, const Verdict& v) {
+  const auto& b = f.b;
+  if (v.rule == rule(RuleId::kSyncBound).name || !b.has_gpu || f.sync_calls <= 0) return "";
+  std::string which;
+  for (const auto& s : b.syncs) {
+    char per[32];
+    std::snprintf(per, sizeof per, "%.3g", static_cast<double>(s.count) / static_cast<double>(b.steps.size()));
+    which += (which.empty() ? "" : ", ") + ("`" + s.name + "` x" + per);
+  }
+  const std::string from = origins_text(b);
+  return "per-step host sync: " + which + " per step (" + ms(f.m.sync_us) + " per step here)" +
+         (from.empty() ? "" : "; " + from) + ": " + f.move(RuleId::kSyncBound);
+}
+
+std::string zero_grad(const Figures& f, const Verdict&) {
+  if (!measure::fires(RuleId::kZeroGrad, f.share(f.m.zero_grad_us))) return "";
+  return pct(f.share(f.m.zero_grad_us)) + " of the step zeroing gradients (`aten::zero_` under "
+         "`Optimizer.zero_grad`): " + f.move(RuleId::kZeroGrad);
+}
+
+std::string pageable_copies(const Figures& f, const Verdict& v) {
+  const auto& b = f.b;
+  if (!b.has_gpu || b.h2d.pageable <= 0 || v.rule == rule(RuleId::kCopyBound).name) return "";
+  return std::to_string(b.h2d.pageable) + " of " + std::to_string(b.h2d.count) +
+         " host-to-device copies from pageable memory: " +
+         (f.py ? "`pin_memory=True` and `.to(device, non_blocking=True)`" : "`loader.pin_memory`");
+}
+
+std::string layout_changes(const Figures& f, const Verdict&) {
+  if (f.b.layout_pct < 5.0) return "";
+  return pct(f.b.layout_pct) + " of kernel time converting between NCHW and NHWC: " +
+         (f.py ? "`model.to(memory_format=torch.channels_last)` and channels_last inputs" : "`model.channels_last`");
+}
+
+std::string straggler(const Figures& f, const Verdict&) {
+  return f.a.straggler ? f.a.straggler->text : "";
+}
+
+std::string throughput(const Figures& f, const Verdict&) {
+  return f.a.primary < f.a.throughput.size() ? throughput_note(f.a.throughput[f.a.primary]) : "";
+}
+
+std::string slowest_rank(const Figures& f, const Verdict&) {
+  const auto& a = f.a;
+  if (!a.distributed || a.distributed->slowest == a.distributed->fastest) return "";
+  const auto& slow = a.ranks[a.distributed->slowest];
+  const auto& fast = a.ranks[a.distributed->fastest];
+  char line[256];
+  std::snprintf(line, sizeof line, " is the slowest: %.1f ms per step against %.1f ms on ", slow.mean().ms(),
+                fast.mean().ms());
+  return who(slow) + line + who(fast);
+}
+
+/// The further findings, in the order the notes are listed.
+std::string (*const kNoteRules[])(const Figures&, const Verdict&) = {
+    amp_not_advised, no_steps,       cpu_only,  syncs_not_bottleneck, per_step_syncs, zero_grad,
+    pageable_copies, layout_changes, straggler, throughput,           slowest_rank,
+};
+
 }  // namespace
 
 void advise(Analysis& a) {
-  const Breakdown& b = a.ranks[a.primary];
-  const bool py = b.writer != "ptune";
-  auto move = [&](RuleId id) { return std::string(py ? rule(id).python_move : rule(id).ptune_move); };
-  const StepBreakdown m = b.mean();
-  const double step = m.end > 0 ? m.end : 1;
-  auto share = [&](double us) { return 100.0 * us / step; };
-  const double loader = share(m.us[kDataLoader]);
-  const double copies = share(m.us[kMemcpy]);
-  // A host wait costs only the device time it leaves idle. A CPU-only trace has no host syncs
-  // (an .item() there reads host memory: nothing to wait for).
-  const double sync = share(m.sync_idle_us);
-  const double nsteps = static_cast<double>(std::max<size_t>(b.steps.size(), 1));
-  auto per_step = [&](double n) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.3g", n / nsteps);
-    return std::string(buf);
-  };
-  int64_t sync_calls = 0;
-  for (const auto& s : b.steps) sync_calls += s.syncs;
-  const double exposed_comm = share(m.comm_us - m.comm_overlap_us);
-  const double busy = share(m.kernel_us);
-  // ptune's CPU trace of an fp32 row: optim.amp (bf16) is advised only where the CPU that
-  // recorded it had native bf16 (as the sweep's diagnosis of the row says).
-  const bool ptune_fp32 = !py && b.amp == std::optional<std::string>("off");
-  const bool amp_advised = ptune_fp32 && (b.has_gpu || b.bf16_native != std::optional<bool>(false));
+  const Figures f(a);
   Verdict& v = a.verdict;
   v = {};
   a.notes.clear();
-  auto who = [&](const Breakdown& r, size_t i) {
-    (void)i;
-    return r.rank ? "rank " + std::to_string(*r.rank) : "process " + std::to_string(r.host_pid);
-  };
-  const std::string rank = a.distributed ? "; " + who(b, a.primary) + ", the slowest" : "";
-
-  if (measure::fires(RuleId::kInputBound, loader)) {
-    v.rule = rule(RuleId::kInputBound).name;
-    const std::string name = b.dataloader.empty() ? "the data loader" : b.dataloader.front().name;
-    v.evidence = pct(loader) + " of the step in `" + name + "`" + rank;
-    if (py && has(name, "_SingleProcessDataLoaderIter")) {
-      v.move = "the batches are loaded in the training process (num_workers=0): " + move(RuleId::kInputBound);
-    } else if (py && has(name, "_MultiProcessingDataLoaderIter")) {
-      v.move = "the workers do not keep up: raise `num_workers` (and `pin_memory=True`), or ship uint8 batches "
-               "and normalize on the GPU";
-    } else {
-      v.move = move(RuleId::kInputBound);
-    }
-  } else if (b.has_gpu && measure::fires(RuleId::kCopyBound, copies)) {
-    v.rule = rule(RuleId::kCopyBound).name;
-    v.evidence = pct(copies) + " of the step in copies not overlapped by kernels; " + std::to_string(b.h2d.count) +
-                 " host-to-device copies, " + std::to_string(b.h2d.pageable) + " from pageable memory" + rank;
-    if (b.h2d.pageable > 0) {
-      v.move = py ? "`pin_memory=True` in the DataLoader and `.to(device, non_blocking=True)`"
-                  : "`loader.pin_memory`";
-    } else {
-      v.move = py ? "the copies are pinned already: ship uint8 batches and normalize on the GPU"
-                  : "`loader.uint8_transfer`";
-    }
-  } else if (b.has_gpu && measure::fires(RuleId::kSyncBound, sync)) {
-    v.rule = rule(RuleId::kSyncBound).name;
-    std::string which;
-    for (const auto& s : b.syncs) which += (which.empty() ? "" : ", ") + ("`" + s.name + "`");
-    const std::string from = origins_text(b);
-    v.evidence = pct(sync) + " of the step with the GPU idle after the host waited in " +
-                 (which.empty() ? "syncs" : which) + " (" + per_step(static_cast<double>(sync_calls)) +
-                 " per step; the host waited " + pct(share(m.sync_us)) + " of the step)" +
-                 (from.empty() ? "" : "; " + from) + rank;
-    v.move = move(RuleId::kSyncBound);
-  } else if (m.comm_us > 0 && measure::fires(RuleId::kCommBound, exposed_comm)) {
-    v.rule = rule(RuleId::kCommBound).name;
-    v.evidence = pct(share(m.comm_us)) + " of the step in communication, " +
-                 pct(m.comm_us > 0 ? 100.0 * m.comm_overlap_us / m.comm_us : 0) + " of it overlapped with compute" +
-                 rank;
-    v.move = move(RuleId::kCommBound);
-  } else if (b.has_gpu && measure::fires(RuleId::kLaunchBound, busy)) {
-    v.rule = rule(RuleId::kLaunchBound).name;
-    v.evidence = "GPU utilization " + pct(busy) + ": merged kernel time over the step; " +
-                 pct(share(m.us[kRuntime] + m.us[kCpuExec])) + " of it in host code and CUDA runtime calls" + rank;
-    v.move = move(RuleId::kLaunchBound);
-  } else if ((b.has_gpu && b.half_pct && measure::fires(RuleId::kComputeFp32, *b.half_pct)) || amp_advised) {
-    // A GPU trace tells fp32 by its kernels; ptune's traces also say the row's optim.amp (a
-    // CPU trace has no kernels to tell by), as the sweep's diagnosis of the row does.
-    v.rule = rule(RuleId::kComputeFp32).name;
-    if (b.has_gpu && b.half_pct) {
-      v.evidence = "GPU utilization " + pct(busy) + "; " + pct(*b.half_pct) + " of kernel time in fp16/bf16 kernels, " +
-                   pct(b.tensor_core_pct.value_or(0)) + " on Tensor Cores" + rank;
-    } else {
-      v.evidence = pct(share(m.us[kCpuExec])) + " of the step in operators, `optim.amp` off" + rank;
-    }
-    v.move = move(RuleId::kComputeFp32);
-  } else {
-    v.rule = rule(RuleId::kCompute).name;
-    if (b.has_gpu) {
-      v.evidence = "GPU utilization " + pct(busy) + "; " + pct(b.tensor_core_pct.value_or(0)) +
-                   " of kernel time on Tensor Cores" +
-                   (b.kernels.empty() ? "" : "; largest kernel `" + b.kernels.front().name + "`") + rank;
-    } else {
-      v.rule += " on the CPU";
-      v.evidence = pct(share(m.us[kCpuExec])) + " of the step in operators";
-      if (!b.operators.empty()) {
-        const double per_step = b.operators.front().self_us / static_cast<double>(b.steps.size());
-        v.evidence += "; largest by self time `" + b.operators.front().name + "` (" + pct(share(per_step)) + ")";
-      }
-      v.evidence += rank;
-    }
-    v.move = move(RuleId::kCompute);
+  for (const auto& r : kVerdictRules) {
+    if (!r.fires(f)) continue;
+    v.rule = rule(r.id).name;
+    r.say(f, v);
+    break;
   }
-
-  // Further findings.
-  if (ptune_fp32 && !amp_advised && v.rule == rule(RuleId::kCompute).name + std::string(" on the CPU"))
-    a.notes.push_back("`optim.amp` is not advised: the CPU that recorded the trace had no native bf16 arithmetic "
-                      "that oneDNN uses (AVX512-BF16 or AMX, not capped by ONEDNN_MAX_CPU_ISA)");
-  if (!b.from_steps) {
-    std::string left_out;
-    if (b.before_first_gpu_us > 0) {
-      std::string which;
-      for (const auto& n : b.stalls) which += (which.empty() ? "" : ", ") + ("`" + n.name + "` " + ms(n.total_us));
-      left_out = " from " + ms(b.before_first_gpu_us) + " in: what came before is left out (" +
-                 (which.empty() ? std::string("CUDA initialization and set-up before the first GPU work")
-                                : "one-time set-up with the GPU idle: " + which +
-                                      "; CUDA initialization, cuDNN's first calls, lazy loading") +
-                 ")";
-    }
-    a.notes.push_back("no ProfilerStep#N spans in the trace: analyzed as one window" + left_out +
-                      std::string(py ? "; call prof.step() once per training step, with schedule(wait=1, warmup=1, "
-                                       "active=3), for a per-step split of steady-state steps"
-                                     : ""));
-  }
-  if (!b.has_gpu) a.notes.push_back("CPU-only trace (no kernels, copies or CUDA runtime calls): GPU figures are null");
-  if (v.rule != rule(RuleId::kSyncBound).name && b.has_gpu && sync_calls > 0 &&
-      measure::fires(RuleId::kSyncBound, share(m.sync_us))) {
-    a.notes.push_back("the host waited " + pct(share(m.sync_us)) + " of the step in syncs with the GPU busy meanwhile (" +
-                      pct(sync) + " of the step idle after them): not a bottleneck here");
-  }
-  if (v.rule != rule(RuleId::kSyncBound).name && b.has_gpu && sync_calls > 0) {
-    std::string which;
-    for (const auto& s : b.syncs) {
-      char per[32];
-      std::snprintf(per, sizeof per, "%.3g", static_cast<double>(s.count) / static_cast<double>(b.steps.size()));
-      which += (which.empty() ? "" : ", ") + ("`" + s.name + "` x" + per);
-    }
-    const std::string from = origins_text(b);
-    a.notes.push_back("per-step host sync: " + which + " per step (" + ms(m.sync_us) + " per step here)" +
-                      (from.empty() ? "" : "; " + from) + ": " + move(RuleId::kSyncBound));
-  }
-  if (measure::fires(RuleId::kZeroGrad, share(m.zero_grad_us))) {
-    a.notes.push_back(pct(share(m.zero_grad_us)) + " of the step zeroing gradients (`aten::zero_` under "
-                      "`Optimizer.zero_grad`): " + move(RuleId::kZeroGrad));
-  }
-  if (b.has_gpu && b.h2d.pageable > 0 && v.rule != rule(RuleId::kCopyBound).name) {
-    a.notes.push_back(std::to_string(b.h2d.pageable) + " of " + std::to_string(b.h2d.count) +
-                      " host-to-device copies from pageable memory: " +
-                      (py ? "`pin_memory=True` and `.to(device, non_blocking=True)`" : "`loader.pin_memory`"));
-  }
-  if (b.layout_pct >= 5.0) {
-    a.notes.push_back(pct(b.layout_pct) + " of kernel time converting between NCHW and NHWC: " +
-                      (py ? "`model.to(memory_format=torch.channels_last)` and channels_last inputs"
-                          : "`model.channels_last`"));
-  }
-  if (a.straggler && !a.straggler->text.empty()) a.notes.push_back(a.straggler->text);
-  if (a.primary < a.throughput.size()) {
-    const std::string line = throughput_note(a.throughput[a.primary]);
-    if (!line.empty()) a.notes.push_back(line);
-  }
-  if (a.distributed && a.distributed->slowest != a.distributed->fastest) {
-    const auto& d = *a.distributed;
-    const auto& slow = a.ranks[d.slowest];
-    const auto& fast = a.ranks[d.fastest];
-    char line[256];
-    std::snprintf(line, sizeof line, " is the slowest: %.1f ms per step against %.1f ms on ", slow.mean().ms(),
-                  fast.mean().ms());
-    a.notes.push_back(who(slow, d.slowest) + line + who(fast, d.fastest));
+  for (const auto& note : kNoteRules) {
+    std::string line = note(f, v);
+    if (!line.empty()) a.notes.push_back(std::move(line));
   }
 }
 

@@ -274,69 +274,70 @@ std::vector<NameTime> top(const std::map<std::string, NameTime, std::less<>>& m,
   return v;
 }
 
-/// The windows of the steps of one trace: ProfilerStep#N host spans, each extended to the end
-/// of the device work launched from it (and the first one back to its first device work), kept
-/// apart from the next step; without steps, the whole trace.
-std::vector<StepBreakdown> windows(const Trace& t, bool* from_steps, double* before_us, std::vector<NameTime>* stalls) {
-  std::vector<const Event*> host;
+bool is_device(const Event& e) {
+  return e.kind == Kind::kKernel || e.kind == Kind::kMemcpy || e.kind == Kind::kMemset;
+}
+
+/// Without steps, one-time set-up with the device idle at the start of window `s`: host calls
+/// of 100 ms or more (creating streams and events, lazy loading of kernels, cuDNN's first
+/// calls, freeing the caching allocator's blocks). The window starts after the last one when
+/// device work follows it; those calls are added to `stalls`.
+void skip_setup(const Trace& t, StepBreakdown& s, std::vector<NameTime>* stalls) {
+  Ranges device;
   for (const auto& e : t.events)
-    if (is_step(e)) host.push_back(&e);
-  std::sort(host.begin(), host.end(), [](const Event* a, const Event* b) { return a->ts < b->ts; });
-  std::vector<StepBreakdown> steps;
-  if (host.empty()) {
-    *from_steps = false;
-    StepBreakdown s;
-    s.name = "whole trace";
-    s.start = 1e300;
-    s.end = -1e300;
-    for (const auto& e : t.events) s.start = std::min(s.start, e.ts), s.end = std::max(s.end, e.end());
-    // A trace recorded without a schedule often starts before the model's first kernel: CUDA's
-    // initialization, the first allocations, copying the model to the device. The window starts
-    // at the launch of the first device work; what comes before is left out (and said).
-    double first_dev = 1e300;
-    int64_t first_corr = -1;
-    for (const auto& e : t.events)
-      if ((e.kind == Kind::kKernel || e.kind == Kind::kMemcpy || e.kind == Kind::kMemset) && e.ts < first_dev)
-        first_dev = e.ts, first_corr = e.correlation;
-    if (first_dev < 1e300) {
-      double from = first_dev;
-      if (first_corr >= 0)
-        for (const auto& e : t.events)
-          if (e.kind == Kind::kRuntime && e.correlation == first_corr) from = std::min(from, e.ts);
-      const double trace_start = s.start;
-      if (from - s.start > 0.01 * (s.end - s.start) && from > s.start) s.start = from;
-      // Then one-time set-up with the device idle: host calls of 100 ms or more (creating
-      // streams and events, lazy loading of kernels, cuDNN's first calls, freeing the caching
-      // allocator's blocks). The window starts after the last one when device work follows it.
-      Ranges device;
-      for (const auto& e : t.events)
-        if (e.kind == Kind::kKernel || e.kind == Kind::kMemcpy || e.kind == Kind::kMemset)
-          device.emplace_back(e.ts, e.end());
-      device = merge(std::move(device));
-      std::map<std::string, NameTime, std::less<>> found;
-      double last_end = -1e300;
-      for (const auto& e : t.events)
-        if (e.kind == Kind::kRuntime && e.dur >= 100000 && total(clip(device, e.ts, e.end())) < 0.1 * e.dur) {
-          add(found, e.name, e.dur, e.dur);
-          last_end = std::max(last_end, e.end());
-        }
-      const bool work_after = !device.empty() && device.back().second > last_end;
-      if (!found.empty() && last_end > s.start && work_after) {
-        s.start = last_end;
-        for (const auto& n : top(found, false, kTopN)) stalls->push_back(n);
-      }
-      if (s.start > trace_start) *before_us = s.start - trace_start;
+    if (is_device(e)) device.emplace_back(e.ts, e.end());
+  device = merge(std::move(device));
+  std::map<std::string, NameTime, std::less<>> found;
+  double last_end = -1e300;
+  for (const auto& e : t.events)
+    if (e.kind == Kind::kRuntime && e.dur >= 100000 && total(clip(device, e.ts, e.end())) < 0.1 * e.dur) {
+      add(found, e.name, e.dur, e.dur);
+      last_end = std::max(last_end, e.end());
     }
-    steps.push_back(s);
-    return steps;
+  const bool work_after = !device.empty() && device.back().second > last_end;
+  if (!found.empty() && last_end > s.start && work_after) {
+    s.start = last_end;
+    for (const auto& n : top(found, false, kTopN)) stalls->push_back(n);
   }
-  *from_steps = true;
+}
+
+/// The window of a trace without steps: the whole trace, less what came before its device work
+/// (`before_us`; the set-up calls in `stalls`).
+StepBreakdown whole_trace_window(const Trace& t, double* before_us, std::vector<NameTime>* stalls) {
+  StepBreakdown s;
+  s.name = "whole trace";
+  s.start = 1e300;
+  s.end = -1e300;
+  for (const auto& e : t.events) s.start = std::min(s.start, e.ts), s.end = std::max(s.end, e.end());
+  // A trace recorded without a schedule often starts before the model's first kernel: CUDA's
+  // initialization, the first allocations, copying the model to the device. The window starts
+  // at the launch of the first device work; what comes before is left out (and said).
+  double first_dev = 1e300;
+  int64_t first_corr = -1;
+  for (const auto& e : t.events)
+    if (is_device(e) && e.ts < first_dev) first_dev = e.ts, first_corr = e.correlation;
+  if (first_dev >= 1e300) return s;
+  double from = first_dev;
+  if (first_corr >= 0)
+    for (const auto& e : t.events)
+      if (e.kind == Kind::kRuntime && e.correlation == first_corr) from = std::min(from, e.ts);
+  const double trace_start = s.start;
+  if (from - s.start > 0.01 * (s.end - s.start) && from > s.start) s.start = from;
+  skip_setup(t, s, stalls);
+  if (s.start > trace_start) *before_us = s.start - trace_start;
+  return s;
+}
+
+/// The windows of the ProfilerStep#N host spans `host` (sorted by start), each extended to the
+/// end of the device work launched from it (and the first one back to its first device work),
+/// kept apart from the next step.
+std::vector<StepBreakdown> step_windows(const Trace& t, const std::vector<const Event*>& host) {
   std::unordered_map<int64_t, const Event*> launch;  // correlation -> runtime call
   for (const auto& e : t.events)
     if (e.kind == Kind::kRuntime && e.correlation >= 0) launch[e.correlation] = &e;
   std::vector<double> dev_min(host.size(), 1e300), dev_max(host.size(), -1e300);
   for (const auto& e : t.events) {
-    if (e.kind != Kind::kKernel && e.kind != Kind::kMemcpy && e.kind != Kind::kMemset) continue;
+    if (!is_device(e)) continue;
     auto it = launch.find(e.correlation);
     if (it == launch.end()) continue;
     const double at = it->second->ts;
@@ -347,6 +348,7 @@ std::vector<StepBreakdown> windows(const Trace& t, bool* from_steps, double* bef
     dev_min[i] = std::min(dev_min[i], e.ts);
     dev_max[i] = std::max(dev_max[i], e.end());
   }
+  std::vector<StepBreakdown> steps;
   double prev_end = -1e300;
   for (size_t i = 0; i < host.size(); ++i) {
     StepBreakdown s;
@@ -357,6 +359,434 @@ std::vector<StepBreakdown> windows(const Trace& t, bool* from_steps, double* bef
     steps.push_back(s);
   }
   return steps;
+}
+
+/// The windows of the steps of one trace (step_windows); without steps, the whole trace
+/// (whole_trace_window).
+std::vector<StepBreakdown> windows(const Trace& t, bool* from_steps, double* before_us, std::vector<NameTime>* stalls) {
+  std::vector<const Event*> host;
+  for (const auto& e : t.events)
+    if (is_step(e)) host.push_back(&e);
+  std::sort(host.begin(), host.end(), [](const Event* a, const Event* b) { return a->ts < b->ts; });
+  *from_steps = !host.empty();
+  if (host.empty()) return {whole_trace_window(t, before_us, stalls)};
+  return step_windows(t, host);
+}
+
+// --- break_down's stages, per trace: the categories, the device work, the steps, the
+// operators, the allocations, the batch; then the lists over all the traces. ---
+
+/// What break_down() sums over the traces of a process before it makes the lists.
+struct Totals {
+  std::map<std::string, NameTime, std::less<>> kernels, operators, loaders, syncs, copies;
+  std::map<std::string, NameBytes, std::less<>> allocators;
+  Origins origins;
+  double kernel_total = 0, tc = 0, half = 0, layout = 0;  // kernel time in the steps, and on Tensor
+                                                          // Cores, in fp16/bf16, in layout changes
+};
+
+/// One trace's time ranges, merged, that the steps' figures are read from.
+struct TraceRanges {
+  std::array<Ranges, kCategories> cat;  // each category's (before the priority split)
+  Ranges all_kernels;                   // every kernel
+  Ranges compute;                       // computation: kernels other than communication, or
+                                        // host operators on a CPU-only trace
+  Ranges sync_ranges;                   // the host syncs
+  Ranges zero_windows;                  // Optimizer.zero_grad
+  Ranges device;                        // device work: kernels, copies, memsets
+  std::vector<double> device_starts;    // its starts, sorted
+  Ranges comp_kernels;                  // kernels other than communication
+  Ranges zeroing;                       // aten::zero_ / aten::fill_ under Optimizer.zero_grad
+  Ranges overlap;                       // communication overlapped with computation
+  Ranges sync_idle;                     // the device idle that the syncs caused
+  std::vector<const Event*> sync_calls;  // the host syncs in the steps, and their names
+  std::vector<std::string> sync_names;
+};
+
+/// The categories: sorts one trace's events into the categories' ranges (TraceRanges::cat and
+/// the others before they are merged), and adds those inside the steps' span [lo, hi) to the
+/// totals (kernels, copies, data loader, syncs) and `b`'s host-to-device copies.
+class Categorizer {
+ public:
+  Categorizer(const Trace& t, const Waits& waits, double lo, double hi, Breakdown& b, Totals& tot, TraceRanges& r)
+      : t_(t), waits_(waits), lo_(lo), hi_(hi), b_(b), tot_(tot), r_(r) {
+    for (const auto& e : t.events) comm_kernels_ = comm_kernels_ || (e.kind == Kind::kKernel && is_communication(e));
+  }
+
+  void run() {
+    for (const auto& e : t_.events) {
+      switch (e.kind) {
+        case Kind::kKernel: kernel(e); break;
+        case Kind::kMemcpy: copy(e); break;
+        case Kind::kMemset:
+          r_.cat[kMemset].emplace_back(e.ts, e.end());
+          if (inside(e)) add(tot_.copies, e.name, e.dur, e.dur);
+          break;
+        case Kind::kRuntime: runtime(e); break;
+        case Kind::kCpuOp:
+        case Kind::kAnnotation: host(e); break;
+        case Kind::kOther: break;
+      }
+    }
+  }
+
+ private:
+  bool inside(const Event& e) const { return e.ts >= lo_ && e.ts < hi_; }
+
+  void kernel(const Event& e) {
+    const std::pair<double, double> r{e.ts, e.end()};
+    r_.all_kernels.push_back(r);
+    if (is_communication(e)) r_.cat[kCommunication].push_back(r);
+    else r_.cat[kKernel].push_back(r), r_.compute.push_back(r);
+    if (!inside(e)) return;
+    add(tot_.kernels, e.name, e.dur, e.dur);
+    tot_.kernel_total += e.dur;
+    if (is_tensor_core_kernel(e.name)) tot_.tc += e.dur;
+    if (is_half_kernel(e.name)) tot_.half += e.dur;
+    const std::string n = lower(e.name);
+    if (contains(n, "nchwtonhwc") || contains(n, "nhwctonchw")) tot_.layout += e.dur;
+  }
+
+  void copy(const Event& e) {
+    r_.cat[kMemcpy].emplace_back(e.ts, e.end());
+    if (inside(e)) add(tot_.copies, e.name, e.dur, e.dur);
+    if (!inside(e) || !contains(e.name, "HtoD")) return;
+    CopyStats& h2d = b_.h2d;
+    ++h2d.count;
+    h2d.us += e.dur;
+    if (e.bytes > 0)  // saturates: a hostile trace's sizes may add up past int64
+      h2d.bytes = e.bytes > INT64_MAX - h2d.bytes ? INT64_MAX : h2d.bytes + e.bytes;
+    if (contains(e.name, "Pinned")) ++h2d.pinned;
+    if (contains(e.name, "Pageable")) ++h2d.pageable;
+  }
+
+  void runtime(const Event& e) {
+    r_.cat[kRuntime].emplace_back(e.ts, e.end());
+    if (waits_.is_wait(e)) sync(e, e.name);
+  }
+
+  void host(const Event& e) {
+    if (is_step(e)) return;
+    const std::pair<double, double> r{e.ts, e.end()};
+    if (is_dataloader(e)) {
+      r_.cat[kDataLoader].push_back(r);
+      if (inside(e)) add(tot_.loaders, e.name, e.dur, e.dur);
+    } else if (is_communication(e)) {
+      if (!comm_kernels_) r_.cat[kCommunication].push_back(r);
+      else r_.cat[kCpuExec].push_back(r);
+    } else {
+      r_.cat[kCpuExec].push_back(r);
+      if (!t_.has_gpu) r_.compute.push_back(r);
+    }
+    if (waits_.is_sync(e)) sync(e, e.name == "aten::_local_scalar_dense" ? "aten::item" : e.name);
+    if (starts_with(e.name, "Optimizer.zero_grad#")) r_.zero_windows.push_back(r);
+  }
+
+  /// A host sync `e`, named `name`.
+  void sync(const Event& e, std::string_view name) {
+    r_.sync_ranges.emplace_back(e.ts, e.end());
+    if (!inside(e)) return;
+    add(tot_.syncs, name, e.dur, e.dur);
+    r_.sync_calls.push_back(&e);
+    r_.sync_names.emplace_back(name);
+  }
+
+  const Trace& t_;
+  const Waits& waits_;
+  const double lo_, hi_;
+  Breakdown& b_;
+  Totals& tot_;
+  TraceRanges& r_;
+  bool comm_kernels_ = false;  // communication runs as kernels: host collectives only launch them
+};
+
+/// The device work: its ranges and starts, the computation kernels', the streams and CUDA graphs
+/// (into `b`); then merges every range of `r` and derives the zeroing and the overlap.
+void merge_ranges(const Trace& t, Breakdown& b, TraceRanges& r) {
+  std::set<int64_t> streams;
+  for (const auto& e : t.events) {
+    if (!is_device(e)) continue;
+    r.device.emplace_back(e.ts, e.end());
+    r.device_starts.push_back(e.ts);
+    if (e.kind == Kind::kKernel) {
+      streams.insert(e.tid);
+      if (!is_communication(e)) r.comp_kernels.emplace_back(e.ts, e.end());
+    }
+  }
+  b.streams = std::max<int64_t>(b.streams, static_cast<int64_t>(streams.size()));
+  for (const auto& e : t.events)
+    if (e.kind == Kind::kRuntime && e.name == "cudaGraphLaunch") b.cuda_graphs = true;
+  r.device = merge(std::move(r.device));
+  r.comp_kernels = merge(std::move(r.comp_kernels));
+  std::sort(r.device_starts.begin(), r.device_starts.end());
+  for (auto& c : r.cat) c = merge(std::move(c));
+  r.all_kernels = merge(std::move(r.all_kernels));
+  r.compute = merge(std::move(r.compute));
+  r.sync_ranges = merge(std::move(r.sync_ranges));
+  r.zero_windows = merge(std::move(r.zero_windows));
+  for (const auto& e : t.events)
+    if (e.kind == Kind::kCpuOp && (e.name == "aten::zero_" || e.name == "aten::fill_") &&
+        !clip(r.zero_windows, e.ts, e.end()).empty())
+      r.zeroing.emplace_back(e.ts, e.end());
+  r.zeroing = merge(std::move(r.zeroing));
+  r.overlap = intersect(r.cat[kCommunication], r.compute);
+}
+
+/// What a sync costs: the device idle from the sync's start until the first device work after
+/// it returns (its queue drained, the device waits for the host to launch again). A wait for a
+/// device that stays busy costs nothing. Merged; empty without a GPU.
+Ranges idle_after_syncs(bool has_gpu, const TraceRanges& r) {
+  Ranges idle;
+  if (!has_gpu) return idle;
+  for (const auto& [s0, s1] : r.sync_ranges) {
+    // A wait on an idle device (nothing ran while the host waited) did not drain its queue:
+    // the idle that follows is the host's slowness, not the sync's.
+    if (total(clip(r.device, s0, s1)) <= 0) continue;
+    auto it = std::lower_bound(r.device_starts.begin(), r.device_starts.end(), s1);
+    const double next = it == r.device_starts.end() ? s1 : *it;
+    for (const auto& x : subtract(Ranges{{s0, next}}, r.device)) idle.push_back(x);
+  }
+  return merge(std::move(idle));
+}
+
+/// Adds the device time of the steps' span [lo, hi) (HTA's temporal breakdown) to `b`.
+void add_device_span(const TraceRanges& r, double lo, double hi, Breakdown& b) {
+  const Ranges d = clip(r.device, lo, hi);
+  if (d.empty()) return;
+  b.gpu_span_us += d.back().second - d.front().first;
+  b.gpu_busy_total_us += total(d);
+  b.gpu_compute_total_us += total(clip(r.comp_kernels, lo, hi));
+}
+
+/// Adds HTA's view of the trace's device work (Breakdown::HtaView) to `b.hta`.
+void add_hta_view(const Trace& t, Breakdown& b) {
+  std::set<std::string_view> step_names;
+  double last_step_end = -1e300;
+  std::unordered_map<int64_t, double> launched;  // correlation -> launch time
+  for (const auto& e : t.events) {
+    if (is_step(e)) step_names.insert(e.name), last_step_end = std::max(last_step_end, e.end());
+    if (e.kind == Kind::kRuntime && e.correlation >= 0) launched.emplace(e.correlation, e.ts);
+  }
+  const bool all = step_names.size() < 2;
+  Ranges busy, comp, comm;
+  std::map<std::string, NameTime, std::less<>> names;
+  for (const auto& e : t.events) {
+    if (!is_device(e)) continue;
+    if (!all) {
+      auto it = launched.find(e.correlation);
+      if (e.correlation < 0 || it == launched.end() || it->second > last_step_end) continue;
+    }
+    busy.emplace_back(e.ts, e.end());
+    add(names, e.name, e.dur, e.dur);
+    if (e.kind != Kind::kKernel) continue;
+    const bool nccl = starts_with(e.name, "nccl") && contains(e.name, "Kernel");
+    if (nccl) comm.emplace_back(e.ts, e.end());
+    else if (!contains(e.name, "Memcpy") && !contains(e.name, "Memset") && !contains(e.name, "Sync"))
+      comp.emplace_back(e.ts, e.end());
+  }
+  busy = merge(std::move(busy));
+  comp = merge(std::move(comp));
+  comm = merge(std::move(comm));
+  if (!busy.empty()) {
+    b.hta.span_us += busy.back().second - busy.front().first;
+    b.hta.busy_us += total(busy);
+    b.hta.compute_us += total(comp);
+    b.hta.comm_us += total(comm);
+    b.hta.overlap_us += total(intersect(comm, comp));
+  }
+  for (const auto& n : top(names, false, 20)) b.hta.kernels.push_back(n);
+}
+
+/// The steps: each step's split by category in priority order, its merged times, its peak
+/// device memory and its sync calls.
+void fill_steps(const Trace& t, const Waits& waits, const TraceRanges& r, std::vector<StepBreakdown>& steps) {
+  // The start of every sync call, sorted: a step's count is a range of them (a loop over the
+  // events per step would be steps x events, hours on a hostile trace of many tiny steps).
+  std::vector<double> sync_starts;
+  for (const auto& e : t.events)
+    if (waits.is_sync(e)) sync_starts.push_back(e.ts);
+  std::sort(sync_starts.begin(), sync_starts.end());
+  // The device memory samples in time order, for each step's peak.
+  std::vector<const MemorySample*> device_memory;
+  for (const auto& m : t.memory)
+    if (m.device >= 0) device_memory.push_back(&m);
+  std::sort(device_memory.begin(), device_memory.end(),
+            [](const MemorySample* a, const MemorySample* c) { return a->ts < c->ts; });
+  auto memory_at = [&](double ts) {
+    return std::lower_bound(device_memory.begin(), device_memory.end(), ts,
+                            [](const MemorySample* m, double v) { return m->ts < v; });
+  };
+
+  for (auto& s : steps) {
+    Ranges slots{{s.start, s.end}};
+    for (int c = 0; c < kOther; ++c) {
+      const Ranges got = intersect(slots, clip(r.cat[c], s.start, s.end));
+      s.us[c] = total(got);
+      slots = subtract(slots, got);
+    }
+    s.us[kOther] = total(slots);
+    s.kernel_us = total(clip(r.all_kernels, s.start, s.end));
+    s.comm_us = total(clip(r.cat[kCommunication], s.start, s.end));
+    s.comm_overlap_us = total(clip(r.overlap, s.start, s.end));
+    s.sync_us = total(clip(r.sync_ranges, s.start, s.end));
+    s.sync_idle_us = total(clip(r.sync_idle, s.start, s.end));
+    s.gpu_busy_us = total(clip(r.device, s.start, s.end));
+    s.compute_us = total(clip(r.comp_kernels, s.start, s.end));
+    double alloc = -1, reserved = -1;
+    for (auto it = memory_at(s.start), end = memory_at(s.end); it != end; ++it)
+      alloc = std::max<double>(alloc, (*it)->allocated), reserved = std::max<double>(reserved, (*it)->reserved);
+    if (alloc >= 0) s.peak_allocated_mb = alloc / (1024.0 * 1024.0);
+    if (reserved >= 0) s.peak_reserved_mb = reserved / (1024.0 * 1024.0);
+    s.zero_grad_us = total(clip(r.zeroing, s.start, s.end));
+    s.syncs = std::lower_bound(sync_starts.begin(), sync_starts.end(), s.end) -
+              std::lower_bound(sync_starts.begin(), sync_starts.end(), s.start);
+  }
+}
+
+using Thread = std::pair<int64_t, int64_t>;  // pid, tid
+
+/// The operators: host operators' self time in [lo, hi), per thread, minus the time of the
+/// operators directly inside, added to `operators`. Returns each thread's outermost operators,
+/// in time order.
+std::map<Thread, std::vector<const Event*>> add_operators(const Trace& t, double lo, double hi,
+                                                          std::map<std::string, NameTime, std::less<>>& operators) {
+  std::map<Thread, std::vector<const Event*>> threads, outermost;
+  for (const auto& e : t.events)
+    // ProfilerStep#N and the DataLoader's ranges (cat "Operator" in the 2021 schema) are not
+    // operators: the steps and the data loader have their own figures.
+    if (e.kind == Kind::kCpuOp && e.ts >= lo && e.ts < hi && !is_step(e) && !is_dataloader(e))
+      threads[{e.pid, e.tid}].push_back(&e);
+  for (auto& [key, ops] : threads) {
+    std::sort(ops.begin(), ops.end(), [](const Event* a, const Event* b) {
+      return a->ts != b->ts ? a->ts < b->ts : a->dur > b->dur;
+    });
+    std::vector<std::pair<const Event*, double>> stack;  // op, time of its direct children
+    auto pop = [&]() {
+      auto [op, children] = stack.back();
+      stack.pop_back();
+      add(operators, op->name, op->dur, std::max(0.0, op->dur - children));
+      if (!stack.empty()) stack.back().second += op->dur;
+    };
+    for (const Event* e : ops) {
+      // An op is a child of the one on top when it lies inside it; one that starts inside but
+      // ends after it (not well nested: another thread's op recorded on this tid) is not.
+      while (!stack.empty() && (e->ts >= stack.back().first->end() || e->end() > stack.back().first->end())) pop();
+      if (stack.empty()) outermost[key].push_back(e);  // in time order, not overlapping
+      stack.emplace_back(e, 0.0);
+    }
+    while (!stack.empty()) pop();
+  }
+  return outermost;
+}
+
+/// The allocations: those of the device (`gpu`) or the host in [lo, hi), each charged to the
+/// outermost operator on its thread, added to `allocators`.
+void add_allocations(const Trace& t, const std::map<Thread, std::vector<const Event*>>& outermost, double lo,
+                     double hi, bool gpu, std::map<std::string, NameBytes, std::less<>>& allocators) {
+  for (const auto& m : t.memory) {
+    if (m.bytes <= 0 || (m.device >= 0) != gpu || m.ts < lo || m.ts >= hi) continue;
+    std::string_view name = "(no operator)";
+    if (auto it = outermost.find({m.pid, m.tid}); it != outermost.end()) {
+      const auto& ops = it->second;
+      auto after = std::upper_bound(ops.begin(), ops.end(), m.ts, [](double ts, const Event* e) { return ts < e->ts; });
+      if (after != ops.begin() && m.ts <= (*std::prev(after))->end()) name = (*std::prev(after))->name;
+    }
+    auto& a = allocators[std::string(name)];
+    a.name = name;
+    ++a.count;
+    a.bytes += static_cast<double>(m.bytes);
+  }
+}
+
+/// The batch: the first dimension of the first input of step `s0`'s first operator that takes
+/// the batch (a copy to the device, a convolution, a linear layer, an embedding), outside the
+/// data loader's ranges `loader_ranges`; nullopt when none does.
+std::optional<int64_t> batch_size_of(const Trace& t, const Ranges& loader_ranges, const StepBreakdown& s0) {
+  Ranges loader = clip(loader_ranges, s0.start, s0.end);
+  std::vector<const Event*> ops;
+  for (const auto& e : t.events)
+    if (e.kind == Kind::kCpuOp && e.batch > 0 && e.ts >= s0.start && e.ts < s0.end &&
+        clip(loader, e.ts, e.ts + 1e-9).empty())
+      ops.push_back(&e);
+  std::sort(ops.begin(), ops.end(), [](const Event* a, const Event* c) { return a->ts < c->ts; });
+  for (const Event* e : ops) {
+    if (e->name == "aten::to" || e->name == "aten::_to_copy" || e->name == "aten::copy_" ||
+        starts_with(e->name, "aten::conv") || e->name == "aten::linear" || e->name == "aten::embedding" ||
+        e->name == "aten::cudnn_convolution")
+      return e->batch;
+  }
+  return std::nullopt;
+}
+
+/// What the trace says about itself (file, writer, rank, devices), into `b`.
+void take_metadata(const Trace& t, Breakdown& b) {
+  b.files.push_back(t.path);
+  b.host_pid = t.host_pid;
+  b.writer = t.writer;
+  if (t.amp) b.amp = t.amp;
+  if (t.bf16_native) b.bf16_native = t.bf16_native;
+  b.rank = t.rank;
+  b.world_size = t.world_size;
+  b.has_gpu = b.has_gpu || t.has_gpu;
+  if (b.devices.empty()) b.devices = t.devices;
+  if (t.schema_version) b.schema_version = t.schema_version;
+  if (t.under_load && !b.under_load) b.under_load = true, b.load_summary = t.load_summary;
+}
+
+/// One trace of the process taken apart: its steps appended to `b.steps`, its lists added to
+/// `tot`.
+void add_trace(const Trace& t, Breakdown& b, Totals& tot) {
+  take_metadata(t, b);
+  bool from_steps = true;
+  double before_us = 0;
+  auto steps = windows(t, &from_steps, &before_us, &b.stalls);
+  b.before_first_gpu_us += before_us;
+  b.from_steps = b.from_steps && from_steps;
+  const double lo = steps.front().start, hi = steps.back().end;
+
+  const Waits waits(t);
+  TraceRanges r;
+  Categorizer(t, waits, lo, hi, b, tot, r).run();
+  merge_ranges(t, b, r);
+  r.sync_idle = idle_after_syncs(t.has_gpu, r);
+  add_device_span(r, lo, hi, b);
+  add_hta_view(t, b);
+  fill_steps(t, waits, r, steps);
+  const auto outermost = add_operators(t, lo, hi, tot.operators);
+  add_allocations(t, outermost, lo, hi, b.allocators_gpu, tot.allocators);
+  if (!b.batch_size && from_steps && !steps.empty()) b.batch_size = batch_size_of(t, r.cat[kDataLoader], steps.front());
+  std::set<int64_t> pids;
+  for (const auto& e : t.events)
+    if (e.kind == Kind::kCpuOp) pids.insert(e.pid);
+  b.processes = std::max<int64_t>(b.processes, static_cast<int64_t>(pids.size()));
+  tot.origins.add(t, r.sync_calls, r.sync_names, steps);
+  for (auto& s : steps) b.steps.push_back(std::move(s));
+}
+
+/// The lists over all the traces: the largest kernels, operators, allocators, copies, data
+/// loader ranges and syncs, and the kernel-time shares.
+void make_lists(const Totals& tot, Breakdown& b) {
+  b.sync_origins = tot.origins.list();
+  b.kernels = top(tot.kernels, false, kTopN);
+  b.operators = top(tot.operators, true, kTopN);
+  for (const auto& [name, a] : tot.allocators) b.allocators.push_back(a);
+  std::sort(b.allocators.begin(), b.allocators.end(), [](const NameBytes& x, const NameBytes& y) {
+    return x.bytes != y.bytes ? x.bytes > y.bytes : x.name < y.name;
+  });
+  if (b.allocators.size() > kTopN) b.allocators.resize(kTopN);
+  b.all_kernels = top(tot.kernels, false, SIZE_MAX);
+  b.all_operators = top(tot.operators, true, SIZE_MAX);
+  b.copies = top(tot.copies, false, SIZE_MAX);
+  b.dataloader = top(tot.loaders, false, kTopN);
+  b.syncs = top(tot.syncs, false, kTopN);
+  if (b.has_gpu && tot.kernel_total > 0) {
+    b.tensor_core_pct = 100.0 * tot.tc / tot.kernel_total;
+    b.half_pct = 100.0 * tot.half / tot.kernel_total;
+    b.layout_pct = 100.0 * tot.layout / tot.kernel_total;
+  } else if (b.has_gpu) {
+    b.tensor_core_pct = 0;
+    b.half_pct = 0;
+  }
 }
 
 }  // namespace
@@ -432,327 +862,14 @@ std::vector<Breakdown::AllocationPerStep> Breakdown::allocations_per_step() cons
 
 Breakdown break_down(const std::vector<const Trace*>& traces) {
   Breakdown b;
-  std::map<std::string, NameTime, std::less<>> kernels, operators, loaders, syncs, copies;
-  std::map<std::string, NameBytes, std::less<>> allocators;
-  Origins origins;
-  double kernel_total = 0, tc = 0, half = 0, layout = 0;
+  Totals tot;
   // The allocations listed are the device's where any trace recorded device memory, else the
   // host's: one kind for all the traces, as the list has one heading.
   b.allocators_gpu = std::any_of(traces.begin(), traces.end(), [](const Trace* t) {
     return std::any_of(t->memory.begin(), t->memory.end(), [](const MemorySample& m) { return m.device >= 0; });
   });
-  for (const Trace* t : traces) {
-    b.files.push_back(t->path);
-    b.host_pid = t->host_pid;
-    b.writer = t->writer;
-    if (t->amp) b.amp = t->amp;
-    if (t->bf16_native) b.bf16_native = t->bf16_native;
-    b.rank = t->rank;
-    b.world_size = t->world_size;
-    b.has_gpu = b.has_gpu || t->has_gpu;
-    if (b.devices.empty()) b.devices = t->devices;
-    bool from_steps = true;
-    double before_us = 0;
-    auto steps = windows(*t, &from_steps, &before_us, &b.stalls);
-    b.before_first_gpu_us += before_us;
-    b.from_steps = b.from_steps && from_steps;
-    const double lo = steps.front().start, hi = steps.back().end;
-    auto inside = [&](const Event& e) { return e.ts >= lo && e.ts < hi; };
-
-    // The ranges of each category, merged.
-    std::array<Ranges, kCategories> cat;
-    Ranges all_kernels, compute, sync_ranges, zero_windows;
-    bool comm_kernels = false;
-    for (const auto& e : t->events) comm_kernels = comm_kernels || (e.kind == Kind::kKernel && is_communication(e));
-    const Waits waits(*t);
-    std::vector<const Event*> sync_calls;  // the host syncs in the steps, and their names
-    std::vector<std::string> sync_names;
-    for (const auto& e : t->events) {
-      const std::pair<double, double> r{e.ts, e.end()};
-      switch (e.kind) {
-        case Kind::kKernel:
-          all_kernels.push_back(r);
-          if (is_communication(e)) cat[kCommunication].push_back(r);
-          else cat[kKernel].push_back(r), compute.push_back(r);
-          if (inside(e)) {
-            add(kernels, e.name, e.dur, e.dur);
-            kernel_total += e.dur;
-            if (is_tensor_core_kernel(e.name)) tc += e.dur;
-            if (is_half_kernel(e.name)) half += e.dur;
-            const std::string n = lower(e.name);
-            if (contains(n, "nchwtonhwc") || contains(n, "nhwctonchw")) layout += e.dur;
-          }
-          break;
-        case Kind::kMemcpy:
-          cat[kMemcpy].push_back(r);
-          if (inside(e)) add(copies, e.name, e.dur, e.dur);
-          if (inside(e) && contains(e.name, "HtoD")) {
-            ++b.h2d.count;
-            b.h2d.us += e.dur;
-            if (e.bytes > 0)  // saturates: a hostile trace's sizes may add up past int64
-              b.h2d.bytes = e.bytes > INT64_MAX - b.h2d.bytes ? INT64_MAX : b.h2d.bytes + e.bytes;
-            if (contains(e.name, "Pinned")) ++b.h2d.pinned;
-            if (contains(e.name, "Pageable")) ++b.h2d.pageable;
-          }
-          break;
-        case Kind::kMemset:
-          cat[kMemset].push_back(r);
-          if (inside(e)) add(copies, e.name, e.dur, e.dur);
-          break;
-        case Kind::kRuntime:
-          cat[kRuntime].push_back(r);
-          if (waits.is_wait(e)) {
-            sync_ranges.push_back(r);
-            if (inside(e)) add(syncs, e.name, e.dur, e.dur), sync_calls.push_back(&e), sync_names.emplace_back(e.name);
-          }
-          break;
-        case Kind::kCpuOp:
-        case Kind::kAnnotation:
-          if (is_step(e)) break;
-          if (is_dataloader(e)) {
-            cat[kDataLoader].push_back(r);
-            if (inside(e)) add(loaders, e.name, e.dur, e.dur);
-          } else if (is_communication(e)) {
-            if (!comm_kernels) cat[kCommunication].push_back(r);
-            else cat[kCpuExec].push_back(r);
-          } else {
-            cat[kCpuExec].push_back(r);
-            if (!t->has_gpu) compute.push_back(r);
-          }
-          if (waits.is_sync(e)) {
-            sync_ranges.push_back(r);
-            const std::string_view name = e.name == "aten::_local_scalar_dense" ? "aten::item" : e.name;
-            if (inside(e)) add(syncs, name, e.dur, e.dur), sync_calls.push_back(&e), sync_names.emplace_back(name);
-          }
-          if (starts_with(e.name, "Optimizer.zero_grad#")) zero_windows.push_back(r);
-          break;
-        case Kind::kOther: break;
-      }
-    }
-    Ranges device, comp_kernels;
-    std::vector<double> device_starts;
-    std::set<int64_t> streams;
-    for (const auto& e : t->events) {
-      if (e.kind != Kind::kKernel && e.kind != Kind::kMemcpy && e.kind != Kind::kMemset) continue;
-      device.emplace_back(e.ts, e.end());
-      device_starts.push_back(e.ts);
-      if (e.kind == Kind::kKernel) {
-        streams.insert(e.tid);
-        if (!is_communication(e)) comp_kernels.emplace_back(e.ts, e.end());
-      }
-    }
-    b.streams = std::max<int64_t>(b.streams, static_cast<int64_t>(streams.size()));
-    for (const auto& e : t->events)
-      if (e.kind == Kind::kRuntime && e.name == "cudaGraphLaunch") b.cuda_graphs = true;
-    device = merge(std::move(device));
-    comp_kernels = merge(std::move(comp_kernels));
-    std::sort(device_starts.begin(), device_starts.end());
-    for (auto& c : cat) c = merge(std::move(c));
-    all_kernels = merge(std::move(all_kernels));
-    compute = merge(std::move(compute));
-    sync_ranges = merge(std::move(sync_ranges));
-    zero_windows = merge(std::move(zero_windows));
-    Ranges zeroing;
-    for (const auto& e : t->events)
-      if (e.kind == Kind::kCpuOp && (e.name == "aten::zero_" || e.name == "aten::fill_") &&
-          !clip(zero_windows, e.ts, e.end()).empty())
-        zeroing.emplace_back(e.ts, e.end());
-    zeroing = merge(std::move(zeroing));
-    const Ranges overlap = intersect(cat[kCommunication], compute);
-    // What a sync costs: the device idle from the sync's start until the first device work after
-    // it returns (its queue drained, the device waits for the host to launch again). A wait
-    // for a device that stays busy costs nothing.
-    Ranges sync_idle;
-    if (t->has_gpu) {
-      for (const auto& [s0, s1] : sync_ranges) {
-        // A wait on an idle device (nothing ran while the host waited) did not drain its queue:
-        // the idle that follows is the host's slowness, not the sync's.
-        if (total(clip(device, s0, s1)) <= 0) continue;
-        auto it = std::lower_bound(device_starts.begin(), device_starts.end(), s1);
-        const double next = it == device_starts.end() ? s1 : *it;
-        for (const auto& r : subtract(Ranges{{s0, next}}, device)) sync_idle.push_back(r);
-      }
-      sync_idle = merge(std::move(sync_idle));
-    }
-    {
-      const Ranges d = clip(device, lo, hi);
-      if (!d.empty()) {
-        b.gpu_span_us += d.back().second - d.front().first;
-        b.gpu_busy_total_us += total(d);
-        b.gpu_compute_total_us += total(clip(comp_kernels, lo, hi));
-      }
-    }
-
-    {
-      // HTA's view of the trace's device work (Breakdown::HtaView).
-      std::set<std::string_view> step_names;
-      double last_step_end = -1e300;
-      std::unordered_map<int64_t, double> launched;  // correlation -> launch time
-      for (const auto& e : t->events) {
-        if (is_step(e)) step_names.insert(e.name), last_step_end = std::max(last_step_end, e.end());
-        if (e.kind == Kind::kRuntime && e.correlation >= 0) launched.emplace(e.correlation, e.ts);
-      }
-      const bool all = step_names.size() < 2;
-      Ranges busy, comp, comm;
-      std::map<std::string, NameTime, std::less<>> names;
-      for (const auto& e : t->events) {
-        if (e.kind != Kind::kKernel && e.kind != Kind::kMemcpy && e.kind != Kind::kMemset) continue;
-        if (!all) {
-          auto it = launched.find(e.correlation);
-          if (e.correlation < 0 || it == launched.end() || it->second > last_step_end) continue;
-        }
-        busy.emplace_back(e.ts, e.end());
-        add(names, e.name, e.dur, e.dur);
-        if (e.kind != Kind::kKernel) continue;
-        const bool nccl = starts_with(e.name, "nccl") && contains(e.name, "Kernel");
-        if (nccl) comm.emplace_back(e.ts, e.end());
-        else if (!contains(e.name, "Memcpy") && !contains(e.name, "Memset") && !contains(e.name, "Sync"))
-          comp.emplace_back(e.ts, e.end());
-      }
-      busy = merge(std::move(busy));
-      comp = merge(std::move(comp));
-      comm = merge(std::move(comm));
-      if (!busy.empty()) {
-        b.hta.span_us += busy.back().second - busy.front().first;
-        b.hta.busy_us += total(busy);
-        b.hta.compute_us += total(comp);
-        b.hta.comm_us += total(comm);
-        b.hta.overlap_us += total(intersect(comm, comp));
-      }
-      for (const auto& n : top(names, false, 20)) b.hta.kernels.push_back(n);
-    }
-    // The start of every sync call, sorted: a step's count is a range of them (a loop over the
-    // events per step would be steps x events, hours on a hostile trace of many tiny steps).
-    std::vector<double> sync_starts;
-    for (const auto& e : t->events)
-      if (waits.is_sync(e)) sync_starts.push_back(e.ts);
-    std::sort(sync_starts.begin(), sync_starts.end());
-    // The device memory samples in time order, for each step's peak.
-    std::vector<const MemorySample*> device_memory;
-    for (const auto& m : t->memory)
-      if (m.device >= 0) device_memory.push_back(&m);
-    std::sort(device_memory.begin(), device_memory.end(),
-              [](const MemorySample* a, const MemorySample* c) { return a->ts < c->ts; });
-    auto memory_at = [&](double ts) {
-      return std::lower_bound(device_memory.begin(), device_memory.end(), ts,
-                              [](const MemorySample* m, double v) { return m->ts < v; });
-    };
-
-    for (auto& s : steps) {
-      Ranges slots{{s.start, s.end}};
-      for (int c = 0; c < kOther; ++c) {
-        const Ranges got = intersect(slots, clip(cat[c], s.start, s.end));
-        s.us[c] = total(got);
-        slots = subtract(slots, got);
-      }
-      s.us[kOther] = total(slots);
-      s.kernel_us = total(clip(all_kernels, s.start, s.end));
-      s.comm_us = total(clip(cat[kCommunication], s.start, s.end));
-      s.comm_overlap_us = total(clip(overlap, s.start, s.end));
-      s.sync_us = total(clip(sync_ranges, s.start, s.end));
-      s.sync_idle_us = total(clip(sync_idle, s.start, s.end));
-      s.gpu_busy_us = total(clip(device, s.start, s.end));
-      s.compute_us = total(clip(comp_kernels, s.start, s.end));
-      double alloc = -1, reserved = -1;
-      for (auto it = memory_at(s.start), end = memory_at(s.end); it != end; ++it)
-        alloc = std::max<double>(alloc, (*it)->allocated), reserved = std::max<double>(reserved, (*it)->reserved);
-      if (alloc >= 0) s.peak_allocated_mb = alloc / (1024.0 * 1024.0);
-      if (reserved >= 0) s.peak_reserved_mb = reserved / (1024.0 * 1024.0);
-      s.zero_grad_us = total(clip(zeroing, s.start, s.end));
-      s.syncs = std::lower_bound(sync_starts.begin(), sync_starts.end(), s.end) -
-                std::lower_bound(sync_starts.begin(), sync_starts.end(), s.start);
-    }
-
-    // Host operators' self time: per thread, minus the time of the operators directly inside.
-    std::map<std::pair<int64_t, int64_t>, std::vector<const Event*>> threads, outermost;
-    for (const auto& e : t->events)
-      // ProfilerStep#N and the DataLoader's ranges (cat "Operator" in the 2021 schema) are not
-      // operators: the steps and the data loader have their own figures.
-      if (e.kind == Kind::kCpuOp && inside(e) && !is_step(e) && !is_dataloader(e)) threads[{e.pid, e.tid}].push_back(&e);
-    for (auto& [key, ops] : threads) {
-      std::sort(ops.begin(), ops.end(), [](const Event* a, const Event* b) {
-        return a->ts != b->ts ? a->ts < b->ts : a->dur > b->dur;
-      });
-      std::vector<std::pair<const Event*, double>> stack;  // op, time of its direct children
-      auto pop = [&]() {
-        auto [op, children] = stack.back();
-        stack.pop_back();
-        add(operators, op->name, op->dur, std::max(0.0, op->dur - children));
-        if (!stack.empty()) stack.back().second += op->dur;
-      };
-      for (const Event* e : ops) {
-        // An op is a child of the one on top when it lies inside it; one that starts inside but
-        // ends after it (not well nested: another thread's op recorded on this tid) is not.
-        while (!stack.empty() && (e->ts >= stack.back().first->end() || e->end() > stack.back().first->end())) pop();
-        if (stack.empty()) outermost[key].push_back(e);  // in time order, not overlapping
-        stack.emplace_back(e, 0.0);
-      }
-      while (!stack.empty()) pop();
-    }
-    // Allocations in the steps, charged to the outermost operator on their thread.
-    for (const auto& m : t->memory) {
-      if (m.bytes <= 0 || (m.device >= 0) != b.allocators_gpu || m.ts < lo || m.ts >= hi) continue;
-      std::string_view name = "(no operator)";
-      if (auto it = outermost.find({m.pid, m.tid}); it != outermost.end()) {
-        const auto& ops = it->second;
-        auto after = std::upper_bound(ops.begin(), ops.end(), m.ts, [](double ts, const Event* e) { return ts < e->ts; });
-        if (after != ops.begin() && m.ts <= (*std::prev(after))->end()) name = (*std::prev(after))->name;
-      }
-      auto& a = allocators[std::string(name)];
-      a.name = name;
-      ++a.count;
-      a.bytes += static_cast<double>(m.bytes);
-    }
-    if (!b.batch_size && from_steps && !steps.empty()) {
-      // The batch: the first dimension of the first input of the first step's first operator that
-      // takes the batch (a copy to the device, a convolution, a linear layer, an embedding).
-      const auto& s0 = steps.front();
-      Ranges loader = clip(cat[kDataLoader], s0.start, s0.end);
-      std::vector<const Event*> ops;
-      for (const auto& e : t->events)
-        if (e.kind == Kind::kCpuOp && e.batch > 0 && e.ts >= s0.start && e.ts < s0.end &&
-            clip(loader, e.ts, e.ts + 1e-9).empty())
-          ops.push_back(&e);
-      std::sort(ops.begin(), ops.end(), [](const Event* a, const Event* c) { return a->ts < c->ts; });
-      for (const Event* e : ops) {
-        if (e->name == "aten::to" || e->name == "aten::_to_copy" || e->name == "aten::copy_" ||
-            starts_with(e->name, "aten::conv") || e->name == "aten::linear" || e->name == "aten::embedding" ||
-            e->name == "aten::cudnn_convolution") {
-          b.batch_size = e->batch;
-          break;
-        }
-      }
-    }
-    if (t->schema_version) b.schema_version = t->schema_version;
-    std::set<int64_t> pids;
-    for (const auto& e : t->events)
-      if (e.kind == Kind::kCpuOp) pids.insert(e.pid);
-    b.processes = std::max<int64_t>(b.processes, static_cast<int64_t>(pids.size()));
-    origins.add(*t, sync_calls, sync_names, steps);
-    if (t->under_load && !b.under_load) b.under_load = true, b.load_summary = t->load_summary;
-    for (auto& s : steps) b.steps.push_back(std::move(s));
-  }
-  b.sync_origins = origins.list();
-  b.kernels = top(kernels, false, kTopN);
-  b.operators = top(operators, true, kTopN);
-  for (const auto& [name, a] : allocators) b.allocators.push_back(a);
-  std::sort(b.allocators.begin(), b.allocators.end(), [](const NameBytes& x, const NameBytes& y) {
-    return x.bytes != y.bytes ? x.bytes > y.bytes : x.name < y.name;
-  });
-  if (b.allocators.size() > kTopN) b.allocators.resize(kTopN);
-  b.all_kernels = top(kernels, false, SIZE_MAX);
-  b.all_operators = top(operators, true, SIZE_MAX);
-  b.copies = top(copies, false, SIZE_MAX);
-  b.dataloader = top(loaders, false, kTopN);
-  b.syncs = top(syncs, false, kTopN);
-  if (b.has_gpu && kernel_total > 0) {
-    b.tensor_core_pct = 100.0 * tc / kernel_total;
-    b.half_pct = 100.0 * half / kernel_total;
-    b.layout_pct = 100.0 * layout / kernel_total;
-  } else if (b.has_gpu) {
-    b.tensor_core_pct = 0;
-    b.half_pct = 0;
-  }
+  for (const Trace* t : traces) add_trace(*t, b, tot);
+  make_lists(tot, b);
   return b;
 }
 

@@ -183,31 +183,10 @@ std::vector<char*> c_strings(std::vector<std::string>& v) {
   return out;
 }
 
-}  // namespace
 
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw std::runtime_error("launch: cannot create a socket to find a free port");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof addr;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    ::close(fd);
-    throw std::runtime_error("launch: cannot find a free port");
-  }
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
-int max_ranks_per_node() {
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return std::max(kRanksPerCore * cores, engine::cuda::device_count());
-}
-
-LaunchResult launch(const LaunchOptions& options) {
+/// `options` checked (UsageError as launch() says), with the defaults filled in: master_addr
+/// 127.0.0.1, master_port a free port.
+LaunchOptions checked(const LaunchOptions& options) {
   LaunchOptions o = options;
   if (o.nproc_per_node < 1)
     throw UsageError("launch: --nproc-per-node " + std::to_string(o.nproc_per_node) + " must be at least 1");
@@ -237,86 +216,181 @@ LaunchResult launch(const LaunchOptions& options) {
                      " needs one --master-port for every node; 0 (any free port) only works on one node");
   if (o.master_addr.empty()) o.master_addr = "127.0.0.1";
   if (o.master_port == 0) o.master_port = free_port();
-  std::string where;  // across nodes, a rank's failure names its node and this host
-  if (o.nnodes > 1) {
-    char host[256] = {};
-    if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
-    where = " (node " + std::to_string(o.node_rank) + (host[0] ? std::string(", host ") + host : std::string()) + ")";
+  return o;
+}
+
+/// Across nodes, what a rank's failure says of where it ran: " (node N, host H)"; "" on one node.
+std::string node_where(const LaunchOptions& o) {
+  if (o.nnodes <= 1) return "";
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  return " (node " + std::to_string(o.node_rank) + (host[0] ? std::string(", host ") + host : std::string()) + ")";
+}
+
+/// Sends `sig` to every rank still running.
+void kill_running(std::vector<Rank>& ranks, int sig) {
+  for (auto& r : ranks)
+    if (r.running) ::kill(r.pid, sig);
+}
+
+/// Starts local rank `i` into `r`: this program (o.exe) with the rank's environment, its stdin
+/// /dev/null, its stdout and stderr into non-blocking pipes. Throws std::runtime_error when a
+/// pipe or the fork cannot be had.
+void start_rank(const LaunchOptions& o, int i, const std::string& where, pid_t parent, Rank& r) {
+  r.rank = o.node_rank * o.nproc_per_node + i;
+  r.where = where;
+  int out[2], err[2];
+  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0)
+    throw std::runtime_error("launch: cannot create pipes for rank " + std::to_string(i));
+  std::vector<std::string> env = rank_environment(o, i);
+  std::vector<std::string> argv = {o.exe};
+  argv.insert(argv.end(), o.args.begin(), o.args.end());
+  std::vector<char*> c_env = c_strings(env), c_argv = c_strings(argv);
+  const std::string exe = o.exe;
+  // Built before fork: the child only makes async-signal-safe calls until exec.
+  const std::string exec_failed = "ptune: error: launch: cannot run " + exe + "\n";
+
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error(std::string("launch: fork failed: ") + std::strerror(errno));
+  if (pid == 0) {
+    // The rank: its own process group (a terminal's Ctrl-C reaches it once, through us), and
+    // SIGTERM if the launcher dies, so no rank outlives it.
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(1);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE}) ::signal(sig, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    const int devnull = ::open("/dev/null", O_RDONLY);
+    if (devnull >= 0) ::dup2(devnull, 0);
+    ::dup2(out[1], 1);
+    ::dup2(err[1], 2);
+    ::execve(exe.c_str(), c_argv.data(), c_env.data());
+    write_all(2, exec_failed.data(), exec_failed.size());
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  ::close(err[1]);
+  ::fcntl(out[0], F_SETFL, O_NONBLOCK);
+  ::fcntl(err[0], F_SETFL, O_NONBLOCK);
+  const std::string prefix = "[rank " + std::to_string(r.rank) + "] ";
+  r.pid = pid;
+  r.running = true;
+  r.out = Stream{out[0], 1, o.prefix_stdout ? prefix : "", {}, {}};
+  r.err = Stream{err[0], 2, o.prefix ? prefix : "", {}, {}};
+}
+
+/// The launcher's event loop over the started ranks: their output copied as it comes, signals
+/// forwarded, exits reaped; after the first failure (or an interrupt) the others are stopped,
+/// SIGTERM then SIGKILL after the grace period.
+class Supervisor {
+ public:
+  Supervisor(std::vector<Rank>& ranks, int signal_fd, double grace_s)
+      : ranks_(ranks),
+        signal_fd_(signal_fd),
+        grace_(std::chrono::milliseconds(static_cast<int64_t>(grace_s * 1000.0))) {}
+
+  /// Until every rank has exited and its output is read (or, after the last exit, 2 s have
+  /// passed: a grandchild holds a pipe open); then closes the pipes and kills what is left.
+  void run() {
+    std::optional<Clock::time_point> drain_until;  // after the last exit, wait this long for output
+    while (any_running() || any_open()) {
+      if (!any_running()) {
+        if (!drain_until) drain_until = Clock::now() + std::chrono::seconds(2);
+        if (Clock::now() > *drain_until) break;  // a grandchild holds a pipe open: stop reading
+      }
+      if (!poll_once(term_at_ || drain_until ? 50 : 250)) break;
+      reap();
+      escalate();
+    }
+    for (auto& r : ranks_) {
+      r.out.close();
+      r.err.close();
+      if (r.running) {  // only after a stuck drain: make sure nothing is left behind
+        ::kill(r.pid, SIGKILL);
+        ::waitpid(r.pid, &r.status, 0);
+        r.running = false;
+      }
+    }
   }
 
-  SignalScope signals;
-  std::vector<Rank> ranks(static_cast<size_t>(o.nproc_per_node));
-  const pid_t parent = ::getpid();
-
-  auto kill_running = [&](int sig) {
-    for (auto& r : ranks)
-      if (r.running) ::kill(r.pid, sig);
-  };
-
-  for (int i = 0; i < o.nproc_per_node; ++i) {
-    Rank& r = ranks[static_cast<size_t>(i)];
-    r.rank = o.node_rank * o.nproc_per_node + i;
-    r.where = where;
-    int out[2], err[2];
-    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
-      kill_running(SIGKILL);
-      throw std::runtime_error("launch: cannot create pipes for rank " + std::to_string(i));
+  /// How the ranks ended.
+  LaunchResult result() const {
+    LaunchResult result;
+    if (first_failure_) {
+      const Rank& r = ranks_[*first_failure_];
+      // The rank's own error line, so that the launcher's last line says what happened.
+      const std::string& cause = r.err.last_error;
+      result.error = describe(r) + (!cause.empty() && WIFEXITED(r.status) ? ": " + cause : "") +
+                     (stopped_others_ ? "; stopped the others" : "");
+      result.exit_code = WIFEXITED(r.status) ? WEXITSTATUS(r.status) : 1;
+      return result;
     }
-    std::vector<std::string> env = rank_environment(o, i);
-    std::vector<std::string> argv = {o.exe};
-    argv.insert(argv.end(), o.args.begin(), o.args.end());
-    std::vector<char*> c_env = c_strings(env), c_argv = c_strings(argv);
-    const std::string exe = o.exe;
-    // Built before fork: the child only makes async-signal-safe calls until exec.
-    const std::string exec_failed = "ptune: error: launch: cannot run " + exe + "\n";
-
-    const pid_t pid = ::fork();
-    if (pid < 0) {
-      kill_running(SIGKILL);
-      throw std::runtime_error(std::string("launch: fork failed: ") + std::strerror(errno));
+    if (interrupted_) {
+      result.exit_code = stop_signal_ == SIGTERM ? 143 : 130;
+      result.error = stop_signal_ == SIGTERM ? "terminated" : "interrupted";
     }
-    if (pid == 0) {
-      // The rank: its own process group (a terminal's Ctrl-C reaches it once, through us), and
-      // SIGTERM if the launcher dies, so no rank outlives it.
-      ::setpgid(0, 0);
-      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-      if (::getppid() != parent) ::_exit(1);
-      for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGPIPE}) ::signal(sig, SIG_DFL);
-      sigset_t none;
-      sigemptyset(&none);
-      ::sigprocmask(SIG_SETMASK, &none, nullptr);
-      const int devnull = ::open("/dev/null", O_RDONLY);
-      if (devnull >= 0) ::dup2(devnull, 0);
-      ::dup2(out[1], 1);
-      ::dup2(err[1], 2);
-      ::execve(exe.c_str(), c_argv.data(), c_env.data());
-      write_all(2, exec_failed.data(), exec_failed.size());
-      ::_exit(127);
-    }
-    ::close(out[1]);
-    ::close(err[1]);
-    ::fcntl(out[0], F_SETFL, O_NONBLOCK);
-    ::fcntl(err[0], F_SETFL, O_NONBLOCK);
-    const std::string prefix = "[rank " + std::to_string(r.rank) + "] ";
-    r.pid = pid;
-    r.running = true;
-    r.out = Stream{out[0], 1, o.prefix_stdout ? prefix : "", {}, {}};
-    r.err = Stream{err[0], 2, o.prefix ? prefix : "", {}, {}};
+    return result;
   }
 
-  std::optional<size_t> first_failure;  // index into ranks
-  bool stopped_others = false;
-  bool interrupted = false;
-  int stop_signal = 0;  // the first SIGINT/SIGTERM/SIGHUP received
-  std::optional<Clock::time_point> term_at;  // SIGTERM the ranks still running then ...
-  std::optional<Clock::time_point> kill_at;  // ... and SIGKILL them then
-  bool killed = false;
-  const auto grace = std::chrono::milliseconds(static_cast<int64_t>(o.grace_s * 1000.0));
+ private:
+  bool any_running() const {
+    for (auto& r : ranks_)
+      if (r.running) return true;
+    return false;
+  }
+  bool any_open() const {
+    for (auto& r : ranks_)
+      if (r.out.fd >= 0 || r.err.fd >= 0) return true;
+    return false;
+  }
 
-  auto reap = [&] {
+  /// Waits up to `timeout_ms` for output or a signal and handles what came. False when poll
+  /// failed.
+  bool poll_once(int timeout_ms) {
+    std::vector<pollfd> fds;
+    fds.push_back({signal_fd_, POLLIN, 0});
+    std::vector<Stream*> streams;
+    for (auto& r : ranks_) {
+      for (Stream* s : {&r.out, &r.err}) {
+        if (s->fd < 0) continue;
+        fds.push_back({s->fd, POLLIN, 0});
+        streams.push_back(s);
+      }
+    }
+    const int n = ::poll(fds.data(), fds.size(), timeout_ms);
+    if (n < 0 && errno != EINTR) return false;
+    if (n > 0) {
+      if (fds[0].revents & POLLIN) forward_signals();
+      for (size_t k = 1; k < fds.size(); ++k)
+        if (fds[k].revents & (POLLIN | POLLHUP | POLLERR)) streams[k - 1]->pump();
+    }
+    return true;
+  }
+
+  /// The signals received: SIGINT, SIGTERM and SIGHUP (as SIGTERM) go to every rank, which
+  /// checkpoints and exits (130/143).
+  void forward_signals() {
+    unsigned char sigs[64];
+    ssize_t got;
+    while ((got = ::read(signal_fd_, sigs, sizeof sigs)) > 0) {
+      for (ssize_t k = 0; k < got; ++k) {
+        const int sig = sigs[k];
+        if (sig == SIGCHLD) continue;  // reaped by reap()
+        interrupted_ = interrupted_ || !first_failure_;
+        if (!stop_signal_) stop_signal_ = sig == SIGHUP ? SIGTERM : sig;
+        kill_running(ranks_, sig == SIGHUP ? SIGTERM : sig);
+      }
+    }
+  }
+
+  /// Collects the ranks that exited; the first failure (not after an interrupt) schedules
+  /// stopping the others now.
+  void reap() {
     std::vector<size_t> newly_failed;
-    for (size_t i = 0; i < ranks.size(); ++i) {
-      Rank& r = ranks[i];
+    for (size_t i = 0; i < ranks_.size(); ++i) {
+      Rank& r = ranks_[i];
       if (!r.running) continue;
       int status = 0;
       const pid_t w = ::waitpid(r.pid, &status, WNOHANG);
@@ -326,110 +400,92 @@ LaunchResult launch(const LaunchOptions& options) {
         if (failed(status)) newly_failed.push_back(i);
       }
     }
-    if (interrupted && !term_at) {
+    if (interrupted_ && !term_at_) {
       // After Ctrl-C the ranks agree on a step, checkpoint and exit; once one has, the others
       // get a generous minute (a checkpoint being written), then are stopped.
-      for (auto& r : ranks)
-        if (!r.running) term_at = Clock::now() + std::chrono::seconds(60);
+      for (auto& r : ranks_)
+        if (!r.running) term_at_ = Clock::now() + std::chrono::seconds(60);
     }
-    if (newly_failed.empty() || first_failure || interrupted) return;
+    if (newly_failed.empty() || first_failure_ || interrupted_) return;
     // Of ranks found dead together, one killed by a signal is likelier the cause than one
     // that exited because its peer vanished.
     size_t pick = newly_failed.front();
     for (size_t i : newly_failed)
-      if (WIFSIGNALED(ranks[i].status)) {
+      if (WIFSIGNALED(ranks_[i].status)) {
         pick = i;
         break;
       }
-    first_failure = pick;
-    for (auto& r : ranks)
-      if (r.running) stopped_others = true;
-    term_at = Clock::now();
-  };
-
-  auto any_running = [&] {
-    for (auto& r : ranks)
-      if (r.running) return true;
-    return false;
-  };
-  auto any_open = [&] {
-    for (auto& r : ranks)
-      if (r.out.fd >= 0 || r.err.fd >= 0) return true;
-    return false;
-  };
-
-  std::optional<Clock::time_point> drain_until;  // after the last exit, wait this long for output
-  while (any_running() || any_open()) {
-    if (!any_running()) {
-      if (!drain_until) drain_until = Clock::now() + std::chrono::seconds(2);
-      if (Clock::now() > *drain_until) break;  // a grandchild holds a pipe open: stop reading
-    }
-    std::vector<pollfd> fds;
-    fds.push_back({signals.fd(), POLLIN, 0});
-    std::vector<Stream*> streams;
-    for (auto& r : ranks) {
-      for (Stream* s : {&r.out, &r.err}) {
-        if (s->fd < 0) continue;
-        fds.push_back({s->fd, POLLIN, 0});
-        streams.push_back(s);
-      }
-    }
-    const int timeout_ms = term_at || drain_until ? 50 : 250;
-    const int n = ::poll(fds.data(), fds.size(), timeout_ms);
-    if (n < 0 && errno != EINTR) break;
-    if (n > 0) {
-      if (fds[0].revents & POLLIN) {
-        unsigned char sigs[64];
-        ssize_t got;
-        while ((got = ::read(signals.fd(), sigs, sizeof sigs)) > 0) {
-          for (ssize_t k = 0; k < got; ++k) {
-            const int sig = sigs[k];
-            if (sig == SIGCHLD) continue;  // reaped below
-            interrupted = interrupted || !first_failure;
-            if (!stop_signal) stop_signal = sig == SIGHUP ? SIGTERM : sig;
-            kill_running(sig == SIGHUP ? SIGTERM : sig);  // each rank checkpoints and exits (130/143)
-          }
-        }
-      }
-      for (size_t k = 1; k < fds.size(); ++k)
-        if (fds[k].revents & (POLLIN | POLLHUP | POLLERR)) streams[k - 1]->pump();
-    }
-    reap();
-    if (term_at && !kill_at && Clock::now() >= *term_at) {
-      kill_running(SIGTERM);
-      kill_at = Clock::now() + grace;
-    }
-    if (kill_at && !killed && Clock::now() >= *kill_at) {
-      kill_running(SIGKILL);
-      killed = true;
-    }
+    first_failure_ = pick;
+    for (auto& r : ranks_)
+      if (r.running) stopped_others_ = true;
+    term_at_ = Clock::now();
   }
-  for (auto& r : ranks) {
-    r.out.close();
-    r.err.close();
-    if (r.running) {  // only after a stuck drain: make sure nothing is left behind
-      ::kill(r.pid, SIGKILL);
-      ::waitpid(r.pid, &r.status, 0);
-      r.running = false;
+
+  /// SIGTERM to the ranks still running once it is time, SIGKILL a grace period later.
+  void escalate() {
+    if (term_at_ && !kill_at_ && Clock::now() >= *term_at_) {
+      kill_running(ranks_, SIGTERM);
+      kill_at_ = Clock::now() + grace_;
+    }
+    if (kill_at_ && !killed_ && Clock::now() >= *kill_at_) {
+      kill_running(ranks_, SIGKILL);
+      killed_ = true;
     }
   }
 
-  LaunchResult result;
-  if (first_failure) {
-    const Rank& r = ranks[*first_failure];
-    // The rank's own error line, so that the launcher's last line says what happened.
-    const std::string& cause = r.err.last_error;
-    result.error = describe(r) + (!cause.empty() && WIFEXITED(r.status) ? ": " + cause : "") +
-                   (stopped_others ? "; stopped the others" : "");
-    result.exit_code = WIFEXITED(r.status) ? WEXITSTATUS(r.status) : 1;
-    return result;
+  std::vector<Rank>& ranks_;
+  const int signal_fd_;
+  const std::chrono::milliseconds grace_;
+  std::optional<size_t> first_failure_;  // index into ranks_
+  bool stopped_others_ = false;
+  bool interrupted_ = false;
+  int stop_signal_ = 0;                      // the first SIGINT/SIGTERM/SIGHUP received
+  std::optional<Clock::time_point> term_at_;  // SIGTERM the ranks still running then ...
+  std::optional<Clock::time_point> kill_at_;  // ... and SIGKILL them then
+  bool killed_ = false;
+};
+
+}  // namespace
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw std::runtime_error("launch: cannot create a socket to find a free port");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    ::close(fd);
+    throw std::runtime_error("launch: cannot find a free port");
   }
-  if (interrupted) {
-    result.exit_code = stop_signal == SIGTERM ? 143 : 130;
-    result.error = stop_signal == SIGTERM ? "terminated" : "interrupted";
-    return result;
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+int max_ranks_per_node() {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(kRanksPerCore * cores, engine::cuda::device_count());
+}
+
+LaunchResult launch(const LaunchOptions& options) {
+  const LaunchOptions o = checked(options);
+  const std::string where = node_where(o);  // across nodes, a rank's failure names its node and this host
+  SignalScope signals;
+  std::vector<Rank> ranks(static_cast<size_t>(o.nproc_per_node));
+  const pid_t parent = ::getpid();
+  for (int i = 0; i < o.nproc_per_node; ++i) {
+    try {
+      start_rank(o, i, where, parent, ranks[static_cast<size_t>(i)]);
+    } catch (...) {
+      kill_running(ranks, SIGKILL);
+      throw;
+    }
   }
-  return result;
+  Supervisor supervisor(ranks, signals.fd(), o.grace_s);
+  supervisor.run();
+  return supervisor.result();
 }
 
 }  // namespace ptune::dist

@@ -174,7 +174,7 @@ Peak machine_peak(const c10::Device& device, const std::string& precision) {
     if (!path.empty() && quiet) {
       std::filesystem::create_directories(dir + "/peak");
       nlohmann::json j{{"key", key}, {"flops_per_s", c.flops_per_s}, {"n", c.n}};
-      files::write_text_atomically(path, "the peak cache", j.dump(2) + "\n");
+      files::write_atomically(path, "the peak cache", j.dump(2) + "\n");
       where = ", cached in " + path;
     }
   } catch (const std::exception&) {
@@ -247,7 +247,7 @@ Bandwidth machine_bandwidth(const c10::Device& device) {
     if (!path.empty() && quiet) {
       std::filesystem::create_directories(dir + "/peak");
       nlohmann::json j{{"key", key}, {"bytes_per_s", rate}};
-      files::write_text_atomically(path, "the peak cache", j.dump(2) + "\n");
+      files::write_atomically(path, "the peak cache", j.dump(2) + "\n");
       where = ", cached in " + path;
     }
   } catch (const std::exception&) {

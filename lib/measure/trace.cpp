@@ -253,7 +253,7 @@ void write_trace(prof::ProfilerResult& result, const std::string& path, bool cud
   }
   // Kineto named the file it wrote (the scratch file) and, without a GPU, kept the CUDA
   // build's complaints about it: the trace says where it is and what it holds instead.
-  files::write_text_atomically(path, "measure.out_dir", finalize_trace_text(text, path, /*drop_errors=*/!cuda));
+  files::write_atomically(path, "measure.out_dir", finalize_trace_text(text, path, /*drop_errors=*/!cuda));
 }
 
 }  // namespace

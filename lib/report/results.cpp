@@ -488,11 +488,11 @@ Json csv_companion(const Results& r, const std::string& csv_path) {
 void write_results(const std::string& path, const Results& r) {
   const std::string fmt = format_of_path(path);
   if (fmt == "html") {
-    write_atomic(path, to_html({from_results(r)}));
+    files::write_atomically(path, "--out", to_html({from_results(r)}));
     return;
   }
-  write_atomic(path, render(r, fmt));
-  if (fmt == "csv") write_atomic(csv_companion_path(path), csv_companion(r, path).dump(2) + "\n");
+  files::write_atomically(path, "--out", render(r, fmt));
+  if (fmt == "csv") files::write_atomically(csv_companion_path(path), "--out", csv_companion(r, path).dump(2) + "\n");
 }
 
 std::string render(const Results& r, const std::string& format, bool color) {
@@ -600,10 +600,6 @@ std::string render(const Results& r, const std::string& format, bool color) {
   }
   if (!t.empty()) os << t;
   return os.str();
-}
-
-void write_atomic(const std::string& path, const std::string& text, const std::string& what) {
-  files::write_text_atomically(path, what, text);
 }
 
 }  // namespace ptune::report

@@ -130,11 +130,6 @@ nlohmann::ordered_json csv_companion(const Results& r, const std::string& csv_pa
 /// a CSV also gets its companion (csv_companion_path). Throws WriteError naming the path.
 void write_results(const std::string& path, const Results& r);
 
-/// Writes `text` to `path` atomically (files::write_atomically: a unique temporary file in the
-/// same folder, flushed, then renamed; FIFOs and devices written into; symlinks followed).
-/// Throws WriteError "cannot write <what> '<path>': <reason>".
-void write_atomic(const std::string& path, const std::string& text, const std::string& what = "--out");
-
 /// The output formats render() knows.
 const std::vector<std::string>& formats();
 
