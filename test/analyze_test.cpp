@@ -1118,16 +1118,15 @@ TEST_CASE("analyze: FLOPs and bytes per operator class from input shapes, agains
   CHECK(has(page, "<h3>FLOP/s per operator class</h3>"));
   CHECK(has(page, "<tr data-class=\"matmul\"><td>matmul</td>"));
 
-  // Neither FLOPs nor shapes: the note names the profiler option to add.
+  // Neither FLOPs nor shapes: the FLOP/s section names the profiler option to add.
   Json bare = Json::array();
   bare.push_back(x("user_annotation", "ProfilerStep#1", 0, 100));
   bare.push_back(x("cpu_op", "aten::mm", 10, 50));
   const auto b = ptune::analyze::analyze(dir.write("bare.json", Json{{"traceEvents", bare}}.dump()), opt);
   CHECK(b.throughput[0].source == "none");
-  bool advised = false;
-  for (const auto& n : b.notes)
-    advised = advised || has(n, "no FLOP/s: add `record_shapes=True` (or `with_flops=True`)");
-  CHECK(advised);
+  CHECK(has(ptune::analyze::render(b, "table"), "FLOP/s: none; add `record_shapes=True` (or `with_flops=True`)"));
+  CHECK(has(Json::parse(ptune::analyze::render(b, "json"))["throughput"]["missing"].get<std::string>(),
+            "add `record_shapes=True`"));
 }
 
 TEST_CASE("ptune analyze: FLOP/s of a with_flops=True trace against PyTorch's own FLOP counts",
