@@ -469,6 +469,20 @@ TEST_CASE("diagnosis verdicts follow the documented thresholds", "[measure]") {
   m.compute_pct = 94;
   CHECK(ptune::measure::diagnose(m, cfg, {}, {}, true) ==
         "compute-bound (94% in forward/backward/update) on fp32: optim.amp (bf16: this CPU has native bf16)");
+  // A CPU step spending a tenth or more in the kernel on glibc's default malloc: the allocator row;
+  // not once the allocator is set, nor below the rule's threshold.
+  m.system_time_pct = 27;
+  m.page_faults_per_step = 13728;
+  CHECK(ptune::measure::diagnose(m, cfg, {}, {}, true) ==
+        "allocator-bound (27% of the step in the kernel, 13728 page faults a step: glibc's malloc gives large blocks "
+        "back and the next step faults them in again): process.allocator jemalloc, tcmalloc or glibc_tuned");
+  auto tuned = cfg;
+  tuned.process.allocator = "tcmalloc";
+  CHECK(ptune::measure::diagnose(m, tuned, {}, {}, true).rfind("compute-bound", 0) == 0);
+  m.system_time_pct = 9.9;
+  CHECK(ptune::measure::diagnose(m, cfg, {}, {}, true).rfind("compute-bound", 0) == 0);
+  m.system_time_pct.reset();
+  m.page_faults_per_step.reset();
   m.gpu_busy_pct = 55;
   m.peak_mem_bytes = 15;
   m.device_mem_bytes = 100;
