@@ -72,6 +72,31 @@ struct Busy {
   }
 };
 
+/// The A/A pair of ResNet-18 rows (32 px, batch 2, one thread; windows of 12 steps, about 0.5 s,
+/// 30 s a row), its rows `first` and `second` given as sweep rows (JSON): the results' rows, after
+/// the checks every A/A row passes (interleaved; never faster or slower).
+Json aa_rows(const TempDir& dir, const std::string& first, const std::string& second) {
+  const std::string cfg = dir.write("aa.json", R"({
+    "name": "aa", "seed": 0, "device": "cpu", "cpu_threads": 1,
+    "model": { "arch": "resnet18", "num_classes": 10 },
+    "data": { "kind": "fake_cifar", "num_samples": 256, "image_size": 32 },
+    "loader": { "batch_size": 2, "num_workers": 0 },
+    "measure": { "warmup_steps": 2, "steps": 12, "repeats": 5, "max_s": 30 },
+    "sweep": [ )" + first + ", " + second + R"( ]
+  })");
+  const auto r = run(ptune::test::exe() + " sweep " + cfg + " --format json");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const Json rows = Json::parse(r.out)["rows"];
+  REQUIRE(rows.size() == 2);
+  INFO(rows.dump(1));
+  REQUIRE(rows[1]["interleaved"] == true);
+  const std::string verdict = rows[1]["verdict_vs_prev"].get<std::string>();
+  CHECK(verdict != "faster");
+  CHECK(verdict != "slower");
+  return rows;
+}
+
 }  // namespace
 
 TEST_CASE("A/A is never faster or slower, a large change is faster, two runs agree", "[verdicts]") {
@@ -163,27 +188,10 @@ TEST_CASE("an A/A row of a tiny config is within noise on a quiet machine, its s
   // fresh: its first windows may still run slow, and would then be left out (noted), so that
   // the pairs left compare two warm pipelines.
   TempDir dir;
-  const std::string cfg = dir.write("aa.json", R"({
-    "name": "aa", "seed": 0, "device": "cpu", "cpu_threads": 1,
-    "model": { "arch": "resnet18", "num_classes": 10 },
-    "data": { "kind": "fake_cifar", "num_samples": 256, "image_size": 32 },
-    "loader": { "batch_size": 2, "num_workers": 0 },
-    "measure": { "warmup_steps": 2, "steps": 12, "repeats": 5, "max_s": 30 },
-    "sweep": [ { "name": "A" }, { "name": "A again", "set": { "loader.batch_size": 2 } } ]
-  })");
-  const auto r = run(ptune::test::exe() + " sweep " + cfg + " --format json");
-  INFO(r.err);
-  REQUIRE(r.code == 0);
-  const Json rows = Json::parse(r.out)["rows"];
-  REQUIRE(rows.size() == 2);
+  const Json rows = aa_rows(dir, R"({ "name": "A" })", R"({ "name": "A again", "set": { "loader.batch_size": 2 } })");
   INFO(rows.dump(1));
   const auto& aa = rows[1];
-  REQUIRE(aa["interleaved"] == true);
   const std::string verdict = aa["verdict_vs_prev"].get<std::string>();
-  // Never a difference; within noise unless another program competed (then its interval is a
-  // 99.9% one and may be too wide in the row's time: undecided is then the honest verdict).
-  CHECK(verdict != "faster");
-  CHECK(verdict != "slower");
   // On a quiet machine within noise, or undecided with 1.00x inside: with glibc's default malloc
   // (a default process) each step faults about 13,700 pages in, and the kernel's time for that
   // leaves the 99% interval near +-5% after 16 pairs, wider than the +-3% within noise needs
@@ -208,29 +216,14 @@ TEST_CASE("an A/A row in two child processes with the same process settings is n
   // process, the second in another, compared with the first's kept warm: two processes started
   // alike, timed in alternating windows while the other waits (docs/statistics.md).
   TempDir dir;
-  const std::string cfg = dir.write("aa-process.json", R"({
-    "name": "aa-process", "seed": 0, "device": "cpu", "cpu_threads": 1,
-    "model": { "arch": "resnet18", "num_classes": 10 },
-    "data": { "kind": "fake_cifar", "num_samples": 256, "image_size": 32 },
-    "loader": { "batch_size": 2, "num_workers": 0 },
-    "measure": { "warmup_steps": 2, "steps": 12, "repeats": 5, "max_s": 30 },
-    "sweep": [ { "name": "tcmalloc", "set": { "process.allocator": "tcmalloc" } },
-               { "name": "tcmalloc again", "set": { "process.allocator": "tcmalloc" } } ]
-  })");
-  const auto r = run(ptune::test::exe() + " sweep " + cfg + " --format json");
-  INFO(r.err);
-  REQUIRE(r.code == 0);
-  const Json rows = Json::parse(r.out)["rows"];
-  REQUIRE(rows.size() == 2);
+  const Json rows = aa_rows(dir, R"({ "name": "tcmalloc", "set": { "process.allocator": "tcmalloc" } })",
+                            R"({ "name": "tcmalloc again", "set": { "process.allocator": "tcmalloc" } })");
   INFO(rows.dump(1));
   const auto& aa = rows[1];
-  REQUIRE(aa["interleaved"] == true);
   const std::string verdict = aa["verdict_vs_prev"].get<std::string>();
-  // Never faster or slower: the interval reaches into 1.00x +-1% (the noise floor). By hand on a
-  // quiet machine within noise in 3 runs of 3; in one suite run the second child was 3% faster
-  // ([1.006, 1.058], undecided), as a fresh in-process pipeline was before the primer: open.
-  CHECK(verdict != "faster");
-  CHECK(verdict != "slower");
+  // The interval reaches into 1.00x +-1% (the noise floor). By hand on a quiet machine within
+  // noise in 3 runs of 3; in one suite run the second child was 3% faster ([1.006, 1.058],
+  // undecided), as a fresh in-process pipeline was before the primer: open.
   CHECK((verdict == "within noise" || verdict == "undecided"));
   CHECK(aa["speedup_vs_prev_lo"].get<double>() <= 1.01);
   CHECK(aa["speedup_vs_prev_hi"].get<double>() >= 1.0 / 1.01);

@@ -214,7 +214,6 @@ ProcessPlan plan_process(const config::ProcessConfig& p) {
       plan.numa_node = static_cast<int>(p.numa_node);
     }
   }
-  plan.defaults = plan.env.empty() && plan.preload.empty() && plan.cpus.empty() && plan.numa_node < 0;
   return plan;
 }
 

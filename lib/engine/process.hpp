@@ -23,7 +23,6 @@ struct ProcessPlan {
   std::vector<int> cpus;                                  // the CPUs it may run on; empty: as its parent
   int numa_node = -1;                                     // memory bound to this node; -1: none
   std::vector<std::string> notes;  // what does not apply here ("one NUMA node: ...")
-  bool defaults = true;            // nothing set: what a plain `python train.py` gets
 };
 
 /// The plan for `p`, checked against this machine. Throws ConfigError naming the key, the value

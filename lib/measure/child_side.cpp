@@ -134,6 +134,16 @@ std::string omp_threads() {
 
 }  // namespace
 
+void prime(const config::ExperimentConfig& cfg, const Progress& progress) {
+  if (!engine::default_process(cfg.process)) return;
+  try {
+    Bench primer(cfg, progress, Deadline());
+  } catch (const Interrupted&) {
+    throw;
+  } catch (const std::exception&) {
+  }
+}
+
 bool needs_child(const config::ExperimentConfig& cfg, const config::ExperimentConfig* prev, bool prev_in_child) {
   return prev_in_child || !engine::default_process(cfg.process) || (prev && !engine::default_process(prev->process));
 }

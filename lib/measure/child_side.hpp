@@ -53,7 +53,6 @@ class ChildSide : public RowSide {
   /// What the child reported of its own process when it was ready (engine::describe_this_process
   /// and its OpenMP threads' CPUs), one line.
   const std::string& process_description() const { return description_; }
-  pid_t pid() const { return pid_; }
 
  private:
   nlohmann::json ask(const std::string& command);
@@ -75,6 +74,13 @@ class ChildSide : public RowSide {
 /// (one JSON object a line) until the parent closes `in_fd` or says "quit". Returns the exit code:
 /// 0, 130 when `interrupted` was set. Errors go back to the parent as {"error", "kind"}.
 int serve_side(const config::ExperimentConfig& cfg, int in_fd, int out_fd, const std::atomic<bool>* interrupted);
+
+/// Builds `cfg`'s pipeline, warms it up and frees it, in this process, when `cfg` runs in a default
+/// process (else its rows run in child processes, each its process's only pipeline): a fresh
+/// process's first pipeline runs a little slower than later ones (docs/statistics.md, "The first
+/// pipeline of a process"). Errors are left to the row's own build, which reports them; an
+/// interruption (from `progress`) is thrown.
+void prime(const config::ExperimentConfig& cfg, const Progress& progress = {});
 
 /// Whether a row with config `cfg` compared with `prev` (null: none) runs its sides in child
 /// processes: when its process settings or its comparison's are not a default process's, or the

@@ -302,14 +302,11 @@ void run_sweep(const config::ExperimentConfig& cfg, const SweepOptions& options,
   // row's own, and are reported when the row itself is built.
   for (size_t i = 0; i < rows.size(); ++i) {
     if (!selected(i)) continue;
-    if (engine::default_process(rows[i].second.process)) {
-      try {
-        measure::Bench primer(rows[i].second, progress_of(i, rows[i].second), measure::Deadline());
-      } catch (const Interrupted&) {
-        interrupted();
-        throw;
-      } catch (const std::exception&) {
-      }
+    try {
+      measure::prime(rows[i].second, progress_of(i, rows[i].second));
+    } catch (const Interrupted&) {
+      interrupted();
+      throw;
     }
     break;
   }

@@ -16,6 +16,7 @@
 #include "engine/device.hpp"
 #include "engine/process.hpp"
 #include "errors.hpp"
+#include "measure/child_side.hpp"
 #include "measure/diagnosis.hpp"
 #include "report/results.hpp"
 #include "tune/sweep.hpp"
@@ -111,12 +112,9 @@ MeasureFn default_measure() {
     // A primer before the first trial, as a sweep's (tune/sweep.cpp says why): the first pipeline
     // of a fresh process runs a little slower than later ones.
     static bool primed = false;
-    if (!primed && engine::default_process(cfg.process)) {
+    if (!primed) {
       primed = true;
-      try {
-        measure::Bench primer(cfg, {}, measure::Deadline());
-      } catch (const std::exception&) {
-      }
+      measure::prime(cfg);
     }
     return measure::measure(cfg);
   };
@@ -327,7 +325,10 @@ std::vector<Candidate> candidates(const config::ExperimentConfig& cfg, int64_t c
     if (cuda) out.push_back({"AMP fp16", Json{{"optim.amp", "fp16"}}});
   }
   if (!cfg.model.channels_last) out.push_back({"channels_last", Json{{"model.channels_last", true}}});
-  // The CPU section: the allocator (where installed) and thread binding, each a process of its own.
+  if (!cfg.optim.cudnn_benchmark) out.push_back({"cuDNN benchmark", Json{{"optim.cudnn_benchmark", true}}});
+  if (!cfg.optim.cuda_graphs) out.push_back({"CUDA graphs", Json{{"optim.cuda_graphs", true}}});
+  // The CPU section (last: each trial starts a child process, while the CUDA ones are skipped at
+  // once on a CPU): the allocator (where installed) and thread binding, each a process of its own.
   if (!cuda && cfg.process.allocator == "glibc")
     for (const char* a : {"jemalloc", "tcmalloc", "glibc_tuned"}) {
       config::ProcessConfig p = cfg.process;
@@ -339,8 +340,6 @@ std::vector<Candidate> candidates(const config::ExperimentConfig& cfg, int64_t c
       }
     }
   if (!cuda && !cfg.process.bind_threads) out.push_back({"threads bound to cores", Json{{"process.bind_threads", true}}});
-  if (!cfg.optim.cudnn_benchmark) out.push_back({"cuDNN benchmark", Json{{"optim.cudnn_benchmark", true}}});
-  if (!cfg.optim.cuda_graphs) out.push_back({"CUDA graphs", Json{{"optim.cuda_graphs", true}}});
   return out;
 }
 
