@@ -1,10 +1,33 @@
 #pragma once
 /// ptune's error types. main() catches them once and prints one line: "ptune: error: <what()>".
 
+#include <csignal>
 #include <stdexcept>
 #include <string>
 
 namespace ptune {
+
+/// ptune's exit codes (docs/cli.md): 0 ok; 1 a runtime failure (a failed sweep row, a write
+/// that failed); 2 a usage or config error; 128 + the signal after a stop signal.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitUsage = 2;
+
+/// The exit code after the first stop signal `sig`, as a shell reports a process it stopped:
+/// 143 after SIGTERM, 130 after SIGINT (and when none is known: a rank stopped with another).
+inline constexpr int stopped_exit_code(int sig) { return 128 + (sig == SIGTERM ? SIGTERM : SIGINT); }
+
+/// Whether `code` is one that stopped_exit_code() gives.
+inline constexpr bool is_stopped_exit_code(int code) {
+  return code == stopped_exit_code(SIGINT) || code == stopped_exit_code(SIGTERM);
+}
+
+/// How a command ended: its exit code and, when not 0, the one line the executable prints on
+/// stderr ("ptune: error: MESSAGE"; after a stop signal "ptune: MESSAGE").
+struct Outcome {
+  int exit_code = kExitOk;
+  std::string message;
+};
 
 /// A bad experiment: a config file, a --set override or a sweep row. The message names the
 /// JSON path, the value and what is allowed. Exit code 2.

@@ -410,8 +410,8 @@ TEST_CASE("cuda: the batch-size search survives a real out-of-memory and keeps g
   auto r = ptune::tune::find_batch_size(cfg, o);
   bool oom = false, fit_after_oom = false;
   for (const auto& t : r.tries) {
-    INFO(t.batch_size << ": " << t.status);
-    if (t.status == "out of memory") oom = true;
+    INFO(t.batch_size << ": " << t.status_text());
+    if (t.state == ptune::tune::TryState::kOutOfMemory) oom = true;
     else if (oom && t.fits) fit_after_oom = true;
   }
   CHECK(oom);

@@ -34,11 +34,6 @@ bool grouped(const std::string& arch) {
 
 double rel(double a, double b) { return std::abs(a - b) / b; }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 struct Threads {
   int before = at::get_num_threads();
   explicit Threads(int n) { at::set_num_threads(n); }
@@ -116,7 +111,8 @@ TEST_CASE("peak: a row's precision follows optim.amp", "[peak]") {
 TEST_CASE("peak: the CPU calibration agrees with torch.mm timed in Python", "[peak][python]") {
   // One thread: the figure does not depend on how busy the machine's other cores are. Each side
   // reports its fastest sample (competing work only slows a sample); the two sides take turns
-  // three times and each side's median is compared, so one disturbed round cannot decide.
+  // three times and each side's fastest round is compared: another test on a sibling hardware
+  // thread can slow a whole round of one side (20% in one suite run), never speed it up.
   Threads one(1);
   const c10::Device cpu(c10::kCPU);
   for (const std::string precision : {"fp32", "bf16"}) {
@@ -132,8 +128,10 @@ TEST_CASE("peak: the CPU calibration agrees with torch.mm timed in Python", "[pe
       REQUIRE(py.code == 0);
       theirs.push_back(std::stod(py.out));
     }
-    INFO("ptune " << median(ours) << " FLOP/s, torch.mm " << median(theirs));
-    CHECK(rel(median(ours), median(theirs)) < 0.10);
+    const double best_ours = *std::max_element(ours.begin(), ours.end());
+    const double best_theirs = *std::max_element(theirs.begin(), theirs.end());
+    INFO("ptune " << best_ours << " FLOP/s, torch.mm " << best_theirs);
+    CHECK(rel(best_ours, best_theirs) < 0.10);
   }
   CHECK_THROWS_WITH(ptune::measure::calibrate(cpu, "fp16"), "no fp16 calibration on a CPU");
 }

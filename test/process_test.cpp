@@ -66,8 +66,8 @@ Json sweep(const TempDir& dir, const std::string& cfg_text, const std::string& e
 
 }  // namespace
 
-TEST_CASE("process: the allocator a row asks for is the one in its child's memory map, and the previous "
-          "row's side runs in a default child",
+TEST_CASE("process: the allocator a row asks for is the one in its child's memory map, and the baseline runs "
+          "in a fresh default child",
           "[process]") {
   TempDir dir;
   const Json res = sweep(dir, config(R"([
@@ -79,16 +79,18 @@ TEST_CASE("process: the allocator a row asks for is the one in its child's memor
   const auto& rows = res["rows"];
   REQUIRE(rows.size() == 4);
   INFO(rows.dump(1));
-  // Row 0 runs in ptune's own process: no child, no note.
-  CHECK(note(rows[0], "this row's child process").empty());
+  // Row 0, the baseline, runs in a child process too (the sweep has process-level rows): a fresh
+  // default process, as every row it is compared with is a fresh process.
+  const std::string base = note(rows[0], "this row's child process: ");
+  CHECK_FALSE(base.empty());
+  CHECK(base.find("libjemalloc") == std::string::npos);
+  CHECK(base.find("libtcmalloc") == std::string::npos);
+  CHECK(base.find("GLIBC_TUNABLES unset") != std::string::npos);
   const std::string jem = note(rows[1], "this row's child process: ");
   CHECK(jem.find("libjemalloc.so.2") != std::string::npos);
   CHECK(jem.find("libtcmalloc") == std::string::npos);
-  // Row 1's comparison side (row 0's settings) ran in a default child of its own.
-  const std::string prev = note(rows[1], "timed against the previous row in a child process of its own: ");
-  CHECK_FALSE(prev.empty());
-  CHECK(prev.find("libjemalloc") == std::string::npos);
-  CHECK(prev.find("GLIBC_TUNABLES unset") != std::string::npos);
+  // Row 1 is compared with row 0's child, kept warm: no new previous side.
+  CHECK(note(rows[1], "timed against the previous row").empty());
   // Row 2 is compared with row 1's child, kept warm: no new previous side.
   const std::string tc = note(rows[2], "this row's child process: ");
   CHECK(tc.find("libtcmalloc_minimal.so.4") != std::string::npos);
@@ -127,8 +129,8 @@ TEST_CASE("process: bind_threads pins each OpenMP thread to its own core, cpus r
   INFO(rows.dump(1));
   // Unbound, each thread may run on every CPU; bound, each on its own core, neighbours together.
   const std::string both = ptune::engine::cpu_list_text({allowed[0], allowed[1]});
-  CHECK(note(rows[1], "timed against").find("OpenMP threads on CPUs {" + ptune::engine::cpu_list_text(allowed)) !=
-        std::string::npos);
+  CHECK(note(rows[0], "this row's child process: ")
+            .find("OpenMP threads on CPUs {" + ptune::engine::cpu_list_text(allowed)) != std::string::npos);
   const std::string bound = note(rows[1], "this row's child process: ");
   CHECK(bound.find("2 OpenMP threads on CPUs {" + a + "} {" + b + "}") != std::string::npos);
   CHECK(bound.find("; CPUs " + both) != std::string::npos);

@@ -50,9 +50,9 @@ Results sample() {
   compute_speedups(res.rows);
   Row skipped;
   skipped.name = "graphs";
-  skipped.status = "skipped: optim.cuda_graphs needs a CUDA device; none is visible";
+  skipped.status = ptune::report::RowStatus::skipped("optim.cuda_graphs needs a CUDA device; none is visible");
   res.rows.push_back(skipped);
-  res.status = "complete";
+  res.status = ptune::report::RunStatus::kComplete;
   return res;
 }
 
@@ -279,7 +279,7 @@ namespace {
 Row failed_row(const std::string& name) {
   Row r;
   r.name = name;
-  r.status = "failed: out of memory";
+  r.status = ptune::report::RowStatus::failed("out of memory");
   return r;
 }
 
@@ -416,7 +416,7 @@ TEST_CASE("Markdown cells are escaped so that every cell stays in its column", "
   auto res = sample();
   res.rows[0].name = kAwkward;
   res.rows[0].diagnosis = "input-bound: <wait> | 60%";
-  res.rows[3].status = "skipped: a | b\nc";
+  res.rows[3].status = ptune::report::RowStatus::skipped("a | b\nc");
   auto md = render(res, "md");
   std::istringstream lines(md);
   std::string line;
@@ -869,7 +869,7 @@ TEST_CASE("one source: every ratio of printed rates is the speedup printed betwe
   compute_speedups(rows);
   Row skipped;
   skipped.name = "graphs";
-  skipped.status = "skipped: optim.cuda_graphs needs a CUDA device; none is visible";
+  skipped.status = ptune::report::RowStatus::skipped("optim.cuda_graphs needs a CUDA device; none is visible");
   rows.push_back(skipped);
   compute_speedups(rows);
   rows.push_back(timed_row("batch 32", 32, {120, 118, 125, 121}, {70, 73, 71, 72}));
@@ -897,7 +897,7 @@ TEST_CASE("one source: every ratio of printed rates is the speedup printed betwe
   // And in the JSON document, as every results file is checked.
   Results res;
   res.rows = rows;
-  res.status = "complete";
+  res.status = ptune::report::RunStatus::kComplete;
   const auto doc = nlohmann::json::parse(to_json(res).dump());
   CHECK(ptune::test::figure_disagreements(doc).empty());
   // The check itself fails on a file whose rates disagree with its speedups.
@@ -928,7 +928,7 @@ TEST_CASE("intervals print as ± only where symmetric, else [lo, hi], one text i
   compute_speedups(rows);
   Results res;
   res.rows = rows;
-  res.status = "complete";
+  res.status = ptune::report::RunStatus::kComplete;
   res.environment.device = "CPU";
   res.environment.device_kind = "cpu";
   const std::string wide = interval_text(rows[1].prev_ci);
@@ -956,7 +956,7 @@ TEST_CASE("compare_runs judges the rates the tables print, and its ratio is thei
     compute_speedups(rows);
     Results res;
     res.rows = rows;
-    res.status = "complete";
+    res.status = ptune::report::RunStatus::kComplete;
     return from_results(res);
   };
   const auto old_run = run_of(1.0), new_run = run_of(1.25);  // every window 25% slower
@@ -1071,7 +1071,7 @@ TEST_CASE("load_run: a folder, and a row's figure of another type, are named, no
   Results res;
   res.rows.push_back(timed_row("baseline", 16, {100, 104, 98, 101}, {}));
   compute_speedups(res.rows);
-  res.status = "complete";
+  res.status = ptune::report::RunStatus::kComplete;
   auto j = to_json(res);
   j["rows"][0]["samples_per_s"] = "fast";
   const std::string path = dir.write("bad.json", j.dump());

@@ -137,6 +137,53 @@ TEST_CASE("verdicts read the speedup's interval against the noise rule", "[stats
   CHECK(std::string(verdict_name(Verdict::kUndecided)) == "undecided");
 }
 
+TEST_CASE("the pairs a spread needs for a verdict are the fewest whose t half-width fits", "[stats]") {
+  // References: the smallest n with t(0.995, n - 1) * sd / sqrt(n) within the room the rule
+  // leaves (scipy.stats.t.ppf, searched n = 2, 3, ...).
+  const NoiseRule rule;  // 3% target, 1% floor
+  CHECK(pairs_to_decide(0.0, 0.05, 0.99, rule) == 23);                 // A/A: within +-3%
+  CHECK(pairs_to_decide(0.0, 0.02, 0.99, rule) == 7);
+  CHECK(pairs_to_decide(0.0, 0.01, 0.99, rule) == 4);
+  CHECK(pairs_to_decide(std::log(1.10), 0.05, 0.99, rule) == 6);       // faster: beyond +1%
+  CHECK(pairs_to_decide(std::log(1.02), 0.05, 0.99, rule) == 175);     // between the lines
+  CHECK(pairs_to_decide(-std::log(1.02), 0.05, 0.99, rule) == 175);    // symmetric
+  CHECK(pairs_to_decide(std::log(1.0198), 0.05, 0.99, rule) == 172);  // the least room there is
+  CHECK(pairs_to_decide(0.0, 1.0, 0.99, rule) == 7598);
+  CHECK(pairs_to_decide(0.0, 10.0, 0.99, rule) == 0);                  // past 100,000 pairs
+  CHECK(pairs_to_decide(0.0, -1.0, 0.99, rule) == 0);
+}
+
+TEST_CASE("a row left undecided by its budget says how many pairs its spread would need", "[stats]") {
+  using namespace ptune::measure;
+  // Eight pairs whose log-ratios are +-0.05 in turn: mean 0, one pair's standard deviation
+  // 0.05 * sqrt(8 / 7) (5.5%); 26 pairs give a 99% half-width within ln 1.03 (scipy).
+  Comparison c;
+  for (int i = 0; i < 8; ++i) {
+    c.a_ms.push_back(100.0 * std::exp(i % 2 ? 0.05 : -0.05));
+    c.b_ms.push_back(100.0);
+  }
+  c.speedup = paired_speedup(c.a_ms, c.b_ms, kSpeedupLevel);
+  c.verdict = verdict_of(c.speedup, NoiseRule{});
+  REQUIRE(c.verdict == Verdict::kUndecided);
+  c.stop = StopRule::kBudget;
+  c.pair_ms = 1500;
+  c.transient = 1;
+  const WindowPlan plan;
+  CHECK(undecided_note(c, plan) ==
+        "undecided in its time: one pair's speedup varied by 5.5% (one standard deviation) over 8 pairs; at that "
+        "spread about 26 pairs, about 41 s of timing (measure.max_s), would decide it");
+  // Not where it was decided, stopped by something else, or measured under load.
+  Comparison decided = c;
+  decided.verdict = Verdict::kWithinNoise;
+  CHECK(undecided_note(decided, plan).empty());
+  Comparison max_pairs = c;
+  max_pairs.stop = StopRule::kMaxPairs;
+  CHECK(undecided_note(max_pairs, plan).empty());
+  Comparison loaded = c;
+  loaded.under_load = true;
+  CHECK(undecided_note(loaded, plan).empty());
+}
+
 TEST_CASE("outliers are far from the median by the MAD rule and by 5%", "[stats]") {
   CHECK(outliers({10, 10.1, 9.9, 10.05, 30}) == std::vector<size_t>{4});
   CHECK(outliers({10, 10.1, 9.9, 10.05}).empty());             // too few to tell
@@ -261,7 +308,7 @@ TEST_CASE("under competing load a speedup needs a 99.9% interval and is read onc
   std::string quiet_log;
   ClockSide qa('A', quiet_log, ms('A'), &now), qb('B', quiet_log, ms('B'), &now);
   const Comparison quiet = compare(qa, qb, plan);
-  CHECK(quiet.stop == "decided");
+  CHECK(quiet.stop == StopRule::kDecided);
   CHECK(quiet.verdict == Verdict::kFaster);
   CHECK_FALSE(quiet.under_load);
   CHECK(quiet.b_ms.size() == 4);
@@ -277,7 +324,7 @@ TEST_CASE("under competing load a speedup needs a 99.9% interval and is read onc
   plan.deadline = fake_deadline(9 * 210.0, now);
   ClockSide a('A', log, ms('A'), &now), b('B', log, ms('B'), &now);
   const Comparison loaded = compare(a, b, plan);
-  CHECK(loaded.stop == "budget");
+  CHECK(loaded.stop == StopRule::kBudget);
   CHECK(loaded.under_load);
   CHECK(loaded.b_ms.size() > 3);
   CHECK(asked == 1);
@@ -305,7 +352,7 @@ TEST_CASE("under competing load a speedup needs a 99.9% interval and is read onc
   const Comparison later = compare(a3, b3, plan);
   CHECK(asked == 3);
   CHECK(later.under_load);
-  CHECK(later.stop == "budget");
+  CHECK(later.stop == StopRule::kBudget);
 
   // Within noise still ends a row under load at once (it calls nothing).
   auto same = [](size_t i) { return 100.0 * (1.0 + 0.001 * static_cast<double>(i % 2)); };
@@ -314,7 +361,7 @@ TEST_CASE("under competing load a speedup needs a 99.9% interval and is read onc
   plan.deadline = fake_deadline(9 * 210.0, now);
   ClockSide a2('A', log2, same, &now), b2('B', log2, same, &now);
   const Comparison aa = compare(a2, b2, plan);
-  CHECK(aa.stop == "decided");
+  CHECK(aa.stop == StopRule::kDecided);
   CHECK(aa.verdict == Verdict::kWithinNoise);
   CHECK(aa.b_ms.size() == 3);
 }
@@ -344,7 +391,7 @@ TEST_CASE("a quiet row ends early as faster only on a 99.9% interval, and at its
   std::string log;
   ClockSide a('A', log, ms('A')), b('B', log, ms('B'));
   const Comparison c = compare(a, b, plan);
-  CHECK(c.stop == "decided");
+  CHECK(c.stop == StopRule::kDecided);
   CHECK(c.verdict == Verdict::kFaster);
   CHECK(c.speedup.level == Approx(kSpeedupLevel));
   CHECK(decided_at(c, kSpeedupLevel) == 6);                // 99% decided at the sixth pair...
@@ -359,7 +406,7 @@ TEST_CASE("a quiet row ends early as faster only on a 99.9% interval, and at its
   std::string log2;
   ClockSide a2('A', log2, ms('A'), &now), b2('B', log2, ms('B'), &now);
   const Comparison short_row = compare(a2, b2, plan);
-  CHECK(short_row.stop == "budget");
+  CHECK(short_row.stop == StopRule::kBudget);
   CHECK(short_row.b_ms.size() == 7);
   CHECK(short_row.verdict == Verdict::kFaster);
   CHECK(short_row.speedup.level == Approx(kSpeedupLevel));
@@ -470,7 +517,7 @@ TEST_CASE("a compared row leaves its start-up pairs out, and measure.repeats cou
   CHECK(c.b_ms[0] == Approx(100.0 * 1.008));  // B's third window: the first warm one
   CHECK(c.verdict == Verdict::kWithinNoise);
   CHECK(c.speedup.point == Approx(1.0));
-  CHECK(c.stop == "decided");
+  CHECK(c.stop == StopRule::kDecided);
   const auto notes = run_notes(c.transient, c.b_ms.size(), plan.min_pairs, c.stop, plan.deadline, true);
   REQUIRE(notes.size() == 1);
   CHECK(notes[0] ==
@@ -539,7 +586,7 @@ TEST_CASE("a row out of time stops between pairs, drops an unpaired window and s
   const Comparison c = compare(a, b, plan);
   CHECK(log.size() == 3);
   CHECK(c.unpaired);
-  CHECK(c.stop == "budget");
+  CHECK(c.stop == StopRule::kBudget);
   CHECK(c.a_ms == std::vector<double>{100});
   CHECK(c.b_ms == std::vector<double>{300});
   CHECK(c.verdict == Verdict::kUndecided);
@@ -557,7 +604,7 @@ TEST_CASE("a row out of time stops between pairs, drops an unpaired window and s
   ClockSide s('S', alone_log, [](size_t) { return 400.0; }, &now);
   const AloneRun r = measure_alone(s, plan);
   CHECK(alone_log == "SS");
-  CHECK(r.stop == "budget");
+  CHECK(r.stop == StopRule::kBudget);
   CHECK(r.ms.size() == 2);
   const auto alone_notes = run_notes(r.transient, r.ms.size(), plan.min_pairs, r.stop, plan.deadline, false);
   REQUIRE(alone_notes.size() == 1);

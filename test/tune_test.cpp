@@ -101,11 +101,11 @@ TEST_CASE("batch finder: out of memory is caught, the search lands on 96 and rep
   CHECK(r.fastest == 64);
   CHECK(ooms == 3);
   CHECK(calls == 6);
-  CHECK(r.stop_reason == "searched");
+  CHECK(r.stop.text() == "searched");
   CHECK(r.best.loader.batch_size == 64);
   REQUIRE(r.table.rows.size() == 6);
-  CHECK(r.table.rows[2].status == "failed: out of memory");
-  CHECK(r.table.rows[3].status == "ok");
+  CHECK(r.table.rows[2].status.text() == "failed: out of memory");
+  CHECK(r.table.rows[3].status.text() == "ok");
   CHECK(r.table.rows[1].notes.at(0).rfind("fastest", 0) == 0);
   CHECK(r.table.rows[3].notes.at(0).rfind("largest batch that fits", 0) == 0);
   // The table renders as the sweep's does; the winner's sweep compares the start with it.
@@ -136,8 +136,8 @@ TEST_CASE("batch finder: the memory margin bounds the batch, a failing start sea
     CHECK(r.memory_limit_bytes == 90 * gib);
     CHECK(r.largest_fitting == 88);
     CHECK(r.fastest == 88);
-    CHECK(r.tries[2].status.rfind("over the memory margin", 0) == 0);
-    CHECK(r.table.rows[2].status.rfind("failed: over the memory margin", 0) == 0);
+    CHECK(r.tries[2].status_text().rfind("over the memory margin", 0) == 0);
+    CHECK(r.table.rows[2].status.text().rfind("failed: over the memory margin", 0) == 0);
   }
   SECTION("a start that runs out of memory halves until one fits") {
     ptune::tune::BatchSearchOptions opt;
@@ -191,7 +191,7 @@ TEST_CASE("batch finder: the budget stops new tries", "[tune]") {
   };
   auto r = ptune::tune::find_batch_size(base_config(), opt);
   CHECK(batches_of(r) == std::vector<int64_t>{32, 64, 128});  // started at 0, 40, 80; 120 >= 100
-  CHECK(r.stop_reason == "budget reached");
+  CHECK(r.stop.text() == "budget reached");
   CHECK(r.fastest == 128);
   CHECK(now <= opt.budget_s + 40);
 }
@@ -293,7 +293,7 @@ TEST_CASE("greedy search keeps only the changes that beat the noise", "[tune]") 
   CHECK(r.path.rows[1].speedup_vs_prev == Approx(1.5));
   CHECK(r.path.rows[2].speedup_vs_base == Approx(1.95));
   CHECK(r.path.rows[2].notes.at(0).rfind("optim.amp changes training semantics", 0) == 0);
-  CHECK(r.stop_reason == "no change beat the noise");
+  CHECK(r.stop.text() == "no change beat the noise");
 
   // The winner: the input config plus the kept changes, with the user's own repeats.
   CHECK(r.best.loader.num_workers == 4);
@@ -307,7 +307,7 @@ TEST_CASE("greedy search keeps only the changes that beat the noise", "[tune]") 
   std::map<std::string, std::string> verdict;  // the last verdict of each trial
   int cudnn_trials = 0;
   for (const auto& t : r.trials) {
-    verdict[t.name] = t.verdict;
+    verdict[t.name] = ptune::tune::trial_verdict_text(t.verdict);
     if (t.name == "cuDNN benchmark") ++cudnn_trials;
   }
   CHECK(verdict["pinned memory"] == "rejected");
@@ -365,7 +365,7 @@ TEST_CASE("greedy search: a trial measured under competing load says so in its r
   // judged against: those say so too; the trials before it do not.
   bool seen = false;
   for (const auto& t : r.trials) {
-    if (t.pass == 0 || t.verdict == "skipped") continue;
+    if (t.pass == 0 || t.verdict == ptune::tune::TrialVerdict::kSkipped) continue;
     seen = seen || t.name == "AMP bf16";
     INFO(t.name << ": " << t.reason);
     CHECK((t.reason.find(", measured under competing load (a 99.9% interval)") != std::string::npos) == seen);
@@ -389,8 +389,8 @@ TEST_CASE("greedy search: a failing trial is recorded and the search goes on", "
   CHECK(r.best.optim.amp == "bf16");
   bool saw_oom = false, saw_failed = false;
   for (const auto& t : r.trials) {
-    saw_oom = saw_oom || (t.verdict == "failed" && t.reason == "out of memory");
-    saw_failed = saw_failed || (t.verdict == "failed" && t.reason == "CUDA error: something else");
+    saw_oom = saw_oom || (t.verdict == ptune::tune::TrialVerdict::kFailed && t.out_of_memory && t.reason == "out of memory");
+    saw_failed = saw_failed || (t.verdict == ptune::tune::TrialVerdict::kFailed && !t.out_of_memory && t.reason == "CUDA error: something else");
   }
   CHECK(saw_oom);
   CHECK(saw_failed);
@@ -411,7 +411,7 @@ TEST_CASE("greedy search respects the budget", "[tune]") {
     opt.budget_s = 180;
     auto r = ptune::tune::greedy_tune(base_config(), opt);
     CHECK(calls == 3);  // baseline at 0, trials at 60 and 120; none starts at 180
-    CHECK(r.stop_reason == "budget of 3 min reached");
+    CHECK(r.stop.text() == "budget of 3 min reached");
     CHECK(r.elapsed_s == Approx(180));
   }
   SECTION("never more than one trial beyond it") {
@@ -419,7 +419,7 @@ TEST_CASE("greedy search respects the budget", "[tune]") {
     auto r = ptune::tune::greedy_tune(base_config(), opt);
     CHECK(calls == 3);
     CHECK(r.elapsed_s <= opt.budget_s + 60);
-    CHECK(r.stop_reason.find("budget") != std::string::npos);
+    CHECK(r.stop.text().find("budget") != std::string::npos);
   }
   SECTION("interruption stops before the next trial and keeps the path") {
     std::atomic<bool> stop{false};
@@ -430,8 +430,8 @@ TEST_CASE("greedy search respects the budget", "[tune]") {
     };
     auto r = ptune::tune::greedy_tune(base_config(), opt);
     CHECK(calls == 2);
-    CHECK(r.stop_reason == "interrupted");
-    CHECK(r.path.status == "interrupted");
+    CHECK(r.stop.text() == "interrupted");
+    CHECK(r.path.status == ptune::report::RunStatus::kInterrupted);
     CHECK(r.best.loader.num_workers == 4);
   }
 }

@@ -9,11 +9,51 @@
 #include <string>
 #include <vector>
 
-#include "analyze/throughput.hpp"
 #include "config/config.hpp"
 #include "dist/launcher.hpp"
 #include "report/terminal.hpp"
 #include "tune/tuner.hpp"
+#include "errors.hpp"
+
+#include <nlohmann/json.hpp>
+
+/// The engine module's entry points (engine.cpp), found with dlsym: a plain C interface of plain
+/// structs and return codes, so that no C++ exception or type crosses it.
+extern "C" {
+
+/// How an engine call ended: the exit code and, when not 0, the line the executable prints
+/// (print_outcome), cut to fit.
+struct ptune_engine_outcome {
+  int exit_code;
+  char message[16384];
+};
+
+/// A CPU's ceilings for `ptune analyze` (measure::machine_peak and machine_bandwidth).
+struct ptune_engine_ceilings {
+  double flops_per_s;  // 0: none
+  double bytes_per_s;  // 0: none
+  char precision[16];
+  char peak_source[1024];
+  char bandwidth_source[1024];
+};
+
+/// Runs the command `request` (to_json(CommandLine), as text); returns its exit code, also in
+/// `outcome` with its message. The engine catches everything.
+typedef int (*ptune_engine_run_fn)(const char* request, struct ptune_engine_outcome* outcome);
+/// Called from the executable's signal handler with the first stop signal (async-signal-safe):
+/// the command stops at its next step.
+typedef void (*ptune_engine_stop_fn)(int sig);
+/// After the output is flushed: shuts a data-parallel process group down (graceful when
+/// `graceful` is not 0, else aborted).
+typedef void (*ptune_engine_finish_fn)(int graceful);
+/// The engine's PTUNE_BUILD_ID (build_id.cmake), which must be the executable's: the engine
+/// resolves ptune's own code in the executable.
+typedef const char* (*ptune_engine_build_id_fn)(void);
+/// This CPU's ceilings in `precision`, calibrated once and cached; 0, or 1 with `outcome` set.
+typedef int (*ptune_engine_cpu_ceilings_fn)(const char* precision, struct ptune_engine_ceilings* out,
+                                            struct ptune_engine_outcome* outcome);
+}
+
 
 namespace ptune::cli {
 
@@ -23,41 +63,82 @@ struct Common {
   std::vector<std::string> sets;
 };
 
-/// What the engine's commands read from the command line.
+/// `ptune sweep`'s options.
+struct SweepArgs {
+  Common common;
+  std::string format = "table", out, rows, label;
+  bool out_given = false, rows_given = false, profile = false, no_header = false;
+};
+
+/// `ptune train`'s options.
+struct TrainArgs {
+  Common common;
+  std::optional<std::string> resume, save_weights;
+};
+
+/// `ptune eval`'s options.
+struct EvalArgs {
+  Common common;
+  std::string format = "table", weights;
+};
+
+/// `ptune tune`'s options: the greedy search's, or the batch-size finder's with --batch-size.
+struct TuneArgs {
+  Common common;
+  double threshold_pct = tune::TuneOptions{}.threshold_pct;
+  double margin_pct = tune::BatchSearchOptions{}.margin_pct;
+  int64_t max_batch = 0;
+  bool batch = false, out_given = false;
+  double budget_min = 0;
+  int64_t repeats = 3;
+  std::string out, format = "table";
+};
+
+/// `ptune launch`'s options.
+struct LaunchArgs {
+  dist::LaunchOptions opt;
+  bool no_prefix = false, prefix_stdout = false;
+};
+
+/// What the engine's commands read from the command line: the command's name, the global
+/// flags and each engine command's options (only the named command's are set).
 struct CommandLine {
   std::string command;  // the subcommand's name
   bool verbose = false, quiet = false;
   bool rank0 = true;  // data parallel: only rank 0 prints
 
-  Common sweep_c, train_c, eval_c, tune_c;
-  Common side_c;  // row-side: a sweep row's side in a child process (measure/child_side.hpp)
-  std::string sweep_format = "table", sweep_out, sweep_rows, sweep_label;
-  bool sweep_out_given = false, sweep_rows_given = false, sweep_profile = false, sweep_no_header = false;
+  SweepArgs sweep;
+  TrainArgs train;
+  EvalArgs eval;
+  TuneArgs tune;
+  LaunchArgs launch;
+  Common side;  // row-side: a sweep row's side in a child process (measure/child_side.hpp)
 
-  std::optional<std::string> resume, save_weights;
-
-  std::string eval_format = "table", weights;
-
-  tune::TuneOptions tune_opt;
-  tune::BatchSearchOptions tune_batch_opt;
-  bool tune_batch = false, tune_out_given = false;
-  double tune_budget_min = 0;
-  int64_t tune_repeats = 3;
-  std::string tune_out, tune_format = "table";
-
-  dist::LaunchOptions launch_opt;
-  bool launch_no_prefix = false, launch_prefix_stdout = false;
-
-  // The config of sweep, train, eval and tune, read and validated by the executable before it
-  // loads the engine (check_before_engine): read once, as a pipe can be read only once.
+  // The config of sweep, train, eval, tune and row-side, read and validated by the executable
+  // before it loads the engine (check_before_engine): read once, as a pipe can be read only once.
   std::optional<config::ExperimentConfig> config;
 
   const std::atomic<bool>* interrupted = nullptr;  // set by the first SIGINT or SIGTERM
   const std::atomic<int>* signal = nullptr;        // which of the two came first (0: none)
 };
 
-/// 130 after SIGINT, 143 after SIGTERM (128 + the signal, as a shell reports it).
+/// The command line as JSON and back: how the executable hands it to the engine across their
+/// plain C boundary (the config as config::to_json; the two stop flags are not in it).
+nlohmann::ordered_json to_json(const CommandLine& cl);
+CommandLine command_line_from_json(const nlohmann::ordered_json& j);
+
+/// stopped_exit_code() of the first stop signal: 130 after SIGINT, 143 after SIGTERM.
 int stopped_code(const CommandLine& cl);
+
+/// The Outcome of the exception in flight (call it in a catch block): ConfigError and
+/// UsageError exit 2, Interrupted the stop signal's code (its message "interrupted" or
+/// "terminated"), anything else 1, with `what()` as the message. Throws nothing.
+Outcome outcome_of_current_exception(int stop_signal);
+
+/// Prints an outcome's line on stderr, as every command ends: nothing for 0 (or an empty
+/// message: a row-side child, whose parent speaks), "ptune: MESSAGE" after a stop signal,
+/// "ptune: error: MESSAGE" otherwise. Returns its exit code.
+int print_outcome(const Outcome& o);
 
 /// The config file with its --set overrides applied, validated.
 config::ExperimentConfig load(const Common& c);
@@ -80,22 +161,14 @@ std::string shell_quote(const std::string& s);
 /// The terminal style of a file descriptor, from TERM and NO_COLOR.
 report::TerminalStyle style_of(int fd);
 
-/// The engine module's entry points (extern "C", found with dlsym): run the command; and, after
-/// the output is flushed, shut the data-parallel process group down (graceful after success,
-/// aborted after a failure). Errors are thrown as ptune's error types or std::exception, with
-/// LibTorch's backtrace removed unless --verbose.
-/// The third, ptune_engine_build_id, returns the engine's PTUNE_BUILD_ID (generated by
-/// build_id.cmake), which must be the executable's: both pass each other ptune's own types.
-using EngineRun = int (*)(const CommandLine&);
-using EngineFinish = void (*)(bool graceful);
-using EngineBuildId = const char* (*)();
 inline constexpr const char* kEngineRun = "ptune_engine_run";
+inline constexpr const char* kEngineStop = "ptune_engine_stop";
 inline constexpr const char* kEngineFinish = "ptune_engine_finish";
 inline constexpr const char* kEngineBuildId = "ptune_engine_build_id";
-inline constexpr const char* kEngineFile = "libptune_engine.so";
-/// The fourth, for `ptune analyze` of a CPU trace with FLOPs: this CPU's ceilings in a
-/// precision (measure::machine_peak and machine_bandwidth, calibrated once and cached).
-using EngineCpuCeilings = analyze::Ceilings (*)(const std::string& precision);
 inline constexpr const char* kEngineCpuCeilings = "ptune_engine_cpu_ceilings";
+inline constexpr const char* kEngineFile = "libptune_engine.so";
+
+/// `o` into the C record (the message cut to fit). Throws nothing.
+void fill_outcome(const Outcome& o, ptune_engine_outcome* out);
 
 }  // namespace ptune::cli

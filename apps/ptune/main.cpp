@@ -17,6 +17,8 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <optional>
+#include <variant>
 
 #include <CLI/CLI.hpp>
 
@@ -43,6 +45,8 @@ namespace {
 
 std::atomic<bool> g_interrupted{false};
 std::atomic<int> g_signal{0};  // the first SIGINT or SIGTERM
+/// The engine's stop entry, once it is loaded: the first signal is passed on to it.
+std::atomic<ptune_engine_stop_fn> g_engine_stop{nullptr};
 
 /// SIGINT (Ctrl-C) and SIGTERM (Slurm, Kubernetes, timeout): the first stops the job at the
 /// next step, which then ends as interrupted (train checkpoints; sweep keeps its rows); a
@@ -55,6 +59,7 @@ extern "C" void on_stop_signal(int sig) {
     std::_Exit(128 + sig);
   }
   g_interrupted.store(true);
+  if (const auto stop = g_engine_stop.load()) stop(g_signal.load());
 }
 
 /// Installs on_stop_signal for `sig`, unless the process inherited it ignored (a job started
@@ -149,12 +154,48 @@ CLI::Validator non_negative_number() {
       "number >= 0");
 }
 
-/// The training engine's entry points.
+/// The training engine's entry points (cli.hpp): a plain C interface.
 struct Engine {
-  ptune::cli::EngineRun run = nullptr;
-  ptune::cli::EngineFinish finish = nullptr;
-  ptune::cli::EngineCpuCeilings cpu_ceilings = nullptr;
+  ptune_engine_run_fn run = nullptr;
+  ptune_engine_finish_fn finish = nullptr;
+  ptune_engine_cpu_ceilings_fn cpu_ceilings = nullptr;
 };
+
+/// dlsym of `name` in `handle` as a function of type F.
+template <typename F>
+F entry(void* handle, const char* name) {
+  return reinterpret_cast<F>(::dlsym(handle, name));
+}
+
+/// The engine at `path`, checked to be this build's. Throws std::runtime_error naming the file
+/// and why not.
+Engine open_engine(const std::filesystem::path& path) {
+  using namespace ptune::cli;
+  // RTLD_GLOBAL: LibTorch's libraries as if linked into the program (its CUDA libraries
+  // load their parts by name); RTLD_NOW: a missing library or symbol is an error here.
+  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
+  if (!handle) throw std::runtime_error(std::string("cannot load the training engine: ") + ::dlerror());
+  const std::string not_ours =
+      "cannot load the training engine: " + path.string() + " is not ptune " + ptune::kVersion + "'s engine";
+  const auto build_id = entry<ptune_engine_build_id_fn>(handle, kEngineBuildId);
+  if (!build_id) throw std::runtime_error(not_ours);
+  // The engine resolves ptune's own code in this program: an engine of another build (an
+  // executable copied over an older installation) would not match it, and may lack entry points.
+  if (const std::string id = build_id(); id != PTUNE_BUILD_ID)
+    throw std::runtime_error("cannot load the training engine: " + path.string() + " is from another build of ptune (" +
+                             id + ", this program is " + PTUNE_BUILD_ID +
+                             "); install the program and its engine together (cmake --install BUILD --prefix PREFIX)");
+  Engine e;
+  e.run = entry<ptune_engine_run_fn>(handle, kEngineRun);
+  e.finish = entry<ptune_engine_finish_fn>(handle, kEngineFinish);
+  e.cpu_ceilings = entry<ptune_engine_cpu_ceilings_fn>(handle, kEngineCpuCeilings);
+  const auto stop = entry<ptune_engine_stop_fn>(handle, kEngineStop);
+  if (!e.run || !e.finish || !e.cpu_ceilings || !stop) throw std::runtime_error(not_ours);
+  // A signal that came while the engine was loading is passed on now; later ones by the handler.
+  g_engine_stop.store(stop);
+  if (const int sig = g_signal.load()) stop(sig);
+  return e;
+}
 
 /// Loads the training engine from beside the executable (the build tree, a copied folder) or
 /// from ../lib/ptune (an installed tree). Throws std::runtime_error naming the file and why.
@@ -164,31 +205,8 @@ Engine load_engine() {
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   const fs::path dir = ec ? fs::path(".") : exe.parent_path();
   const fs::path places[] = {dir / ptune::cli::kEngineFile, dir / ".." / "lib" / "ptune" / ptune::cli::kEngineFile};
-  for (const auto& path : places) {
-    if (!fs::exists(path, ec)) continue;
-    // RTLD_GLOBAL: LibTorch's libraries as if linked into the program (its CUDA libraries
-    // load their parts by name); RTLD_NOW: a missing library or symbol is an error here.
-    void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
-    if (!handle) throw std::runtime_error(std::string("cannot load the training engine: ") + ::dlerror());
-    Engine e;
-    e.run = reinterpret_cast<ptune::cli::EngineRun>(::dlsym(handle, ptune::cli::kEngineRun));
-    e.finish = reinterpret_cast<ptune::cli::EngineFinish>(::dlsym(handle, ptune::cli::kEngineFinish));
-    e.cpu_ceilings = reinterpret_cast<ptune::cli::EngineCpuCeilings>(::dlsym(handle, ptune::cli::kEngineCpuCeilings));
-    const auto build_id = reinterpret_cast<ptune::cli::EngineBuildId>(::dlsym(handle, ptune::cli::kEngineBuildId));
-    if (!build_id)
-      throw std::runtime_error("cannot load the training engine: " + path.string() + " is not ptune " +
-                               ptune::kVersion + "'s engine");
-    // The two pass each other ptune's own types: an engine of another build (an executable
-    // copied over an older installation) would read them wrongly, and may lack entry points.
-    if (const std::string id = build_id(); id != PTUNE_BUILD_ID)
-      throw std::runtime_error("cannot load the training engine: " + path.string() + " is from another build of ptune (" +
-                               id + ", this program is " + PTUNE_BUILD_ID +
-                               "); install the program and its engine together (cmake --install BUILD --prefix PREFIX)");
-    if (!e.run || !e.finish || !e.cpu_ceilings)
-      throw std::runtime_error("cannot load the training engine: " + path.string() + " is not ptune " +
-                               ptune::kVersion + "'s engine");
-    return e;
-  }
+  for (const auto& path : places)
+    if (fs::exists(path, ec)) return open_engine(path);
   throw std::runtime_error("cannot load the training engine: " + places[0].string() + " not found (nor " +
                            places[1].lexically_normal().string() + "); sweep, train, eval, tune and launch need it");
 }
@@ -204,7 +222,7 @@ Engine load_engine() {
 void start_with_process_settings(const ptune::cli::CommandLine& cl, char** argv) {
   if ((cl.command != "train" && cl.command != "eval") || !cl.config) return;
   if (std::getenv("PTUNE_PROCESS_SET") != nullptr || ptune::engine::default_process(cl.config->process)) return;
-  const ptune::cli::Common& c = cl.command == "train" ? cl.train_c : cl.eval_c;
+  const ptune::cli::Common& c = cl.command == "train" ? cl.train.common : cl.eval.common;
   std::error_code ec;
   if (!std::filesystem::is_regular_file(c.config_path, ec))
     throw ptune::ConfigError("process: settings that take effect when a process starts need the config in a file, "
@@ -222,117 +240,321 @@ void start_with_process_settings(const ptune::cli::CommandLine& cl, char** argv)
                            std::strerror(errno));
 }
 
-int main(int argc, char** argv) {
-  CLI::App app{"ptune: measure and explain deep-learning training speed, one optimization at a time"};
-  app.set_version_flag("--version", std::string("ptune ") + ptune::kVersion);
-  app.require_subcommand(1);
-  // The process's CPUs, read before LibTorch's OpenMP runtime may bind this thread to one.
-  ptune::engine::allowed_cpus();
+namespace {
+
+/// `ptune report`'s options.
+struct ReportArgs {
+  std::vector<std::string> files;
+  std::string out, against;
+  double fail_pct = 0;
+};
+
+/// `ptune analyze`'s options.
+struct AnalyzeArgs {
+  std::vector<std::string> paths, labels;
+  std::string format = "table", html;
+  int64_t batch = 0;
+  ptune::analyze::AnalyzeOptions opt;
+};
+
+/// Everything the command line sets: the engine's commands' (CommandLine) and the executable's
+/// own, the options whose presence matters, and the engine once loaded.
+struct Args {
   ptune::cli::CommandLine cl;
-  bool& verbose = cl.verbose;
-  bool& quiet = cl.quiet;
-  app.add_flag("-v,--verbose", verbose, "more detail, and stack traces with errors");
-  app.add_flag("-q,--quiet", quiet, "only errors on stderr; results still go to stdout");
+  ReportArgs report;
+  AnalyzeArgs analyze;
+  ptune::cli::Common check;
+  CLI::Option *sweep_out = nullptr, *sweep_rows = nullptr, *tune_out = nullptr;
+  CLI::Option *report_out = nullptr, *fail_if_slower = nullptr, *analyze_html = nullptr;
+  char** argv = nullptr;
+  Engine engine;
+};
 
-  ptune::cli::Common check_c;
+// ---------------------------------------------------------------- each command's options
 
-  auto* sweep = app.add_subcommand("sweep", "run the config's sweep rows cumulatively and print the speedup table");
-  add_common(sweep, cl.sweep_c);
-  sweep->add_option("--format", cl.sweep_format, "stdout format: table | json | csv | md")->capture_default_str();
-  sweep->add_flag("--profile", cl.sweep_profile, "record a Chrome trace of measure.profile_steps steps per row "
-                                              "(same as --set measure.profile=true)");
-  auto* sweep_rows_opt = sweep->add_option("--rows", cl.sweep_rows, "run only these rows: 0-based indices and ranges, e.g. 7, 0,3 or 5-7 "
-                                          "(the rows before still apply their changes)");
-  auto* sweep_out_opt = sweep->add_option("--out", cl.sweep_out, "also write results to FILE (.json, .csv, .md or .html by extension, any case), "
-                                       "rewritten after every row");
-  sweep->add_option("--label", cl.sweep_label, "name this run's rows: LABEL for a config without sweep rows, 'LABEL: <row>' "
-                                            "otherwise (e.g. in a shell loop over --set values)");
-  sweep->add_flag("--no-header", cl.sweep_no_header, "--format csv: print the rows without the header line, to append to a "
-                                                  "file that has one");
+void define_sweep(CLI::App& sweep, Args& a) {
+  auto& s = a.cl.sweep;
+  add_common(&sweep, s.common);
+  sweep.add_option("--format", s.format, "stdout format: table | json | csv | md")->capture_default_str();
+  sweep.add_flag("--profile", s.profile,
+                 "record a Chrome trace of measure.profile_steps steps per row (same as --set measure.profile=true)");
+  a.sweep_rows = sweep.add_option("--rows", s.rows,
+                                  "run only these rows: 0-based indices and ranges, e.g. 7, 0,3 or 5-7 (the rows "
+                                  "before still apply their changes)");
+  a.sweep_out = sweep.add_option("--out", s.out,
+                                 "also write results to FILE (.json, .csv, .md or .html by extension, any case), "
+                                 "rewritten after every row");
+  sweep.add_option("--label", s.label,
+                   "name this run's rows: LABEL for a config without sweep rows, 'LABEL: <row>' otherwise (e.g. in a "
+                   "shell loop over --set values)");
+  sweep.add_flag("--no-header", s.no_header,
+                 "--format csv: print the rows without the header line, to append to a file that has one");
+}
 
-  // `ptune report`: the HTML report of results files, and the comparison that gates CI.
-  std::vector<std::string> report_files;
-  std::string report_out, report_against;
-  double report_fail_pct = 0;
-  auto* report = app.add_subcommand("report", "an HTML report of results files side by side (-o FILE.html), and/or the "
-                                              "comparison with an older run (--against OLD.json) that gates CI");
-  report->add_option("results", report_files, "results JSON files: ptune sweep --out, or scripts/bench's --json")->required();
-  auto* report_out_opt = report->add_option("-o,--out", report_out, "write the HTML report to FILE (.html)");
-  auto* against_opt = report->add_option("--against", report_against, "the old results JSON: print the comparison per row "
-                                                                       "(old and new samples/s, ratio, beyond noise or not)");
-  auto* fail_opt = report->add_option("--fail-if-slower", report_fail_pct, "PCT: exit 1 when a row's samples/s fell by more than PCT % beyond noise (the " +
-                                                          ptune::measure::level_text(ptune::measure::kSpeedupLevel) + " interval from both runs' windows, " +
-                                                          ptune::measure::level_text(ptune::measure::kSpeedupLevelUnderLoad) + " for a row measured under load; "
-                                                          "files without windows: more than both spreads), or a row is missing or failed")
-      ->needs(against_opt)
-      ->check(CLI::Range(0.0, 100.0));
+void define_report(CLI::App& report, Args& a) {
+  auto& r = a.report;
+  report.add_option("results", r.files, "results JSON files: ptune sweep --out, or scripts/bench's --json")->required();
+  a.report_out = report.add_option("-o,--out", r.out, "write the HTML report to FILE (.html)");
+  auto* against = report.add_option("--against", r.against,
+                                    "the old results JSON: print the comparison per row (old and new samples/s, "
+                                    "ratio, beyond noise or not)");
+  using ptune::measure::level_text;
+  a.fail_if_slower =
+      report
+          .add_option("--fail-if-slower", r.fail_pct,
+                      "PCT: exit 1 when a row's samples/s fell by more than PCT % beyond noise (the " +
+                          level_text(ptune::measure::kSpeedupLevel) + " interval from both runs' windows, " +
+                          level_text(ptune::measure::kSpeedupLevelUnderLoad) +
+                          " for a row measured under load; files without windows: more than both spreads), or a "
+                          "row is missing or failed")
+          ->needs(against)
+          ->check(CLI::Range(0.0, 100.0));
+}
 
-  auto* train = app.add_subcommand("train", "train with the config: epochs, progress, checkpoints, resume");
-  add_common(train, cl.train_c);
-  train->add_option("--resume", cl.resume, "continue from a checkpoint written by ptune train");
-  train->add_option("--save-weights", cl.save_weights, "write the final weights as a torch.save(state_dict) file");
+void define_train(CLI::App& train, Args& a) {
+  add_common(&train, a.cl.train.common);
+  train.add_option("--resume", a.cl.train.resume, "continue from a checkpoint written by ptune train");
+  train.add_option("--save-weights", a.cl.train.save_weights, "write the final weights as a torch.save(state_dict) file");
+}
 
-  auto* eval = app.add_subcommand("eval", "mean loss and top-1 accuracy of weights on the config's dataset");
-  add_common(eval, cl.eval_c);
-  eval->add_option("--weights", cl.weights, "a torch.save(state_dict) file (torchvision's or ptune's)")->required();
-  eval->add_option("--format", cl.eval_format, "table | json")->capture_default_str();
+void define_eval(CLI::App& eval, Args& a) {
+  add_common(&eval, a.cl.eval.common);
+  eval.add_option("--weights", a.cl.eval.weights, "a torch.save(state_dict) file (torchvision's or ptune's)")->required();
+  eval.add_option("--format", a.cl.eval.format, "table | json")->capture_default_str();
+}
 
-  auto* check = app.add_subcommand("check", "validate the config and print it fully resolved (JSON)");
-  add_common(check, check_c);
+void define_check(CLI::App& check, Args& a) { add_common(&check, a.check); }
 
-  // `ptune tune`: the greedy search, or the batch-size finder with --batch-size.
-  auto* tune = app.add_subcommand("tune", "search for the fastest configuration and write it as a config: greedy over the optimizations, or the batch size (--batch-size)");
-  add_common(tune, cl.tune_c);
-  auto* tune_batch_flag = tune->add_flag("--batch-size", cl.tune_batch, "find the batch size: double from loader.batch_size, then binary-search the largest that fits (memory margin on CUDA, --max-batch); the fastest wins");
-  tune->add_option("--margin", cl.tune_batch_opt.margin_pct, "--batch-size: percent of the GPU's memory left free")->needs(tune_batch_flag)->check(CLI::Range(0.0, 99.0))->capture_default_str();
-  tune->add_option("--max-batch", cl.tune_batch_opt.max_batch, "--batch-size: largest batch tried (default 4096 on CUDA, 64 on the CPU)")->needs(tune_batch_flag)->check(whole_number(1, int64_t{1} << 40));
-  tune->add_option("--threshold", cl.tune_opt.threshold_pct, "percent a change must gain, at least, to be kept (and be faster beyond noise, as a sweep row)")->excludes(tune_batch_flag)->check(CLI::Range(0.0, 1000.0))->capture_default_str();
-  tune->add_option("--budget", cl.tune_budget_min, "minutes; no new trial starts after them (0 = no limit)")->check(non_negative_number());
-  tune->add_option("--repeats", cl.tune_repeats, "measure.repeats is raised to at least this for every trial")->check(CLI::Range(1, 1000))->capture_default_str();
-  auto* tune_out_opt = tune->add_option("--out", cl.tune_out, "write the winning config to FILE (JSON, accepted by train, check and sweep)");
-  tune->add_option("--format", cl.tune_format, "stdout format: table (with the trials), json (results, trials and the winning config), csv or md (the table)")->capture_default_str();
+void define_tune(CLI::App& tune, Args& a) {
+  auto& t = a.cl.tune;
+  add_common(&tune, t.common);
+  auto* batch = tune.add_flag("--batch-size", t.batch,
+                              "find the batch size: double from loader.batch_size, then binary-search the largest that "
+                              "fits (memory margin on CUDA, --max-batch); the fastest wins");
+  tune.add_option("--margin", t.margin_pct, "--batch-size: percent of the GPU's memory left free")
+      ->needs(batch)
+      ->check(CLI::Range(0.0, 99.0))
+      ->capture_default_str();
+  tune.add_option("--max-batch", t.max_batch, "--batch-size: largest batch tried (default 4096 on CUDA, 64 on the CPU)")
+      ->needs(batch)
+      ->check(whole_number(1, int64_t{1} << 40));
+  tune.add_option("--threshold", t.threshold_pct,
+                  "percent a change must gain, at least, to be kept (and be faster beyond noise, as a sweep row)")
+      ->excludes(batch)
+      ->check(CLI::Range(0.0, 1000.0))
+      ->capture_default_str();
+  tune.add_option("--budget", t.budget_min, "minutes; no new trial starts after them (0 = no limit)")
+      ->check(non_negative_number());
+  tune.add_option("--repeats", t.repeats, "measure.repeats is raised to at least this for every trial")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  a.tune_out = tune.add_option("--out", t.out, "write the winning config to FILE (JSON, accepted by train, check and sweep)");
+  tune.add_option("--format", t.format,
+                  "stdout format: table (with the trials), json (results, trials and the winning config), csv or md "
+                  "(the table)")
+      ->capture_default_str();
+}
 
-  // `ptune launch`: N data-parallel ranks of a ptune command on this machine (torchrun-style).
-  auto* launch = app.add_subcommand("launch", "run a ptune command as N data-parallel ranks on this machine (one node of --nnodes): ptune launch --nproc-per-node N -- train exp.json");
-  launch->add_option("--nproc-per-node", cl.launch_opt.nproc_per_node, "ranks (processes) to start; one per GPU on a GPU machine")->required()->check(CLI::Range(1, 4096));
-  launch->add_option("--nnodes", cl.launch_opt.nnodes, "machines in the run; start one launch on each")->capture_default_str()->check(CLI::Range(1, 65536));
-  launch->add_option("--node-rank", cl.launch_opt.node_rank, "this machine's place, 0 .. nnodes-1; node 0 runs rank 0 and serves the rendezvous")->capture_default_str()->check(CLI::Range(0, 65535));
-  launch->add_option("--master-addr", cl.launch_opt.master_addr, "node 0's address, reachable from every node (default 127.0.0.1 on one node; required with --nnodes > 1)");
-  launch->add_option("--master-port", cl.launch_opt.master_port, "rendezvous port at --master-addr (0 = any free port, one node only)")->capture_default_str()->check(CLI::Range(0, 65535));
-  launch->add_option("--grace", cl.launch_opt.grace_s, "seconds between SIGTERM and SIGKILL when stopping the ranks after one failed")->capture_default_str()->check(CLI::Range(0.0, 3600.0));
-  launch->add_flag("--no-prefix", cl.launch_no_prefix, "do not prefix the ranks' stderr lines (logs, errors) with [rank R]");
-  launch->add_flag("--prefix-stdout", cl.launch_prefix_stdout, "prefix the ranks' stdout lines with [rank R] too (by default stdout is "
-                                                            "exactly rank 0's output, e.g. --format json for jq)");
-  launch->add_option("command", cl.launch_opt.args, "the ptune command every rank runs, after --")->required();
+void define_launch(CLI::App& launch, Args& a) {
+  auto& o = a.cl.launch.opt;
+  launch.add_option("--nproc-per-node", o.nproc_per_node, "ranks (processes) to start; one per GPU on a GPU machine")
+      ->required()
+      ->check(CLI::Range(1, 4096));
+  launch.add_option("--nnodes", o.nnodes, "machines in the run; start one launch on each")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 65536));
+  launch.add_option("--node-rank", o.node_rank, "this machine's place, 0 .. nnodes-1; node 0 runs rank 0 and serves the rendezvous")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  launch.add_option("--master-addr", o.master_addr,
+                    "node 0's address, reachable from every node (default 127.0.0.1 on one node; required with "
+                    "--nnodes > 1)");
+  launch.add_option("--master-port", o.master_port, "rendezvous port at --master-addr (0 = any free port, one node only)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  launch.add_option("--grace", o.grace_s, "seconds between SIGTERM and SIGKILL when stopping the ranks after one failed")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3600.0));
+  launch.add_flag("--no-prefix", a.cl.launch.no_prefix, "do not prefix the ranks' stderr lines (logs, errors) with [rank R]");
+  launch.add_flag("--prefix-stdout", a.cl.launch.prefix_stdout,
+                  "prefix the ranks' stdout lines with [rank R] too (by default stdout is exactly rank 0's output, "
+                  "e.g. --format json for jq)");
+  launch.add_option("command", o.args, "the ptune command every rank runs, after --")->required();
+}
 
-  // `ptune analyze`: the verdict on a profiler trace, Python's torch.profiler's or ptune's.
-  std::vector<std::string> analyze_paths, analyze_labels;
-  std::string analyze_format = "table", analyze_html;
-  int64_t analyze_batch = 0;
-  ptune::analyze::AnalyzeOptions analyze_opt;
-  auto* analyze = app.add_subcommand("analyze", "where a profiled training step's time goes and what to change next: "
-                                                "a torch.profiler or ptune trace (.json, .json.gz) or a folder of them (one per rank); "
-                                                "several traces (versions of the same training code, in order): the table of what each change did");
-  analyze->add_option("trace", analyze_paths, "trace files, or folders of trace files (one per rank); several: compared in order, the first the baseline")->required();
-  analyze->add_option("--format", analyze_format, "stdout format: table | json | md | csv")->capture_default_str();
-  analyze->add_flag("--gpu", analyze_opt.require_gpu, "require GPU figures: a CPU-only trace is an error");
-  analyze->add_option("--label", analyze_labels, "a trace's label in the table, once per trace in order (default: the file or folder name)");
-  analyze->add_option("--batch-size", analyze_batch, "samples per step per rank, for samples/s (default: read from the first step's input shapes, recorded with record_shapes=True)")->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
-  auto* analyze_html_opt =
-      analyze->add_option("-o,--html", analyze_html, "also write the overview as one self-contained HTML page to this file");
+void define_analyze(CLI::App& analyze, Args& a) {
+  auto& z = a.analyze;
+  analyze
+      .add_option("trace", z.paths,
+                  "trace files, or folders of trace files (one per rank); several: compared in order, the first the "
+                  "baseline")
+      ->required();
+  analyze.add_option("--format", z.format, "stdout format: table | json | md | csv")->capture_default_str();
+  analyze.add_flag("--gpu", z.opt.require_gpu, "require GPU figures: a CPU-only trace is an error");
+  analyze.add_option("--label", z.labels,
+                     "a trace's label in the table, once per trace in order (default: the file or folder name)");
+  analyze
+      .add_option("--batch-size", z.batch,
+                  "samples per step per rank, for samples/s (default: read from the first step's input shapes, "
+                  "recorded with record_shapes=True)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  a.analyze_html = analyze.add_option("-o,--html", z.html, "also write the overview as one self-contained HTML page to this file");
+}
 
-  app.add_subcommand("schema", "print the JSON Schema of experiment configs");
-  // A sweep row's side in a child process of its own (process settings): not for users, hidden.
-  auto* side = app.add_subcommand("row-side", "");
-  side->group("");
-  add_common(side, cl.side_c);
-  // --verbose/--quiet may also follow the subcommand: `ptune sweep exp.json --quiet`.
-  for (auto* sub : app.get_subcommands({})) sub->fallthrough();
+void define_schema(CLI::App&, Args&) {}
 
-  if (const std::string unknown = unknown_command(app, argc, argv); !unknown.empty()) {
-    std::fprintf(stderr, "ptune: error: %s (see ptune --help)\n", unknown.c_str());
-    return 2;
+void define_row_side(CLI::App& side, Args& a) { add_common(&side, a.cl.side); }
+
+// ---------------------------------------------------------------- each command's code
+
+ptune::Outcome run_schema(Args&) {
+  std::cout << ptune::config::schema().dump(2) << "\n";
+  return {};
+}
+
+/// This CPU's ceilings from the engine (LibTorch), loaded for them only when a CPU trace has
+/// FLOPs to read against them.
+std::optional<ptune::analyze::Ceilings> cpu_ceilings(Args& a, const std::string& precision) {
+  ptune_engine_ceilings c{};
+  ptune_engine_outcome o{};
+  try {
+    if (!a.engine.cpu_ceilings) a.engine = load_engine();
+  } catch (const std::exception& e) {
+    return ptune::analyze::Ceilings{{0, precision, std::string("no CPU calibration: ") + e.what()}, {}};
   }
+  if (a.engine.cpu_ceilings(precision.c_str(), &c, &o) != 0)
+    return ptune::analyze::Ceilings{{0, precision, std::string("no CPU calibration: ") + o.message}, {}};
+  return ptune::analyze::Ceilings{{c.flops_per_s, c.precision, c.peak_source}, {c.bytes_per_s, c.bandwidth_source}};
+}
+
+ptune::Outcome run_analyze(Args& a) {
+  auto& z = a.analyze;
+  ptune::cli::check_format(z.format, ptune::analyze::formats());
+  ptune::cli::check_output(a.analyze_html->count() > 0, z.html, "--html");
+  try {
+    ptune::analyze::CompareOptions copt;
+    copt.labels = z.labels;
+    if (z.batch > 0) copt.batch_size = z.batch;
+    z.opt.cpu_ceilings = [&a](const std::string& precision) { return cpu_ceilings(a, precision); };
+    const auto c = ptune::analyze::compare(z.paths, z.opt, copt);
+    if (c.versions.size() == 1)
+      std::cout << ptune::analyze::render(c.versions[0].analysis, z.format, &c.versions[0]) << std::flush;
+    else
+      std::cout << ptune::analyze::render_comparison(c, z.format) << std::flush;
+    if (!z.html.empty()) {
+      ptune::files::write_atomically(z.html, "--html", ptune::analyze::overview_html(c));
+      if (!a.cl.quiet) std::fprintf(stderr, "ptune: analyze: overview written to %s\n", z.html.c_str());
+    }
+  } catch (const ptune::DataError& e) {
+    // The trace is the command's argument: a bad one is a usage error (exit 2).
+    return {ptune::kExitUsage, std::string("analyze: ") + e.what()};
+  }
+  return {};
+}
+
+ptune::Outcome run_check(Args& a) {
+  auto cfg = ptune::cli::load(a.check);
+  ptune::config::expand_sweep(cfg);
+  std::cout << ptune::config::to_json(cfg).dump(2) << "\n";
+  return {};
+}
+
+/// The report's usage rules, checked before any file is read.
+void check_report(const Args& a) {
+  const ReportArgs& r = a.report;
+  if (r.out.empty() && r.against.empty())
+    throw ptune::UsageError("report: nothing to do; give -o FILE.html for the HTML report, --against OLD.json for the "
+                            "comparison, or both");
+  ptune::cli::check_output(a.report_out->count() > 0, r.out, "-o");
+  if (!r.out.empty() && ptune::report::format_of_path(r.out) != "html")
+    throw ptune::UsageError("report: -o '" + r.out + "' is not an .html file; ptune report writes HTML");
+  if (!r.against.empty() && r.files.size() != 1)
+    throw ptune::UsageError("report: --against compares one new results file with the old one; got " +
+                            std::to_string(r.files.size()) + " new files");
+}
+
+ptune::Outcome run_report(Args& a) {
+  const ReportArgs& r = a.report;
+  check_report(a);
+  std::vector<ptune::report::RunFile> runs;
+  if (!r.against.empty()) runs.push_back(ptune::report::load_run(r.against));
+  for (const auto& f : r.files) runs.push_back(ptune::report::load_run(f));
+  ptune::report::label_runs(runs);
+  ptune::Outcome outcome;
+  if (!r.against.empty()) {
+    const auto cmp = ptune::report::compare_runs(runs[0], runs[1], r.fail_pct);
+    std::cout << ptune::report::render_comparison(cmp) << std::flush;
+    const auto regressions = cmp.regressions();
+    if (a.fail_if_slower->count() > 0 && !regressions.empty()) {
+      std::string names;
+      for (const auto* row : regressions) names += (names.empty() ? "" : ", ") + row->name + " (" + row->verdict + ")";
+      char limit[32];
+      std::snprintf(limit, sizeof limit, "%g%%", r.fail_pct);
+      outcome = {ptune::kExitFailure, std::to_string(regressions.size()) + " row(s) regressed against " + r.against +
+                                          " (--fail-if-slower " + limit + "): " + names};
+    }
+  }
+  if (!r.out.empty()) {
+    ptune::files::write_atomically(r.out, "--out", ptune::report::to_html(runs));
+    ptune::log::info("wrote " + r.out);
+  }
+  return outcome;
+}
+
+/// sweep, train, eval, tune, launch and row-side: checked here, then run by the engine.
+ptune::Outcome run_in_engine(Args& a) {
+  ptune::cli::CommandLine& cl = a.cl;
+  cl.sweep.out_given = a.sweep_out->count() > 0;
+  cl.sweep.rows_given = a.sweep_rows->count() > 0;
+  cl.tune.out_given = a.tune_out->count() > 0;
+  ptune::cli::check_before_engine(cl);
+  start_with_process_settings(cl, a.argv);
+  a.engine = load_engine();
+  ptune_engine_outcome o{};
+  a.engine.run(ptune::cli::to_json(cl).dump().c_str(), &o);
+  return {o.exit_code, o.message};
+}
+
+/// ptune's commands, in the order of --help: a command's code is the run function beside its
+/// name (the engine's own table, in engine.cpp, for those run_in_engine hands over).
+struct Command {
+  const char* name;
+  const char* summary;  // "" for a hidden command
+  void (*define)(CLI::App& sub, Args& a);
+  ptune::Outcome (*run)(Args& a);
+};
+const Command kCommands[] = {
+    {"sweep", "run the config's sweep rows cumulatively and print the speedup table", define_sweep, run_in_engine},
+    {"report",
+     "an HTML report of results files side by side (-o FILE.html), and/or the comparison with an older run "
+     "(--against OLD.json) that gates CI",
+     define_report, run_report},
+    {"train", "train with the config: epochs, progress, checkpoints, resume", define_train, run_in_engine},
+    {"eval", "mean loss and top-1 accuracy of weights on the config's dataset", define_eval, run_in_engine},
+    {"check", "validate the config and print it fully resolved (JSON)", define_check, run_check},
+    {"tune",
+     "search for the fastest configuration and write it as a config: greedy over the optimizations, or the batch size "
+     "(--batch-size)",
+     define_tune, run_in_engine},
+    {"launch",
+     "run a ptune command as N data-parallel ranks on this machine (one node of --nnodes): ptune launch "
+     "--nproc-per-node N -- train exp.json",
+     define_launch, run_in_engine},
+    {"analyze",
+     "where a profiled training step's time goes and what to change next: a torch.profiler or ptune trace (.json, "
+     ".json.gz) or a folder of them (one per rank); several traces (versions of the same training code, in order): "
+     "the table of what each change did",
+     define_analyze, run_analyze},
+    {"schema", "print the JSON Schema of experiment configs", define_schema, run_schema},
+    // A sweep row's side in a child process of its own (process settings): not for users.
+    {"row-side", "", define_row_side, run_in_engine},
+};
+
+/// Parses the command line into `a`: the command to run, or an outcome to end with (--help,
+/// --version, a usage error).
+std::variant<const Command*, int> parse(CLI::App& app, Args& a, int argc, char** argv) {
+  if (const std::string unknown = unknown_command(app, argc, argv); !unknown.empty())
+    return ptune::cli::print_outcome({ptune::kExitUsage, unknown + " (see ptune --help)"});
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -342,132 +564,61 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "ptune: error: %s (see ptune --help)\n", e.what());
-    return 2;
+    return ptune::cli::print_outcome({ptune::kExitUsage, std::string(e.what()) + " (see ptune --help)"});
   }
+  for (const auto& c : kCommands)
+    if (app.got_subcommand(c.name)) {
+      a.cl.command = c.name;
+      return &c;
+    }
+  return ptune::cli::print_outcome({ptune::kExitUsage, "a command is required (see ptune --help)"});
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ptune: measure and explain deep-learning training speed, one optimization at a time"};
+  app.set_version_flag("--version", std::string("ptune ") + ptune::kVersion);
+  app.require_subcommand(1);
+  // The process's CPUs, read before LibTorch's OpenMP runtime may bind this thread to one.
+  ptune::engine::allowed_cpus();
+  Args a;
+  a.argv = argv;
+  app.add_flag("-v,--verbose", a.cl.verbose, "more detail, and stack traces with errors");
+  app.add_flag("-q,--quiet", a.cl.quiet, "only errors on stderr; results still go to stdout");
+  for (const auto& c : kCommands) {
+    CLI::App* sub = app.add_subcommand(c.name, c.summary);
+    c.define(*sub, a);
+    if (*c.summary == '\0') sub->group("");
+    // --verbose/--quiet may also follow the subcommand: `ptune sweep exp.json --quiet`.
+    sub->fallthrough();
+  }
+  const auto parsed = parse(app, a, argc, argv);
+  if (std::holds_alternative<int>(parsed)) return std::get<int>(parsed);
+  const Command& command = *std::get<const Command*>(parsed);
 
   // Data parallel (torchrun, Slurm, ptune launch): only rank 0 prints; every rank still
   // reports its own errors.
+  ptune::cli::CommandLine& cl = a.cl;
   cl.rank0 = ptune::dist::world_rank() == 0;
-  if (!cl.rank0) quiet = true;
-  ptune::log::set_level(quiet ? ptune::log::Level::kError
-                              : verbose ? ptune::log::Level::kDebug : ptune::log::Level::kInfo);
+  if (!cl.rank0) cl.quiet = true;
+  ptune::log::set_level(cl.quiet     ? ptune::log::Level::kError
+                        : cl.verbose ? ptune::log::Level::kDebug
+                                     : ptune::log::Level::kInfo);
   install_signal_policy();
-
   cl.interrupted = &g_interrupted;
   cl.signal = &g_signal;
-  for (const auto* sub : app.get_subcommands()) cl.command = sub->get_name();
-  cl.sweep_out_given = sweep_out_opt->count() > 0;
-  cl.sweep_rows_given = sweep_rows_opt->count() > 0;
-  cl.tune_out_given = tune_out_opt->count() > 0;
 
   // The command; then the engine shuts a data-parallel run's process group down.
-  Engine engine;
-  auto run = [&]() -> int {
-    try {
-      if (app.got_subcommand("schema")) {
-        std::cout << ptune::config::schema().dump(2) << "\n";
-        return 0;
-      }
-      if (app.got_subcommand("analyze")) {
-        ptune::cli::check_format(analyze_format, ptune::analyze::formats());
-        ptune::cli::check_output(analyze_html_opt->count() > 0, analyze_html, "--html");
-        try {
-          ptune::analyze::CompareOptions copt;
-          copt.labels = analyze_labels;
-          if (analyze_batch > 0) copt.batch_size = analyze_batch;
-          // A CPU trace with FLOPs is read against this CPU's calibrated ceilings: the engine
-          // (LibTorch) is loaded for them only then.
-          analyze_opt.cpu_ceilings = [&](const std::string& precision) -> std::optional<ptune::analyze::Ceilings> {
-            try {
-              if (!engine.cpu_ceilings) engine = load_engine();
-              return engine.cpu_ceilings(precision);
-            } catch (const std::exception& e) {
-              return ptune::analyze::Ceilings{{0, precision, std::string("no CPU calibration: ") + e.what()}, {}};
-            }
-          };
-          const auto c = ptune::analyze::compare(analyze_paths, analyze_opt, copt);
-          if (c.versions.size() == 1) {
-            std::cout << ptune::analyze::render(c.versions[0].analysis, analyze_format, &c.versions[0]) << std::flush;
-          } else {
-            std::cout << ptune::analyze::render_comparison(c, analyze_format) << std::flush;
-          }
-          if (!analyze_html.empty()) {
-            ptune::files::write_atomically(analyze_html, "--html", ptune::analyze::overview_html(c));
-            if (!quiet) std::fprintf(stderr, "ptune: analyze: overview written to %s\n", analyze_html.c_str());
-          }
-        } catch (const ptune::DataError& e) {
-          // The trace is the command's argument: a bad one is a usage error (exit 2).
-          std::fprintf(stderr, "ptune: error: analyze: %s\n", e.what());
-          return 2;
-        }
-        return 0;
-      }
-      if (app.got_subcommand("check")) {
-        auto cfg = ptune::cli::load(check_c);
-        ptune::config::expand_sweep(cfg);
-        std::cout << ptune::config::to_json(cfg).dump(2) << "\n";
-        return 0;
-      }
-      if (app.got_subcommand("report")) {
-        if (report_out.empty() && report_against.empty())
-          throw ptune::UsageError("report: nothing to do; give -o FILE.html for the HTML report, --against OLD.json "
-                                  "for the comparison, or both");
-        ptune::cli::check_output(report_out_opt->count() > 0, report_out, "-o");
-        if (!report_out.empty() && ptune::report::format_of_path(report_out) != "html")
-          throw ptune::UsageError("report: -o '" + report_out + "' is not an .html file; ptune report writes HTML");
-        if (!report_against.empty() && report_files.size() != 1)
-          throw ptune::UsageError("report: --against compares one new results file with the old one; got " +
-                                  std::to_string(report_files.size()) + " new files");
-        std::vector<ptune::report::RunFile> runs;
-        if (!report_against.empty()) runs.push_back(ptune::report::load_run(report_against));
-        for (const auto& f : report_files) runs.push_back(ptune::report::load_run(f));
-        ptune::report::label_runs(runs);
-        int code = 0;
-        if (!report_against.empty()) {
-          const auto cmp = ptune::report::compare_runs(runs[0], runs[1], report_fail_pct);
-          std::cout << ptune::report::render_comparison(cmp) << std::flush;
-          const auto regressions = cmp.regressions();
-          if (fail_opt->count() > 0 && !regressions.empty()) {
-            std::string names;
-            for (const auto* r : regressions) names += (names.empty() ? "" : ", ") + r->name + " (" + r->verdict + ")";
-            char limit[32];
-            std::snprintf(limit, sizeof limit, "%g%%", report_fail_pct);
-            std::fprintf(stderr, "ptune: error: %zu row(s) regressed against %s (--fail-if-slower %s): %s\n",
-                         regressions.size(), report_against.c_str(), limit, names.c_str());
-            code = 1;
-          }
-        }
-        if (!report_out.empty()) {
-          ptune::files::write_atomically(report_out, "--out", ptune::report::to_html(runs));
-          ptune::log::info("wrote " + report_out);
-        }
-        return code;
-      }
-      ptune::cli::check_before_engine(cl);
-      start_with_process_settings(cl, argv);
-      engine = load_engine();
-      return engine.run(cl);
-    } catch (const ptune::ConfigError& e) {
-      std::fprintf(stderr, "ptune: error: %s\n", e.what());
-      return 2;
-    } catch (const ptune::UsageError& e) {
-      std::fprintf(stderr, "ptune: error: %s\n", e.what());
-      return 2;
-    } catch (const ptune::Interrupted&) {
-      std::fprintf(stderr, "ptune: %s\n", g_signal.load() == SIGTERM ? "terminated" : "interrupted");
-      return ptune::cli::stopped_code(cl);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "ptune: error: %s\n", e.what());
-      return 1;
-    }
-    return 0;
-  };
-  int code = run();
-  if (const std::string error = stdout_error(); !error.empty() && code == 0) {
-    std::fprintf(stderr, "ptune: error: %s\n", error.c_str());
-    code = 1;
+  ptune::Outcome outcome;
+  try {
+    outcome = command.run(a);
+  } catch (...) {
+    outcome = ptune::cli::outcome_of_current_exception(g_signal.load());
   }
-  if (engine.finish) engine.finish(/*graceful=*/code == 0);
+  int code = ptune::cli::print_outcome(outcome);
+  if (const std::string error = stdout_error(); !error.empty() && code == 0)
+    code = ptune::cli::print_outcome({ptune::kExitFailure, error});
+  if (a.engine.finish) a.engine.finish(/*graceful=*/code == 0);
   return code;
 }

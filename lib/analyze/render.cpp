@@ -225,6 +225,74 @@ std::string allocations_line(const Breakdown& b) {
   return s;
 }
 
+namespace {
+
+/// The "distributed" section: every rank's figures and the straggler, or null for one rank.
+Json distributed_json(const Analysis& a) {
+  if (!a.distributed) return nullptr;
+  auto rank_of = [&](size_t i) { return a.ranks[i].rank ? Json(*a.ranks[i].rank) : Json(i); };
+  const auto& d = *a.distributed;
+  Json ranks = Json::array();
+  for (const auto& r : a.ranks) {
+    const auto m = r.mean();
+    ranks.push_back(Json{{"rank", r.rank ? Json(*r.rank) : Json(nullptr)},
+                         {"pid", r.host_pid},
+                         {"files", r.files},
+                         {"ms_per_step", r2(m.ms())},
+                         {"comm_pct", m.end > 0 ? r2(100.0 * m.comm_us / m.end) : 0.0},
+                         {"comm_overlap_pct", m.comm_us > 0 ? r2(100.0 * m.comm_overlap_us / m.comm_us) : 0.0},
+                         {"gpu_util_pct", r.has_gpu && m.end > 0 ? Json(r2(100.0 * m.kernel_us / m.end)) : Json(nullptr)},
+                         {"gpu", gpu_json(r)}});
+  }
+  Json straggler = nullptr;
+  if (a.straggler) {
+    const auto& st = *a.straggler;
+    for (const auto& t : st.ranks) {
+      auto& r = ranks[t.index];
+      r["step_ms"] = r2(t.step_us / 1000.0), r["compute_ms"] = r2(t.compute_us / 1000.0);
+      r["input_ms"] = r2(t.input_us / 1000.0), r["wait_ms"] = r2(t.wait_us / 1000.0);
+      r["work_per_step"] = t.work, r["work_unit"] = t.work_unit;
+    }
+    straggler = Json{{"rank", st.slow ? rank_of(st.ranks[*st.slow].index) : Json(nullptr)},
+                     {"why", st.why.empty() ? Json(nullptr) : Json(st.why)},
+                     {"text", st.text}};
+  }
+  return Json{{"world_size", d.world_size},
+              {"slowest_rank", rank_of(d.slowest)},
+              {"fastest_rank", rank_of(d.fastest)},
+              {"comm_pct", r2(d.comm_pct)},
+              {"comm_overlap_pct", r2(d.comm_overlap_pct)},
+              {"ranks", ranks},
+              {"straggler", straggler}};
+}
+
+/// The "top_kernels" section: each kernel's count, time and whether it uses Tensor Cores.
+Json kernels_json(const Breakdown& b) {
+  Json top_kernels = Json::array();
+  for (const auto& k : b.kernels)
+    top_kernels.push_back(Json{{"name", k.name},
+                               {"count", k.count},
+                               {"total_ms", r2(k.total_us / 1000.0)},
+                               {"tensor_core", is_tensor_core_kernel(k.name)}});
+  return top_kernels;
+}
+
+/// The "memory" section: the peaks on average and per step, or null without memory events.
+Json memory_json(const Breakdown& b) {
+  const auto mean = b.mean();
+  if (!mean.peak_allocated_mb) return nullptr;
+  Json per = Json::array();
+  for (const auto& s : b.steps)
+    per.push_back(Json{{"name", s.name},
+                       {"peak_allocated_mb", s.peak_allocated_mb ? Json(r2(*s.peak_allocated_mb)) : Json(nullptr)},
+                       {"peak_reserved_mb", s.peak_reserved_mb ? Json(r2(*s.peak_reserved_mb)) : Json(nullptr)}});
+  return Json{{"peak_allocated_mb", r2(*mean.peak_allocated_mb)},
+              {"peak_reserved_mb", mean.peak_reserved_mb ? Json(r2(*mean.peak_reserved_mb)) : Json(nullptr)},
+              {"steps", per}};
+}
+
+}  // namespace
+
 Json to_json(const Analysis& a, const Version* v) {
   const Breakdown& b = a.ranks[a.primary];
   Json steps = Json::array();
@@ -232,63 +300,7 @@ Json to_json(const Analysis& a, const Version* v) {
   Json files = Json::array();
   for (const auto& r : a.ranks)
     for (const auto& f : r.files) files.push_back(f);
-  Json dist = nullptr;
-  auto rank_of = [&](size_t i) { return a.ranks[i].rank ? Json(*a.ranks[i].rank) : Json(i); };
-  if (a.distributed) {
-    const auto& d = *a.distributed;
-    Json ranks = Json::array();
-    for (const auto& r : a.ranks) {
-      const auto m = r.mean();
-      ranks.push_back(Json{{"rank", r.rank ? Json(*r.rank) : Json(nullptr)},
-                           {"pid", r.host_pid},
-                           {"files", r.files},
-                           {"ms_per_step", r2(m.ms())},
-                           {"comm_pct", m.end > 0 ? r2(100.0 * m.comm_us / m.end) : 0.0},
-                           {"comm_overlap_pct", m.comm_us > 0 ? r2(100.0 * m.comm_overlap_us / m.comm_us) : 0.0},
-                           {"gpu_util_pct", r.has_gpu && m.end > 0 ? Json(r2(100.0 * m.kernel_us / m.end)) : Json(nullptr)},
-                           {"gpu", gpu_json(r)}});
-    }
-    Json straggler = nullptr;
-    if (a.straggler) {
-      const auto& st = *a.straggler;
-      for (const auto& t : st.ranks) {
-        auto& r = ranks[t.index];
-        r["step_ms"] = r2(t.step_us / 1000.0), r["compute_ms"] = r2(t.compute_us / 1000.0);
-        r["input_ms"] = r2(t.input_us / 1000.0), r["wait_ms"] = r2(t.wait_us / 1000.0);
-        r["work_per_step"] = t.work, r["work_unit"] = t.work_unit;
-      }
-      straggler = Json{{"rank", st.slow ? rank_of(st.ranks[*st.slow].index) : Json(nullptr)},
-                       {"why", st.why.empty() ? Json(nullptr) : Json(st.why)},
-                       {"text", st.text}};
-    }
-    dist = Json{{"world_size", d.world_size},
-                {"slowest_rank", rank_of(d.slowest)},
-                {"fastest_rank", rank_of(d.fastest)},
-                {"comm_pct", r2(d.comm_pct)},
-                {"comm_overlap_pct", r2(d.comm_overlap_pct)},
-                {"ranks", ranks},
-                {"straggler", straggler}};
-  }
-  Json top_kernels = Json::array();
-  double kernel_total = 0;
-  for (const auto& s : b.steps) kernel_total += s.kernel_us;
-  for (const auto& k : b.kernels)
-    top_kernels.push_back(Json{{"name", k.name},
-                               {"count", k.count},
-                               {"total_ms", r2(k.total_us / 1000.0)},
-                               {"tensor_core", is_tensor_core_kernel(k.name)}});
   const auto mean = b.mean();
-  Json memory = nullptr;
-  if (mean.peak_allocated_mb) {
-    Json per = Json::array();
-    for (const auto& s : b.steps)
-      per.push_back(Json{{"name", s.name},
-                         {"peak_allocated_mb", s.peak_allocated_mb ? Json(r2(*s.peak_allocated_mb)) : Json(nullptr)},
-                         {"peak_reserved_mb", s.peak_reserved_mb ? Json(r2(*s.peak_reserved_mb)) : Json(nullptr)}});
-    memory = Json{{"peak_allocated_mb", r2(*mean.peak_allocated_mb)},
-                  {"peak_reserved_mb", mean.peak_reserved_mb ? Json(r2(*mean.peak_reserved_mb)) : Json(nullptr)},
-                  {"steps", per}};
-  }
   std::optional<int64_t> batch = v && v->batch_size ? v->batch_size : b.batch_size;
   std::optional<double> sps;
   if (batch && mean.end > 0) sps = static_cast<double>(*batch) * static_cast<double>(a.ranks.size()) * 1e6 / mean.end;
@@ -303,16 +315,16 @@ Json to_json(const Analysis& a, const Version* v) {
       {"notes", a.notes},
       {"rank", b.rank ? Json(*b.rank) : Json(nullptr)},
       {"steps", steps},
-      {"mean", step_json(b, b.mean())},
+      {"mean", step_json(b, mean)},
       {"tensor_core_pct", opt(b.tensor_core_pct)},
       {"half_precision_pct", opt(b.half_pct)},
-      {"top_kernels", top_kernels},
+      {"top_kernels", kernels_json(b)},
       {"top_operators", names_json(b.operators, true)},
       {"dataloader", names_json(b.dataloader, false)},
       {"h2d", Json{{"count", b.h2d.count}, {"pinned", b.h2d.pinned}, {"pageable", b.h2d.pageable},
                    {"ms", r2(b.h2d.us / 1000.0)}, {"bytes", b.h2d.bytes}}},
       {"syncs", syncs_json(b)},
-      {"distributed", dist},
+      {"distributed", distributed_json(a)},
       {"files", files},
   };
   // Added after the first layout's keys (docs/analyze.md).
@@ -324,7 +336,7 @@ Json to_json(const Analysis& a, const Version* v) {
   out["streams"] = b.streams;
   out["processes"] = b.processes;
   out["gpu"] = gpu_json(b);
-  out["memory"] = memory;
+  out["memory"] = memory_json(b);
   out["allocations"] = allocations_json(b);
   out["under_load"] = b.under_load;
   out["load"] = b.load_summary.empty() ? Json(nullptr) : Json(b.load_summary);
@@ -332,82 +344,106 @@ Json to_json(const Analysis& a, const Version* v) {
   return out;
 }
 
-std::string render(const Analysis& a, const std::string& format, const Version* v) {
-  // Paths (the one given, a folder's file names) need not be UTF-8: bad bytes become U+FFFD.
-  if (format == "json") return to_json(a, v).dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
-  const Breakdown& b = a.ranks[a.primary];
-  const auto header = split_header();
-  const auto rows = split_rows(b);
-  if (format == "csv") {
-    auto cell = [](const std::string& c) {
-      if (c.find_first_of(",\"\n") == std::string::npos) return c;
-      std::string o = "\"";
-      for (char ch : c) o += ch == '"' ? std::string("\"\"") : std::string(1, ch);
-      return o + "\"";
-    };
-    std::string out;
-    for (size_t i = 0; i < header.size(); ++i) out += (i ? "," : "") + cell(header[i]);
-    out += "\n";
-    for (const auto& r : rows) {
-      for (size_t i = 0; i < r.size(); ++i) out += (i ? "," : "") + cell(r[i]);
-      out += "\n";
-    }
-    return out;
-  }
-  const size_t n_steps = b.steps.size();
-  std::string device = b.has_gpu ? (b.devices.empty() ? "cuda" : "cuda (" + b.devices.front() + ")") : "cpu";
-  std::string intro = "writer " + b.writer + ", " + device + ", " + std::to_string(n_steps) + " step" +
-                      (n_steps == 1 ? "" : "s") + " from " + steps_from(b) +
-                      (a.distributed ? ", " + std::to_string(a.ranks.size()) + " ranks (the slowest shown)" : "");
+namespace {
+
+/// The step split as CSV: the header, then a line per step.
+std::string render_csv(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
+  auto cell = [](const std::string& c) {
+    if (c.find_first_of(",\"\n") == std::string::npos) return c;
+    std::string o = "\"";
+    for (char ch : c) o += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+    return o + "\"";
+  };
   std::string out;
-  if (format == "md") {
-    using report::markdown_escape;
-    out += "## ptune analyze: " + markdown_escape(a.path) + "\n\n" + markdown_escape(intro) + "\n\n";
-    out += "**Verdict:** " + a.verdict.text() + "\n\n";
-    for (const auto& n : a.notes) out += "- " + n + "\n";
-    if (!a.notes.empty()) out += "\n";
-    out += "|";
-    for (const auto& h : header) out += " " + markdown_escape(h) + " |";
-    out += "\n|";
-    for (size_t i = 0; i < header.size(); ++i) out += i == 0 ? "---|" : "---:|";
-    out += "\n";
-    for (const auto& r : rows) {
-      out += "|";
-      for (const auto& c : r) out += " " + markdown_escape(c) + " |";
-      out += "\n";
-    }
-    auto list = [&](const std::string& title, const std::vector<NameTime>& v, bool self) {
-      if (v.empty()) return;
-      out += "\n" + title + "\n\n| name | calls | " + (self ? "self ms | " : "") + "total ms |\n|---|---:|" +
-             (self ? "---:|" : "") + "---:|\n";
-      for (const auto& n : v)
-        out += "| " + markdown_escape(n.name) + " | " + std::to_string(n.count) + " | " +
-               (self ? fmt("%.2f", n.self_us / 1000.0) + " | " : "") + fmt("%.2f", n.total_us / 1000.0) + " |\n";
-    };
-    list("Largest operators (host, by self time):", b.operators, true);
-    list("Largest kernels:", b.kernels, false);
-    list("Host syncs:", b.syncs, false);
-    if (!b.sync_origins.empty()) {
-      out += "\nWhere the host syncs came from:\n\n";
-      for (const auto& o : b.sync_origins)
-        out += "- " + markdown_escape(o.name) + " x" + std::to_string(o.count) + " from " + o.where + "\n";
-    }
-    if (const std::string line = allocations_line(b); !line.empty()) out += "\n" + markdown_escape(line) + "\n";
-    return out;
-  }
-  // The terminal table.
-  out += "ptune analyze: " + a.path + "\n" + intro + "\n";
-  {
-    const auto j = to_json(a, v);
-    if (j["samples_per_s"].is_number())
-      out += "batch " + std::to_string(j["batch_size"].get<int64_t>()) + fmt(": %.1f samples/s", j["samples_per_s"].get<double>()) +
-             (a.ranks.size() > 1 ? " (all ranks)" : "") + "\n";
-    if (j["memory"].is_object())
-      out += fmt("peak GPU memory: %.0f MB allocated", j["memory"]["peak_allocated_mb"].get<double>()) +
-             (j["memory"]["peak_reserved_mb"].is_number() ? fmt(", %.0f MB reserved", j["memory"]["peak_reserved_mb"].get<double>()) : "") + "\n";
-    if (const std::string line = allocations_line(b); !line.empty()) out += line + "\n";
-  }
+  for (size_t i = 0; i < header.size(); ++i) out += (i ? "," : "") + cell(header[i]);
   out += "\n";
+  for (const auto& r : rows) {
+    for (size_t i = 0; i < r.size(); ++i) out += (i ? "," : "") + cell(r[i]);
+    out += "\n";
+  }
+  return out;
+}
+
+/// The analysis as Markdown: the verdict, notes, the step split and the largest operators,
+/// kernels and host syncs.
+std::string render_markdown(const Analysis& a, const std::string& intro, const std::vector<std::string>& header,
+                            const std::vector<std::vector<std::string>>& rows) {
+  using report::markdown_escape;
+  const Breakdown& b = a.ranks[a.primary];
+  std::string out = "## ptune analyze: " + markdown_escape(a.path) + "\n\n" + markdown_escape(intro) + "\n\n";
+  out += "**Verdict:** " + a.verdict.text() + "\n\n";
+  for (const auto& n : a.notes) out += "- " + n + "\n";
+  if (!a.notes.empty()) out += "\n";
+  out += "|";
+  for (const auto& h : header) out += " " + markdown_escape(h) + " |";
+  out += "\n|";
+  for (size_t i = 0; i < header.size(); ++i) out += i == 0 ? "---|" : "---:|";
+  out += "\n";
+  for (const auto& r : rows) {
+    out += "|";
+    for (const auto& c : r) out += " " + markdown_escape(c) + " |";
+    out += "\n";
+  }
+  auto list = [&](const std::string& title, const std::vector<NameTime>& v, bool self) {
+    if (v.empty()) return;
+    out += "\n" + title + "\n\n| name | calls | " + (self ? "self ms | " : "") + "total ms |\n|---|---:|" +
+           (self ? "---:|" : "") + "---:|\n";
+    for (const auto& n : v)
+      out += "| " + markdown_escape(n.name) + " | " + std::to_string(n.count) + " | " +
+             (self ? fmt("%.2f", n.self_us / 1000.0) + " | " : "") + fmt("%.2f", n.total_us / 1000.0) + " |\n";
+  };
+  list("Largest operators (host, by self time):", b.operators, true);
+  list("Largest kernels:", b.kernels, false);
+  list("Host syncs:", b.syncs, false);
+  if (!b.sync_origins.empty()) {
+    out += "\nWhere the host syncs came from:\n\n";
+    for (const auto& o : b.sync_origins)
+      out += "- " + markdown_escape(o.name) + " x" + std::to_string(o.count) + " from " + o.where + "\n";
+  }
+  if (const std::string line = allocations_line(b); !line.empty()) out += "\n" + markdown_escape(line) + "\n";
+  return out;
+}
+
+/// The terminal's lines above the table: samples/s, peak GPU memory, allocations.
+std::string terminal_figures(const Analysis& a, const Version* v) {
+  std::string out;
+  const auto j = to_json(a, v);
+  if (j["samples_per_s"].is_number())
+    out += "batch " + std::to_string(j["batch_size"].get<int64_t>()) + fmt(": %.1f samples/s", j["samples_per_s"].get<double>()) +
+           (a.ranks.size() > 1 ? " (all ranks)" : "") + "\n";
+  if (j["memory"].is_object())
+    out += fmt("peak GPU memory: %.0f MB allocated", j["memory"]["peak_allocated_mb"].get<double>()) +
+           (j["memory"]["peak_reserved_mb"].is_number() ? fmt(", %.0f MB reserved", j["memory"]["peak_reserved_mb"].get<double>()) : "") + "\n";
+  if (const std::string line = allocations_line(a.ranks[a.primary]); !line.empty()) out += line + "\n";
+  return out;
+}
+
+/// The terminal's section on the ranks of a distributed run: per step, compute, input and
+/// waiting in collectives.
+std::string terminal_ranks(const Analysis& a) {
+  if (!a.distributed) return "";
+  std::string out = "\nranks (per step: compute, input, waiting in collectives):\n";
+  for (size_t i = 0; i < a.ranks.size(); ++i) {
+    const auto& r = a.ranks[i];
+    const auto m = r.mean();
+    out += "  " + (r.rank ? "rank " + std::to_string(*r.rank) : "process " + std::to_string(r.host_pid)) + "  " +
+           fmt("%.1f ms/step", m.ms());
+    if (a.straggler && i < a.straggler->ranks.size()) {
+      const auto& t = a.straggler->ranks[i];
+      out += "  compute " + fmt("%.1f ms", t.compute_us / 1000.0) + "  input " + fmt("%.1f ms", t.input_us / 1000.0) +
+             "  waiting " + fmt("%.1f ms", t.wait_us / 1000.0);
+    }
+    out += "  communication " + fmt("%.1f%%", m.end > 0 ? 100.0 * m.comm_us / m.end : 0.0) + " (" +
+           fmt("%.0f%% overlapped)", m.comm_us > 0 ? 100.0 * m.comm_overlap_us / m.comm_us : 0.0) + "\n";
+  }
+  return out;
+}
+
+/// The analysis as the terminal shows it.
+std::string render_terminal(const Analysis& a, const Version* v, const std::string& intro,
+                            const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
+  const Breakdown& b = a.ranks[a.primary];
+  std::string out = "ptune analyze: " + a.path + "\n" + intro + "\n" + terminal_figures(a, v) + "\n";
   std::vector<size_t> w(header.size());
   for (size_t i = 0; i < header.size(); ++i) {
     w[i] = header[i].size();
@@ -438,26 +474,29 @@ std::string render(const Analysis& a, const std::string& format, const Version* 
   list("host syncs:", b.syncs, false);
   for (const auto& o : b.sync_origins)
     out += "  " + pad(std::to_string(o.count) + "x", 19, true) + "  " + o.name + " from " + o.where + "\n";
-  if (a.distributed) {
-    out += "\nranks (per step: compute, input, waiting in collectives):\n";
-    for (size_t i = 0; i < a.ranks.size(); ++i) {
-      const auto& r = a.ranks[i];
-      const auto m = r.mean();
-      out += "  " + (r.rank ? "rank " + std::to_string(*r.rank) : "process " + std::to_string(r.host_pid)) + "  " +
-             fmt("%.1f ms/step", m.ms());
-      if (a.straggler && i < a.straggler->ranks.size()) {
-        const auto& t = a.straggler->ranks[i];
-        out += "  compute " + fmt("%.1f ms", t.compute_us / 1000.0) + "  input " + fmt("%.1f ms", t.input_us / 1000.0) +
-               "  waiting " + fmt("%.1f ms", t.wait_us / 1000.0);
-      }
-      out += "  communication " + fmt("%.1f%%", m.end > 0 ? 100.0 * m.comm_us / m.end : 0.0) + " (" +
-             fmt("%.0f%% overlapped)", m.comm_us > 0 ? 100.0 * m.comm_overlap_us / m.comm_us : 0.0) + "\n";
-    }
-  }
+  out += terminal_ranks(a);
   if (a.primary < a.throughput.size()) out += throughput_table(a.throughput[a.primary]);
   out += "\nverdict: " + a.verdict.text() + "\n";
   for (const auto& n : a.notes) out += "note: " + n + "\n";
   return out;
+}
+
+}  // namespace
+
+std::string render(const Analysis& a, const std::string& format, const Version* v) {
+  // Paths (the one given, a folder's file names) need not be UTF-8: bad bytes become U+FFFD.
+  if (format == "json") return to_json(a, v).dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
+  const Breakdown& b = a.ranks[a.primary];
+  const auto header = split_header();
+  const auto rows = split_rows(b);
+  if (format == "csv") return render_csv(header, rows);
+  const size_t n_steps = b.steps.size();
+  std::string device = b.has_gpu ? (b.devices.empty() ? "cuda" : "cuda (" + b.devices.front() + ")") : "cpu";
+  std::string intro = "writer " + b.writer + ", " + device + ", " + std::to_string(n_steps) + " step" +
+                      (n_steps == 1 ? "" : "s") + " from " + steps_from(b) +
+                      (a.distributed ? ", " + std::to_string(a.ranks.size()) + " ranks (the slowest shown)" : "");
+  if (format == "md") return render_markdown(a, intro, header, rows);
+  return render_terminal(a, v, intro, header, rows);
 }
 
 }  // namespace ptune::analyze

@@ -328,7 +328,7 @@ class Supervisor {
       return result;
     }
     if (interrupted_) {
-      result.exit_code = stop_signal_ == SIGTERM ? 143 : 130;
+      result.exit_code = stopped_exit_code(stop_signal_);
       result.error = stop_signal_ == SIGTERM ? "terminated" : "interrupted";
     }
     return result;

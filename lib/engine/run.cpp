@@ -77,6 +77,128 @@ int64_t stop_check_interval(double secs, int64_t steps, int64_t log_every) {
 
 }  // namespace
 
+namespace {
+
+/// The steps the run trains: epochs of the loader's batches, at most train.max_steps. Throws
+/// ConfigError for a batch larger than an epoch, or checkpoints between micro-steps.
+int64_t total_steps(const config::ExperimentConfig& cfg, const data::Loader& loader, int64_t world) {
+  const int64_t per_epoch = loader.batches_per_epoch();
+  if (per_epoch == 0)
+    throw ConfigError("loader.batch_size: " + std::to_string(cfg.loader.batch_size) + " is larger than the " +
+                      std::to_string(loader.samples_per_epoch()) + " samples " +
+                      (world > 1 ? "each of the " + std::to_string(world) + " ranks gets" : "of the dataset") +
+                      " per epoch");
+  if (cfg.train.checkpoint_every > 0 && cfg.train.checkpoint_every % cfg.dist.accumulate != 0)
+    throw ConfigError("train.checkpoint_every: " + std::to_string(cfg.train.checkpoint_every) +
+                      " must be a multiple of dist.accumulate (" + std::to_string(cfg.dist.accumulate) +
+                      "), so that checkpoints fall between optimizer steps");
+  const int64_t total = per_epoch * cfg.train.epochs;
+  return cfg.train.max_steps > 0 ? std::min(total, cfg.train.max_steps) : total;
+}
+
+/// --resume: the checkpoint's state loaded into `trainer`; its step and epoch (0, 0 without).
+std::pair<int64_t, int64_t> resume_from(Trainer& trainer, const TrainOptions& options, bool rank0) {
+  if (!options.resume) return {0, 0};
+  std::vector<std::string> notes;
+  // A record damaged on disk would load as if whole: every record's CRC-32 first.
+  if (models::identify(*options.resume) == models::FileKind::kTorchScript) models::verify_records(*options.resume);
+  const auto at = trainer.load_checkpoint(*options.resume, trainer.group().size(), &notes);
+  if (options.on_note && rank0) {
+    for (const auto& n : notes) options.on_note(n);
+    options.on_note("resumed from " + *options.resume + " at step " + std::to_string(at.first));
+  }
+  return at;
+}
+
+/// The run's checkpoints: written by rank 0 only (every rank holds the same parameters and
+/// optimizer state), the newest train.keep_checkpoints kept.
+class Checkpoints {
+ public:
+  Checkpoints(const config::ExperimentConfig& cfg, const TrainOptions& options, Trainer& trainer, bool rank0)
+      : cfg_(cfg), options_(options), trainer_(trainer), rank0_(rank0) {}
+
+  /// Writes the checkpoint of `step`; returns its path (on every rank).
+  std::string write(int64_t step, int64_t epoch) {
+    std::string path =
+        (std::filesystem::path(cfg_.train.checkpoint_dir) / (cfg_.name + "-step" + std::to_string(step) + ".pt")).string();
+    if (!rank0_) return path;
+    try {
+      trainer_.save_checkpoint(path, step, epoch);
+    } catch (const WriteError& e) {
+      // Training stops here; the checkpoints written before are whole (each written atomically).
+      const std::string last = !written_.empty() ? written_.back() : options_.resume.value_or("");
+      throw WriteError(std::string(e.what()) +
+                       (last.empty() ? "; no checkpoint of this run was written"
+                                     : "; the last good checkpoint is " + last + " (continue with --resume " + last + ")"));
+    }
+    if (options_.on_note) options_.on_note("checkpoint " + path);
+    if (written_.empty() || written_.back() != path) written_.push_back(path);
+    // train.keep_checkpoints: the newest are kept, older ones of this run removed.
+    while (cfg_.train.keep_checkpoints > 0 && static_cast<int64_t>(written_.size()) > cfg_.train.keep_checkpoints) {
+      std::error_code ec;
+      std::filesystem::remove(written_.front(), ec);
+      written_.erase(written_.begin());
+    }
+    return path;
+  }
+
+ private:
+  const config::ExperimentConfig& cfg_;
+  const TrainOptions& options_;
+  Trainer& trainer_;
+  const bool rank0_;
+  std::vector<std::string> written_;  // this run's checkpoints, oldest first
+};
+
+/// Loss averaged over the ranks and the slowest rank's elapsed time, at log points (every rank
+/// reaches them at the same step); also where the ranks agree to stop on an interrupt, so that
+/// none is left waiting in an all-reduce for a rank that stopped.
+struct Agreed {
+  double loss = 0, secs = 0;
+  bool interrupted = false;
+};
+
+Agreed agree(dist::Group& group, const TrainOptions& options, const at::Tensor& loss_now, double secs_here) {
+  const bool stop_here = options.interrupted && options.interrupted->load();
+  Agreed a;
+  a.loss = loss_now.defined() ? loss_now.item<double>() : 0.0;
+  a.secs = secs_here;
+  a.interrupted = stop_here;
+  if (group.size() > 1) {
+    auto sums = group.sum({a.loss, stop_here ? 1.0 : 0.0});
+    a.loss = sums[0] / static_cast<double>(group.size());
+    a.interrupted = sums[1] > 0;
+    a.secs = group.max({secs_here})[0];
+  }
+  return a;
+}
+
+/// The progress line's figures at a log point (options.on_progress).
+void report_progress(const TrainOptions& options, const Agreed& a, int64_t step, int64_t start_step, int64_t total,
+                     int64_t epoch, int64_t global_batch) {
+  if (!options.on_progress) return;
+  TrainProgress p;
+  p.step = step;
+  p.total_steps = total;
+  p.epoch = epoch;
+  p.loss = a.loss;
+  p.samples_per_s = a.secs > 0 ? (step - start_step) * global_batch / a.secs : 0;
+  p.eta_s = p.samples_per_s > 0 ? (total - step) * global_batch / p.samples_per_s : 0;
+  options.on_progress(p);
+}
+
+/// --save-weights: the final weights as a torch.save(state_dict) file (rank 0).
+void save_final_weights(const TrainOptions& options, Trainer& trainer, const std::string& last_checkpoint) {
+  try {
+    models::write_state_dict(*options.save_weights, models::state_dict(*trainer.model()), "--save-weights");
+  } catch (const WriteError& e) {
+    throw WriteError(std::string(e.what()) + "; training finished, its last checkpoint is " + last_checkpoint);
+  }
+  if (options.on_note) options.on_note("weights " + *options.save_weights);
+}
+
+}  // namespace
+
 TrainSummary train(const config::ExperimentConfig& cfg, const TrainOptions& options) {
   // Data parallel when the environment names a world (torchrun, Slurm, ptune launch): this
   // rank's device, its share of the CPU, the group, and its shard of every epoch.
@@ -98,79 +220,14 @@ TrainSummary train(const config::ExperimentConfig& cfg, const TrainOptions& opti
   }
   data::Loader loader(make_dataset(cfg), loader_options(cfg, device, group->rank(), world));
   const int64_t per_epoch = loader.batches_per_epoch();
-  if (per_epoch == 0)
-    throw ConfigError("loader.batch_size: " + std::to_string(cfg.loader.batch_size) + " is larger than the " +
-                      std::to_string(loader.samples_per_epoch()) + " samples " +
-                      (world > 1 ? "each of the " + std::to_string(world) + " ranks gets" : "of the dataset") +
-                      " per epoch");
-  if (cfg.train.checkpoint_every > 0 && cfg.train.checkpoint_every % cfg.dist.accumulate != 0)
-    throw ConfigError("train.checkpoint_every: " + std::to_string(cfg.train.checkpoint_every) +
-                      " must be a multiple of dist.accumulate (" + std::to_string(cfg.dist.accumulate) +
-                      "), so that checkpoints fall between optimizer steps");
-  int64_t total = per_epoch * cfg.train.epochs;
-  if (cfg.train.max_steps > 0) total = std::min(total, cfg.train.max_steps);
-
+  const int64_t total = total_steps(cfg, loader, world);
   int64_t step = 0, epoch = 0;
-  if (options.resume) {
-    std::vector<std::string> notes;
-    // A record damaged on disk would load as if whole: every record's CRC-32 first.
-    if (models::identify(*options.resume) == models::FileKind::kTorchScript) models::verify_records(*options.resume);
-    std::tie(step, epoch) = trainer.load_checkpoint(*options.resume, trainer.group().size(), &notes);
-    if (options.on_note && rank0) {
-      for (const auto& n : notes) options.on_note(n);
-      options.on_note("resumed from " + *options.resume + " at step " + std::to_string(step));
-    }
-  }
-  // Only rank 0 writes files: every rank holds the same parameters and optimizer state.
+  std::tie(step, epoch) = resume_from(trainer, options, rank0);
   TrainSummary summary;
-  std::vector<std::string> written;  // this run's checkpoints, oldest first
-  auto checkpoint = [&] {
-    std::string path = (std::filesystem::path(cfg.train.checkpoint_dir) /
-                        (cfg.name + "-step" + std::to_string(step) + ".pt")).string();
-    summary.last_checkpoint = path;
-    if (!rank0) return;
-    try {
-      trainer.save_checkpoint(path, step, epoch);
-    } catch (const WriteError& e) {
-      // Training stops here; the checkpoints written before are whole (each written atomically).
-      const std::string last = !written.empty() ? written.back() : options.resume.value_or("");
-      throw WriteError(std::string(e.what()) +
-                       (last.empty() ? "; no checkpoint of this run was written"
-                                     : "; the last good checkpoint is " + last + " (continue with --resume " + last + ")"));
-    }
-    if (options.on_note) options.on_note("checkpoint " + path);
-    if (written.empty() || written.back() != path) written.push_back(path);
-    // train.keep_checkpoints: the newest are kept, older ones of this run removed.
-    while (cfg.train.keep_checkpoints > 0 && static_cast<int64_t>(written.size()) > cfg.train.keep_checkpoints) {
-      std::error_code ec;
-      std::filesystem::remove(written.front(), ec);
-      written.erase(written.begin());
-    }
-  };
+  Checkpoints checkpoints(cfg, options, trainer, rank0);
+  auto checkpoint = [&] { summary.last_checkpoint = checkpoints.write(step, epoch); };
   // Samples per step over all ranks; the rate is set by the slowest rank.
   const int64_t global_batch = cfg.loader.batch_size * world;
-  // Loss averaged over the ranks and the slowest rank's elapsed time, at log points (every
-  // rank reaches them at the same step); also where the ranks agree to stop on an interrupt,
-  // so that none is left waiting in an all-reduce for a rank that stopped.
-  struct Agreed {
-    double loss = 0, secs = 0;
-    bool interrupted = false;
-  };
-  auto agree = [&](const at::Tensor& loss_now, double secs_here) {
-    const bool stop_here = options.interrupted && options.interrupted->load();
-    Agreed a;
-    a.loss = loss_now.defined() ? loss_now.item<double>() : 0.0;
-    a.secs = secs_here;
-    a.interrupted = stop_here;
-    if (world > 1) {
-      auto sums = group->sum({a.loss, stop_here ? 1.0 : 0.0});
-      a.loss = sums[0] / static_cast<double>(world);
-      a.interrupted = sums[1] > 0;
-      a.secs = group->max({secs_here})[0];
-    }
-    return a;
-  };
-
   measure::Stopwatch clock;
   const int64_t start_step = step;
   // Data parallel: the steps between the ranks' agreements on a stop signal, besides the log
@@ -198,19 +255,10 @@ TrainSummary train(const config::ExperimentConfig& cfg, const TrainOptions& opti
       if (!log && world > 1 && step % stop_every == 0)
         stop = group->sum({options.interrupted && options.interrupted->load() ? 1.0 : 0.0})[0] > 0;
       if (log) {
-        const Agreed a = agree(loss, clock.ms() / 1000.0);
+        const Agreed a = agree(*group, options, loss, clock.ms() / 1000.0);
         stop = stop || a.interrupted;
         stop_every = stop_check_interval(a.secs, step - start_step, cfg.train.log_every);
-        if (options.on_progress) {
-          TrainProgress p;
-          p.step = step;
-          p.total_steps = total;
-          p.epoch = epoch;
-          p.loss = a.loss;
-          p.samples_per_s = a.secs > 0 ? (step - start_step) * global_batch / a.secs : 0;
-          p.eta_s = p.samples_per_s > 0 ? (total - step) * global_batch / p.samples_per_s : 0;
-          options.on_progress(p);
-        }
+        report_progress(options, a, step, start_step, total, epoch, global_batch);
       }
       if (cfg.train.checkpoint_every > 0 && step % cfg.train.checkpoint_every == 0 && step < total) checkpoint();
       if (stop) {
@@ -222,18 +270,11 @@ TrainSummary train(const config::ExperimentConfig& cfg, const TrainOptions& opti
   synchronize(device);
   checkpoint();
   summary.steps = step;
-  const Agreed end = agree(loss, clock.ms() / 1000.0);
+  const Agreed end = agree(*group, options, loss, clock.ms() / 1000.0);
   summary.final_loss = end.loss;
   summary.samples_per_s = end.secs > 0 ? (step - start_step) * global_batch / end.secs : 0;
   if (options.on_note && rank0 && !trainer.graph_note().empty()) options.on_note(trainer.graph_note());
-  if (options.save_weights && rank0) {
-    try {
-      models::write_state_dict(*options.save_weights, models::state_dict(*trainer.model()), "--save-weights");
-    } catch (const WriteError& e) {
-      throw WriteError(std::string(e.what()) + "; training finished, its last checkpoint is " + summary.last_checkpoint);
-    }
-    if (options.on_note) options.on_note("weights " + *options.save_weights);
-  }
+  if (options.save_weights && rank0) save_final_weights(options, trainer, summary.last_checkpoint);
   return summary;
 }
 

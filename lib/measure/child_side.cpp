@@ -360,7 +360,7 @@ int serve_side(const config::ExperimentConfig& cfg, int in_fd, int out_fd, const
     while ((nl = buf.find('\n')) == std::string::npos) {
       const ssize_t n = ::read(in_fd, chunk, sizeof chunk);
       if (n < 0 && errno == EINTR) {
-        if (interrupted && interrupted->load()) return 130;
+        if (interrupted && interrupted->load()) return stopped_exit_code(SIGINT);
         continue;
       }
       if (n <= 0) return 0;  // the parent is done with this side
@@ -410,7 +410,7 @@ int serve_side(const config::ExperimentConfig& cfg, int in_fd, int out_fd, const
       }
     } catch (const Interrupted&) {
       send({{"error", "interrupted"}, {"kind", "interrupted"}});
-      return 130;
+      return stopped_exit_code(SIGINT);
     } catch (const ConfigError& e) {
       send({{"error", e.what()}, {"kind", "config"}});
       return 2;

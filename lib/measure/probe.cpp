@@ -576,6 +576,7 @@ Comparison compare(Side& a, Side& b, const WindowPlan& plan, const std::function
   std::vector<double> all_a, all_b;  // every pair, the transient included
   std::mt19937 order(kPairOrderSeed);
   bool a_first = true;
+  Stopwatch wall;
   for (int64_t pairs = 1; pairs <= max_pairs; ++pairs) {
     // A block of two pairs: a drawn order, then the other.
     a_first = pairs % 2 == 1 ? (order() & 1u) == 0 : !a_first;
@@ -584,13 +585,14 @@ Comparison compare(Side& a, Side& b, const WindowPlan& plan, const std::function
     const double t1 = alt.run(first, deadline);
     // The pair's second window needs one step of its side; without it the first is left out.
     if (pairs > 1 && !deadline.fits((a_first ? all_b : all_a).back())) {
-      c.stop = "budget";
+      c.stop = StopRule::kBudget;
       c.unpaired = true;
       break;
     }
     const double t2 = alt.run(second, deadline);
     all_a.push_back(a_first ? t1 : t2);
     all_b.push_back(a_first ? t2 : t1);
+    c.pair_ms = wall.ms() / static_cast<double>(pairs);
     c.transient = transient_pairs(all_a, all_b);
     c.a_ms = from(all_a, c.transient);
     c.b_ms = from(all_b, c.transient);
@@ -608,7 +610,7 @@ Comparison compare(Side& a, Side& b, const WindowPlan& plan, const std::function
     const bool time_left = deadline.fits(all_a.back() + all_b.back());
     if (kept < plan.min_pairs) {
       if (!time_left) {
-        c.stop = "budget";
+        c.stop = StopRule::kBudget;
         break;
       }
       continue;
@@ -619,22 +621,51 @@ Comparison compare(Side& a, Side& b, const WindowPlan& plan, const std::function
     // budget is read as reported. Under load there are no early looks at all: another
     // program's bursts are not the independent noise the interval assumes.
     if (c.verdict == Verdict::kWithinNoise) {
-      c.stop = "decided";
+      c.stop = StopRule::kDecided;
       break;
     }
     if (!time_left) {
-      c.stop = "budget";
+      c.stop = StopRule::kBudget;
       break;
     }
     if (c.verdict != Verdict::kUndecided && !c.under_load &&
         verdict_of(paired_speedup(a_scaled, c.b_ms, kEarlyStopLevel), plan.rule) == c.verdict) {
-      c.stop = "decided";
+      c.stop = StopRule::kDecided;
       break;
     }
   }
-  if (c.stop.empty()) c.stop = "max pairs";
   if (alt.active) alt.active->pause();
   return c;
+}
+
+std::string undecided_note(const Comparison& c, const WindowPlan& plan) {
+  if (c.stop != StopRule::kBudget || c.verdict != Verdict::kUndecided || c.under_load || c.b_ms.size() < 3 || !c.speedup.valid())
+    return "";
+  std::vector<double> d;
+  for (size_t i = 0; i < c.a_ms.size() && i < c.b_ms.size(); ++i)
+    if (c.a_ms[i] > 0 && c.b_ms[i] > 0) d.push_back(std::log(c.a_ms[i] / c.b_ms[i]));
+  if (d.size() < 3) return "";
+  double mean = 0, ss = 0;
+  for (double v : d) mean += v;
+  mean /= static_cast<double>(d.size());
+  for (double v : d) ss += (v - mean) * (v - mean);
+  const double sd = std::sqrt(ss / static_cast<double>(d.size() - 1));
+  // The speedup's own point (its log), which scales A to B's samples per step.
+  const int64_t n = pairs_to_decide(std::log(c.speedup.point), sd, c.speedup.level, plan.rule);
+  char text[400];
+  const double spread_pct = 100.0 * (std::exp(sd) - 1.0);
+  if (n <= 0 || n <= static_cast<int64_t>(d.size())) {
+    std::snprintf(text, sizeof text,
+                  "undecided in its time: one pair's speedup varied by %.1f%% (one standard deviation) over %zu pairs",
+                  spread_pct, d.size());
+    return text;
+  }
+  const double seconds = c.pair_ms * static_cast<double>(n + c.transient) / 1000.0;
+  std::snprintf(text, sizeof text,
+                "undecided in its time: one pair's speedup varied by %.1f%% (one standard deviation) over %zu pairs; "
+                "at that spread about %lld pairs, about %.0f s of timing (measure.max_s), would decide it",
+                spread_pct, d.size(), static_cast<long long>(n), std::ceil(seconds));
+  return text;
 }
 
 AloneRun measure_alone(Side& s, const WindowPlan& plan, const std::function<void(const std::vector<double>&)>& on_window) {
@@ -653,20 +684,19 @@ AloneRun measure_alone(Side& s, const WindowPlan& plan, const std::function<void
     const bool time_left = deadline.fits(all.back());  // another step at least
     const Interval i = log_mean_interval(r.ms, kRowLevel);
     if (enough && i.valid() && i.half_width_pct() <= plan.rule.target_pct) {
-      r.stop = "decided";
+      r.stop = StopRule::kDecided;
       break;
     }
     if (!time_left) {
-      r.stop = "budget";
+      r.stop = StopRule::kBudget;
       break;
     }
   }
-  if (r.stop.empty()) r.stop = "max pairs";
   s.pause();
   return r;
 }
 
-std::vector<std::string> run_notes(int64_t transient, size_t kept, int64_t min_pairs, const std::string& stop,
+std::vector<std::string> run_notes(int64_t transient, size_t kept, int64_t min_pairs, StopRule stop,
                                    const Deadline& deadline, bool paired) {
   std::vector<std::string> notes;
   const std::string unit = paired ? "pair" : "window";
@@ -676,7 +706,7 @@ std::vector<std::string> run_notes(int64_t transient, size_t kept, int64_t min_p
                     " still ran slower (the pipeline's start-up: above the " + level_text(kTransientLevel) +
                     " prediction bound of the later windows): left out of every figure" +
                     (paired ? ", on both sides" : ""));
-  if (stop == "budget" && static_cast<int64_t>(kept) < min_pairs) {
+  if (stop == StopRule::kBudget && static_cast<int64_t>(kept) < min_pairs) {
     char budget[160];
     if (deadline.budget_s() > 0)
       std::snprintf(budget, sizeof budget, "measure.max_s, %.3g s", deadline.budget_s());

@@ -214,6 +214,10 @@ struct WindowPlan {
 /// deadline is agreed across the ranks (Deadline::agree_with): make the plan on every rank.
 WindowPlan window_plan(const config::ExperimentConfig& cfg);
 
+/// Why timing a row stopped: a verdict (or a tight enough interval alone) was reached, the
+/// row's budget was spent, or WindowPlan::max_pairs.
+enum class StopRule { kDecided, kBudget, kMaxPairs };
+
 /// A speedup measured interleaved.
 struct Comparison {
   std::vector<double> a_ms, b_ms;  // the pairs' windows (ms/step), the transient left out
@@ -223,10 +227,17 @@ struct Comparison {
   Interval speedup;                // of B over A in samples/s, at speedup_level(under_load)
   Verdict verdict = Verdict::kUndecided;
   bool under_load = false;         // plan.under_load said so at a look (it then stays so)
-  std::string stop;                // why measuring stopped: "decided" | "budget" | "max pairs"
+  StopRule stop = StopRule::kMaxPairs;  // why measuring stopped
   bool unpaired = false;           // the budget ran out between a pair's two windows: the first
                                    // was timed (the last of its side's) and left out
+  double pair_ms = 0;              // wall time of a pair, on average over every pair timed
 };
+
+/// The note of a row left undecided by its budget on a quiet machine: how much one pair's
+/// speedup varied, and about how many pairs (and how long) that spread would need for a verdict
+/// (pairs_to_decide), so that the user can raise measure.max_s or steady the machine. Empty
+/// where it does not apply (decided, under load, fewer than 3 pairs kept). Throws nothing.
+std::string undecided_note(const Comparison& c, const WindowPlan& plan);
 
 /// `load.stop(gpu)`, with `under_load` agreed across the ranks of a data-parallel run (true when
 /// any rank's is): what a rank decides by it, every rank decides alike. Collective in a
@@ -256,7 +267,7 @@ inline constexpr uint32_t kPairOrderSeed = 20261125;
 struct AloneRun {
   std::vector<double> ms;  // the windows' ms/step, the transient left out
   int64_t transient = 0;   // windows left out at the front (transient_end)
-  std::string stop;        // "decided" | "budget" | "max pairs"
+  StopRule stop = StopRule::kMaxPairs;
 };
 
 /// Times `s` alone until at least plan.min_pairs windows after the start-up transient and its 95%
@@ -266,9 +277,9 @@ AloneRun measure_alone(Side& s, const WindowPlan& plan,
                        const std::function<void(const std::vector<double>&)>& on_window = {});
 
 /// The notes a timed row gets from how its measuring ended: the start-up transient left out
-/// (`transient` windows, or pairs when `paired`), and a row that ran out of its time (stop
-/// "budget") with fewer than `min_pairs` windows (pairs) kept. Throws nothing.
-std::vector<std::string> run_notes(int64_t transient, size_t kept, int64_t min_pairs, const std::string& stop,
+/// (`transient` windows, or pairs when `paired`), and a row that ran out of its time (`stop`
+/// kBudget) with fewer than `min_pairs` windows (pairs) kept. Throws nothing.
+std::vector<std::string> run_notes(int64_t transient, size_t kept, int64_t min_pairs, StopRule stop,
                                    const Deadline& deadline, bool paired);
 
 /// Measures one configuration alone (Bench + measure_alone), with the load sampled. In

@@ -175,6 +175,31 @@ Verdict verdict_of(const Interval& s, const NoiseRule& rule) {
   return Verdict::kUndecided;
 }
 
+int64_t pairs_to_decide(double mean_log, double sd_log, double level, const NoiseRule& rule) {
+  if (!(sd_log >= 0) || !std::isfinite(mean_log) || !std::isfinite(sd_log) || !(level > 0 && level < 1)) return 0;
+  const double m = std::fabs(mean_log);
+  // The room the half-width has: inside +-target around 1 (within noise), beyond +-floor.
+  const double room = std::max(std::log1p(rule.target_pct / 100.0) - m, m - std::log1p(rule.floor_pct / 100.0));
+  if (!(room > 0)) return 0;
+  if (sd_log == 0) return 2;
+  constexpr int64_t kMax = 100000;
+  // The half-width falls with n: double up to a bound, then bisect.
+  auto fits = [&](int64_t n) {
+    return t_quantile(0.5 + level / 2, static_cast<double>(n - 1)) * sd_log / std::sqrt(static_cast<double>(n)) <= room;
+  };
+  int64_t hi = 2;
+  while (!fits(hi)) {
+    if (hi >= kMax) return 0;
+    hi = std::min(kMax, hi * 2);
+  }
+  int64_t lo = hi / 2;  // does not fit (or is 1)
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    (fits(mid) ? hi : lo) = mid;
+  }
+  return std::max<int64_t>(2, hi);
+}
+
 std::string level_text(double level) {
   char buf[16];
   std::snprintf(buf, sizeof buf, "%g%%", std::round(1000.0 * level) / 10.0);

@@ -147,6 +147,14 @@ struct NoiseRule {
 /// Throws nothing.
 Verdict verdict_of(const Interval& speedup, const NoiseRule& rule);
 
+/// How many pairs a paired speedup whose log-ratios have mean `mean_log` and standard deviation
+/// `sd_log` (one pair's) would need for its interval at `level` to earn a verdict under `rule`:
+/// the fewest n at which the half-width t(level, n - 1) * sd / sqrt(n) fits inside 1.00x
+/// +-target around the mean (within noise) or stays beyond +-floor (faster or slower), whichever
+/// comes first (with target > floor there is always room on one side). 0 past 100,000 pairs or
+/// on bad input. An estimate: the mean and the spread are themselves measured. Throws nothing.
+int64_t pairs_to_decide(double mean_log, double sd_log, double level, const NoiseRule& rule);
+
 /// "faster" | "slower" | "within noise" | "undecided". Throws nothing.
 const char* verdict_name(Verdict v);
 

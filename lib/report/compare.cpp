@@ -7,6 +7,7 @@
 
 #include "measure/stats.hpp"
 #include "report/figures.hpp"
+#include "report/status.hpp"
 
 namespace ptune::report {
 namespace {
@@ -105,7 +106,7 @@ RowCheck check(const Side& old_side, const Side& new_side, double limit) {
     return c;
   }
   const std::string status = (*n)["status"].get<std::string>();
-  if (status.rfind("failed", 0) == 0) {
+  if (RowStatus::from_text(status).is(RowStatus::State::kFailed)) {
     c.verdict = "failed";
     c.why = status;
     c.regression = true;

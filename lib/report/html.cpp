@@ -11,6 +11,7 @@
 #include "measure/stats.hpp"
 #include "report/figures.hpp"
 #include "report/results.hpp"
+#include "report/status.hpp"
 
 namespace ptune::report {
 namespace {
@@ -121,12 +122,11 @@ std::string changes_text(const Json& changes) {
   return s;
 }
 
-bool starts_with(const std::string& s, const char* head) { return s.rfind(head, 0) == 0; }
-
 std::string status_class(const std::string& status) {
-  if (starts_with(status, "failed")) return "failed";
-  if (starts_with(status, "skipped")) return "skipped";
-  if (status != "ok") return "note";
+  const RowStatus s = RowStatus::from_text(status);
+  if (s.is(RowStatus::State::kFailed)) return "failed";
+  if (s.is(RowStatus::State::kSkipped)) return "skipped";
+  if (!s.ok_state()) return "note";
   return "ok";
 }
 

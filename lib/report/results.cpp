@@ -137,7 +137,7 @@ std::vector<TrailLine> trail_lines(const Results& r) {
   std::vector<TrailLine> lines;
   for (size_t i = 0; i < r.rows.size(); ++i) {
     const Row& row = r.rows[i];
-    if (row.status != "ok") lines.push_back({i, row.name, row.status});
+    if (!row.status.ok_state()) lines.push_back({i, row.name, row.status.text()});
     else if (!row.diagnosis.empty()) lines.push_back({i, row.name, row.diagnosis});
     for (const auto& n : row.notes) lines.push_back({i, row.name, "note: " + n});
     if (row.m && !row.m->trace_path.empty()) lines.push_back({i, row.name, "trace " + row.m->trace_path});
@@ -422,7 +422,7 @@ Json to_json(const Results& r) {
     }
     if (!row.diagnosis.empty()) j["diagnosis"] = row.diagnosis;
     j["notes"] = row.notes;
-    j["status"] = row.status;
+    j["status"] = row.status.text();
     rows.push_back(j);
   }
   const Environment& e = r.environment;
@@ -434,7 +434,7 @@ Json to_json(const Results& r) {
                     {"cpu_threads", e.cpu_threads}, {"world_size", e.world_size},
                     {"cpu", e.cpu ? Json(engine::cpu_json(*e.cpu)) : Json(nullptr)}}},
               {"rows", rows},
-              {"status", r.status}};
+              {"status", run_status_text(r.status)}};
 }
 
 std::string markdown_escape(const std::string& s) {
@@ -495,80 +495,104 @@ void write_results(const std::string& path, const Results& r) {
   if (fmt == "csv") files::write_atomically(csv_companion_path(path), "--out", csv_companion(r, path).dump(2) + "\n");
 }
 
-std::string render(const Results& r, const std::string& format, bool color) {
-  if (format == "json") return to_json(r).dump(2) + "\n";
-  const bool gpu = any_gpu(r);
-  std::vector<std::vector<std::string>> body;
-  for (size_t i = 0; i < r.rows.size(); ++i) body.push_back(cells(r.rows[i], i, gpu));
-  const auto cols = columns(gpu);
+namespace {
+
+/// The results as CSV: the header of csv_columns(), then a line per row of the JSON.
+std::string render_csv(const Results& r) {
   std::ostringstream os;
-  if (format == "csv") {
-    const auto& header = csv_columns();
-    for (size_t k = 0; k < header.size(); ++k) os << (k ? "," : "") << header[k];
+  const auto& header = csv_columns();
+  for (size_t k = 0; k < header.size(); ++k) os << (k ? "," : "") << header[k];
+  os << "\n";
+  const Json doc = to_json(r);
+  for (size_t i = 0; i < doc["rows"].size(); ++i) {
+    const Json& row = doc["rows"][i];
+    for (size_t k = 0; k < header.size(); ++k)
+      os << (k ? "," : "") << csv_escape(k == 0 ? std::to_string(i) : csv_cell(row[header[k]]));
     os << "\n";
-    const Json doc = to_json(r);
-    for (size_t i = 0; i < doc["rows"].size(); ++i) {
-      const Json& row = doc["rows"][i];
-      for (size_t k = 0; k < header.size(); ++k)
-        os << (k ? "," : "") << csv_escape(k == 0 ? std::to_string(i) : csv_cell(row[header[k]]));
-      os << "\n";
-    }
-    return os.str();
   }
-  if (format == "md") {
+  return os.str();
+}
+
+/// The results as a Markdown table, with the device, peak and legend lines and the row notes.
+std::string render_markdown(const Results& r, const std::vector<std::vector<std::string>>& body,
+                            const std::vector<Column>& cols) {
+  std::ostringstream os;
+  os << "|";
+  for (const auto& c : cols) os << " " << c.header << " |";
+  os << "\n|";
+  for (const auto& c : cols) os << (c.right ? "---:|" : "---|");
+  os << "\n";
+  for (size_t i = 0; i < body.size(); ++i) {
     os << "|";
-    for (const auto& c : cols) os << " " << c.header << " |";
-    os << "\n|";
-    for (const auto& c : cols) os << (c.right ? "---:|" : "---|");
-    os << "\n";
-    for (size_t i = 0; i < body.size(); ++i) {
-      os << "|";
-      for (size_t k = 0; k < body[i].size(); ++k) {
-        std::string cell = body[i][k];
-        if (k == 3 && !r.rows[i].m) cell = r.rows[i].status;
-        os << " " << markdown_escape(cell) << " |";
-      }
-      os << "\n";
+    for (size_t k = 0; k < body[i].size(); ++k) {
+      std::string cell = body[i][k];
+      if (k == 3 && !r.rows[i].m) cell = r.rows[i].status.text();
+      os << " " << markdown_escape(cell) << " |";
     }
-    os << "\nDevice: " << markdown_escape(device_line(r.environment)) << "\n";
-    if (const std::string p = peak_line(r); !p.empty()) os << "\n" << markdown_escape(p) << "\n";
-    if (const std::string l = legend(r); !l.empty()) os << "\n" << markdown_escape(l) << "\n";
-    const auto lines = trail_lines(r);
-    if (!lines.empty()) os << "\n";
-    for (const auto& l : lines)
-      os << "- " << l.index << " " << markdown_escape(l.name) << ": " << markdown_escape(l.text) << "\n";
-    return os.str();
+    os << "\n";
   }
-  // Aligned terminal table.
+  os << "\nDevice: " << markdown_escape(device_line(r.environment)) << "\n";
+  if (const std::string p = peak_line(r); !p.empty()) os << "\n" << markdown_escape(p) << "\n";
+  if (const std::string l = legend(r); !l.empty()) os << "\n" << markdown_escape(l) << "\n";
+  const auto lines = trail_lines(r);
+  if (!lines.empty()) os << "\n";
+  for (const auto& l : lines)
+    os << "- " << l.index << " " << markdown_escape(l.name) << ": " << markdown_escape(l.text) << "\n";
+  return os.str();
+}
+
+/// A terminal cell's width: UTF-8 code points, ANSI colour codes excluded.
+size_t display_len(const std::string& s) {
+  size_t n = 0;
+  bool escape = false;
+  for (unsigned char ch : s) {
+    if (ch == 0x1b) escape = true;
+    else if (escape) escape = ch != 'm';
+    else n += (ch & 0xC0) != 0x80;
+  }
+  return n;
+}
+
+/// `text` in the ANSI colour `code`.
+std::string paint(const std::string& text, const char* code) { return std::string("\033[") + code + "m" + text + "\033[0m"; }
+
+/// The terminal's colours: verdicts green (faster), red (slower) or yellow (undecided), the
+/// load column yellow when the row competed.
+void paint_cells(const Results& r, std::vector<std::vector<std::string>>& body) {
+  for (size_t i = 0; i < body.size(); ++i) {
+    const Row& row = r.rows[i];
+    if (!row.m) continue;
+    for (size_t k : {size_t{7}, size_t{8}}) {
+      const std::string& verdict = k == 7 ? row.verdict_prev : row.verdict_base;
+      std::string& cell = body[i][k];
+      if (verdict == "faster") cell = paint(cell, "32");
+      else if (verdict == "slower") cell = paint(cell, "31");
+      else if (verdict == "undecided") cell = paint(cell, "33");
+    }
+    if (row.m->load.under_load || !row.m->load.gpu_notes.empty()) body[i][9] = paint(body[i][9], "33");
+  }
+}
+
+/// The lines under the table, skipped rows yellow and failed rows red when `color`.
+std::string painted_trail(const Results& r, bool color) {
+  std::string t = trail(r);
+  if (!color) return t;
+  std::istringstream lines(t);
+  std::string line, painted;
+  while (std::getline(lines, line)) {
+    if (line.find(": skipped: ") != std::string::npos) line = paint(line, "33");
+    else if (line.find(": failed: ") != std::string::npos) line = paint(line, "31");
+    painted += line + "\n";
+  }
+  return painted;
+}
+
+/// The aligned terminal table, with the device, peak and legend lines and the row notes.
+std::string render_terminal(const Results& r, std::vector<std::vector<std::string>> body,
+                            const std::vector<Column>& cols, bool color) {
   std::vector<size_t> width(cols.size());
   for (size_t k = 0; k < cols.size(); ++k) width[k] = cols[k].header.size();
-  auto display_len = [](const std::string& s) {  // UTF-8 code points, ANSI colours excluded
-    size_t n = 0;
-    bool escape = false;
-    for (unsigned char ch : s) {
-      if (ch == 0x1b) escape = true;
-      else if (escape) escape = ch != 'm';
-      else n += (ch & 0xC0) != 0x80;
-    }
-    return n;
-  };
-  auto paint = [&](const std::string& text, const char* code) {
-    return color ? std::string("\033[") + code + "m" + text + "\033[0m" : text;
-  };
-  if (color) {
-    for (size_t i = 0; i < body.size(); ++i) {
-      const Row& row = r.rows[i];
-      if (!row.m) continue;
-      for (size_t k : {size_t{7}, size_t{8}}) {
-        const std::string& verdict = k == 7 ? row.verdict_prev : row.verdict_base;
-        std::string& cell = body[i][k];
-        if (verdict == "faster") cell = paint(cell, "32");
-        else if (verdict == "slower") cell = paint(cell, "31");
-        else if (verdict == "undecided") cell = paint(cell, "33");
-      }
-      if (row.m->load.under_load || !row.m->load.gpu_notes.empty()) body[i][9] = paint(body[i][9], "33");
-    }
-  }
+  if (color) paint_cells(r, body);
   for (auto& b : body)
     for (size_t k = 0; k < b.size(); ++k) width[k] = std::max(width[k], display_len(b[k]));
   auto line = [&](const std::vector<std::string>& v) {
@@ -580,6 +604,7 @@ std::string render(const Results& r, const std::string& format, bool color) {
     while (!s.empty() && s.back() == ' ') s.pop_back();
     return s + "\n";
   };
+  std::ostringstream os;
   std::vector<std::string> hdr;
   for (const auto& c : cols) hdr.push_back(c.header);
   os << line(hdr);
@@ -587,19 +612,21 @@ std::string render(const Results& r, const std::string& format, bool color) {
   os << "device: " << device_line(r.environment) << "\n";
   if (const std::string p = peak_line(r); !p.empty()) os << p << "\n";
   if (const std::string l = legend(r); !l.empty()) os << l << "\n";
-  std::string t = trail(r);
-  if (color) {  // skipped rows yellow, failed rows red
-    std::istringstream lines(t);
-    std::string line, painted;
-    while (std::getline(lines, line)) {
-      if (line.find(": skipped: ") != std::string::npos) line = paint(line, "33");
-      else if (line.find(": failed: ") != std::string::npos) line = paint(line, "31");
-      painted += line + "\n";
-    }
-    t = painted;
-  }
-  if (!t.empty()) os << t;
+  os << painted_trail(r, color);
   return os.str();
+}
+
+}  // namespace
+
+std::string render(const Results& r, const std::string& format, bool color) {
+  if (format == "json") return to_json(r).dump(2) + "\n";
+  if (format == "csv") return render_csv(r);
+  const bool gpu = any_gpu(r);
+  std::vector<std::vector<std::string>> body;
+  for (size_t i = 0; i < r.rows.size(); ++i) body.push_back(cells(r.rows[i], i, gpu));
+  const auto cols = columns(gpu);
+  if (format == "md") return render_markdown(r, body, cols);
+  return render_terminal(r, std::move(body), cols, color);
 }
 
 }  // namespace ptune::report

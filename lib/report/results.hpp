@@ -11,6 +11,7 @@
 
 #include "engine/cpu_info.hpp"
 #include "measure/probe.hpp"
+#include "report/status.hpp"
 
 namespace ptune::report {
 
@@ -32,7 +33,7 @@ struct Row {
   int64_t num_workers = 0;
   std::string mode = "train";
   std::string arch;                       // model.arch: speedups compare rows of the same mode and arch
-  std::string status = "ok";              // ok | eager fallback: <why> | skipped: <why> | failed: <why>
+  RowStatus status;                       // ok, or eager fallback, skipped or failed with why
   std::optional<measure::Measurement> m;  // absent when not ok
   double speedup_vs_prev = 0;             // vs the previous ok row of the same mode
   double speedup_vs_base = 0;             // vs the first ok row of the same mode
@@ -55,7 +56,7 @@ struct Results {
   nlohmann::ordered_json config;  // the resolved config
   Environment environment;
   std::vector<Row> rows;
-  std::string status = "running";  // running | complete | interrupted
+  RunStatus status = RunStatus::kRunning;
 };
 
 /// Adds to `row` a note "<key> changes training semantics; loss L vs B in the first row" for

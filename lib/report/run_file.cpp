@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "errors.hpp"
+#include "report/status.hpp"
 
 namespace ptune::report {
 namespace {
@@ -104,7 +105,8 @@ Json bench_row(const Json& in, const std::string& where) {
     } else {
       const std::string ptune_status = in.contains("ptune_status") && in["ptune_status"].is_string()
                                            ? in["ptune_status"].get<std::string>() : "";
-      row["status"] = ptune_status.rfind("skipped", 0) == 0 ? ptune_status : "failed: no PyTorch number";
+      row["status"] = RowStatus::from_text(ptune_status).is(RowStatus::State::kSkipped) ? ptune_status
+                                                                                       : "failed: no PyTorch number";
     }
     return row;
   }

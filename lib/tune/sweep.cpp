@@ -133,6 +133,7 @@ void add_run_notes(measure::Measurement& m, const measure::Comparison& c, const 
   m.transient_windows = c.transient;
   for (auto& n : measure::run_notes(c.transient, c.b_ms.size(), plan.min_pairs, c.stop, plan.deadline, true))
     m.notes.push_back(std::move(n));
+  if (std::string n = measure::undecided_note(c, plan); !n.empty()) m.notes.push_back(std::move(n));
 }
 
 /// The notes of a row whose sides ran in child processes: what each child reported of its process.
@@ -149,10 +150,13 @@ void add_process_notes(measure::Measurement& m, const measure::ChildSide* a, con
 /// the construction of its pipeline (measure::Deadline), the rebuilt windows included. A row
 /// whose process settings (config's `process`) or its previous row's are not a default
 /// process's runs both sides in child processes (measure/child_side.hpp); `prev_in_child` says
-/// that `prev` is one already, else the previous row's side is started afresh in one.
+/// that `prev` is one already, else the previous row's side is started afresh in one. A row
+/// timed alone (no `prev`) runs in a child process too when `alone_in_child`: in a sweep with
+/// process-level rows, the baseline is then a fresh default process, as the rows it is compared
+/// with are fresh processes, and not ptune's own with its history (docs/statistics.md).
 Timed time_row(const config::ExperimentConfig& cfg, measure::RowSide* prev, const config::ExperimentConfig* prev_cfg,
-               bool prev_in_child, const measure::Progress& progress, const std::function<void()>& release,
-               const std::atomic<bool>* interrupted) {
+               bool prev_in_child, bool alone_in_child, const measure::Progress& progress,
+               const std::function<void()>& release, const std::atomic<bool>* interrupted) {
   // The previous row's windows count as this row's pairs: progress speaks of this row, but an
   // interruption stops them too.
   const measure::Progress prev_progress = [interrupted](const std::string&, int64_t, int64_t) {
@@ -174,7 +178,7 @@ Timed time_row(const config::ExperimentConfig& cfg, measure::RowSide* prev, cons
     m.load.under_load = m.load.under_load || compared_under_load;
   };
   Timed t;
-  t.in_child = measure::needs_child(cfg, prev ? prev_cfg : nullptr, prev && prev_in_child);
+  t.in_child = measure::needs_child(cfg, prev ? prev_cfg : nullptr, prev && prev_in_child) || (!prev && alone_in_child);
   try {
     // In child processes: the previous row's side too, unless it runs in one already.
     std::unique_ptr<measure::ChildSide> prev_child;
@@ -248,72 +252,95 @@ std::vector<measure::Tried> tried_before(const std::vector<report::Row>& rows, s
   return tried;
 }
 
-}  // namespace
 
-void run_sweep(const config::ExperimentConfig& cfg, const SweepOptions& options, report::Results& out) {
-  out.config = config::to_json(cfg);
-  out.environment = environment(cfg);
-  out.status = "running";
-  engine::resolve_device(cfg.device);  // a bad device fails the whole sweep, not each row
-  const auto rows = config::expand_sweep(cfg);
-  std::map<std::string, double> base_loss;  // model.arch -> its first row's loss
-  struct Done {
-    size_t index;                  // in the sweep
-    config::ExperimentConfig cfg;  // the row's config
-    measure::TraceTarget trace;    // where its traces go (measure.profile), one per rank
-  };
-  std::vector<Done> done;  // out.rows[k] is rows[done[k].index]
-  auto selected = [&](size_t i) {
-    return options.rows.empty() || std::binary_search(options.rows.begin(), options.rows.end(), i);
-  };
-  auto progress_of = [&](size_t i, const config::ExperimentConfig& row_cfg) -> measure::Progress {
-    return [&, i](const std::string& phase, int64_t step, int64_t total) {
-      if (options.interrupted && options.interrupted->load()) throw Interrupted();
-      if (options.on_progress)
-        options.on_progress(i, rows[i].first.name, phase, step, total,
-                            row_cfg.loader.batch_size * out.environment.world_size);
-    };
-  };
-  auto failure = [](const std::exception& e) {
-    if (dynamic_cast<const ConfigError*>(&e)) return std::string("skipped: ") + e.what();
-    if (!is_out_of_memory(e)) return "failed: " + message_of(e);
-    engine::cuda::empty_cache();  // the next row starts without this one's cached blocks
-    return std::string("failed: out of memory");
-  };
-  auto interrupted = [&] {
-    out.status = "interrupted";
-    if (options.on_row) options.on_row(out);
-  };
+/// One sweep, stage by stage: the primer, pass 1 (every row timed, each against the previous
+/// ok row of its mode and model.arch, whose pipeline stays built and warm until then) and pass 2
+/// (GPU busy and traces, after the last timed step).
+class SweepRun {
+ public:
+  SweepRun(const config::ExperimentConfig& cfg, const SweepOptions& options, report::Results& out)
+      : cfg_(cfg), options_(options), out_(out), rows_(config::expand_sweep(cfg)) {
+    for (size_t i = 0; i < rows_.size(); ++i)
+      process_rows_ = process_rows_ || (selected(i) && !engine::default_process(rows_[i].second.process));
+  }
 
-  // Pass 1: every row timed, with no profiler in the process yet. Each row is timed against
-  // the previous ok row of its mode, windows interleaved: that row's pipeline stays built and
-  // warm (its loader paused) until the next row of the mode has been measured against it.
+  void run() {
+    try {
+      prime();
+      for (size_t i = 0; i < rows_.size(); ++i)
+        if (selected(i)) add_row(i, time_one(i));
+      live_.clear();  // profiling builds its own pipelines
+      for (size_t k = 0; k < out_.rows.size(); ++k) profile_row(k);
+    } catch (const Interrupted&) {
+      out_.status = report::RunStatus::kInterrupted;
+      if (options_.on_row) options_.on_row(out_);
+      throw;
+    }
+    out_.status = report::RunStatus::kComplete;
+    if (options_.on_row) options_.on_row(out_);
+  }
+
+ private:
+  /// A row's bench kept built and warm for the next row of its mode and model.arch.
   struct Live {
     size_t k;                                 // its index in out.rows
     std::unique_ptr<measure::RowSide> bench;  // in-process, or in a child process (in_child)
     bool in_child = false;
   };
-  std::map<std::string, Live> live;  // mode/model.arch -> the last ok row's bench
-  // A primer: the first row's pipeline built, warmed up and freed before any row is timed, in
-  // ptune's own process. A fresh process's first pipeline ran 2-3% slower than an identical one
-  // built after it (an A/A pair of ResNet-18 rows, 6 quiet runs: +2.4% for the second on
-  // average; with the primer -1.0%, within the noise): one-time initializations (LibTorch's and
-  // oneDNN's, on first use) then happen before any timed pipeline exists. Its errors are the
-  // row's own, and are reported when the row itself is built.
-  for (size_t i = 0; i < rows.size(); ++i) {
-    if (!selected(i)) continue;
-    try {
-      measure::prime(rows[i].second, progress_of(i, rows[i].second));
-    } catch (const Interrupted&) {
-      interrupted();
-      throw;
-    }
-    break;
-  }
-  for (size_t i = 0; i < rows.size(); ++i) {
-    if (!selected(i)) continue;
-    const auto& [spec, row_cfg] = rows[i];
+  /// A row measured (or failed), before it joins the results.
+  struct Measured {
     report::Row row;
+    std::unique_ptr<measure::RowSide> kept;
+    bool in_child = false;
+  };
+  /// A row in the results: its place in the sweep, its config, where its traces go.
+  struct Done {
+    size_t index;                  // in the sweep
+    config::ExperimentConfig cfg;  // the row's config
+    measure::TraceTarget trace;    // where its traces go (measure.profile), one per rank
+  };
+
+  bool selected(size_t i) const {
+    return options_.rows.empty() || std::binary_search(options_.rows.begin(), options_.rows.end(), i);
+  }
+
+  measure::Progress progress_of(size_t i, const config::ExperimentConfig& row_cfg) const {
+    return [this, i, &row_cfg](const std::string& phase, int64_t step, int64_t total) {
+      if (options_.interrupted && options_.interrupted->load()) throw Interrupted();
+      if (options_.on_progress)
+        options_.on_progress(i, rows_[i].first.name, phase, step, total,
+                             row_cfg.loader.batch_size * out_.environment.world_size);
+    };
+  }
+
+  static report::RowStatus failure(const std::exception& e) {
+    if (dynamic_cast<const ConfigError*>(&e)) return report::RowStatus::skipped(e.what());
+    if (!is_out_of_memory(e)) return report::RowStatus::failed(message_of(e));
+    engine::cuda::empty_cache();  // the next row starts without this one's cached blocks
+    return report::RowStatus::failed("out of memory");
+  }
+
+  /// The primer: the first row's pipeline built, warmed up and freed before any row is timed,
+  /// in ptune's own process. A fresh process's first pipeline ran 2-3% slower than an identical
+  /// one built after it (an A/A pair of ResNet-18 rows, 6 quiet runs: +2.4% for the second on
+  /// average; with the primer -1.0%, within the noise): one-time initializations (LibTorch's and
+  /// oneDNN's, on first use) then happen before any timed pipeline exists. Its errors are the
+  /// row's own, and are reported when the row itself is built. A sweep with process-level rows
+  /// (process.* keys) times every row in child processes, each its own fresh process: the first
+  /// row of each mode and model.arch too, so that the baseline is a default process as a user's
+  /// `python train.py` is, not ptune's own after its probes and primer; it has no primer.
+  void prime() {
+    if (process_rows_) return;
+    for (size_t i = 0; i < rows_.size(); ++i)
+      if (selected(i)) return measure::prime(rows_[i].second, progress_of(i, rows_[i].second));
+  }
+
+  /// Row `i` timed (pass 1), with the notes its measurement gives it; failed or skipped with
+  /// its reason when it could not be.
+  Measured time_one(size_t i) {
+    const auto& [spec, row_cfg] = rows_[i];
+    Measured out;
+    report::Row& row = out.row;
     row.name = spec.name;
     row.changes = spec.set;
     row.num_workers = row_cfg.loader.num_workers;
@@ -321,84 +348,109 @@ void run_sweep(const config::ExperimentConfig& cfg, const SweepOptions& options,
     row.arch = row_cfg.model.arch;
     row.rule = measure::window_plan(row_cfg).rule;
     const measure::Progress progress = progress_of(i, row_cfg);
-    std::unique_ptr<measure::RowSide> kept;
-    bool kept_in_child = false;
     try {
-      if (!row_cfg.measure.interleave) live.clear();
-      Live* prev = live.count(row.mode + "/" + row.arch) ? &live[row.mode + "/" + row.arch] : nullptr;
-      check_applies(spec, i, rows);
-      Timed t = time_row(row_cfg, prev ? prev->bench.get() : nullptr, prev ? &done[prev->k].cfg : nullptr,
-                         prev && prev->in_child, progress, [&] { live.clear(); }, options.interrupted);
-      kept_in_child = t.in_child;
+      if (!row_cfg.measure.interleave) live_.clear();
+      const std::string key = row.mode + "/" + row.arch;
+      Live* prev = live_.count(key) ? &live_[key] : nullptr;
+      check_applies(spec, i, rows_);
+      Timed t = time_row(row_cfg, prev ? prev->bench.get() : nullptr, prev ? &done_[prev->k].cfg : nullptr,
+                         prev && prev->in_child, process_rows_, progress, [&] { live_.clear(); },
+                         options_.interrupted);
+      out.in_child = t.in_child;
       row.m = std::move(t.m);
       row.prev_ms = std::move(t.prev_ms);
       row.rebuilt = t.rebuilt;
-      kept = std::move(t.bench);
-      row.notes = row.m->notes;
-      if (t.rebuilt)
-        row.notes.push_back("interleaved by rebuilding both pipelines for every window: the two did not fit in "
-                            "memory at once");
-      if (row.m->load.under_load)
-        row.notes.push_back("measured under competing load (" + row.m->load.summary() +
-                            "): its figures are less certain than on a quiet machine");
-      else
-        for (const auto& n : row.m->load.gpu_notes)  // the GPU's own state: not load, but it slows the row
-          row.notes.push_back("the GPU was slowed down at the row's end (" + n + ")");
-      if (!row.m->eager_fallback.empty()) row.status = "eager fallback: " + row.m->eager_fallback;
+      out.kept = std::move(t.bench);
+      add_measurement_notes(row);
       if (row_cfg.measure.convergence_steps > 0 && row.mode == "train") {
         if (progress) progress("convergence", 0, row_cfg.measure.convergence_steps);
         row.loss_curve = measure::loss_curve(row_cfg, row_cfg.measure.convergence_steps);
       }
     } catch (const Interrupted&) {
-      interrupted();
       throw;
     } catch (const std::exception& e) {
       row.status = failure(e);
     }
+    return out;
+  }
+
+  /// The notes and status a measured row gets from how it was measured: rebuilt pipelines,
+  /// competing load or a slowed GPU, a CUDA graph that fell back to eager batches.
+  static void add_measurement_notes(report::Row& row) {
+    row.notes = row.m->notes;
+    if (row.rebuilt)
+      row.notes.push_back("interleaved by rebuilding both pipelines for every window: the two did not fit in "
+                          "memory at once");
+    if (row.m->load.under_load)
+      row.notes.push_back("measured under competing load (" + row.m->load.summary() +
+                          "): its figures are less certain than on a quiet machine");
+    else
+      for (const auto& n : row.m->load.gpu_notes)  // the GPU's own state: not load, but it slows the row
+        row.notes.push_back("the GPU was slowed down at the row's end (" + n + ")");
+    if (!row.m->eager_fallback.empty()) row.status = report::RowStatus::eager_fallback(row.m->eager_fallback);
+  }
+
+  /// Row `i` joins the results: its speedups, its bench kept for the next row, its diagnosis,
+  /// warnings and semantic notes; then the results are written (options.on_row).
+  void add_row(size_t i, Measured measured) {
+    const auto& [spec, row_cfg] = rows_[i];
     char index[24];
     std::snprintf(index, sizeof index, "%02zu-", i);
-    done.push_back({i, row_cfg,
-                    {row_cfg.measure.out_dir + "/" + measure::slug(cfg.name) + "/" + index + measure::slug(spec.name),
-                     spec.name, spec.set}});
-    out.rows.push_back(std::move(row));
-    report::Row& r = out.rows.back();
-    report::compute_speedups(out.rows);
-    if (kept) live[r.mode + "/" + r.arch] = Live{out.rows.size() - 1, std::move(kept), kept_in_child};  // the one it replaces is freed
+    done_.push_back({i, row_cfg,
+                     {row_cfg.measure.out_dir + "/" + measure::slug(cfg_.name) + "/" + index + measure::slug(spec.name),
+                      spec.name, spec.set}});
+    out_.rows.push_back(std::move(measured.row));
+    report::Row& r = out_.rows.back();
+    report::compute_speedups(out_.rows);
+    if (measured.kept)  // the one it replaces is freed
+      live_[r.mode + "/" + r.arch] = Live{out_.rows.size() - 1, std::move(measured.kept), measured.in_child};
     if (r.m) {
       r.diagnosis = measure::with_peak(
-          measure::diagnose(*r.m, row_cfg, tried_before(out.rows, out.rows.size() - 1), {}, engine::cpu_info()),
+          measure::diagnose(*r.m, row_cfg, tried_before(out_.rows, out_.rows.size() - 1), {}, engine::cpu_info()),
           report::pct_of_peak(r), r.m->peak_precision);
-      if (r.m->load.under_load && dist::world_rank() == 0)
-        log::warn("row " + std::to_string(i) + " '" + r.name + "' measured under competing load: " +
-                  r.m->load.summary());
-      else if (!r.m->load.gpu_notes.empty() && dist::world_rank() == 0) {
-        std::string notes;
-        for (const auto& n : r.m->load.gpu_notes) notes += (notes.empty() ? "" : ", ") + n;
-        log::warn("row " + std::to_string(i) + " '" + r.name + "': the GPU was slowed down at the row's end: " + notes);
-      }
+      warn_about_load(i, r);
     }
+    note_training_changes(r);
+    if (options_.on_row) options_.on_row(out_);
+  }
+
+  /// A warning on stderr for a row measured under competing load or on a slowed GPU.
+  static void warn_about_load(size_t i, const report::Row& r) {
+    if (dist::world_rank() != 0) return;
+    if (r.m->load.under_load) {
+      log::warn("row " + std::to_string(i) + " '" + r.name + "' measured under competing load: " + r.m->load.summary());
+    } else if (!r.m->load.gpu_notes.empty()) {
+      std::string notes;
+      for (const auto& n : r.m->load.gpu_notes) notes += (notes.empty() ? "" : ", ") + n;
+      log::warn("row " + std::to_string(i) + " '" + r.name + "': the GPU was slowed down at the row's end: " + notes);
+    }
+  }
+
+  /// The notes of a row that changes what is trained: its loss against the first row of its
+  /// model.arch, and its loss curve against the first row's (measure.convergence_steps).
+  void note_training_changes(report::Row& r) {
     if (r.m && r.m->loss && r.mode == "train") {
       // The first row of each model.arch is the reference, not noted.
-      if (!base_loss.count(r.arch)) base_loss[r.arch] = *r.m->loss;
-      else report::note_semantics(r, base_loss[r.arch]);
+      if (!base_loss_.count(r.arch)) base_loss_[r.arch] = *r.m->loss;
+      else report::note_semantics(r, base_loss_[r.arch]);
     }
-    if (!r.loss_curve.empty()) {
-      const report::Row* first = nullptr;
-      for (const auto& other : out.rows)
-        if (!other.loss_curve.empty()) { first = &other; break; }
-      if (first != &r) r.notes.push_back(measure::compare_convergence(r.loss_curve, first->loss_curve).text);
-    }
-    if (options.on_row) options.on_row(out);
+    if (r.loss_curve.empty()) return;
+    const report::Row* first = nullptr;
+    for (const auto& other : out_.rows)
+      if (!other.loss_curve.empty()) {
+        first = &other;
+        break;
+      }
+    if (first != &r) r.notes.push_back(measure::compare_convergence(r.loss_curve, first->loss_curve).text);
   }
-  live.clear();  // profiling builds its own pipelines
 
-  // Pass 2: GPU busy and traces, after the last timed step.
-  for (size_t k = 0; k < out.rows.size(); ++k) {
-    report::Row& r = out.rows[k];
-    const Done& d = done[k];
-    if (!r.m || !measure::wants_profile(d.cfg)) continue;
+  /// Pass 2 for row `k`: its GPU busy and trace (measure.profile), in a child process started
+  /// with its process settings where it has any.
+  void profile_row(size_t k) {
+    report::Row& r = out_.rows[k];
+    const Done& d = done_[k];
+    if (!r.m || !measure::wants_profile(d.cfg)) return;
     try {
-      // A row with process settings is profiled in a child process started with them.
       const measure::ProfileResult p =
           engine::default_process(d.cfg.process)
               ? measure::profile(d.cfg, r.m->ms_per_step, d.trace, progress_of(d.index, d.cfg))
@@ -406,21 +458,37 @@ void run_sweep(const config::ExperimentConfig& cfg, const SweepOptions& options,
                     .profile(r.m->ms_per_step, d.trace);
       r.m->gpu_busy_pct = p.gpu_busy_pct;
       r.m->trace_path = p.trace_path;
-      r.diagnosis = measure::with_peak(measure::diagnose(*r.m, d.cfg, tried_before(out.rows, k), {}, engine::cpu_info()),
+      r.diagnosis = measure::with_peak(measure::diagnose(*r.m, d.cfg, tried_before(out_.rows, k), {}, engine::cpu_info()),
                                        report::pct_of_peak(r), r.m->peak_precision);
     } catch (const Interrupted&) {
-      interrupted();
       throw;
     } catch (const WriteError& e) {
       // The trace the row promised is missing: a failed row (the sweep goes on, exits 1).
-      r.status = std::string("failed: ") + e.what();
+      r.status = report::RowStatus::failed(e.what());
     } catch (const std::exception& e) {
-      r.notes.push_back("profiling failed: " + failure(e));
+      r.notes.push_back("profiling failed: " + failure(e).text());
     }
-    if (options.on_row) options.on_row(out);
+    if (options_.on_row) options_.on_row(out_);
   }
-  out.status = "complete";
-  if (options.on_row) options.on_row(out);
+
+  const config::ExperimentConfig& cfg_;
+  const SweepOptions& options_;
+  report::Results& out_;
+  const std::vector<std::pair<config::SweepRow, config::ExperimentConfig>> rows_;
+  bool process_rows_ = false;               // any selected row with process settings
+  std::map<std::string, double> base_loss_;  // model.arch -> its first row's loss
+  std::vector<Done> done_;                   // out.rows[k] is rows[done[k].index]
+  std::map<std::string, Live> live_;         // mode/model.arch -> the last ok row's bench
+};
+
+}  // namespace
+
+void run_sweep(const config::ExperimentConfig& cfg, const SweepOptions& options, report::Results& out) {
+  out.config = config::to_json(cfg);
+  out.environment = environment(cfg);
+  out.status = report::RunStatus::kRunning;
+  engine::resolve_device(cfg.device);  // a bad device fails the whole sweep, not each row
+  SweepRun(cfg, options, out).run();
 }
 
 }  // namespace ptune::tune

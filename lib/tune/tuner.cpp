@@ -63,12 +63,12 @@ std::string interval_text(const measure::Interval& i) {
   return fmt("[%+.1f%%, ", 100 * (i.lo - 1)) + fmt("%+.1f%%]", 100 * (i.hi - 1));
 }
 
-/// Budget and interruption: the reason to stop before the next trial, or "".
-std::string stop_before_next(const ClockFn& clock, double start, double budget_s,
-                             const std::atomic<bool>* interrupted) {
-  if (interrupted && interrupted->load()) return "interrupted";
-  if (budget_s > 0 && clock() - start >= budget_s) return "budget reached";
-  return "";
+/// Budget and interruption: the reason to stop before the next trial, if any.
+std::optional<StopReason> stop_before_next(const ClockFn& clock, double start, double budget_s,
+                                           const std::atomic<bool>* interrupted) {
+  if (interrupted && interrupted->load()) return StopReason{StopReason::Kind::kInterrupted};
+  if (budget_s > 0 && clock() - start >= budget_s) return StopReason{StopReason::Kind::kBudget};
+  return std::nullopt;
 }
 
 /// An aligned text table: left-aligned text columns, right-aligned where `right`.
@@ -140,153 +140,202 @@ bool is_out_of_memory(const std::exception& e) {
 
 // ---------------------------------------------------------------- batch-size finder
 
-BatchSearchResult find_batch_size(const config::ExperimentConfig& cfg, const BatchSearchOptions& options) {
-  const MeasureFn measure = options.measure ? options.measure : default_measure();
-  const ClockFn clock = options.clock ? options.clock : default_clock();
-  const std::function<void()> on_oom = options.on_oom ? options.on_oom : [] { engine::cuda::empty_cache(); };
-  if (options.margin_pct < 0 || options.margin_pct >= 100)
-    throw ConfigError("--margin: " + fmt("%g", options.margin_pct) + " is out of range; allowed: 0 <= margin < 100");
+namespace {
 
-  const c10::Device device = engine::resolve_device(cfg.device);  // ConfigError for a missing GPU
-  BatchSearchResult res;
-  int64_t total = options.device_memory_bytes;
-  if (total <= 0 && device.is_cuda()) total = engine::cuda::total_memory(device.index());
-  if (total > 0)
-    res.memory_limit_bytes = static_cast<int64_t>(static_cast<double>(total) * (1.0 - options.margin_pct / 100.0));
+/// One batch-size search: its limits, the tries (doubling from the config's batch, then a
+/// binary search between the largest fit and the smallest failure), the winner.
+class BatchSearch {
+ public:
+  BatchSearch(const config::ExperimentConfig& cfg, const BatchSearchOptions& options)
+      : cfg_(cfg),
+        options_(options),
+        measure_(options.measure ? options.measure : default_measure()),
+        clock_(options.clock ? options.clock : default_clock()),
+        on_oom_(options.on_oom ? options.on_oom : [] { engine::cuda::empty_cache(); }) {}
 
-  res.max_batch = options.max_batch > 0 ? options.max_batch : device.is_cuda() ? kDefaultMaxBatchCuda : kDefaultMaxBatchCpu;
-  if (!device.is_cuda() && options.max_batch <= 0)
-    res.notes.push_back("on the CPU there is no device memory limit to find: the search stops at batch " +
-                        std::to_string(res.max_batch) + " (the CPU default of --max-batch)");
-  if (cfg.data.kind == "fake_cifar" && cfg.data.num_samples < res.max_batch) {
-    res.max_batch = cfg.data.num_samples;
-    res.notes.push_back("capped at data.num_samples (" + std::to_string(res.max_batch) + ")");
+  BatchSearchResult run() {
+    if (options_.margin_pct < 0 || options_.margin_pct >= 100)
+      throw ConfigError("--margin: " + fmt("%g", options_.margin_pct) + " is out of range; allowed: 0 <= margin < 100");
+    set_limits(engine::resolve_device(cfg_.device));  // ConfigError for a missing GPU
+    hi_ = res_.max_batch + 1;
+    res_.table.config = config::to_json(cfg_);
+    res_.table.environment = environment(cfg_);
+    res_.table.status = report::RunStatus::kRunning;
+    t0_ = clock_();
+    double_up();
+    bisect();
+    res_.stop = stop_.value_or(StopReason{});
+    if (res_.stop.is(StopReason::Kind::kBudget))
+      res_.notes.push_back("the budget ran out: the search stopped early, after " + std::to_string(res_.tries.size()) +
+                           " tries");
+    pick_winner();
+    res_.table.status = res_.stop.is(StopReason::Kind::kInterrupted) ? report::RunStatus::kInterrupted
+                                                                     : report::RunStatus::kComplete;
+    return std::move(res_);
   }
-  const int64_t start_batch = std::min(cfg.loader.batch_size, res.max_batch);
 
-  res.table.config = config::to_json(cfg);
-  res.table.environment = environment(cfg);
-  res.table.status = "running";
+ private:
+  /// The device's memory limit (CUDA: total less the margin) and the largest batch tried.
+  void set_limits(const c10::Device& device) {
+    total_ = options_.device_memory_bytes;
+    if (total_ <= 0 && device.is_cuda()) total_ = engine::cuda::total_memory(device.index());
+    if (total_ > 0)
+      res_.memory_limit_bytes = static_cast<int64_t>(static_cast<double>(total_) * (1.0 - options_.margin_pct / 100.0));
+    res_.max_batch = options_.max_batch > 0 ? options_.max_batch
+                     : device.is_cuda()     ? kDefaultMaxBatchCuda
+                                            : kDefaultMaxBatchCpu;
+    if (!device.is_cuda() && options_.max_batch <= 0)
+      res_.notes.push_back("on the CPU there is no device memory limit to find: the search stops at batch " +
+                           std::to_string(res_.max_batch) + " (the CPU default of --max-batch)");
+    if (cfg_.data.kind == "fake_cifar" && cfg_.data.num_samples < res_.max_batch) {
+      res_.max_batch = cfg_.data.num_samples;
+      res_.notes.push_back("capped at data.num_samples (" + std::to_string(res_.max_batch) + ")");
+    }
+  }
 
-  const double t0 = clock();
-  int64_t lo = 0;                   // largest batch known to fit (0: none yet)
-  int64_t hi = res.max_batch + 1;   // smallest batch known not to fit
-  std::string stop;
+  /// Doubling from the config's batch while it fits.
+  void double_up() {
+    for (int64_t b = std::min(cfg_.loader.batch_size, res_.max_batch);;) {
+      const bool fits = try_batch(b);
+      if (stop_) break;
+      if (!fits) {
+        hi_ = b;
+        break;
+      }
+      lo_ = b;
+      if (b >= res_.max_batch) break;
+      b = std::min(2 * b, res_.max_batch);
+    }
+  }
 
-  // Measures batch `b`; false when it does not fit or the search must stop (`stop` set).
-  auto try_batch = [&](int64_t b) -> bool {
-    if (!res.tries.empty()) {
-      stop = stop_before_next(clock, t0, options.budget_s, options.interrupted);
-      if (!stop.empty()) return false;
+  /// Binary search between the largest fit and the smallest failure, on multiples of
+  /// options.granularity, until the gap is within options.resolution_pct.
+  void bisect() {
+    while (!stop_) {
+      const int64_t step = lo_ >= options_.granularity ? std::max<int64_t>(1, options_.granularity) : 1;
+      const auto close_enough = static_cast<int64_t>(static_cast<double>(lo_) * options_.resolution_pct / 100.0);
+      if (hi_ - lo_ <= 1 || (lo_ > 0 && hi_ - lo_ <= std::max(step, close_enough))) break;
+      int64_t mid = lo_ + (hi_ - lo_) / 2;
+      if (mid >= step && mid / step * step > lo_) mid = mid / step * step;
+      if (mid <= lo_ || mid >= hi_) break;
+      if (try_batch(mid)) lo_ = mid;
+      else if (!stop_) hi_ = mid;
+    }
+  }
+
+  /// Measures batch `b`; false when it does not fit or the search must stop (`stop_` set).
+  bool try_batch(int64_t b) {
+    if (!res_.tries.empty()) {
+      stop_ = stop_before_next(clock_, t0_, options_.budget_s, options_.interrupted);
+      if (stop_) return false;
     }
     BatchTry t;
     t.batch_size = b;
-    config::ExperimentConfig c = cfg;
+    config::ExperimentConfig c = cfg_;
     c.loader.batch_size = b;
-    c = measured(c, options.min_repeats);
-    report::Row row;
-    row.name = "batch " + std::to_string(b);
-    row.changes = Json{{"loader.batch_size", b}};
-    row.num_workers = c.loader.num_workers;
-    row.mode = c.measure.mode;
-    row.arch = c.model.arch;
+    c = measured(c, options_.min_repeats);
     try {
-      t.m = measure(c);
-      if (res.memory_limit_bytes > 0 && t.m->peak_mem_bytes && *t.m->peak_mem_bytes > res.memory_limit_bytes) {
-        t.status = "over the memory margin: peak " + gib(*t.m->peak_mem_bytes) + " > " + gib(res.memory_limit_bytes) +
-                   " (" + fmt("%g", 100.0 - options.margin_pct) + "% of " + gib(total) + ")";
+      t.m = measure_(c);
+      if (res_.memory_limit_bytes > 0 && t.m->peak_mem_bytes && *t.m->peak_mem_bytes > res_.memory_limit_bytes) {
+        t.state = TryState::kOverMargin;
+        t.why = "peak " + gib(*t.m->peak_mem_bytes) + " > " + gib(res_.memory_limit_bytes) + " (" +
+                fmt("%g", 100.0 - options_.margin_pct) + "% of " + gib(total_) + ")";
       } else {
         t.fits = true;
-        t.status = "ok";
       }
     } catch (const Interrupted&) {
-      stop = "interrupted";
+      stop_ = StopReason{StopReason::Kind::kInterrupted};
       return false;
     } catch (const std::exception& e) {
       const bool oom = is_out_of_memory(e);
       // A failure of the starting batch that is not about memory is the config's, not the size's.
-      if (!oom && res.tries.empty()) throw;
-      t.status = oom ? "out of memory" : (dynamic_cast<const ConfigError*>(&e) ? "skipped: " : "failed: ") + message_of(e);
-      if (oom) on_oom();
+      if (!oom && res_.tries.empty()) throw;
+      t.state = oom ? TryState::kOutOfMemory : dynamic_cast<const ConfigError*>(&e) ? TryState::kSkipped : TryState::kFailed;
+      if (!oom) t.why = message_of(e);
+      if (oom) on_oom_();
     }
+    add_row(t, c);
+    res_.tries.push_back(std::move(t));
+    if (options_.on_try) options_.on_try(res_.table);
+    return res_.tries.back().fits;
+  }
+
+  /// The try's row in the table: its figures, and its peak memory (CUDA) or diagnosis.
+  void add_row(const BatchTry& t, const config::ExperimentConfig& c) {
+    report::Row row;
+    row.name = "batch " + std::to_string(t.batch_size);
+    row.changes = Json{{"loader.batch_size", t.batch_size}};
+    row.num_workers = c.loader.num_workers;
+    row.mode = c.measure.mode;
+    row.arch = c.model.arch;
     row.m = t.m;
-    row.status = t.fits ? "ok" : (t.status.rfind("skipped: ", 0) == 0 || t.status.rfind("failed: ", 0) == 0)
-                                     ? t.status : "failed: " + t.status;
-    if (t.m) {
-      row.diagnosis = t.m->peak_mem_bytes && total > 0
+    row.status = t.row_status();
+    if (t.m)
+      row.diagnosis = t.m->peak_mem_bytes && total_ > 0
                           ? "peak memory " + gib(*t.m->peak_mem_bytes) + " (" +
-                                fmt("%.0f", 100.0 * static_cast<double>(*t.m->peak_mem_bytes) / static_cast<double>(total)) +
+                                fmt("%.0f", 100.0 * static_cast<double>(*t.m->peak_mem_bytes) / static_cast<double>(total_)) +
                                 "% of the device)"
                           : measure::diagnose(*t.m, c, {}, {}, engine::cpu_info());
-    }
-    res.table.rows.push_back(std::move(row));
-    report::compute_speedups(res.table.rows);
-    if (report::Row& last = res.table.rows.back(); last.m)
+    res_.table.rows.push_back(std::move(row));
+    report::compute_speedups(res_.table.rows);
+    if (report::Row& last = res_.table.rows.back(); last.m)
       last.diagnosis = measure::with_peak(last.diagnosis, report::pct_of_peak(last), last.m->peak_precision);
-    res.tries.push_back(std::move(t));
-    if (options.on_try) options.on_try(res.table);
-    return res.tries.back().fits;
-  };
-
-  // Doubling from the config's batch while it fits.
-  for (int64_t b = start_batch;;) {
-    const bool fits = try_batch(b);
-    if (!stop.empty()) break;
-    if (!fits) { hi = b; break; }
-    lo = b;
-    if (b >= res.max_batch) break;
-    b = std::min(2 * b, res.max_batch);
-  }
-  // Binary search between the largest fit and the smallest failure.
-  while (stop.empty()) {
-    const int64_t step = lo >= options.granularity ? std::max<int64_t>(1, options.granularity) : 1;
-    const auto close_enough = static_cast<int64_t>(static_cast<double>(lo) * options.resolution_pct / 100.0);
-    if (hi - lo <= 1 || (lo > 0 && hi - lo <= std::max(step, close_enough))) break;
-    int64_t mid = lo + (hi - lo) / 2;
-    if (mid >= step && mid / step * step > lo) mid = mid / step * step;
-    if (mid <= lo || mid >= hi) break;
-    if (try_batch(mid)) lo = mid;
-    else if (stop.empty()) hi = mid;
-  }
-  res.stop_reason = stop.empty() ? "searched" : stop;
-  if (stop == "budget reached")
-    res.notes.push_back("the budget ran out: the search stopped early, after " + std::to_string(res.tries.size()) + " tries");
-
-  // The winner: the fastest of the batches that fit.
-  const BatchTry* fastest = nullptr;
-  for (const auto& t : res.tries) {
-    if (!t.fits) continue;
-    res.largest_fitting = std::max(res.largest_fitting, t.batch_size);
-    if (!fastest || t.m->samples_per_s > fastest->m->samples_per_s) fastest = &t;
-  }
-  if (!fastest) {
-    if (stop == "interrupted") throw Interrupted();
-    std::string why = res.tries.empty() ? "nothing was tried" : "batch " + std::to_string(res.tries.front().batch_size) +
-                                                                    ": " + res.tries.front().status;
-    throw std::runtime_error("no batch size fits: " + why + "; lower loader.batch_size or raise --margin/--max-batch");
-  }
-  res.fastest = fastest->batch_size;
-  for (size_t i = 0; i < res.tries.size(); ++i) {
-    if (res.tries[i].batch_size == res.fastest && res.tries[i].fits)
-      res.table.rows[i].notes.push_back(fmt("fastest: %.1f samples/s", fastest->m->samples_per_s));
-    if (res.tries[i].batch_size == res.largest_fitting && res.tries[i].fits)
-      res.table.rows[i].notes.push_back(res.memory_limit_bytes > 0
-                                            ? "largest batch that fits under the memory margin"
-                                            : "largest batch that fits (no memory limit on this device: bounded by the search range)");
   }
 
-  res.best = cfg;
-  res.best.loader.batch_size = res.fastest;
-  res.best.sweep.clear();
-  if (res.fastest != cfg.loader.batch_size) {
-    res.best.sweep.push_back({"batch " + std::to_string(cfg.loader.batch_size) + " (before tuning)",
-                              Json{{"loader.batch_size", cfg.loader.batch_size}}});
-    res.best.sweep.push_back({"batch " + std::to_string(res.fastest) + " (fastest)",
-                              Json{{"loader.batch_size", res.fastest}}});
+  /// The winner, the fastest of the batches that fit; its notes; the winning config.
+  void pick_winner() {
+    const BatchTry* fastest = nullptr;
+    for (const auto& t : res_.tries) {
+      if (!t.fits) continue;
+      res_.largest_fitting = std::max(res_.largest_fitting, t.batch_size);
+      if (!fastest || t.m->samples_per_s > fastest->m->samples_per_s) fastest = &t;
+    }
+    if (!fastest) {
+      if (res_.stop.is(StopReason::Kind::kInterrupted)) throw Interrupted();
+      std::string why = res_.tries.empty() ? "nothing was tried"
+                                           : "batch " + std::to_string(res_.tries.front().batch_size) + ": " +
+                                                 res_.tries.front().status_text();
+      throw std::runtime_error("no batch size fits: " + why + "; lower loader.batch_size or raise --margin/--max-batch");
+    }
+    res_.fastest = fastest->batch_size;
+    for (size_t i = 0; i < res_.tries.size(); ++i) {
+      if (res_.tries[i].batch_size == res_.fastest && res_.tries[i].fits)
+        res_.table.rows[i].notes.push_back(fmt("fastest: %.1f samples/s", fastest->m->samples_per_s));
+      if (res_.tries[i].batch_size == res_.largest_fitting && res_.tries[i].fits)
+        res_.table.rows[i].notes.push_back(
+            res_.memory_limit_bytes > 0
+                ? "largest batch that fits under the memory margin"
+                : "largest batch that fits (no memory limit on this device: bounded by the search range)");
+    }
+    res_.best = cfg_;
+    res_.best.loader.batch_size = res_.fastest;
+    res_.best.sweep.clear();
+    if (res_.fastest != cfg_.loader.batch_size) {
+      res_.best.sweep.push_back({"batch " + std::to_string(cfg_.loader.batch_size) + " (before tuning)",
+                                 Json{{"loader.batch_size", cfg_.loader.batch_size}}});
+      res_.best.sweep.push_back({"batch " + std::to_string(res_.fastest) + " (fastest)",
+                                 Json{{"loader.batch_size", res_.fastest}}});
+    }
+    res_.table.config = config::to_json(res_.best);
   }
-  res.table.config = config::to_json(res.best);
-  res.table.status = stop == "interrupted" ? "interrupted" : "complete";
-  return res;
+
+  const config::ExperimentConfig& cfg_;
+  const BatchSearchOptions& options_;
+  const MeasureFn measure_;
+  const ClockFn clock_;
+  const std::function<void()> on_oom_;
+  BatchSearchResult res_;
+  int64_t total_ = 0;                 // the device's memory; 0: none known (the CPU)
+  double t0_ = 0;
+  int64_t lo_ = 0;                    // largest batch known to fit (0: none yet)
+  int64_t hi_ = 0;                    // smallest batch known not to fit (set by double_up)
+  std::optional<StopReason> stop_;
+};
+
+}  // namespace
+
+BatchSearchResult find_batch_size(const config::ExperimentConfig& cfg, const BatchSearchOptions& options) {
+  return BatchSearch(cfg, options).run();
 }
 
 // ---------------------------------------------------------------- greedy search
@@ -343,31 +392,177 @@ std::vector<Candidate> candidates(const config::ExperimentConfig& cfg, int64_t c
   return out;
 }
 
-TuneResult greedy_tune(const config::ExperimentConfig& cfg, const TuneOptions& options) {
-  const MeasureFn measure = options.measure ? options.measure : default_measure();
-  const ClockFn clock = options.clock ? options.clock : default_clock();
-  const std::function<void()> on_oom = options.on_oom ? options.on_oom : [] { engine::cuda::empty_cache(); };
-  const bool cuda = engine::resolve_device(cfg.device).is_cuda();  // ConfigError for a missing GPU
-  const int64_t cores = options.cpu_cores > 0 ? options.cpu_cores
-                                              : std::max<int64_t>(1, std::thread::hardware_concurrency());
-  TuneResult res;
-  res.path.environment = environment(cfg);
-  res.path.status = "running";
-  const double t0 = clock();
+std::string StopReason::text() const {
+  switch (kind) {
+    case Kind::kSearched: return "searched";
+    case Kind::kBudget: return budget_s > 0 ? "budget of " + fmt("%g", budget_s / 60.0) + " min reached" : "budget reached";
+    case Kind::kInterrupted: return "interrupted";
+    case Kind::kNoGain: return "no change beat the noise";
+    case Kind::kPassLimit: break;
+  }
+  return "pass limit (" + std::to_string(max_passes) + ") reached";
+}
 
-  config::ExperimentConfig current = cfg;
-  current.sweep.clear();
-  const Json original = config::to_json(current);
+std::string BatchTry::status_text() const {
+  switch (state) {
+    case TryState::kOk: return "ok";
+    case TryState::kOutOfMemory: return "out of memory";
+    case TryState::kOverMargin: return "over the memory margin: " + why;
+    case TryState::kSkipped: return "skipped: " + why;
+    case TryState::kFailed: break;
+  }
+  return "failed: " + why;
+}
 
-  // The baseline: its failure is the config's, and ends the search.
-  Trial base;
-  base.name = "baseline";
-  base.set = Json::object();
-  base.verdict = "baseline";
-  base.m = measure(measured(current, options.min_repeats));
-  measure::Measurement incumbent = *base.m;
-  std::optional<double> base_loss = base.m->loss;
-  auto add_path_row = [&](const Trial& t, const config::ExperimentConfig& c) {
+report::RowStatus BatchTry::row_status() const {
+  if (fits) return report::RowStatus::ok();
+  if (state == TryState::kSkipped) return report::RowStatus::skipped(why);
+  if (state == TryState::kFailed) return report::RowStatus::failed(why);
+  return report::RowStatus::failed(status_text());
+}
+
+const char* trial_verdict_text(TrialVerdict v) {
+  switch (v) {
+    case TrialVerdict::kBaseline: return "baseline";
+    case TrialVerdict::kKept: return "kept";
+    case TrialVerdict::kRejected: return "rejected";
+    case TrialVerdict::kSkipped: return "skipped";
+    case TrialVerdict::kFailed: break;
+  }
+  return "failed";
+}
+
+namespace {
+
+/// One greedy search: the baseline, then passes over the candidates, each measured against the
+/// incumbent and kept when faster beyond noise by the threshold; the winner's sweep replays the
+/// path.
+class GreedySearch {
+ public:
+  GreedySearch(const config::ExperimentConfig& cfg, const TuneOptions& options)
+      : cfg_(cfg),
+        options_(options),
+        measure_(options.measure ? options.measure : default_measure()),
+        clock_(options.clock ? options.clock : default_clock()),
+        on_oom_(options.on_oom ? options.on_oom : [] { engine::cuda::empty_cache(); }) {}
+
+  TuneResult run() {
+    const bool cuda = engine::resolve_device(cfg_.device).is_cuda();  // ConfigError for a missing GPU
+    const int64_t cores = options_.cpu_cores > 0 ? options_.cpu_cores
+                                                 : std::max<int64_t>(1, std::thread::hardware_concurrency());
+    res_.path.environment = environment(cfg_);
+    res_.path.status = report::RunStatus::kRunning;
+    t0_ = clock_();
+    current_ = cfg_;
+    current_.sweep.clear();
+    const Json original = config::to_json(current_);
+    measure_baseline();
+    for (int64_t pass = 1; pass <= options_.max_passes && !stop_; ++pass) {
+      bool kept_any = false;
+      for (const Candidate& cand : candidates(current_, cores, cuda)) {
+        if (!worth_trying(cand)) continue;
+        if (!try_candidate(pass, cand, kept_any)) break;
+      }
+      if (stop_) break;
+      if (!kept_any) stop_ = StopReason{StopReason::Kind::kNoGain};
+      else if (pass == options_.max_passes) stop_ = StopReason{StopReason::Kind::kPassLimit, 0, options_.max_passes};
+    }
+    res_.stop = stop_.value_or(StopReason{});
+    if (res_.stop.is(StopReason::Kind::kBudget)) res_.stop.budget_s = options_.budget_s;
+    res_.elapsed_s = clock_() - t0_;
+    res_.best = winner(original);
+    res_.path.config = config::to_json(res_.best);
+    res_.path.status = res_.stop.is(StopReason::Kind::kInterrupted) ? report::RunStatus::kInterrupted
+                                                                    : report::RunStatus::kComplete;
+    return std::move(res_);
+  }
+
+ private:
+  /// The baseline: its failure is the config's, and ends the search.
+  void measure_baseline() {
+    Trial base;
+    base.name = "baseline";
+    base.set = Json::object();
+    base.verdict = TrialVerdict::kBaseline;
+    base.m = measure_(measured(current_, options_.min_repeats));
+    incumbent_ = *base.m;
+    base_loss_ = base.m->loss;
+    add_path_row(base, current_);
+    res_.trials.push_back(base);
+    if (options_.on_trial) options_.on_trial(base);
+  }
+
+  /// Whether `cand` is worth a trial: the device can honour it, and something changed since it
+  /// was last tried.
+  bool worth_trying(const Candidate& cand) const {
+    const std::string key = cand.set.dump();
+    if (unsupported_.count(key)) return false;
+    const auto at = tried_at_.find(key);
+    return at == tried_at_.end() || at->second != version_;
+  }
+
+  /// A trial of `cand` on top of the incumbent, recorded; a kept one becomes the incumbent
+  /// (`kept_any` set). False when the search must stop first (budget, interruption).
+  bool try_candidate(int64_t pass, const Candidate& cand, bool& kept_any) {
+    Trial t;
+    t.pass = pass;
+    t.name = cand.name;
+    t.set = cand.set;
+    config::ExperimentConfig next = current_;
+    try {
+      config::apply_patch(next, cand.set, "tune: " + cand.name);
+    } catch (const ConfigError&) {
+      return true;  // not a valid value for this config (cannot happen for the built-in list)
+    }
+    stop_ = stop_before_next(clock_, t0_, options_.budget_s, options_.interrupted);
+    if (stop_) return false;
+    const std::string key = cand.set.dump();
+    tried_at_[key] = version_;
+    try {
+      t.m = measure_(measured(next, options_.min_repeats));
+    } catch (const Interrupted&) {
+      stop_ = StopReason{StopReason::Kind::kInterrupted};
+      return false;
+    } catch (const ConfigError& e) {
+      t.verdict = TrialVerdict::kSkipped;
+      t.reason = message_of(e);
+      unsupported_.insert(key);
+    } catch (const std::exception& e) {
+      t.verdict = TrialVerdict::kFailed;
+      t.out_of_memory = is_out_of_memory(e);
+      t.reason = t.out_of_memory ? "out of memory" : message_of(e);
+      if (t.out_of_memory) on_oom_();
+    }
+    if (t.m && judge_trial(t, next)) {
+      current_ = next;
+      incumbent_ = *t.m;
+      ++version_;
+      kept_any = true;
+      kept_.push_back(t);
+      add_path_row(t, current_);
+    }
+    res_.trials.push_back(t);
+    if (options_.on_trial) options_.on_trial(t);
+    return true;
+  }
+
+  /// A measured trial's verdict against the incumbent, with its reason; true when kept.
+  bool judge_trial(Trial& t, const config::ExperimentConfig& next) const {
+    const NoiseVerdict v = judge(incumbent_, *t.m, measure::window_plan(next).rule, options_.threshold_pct);
+    t.gain_pct = v.gain_pct;
+    t.speedup = v.speedup;
+    t.noise = measure::verdict_name(v.verdict);
+    t.verdict = v.kept ? TrialVerdict::kKept : TrialVerdict::kRejected;
+    t.reason = fmt("%+.1f%% ", v.gain_pct) + interval_text(v.speedup) + ": " + t.noise;
+    if (v.verdict == measure::Verdict::kFaster && !v.kept)
+      t.reason += fmt(", under the %g%% threshold", options_.threshold_pct);
+    if (incumbent_.load.under_load || t.m->load.under_load)
+      t.reason += ", measured under competing load (a " + measure::level_text(measure::kSpeedupLevelUnderLoad) + " interval)";
+    return v.kept;
+  }
+
+  /// A row of the path (the baseline or a kept change), as `ptune sweep` prints it.
+  void add_path_row(const Trial& t, const config::ExperimentConfig& c) {
     report::Row row;
     row.name = t.name;
     row.changes = t.set;
@@ -377,103 +572,50 @@ TuneResult greedy_tune(const config::ExperimentConfig& cfg, const TuneOptions& o
     row.m = t.m;
     row.rule = measure::window_plan(c).rule;
     row.diagnosis = measure::diagnose(*t.m, c, {}, {}, engine::cpu_info());
-    res.path.rows.push_back(std::move(row));
-    report::compute_speedups(res.path.rows);
-    report::Row& last = res.path.rows.back();
+    res_.path.rows.push_back(std::move(row));
+    report::compute_speedups(res_.path.rows);
+    report::Row& last = res_.path.rows.back();
     last.diagnosis = measure::with_peak(last.diagnosis, report::pct_of_peak(last), last.m->peak_precision);
-    report::note_semantics(res.path.rows.back(), base_loss);
-  };
-  add_path_row(base, current);
-  res.trials.push_back(base);
-  if (options.on_trial) options.on_trial(base);
-
-  std::vector<Trial> kept;
-  int64_t version = 0;                          // bumped on every kept change
-  std::map<std::string, int64_t> tried_at;      // candidate -> version it was last tried against
-  std::set<std::string> unsupported;            // candidates the device cannot honour
-  std::string stop;
-  for (int64_t pass = 1; pass <= options.max_passes && stop.empty(); ++pass) {
-    bool kept_any = false;
-    for (const Candidate& cand : candidates(current, cores, cuda)) {
-      const std::string key = cand.set.dump();
-      if (unsupported.count(key)) continue;
-      auto at = tried_at.find(key);
-      if (at != tried_at.end() && at->second == version) continue;  // nothing changed since
-      Trial t;
-      t.pass = pass;
-      t.name = cand.name;
-      t.set = cand.set;
-      config::ExperimentConfig next = current;
-      try {
-        config::apply_patch(next, cand.set, "tune: " + cand.name);
-      } catch (const ConfigError&) {
-        continue;  // not a valid value for this config (cannot happen for the built-in list)
-      }
-      stop = stop_before_next(clock, t0, options.budget_s, options.interrupted);
-      if (!stop.empty()) break;
-      tried_at[key] = version;
-      try {
-        t.m = measure(measured(next, options.min_repeats));
-      } catch (const Interrupted&) {
-        stop = "interrupted";
-        break;
-      } catch (const ConfigError& e) {
-        t.verdict = "skipped";
-        t.reason = message_of(e);
-        unsupported.insert(key);
-      } catch (const std::exception& e) {
-        t.verdict = "failed";
-        const bool oom = is_out_of_memory(e);
-        t.reason = oom ? "out of memory" : message_of(e);
-        if (oom) on_oom();
-      }
-      if (t.m) {
-        const NoiseVerdict v = judge(incumbent, *t.m, measure::window_plan(next).rule, options.threshold_pct);
-        t.gain_pct = v.gain_pct;
-        t.speedup = v.speedup;
-        t.noise = measure::verdict_name(v.verdict);
-        t.verdict = v.kept ? "kept" : "rejected";
-        t.reason = fmt("%+.1f%% ", v.gain_pct) + interval_text(v.speedup) + ": " + t.noise;
-        if (v.verdict == measure::Verdict::kFaster && !v.kept)
-          t.reason += fmt(", under the %g%% threshold", options.threshold_pct);
-        if (incumbent.load.under_load || t.m->load.under_load)
-          t.reason += ", measured under competing load (a " + measure::level_text(measure::kSpeedupLevelUnderLoad) + " interval)";
-        if (v.kept) {
-          current = next;
-          incumbent = *t.m;
-          ++version;
-          kept_any = true;
-          kept.push_back(t);
-          add_path_row(t, current);
-        }
-      }
-      res.trials.push_back(t);
-      if (options.on_trial) options.on_trial(t);
-    }
-    if (!stop.empty()) break;
-    if (!kept_any) stop = "no change beat the noise";
-    else if (pass == options.max_passes) stop = "pass limit (" + std::to_string(options.max_passes) + ") reached";
+    report::note_semantics(last, base_loss_);
   }
-  if (stop == "budget reached") stop = "budget of " + fmt("%g", options.budget_s / 60.0) + " min reached";
-  res.stop_reason = stop;
-  res.elapsed_s = clock() - t0;
 
-  // The winner; its sweep replays the path: the first row restores the original values of
-  // every changed key (the baseline), each next row re-applies one kept change.
-  res.best = current;
-  res.best.measure = cfg.measure;  // the trials' raised repeats are the tuner's, not the user's
-  res.best.sweep.clear();
-  if (!kept.empty()) {
+  /// The winner; its sweep replays the path: the first row restores the original values of
+  /// every changed key (the baseline), each next row re-applies one kept change.
+  config::ExperimentConfig winner(const Json& original) const {
+    config::ExperimentConfig best = current_;
+    best.measure = cfg_.measure;  // the trials' raised repeats are the tuner's, not the user's
+    best.sweep.clear();
+    if (kept_.empty()) return best;
     config::SweepRow before{"baseline (before tuning)", Json::object()};
-    for (const auto& t : kept)
+    for (const auto& t : kept_)
       for (auto it = t.set.begin(); it != t.set.end(); ++it)
         if (!before.set.contains(it.key())) before.set[it.key()] = value_at(original, it.key());
-    res.best.sweep.push_back(before);
-    for (const auto& t : kept) res.best.sweep.push_back({t.name, t.set});
+    best.sweep.push_back(before);
+    for (const auto& t : kept_) best.sweep.push_back({t.name, t.set});
+    return best;
   }
-  res.path.config = config::to_json(res.best);
-  res.path.status = stop == "interrupted" ? "interrupted" : "complete";
-  return res;
+
+  const config::ExperimentConfig& cfg_;
+  const TuneOptions& options_;
+  const MeasureFn measure_;
+  const ClockFn clock_;
+  const std::function<void()> on_oom_;
+  TuneResult res_;
+  double t0_ = 0;
+  config::ExperimentConfig current_;         // the incumbent's config
+  measure::Measurement incumbent_;
+  std::optional<double> base_loss_;
+  std::vector<Trial> kept_;
+  int64_t version_ = 0;                      // bumped on every kept change
+  std::map<std::string, int64_t> tried_at_;  // candidate -> version it was last tried against
+  std::set<std::string> unsupported_;        // candidates the device cannot honour
+  std::optional<StopReason> stop_;
+};
+
+}  // namespace
+
+TuneResult greedy_tune(const config::ExperimentConfig& cfg, const TuneOptions& options) {
+  return GreedySearch(cfg, options).run();
 }
 
 Json to_json(const TuneResult& r) {
@@ -484,7 +626,7 @@ Json to_json(const TuneResult& r) {
     j["pass"] = t.pass;
     j["name"] = t.name;
     j["set"] = t.set.is_null() ? Json::object() : t.set;
-    j["verdict"] = t.verdict;
+    j["verdict"] = trial_verdict_text(t.verdict);
     j["reason"] = t.reason;
     j["samples_per_s"] = t.m ? Json(std::round(t.m->samples_per_s * 100) / 100) : Json(nullptr);
     j["spread_pct"] = t.m ? Json(std::round(t.m->spread_pct * 100) / 100) : Json(nullptr);
@@ -500,7 +642,7 @@ Json to_json(const TuneResult& r) {
     trials.push_back(std::move(j));
   }
   doc["search"] = Json{{"kind", "greedy"},
-                       {"stop_reason", r.stop_reason},
+                       {"stop_reason", r.stop.text()},
                        {"elapsed_s", std::round(r.elapsed_s * 10) / 10},
                        {"trials", std::move(trials)}};
   doc["best"] = config::to_json(r.best);
@@ -510,7 +652,7 @@ Json to_json(const TuneResult& r) {
 Json to_json(const BatchSearchResult& r) {
   Json doc = report::to_json(r.table);
   doc["search"] = Json{{"kind", "batch-size"},
-                       {"stop_reason", r.stop_reason},
+                       {"stop_reason", r.stop.text()},
                        {"largest_fitting", r.largest_fitting},
                        {"fastest", r.fastest},
                        {"max_batch", r.max_batch},
@@ -529,7 +671,7 @@ std::string render_trials(const std::vector<Trial>& trials) {
                                   trial_pct_of_peak(t) ? fmt(*trial_pct_of_peak(t) < 10 ? "%.1f%%" : "%.0f%%", *trial_pct_of_peak(t)) : "",
                                   t.m && t.pass ? fmt("%+.1f%% ", t.gain_pct) + interval_text(t.speedup) : "",
                                   t.m && t.pass ? t.noise : "",
-                                  t.verdict + (t.reason.empty() || t.m ? "" : ": " + t.reason)};
+                                  trial_verdict_text(t.verdict) + (t.reason.empty() || t.m ? "" : ": " + t.reason)};
     rows.push_back(std::move(r));
   }
   const std::string gain = "gain (" + measure::level_text(measure::kSpeedupLevel) + " interval, " +

@@ -61,12 +61,33 @@ struct BatchSearchOptions {
 inline constexpr int64_t kDefaultMaxBatchCuda = 4096;  // --max-batch default on a GPU
 inline constexpr int64_t kDefaultMaxBatchCpu = 64;     // --max-batch default on the CPU (no memory limit to find)
 
+/// Why a search ended. Its text (the JSON's "stop_reason", the summary line) is text().
+struct StopReason {
+  enum class Kind { kSearched, kBudget, kInterrupted, kNoGain, kPassLimit };
+  Kind kind = Kind::kSearched;
+  double budget_s = 0;     // kBudget: the budget, named in the text when set
+  int64_t max_passes = 0;  // kPassLimit: the limit
+  /// "searched" | "budget reached" | "budget of 2 min reached" | "interrupted" | "no change
+  /// beat the noise" | "pass limit (5) reached". Throws nothing.
+  std::string text() const;
+  bool is(Kind k) const { return kind == k; }
+};
+
+/// How one try of the finder ended.
+enum class TryState { kOk, kOutOfMemory, kOverMargin, kSkipped, kFailed };
+
 /// One try of the finder.
 struct BatchTry {
   int64_t batch_size = 0;
   bool fits = false;                       // measured, and under the memory limit
-  std::string status;                      // ok | out of memory | over the memory margin: ... | failed: ...
+  TryState state = TryState::kOk;
+  std::string why;                         // kOverMargin, kSkipped, kFailed: the detail
   std::optional<measure::Measurement> m;   // present when it ran to the end
+  /// "ok" | "out of memory" | "over the memory margin: <why>" | "skipped: <why>" | "failed:
+  /// <why>". Throws nothing.
+  std::string status_text() const;
+  /// Its row's status: ok when it fits, else skipped or failed with status_text(). Throws nothing.
+  report::RowStatus row_status() const;
 };
 
 struct BatchSearchResult {
@@ -76,7 +97,7 @@ struct BatchSearchResult {
   int64_t max_batch = 0;           // the cap the search used
   int64_t memory_limit_bytes = 0;  // (100 - margin)% of the device's memory; 0 on the CPU
   std::vector<std::string> notes;  // e.g. the CPU cap, the budget running out
-  std::string stop_reason;         // "searched" | "budget reached" | "interrupted"
+  StopReason stop;                 // searched, budget reached or interrupted
   report::Results table;           // one row per try, for report::render
   config::ExperimentConfig best;   // the input config with loader.batch_size = fastest (see docs/tuning.md)
 };
@@ -85,7 +106,7 @@ struct BatchSearchResult {
 /// Returns the tries, the largest fitting and the fastest batch, and the winning config.
 /// Throws ConfigError for an invalid config or a device that cannot run it, and
 /// std::runtime_error when no batch fits (naming the first failure). Interruption (through
-/// options.interrupted) ends the search early with stop_reason "interrupted".
+/// options.interrupted) ends the search early, stopped as interrupted.
 BatchSearchResult find_batch_size(const config::ExperimentConfig& cfg, const BatchSearchOptions& options);
 
 // ---------------------------------------------------------------- greedy search
@@ -96,13 +117,20 @@ struct Candidate {
   nlohmann::ordered_json set;   // "path": value overrides, applied to the current best config
 };
 
+/// What became of a trial of the greedy search.
+enum class TrialVerdict { kBaseline, kKept, kRejected, kSkipped, kFailed };
+
+/// "baseline" | "kept" | "rejected" | "skipped" | "failed". Throws nothing.
+const char* trial_verdict_text(TrialVerdict v);
+
 /// One measured (or skipped) trial of the greedy search.
 struct Trial {
   int64_t pass = 0;                       // 1-based pass; 0 for the baseline
   std::string name;
   nlohmann::ordered_json set;             // the overrides tried
-  std::string verdict;                    // baseline | kept | rejected | skipped | failed
+  TrialVerdict verdict = TrialVerdict::kBaseline;
   std::string reason;                     // why (gain vs noise, the error message)
+  bool out_of_memory = false;             // failed for lack of memory (what a search probes)
   std::optional<measure::Measurement> m;
   double gain_pct = 0;                    // samples/s vs the incumbent, in % (point estimate)
   measure::Interval speedup;              // over the incumbent, with its 99% interval
@@ -150,14 +178,14 @@ struct TuneResult {
   std::vector<Trial> trials;       // every trial, in order (the baseline first)
   report::Results path;            // baseline + kept changes, as `ptune sweep` prints them
   config::ExperimentConfig best;   // the winner: input config + kept changes; its sweep replays the path
-  std::string stop_reason;         // why the search ended
+  StopReason stop;                 // why the search ended
   double elapsed_s = 0;            // time spent (by options.clock)
 };
 
 /// Runs the greedy search from `cfg` (its top-level settings; its sweep is ignored).
 /// Returns the trials, the path and the winning config. Throws what measuring the baseline
 /// throws (ConfigError for a config the device cannot run); a failing trial is recorded and
-/// the search goes on. Interruption ends the search with stop_reason "interrupted".
+/// the search goes on. Interruption ends the search, stopped as interrupted.
 TuneResult greedy_tune(const config::ExperimentConfig& cfg, const TuneOptions& options);
 
 /// The greedy search as one JSON document: the path as `ptune sweep` writes its results (DESIGN
