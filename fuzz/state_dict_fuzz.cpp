@@ -17,8 +17,8 @@ namespace {
 const std::string& scratch_path() {
   static const std::string path = [] {
     const char* dir = std::getenv("TMPDIR");
-    return std::string(dir && *dir ? dir : "/tmp") + "/ptune-fuzz-state-dict-" +
-           std::to_string(::getpid()) + ".pt";
+    return std::string(dir && *dir ? dir : "/tmp") + "/ptune-fuzz-state-dict-" + std::to_string(::getpid()) +
+           ".pt";
   }();
   return path;
 }

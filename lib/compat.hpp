@@ -83,8 +83,10 @@ inline void add_trace_metadata_json(const std::string& key, const std::string& j
 inline void stop_profiler_config_thread() {
   using Instance = void* (*)();
   using StopThread = void (*)(void*);
-  static const auto instance = reinterpret_cast<Instance>(::dlsym(RTLD_DEFAULT, "_ZN9libkineto12ConfigLoader8instanceEv"));
-  static const auto stop = reinterpret_cast<StopThread>(::dlsym(RTLD_DEFAULT, "_ZN9libkineto12ConfigLoader10stopThreadEv"));
+  static const auto instance =
+      reinterpret_cast<Instance>(::dlsym(RTLD_DEFAULT, "_ZN9libkineto12ConfigLoader8instanceEv"));
+  static const auto stop =
+      reinterpret_cast<StopThread>(::dlsym(RTLD_DEFAULT, "_ZN9libkineto12ConfigLoader10stopThreadEv"));
   if (instance != nullptr && stop != nullptr) stop(instance());
 }
 
@@ -102,9 +104,12 @@ inline CpuCapabilities cpu_capabilities() {
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 11)
   try {
     for (const auto& [k, v] : at::cpu::get_cpu_capabilities()) {
-      if (v.isBool()) c.flags[k] = v.toBool();
-      else if (v.isInt()) c.counts[k] = v.toInt();
-      else if (v.isString()) c.names[k] = v.toStringRef();
+      if (v.isBool())
+        c.flags[k] = v.toBool();
+      else if (v.isInt())
+        c.counts[k] = v.toInt();
+      else if (v.isString())
+        c.names[k] = v.toStringRef();
     }
   } catch (const std::exception&) {
   }

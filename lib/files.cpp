@@ -177,8 +177,10 @@ void Output::finish(bool sync) {
   if (error_ != 0) raise();
   flush();
   if (sync) {
-    if (injected_failure()) error_ = ENOSPC;
-    else if (::fsync(fd_) != 0 && errno != EINVAL && errno != EROFS) error_ = errno;
+    if (injected_failure())
+      error_ = ENOSPC;
+    else if (::fsync(fd_) != 0 && errno != EINVAL && errno != EROFS)
+      error_ = errno;
     if (error_ != 0) raise();
   }
   const int fd = fd_;
@@ -194,7 +196,8 @@ void Output::finish(bool sync) {
 
 // --- write_atomically ---
 
-void write_atomically(const std::string& path, const std::string& what, const std::function<void(Output&)>& fill) {
+void write_atomically(const std::string& path, const std::string& what,
+                      const std::function<void(Output&)>& fill) {
   if (path.empty()) throw WriteError(what + ": an empty path");
   // Through a symlink to what it names; the link itself stays.
   std::error_code ec;
@@ -270,7 +273,8 @@ void write_atomically(const std::string& path, const std::string& what, const st
 Scratch::Scratch(const std::string& target, const std::string& what) {
   fs::path folder = fs::path(target).parent_path();
   if (folder.empty()) folder = ".";
-  const int fd = create_temporary(folder, fs::path(target).filename().string(), what, target, path_, slots_[0]);
+  const int fd =
+      create_temporary(folder, fs::path(target).filename().string(), what, target, path_, slots_[0]);
   ::close(fd);
   slots_[1] = record(path_ + ".tmp");
 }
@@ -306,7 +310,8 @@ void check_writable(const std::string& path, const std::string& what) {
     throw std::runtime_error(what + ": folder '" + folder.string() + "' does not exist");
   if (!S_ISDIR(st.st_mode)) throw std::runtime_error(what + ": '" + folder.string() + "' is not a folder");
   if (::access(folder.c_str(), W_OK) != 0)
-    throw std::runtime_error(what + ": cannot write in folder '" + folder.string() + "': " + std::strerror(errno));
+    throw std::runtime_error(what + ": cannot write in folder '" + folder.string() +
+                             "': " + std::strerror(errno));
 }
 
 void prepare_folder(const std::string& folder, const std::string& what) {
@@ -345,10 +350,14 @@ std::optional<uint64_t> file_system_of(const std::string& path) {
 
 std::string human_bytes(uint64_t bytes) {
   char buf[32];
-  if (bytes < 1000) std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(bytes));
-  else if (bytes < 1000000) std::snprintf(buf, sizeof buf, "%.1f kB", static_cast<double>(bytes) / 1e3);
-  else if (bytes < 1000000000) std::snprintf(buf, sizeof buf, "%.1f MB", static_cast<double>(bytes) / 1e6);
-  else std::snprintf(buf, sizeof buf, "%.1f GB", static_cast<double>(bytes) / 1e9);
+  if (bytes < 1000)
+    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(bytes));
+  else if (bytes < 1000000)
+    std::snprintf(buf, sizeof buf, "%.1f kB", static_cast<double>(bytes) / 1e3);
+  else if (bytes < 1000000000)
+    std::snprintf(buf, sizeof buf, "%.1f MB", static_cast<double>(bytes) / 1e6);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f GB", static_cast<double>(bytes) / 1e9);
   return buf;
 }
 

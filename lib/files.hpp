@@ -68,7 +68,8 @@ class Output {
 /// it was; throws WriteError "cannot write <what> '<path>': <reason>", the reason in the
 /// system's words ("No space left on device", "Disk quota exceeded", "Read-only file system",
 /// "File too large", "Permission denied").
-void write_atomically(const std::string& path, const std::string& what, const std::function<void(Output&)>& fill);
+void write_atomically(const std::string& path, const std::string& what,
+                      const std::function<void(Output&)>& fill);
 
 /// write_atomically() of `text`: the one way ptune writes a text output (results, reports,
 /// configs, traces, caches).

@@ -18,10 +18,14 @@ spdlog::logger& logger() {
 
 spdlog::level::level_enum to_spd(Level l) {
   switch (l) {
-    case Level::kDebug: return spdlog::level::debug;
-    case Level::kInfo: return spdlog::level::info;
-    case Level::kWarn: return spdlog::level::warn;
-    default: return spdlog::level::err;
+    case Level::kDebug:
+      return spdlog::level::debug;
+    case Level::kInfo:
+      return spdlog::level::info;
+    case Level::kWarn:
+      return spdlog::level::warn;
+    default:
+      return spdlog::level::err;
   }
 }
 

@@ -44,8 +44,8 @@ bool has(const std::string& s, const std::string& part) { return s.find(part) !=
 
 Json x(const std::string& cat, const std::string& name, double ts, double dur, Json args = Json::object(),
        int pid = 1, int tid = 1) {
-  return Json{{"ph", "X"}, {"cat", cat}, {"name", name}, {"pid", pid}, {"tid", tid}, {"ts", ts}, {"dur", dur},
-              {"args", args}};
+  return Json{{"ph", "X"},  {"cat", cat}, {"name", name}, {"pid", pid},
+              {"tid", tid}, {"ts", ts},   {"dur", dur},   {"args", args}};
 }
 
 /// The message of the DataError that analyze(path) throws.
@@ -62,18 +62,20 @@ std::string error_of(const std::string& path, bool gpu = false) {
 
 }  // namespace
 
-TEST_CASE("analyze: each instant of a step goes to the first category covering it, as the plugin's", "[analyze]") {
+TEST_CASE("analyze: each instant of a step goes to the first category covering it, as the plugin's",
+          "[analyze]") {
   // One step [0, 100): a kernel [10, 30), a copy [20, 40), a memset [85, 95), runtime [0, 50),
   // the DataLoader [50, 70), host ops over [0, 85), and nothing in [95, 100).
   TempDir dir;
   Json ev = Json::array();
   ev.push_back(x("user_annotation", "ProfilerStep#7", 0, 100));
   ev.push_back(x("cpu_op", "aten::whole", 0, 80));
-  ev.push_back(x("cpu_op", "aten::inside", 10, 10));   // a child: self time is the parent's less this
-  ev.push_back(x("cpu_op", "aten::across", 75, 10));   // not well nested (ends after its "parent"): no child
+  ev.push_back(x("cpu_op", "aten::inside", 10, 10));  // a child: self time is the parent's less this
+  ev.push_back(x("cpu_op", "aten::across", 75, 10));  // not well nested (ends after its "parent"): no child
   ev.push_back(x("cuda_runtime", "cudaLaunchKernel", 0, 50, {{"correlation", 5}}));
   ev.push_back(x("kernel", "volta_sgemm_128x64_nn", 10, 20, {{"correlation", 5}, {"stream", 7}}, 0, 7));
-  ev.push_back(x("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", 20, 20, {{"correlation", 6}, {"bytes", 64}}, 0, 7));
+  ev.push_back(
+      x("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", 20, 20, {{"correlation", 6}, {"bytes", 64}}, 0, 7));
   ev.push_back(x("gpu_memset", "Memset (Device)", 85, 10, {{"correlation", 7}}, 0, 7));
   ev.push_back(x("user_annotation", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 50, 20));
   ev.push_back(x("gpu_user_annotation", "ProfilerStep#7", 0, 100, {}, 0, 7));  // device-side copy: ignored
@@ -129,17 +131,21 @@ TEST_CASE("analyze: GPU-shaped fixtures get the verdict their shape calls for", 
     std::vector<std::string> in_text;
   };
   const std::vector<Case> cases = {
-      {"gpu_copy_bound.json", "copy-bound",
+      {"gpu_copy_bound.json",
+       "copy-bound",
        {"40% of the step in copies not overlapped by kernels", "3 from pageable memory", "`pin_memory=True`",
         "non_blocking=True"}},
-      {"gpu_sync_bound.json.gz", "sync-bound",
-       {"25% of the step with the GPU idle after the host waited in", "`cudaStreamSynchronize`", "`aten::item`",
-        "loss.item()"}},
+      {"gpu_sync_bound.json.gz",
+       "sync-bound",
+       {"25% of the step with the GPU idle after the host waited in", "`cudaStreamSynchronize`",
+        "`aten::item`", "loss.item()"}},
       {"gpu_launch_bound.json.gz", "launch-bound", {"GPU utilization 27%", "CUDA graphs", "reduce-overhead"}},
-      {"gpu_compute_fp32.json.gz", "compute-bound on fp32",
+      {"gpu_compute_fp32.json.gz",
+       "compute-bound on fp32",
        {"0% of kernel time in fp16/bf16 kernels", "torch.autocast", "GradScaler"}},
-      {"gpu_compute_amp.json.gz", "compute-bound", {"GPU utilization 96%", "60% of kernel time on Tensor Cores",
-                                                     "channels_last"}},
+      {"gpu_compute_amp.json.gz",
+       "compute-bound",
+       {"GPU utilization 96%", "60% of kernel time on Tensor Cores", "channels_last"}},
   };
   for (const auto& c : cases) {
     INFO(c.file);
@@ -156,23 +162,25 @@ TEST_CASE("analyze: GPU-shaped fixtures get the verdict their shape calls for", 
   // The AMP fixture's NCHW<->NHWC conversions are a note; the fp32 one has none.
   const auto amp = ptune::analyze::analyze(fixture("gpu_compute_amp.json.gz"));
   REQUIRE_FALSE(amp.notes.empty());
-  CHECK(amp.notes.back() == "20% of kernel time converting between NCHW and NHWC: "
-                            "`model.to(memory_format=torch.channels_last)` and channels_last inputs");
+  CHECK(amp.notes.back() ==
+        "20% of kernel time converting between NCHW and NHWC: `model.to(memory_format=torch.channels_last)` "
+        "and channels_last inputs");
   CHECK(ptune::analyze::analyze(fixture("gpu_compute_fp32.json.gz")).notes.empty());
   // Without ProfilerStep#N: one window, said so.
   const auto whole = ptune::analyze::analyze(fixture("gpu_no_steps.json"));
   CHECK_FALSE(whole.ranks[0].from_steps);
   CHECK(whole.ranks[0].steps.at(0).name == "whole trace");
-  CHECK(whole.notes.at(0) == "no ProfilerStep#N spans in the trace: analyzed as one window; call prof.step() once "
-                             "per training step, with schedule(wait=1, warmup=1, active=3), for a per-step split of "
-                             "steady-state steps");
+  CHECK(whole.notes.at(0) ==
+        "no ProfilerStep#N spans in the trace: analyzed as one window; call prof.step() once per training "
+        "step, with schedule(wait=1, warmup=1, active=3), for a per-step split of steady-state steps");
 }
 
 TEST_CASE("analyze: ptune's own traces are advised in config keys", "[analyze]") {
   const auto a = ptune::analyze::analyze(fixture("ptune_launch_bound.json.gz"));
   CHECK(a.ranks[0].writer == "ptune");
-  CHECK(a.verdict.text() == "launch-bound (GPU utilization 27%: merged kernel time over the step; 57% of it in host "
-                            "code and CUDA runtime calls): `optim.cuda_graphs`, then a larger `loader.batch_size`");
+  CHECK(a.verdict.text() ==
+        "launch-bound (GPU utilization 27%: merged kernel time over the step; 57% of it in host code and "
+        "CUDA runtime calls): `optim.cuda_graphs`, then a larger `loader.batch_size`");
   CHECK(ptune::analyze::writer_of(false, "ptune") == "ptune");
   CHECK(ptune::analyze::writer_of(false, "ptune_tests") == "ptune");
   CHECK(ptune::analyze::writer_of(false, "python") == "pytorch");
@@ -188,7 +196,8 @@ TEST_CASE("analyze: a folder of ranks gives communication, its overlap and the s
   CHECK(a.distributed->comm_pct == Approx(27.27).margin(0.1));
   CHECK(a.distributed->comm_overlap_pct == Approx(0));
   CHECK(a.verdict.rule == "communication-bound");
-  CHECK(a.verdict.evidence == "27% of the step in communication, 0% of it overlapped with compute; rank 1, the slowest");
+  CHECK(a.verdict.evidence ==
+        "27% of the step in communication, 0% of it overlapped with compute; rank 1, the slowest");
   CHECK(has(a.verdict.move, "no_sync()"));
   CHECK(a.notes.back() == "rank 1 is the slowest: 11.0 ms per step against 10.0 ms on rank 0");
   const auto j = ptune::analyze::to_json(a);
@@ -213,17 +222,21 @@ TEST_CASE("analyze: bad input is named, with the file and what is wrong", "[anal
     std::ofstream(p("cut.json.gz"), std::ios::binary) << whole.substr(0, whole.size() / 2);
   }
   CHECK(error_of(p("bad.json")) == "'" + p("bad.json") +
-                                       "': not JSON (parse error at line 1, column 1: syntax error while parsing "
-                                       "value - invalid literal; last read: 'h')");
-  CHECK(error_of(p("trunc.json")) == "'" + p("trunc.json") + "': truncated: the JSON ends at byte 27 before it is complete");
+                                       "': not JSON (parse error at line 1, column 1: syntax error while "
+                                       "parsing value - invalid literal; last read: 'h')");
+  CHECK(error_of(p("trunc.json")) ==
+        "'" + p("trunc.json") + "': truncated: the JSON ends at byte 27 before it is complete");
   CHECK(error_of(p("nottrace.json")) ==
-        "'" + p("nottrace.json") + "': not a profiler trace: no \"traceEvents\" list (torch.profiler's "
-                                   "export_chrome_trace and tensorboard_trace_handler write one)");
+        "'" + p("nottrace.json") +
+            "': not a profiler trace: no \"traceEvents\" list (torch.profiler's export_chrome_trace and "
+            "tensorboard_trace_handler write one)");
   CHECK(error_of(p("noev.json")) == "'" + p("noev.json") +
                                         "': no timed events (\"ph\": \"X\" with a \"ts\" and \"dur\") in its "
                                         "traceEvents: nothing to analyze");
-  CHECK(error_of(p("fake.json.gz")) == "'" + p("fake.json.gz") + "': not gzip data, though its name ends in .gz");
-  CHECK(error_of(p("cut.json.gz")) == "'" + p("cut.json.gz") + "': truncated gzip data (the compressed stream ends early)");
+  CHECK(error_of(p("fake.json.gz")) ==
+        "'" + p("fake.json.gz") + "': not gzip data, though its name ends in .gz");
+  CHECK(error_of(p("cut.json.gz")) ==
+        "'" + p("cut.json.gz") + "': truncated gzip data (the compressed stream ends early)");
   CHECK(error_of(p("zero.json")) == "'" + p("zero.json") + "': empty file, not a trace");
   CHECK(error_of(p("empty")) == "'" + p("empty") + "': no trace files (*.json, *.json.gz) in this folder");
   CHECK(error_of(p("missing")) == "'" + p("missing") + "': no such file or folder");
@@ -231,23 +244,30 @@ TEST_CASE("analyze: bad input is named, with the file and what is wrong", "[anal
   Json ev = Json::array({x("cpu_op", "aten::mm", 0, 10)});
   const std::string cpu = dir.write("cpu.json", Json{{"traceEvents", ev}}.dump());
   CHECK(error_of(cpu) == "(no error)");
-  CHECK(error_of(cpu, /*gpu=*/true) == "'" + cpu +
-                                          "': a CPU-only trace (no kernels, copies or CUDA runtime calls); --gpu asks "
-                                          "for GPU figures: record it on a GPU with ProfilerActivity.CUDA");
+  CHECK(error_of(cpu, /*gpu=*/true) ==
+        "'" + cpu +
+            "': a CPU-only trace (no kernels, copies or CUDA runtime calls); --gpu asks for GPU figures: "
+            "record it on a GPU with ProfilerActivity.CUDA");
 }
 
 // Regression tests for what fuzz/trace_fuzz.cpp found (docs/testing.md, "Fuzzing").
 
-TEST_CASE("analyze: a field of another type than the schema's is ignored as if absent, not thrown", "[analyze]") {
+TEST_CASE("analyze: a field of another type than the schema's is ignored as if absent, not thrown",
+          "[analyze]") {
   // Each of these threw nlohmann's type_error 302 ("type must be string, but is number").
   TempDir dir;
   Json ev = Json::array();
   ev.push_back(Json{{"ph", 1}});
   ev.push_back(Json{{"ph", "M"}, {"name", "process_name"}, {"args", {{"name", 5}}}});
   ev.push_back(Json{{"ph", "X"}, {"cat", 3}, {"name", "aten::skipped"}, {"ts", 0}, {"dur", 1}});
-  ev.push_back(Json{{"ph", "X"}, {"cat", "cpu_op"}, {"name", Json::array({"aten::mm"})}, {"ts", 0}, {"dur", 10},
+  ev.push_back(Json{{"ph", "X"},
+                    {"cat", "cpu_op"},
+                    {"name", Json::array({"aten::mm"})},
+                    {"ts", 0},
+                    {"dur", 10},
                     {"args", Json::array({1})}});
-  const std::string path = dir.write("types.json", Json{{"traceEvents", ev}, {"deviceProperties", Json::array({Json{{"name", 7}}})}}.dump());
+  const std::string path = dir.write(
+      "types.json", Json{{"traceEvents", ev}, {"deviceProperties", Json::array({Json{{"name", 7}}})}}.dump());
   const auto a = ptune::analyze::analyze(path);
   const auto& b = a.ranks[0];
   CHECK(b.writer == "pytorch");
@@ -263,13 +283,19 @@ TEST_CASE("analyze: ids and sizes outside int64 are ignored, and copied bytes sa
   TempDir dir;
   Json ev = Json::array();
   ev.push_back(x("user_annotation", "ProfilerStep#1", 0, 100));
-  ev.push_back(Json{{"ph", "X"}, {"cat", "cpu_op"}, {"name", "aten::mm"}, {"ts", 1}, {"dur", 10}, {"pid", 1e300},
+  ev.push_back(Json{{"ph", "X"},
+                    {"cat", "cpu_op"},
+                    {"name", "aten::mm"},
+                    {"ts", 1},
+                    {"dur", 10},
+                    {"pid", 1e300},
                     {"tid", -1e300}});
   for (int i = 0; i < 2; ++i)
     ev.push_back(x("gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", 20 + 10 * i, 5,
                    {{"bytes", INT64_MAX}, {"correlation", 18446744073709551615ULL}}, 0, 7));
   const std::string path =
-      dir.write("big.json", Json{{"traceEvents", ev}, {"distributedInfo", {{"rank", 1e300}, {"world_size", 2}}}}.dump());
+      dir.write("big.json",
+                Json{{"traceEvents", ev}, {"distributedInfo", {{"rank", 1e300}, {"world_size", 2}}}}.dump());
   const auto a = ptune::analyze::analyze(path);
   const auto& b = a.ranks[0];
   CHECK(b.rank == 0);  // out of range: as when not a number
@@ -279,7 +305,8 @@ TEST_CASE("analyze: ids and sizes outside int64 are ignored, and copied bytes sa
   CHECK(b.operators[0].name == "aten::mm");
 }
 
-TEST_CASE("analyze: a number that overflows a double, and nesting deeper than 64 levels, are named", "[analyze]") {
+TEST_CASE("analyze: a number that overflows a double, and nesting deeper than 64 levels, are named",
+          "[analyze]") {
   // The first threw nlohmann's out_of_range 406; the second took 14 s under ASan at a depth of
   // a million.
   TempDir dir;
@@ -293,9 +320,11 @@ TEST_CASE("analyze: a number that overflows a double, and nesting deeper than 64
   const std::string ok = dir.write("ok.json", nested(64));
   CHECK(error_of(ok) == "(no error)");
   const std::string deep = dir.write("deep.json", nested(65));
-  CHECK(error_of(deep) == "'" + deep + "': nesting deeper than 64 levels; a profiler trace is a few levels deep");
+  CHECK(error_of(deep) ==
+        "'" + deep + "': nesting deeper than 64 levels; a profiler trace is a few levels deep");
   const std::string deeper = dir.write("deeper.json", std::string(1000000, '[') + std::string(1000000, ']'));
-  CHECK(error_of(deeper) == "'" + deeper + "': nesting deeper than 64 levels; a profiler trace is a few levels deep");
+  CHECK(error_of(deeper) ==
+        "'" + deeper + "': nesting deeper than 64 levels; a profiler trace is a few levels deep");
 }
 
 TEST_CASE("analyze: events beyond 1e18 us are skipped, so that every figure stays finite", "[analyze]") {
@@ -324,12 +353,14 @@ TEST_CASE("analyze: sync calls are counted in the step they start in", "[analyze
   // steps x events).
   TempDir dir;
   Json ev = Json::array();
-  for (int i = 0; i < 3; ++i) ev.push_back(x("user_annotation", "ProfilerStep#" + std::to_string(i), 100 * i, 100));
+  for (int i = 0; i < 3; ++i)
+    ev.push_back(x("user_annotation", "ProfilerStep#" + std::to_string(i), 100 * i, 100));
   ev.push_back(x("cuda_runtime", "cudaStreamSynchronize", 10, 5));
   ev.push_back(x("cpu_op", "aten::_local_scalar_dense", 100, 5));  // at the boundary: the second step's
-  ev.push_back(x("cuda_runtime", "cudaStreamSynchronize", 101, 3));  // inside it: the read waited (a sync too)
-  ev.push_back(x("cpu_op", "aten::is_nonzero", 150, 5));           // nothing waits inside: not a sync
-  ev.push_back(x("cuda_runtime", "cudaLaunchKernel", 160, 5));     // not a sync
+  ev.push_back(
+      x("cuda_runtime", "cudaStreamSynchronize", 101, 3));      // inside it: the read waited (a sync too)
+  ev.push_back(x("cpu_op", "aten::is_nonzero", 150, 5));        // nothing waits inside: not a sync
+  ev.push_back(x("cuda_runtime", "cudaLaunchKernel", 160, 5));  // not a sync
   ev.push_back(x("cuda_runtime", "cudaDeviceSynchronize", 300, 5));  // after the last step
   const std::string path = dir.write("syncs.json", Json{{"traceEvents", ev}}.dump());
   const auto a = ptune::analyze::analyze(path);
@@ -343,13 +374,15 @@ TEST_CASE("analyze: sync calls are counted in the step they start in", "[analyze
 TEST_CASE("analyze: a path that is not UTF-8 renders as JSON, the bad bytes replaced", "[analyze]") {
   // dump() threw nlohmann's type_error 316 (invalid UTF-8 byte).
   TempDir dir;
-  const std::string path = dir.write("bad\xff.json", Json{{"traceEvents", {x("cpu_op", "aten::mm", 0, 10)}}}.dump());
+  const std::string path =
+      dir.write("bad\xff.json", Json{{"traceEvents", {x("cpu_op", "aten::mm", 0, 10)}}}.dump());
   const auto a = ptune::analyze::analyze(path);
   const auto j = Json::parse(ptune::analyze::render(a, "json"));
   CHECK(has(j["path"].get<std::string>(), "bad\xef\xbf\xbd.json"));
 }
 
-TEST_CASE("rule table: the sweep's thresholds are the table's, and docs/analyze.md shows the table", "[analyze]") {
+TEST_CASE("rule table: the sweep's thresholds are the table's, and docs/analyze.md shows the table",
+          "[analyze]") {
   using ptune::measure::rule;
   using ptune::measure::RuleId;
   const ptune::measure::DiagnosisThresholds t;
@@ -364,7 +397,8 @@ TEST_CASE("rule table: the sweep's thresholds are the table's, and docs/analyze.
   CHECK(has(page, ptune::measure::rules_markdown()));
 }
 
-TEST_CASE("ptune analyze: table, json and md on stdout, and bad input as one line with exit 2", "[e2e][analyze]") {
+TEST_CASE("ptune analyze: table, json and md on stdout, and bad input as one line with exit 2",
+          "[e2e][analyze]") {
   using ptune::test::exe;
   using ptune::test::run;
   const std::string trace = fixture("gpu_copy_bound.json");
@@ -380,16 +414,44 @@ TEST_CASE("ptune analyze: table, json and md on stdout, and bad input as one lin
   std::vector<std::string> keys;
   for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
   // The documented shape (docs/analyze.md, "JSON"), in order.
-  CHECK(keys == std::vector<std::string>{"path", "writer", "device", "devices", "steps_from", "verdict", "notes",
-                                         "rank", "steps", "mean", "tensor_core_pct", "half_precision_pct",
-                                         "top_kernels", "top_operators", "dataloader", "h2d", "syncs", "distributed",
-                                         "files", "label", "schema_version", "batch_size", "samples_per_s",
-                                         "cuda_graphs", "streams", "processes", "gpu", "memory", "allocations",
-                                         "under_load", "load", "throughput"});
+  CHECK(keys == std::vector<std::string>{"path",
+                                         "writer",
+                                         "device",
+                                         "devices",
+                                         "steps_from",
+                                         "verdict",
+                                         "notes",
+                                         "rank",
+                                         "steps",
+                                         "mean",
+                                         "tensor_core_pct",
+                                         "half_precision_pct",
+                                         "top_kernels",
+                                         "top_operators",
+                                         "dataloader",
+                                         "h2d",
+                                         "syncs",
+                                         "distributed",
+                                         "files",
+                                         "label",
+                                         "schema_version",
+                                         "batch_size",
+                                         "samples_per_s",
+                                         "cuda_graphs",
+                                         "streams",
+                                         "processes",
+                                         "gpu",
+                                         "memory",
+                                         "allocations",
+                                         "under_load",
+                                         "load",
+                                         "throughput"});
   CHECK(j["gpu"]["trace"]["idle_pct"].is_number());
   r = run(exe() + " analyze '" + trace + "' --format csv");
   CHECK(r.code == 0);
-  CHECK(r.out.rfind("step,ms,kernel%,memcpy%,memset%,comm%,runtime%,dataloader%,cpu_exec%,other%,gpu_util%,syncs\n", 0) == 0);
+  CHECK(r.out.rfind(
+            "step,ms,kernel%,memcpy%,memset%,comm%,runtime%,dataloader%,cpu_exec%,other%,gpu_util%,syncs\n",
+            0) == 0);
   CHECK(j["verdict"]["rule"] == "copy-bound");
   CHECK(j["device"] == "cuda");
   CHECK(j["mean"]["split_pct"]["memcpy"] == Approx(40.0));
@@ -405,22 +467,26 @@ TEST_CASE("ptune analyze: table, json and md on stdout, and bad input as one lin
   r = run(exe() + " analyze '" + bad + "'");
   CHECK(r.code == 2);
   CHECK(r.out.empty());
-  CHECK(r.err == "ptune: error: analyze: '" + bad + "': truncated: the JSON ends at byte 17 before it is complete\n");
+  CHECK(r.err ==
+        "ptune: error: analyze: '" + bad + "': truncated: the JSON ends at byte 17 before it is complete\n");
   r = run(exe() + " analyze '" + dir.file("nothing") + "'");
   CHECK(r.code == 2);
   CHECK(r.err == "ptune: error: analyze: '" + dir.file("nothing") + "': no such file or folder\n");
   r = run(exe() + " analyze '" + trace + "' --format xml");
   CHECK(r.code == 2);
-  CHECK(r.err == "ptune: error: --format: unknown format 'xml', did you mean 'md'? allowed: table, json, md, csv\n");
+  CHECK(r.err ==
+        "ptune: error: --format: unknown format 'xml', did you mean 'md'? allowed: table, json, md, csv\n");
 }
 
-TEST_CASE("ptune analyze: torch.profiler traces of a CPU ResNet step, input-bound or not, with or without .item()",
-          "[e2e][analyze][python]") {
+TEST_CASE(
+    "ptune analyze: torch.profiler traces of a CPU ResNet step, input-bound or not, with or without .item()",
+    "[e2e][analyze][python]") {
   using ptune::test::exe;
   using ptune::test::run;
   TempDir dir;
-  const auto made = run(std::string("'") + PTUNE_PYTHON + "' '" + PTUNE_SOURCE_DIR + "/test/make_torch_trace.py' '" +
-                        dir.path.string() + "' loader0 workers item workers_item");
+  const auto made =
+      run(std::string("'") + PTUNE_PYTHON + "' '" + PTUNE_SOURCE_DIR + "/test/make_torch_trace.py' '" +
+          dir.path.string() + "' loader0 workers item workers_item");
   INFO(made.err);
   REQUIRE(made.code == 0);
 
@@ -469,9 +535,11 @@ TEST_CASE("ptune analyze: torch.profiler traces of a CPU ResNet step, input-boun
   CHECK(r.code == 2);
   CHECK(r.out.empty());
   CHECK(r.err == "ptune: error: --html: folder '" + dir.file("none") + "' does not exist\n");
-  r = run(exe() + " analyze '" + dir.file("loader0") + "' '" + dir.file("workers/trace.json") + "' '" +
-          dir.file("workers_item/trace.json") + "' '" + dir.file("workers/trace.json") +
-          "' --label 'workers 0' --label 'workers 2' --label '+ item()' --label '- item()' --format json -o '" + html + "'");
+  r = run(
+      exe() + " analyze '" + dir.file("loader0") + "' '" + dir.file("workers/trace.json") + "' '" +
+      dir.file("workers_item/trace.json") + "' '" + dir.file("workers/trace.json") +
+      "' --label 'workers 0' --label 'workers 2' --label '+ item()' --label '- item()' --format json -o '" +
+      html + "'");
   INFO(r.err);
   REQUIRE(r.code == 0);
   j = Json::parse(r.out);
@@ -486,15 +554,17 @@ TEST_CASE("ptune analyze: torch.profiler traces of a CPU ResNet step, input-boun
     CHECK(j["versions"][i]["vs_prev"]["verdict"] == "undecided");
     CHECK(j["versions"][i]["vs_first"]["verdict"] == "undecided");
   }
-  CHECK(j["versions"][1]["vs_prev"]["reason"] == "2 steps in `workers 0`, 2 steps in `workers 2`: 3 or more per trace are needed");
+  CHECK(j["versions"][1]["vs_prev"]["reason"] ==
+        "2 steps in `workers 0`, 2 steps in `workers 2`: 3 or more per trace are needed");
   auto changes = [&](size_t i) {
     std::string all;
     for (const auto& c : j["changes"][i]["changes"]) all += c["text"].get<std::string>() + "\n";
     return all;
   };
   INFO(changes(0) + "--\n" + changes(1) + "--\n" + changes(2));
-  CHECK(has(changes(0), "(`enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__` -> "
-                        "`enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__`)"));
+  CHECK(has(changes(0),
+            "(`enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__` -> "
+            "`enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__`)"));
   CHECK(has(changes(0), "verdict input-bound -> compute-bound on the CPU"));
   // A CPU .item() is no host sync: no sync added or removed.
   CHECK_FALSE(has(changes(1), "sync"));
@@ -502,7 +572,8 @@ TEST_CASE("ptune analyze: torch.profiler traces of a CPU ResNet step, input-boun
   CHECK(std::filesystem::file_size(html) > 1000);
 }
 
-TEST_CASE("ptune analyze agrees with a sweep row's own figures on ptune's trace of it", "[e2e][analyze][cpu]") {
+TEST_CASE("ptune analyze agrees with a sweep row's own figures on ptune's trace of it",
+          "[e2e][analyze][cpu]") {
   // Tolerance: 15 percentage points for data wait, copy and GPU busy. The row is measured on
   // timed steps without the profiler, the trace on profile_steps recorded steps after them.
   using ptune::test::exe;
@@ -515,7 +586,8 @@ TEST_CASE("ptune analyze agrees with a sweep row's own figures on ptune's trace 
       "process": {"allocator": "glibc_tuned"},
       "data": {"num_samples": 64, "image_size": 32},
       "loader": {"batch_size": 8},
-      "measure": {"warmup_steps": 1, "steps": 3, "profile_steps": 2, "out_dir": ")" + dir.file("runs") + R"("},
+      "measure": {"warmup_steps": 1, "steps": 3, "profile_steps": 2, "out_dir": ")" +
+                                                    dir.file("runs") + R"("},
       "sweep": [{"name": "baseline"}, {"name": "workers", "set": {"loader.num_workers": 2}}]})");
   auto r = run(exe() + " sweep '" + cfg + "' --profile --format json");
   INFO(r.err);
@@ -537,10 +609,14 @@ TEST_CASE("ptune analyze agrees with a sweep row's own figures on ptune's trace 
     CHECK(a["steps"].size() == 2);
     const bool on_gpu = !row["gpu_busy_pct"].is_null();
     CHECK(a["device"] == (on_gpu ? "cuda" : "cpu"));
-    if (on_gpu) CHECK(a["mean"]["gpu_util_pct"].get<double>() == Approx(row["gpu_busy_pct"].get<double>()).margin(15));
+    if (on_gpu)
+      CHECK(a["mean"]["gpu_util_pct"].get<double>() == Approx(row["gpu_busy_pct"].get<double>()).margin(15));
     REQUIRE_FALSE(a["dataloader"].empty());  // the loader wait is named as PyTorch names it
-    CHECK(a["mean"]["split_pct"]["dataloader"].get<double>() == Approx(row["data_wait_pct"].get<double>()).margin(15));
-    if (on_gpu) CHECK(a["mean"]["split_pct"]["memcpy"].get<double>() == Approx(row["h2d_pct"].get<double>()).margin(15));
+    CHECK(a["mean"]["split_pct"]["dataloader"].get<double>() ==
+          Approx(row["data_wait_pct"].get<double>()).margin(15));
+    if (on_gpu)
+      CHECK(a["mean"]["split_pct"]["memcpy"].get<double>() ==
+            Approx(row["h2d_pct"].get<double>()).margin(15));
     // The same verdict as the row's diagnosis: its first word, and for an fp32 row the same move.
     const std::string diagnosis = row["diagnosis"], rule = a["verdict"]["rule"];
     CHECK(diagnosis.substr(0, diagnosis.find(' ')) == rule.substr(0, rule.find(' ')));
@@ -567,7 +643,8 @@ TEST_CASE("ptune analyze agrees with a sweep row's own figures on ptune's trace 
 TEST_CASE("analyze: more than 1 GiB of trace text is refused, a gzip bomb stops there", "[analyze]") {
   TempDir dir;
   const std::string limit = "more than 1 GiB of trace text";
-  const std::string advice = "; record fewer steps (torch.profiler's schedule(active=N), measure.profile_steps)";
+  const std::string advice =
+      "; record fewer steps (torch.profiler's schedule(active=N), measure.profile_steps)";
   // A file over the limit (sparse: no disk used), refused before it is read.
   const std::string big = dir.file("big.json");
   std::ofstream(big) << "{";
@@ -578,7 +655,8 @@ TEST_CASE("analyze: more than 1 GiB of trace text is refused, a gzip bomb stops 
   gzFile gz = gzopen(bomb.c_str(), "wb1");
   REQUIRE(gz != nullptr);
   const std::string spaces(1 << 20, ' ');
-  for (int i = 0; i < 1024; ++i) REQUIRE(gzwrite(gz, spaces.data(), static_cast<unsigned>(spaces.size())) > 0);
+  for (int i = 0; i < 1024; ++i)
+    REQUIRE(gzwrite(gz, spaces.data(), static_cast<unsigned>(spaces.size())) > 0);
   REQUIRE(gzwrite(gz, spaces.data(), 1 << 16) > 0);
   REQUIRE(gzclose(gz) == Z_OK);
   CHECK(std::filesystem::file_size(bomb) < (uint64_t{8} << 20));
@@ -601,7 +679,8 @@ TEST_CASE("analyze: a host wait on a busy GPU costs nothing, compute-bound on fp
   CHECK(has(a.notes[0], "not a bottleneck here"));
 }
 
-TEST_CASE("analyze: without ProfilerStep, CUDA initialization and one-time set-up are left out, and said", "[analyze]") {
+TEST_CASE("analyze: without ProfilerStep, CUDA initialization and one-time set-up are left out, and said",
+          "[analyze]") {
   const auto a = ptune::analyze::analyze(fixture("gpu_init_no_steps.json.gz"));
   const auto& b = a.ranks[0];
   CHECK_FALSE(b.from_steps);
@@ -611,8 +690,9 @@ TEST_CASE("analyze: without ProfilerStep, CUDA initialization and one-time set-u
   CHECK(b.steps[0].ms() < 12.0);  // the compute, not the 0.7 s of set-up
   CHECK(a.verdict.rule == "compute-bound on fp32");
   REQUIRE_FALSE(a.notes.empty());
-  CHECK(has(a.notes[0], "analyzed as one window from 701 ms in: what came before is left out (one-time set-up with "
-                        "the GPU idle: `cudaLaunchKernel` 300 ms, `cudaStreamCreateWithFlags` 250 ms, `cudaMalloc` 150 ms"));
+  CHECK(has(a.notes[0],
+            "analyzed as one window from 701 ms in: what came before is left out (one-time set-up with the "
+            "GPU idle: `cudaLaunchKernel` 300 ms, `cudaStreamCreateWithFlags` 250 ms, `cudaMalloc` 150 ms"));
 }
 
 TEST_CASE("analyze: CUDA graph launches, the 2021 schema, two processes in one file", "[analyze]") {
@@ -673,8 +753,8 @@ TEST_CASE("analyze: batch size from input shapes, peak memory per step from memo
   CHECK(j["allocations"]["operators"][0]["count_per_step"].get<double>() == 1.0);
   CHECK(j["allocations"]["operators"][0]["mb_per_step"].get<double>() == 512.0);
   const std::string table = ptune::analyze::render(a, "table");
-  CHECK(table.find("allocated most (GPU memory, per step): aten::convolution_backward 512 MB (1x), aten::conv2d 64 MB "
-                   "(1x), aten::add_ 32 MB (1x)\n") != std::string::npos);
+  CHECK(table.find("allocated most (GPU memory, per step): aten::convolution_backward 512 MB (1x), "
+                   "aten::conv2d 64 MB (1x), aten::add_ 32 MB (1x)\n") != std::string::npos);
   CHECK(ptune::analyze::render(a, "md").find("512 MB (1x), aten::conv2d 64 MB") != std::string::npos);
 }
 
@@ -714,7 +794,9 @@ TEST_CASE("analyze BASE NEXT...: the iterative table, speedups and what changed 
   CHECK(j["versions"][2]["verdict"]["rule"] == "compute-bound");
   CHECK(j["changes"][0]["from"] == "pageable");
   const std::string csv = render_comparison(c, "csv");
-  CHECK(csv.rfind("label,step ms,samples/s,vs prev,vs first,data%,copy%,kernel%,host%,idle%,gpu busy%,peak MB,verdict\n", 0) == 0);
+  CHECK(csv.rfind("label,step ms,samples/s,vs prev,vs first,data%,copy%,kernel%,host%,idle%,gpu busy%,peak "
+                  "MB,verdict\n",
+                  0) == 0);
   CHECK(std::count(csv.begin(), csv.end(), '\n') == 4);
   CHECK(has(render_comparison(c, "md"), "| pageable |"));
   CHECK(has(render_comparison(c, "table"), "pageable -> pinned fp32:"));
@@ -768,29 +850,34 @@ TEST_CASE("ptune analyze streams a trace: memory well below the file's size", "[
     long corr = 0;
     for (int step = 0; step < 100; ++step) {
       const double t0 = step * 20000.0;
-      out << R"({"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#)" << step << R"(", "pid": 1, "tid": 1, "ts": )"
-          << t0 << R"(, "dur": 20000, "args": {"External id": 1}},)" << "\n";
+      out << R"({"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#)" << step
+          << R"(", "pid": 1, "tid": 1, "ts": )" << t0 << R"(, "dur": 20000, "args": {"External id": 1}},)"
+          << "\n";
       for (int k = 0; k < 1000; ++k, ++corr) {
         const double h = t0 + k * 19.0;
         out << R"({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": )" << h
-            << R"(, "dur": 15, "args": {"External id": )" << corr << R"(, "Input Dims": [[64, 512], [512, 512]]}},)" << "\n";
-        out << R"({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": )" << h + 2
-            << R"(, "dur": 5, "args": {"correlation": )" << corr << R"(, "cbid": 211}},)" << "\n";
-        out << R"({"ph": "X", "cat": "kernel", "name": "volta_sgemm_128x64_nn", "pid": 0, "tid": 7, "ts": )" << h + 10
-            << R"(, "dur": 17, "args": {"correlation": )" << corr
+            << R"(, "dur": 15, "args": {"External id": )" << corr
+            << R"(, "Input Dims": [[64, 512], [512, 512]]}},)"
+            << "\n";
+        out << R"({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": )"
+            << h + 2 << R"(, "dur": 5, "args": {"correlation": )" << corr << R"(, "cbid": 211}},)"
+            << "\n";
+        out << R"({"ph": "X", "cat": "kernel", "name": "volta_sgemm_128x64_nn", "pid": 0, "tid": 7, "ts": )"
+            << h + 10 << R"(, "dur": 17, "args": {"correlation": )" << corr
             << R"(, "stream": 7, "device": 0, "grid": [8, 8, 1], "block": [256, 1, 1], "registers per thread": 128}},)"
             << "\n";
       }
     }
-    out << R"({"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "python"}}]})" << "\n";
+    out << R"({"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "python"}}]})"
+        << "\n";
   }
   const auto size_kb = static_cast<long>(std::filesystem::file_size(path) / 1024);
   REQUIRE(size_kb > 50 * 1024);
   const auto base = usage_of({PTUNE_EXE, "--version"});
   const auto a = usage_of({PTUNE_EXE, "analyze", path, "--format", "json"});
   REQUIRE(a.code == 0);
-  INFO("file " << size_kb << " KiB; analyze " << a.max_rss_kb << " KiB, --version " << base.max_rss_kb << " KiB, "
-               << a.wall_s << " s");
+  INFO("file " << size_kb << " KiB; analyze " << a.max_rss_kb << " KiB, --version " << base.max_rss_kb
+               << " KiB, " << a.wall_s << " s");
   // The events (300,000 of them) take about 25 MB; the text is never held whole.
   CHECK(a.max_rss_kb - base.max_rss_kb < size_kb / 2);
   CHECK(a.wall_s < 20.0);  // about 1 s on a quiet core
@@ -819,7 +906,8 @@ std::string sync_trace(const TempDir& dir, const std::string& name, bool gpu, St
   for (int i = 0; i < 3; ++i) {
     const double t0 = 1000.0 * (i + 1);
     ev.push_back(x("user_annotation", "ProfilerStep#" + std::to_string(i + 1), t0, 1000));
-    ev.push_back(x("user_annotation", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", t0 + 10, 200));
+    ev.push_back(
+        x("user_annotation", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", t0 + 10, 200));
     py("torchvision/datasets/fakedata.py(40): __getitem__", t0 + 20, 100);
     py("<built-in method item of Tensor object at 0x7f00>", t0 + 30, 30);
     ev.push_back(x("cpu_op", "aten::item", t0 + 31, 20));
@@ -834,11 +922,13 @@ std::string sync_trace(const TempDir& dir, const std::string& name, bool gpu, St
     ev.push_back(x("cpu_op", "aten::item", t0 + 600, 100));
     Json scalar = x("cpu_op", "aten::_local_scalar_dense", t0 + 602, 96);
     if (stack == Stack::kCallStackField)
-      scalar["args"]["Call stack"] = "torch/_tensor.py(1000): item;train.py(12): train_step;train.py(30): <module>";
+      scalar["args"]["Call stack"] =
+          "torch/_tensor.py(1000): item;train.py(12): train_step;train.py(30): <module>";
     ev.push_back(scalar);
     if (gpu) {
       ev.push_back(x("cuda_runtime", "cudaMemcpyAsync", t0 + 605, 10, Json{{"correlation", ++corr}}));
-      ev.push_back(x("gpu_memcpy", "Memcpy DtoH (Device -> Pageable)", t0 + 620, 2, Json{{"correlation", corr}}, 0, 7));
+      ev.push_back(x("gpu_memcpy", "Memcpy DtoH (Device -> Pageable)", t0 + 620, 2,
+                     Json{{"correlation", corr}}, 0, 7));
       ev.push_back(x("cuda_runtime", "cudaStreamSynchronize", t0 + 616, 80));
     }
   }
@@ -862,7 +952,8 @@ TEST_CASE("analyze: .item() is a host sync only where it waits for the device, a
   std::map<std::string, int64_t> count;
   for (const auto& s : b.syncs) count[s.name] = s.count;
   // The DataLoader's three label reads are not syncs: nothing waits inside them.
-  CHECK(count == std::map<std::string, int64_t>{{"aten::item", 3}, {"cudaMemcpyAsync", 3}, {"cudaStreamSynchronize", 3}});
+  CHECK(count == std::map<std::string, int64_t>{
+                     {"aten::item", 3}, {"cudaMemcpyAsync", 3}, {"cudaStreamSynchronize", 3}});
   for (const auto& s : b.steps) CHECK(s.syncs == 3);
   REQUIRE(b.sync_origins.size() == 3);
   for (const auto& o : b.sync_origins) {
@@ -872,9 +963,10 @@ TEST_CASE("analyze: .item() is a host sync only where it waits for the device, a
   INFO(all_advice(a));
   // The GPU idles after each wait until the next step's kernel: sync-bound, and where the syncs came from.
   CHECK(a.verdict.rule == "sync-bound");
-  CHECK(has(a.verdict.evidence, "the host waited in `aten::item`, `cudaStreamSynchronize`, `cudaMemcpyAsync` (3 per "
-                                "step; the host waited 10% of the step); `aten::item`, `cudaMemcpyAsync`, "
-                                "`cudaStreamSynchronize` from `train.py(12): train_step`"));
+  CHECK(has(a.verdict.evidence,
+            "the host waited in `aten::item`, `cudaStreamSynchronize`, `cudaMemcpyAsync` (3 per step; the "
+            "host waited 10% of the step); `aten::item`, `cudaMemcpyAsync`, `cudaStreamSynchronize` from "
+            "`train.py(12): train_step`"));
   auto j = ptune::analyze::to_json(a);
   CHECK(j["syncs"][0]["from"][0]["where"] == "`train.py(12): train_step`");
   CHECK(has(ptune::analyze::render(a, "table"), "3x  aten::item from `train.py(12): train_step`\n"));
@@ -894,9 +986,11 @@ TEST_CASE("analyze: .item() is a host sync only where it waits for the device, a
   // No stack recorded: its thread and the steps.
   a = ptune::analyze::analyze(sync_trace(dir, "nostack.json", true, Stack::kNone));
   REQUIRE(a.ranks[0].sync_origins.size() == 3);
-  CHECK(a.ranks[0].sync_origins[0].where == "the main thread (1) in ProfilerStep#1, ProfilerStep#2, ProfilerStep#3");
-  CHECK(has(all_advice(a), "`cudaStreamSynchronize` from the main thread (1) in ProfilerStep#1, ProfilerStep#2, "
-                           "ProfilerStep#3"));
+  CHECK(a.ranks[0].sync_origins[0].where ==
+        "the main thread (1) in ProfilerStep#1, ProfilerStep#2, ProfilerStep#3");
+  CHECK(has(
+      all_advice(a),
+      "`cudaStreamSynchronize` from the main thread (1) in ProfilerStep#1, ProfilerStep#2, ProfilerStep#3"));
 
   // The same host ops on the CPU: no syncs, no host-sync advice.
   a = ptune::analyze::analyze(sync_trace(dir, "cpu.json", false, Stack::kPythonFrames));
@@ -912,7 +1006,8 @@ namespace {
 
 /// A CPU trace of steps of the given lengths (ms), each one operator; `load`: ptune's metadata
 /// saying it was recorded under load.
-std::string steps_trace(const TempDir& dir, const std::string& name, const std::vector<double>& ms, bool load = false) {
+std::string steps_trace(const TempDir& dir, const std::string& name, const std::vector<double>& ms,
+                        bool load = false) {
   Json ev = Json::array();
   double t = 0;
   for (size_t i = 0; i < ms.size(); ++i) {
@@ -921,7 +1016,9 @@ std::string steps_trace(const TempDir& dir, const std::string& name, const std::
     t += ms[i] * 1000 + 1;
   }
   Json doc{{"traceEvents", ev}};
-  if (load) doc["ptune"] = Json{{"version", "test"}, {"load", {{"under_load", true}, {"summary", "other processes used 1.9 of 2 cores"}}}};
+  if (load)
+    doc["ptune"] = Json{{"version", "test"},
+                        {"load", {{"under_load", true}, {"summary", "other processes used 1.9 of 2 cores"}}}};
   return dir.write(name + ".json", doc.dump());
 }
 
@@ -946,10 +1043,10 @@ TEST_CASE("analyze BASE NEXT...: a speedup carries its interval and the sweep's 
   CHECK(*c.versions[1].vs_prev == Approx(want.point));
   // The interval as every output prints it (report::interval_text: ± here, where it is symmetric).
   CHECK(speedup_text(s) == [&] {
-          char buf[32];
-          std::snprintf(buf, sizeof buf, "x%.2f", want.point);
-          return std::string(buf) + ptune::report::interval_text(want) + " faster";
-        }());
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "x%.2f", want.point);
+    return std::string(buf) + ptune::report::interval_text(want) + " faster";
+  }());
   const std::string table = render_comparison(c, "table");
   INFO(table);
   CHECK(has(table, "a -> b:\n  speedup " + speedup_text(s) +
@@ -971,7 +1068,8 @@ TEST_CASE("analyze BASE NEXT...: a speedup carries its interval and the sweep's 
   c = compare({b, a}, {}, {});
   CHECK(c.versions[1].prev->verdict == ptune::measure::Verdict::kSlower);
   // Steps within 0.5% of each other on both sides: within noise (the interval within 1.00x +-3%).
-  c = compare({steps_trace(dir, "same1", {10.0, 10.03, 9.98, 10.01}), steps_trace(dir, "same2", {10.01, 9.99, 10.02, 10.0})},
+  c = compare({steps_trace(dir, "same1", {10.0, 10.03, 9.98, 10.01}),
+               steps_trace(dir, "same2", {10.01, 9.99, 10.02, 10.0})},
               {}, {});
   CHECK(c.versions[1].prev->interval.lo > 1 / 1.03);
   CHECK(c.versions[1].prev->interval.hi < 1.03);
@@ -979,19 +1077,23 @@ TEST_CASE("analyze BASE NEXT...: a speedup carries its interval and the sweep's 
   // Two steps per side: undecided, whatever the interval, and why.
   c = compare({steps_trace(dir, "two_a", {10.0, 10.1}), steps_trace(dir, "two_b", {5.0, 5.05})}, {}, {});
   CHECK(c.versions[1].prev->verdict == ptune::measure::Verdict::kUndecided);
-  CHECK(c.versions[1].prev->reason == "2 steps in `two_a`, 2 steps in `two_b`: 3 or more per trace are needed");
+  CHECK(c.versions[1].prev->reason ==
+        "2 steps in `two_a`, 2 steps in `two_b`: 3 or more per trace are needed");
   CHECK(has(render_comparison(c, "table"), "undecided: 2 steps in `two_a`, 2 steps in `two_b`"));
   // One side recorded under load (ptune's metadata says so): undecided, and the load named.
   c = compare({a, steps_trace(dir, "loaded", fast, true)}, {}, {});
   CHECK(c.versions[1].under_load);
   CHECK(c.versions[1].prev->verdict == ptune::measure::Verdict::kUndecided);
-  CHECK(c.versions[1].prev->reason == "`loaded` was recorded under load (other processes used 1.9 of 2 cores)");
+  CHECK(c.versions[1].prev->reason ==
+        "`loaded` was recorded under load (other processes used 1.9 of 2 cores)");
   CHECK(c.versions[1].prev->interval.level == ptune::measure::kSpeedupLevelUnderLoad);
   CHECK(ptune::analyze::to_json(c.versions[1].analysis)["under_load"] == true);
 }
 
-TEST_CASE("ptune analyze: a FakeData loop on the CPU gets no host-sync advice, and an A/A pair is never faster or "
-          "slower", "[e2e][analyze][python]") {
+TEST_CASE(
+    "ptune analyze: a FakeData loop on the CPU gets no host-sync advice, and an A/A pair is never faster or "
+    "slower",
+    "[e2e][analyze][python]") {
   // torchvision's FakeData reads each label with .item() in the DataLoader, and the loop calls
   // loss.item(): all on the CPU, none a host sync. Then the same code's odd and even steps as two
   // traces, twice: an A/A pair each time, compared both ways, within noise or undecided. (Two
@@ -1000,8 +1102,8 @@ TEST_CASE("ptune analyze: a FakeData loop on the CPU gets no host-sync advice, a
   using ptune::test::exe;
   using ptune::test::run;
   TempDir dir;
-  const auto made = run(std::string("'") + PTUNE_PYTHON + "' '" + PTUNE_SOURCE_DIR + "/test/make_torch_trace.py' '" +
-                        dir.path.string() + "' fakedata split:1 split:2");
+  const auto made = run(std::string("'") + PTUNE_PYTHON + "' '" + PTUNE_SOURCE_DIR +
+                        "/test/make_torch_trace.py' '" + dir.path.string() + "' fakedata split:1 split:2");
   INFO(made.err);
   REQUIRE(made.code == 0);
   auto r = run(exe() + " analyze '" + dir.file("fakedata/trace.json") + "' --format json");
@@ -1019,7 +1121,8 @@ TEST_CASE("ptune analyze: a FakeData loop on the CPU gets no host-sync advice, a
   }
   CHECK_FALSE(has(j["verdict"]["text"].get<std::string>(), "item()"));
   for (const std::string round : {"1", "2"}) {
-    const std::string a = dir.file("fakedata_" + round + "_a/trace.json"), b = dir.file("fakedata_" + round + "_b/trace.json");
+    const std::string a = dir.file("fakedata_" + round + "_a/trace.json"),
+                      b = dir.file("fakedata_" + round + "_b/trace.json");
     for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{{a, b}, {b, a}}) {
       r = run(exe() + " analyze '" + from + "' '" + to + "' --label x --label y --format json");
       REQUIRE(r.code == 0);
@@ -1034,8 +1137,8 @@ TEST_CASE("ptune analyze: a FakeData loop on the CPU gets no host-sync advice, a
     }
   }
   // The table prints the interval and the verdict.
-  r = run(exe() + " analyze '" + dir.file("fakedata_1_a/trace.json") + "' '" + dir.file("fakedata_1_b/trace.json") +
-          "' --label x --label y");
+  r = run(exe() + " analyze '" + dir.file("fakedata_1_a/trace.json") + "' '" +
+          dir.file("fakedata_1_b/trace.json") + "' --label x --label y");
   REQUIRE(r.code == 0);
   CHECK(has(r.out, "x -> y:\n  speedup x"));
   CHECK(has(r.out, ": 99% interval (Welch's t on log step times, 5 and 5 steps)"));
@@ -1051,13 +1154,16 @@ std::optional<ptune::analyze::Ceilings> test_ceilings(const std::string& precisi
   return c;
 }
 
-Json op(const std::string& name, double ts, double dur, Json dims, Json types, Json concrete = Json::array()) {
-  return x("cpu_op", name, ts, dur, Json{{"Input Dims", dims}, {"Input type", types}, {"Concrete Inputs", concrete}});
+Json op(const std::string& name, double ts, double dur, Json dims, Json types,
+        Json concrete = Json::array()) {
+  return x("cpu_op", name, ts, dur,
+           Json{{"Input Dims", dims}, {"Input type", types}, {"Concrete Inputs", concrete}});
 }
 
 }  // namespace
 
-TEST_CASE("analyze: FLOPs and bytes per operator class from input shapes, against the two ceilings", "[analyze]") {
+TEST_CASE("analyze: FLOPs and bytes per operator class from input shapes, against the two ceilings",
+          "[analyze]") {
   TempDir dir;
   Json ev = Json::array();
   for (int s = 0; s < 2; ++s) {
@@ -1070,9 +1176,10 @@ TEST_CASE("analyze: FLOPs and bytes per operator class from input shapes, agains
     ev.push_back(op("aten::conv2d", t0 + 200, 300, {{2, 8, 16, 16}, {4, 8, 3, 3}, {}, {}, {}, {}, {}},
                     {"float", "float", "", "ScalarList", "ScalarList", "ScalarList", "Scalar"},
                     {"", "", "", "[1, 1]", "[1, 1]", "[1, 1]", "1"}));
-    ev.push_back(op("aten::convolution", t0 + 210, 280, {{2, 8, 16, 16}, {4, 8, 3, 3}, {}, {}, {}, {}, {}, {}, {}},
-                    {"float", "float", "", "ScalarList", "ScalarList", "ScalarList", "Scalar", "ScalarList", "Scalar"},
-                    {"", "", "", "[1, 1]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "1"}));
+    ev.push_back(
+        op("aten::convolution", t0 + 210, 280, {{2, 8, 16, 16}, {4, 8, 3, 3}, {}, {}, {}, {}, {}, {}, {}},
+           {"float", "float", "", "ScalarList", "ScalarList", "ScalarList", "Scalar", "ScalarList", "Scalar"},
+           {"", "", "", "[1, 1]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "1"}));
     // An elementwise add of 1024 floats: 1024 FLOPs over 3 * 4096 bytes: memory-bound.
     ev.push_back(op("aten::add", t0 + 600, 50, {{1024}, {1024}, {}}, {"float", "float", "Scalar"}));
     // A trace's own "flops" (older torch.profiler with_flops=True) is taken as it is.
@@ -1124,7 +1231,8 @@ TEST_CASE("analyze: FLOPs and bytes per operator class from input shapes, agains
   bare.push_back(x("cpu_op", "aten::mm", 10, 50));
   const auto b = ptune::analyze::analyze(dir.write("bare.json", Json{{"traceEvents", bare}}.dump()), opt);
   CHECK(b.throughput[0].source == "none");
-  CHECK(has(ptune::analyze::render(b, "table"), "FLOP/s: none; add `record_shapes=True` (or `with_flops=True`)"));
+  CHECK(has(ptune::analyze::render(b, "table"),
+            "FLOP/s: none; add `record_shapes=True` (or `with_flops=True`)"));
   CHECK(has(Json::parse(ptune::analyze::render(b, "json"))["throughput"]["missing"].get<std::string>(),
             "add `record_shapes=True`"));
 }
@@ -1134,8 +1242,8 @@ TEST_CASE("ptune analyze: FLOP/s of a with_flops=True trace against PyTorch's ow
   using ptune::test::exe;
   using ptune::test::run;
   TempDir dir;
-  const auto made = run(std::string("'") + PTUNE_PYTHON + "' '" + PTUNE_SOURCE_DIR + "/test/make_torch_trace.py' '" +
-                        dir.path.string() + "' flops");
+  const auto made = run(std::string("'") + PTUNE_PYTHON + "' '" + PTUNE_SOURCE_DIR +
+                        "/test/make_torch_trace.py' '" + dir.path.string() + "' flops");
   INFO(made.err);
   REQUIRE(made.code == 0);
   const Json ref = Json::parse(ptune::test::read_file(dir.file("flops/reference.json")));
@@ -1152,7 +1260,8 @@ TEST_CASE("ptune analyze: FLOP/s of a with_flops=True trace against PyTorch's ow
   const double profiler = ref["profiler_flops_per_step"];
   const double counter = ref["flop_counter_per_step"];
   CHECK(flops["convolution"] + flops["matmul"] == Approx(profiler).epsilon(1e-9));
-  CHECK(flops["convolution"] + flops["convolution backward"] + flops["matmul"] == Approx(counter).epsilon(1e-9));
+  CHECK(flops["convolution"] + flops["convolution backward"] + flops["matmul"] ==
+        Approx(counter).epsilon(1e-9));
   // Achieved FLOP/s: the step's FLOPs over the mean step.
   CHECK(th["flops_per_s"].get<double>() ==
         Approx(th["flops_per_step"].get<double>() / (j["mean"]["ms"].get<double>() / 1000.0)).epsilon(0.01));
@@ -1163,7 +1272,8 @@ TEST_CASE("ptune analyze: FLOP/s of a with_flops=True trace against PyTorch's ow
   CHECK(has(th["ceilings"]["bandwidth_source"].get<std::string>(), "calibrated"));
   // The roofline's call follows from the class's intensity and the two ceilings printed beside
   // it (the ridge: peak over bandwidth; both calibrated on this machine, under whatever load).
-  const double ridge = th["ceilings"]["peak_flops_per_s"].get<double>() / th["ceilings"]["bytes_per_s"].get<double>();
+  const double ridge =
+      th["ceilings"]["peak_flops_per_s"].get<double>() / th["ceilings"]["bytes_per_s"].get<double>();
   for (const auto& c : th["classes"]) {
     if (!c["flops_per_byte"].is_number() || c["flops_per_step"].get<double>() <= 0) continue;
     if (std::fabs(c["flops_per_byte"].get<double>() / ridge - 1) < 0.02) continue;  // printed rounded
@@ -1172,8 +1282,10 @@ TEST_CASE("ptune analyze: FLOP/s of a with_flops=True trace against PyTorch's ow
   }
 }
 
-TEST_CASE("analyze: the straggler of HTA's two-rank NCCL traces (ncclKernel_*), the DDP fixture's (ncclDevKernel_*)",
-          "[analyze]") {
+TEST_CASE(
+    "analyze: the straggler of HTA's two-rank NCCL traces (ncclKernel_*), the DDP fixture's "
+    "(ncclDevKernel_*)",
+    "[analyze]") {
   // HTA's test data: rank 1 computes about 270 ms per step of kernels against 210 ms on rank 0,
   // which waits for it in its NCCL kernels.
   const auto a = ptune::analyze::analyze(fixture("hta_two_ranks"));
@@ -1186,7 +1298,8 @@ TEST_CASE("analyze: the straggler of HTA's two-rank NCCL traces (ncclKernel_*), 
   CHECK(has(a.straggler->text, "rank 1 is the straggler ("));
   const Json j = Json::parse(ptune::analyze::render(a, "json"));
   CHECK(j["distributed"]["straggler"]["rank"] == 1);
-  CHECK(j["distributed"]["ranks"][0]["wait_ms"].get<double>() > j["distributed"]["ranks"][1]["wait_ms"].get<double>());
+  CHECK(j["distributed"]["ranks"][0]["wait_ms"].get<double>() >
+        j["distributed"]["ranks"][1]["wait_ms"].get<double>());
   ptune::analyze::Version v;
   v.label = "hta";
   v.analysis = a;
@@ -1203,8 +1316,8 @@ TEST_CASE("ptune analyze: a two-rank Gloo run with rank 1's loader slowed names 
   using ptune::test::exe;
   using ptune::test::run;
   TempDir dir;
-  const auto made = run(std::string("'") + PTUNE_PYTHON + "' '" + PTUNE_SOURCE_DIR + "/test/make_torch_trace.py' '" +
-                        dir.path.string() + "' ddp_slow");
+  const auto made = run(std::string("'") + PTUNE_PYTHON + "' '" + PTUNE_SOURCE_DIR +
+                        "/test/make_torch_trace.py' '" + dir.path.string() + "' ddp_slow");
   INFO(made.err);
   REQUIRE(made.code == 0);
   auto r = run(exe() + " analyze '" + dir.file("ddp_slow") + "' --format json");

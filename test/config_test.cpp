@@ -102,7 +102,8 @@ TEST_CASE("hostile files: overflow, repeated keys, deep nesting, sizes beyond an
   CHECK_THROWS_WITH(ptune::config::load_file(row_twice),
                     row_twice + ": sweep[1].name: the key appears twice in one object; keep one");
   // 100,000 levels: refused at the 64th, never a stack overflow.
-  auto deep = dir.write("deep.json", R"({"sweep": )" + std::string(100000, '[') + std::string(100000, ']') + "}");
+  auto deep =
+      dir.write("deep.json", R"({"sweep": )" + std::string(100000, '[') + std::string(100000, ']') + "}");
   CHECK_THROWS_WITH(ptune::config::load_file(deep),
                     Catch::StartsWith(deep + ": sweep[0][0][0]") &&
                         Catch::EndsWith(": nesting deeper than 64 levels; a config is a few levels deep"));
@@ -131,10 +132,13 @@ TEST_CASE("hostile files: overflow, repeated keys, deep nesting, sizes beyond an
 
 TEST_CASE("unknown enum values suggest the nearest", "[config]") {
   CHECK(error_of(R"({"model": {"arch": "resnet19"}})") ==
-        "exp.json: model.arch: unknown value 'resnet19', did you mean 'resnet18'? allowed: resnet18, resnet34, resnet50, resnet101, resnet152, resnext50_32x4d, wide_resnet50_2, mobilenet_v3_large, convnext_tiny, vit_b_16");
+        "exp.json: model.arch: unknown value 'resnet19', did you mean 'resnet18'? allowed: resnet18, "
+        "resnet34, resnet50, resnet101, resnet152, resnext50_32x4d, wide_resnet50_2, mobilenet_v3_large, "
+        "convnext_tiny, vit_b_16");
   CHECK(error_of(R"({"optim": {"amp": "fp8"}})") ==
         "exp.json: optim.amp: unknown value 'fp8', did you mean 'fp16'? allowed: off, bf16, fp16");
-  CHECK(error_of(R"({"optim": {"kind": "lamb"}})") == "exp.json: optim.kind: unknown value 'lamb'; allowed: sgd, adamw");
+  CHECK(error_of(R"({"optim": {"kind": "lamb"}})") ==
+        "exp.json: optim.kind: unknown value 'lamb'; allowed: sgd, adamw");
   CHECK(error_of(R"({"device": "cuda:x"})") ==
         "exp.json: device: unknown device 'cuda:x', did you mean 'cuda'? allowed: auto, cpu, cuda, cuda:N");
 }
@@ -173,12 +177,16 @@ TEST_CASE("set overrides (--set) are typed by the field", "[config]") {
 }
 
 TEST_CASE("set override (--set) errors", "[config]") {
-  CHECK(set_error("loader.batch_sise=3") == "--set: unknown key 'loader.batch_sise', did you mean 'loader.batch_size'?");
-  CHECK(set_error("loader.batch_size=abc") == "--set: loader.batch_size: expected an integer, got \"abc\" (a string)");
+  CHECK(set_error("loader.batch_sise=3") ==
+        "--set: unknown key 'loader.batch_sise', did you mean 'loader.batch_size'?");
+  CHECK(set_error("loader.batch_size=abc") ==
+        "--set: loader.batch_size: expected an integer, got \"abc\" (a string)");
   CHECK(set_error("loader.batch_size=0") ==
         "--set: loader.batch_size: 0 is out of range; allowed: an integer in [1, 1048576]");
   CHECK(set_error("model.arch=resnet19") ==
-        "--set: model.arch: unknown value 'resnet19', did you mean 'resnet18'? allowed: resnet18, resnet34, resnet50, resnet101, resnet152, resnext50_32x4d, wide_resnet50_2, mobilenet_v3_large, convnext_tiny, vit_b_16");
+        "--set: model.arch: unknown value 'resnet19', did you mean 'resnet18'? allowed: resnet18, resnet34, "
+        "resnet50, resnet101, resnet152, resnext50_32x4d, wide_resnet50_2, mobilenet_v3_large, "
+        "convnext_tiny, vit_b_16");
   CHECK(set_error("batch_size") == "--set 'batch_size': expected PATH=VALUE, e.g. loader.batch_size=256");
 }
 
@@ -186,7 +194,8 @@ TEST_CASE("set overrides (--set) whose bytes are not UTF-8 are config errors", "
   // Found by fuzz/config_fuzz: the error message (and later the results file) serialized the
   // bytes as JSON, and nlohmann's type_error 316 escaped instead of a ConfigError.
   CHECK(set_error("data.mean=[0.485, 0.40\x9d\x9d&]") ==
-        "--set: data.mean: expected a list of 3 numbers, got \"[0.485, 0.40\xef\xbf\xbd\xef\xbf\xbd&]\" (a string)");
+        "--set: data.mean: expected a list of 3 numbers, got \"[0.485, 0.40\xef\xbf\xbd\xef\xbf\xbd&]\" (a "
+        "string)");
   CHECK(set_error("loader.batch_size=\xff") ==
         "--set: loader.batch_size: expected an integer, got \"\xef\xbf\xbd\" (a string)");
   CHECK(set_error("name=run \xff") == "--set: name: the value is not valid UTF-8 text");
@@ -233,7 +242,8 @@ TEST_CASE("bad sweep rows are errors with their index", "[config]") {
 }
 
 TEST_CASE("to_json round-trips the resolved config", "[config]") {
-  auto cfg = parse(R"({"name": "x", "loader": {"batch_size": 7}, "sweep": [{"name": "r", "set": {"optim.lr": 0.5}}]})");
+  auto cfg = parse(
+      R"({"name": "x", "loader": {"batch_size": 7}, "sweep": [{"name": "r", "set": {"optim.lr": 0.5}}]})");
   auto again = ptune::config::from_json(ptune::config::to_json(cfg), "resolved");
   CHECK(ptune::config::to_json(again) == ptune::config::to_json(cfg));
   CHECK(again.loader.batch_size == 7);
@@ -243,7 +253,8 @@ TEST_CASE("to_json round-trips the resolved config", "[config]") {
 TEST_CASE("the schema and the parser agree", "[config]") {
   const Json schema = ptune::config::schema();
   // The committed schema is the generated one (regenerate with `ptune schema > configs/schema.json`).
-  auto committed = Json::parse(ptune::test::read_file(std::string(PTUNE_SOURCE_DIR) + "/configs/schema.json"));
+  auto committed =
+      Json::parse(ptune::test::read_file(std::string(PTUNE_SOURCE_DIR) + "/configs/schema.json"));
   CHECK(committed == schema);
   // Every leaf the schema documents is a key the parser accepts, with the schema's default...
   const ExperimentConfig defaults;

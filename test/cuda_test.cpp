@@ -100,7 +100,8 @@ std::vector<double> train_on(Trainer& t, const std::vector<ptune::data::Batch>& 
 
 }  // namespace
 
-TEST_CASE("cuda: pinned batches are page-locked, recycled, and arrive intact through the copy stream", "[.cuda]") {
+TEST_CASE("cuda: pinned batches are page-locked, recycled, and arrive intact through the copy stream",
+          "[.cuda]") {
   require_gpu();
   auto cfg = small();
   cfg.loader.num_workers = 2;
@@ -176,14 +177,17 @@ TEST_CASE("cuda: the GradScaler pattern on CUDA tensors equals PyTorch's", "[.cu
     opt.zero_grad();
     scaler.scale((p * w).sum()).backward();
     if (poison[i] != 0) p.grad()[i == 6 ? 1 : 0].fill_(poison[i]);
-    if (masked) scaler.step_masked(opt);
-    else scaler.step(opt);
+    if (masked)
+      scaler.step_masked(opt);
+    else
+      scaler.step(opt);
     scaler.update();
     INFO("step " << i);
     CHECK(scaler.scale_tensor().device() == kCuda);
     CHECK(scaler.get_scale() == scales[i]);
   }
-  CHECK(torch::allclose(p.detach().to(kCpu), torch::tensor({-33.5700798034668f, -4.880839824676514f}), 1e-6, 1e-6));
+  CHECK(torch::allclose(p.detach().to(kCpu), torch::tensor({-33.5700798034668f, -4.880839824676514f}), 1e-6,
+                        1e-6));
 }
 
 TEST_CASE("cuda: fp16 AMP trains with the scaler and stays close to fp32", "[.cuda]") {
@@ -198,7 +202,7 @@ TEST_CASE("cuda: fp16 AMP trains with the scaler and stays close to fp32", "[.cu
   Trainer fp16(cfg, kCuda);
   REQUIRE(fp16.scaler());
   const auto losses16 = train_on(fp16, same);
-  CHECK(losses16[0] != losses32[0]);  // the forward really ran in half precision...
+  CHECK(losses16[0] != losses32[0]);                        // the forward really ran in half precision...
   CHECK(losses16[0] == Approx(losses32[0]).epsilon(0.02));  // ...from the same weights
   // Each overflowing step was skipped and halved the scale (no growth within 2000 steps): the
   // fp16 run's last loss follows that many fewer updates, and matches fp32's at that point.
@@ -367,7 +371,8 @@ TEST_CASE("cuda: a measured row reports GPU busy, peak memory and the step break
   CHECK(*gp.gpu_busy_pct > 0);  // replayed kernels are seen by the profiler
 }
 
-TEST_CASE("cuda: the load view finds the row's GPU in the driver's management library by its UUID", "[.cuda]") {
+TEST_CASE("cuda: the load view finds the row's GPU in the driver's management library by its UUID",
+          "[.cuda]") {
   require_gpu();
   const auto t = torch::ones({1024}, torch::TensorOptions().device(kCuda));  // this process's context
   torch::cuda::synchronize();
@@ -411,8 +416,10 @@ TEST_CASE("cuda: the batch-size search survives a real out-of-memory and keeps g
   bool oom = false, fit_after_oom = false;
   for (const auto& t : r.tries) {
     INFO(t.batch_size << ": " << t.status_text());
-    if (t.state == ptune::tune::TryState::kOutOfMemory) oom = true;
-    else if (oom && t.fits) fit_after_oom = true;
+    if (t.state == ptune::tune::TryState::kOutOfMemory)
+      oom = true;
+    else if (oom && t.fits)
+      fit_after_oom = true;
   }
   CHECK(oom);
   CHECK(fit_after_oom);  // the binary search went on after the failure

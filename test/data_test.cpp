@@ -34,11 +34,23 @@ std::vector<ResizeCase> read_resize_fixture() {
     in >> rc.name >> rc.c >> rc.ih >> rc.iw >> rc.oh >> rc.ow;
     const int64_t n_in = rc.c * rc.ih * rc.iw, n_out = rc.c * rc.oh * rc.ow;
     in >> word;  // input
-    for (int64_t i = 0; i < n_in; ++i) { int v; in >> v; rc.input.push_back(static_cast<uint8_t>(v)); }
+    for (int64_t i = 0; i < n_in; ++i) {
+      int v;
+      in >> v;
+      rc.input.push_back(static_cast<uint8_t>(v));
+    }
     in >> word;  // float_ref
-    for (int64_t i = 0; i < n_out; ++i) { float v; in >> v; rc.float_ref.push_back(v); }
+    for (int64_t i = 0; i < n_out; ++i) {
+      float v;
+      in >> v;
+      rc.float_ref.push_back(v);
+    }
     in >> word;  // uint8_ref
-    for (int64_t i = 0; i < n_out; ++i) { int v; in >> v; rc.uint8_ref.push_back(v); }
+    for (int64_t i = 0; i < n_out; ++i) {
+      int v;
+      in >> v;
+      rc.uint8_ref.push_back(v);
+    }
     cases.push_back(std::move(rc));
   }
   return cases;
@@ -74,7 +86,8 @@ std::vector<Batch> one_epoch(std::shared_ptr<const Dataset> ds, LoaderOptions op
 
 }  // namespace
 
-TEST_CASE("resize matches torchvision's bilinear (float) exactly and its uint8 path within 1", "[data][resize]") {
+TEST_CASE("resize matches torchvision's bilinear (float) exactly and its uint8 path within 1",
+          "[data][resize]") {
   auto cases = read_resize_fixture();
   REQUIRE(cases.size() == 3);
   for (const auto& rc : cases) {
@@ -83,7 +96,8 @@ TEST_CASE("resize matches torchvision's bilinear (float) exactly and its uint8 p
     std::vector<float> f(rc.float_ref.size());
     r.run_float(rc.input.data(), rc.c, f.data());
     double max_err = 0;
-    for (size_t i = 0; i < f.size(); ++i) max_err = std::max(max_err, std::abs(double(f[i]) - rc.float_ref[i]));
+    for (size_t i = 0; i < f.size(); ++i)
+      max_err = std::max(max_err, std::abs(double(f[i]) - rc.float_ref[i]));
     CHECK(max_err < 2e-3);  // float32 arithmetic in a different order
     // torchvision's uint8 kernel works in fixed point; it differs from exact rounding by <= 1.
     std::vector<uint8_t> u(rc.uint8_ref.size());
@@ -101,7 +115,11 @@ TEST_CASE("loader normalization matches torchvision's ToTensor + Normalize", "[d
   std::array<float, 3> mean{}, std{};
   in >> w >> mean[0] >> mean[1] >> mean[2] >> w >> std[0] >> std[1] >> std[2] >> w;
   std::vector<uint8_t> img(60);
-  for (auto& v : img) { int x; in >> x; v = static_cast<uint8_t>(x); }
+  for (auto& v : img) {
+    int x;
+    in >> x;
+    v = static_cast<uint8_t>(x);
+  }
   in >> w;
   std::vector<float> expected(60);
   for (auto& v : expected) in >> v;
@@ -110,7 +128,10 @@ TEST_CASE("loader normalization matches torchvision's ToTensor + Normalize", "[d
     std::vector<uint8_t> px;
     int64_t size() const override { return 1; }
     ImageShape shape() const override { return {3, 4, 5}; }
-    int64_t get(int64_t, uint64_t, uint8_t* out) const override { std::copy(px.begin(), px.end(), out); return 0; }
+    int64_t get(int64_t, uint64_t, uint8_t* out) const override {
+      std::copy(px.begin(), px.end(), out);
+      return 0;
+    }
   };
   auto ds = std::make_shared<One>();
   ds->px = img;
@@ -217,7 +238,8 @@ class ThreadRecordingDataset : public CountingDataset {
   mutable std::atomic<size_t> threads_{0};
 };
 
-TEST_CASE("workers live across epochs and the batches stay identical for 0, 1 and 3 workers", "[data][loader]") {
+TEST_CASE("workers live across epochs and the batches stay identical for 0, 1 and 3 workers",
+          "[data][loader]") {
   LoaderOptions opt;
   opt.batch_size = 8;
   opt.seed = 7;
@@ -231,7 +253,8 @@ TEST_CASE("workers live across epochs and the batches stay identical for 0, 1 an
     for (int64_t e = 0; e < 3; ++e) {
       loader.start_epoch(e);
       epochs.emplace_back();
-      while (auto b = loader.next()) epochs.back().push_back({b->images.clone(), b->labels.clone(), b->index});
+      while (auto b = loader.next())
+        epochs.back().push_back({b->images.clone(), b->labels.clone(), b->index});
     }
     INFO(workers << " workers");
     // The same threads built all three epochs: none was joined and started again.
@@ -295,7 +318,11 @@ TEST_CASE("a worker's error reaches the caller", "[data][loader]") {
   Loader loader(ds, opt);
   loader.start_epoch(0);
   int got = 0;
-  CHECK_THROWS_WITH([&] { while (loader.next()) ++got; }(), "sample 17: broken");
+  CHECK_THROWS_WITH(
+      [&] {
+        while (loader.next()) ++got;
+      }(),
+      "sample 17: broken");
   CHECK(got == 4);  // batches 0..3 came before the one holding sample 17
 }
 

@@ -63,9 +63,9 @@ void run_ranks(int n, Fn fn) {
         // One intra-op thread per rank: two ranks with OpenMP pools of their own would
         // oversubscribe the cores (and spin), more so when ctest runs tests side by side.
         at::set_num_threads(1);
-        auto group = std::make_shared<dist::Group>(c10::make_intrusive<c10d::PrefixStore>("test", store), r, n,
-                                                   "gloo", c10::Device(c10::kCPU), std::chrono::seconds(30),
-                                                   "127.0.0.1");
+        auto group =
+            std::make_shared<dist::Group>(c10::make_intrusive<c10d::PrefixStore>("test", store), r, n, "gloo",
+                                          c10::Device(c10::kCPU), std::chrono::seconds(30), "127.0.0.1");
         fn(r, group);
       } catch (...) {
         errors[static_cast<size_t>(r)] = std::current_exception();
@@ -121,11 +121,13 @@ std::vector<at::Tensor> train_shard(const ptune::config::ExperimentConfig& cfg, 
   const c10::Device cpu(c10::kCPU);
   ptune::engine::Trainer trainer(cfg, cpu, std::move(group));
   trainer.model()->eval();  // frozen BatchNorm statistics
-  ptune::data::Loader loader(ptune::engine::make_dataset(cfg), ptune::engine::loader_options(cfg, cpu, rank, world));
+  ptune::data::Loader loader(ptune::engine::make_dataset(cfg),
+                             ptune::engine::loader_options(cfg, cpu, rank, world));
   loader.start_epoch(0);
   for (int s = 0; s < steps; ++s) {
     auto batch = loader.next();
-    if (!batch) throw std::runtime_error("the loader ran out of batches");  // no Catch macros off the main thread
+    if (!batch)
+      throw std::runtime_error("the loader ran out of batches");  // no Catch macros off the main thread
     auto [images, labels] = trainer.to_device(*batch);
     trainer.step(images, labels);
     if (s == 0 && first_grads)
@@ -244,16 +246,24 @@ std::string tiny_file(const TempDir& dir, int64_t max_steps) {
   "data": {"num_samples": 4096, "image_size": 16},
   "loader": {"batch_size": 4},
   "measure": {"warmup_steps": 1, "steps": 3},
-  "train": {"epochs": 100, "max_steps": )" + std::to_string(max_steps) + R"(, "log_every": 1,
-            "checkpoint_dir": ")" + dir.file("ckpt") + R"("}
+  "train": {"epochs": 100, "max_steps": )" +
+                                    std::to_string(max_steps) + R"(, "log_every": 1,
+            "checkpoint_dir": ")" + dir.file("ckpt") +
+                                    R"("}
 })");
 }
 
 }  // namespace
 
 TEST_CASE("dist: torchrun variables", "[dist]") {
-  Env env = {{"RANK", "3"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"},
-             {"MASTER_ADDR", "node7"}, {"MASTER_PORT", "1234"}, {"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "9"}};
+  Env env = {{"RANK", "3"},
+             {"WORLD_SIZE", "8"},
+             {"LOCAL_RANK", "1"},
+             {"LOCAL_WORLD_SIZE", "2"},
+             {"MASTER_ADDR", "node7"},
+             {"MASTER_PORT", "1234"},
+             {"SLURM_PROCID", "5"},
+             {"SLURM_NTASKS", "9"}};
   auto e = dist::parse_environment(getenv_of(env));
   CHECK(e.launcher == "torchrun");  // torchrun's variables win over Slurm's
   CHECK(e.rank == 3);
@@ -263,7 +273,7 @@ TEST_CASE("dist: torchrun variables", "[dist]") {
   CHECK(e.master_addr == "node7");
   CHECK(e.master_port == 1234);
   CHECK(e.distributed());
-  CHECK_FALSE(e.agent_store);  // ptune launch: rank 0 serves the store
+  CHECK_FALSE(e.agent_store);                    // ptune launch: rank 0 serves the store
   env["TORCHELASTIC_USE_AGENT_STORE"] = "True";  // torchrun: its agent serves it
   env["TORCHELASTIC_RESTART_COUNT"] = "2";
   e = dist::parse_environment(getenv_of(env));
@@ -281,11 +291,13 @@ TEST_CASE("dist: torchrun variables", "[dist]") {
   CHECK(e.master_port == 4321);
   CHECK_THROWS_WITH(dist::parse_environment(getenv_of(env)), Catch::Contains("MASTER_ADDR"));
 
-  CHECK_THROWS_WITH(dist::parse_environment(getenv_of({{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}})),
-                    Catch::Contains("RANK=2 must be in [0, 2)"));
+  CHECK_THROWS_WITH(
+      dist::parse_environment(getenv_of({{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}})),
+      Catch::Contains("RANK=2 must be in [0, 2)"));
   CHECK_THROWS_WITH(dist::parse_environment(getenv_of({{"RANK", "x"}, {"WORLD_SIZE", "2"}})),
                     Catch::Contains("RANK='x' is not an integer"));
-  CHECK_THROWS_WITH(dist::parse_environment(getenv_of({{"WORLD_SIZE", "2"}})), Catch::Contains("RANK is not"));
+  CHECK_THROWS_WITH(dist::parse_environment(getenv_of({{"WORLD_SIZE", "2"}})),
+                    Catch::Contains("RANK is not"));
   // Without MASTER_ADDR the rank queries still see the world (the address may come from
   // dist.master_addr when the group is joined); only joining needs it.
   CHECK_THROWS_WITH(dist::parse_environment(getenv_of({{"RANK", "1"}, {"WORLD_SIZE", "2"}})),
@@ -301,9 +313,13 @@ TEST_CASE("dist: torchrun variables", "[dist]") {
 }
 
 TEST_CASE("dist: Slurm variables", "[dist]") {
-  Env env = {{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "16"}, {"SLURM_STEP_NUM_TASKS", "8"},
-             {"SLURM_LOCALID", "1"}, {"SLURM_STEP_TASKS_PER_NODE", "4(x2)"},
-             {"SLURM_STEP_NODELIST", "gpu[03-04,07]"}, {"SLURM_JOB_NODELIST", "gpu[01-09]"}};
+  Env env = {{"SLURM_PROCID", "5"},
+             {"SLURM_NTASKS", "16"},
+             {"SLURM_STEP_NUM_TASKS", "8"},
+             {"SLURM_LOCALID", "1"},
+             {"SLURM_STEP_TASKS_PER_NODE", "4(x2)"},
+             {"SLURM_STEP_NODELIST", "gpu[03-04,07]"},
+             {"SLURM_JOB_NODELIST", "gpu[01-09]"}};
   auto e = dist::parse_environment(getenv_of(env));
   CHECK(e.launcher == "slurm");
   CHECK(e.rank == 5);
@@ -327,7 +343,8 @@ TEST_CASE("dist: Slurm variables", "[dist]") {
 
   // An allocation without srun (no SLURM_PROCID) is not a world; neither is one task.
   CHECK_FALSE(dist::parse_environment(getenv_of({{"SLURM_NTASKS", "4"}})).distributed());
-  CHECK_FALSE(dist::parse_environment(getenv_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}})).distributed());
+  CHECK_FALSE(
+      dist::parse_environment(getenv_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}})).distributed());
   CHECK_THROWS_WITH(dist::parse_environment(getenv_of({{"SLURM_PROCID", "4"}, {"SLURM_NTASKS", "4"}})),
                     Catch::Contains("SLURM_PROCID=4 must be in [0, 4)"));
 }
@@ -346,7 +363,8 @@ TEST_CASE("dist: one process answers as rank 0 of 1", "[dist]") {
   CHECK(single.max({3.0}) == std::vector<double>{3.0});
   single.barrier();
   CHECK(dist::resolve_backend("auto", c10::Device(c10::kCPU)) == "gloo");
-  CHECK_THROWS_WITH(dist::resolve_backend("nccl", c10::Device(c10::kCPU)), Catch::Contains("needs a CUDA device"));
+  CHECK_THROWS_WITH(dist::resolve_backend("nccl", c10::Device(c10::kCPU)),
+                    Catch::Contains("needs a CUDA device"));
 }
 
 TEST_CASE("dist: Gloo collectives between 2 ranks", "[dist]") {
@@ -369,8 +387,9 @@ TEST_CASE("dist: Gloo collectives between 2 ranks", "[dist]") {
 
 TEST_CASE("dist: buckets in reverse parameter order with a small first one", "[dist]") {
   std::vector<at::Tensor> params;
-  for (int i = 0; i < 5; ++i) params.push_back(torch::zeros({256, 1024}, torch::requires_grad()));  // 1 MiB each
-  params.push_back(torch::zeros({4}));  // no grad: not synced
+  for (int i = 0; i < 5; ++i)
+    params.push_back(torch::zeros({256, 1024}, torch::requires_grad()));  // 1 MiB each
+  params.push_back(torch::zeros({4}));                                    // no grad: not synced
   dist::GradSync sync(params, std::make_shared<dist::Group>(), /*bucket_mb=*/2.0, /*first_bucket_mb=*/1.0);
   CHECK(sync.buckets() == std::vector<std::vector<size_t>>{{4}, {3, 2}, {1, 0}});
   CHECK_THROWS_AS(dist::GradSync(params, std::make_shared<dist::Group>(), 0.0), std::invalid_argument);
@@ -471,7 +490,9 @@ void check_arch_data_parallel(const std::string& arch, int64_t image_size) {
   const auto init = train_shard(reference_cfg, 0, 1, nullptr, 0);
   const auto reference = train_shard(reference_cfg, 0, 1, nullptr, steps);
   std::vector<std::vector<at::Tensor>> ranks(2);
-  run_ranks(2, [&](int rank, std::shared_ptr<dist::Group> g) { ranks[rank] = train_shard(cfg, rank, 2, g, steps); });
+  run_ranks(2, [&](int rank, std::shared_ptr<dist::Group> g) {
+    ranks[rank] = train_shard(cfg, rank, 2, g, steps);
+  });
   CHECK(bitwise_equal(ranks[0], ranks[1]));
   std::vector<at::Tensor> step_dp, step_ref;
   for (size_t i = 0; i < init.size(); ++i) {
@@ -480,7 +501,8 @@ void check_arch_data_parallel(const std::string& arch, int64_t image_size) {
   }
   const double update = max_abs_diff(step_ref, std::vector<at::Tensor>(init.size(), at::zeros({})));
   const double diff = max_abs_diff(step_dp, step_ref);
-  INFO(arch << ": max |data-parallel update - one-process update| = " << diff << ", largest update " << update);
+  INFO(arch << ": max |data-parallel update - one-process update| = " << diff << ", largest update "
+            << update);
   CHECK(update > 1e-4);
   // Float32 sums in another order (per-rank halves, then the all-reduce): ~1e-6 of the update.
   CHECK(diff < 1e-4 * update);
@@ -488,8 +510,10 @@ void check_arch_data_parallel(const std::string& arch, int64_t image_size) {
 
 }  // namespace
 
-TEST_CASE("dist: 2 ranks equal one process on the doubled batch: resnet34, resnext50_32x4d, wide_resnet50_2", "[dist][zoo]") {
-  for (const char* arch : {"resnet34", "resnext50_32x4d", "wide_resnet50_2"}) check_arch_data_parallel(arch, 16);
+TEST_CASE("dist: 2 ranks equal one process on the doubled batch: resnet34, resnext50_32x4d, wide_resnet50_2",
+          "[dist][zoo]") {
+  for (const char* arch : {"resnet34", "resnext50_32x4d", "wide_resnet50_2"})
+    check_arch_data_parallel(arch, 16);
 }
 TEST_CASE("dist: 2 ranks equal one process on the doubled batch: resnet101, resnet152", "[dist][zoo]") {
   for (const char* arch : {"resnet101", "resnet152"}) check_arch_data_parallel(arch, 16);
@@ -507,8 +531,8 @@ TEST_CASE("dist: 2 ranks equal one process on the doubled batch: vit_b_16", "[di
 TEST_CASE("dist: ptune launch trains on 2 ranks and only rank 0 prints and writes", "[dist]") {
   TempDir dir;
   const auto cfg = tiny_file(dir, 2);
-  auto r = ptune::test::run(ptune::test::exe() + " launch --nproc-per-node 2 --master-port 0 -- train " + cfg +
-                            " --save-weights " + dir.file("w.pt"));
+  auto r = ptune::test::run(ptune::test::exe() + " launch --nproc-per-node 2 --master-port 0 -- train " +
+                            cfg + " --save-weights " + dir.file("w.pt"));
   INFO(r.out << r.err);
   CHECK(r.code == 0);
   // stdout is rank 0's output as one process prints it; stderr lines name their rank.
@@ -520,9 +544,11 @@ TEST_CASE("dist: ptune launch trains on 2 ranks and only rank 0 prints and write
   CHECK(std::filesystem::exists(dir.file("ckpt/tiny-step2.pt")));
 
   // Evaluation is sharded: 37 samples split 19 + 18, the totals equal one process's.
-  const std::string eval = " eval " + cfg + " --weights " + dir.file("w.pt") + " --format json --set data.num_samples=37";
+  const std::string eval =
+      " eval " + cfg + " --weights " + dir.file("w.pt") + " --format json --set data.num_samples=37";
   auto one = ptune::test::run(ptune::test::exe() + eval);
-  auto two = ptune::test::run(ptune::test::exe() + " launch --nproc-per-node 2 --master-port 0 --" + eval);  // stdout as is
+  auto two = ptune::test::run(ptune::test::exe() + " launch --nproc-per-node 2 --master-port 0 --" +
+                              eval);  // stdout as is
   INFO(one.err << two.err);
   REQUIRE(one.code == 0);
   REQUIRE(two.code == 0);
@@ -532,15 +558,17 @@ TEST_CASE("dist: ptune launch trains on 2 ranks and only rank 0 prints and write
   CHECK(e2["top1"] == e1["top1"]);
   CHECK(e2["loss"].get<double>() == Approx(e1["loss"].get<double>()).epsilon(1e-5));
   // On request, stdout lines name their rank too; --no-prefix leaves stderr's bare.
-  auto tagged = ptune::test::run(ptune::test::exe() + " launch --nproc-per-node 2 --master-port 0 --prefix-stdout --no-prefix --" + eval);
+  auto tagged =
+      ptune::test::run(ptune::test::exe() +
+                       " launch --nproc-per-node 2 --master-port 0 --prefix-stdout --no-prefix --" + eval);
   INFO(tagged.out << tagged.err);
   CHECK(tagged.code == 0);
   CHECK(tagged.out.rfind("[rank 0] {\"loss\":", 0) == 0);
   CHECK(tagged.err.find("[rank") == std::string::npos);
 
   // A sweep row run data-parallel: results name the world, throughput counts both ranks.
-  auto s = ptune::test::run(ptune::test::exe() + " launch --nproc-per-node 2 --master-port 0 -- sweep " + cfg +
-                            " --out " + dir.file("r.json") + " --format json");
+  auto s = ptune::test::run(ptune::test::exe() + " launch --nproc-per-node 2 --master-port 0 -- sweep " +
+                            cfg + " --out " + dir.file("r.json") + " --format json");
   INFO(s.out << s.err);
   CHECK(s.code == 0);
   // stdout is one JSON document, as `| jq` needs it.
@@ -556,26 +584,28 @@ TEST_CASE("dist: ptune launch trains on 2 ranks and only rank 0 prints and write
   "name": "rows", "device": "cpu", "cpu_threads": 1, "data": {"num_samples": 64, "image_size": 16},
   "loader": {"batch_size": 4}, "measure": {"warmup_steps": 1, "steps": 1, "repeats": 1},
   "sweep": [{"name": "a"}, {"name": "b", "set": {"dist.timeout_s": 99}}]})");
-  auto t = ptune::test::run(ptune::test::exe() + " launch --nproc-per-node 2 --master-port 0 -- sweep " + rows +
-                            " --out " + dir.file("rows-out.json"));
+  auto t = ptune::test::run(ptune::test::exe() + " launch --nproc-per-node 2 --master-port 0 -- sweep " +
+                            rows + " --out " + dir.file("rows-out.json"));
   INFO(t.out << t.err);
   auto rr = nlohmann::json::parse(ptune::test::read_file(dir.file("rows-out.json")));
   CHECK(rr["rows"][0]["status"] == "ok");
-  CHECK(rr["rows"][1]["status"].get<std::string>().find("joined its process group as gloo on cpu") != std::string::npos);
+  CHECK(rr["rows"][1]["status"].get<std::string>().find("joined its process group as gloo on cpu") !=
+        std::string::npos);
 }
 
-TEST_CASE("dist: a profiled sweep under ptune launch writes one trace per rank with distributedInfo", "[dist]") {
+TEST_CASE("dist: a profiled sweep under ptune launch writes one trace per rank with distributedInfo",
+          "[dist]") {
   TempDir dir;
   const std::string cfg = dir.write("prof.json", R"({
   "name": "prof", "device": "cpu", "cpu_threads": 1, "data": {"num_samples": 64, "image_size": 16},
   "loader": {"batch_size": 4}, "measure": {"warmup_steps": 1, "steps": 1, "profile_steps": 2,
   "out_dir": ")" + dir.file("runs") + R"("}})");
-  auto r = ptune::test::run(ptune::test::exe() + " launch --nproc-per-node 2 --master-port 0 -- sweep " + cfg +
-                            " --profile --out " + dir.file("r.json"));
+  auto r = ptune::test::run(ptune::test::exe() + " launch --nproc-per-node 2 --master-port 0 -- sweep " +
+                            cfg + " --profile --out " + dir.file("r.json"));
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
   const std::string folder = dir.file("runs/prof/00-config");  // without a sweep: one row, "config"
-  std::map<int, std::string> by_rank;  // rank -> trace file
+  std::map<int, std::string> by_rank;                          // rank -> trace file
   for (const auto& e : std::filesystem::directory_iterator(folder)) {
     const std::string path = e.path().string();
     auto trace = nlohmann::json::parse(ptune::test::read_file(path));
@@ -588,7 +618,8 @@ TEST_CASE("dist: a profiled sweep under ptune launch writes one trace per rank w
     CHECK(trace["ptune"]["row"] == "config");
     int steps = 0;
     for (auto& ev : trace["traceEvents"])
-      steps += ev.value("name", "").rfind("ProfilerStep#", 0) == 0 && ev.value("cat", "") == "user_annotation";
+      steps +=
+          ev.value("name", "").rfind("ProfilerStep#", 0) == 0 && ev.value("cat", "") == "user_annotation";
     CHECK(steps == 2);
     by_rank[trace["distributedInfo"]["rank"].get<int>()] = path;
   }
@@ -607,21 +638,23 @@ TEST_CASE("dist: torchrun --no-python runs ptune data-parallel", "[dist]") {
   if (python.empty()) FAIL("PTUNE_PYTHON not configured (cmake -DPTUNE_PYTHON=...): cannot test torchrun");
   TempDir dir;
   const auto cfg = tiny_file(dir, 2);
-  auto r = ptune::test::run("'" + python + "' -m torch.distributed.run --no-python --standalone --nproc-per-node 2 " +
+  auto r = ptune::test::run("'" + python +
+                            "' -m torch.distributed.run --no-python --standalone --nproc-per-node 2 " +
                             ptune::test::exe() + " train " + cfg);
   INFO(r.out << r.err);
   CHECK(r.code == 0);
   CHECK(r.out.find("trained 2 steps") != std::string::npos);
-  CHECK(r.out.find("trained 2 steps", r.out.find("trained 2 steps") + 1) == std::string::npos);  // rank 0 only
+  CHECK(r.out.find("trained 2 steps", r.out.find("trained 2 steps") + 1) ==
+        std::string::npos);  // rank 0 only
   CHECK(std::filesystem::exists(dir.file("ckpt/tiny-step2.pt")));
 }
 
 TEST_CASE("dist: ptune launch stops every rank when one is killed and names it", "[dist]") {
   TempDir dir;
   const auto cfg = tiny_file(dir, 100000);
-  const pid_t launcher = spawn({"launch", "--nproc-per-node", "2", "--master-port", "0", "--grace", "3", "--",
-                                "train", cfg},
-                               dir.file("out"), dir.file("err"));
+  const pid_t launcher =
+      spawn({"launch", "--nproc-per-node", "2", "--master-port", "0", "--grace", "3", "--", "train", cfg},
+            dir.file("out"), dir.file("err"));
   REQUIRE(wait_for_text(dir.file("err"), "[rank 0] step 2/", 60));
   auto children = children_with(launcher, "RANK");
   REQUIRE(children.size() == 2);
@@ -638,7 +671,8 @@ TEST_CASE("dist: ptune launch stops every rank when one is killed and names it",
   REQUIRE(code);  // no hang
   CHECK(*code == 1);
   CHECK(took < 20);
-  CHECK(err.find("ptune: error: rank 1 was killed by signal 9 (SIGKILL); stopped the others") != std::string::npos);
+  CHECK(err.find("ptune: error: rank 1 was killed by signal 9 (SIGKILL); stopped the others") !=
+        std::string::npos);
   CHECK(children_with(launcher, "RANK").empty());  // nothing left behind
 }
 
@@ -666,7 +700,8 @@ TEST_CASE("dist: ptune launch reports a rank's exit status and forwards Ctrl-C",
   CHECK(*code == 130);
   CHECK(err.find("ptune: interrupted") != std::string::npos);
   int checkpoints = 0;
-  for (const auto& f : std::filesystem::directory_iterator(dir.file("ckpt"))) checkpoints += f.path().extension() == ".pt";
+  for (const auto& f : std::filesystem::directory_iterator(dir.file("ckpt")))
+    checkpoints += f.path().extension() == ".pt";
   CHECK(checkpoints == 1);
 }
 
@@ -697,9 +732,9 @@ TEST_CASE("dist: the rendezvous store listens on the master address only", "[dis
   CHECK(server->get("k") == std::vector<uint8_t>{7});
 
   // 192.0.2.1 (TEST-NET-1, never contacted: bind only) is no address of this machine.
-  CHECK_THROWS_WITH(dist::listen_on("192.0.2.1", 29500),
-                    "cannot listen on 192.0.2.1:29500: Cannot assign requested address "
-                    "(not an address of this machine)");
+  CHECK_THROWS_WITH(
+      dist::listen_on("192.0.2.1", 29500),
+      "cannot listen on 192.0.2.1:29500: Cannot assign requested address (not an address of this machine)");
   CHECK_THROWS_WITH(dist::listen_on("no-such-host.invalid", 29500),
                     Catch::StartsWith("cannot resolve 'no-such-host.invalid': "));
   // Gloo binds the address that routes to the master: loopback for a loopback master.
@@ -712,11 +747,13 @@ TEST_CASE("dist: ptune launch across nodes needs an address and a port every nod
   o.args = {"schema"};
   o.nnodes = 2;
   o.master_port = 29500;
-  CHECK_THROWS_WITH(dist::launch(o), "launch: --nnodes 2 needs --master-addr: the address of node 0 that every node reaches");
+  CHECK_THROWS_WITH(dist::launch(o),
+                    "launch: --nnodes 2 needs --master-addr: the address of node 0 that every node reaches");
   o.master_addr = "10.0.0.1";
   o.master_port = 0;
-  CHECK_THROWS_WITH(dist::launch(o), "launch: --nnodes 2 needs one --master-port for every node; 0 (any free port) "
-                                     "only works on one node");
+  CHECK_THROWS_WITH(
+      dist::launch(o),
+      "launch: --nnodes 2 needs one --master-port for every node; 0 (any free port) only works on one node");
   o.master_port = 29500;
   o.node_rank = 2;
   CHECK_THROWS_WITH(dist::launch(o), "launch: --node-rank 2 is not in [0, 2) (--nnodes 2)");

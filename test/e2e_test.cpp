@@ -111,11 +111,13 @@ TEST_CASE("a tiny sweep prints the table and writes complete JSON", "[e2e]") {
   CHECK(j["rows"][1]["num_workers"] == 2);
   CHECK(j["rows"][2]["mode"] == "data");
   CHECK(j["rows"][2]["loss"].is_null());
-  CHECK(j["rows"][3]["status"].get<std::string>().rfind("skipped: loader.pin_memory needs a CUDA device", 0) == 0);
+  CHECK(j["rows"][3]["status"].get<std::string>().rfind("skipped: loader.pin_memory needs a CUDA device",
+                                                        0) == 0);
   CHECK(j["rows"][4]["batch_size"] == 16);
   bool semantics = false;  // other notes (outlier windows, competing load) may come first
   for (const auto& note : j["rows"][4]["notes"])
-    semantics = semantics || note.get<std::string>().rfind("loader.batch_size changes training semantics", 0) == 0;
+    semantics =
+        semantics || note.get<std::string>().rfind("loader.batch_size changes training semantics", 0) == 0;
   CHECK(semantics);
   CHECK(!std::filesystem::exists(dir.file("r.json.tmp")));
 }
@@ -125,9 +127,11 @@ TEST_CASE("sweep formats json, csv, md on stdout and set overrides", "[e2e]") {
   // (One CPU thread and measure.max_s 1: these tests check formats, not verdicts; two threads
   // per test on a machine running two tests oversubscribe its cores, and rows measured while the
   // other tests run would take their whole automatic budget.)
-  auto cfg = dir.write("one.json", R"({"device": "cpu", "cpu_threads": 1, "data": {"num_samples": 16, "image_size": 32},
+  auto cfg = dir.write("one.json",
+                       R"({"device": "cpu", "cpu_threads": 1, "data": {"num_samples": 16, "image_size": 32},
       "loader": {"batch_size": 4}, "measure": {"warmup_steps": 0, "steps": 1, "max_s": 1}})");
-  auto j = run(ptune::test::exe() + " sweep " + cfg + " --format json --set loader.batch_size=2 --set measure.steps=2");
+  auto j = run(ptune::test::exe() + " sweep " + cfg +
+               " --format json --set loader.batch_size=2 --set measure.steps=2");
   REQUIRE(j.code == 0);
   auto doc = Json::parse(j.out);
   CHECK(doc["rows"][0]["batch_size"] == 2);
@@ -138,7 +142,8 @@ TEST_CASE("sweep formats json, csv, md on stdout and set overrides", "[e2e]") {
   CHECK(md.out.rfind("| # | row |", 0) == 0);
   // The first row is the reference of the semantics notes, whatever it sets (a replayed
   // `ptune tune` result starts with the batch size it tuned).
-  auto rows = dir.write("rows.json", R"({"device": "cpu", "cpu_threads": 1, "data": {"num_samples": 16, "image_size": 32},
+  auto rows = dir.write("rows.json",
+                        R"({"device": "cpu", "cpu_threads": 1, "data": {"num_samples": 16, "image_size": 32},
       "loader": {"batch_size": 4}, "measure": {"warmup_steps": 0, "steps": 1, "max_s": 1},
       "sweep": [{"name": "tuned", "set": {"loader.batch_size": 2}}, {"name": "back", "set": {"loader.batch_size": 4}}]})");
   auto r = run(ptune::test::exe() + " sweep " + rows + " --format json");
@@ -164,7 +169,8 @@ TEST_CASE("a shell loop: --label names the rows, --set is noted, --no-header app
   // (In a subshell: run() redirects the command's own stdout.)
   auto first = run("(" + exe + " sweep " + one + " --format csv --label 'batch 4' > " + csv + ")");
   REQUIRE(first.code == 0);
-  auto second = run("(" + exe + " sweep " + one + " --set loader.batch_size=2 --format csv --no-header >> " + csv + ")");
+  auto second = run("(" + exe + " sweep " + one + " --set loader.batch_size=2 --format csv --no-header >> " +
+                    csv + ")");
   INFO(second.err);
   REQUIRE(second.code == 0);
   const std::string text = ptune::test::read_file(csv);
@@ -181,7 +187,8 @@ TEST_CASE("a shell loop: --label names the rows, --set is noted, --no-header app
   auto rows = dir.write("rows.json", R"({"device": "cpu", "data": {"num_samples": 16, "image_size": 32},
       "loader": {"batch_size": 4}, "measure": {"warmup_steps": 0, "steps": 1, "repeats": 1},
       "sweep": [{"name": "base"}, {"name": "data", "set": {"measure.mode": "data"}}]})");
-  auto j = run(exe + " sweep " + rows + " --label run7 --set measure.steps=2 --format json --out " + dir.file("r.json"));
+  auto j = run(exe + " sweep " + rows + " --label run7 --set measure.steps=2 --format json --out " +
+               dir.file("r.json"));
   INFO(j.err);
   REQUIRE(j.code == 0);
   for (const auto& doc : {Json::parse(j.out), Json::parse(ptune::test::read_file(dir.file("r.json")))}) {
@@ -192,13 +199,16 @@ TEST_CASE("a shell loop: --label names the rows, --set is noted, --no-header app
   // Without --set or --label, rows are as the config names them, with no note.
   auto plain = Json::parse(run(exe + " sweep " + rows + " --format json").out);
   CHECK(plain["rows"][0]["name"] == "base");
-  for (const auto& note : plain["rows"][0]["notes"]) CHECK(note.get<std::string>().rfind("command line:", 0) != 0);
-  expect_usage_error(run(exe + " sweep " + one + " --no-header"), "--no-header: only with --format csv (got --format table)");
+  for (const auto& note : plain["rows"][0]["notes"])
+    CHECK(note.get<std::string>().rfind("command line:", 0) != 0);
+  expect_usage_error(run(exe + " sweep " + one + " --no-header"),
+                     "--no-header: only with --format csv (got --format table)");
 }
 
 TEST_CASE("cmake --install puts a ptune that runs on PATH", "[e2e]") {
   TempDir dir;
-  auto r = run("cmake --install '" + std::string(PTUNE_BINARY_DIR) + "' --prefix '" + dir.file("prefix") + "'");
+  auto r =
+      run("cmake --install '" + std::string(PTUNE_BINARY_DIR) + "' --prefix '" + dir.file("prefix") + "'");
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
   const std::string installed = dir.file("prefix/bin/ptune");
@@ -211,8 +221,9 @@ TEST_CASE("cmake --install puts a ptune that runs on PATH", "[e2e]") {
   // ... and its training engine in prefix/lib/ptune, with LibTorch.
   CHECK(std::filesystem::exists(dir.file("prefix/lib/ptune/libptune_engine.so")));
   const std::string config = dir.write("tiny.json", kTiny);
-  auto t = run("cd '" + dir.path.string() + "' && env -u LD_LIBRARY_PATH PATH='" + dir.file("prefix/bin") +
-               ":/usr/bin:/bin' ptune train tiny.json --set train.max_steps=1 --set train.checkpoint_dir=ck -q");
+  auto t =
+      run("cd '" + dir.path.string() + "' && env -u LD_LIBRARY_PATH PATH='" + dir.file("prefix/bin") +
+          ":/usr/bin:/bin' ptune train tiny.json --set train.max_steps=1 --set train.checkpoint_dir=ck -q");
   INFO(t.err);
   CHECK(t.code == 0);
   CHECK(t.out.rfind("trained 1 steps: ", 0) == 0);
@@ -222,7 +233,7 @@ namespace {
 /// What a process had mapped while it waited on a FIFO (to read its input, or to write its output).
 struct Waiting {
   int code = -1;
-  std::string maps;  // /proc/PID/maps
+  std::string maps;   // /proc/PID/maps
   double rss_mb = 0;  // VmRSS
 };
 
@@ -266,14 +277,15 @@ Waiting run_waiting(const std::vector<std::string>& argv, const std::string& fif
 }
 }  // namespace
 
-TEST_CASE("commands that need no tensors run without LibTorch, and the others name the missing engine", "[e2e]") {
+TEST_CASE("commands that need no tensors run without LibTorch, and the others name the missing engine",
+          "[e2e]") {
   TempDir dir;
   // LibTorch's libraries alone are ~475 MB resident: analyze and check stay without them.
   const std::string trace = std::string(PTUNE_TEST_DATA) + "/traces/gpu_copy_bound.json";
   const std::string config = dir.write("tiny.json", kTiny);
   for (const auto& [argv, input] :
-       {std::pair<std::vector<std::string>, std::string>{{PTUNE_EXE, "analyze", dir.file("fifo0"), "--format", "json"},
-                                                         ptune::test::read_file(trace)},
+       {std::pair<std::vector<std::string>, std::string>{
+            {PTUNE_EXE, "analyze", dir.file("fifo0"), "--format", "json"}, ptune::test::read_file(trace)},
         {{PTUNE_EXE, "check", dir.file("fifo1")}, kTiny}}) {
     const Waiting w = run_waiting(argv, argv[2], input);
     INFO(argv[1] << ": " << w.rss_mb << " MB resident");
@@ -292,9 +304,10 @@ TEST_CASE("commands that need no tensors run without LibTorch, and the others na
   CHECK(c.maps.find("libptune_engine") == std::string::npos);
   CHECK(c.maps.find("libtorch") == std::string::npos);
   // ... and then trains with the engine and LibTorch loaded (seen as it writes its weights).
-  const Waiting t = run_waiting({PTUNE_EXE, "train", config, "--set", "train.max_steps=1", "--set",
-                                 "train.checkpoint_dir=" + dir.file("ck2"), "-q", "--save-weights", dir.file("fifo3")},
-                                dir.file("fifo3"), std::nullopt);
+  const Waiting t =
+      run_waiting({PTUNE_EXE, "train", config, "--set", "train.max_steps=1", "--set",
+                   "train.checkpoint_dir=" + dir.file("ck2"), "-q", "--save-weights", dir.file("fifo3")},
+                  dir.file("fifo3"), std::nullopt);
   CHECK(t.code == 0);
   CHECK(t.maps.find("libptune_engine.so") != std::string::npos);
   CHECK(t.maps.find("libtorch_cpu.so") != std::string::npos);
@@ -317,11 +330,16 @@ TEST_CASE("commands that need no tensors run without LibTorch, and the others na
   // ... after their usage and config errors, which need no engine.
   const std::string bad = dir.write("bad.json", R"({"loader": {"batch_size": 0}})");
   for (const auto& [args, err] : std::vector<std::pair<std::string, std::string>>{
-           {"sweep " + config + " --format bogus", "--format: unknown format 'bogus'; allowed: table, json, csv, md"},
-           {"sweep " + config + " --out " + dir.file("none/r.json"), "--out: folder '" + dir.file("none") + "' does not exist"},
-           {"tune " + bad, bad + ": loader.batch_size: 0 is out of range; allowed: an integer in [1, 1048576]"},
-           {"eval " + config + " --weights w.pt --format csv", "--format: unknown format 'csv'; allowed: table, json"},
-           {"train " + bad, bad + ": loader.batch_size: 0 is out of range; allowed: an integer in [1, 1048576]"}}) {
+           {"sweep " + config + " --format bogus",
+            "--format: unknown format 'bogus'; allowed: table, json, csv, md"},
+           {"sweep " + config + " --out " + dir.file("none/r.json"),
+            "--out: folder '" + dir.file("none") + "' does not exist"},
+           {"tune " + bad,
+            bad + ": loader.batch_size: 0 is out of range; allowed: an integer in [1, 1048576]"},
+           {"eval " + config + " --weights w.pt --format csv",
+            "--format: unknown format 'csv'; allowed: table, json"},
+           {"train " + bad,
+            bad + ": loader.batch_size: 0 is out of range; allowed: an integer in [1, 1048576]"}}) {
     const auto r = run(alone + " " + args);
     INFO(args);
     CHECK(r.code == 2);
@@ -331,9 +349,10 @@ TEST_CASE("commands that need no tensors run without LibTorch, and the others na
   std::filesystem::copy_file(PTUNE_FAKE_ENGINE, dir.file("bin/libptune_engine.so"));
   const auto other = run(alone + " train " + config);
   CHECK(other.code == 1);
-  CHECK(other.err == "ptune: error: cannot load the training engine: " + dir.file("bin/libptune_engine.so") +
-                         " is from another build of ptune (0000000000000000, this program is " PTUNE_BUILD_ID
-                         "); install the program and its engine together (cmake --install BUILD --prefix PREFIX)\n");
+  CHECK(other.err ==
+        "ptune: error: cannot load the training engine: " + dir.file("bin/libptune_engine.so") +
+            " is from another build of ptune (0000000000000000, this program is " PTUNE_BUILD_ID
+            "); install the program and its engine together (cmake --install BUILD --prefix PREFIX)\n");
 }
 
 TEST_CASE("check prints the resolved config", "[e2e]") {
@@ -355,17 +374,22 @@ TEST_CASE("bad input: one line, exit code 2", "[e2e]") {
                      unknown + ": unknown key 'loader.batch_sise', did you mean 'loader.batch_size'?");
   auto arch = dir.write("a.json", R"({"model": {"arch": "resnet19"}})");
   expect_usage_error(run(exe + " sweep " + arch),
-                     arch + ": model.arch: unknown value 'resnet19', did you mean 'resnet18'? allowed: resnet18, resnet34, resnet50, resnet101, resnet152, resnext50_32x4d, wide_resnet50_2, mobilenet_v3_large, convnext_tiny, vit_b_16");
+                     arch +
+                         ": model.arch: unknown value 'resnet19', did you mean 'resnet18'? allowed: "
+                         "resnet18, resnet34, resnet50, resnet101, resnet152, resnext50_32x4d, "
+                         "wide_resnet50_2, mobilenet_v3_large, convnext_tiny, vit_b_16");
   auto batch = dir.write("b.json", R"({"loader": {"batch_size": 0}})");
   expect_usage_error(run(exe + " train " + batch),
                      batch + ": loader.batch_size: 0 is out of range; allowed: an integer in [1, 1048576]");
   auto lr = dir.write("lr.json", R"({"optim": {"lr": -1}})");
-  expect_usage_error(run(exe + " check " + lr), lr + ": optim.lr: -1 is out of range; allowed: a number in (0, 1000]");
+  expect_usage_error(run(exe + " check " + lr),
+                     lr + ": optim.lr: -1 is out of range; allowed: a number in (0, 1000]");
   auto workers = dir.write("w.json", R"({"loader": {"num_workers": -2}})");
   expect_usage_error(run(exe + " check " + workers),
                      workers + ": loader.num_workers: -2 is out of range; allowed: an integer in [0, 256]");
   auto type = dir.write("t.json", R"({"loader": {"shuffle": "yes"}})");
-  expect_usage_error(run(exe + " check " + type), type + ": loader.shuffle: expected true or false, got \"yes\" (a string)");
+  expect_usage_error(run(exe + " check " + type),
+                     type + ": loader.shuffle: expected true or false, got \"yes\" (a string)");
   auto malformed = dir.write("m.json", "{\n  \"seed\": 1,,\n}");
   auto r = run(exe + " check " + malformed);
   CHECK(r.code == 2);
@@ -408,8 +432,10 @@ TEST_CASE("train with checkpoints and weights, then eval as JSON", "[e2e]") {
   CHECK(bad.err.rfind("ptune: error: " + cfg + ": not a torch.save zip archive", 0) == 0);
 }
 
-TEST_CASE("Ctrl-C (SIGINT) and SIGTERM stop a sweep cleanly: finished rows kept, status interrupted, exit 130 or 143",
-          "[e2e]") {
+TEST_CASE(
+    "Ctrl-C (SIGINT) and SIGTERM stop a sweep cleanly: finished rows kept, status interrupted, exit 130 or "
+    "143",
+    "[e2e]") {
   const int sig = GENERATE(SIGINT, SIGTERM);
   INFO("signal " << sig);
   TempDir dir;
@@ -443,7 +469,8 @@ TEST_CASE("sweep with profiling writes a Chrome trace per row and the JSON names
   TempDir dir;
   auto cfg = dir.write("p.json", R"({"name": "Prof Test", "device": "cpu", "cpu_threads": 1,
       "data": {"num_samples": 16, "image_size": 32}, "loader": {"batch_size": 4},
-      "measure": {"warmup_steps": 0, "steps": 1, "profile_steps": 1, "out_dir": ")" + dir.file("runs") + R"("},
+      "measure": {"warmup_steps": 0, "steps": 1, "profile_steps": 1, "out_dir": ")" +
+                                     dir.file("runs") + R"("},
       "sweep": [{"name": "base"}, {"name": "set to none", "set": {"optim.set_to_none": true}}]})");
   auto r = run(ptune::test::exe() + " sweep " + cfg + " --profile --format json");
   INFO(r.err);
@@ -479,7 +506,8 @@ TEST_CASE("sweep --rows runs the chosen rows with the changes of the rows before
   REQUIRE(j["rows"].size() == 3);
   CHECK(j["rows"][0]["name"] == "workers");
   CHECK(j["rows"][1]["name"] == "pinned");
-  CHECK(j["rows"][1]["status"].get<std::string>().rfind("skipped: loader.pin_memory needs a CUDA device", 0) == 0);
+  CHECK(j["rows"][1]["status"].get<std::string>().rfind("skipped: loader.pin_memory needs a CUDA device",
+                                                        0) == 0);
   CHECK(j["rows"][2]["name"] == "batch 16");
   CHECK(j["rows"][2]["batch_size"] == 16);
   CHECK(j["rows"][2]["num_workers"] == 2);  // row 1's change still applies
@@ -496,43 +524,49 @@ TEST_CASE("launch refuses more ranks than the machine can run", "[e2e]") {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int limit = ptune::dist::max_ranks_per_node();
   CHECK(limit >= 4 * cores);
-  expect_usage_error(run(ptune::test::exe() + " launch --nproc-per-node " + std::to_string(limit + 1) + " -- schema"),
-                     "launch: --nproc-per-node " + std::to_string(limit + 1) +
-                         " is more ranks than this machine can run; at most " + std::to_string(limit) + " (4 per core on " +
-                         std::to_string(cores) + " cores, or one per GPU on " +
-                         std::to_string(ptune::engine::cuda::device_count()) + " GPUs)");
+  expect_usage_error(
+      run(ptune::test::exe() + " launch --nproc-per-node " + std::to_string(limit + 1) + " -- schema"),
+      "launch: --nproc-per-node " + std::to_string(limit + 1) +
+          " is more ranks than this machine can run; at most " + std::to_string(limit) + " (4 per core on " +
+          std::to_string(cores) + " cores, or one per GPU on " +
+          std::to_string(ptune::engine::cuda::device_count()) + " GPUs)");
 }
 
-TEST_CASE("resume refuses a checkpoint that does not fit the config, weights and checkpoints are told apart", "[e2e]") {
+TEST_CASE("resume refuses a checkpoint that does not fit the config, weights and checkpoints are told apart",
+          "[e2e]") {
   TempDir dir;
   auto cfg = dir.write("tiny.json", kTiny);
   const std::string exe = ptune::test::exe();
   const std::string ck = dir.file("ck/tiny-step3.pt"), w = dir.file("w.pt");
-  auto t = run(exe + " train " + cfg + " --set train.checkpoint_dir=" + dir.file("ck") + " --save-weights " + w);
+  auto t =
+      run(exe + " train " + cfg + " --set train.checkpoint_dir=" + dir.file("ck") + " --save-weights " + w);
   INFO(t.err);
   REQUIRE(t.code == 0);
   auto resume = [&](const std::string& file, const std::string& sets) {
-    return run(exe + " train " + cfg + " --resume " + file + " --set train.max_steps=4 --set train.checkpoint_dir=" +
-               dir.file("ck2") + sets);
+    return run(exe + " train " + cfg + " --resume " + file +
+               " --set train.max_steps=4 --set train.checkpoint_dir=" + dir.file("ck2") + sets);
   };
   auto expect_error = [](const ptune::test::RunResult& r, const std::string& message) {
     CHECK(r.code == 1);
     CHECK(r.err == "ptune: error: " + message + "\n");
   };
   expect_error(resume(ck, " --set optim.kind=adamw"),
-               ck + ": checkpoint of an sgd optimizer, the config's optim.kind is adamw; resume with the same "
-                    "optimizer (its state cannot become another's)");
+               ck + ": checkpoint of an sgd optimizer, the config's optim.kind is adamw; resume with the "
+                    "same optimizer (its state cannot become another's)");
   expect_error(resume(ck, " --set model.num_classes=7"),
-               ck + ": checkpoint of a model with 10 classes, the config's model.num_classes is 7; resume with the "
-                    "same number, or start a new run from its weights");
-  expect_error(resume(w, ""), w + ": a weights file (a state_dict), not a ptune checkpoint: start from it with "
-                                  "--set model.weights=" + w);
+               ck + ": checkpoint of a model with 10 classes, the config's model.num_classes is 7; resume "
+                    "with the same number, or start a new run from its weights");
+  expect_error(
+      resume(w, ""),
+      w + ": a weights file (a state_dict), not a ptune checkpoint: start from it with --set model.weights=" +
+          w);
   expect_error(resume(dir.file("ck"), ""), "--resume: " + dir.file("ck") + ": is a folder, not a file");
   auto other = resume(ck, " --set loader.batch_size=4 --set optim.amp=bf16");
   INFO(other.err);
   CHECK(other.code == 0);  // allowed, and said
-  CHECK(other.err.find("resuming with loader.batch_size 4 (the checkpoint's was 8): the step count goes on") !=
-        std::string::npos);
+  CHECK(
+      other.err.find("resuming with loader.batch_size 4 (the checkpoint's was 8): the step count goes on") !=
+      std::string::npos);
   CHECK(other.err.find("resuming with optim.amp bf16 (the checkpoint's was off)") != std::string::npos);
   // A checkpoint given as weights, and weights that do not exist.
   // ... with the exact command that exports its weights, which works: they are the run's own.
@@ -541,9 +575,11 @@ TEST_CASE("resume refuses a checkpoint that does not fit the config, weights and
                                  " --set train.max_steps=3 --set train.checkpoint_dir=" + dir.file("ck") +
                                  " --save-weights " + exported;
   expect_error(run(exe + " eval " + cfg + " --weights " + ck),
-               ck + ": this is a ptune checkpoint, not a weights file: continue it with ptune train --resume, or "
-                    "export its weights with ptune train --save-weights, exactly: " + export_cmd +
-                    " (no further step is trained), then: ptune eval " + cfg + " --weights " + exported);
+               ck +
+                   ": this is a ptune checkpoint, not a weights file: continue it with ptune train --resume, "
+                   "or export its weights with ptune train --save-weights, exactly: " +
+                   export_cmd + " (no further step is trained), then: ptune eval " + cfg + " --weights " +
+                   exported);
   auto exp = run(exe + export_cmd.substr(std::string("ptune").size()));
   INFO(exp.err);
   REQUIRE(exp.code == 0);
@@ -560,20 +596,25 @@ TEST_CASE("train keeps the newest checkpoints, and a name cannot leave its folde
   TempDir dir;
   auto cfg = dir.write("tiny.json", kTiny);
   const std::string exe = ptune::test::exe();
-  auto t = run(exe + " train " + cfg + " --set train.max_steps=5 --set train.checkpoint_every=1 "
-               "--set train.keep_checkpoints=2 --set train.checkpoint_dir=" + dir.file("ck"));
+  auto t = run(exe + " train " + cfg +
+               " --set train.max_steps=5 --set train.checkpoint_every=1 --set train.keep_checkpoints=2 --set "
+               "train.checkpoint_dir=" +
+               dir.file("ck"));
   INFO(t.err);
   REQUIRE(t.code == 0);
   std::vector<std::string> kept;
-  for (const auto& e : std::filesystem::directory_iterator(dir.file("ck"))) kept.push_back(e.path().filename().string());
+  for (const auto& e : std::filesystem::directory_iterator(dir.file("ck")))
+    kept.push_back(e.path().filename().string());
   std::sort(kept.begin(), kept.end());
   CHECK(kept == std::vector<std::string>{"tiny-step4.pt", "tiny-step5.pt"});
   expect_usage_error(run(exe + " check " + cfg + " --set name=a/b"),
-                     cfg + ": name: 'a/b' cannot name files inside a folder; use letters, digits, '-', '_' or '.' "
-                           "(no '/', not '..')");
+                     cfg +
+                         ": name: 'a/b' cannot name files inside a folder; use letters, digits, '-', '_' or "
+                         "'.' (no '/', not '..')");
   expect_usage_error(run(exe + " check " + cfg + " --set name=.."),
-                     cfg + ": name: '..' cannot name files inside a folder; use letters, digits, '-', '_' or '.' "
-                           "(no '/', not '..')");
+                     cfg +
+                         ": name: '..' cannot name files inside a folder; use letters, digits, '-', '_' or "
+                         "'.' (no '/', not '..')");
   // Unwritable outputs are found before training, not after it.
   auto w = run(exe + " train " + cfg + " --set train.checkpoint_dir=" + dir.file("ck2") + " --save-weights " +
                dir.file("missing/w.pt"));
@@ -591,12 +632,21 @@ Json results_doc(const std::vector<std::tuple<std::string, std::optional<double>
                  const std::string& device = "Test CPU") {
   Json doc = {{"ptune_version", "0.1.0"},
               {"config", {{"name", "report test"}, {"loader", {{"batch_size", 32}}}}},
-              {"environment", {{"torch", "2.11.0"}, {"device", device}, {"device_kind", "cpu"}, {"cuda", nullptr},
-                               {"cpu_threads", 2}, {"world_size", 1}}},
+              {"environment",
+               {{"torch", "2.11.0"},
+                {"device", device},
+                {"device_kind", "cpu"},
+                {"cuda", nullptr},
+                {"cpu_threads", 2},
+                {"world_size", 1}}},
               {"rows", Json::array()},
               {"status", "complete"}};
   for (const auto& [name, sps, spread, status] : rows) {
-    Json r = {{"name", name}, {"changes", Json::object()}, {"mode", "train"}, {"num_workers", 0}, {"status", status}};
+    Json r = {{"name", name},
+              {"changes", Json::object()},
+              {"mode", "train"},
+              {"num_workers", 0},
+              {"status", status}};
     if (sps) {
       r["batch_size"] = 32, r["steps"] = 10, r["ms_per_step"] = 32000.0 / *sps, r["spread_pct"] = spread;
       r["samples_per_s"] = *sps, r["data_wait_pct"] = 10.0, r["h2d_pct"] = 5.0, r["compute_pct"] = 85.0;
@@ -639,13 +689,17 @@ struct Page {
 Page open_page(const std::string& browser, const std::string& html, const std::string& name, int height) {
   TempDir profile;
   const std::string dir = screenshot_dir();
-  std::filesystem::copy_file(html, dir + "/" + name + ".html", std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(html, dir + "/" + name + ".html",
+                             std::filesystem::copy_options::overwrite_existing);
   Page p;
   p.screenshot = dir + "/" + name + ".png";
   std::filesystem::remove(p.screenshot);
-  auto r = run("timeout 120 '" + browser + "' --headless --disable-gpu --no-sandbox --disable-dev-shm-usage --no-first-run --hide-scrollbars "
-               "--user-data-dir='" + profile.path.string() + "' --enable-logging=stderr --v=0 --window-size=1000," +
-               std::to_string(height) + " --screenshot='" + p.screenshot + "' --dump-dom 'file://" + html + "'");
+  auto r =
+      run("timeout 120 '" + browser +
+          "' --headless --disable-gpu --no-sandbox --disable-dev-shm-usage --no-first-run --hide-scrollbars "
+          "--user-data-dir='" +
+          profile.path.string() + "' --enable-logging=stderr --v=0 --window-size=1000," +
+          std::to_string(height) + " --screenshot='" + p.screenshot + "' --dump-dom 'file://" + html + "'");
   p.code = r.code;
   p.dom = r.out;
   p.log = r.err;
@@ -685,7 +739,8 @@ std::vector<std::vector<DomBar>> dom_bars(const std::string& dom) {
   while ((at = dom.find("<svg class=\"chart throughput\"", at)) != std::string::npos) {
     const size_t end = dom.find("</svg>", at);
     charts.emplace_back();
-    for (size_t b = dom.find("<rect class=\"bar\"", at); b < end; b = dom.find("<rect class=\"bar\"", b + 1)) {
+    for (size_t b = dom.find("<rect class=\"bar\"", at); b < end;
+         b = dom.find("<rect class=\"bar\"", b + 1)) {
       const std::string tag = dom.substr(b, dom.find('>', b) - b);
       charts.back().push_back({std::stoi(attr_of(tag, "data-run")), attr_of(tag, "data-row"),
                                std::stod(attr_of(tag, "data-value")), std::stod(attr_of(tag, "width"))});
@@ -734,8 +789,10 @@ void check_page(const Page& p, const std::map<std::pair<int, std::string>, doubl
 TEST_CASE("the browser check sees a script error (the check itself can fail)", "[e2e][report][browser]") {
   REQUIRE_BROWSER(browser);
   TempDir dir;
-  auto html = dir.write("broken.html", "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>broken</title></head>"
-                                       "<body><p>broken</p><script>no_such_function();</script></body></html>");
+  auto html = dir.write("broken.html",
+                        "<!DOCTYPE html><html><head><meta "
+                        "charset=\"utf-8\"><title>broken</title></head><body><p>broken</"
+                        "p><script>no_such_function();</script></body></html>");
   auto p = open_page(browser, html, "control-broken", 300);
   INFO(p.log);
   REQUIRE(p.code == 0);
@@ -743,7 +800,8 @@ TEST_CASE("the browser check sees a script error (the check itself can fail)", "
   CHECK(p.console[0].find("no_such_function is not defined") != std::string::npos);
 }
 
-TEST_CASE("sweep --out r.html: a 1-row report opens in a browser with its one bar", "[e2e][report][browser]") {
+TEST_CASE("sweep --out r.html: a 1-row report opens in a browser with its one bar",
+          "[e2e][report][browser]") {
   REQUIRE_BROWSER(browser);
   TempDir dir;
   auto cfg = dir.write("one.json", R"({"name": "one row", "device": "cpu", "cpu_threads": 1,
@@ -769,8 +827,11 @@ TEST_CASE("a 30-row report with skipped and failed rows and three modes opens in
   std::map<std::pair<int, std::string>, double> expected;
   for (int i = 0; i < 30; ++i) {
     const std::string name = "row " + std::to_string(i);
-    if (i % 7 == 3) rows.emplace_back(name, std::nullopt, 0, "skipped: loader.pin_memory needs a CUDA device; none is visible");
-    else if (i % 11 == 5) rows.emplace_back(name, std::nullopt, 0, "failed: out of memory");
+    if (i % 7 == 3)
+      rows.emplace_back(name, std::nullopt, 0,
+                        "skipped: loader.pin_memory needs a CUDA device; none is visible");
+    else if (i % 11 == 5)
+      rows.emplace_back(name, std::nullopt, 0, "failed: out of memory");
     else {
       rows.emplace_back(name, 100.0 + 37.5 * i, 1.0, "ok");
       expected[{0, name}] = 100.0 + 37.5 * i;
@@ -800,8 +861,9 @@ TEST_CASE("a 30-row report with skipped and failed rows and three modes opens in
 TEST_CASE("names needing escaping stay text in the browser", "[e2e][report][browser]") {
   REQUIRE_BROWSER(browser);
   TempDir dir;
-  const std::vector<std::string> names = {"<script>alert(\"x\")</script>", "a & b", "a | b", "\"double\" 'single'",
-                                          "two\nlines", "</svg><b>bold</b><svg>"};
+  const std::vector<std::string> names = {
+      "<script>alert(\"x\")</script>", "a & b",      "a | b",
+      "\"double\" 'single'",           "two\nlines", "</svg><b>bold</b><svg>"};
   std::vector<std::tuple<std::string, std::optional<double>, double, std::string>> rows;
   std::map<std::pair<int, std::string>, double> expected;
   for (size_t i = 0; i < names.size(); ++i) {
@@ -829,17 +891,26 @@ TEST_CASE("two runs side by side in the browser: rows matched by name", "[e2e][r
   auto before = dir.write("before.json", results_doc({{"baseline", 100.0, 1, "ok"},
                                                       {"workers", 150.0, 1, "ok"},
                                                       {"graphs", std::nullopt, 0, "skipped: needs CUDA"},
-                                                      {"only before", 80.0, 1, "ok"}}, "Machine A").dump());
+                                                      {"only before", 80.0, 1, "ok"}},
+                                                     "Machine A")
+                                             .dump());
   auto after = dir.write("after.json", results_doc({{"baseline", 120.0, 1, "ok"},
                                                     {"workers", 210.0, 1, "ok"},
                                                     {"graphs", 400.0, 1, "ok"},
-                                                    {"only after", 90.0, 1, "ok"}}, "Machine B").dump());
+                                                    {"only after", 90.0, 1, "ok"}},
+                                                   "Machine B")
+                                           .dump());
   auto r = run(ptune::test::exe() + " report " + before + " " + after + " -o " + dir.file("two.html"));
   INFO(r.err);
   REQUIRE(r.code == 0);
   auto p = open_page(browser, dir.file("two.html"), "two-runs", 1400);
-  check_page(p, {{{0, "baseline"}, 100}, {{0, "workers"}, 150}, {{0, "only before"}, 80},
-                 {{1, "baseline"}, 120}, {{1, "workers"}, 210}, {{1, "graphs"}, 400}, {{1, "only after"}, 90}});
+  check_page(p, {{{0, "baseline"}, 100},
+                 {{0, "workers"}, 150},
+                 {{0, "only before"}, 80},
+                 {{1, "baseline"}, 120},
+                 {{1, "workers"}, 210},
+                 {{1, "graphs"}, 400},
+                 {{1, "only after"}, 90}});
   CHECK(p.dom.find("×1.20 before") != std::string::npos);  // after's baseline against before's
   CHECK(p.dom.find("×1.40 before") != std::string::npos);
   CHECK(p.dom.find("Machine A") != std::string::npos);
@@ -851,20 +922,25 @@ TEST_CASE("report --against: exit 1 for a regression beyond noise or a missing r
           "[e2e][report]") {
   TempDir dir;
   const std::string exe = ptune::test::exe();
-  auto old = dir.write("old.json", results_doc({{"baseline", 100.0, 1, "ok"}, {"workers", 200.0, 2, "ok"}}).dump());
+  auto old =
+      dir.write("old.json", results_doc({{"baseline", 100.0, 1, "ok"}, {"workers", 200.0, 2, "ok"}}).dump());
   // workers 20% slower: beyond 5% and both spreads.
-  auto slower = dir.write("slower.json", results_doc({{"baseline", 101.0, 1, "ok"}, {"workers", 160.0, 1, "ok"}}).dump());
+  auto slower = dir.write("slower.json",
+                          results_doc({{"baseline", 101.0, 1, "ok"}, {"workers", 160.0, 1, "ok"}}).dump());
   auto r = run(exe + " report " + slower + " --against " + old + " --fail-if-slower 5");
   CHECK(r.code == 1);
   CHECK(r.out.find("workers") != std::string::npos);
   CHECK(r.out.find("slower (regression)") != std::string::npos);
   CHECK(r.out.find("0.800x") != std::string::npos);
-  CHECK(r.err == "ptune: error: 1 row(s) regressed against " + old + " (--fail-if-slower 5%): workers (slower)\n");
+  CHECK(r.err ==
+        "ptune: error: 1 row(s) regressed against " + old + " (--fail-if-slower 5%): workers (slower)\n");
   // Without --fail-if-slower the comparison is printed and the exit code is 0.
   CHECK(run(exe + " report " + slower + " --against " + old).code == 0);
   // 8% slower, but the old run's spread was 10%: within noise.
-  auto noisy_old = dir.write("noisy.json", results_doc({{"baseline", 100.0, 10, "ok"}, {"workers", 200.0, 10, "ok"}}).dump());
-  auto within = dir.write("within.json", results_doc({{"baseline", 92.0, 1, "ok"}, {"workers", 199.0, 1, "ok"}}).dump());
+  auto noisy_old = dir.write(
+      "noisy.json", results_doc({{"baseline", 100.0, 10, "ok"}, {"workers", 200.0, 10, "ok"}}).dump());
+  auto within = dir.write("within.json",
+                          results_doc({{"baseline", 92.0, 1, "ok"}, {"workers", 199.0, 1, "ok"}}).dump());
   auto w = run(exe + " report " + within + " --against " + noisy_old + " --fail-if-slower 5");
   INFO(w.out << w.err);
   CHECK(w.code == 0);
@@ -873,35 +949,42 @@ TEST_CASE("report --against: exit 1 for a regression beyond noise or a missing r
   CHECK(w.err.empty());
   // A row of the old run missing from the new one.
   auto missing = dir.write("missing.json", results_doc({{"baseline", 100.0, 1, "ok"}}).dump());
-  auto m = run(exe + " report " + missing + " --against " + old + " --fail-if-slower 5 -o " + dir.file("cmp.html"));
+  auto m = run(exe + " report " + missing + " --against " + old + " --fail-if-slower 5 -o " +
+               dir.file("cmp.html"));
   CHECK(m.code == 1);
   CHECK(m.out.find("missing (regression)") != std::string::npos);
   CHECK(m.err.find("workers (missing)") != std::string::npos);
-  CHECK(ptune::test::read_file(dir.file("cmp.html")).find("<h3>Side by side (samples/s)</h3>") != std::string::npos);
+  CHECK(ptune::test::read_file(dir.file("cmp.html")).find("<h3>Side by side (samples/s)</h3>") !=
+        std::string::npos);
   // A failed row.
   auto failed = dir.write("failed.json", results_doc({{"baseline", 100.0, 1, "ok"},
-                                                      {"workers", std::nullopt, 0, "failed: out of memory"}}).dump());
+                                                      {"workers", std::nullopt, 0, "failed: out of memory"}})
+                                             .dump());
   CHECK(run(exe + " report " + failed + " --against " + old + " --fail-if-slower 5").code == 1);
   // Usage errors: exit 2, one line.
   auto no_against = run(exe + " report " + old + " --fail-if-slower 5");
   CHECK(no_against.code == 2);
   CHECK(no_against.err.rfind("ptune: error: --fail-if-slower requires --against", 0) == 0);
   expect_usage_error(run(exe + " report " + old),
-                     "report: nothing to do; give -o FILE.html for the HTML report, --against OLD.json for the "
-                     "comparison, or both");
-  expect_usage_error(run(exe + " report " + old + " -o " + dir.file("r.json")),
-                     "report: -o '" + dir.file("r.json") + "' is not an .html file; ptune report writes HTML");
+                     "report: nothing to do; give -o FILE.html for the HTML report, --against OLD.json for "
+                     "the comparison, or both");
+  expect_usage_error(
+      run(exe + " report " + old + " -o " + dir.file("r.json")),
+      "report: -o '" + dir.file("r.json") + "' is not an .html file; ptune report writes HTML");
   expect_usage_error(run(exe + " report " + dir.file("none.json") + " --against " + old),
                      "cannot read results '" + dir.file("none.json") + "': No such file or directory");
   auto cfg = dir.write("cfg.json", R"({"loader": {"batch_size": 4}})");
   expect_usage_error(run(exe + " report " + cfg + " -o " + dir.file("x.html")),
-                     cfg + ": not a results file: expected a JSON object with a \"rows\" list (ptune sweep --out "
-                           "FILE.json, or scripts/bench/case_study_vs_pytorch.py --json FILE.json)");
+                     cfg +
+                         ": not a results file: expected a JSON object with a \"rows\" list (ptune sweep "
+                         "--out FILE.json, or scripts/bench/case_study_vs_pytorch.py --json FILE.json)");
 }
 
-TEST_CASE("sweep --out FILE.CSV writes CSV (any case) and its companion, JSON rows have one shape", "[e2e][report]") {
+TEST_CASE("sweep --out FILE.CSV writes CSV (any case) and its companion, JSON rows have one shape",
+          "[e2e][report]") {
   TempDir dir;
-  auto cfg = dir.write("two.json", R"({"device": "cpu", "cpu_threads": 1, "data": {"num_samples": 16, "image_size": 32},
+  auto cfg = dir.write("two.json",
+                       R"({"device": "cpu", "cpu_threads": 1, "data": {"num_samples": 16, "image_size": 32},
       "loader": {"batch_size": 4}, "measure": {"warmup_steps": 0, "steps": 1},
       "sweep": [{"name": "base"}, {"name": "pinned", "set": {"loader.pin_memory": true}}]})");
   auto r = run(ptune::test::exe() + " sweep " + cfg + " --format json --out " + dir.file("r.CSV"));
@@ -929,13 +1012,15 @@ TEST_CASE("the exit status tells the truth: failed rows, a full stdout, an ignor
       "data": {"num_samples": 16, "image_size": 32}, "loader": {"batch_size": 4},
       "measure": {"warmup_steps": 0, "steps": 1},
       "sweep": [{"name": "fine"},
-                {"name": "no folder", "set": {"data.kind": "image_folder", "data.root": ")" + dir.file("none") + R"("}},
+                {"name": "no folder", "set": {"data.kind": "image_folder", "data.root": ")" +
+                                        dir.file("none") + R"("}},
                 {"name": "pinned", "set": {"data.kind": "fake_cifar", "loader.pin_memory": true}}]})");
   const std::string exe = ptune::test::exe();
   auto r = run(exe + " sweep " + cfg + " --format json --out " + dir.file("r.json"));
   CHECK(r.code == 1);
-  CHECK(ptune::test::without_load_warnings(r.err) == "ptune: error: sweep: row 'no folder' failed: image_folder: root folder '" + dir.file("none") +
-                     "' does not exist\n");
+  CHECK(ptune::test::without_load_warnings(r.err) ==
+        "ptune: error: sweep: row 'no folder' failed: image_folder: root folder '" + dir.file("none") +
+            "' does not exist\n");
   auto j = Json::parse(r.out);  // the table is printed first, and every row is kept
   REQUIRE(j["rows"].size() == 3);
   CHECK(j["rows"][0]["status"] == "ok");
@@ -951,15 +1036,16 @@ TEST_CASE("the exit status tells the truth: failed rows, a full stdout, an ignor
   auto fine = dir.write("fine.json", R"({"device": "cpu", "cpu_threads": 1, "data": {"num_samples": 16,
       "image_size": 32}, "loader": {"batch_size": 4}, "measure": {"warmup_steps": 0, "steps": 40, "max_s": 4},
       "sweep": [{"name": "fine"}]})");
-  auto ignored = run("sh -c 'trap \"\" INT; " + exe + " sweep " + fine + " --format json & p=$!; sleep 2; "
-                     "kill -INT $p; wait $p'");
+  auto ignored = run("sh -c 'trap \"\" INT; " + exe + " sweep " + fine +
+                     " --format json & p=$!; sleep 2; kill -INT $p; wait $p'");
   CHECK(ignored.code == 0);
   const Json done = Json::parse(ignored.out);
   CHECK(done["status"] == "complete");
   CHECK(done["rows"][0]["status"] == "ok");
   // The signal came while the row was timed: its windows alone took longer than 2 s.
   CHECK(done["rows"][0]["windows"].get<double>() * done["rows"][0]["steps"].get<double>() *
-            done["rows"][0]["ms_per_step"].get<double>() > 2000.0);
+            done["rows"][0]["ms_per_step"].get<double>() >
+        2000.0);
 }
 
 TEST_CASE("output paths are checked before the work starts", "[e2e]") {
@@ -981,8 +1067,8 @@ TEST_CASE("SIGTERM during train checkpoints and exits 143, launch forwards it to
   for (const bool launched : {false, true}) {
     INFO((launched ? "under ptune launch" : "train alone"));
     const std::string ck = dir.file(launched ? "ck-launch" : "ck");
-    const std::string cmd = ptune::test::exe() + (launched ? " launch --nproc-per-node 2 --" : "") + " train " + cfg +
-                            " --set train.checkpoint_dir=" + ck;
+    const std::string cmd = ptune::test::exe() + (launched ? " launch --nproc-per-node 2 --" : "") +
+                            " train " + cfg + " --set train.checkpoint_dir=" + ck;
     const std::string err = dir.file("err");
     pid_t pid = ::fork();
     REQUIRE(pid >= 0);
@@ -1006,7 +1092,8 @@ TEST_CASE("SIGTERM during train checkpoints and exits 143, launch forwards it to
     REQUIRE(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 143);
     size_t checkpoints = 0;
-    for (const auto& e : std::filesystem::directory_iterator(ck)) checkpoints += e.path().extension() == ".pt";
+    for (const auto& e : std::filesystem::directory_iterator(ck))
+      checkpoints += e.path().extension() == ".pt";
     CHECK(checkpoints >= 1);
   }
 }
@@ -1040,7 +1127,8 @@ TEST_CASE("Ctrl-C while the engine loads: exit 130, one line, nothing run or wri
   // after that check would reach the sweep instead, which warns and writes its results.
   bool loading = false;
   for (int i = 0; i < 120000 && !loading; ++i) {
-    loading = ptune::test::read_file("/proc/" + std::to_string(pid) + "/maps").find("libptune_engine") != std::string::npos;
+    loading = ptune::test::read_file("/proc/" + std::to_string(pid) + "/maps").find("libptune_engine") !=
+              std::string::npos;
     if (!loading) std::this_thread::sleep_for(std::chrono::microseconds(500));
     if (::waitpid(pid, nullptr, WNOHANG) == pid) FAIL("ptune ended before loading its engine");
   }
@@ -1055,7 +1143,8 @@ TEST_CASE("Ctrl-C while the engine loads: exit 130, one line, nothing run or wri
   CHECK(hidden_files(dir.path.string()).empty());
 }
 
-TEST_CASE("a second Ctrl-C while the weights are written leaves at once and leaves no temporary file", "[e2e]") {
+TEST_CASE("a second Ctrl-C while the weights are written leaves at once and leaves no temporary file",
+          "[e2e]") {
   TempDir dir;
   // ResNet-50's weights (about 94 MB) take long enough to write for the test to land in the write.
   auto cfg = dir.write("big.json", R"({"name": "big", "device": "cpu", "cpu_threads": 2,
@@ -1063,7 +1152,8 @@ TEST_CASE("a second Ctrl-C while the weights are written leaves at once and leav
       "loader": {"batch_size": 2}, "train": {"epochs": 1, "max_steps": 1}})");
   const std::string out = dir.file("w.pt"), ck = dir.file("ck");
   const std::string ck_arg = "train.checkpoint_dir=" + ck;
-  const pid_t pid = spawn_ptune({"train", cfg, "--set", ck_arg, "--save-weights", out}, "/dev/null", "/dev/null");
+  const pid_t pid =
+      spawn_ptune({"train", cfg, "--set", ck_arg, "--save-weights", out}, "/dev/null", "/dev/null");
   bool seen = false;  // the weights' temporary file appeared
   for (int i = 0; i < 120000 && !seen; ++i) {
     std::this_thread::sleep_for(std::chrono::microseconds(500));
@@ -1091,7 +1181,8 @@ TEST_CASE("a second Ctrl-C while the weights are written leaves at once and leav
   CHECK(hidden_files(dir.path.string()).empty());
 }
 
-TEST_CASE("two sweeps writing one --out at once: every read sees whole JSON, no temporary file is left", "[e2e]") {
+TEST_CASE("two sweeps writing one --out at once: every read sees whole JSON, no temporary file is left",
+          "[e2e]") {
   TempDir dir;
   auto cfg = dir.write("two.json", kOneRow);
   const std::string out = dir.file("r.json"), exe = ptune::test::exe();
@@ -1147,14 +1238,16 @@ TEST_CASE("sweep --out onto a device (/dev/null) writes into it, the node stays"
   CHECK(hidden_files(dir.path.string()).empty());
 }
 
-TEST_CASE("ptune analyze -o: the overview page in headless Chromium, one bar per step", "[e2e][analyze][browser]") {
+TEST_CASE("ptune analyze -o: the overview page in headless Chromium, one bar per step",
+          "[e2e][analyze][browser]") {
   REQUIRE_BROWSER(browser);
   TempDir dir;
   const std::string traces = std::string(PTUNE_TEST_DATA) + "/traces/";
   const std::string html = dir.file("overview.html");
   // Three versions: a single GPU trace with memory samples, another, and a folder of two ranks.
   auto r = run(ptune::test::exe() + " analyze '" + traces + "gpu_memory_shapes.json.gz' '" + traces +
-               "gpu_compute_fp32.json.gz' '" + traces + "ddp' --label 'amp <b>' --label fp32 --label ddp -o '" + html + "'");
+               "gpu_compute_fp32.json.gz' '" + traces +
+               "ddp' --label 'amp <b>' --label fp32 --label ddp -o '" + html + "'");
   INFO(r.err);
   REQUIRE(r.code == 0);
   CHECK(r.out.find("amp <b> -> fp32:") != std::string::npos);
@@ -1169,7 +1262,7 @@ TEST_CASE("ptune analyze -o: the overview page in headless Chromium, one bar per
     for (size_t at = p.dom.find(what); at != std::string::npos; at = p.dom.find(what, at + 1)) ++n;
     return n;
   };
-  CHECK(count("<g class=\"step-bar\"") == 9);     // 3 steps in each of the 3 versions
+  CHECK(count("<g class=\"step-bar\"") == 9);    // 3 steps in each of the 3 versions
   CHECK(count("<rect class=\"speedup\"") == 3);  // one per version
   CHECK(count("<g class=\"rank-bar\"") == 2);    // the folder's two ranks
   CHECK(p.dom.find("peak GPU memory allocated") != std::string::npos);
@@ -1193,7 +1286,8 @@ std::string steps_trace_file(const TempDir& dir, const std::string& name, const 
     for (const auto& [cat, op, at, dur] : std::vector<std::tuple<std::string, std::string, double, double>>{
              {"user_annotation", "ProfilerStep#" + std::to_string(i + 1), t, ms[i] * 1000},
              {"cpu_op", "aten::mm", t + 1, ms[i] * 1000 - 2}})
-      ev.push_back(Json{{"ph", "X"}, {"cat", cat}, {"name", op}, {"pid", 1}, {"tid", 1}, {"ts", at}, {"dur", dur}});
+      ev.push_back(
+          Json{{"ph", "X"}, {"cat", cat}, {"name", op}, {"pid", 1}, {"tid", 1}, {"ts", at}, {"dur", dur}});
     t += ms[i] * 1000 + 1;
   }
   Json doc{{"traceEvents", ev}};
@@ -1203,11 +1297,13 @@ std::string steps_trace_file(const TempDir& dir, const std::string& name, const 
 
 }  // namespace
 
-TEST_CASE("ptune analyze A B: the speedup's interval and verdict in every format, few steps or load: undecided",
-          "[e2e][analyze]") {
+TEST_CASE(
+    "ptune analyze A B: the speedup's interval and verdict in every format, few steps or load: undecided",
+    "[e2e][analyze]") {
   TempDir dir;
   const std::string exe = ptune::test::exe();
-  const std::string a = steps_trace_file(dir, "a", {10.0, 10.3, 9.8, 10.1}), b = steps_trace_file(dir, "b", {5.0, 5.2, 4.9, 5.1});
+  const std::string a = steps_trace_file(dir, "a", {10.0, 10.3, 9.8, 10.1}),
+                    b = steps_trace_file(dir, "b", {5.0, 5.2, 4.9, 5.1});
   auto r = run(exe + " analyze '" + a + "' '" + b + "' --format json -o '" + dir.file("page.html") + "'");
   INFO(r.err);
   REQUIRE(r.code == 0);
@@ -1220,7 +1316,8 @@ TEST_CASE("ptune analyze A B: the speedup's interval and verdict in every format
   CHECK(s["hi"].get<double>() < 2.2);
   CHECK(s["lo"].get<double>() < s["speedup"].get<double>());
   CHECK(s["speedup"].get<double>() < s["hi"].get<double>());
-  CHECK(j["versions"][1]["speedup_vs_prev"].get<double>() == Approx(s["speedup"].get<double>()).margin(0.005));
+  CHECK(j["versions"][1]["speedup_vs_prev"].get<double>() ==
+        Approx(s["speedup"].get<double>()).margin(0.005));
   const std::string text = s["text"];  // "x2.00 ±6.4% faster": symmetric, so ±
   CHECK(text.rfind("x", 0) == 0);
   CHECK(text.find(" ±") != std::string::npos);
@@ -1243,7 +1340,8 @@ TEST_CASE("ptune analyze A B: the speedup's interval and verdict in every format
   CHECK(r.out.find("undecided: 2 steps in `two_a`, 2 steps in `two_b`: 3 or more per trace are needed\n") !=
         std::string::npos);
   // A trace whose metadata says it was recorded under load: undecided, and the load named.
-  r = run(exe + " analyze '" + a + "' '" + steps_trace_file(dir, "loaded", {5.0, 5.2, 4.9, 5.1}, true) + "' --format json");
+  r = run(exe + " analyze '" + a + "' '" + steps_trace_file(dir, "loaded", {5.0, 5.2, 4.9, 5.1}, true) +
+          "' --format json");
   REQUIRE(r.code == 0);
   const Json loaded = Json::parse(r.out);
   CHECK(loaded["versions"][1]["under_load"] == true);
@@ -1305,8 +1403,9 @@ size_t error_lines(const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("sweep --out onto a FIFO: opened once, the final document, and SIGTERM while it waits for a reader: 143",
-          "[e2e][faults]") {
+TEST_CASE(
+    "sweep --out onto a FIFO: opened once, the final document, and SIGTERM while it waits for a reader: 143",
+    "[e2e][faults]") {
   TempDir dir;
   auto cfg = dir.write("two.json", kOneRow);  // two rows: the results are rewritten three times
   const std::string fifo = dir.file("fifo");
@@ -1338,8 +1437,9 @@ TEST_CASE("sweep --out onto a FIFO: opened once, the final document, and SIGTERM
   }
 }
 
-TEST_CASE("eval stops between batches on SIGINT and SIGTERM (130, 143, SIGHUP as SIGTERM), alone and under launch",
-          "[e2e][faults]") {
+TEST_CASE(
+    "eval stops between batches on SIGINT and SIGTERM (130, 143, SIGHUP as SIGTERM), alone and under launch",
+    "[e2e][faults]") {
   TempDir dir;
   auto train_cfg = dir.write("t.json", R"({"name": "t", "device": "cpu", "cpu_threads": 1,
       "data": {"num_samples": 8, "image_size": 32}, "loader": {"batch_size": 4},
@@ -1351,8 +1451,8 @@ TEST_CASE("eval stops between batches on SIGINT and SIGTERM (130, 143, SIGHUP as
   // 5,000 samples: tens of seconds of evaluation on one thread.
   auto eval_cfg = dir.write("e.json", R"({"name": "e", "device": "cpu", "cpu_threads": 1,
       "data": {"num_samples": 5000, "image_size": 32}, "loader": {"batch_size": 8}})");
-  for (const auto& [sig, launched] :
-       std::vector<std::pair<int, bool>>{{SIGINT, false}, {SIGTERM, false}, {SIGHUP, false}, {SIGINT, true}}) {
+  for (const auto& [sig, launched] : std::vector<std::pair<int, bool>>{
+           {SIGINT, false}, {SIGTERM, false}, {SIGHUP, false}, {SIGINT, true}}) {
     INFO("signal " << sig << (launched ? " under ptune launch" : ""));
     const std::string err = dir.file("err");
     std::vector<std::string> args = {"eval", eval_cfg, "--weights", weights};
@@ -1378,25 +1478,29 @@ TEST_CASE("eval stops between batches on SIGINT and SIGTERM (130, 143, SIGHUP as
   }
 }
 
-TEST_CASE("a checkpoint or weights with a damaged record are refused, naming the file and the record", "[e2e][faults]") {
+TEST_CASE("a checkpoint or weights with a damaged record are refused, naming the file and the record",
+          "[e2e][faults]") {
   TempDir dir;
   auto cfg = dir.write("p.json", R"({"name": "p", "device": "cpu", "cpu_threads": 1,
       "data": {"num_samples": 16, "image_size": 32}, "loader": {"batch_size": 4},
       "train": {"epochs": 1, "max_steps": 4}})");
   const std::string ck = dir.file("ck"), weights = dir.file("w.pt");
-  auto t = run(ptune::test::exe() + " train " + cfg + " --set train.checkpoint_dir=" + ck + " --save-weights " + weights);
+  auto t = run(ptune::test::exe() + " train " + cfg + " --set train.checkpoint_dir=" + ck +
+               " --save-weights " + weights);
   INFO(t.err);
   REQUIRE(t.code == 0);
   const std::string checkpoint = ck + "/p-step4.pt";
   // Whole files pass the check: resumed (nothing left to train) and evaluated.
-  auto whole = run(ptune::test::exe() + " train " + cfg + " --set train.checkpoint_dir=" + dir.file("ck2") + " --resume " + checkpoint);
+  auto whole = run(ptune::test::exe() + " train " + cfg + " --set train.checkpoint_dir=" + dir.file("ck2") +
+                   " --resume " + checkpoint);
   CHECK(whole.code == 0);
   CHECK(run(ptune::test::exe() + " eval " + cfg + " --weights " + weights).code == 0);
 
   const std::string bad_ck = damage_record(checkpoint);
   if (bad_ck.empty()) FAIL("PTUNE_PYTHON not configured: cannot damage a zip record as zipfile sees it");
   const std::string bad_w = damage_record(weights);
-  auto expect_refused = [&](const ptune::test::RunResult& r, const std::string& file, const std::string& record) {
+  auto expect_refused = [&](const ptune::test::RunResult& r, const std::string& file,
+                            const std::string& record) {
     INFO(r.err);
     CHECK(r.code == 1);
     CHECK(r.out.empty());
@@ -1406,8 +1510,8 @@ TEST_CASE("a checkpoint or weights with a damaged record are refused, naming the
     CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
   };
   SECTION("train --resume") {
-    auto r = run(ptune::test::exe() + " train " + cfg + " --set train.max_steps=6 --set train.checkpoint_dir=" + ck +
-                 " --resume " + checkpoint);
+    auto r = run(ptune::test::exe() + " train " + cfg +
+                 " --set train.max_steps=6 --set train.checkpoint_dir=" + ck + " --resume " + checkpoint);
     expect_refused(r, checkpoint, bad_ck);
     CHECK(!std::filesystem::exists(ck + "/p-step6.pt"));
     CHECK(hidden_files(dir.path.string()).empty());
@@ -1427,15 +1531,18 @@ TEST_CASE("minor faults: an unknown command, a folder, '-' or a NUL byte as the 
           "[e2e][faults]") {
   TempDir dir;
   auto r = run(ptune::test::exe() + " frobnicate");
-  expect_usage_error(r, "unknown command 'frobnicate'; the commands are sweep, report, train, eval, check, tune, "
-                        "launch, analyze, schema (see ptune --help)");
+  expect_usage_error(r,
+                     "unknown command 'frobnicate'; the commands are sweep, report, train, eval, check, "
+                     "tune, launch, analyze, schema (see ptune --help)");
   r = run(ptune::test::exe() + " -q swep x.json");
-  expect_usage_error(r, "unknown command 'swep' (did you mean 'sweep'?); the commands are sweep, report, train, eval, "
-                        "check, tune, launch, analyze, schema (see ptune --help)");
+  expect_usage_error(r,
+                     "unknown command 'swep' (did you mean 'sweep'?); the commands are sweep, report, train, "
+                     "eval, check, tune, launch, analyze, schema (see ptune --help)");
   r = run(ptune::test::exe() + " check " + dir.path.string());
   expect_usage_error(r, "config '" + dir.path.string() + "' is a folder; name a JSON file");
   r = run(ptune::test::exe() + " train -");
-  expect_usage_error(r, "config '-': a config is not read from stdin; name a JSON file (a pipe can be given as /dev/stdin)");
+  expect_usage_error(
+      r, "config '-': a config is not read from stdin; name a JSON file (a pipe can be given as /dev/stdin)");
   const std::string nul = dir.file("nul.json");
   {
     std::ofstream out(nul, std::ios::binary);
@@ -1445,13 +1552,15 @@ TEST_CASE("minor faults: an unknown command, a folder, '-' or a NUL byte as the 
   expect_usage_error(r, nul + ": a NUL byte at offset 14 (line 2); a config is JSON text, which has none");
   // Range errors quote the value as given (not a double's limit in 309 digits).
   r = run(ptune::test::exe() + " tune " + nul + " --batch-size --max-batch 1e309");
-  expect_usage_error(r, "--max-batch: '1e309' is not a whole number from 1 to 1099511627776 (see ptune --help)");
+  expect_usage_error(r,
+                     "--max-batch: '1e309' is not a whole number from 1 to 1099511627776 (see ptune --help)");
   r = run(ptune::test::exe() + " tune " + nul + " --budget 1e309");
   expect_usage_error(r, "--budget: '1e309' is not a finite number of at least 0 (see ptune --help)");
 }
 
-TEST_CASE("a sweep whose only row is skipped exits 2 and says why, and runs of other models compared are told",
-          "[e2e][faults]") {
+TEST_CASE(
+    "a sweep whose only row is skipped exits 2 and says why, and runs of other models compared are told",
+    "[e2e][faults]") {
   TempDir dir;
   auto cfg = dir.write("one.json", R"({"device": "cpu", "cpu_threads": 1,
       "data": {"num_samples": 1, "image_size": 32}, "loader": {"batch_size": 4},
@@ -1462,7 +1571,8 @@ TEST_CASE("a sweep whose only row is skipped exits 2 and says why, and runs of o
   CHECK(error_lines(r.err) == 1);
   CHECK(r.err.rfind("ptune: error: sweep: row 'config' skipped: ", 0) == 0);
   CHECK(r.err.find("; no row of the sweep was measured\n") != std::string::npos);
-  CHECK(Json::parse(ptune::test::read_file(dir.file("r.json")))["rows"][0]["status"].get<std::string>().rfind("skipped: ", 0) == 0);
+  CHECK(Json::parse(ptune::test::read_file(dir.file("r.json")))["rows"][0]["status"].get<std::string>().rfind(
+            "skipped: ", 0) == 0);
 
   // A resnet18 run against the same run edited to say resnet50.
   auto one = dir.write("ok.json", R"({"device": "cpu", "cpu_threads": 1,
@@ -1480,7 +1590,8 @@ TEST_CASE("a sweep whose only row is skipped exits 2 and says why, and runs of o
                      "not comparable\n") != std::string::npos);
 }
 
-TEST_CASE("launch: Ctrl-C ends a data-parallel train within about a step, not at its next log point", "[e2e][faults]") {
+TEST_CASE("launch: Ctrl-C ends a data-parallel train within about a step, not at its next log point",
+          "[e2e][faults]") {
   TempDir dir;
   // 157 steps of about 0.3 s per rank and no log point before the end: the ranks used to agree
   // on a stop only there.
@@ -1488,8 +1599,9 @@ TEST_CASE("launch: Ctrl-C ends a data-parallel train within about a step, not at
       "data": {"num_samples": 5000, "image_size": 64}, "loader": {"batch_size": 16},
       "train": {"epochs": 1, "log_every": 1000}})");
   const std::string err = dir.file("err"), ck = dir.file("ck");
-  const pid_t pid = spawn_ptune({"launch", "--nproc-per-node", "2", "--", "train", cfg, "--set", "train.checkpoint_dir=" + ck},
-                                "/dev/null", err);
+  const pid_t pid = spawn_ptune(
+      {"launch", "--nproc-per-node", "2", "--", "train", cfg, "--set", "train.checkpoint_dir=" + ck},
+      "/dev/null", err);
   std::this_thread::sleep_for(std::chrono::seconds(8));  // the ranks are training by then
   REQUIRE(::waitpid(pid, nullptr, WNOHANG) == 0);
   const auto signalled = std::chrono::steady_clock::now();
@@ -1528,8 +1640,7 @@ TEST_CASE("the environment block and the advice follow the CPU's caps", "[e2e][c
     REQUIRE(r.code == 0);
     return std::make_pair(r.out, Json::parse(ptune::test::read_file(dir.file("r.json"))));
   };
-  const auto [capped_out, capped] =
-      sweep("env ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 ");
+  const auto [capped_out, capped] = sweep("env ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 ");
   const Json& c = capped["environment"]["cpu"];
   INFO(c.dump());
   CHECK(c["aten_isa"] == "AVX2");
@@ -1538,8 +1649,8 @@ TEST_CASE("the environment block and the advice follow the CPU's caps", "[e2e][c
   CHECK(c["amx"] == false);
   CHECK(c["caps"] == Json::array({"ATEN_CPU_CAPABILITY=avx2", "ONEDNN_MAX_CPU_ISA=AVX2"}));
   CHECK(c["logical_cores"].get<int64_t>() >= c["physical_cores"].get<int64_t>());
-  CHECK(capped_out.find("; CPU: ATen AVX2, oneDNN avx2 (ATEN_CPU_CAPABILITY=avx2, ONEDNN_MAX_CPU_ISA=AVX2), bf16 not "
-                        "native") != std::string::npos);
+  CHECK(capped_out.find("; CPU: ATen AVX2, oneDNN avx2 (ATEN_CPU_CAPABILITY=avx2, ONEDNN_MAX_CPU_ISA=AVX2), "
+                        "bf16 not native") != std::string::npos);
   const std::string diagnosis = capped["rows"][0]["diagnosis"];
   CHECK(diagnosis.find("optim.amp (bf16") == std::string::npos);
   CHECK(diagnosis.find("so optim.amp is not advised") != std::string::npos);

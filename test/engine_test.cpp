@@ -39,7 +39,8 @@ ExperimentConfig tiny() {
   cfg.optim.lr = 0.05;
   cfg.measure.warmup_steps = 1;
   cfg.measure.steps = 2;
-  cfg.measure.max_s = 3;  // a row's whole time, warm-up included: room for its first windows even on a busy machine
+  cfg.measure.max_s =
+      3;  // a row's whole time, warm-up included: room for its first windows even on a busy machine
   return cfg;
 }
 
@@ -76,7 +77,8 @@ std::map<std::string, bool> cpu_flags(const std::string& which) {
   std::map<std::string, bool> f;
   for (const char* x : {"sse4_1", "avx", "avx2", "fma3"}) f[x] = true;
   if (which == "zen3") return f;
-  for (const char* x : {"avx512_f", "avx512_bw", "avx512_vl", "avx512_dq", "avx512_vnni", "avx512_bf16"}) f[x] = true;
+  for (const char* x : {"avx512_f", "avx512_bw", "avx512_vl", "avx512_dq", "avx512_vnni", "avx512_bf16"})
+    f[x] = true;
   if (which == "zen4") return f;
   for (const char* x : {"avx_vnni", "avx512_fp16", "amx_tile", "amx_int8", "amx_bf16"}) f[x] = true;
   return f;
@@ -116,20 +118,22 @@ TEST_CASE("cpu_info: bf16 is native only where oneDNN may use it, and the verdic
   auto cpu = ptune::engine::describe_cpu(f);
   CHECK(cpu.bf16_native);
   CHECK_FALSE(cpu.amx);
-  CHECK(ptune::engine::summary(cpu) == "ATen AVX512, oneDNN avx512_core_bf16, bf16 native (avx512_bf16), 2 cores, 4 threads");
+  CHECK(ptune::engine::summary(cpu) ==
+        "ATen AVX512, oneDNN avx512_core_bf16, bf16 native (avx512_bf16), 2 cores, 4 threads");
   f.aten_cap = "avx2";
   f.onednn_cap = "AVX2";
   cpu = ptune::engine::describe_cpu(f);
   CHECK_FALSE(cpu.bf16_native);
   CHECK(cpu.caps == std::vector<std::string>{"ATEN_CPU_CAPABILITY=avx2", "ONEDNN_MAX_CPU_ISA=AVX2"});
   CHECK(ptune::engine::summary(cpu) ==
-        "ATen AVX2, oneDNN avx2 (ATEN_CPU_CAPABILITY=avx2, ONEDNN_MAX_CPU_ISA=AVX2), bf16 not native (capped), 2 cores, 4 threads");
+        "ATen AVX2, oneDNN avx2 (ATEN_CPU_CAPABILITY=avx2, ONEDNN_MAX_CPU_ISA=AVX2), bf16 not native "
+        "(capped), 2 cores, 4 threads");
   ptune::measure::Measurement m;
   m.compute_pct = 94;
   auto cfg = tiny();
   CHECK(ptune::measure::diagnose(m, cfg, {}, {}, cpu) ==
-        "compute-bound (94% in forward/backward/update) on fp32: ONEDNN_MAX_CPU_ISA=AVX2 keeps oneDNN from this "
-        "CPU's avx512_bf16, so optim.amp is not advised; try model.channels_last");
+        "compute-bound (94% in forward/backward/update) on fp32: ONEDNN_MAX_CPU_ISA=AVX2 keeps oneDNN from "
+        "this CPU's avx512_bf16, so optim.amp is not advised; try model.channels_last");
   // AVX-512 without BF16 instructions: oneDNN emulates bf16, which is not native.
   f.onednn_cap = "AVX512_CORE";
   CHECK_FALSE(ptune::engine::describe_cpu(f).bf16_native);
@@ -260,8 +264,9 @@ TEST_CASE("LibTorch's errors become one line: the message without backtrace or a
   }
   // A message of several lines (as CUDA's, with advice under it): the first, and where the rest is.
   try {
-    TORCH_CHECK(false, "CUDA error: an illegal memory access was encountered\n"
-                       "CUDA kernel errors might be asynchronously reported at some other API call.\n");
+    TORCH_CHECK(false,
+                "CUDA error: an illegal memory access was encountered\nCUDA kernel errors might be "
+                "asynchronously reported at some other API call.\n");
     FAIL("TORCH_CHECK did not throw");
   } catch (const c10::Error& e) {
     CHECK(ptune::torch_error_line(e) ==
@@ -287,10 +292,12 @@ TEST_CASE("CUDA-only options are clear errors without a GPU", "[engine]") {
                     Catch::StartsWith("optim.cudnn_benchmark needs a CUDA device; "));
   cfg.optim.cudnn_benchmark = false;
   cfg.optim.amp = "fp16";
-  CHECK_THROWS_WITH(Trainer(cfg, c10::Device(c10::kCPU)), Catch::StartsWith("optim.amp=fp16 needs a CUDA device; "));
+  CHECK_THROWS_WITH(Trainer(cfg, c10::Device(c10::kCPU)),
+                    Catch::StartsWith("optim.amp=fp16 needs a CUDA device; "));
   cfg.optim.amp = "off";
   cfg.optim.cuda_graphs = true;
-  CHECK_THROWS_WITH(Trainer(cfg, c10::Device(c10::kCPU)), Catch::StartsWith("optim.cuda_graphs needs a CUDA device; "));
+  CHECK_THROWS_WITH(Trainer(cfg, c10::Device(c10::kCPU)),
+                    Catch::StartsWith("optim.cuda_graphs needs a CUDA device; "));
   if (!torch::cuda::is_available()) {
     CHECK_THROWS_WITH(ptune::engine::resolve_device("cuda"),
                       "device: 'cuda' needs a CUDA device; none is visible (use \"cpu\" or \"auto\")");
@@ -327,10 +334,12 @@ TEST_CASE("measure: modes, warm-up excluded, loss reported", "[engine][measure]"
   cfg.loader.batch_size = 64;
   cfg.measure.mode = "train";
   CHECK_THROWS_WITH(ptune::measure::measure(cfg),
-                    "loader.batch_size: 64 is larger than the dataset's 32 samples with drop_last; lower it or raise data.num_samples");
+                    "loader.batch_size: 64 is larger than the dataset's 32 samples with drop_last; lower it "
+                    "or raise data.num_samples");
 }
 
-TEST_CASE("feeder: the batch is pulled, its copy queued, then the ready mark, then the device wait", "[engine]") {
+TEST_CASE("feeder: the batch is pulled, its copy queued, then the ready mark, then the device wait",
+          "[engine]") {
   // A fake copier logs the order; the CUDA copier runs the same Feeder::next. Nothing may
   // block on the loader between the ready mark and the wait (that time would count as copy).
   std::vector<std::string> log;
@@ -356,8 +365,8 @@ TEST_CASE("feeder: the batch is pulled, its copy queued, then the ready mark, th
     log.push_back("step " + std::to_string(b->index));
     CHECK(waited >= 0);
   }
-  CHECK(log == std::vector<std::string>{"pull 0", "copy 0", "ready", "wait 0", "step 0",
-                                        "pull 1", "copy 1", "ready", "wait 1", "step 1"});
+  CHECK(log == std::vector<std::string>{"pull 0", "copy 0", "ready", "wait 0", "step 0", "pull 1", "copy 1",
+                                        "ready", "wait 1", "step 1"});
 }
 
 TEST_CASE("warm-up: raised to what CUDA graphs and cuDNN autotuning need, with a note", "[engine][measure]") {
@@ -368,8 +377,9 @@ TEST_CASE("warm-up: raised to what CUDA graphs and cuDNN autotuning need, with a
   CHECK(note.empty());
   cfg.optim.cuda_graphs = true;
   CHECK(ptune::measure::warmup_steps(cfg, &note) == 4);
-  CHECK(note == "measure.warmup_steps raised from 2 to 4: optim.cuda_graphs runs 3 eager steps and captures "
-                "the graph in the next, which must not be timed");
+  CHECK(note ==
+        "measure.warmup_steps raised from 2 to 4: optim.cuda_graphs runs 3 eager steps and captures the "
+        "graph in the next, which must not be timed");
   cfg.measure.warmup_steps = 4;
   note.clear();
   CHECK(ptune::measure::warmup_steps(cfg, &note) == 4);
@@ -378,8 +388,9 @@ TEST_CASE("warm-up: raised to what CUDA graphs and cuDNN autotuning need, with a
   cfg.optim.cudnn_benchmark = true;
   cfg.measure.warmup_steps = 0;
   CHECK(ptune::measure::warmup_steps(cfg, &note) == 1);
-  CHECK(note == "measure.warmup_steps raised from 0 to 1: optim.cudnn_benchmark autotunes in the first step, "
-                "which must not be timed");
+  CHECK(note ==
+        "measure.warmup_steps raised from 0 to 1: optim.cudnn_benchmark autotunes in the first step, which "
+        "must not be timed");
   cfg.measure.mode = "data";  // no model: nothing to warm up for
   CHECK(ptune::measure::warmup_steps(cfg) == 0);
 }
@@ -389,8 +400,9 @@ TEST_CASE("fused SGD equals torch.optim.SGD's step, found_inf skips it bit for b
     double momentum, dampening, weight_decay;
     bool nesterov;
   };
-  const Case c = std::array<Case, 4>{Case{0.0, 0.0, 0.0, false}, Case{0.9, 0.0, 0.0, false},
-                                     Case{0.9, 0.0, 1e-4, false}, Case{0.9, 0.0, 5e-4, true}}[GENERATE(0, 1, 2, 3)];
+  const Case c =
+      std::array<Case, 4>{Case{0.0, 0.0, 0.0, false}, Case{0.9, 0.0, 0.0, false}, Case{0.9, 0.0, 1e-4, false},
+                          Case{0.9, 0.0, 5e-4, true}}[GENERATE(0, 1, 2, 3)];
   INFO("momentum " << c.momentum << " weight_decay " << c.weight_decay << " nesterov " << c.nesterov);
   torch::manual_seed(3);
   std::vector<at::Tensor> init = {torch::randn({64, 3, 3, 3}), torch::randn({64}), torch::randn({10, 64})};
@@ -400,13 +412,17 @@ TEST_CASE("fused SGD equals torch.optim.SGD's step, found_inf skips it bit for b
     return ps;
   };
   auto ref_params = make(), fused_params = make();
-  const auto options = torch::optim::SGDOptions(0.05).momentum(c.momentum).dampening(c.dampening)
-                           .weight_decay(c.weight_decay).nesterov(c.nesterov);
+  const auto options = torch::optim::SGDOptions(0.05)
+                           .momentum(c.momentum)
+                           .dampening(c.dampening)
+                           .weight_decay(c.weight_decay)
+                           .nesterov(c.nesterov);
   torch::optim::SGD ref(ref_params, options), fused(fused_params, options);
   auto momentum = [](torch::optim::SGD& opt, const at::Tensor& p) {
     auto& st = opt.state();
     auto it = st.find(p.unsafeGetTensorImpl());
-    return it == st.end() ? at::Tensor() : static_cast<torch::optim::SGDParamState&>(*it->second).momentum_buffer();
+    return it == st.end() ? at::Tensor()
+                          : static_cast<torch::optim::SGDParamState&>(*it->second).momentum_buffer();
   };
   for (int step = 0; step < 6; ++step) {
     INFO("step " << step);
@@ -429,7 +445,8 @@ TEST_CASE("fused SGD equals torch.optim.SGD's step, found_inf skips it bit for b
       for (size_t i = 0; i < init.size(); ++i) {
         CHECK(torch::equal(fused_params[i].detach(), before[i]));
         auto b = momentum(fused, fused_params[i]);
-        if (c.momentum != 0) CHECK(torch::equal(b, buf_before[i].defined() ? buf_before[i] : torch::zeros_like(b)));
+        if (c.momentum != 0)
+          CHECK(torch::equal(b, buf_before[i].defined() ? buf_before[i] : torch::zeros_like(b)));
       }
       continue;
     }
@@ -438,7 +455,8 @@ TEST_CASE("fused SGD equals torch.optim.SGD's step, found_inf skips it bit for b
       // The same arithmetic in one kernel: equal to rounding (the first clean step after the
       // inf one starts the buffer from zeros: 0 * momentum + grad, the same as PyTorch's copy).
       CHECK(torch::allclose(fused_params[i].detach(), ref_params[i].detach(), 1e-6, 1e-6));
-      if (c.momentum != 0) CHECK(torch::allclose(momentum(fused, fused_params[i]), momentum(ref, ref_params[i]), 1e-6, 1e-6));
+      if (c.momentum != 0)
+        CHECK(torch::allclose(momentum(fused, fused_params[i]), momentum(ref, ref_params[i]), 1e-6, 1e-6));
     }
   }
 }
@@ -460,7 +478,8 @@ TEST_CASE("diagnosis verdicts follow the documented thresholds", "[measure]") {
   ptune::measure::Measurement m;
   m.data_wait_pct = 62;
   m.compute_pct = 38;
-  CHECK(ptune::measure::diagnose(m, cfg) == "input-bound (62% waiting for data): raise loader.num_workers (now 0)");
+  CHECK(ptune::measure::diagnose(m, cfg) ==
+        "input-bound (62% waiting for data): raise loader.num_workers (now 0)");
   m.data_wait_pct = 5;
   m.h2d_pct = 25;
   m.compute_pct = 70;
@@ -474,8 +493,9 @@ TEST_CASE("diagnosis verdicts follow the documented thresholds", "[measure]") {
   m.system_time_pct = 27;
   m.page_faults_per_step = 13728;
   CHECK(ptune::measure::diagnose(m, cfg, {}, {}, true) ==
-        "allocator-bound (27% of the step in the kernel, 13728 page faults a step: glibc's malloc gives large blocks "
-        "back and the next step faults them in again): process.allocator jemalloc, tcmalloc or glibc_tuned");
+        "allocator-bound (27% of the step in the kernel, 13728 page faults a step: glibc's malloc gives "
+        "large blocks back and the next step faults them in again): process.allocator jemalloc, tcmalloc or "
+        "glibc_tuned");
   auto tuned = cfg;
   tuned.process.allocator = "tcmalloc";
   CHECK(ptune::measure::diagnose(m, tuned, {}, {}, true).rfind("compute-bound", 0) == 0);
@@ -487,8 +507,8 @@ TEST_CASE("diagnosis verdicts follow the documented thresholds", "[measure]") {
   m.peak_mem_bytes = 15;
   m.device_mem_bytes = 100;
   CHECK(ptune::measure::diagnose(m, cfg) ==
-        "launch-bound (GPU busy 55%, the host cannot feed kernels fast enough): optim.cuda_graphs; "
-        "memory 15% used: raise loader.batch_size");
+        "launch-bound (GPU busy 55%, the host cannot feed kernels fast enough): optim.cuda_graphs; memory "
+        "15% used: raise loader.batch_size");
   m.gpu_busy_pct = 97;
   m.peak_mem_bytes = 80;
   cfg.optim.amp = "bf16";
@@ -538,9 +558,10 @@ TEST_CASE("train: checkpoints, resume equals an uninterrupted run, weights expor
   torch::NoGradGuard no_grad;
   while (auto b = loader.next()) {
     auto logits = t.model()->forward(b->images);
-    loss_sum += torch::nn::functional::cross_entropy(
-                    logits, b->labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
-                    .item<double>();
+    loss_sum +=
+        torch::nn::functional::cross_entropy(
+            logits, b->labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+            .item<double>();
     correct += logits.argmax(1).eq(b->labels).sum().item<double>();
   }
   CHECK(ev.loss == Approx(loss_sum / 24).epsilon(1e-6));
@@ -551,7 +572,9 @@ TEST_CASE("convergence: loss curves compared over their last quarter", "[measure
   std::vector<double> ref = {2.3, 2.2, 2.1, 2.0, 1.9, 1.8, 1.7, 1.6};
   auto same = ptune::measure::compare_convergence(ref, ref);
   CHECK(!same.altered);
-  CHECK(same.text == "convergence unchanged: mean loss 1.6500 over steps 7-8 vs 1.6500 in the first row (+0.0%, tolerance 10%)");
+  CHECK(same.text ==
+        "convergence unchanged: mean loss 1.6500 over steps 7-8 vs 1.6500 in the first row (+0.0%, tolerance "
+        "10%)");
   std::vector<double> slower = {2.3, 2.3, 2.3, 2.3, 2.3, 2.3, 2.0, 2.0};
   auto v = ptune::measure::compare_convergence(slower, ref);
   CHECK(v.altered);

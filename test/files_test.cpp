@@ -41,7 +41,8 @@ std::string message_of(const std::function<void()>& f) {
 
 }  // namespace
 
-TEST_CASE("two writers of one file: every read sees one whole version, no temporary file is left", "[files]") {
+TEST_CASE("two writers of one file: every read sees one whole version, no temporary file is left",
+          "[files]") {
   TempDir dir;
   const std::string path = dir.file("results.json");
   const std::string a(200000, 'a'), b(300000, 'b');
@@ -92,15 +93,17 @@ TEST_CASE("failed writes name the file and the key, and leave no temporary file"
         "cannot write --out '" + dir.file("a-file/out.json") + "': Not a directory");
   CHECK(message_of([&] { ptune::files::write_atomically(dir.path.string(), "--out", "x"); }) ==
         "cannot write --out '" + dir.path.string() + "': it is a folder");
-  CHECK(message_of([&] { ptune::files::check_writable("", "--out"); }) == "--out: an empty path; name a file");
+  CHECK(message_of([&] { ptune::files::check_writable("", "--out"); }) ==
+        "--out: an empty path; name a file");
   CHECK(message_of([&] { ptune::files::check_writable(dir.file("none/r.json"), "--out"); }) ==
         "--out: folder '" + dir.file("none") + "' does not exist");
   CHECK(message_of([&] { ptune::files::check_writable(dir.file("a-file/r.json"), "--save-weights"); }) ==
         "--save-weights: '" + dir.file("a-file") + "' is not a folder");
   CHECK(message_of([&] { ptune::files::check_writable(dir.path.string(), "--out"); }) ==
         "--out: '" + dir.path.string() + "' is a folder; name a file");
-  CHECK(message_of([&] { ptune::files::prepare_folder(dir.file("a-file/ck"), "train.checkpoint_dir"); })
-            .rfind("train.checkpoint_dir: cannot create folder '" + dir.file("a-file/ck") + "': ", 0) == 0);
+  CHECK(message_of([&] {
+          ptune::files::prepare_folder(dir.file("a-file/ck"), "train.checkpoint_dir");
+        }).rfind("train.checkpoint_dir: cannot create folder '" + dir.file("a-file/ck") + "': ", 0) == 0);
 
   // A full disk: a 64 KiB tmpfs, where this test may mount one (root, a mount namespace).
   const std::string small = dir.file("small");
@@ -114,12 +117,14 @@ TEST_CASE("failed writes name the file and the key, and leave no temporary file"
     ~Unmount() { ::umount(at.c_str()); }
   } unmount{small};
   const std::string out = small + "/w.pt";
-  CHECK(message_of([&] { ptune::files::write_atomically(out, "--save-weights", std::string(1 << 20, 'w')); }) ==
-        "cannot write --save-weights '" + out + "': No space left on device");
+  CHECK(message_of([&] {
+          ptune::files::write_atomically(out, "--save-weights", std::string(1 << 20, 'w'));
+        }) == "cannot write --save-weights '" + out + "': No space left on device");
   CHECK(listing(small).empty());  // the temporary file is gone
 }
 
-TEST_CASE("the second Ctrl-C's clean-up removes the temporary file of a write under way, and only that", "[files]") {
+TEST_CASE("the second Ctrl-C's clean-up removes the temporary file of a write under way, and only that",
+          "[files]") {
   TempDir dir;
   const std::string out = dir.file("w.pt");
   ptune::files::write_atomically(out, "--save-weights", "old");

@@ -48,7 +48,8 @@ TEST_CASE("flops: every architecture against FlopCounterMode", "[flops][python]"
   const int64_t size = 32, classes = 10;
   std::string archs;
   for (const auto& a : ptune::models::architectures()) archs += " " + a;
-  auto ref = ptune::test::run(python() + "flops_ref.py' " + std::to_string(size) + " " + std::to_string(classes) + archs);
+  auto ref = ptune::test::run(python() + "flops_ref.py' " + std::to_string(size) + " " +
+                              std::to_string(classes) + archs);
   INFO(ref.err);
   REQUIRE(ref.code == 0);
   const auto j = nlohmann::json::parse(ref.out);
@@ -122,8 +123,8 @@ TEST_CASE("peak: the CPU calibration agrees with torch.mm timed in Python", "[pe
       const auto c = ptune::measure::calibrate(cpu, precision);
       ours.push_back(c.flops_per_s);
       CHECK(c.threads == 1);
-      auto py = ptune::test::run(python() + "mm_rate.py' " + std::to_string(c.n) + " " + std::to_string(c.reps) + " 1 " +
-                                 precision);
+      auto py = ptune::test::run(python() + "mm_rate.py' " + std::to_string(c.n) + " " +
+                                 std::to_string(c.reps) + " 1 " + precision);
       INFO(py.err);
       REQUIRE(py.code == 0);
       theirs.push_back(std::stod(py.out));
@@ -145,8 +146,10 @@ TEST_CASE("peak: a calibrated peak is cached per machine, threads and precision"
   const c10::Device cpu(c10::kCPU);
   const auto first = ptune::measure::machine_peak(cpu, "fp32");
   const auto again = ptune::measure::machine_peak(cpu, "fp32");
-  if (old) ::setenv("PTUNE_CACHE", saved.c_str(), 1);
-  else ::unsetenv("PTUNE_CACHE");
+  if (old)
+    ::setenv("PTUNE_CACHE", saved.c_str(), 1);
+  else
+    ::unsetenv("PTUNE_CACHE");
   CHECK(first.flops_per_s > 0);
   CHECK(again.flops_per_s == first.flops_per_s);  // one figure per key in a process
   CHECK(again.source == first.source);
@@ -165,14 +168,18 @@ TEST_CASE("peak: a calibrated peak is cached per machine, threads and precision"
 
 TEST_CASE("peak rule: a compute-bound row near the peak or far from it is told so", "[peak]") {
   using ptune::measure::with_peak;
-  const std::string compute = "compute-bound (97% in forward/backward/update) on fp32: try model.channels_last";
-  CHECK(with_peak(compute, 72.4, "bf16") ==
-        compute + "; at 72% of the bf16 peak the next gains from settings are small: a cheaper model or more hardware "
-                  "is what is left");
-  CHECK(with_peak(compute, 60.0, "fp32").find("; at 60% of the fp32 peak the next gains") != std::string::npos);
-  CHECK(with_peak(compute, 8.2, "fp32").rfind(compute + "; at 8% of the fp32 peak the arithmetic units are mostly idle", 0) == 0);
-  CHECK(with_peak(compute, 8.2, "fp32").find("measure.profile shows which operators take the time") != std::string::npos);
-  CHECK(with_peak(compute, 35.0, "fp32") == compute);     // between the two: nothing to add
+  const std::string compute =
+      "compute-bound (97% in forward/backward/update) on fp32: try model.channels_last";
+  CHECK(with_peak(compute, 72.4, "bf16") == compute +
+                                                "; at 72% of the bf16 peak the next gains from settings are "
+                                                "small: a cheaper model or more hardware is what is left");
+  CHECK(with_peak(compute, 60.0, "fp32").find("; at 60% of the fp32 peak the next gains") !=
+        std::string::npos);
+  CHECK(with_peak(compute, 8.2, "fp32")
+            .rfind(compute + "; at 8% of the fp32 peak the arithmetic units are mostly idle", 0) == 0);
+  CHECK(with_peak(compute, 8.2, "fp32").find("measure.profile shows which operators take the time") !=
+        std::string::npos);
+  CHECK(with_peak(compute, 35.0, "fp32") == compute);      // between the two: nothing to add
   CHECK(with_peak(compute, std::nullopt, "") == compute);  // no peak (a data row, an uncounted model)
   const std::string input = "input-bound (62% waiting for data): raise loader.num_workers (now 0)";
   CHECK(with_peak(input, 5.0, "fp32") == input);  // the input, not the arithmetic, holds it back

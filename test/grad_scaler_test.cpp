@@ -26,8 +26,8 @@ struct Toy {
 };
 
 /// Backward of scaler.scale(loss), then optionally poisons grad[index] with `poison`.
-void backward(GradScaler& scaler, torch::optim::Optimizer& opt, const Toy& toy,
-              float poison = 0.0f, int64_t index = 0) {
+void backward(GradScaler& scaler, torch::optim::Optimizer& opt, const Toy& toy, float poison = 0.0f,
+              int64_t index = 0) {
   opt.zero_grad();
   scaler.scale(toy.loss()).backward();
   if (poison != 0.0f) {
@@ -187,17 +187,16 @@ TEST_CASE("training with the scaler equals training without", "[grad_scaler]") {
   }
 }
 
-TEST_CASE("step_masked matches step for clean steps and is a no-op for inf steps",
-          "[grad_scaler]") {
+TEST_CASE("step_masked matches step for clean steps and is a no-op for inf steps", "[grad_scaler]") {
   struct Case {
     double momentum, dampening, weight_decay;
     bool nesterov;
   };
-  const Case c = std::array<Case, 4>{Case{0.0, 0.0, 0.0, false}, Case{0.9, 0.0, 0.0, false},
-                                     Case{0.9, 0.1, 0.01, false},
-                                     Case{0.9, 0.0, 0.01, true}}[GENERATE(0, 1, 2, 3)];
-  INFO("momentum " << c.momentum << " dampening " << c.dampening << " weight_decay "
-                   << c.weight_decay << " nesterov " << c.nesterov);
+  const Case c =
+      std::array<Case, 4>{Case{0.0, 0.0, 0.0, false}, Case{0.9, 0.0, 0.0, false}, Case{0.9, 0.1, 0.01, false},
+                          Case{0.9, 0.0, 0.01, true}}[GENERATE(0, 1, 2, 3)];
+  INFO("momentum " << c.momentum << " dampening " << c.dampening << " weight_decay " << c.weight_decay
+                   << " nesterov " << c.nesterov);
   auto sgd_options = torch::optim::SGDOptions(0.5)
                          .momentum(c.momentum)
                          .dampening(c.dampening)
@@ -247,8 +246,7 @@ TEST_CASE("step_masked matches step for clean steps and is a no-op for inf steps
   }
 }
 
-TEST_CASE("step_masked on an inf first step: zero buffer, next step acts as a first step",
-          "[grad_scaler]") {
+TEST_CASE("step_masked on an inf first step: zero buffer, next step acts as a first step", "[grad_scaler]") {
   Toy eager_toy, masked_toy;
   auto sgd_options = torch::optim::SGDOptions(0.5).momentum(0.9);
   torch::optim::SGD eager_opt({eager_toy.p}, sgd_options);
@@ -328,10 +326,9 @@ TEST_CASE("scale sequence and params match torch.amp.GradScaler", "[grad_scaler]
   //   p = [-3.35, -2.3625]; after all ten PyTorch prints p = [-33.5700798034668,
   //   -4.880839824676514], buf = [15.651092529296875, 1.3042576313018799].
   enum Kind { kClean, kInfStep, kNaNStep };
-  const std::vector<Kind> pattern{kClean, kClean, kInfStep, kClean, kClean,
+  const std::vector<Kind> pattern{kClean, kClean,   kInfStep, kClean, kClean,
                                   kClean, kNaNStep, kInfStep, kClean, kClean};
-  const std::vector<double> scales{65536,  131072, 65536, 65536, 131072,
-                                   131072, 65536,  32768, 32768, 65536};
+  const std::vector<double> scales{65536, 131072, 65536, 65536, 131072, 131072, 65536, 32768, 32768, 65536};
   const std::vector<int64_t> trackers{1, 0, 0, 1, 0, 1, 0, 0, 1, 0};
   const bool masked = GENERATE(false, true);
   Toy toy;
@@ -362,9 +359,8 @@ TEST_CASE("scale sequence and params match torch.amp.GradScaler", "[grad_scaler]
   }
   CHECK(torch::equal(toy.p.detach(), torch::tensor({static_cast<float>(-33.5700798034668),
                                                     static_cast<float>(-4.880839824676514)})));
-  CHECK(torch::equal(momentum_buffer(opt, toy.p),
-                     torch::tensor({static_cast<float>(15.651092529296875),
-                                    static_cast<float>(1.3042576313018799)})));
+  CHECK(torch::equal(momentum_buffer(opt, toy.p), torch::tensor({static_cast<float>(15.651092529296875),
+                                                                 static_cast<float>(1.3042576313018799)})));
 }
 
 TEST_CASE("state_dict and archive round-trip", "[grad_scaler]") {

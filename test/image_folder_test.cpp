@@ -103,8 +103,10 @@ const Reference& reference() {
         int64_t size;
         ls >> rel >> size;
         std::vector<int> v = read_ints(ls, 3 * size * size);
-        if (kind == "eval") r.evals.push_back({rel, size, v, {}});
-        else r.evals.back().chw_pil = v;
+        if (kind == "eval")
+          r.evals.push_back({rel, size, v, {}});
+        else
+          r.evals.back().chw_pil = v;
       } else if (kind == "crop") {
         Reference::Crop c;
         ls >> c.rel >> c.box.top >> c.box.left >> c.box.height >> c.box.width >> c.size;
@@ -221,12 +223,12 @@ TEST_CASE("image_folder: JPEG and PNG decode to PIL's RGB", "[image_folder]") {
 
 TEST_CASE("image_folder: JPEG DCT scaling picks the smallest scale that is large enough", "[image_folder]") {
   using P = std::pair<int64_t, int64_t>;
-  CHECK(jpeg_scaled_size(30, 40, 0, 0) == P{30, 40});    // 0: full size
+  CHECK(jpeg_scaled_size(30, 40, 0, 0) == P{30, 40});  // 0: full size
   CHECK(jpeg_scaled_size(30, 40, 30, 40) == P{30, 40});
-  CHECK(jpeg_scaled_size(30, 40, 60, 80) == P{30, 40});  // never upscaled
-  CHECK(jpeg_scaled_size(30, 40, 7, 10) == P{8, 10});    // 1/4: ceil(7.5) x 10
-  CHECK(jpeg_scaled_size(30, 40, 16, 21) == P{19, 25});  // 5/8 (1/2 gives 15 rows < 16)
-  CHECK(jpeg_scaled_size(30, 40, 1, 1) == P{4, 5});      // 1/8
+  CHECK(jpeg_scaled_size(30, 40, 60, 80) == P{30, 40});        // never upscaled
+  CHECK(jpeg_scaled_size(30, 40, 7, 10) == P{8, 10});          // 1/4: ceil(7.5) x 10
+  CHECK(jpeg_scaled_size(30, 40, 16, 21) == P{19, 25});        // 5/8 (1/2 gives 15 rows < 16)
+  CHECK(jpeg_scaled_size(30, 40, 1, 1) == P{4, 5});            // 1/8
   CHECK(jpeg_scaled_size(375, 500, 256, 341) == P{282, 375});  // ImageNet-like -> eval 256: 3/4
 
   // The 1/4-scale decode is libjpeg's, as Pillow's draft mode gets it.
@@ -250,7 +252,7 @@ TEST_CASE("image_folder: eval transform is torchvision's Resize + CenterCrop", "
   CHECK(eval_resize_size(7) == 8);
   CHECK(resize_short_side(30, 40, 18) == std::pair<int64_t, int64_t>{18, 24});
   CHECK(resize_short_side(20, 16, 9) == std::pair<int64_t, int64_t>{11, 9});  // int(11.25)
-  CHECK(center_crop_box(8, 10, 7, 7) == CropBox{0, 2, 7, 7});   // round(0.5) = 0, round(1.5) = 2
+  CHECK(center_crop_box(8, 10, 7, 7) == CropBox{0, 2, 7, 7});       // round(0.5) = 0, round(1.5) = 2
   CHECK(center_crop_box(15, 20, 13, 13) == CropBox{1, 4, 13, 13});  // round(3.5) = 4
 
   const Reference& ref = reference();
@@ -276,8 +278,8 @@ TEST_CASE("image_folder: resized crops match torchvision's resized_crop", "[imag
   const Reference& ref = reference();
   REQUIRE(ref.crops.size() == 3);
   for (const auto& c : ref.crops) {
-    INFO("box " << c.box.top << " " << c.box.left << " " << c.box.height << "x" << c.box.width
-                << " -> " << c.size);
+    INFO("box " << c.box.top << " " << c.box.left << " " << c.box.height << "x" << c.box.width << " -> "
+                << c.size);
     std::vector<uint8_t> out(static_cast<size_t>(3 * c.size * c.size));
     resized_crop(img, c.box, c.size, c.size, out.data());
     CHECK(max_abs_diff(out, c.chw) <= kResizeTolerance);
@@ -369,8 +371,9 @@ TEST_CASE("image_folder: DCT-scaled JPEG decoding keeps the crop where it was", 
     SplitMix64 rng(seed);
     const CropBox box = random_resized_crop_box(h, w, rng);
     const bool flip = rng.uniform() < 0.5;
-    scaled += jpeg_scaled_size(h, w, (out * h + box.height - 1) / box.height,
-                               (out * w + box.width - 1) / box.width).first < h;
+    scaled +=
+        jpeg_scaled_size(h, w, (out * h + box.height - 1) / box.height, (out * w + box.width - 1) / box.width)
+            .first < h;
     std::vector<uint8_t> expected(3 * out * out), got(3 * out * out);
     resized_crop(full, box, out, out, expected.data());
     if (flip) flip_horizontal(expected.data(), 3, out, out);
@@ -430,7 +433,8 @@ TEST_CASE("image_folder: unreadable files and folders", "[image_folder]") {
     std::string bytes((std::istreambuf_iterator<char>(in)), {});
     REQUIRE(bytes.substr(2, 2) == "\xFF\xE0");
     const size_t app0_end = 4 + (uint8_t(bytes[4]) << 8 | uint8_t(bytes[5]));
-    const std::string p = s.write("good/extra.jpg", bytes.substr(0, app0_end) + "ab" + bytes.substr(app0_end));
+    const std::string p =
+        s.write("good/extra.jpg", bytes.substr(0, app0_end) + "ab" + bytes.substr(app0_end));
     const std::string cut = s.copy("a_rgb/rgb.jpg", "bad/cut.jpg", 700);
     for (int rep = 0; rep < 2; ++rep) {
       CHECK_THROWS_WITH(decode_file(cut), cut + ": Premature end of JPEG file");
@@ -449,7 +453,8 @@ TEST_CASE("image_folder: unreadable files and folders", "[image_folder]") {
   SECTION("class folder without images") {
     s.mkdir("empty");
     s.write("empty/readme.txt", "no images here");
-    const std::string msg = "image_folder: class folder '" + s.path("empty") + "' has no images (.jpg, .jpeg, .png)";
+    const std::string msg =
+        "image_folder: class folder '" + s.path("empty") + "' has no images (.jpg, .jpeg, .png)";
     CHECK(data_error(options(root, 8, ImageTransform::kTrain, bad)) == msg);
     CHECK(data_error(options(root, 8, ImageTransform::kTrain, skip)) == msg);
   }
@@ -490,8 +495,8 @@ TEST_CASE("image_folder: decompression bombs and lying JPEG headers are bad file
   SECTION("a 40x30 image claiming 65500x65500: refused from the header, nothing decoded") {
     const std::string p = jpeg_claiming("bad/bomb.jpg", 65500, 65500);
     CHECK(data_error(options(root, 8, ImageTransform::kTrain)) ==
-          p + ": 65500x65500 is 4290250000 pixels, over data.max_image_pixels (178956970): refused as a possible "
-              "decompression bomb; raise data.max_image_pixels if the image is real");
+          p + ": 65500x65500 is 4290250000 pixels, over data.max_image_pixels (178956970): refused as a "
+              "possible decompression bomb; raise data.max_image_pixels if the image is real");
   }
   SECTION("a header larger than its data: the data runs out") {
     const std::string p = jpeg_claiming("bad/liar.jpg", 300, 400);
@@ -501,9 +506,10 @@ TEST_CASE("image_folder: decompression bombs and lying JPEG headers are bad file
   SECTION("the limit is configurable and applies to PNG too") {
     auto o = options(root, 8, ImageTransform::kEval);
     o.max_pixels = 1199;
-    CHECK(data_error(o) == s.path("good/rgb.png") +
-                               ": 40x30 is 1200 pixels, over data.max_image_pixels (1199): refused as a possible "
-                               "decompression bomb; raise data.max_image_pixels if the image is real");
+    CHECK(data_error(o) ==
+          s.path("good/rgb.png") +
+              ": 40x30 is 1200 pixels, over data.max_image_pixels (1199): refused as a possible "
+              "decompression bomb; raise data.max_image_pixels if the image is real");
     o.max_pixels = 1200;  // the remembered verdict is per limit
     CHECK(ImageFolder(o).size() == 1);
   }
@@ -523,7 +529,8 @@ TEST_CASE("image_folder: a folder is decoded once per process, changed files aga
   CHECK(ImageFolder::files_decoded_by_checks() - before == 3);
   CHECK(second.size() == 2);
   CHECK(second.skipped() == first.skipped());
-  CHECK(data_error(options(root, 8, ImageTransform::kTrain, OnBadFile::kError)) == cut + ": Premature end of JPEG file");
+  CHECK(data_error(options(root, 8, ImageTransform::kTrain, OnBadFile::kError)) ==
+        cut + ": Premature end of JPEG file");
   // The truncated file repaired: its size changed, so it is decoded again and now counts.
   s.copy("a_rgb/rgb.jpg", "bad/cut.jpg");
   ImageFolder third(options(root, 8, ImageTransform::kTrain, OnBadFile::kError));
@@ -554,7 +561,7 @@ TEST_CASE("image_folder: loader batches are identical for 0, 1 and 3 workers", "
     return out;
   };
   const std::vector<at::Tensor> ref = run(0);
-  REQUIRE(ref.size() == 2 * 2 * 4);  // 2 epochs x 4 batches (10 samples, 3 a batch) x images+labels
+  REQUIRE(ref.size() == 2 * 2 * 4);           // 2 epochs x 4 batches (10 samples, 3 a batch) x images+labels
   CHECK_FALSE(torch::equal(ref[0], ref[8]));  // epochs differ (order and augmentation)
   for (int64_t workers : {1, 3}) {
     const std::vector<at::Tensor> got = run(workers);
@@ -587,8 +594,9 @@ TEST_CASE("image_folder: make_dataset builds it from the config", "[image_folder
   CHECK_THROWS_AS(ptune::engine::make_dataset(cfg), ptune::ConfigError);
 }
 
-TEST_CASE("image_folder: a JPEG cut inside its Huffman table is skipped alone and the good files after it decode",
-          "[image_folder]") {
+TEST_CASE(
+    "image_folder: a JPEG cut inside its Huffman table is skipped alone and the good files after it decode",
+    "[image_folder]") {
   // rgb.jpg's segments: DHT at 177, 210, 393 and 426; 400 bytes end inside the third table.
   // TurboJPEG leaves its decompressor mid-read after such a file: reused, it failed the good
   // files read after it on the same thread ("Bogus Huffman table definition").
@@ -624,6 +632,7 @@ TEST_CASE("image_folder: a FIFO or a device named .jpg is a bad file, never wait
   CHECK_THROWS_WITH(read_file(fifo), fifo + ": not a regular file (a FIFO, a device or a socket)");
   ImageFolder f(options(s.root.string(), 8, ImageTransform::kTrain, OnBadFile::kSkip));
   CHECK(f.size() == 1);
-  CHECK(f.skipped() == std::vector<std::string>{fifo + ": not a regular file (a FIFO, a device or a socket)",
-                                                zero + ": not a regular file (a FIFO, a device or a socket)"});
+  CHECK(f.skipped() ==
+        std::vector<std::string>{fifo + ": not a regular file (a FIFO, a device or a socket)",
+                                 zero + ": not a regular file (a FIFO, a device or a socket)"});
 }

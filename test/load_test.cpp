@@ -37,8 +37,10 @@ class Env {
   Env& operator=(const Env&) = delete;
   ~Env() {
     for (auto it = saved_.rbegin(); it != saved_.rend(); ++it) {
-      if (it->second) ::setenv(it->first.c_str(), it->second->c_str(), 1);
-      else ::unsetenv(it->first.c_str());
+      if (it->second)
+        ::setenv(it->first.c_str(), it->second->c_str(), 1);
+      else
+        ::unsetenv(it->first.c_str());
     }
   }
 
@@ -192,15 +194,18 @@ TEST_CASE("a throttled GPU is noted with its SM clock and reasons, and is not lo
   REQUIRE(r.gpu_notes.size() == 1);
   CHECK(r.gpu_notes[0] == "SM clock 1410 of 1980 MHz; throttled: power cap");
   CHECK(r.under_load == cpu_under_load(r));
-  CHECK(ends_with(r.summary(), ", 0 other processes on the GPU, SM clock 1410 of 1980 MHz; throttled: power cap"));
+  CHECK(ends_with(r.summary(),
+                  ", 0 other processes on the GPU, SM clock 1410 of 1980 MHz; throttled: power cap"));
 
   SECTION("several reasons") {
     env.set("PTUNE_FAKE_NVML_REASONS", "0x45");  // GpuIdle, SwPowerCap, HwThermalSlowdown
-    CHECK(sample(0).gpu_notes == std::vector<std::string>{
-                                     "SM clock 1410 of 1980 MHz; throttled: power cap and hardware thermal slowdown"});
+    CHECK(sample(0).gpu_notes ==
+          std::vector<std::string>{
+              "SM clock 1410 of 1980 MHz; throttled: power cap and hardware thermal slowdown"});
   }
   SECTION("settings are not slowdowns") {
-    env.set("PTUNE_FAKE_NVML_REASONS", "0x113");  // GpuIdle, ApplicationsClocksSetting, SyncBoost, DisplayClockSetting
+    env.set("PTUNE_FAKE_NVML_REASONS",
+            "0x113");  // GpuIdle, ApplicationsClocksSetting, SyncBoost, DisplayClockSetting
     CHECK(sample(0).gpu_notes.empty());
   }
   SECTION("no clocks where the driver does not tell them") {
@@ -220,7 +225,8 @@ TEST_CASE("throttle reasons in words", "[load]") {
   CHECK(gpu_slowdown_text(0) == "");
   CHECK(gpu_slowdown_text(0x1 | 0x2 | 0x10 | 0x100) == "");
   CHECK(gpu_slowdown_text(0x4) == "power cap");
-  CHECK(gpu_slowdown_text(0x8 | 0x20 | 0x80) == "hardware slowdown and software thermal slowdown and power brake");
+  CHECK(gpu_slowdown_text(0x8 | 0x20 | 0x80) ==
+        "hardware slowdown and software thermal slowdown and power brake");
 }
 
 TEST_CASE("CUDA_VISIBLE_DEVICES maps the CUDA index to the driver's device", "[load]") {
@@ -234,7 +240,7 @@ TEST_CASE("CUDA_VISIBLE_DEVICES maps the CUDA index to the driver's device", "[l
   };
   // (A CUDA machine names its devices by UUID first; the stand-in knows none of those, so
   // the mapping below is what is left, there as here.)
-  CHECK(read_for(1) == 1);  // unset: the same index
+  CHECK(read_for(1) == 1);   // unset: the same index
   CHECK(read_for(4) == -1);  // the stand-in has 4 devices
   env.set("CUDA_VISIBLE_DEVICES", "3,1");
   CHECK(read_for(0) == 3);

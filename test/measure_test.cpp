@@ -37,7 +37,8 @@ std::vector<Span> annotations(const Json& trace) {
   std::vector<Span> out;
   for (auto& e : trace["traceEvents"])
     if (e.value("cat", "") == "user_annotation" && e.value("ph", "") == "X")
-      out.push_back({e["name"].get<std::string>(), e["ts"].get<double>(), e["ts"].get<double>() + e["dur"].get<double>()});
+      out.push_back({e["name"].get<std::string>(), e["ts"].get<double>(),
+                     e["ts"].get<double>() + e["dur"].get<double>()});
   std::sort(out.begin(), out.end(), [](const Span& a, const Span& b) { return a.begin < b.begin; });
   return out;
 }
@@ -60,7 +61,8 @@ ptune::config::ExperimentConfig tiny_row(const std::string& out_dir) {
 
 /// Profiles `cfg` into `folder` and returns the trace written, checking what every ptune trace
 /// holds: its file name, traceName, no ERROR, the "ptune" metadata.
-Json profile_and_read(const ptune::config::ExperimentConfig& cfg, const std::string& folder, const std::string& row) {
+Json profile_and_read(const ptune::config::ExperimentConfig& cfg, const std::string& folder,
+                      const std::string& row) {
   const ProfileResult r = profile(cfg, 1.0, {folder, row, {{"x", 1}}});
   REQUIRE(!r.trace_path.empty());
   CHECK(std::filesystem::path(r.trace_path).parent_path() == std::filesystem::path(folder));
@@ -117,18 +119,19 @@ TEST_CASE("row names become folder names", "[measure]") {
 }
 
 TEST_CASE("a trace's top level: traceName named, ERROR dropped, events untouched", "[measure]") {
-  const std::string kineto = "\n  {\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [\n  ],\n"
-                             "  \"ptune\": {\"row\": \"a]b\\\"}\"},\n"
-                             "  \"traceEvents\": [\n  {\"ph\": \"X\", \"name\": \"x{[\", \"ts\": 1.500, \"dur\": 2}\n  ],\n"
-                             "      \"ERROR\": [\"ERROR:1 DeviceProperties.cpp:48] gpuGetDeviceCount failed\"],\n"
-                             "  \"traceName\": \"/tmp/x/tmp.abc123\"\n}";
+  const std::string kineto =
+      "\n  {\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [\n  ],\n  \"ptune\": {\"row\": "
+      "\"a]b\\\"}\"},\n  \"traceEvents\": [\n  {\"ph\": \"X\", \"name\": \"x{[\", \"ts\": 1.500, \"dur\": "
+      "2}\n  ],\n      \"ERROR\": [\"ERROR:1 DeviceProperties.cpp:48] gpuGetDeviceCount failed\"],\n  "
+      "\"traceName\": \"/tmp/x/tmp.abc123\"\n}";
   const auto fixed = Json::parse(finalize_trace_text(kineto, "/runs/a \"b\"/h_1.2.pt.trace.json", true));
   CHECK(fixed["traceName"] == "/runs/a \"b\"/h_1.2.pt.trace.json");
   CHECK(!fixed.contains("ERROR"));
   CHECK(fixed["ptune"]["row"] == "a]b\"}");
   CHECK(fixed["traceEvents"][0]["name"] == "x{[");
   CHECK(fixed["schemaVersion"] == 1);
-  CHECK(Json::parse(finalize_trace_text(kineto, "t", false)).contains("ERROR"));  // a CUDA recording keeps them
+  CHECK(
+      Json::parse(finalize_trace_text(kineto, "t", false)).contains("ERROR"));  // a CUDA recording keeps them
   CHECK(Json::parse(finalize_trace_text("{\"traceEvents\": []}", "t", true))["traceName"] == "t");
   CHECK(finalize_trace_text("not json", "t", true) == "not json");
   CHECK(finalize_trace_text("{\"a\": [1, 2}", "t", true) == "{\"a\": [1, 2}");
@@ -171,19 +174,22 @@ TEST_CASE("a recorder writes the metadata it is given", "[measure]") {
   CHECK(!trace.contains("ptune"));
 }
 
-TEST_CASE("a profiled train row has a ProfilerStep per step with the loader, forward, backward and update in it", "[measure]") {
+TEST_CASE(
+    "a profiled train row has a ProfilerStep per step with the loader, forward, backward and update in it",
+    "[measure]") {
   ptune::test::TempDir dir;
   auto cfg = tiny_row(dir.file("runs"));
   const std::string folder = dir.file("runs/trace-test/00-base");
   std::filesystem::create_directories(folder);
-  ptune::test::TempDir::write_to(folder + "/trace.json", "{}");                  // an older ptune's
-  ptune::test::TempDir::write_to(folder + "/old_1.2.pt.trace.json", "{}");       // an earlier run's
-  ptune::test::TempDir::write_to(folder + "/notes.txt", "mine");                 // not a trace: kept
+  ptune::test::TempDir::write_to(folder + "/trace.json", "{}");             // an older ptune's
+  ptune::test::TempDir::write_to(folder + "/old_1.2.pt.trace.json", "{}");  // an earlier run's
+  ptune::test::TempDir::write_to(folder + "/notes.txt", "mine");            // not a trace: kept
   const Json trace = profile_and_read(cfg, folder, "base");
   CHECK(trace["ptune"]["mode"] == "train");
   CHECK(trace["ptune"]["warmup_steps"] == 1);
   size_t traces = 0;
-  for (auto& e : std::filesystem::directory_iterator(folder)) traces += is_trace_file_name(e.path().filename().string());
+  for (auto& e : std::filesystem::directory_iterator(folder))
+    traces += is_trace_file_name(e.path().filename().string());
   CHECK(traces == 1);
   CHECK(!std::filesystem::exists(folder + "/trace.json"));
   CHECK(std::filesystem::exists(folder + "/notes.txt"));
@@ -251,11 +257,13 @@ TEST_CASE("a recording leaves no profiler thread running", "[measure]") {
   // it finishes. (Run alone, as ctest runs each case: in one process with the other cases, an
   // earlier recording has started and stopped it already.)
   auto threads = [] {
-    return std::distance(std::filesystem::directory_iterator("/proc/self/task"), std::filesystem::directory_iterator{});
+    return std::distance(std::filesystem::directory_iterator("/proc/self/task"),
+                         std::filesystem::directory_iterator{});
   };
   // A joined thread leaves /proc a moment after join() returns.
   auto settled = [&](std::ptrdiff_t n) {
-    for (int i = 0; i < 100 && threads() != n; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    for (int i = 0; i < 100 && threads() != n; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     return threads();
   };
   const auto before = threads();
@@ -342,16 +350,20 @@ TEST_CASE("a row of slow steps stops between steps at measure.max_s and says it 
   CHECK(ms <= 1000 * cfg.measure.max_s + slowest + kTeardownMs);
   // Fewer windows than measure.repeats asks for: noted, and so is a window cut short.
   if (static_cast<int64_t>(m.repeat_ms.size()) < cfg.measure.repeats)
-    CHECK(has_note(m.notes, "ran out of time: the row's budget (measure.max_s, 2 s, warm-up included) ended it after "));
+    CHECK(has_note(
+        m.notes, "ran out of time: the row's budget (measure.max_s, 2 s, warm-up included) ended it after "));
 }
 
-TEST_CASE("a sweep row of slow steps compared with a fast one keeps its budget, the previous row's windows included",
-          "[measure][budget]") {
+TEST_CASE(
+    "a sweep row of slow steps compared with a fast one keeps its budget, the previous row's windows "
+    "included",
+    "[measure][budget]") {
   // Row 0 fast (32 px), row 1 at 192 px: its step alone is longer than its 0.5 s budget. Row 1
   // is timed against row 0 (interleaved): its one pair, a step of each side, ends within its
   // budget plus a step of each.
   auto cfg = slow_row(32, 8, 0.5);
-  cfg.sweep = {{"fast", nlohmann::json::object()}, {"slow", nlohmann::ordered_json::object({{"data.image_size", 192}})}};
+  cfg.sweep = {{"fast", nlohmann::json::object()},
+               {"slow", nlohmann::ordered_json::object({{"data.image_size", 192}})}};
   ptune::report::Results out;
   ptune::tune::SweepOptions opt;
   std::vector<double> ends;

@@ -25,7 +25,8 @@ std::string shape_text(const at::Tensor& t) {
 }
 
 /// (name, shape) lines of the committed torchvision key list, and its parameter count.
-std::pair<std::vector<std::pair<std::string, std::string>>, int64_t> torchvision_keys(const std::string& arch) {
+std::pair<std::vector<std::pair<std::string, std::string>>, int64_t> torchvision_keys(
+    const std::string& arch) {
   std::ifstream in(std::string(PTUNE_TEST_DATA) + "/" + arch + "_keys.txt");
   REQUIRE(in);
   std::string header;
@@ -96,7 +97,8 @@ TEST_CASE("state_dict files round-trip through ptune's writer and reader", "[mod
   auto b = ResNet("resnet18", 10);
   CHECK(load_into(*b, read, "w.pt").empty());
   CHECK(b->fc->weight.equal(a->fc->weight));
-  CHECK(b->layer4->named_buffers()["1.bn2.running_var"].equal(a->layer4->named_buffers()["1.bn2.running_var"]));
+  CHECK(
+      b->layer4->named_buffers()["1.bn2.running_var"].equal(a->layer4->named_buffers()["1.bn2.running_var"]));
 }
 
 TEST_CASE("loading checks keys and shapes, and keeps a new head for other classes", "[models]") {
@@ -105,8 +107,9 @@ TEST_CASE("loading checks keys and shapes, and keeps a new head for other classe
   auto sd = state_dict(*a);
   auto b = ResNet("resnet18", 10);
   std::string note = load_into(*b, sd, "imagenet.pt");
-  CHECK(note == "imagenet.pt: the classifier head has shape [1000, 512] there and [10, 512] here "
-                "(model.num_classes); kept a freshly initialized head");
+  CHECK(note ==
+        "imagenet.pt: the classifier head has shape [1000, 512] there and [10, 512] here "
+        "(model.num_classes); kept a freshly initialized head");
   CHECK(b->conv1->weight.equal(a->conv1->weight));
   auto c = ResNet("resnet50", 10);
   CHECK_THROWS_WITH(load_into(*c, sd, "r18.pt"), Catch::StartsWith("r18.pt: missing keys for this model: "));
@@ -118,11 +121,15 @@ TEST_CASE("loading checks keys and shapes, and keeps a new head for other classe
                     "cannot open weights '" + dir.file("none.pt") + "': No such file or directory");
 }
 
-TEST_CASE("torchvision's weights load into ptune and give torchvision's outputs, ptune's load into torchvision",
-          "[models][python]") {
+TEST_CASE(
+    "torchvision's weights load into ptune and give torchvision's outputs, ptune's load into torchvision",
+    "[models][python]") {
   const std::string python = PTUNE_PYTHON;
   // Not a silent pass: without Python this test cannot run (scripts/setup configures it).
-  if (python.empty()) FAIL("PTUNE_PYTHON not configured (cmake -DPTUNE_PYTHON=...): cannot test the weight exchange with Python");
+  if (python.empty())
+    FAIL(
+        "PTUNE_PYTHON not configured (cmake -DPTUNE_PYTHON=...): cannot test the weight exchange with "
+        "Python");
   ptune::test::TempDir dir;
   const std::string script = std::string(PTUNE_TEST_DATA) + "/torchvision_io.py";
   auto exported = ptune::test::run("'" + python + "' '" + script + "' export " + dir.path.string());
@@ -147,7 +154,8 @@ TEST_CASE("torchvision's weights load into ptune and give torchvision's outputs,
 TEST_CASE("weights in other shapes are recognized: a key, DDP's prefix, no counters, a whole module",
           "[models][python]") {
   const std::string python = PTUNE_PYTHON;
-  if (python.empty()) FAIL("PTUNE_PYTHON not configured (cmake -DPTUNE_PYTHON=...): cannot make the fixtures");
+  if (python.empty())
+    FAIL("PTUNE_PYTHON not configured (cmake -DPTUNE_PYTHON=...): cannot make the fixtures");
   ptune::test::TempDir dir;
   const std::string script = std::string(PTUNE_TEST_DATA) + "/torchvision_io.py";
   auto made = ptune::test::run("'" + python + "' '" + script + "' variants " + dir.path.string());
@@ -165,14 +173,16 @@ TEST_CASE("weights in other shapes are recognized: a key, DDP's prefix, no count
     return notes;
   };
   CHECK(same_as_reference("wrapped.pt") ==
-        std::vector<std::string>{dir.file("wrapped.pt") + ": took the state_dict stored under the key 'state_dict'"});
+        std::vector<std::string>{dir.file("wrapped.pt") +
+                                 ": took the state_dict stored under the key 'state_dict'"});
   CHECK(same_as_reference("ddp.pt") ==
         std::vector<std::string>{dir.file("ddp.pt") + ": stripped DDP's 'module.' prefix from every key"});
   CHECK(same_as_reference("no_counters.pt").empty());  // as torchvision's strict=True load
   CHECK_THROWS_WITH(read_state_dict(dir.file("whole_model.pt")),
-                    dir.file("whole_model.pt") + ": holds a pickled torchvision.models.resnet.ResNet object, not a "
-                    "state_dict of tensors (torch.save(model) saves the whole module); in Python, save "
-                    "torch.save(model.state_dict(), path) instead");
+                    dir.file("whole_model.pt") +
+                        ": holds a pickled torchvision.models.resnet.ResNet object, not a "
+                        "state_dict of tensors (torch.save(model) saves the whole module); in Python, save "
+                        "torch.save(model.state_dict(), path) instead");
 }
 
 TEST_CASE("files that are not weights are named for what they are", "[models]") {
@@ -192,8 +202,10 @@ TEST_CASE("files that are not weights are named for what they are", "[models]") 
   auto model = ResNet("resnet18", 10);
   write_state_dict(dir.file("good.pt"), state_dict(*model));
   const std::string good = ptune::test::read_file(dir.file("good.pt"));
-  check(dir.write("cut.pt", good.substr(0, good.size() / 2)), dir.file("cut.pt") + ": a damaged or truncated zip archive");
-  check(dir.write("zip.pt", "PK\x03\x04 not really"), dir.file("zip.pt") + ": a damaged or truncated zip archive");
+  check(dir.write("cut.pt", good.substr(0, good.size() / 2)),
+        dir.file("cut.pt") + ": a damaged or truncated zip archive");
+  check(dir.write("zip.pt", "PK\x03\x04 not really"),
+        dir.file("zip.pt") + ": a damaged or truncated zip archive");
 }
 
 namespace {
@@ -224,9 +236,10 @@ std::string long8(int64_t v) {
 
 /// The pickle of {"w": a float tensor of `numel` elements in storage record "0"}.
 std::string tensor_dict_pickle(int64_t numel) {
-  return std::string("\x80\x02}(") + binunicode("w") + "ctorch._utils\n_rebuild_tensor_v2\n((" + binunicode("storage") +
-         "ctorch\nFloatStorage\n" + binunicode("0") + binunicode("cpu") + long8(numel) + "tQ" + long8(0) + "(" +
-         long8(numel) + "t(" + long8(1) + "t\x89" + "ccollections\nOrderedDict\n)RtRu.";
+  return std::string("\x80\x02}(") + binunicode("w") + "ctorch._utils\n_rebuild_tensor_v2\n((" +
+         binunicode("storage") + "ctorch\nFloatStorage\n" + binunicode("0") + binunicode("cpu") +
+         long8(numel) + "tQ" + long8(0) + "(" + long8(numel) + "t(" + long8(1) + "t\x89" +
+         "ccollections\nOrderedDict\n)RtRu.";
 }
 
 std::string data_error(const std::string& path) {
@@ -248,11 +261,23 @@ TEST_CASE("a weights file never runs code: os.system, builtins.eval and friends 
   // The classic payloads: GLOBAL + REDUCE, the same nested in a dict, NEWOBJ, and the
   // protocol-4 STACK_GLOBAL and protocol-0 INST/OBJ forms (not understood at all).
   const std::vector<std::pair<std::string, std::string>> pickles = {
-      {"os_system.pt", "\x80\x02" "cos\nsystem\n(" + binunicode(shell) + "tR."},
-      {"posix_system.pt", "\x80\x02" "cposix\nsystem\n(" + binunicode(shell) + "tR."},
-      {"eval.pt", "\x80\x02" "cbuiltins\neval\n(" + binunicode(py) + "tR."},
+      {"os_system.pt",
+       "\x80\x02"
+       "cos\nsystem\n(" +
+           binunicode(shell) + "tR."},
+      {"posix_system.pt",
+       "\x80\x02"
+       "cposix\nsystem\n(" +
+           binunicode(shell) + "tR."},
+      {"eval.pt",
+       "\x80\x02"
+       "cbuiltins\neval\n(" +
+           binunicode(py) + "tR."},
       {"exec_in_dict.pt", "\x80\x02}(" + binunicode("w") + "cbuiltins\nexec\n(" + binunicode(py) + "tRu."},
-      {"newobj.pt", "\x80\x02" "csubprocess\nPopen\n(" + binunicode(shell) + "t\x81."},
+      {"newobj.pt",
+       "\x80\x02"
+       "csubprocess\nPopen\n(" +
+           binunicode(shell) + "t\x81."},
       {"stack_global.pt", "\x80\x04\x8c\x02os\x8c\x06system\x93(" + binunicode(shell) + "tR."},
       {"inst.pt", "(" + binunicode(shell) + "ios\nsystem\n."},
   };
@@ -264,8 +289,9 @@ TEST_CASE("a weights file never runs code: os.system, builtins.eval and friends 
     CHECK_FALSE(std::filesystem::exists(marker));
   }
   CHECK(data_error(dir.file("os_system.pt")) ==
-        dir.file("os_system.pt") + ": holds a pickled os.system object, not a state_dict of tensors (torch.save(model) "
-        "saves the whole module); in Python, save torch.save(model.state_dict(), path) instead");
+        dir.file("os_system.pt") +
+            ": holds a pickled os.system object, not a state_dict of tensors (torch.save(model) "
+            "saves the whole module); in Python, save torch.save(model.state_dict(), path) instead");
   CHECK(data_error(dir.file("stack_global.pt")) ==
         dir.file("stack_global.pt") + ": cannot read the state_dict: unsupported pickle opcode 0x93");
 }
@@ -277,9 +303,13 @@ TEST_CASE("hostile pickles: chains a million deep, cycles, storages larger than 
   // file could ask for terabytes, reported as a damaged zip).
   ptune::test::TempDir dir;
   const size_t depth = 1000000;
-  const std::string deep = write_archive(dir, "deep.pt", "\x80\x02" + std::string(depth, ']') + std::string(depth - 1, 'a') + ".");
+  const std::string deep =
+      write_archive(dir, "deep.pt", "\x80\x02" + std::string(depth, ']') + std::string(depth - 1, 'a') + ".");
   CHECK(data_error(deep) == deep + ": expected a dict of tensors (a state_dict)");
-  const std::string cycle = write_archive(dir, "cycle.pt", std::string("\x80\x02]q\x00h\x00" "a.", 9));
+  const std::string cycle = write_archive(dir, "cycle.pt",
+                                          std::string("\x80\x02]q\x00h\x00"
+                                                      "a.",
+                                                      9));
   CHECK(data_error(cycle) == cycle + ": expected a dict of tensors (a state_dict)");
 
   const std::string four_floats(16, '\0');
@@ -291,6 +321,7 @@ TEST_CASE("hostile pickles: chains a million deep, cycles, storages larger than 
   for (int64_t numel : {int64_t(5), int64_t(1) << 40, int64_t(1) << 62, int64_t(-1)}) {
     INFO(numel);
     const std::string big = write_archive(dir, "big.pt", tensor_dict_pickle(numel), {{"0", four_floats}});
-    CHECK(data_error(big) == big + ": cannot read the state_dict: storage record 'data/0' is shorter than its tensor");
+    CHECK(data_error(big) ==
+          big + ": cannot read the state_dict: storage record 'data/0' is shorter than its tensor");
   }
 }

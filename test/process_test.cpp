@@ -38,7 +38,8 @@ std::string config(const std::string& rows, const std::string& extra = "") {
   "optim": { "kind": "sgd", "lr": 0.01 },
   "measure": { "warmup_steps": 1, "steps": 2, "repeats": 2, "max_s": 8 })" +
          extra + R"(,
-  "sweep": )" + rows + "\n}";
+  "sweep": )" +
+         rows + "\n}";
 }
 
 /// The note that starts with `prefix` on `row`, or "".
@@ -66,9 +67,10 @@ Json sweep(const TempDir& dir, const std::string& cfg_text, const std::string& e
 
 }  // namespace
 
-TEST_CASE("process: the allocator a row asks for is the one in its child's memory map, and the baseline runs "
-          "in a fresh default child",
-          "[process]") {
+TEST_CASE(
+    "process: the allocator a row asks for is the one in its child's memory map, and the baseline runs in a "
+    "fresh default child",
+    "[process]") {
   TempDir dir;
   const Json res = sweep(dir, config(R"([
     { "name": "default process" },
@@ -120,9 +122,11 @@ TEST_CASE("process: bind_threads pins each OpenMP thread to its own core, cpus r
   const std::string a = std::to_string(allowed[0]), b = std::to_string(allowed[1]);
   const Json res = sweep(dir, config(R"([
     { "name": "default process" },
-    { "name": "bound", "set": { "process.bind_threads": true, "cpu_threads": 2, "process.cpus": ")" + a + "," + b +
-                                   R"(" } },
-    { "name": "one CPU", "set": { "process.cpus": ")" + b + R"(", "cpu_threads": 0 } }
+    { "name": "bound", "set": { "process.bind_threads": true, "cpu_threads": 2, "process.cpus": ")" +
+                                     a + "," + b +
+                                     R"(" } },
+    { "name": "one CPU", "set": { "process.cpus": ")" +
+                                     b + R"(", "cpu_threads": 0 } }
   ])"));
   const auto& rows = res["rows"];
   REQUIRE(rows.size() == 3);
@@ -158,7 +162,8 @@ TEST_CASE("process: Intel's OpenMP runtime, preloaded from the Python environmen
   CHECK(rows[1]["status"] == "ok");
 }
 
-TEST_CASE("process: a library that is not installed is one error line and exit 2, naming the package", "[process]") {
+TEST_CASE("process: a library that is not installed is one error line and exit 2, naming the package",
+          "[process]") {
   TempDir dir;
   const std::string cfg = dir.write("p.json", config(R"([
     { "name": "default process" },
@@ -166,9 +171,11 @@ TEST_CASE("process: a library that is not installed is one error line and exit 2
   ])"));
   // PTUNE_LIBRARY_PATH names the only folders to look in: there, libiomp5.so is not found.
   const std::string only = "PTUNE_LIBRARY_PATH=" + dir.file("none") + " ";
-  const std::string missing = "process.openmp: 'intel' needs libiomp5.so, which is not installed here (looked in "
-                              "PTUNE_LIBRARY_PATH: " + dir.file("none") + "); it comes with PyPI's intel-openmp (pip "
-                              "install intel-openmp, in the active Python environment)\n";
+  const std::string missing =
+      "process.openmp: 'intel' needs libiomp5.so, which is not installed here (looked in "
+      "PTUNE_LIBRARY_PATH: " +
+      dir.file("none") +
+      "); it comes with PyPI's intel-openmp (pip install intel-openmp, in the active Python environment)\n";
   for (const char* command : {" sweep ", " check "}) {
     const auto r = run(only + ptune::test::exe() + command + cfg);
     INFO(command << r.err);
@@ -180,20 +187,25 @@ TEST_CASE("process: a library that is not installed is one error line and exit 2
   const auto tuned = run(only + ptune::test::exe() + " tune " + tcfg + " --set process.openmp=intel");
   CHECK(tuned.code == 2);
   CHECK(tuned.err == "ptune: error: " + tcfg + ": " + missing);
-  const auto trained = run(only + ptune::test::exe() + " train " + tcfg + " --set process.allocator=jemalloc");
+  const auto trained =
+      run(only + ptune::test::exe() + " train " + tcfg + " --set process.allocator=jemalloc");
   CHECK(trained.code == 2);
-  CHECK(trained.err == "ptune: error: " + tcfg + ": process.allocator: 'jemalloc' needs libjemalloc.so.2, which is "
-                       "not installed here (looked in PTUNE_LIBRARY_PATH: " + dir.file("none") + "); it comes with "
-                       "Debian's libjemalloc2 (apt-get install libjemalloc2)\n");
+  CHECK(trained.err == "ptune: error: " + tcfg +
+                           ": process.allocator: 'jemalloc' needs libjemalloc.so.2, which is not installed "
+                           "here (looked in PTUNE_LIBRARY_PATH: " +
+                           dir.file("none") +
+                           "); it comes with Debian's libjemalloc2 (apt-get install libjemalloc2)\n");
   // A CPU that is not there, a node that does not exist, a malformed list.
   const auto bad_cpu = run(ptune::test::exe() + " check " + cfg + " --set process.cpus=1000");
   CHECK(bad_cpu.code == 2);
-  CHECK(bad_cpu.err.rfind("ptune: error: " + cfg + ": sweep[0] 'default process': process.cpus: CPU 1000 in '1000' is "
-                          "not one this process may run on; allowed: ",
+  CHECK(bad_cpu.err.rfind("ptune: error: " + cfg +
+                              ": sweep[0] 'default process': process.cpus: CPU 1000 in '1000' is not one "
+                              "this process may run on; allowed: ",
                           0) == 0);
   const auto bad_list = run(ptune::test::exe() + " check " + cfg + " --set process.cpus=0-x");
-  CHECK(bad_list.err == "ptune: error: " + cfg + ": sweep[0] 'default process': process.cpus: '0-x' is not a CPU list; "
-                        "allowed: CPU numbers and ranges, e.g. \"0-3,8\"\n");
+  CHECK(bad_list.err == "ptune: error: " + cfg +
+                            ": sweep[0] 'default process': process.cpus: '0-x' is not a CPU list; allowed: "
+                            "CPU numbers and ranges, e.g. \"0-3,8\"\n");
   const auto bad_node = run(ptune::test::exe() + " check " + cfg + " --set process.numa_node=4000");
   CHECK(bad_node.code == 2);
   CHECK(bad_node.err.find("process.numa_node: node 4000 does not exist here; allowed: -1 (no binding) or ") !=
@@ -219,8 +231,9 @@ TEST_CASE("process: a NUMA node on a machine with one does not apply, and the ro
   REQUIRE(r.code == 0);
   const Json res = Json::parse(r.out);
   const auto& rows = res["rows"];
-  CHECK(rows[1]["status"] == "skipped: process.numa_node does not apply here: this machine has one NUMA node, so "
-                             "binding to it changes nothing");
+  CHECK(rows[1]["status"] ==
+        "skipped: process.numa_node does not apply here: this machine has one NUMA node, so binding to it "
+        "changes nothing");
   CHECK(r.err.find("row 'node 0' skipped: process.numa_node does not apply here") != std::string::npos);
   // The next row keeps the key, and runs as a default process: in ptune's own.
   CHECK(rows[2]["status"] == "ok");
@@ -230,7 +243,8 @@ TEST_CASE("process: a NUMA node on a machine with one does not apply, and the ro
 TEST_CASE("process: train starts itself again with the settings, as under LD_PRELOAD", "[process]") {
   TempDir dir;
   const std::string cfg = dir.write("t.json", config("[]", R"(,
-  "train": { "max_steps": 2, "log_every": 1, "checkpoint_dir": ")" + dir.file("ck") + R"(" },
+  "train": { "max_steps": 2, "log_every": 1, "checkpoint_dir": ")" +
+                                                               dir.file("ck") + R"(" },
   "process": { "allocator": "jemalloc", "bind_threads": true })"));
   const auto r = run(ptune::test::exe() + " train " + cfg);
   INFO(r.err);
@@ -241,12 +255,14 @@ TEST_CASE("process: train starts itself again with the settings, as under LD_PRE
   // From stdin ptune cannot start itself again with the config: one line, exit 2.
   const auto piped = run("sh -c \"cat " + cfg + " | " + ptune::test::exe() + " train /dev/stdin\"");
   CHECK(piped.code == 2);
-  CHECK(piped.err == "ptune: error: process: settings that take effect when a process starts need the config in a "
-                     "file, not on a pipe (ptune starts itself again with them and reads it again)\n");
+  CHECK(piped.err ==
+        "ptune: error: process: settings that take effect when a process starts need the config in a file, "
+        "not on a pipe (ptune starts itself again with them and reads it again)\n");
 }
 
-TEST_CASE("process: Ctrl-C during a row in child processes keeps the finished rows and leaves no child running",
-          "[process]") {
+TEST_CASE(
+    "process: Ctrl-C during a row in child processes keeps the finished rows and leaves no child running",
+    "[process]") {
   TempDir dir;
   const std::string cfg = dir.write("p.json", config(R"([
     { "name": "default process" },

@@ -50,7 +50,8 @@ Results sample() {
   compute_speedups(res.rows);
   Row skipped;
   skipped.name = "graphs";
-  skipped.status = ptune::report::RowStatus::skipped("optim.cuda_graphs needs a CUDA device; none is visible");
+  skipped.status =
+      ptune::report::RowStatus::skipped("optim.cuda_graphs needs a CUDA device; none is visible");
   res.rows.push_back(skipped);
   res.status = ptune::report::RunStatus::kComplete;
   return res;
@@ -69,7 +70,8 @@ TEST_CASE("speedups compare rows of the same mode", "[report]") {
 TEST_CASE("a sweep of several archs compares each row with the rows of its own arch and mode", "[report]") {
   // zoo-cpu.json's shape: each arch walked through its options, then the next arch.
   Results res;
-  auto add = [&](const std::string& name, double sps, const std::string& arch, const std::string& mode = "train") {
+  auto add = [&](const std::string& name, double sps, const std::string& arch,
+                 const std::string& mode = "train") {
     res.rows.push_back(row(name, sps, mode));
     res.rows.back().arch = arch;
     compute_speedups(res.rows);
@@ -104,7 +106,8 @@ TEST_CASE("a sweep of several archs compares each row with the rows of its own a
   for (auto& r : j["rows"]) r.erase("arch");
   const auto old = load_run(dir.write("old.json", j.dump()));
   CHECK(old.doc["rows"][5]["arch"].is_null());
-  CHECK(old.doc["rows"][2]["speedup_vs_prev"].get<double>() == Approx(400.0 / 150).epsilon(1e-3));  // after vit bf16
+  CHECK(old.doc["rows"][2]["speedup_vs_prev"].get<double>() ==
+        Approx(400.0 / 150).epsilon(1e-3));                                   // after vit bf16
   CHECK(old.doc["rows"][5]["speedup_vs_prev"].get<double>() == Approx(0.5));  // after convnext bf16
   // The HTML report draws a chart per mode and arch, each on its own scale.
   const std::string html = to_html({back});
@@ -122,8 +125,9 @@ TEST_CASE("json has the documented fields", "[report]") {
   CHECK(j["status"] == "complete");
   CHECK(j["rows"].size() == 4);
   auto& r = j["rows"][2];
-  for (const char* k : {"name", "changes", "batch_size", "steps", "ms_per_step", "samples_per_s", "speedup_vs_prev",
-                        "speedup_vs_base", "data_wait_pct", "h2d_pct", "peak_mem_bytes", "loss", "diagnosis", "status"})
+  for (const char* k :
+       {"name", "changes", "batch_size", "steps", "ms_per_step", "samples_per_s", "speedup_vs_prev",
+        "speedup_vs_base", "data_wait_pct", "h2d_pct", "peak_mem_bytes", "loss", "diagnosis", "status"})
     CHECK(r.contains(k));
   CHECK(r["changes"]["loader.num_workers"] == 8);
   CHECK(j["rows"][3]["status"] == "skipped: optim.cuda_graphs needs a CUDA device; none is visible");
@@ -147,7 +151,8 @@ TEST_CASE("table, csv and markdown render every row", "[report]") {
   CHECK(md.find("\n± and \\[lo, hi\\] are confidence intervals: 95% for samples/s") != std::string::npos);
   CHECK(table.find("\n± and [lo, hi] are confidence intervals: 95% for samples/s") != std::string::npos);
   CHECK(md.find("\nDevice: CPU (cpu), LibTorch 2.11.0, 0 CPU threads\n") != std::string::npos);
-  CHECK(md.find("\n- 3 graphs: skipped: optim.cuda\\_graphs needs a CUDA device; none is visible\n") != std::string::npos);
+  CHECK(md.find("\n- 3 graphs: skipped: optim.cuda\\_graphs needs a CUDA device; none is visible\n") !=
+        std::string::npos);
 }
 
 TEST_CASE("a text written atomically replaces the file whole and leaves no temporary", "[report]") {
@@ -196,7 +201,8 @@ TEST_CASE("a row measured under load says so in the table, CSV, Markdown and JSO
   CHECK(render(res, "csv").find(",true,1.04,") != std::string::npos);
 }
 
-TEST_CASE("the GPU's view of the load is in the table, CSV, Markdown, JSON and HTML, and reads back", "[report][load]") {
+TEST_CASE("the GPU's view of the load is in the table, CSV, Markdown, JSON and HTML, and reads back",
+          "[report][load]") {
   auto res = sample();
   auto& shared = res.rows[2].m->load;  // another process on the GPU: under load
   shared.sampled = shared.gpu_sampled = true;
@@ -209,9 +215,10 @@ TEST_CASE("the GPU's view of the load is in the table, CSV, Markdown, JSON and H
   throttled.gpu_other_processes = 0;
   throttled.gpu_notes = {"SM clock 1410 of 1980 MHz; throttled: power cap"};
   CHECK(throttled.summary() ==
-        "other processes used 0.00 of 2 cores, steal 0%, load average 0.0, 0 other processes on the GPU, "
-        "SM clock 1410 of 1980 MHz; throttled: power cap");
-  CHECK(shared.summary() == "other processes used 0.00 of 2 cores, steal 0%, load average 0.0, 1 other process on the GPU");
+        "other processes used 0.00 of 2 cores, steal 0%, load average 0.0, 0 other processes on the GPU, SM "
+        "clock 1410 of 1980 MHz; throttled: power cap");
+  CHECK(shared.summary() ==
+        "other processes used 0.00 of 2 cores, steal 0%, load average 0.0, 1 other process on the GPU");
 
   const auto table = render(res, "table");
   CHECK(table.find(" GPU throttled ") != std::string::npos);
@@ -220,13 +227,15 @@ TEST_CASE("the GPU's view of the load is in the table, CSV, Markdown, JSON and H
   CHECK(md.find("| GPU throttled |") != std::string::npos);
   CHECK(md.find("| GPU shared |") != std::string::npos);
   const auto csv = render(res, "csv");
-  CHECK(csv.find(",false,0.0,0.0,0.0,0,SM clock 1410 of 1980 MHz; throttled: power cap,") != std::string::npos);
+  CHECK(csv.find(",false,0.0,0.0,0.0,0,SM clock 1410 of 1980 MHz; throttled: power cap,") !=
+        std::string::npos);
   CHECK(csv.find(",true,0.0,0.0,0.0,1,,") != std::string::npos);
 
   const auto j = to_json(res);
   CHECK(j["rows"][0]["under_load"] == false);
   CHECK(j["rows"][0]["gpu_other_processes"] == 0);
-  CHECK(j["rows"][0]["gpu_notes"] == nlohmann::ordered_json::array({"SM clock 1410 of 1980 MHz; throttled: power cap"}));
+  CHECK(j["rows"][0]["gpu_notes"] ==
+        nlohmann::ordered_json::array({"SM clock 1410 of 1980 MHz; throttled: power cap"}));
   CHECK(j["rows"][2]["under_load"] == true);
   CHECK(j["rows"][2]["gpu_other_processes"] == 1);
   CHECK(j["rows"][2]["gpu_notes"] == nlohmann::ordered_json::array());
@@ -266,9 +275,12 @@ TEST_CASE("colour marks speedups and skipped rows, and keeps the columns aligned
   std::string stripped;
   bool esc = false;
   for (char c : coloured) {
-    if (c == '\033') esc = true;
-    else if (esc) esc = c != 'm';
-    else stripped += c;
+    if (c == '\033')
+      esc = true;
+    else if (esc)
+      esc = c != 'm';
+    else
+      stripped += c;
   }
   CHECK(stripped == plain);
 }
@@ -291,9 +303,12 @@ std::vector<std::vector<std::string>> parse_csv(const std::string& text) {
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (quoted) {
-      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') records.back().back() += '"', ++i;
-      else if (c == '"') quoted = false;
-      else records.back().back() += c;
+      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"')
+        records.back().back() += '"', ++i;
+      else if (c == '"')
+        quoted = false;
+      else
+        records.back().back() += c;
     } else if (c == '"') {
       quoted = true;
     } else if (c == ',') {
@@ -312,8 +327,10 @@ std::vector<std::vector<std::string>> parse_csv(const std::string& text) {
 size_t md_cells(const std::string& line) {
   size_t pipes = 0;
   for (size_t i = 0; i < line.size(); ++i) {
-    if (line[i] == '\\') ++i;
-    else if (line[i] == '|') ++pipes;
+    if (line[i] == '\\')
+      ++i;
+    else if (line[i] == '|')
+      ++pipes;
   }
   return pipes - 1;
 }
@@ -343,7 +360,8 @@ TEST_CASE("every JSON row has every key, null where it has no value", "[report]"
   CHECK(j["rows"][1]["diagnosis"].is_null());
   CHECK(j["rows"][0]["gpu_busy_pct"].is_null());
   for (size_t i : {3, 4}) {
-    for (const char* k : {"batch_size", "ms_per_step", "samples_per_s", "speedup_vs_prev", "loss", "compute_pct"})
+    for (const char* k :
+         {"batch_size", "ms_per_step", "samples_per_s", "speedup_vs_prev", "loss", "compute_pct"})
       CHECK(j["rows"][i][k].is_null());
   }
   CHECK(j["rows"][4]["status"] == "failed: out of memory");
@@ -364,22 +382,47 @@ TEST_CASE("CSV has one fixed set of columns and numbers only in numeric columns"
   full.rows.push_back(failed_row("oom"));
   std::string header;
   for (const auto& c : csv_columns()) header += (header.empty() ? "" : ",") + c;
-  CHECK(header ==
-        "index,name,changes,mode,arch,num_workers,batch_size,steps,windows,ms_per_step,spread_pct,samples_per_s,"
-        "samples_per_s_lo,samples_per_s_hi,samples_per_s_interval,speedup_vs_prev,speedup_vs_prev_lo,"
-        "speedup_vs_prev_hi,speedup_vs_prev_interval,verdict_vs_prev,speedup_vs_base,speedup_vs_base_lo,"
-        "speedup_vs_base_hi,speedup_vs_base_interval,verdict_vs_base,compared_with,interleaved,under_load,"
-        "other_cpu_cores,steal_pct,load_average,gpu_other_processes,gpu_notes,data_wait_pct,h2d_pct,compute_pct,"
-        "page_faults_per_step,system_time_pct,model_flops_per_sample,flops_per_s,peak_flops_per_s,pct_of_peak,peak_precision,peak_source,"
-        "peak_mem_bytes,device_mem_bytes,gpu_busy_pct,trace,loss,diagnosis,notes,status");
-  const std::vector<std::string> numeric = {
-      "index",           "num_workers",      "batch_size",       "steps",          "windows",
-      "ms_per_step",     "spread_pct",       "samples_per_s",    "samples_per_s_lo", "samples_per_s_hi",
-      "speedup_vs_prev", "speedup_vs_prev_lo", "speedup_vs_prev_hi", "speedup_vs_base", "speedup_vs_base_lo",
-      "speedup_vs_base_hi", "compared_with", "other_cpu_cores",  "steal_pct",      "load_average",
-      "gpu_other_processes", "data_wait_pct", "h2d_pct",        "compute_pct",    "model_flops_per_sample",
-      "flops_per_s",     "peak_flops_per_s", "pct_of_peak",     "peak_mem_bytes",
-      "device_mem_bytes", "gpu_busy_pct",   "loss"};
+  CHECK(
+      header ==
+      "index,name,changes,mode,arch,num_workers,batch_size,steps,windows,ms_per_step,spread_pct,samples_per_"
+      "s,samples_per_s_lo,samples_per_s_hi,samples_per_s_interval,speedup_vs_prev,speedup_vs_prev_lo,speedup_"
+      "vs_prev_hi,speedup_vs_prev_interval,verdict_vs_prev,speedup_vs_base,speedup_vs_base_lo,speedup_vs_"
+      "base_hi,speedup_vs_base_interval,verdict_vs_base,compared_with,interleaved,under_load,other_cpu_cores,"
+      "steal_pct,load_average,gpu_other_processes,gpu_notes,data_wait_pct,h2d_pct,compute_pct,page_faults_"
+      "per_step,system_time_pct,model_flops_per_sample,flops_per_s,peak_flops_per_s,pct_of_peak,peak_"
+      "precision,peak_source,peak_mem_bytes,device_mem_bytes,gpu_busy_pct,trace,loss,diagnosis,notes,status");
+  const std::vector<std::string> numeric = {"index",
+                                            "num_workers",
+                                            "batch_size",
+                                            "steps",
+                                            "windows",
+                                            "ms_per_step",
+                                            "spread_pct",
+                                            "samples_per_s",
+                                            "samples_per_s_lo",
+                                            "samples_per_s_hi",
+                                            "speedup_vs_prev",
+                                            "speedup_vs_prev_lo",
+                                            "speedup_vs_prev_hi",
+                                            "speedup_vs_base",
+                                            "speedup_vs_base_lo",
+                                            "speedup_vs_base_hi",
+                                            "compared_with",
+                                            "other_cpu_cores",
+                                            "steal_pct",
+                                            "load_average",
+                                            "gpu_other_processes",
+                                            "data_wait_pct",
+                                            "h2d_pct",
+                                            "compute_pct",
+                                            "model_flops_per_sample",
+                                            "flops_per_s",
+                                            "peak_flops_per_s",
+                                            "pct_of_peak",
+                                            "peak_mem_bytes",
+                                            "device_mem_bytes",
+                                            "gpu_busy_pct",
+                                            "loss"};
   for (const Results* r : {&skipped_only, &full}) {
     auto records = parse_csv(render(*r, "csv"));
     REQUIRE(records.size() == r->rows.size() + 1);
@@ -399,7 +442,8 @@ TEST_CASE("CSV has one fixed set of columns and numbers only in numeric columns"
   }
   auto records = parse_csv(render(full, "csv"));
   auto col = [&](const std::string& name) {
-    return static_cast<size_t>(std::find(csv_columns().begin(), csv_columns().end(), name) - csv_columns().begin());
+    return static_cast<size_t>(std::find(csv_columns().begin(), csv_columns().end(), name) -
+                               csv_columns().begin());
   };
   CHECK(records[1][col("name")] == kAwkward);  // commas, quotes and the newline survive
   CHECK(records[1][col("notes")] == "first, note; second \"quoted\"");
@@ -424,9 +468,10 @@ TEST_CASE("Markdown cells are escaped so that every cell stays in its column", "
   while (std::getline(lines, line) && !line.empty()) table.push_back(line);
   REQUIRE(table.size() == 2 + res.rows.size());  // the table ends at the first blank line
   for (const auto& l : table) CHECK(md_cells(l) == 15);
-  CHECK(table[2].find("a\\|b &lt;i&gt;x&lt;/i&gt; &amp; \"q\" 'p' \\`c\\` \\*d\\* \\_e\\_ \\[f\\](g) &#126;&#126;h&#126;&#126; "
-                      "\\\\ 100%,<br>second line") != std::string::npos);
-  CHECK(md.find("- 0 " + markdown_escape(kAwkward) + ": input-bound: &lt;wait&gt; \\| 60%\n") != std::string::npos);
+  CHECK(table[2].find("a\\|b &lt;i&gt;x&lt;/i&gt; &amp; \"q\" 'p' \\`c\\` \\*d\\* \\_e\\_ \\[f\\](g) "
+                      "&#126;&#126;h&#126;&#126; \\\\ 100%,<br>second line") != std::string::npos);
+  CHECK(md.find("- 0 " + markdown_escape(kAwkward) + ": input-bound: &lt;wait&gt; \\| 60%\n") !=
+        std::string::npos);
   CHECK(md.find("- 3 graphs: skipped: a \\| b<br>c\n") != std::string::npos);
   CHECK(markdown_escape("x\r\ny\rz") == "x<br>y<br>z");
 }
@@ -483,7 +528,8 @@ TEST_CASE("the progress line shows no rate on a phase's first ticks", "[report]"
   // 5 steps of 16 samples in 2 s since the first tick: 40 samples/s; 5 steps left at 0.4 s each.
   CHECK(p.tick(0, 3, "baseline", "measure", 6, 11, 16, 102.0) ==
         "\r\033[K[1/3] baseline: measure 6/11  40.0 samples/s  ETA 2s");
-  CHECK(p.tick(0, 3, "baseline", "measure", 11, 11, 16, 104.0).find("\r\033[K", 5) != std::string::npos);  // cleared
+  CHECK(p.tick(0, 3, "baseline", "measure", 11, 11, 16, 104.0).find("\r\033[K", 5) !=
+        std::string::npos);  // cleared
   // A new phase starts its own clock.
   CHECK(p.tick(1, 3, "workers", "warmup", 1, 2, 16, 105.0) == "\r\033[K[2/3] workers: warmup 1/2");
   ProgressLine plain(false);  // TERM=dumb: a plain line when a phase ends, no escapes
@@ -499,8 +545,10 @@ RunFile run_of(const std::vector<std::tuple<std::string, std::optional<double>, 
   nlohmann::ordered_json doc = {{"rows", nlohmann::ordered_json::array()}, {"status", status}};
   for (const auto& [name, sps, spread] : rows) {
     nlohmann::ordered_json r = {{"name", name}, {"spread_pct", spread}};
-    if (sps) r["samples_per_s"] = *sps, r["status"] = "ok";
-    else r["status"] = spread < 0 ? "failed: out of memory" : "skipped: loader.pin_memory needs a CUDA device";
+    if (sps)
+      r["samples_per_s"] = *sps, r["status"] = "ok";
+    else
+      r["status"] = spread < 0 ? "failed: out of memory" : "skipped: loader.pin_memory needs a CUDA device";
     doc["rows"].push_back(r);
   }
   RunFile run;
@@ -511,7 +559,8 @@ RunFile run_of(const std::vector<std::tuple<std::string, std::optional<double>, 
 
 }  // namespace
 
-TEST_CASE("compare_runs: slower beyond the limit and both spreads, missing and failed rows regress", "[report]") {
+TEST_CASE("compare_runs: slower beyond the limit and both spreads, missing and failed rows regress",
+          "[report]") {
   auto old = run_of({{"a", 100.0, 2},
                      {"b", 100.0, 10},
                      {"c", 100.0, 0},
@@ -521,14 +570,14 @@ TEST_CASE("compare_runs: slower beyond the limit and both spreads, missing and f
                      {"h", 100.0, 0},
                      {"i", 100.0, 0}},
                     "old");
-  auto now = run_of({{"A", 90.0, 1},              // -10%: beyond 5% and the spreads 2% and 1%
-                     {"b", 92.0, 1},              // -8%: beyond 5% but within b's old spread (10%)
-                     {"c", 120.0, 0},             // +20%: faster
-                     {"d", std::nullopt, 0},      // skipped in both
-                     {"f", std::nullopt, -1},     // failed now
-                     {"g", 50.0, 0},              // a new row
-                     {"h", 95.0, 0},              // -5%: exactly the limit, not beyond it
-                     {"i", std::nullopt, 0}},     // skipped now, measured before
+  auto now = run_of({{"A", 90.0, 1},           // -10%: beyond 5% and the spreads 2% and 1%
+                     {"b", 92.0, 1},           // -8%: beyond 5% but within b's old spread (10%)
+                     {"c", 120.0, 0},          // +20%: faster
+                     {"d", std::nullopt, 0},   // skipped in both
+                     {"f", std::nullopt, -1},  // failed now
+                     {"g", 50.0, 0},           // a new row
+                     {"h", 95.0, 0},           // -5%: exactly the limit, not beyond it
+                     {"i", std::nullopt, 0}},  // skipped now, measured before
                     "new");
   auto cmp = compare_runs(old, now, 5.0);
   REQUIRE(cmp.rows.size() == 9);  // the new run's 8 rows, then e (only in the old)
@@ -556,7 +605,8 @@ TEST_CASE("compare_runs: slower beyond the limit and both spreads, missing and f
   CHECK(by["i"]->regression);
   CHECK(cmp.regressions().size() == 4);
   auto text = render_comparison(cmp);
-  CHECK(text.find("4 regressions: A (slower), f (failed), i (not measured), e (missing)\n") != std::string::npos);
+  CHECK(text.find("4 regressions: A (slower), f (failed), i (not measured), e (missing)\n") !=
+        std::string::npos);
   CHECK(text.find("0.900x") != std::string::npos);
   // Without a limit the spreads alone decide: b's -8% is still within its 10% spread.
   auto no_limit = compare_runs(old, now, 0);
@@ -568,7 +618,8 @@ TEST_CASE("compare_runs: slower beyond the limit and both spreads, missing and f
   CHECK(render_comparison(same).find("no regression") != std::string::npos);
   // An interrupted run is said so.
   auto partial = run_of({{"a", 100.0, 0}}, "partial", "interrupted");
-  CHECK(compare_runs(old, partial, 5).warnings == std::vector<std::string>{"partial: the run is interrupted, not complete"});
+  CHECK(compare_runs(old, partial, 5).warnings ==
+        std::vector<std::string>{"partial: the run is interrupted, not complete"});
 }
 
 TEST_CASE("load_run reads ptune's results and scripts/bench's comparison, and names bad files", "[report]") {
@@ -578,7 +629,9 @@ TEST_CASE("load_run reads ptune's results and scripts/bench's comparison, and na
   auto bad = dir.write("bad.json", "{\"rows\": [");
   CHECK_THROWS_WITH(load_run(bad), Catch::StartsWith(bad + ": malformed JSON: "));
   auto other = dir.write("other.json", "{\"loader\": {}}");
-  CHECK_THROWS_WITH(load_run(other), Catch::StartsWith(other + ": not a results file: expected a JSON object with a \"rows\" list"));
+  CHECK_THROWS_WITH(
+      load_run(other),
+      Catch::StartsWith(other + ": not a results file: expected a JSON object with a \"rows\" list"));
   auto noname = dir.write("noname.json", "{\"rows\": [{\"samples_per_s\": 3}]}");
   CHECK_THROWS_WITH(load_run(noname), noname + ": rows[0]: no \"name\"");
   // A minimal file of any program: names and samples/s; the rest is filled in.
@@ -650,7 +703,8 @@ std::string attr(const std::string& tag, const std::string& name) {
 
 std::vector<Bar> bars_of(const std::string& html) {
   std::vector<Bar> bars;
-  for (size_t at = html.find("<rect class=\"bar\""); at != std::string::npos; at = html.find("<rect class=\"bar\"", at + 1)) {
+  for (size_t at = html.find("<rect class=\"bar\""); at != std::string::npos;
+       at = html.find("<rect class=\"bar\"", at + 1)) {
     const std::string tag = html.substr(at, html.find('>', at) - at);
     bars.push_back({attr(tag, "data-row"), std::stod(attr(tag, "data-value")), std::stod(attr(tag, "width")),
                     std::stoi(attr(tag, "data-run"))});
@@ -660,21 +714,27 @@ std::vector<Bar> bars_of(const std::string& html) {
 
 }  // namespace
 
-TEST_CASE("the HTML report is self-contained, escapes every name, and draws one bar per measured row", "[report]") {
+TEST_CASE("the HTML report is self-contained, escapes every name, and draws one bar per measured row",
+          "[report]") {
   auto res = sample();
   res.rows[0].name = "<script>alert(1)</script> & \"q\"";
   res.rows[0].diagnosis = "compute-bound <b>";
   res.rows[0].loss_curve = {2.0, 1.8, 1.7};
   res.rows.push_back(failed_row("oom"));
-  res.config = {{"name", "exp <1>"}, {"loader", {{"batch_size", 32}, {"num_workers", 0}}},
-                {"sweep", {{{"name", res.rows[0].name}}, {{"name", "loader"}}, {{"name", "workers, 8"}, {"set", {{"loader.num_workers", 8}}}}}}};
+  res.config = {{"name", "exp <1>"},
+                {"loader", {{"batch_size", 32}, {"num_workers", 0}}},
+                {"sweep",
+                 {{{"name", res.rows[0].name}},
+                  {{"name", "loader"}},
+                  {{"name", "workers, 8"}, {"set", {{"loader.num_workers", 8}}}}}}};
   auto html = to_html({from_results(res)});
   CHECK(html.rfind("<!DOCTYPE html>", 0) == 0);
   CHECK(html.find("<script") == std::string::npos);
   CHECK(html.find("http://") == std::string::npos);
   CHECK(html.find("https://") == std::string::npos);
   CHECK(html.find("@import") == std::string::npos);
-  CHECK(html.find("Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\"") != std::string::npos);
+  CHECK(html.find("Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\"") !=
+        std::string::npos);
   CHECK(html.find("<title>ptune report: exp &lt;1&gt;</title>") != std::string::npos);
   CHECK(html.find("&lt;script&gt;alert(1)&lt;/script&gt; &amp; &quot;q&quot;") != std::string::npos);
   CHECK(html.find("compute-bound &lt;b&gt;") != std::string::npos);
@@ -686,7 +746,7 @@ TEST_CASE("the HTML report is self-contained, escapes every name, and draws one 
   CHECK(bars[1].width / bars[1].value == Approx(bars[0].width / bars[0].value));  // one scale per mode
   CHECK(html.find("skipped: optim.cuda_graphs needs a CUDA device") != std::string::npos);
   CHECK(html.find("class=\"nobar status-failed\"") != std::string::npos);
-  CHECK(html.find("class=\"curve\"") != std::string::npos);                         // the loss curve
+  CHECK(html.find("class=\"curve\"") != std::string::npos);            // the loss curve
   CHECK(html.find("loader.num_workers: 0 → 8") != std::string::npos);  // row 2's config against row 0's
   CHECK(html.find("×2.00 prev") != std::string::npos);
 }
@@ -712,18 +772,20 @@ TEST_CASE("the HTML report puts runs side by side, rows matched by name", "[repo
   CHECK(html.find("<h3>Side by side (samples/s)</h3>") != std::string::npos);
 }
 
-TEST_CASE("Markdown renders in python-markdown, markdown-it and mistune with every cell in its column, CSV loads "
-          "with the same columns for every file",
-          "[report][python]") {
+TEST_CASE(
+    "Markdown renders in python-markdown, markdown-it and mistune with every cell in its column, CSV loads "
+    "with the same columns for every file",
+    "[report][python]") {
   const std::string python = PTUNE_PYTHON;
   // Not a silent pass: without Python this test cannot run (scripts/setup configures it).
-  if (python.empty()) FAIL("PTUNE_PYTHON not configured (cmake -DPTUNE_PYTHON=...): cannot render the Markdown");
+  if (python.empty())
+    FAIL("PTUNE_PYTHON not configured (cmake -DPTUNE_PYTHON=...): cannot render the Markdown");
   const std::string script = std::string(PTUNE_TEST_DATA) + "/results_files_check.py";
   ptune::test::TempDir dir;
   auto res = sample();
   res.environment.cpu_threads = 2;
-  const std::vector<std::string> names = {kAwkward, "<b>bold</b> & </td>", "pipe | at | ends |", "back\\slash \\| "
-                                          "and `ticks`"};
+  const std::vector<std::string> names = {kAwkward, "<b>bold</b> & </td>", "pipe | at | ends |",
+                                          "back\\slash \\| and `ticks`"};
   for (size_t i = 0; i < names.size(); ++i) res.rows[i].name = names[i];
   res.rows[0].diagnosis = "input-bound: <wait> | 60% & more";
   res.rows.push_back(failed_row("oom\nhere"));
@@ -732,8 +794,8 @@ TEST_CASE("Markdown renders in python-markdown, markdown-it and mistune with eve
       {"columns", 15},
       {"names", {names[0], names[1], names[2], names[3], "oom\nhere"}},
       {"texts",
-       {"Device: CPU (cpu), LibTorch 2.11.0, 2 CPU threads", "0 " + kAwkward + ": input-bound: <wait> | 60% & more",
-        "4 oom\nhere: failed: out of memory"}}};
+       {"Device: CPU (cpu), LibTorch 2.11.0, 2 CPU threads",
+        "0 " + kAwkward + ": input-bound: <wait> | 60% & more", "4 oom\nhere: failed: out of memory"}}};
   auto e = dir.write("md.json", expected_md.dump());
   auto r = ptune::test::run("'" + python + "' '" + script + "' markdown '" + e + "' '" + md + "'");
   INFO(r.out << r.err);
@@ -749,13 +811,15 @@ TEST_CASE("Markdown renders in python-markdown, markdown-it and mistune with eve
   gpu.rows[0].m->device_mem_bytes = 80LL << 30;
   gpu.rows[0].m->trace_path = "runs/x/00-base/trace.json";
   gpu.rows[0].notes = {"a, b", "c \"d\""};
-  const std::map<std::string, const Results*> files = {{"awkward.csv", &res}, {"skipped.CSV", &skipped_only}, {"gpu.csv", &gpu}};
-  nlohmann::json expected_csv = {{"columns", csv_columns()},
-                                 {"numeric", {"index", "num_workers", "batch_size", "steps", "ms_per_step", "spread_pct",
-                                              "samples_per_s", "speedup_vs_prev", "speedup_vs_base", "data_wait_pct",
-                                              "h2d_pct", "compute_pct", "peak_mem_bytes", "device_mem_bytes",
-                                              "gpu_busy_pct", "loss"}},
-                                 {"names", nlohmann::json::object()}};
+  const std::map<std::string, const Results*> files = {
+      {"awkward.csv", &res}, {"skipped.CSV", &skipped_only}, {"gpu.csv", &gpu}};
+  nlohmann::json expected_csv = {
+      {"columns", csv_columns()},
+      {"numeric",
+       {"index", "num_workers", "batch_size", "steps", "ms_per_step", "spread_pct", "samples_per_s",
+        "speedup_vs_prev", "speedup_vs_base", "data_wait_pct", "h2d_pct", "compute_pct", "peak_mem_bytes",
+        "device_mem_bytes", "gpu_busy_pct", "loss"}},
+      {"names", nlohmann::json::object()}};
   std::string paths;
   for (const auto& [file, results] : files) {
     write_results(dir.file(file), *results);
@@ -777,10 +841,9 @@ TEST_CASE("compare_runs: a row measured under competing load is judged at 99.9%,
     double sum = 0;
     for (double v : ms) sum += std::log(v);
     const double gm = std::exp(sum / static_cast<double>(ms.size()));
-    nlohmann::ordered_json row = {{"name", "workers"},           {"samples_per_s", 10000.0 / gm},
-                                  {"ms_per_step", gm},           {"repeat_ms_per_step", ms},
-                                  {"spread_pct", 0.0},           {"under_load", under_load},
-                                  {"status", "ok"}};
+    nlohmann::ordered_json row = {
+        {"name", "workers"}, {"samples_per_s", 10000.0 / gm}, {"ms_per_step", gm}, {"repeat_ms_per_step", ms},
+        {"spread_pct", 0.0}, {"under_load", under_load},      {"status", "ok"}};
     nlohmann::ordered_json doc = {{"rows", nlohmann::ordered_json::array({row})}, {"status", "complete"}};
     RunFile run;
     run.label = label;
@@ -806,7 +869,8 @@ TEST_CASE("compare_runs: a row measured under competing load is judged at 99.9%,
         std::string::npos);
 }
 
-TEST_CASE("a row measured under competing load gets 99.9% intervals, and the chain after it too", "[report]") {
+TEST_CASE("a row measured under competing load gets 99.9% intervals, and the chain after it too",
+          "[report]") {
   using ptune::measure::kSpeedupLevel;
   using ptune::measure::kSpeedupLevelUnderLoad;
   std::vector<Row> rows;
@@ -858,7 +922,8 @@ Row timed_row(const std::string& name, int64_t batch, std::vector<double> ms, st
 
 }  // namespace
 
-TEST_CASE("one source: every ratio of printed rates is the speedup printed between them", "[report][figures]") {
+TEST_CASE("one source: every ratio of printed rates is the speedup printed between them",
+          "[report][figures]") {
   // The base row's own windows; then rows each timed against the previous one. The previous
   // row runs 10% faster in a later comparison than in its own (a warm pipeline): each row's
   // own windows alone would disagree with the paired speedups.
@@ -869,7 +934,8 @@ TEST_CASE("one source: every ratio of printed rates is the speedup printed betwe
   compute_speedups(rows);
   Row skipped;
   skipped.name = "graphs";
-  skipped.status = ptune::report::RowStatus::skipped("optim.cuda_graphs needs a CUDA device; none is visible");
+  skipped.status =
+      ptune::report::RowStatus::skipped("optim.cuda_graphs needs a CUDA device; none is visible");
   rows.push_back(skipped);
   compute_speedups(rows);
   rows.push_back(timed_row("batch 32", 32, {120, 118, 125, 121}, {70, 73, 71, 72}));
@@ -893,7 +959,8 @@ TEST_CASE("one source: every ratio of printed rates is the speedup printed betwe
   CHECK(rows[1].base_ci.hi == rows[1].prev_ci.hi);
   CHECK(rows[1].verdict_base == rows[1].verdict_prev);
   // A later row's rate carries the base's uncertainty and its links': wider than the base's own.
-  CHECK(printed_rate(rows[3]).hi / printed_rate(rows[3]).lo > printed_rate(rows[0]).hi / printed_rate(rows[0]).lo);
+  CHECK(printed_rate(rows[3]).hi / printed_rate(rows[3]).lo >
+        printed_rate(rows[0]).hi / printed_rate(rows[0]).lo);
   // And in the JSON document, as every results file is checked.
   Results res;
   res.rows = rows;
@@ -909,12 +976,13 @@ TEST_CASE("one source: every ratio of printed rates is the speedup printed betwe
   CHECK(ptune::test::figure_disagreements(broken).size() == 1);
 }
 
-TEST_CASE("intervals print as ± only where symmetric, else [lo, hi], one text in every format", "[report][figures]") {
+TEST_CASE("intervals print as ± only where symmetric, else [lo, hi], one text in every format",
+          "[report][figures]") {
   CHECK(interval_text(1.0, 1 / 1.05, 1.05) == " ±5.0%");
   CHECK(interval_text(100.0, 98.2, 101.8) == " ±1.8%");
   CHECK(interval_text(2.0, 1.9, 2.3) == " [1.90, 2.30]");  // +15% / -5%
   CHECK(interval_text(0.99, 0.060, 16.4) == " [0.0600, 16.4]");
-  CHECK(interval_text(1.0, 0.5, 2.0) == " [0.500, 2.00]");  // a factor of 2 either way: not ±
+  CHECK(interval_text(1.0, 0.5, 2.0) == " [0.500, 2.00]");   // a factor of 2 either way: not ±
   CHECK(interval_text(1.0, 1 / 1.2, 1.2) == " ±20%");        // a factor of 1.2: sides within a tenth
   CHECK(interval_text(1.0, 0.8, 1.25) == " [0.800, 1.25]");  // 1.25: +25% against -20%, not within
   CHECK(interval_text(1.45, 1.2e-70, 8.8e62) == " [1.2e-70, 8.8e+62]");  // two pairs under load at 99.9%
@@ -976,7 +1044,8 @@ TEST_CASE("compare_runs judges the rates the tables print, and its ratio is thei
         std::string::npos);
 }
 
-TEST_CASE("rows measured apart: vs base is Welch between the two rows, and each rate is the row's own", "[report][figures]") {
+TEST_CASE("rows measured apart: vs base is Welch between the two rows, and each rate is the row's own",
+          "[report][figures]") {
   std::vector<Row> rows;
   rows.push_back(timed_row("baseline", 16, {100, 104, 98, 101}, {}));
   compute_speedups(rows);
@@ -995,7 +1064,8 @@ TEST_CASE("rows measured apart: vs base is Welch between the two rows, and each 
   }
 }
 
-TEST_CASE("achieved FLOP/s and % of peak in the table, JSON, CSV, Markdown and HTML, none on a data row", "[report]") {
+TEST_CASE("achieved FLOP/s and % of peak in the table, JSON, CSV, Markdown and HTML, none on a data row",
+          "[report]") {
   auto res = sample();
   for (size_t i : {0, 1, 2}) {
     res.rows[i].m->model_flops_per_sample = 2.0e9;  // the data row's must be ignored: it has no model
@@ -1035,13 +1105,13 @@ TEST_CASE("achieved FLOP/s and % of peak in the table, JSON, CSV, Markdown and H
   const std::string table = render(res, "table");
   CHECK(table.find("FLOP/s  % peak") != std::string::npos);
   CHECK(table.find("800G     50%") != std::string::npos);
-  CHECK(table.find("\n% peak against: fp32 1.60T FLOP/s, calibrated achievable peak (not a datasheet figure): test\n") !=
-        std::string::npos);
+  CHECK(table.find("\n% peak against: fp32 1.60T FLOP/s, calibrated achievable peak (not a datasheet "
+                   "figure): test\n") != std::string::npos);
   const std::string md = render(res, "md");
   CHECK(md.find("| FLOP/s | % peak |") != std::string::npos);
   CHECK(md.find("| 800G | 50% |") != std::string::npos);
-  CHECK(md.find("\n% peak against: fp32 1.60T FLOP/s, calibrated achievable peak (not a datasheet figure): test\n") !=
-        std::string::npos);
+  CHECK(md.find("\n% peak against: fp32 1.60T FLOP/s, calibrated achievable peak (not a datasheet figure): "
+                "test\n") != std::string::npos);
   const auto records = parse_csv(render(res, "csv"));
   const auto col = static_cast<size_t>(std::find(csv_columns().begin(), csv_columns().end(), "pct_of_peak") -
                                        csv_columns().begin());
@@ -1052,7 +1122,8 @@ TEST_CASE("achieved FLOP/s and % of peak in the table, JSON, CSV, Markdown and H
   CHECK(html.find("<th class=\"n\">FLOP/s</th><th class=\"n\">% peak</th>") != std::string::npos);
   CHECK(html.find(">800G</td>") != std::string::npos);
   CHECK(html.find(">50%</td>") != std::string::npos);
-  CHECK(html.find("% peak against: fp32 1.60T FLOP/s, calibrated achievable peak (not a datasheet figure): test") !=
+  CHECK(html.find(
+            "% peak against: fp32 1.60T FLOP/s, calibrated achievable peak (not a datasheet figure): test") !=
         std::string::npos);
 }
 
@@ -1064,10 +1135,12 @@ TEST_CASE("FLOP/s are printed with an SI prefix and three significant digits", "
   CHECK(flops_text(7.0) == "7.00");
 }
 
-TEST_CASE("load_run: a folder, and a row's figure of another type, are named, not read as blank", "[report]") {
+TEST_CASE("load_run: a folder, and a row's figure of another type, are named, not read as blank",
+          "[report]") {
   ptune::test::TempDir dir;
-  CHECK_THROWS_WITH(load_run(dir.path.string()),
-                    "results '" + dir.path.string() + "' is a folder; name a results file (ptune sweep --out FILE.json)");
+  CHECK_THROWS_WITH(
+      load_run(dir.path.string()),
+      "results '" + dir.path.string() + "' is a folder; name a results file (ptune sweep --out FILE.json)");
   Results res;
   res.rows.push_back(timed_row("baseline", 16, {100, 104, 98, 101}, {}));
   compute_speedups(res.rows);
@@ -1075,6 +1148,8 @@ TEST_CASE("load_run: a folder, and a row's figure of another type, are named, no
   auto j = to_json(res);
   j["rows"][0]["samples_per_s"] = "fast";
   const std::string path = dir.write("bad.json", j.dump());
-  CHECK_THROWS_WITH(load_run(path), path + ": rows[0].samples_per_s: \"fast\" is not a number (a results file holds "
-                                           "numbers or null there)");
+  CHECK_THROWS_WITH(
+      load_run(path),
+      path +
+          ": rows[0].samples_per_s: \"fast\" is not a number (a results file holds numbers or null there)");
 }

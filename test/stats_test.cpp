@@ -1,6 +1,6 @@
 // The statistics behind every figure: intervals against values computed independently (SciPy's
-// Student t and Welch test, noted beside each), the bootstrap on a fixed seed, the sum of log terms, the verdict rule
-// and the outlier rule; then the diagnosis that skips what the sweep measured as useless.
+// Student t and Welch test, noted beside each), the bootstrap on a fixed seed, the sum of log terms, the
+// verdict rule and the outlier rule; then the diagnosis that skips what the sweep measured as useless.
 
 #include <cmath>
 #include <functional>
@@ -125,13 +125,13 @@ TEST_CASE("verdicts read the speedup's interval against the noise rule", "[stats
   const NoiseRule rule;  // 3% target, 1% floor
   auto iv = [](double lo, double hi) { return Interval{std::sqrt(lo * hi), lo, hi, 10, 0.99}; };
   CHECK(verdict_of(iv(1.02, 1.06), rule) == Verdict::kFaster);
-  CHECK(verdict_of(iv(1.011, 1.30), rule) == Verdict::kFaster);   // wide, but clear of +1%
+  CHECK(verdict_of(iv(1.011, 1.30), rule) == Verdict::kFaster);  // wide, but clear of +1%
   CHECK(verdict_of(iv(0.90, 0.98), rule) == Verdict::kSlower);
   CHECK(verdict_of(iv(0.99, 1.02), rule) == Verdict::kWithinNoise);
   CHECK(verdict_of(iv(1.005, 1.03), rule) == Verdict::kWithinNoise);  // above 1, but not by the floor
-  CHECK(verdict_of(iv(1.009, 1.04), rule) == Verdict::kUndecided);     // narrow, but may hide a 4% gain
+  CHECK(verdict_of(iv(1.009, 1.04), rule) == Verdict::kUndecided);    // narrow, but may hide a 4% gain
   CHECK(verdict_of(iv(0.965, 0.995), rule) == Verdict::kUndecided);
-  CHECK(verdict_of(iv(0.95, 1.08), rule) == Verdict::kUndecided);    // too wide to say
+  CHECK(verdict_of(iv(0.95, 1.08), rule) == Verdict::kUndecided);                 // too wide to say
   CHECK(verdict_of(Interval{1.5, 1.5, 1.5, 1, 0}, rule) == Verdict::kUndecided);  // no interval
   CHECK(std::string(verdict_name(Verdict::kWithinNoise)) == "within noise");
   CHECK(std::string(verdict_name(Verdict::kUndecided)) == "undecided");
@@ -140,16 +140,16 @@ TEST_CASE("verdicts read the speedup's interval against the noise rule", "[stats
 TEST_CASE("the pairs a spread needs for a verdict are the fewest whose t half-width fits", "[stats]") {
   // References: the smallest n with t(0.995, n - 1) * sd / sqrt(n) within the room the rule
   // leaves (scipy.stats.t.ppf, searched n = 2, 3, ...).
-  const NoiseRule rule;  // 3% target, 1% floor
-  CHECK(pairs_to_decide(0.0, 0.05, 0.99, rule) == 23);                 // A/A: within +-3%
+  const NoiseRule rule;                                 // 3% target, 1% floor
+  CHECK(pairs_to_decide(0.0, 0.05, 0.99, rule) == 23);  // A/A: within +-3%
   CHECK(pairs_to_decide(0.0, 0.02, 0.99, rule) == 7);
   CHECK(pairs_to_decide(0.0, 0.01, 0.99, rule) == 4);
-  CHECK(pairs_to_decide(std::log(1.10), 0.05, 0.99, rule) == 6);       // faster: beyond +1%
-  CHECK(pairs_to_decide(std::log(1.02), 0.05, 0.99, rule) == 175);     // between the lines
-  CHECK(pairs_to_decide(-std::log(1.02), 0.05, 0.99, rule) == 175);    // symmetric
+  CHECK(pairs_to_decide(std::log(1.10), 0.05, 0.99, rule) == 6);      // faster: beyond +1%
+  CHECK(pairs_to_decide(std::log(1.02), 0.05, 0.99, rule) == 175);    // between the lines
+  CHECK(pairs_to_decide(-std::log(1.02), 0.05, 0.99, rule) == 175);   // symmetric
   CHECK(pairs_to_decide(std::log(1.0198), 0.05, 0.99, rule) == 172);  // the least room there is
   CHECK(pairs_to_decide(0.0, 1.0, 0.99, rule) == 7598);
-  CHECK(pairs_to_decide(0.0, 10.0, 0.99, rule) == 0);                  // past 100,000 pairs
+  CHECK(pairs_to_decide(0.0, 10.0, 0.99, rule) == 0);  // past 100,000 pairs
   CHECK(pairs_to_decide(0.0, -1.0, 0.99, rule) == 0);
 }
 
@@ -170,8 +170,8 @@ TEST_CASE("a row left undecided by its budget says how many pairs its spread wou
   c.transient = 1;
   const WindowPlan plan;
   CHECK(undecided_note(c, plan) ==
-        "undecided in its time: one pair's speedup varied by 5.5% (one standard deviation) over 8 pairs; at that "
-        "spread about 26 pairs, about 41 s of timing (measure.max_s), would decide it");
+        "undecided in its time: one pair's speedup varied by 5.5% (one standard deviation) over 8 pairs; at "
+        "that spread about 26 pairs, about 41 s of timing (measure.max_s), would decide it");
   // Not where it was decided, stopped by something else, or measured under load.
   Comparison decided = c;
   decided.verdict = Verdict::kWithinNoise;
@@ -186,8 +186,8 @@ TEST_CASE("a row left undecided by its budget says how many pairs its spread wou
 
 TEST_CASE("outliers are far from the median by the MAD rule and by 5%", "[stats]") {
   CHECK(outliers({10, 10.1, 9.9, 10.05, 30}) == std::vector<size_t>{4});
-  CHECK(outliers({10, 10.1, 9.9, 10.05}).empty());             // too few to tell
-  CHECK(outliers({100, 100.1, 99.9, 100.05, 102}).empty());   // far in MADs, but within 5%
+  CHECK(outliers({10, 10.1, 9.9, 10.05}).empty());           // too few to tell
+  CHECK(outliers({100, 100.1, 99.9, 100.05, 102}).empty());  // far in MADs, but within 5%
 }
 
 TEST_CASE("speedups between measurements compare samples/s, not ms per step", "[stats]") {
@@ -214,8 +214,8 @@ TEST_CASE("the diagnosis skips a move the sweep measured as within noise or slow
         "compute-bound (99% in forward/backward/update) on fp32: optim.amp measured within noise here (row 7 "
         "'bf16 autocast', 1.01x); try model.channels_last");
   // Faster or undecided is no reason to skip it.
-  CHECK(diagnose(m, cfg, {{"optim.amp", "bf16", 7, "bf16 autocast", "undecided", 1.2}}, {}, true).find(
-            "on fp32: optim.amp (bf16") != std::string::npos);
+  CHECK(diagnose(m, cfg, {{"optim.amp", "bf16", 7, "bf16 autocast", "undecided", 1.2}}, {}, true)
+            .find("on fp32: optim.amp (bf16") != std::string::npos);
   // Both moves measured useless: both named, no advice left.
   const std::vector<Tried> both = {{"optim.amp", "bf16", 7, "bf16 autocast", "within noise", 1.01},
                                    {"model.channels_last", true, 8, "channels_last", "slower", 0.93}};
@@ -229,9 +229,10 @@ TEST_CASE("the diagnosis skips a move the sweep measured as within noise or slow
   // Input-bound: more workers measured within noise, so the next move.
   Measurement in;
   in.data_wait_pct = 70;
-  CHECK(diagnose(in, cfg, {{"loader.num_workers", 2, 2, "2 loader workers", "within noise", 1.0}}, {}, true) ==
-        "input-bound (70% waiting for data): loader.num_workers measured within noise here (row 2 '2 loader "
-        "workers', 1.00x); try ship smaller batches (loader.uint8_transfer)");
+  CHECK(
+      diagnose(in, cfg, {{"loader.num_workers", 2, 2, "2 loader workers", "within noise", 1.0}}, {}, true) ==
+      "input-bound (70% waiting for data): loader.num_workers measured within noise here (row 2 '2 loader "
+      "workers', 1.00x); try ship smaller batches (loader.uint8_transfer)");
 }
 
 namespace {
@@ -259,8 +260,9 @@ ptune::measure::Deadline fake_deadline(double budget_ms, const double& now) {
 }
 }  // namespace
 
-TEST_CASE("pairs come in blocks of A B, B A in a drawn order, and a periodic disturbance favours neither side",
-          "[stats]") {
+TEST_CASE(
+    "pairs come in blocks of A B, B A in a drawn order, and a periodic disturbance favours neither side",
+    "[stats]") {
   using namespace ptune::measure;
   WindowPlan plan;
   plan.min_pairs = 40;
@@ -294,12 +296,15 @@ TEST_CASE("pairs come in blocks of A B, B A in a drawn order, and a periodic dis
   CHECK(again == log);
 }
 
-TEST_CASE("under competing load a speedup needs a 99.9% interval and is read once, at the budget", "[stats]") {
+TEST_CASE("under competing load a speedup needs a 99.9% interval and is read once, at the budget",
+          "[stats]") {
   using namespace ptune::measure;
   // B is 10% faster, with a little noise: on a quiet machine decided early, once a 99.9%
   // interval says so (at the fourth pair; the 99% one did at the third).
   auto ms = [](char side) {
-    return [side](size_t i) { return (side == 'A' ? 110.0 : 100.0) * (1.0 + 0.01 * static_cast<double>(i % 3)); };
+    return [side](size_t i) {
+      return (side == 'A' ? 110.0 : 100.0) * (1.0 + 0.01 * static_cast<double>(i % 3));
+    };
   };
   WindowPlan plan;
   plan.min_pairs = 3;
@@ -366,8 +371,9 @@ TEST_CASE("under competing load a speedup needs a 99.9% interval and is read onc
   CHECK(aa.b_ms.size() == 3);
 }
 
-TEST_CASE("a quiet row ends early as faster only on a 99.9% interval, and at its budget the 99% interval decides",
-          "[stats]") {
+TEST_CASE(
+    "a quiet row ends early as faster only on a 99.9% interval, and at its budget the 99% interval decides",
+    "[stats]") {
   using namespace ptune::measure;
   // B 5% faster, the pairs' ratios scattered by about 2.5%: the 99% interval clears 1.01 from
   // the sixth pair on, the 99.9% interval from the ninth.
@@ -394,9 +400,9 @@ TEST_CASE("a quiet row ends early as faster only on a 99.9% interval, and at its
   CHECK(c.stop == StopRule::kDecided);
   CHECK(c.verdict == Verdict::kFaster);
   CHECK(c.speedup.level == Approx(kSpeedupLevel));
-  CHECK(decided_at(c, kSpeedupLevel) == 6);                // 99% decided at the sixth pair...
-  CHECK(decided_at(c, kEarlyStopLevel) == 9);              // ...but the row went on
-  CHECK(c.b_ms.size() == 9);                               // until 99.9% decided
+  CHECK(decided_at(c, kSpeedupLevel) == 6);    // 99% decided at the sixth pair...
+  CHECK(decided_at(c, kEarlyStopLevel) == 9);  // ...but the row went on
+  CHECK(c.b_ms.size() == 9);                   // until 99.9% decided
 
   // A budget of seven and a half pairs (about 205 ms each), too short for the 99.9% interval:
   // the row runs to it (the eighth pair would not fit), and there the verdict is read at 99%:
@@ -412,7 +418,8 @@ TEST_CASE("a quiet row ends early as faster only on a 99.9% interval, and at its
   CHECK(short_row.speedup.level == Approx(kSpeedupLevel));
 }
 
-TEST_CASE("a speedup between measurements apart takes the stricter level when either was under load", "[stats]") {
+TEST_CASE("a speedup between measurements apart takes the stricter level when either was under load",
+          "[stats]") {
   using namespace ptune::measure;
   Measurement a, b;
   a.batch_size = b.batch_size = 2;
@@ -437,7 +444,8 @@ TEST_CASE("levels are written as every text says them", "[stats]") {
   CHECK(level_text(0.9) == "90%");
 }
 
-TEST_CASE("a falling start is the transient: dropped from the front, never beyond the first half", "[stats]") {
+TEST_CASE("a falling start is the transient: dropped from the front, never beyond the first half",
+          "[stats]") {
   using namespace ptune::measure;
   // Three cold windows, then a warm pipeline with 0.5% noise: the warm half's 99.5% prediction
   // bound is about 3% above its mean, and the three lie far above it; the fourth does not.
@@ -508,7 +516,8 @@ TEST_CASE("a compared row leaves its start-up pairs out, and measure.repeats cou
   std::string log;
   ClockSide a('A', log, side(false)), b('B', log, side(true));
   std::vector<int64_t> transient_seen;
-  const Comparison c = compare(a, b, plan, [&](const Comparison& so_far) { transient_seen.push_back(so_far.transient); });
+  const Comparison c =
+      compare(a, b, plan, [&](const Comparison& so_far) { transient_seen.push_back(so_far.transient); });
   CHECK(log.size() == 10);  // five pairs: three kept after the two left out
   CHECK(c.transient == 2);
   CHECK(transient_seen == std::vector<int64_t>{0, 0, 0, 0, 2});
@@ -521,8 +530,8 @@ TEST_CASE("a compared row leaves its start-up pairs out, and measure.repeats cou
   const auto notes = run_notes(c.transient, c.b_ms.size(), plan.min_pairs, c.stop, plan.deadline, true);
   REQUIRE(notes.size() == 1);
   CHECK(notes[0] ==
-        "warm-up: the first 2 pairs still ran slower (the pipeline's start-up: above the 99.5% prediction bound "
-        "of the later windows): left out of every figure, on both sides");
+        "warm-up: the first 2 pairs still ran slower (the pipeline's start-up: above the 99.5% prediction "
+        "bound of the later windows): left out of every figure, on both sides");
 }
 
 TEST_CASE("a deadline counts from the row's start, agrees its steps, and settles an automatic budget once",
@@ -593,15 +602,16 @@ TEST_CASE("a row out of time stops between pairs, drops an unpaired window and s
   const auto notes = run_notes(c.transient, c.b_ms.size(), plan.min_pairs, c.stop, plan.deadline, true);
   REQUIRE(notes.size() == 1);
   CHECK(notes[0] ==
-        "ran out of time: the row's budget (measure.max_s, 0.85 s, warm-up included) ended it after 1 pair of the 3 "
-        "measure.repeats asks for; its figures are those of what was timed");
+        "ran out of time: the row's budget (measure.max_s, 0.85 s, warm-up included) ended it after 1 pair "
+        "of the 3 measure.repeats asks for; its figures are those of what was timed");
 
   // Alone: windows of 400 ms and a budget of 1 s: the second window ends at 800 ms and a third
   // would not fit.
   now = 0;
   plan.deadline = fake_deadline(1000, now);
   std::string alone_log;
-  ClockSide s('S', alone_log, [](size_t) { return 400.0; }, &now);
+  ClockSide s(
+      'S', alone_log, [](size_t) { return 400.0; }, &now);
   const AloneRun r = measure_alone(s, plan);
   CHECK(alone_log == "SS");
   CHECK(r.stop == StopRule::kBudget);
@@ -613,7 +623,8 @@ TEST_CASE("a row out of time stops between pairs, drops an unpaired window and s
   now = 0;
   plan.deadline = fake_deadline(1, now);
   std::string one_log;
-  ClockSide one('S', one_log, [](size_t) { return 400.0; }, &now);
+  ClockSide one(
+      'S', one_log, [](size_t) { return 400.0; }, &now);
   CHECK(measure_alone(one, plan).ms.size() == 1);
   CHECK(one_log == "S");
 }

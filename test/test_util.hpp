@@ -68,9 +68,11 @@ inline std::vector<std::string> figure_disagreements(const nlohmann::json& doc) 
     if (prev == base)
       for (const char* suffix : {"", "_lo", "_hi", "_interval"})
         if (r["speedup_vs_prev" + std::string(suffix)] != r["speedup_vs_base" + std::string(suffix)])
-          bad.push_back(where + "vs prev and vs base differ (speedup" + suffix + ") though the previous row is the base");
+          bad.push_back(where + "vs prev and vs base differ (speedup" + suffix +
+                        ") though the previous row is the base");
     if (prev == base && r["verdict_vs_prev"] != r["verdict_vs_base"])
-      bad.push_back(where + "vs prev and vs base have different verdicts though the previous row is the base");
+      bad.push_back(where +
+                    "vs prev and vs base have different verdicts though the previous row is the base");
   }
   return bad;
 }

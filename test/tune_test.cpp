@@ -38,7 +38,8 @@ Measurement fake(int64_t batch, double samples_per_s, double spread_pct = 1.0) {
   m.steps = 2;
   m.samples_per_s = samples_per_s;
   m.ms_per_step = 1000.0 * static_cast<double>(batch) / samples_per_s;
-  m.repeat_ms = {m.ms_per_step * (1 - spread_pct / 200), m.ms_per_step, m.ms_per_step * (1 + spread_pct / 200)};
+  m.repeat_ms = {m.ms_per_step * (1 - spread_pct / 200), m.ms_per_step,
+                 m.ms_per_step * (1 + spread_pct / 200)};
   m.spread_pct = spread_pct;
   m.compute_pct = 100;
   m.loss = 2.3;
@@ -47,7 +48,8 @@ Measurement fake(int64_t batch, double samples_per_s, double spread_pct = 1.0) {
 
 [[noreturn]] void throw_oom(const std::string& kind) {
   const std::string msg = "CUDA out of memory. Tried to allocate 2.00 GiB";
-  if (kind == "OutOfMemoryError") throw c10::OutOfMemoryError(c10::SourceLocation{__func__, __FILE__, __LINE__}, msg);
+  if (kind == "OutOfMemoryError")
+    throw c10::OutOfMemoryError(c10::SourceLocation{__func__, __FILE__, __LINE__}, msg);
   if (kind == "c10::Error") throw c10::Error(c10::SourceLocation{__func__, __FILE__, __LINE__}, msg);
   throw std::runtime_error(msg);
 }
@@ -71,8 +73,10 @@ TEST_CASE("allocation failures are recognized as out of memory", "[tune]") {
   const c10::SourceLocation here{__func__, __FILE__, __LINE__};
   CHECK(is_out_of_memory(c10::OutOfMemoryError(here, "CUDA out of memory. Tried to allocate 20.00 MiB")));
   CHECK(is_out_of_memory(c10::Error(here, "CUDA out of memory. Tried to allocate 20.00 MiB")));
-  CHECK(is_out_of_memory(c10::Error(here, "DefaultCPUAllocator: not enough memory: you tried to allocate 1")));
-  CHECK(is_out_of_memory(std::runtime_error("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling cublasCreate")));
+  CHECK(
+      is_out_of_memory(c10::Error(here, "DefaultCPUAllocator: not enough memory: you tried to allocate 1")));
+  CHECK(is_out_of_memory(
+      std::runtime_error("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling cublasCreate")));
   CHECK(is_out_of_memory(std::bad_alloc()));
   CHECK(is_out_of_memory(c10::Error(here, "GET was unable to find an engine to execute this computation")));
   CHECK_FALSE(is_out_of_memory(std::runtime_error("CUDA error: an illegal memory access was encountered")));
@@ -196,7 +200,8 @@ TEST_CASE("batch finder: the budget stops new tries", "[tune]") {
   CHECK(now <= opt.budget_s + 40);
 }
 
-TEST_CASE("noise rule: kept when faster beyond noise (the rows' statistics) and at least the threshold", "[tune]") {
+TEST_CASE("noise rule: kept when faster beyond noise (the rows' statistics) and at least the threshold",
+          "[tune]") {
   using ptune::measure::Verdict;
   using ptune::tune::judge;
   const ptune::measure::NoiseRule rule;  // the defaults: 3% target, 1% floor
@@ -239,9 +244,16 @@ TEST_CASE("candidates: the optimizations not yet on, in order", "[tune]") {
   std::vector<std::string> names;
   for (const auto& c : ptune::tune::candidates(cfg, 4, false)) names.push_back(c.name);
   // On a CPU also the allocators installed here (glibc_tuned always), and thread binding.
-  std::vector<std::string> expected = {"multi-worker loading (4)", "multi-worker loading (2)", "pinned memory",
-                                       "uint8 transfer", "batch 64", "set_to_none", "AMP bf16", "channels_last",
-                                       "cuDNN benchmark", "CUDA graphs"};
+  std::vector<std::string> expected = {"multi-worker loading (4)",
+                                       "multi-worker loading (2)",
+                                       "pinned memory",
+                                       "uint8 transfer",
+                                       "batch 64",
+                                       "set_to_none",
+                                       "AMP bf16",
+                                       "channels_last",
+                                       "cuDNN benchmark",
+                                       "CUDA graphs"};
   if (!ptune::engine::find_library("libjemalloc.so.2").empty()) expected.push_back("allocator jemalloc");
   if (!ptune::engine::find_library("libtcmalloc_minimal.so.4").empty() ||
       !ptune::engine::find_library("libtcmalloc.so.4").empty())
@@ -275,8 +287,10 @@ TEST_CASE("greedy search keeps only the changes that beat the noise", "[tune]") 
   opt.measure = [&](const ExperimentConfig& c) {
     CHECK(c.measure.repeats >= 3);
     CHECK(c.sweep.empty());
-    if (c.optim.cudnn_benchmark) throw ptune::ConfigError("optim.cudnn_benchmark needs a CUDA device; none is visible");
-    if (c.optim.cuda_graphs) throw ptune::ConfigError("optim.cuda_graphs needs a CUDA device; none is visible");
+    if (c.optim.cudnn_benchmark)
+      throw ptune::ConfigError("optim.cudnn_benchmark needs a CUDA device; none is visible");
+    if (c.optim.cuda_graphs)
+      throw ptune::ConfigError("optim.cuda_graphs needs a CUDA device; none is visible");
     double sps = 100;
     if (c.loader.num_workers > 0) sps *= 1.5;  // +50%: kept
     if (c.loader.pin_memory) sps *= 1.01;      // +1%: noise, rejected
@@ -389,8 +403,10 @@ TEST_CASE("greedy search: a failing trial is recorded and the search goes on", "
   CHECK(r.best.optim.amp == "bf16");
   bool saw_oom = false, saw_failed = false;
   for (const auto& t : r.trials) {
-    saw_oom = saw_oom || (t.verdict == ptune::tune::TrialVerdict::kFailed && t.out_of_memory && t.reason == "out of memory");
-    saw_failed = saw_failed || (t.verdict == ptune::tune::TrialVerdict::kFailed && !t.out_of_memory && t.reason == "CUDA error: something else");
+    saw_oom = saw_oom || (t.verdict == ptune::tune::TrialVerdict::kFailed && t.out_of_memory &&
+                          t.reason == "out of memory");
+    saw_failed = saw_failed || (t.verdict == ptune::tune::TrialVerdict::kFailed && !t.out_of_memory &&
+                                t.reason == "CUDA error: something else");
   }
   CHECK(saw_oom);
   CHECK(saw_failed);
@@ -469,8 +485,8 @@ TEST_CASE("ptune tune on the CPU writes a config that check, sweep and train acc
   INFO(sweep.err);
   CHECK(sweep.code == 0);
   CHECK(Json::parse(sweep.out)["status"] == "complete");
-  auto train = ptune::test::run(ptune::test::exe() + " train " + best + " --set train.max_steps=1 --set train.checkpoint_dir=" +
-                                dir.file("ckpt"));
+  auto train = ptune::test::run(ptune::test::exe() + " train " + best +
+                                " --set train.max_steps=1 --set train.checkpoint_dir=" + dir.file("ckpt"));
   INFO(train.err);
   CHECK(train.code == 0);
 }
@@ -479,7 +495,8 @@ TEST_CASE("ptune tune --batch-size on the CPU tries doublings up to --max-batch"
   ptune::test::TempDir dir;
   const std::string cfg = dir.write("tiny.json", kTinyTune);
   const std::string best = dir.file("best.json");
-  auto r = ptune::test::run(ptune::test::exe() + " tune " + cfg + " --batch-size --max-batch 16 --repeats 1 --out " + best);
+  auto r = ptune::test::run(ptune::test::exe() + " tune " + cfg +
+                            " --batch-size --max-batch 16 --repeats 1 --out " + best);
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
   CHECK(r.out.find("batch 4") != std::string::npos);
@@ -494,7 +511,8 @@ TEST_CASE("ptune tune --batch-size on the CPU tries doublings up to --max-batch"
 TEST_CASE("ptune tune --format json: the table's rows, the search and the winning config", "[tune][e2e]") {
   ptune::test::TempDir dir;
   const std::string cfg = dir.write("tiny.json", kTinyTune);
-  auto b = ptune::test::run(ptune::test::exe() + " tune " + cfg + " --batch-size --max-batch 8 --repeats 1 --format json");
+  auto b = ptune::test::run(ptune::test::exe() + " tune " + cfg +
+                            " --batch-size --max-batch 8 --repeats 1 --format json");
   INFO(b.out << b.err);
   REQUIRE(b.code == 0);
   auto doc = Json::parse(b.out);
@@ -504,7 +522,8 @@ TEST_CASE("ptune tune --format json: the table's rows, the search and the winnin
   CHECK(doc["best"]["loader"]["batch_size"] == doc["search"]["fastest"]);
   CHECK(doc["search"]["largest_fitting"] == 8);
 
-  auto g = ptune::test::run(ptune::test::exe() + " tune " + cfg + " --budget 0.001 --repeats 1 --format json");
+  auto g =
+      ptune::test::run(ptune::test::exe() + " tune " + cfg + " --budget 0.001 --repeats 1 --format json");
   INFO(g.out << g.err);
   REQUIRE(g.code == 0);
   auto gd = Json::parse(g.out);
@@ -515,7 +534,8 @@ TEST_CASE("ptune tune --format json: the table's rows, the search and the winnin
   CHECK(gd["rows"][0]["name"] == "baseline");
   CHECK(gd["best"]["data"]["image_size"] == 16);
 
-  auto csv = ptune::test::run(ptune::test::exe() + " tune " + cfg + " --batch-size --max-batch 4 --repeats 1 --format csv");
+  auto csv = ptune::test::run(ptune::test::exe() + " tune " + cfg +
+                              " --batch-size --max-batch 4 --repeats 1 --format csv");
   REQUIRE(csv.code == 0);
   CHECK(csv.out.rfind("index,name,", 0) == 0);
 }
@@ -531,5 +551,7 @@ TEST_CASE("ptune tune usage errors exit 2", "[tune][e2e]") {
   CHECK(m.err.rfind("ptune: error: ", 0) == 0);
   auto f = ptune::test::run(ptune::test::exe() + " tune " + cfg + " --format jsno");
   CHECK(f.code == 2);
-  CHECK(f.err == "ptune: error: --format: unknown format 'jsno', did you mean 'json'? allowed: table, json, csv, md\n");
+  CHECK(
+      f.err ==
+      "ptune: error: --format: unknown format 'jsno', did you mean 'json'? allowed: table, json, csv, md\n");
 }

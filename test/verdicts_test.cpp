@@ -135,15 +135,18 @@ TEST_CASE("A/A is never faster or slower, a large change is faster, two runs agr
   // Never faster in one run and slower in the other.
   for (size_t i = 0; i < 3; ++i)
     for (const char* key : {"verdict_vs_prev", "verdict_vs_base"}) {
-      const std::string a = runs[0]["rows"][i][key].is_string() ? runs[0]["rows"][i][key].get<std::string>() : "";
-      const std::string b = runs[1]["rows"][i][key].is_string() ? runs[1]["rows"][i][key].get<std::string>() : "";
+      const std::string a =
+          runs[0]["rows"][i][key].is_string() ? runs[0]["rows"][i][key].get<std::string>() : "";
+      const std::string b =
+          runs[1]["rows"][i][key].is_string() ? runs[1]["rows"][i][key].get<std::string>() : "";
       INFO("row " << i << " " << key << ": " << a << " / " << b);
       CHECK_FALSE((a == "faster" && b == "slower"));
       CHECK_FALSE((a == "slower" && b == "faster"));
     }
 }
 
-TEST_CASE("competing load is flagged in every format, and A/A is still not called faster or slower", "[verdicts]") {
+TEST_CASE("competing load is flagged in every format, and A/A is still not called faster or slower",
+          "[verdicts]") {
   TempDir dir;
   const std::string cfg = dir.write("verdicts.json", kConfig);
   ptune::test::RunResult r;
@@ -163,7 +166,8 @@ TEST_CASE("competing load is flagged in every format, and A/A is still not calle
     CHECK(row["under_load"] == true);
     CHECK(row["other_cpu_cores"].get<double>() >= 0.2);
     bool noted = false;
-    for (const auto& n : row["notes"]) noted = noted || n.get<std::string>().rfind("measured under competing load", 0) == 0;
+    for (const auto& n : row["notes"])
+      noted = noted || n.get<std::string>().rfind("measured under competing load", 0) == 0;
     CHECK(noted);
   }
   // The A/A row is not called faster or slower: under load its interval is read at 99.9%, once,
@@ -181,14 +185,16 @@ TEST_CASE("competing load is flagged in every format, and A/A is still not calle
   CHECK(html.find(" cores</td>") != std::string::npos);
 }
 
-TEST_CASE("an A/A row of a tiny config is within noise on a quiet machine, its start-up left out", "[verdicts]") {
+TEST_CASE("an A/A row of a tiny config is within noise on a quiet machine, its start-up left out",
+          "[verdicts]") {
   // Two identical rows (ResNet-18, 32 px, batch 2, one thread; windows of 12 steps, about 0.5 s,
   // and a budget that lets a noisy quiet run reach within noise: it ends the row at the first
   // look that shows it, often after the 5 pairs). The second row's pipeline is
   // fresh: its first windows may still run slow, and would then be left out (noted), so that
   // the pairs left compare two warm pipelines.
   TempDir dir;
-  const Json rows = aa_rows(dir, R"({ "name": "A" })", R"({ "name": "A again", "set": { "loader.batch_size": 2 } })");
+  const Json rows =
+      aa_rows(dir, R"({ "name": "A" })", R"({ "name": "A again", "set": { "loader.batch_size": 2 } })");
   INFO(rows.dump(1));
   const auto& aa = rows[1];
   const std::string verdict = aa["verdict_vs_prev"].get<std::string>();
@@ -232,7 +238,8 @@ TEST_CASE("an A/A row in two child processes with the same process settings is n
     bool child = false;
     for (const auto& n : row["notes"]) {
       const std::string note = n.get<std::string>();
-      child = child || (note.rfind("this row's child process: ", 0) == 0 && note.find("libtcmalloc") != std::string::npos);
+      child = child || (note.rfind("this row's child process: ", 0) == 0 &&
+                        note.find("libtcmalloc") != std::string::npos);
     }
     CHECK(child);
   }

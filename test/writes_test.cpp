@@ -61,7 +61,8 @@ RunResult run_limited(const std::string& args, const Limits& limits = {}) {
     ::dup2(pipe_fds[1], STDERR_FILENO);
     ::close(pipe_fds[0]);
     ::close(pipe_fds[1]);
-    if (limits.fail_write_at > 0) ::setenv("PTUNE_FAIL_WRITE_AT", std::to_string(limits.fail_write_at).c_str(), 1);
+    if (limits.fail_write_at > 0)
+      ::setenv("PTUNE_FAIL_WRITE_AT", std::to_string(limits.fail_write_at).c_str(), 1);
     if (limits.no_override && ::geteuid() == 0) {
       // Root writes anywhere: without these capabilities (dropped for good, exec included) a
       // folder's permissions apply to it too.
@@ -201,26 +202,32 @@ std::string sweep_config(const TempDir& dir, const std::string& runs) {
   return dir.write("s.json", R"({"name": "s", "device": "cpu", "cpu_threads": 1,
       "data": {"num_samples": 8, "image_size": 32}, "loader": {"batch_size": 4},
       "measure": {"warmup_steps": 0, "steps": 1, "repeats": 1, "max_s": 0.001, "target_ci_pct": 100,
-                  "profile_steps": 1, "out_dir": ")" + runs + R"("}})");
+                  "profile_steps": 1, "out_dir": ")" +
+                                 runs + R"("}})");
 }
 
 }  // namespace
 
-TEST_CASE("train: a checkpoint past the file-size limit stops training, names the last good one, leaves no temporary file",
-          "[writes]") {
+TEST_CASE(
+    "train: a checkpoint past the file-size limit stops training, names the last good one, leaves no "
+    "temporary file",
+    "[writes]") {
   TempDir dir;
   const std::string cfg = train_config(dir), ck = dir.file("ck");
   const std::string good = ck + "/t-step1.pt";
-  auto first = run_limited("train " + cfg + " --set train.checkpoint_dir=" + ck + " --save-weights " + dir.file("w.pt"));
+  auto first = run_limited("train " + cfg + " --set train.checkpoint_dir=" + ck + " --save-weights " +
+                           dir.file("w.pt"));
   INFO(first.err);
   REQUIRE(first.code == 0);
   const std::string good_bytes = ptune::test::read_file(good);
   // Resumed at step 1 for two more steps, a checkpoint at each: the first one fails.
-  auto r = run_limited("train " + cfg + " --resume " + good + " --set train.max_steps=3 --set train.checkpoint_every=1 " +
+  auto r = run_limited("train " + cfg + " --resume " + good +
+                           " --set train.max_steps=3 --set train.checkpoint_every=1 " +
                            "--set train.checkpoint_dir=" + ck,
                        {1 << 20});
-  expect_one_error(r, "cannot write train.checkpoint_dir '" + ck + "/t-step2.pt': File too large; the last good "
-                      "checkpoint is " + good + " (continue with --resume " + good + ")");
+  expect_one_error(r, "cannot write train.checkpoint_dir '" + ck +
+                          "/t-step2.pt': File too large; the last good checkpoint is " + good +
+                          " (continue with --resume " + good + ")");
   CHECK(temporaries(dir.path.string()).empty());
   CHECK(!fs::exists(ck + "/t-step2.pt"));
   CHECK(ptune::test::read_file(good) == good_bytes);
@@ -228,7 +235,8 @@ TEST_CASE("train: a checkpoint past the file-size limit stops training, names th
   CHECK(weights_load(dir.file("w.pt")));
 }
 
-TEST_CASE("results in every format, the CSV companion, reports and configs past the file-size limit", "[writes]") {
+TEST_CASE("results in every format, the CSV companion, reports and configs past the file-size limit",
+          "[writes]") {
   TempDir dir;
   const std::string runs = dir.file("runs"), cfg = sweep_config(dir, runs);
   // The previous good results: a whole sweep's JSON; and a report of it.
@@ -286,7 +294,8 @@ TEST_CASE("results in every format, the CSV companion, reports and configs past 
   }
 }
 
-TEST_CASE("sweep --profile: a trace past the file-size limit fails its row, the sweep goes on, exits 1", "[writes]") {
+TEST_CASE("sweep --profile: a trace past the file-size limit fails its row, the sweep goes on, exits 1",
+          "[writes]") {
   TempDir dir;
   const std::string runs = dir.file("runs"), cfg = sweep_config(dir, runs), out = dir.file("r.json");
   // 200 kB: the results fit, a trace (about 400 kB for one step of ResNet-18) does not.
@@ -317,14 +326,16 @@ TEST_CASE("read-only folders: checkpoints, weights, results and traces refuse wi
   }
   auto ck = run_limited("train " + cfg + " --set train.checkpoint_dir=" + ro + "/ck", no_override);
   expect_one_error(ck, "train.checkpoint_dir: cannot write in folder '" + ro + "/ck': Permission denied");
-  auto w = run_limited("train " + cfg + " --set train.checkpoint_dir=" + dir.file("ck") + " --save-weights " + ro + "/w.pt",
-                       no_override);
+  auto w = run_limited(
+      "train " + cfg + " --set train.checkpoint_dir=" + dir.file("ck") + " --save-weights " + ro + "/w.pt",
+      no_override);
   expect_one_error(w, "--save-weights: cannot write in folder '" + ro + "': Permission denied");
   const std::string scfg = sweep_config(dir, ro + "/runs");
   auto out = run_limited("sweep " + scfg + " --out " + ro + "/r.json", no_override);
   expect_one_error(out, "--out: cannot write in folder '" + ro + "': Permission denied", 2);
   auto trace = run_limited("sweep " + scfg + " --profile --out " + dir.file("r.json"), no_override);
-  expect_one_error(trace, "sweep: row 'config' failed: cannot write measure.out_dir '" + ro + "/runs/s/00-config/");
+  expect_one_error(trace,
+                   "sweep: row 'config' failed: cannot write measure.out_dir '" + ro + "/runs/s/00-config/");
   CHECK(trace.err.find("Permission denied") != std::string::npos);
   ::chmod(ro.c_str(), 0755);
   CHECK(temporaries(dir.path.string()).empty());
@@ -332,32 +343,36 @@ TEST_CASE("read-only folders: checkpoints, weights, results and traces refuse wi
   // A removed folder: found before any work.
   auto gone = run_limited("sweep " + scfg + " --out " + dir.file("gone") + "/r.json");
   expect_one_error(gone, "--out: folder '" + dir.file("gone") + "' does not exist", 2);
-  auto gone_w = run_limited("train " + cfg + " --set train.checkpoint_dir=" + dir.file("ck") + " --save-weights " +
-                            dir.file("gone") + "/w.pt");
+  auto gone_w = run_limited("train " + cfg + " --set train.checkpoint_dir=" + dir.file("ck") +
+                            " --save-weights " + dir.file("gone") + "/w.pt");
   expect_one_error(gone_w, "--save-weights: folder '" + dir.file("gone") + "' does not exist");
 }
 
-TEST_CASE("a full tmpfs: checkpoints, weights, traces and results fail with one line and leave nothing behind",
-          "[writes]") {
+TEST_CASE(
+    "a full tmpfs: checkpoints, weights, traces and results fail with one line and leave nothing behind",
+    "[writes]") {
   TempDir dir;
   const std::string cfg = train_config(dir), small = dir.file("small");
   Tmpfs fs20(small, "20m");
   if (!fs20.ok()) {
-    WARN("skipped: cannot mount a tmpfs here (" << fs20.why() << "); the file-size limit cases cover the same writers");
+    WARN("skipped: cannot mount a tmpfs here (" << fs20.why()
+                                                << "); the file-size limit cases cover the same writers");
     return;
   }
   // A checkpoint (about 47 MB) into 20 MB.
   auto ck = run_limited("train " + cfg + " --set train.checkpoint_dir=" + small + "/ck");
-  expect_one_error(ck, "cannot write train.checkpoint_dir '" + small + "/ck/t-step1.pt': No space left on device; "
-                       "no checkpoint of this run was written");
+  expect_one_error(ck, "cannot write train.checkpoint_dir '" + small +
+                           "/ck/t-step1.pt': No space left on device; no checkpoint of this run was written");
   CHECK(ck.err.find("ptune: warning: train.checkpoint_dir '" + small + "/ck' has ") != std::string::npos);
   CHECK(temporaries(small).empty());
   // The checkpoint elsewhere, the weights into 20 MB.
-  auto w = run_limited("train " + cfg + " --set train.checkpoint_dir=" + dir.file("ck") + " --save-weights " + small +
-                       "/w.pt");
-  expect_one_error(w, "cannot write --save-weights '" + small + "/w.pt': No space left on device; training finished, "
-                      "its last checkpoint is " + dir.file("ck") + "/t-step1.pt");
-  CHECK(w.err.find("ptune: warning: --save-weights '" + small + "/w.pt': its file system has ") != std::string::npos);
+  auto w = run_limited("train " + cfg + " --set train.checkpoint_dir=" + dir.file("ck") + " --save-weights " +
+                       small + "/w.pt");
+  expect_one_error(w, "cannot write --save-weights '" + small +
+                          "/w.pt': No space left on device; training finished, its last checkpoint is " +
+                          dir.file("ck") + "/t-step1.pt");
+  CHECK(w.err.find("ptune: warning: --save-weights '" + small + "/w.pt': its file system has ") !=
+        std::string::npos);
   CHECK(temporaries(small).empty());
   CHECK(checkpoint_step(dir.file("ck") + "/t-step1.pt") == 1);
   // Traces and results on a filled file system.
@@ -366,10 +381,12 @@ TEST_CASE("a full tmpfs: checkpoints, weights, traces and results fail with one 
   {
     std::string fill(1 << 20, 'x');
     std::ofstream filler(small + "/filler", std::ios::binary);
-    for (int i = 0; i < 40 && filler; ++i) filler.write(fill.data(), static_cast<std::streamsize>(fill.size()));
+    for (int i = 0; i < 40 && filler; ++i)
+      filler.write(fill.data(), static_cast<std::streamsize>(fill.size()));
   }
   auto s = run_limited("sweep " + scfg + " --profile --out " + dir.file("r.json"));
-  expect_one_error(s, "sweep: row 'config' failed: cannot write measure.out_dir '" + small + "/runs/s/00-config/");
+  expect_one_error(
+      s, "sweep: row 'config' failed: cannot write measure.out_dir '" + small + "/runs/s/00-config/");
   CHECK(s.err.find("No space left on device") != std::string::npos);
   auto out = run_limited("sweep " + scfg + " --out " + small + "/r.json");
   expect_one_error(out, "cannot write --out '" + small + "/r.json': No space left on device");
@@ -385,11 +402,12 @@ TEST_CASE("a full tmpfs: checkpoints, weights, traces and results fail with one 
   }
   auto ro_out = run_limited("sweep " + scfg + " --out " + small + "/r.json");
   expect_one_error(ro_out, "--out: cannot write in folder '" + small + "': Read-only file system", 2);
-  auto ro_w = run_limited("train " + cfg + " --set train.checkpoint_dir=" + dir.file("ck") + " --save-weights " + small +
-                          "/w.pt");
+  auto ro_w = run_limited("train " + cfg + " --set train.checkpoint_dir=" + dir.file("ck") +
+                          " --save-weights " + small + "/w.pt");
   expect_one_error(ro_w, "--save-weights: cannot write in folder '" + small + "': Read-only file system");
   auto ro_trace = run_limited("sweep " + scfg + " --profile --out " + dir.file("r.json"));
-  expect_one_error(ro_trace, "sweep: row 'config' failed: cannot write measure.out_dir '" + small + "/runs/s/00-config/");
+  expect_one_error(
+      ro_trace, "sweep: row 'config' failed: cannot write measure.out_dir '" + small + "/runs/s/00-config/");
   CHECK(ro_trace.err.find("': Read-only file system") != std::string::npos);
   CHECK(ptune::test::read_file(small + "/r.json") == "{\"previous\": true}\n");
 }
@@ -438,14 +456,18 @@ TEST_CASE("the N-th write fails, for every N, over a whole sweep --profile --out
   CHECK(failures >= 8);  // the report after the row, the trace (checked, then written), the report twice more
 }
 
-TEST_CASE("under the shell's ulimit -f, --out and a checkpoint past the limit: File too large, exit 1, no temporary file",
-          "[writes]") {
+TEST_CASE(
+    "under the shell's ulimit -f, --out and a checkpoint past the limit: File too large, exit 1, no "
+    "temporary file",
+    "[writes]") {
   // As a user's shell runs it: bash's ulimit (1024-byte blocks), SIGXFSZ not ignored, which
   // used to end ptune (status 153) and leave .fs.json.XXXXXX and ck/.p-step4.pt.XXXXXX.
   TempDir dir;
-  ::signal(SIGXFSZ, SIG_DFL);  // what the shell below inherits (the default, unless this was started ignoring it)
+  ::signal(SIGXFSZ,
+           SIG_DFL);  // what the shell below inherits (the default, unless this was started ignoring it)
   auto ulimited = [&](int blocks, const std::string& args) {
-    const std::string cmd = "ulimit -f " + std::to_string(blocks) + "; exec " + ptune::test::exe() + " " + args;
+    const std::string cmd =
+        "ulimit -f " + std::to_string(blocks) + "; exec " + ptune::test::exe() + " " + args;
     return ptune::test::run("bash -c \"" + cmd + "\"");
   };
   SECTION("sweep --out") {

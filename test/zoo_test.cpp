@@ -1,8 +1,8 @@
 // Every architecture beyond ResNet-18/50 against torchvision itself (test/data/zoo_io.py writes
 // the reference at a small size): outputs in eval and training mode, every gradient after one
 // backward, the state after one SGD step, parameter counts, strict weight loads both ways,
-// channels_last against torchvision in channels_last, and bf16 autocast training through ptune's trainer. Each
-// architecture is its own test case (its own process under ctest).
+// channels_last against torchvision in channels_last, and bf16 autocast training through ptune's trainer.
+// Each architecture is its own test case (its own process under ctest).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -86,9 +86,9 @@ Model loaded(const std::string& arch, const ptune::test::TempDir& dir, bool chan
 }
 
 struct Tolerances {
-  double out = 1e-5;       // eval and training outputs
-  double grad = 1e-5;      // each gradient, relative to its largest entry
-  double step = 1e-5;      // each tensor after one SGD step
+  double out = 1e-5;   // eval and training outputs
+  double grad = 1e-5;  // each gradient, relative to its largest entry
+  double step = 1e-5;  // each tensor after one SGD step
 };
 
 /// The training-mode forward with the seed zoo_io.py sets (dropout and stochastic depth draw
@@ -103,11 +103,13 @@ at::Tensor train_forward_backward(Model& m, const at::Tensor& x, const at::Tenso
 
 void check_against_torchvision(const std::string& arch, const Tolerances& tol) {
   const std::string python = PTUNE_PYTHON;
-  if (python.empty()) FAIL("PTUNE_PYTHON not configured (cmake -DPTUNE_PYTHON=...): cannot make torchvision's reference");
+  if (python.empty())
+    FAIL("PTUNE_PYTHON not configured (cmake -DPTUNE_PYTHON=...): cannot make torchvision's reference");
   OneThread one_thread;
   ptune::test::TempDir dir;
   const std::string script = std::string(PTUNE_TEST_DATA) + "/zoo_io.py";
-  auto exported = ptune::test::run("'" + python + "' '" + script + "' export " + arch + " " + dir.path.string());
+  auto exported =
+      ptune::test::run("'" + python + "' '" + script + "' export " + arch + " " + dir.path.string());
   INFO(exported.err);
   REQUIRE(exported.code == 0);
   auto ref = read_map(dir.file("ref.pt"));
@@ -119,7 +121,8 @@ void check_against_torchvision(const std::string& arch, const Tolerances& tol) {
   for (const auto& p : model->parameters()) params += p.numel();
   CHECK(params == ref["params"].item<int64_t>());
   write_state_dict(dir.file("ptune_weights.pt"), state_dict(*model));
-  auto checked = ptune::test::run("'" + python + "' '" + script + "' check " + arch + " " + dir.path.string());
+  auto checked =
+      ptune::test::run("'" + python + "' '" + script + "' check " + arch + " " + dir.path.string());
   INFO(checked.out << checked.err);
   CHECK(checked.code == 0);
 
@@ -161,7 +164,8 @@ void check_against_torchvision(const std::string& arch, const Tolerances& tol) {
     const auto it = ref.find("after." + name);
     REQUIRE(it != ref.end());
     ++compared;
-    const double e = t.scalar_type() == at::kLong ? (t.equal(it->second) ? 0.0 : 1.0) : rel_err(t, it->second);
+    const double e =
+        t.scalar_type() == at::kLong ? (t.equal(it->second) ? 0.0 : 1.0) : rel_err(t, it->second);
     if (e > worst_step) worst_step = e, worst_step_name = name;
   }
   CHECK(compared == state_dict(*model).size());
@@ -181,7 +185,8 @@ void check_against_torchvision(const std::string& arch, const Tolerances& tol) {
   Model cl = loaded(arch, dir, /*channels_last=*/true);
   const at::Tensor cl_out = train_forward_backward(cl, x.contiguous(at::MemoryFormat::ChannelsLast), labels);
   {
-    const double e = rel_err(cl_out, ref["cl_train_out"]), torch_e = rel_err(ref["cl_train_out"], ref["train_out"]);
+    const double e = rel_err(cl_out, ref["cl_train_out"]),
+                 torch_e = rel_err(ref["cl_train_out"], ref["train_out"]);
     INFO("channels_last output relative error " << e << "; PyTorch's layouts differ by " << torch_e);
     CHECK(e <= std::max(torch_e, tol.out));
   }
@@ -189,7 +194,8 @@ void check_against_torchvision(const std::string& arch, const Tolerances& tol) {
   std::string worst_cl_name, largest_name;
   double diff2 = 0, torch_diff2 = 0, norm2 = 0;
   for (const auto& p : cl->named_parameters()) {
-    const at::Tensor mine = p.value().grad(), theirs = ref["cl_grad." + p.key()], theirs_nchw = ref_grads[p.key()];
+    const at::Tensor mine = p.value().grad(), theirs = ref["cl_grad." + p.key()],
+                     theirs_nchw = ref_grads[p.key()];
     REQUIRE(theirs.defined());
     const double e = rel_err(mine, theirs, floor), torch_e = rel_err(theirs, theirs_nchw, floor);
     if (e > largest) largest = e, largest_name = p.key();
@@ -202,11 +208,12 @@ void check_against_torchvision(const std::string& arch, const Tolerances& tol) {
   {
     INFO("channels_last largest gradient relative error " << largest << " (" << largest_name << ")");
     INFO("channels_last gradient beyond PyTorch's own layout difference: " << worst_cl_name << " " << worst_cl
-                                                                          << " against " << worst_torch);
+                                                                           << " against " << worst_torch);
     CHECK(worst_cl_name.empty());
   }
   const double whole = std::sqrt(diff2 / norm2), torch_whole = std::sqrt(torch_diff2 / norm2);
-  INFO("channels_last whole-gradient relative error " << whole << "; PyTorch's layouts differ by " << torch_whole);
+  INFO("channels_last whole-gradient relative error " << whole << "; PyTorch's layouts differ by "
+                                                      << torch_whole);
   CHECK(whole <= std::max(torch_whole, tol.grad));
 }
 
@@ -268,7 +275,8 @@ TEST_CASE("zoo: state_dict names, order, shapes and parameter counts equal torch
     REQUIRE(mine.size() == expected.size());
     for (size_t i = 0; i < mine.size(); ++i) {
       std::string s;
-      for (int64_t d = 0; d < mine[i].second.dim(); ++d) s += (d ? "x" : "") + std::to_string(mine[i].second.size(d));
+      for (int64_t d = 0; d < mine[i].second.dim(); ++d)
+        s += (d ? "x" : "") + std::to_string(mine[i].second.size(d));
       CHECK(mine[i].first == expected[i].first);
       CHECK((s.empty() ? "scalar" : s) == expected[i].second);
     }
@@ -278,7 +286,8 @@ TEST_CASE("zoo: state_dict names, order, shapes and parameter counts equal torch
   }
 }
 
-TEST_CASE("zoo: image sizes an arch cannot take are config errors naming both keys", "[models][zoo][config]") {
+TEST_CASE("zoo: image sizes an arch cannot take are config errors naming both keys",
+          "[models][zoo][config]") {
   CHECK(image_size_problem("vit_b_16", 224).empty());
   CHECK(image_size_problem("vit_b_16", 32).empty());
   CHECK_FALSE(image_size_problem("vit_b_16", 100).empty());
@@ -294,13 +303,11 @@ TEST_CASE("zoo: image sizes an arch cannot take are config errors naming both ke
   auto a = make("mobilenet_v3_large", 1000);
   auto b = make("mobilenet_v3_large", 10);
   CHECK(load_into(*b, state_dict(*a), "imagenet.pt") ==
-        "imagenet.pt: the classifier head has shape [1000, 1280] there and [10, 1280] here (model.num_classes); "
-        "kept a freshly initialized head");
+        "imagenet.pt: the classifier head has shape [1000, 1280] there and [10, 1280] here "
+        "(model.num_classes); kept a freshly initialized head");
 }
 
-TEST_CASE("zoo: resnet34 equals torchvision", "[zoo][python]") {
-  check_against_torchvision("resnet34", {});
-}
+TEST_CASE("zoo: resnet34 equals torchvision", "[zoo][python]") { check_against_torchvision("resnet34", {}); }
 TEST_CASE("zoo: resnet101 equals torchvision", "[zoo][python]") {
   check_against_torchvision("resnet101", {});
 }
@@ -324,8 +331,11 @@ TEST_CASE("zoo: ViT (VisionTransformer, vit_b_16's classes at 32x32) equals torc
 }
 
 TEST_CASE("zoo: every arch trains under bf16 autocast with channels_last", "[zoo]") {
-  for (auto [arch, size] : std::vector<std::pair<std::string, int64_t>>{
-           {"resnet34", 32}, {"resnext50_32x4d", 32}, {"mobilenet_v3_large", 32}, {"convnext_tiny", 32}, {"vit_b_16", 32}}) {
+  for (auto [arch, size] : std::vector<std::pair<std::string, int64_t>>{{"resnet34", 32},
+                                                                        {"resnext50_32x4d", 32},
+                                                                        {"mobilenet_v3_large", 32},
+                                                                        {"convnext_tiny", 32},
+                                                                        {"vit_b_16", 32}}) {
     INFO(arch);
     check_trains_bf16(arch, size);
   }

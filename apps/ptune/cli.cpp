@@ -40,19 +40,40 @@ nlohmann::ordered_json to_json(const CommandLine& cl) {
       {"quiet", cl.quiet},
       {"rank0", cl.rank0},
       {"sweep",
-       {{"common", common_json(s.common)}, {"format", s.format}, {"out", s.out}, {"rows", s.rows},
-        {"label", s.label}, {"out_given", s.out_given}, {"rows_given", s.rows_given}, {"profile", s.profile},
+       {{"common", common_json(s.common)},
+        {"format", s.format},
+        {"out", s.out},
+        {"rows", s.rows},
+        {"label", s.label},
+        {"out_given", s.out_given},
+        {"rows_given", s.rows_given},
+        {"profile", s.profile},
         {"no_header", s.no_header}}},
       {"train", {{"common", common_json(cl.train.common)}}},
-      {"eval", {{"common", common_json(cl.eval.common)}, {"format", cl.eval.format}, {"weights", cl.eval.weights}}},
+      {"eval",
+       {{"common", common_json(cl.eval.common)}, {"format", cl.eval.format}, {"weights", cl.eval.weights}}},
       {"tune",
-       {{"common", common_json(t.common)}, {"threshold_pct", t.threshold_pct}, {"margin_pct", t.margin_pct},
-        {"max_batch", t.max_batch}, {"batch", t.batch}, {"out_given", t.out_given}, {"budget_min", t.budget_min},
-        {"repeats", t.repeats}, {"out", t.out}, {"format", t.format}}},
+       {{"common", common_json(t.common)},
+        {"threshold_pct", t.threshold_pct},
+        {"margin_pct", t.margin_pct},
+        {"max_batch", t.max_batch},
+        {"batch", t.batch},
+        {"out_given", t.out_given},
+        {"budget_min", t.budget_min},
+        {"repeats", t.repeats},
+        {"out", t.out},
+        {"format", t.format}}},
       {"launch",
-       {{"nproc_per_node", l.nproc_per_node}, {"nnodes", l.nnodes}, {"node_rank", l.node_rank},
-        {"master_port", l.master_port}, {"master_addr", l.master_addr}, {"args", l.args}, {"exe", l.exe},
-        {"grace_s", l.grace_s}, {"no_prefix", cl.launch.no_prefix}, {"prefix_stdout", cl.launch.prefix_stdout}}},
+       {{"nproc_per_node", l.nproc_per_node},
+        {"nnodes", l.nnodes},
+        {"node_rank", l.node_rank},
+        {"master_port", l.master_port},
+        {"master_addr", l.master_addr},
+        {"args", l.args},
+        {"exe", l.exe},
+        {"grace_s", l.grace_s},
+        {"no_prefix", cl.launch.no_prefix},
+        {"prefix_stdout", cl.launch.prefix_stdout}}},
       {"side", common_json(cl.side)},
   };
   if (cl.train.resume) j["train"]["resume"] = *cl.train.resume;
@@ -130,8 +151,10 @@ Outcome outcome_of_current_exception(int stop_signal) {
 
 int print_outcome(const Outcome& o) {
   if (o.exit_code == kExitOk || o.message.empty()) return o.exit_code;
-  if (is_stopped_exit_code(o.exit_code)) std::fprintf(stderr, "ptune: %s\n", o.message.c_str());
-  else std::fprintf(stderr, "ptune: error: %s\n", o.message.c_str());
+  if (is_stopped_exit_code(o.exit_code))
+    std::fprintf(stderr, "ptune: %s\n", o.message.c_str());
+  else
+    std::fprintf(stderr, "ptune: error: %s\n", o.message.c_str());
   return o.exit_code;
 }
 
@@ -152,7 +175,8 @@ config::ExperimentConfig load(const Common& c) {
       engine::plan_process(rows[i].second.process);
     } catch (const ConfigError& e) {
       if (cfg.sweep.empty()) throw ConfigError(c.config_path + ": " + e.what());
-      throw ConfigError(c.config_path + ": sweep[" + std::to_string(i) + "] '" + rows[i].first.name + "': " + e.what());
+      throw ConfigError(c.config_path + ": sweep[" + std::to_string(i) + "] '" + rows[i].first.name +
+                        "': " + e.what());
     }
   }
   return cfg;
@@ -172,7 +196,8 @@ void check_format(const std::string& f, const std::vector<std::string>& allowed)
     std::string list;
     for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
     std::string hint = config::did_you_mean(f, allowed);
-    throw UsageError("--format: unknown format '" + f + "'" + (hint.empty() ? ";" : hint) + " allowed: " + list);
+    throw UsageError("--format: unknown format '" + f + "'" + (hint.empty() ? ";" : hint) +
+                     " allowed: " + list);
   }
 }
 
@@ -199,8 +224,9 @@ void check_before_engine(CommandLine& cl) {
 }
 
 std::string shell_quote(const std::string& s) {
-  if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-+=.,/:@%") ==
-                        std::string::npos)
+  if (!s.empty() &&
+      s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-+=.,/:@%") ==
+          std::string::npos)
     return s;
   std::string q = "'";
   for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);

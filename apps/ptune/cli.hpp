@@ -54,7 +54,6 @@ typedef int (*ptune_engine_cpu_ceilings_fn)(const char* precision, struct ptune_
                                             struct ptune_engine_outcome* outcome);
 }
 
-
 namespace ptune::cli {
 
 /// The config and its overrides, as every config-reading command takes them.

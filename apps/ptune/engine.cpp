@@ -41,7 +41,8 @@ namespace {
 
 /// The command's config, as the executable read and validated it (check_before_engine).
 config::ExperimentConfig config_of(const CommandLine& cl) {
-  if (!cl.config) throw std::logic_error("internal error: the executable passed '" + cl.command + "' no config");
+  if (!cl.config)
+    throw std::logic_error("internal error: the executable passed '" + cl.command + "' no config");
   return *cl.config;
 }
 
@@ -66,7 +67,8 @@ Outcome report_skipped(const report::Results& results) {
 /// The sweep's rows as printed and written: --label names them, --set overrides are noted.
 report::Results marked(report::Results r, const CommandLine& cl, bool one_row) {
   std::string sets_note;
-  for (const auto& s : cl.sweep.common.sets) sets_note += (sets_note.empty() ? "command line: --set " : " --set ") + s;
+  for (const auto& s : cl.sweep.common.sets)
+    sets_note += (sets_note.empty() ? "command line: --set " : " --set ") + s;
   for (auto& row : r.rows) {
     if (!cl.sweep.label.empty()) row.name = one_row ? cl.sweep.label : cl.sweep.label + ": " + row.name;
     if (!sets_note.empty()) row.notes.push_back(sets_note);
@@ -75,12 +77,14 @@ report::Results marked(report::Results r, const CommandLine& cl, bool one_row) {
 }
 
 /// The sweep's live progress line on a terminal (or, with --verbose, a log line per phase).
-decltype(tune::SweepOptions::on_progress) sweep_progress(const CommandLine& cl, report::ProgressLine& line, bool live,
-                                              size_t n_rows, const measure::Stopwatch& clock) {
-  return [&cl, &line, live, n_rows, &clock](size_t i, const std::string& name, const std::string& phase, int64_t s,
-                                           int64_t of, int64_t samples_per_step) {
+decltype(tune::SweepOptions::on_progress) sweep_progress(const CommandLine& cl, report::ProgressLine& line,
+                                                         bool live, size_t n_rows,
+                                                         const measure::Stopwatch& clock) {
+  return [&cl, &line, live, n_rows, &clock](size_t i, const std::string& name, const std::string& phase,
+                                            int64_t s, int64_t of, int64_t samples_per_step) {
     if (live) {
-      const std::string text = line.tick(i, n_rows, name, phase, s, of, samples_per_step, clock.ms() / 1000.0);
+      const std::string text =
+          line.tick(i, n_rows, name, phase, s, of, samples_per_step, clock.ms() / 1000.0);
       if (!text.empty()) std::fputs(text.c_str(), stderr), std::fflush(stderr);
     } else if (cl.verbose && s == of) {
       log::debug("row " + std::to_string(i) + " '" + name + "': " + phase + " done");
@@ -125,7 +129,8 @@ Outcome run_sweep_command(const CommandLine& cl) {
   const bool color = cl.sweep.format == "table" && cli::style_of(STDOUT_FILENO).color;
   if (cl.rank0) {
     std::string text = report::render(marked(results, cl, one_row), cl.sweep.format, color);
-    if (cl.sweep.no_header) text.erase(0, text.find('\n') == std::string::npos ? text.size() : text.find('\n') + 1);
+    if (cl.sweep.no_header)
+      text.erase(0, text.find('\n') == std::string::npos ? text.size() : text.find('\n') + 1);
     std::cout << text << std::flush;
   }
   if (outcome.exit_code != kExitOk) return outcome;
@@ -183,9 +188,10 @@ Outcome run_batch_search(const CommandLine& cl, const config::ExperimentConfig& 
     log::info("tune: " + row.name + ": " + (row.status.ok_state() ? std::string(line) : row.status.text()));
   };
   auto res = tune::find_batch_size(cfg, opt);
-  std::snprintf(line, sizeof line, "fastest: batch %lld; largest that fits: batch %lld%s",
-                static_cast<long long>(res.fastest), static_cast<long long>(res.largest_fitting),
-                res.stop.is(tune::StopReason::Kind::kSearched) ? "" : (" (stopped: " + res.stop.text() + ")").c_str());
+  std::snprintf(
+      line, sizeof line, "fastest: batch %lld; largest that fits: batch %lld%s",
+      static_cast<long long>(res.fastest), static_cast<long long>(res.largest_fitting),
+      res.stop.is(tune::StopReason::Kind::kSearched) ? "" : (" (stopped: " + res.stop.text() + ")").c_str());
   std::string notes;
   for (const auto& n : res.notes) notes += "note: " + n + "\n";
   print_tune(cl, tune::to_json(res), res.table, notes, line);
@@ -241,7 +247,8 @@ Outcome run_tune_command(const CommandLine& cl) {
 /// train and eval, started again with the config's process settings (main.cpp): what this
 /// process got.
 void log_process_settings() {
-  if (std::getenv("PTUNE_PROCESS_SET") != nullptr) log::info("process settings: " + engine::describe_this_process());
+  if (std::getenv("PTUNE_PROCESS_SET") != nullptr)
+    log::info("process settings: " + engine::describe_this_process());
 }
 
 /// `ptune train`: epochs, progress, checkpoints, resume.
@@ -289,10 +296,10 @@ DataError checkpoint_given(const CommandLine& cl, const DataError& e, int64_t st
   if (folder.empty()) folder = ".";
   const std::string config = cli::shell_quote(cl.eval.common.config_path);
   return DataError(std::string(e.what()) + ", exactly: ptune train " + config + sets + " --resume " +
-                   cli::shell_quote(cl.eval.weights) + " --set train.max_steps=" + std::to_string(step) + " --set " +
-                   cli::shell_quote("train.checkpoint_dir=" + folder) + " --save-weights " + cli::shell_quote(out) +
-                   " (no further step is trained), then: ptune eval " + config + sets + " --weights " +
-                   cli::shell_quote(out));
+                   cli::shell_quote(cl.eval.weights) + " --set train.max_steps=" + std::to_string(step) +
+                   " --set " + cli::shell_quote("train.checkpoint_dir=" + folder) + " --save-weights " +
+                   cli::shell_quote(out) + " (no further step is trained), then: ptune eval " + config +
+                   sets + " --weights " + cli::shell_quote(out));
 }
 
 /// `ptune eval`: mean loss and top-1 accuracy of weights.
@@ -309,9 +316,11 @@ Outcome run_eval_command(const CommandLine& cl) {
   }
   if (!cl.rank0) return {};
   if (cl.eval.format == "json")
-    std::cout << nlohmann::ordered_json{{"loss", r.loss}, {"top1", r.top1}, {"samples", r.samples}}.dump() << "\n";
+    std::cout << nlohmann::ordered_json{{"loss", r.loss}, {"top1", r.top1}, {"samples", r.samples}}.dump()
+              << "\n";
   else
-    std::printf("loss %.4f  top-1 %.2f%%  samples %lld\n", r.loss, 100.0 * r.top1, static_cast<long long>(r.samples));
+    std::printf("loss %.4f  top-1 %.2f%%  samples %lld\n", r.loss, 100.0 * r.top1,
+                static_cast<long long>(r.samples));
   return {};
 }
 
@@ -374,13 +383,14 @@ extern "C" {
 /// Runs the command `request` (cli::to_json(CommandLine), as text). Nothing is thrown: every
 /// error is the returned exit code and `outcome`'s message.
 __attribute__((visibility("default"))) int ptune_engine_run(const char* request,
-                                                             ptune_engine_outcome* outcome) {
+                                                            ptune_engine_outcome* outcome) {
   ptune::Outcome o;
   try {
     ptune::cli::CommandLine cl = ptune::cli::command_line_from_json(nlohmann::ordered_json::parse(request));
     // LibTorch's own log (c10d's "[E... TCPStore.cpp]" lines with stack traces before ptune's
     // one-line error) only with --verbose, unless TORCH_CPP_LOG_LEVEL asks for it.
-    if (!cl.verbose && std::getenv("TORCH_CPP_LOG_LEVEL") == nullptr) FLAGS_caffe2_log_level = 3;  // FATAL only
+    if (!cl.verbose && std::getenv("TORCH_CPP_LOG_LEVEL") == nullptr)
+      FLAGS_caffe2_log_level = 3;  // FATAL only
     o = ptune::cli::run_command(cl);
   } catch (...) {
     o = ptune::cli::outcome_of_current_exception(ptune::cli::g_signal.load());
@@ -399,8 +409,8 @@ __attribute__((visibility("default"))) void ptune_engine_stop(int sig) {
 
 /// This CPU's ceilings for `ptune analyze`: the calibrated peak in `precision` and bandwidth.
 __attribute__((visibility("default"))) int ptune_engine_cpu_ceilings(const char* precision,
-                                                                      ptune_engine_ceilings* out,
-                                                                      ptune_engine_outcome* outcome) {
+                                                                     ptune_engine_ceilings* out,
+                                                                     ptune_engine_outcome* outcome) {
   try {
     const c10::Device cpu(c10::kCPU);
     const ptune::measure::Peak peak = ptune::measure::machine_peak(cpu, precision);

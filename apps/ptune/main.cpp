@@ -97,7 +97,8 @@ std::string stdout_error() {
 
 void add_common(CLI::App* cmd, ptune::cli::Common& c) {
   cmd->add_option("config", c.config_path, "experiment JSON file")->required();
-  cmd->add_option("--set", c.sets, "override a config value: PATH=VALUE (repeatable), e.g. loader.batch_size=256")
+  cmd->add_option("--set", c.sets,
+                  "override a config value: PATH=VALUE (repeatable), e.g. loader.batch_size=256")
       ->take_all();
 }
 
@@ -108,7 +109,7 @@ std::string unknown_command(const CLI::App& app, int argc, char** argv) {
   std::vector<std::string> names;
   for (const auto* sub : app.get_subcommands({}))
     if (!sub->get_group().empty()) names.push_back(sub->get_name());  // hidden ones are not offered
-  names.push_back("row-side");  // ... but are known
+  names.push_back("row-side");                                        // ... but are known
   for (int i = 1; i < argc; ++i) {
     const std::string word = argv[i];
     if (word == "--") return "";
@@ -182,9 +183,10 @@ Engine open_engine(const std::filesystem::path& path) {
   // The engine resolves ptune's own code in this program: an engine of another build (an
   // executable copied over an older installation) would not match it, and may lack entry points.
   if (const std::string id = build_id(); id != PTUNE_BUILD_ID)
-    throw std::runtime_error("cannot load the training engine: " + path.string() + " is from another build of ptune (" +
-                             id + ", this program is " + PTUNE_BUILD_ID +
-                             "); install the program and its engine together (cmake --install BUILD --prefix PREFIX)");
+    throw std::runtime_error(
+        "cannot load the training engine: " + path.string() + " is from another build of ptune (" + id +
+        ", this program is " + PTUNE_BUILD_ID +
+        "); install the program and its engine together (cmake --install BUILD --prefix PREFIX)");
   Engine e;
   e.run = entry<ptune_engine_run_fn>(handle, kEngineRun);
   e.finish = entry<ptune_engine_finish_fn>(handle, kEngineFinish);
@@ -204,11 +206,13 @@ Engine load_engine() {
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   const fs::path dir = ec ? fs::path(".") : exe.parent_path();
-  const fs::path places[] = {dir / ptune::cli::kEngineFile, dir / ".." / "lib" / "ptune" / ptune::cli::kEngineFile};
+  const fs::path places[] = {dir / ptune::cli::kEngineFile,
+                             dir / ".." / "lib" / "ptune" / ptune::cli::kEngineFile};
   for (const auto& path : places)
     if (fs::exists(path, ec)) return open_engine(path);
   throw std::runtime_error("cannot load the training engine: " + places[0].string() + " not found (nor " +
-                           places[1].lexically_normal().string() + "); sweep, train, eval, tune and launch need it");
+                           places[1].lexically_normal().string() +
+                           "); sweep, train, eval, tune and launch need it");
 }
 
 }  // namespace
@@ -221,12 +225,14 @@ Engine load_engine() {
 /// ConfigError for settings this machine cannot give.
 void start_with_process_settings(const ptune::cli::CommandLine& cl, char** argv) {
   if ((cl.command != "train" && cl.command != "eval") || !cl.config) return;
-  if (std::getenv("PTUNE_PROCESS_SET") != nullptr || ptune::engine::default_process(cl.config->process)) return;
+  if (std::getenv("PTUNE_PROCESS_SET") != nullptr || ptune::engine::default_process(cl.config->process))
+    return;
   const ptune::cli::Common& c = cl.command == "train" ? cl.train.common : cl.eval.common;
   std::error_code ec;
   if (!std::filesystem::is_regular_file(c.config_path, ec))
-    throw ptune::ConfigError("process: settings that take effect when a process starts need the config in a file, "
-                             "not on a pipe (ptune starts itself again with them and reads it again)");
+    throw ptune::ConfigError(
+        "process: settings that take effect when a process starts need the config in a file, not on a pipe "
+        "(ptune starts itself again with them and reads it again)");
   const ptune::engine::ProcessPlan plan = ptune::engine::plan_process(cl.config->process);
   std::vector<std::string> env = ptune::engine::environment_with(plan);
   env.push_back("PTUNE_PROCESS_SET=1");
@@ -234,7 +240,8 @@ void start_with_process_settings(const ptune::cli::CommandLine& cl, char** argv)
   for (auto& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
   if (const int err = ptune::engine::bind_process(plan); err != 0)
-    throw std::runtime_error(std::string("process: cannot bind to the CPUs or NUMA node asked for: ") + std::strerror(err));
+    throw std::runtime_error(std::string("process: cannot bind to the CPUs or NUMA node asked for: ") +
+                             std::strerror(err));
   ::execve("/proc/self/exe", argv, envp.data());
   throw std::runtime_error(std::string("process: cannot start ptune again with its process settings: ") +
                            std::strerror(errno));
@@ -276,28 +283,30 @@ void define_sweep(CLI::App& sweep, Args& a) {
   auto& s = a.cl.sweep;
   add_common(&sweep, s.common);
   sweep.add_option("--format", s.format, "stdout format: table | json | csv | md")->capture_default_str();
-  sweep.add_flag("--profile", s.profile,
-                 "record a Chrome trace of measure.profile_steps steps per row (same as --set measure.profile=true)");
+  sweep.add_flag(
+      "--profile", s.profile,
+      "record a Chrome trace of measure.profile_steps steps per row (same as --set measure.profile=true)");
   a.sweep_rows = sweep.add_option("--rows", s.rows,
-                                  "run only these rows: 0-based indices and ranges, e.g. 7, 0,3 or 5-7 (the rows "
-                                  "before still apply their changes)");
+                                  "run only these rows: 0-based indices and ranges, e.g. 7, 0,3 or 5-7 (the "
+                                  "rows before still apply their changes)");
   a.sweep_out = sweep.add_option("--out", s.out,
-                                 "also write results to FILE (.json, .csv, .md or .html by extension, any case), "
-                                 "rewritten after every row");
+                                 "also write results to FILE (.json, .csv, .md or .html by extension, any "
+                                 "case), rewritten after every row");
   sweep.add_option("--label", s.label,
-                   "name this run's rows: LABEL for a config without sweep rows, 'LABEL: <row>' otherwise (e.g. in a "
-                   "shell loop over --set values)");
+                   "name this run's rows: LABEL for a config without sweep rows, 'LABEL: <row>' otherwise "
+                   "(e.g. in a shell loop over --set values)");
   sweep.add_flag("--no-header", s.no_header,
                  "--format csv: print the rows without the header line, to append to a file that has one");
 }
 
 void define_report(CLI::App& report, Args& a) {
   auto& r = a.report;
-  report.add_option("results", r.files, "results JSON files: ptune sweep --out, or scripts/bench's --json")->required();
+  report.add_option("results", r.files, "results JSON files: ptune sweep --out, or scripts/bench's --json")
+      ->required();
   a.report_out = report.add_option("-o,--out", r.out, "write the HTML report to FILE (.html)");
   auto* against = report.add_option("--against", r.against,
-                                    "the old results JSON: print the comparison per row (old and new samples/s, "
-                                    "ratio, beyond noise or not)");
+                                    "the old results JSON: print the comparison per row (old and new "
+                                    "samples/s, ratio, beyond noise or not)");
   using ptune::measure::level_text;
   a.fail_if_slower =
       report
@@ -305,8 +314,8 @@ void define_report(CLI::App& report, Args& a) {
                       "PCT: exit 1 when a row's samples/s fell by more than PCT % beyond noise (the " +
                           level_text(ptune::measure::kSpeedupLevel) + " interval from both runs' windows, " +
                           level_text(ptune::measure::kSpeedupLevelUnderLoad) +
-                          " for a row measured under load; files without windows: more than both spreads), or a "
-                          "row is missing or failed")
+                          " for a row measured under load; files without windows: more than both spreads), "
+                          "or a row is missing or failed")
           ->needs(against)
           ->check(CLI::Range(0.0, 100.0));
 }
@@ -314,12 +323,14 @@ void define_report(CLI::App& report, Args& a) {
 void define_train(CLI::App& train, Args& a) {
   add_common(&train, a.cl.train.common);
   train.add_option("--resume", a.cl.train.resume, "continue from a checkpoint written by ptune train");
-  train.add_option("--save-weights", a.cl.train.save_weights, "write the final weights as a torch.save(state_dict) file");
+  train.add_option("--save-weights", a.cl.train.save_weights,
+                   "write the final weights as a torch.save(state_dict) file");
 }
 
 void define_eval(CLI::App& eval, Args& a) {
   add_common(&eval, a.cl.eval.common);
-  eval.add_option("--weights", a.cl.eval.weights, "a torch.save(state_dict) file (torchvision's or ptune's)")->required();
+  eval.add_option("--weights", a.cl.eval.weights, "a torch.save(state_dict) file (torchvision's or ptune's)")
+      ->required();
   eval.add_option("--format", a.cl.eval.format, "table | json")->capture_default_str();
 }
 
@@ -329,17 +340,19 @@ void define_tune(CLI::App& tune, Args& a) {
   auto& t = a.cl.tune;
   add_common(&tune, t.common);
   auto* batch = tune.add_flag("--batch-size", t.batch,
-                              "find the batch size: double from loader.batch_size, then binary-search the largest that "
-                              "fits (memory margin on CUDA, --max-batch); the fastest wins");
+                              "find the batch size: double from loader.batch_size, then binary-search the "
+                              "largest that fits (memory margin on CUDA, --max-batch); the fastest wins");
   tune.add_option("--margin", t.margin_pct, "--batch-size: percent of the GPU's memory left free")
       ->needs(batch)
       ->check(CLI::Range(0.0, 99.0))
       ->capture_default_str();
-  tune.add_option("--max-batch", t.max_batch, "--batch-size: largest batch tried (default 4096 on CUDA, 64 on the CPU)")
+  tune.add_option("--max-batch", t.max_batch,
+                  "--batch-size: largest batch tried (default 4096 on CUDA, 64 on the CPU)")
       ->needs(batch)
       ->check(whole_number(1, int64_t{1} << 40));
-  tune.add_option("--threshold", t.threshold_pct,
-                  "percent a change must gain, at least, to be kept (and be faster beyond noise, as a sweep row)")
+  tune.add_option(
+          "--threshold", t.threshold_pct,
+          "percent a change must gain, at least, to be kept (and be faster beyond noise, as a sweep row)")
       ->excludes(batch)
       ->check(CLI::Range(0.0, 1000.0))
       ->capture_default_str();
@@ -348,37 +361,47 @@ void define_tune(CLI::App& tune, Args& a) {
   tune.add_option("--repeats", t.repeats, "measure.repeats is raised to at least this for every trial")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
-  a.tune_out = tune.add_option("--out", t.out, "write the winning config to FILE (JSON, accepted by train, check and sweep)");
+  a.tune_out = tune.add_option("--out", t.out,
+                               "write the winning config to FILE (JSON, accepted by train, check and sweep)");
   tune.add_option("--format", t.format,
-                  "stdout format: table (with the trials), json (results, trials and the winning config), csv or md "
-                  "(the table)")
+                  "stdout format: table (with the trials), json (results, trials and the winning config), "
+                  "csv or md (the table)")
       ->capture_default_str();
 }
 
 void define_launch(CLI::App& launch, Args& a) {
   auto& o = a.cl.launch.opt;
-  launch.add_option("--nproc-per-node", o.nproc_per_node, "ranks (processes) to start; one per GPU on a GPU machine")
+  launch
+      .add_option("--nproc-per-node", o.nproc_per_node,
+                  "ranks (processes) to start; one per GPU on a GPU machine")
       ->required()
       ->check(CLI::Range(1, 4096));
   launch.add_option("--nnodes", o.nnodes, "machines in the run; start one launch on each")
       ->capture_default_str()
       ->check(CLI::Range(1, 65536));
-  launch.add_option("--node-rank", o.node_rank, "this machine's place, 0 .. nnodes-1; node 0 runs rank 0 and serves the rendezvous")
+  launch
+      .add_option("--node-rank", o.node_rank,
+                  "this machine's place, 0 .. nnodes-1; node 0 runs rank 0 and serves the rendezvous")
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
   launch.add_option("--master-addr", o.master_addr,
-                    "node 0's address, reachable from every node (default 127.0.0.1 on one node; required with "
-                    "--nnodes > 1)");
-  launch.add_option("--master-port", o.master_port, "rendezvous port at --master-addr (0 = any free port, one node only)")
+                    "node 0's address, reachable from every node (default 127.0.0.1 on one node; required "
+                    "with --nnodes > 1)");
+  launch
+      .add_option("--master-port", o.master_port,
+                  "rendezvous port at --master-addr (0 = any free port, one node only)")
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
-  launch.add_option("--grace", o.grace_s, "seconds between SIGTERM and SIGKILL when stopping the ranks after one failed")
+  launch
+      .add_option("--grace", o.grace_s,
+                  "seconds between SIGTERM and SIGKILL when stopping the ranks after one failed")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 3600.0));
-  launch.add_flag("--no-prefix", a.cl.launch.no_prefix, "do not prefix the ranks' stderr lines (logs, errors) with [rank R]");
+  launch.add_flag("--no-prefix", a.cl.launch.no_prefix,
+                  "do not prefix the ranks' stderr lines (logs, errors) with [rank R]");
   launch.add_flag("--prefix-stdout", a.cl.launch.prefix_stdout,
-                  "prefix the ranks' stdout lines with [rank R] too (by default stdout is exactly rank 0's output, "
-                  "e.g. --format json for jq)");
+                  "prefix the ranks' stdout lines with [rank R] too (by default stdout is exactly rank 0's "
+                  "output, e.g. --format json for jq)");
   launch.add_option("command", o.args, "the ptune command every rank runs, after --")->required();
 }
 
@@ -386,19 +409,21 @@ void define_analyze(CLI::App& analyze, Args& a) {
   auto& z = a.analyze;
   analyze
       .add_option("trace", z.paths,
-                  "trace files, or folders of trace files (one per rank); several: compared in order, the first the "
-                  "baseline")
+                  "trace files, or folders of trace files (one per rank); several: compared in order, the "
+                  "first the baseline")
       ->required();
   analyze.add_option("--format", z.format, "stdout format: table | json | md | csv")->capture_default_str();
   analyze.add_flag("--gpu", z.opt.require_gpu, "require GPU figures: a CPU-only trace is an error");
-  analyze.add_option("--label", z.labels,
-                     "a trace's label in the table, once per trace in order (default: the file or folder name)");
+  analyze.add_option(
+      "--label", z.labels,
+      "a trace's label in the table, once per trace in order (default: the file or folder name)");
   analyze
       .add_option("--batch-size", z.batch,
-                  "samples per step per rank, for samples/s (default: read from the first step's input shapes, "
-                  "recorded with record_shapes=True)")
+                  "samples per step per rank, for samples/s (default: read from the first step's input "
+                  "shapes, recorded with record_shapes=True)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
-  a.analyze_html = analyze.add_option("-o,--html", z.html, "also write the overview as one self-contained HTML page to this file");
+  a.analyze_html = analyze.add_option("-o,--html", z.html,
+                                      "also write the overview as one self-contained HTML page to this file");
 }
 
 void define_schema(CLI::App&, Args&) {}
@@ -424,7 +449,8 @@ std::optional<ptune::analyze::Ceilings> cpu_ceilings(Args& a, const std::string&
   }
   if (a.engine.cpu_ceilings(precision.c_str(), &c, &o) != 0)
     return ptune::analyze::Ceilings{{0, precision, std::string("no CPU calibration: ") + o.message}, {}};
-  return ptune::analyze::Ceilings{{c.flops_per_s, c.precision, c.peak_source}, {c.bytes_per_s, c.bandwidth_source}};
+  return ptune::analyze::Ceilings{{c.flops_per_s, c.precision, c.peak_source},
+                                  {c.bytes_per_s, c.bandwidth_source}};
 }
 
 ptune::Outcome run_analyze(Args& a) {
@@ -463,8 +489,9 @@ ptune::Outcome run_check(Args& a) {
 void check_report(const Args& a) {
   const ReportArgs& r = a.report;
   if (r.out.empty() && r.against.empty())
-    throw ptune::UsageError("report: nothing to do; give -o FILE.html for the HTML report, --against OLD.json for the "
-                            "comparison, or both");
+    throw ptune::UsageError(
+        "report: nothing to do; give -o FILE.html for the HTML report, --against OLD.json for the "
+        "comparison, or both");
   ptune::cli::check_output(a.report_out->count() > 0, r.out, "-o");
   if (!r.out.empty() && ptune::report::format_of_path(r.out) != "html")
     throw ptune::UsageError("report: -o '" + r.out + "' is not an .html file; ptune report writes HTML");
@@ -487,11 +514,12 @@ ptune::Outcome run_report(Args& a) {
     const auto regressions = cmp.regressions();
     if (a.fail_if_slower->count() > 0 && !regressions.empty()) {
       std::string names;
-      for (const auto* row : regressions) names += (names.empty() ? "" : ", ") + row->name + " (" + row->verdict + ")";
+      for (const auto* row : regressions)
+        names += (names.empty() ? "" : ", ") + row->name + " (" + row->verdict + ")";
       char limit[32];
       std::snprintf(limit, sizeof limit, "%g%%", r.fail_pct);
-      outcome = {ptune::kExitFailure, std::to_string(regressions.size()) + " row(s) regressed against " + r.against +
-                                          " (--fail-if-slower " + limit + "): " + names};
+      outcome = {ptune::kExitFailure, std::to_string(regressions.size()) + " row(s) regressed against " +
+                                          r.against + " (--fail-if-slower " + limit + "): " + names};
     }
   }
   if (!r.out.empty()) {
@@ -524,7 +552,8 @@ struct Command {
   ptune::Outcome (*run)(Args& a);
 };
 const Command kCommands[] = {
-    {"sweep", "run the config's sweep rows cumulatively and print the speedup table", define_sweep, run_in_engine},
+    {"sweep", "run the config's sweep rows cumulatively and print the speedup table", define_sweep,
+     run_in_engine},
     {"report",
      "an HTML report of results files side by side (-o FILE.html), and/or the comparison with an older run "
      "(--against OLD.json) that gates CI",
@@ -533,17 +562,17 @@ const Command kCommands[] = {
     {"eval", "mean loss and top-1 accuracy of weights on the config's dataset", define_eval, run_in_engine},
     {"check", "validate the config and print it fully resolved (JSON)", define_check, run_check},
     {"tune",
-     "search for the fastest configuration and write it as a config: greedy over the optimizations, or the batch size "
-     "(--batch-size)",
+     "search for the fastest configuration and write it as a config: greedy over the optimizations, or the "
+     "batch size (--batch-size)",
      define_tune, run_in_engine},
     {"launch",
      "run a ptune command as N data-parallel ranks on this machine (one node of --nnodes): ptune launch "
      "--nproc-per-node N -- train exp.json",
      define_launch, run_in_engine},
     {"analyze",
-     "where a profiled training step's time goes and what to change next: a torch.profiler or ptune trace (.json, "
-     ".json.gz) or a folder of them (one per rank); several traces (versions of the same training code, in order): "
-     "the table of what each change did",
+     "where a profiled training step's time goes and what to change next: a torch.profiler or ptune trace "
+     "(.json, .json.gz) or a folder of them (one per rank); several traces (versions of the same training "
+     "code, in order): the table of what each change did",
      define_analyze, run_analyze},
     {"schema", "print the JSON Schema of experiment configs", define_schema, run_schema},
     // A sweep row's side in a child process of its own (process settings): not for users.

@@ -48,20 +48,21 @@ std::string origins_text(const Breakdown& b) {
 std::string throughput_note(const Throughput& th) {
   if (th.source == "none") return "";
   char buf[160];
-  std::snprintf(buf, sizeof buf, "achieved %.3g GFLOP/s over the step (%.3g GFLOPs per step, %s, from the %s)",
+  std::snprintf(buf, sizeof buf,
+                "achieved %.3g GFLOP/s over the step (%.3g GFLOPs per step, %s, from the %s)",
                 th.flops_per_s() / 1e9, th.flops / 1e9, th.precision.c_str(),
                 th.source == "trace" ? "trace's FLOPs" : "input shapes");
   std::string s = buf;
   if (th.ceilings) {
     const double peak = th.ceilings->peak.flops_per_s;
-    std::snprintf(buf, sizeof buf, ": %.1f%% of the peak %.3g GFLOP/s", 100.0 * th.flops_per_s() / peak, peak / 1e9);
+    std::snprintf(buf, sizeof buf, ": %.1f%% of the peak %.3g GFLOP/s", 100.0 * th.flops_per_s() / peak,
+                  peak / 1e9);
     s += buf + (" (" + th.ceilings->peak.source + ")");
   } else if (!th.no_ceilings.empty()) {
     s += "; no peak: " + th.no_ceilings;
   }
   return s;
 }
-
 
 /// "rank 3", or "process 4242" for a trace without distributedInfo.
 std::string who(const Breakdown& r) {
@@ -99,13 +100,13 @@ struct Figures {
 
   const Analysis& a;
   const Breakdown& b;
-  const bool py;            // a Python (PyTorch) trace, not ptune's
-  const StepBreakdown m;    // the mean step
-  const double step;        // its length, us
+  const bool py;          // a Python (PyTorch) trace, not ptune's
+  const StepBreakdown m;  // the mean step
+  const double step;      // its length, us
   double loader = 0, copies = 0, sync = 0, exposed_comm = 0, busy = 0;  // % of the step
-  int64_t sync_calls = 0;   // over the steps
+  int64_t sync_calls = 0;                                               // over the steps
   bool ptune_fp32 = false, amp_advised = false;
-  std::string rank;         // "; rank R, the slowest" with several ranks
+  std::string rank;  // "; rank R, the slowest" with several ranks
 };
 
 // --- The verdict rules (measure/rules.hpp's, tried in its order): when each fires, and what
@@ -117,8 +118,9 @@ void input_bound(const Figures& f, Verdict& v) {
   if (f.py && has(name, "_SingleProcessDataLoaderIter")) {
     v.move = "the batches are loaded in the training process (num_workers=0): " + f.move(RuleId::kInputBound);
   } else if (f.py && has(name, "_MultiProcessingDataLoaderIter")) {
-    v.move = "the workers do not keep up: raise `num_workers` (and `pin_memory=True`), or ship uint8 batches "
-             "and normalize on the GPU";
+    v.move =
+        "the workers do not keep up: raise `num_workers` (and `pin_memory=True`), or ship uint8 batches and "
+        "normalize on the GPU";
   } else {
     v.move = f.move(RuleId::kInputBound);
   }
@@ -126,10 +128,12 @@ void input_bound(const Figures& f, Verdict& v) {
 
 void copy_bound(const Figures& f, Verdict& v) {
   const auto& b = f.b;
-  v.evidence = pct(f.copies) + " of the step in copies not overlapped by kernels; " + std::to_string(b.h2d.count) +
-               " host-to-device copies, " + std::to_string(b.h2d.pageable) + " from pageable memory" + f.rank;
+  v.evidence = pct(f.copies) + " of the step in copies not overlapped by kernels; " +
+               std::to_string(b.h2d.count) + " host-to-device copies, " + std::to_string(b.h2d.pageable) +
+               " from pageable memory" + f.rank;
   if (b.h2d.pageable > 0) {
-    v.move = f.py ? "`pin_memory=True` in the DataLoader and `.to(device, non_blocking=True)`" : "`loader.pin_memory`";
+    v.move = f.py ? "`pin_memory=True` in the DataLoader and `.to(device, non_blocking=True)`"
+                  : "`loader.pin_memory`";
   } else {
     v.move = f.py ? "the copies are pinned already: ship uint8 batches and normalize on the GPU"
                   : "`loader.uint8_transfer`";
@@ -150,29 +154,31 @@ void sync_bound(const Figures& f, Verdict& v) {
 void comm_bound(const Figures& f, Verdict& v) {
   const auto& m = f.m;
   v.evidence = pct(f.share(m.comm_us)) + " of the step in communication, " +
-               pct(m.comm_us > 0 ? 100.0 * m.comm_overlap_us / m.comm_us : 0) + " of it overlapped with compute" +
-               f.rank;
+               pct(m.comm_us > 0 ? 100.0 * m.comm_overlap_us / m.comm_us : 0) +
+               " of it overlapped with compute" + f.rank;
   v.move = f.move(RuleId::kCommBound);
 }
 
 void launch_bound(const Figures& f, Verdict& v) {
   v.evidence = "GPU utilization " + pct(f.busy) + ": merged kernel time over the step; " +
-               pct(f.share(f.m.us[kRuntime] + f.m.us[kCpuExec])) + " of it in host code and CUDA runtime calls" +
-               f.rank;
+               pct(f.share(f.m.us[kRuntime] + f.m.us[kCpuExec])) +
+               " of it in host code and CUDA runtime calls" + f.rank;
   v.move = f.move(RuleId::kLaunchBound);
 }
 
 bool fp32_fires(const Figures& f) {
   // A GPU trace tells fp32 by its kernels; ptune's traces also say the row's optim.amp (a
   // CPU trace has no kernels to tell by), as the sweep's diagnosis of the row does.
-  return (f.b.has_gpu && f.b.half_pct && measure::fires(RuleId::kComputeFp32, *f.b.half_pct)) || f.amp_advised;
+  return (f.b.has_gpu && f.b.half_pct && measure::fires(RuleId::kComputeFp32, *f.b.half_pct)) ||
+         f.amp_advised;
 }
 
 void compute_fp32(const Figures& f, Verdict& v) {
   const auto& b = f.b;
   if (b.has_gpu && b.half_pct) {
-    v.evidence = "GPU utilization " + pct(f.busy) + "; " + pct(*b.half_pct) + " of kernel time in fp16/bf16 kernels, " +
-                 pct(b.tensor_core_pct.value_or(0)) + " on Tensor Cores" + f.rank;
+    v.evidence = "GPU utilization " + pct(f.busy) + "; " + pct(*b.half_pct) +
+                 " of kernel time in fp16/bf16 kernels, " + pct(b.tensor_core_pct.value_or(0)) +
+                 " on Tensor Cores" + f.rank;
   } else {
     v.evidence = pct(f.share(f.m.us[kCpuExec])) + " of the step in operators, `optim.amp` off" + f.rank;
   }
@@ -190,7 +196,8 @@ void compute(const Figures& f, Verdict& v) {
     v.evidence = pct(f.share(f.m.us[kCpuExec])) + " of the step in operators";
     if (!b.operators.empty()) {
       const double per_step = b.operators.front().self_us / static_cast<double>(b.steps.size());
-      v.evidence += "; largest by self time `" + b.operators.front().name + "` (" + pct(f.share(per_step)) + ")";
+      v.evidence +=
+          "; largest by self time `" + b.operators.front().name + "` (" + pct(f.share(per_step)) + ")";
     }
     v.evidence += f.rank;
   }
@@ -208,15 +215,17 @@ struct VerdictRule {
 const VerdictRule kVerdictRules[] = {
     {RuleId::kInputBound, [](const Figures& f) { return measure::fires(RuleId::kInputBound, f.loader); },
      input_bound},
-    {RuleId::kCopyBound, [](const Figures& f) { return f.b.has_gpu && measure::fires(RuleId::kCopyBound, f.copies); },
+    {RuleId::kCopyBound,
+     [](const Figures& f) { return f.b.has_gpu && measure::fires(RuleId::kCopyBound, f.copies); },
      copy_bound},
-    {RuleId::kSyncBound, [](const Figures& f) { return f.b.has_gpu && measure::fires(RuleId::kSyncBound, f.sync); },
-     sync_bound},
+    {RuleId::kSyncBound,
+     [](const Figures& f) { return f.b.has_gpu && measure::fires(RuleId::kSyncBound, f.sync); }, sync_bound},
     {RuleId::kCommBound,
      [](const Figures& f) { return f.m.comm_us > 0 && measure::fires(RuleId::kCommBound, f.exposed_comm); },
      comm_bound},
     {RuleId::kLaunchBound,
-     [](const Figures& f) { return f.b.has_gpu && measure::fires(RuleId::kLaunchBound, f.busy); }, launch_bound},
+     [](const Figures& f) { return f.b.has_gpu && measure::fires(RuleId::kLaunchBound, f.busy); },
+     launch_bound},
     {RuleId::kComputeFp32, fp32_fires, compute_fp32},
     {RuleId::kCompute, [](const Figures&) { return true; }, compute},
 };
@@ -226,8 +235,8 @@ const VerdictRule kVerdictRules[] = {
 std::string amp_not_advised(const Figures& f, const Verdict& v) {
   if (!(f.ptune_fp32 && !f.amp_advised && v.rule == rule(RuleId::kCompute).name + std::string(" on the CPU")))
     return "";
-  return "`optim.amp` is not advised: the CPU that recorded the trace had no native bf16 arithmetic "
-         "that oneDNN uses (AVX512-BF16 or AMX, not capped by ONEDNN_MAX_CPU_ISA)";
+  return "`optim.amp` is not advised: the CPU that recorded the trace had no native bf16 arithmetic that "
+         "oneDNN uses (AVX512-BF16 or AMX, not capped by ONEDNN_MAX_CPU_ISA)";
 }
 
 std::string no_steps(const Figures& f, const Verdict&) {
@@ -236,7 +245,8 @@ std::string no_steps(const Figures& f, const Verdict&) {
   std::string left_out;
   if (b.before_first_gpu_us > 0) {
     std::string which;
-    for (const auto& n : b.stalls) which += (which.empty() ? "" : ", ") + ("`" + n.name + "` " + ms(n.total_us));
+    for (const auto& n : b.stalls)
+      which += (which.empty() ? "" : ", ") + ("`" + n.name + "` " + ms(n.total_us));
     left_out = " from " + ms(b.before_first_gpu_us) + " in: what came before is left out (" +
                (which.empty() ? std::string("CUDA initialization and set-up before the first GPU work")
                               : "one-time set-up with the GPU idle: " + which +
@@ -257,8 +267,9 @@ std::string syncs_not_bottleneck(const Figures& f, const Verdict& v) {
   if (v.rule == rule(RuleId::kSyncBound).name || !f.b.has_gpu || f.sync_calls <= 0 ||
       !measure::fires(RuleId::kSyncBound, f.share(f.m.sync_us)))
     return "";
-  return "the host waited " + pct(f.share(f.m.sync_us)) + " of the step in syncs with the GPU busy meanwhile (" +
-         pct(f.sync) + " of the step idle after them): not a bottleneck here";
+  return "the host waited " + pct(f.share(f.m.sync_us)) +
+         " of the step in syncs with the GPU busy meanwhile (" + pct(f.sync) +
+         " of the step idle after them): not a bottleneck here";
 }
 
 std::string per_step_syncs(const Figures& f, const Verdict& v) {
@@ -267,7 +278,8 @@ std::string per_step_syncs(const Figures& f, const Verdict& v) {
   std::string which;
   for (const auto& s : b.syncs) {
     char per[32];
-    std::snprintf(per, sizeof per, "%.3g", static_cast<double>(s.count) / static_cast<double>(b.steps.size()));
+    std::snprintf(per, sizeof per, "%.3g",
+                  static_cast<double>(s.count) / static_cast<double>(b.steps.size()));
     which += (which.empty() ? "" : ", ") + ("`" + s.name + "` x" + per);
   }
   const std::string from = origins_text(b);
@@ -277,8 +289,9 @@ std::string per_step_syncs(const Figures& f, const Verdict& v) {
 
 std::string zero_grad(const Figures& f, const Verdict&) {
   if (!measure::fires(RuleId::kZeroGrad, f.share(f.m.zero_grad_us))) return "";
-  return pct(f.share(f.m.zero_grad_us)) + " of the step zeroing gradients (`aten::zero_` under "
-         "`Optimizer.zero_grad`): " + f.move(RuleId::kZeroGrad);
+  return pct(f.share(f.m.zero_grad_us)) +
+         " of the step zeroing gradients (`aten::zero_` under `Optimizer.zero_grad`): " +
+         f.move(RuleId::kZeroGrad);
 }
 
 std::string pageable_copies(const Figures& f, const Verdict& v) {
@@ -292,12 +305,11 @@ std::string pageable_copies(const Figures& f, const Verdict& v) {
 std::string layout_changes(const Figures& f, const Verdict&) {
   if (f.b.layout_pct < 5.0) return "";
   return pct(f.b.layout_pct) + " of kernel time converting between NCHW and NHWC: " +
-         (f.py ? "`model.to(memory_format=torch.channels_last)` and channels_last inputs" : "`model.channels_last`");
+         (f.py ? "`model.to(memory_format=torch.channels_last)` and channels_last inputs"
+               : "`model.channels_last`");
 }
 
-std::string straggler(const Figures& f, const Verdict&) {
-  return f.a.straggler ? f.a.straggler->text : "";
-}
+std::string straggler(const Figures& f, const Verdict&) { return f.a.straggler ? f.a.straggler->text : ""; }
 
 std::string throughput(const Figures& f, const Verdict&) {
   return f.a.primary < f.a.throughput.size() ? throughput_note(f.a.throughput[f.a.primary]) : "";
@@ -346,7 +358,8 @@ Analysis analyze(const std::string& path, const AnalyzeOptions& opt) {
   bool any_gpu = false;
   for (const auto& t : traces) any_gpu = any_gpu || t.has_gpu;
   if (opt.require_gpu && !any_gpu) {
-    throw DataError("'" + path + "': a CPU-only trace (no kernels, copies or CUDA runtime calls); --gpu asks for GPU "
+    throw DataError("'" + path +
+                    "': a CPU-only trace (no kernels, copies or CUDA runtime calls); --gpu asks for GPU "
                     "figures: record it on a GPU with ProfilerActivity.CUDA");
   }
   // One process per rank: files with distributedInfo of a world of two or more are grouped by

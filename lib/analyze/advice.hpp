@@ -26,22 +26,22 @@ struct Verdict {
 /// Data-parallel figures of a multi-rank folder.
 struct Distributed {
   int64_t world_size = 1;
-  size_t slowest = 0;            // index into Analysis::ranks
+  size_t slowest = 0;  // index into Analysis::ranks
   size_t fastest = 0;
-  double comm_pct = 0;           // the slowest rank's communication, % of its step
-  double comm_overlap_pct = 0;   // of that communication, the % overlapped with compute
+  double comm_pct = 0;          // the slowest rank's communication, % of its step
+  double comm_overlap_pct = 0;  // of that communication, the % overlapped with compute
 };
 
 /// What `ptune analyze PATH` finds.
 struct Analysis {
-  std::string path;                      // as given
-  std::vector<Breakdown> ranks;          // one per rank (a single file: one)
-  size_t primary = 0;                    // the rank the verdict is about: the slowest
+  std::string path;                        // as given
+  std::vector<Breakdown> ranks;            // one per rank (a single file: one)
+  size_t primary = 0;                      // the rank the verdict is about: the slowest
   std::optional<Distributed> distributed;  // with traces of two or more ranks
   Verdict verdict;
-  std::vector<std::string> notes;        // further findings and caveats, each one line
-  std::vector<Throughput> throughput;    // per rank: FLOPs and bytes per operator class, the ceilings
-  std::optional<Straggler> straggler;    // with two or more ranks: the rank the others wait for
+  std::vector<std::string> notes;      // further findings and caveats, each one line
+  std::vector<Throughput> throughput;  // per rank: FLOPs and bytes per operator class, the ceilings
+  std::optional<Straggler> straggler;  // with two or more ranks: the rank the others wait for
 };
 
 /// Options of `ptune analyze`.

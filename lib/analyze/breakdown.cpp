@@ -19,8 +19,10 @@ Ranges merge(Ranges r) {
   Ranges out;
   for (const auto& [s, e] : r) {
     if (e <= s) continue;
-    if (!out.empty() && s <= out.back().second) out.back().second = std::max(out.back().second, e);
-    else out.emplace_back(s, e);
+    if (!out.empty() && s <= out.back().second)
+      out.back().second = std::max(out.back().second, e);
+    else
+      out.emplace_back(s, e);
   }
   return out;
 }
@@ -29,7 +31,8 @@ Ranges merge(Ranges r) {
 Ranges clip(const Ranges& r, double s, double e) {
   Ranges out;
   auto it = std::upper_bound(r.begin(), r.end(), s, [](double v, const auto& x) { return v < x.second; });
-  for (; it != r.end() && it->first < e; ++it) out.emplace_back(std::max(it->first, s), std::min(it->second, e));
+  for (; it != r.end() && it->first < e; ++it)
+    out.emplace_back(std::max(it->first, s), std::min(it->second, e));
   return out;
 }
 
@@ -85,9 +88,10 @@ bool is_dataloader(const Event& e) {
 }
 /// Runtime calls that wait for the device.
 bool is_runtime_sync(const Event& e) {
-  return e.kind == Kind::kRuntime && (e.name == "cudaStreamSynchronize" || e.name == "cudaDeviceSynchronize" ||
-                                      e.name == "cudaEventSynchronize" || e.name == "cudaMemcpy" ||
-                                      e.name == "cuStreamSynchronize" || e.name == "cuCtxSynchronize");
+  return e.kind == Kind::kRuntime &&
+         (e.name == "cudaStreamSynchronize" || e.name == "cudaDeviceSynchronize" ||
+          e.name == "cudaEventSynchronize" || e.name == "cudaMemcpy" || e.name == "cuStreamSynchronize" ||
+          e.name == "cuCtxSynchronize");
 }
 /// The .item()-style reads: a sync only when they wait for the device (see Waits).
 bool is_item(const Event& e) {
@@ -103,7 +107,8 @@ class Waits {
  public:
   explicit Waits(const Trace& t) {
     for (const auto& e : t.events)
-      if (e.kind == Kind::kMemcpy && e.correlation >= 0 && contains(e.name, "DtoH")) dtoh_.insert(e.correlation);
+      if (e.kind == Kind::kMemcpy && e.correlation >= 0 && contains(e.name, "DtoH"))
+        dtoh_.insert(e.correlation);
     for (const auto& e : t.events)
       if (is_wait(e)) starts_[{e.pid, e.tid}].push_back(e.ts);
     for (auto& [k, v] : starts_) std::sort(v.begin(), v.end());
@@ -171,7 +176,8 @@ std::vector<std::string_view> split_stack(std::string_view s) {
 
 /// For each of `calls`, the Python frames open at its start on its thread (python_function
 /// events, with_stack=True), innermost first, at most 64: one sweep per thread over its frames.
-std::vector<std::vector<std::string_view>> python_stacks(const Trace& t, const std::vector<const Event*>& calls) {
+std::vector<std::vector<std::string_view>> python_stacks(const Trace& t,
+                                                         const std::vector<const Event*>& calls) {
   std::vector<std::vector<std::string_view>> out(calls.size());
   std::map<std::pair<int64_t, int64_t>, std::vector<size_t>> by_thread;
   for (size_t i = 0; i < calls.size(); ++i) by_thread[{calls[i]->pid, calls[i]->tid}].push_back(i);
@@ -180,7 +186,9 @@ std::vector<std::vector<std::string_view>> python_stacks(const Trace& t, const s
     if (e.python && by_thread.count({e.pid, e.tid})) frames[{e.pid, e.tid}].push_back(&e);
   for (auto& [key, idx] : by_thread) {
     auto& fs = frames[key];
-    std::sort(fs.begin(), fs.end(), [](const Event* a, const Event* b) { return a->ts != b->ts ? a->ts < b->ts : a->dur > b->dur; });
+    std::sort(fs.begin(), fs.end(), [](const Event* a, const Event* b) {
+      return a->ts != b->ts ? a->ts < b->ts : a->dur > b->dur;
+    });
     std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return calls[a]->ts < calls[b]->ts; });
     std::vector<const Event*> open;
     auto close = [&](double ts) {
@@ -203,7 +211,8 @@ std::vector<std::vector<std::string_view>> python_stacks(const Trace& t, const s
 
 /// "the main thread (4242)" or "thread 4243".
 std::string thread_text(const Event& e) {
-  return e.tid == e.pid ? "the main thread (" + std::to_string(e.tid) + ")" : "thread " + std::to_string(e.tid);
+  return e.tid == e.pid ? "the main thread (" + std::to_string(e.tid) + ")"
+                        : "thread " + std::to_string(e.tid);
 }
 
 /// Where host syncs came from, by (sync name, where): calls, and without a Python stack the steps.
@@ -225,7 +234,8 @@ struct Origins {
       std::string step;
       if (where.empty()) {
         where = thread_text(e);
-        auto s = std::upper_bound(steps.begin(), steps.end(), e.ts, [](double v, const StepBreakdown& x) { return v < x.start; });
+        auto s = std::upper_bound(steps.begin(), steps.end(), e.ts,
+                                  [](double v, const StepBreakdown& x) { return v < x.start; });
         if (s != steps.begin()) step = std::prev(s)->name;
       }
       auto& entry = by[{names[i], where}];
@@ -241,20 +251,23 @@ struct Origins {
     for (const auto& [key, e] : by) {
       std::string where = key.second;
       if (e.steps.size() > 3) {
-        where += " in " + std::to_string(e.steps.size()) + " steps, " + e.steps.front() + " to " + e.steps.back();
+        where +=
+            " in " + std::to_string(e.steps.size()) + " steps, " + e.steps.front() + " to " + e.steps.back();
       } else {
         for (size_t i = 0; i < e.steps.size(); ++i) where += (i ? ", " : " in ") + e.steps[i];
       }
       out.push_back({key.first, where, e.count});
     }
-    std::stable_sort(out.begin(), out.end(), [](const SyncOrigin& a, const SyncOrigin& b) { return a.count > b.count; });
+    std::stable_sort(out.begin(), out.end(),
+                     [](const SyncOrigin& a, const SyncOrigin& b) { return a.count > b.count; });
     if (out.size() > 10) out.resize(10);
     return out;
   }
 };
 
 /// Adds `us` to the entry `name` of `m`.
-void add(std::map<std::string, NameTime, std::less<>>& m, std::string_view name, double total_us, double self_us) {
+void add(std::map<std::string, NameTime, std::less<>>& m, std::string_view name, double total_us,
+         double self_us) {
   auto it = m.find(name);
   if (it == m.end()) it = m.emplace(std::string(name), NameTime{}).first;
   auto& n = it->second;
@@ -341,7 +354,8 @@ std::vector<StepBreakdown> step_windows(const Trace& t, const std::vector<const 
     auto it = launch.find(e.correlation);
     if (it == launch.end()) continue;
     const double at = it->second->ts;
-    auto st = std::upper_bound(host.begin(), host.end(), at, [](double v, const Event* s) { return v < s->ts; });
+    auto st =
+        std::upper_bound(host.begin(), host.end(), at, [](double v, const Event* s) { return v < s->ts; });
     if (st == host.begin()) continue;
     const size_t i = static_cast<size_t>(st - host.begin()) - 1;
     if (at > host[i]->end()) continue;
@@ -363,7 +377,8 @@ std::vector<StepBreakdown> step_windows(const Trace& t, const std::vector<const 
 
 /// The windows of the steps of one trace (step_windows); without steps, the whole trace
 /// (whole_trace_window).
-std::vector<StepBreakdown> windows(const Trace& t, bool* from_steps, double* before_us, std::vector<NameTime>* stalls) {
+std::vector<StepBreakdown> windows(const Trace& t, bool* from_steps, double* before_us,
+                                   std::vector<NameTime>* stalls) {
   std::vector<const Event*> host;
   for (const auto& e : t.events)
     if (is_step(e)) host.push_back(&e);
@@ -387,18 +402,18 @@ struct Totals {
 
 /// One trace's time ranges, merged, that the steps' figures are read from.
 struct TraceRanges {
-  std::array<Ranges, kCategories> cat;  // each category's (before the priority split)
-  Ranges all_kernels;                   // every kernel
-  Ranges compute;                       // computation: kernels other than communication, or
-                                        // host operators on a CPU-only trace
-  Ranges sync_ranges;                   // the host syncs
-  Ranges zero_windows;                  // Optimizer.zero_grad
-  Ranges device;                        // device work: kernels, copies, memsets
-  std::vector<double> device_starts;    // its starts, sorted
-  Ranges comp_kernels;                  // kernels other than communication
-  Ranges zeroing;                       // aten::zero_ / aten::fill_ under Optimizer.zero_grad
-  Ranges overlap;                       // communication overlapped with computation
-  Ranges sync_idle;                     // the device idle that the syncs caused
+  std::array<Ranges, kCategories> cat;   // each category's (before the priority split)
+  Ranges all_kernels;                    // every kernel
+  Ranges compute;                        // computation: kernels other than communication, or
+                                         // host operators on a CPU-only trace
+  Ranges sync_ranges;                    // the host syncs
+  Ranges zero_windows;                   // Optimizer.zero_grad
+  Ranges device;                         // device work: kernels, copies, memsets
+  std::vector<double> device_starts;     // its starts, sorted
+  Ranges comp_kernels;                   // kernels other than communication
+  Ranges zeroing;                        // aten::zero_ / aten::fill_ under Optimizer.zero_grad
+  Ranges overlap;                        // communication overlapped with computation
+  Ranges sync_idle;                      // the device idle that the syncs caused
   std::vector<const Event*> sync_calls;  // the host syncs in the steps, and their names
   std::vector<std::string> sync_names;
 };
@@ -408,24 +423,35 @@ struct TraceRanges {
 /// totals (kernels, copies, data loader, syncs) and `b`'s host-to-device copies.
 class Categorizer {
  public:
-  Categorizer(const Trace& t, const Waits& waits, double lo, double hi, Breakdown& b, Totals& tot, TraceRanges& r)
+  Categorizer(const Trace& t, const Waits& waits, double lo, double hi, Breakdown& b, Totals& tot,
+              TraceRanges& r)
       : t_(t), waits_(waits), lo_(lo), hi_(hi), b_(b), tot_(tot), r_(r) {
-    for (const auto& e : t.events) comm_kernels_ = comm_kernels_ || (e.kind == Kind::kKernel && is_communication(e));
+    for (const auto& e : t.events)
+      comm_kernels_ = comm_kernels_ || (e.kind == Kind::kKernel && is_communication(e));
   }
 
   void run() {
     for (const auto& e : t_.events) {
       switch (e.kind) {
-        case Kind::kKernel: kernel(e); break;
-        case Kind::kMemcpy: copy(e); break;
+        case Kind::kKernel:
+          kernel(e);
+          break;
+        case Kind::kMemcpy:
+          copy(e);
+          break;
         case Kind::kMemset:
           r_.cat[kMemset].emplace_back(e.ts, e.end());
           if (inside(e)) add(tot_.copies, e.name, e.dur, e.dur);
           break;
-        case Kind::kRuntime: runtime(e); break;
+        case Kind::kRuntime:
+          runtime(e);
+          break;
         case Kind::kCpuOp:
-        case Kind::kAnnotation: host(e); break;
-        case Kind::kOther: break;
+        case Kind::kAnnotation:
+          host(e);
+          break;
+        case Kind::kOther:
+          break;
       }
     }
   }
@@ -436,8 +462,10 @@ class Categorizer {
   void kernel(const Event& e) {
     const std::pair<double, double> r{e.ts, e.end()};
     r_.all_kernels.push_back(r);
-    if (is_communication(e)) r_.cat[kCommunication].push_back(r);
-    else r_.cat[kKernel].push_back(r), r_.compute.push_back(r);
+    if (is_communication(e))
+      r_.cat[kCommunication].push_back(r);
+    else
+      r_.cat[kKernel].push_back(r), r_.compute.push_back(r);
     if (!inside(e)) return;
     add(tot_.kernels, e.name, e.dur, e.dur);
     tot_.kernel_total += e.dur;
@@ -472,8 +500,10 @@ class Categorizer {
       r_.cat[kDataLoader].push_back(r);
       if (inside(e)) add(tot_.loaders, e.name, e.dur, e.dur);
     } else if (is_communication(e)) {
-      if (!comm_kernels_) r_.cat[kCommunication].push_back(r);
-      else r_.cat[kCpuExec].push_back(r);
+      if (!comm_kernels_)
+        r_.cat[kCommunication].push_back(r);
+      else
+        r_.cat[kCpuExec].push_back(r);
     } else {
       r_.cat[kCpuExec].push_back(r);
       if (!t_.has_gpu) r_.compute.push_back(r);
@@ -580,7 +610,8 @@ void add_hta_view(const Trace& t, Breakdown& b) {
     add(names, e.name, e.dur, e.dur);
     if (e.kind != Kind::kKernel) continue;
     const bool nccl = starts_with(e.name, "nccl") && contains(e.name, "Kernel");
-    if (nccl) comm.emplace_back(e.ts, e.end());
+    if (nccl)
+      comm.emplace_back(e.ts, e.end());
     else if (!contains(e.name, "Memcpy") && !contains(e.name, "Memset") && !contains(e.name, "Sync"))
       comp.emplace_back(e.ts, e.end());
   }
@@ -634,7 +665,8 @@ void fill_steps(const Trace& t, const Waits& waits, const TraceRanges& r, std::v
     s.compute_us = total(clip(r.comp_kernels, s.start, s.end));
     double alloc = -1, reserved = -1;
     for (auto it = memory_at(s.start), end = memory_at(s.end); it != end; ++it)
-      alloc = std::max<double>(alloc, (*it)->allocated), reserved = std::max<double>(reserved, (*it)->reserved);
+      alloc = std::max<double>(alloc, (*it)->allocated),
+      reserved = std::max<double>(reserved, (*it)->reserved);
     if (alloc >= 0) s.peak_allocated_mb = alloc / (1024.0 * 1024.0);
     if (reserved >= 0) s.peak_reserved_mb = reserved / (1024.0 * 1024.0);
     s.zero_grad_us = total(clip(r.zeroing, s.start, s.end));
@@ -648,8 +680,8 @@ using Thread = std::pair<int64_t, int64_t>;  // pid, tid
 /// The operators: host operators' self time in [lo, hi), per thread, minus the time of the
 /// operators directly inside, added to `operators`. Returns each thread's outermost operators,
 /// in time order.
-std::map<Thread, std::vector<const Event*>> add_operators(const Trace& t, double lo, double hi,
-                                                          std::map<std::string, NameTime, std::less<>>& operators) {
+std::map<Thread, std::vector<const Event*>> add_operators(
+    const Trace& t, double lo, double hi, std::map<std::string, NameTime, std::less<>>& operators) {
   std::map<Thread, std::vector<const Event*>> threads, outermost;
   for (const auto& e : t.events)
     // ProfilerStep#N and the DataLoader's ranges (cat "Operator" in the 2021 schema) are not
@@ -670,7 +702,8 @@ std::map<Thread, std::vector<const Event*>> add_operators(const Trace& t, double
     for (const Event* e : ops) {
       // An op is a child of the one on top when it lies inside it; one that starts inside but
       // ends after it (not well nested: another thread's op recorded on this tid) is not.
-      while (!stack.empty() && (e->ts >= stack.back().first->end() || e->end() > stack.back().first->end())) pop();
+      while (!stack.empty() && (e->ts >= stack.back().first->end() || e->end() > stack.back().first->end()))
+        pop();
       if (stack.empty()) outermost[key].push_back(e);  // in time order, not overlapping
       stack.emplace_back(e, 0.0);
     }
@@ -688,7 +721,8 @@ void add_allocations(const Trace& t, const std::map<Thread, std::vector<const Ev
     std::string_view name = "(no operator)";
     if (auto it = outermost.find({m.pid, m.tid}); it != outermost.end()) {
       const auto& ops = it->second;
-      auto after = std::upper_bound(ops.begin(), ops.end(), m.ts, [](double ts, const Event* e) { return ts < e->ts; });
+      auto after = std::upper_bound(ops.begin(), ops.end(), m.ts,
+                                    [](double ts, const Event* e) { return ts < e->ts; });
       if (after != ops.begin() && m.ts <= (*std::prev(after))->end()) name = (*std::prev(after))->name;
     }
     auto& a = allocators[std::string(name)];
@@ -754,7 +788,8 @@ void add_trace(const Trace& t, Breakdown& b, Totals& tot) {
   fill_steps(t, waits, r, steps);
   const auto outermost = add_operators(t, lo, hi, tot.operators);
   add_allocations(t, outermost, lo, hi, b.allocators_gpu, tot.allocators);
-  if (!b.batch_size && from_steps && !steps.empty()) b.batch_size = batch_size_of(t, r.cat[kDataLoader], steps.front());
+  if (!b.batch_size && from_steps && !steps.empty())
+    b.batch_size = batch_size_of(t, r.cat[kDataLoader], steps.front());
   std::set<int64_t> pids;
   for (const auto& e : t.events)
     if (e.kind == Kind::kCpuOp) pids.insert(e.pid);
@@ -792,14 +827,15 @@ void make_lists(const Totals& tot, Breakdown& b) {
 }  // namespace
 
 const char* category_name(int c) {
-  static const char* names[] = {"kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other"};
+  static const char* names[] = {"kernel",  "memcpy",     "memset",   "communication",
+                                "runtime", "dataloader", "cpu_exec", "other"};
   return c >= 0 && c < kCategories ? names[c] : "?";
 }
 
 bool is_tensor_core_kernel(std::string_view name) {
   const std::string n = lower(name);
-  for (const char* p : {"h884", "s884", "h1688", "s1688", "h16816", "s16816", "i8816", "hmma", "xmma", "tensorop",
-                        "wgmma", "gmma_", "tf32", "16816gemm", "1688gemm", "884gemm"})
+  for (const char* p : {"h884", "s884", "h1688", "s1688", "h16816", "s16816", "i8816", "hmma", "xmma",
+                        "tensorop", "wgmma", "gmma_", "tf32", "16816gemm", "1688gemm", "884gemm"})
     if (contains(n, p)) return true;
   return false;
 }
@@ -814,9 +850,11 @@ bool is_half_kernel(std::string_view name) {
 bool is_communication(const Event& e) {
   if (e.kind == Kind::kKernel) return starts_with(lower(e.name), "nccl");
   if (!is_host(e)) return false;
-  if (starts_with(e.name, "nccl:") || starts_with(e.name, "gloo:") || e.name == "record_param_comms") return true;
+  if (starts_with(e.name, "nccl:") || starts_with(e.name, "gloo:") || e.name == "record_param_comms")
+    return true;
   if (!starts_with(e.name, "c10d::")) return false;
-  for (const char* p : {"allreduce", "allgather", "all_gather", "broadcast", "reduce_scatter", "alltoall", "barrier"})
+  for (const char* p :
+       {"allreduce", "allgather", "all_gather", "broadcast", "reduce_scatter", "alltoall", "barrier"})
     if (contains(e.name, p)) return true;
   return false;
 }
@@ -845,8 +883,10 @@ StepBreakdown Breakdown::mean() const {
   m.kernel_us /= n, m.comm_us /= n, m.comm_overlap_us /= n, m.sync_us /= n, m.zero_grad_us /= n;
   m.sync_idle_us /= n, m.gpu_busy_us /= n, m.compute_us /= n;
   for (const auto& s : steps) {
-    if (s.peak_allocated_mb) m.peak_allocated_mb = std::max(m.peak_allocated_mb.value_or(0), *s.peak_allocated_mb);
-    if (s.peak_reserved_mb) m.peak_reserved_mb = std::max(m.peak_reserved_mb.value_or(0), *s.peak_reserved_mb);
+    if (s.peak_allocated_mb)
+      m.peak_allocated_mb = std::max(m.peak_allocated_mb.value_or(0), *s.peak_allocated_mb);
+    if (s.peak_reserved_mb)
+      m.peak_reserved_mb = std::max(m.peak_reserved_mb.value_or(0), *s.peak_reserved_mb);
   }
   m.syncs = static_cast<int64_t>(static_cast<double>(m.syncs) / n + 0.5);
   return m;
@@ -866,7 +906,8 @@ Breakdown break_down(const std::vector<const Trace*>& traces) {
   // The allocations listed are the device's where any trace recorded device memory, else the
   // host's: one kind for all the traces, as the list has one heading.
   b.allocators_gpu = std::any_of(traces.begin(), traces.end(), [](const Trace* t) {
-    return std::any_of(t->memory.begin(), t->memory.end(), [](const MemorySample& m) { return m.device >= 0; });
+    return std::any_of(t->memory.begin(), t->memory.end(),
+                       [](const MemorySample& m) { return m.device >= 0; });
   });
   for (const Trace* t : traces) add_trace(*t, b, tot);
   make_lists(tot, b);

@@ -17,7 +17,17 @@
 namespace ptune::analyze {
 
 /// The categories of the split, in priority order.
-enum Category { kKernel, kMemcpy, kMemset, kCommunication, kRuntime, kDataLoader, kCpuExec, kOther, kCategories };
+enum Category {
+  kKernel,
+  kMemcpy,
+  kMemset,
+  kCommunication,
+  kRuntime,
+  kDataLoader,
+  kCpuExec,
+  kOther,
+  kCategories
+};
 
 /// The JSON/table name of a category: "kernel", "memcpy", "memset", "communication", "runtime",
 /// "dataloader", "cpu_exec", "other". Throws nothing.
@@ -25,21 +35,21 @@ const char* category_name(int c);
 
 /// One step (or the whole trace as one window); times in microseconds.
 struct StepBreakdown {
-  std::string name;                        // "ProfilerStep#3", or "whole trace"
-  double start = 0, end = 0;               // the window (host span extended to the device work it launched)
-  std::array<double, kCategories> us{};    // the split; sums to end - start
-  double kernel_us = 0;                    // merged kernel time (all kernels, several streams once)
-  double comm_us = 0;                      // merged communication time
-  double comm_overlap_us = 0;              // communication overlapped with compute (kernels, or host ops on the CPU)
-  double sync_us = 0;                      // merged time the host waited in syncs
-  double sync_idle_us = 0;                 // GPU idle that the syncs caused: the device idle from a sync's
-                                           // start until the first device work after it returns
-  double gpu_busy_us = 0;                  // merged device time: kernels, copies and memsets
-  double compute_us = 0;                   // merged computation kernels (not communication)
-  std::optional<double> peak_allocated_mb; // device memory samples in the step (profile_memory=True)
+  std::string name;                      // "ProfilerStep#3", or "whole trace"
+  double start = 0, end = 0;             // the window (host span extended to the device work it launched)
+  std::array<double, kCategories> us{};  // the split; sums to end - start
+  double kernel_us = 0;                  // merged kernel time (all kernels, several streams once)
+  double comm_us = 0;                    // merged communication time
+  double comm_overlap_us = 0;  // communication overlapped with compute (kernels, or host ops on the CPU)
+  double sync_us = 0;          // merged time the host waited in syncs
+  double sync_idle_us = 0;     // GPU idle that the syncs caused: the device idle from a sync's
+                               // start until the first device work after it returns
+  double gpu_busy_us = 0;      // merged device time: kernels, copies and memsets
+  double compute_us = 0;       // merged computation kernels (not communication)
+  std::optional<double> peak_allocated_mb;  // device memory samples in the step (profile_memory=True)
   std::optional<double> peak_reserved_mb;
-  int64_t syncs = 0;                       // sync calls (runtime syncs and .item()-style reads that wait)
-  double zero_grad_us = 0;                 // aten::zero_ / aten::fill_ under Optimizer.zero_grad
+  int64_t syncs = 0;        // sync calls (runtime syncs and .item()-style reads that wait)
+  double zero_grad_us = 0;  // aten::zero_ / aten::fill_ under Optimizer.zero_grad
   double ms() const { return (end - start) / 1000.0; }
 };
 
@@ -54,16 +64,17 @@ struct NameTime {
 /// Memory allocated per operator (profile_memory=True).
 struct NameBytes {
   std::string name;
-  int64_t count = 0;    // allocations
-  double bytes = 0;     // allocated, summed (frees not subtracted)
+  int64_t count = 0;  // allocations
+  double bytes = 0;   // allocated, summed (frees not subtracted)
 };
 
 /// Where host syncs came from: the call in the training code, or the thread and the steps.
 struct SyncOrigin {
-  std::string name;   // the sync, as in Breakdown::syncs ("aten::item", "cudaStreamSynchronize")
-  std::string where;  // the Python frame that made the call (with_stack=True), e.g.
-                      // "`train.py(42): train_step`", or "`lib/x.py(9): f`, called from `train.py(42): run`";
-                      // without a Python stack its thread and steps: "the main thread (4242) in ProfilerStep#1"
+  std::string name;  // the sync, as in Breakdown::syncs ("aten::item", "cudaStreamSynchronize")
+  std::string
+      where;  // the Python frame that made the call (with_stack=True), e.g.
+              // "`train.py(42): train_step`", or "`lib/x.py(9): f`, called from `train.py(42): run`";
+              // without a Python stack its thread and steps: "the main thread (4242) in ProfilerStep#1"
   int64_t count = 0;  // calls in the steps
 };
 
@@ -79,9 +90,9 @@ struct CopyStats {
 /// A trace (or several files of one process) taken apart.
 struct Breakdown {
   std::vector<std::string> files;
-  std::string writer = "pytorch";     // "pytorch" | "ptune"
-  std::optional<std::string> amp;     // ptune's traces: the row's optim.amp
-  std::optional<bool> bf16_native;    // ptune's traces: whether the CPU that recorded it had native bf16
+  std::string writer = "pytorch";   // "pytorch" | "ptune"
+  std::optional<std::string> amp;   // ptune's traces: the row's optim.amp
+  std::optional<bool> bf16_native;  // ptune's traces: whether the CPU that recorded it had native bf16
   std::optional<int64_t> rank, world_size;
   bool has_gpu = false;
   bool from_steps = true;             // false: no ProfilerStep#N spans; one window
@@ -90,15 +101,15 @@ struct Breakdown {
                                       // (one-time set-up: CUDA/cuDNN initialization, lazy loading)
   std::optional<int64_t> batch_size;  // from the input shapes of the first step's first batched operator
   std::optional<int64_t> schema_version;
-  bool cuda_graphs = false;           // kernels launched by cudaGraphLaunch
-  int64_t streams = 0;                // device streams with kernels
-  int64_t processes = 1;              // host processes with operators in the file(s)
-  int64_t host_pid = 0;               // the profiled process's pid (its files' host_pid)
+  bool cuda_graphs = false;  // kernels launched by cudaGraphLaunch
+  int64_t streams = 0;       // device streams with kernels
+  int64_t processes = 1;     // host processes with operators in the file(s)
+  int64_t host_pid = 0;      // the profiled process's pid (its files' host_pid)
   // The device time of the steps as HTA's temporal breakdown defines it: over the span from the
   // first device work (kernel, copy, memset) in the steps to the last one's end.
-  double gpu_span_us = 0;             // that span
-  double gpu_busy_total_us = 0;       // merged device work in it
-  double gpu_compute_total_us = 0;    // merged computation kernels in it (not communication, not copies)
+  double gpu_span_us = 0;           // that span
+  double gpu_busy_total_us = 0;     // merged device work in it
+  double gpu_compute_total_us = 0;  // merged computation kernels in it (not communication, not copies)
   /// The same figures over the device work HTA keeps (TraceAnalysis with
   /// include_last_profiler_step=True): the work launched before the end of the last
   /// ProfilerStep (all of it with fewer than two steps), whatever step it belongs to.
@@ -117,18 +128,18 @@ struct Breakdown {
   std::vector<NameTime> copies;           // every copy and memset kind ("Memcpy HtoD (Pageable -> Device)")
   std::vector<NameTime> operators;        // host operators by self time, largest first
   std::vector<NameTime> dataloader;       // DataLoader ranges by time, largest first
-  std::vector<NameTime> syncs;            // host syncs by name: runtime waits for the device, and .item()-style
-                                          // reads that wait for it (a device-to-host copy or a sync inside
-                                          // them); never on a CPU-only trace
-  std::vector<SyncOrigin> sync_origins;   // where those came from, most calls first
-  bool under_load = false;                // ptune's traces: recorded under competing load ("ptune".load)
-  std::string load_summary;               // and what the load was, one line
+  std::vector<NameTime> syncs;  // host syncs by name: runtime waits for the device, and .item()-style
+                                // reads that wait for it (a device-to-host copy or a sync inside
+                                // them); never on a CPU-only trace
+  std::vector<SyncOrigin> sync_origins;  // where those came from, most calls first
+  bool under_load = false;               // ptune's traces: recorded under competing load ("ptune".load)
+  std::string load_summary;              // and what the load was, one line
   /// profile_memory=True: the operators that allocated most in the steps, largest first: each
   /// allocation of the device (the GPU's when the trace has one, else the host's) charged to the
   /// outermost operator running on the allocating thread (the call the training code made,
   /// aten::conv2d rather than the aten::empty inside it); "(no operator)" for the rest.
   std::vector<NameBytes> allocators;
-  bool allocators_gpu = false;            // whose allocations those are
+  bool allocators_gpu = false;  // whose allocations those are
   CopyStats h2d;
 
   /// The mean over steps of a step's figures (name "mean").

@@ -25,7 +25,9 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
-std::string shorten(const std::string& s, size_t n = 60) { return s.size() <= n ? s : s.substr(0, n - 3) + "..."; }
+std::string shorten(const std::string& s, size_t n = 60) {
+  return s.size() <= n ? s : s.substr(0, n - 3) + "...";
+}
 
 /// The label of a path: the file or folder name without .json/.json.gz and torch's
 /// ".pt.trace" (a folder's own name for a folder of ranks; the folder's name for a file named
@@ -35,7 +37,8 @@ std::string label_of(const std::string& path) {
   std::string name = p.filename().string();
   if (name.empty()) name = p.parent_path().filename().string();
   for (const char* tail : {".gz", ".json", ".pt.trace"})
-    if (name.size() > std::strlen(tail) && name.compare(name.size() - std::strlen(tail), std::strlen(tail), tail) == 0)
+    if (name.size() > std::strlen(tail) &&
+        name.compare(name.size() - std::strlen(tail), std::strlen(tail), tail) == 0)
       name.resize(name.size() - std::strlen(tail));
   // export_chrome_trace("trace.json") in a folder per version: the folder names it.
   if ((name == "trace" || name.empty()) && p.has_parent_path() && !p.parent_path().filename().empty())
@@ -47,7 +50,8 @@ std::string label_of(const std::string& path) {
 std::map<std::string, double> per_step(const std::vector<NameTime>& v, size_t steps, bool self, bool calls) {
   std::map<std::string, double> m;
   const double n = static_cast<double>(std::max<size_t>(steps, 1));
-  for (const auto& x : v) m[x.name] = (calls ? static_cast<double>(x.count) : (self ? x.self_us : x.total_us) / 1000.0) / n;
+  for (const auto& x : v)
+    m[x.name] = (calls ? static_cast<double>(x.count) : (self ? x.self_us : x.total_us) / 1000.0) / n;
   return m;
 }
 
@@ -74,7 +78,9 @@ std::vector<Change> largest(const std::map<std::string, double>& a, const std::m
   return out;
 }
 
-std::string ms_text(double ms) { return ms >= 100 ? fmt("%.0f ms", ms) : ms >= 1 ? fmt("%.1f ms", ms) : fmt("%.2f ms", ms); }
+std::string ms_text(double ms) {
+  return ms >= 100 ? fmt("%.0f ms", ms) : ms >= 1 ? fmt("%.1f ms", ms) : fmt("%.2f ms", ms);
+}
 
 std::string calls_text(double n) { return fmt("%.3g", n); }
 
@@ -98,26 +104,33 @@ PairChanges changes_between(const Version& a, const Version& b, size_t i) {
     }
   }
   // Syncs added or removed.
-  for (auto& c : largest(per_step(x.syncs, nx, false, true), per_step(y.syncs, ny, false, true), "sync", 3, 0.01)) {
-    c.text = (c.before_ms == 0 ? "sync added: `" : c.after_ms == 0 ? "sync removed: `" : "sync `") + c.name + "` " +
-             calls_text(c.before_ms) + " -> " + calls_text(c.after_ms) + " per step";
+  for (auto& c :
+       largest(per_step(x.syncs, nx, false, true), per_step(y.syncs, ny, false, true), "sync", 3, 0.01)) {
+    c.text = (c.before_ms == 0  ? "sync added: `"
+              : c.after_ms == 0 ? "sync removed: `"
+                                : "sync `") +
+             c.name + "` " + calls_text(c.before_ms) + " -> " + calls_text(c.after_ms) + " per step";
     p.changes.push_back(c);
   }
   // Copies that appeared or vanished (or changed count).
-  for (auto& c : largest(per_step(x.copies, nx, false, true), per_step(y.copies, ny, false, true), "copy", 3, 0.01)) {
-    c.text = (c.before_ms == 0 ? "copies appeared: `" : c.after_ms == 0 ? "copies vanished: `" : "copies `") + c.name +
-             "` " + calls_text(c.before_ms) + " -> " + calls_text(c.after_ms) + " per step";
+  for (auto& c :
+       largest(per_step(x.copies, nx, false, true), per_step(y.copies, ny, false, true), "copy", 3, 0.01)) {
+    c.text = (c.before_ms == 0  ? "copies appeared: `"
+              : c.after_ms == 0 ? "copies vanished: `"
+                                : "copies `") +
+             c.name + "` " + calls_text(c.before_ms) + " -> " + calls_text(c.after_ms) + " per step";
     p.changes.push_back(c);
   }
   // Kernels and operators whose time changed most.
   const double floor_ms = 0.01 * std::max(a.step_ms, b.step_ms);
-  for (auto& c : largest(per_step(x.all_kernels, nx, false, false), per_step(y.all_kernels, ny, false, false), "kernel", 3,
-                         floor_ms)) {
-    c.text = "kernel `" + shorten(c.name) + "` " + ms_text(c.before_ms) + " -> " + ms_text(c.after_ms) + " per step";
+  for (auto& c : largest(per_step(x.all_kernels, nx, false, false), per_step(y.all_kernels, ny, false, false),
+                         "kernel", 3, floor_ms)) {
+    c.text = "kernel `" + shorten(c.name) + "` " + ms_text(c.before_ms) + " -> " + ms_text(c.after_ms) +
+             " per step";
     p.changes.push_back(c);
   }
-  for (auto& c : largest(per_step(x.all_operators, nx, true, false), per_step(y.all_operators, ny, true, false),
-                         "operator", 3, floor_ms)) {
+  for (auto& c : largest(per_step(x.all_operators, nx, true, false),
+                         per_step(y.all_operators, ny, true, false), "operator", 3, floor_ms)) {
     c.text = "operator `" + shorten(c.name) + "` " + ms_text(c.before_ms) + " -> " + ms_text(c.after_ms) +
              " per step (self time)";
     p.changes.push_back(c);
@@ -146,8 +159,8 @@ Json speedup_json(const std::optional<Speedup>& s) {
 }
 
 std::vector<std::string> header() {
-  return {"label", "step ms", "samples/s", "vs prev", "vs first", "data%", "copy%", "kernel%", "host%", "idle%",
-          "gpu busy%", "peak MB", "verdict"};
+  return {"label",   "step ms", "samples/s", "vs prev",   "vs first", "data%",  "copy%",
+          "kernel%", "host%",   "idle%",     "gpu busy%", "peak MB",  "verdict"};
 }
 
 std::vector<std::vector<std::string>> rows(const Comparison& c) {
@@ -189,13 +202,15 @@ Split split_of(const StepBreakdown& m) {
 }
 
 std::string speedup_text(const Speedup& s) {
-  return fmt("x%.2f", s.interval.point) + report::interval_text(s.interval) + " " + measure::verdict_name(s.verdict);
+  return fmt("x%.2f", s.interval.point) + report::interval_text(s.interval) + " " +
+         measure::verdict_name(s.verdict);
 }
 
 std::string speedup_detail(const Speedup& s) {
   std::string d = s.interval.valid()
                       ? measure::level_text(s.interval.level) + " interval (Welch's t on log step times, " +
-                            std::to_string(s.steps_before) + " and " + std::to_string(s.steps_after) + " steps)"
+                            std::to_string(s.steps_before) + " and " + std::to_string(s.steps_after) +
+                            " steps)"
                       : "no interval (" + std::to_string(s.steps_before + s.steps_after) + " steps in all)";
   if (!s.reason.empty()) d += "; undecided: " + s.reason;
   return d;
@@ -211,16 +226,19 @@ Speedup speedup_between(const Version& before, const Version& after) {
   for (const Version* v : {&before, &after}) {
     const size_t n = v->step_ms_each.size();
     if (n < kMinSteps && few.find("`" + v->label + "`") == std::string::npos)
-      few += (few.empty() ? "" : ", ") + std::to_string(n) + (n == 1 ? " step in `" : " steps in `") + v->label + "`";
+      few += (few.empty() ? "" : ", ") + std::to_string(n) + (n == 1 ? " step in `" : " steps in `") +
+             v->label + "`";
   }
   if (!few.empty()) {
     s.reason = few + ": " + std::to_string(kMinSteps) + " or more per trace are needed";
   } else {
     for (const Version* v : {&before, &after})
       if (v->under_load && s.reason.empty())
-        s.reason = "`" + v->label + "` was recorded under load" + (v->load_summary.empty() ? "" : " (" + v->load_summary + ")");
+        s.reason = "`" + v->label + "` was recorded under load" +
+                   (v->load_summary.empty() ? "" : " (" + v->load_summary + ")");
   }
-  s.verdict = s.reason.empty() ? measure::verdict_of(s.interval, measure::NoiseRule{}) : measure::Verdict::kUndecided;
+  s.verdict =
+      s.reason.empty() ? measure::verdict_of(s.interval, measure::NoiseRule{}) : measure::Verdict::kUndecided;
   return s;
 }
 
@@ -236,7 +254,8 @@ Comparison compare_analyses(std::vector<Version> versions) {
       if (r.under_load && !v.under_load) v.under_load = true, v.load_summary = r.load_summary;
     if (!v.batch_size) v.batch_size = b.batch_size;
     if (v.batch_size && v.step_ms > 0)
-      v.samples_per_s = static_cast<double>(*v.batch_size) * static_cast<double>(v.analysis.ranks.size()) * 1000.0 / v.step_ms;
+      v.samples_per_s = static_cast<double>(*v.batch_size) * static_cast<double>(v.analysis.ranks.size()) *
+                        1000.0 / v.step_ms;
   }
   for (size_t i = 1; i < versions.size(); ++i) {
     auto& v = versions[i];
@@ -247,11 +266,13 @@ Comparison compare_analyses(std::vector<Version> versions) {
     v.vs_first = v.first->interval.point;
   }
   c.versions = std::move(versions);
-  for (size_t i = 1; i < c.versions.size(); ++i) c.pairs.push_back(changes_between(c.versions[i - 1], c.versions[i], i));
+  for (size_t i = 1; i < c.versions.size(); ++i)
+    c.pairs.push_back(changes_between(c.versions[i - 1], c.versions[i], i));
   return c;
 }
 
-Comparison compare(const std::vector<std::string>& paths, const AnalyzeOptions& opt, const CompareOptions& copt) {
+Comparison compare(const std::vector<std::string>& paths, const AnalyzeOptions& opt,
+                   const CompareOptions& copt) {
   if (!copt.labels.empty() && copt.labels.size() != paths.size()) {
     throw DataError("--label given " + std::to_string(copt.labels.size()) + " times for " +
                     std::to_string(paths.size()) + " traces: give one per trace, in order");
@@ -282,8 +303,11 @@ Json comparison_json(const Comparison& c) {
         {"samples_per_s", opt_json(v.samples_per_s)},
         {"speedup_vs_prev", opt_json(v.vs_prev)},
         {"speedup_vs_first", opt_json(v.vs_first)},
-        {"split_pct", Json{{"data", r2(s.data)}, {"copies", r2(s.copies)}, {"kernels", r2(s.kernels)},
-                           {"host", r2(s.host)}, {"idle", r2(s.idle)}}},
+        {"split_pct", Json{{"data", r2(s.data)},
+                           {"copies", r2(s.copies)},
+                           {"kernels", r2(s.kernels)},
+                           {"host", r2(s.host)},
+                           {"idle", r2(s.idle)}}},
         {"gpu_busy_pct", b.has_gpu ? Json(r2(100.0 * m.gpu_busy_us / len)) : Json(nullptr)},
         {"peak_allocated_mb", opt_json(m.peak_allocated_mb)},
         {"peak_reserved_mb", opt_json(m.peak_reserved_mb)},
@@ -291,7 +315,8 @@ Json comparison_json(const Comparison& c) {
         {"steps", b.steps.size()},
         {"verdict", Json{{"rule", v.analysis.verdict.rule}, {"text", v.analysis.verdict.text()}}},
         {"notes", v.analysis.notes},
-        {"step_ms_each", [&] {
+        {"step_ms_each",
+         [&] {
            Json e = Json::array();
            for (double ms : v.step_ms_each) e.push_back(r2(ms));
            return e;
@@ -306,7 +331,10 @@ Json comparison_json(const Comparison& c) {
   for (const auto& p : c.pairs) {
     Json ch = Json::array();
     for (const auto& x : p.changes)
-      ch.push_back(Json{{"what", x.what}, {"name", x.name}, {"before", r2(x.before_ms)}, {"after", r2(x.after_ms)},
+      ch.push_back(Json{{"what", x.what},
+                        {"name", x.name},
+                        {"before", r2(x.before_ms)},
+                        {"after", r2(x.after_ms)},
                         {"text", x.text}});
     const auto& to = c.versions[p.to];
     pairs.push_back(Json{{"from", c.versions[p.from].label},
@@ -352,15 +380,16 @@ std::string render_comparison(const Comparison& c, const std::string& format) {
       out += "\n";
     }
     for (const auto& p : c.pairs) {
-      out += "\n**" + markdown_escape(c.versions[p.from].label) + " → " + markdown_escape(c.versions[p.to].label) +
-             "**\n\n";
+      out += "\n**" + markdown_escape(c.versions[p.from].label) + " → " +
+             markdown_escape(c.versions[p.to].label) + "**\n\n";
       if (const auto& s = c.versions[p.to].prev)
         out += "- speedup " + markdown_escape(speedup_text(*s)) + ": " + speedup_detail(*s) + "\n";
       if (p.changes.empty()) out += "- no change above 1% of the step\n";
       for (const auto& x : p.changes) out += "- " + x.text + "\n";
     }
     out += "\n";
-    for (const auto& v : c.versions) out += "- **" + markdown_escape(v.label) + "**: " + v.analysis.verdict.text() + "\n";
+    for (const auto& v : c.versions)
+      out += "- **" + markdown_escape(v.label) + "**: " + v.analysis.verdict.text() + "\n";
     return out;
   }
   // The terminal table.
@@ -382,7 +411,8 @@ std::string render_comparison(const Comparison& c, const std::string& format) {
   for (const auto& r : rs) out += line(r);
   for (const auto& p : c.pairs) {
     out += "\n" + c.versions[p.from].label + " -> " + c.versions[p.to].label + ":\n";
-    if (const auto& s = c.versions[p.to].prev) out += "  speedup " + speedup_text(*s) + ": " + speedup_detail(*s) + "\n";
+    if (const auto& s = c.versions[p.to].prev)
+      out += "  speedup " + speedup_text(*s) + ": " + speedup_detail(*s) + "\n";
     if (p.changes.empty()) out += "  no change above 1% of the step\n";
     for (const auto& x : p.changes) out += "  " + x.text + "\n";
   }

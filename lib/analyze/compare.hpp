@@ -29,17 +29,17 @@ struct Speedup {
   measure::Interval interval;  // point: the ratio of geometric mean step times (earlier / this);
                                // lo, hi: Welch's t-interval (none with fewer than 3 steps in all)
   measure::Verdict verdict = measure::Verdict::kUndecided;
-  std::string reason;          // why undecided whatever the interval: "2 steps in `a`: ...", load
+  std::string reason;  // why undecided whatever the interval: "2 steps in `a`: ...", load
   size_t steps_before = 0, steps_after = 0;
 };
 
 /// One version in the table.
 struct Version {
-  std::string label;                      // --label, else the folder or file name
+  std::string label;  // --label, else the folder or file name
   Analysis analysis;
-  double step_ms = 0;                     // the slowest rank's mean step
-  std::optional<int64_t> batch_size;      // --batch-size, else read from the trace's input shapes
-  std::optional<double> samples_per_s;    // batch size x ranks / step time
+  double step_ms = 0;                       // the slowest rank's mean step
+  std::optional<int64_t> batch_size;        // --batch-size, else read from the trace's input shapes
+  std::optional<double> samples_per_s;      // batch size x ranks / step time
   std::optional<double> vs_prev, vs_first;  // speedups (step time before / now): the intervals' points
   std::optional<Speedup> prev, first;       // the same with their intervals and verdicts
   std::vector<double> step_ms_each;         // the slowest rank's step times, ms
@@ -49,11 +49,11 @@ struct Version {
 
 /// One change between two versions: what, and by how much per step.
 struct Change {
-  std::string what;      // "kernel", "operator", "copy", "sync", "data loader", "verdict"
+  std::string what;  // "kernel", "operator", "copy", "sync", "data loader", "verdict"
   std::string name;
   double before_ms = 0;  // per step (copies and syncs: calls per step)
   double after_ms = 0;
-  std::string text;      // one line
+  std::string text;  // one line
 };
 
 /// The changes from version i-1 to i.
@@ -69,13 +69,14 @@ struct Comparison {
 
 /// Options of the table.
 struct CompareOptions {
-  std::vector<std::string> labels;       // --label, one per path (or none)
-  std::optional<int64_t> batch_size;     // --batch-size
+  std::vector<std::string> labels;    // --label, one per path (or none)
+  std::optional<int64_t> batch_size;  // --batch-size
 };
 
 /// Analyzes each of `paths` (analyze()) and compares them in order. Throws DataError as
 /// analyze(), and "--label given N times for M traces" when the counts differ.
-Comparison compare(const std::vector<std::string>& paths, const AnalyzeOptions& opt, const CompareOptions& copt);
+Comparison compare(const std::vector<std::string>& paths, const AnalyzeOptions& opt,
+                   const CompareOptions& copt);
 
 /// The comparison of already analyzed versions (labels and batch sizes set). Throws nothing.
 Comparison compare_analyses(std::vector<Version> versions);

@@ -20,7 +20,7 @@ std::string fmt(const char* f, double v) {
 // The split's categories, in the plugin's order, with colours (Okabe-Ito, then greys).
 const char* const kCatColor[kCategories] = {"#009E73", "#56B4E9", "#0072B2", "#CC79A7",
                                             "#D55E00", "#E69F00", "#F0E442", "#D9D9D9"};
-const char* const kCatLabel[kCategories] = {"kernel", "memcpy", "memset", "communication",
+const char* const kCatLabel[kCategories] = {"kernel",  "memcpy",      "memset",   "communication",
                                             "runtime", "data loader", "CPU exec", "other (idle)"};
 
 constexpr double kW = 960, kLabelW = 170, kBarW = 700;
@@ -29,7 +29,9 @@ constexpr double kSpeedupW = 400;  // the longest speedup bar (or interval): roo
 std::string legend() {
   std::string s = "<ul class=\"runs\">";
   for (int c = 0; c < kCategories; ++c)
-    s += std::string("<li style=\"display:inline-block;margin-right:12px\"><span class=\"swatch\" style=\"background:") +
+    s += std::string(
+             "<li style=\"display:inline-block;margin-right:12px\"><span class=\"swatch\" "
+             "style=\"background:") +
          kCatColor[c] + "\"></span>" + kCatLabel[c] + "</li>";
   return s + "</ul>";
 }
@@ -42,20 +44,20 @@ std::string steps_svg(const Breakdown& b) {
   const double row = 22, top = 6;
   const double height = top + row * static_cast<double>(b.steps.size()) + 26;
   std::ostringstream os;
-  os << "<svg class=\"chart steps\" viewBox=\"0 0 " << kW << " " << height << "\" width=\"" << kW << "\" height=\""
-     << height << "\" role=\"img\" aria-label=\"step time split per step\">";
+  os << "<svg class=\"chart steps\" viewBox=\"0 0 " << kW << " " << height << "\" width=\"" << kW
+     << "\" height=\"" << height << "\" role=\"img\" aria-label=\"step time split per step\">";
   double y = top;
   for (const auto& s : b.steps) {
     const double len = s.end - s.start;
-    os << "<g class=\"step-bar\" data-step=\"" << html_escape(s.name) << "\" data-ms=\"" << fmt("%.3f", len / 1000.0)
-       << "\"><text x=\"" << kLabelW - 6 << "\" y=\"" << y + 14 << "\" text-anchor=\"end\">" << html_escape(s.name)
-       << "</text>";
+    os << "<g class=\"step-bar\" data-step=\"" << html_escape(s.name) << "\" data-ms=\""
+       << fmt("%.3f", len / 1000.0) << "\"><text x=\"" << kLabelW - 6 << "\" y=\"" << y + 14
+       << "\" text-anchor=\"end\">" << html_escape(s.name) << "</text>";
     double x = kLabelW;
     for (int c = 0; c < kCategories; ++c) {
       const double w = kBarW * s.us[c] / longest;
       if (w <= 0) continue;
-      os << "<rect class=\"seg\" data-cat=\"" << category_name(c) << "\" x=\"" << fmt("%.2f", x) << "\" y=\"" << y
-         << "\" width=\"" << fmt("%.2f", w) << "\" height=\"" << row - 6 << "\" fill=\"" << kCatColor[c]
+      os << "<rect class=\"seg\" data-cat=\"" << category_name(c) << "\" x=\"" << fmt("%.2f", x) << "\" y=\""
+         << y << "\" width=\"" << fmt("%.2f", w) << "\" height=\"" << row - 6 << "\" fill=\"" << kCatColor[c]
          << "\"><title>" << kCatLabel[c] << fmt(": %.2f ms", s.us[c] / 1000.0) << "</title></rect>";
       x += w;
     }
@@ -71,11 +73,13 @@ std::string steps_svg(const Breakdown& b) {
 std::string names_table(const std::string& title, const std::vector<NameTime>& v, bool self, size_t steps) {
   if (v.empty()) return "";
   const double n = static_cast<double>(std::max<size_t>(steps, 1));
-  std::string s = "<h3>" + html_escape(title) + "</h3><div class=\"scroll\"><table><thead><tr><th>name</th>"
-                  "<th class=\"n\">calls per step</th><th class=\"n\">ms per step</th></tr></thead><tbody>";
+  std::string s = "<h3>" + html_escape(title) +
+                  "</h3><div class=\"scroll\"><table><thead><tr><th>name</th><th class=\"n\">calls per "
+                  "step</th><th class=\"n\">ms per step</th></tr></thead><tbody>";
   for (const auto& x : v)
-    s += "<tr><td>" + html_escape(x.name) + "</td><td class=\"n\">" + fmt("%.3g", static_cast<double>(x.count) / n) +
-         "</td><td class=\"n\">" + fmt("%.3f", (self ? x.self_us : x.total_us) / 1000.0 / n) + "</td></tr>";
+    s += "<tr><td>" + html_escape(x.name) + "</td><td class=\"n\">" +
+         fmt("%.3g", static_cast<double>(x.count) / n) + "</td><td class=\"n\">" +
+         fmt("%.3f", (self ? x.self_us : x.total_us) / 1000.0 / n) + "</td></tr>";
   return s + "</tbody></table></div>";
 }
 
@@ -84,10 +88,12 @@ std::string throughput_html(const Throughput& th) {
   if (th.source == "none")
     return th.missing.empty() ? "" : "<h3>FLOP/s</h3><p class=\"muted\">" + html_escape(th.missing) + "</p>";
   const double peak = th.ceilings ? th.ceilings->peak.flops_per_s : 0;
-  std::string s = "<h3>FLOP/s per operator class</h3><div class=\"scroll\"><table class=\"flops\"><thead><tr>"
-                  "<th>class</th><th class=\"n\">calls</th><th class=\"n\">GFLOP</th><th class=\"n\">ms</th>"
-                  "<th class=\"n\">GFLOP/s</th><th class=\"n\">% of peak</th><th class=\"n\">MB</th>"
-                  "<th class=\"n\">FLOP/B</th><th>bound</th><th class=\"n\">% of roof</th></tr></thead><tbody>";
+  std::string s =
+      "<h3>FLOP/s per operator class</h3><div class=\"scroll\"><table "
+      "class=\"flops\"><thead><tr><th>class</th><th class=\"n\">calls</th><th class=\"n\">GFLOP</th><th "
+      "class=\"n\">ms</th><th class=\"n\">GFLOP/s</th><th class=\"n\">% of peak</th><th "
+      "class=\"n\">MB</th><th class=\"n\">FLOP/B</th><th>bound</th><th class=\"n\">% of "
+      "roof</th></tr></thead><tbody>";
   auto n = [](const std::string& v) { return "<td class=\"n\">" + v + "</td>"; };
   for (const auto& c : th.classes) {
     const auto roof = roof_of(c, th.ceilings);
@@ -97,16 +103,18 @@ std::string throughput_html(const Throughput& th) {
          n(fmt("%.0f", c.calls)) + n(fmt("%.3f", c.flops / 1e9)) + n(fmt("%.2f", c.us / 1000.0)) +
          n(fmt("%.2f", c.flops_per_s() / 1e9)) +
          n(peak > 0 ? fmt("%.1f", 100.0 * c.flops_per_s() / peak) : "-") +
-         n(c.bytes ? fmt("%.1f", *c.bytes / 1e6) : "-") +
-         n(ai ? fmt("%.2f", *ai) : "-") + "<td>" + (bound.empty() ? "-" : bound) + "</td>" +
+         n(c.bytes ? fmt("%.1f", *c.bytes / 1e6) : "-") + n(ai ? fmt("%.2f", *ai) : "-") + "<td>" +
+         (bound.empty() ? "-" : bound) + "</td>" +
          n(roof && *roof > 0 ? fmt("%.1f", 100.0 * c.flops_per_s() / *roof) : "-") + "</tr>";
   }
   s += "<tr><td>step</td><td></td>" + n(fmt("%.3f", th.flops / 1e9)) + n(fmt("%.2f", th.step_us / 1000.0)) +
-       n(fmt("%.2f", th.flops_per_s() / 1e9)) + n(peak > 0 ? fmt("%.1f", 100.0 * th.flops_per_s() / peak) : "-") +
+       n(fmt("%.2f", th.flops_per_s() / 1e9)) +
+       n(peak > 0 ? fmt("%.1f", 100.0 * th.flops_per_s() / peak) : "-") +
        "<td></td><td></td><td></td><td></td></tr></tbody></table></div>";
   if (th.ceilings) {
-    s += "<p class=\"muted\">Ceilings: " + html_escape(fmt("%.4g GFLOP/s ", peak / 1e9) + th.ceilings->peak.precision +
-                                                       " (" + th.ceilings->peak.source + ")");
+    s += "<p class=\"muted\">Ceilings: " +
+         html_escape(fmt("%.4g GFLOP/s ", peak / 1e9) + th.ceilings->peak.precision + " (" +
+                     th.ceilings->peak.source + ")");
     if (th.ceilings->bandwidth.bytes_per_s > 0)
       s += html_escape("; " + fmt("%.4g GB/s", th.ceilings->bandwidth.bytes_per_s / 1e9) + " (" +
                        th.ceilings->bandwidth.source + ")");
@@ -121,17 +129,20 @@ std::string throughput_html(const Throughput& th) {
 std::string straggler_html(const Analysis& a) {
   if (!a.straggler) return "";
   const auto& st = *a.straggler;
-  std::string s = "<h3>Stragglers</h3><table class=\"stragglers\"><thead><tr><th>rank</th><th class=\"n\">step ms</th>"
-                  "<th class=\"n\">compute ms</th><th class=\"n\">input ms</th><th class=\"n\">waiting ms</th>"
-                  "</tr></thead><tbody>";
+  std::string s =
+      "<h3>Stragglers</h3><table class=\"stragglers\"><thead><tr><th>rank</th><th class=\"n\">step "
+      "ms</th><th class=\"n\">compute ms</th><th class=\"n\">input ms</th><th class=\"n\">waiting "
+      "ms</th></tr></thead><tbody>";
   for (size_t i = 0; i < st.ranks.size(); ++i) {
     const auto& t = st.ranks[i];
     const auto& r = a.ranks[t.index];
-    const std::string name = r.rank ? "rank " + std::to_string(*r.rank) : "process " + std::to_string(r.host_pid);
-    s += std::string("<tr") + (st.slow && *st.slow == i ? " class=\"straggler\"" : "") + "><td>" + html_escape(name) +
-         "</td><td class=\"n\">" + fmt("%.1f", t.step_us / 1000.0) + "</td><td class=\"n\">" +
-         fmt("%.1f", t.compute_us / 1000.0) + "</td><td class=\"n\">" + fmt("%.1f", t.input_us / 1000.0) +
-         "</td><td class=\"n\">" + fmt("%.1f", t.wait_us / 1000.0) + "</td></tr>";
+    const std::string name =
+        r.rank ? "rank " + std::to_string(*r.rank) : "process " + std::to_string(r.host_pid);
+    s += std::string("<tr") + (st.slow && *st.slow == i ? " class=\"straggler\"" : "") + "><td>" +
+         html_escape(name) + "</td><td class=\"n\">" + fmt("%.1f", t.step_us / 1000.0) +
+         "</td><td class=\"n\">" + fmt("%.1f", t.compute_us / 1000.0) + "</td><td class=\"n\">" +
+         fmt("%.1f", t.input_us / 1000.0) + "</td><td class=\"n\">" + fmt("%.1f", t.wait_us / 1000.0) +
+         "</td></tr>";
   }
   return s + "</tbody></table><p>" + html_escape(st.text) + "</p>";
 }
@@ -143,23 +154,26 @@ std::string ranks_svg(const Analysis& a) {
   const double row = 22;
   const double height = row * static_cast<double>(a.ranks.size()) + 26;
   std::ostringstream os;
-  os << "<svg class=\"chart ranks\" viewBox=\"0 0 " << kW << " " << height << "\" width=\"" << kW << "\" height=\""
-     << height << "\" role=\"img\" aria-label=\"step time per rank\">";
+  os << "<svg class=\"chart ranks\" viewBox=\"0 0 " << kW << " " << height << "\" width=\"" << kW
+     << "\" height=\"" << height << "\" role=\"img\" aria-label=\"step time per rank\">";
   double y = 4;
   for (size_t i = 0; i < a.ranks.size(); ++i) {
     const auto& r = a.ranks[i];
     const auto m = r.mean();
-    const std::string name = r.rank ? "rank " + std::to_string(*r.rank) : "process " + std::to_string(r.host_pid);
+    const std::string name =
+        r.rank ? "rank " + std::to_string(*r.rank) : "process " + std::to_string(r.host_pid);
     (void)i;
     const double comm = m.comm_us, over = m.comm_overlap_us;
-    os << "<g class=\"rank-bar\" data-rank=\"" << html_escape(name) << "\"><text x=\"" << kLabelW - 6 << "\" y=\""
-       << y + 14 << "\" text-anchor=\"end\">" << html_escape(name) << "</text>";
-    const double w = kBarW * m.end / longest, wc = kBarW * (comm - over) / longest, wo = kBarW * over / longest;
-    os << "<rect x=\"" << kLabelW << "\" y=\"" << y << "\" width=\"" << fmt("%.2f", w) << "\" height=\"16\" fill=\""
-       << kCatColor[kKernel] << "\"><title>" << fmt("%.2f ms per step", m.ms()) << "</title></rect>";
-    os << "<rect x=\"" << kLabelW << "\" y=\"" << y + 4 << "\" width=\"" << fmt("%.2f", wc) << "\" height=\"8\" fill=\""
-       << kCatColor[kCommunication] << "\"><title>communication not overlapped" << fmt(": %.2f ms", (comm - over) / 1000.0)
+    os << "<g class=\"rank-bar\" data-rank=\"" << html_escape(name) << "\"><text x=\"" << kLabelW - 6
+       << "\" y=\"" << y + 14 << "\" text-anchor=\"end\">" << html_escape(name) << "</text>";
+    const double w = kBarW * m.end / longest, wc = kBarW * (comm - over) / longest,
+                 wo = kBarW * over / longest;
+    os << "<rect x=\"" << kLabelW << "\" y=\"" << y << "\" width=\"" << fmt("%.2f", w)
+       << "\" height=\"16\" fill=\"" << kCatColor[kKernel] << "\"><title>" << fmt("%.2f ms per step", m.ms())
        << "</title></rect>";
+    os << "<rect x=\"" << kLabelW << "\" y=\"" << y + 4 << "\" width=\"" << fmt("%.2f", wc)
+       << "\" height=\"8\" fill=\"" << kCatColor[kCommunication] << "\"><title>communication not overlapped"
+       << fmt(": %.2f ms", (comm - over) / 1000.0) << "</title></rect>";
     os << "<rect x=\"" << fmt("%.2f", kLabelW + wc) << "\" y=\"" << y + 4 << "\" width=\"" << fmt("%.2f", wo)
        << "\" height=\"8\" fill=\"#7F7F7F\"><title>communication overlapped with compute"
        << fmt(": %.2f ms", over / 1000.0) << "</title></rect>";
@@ -181,8 +195,10 @@ std::string version_html(const Version& v, size_t index) {
   os << "<section class=\"version\" id=\"v" << index << "\"><h2>" << html_escape(v.label) << "</h2>";
   os << "<p class=\"muted\">" << html_escape(a.path) << " · " << b.steps.size() << " step"
      << (b.steps.size() == 1 ? "" : "s") << (b.from_steps ? " (ProfilerStep#N)" : " (whole trace)") << " · "
-     << (b.has_gpu ? html_escape(b.devices.empty() ? std::string("cuda") : b.devices.front()) : std::string("cpu"))
-     << (a.ranks.size() > 1 ? " · " + std::to_string(a.ranks.size()) + " ranks, the slowest shown" : "") << "</p>";
+     << (b.has_gpu ? html_escape(b.devices.empty() ? std::string("cuda") : b.devices.front())
+                   : std::string("cpu"))
+     << (a.ranks.size() > 1 ? " · " + std::to_string(a.ranks.size()) + " ranks, the slowest shown" : "")
+     << "</p>";
   os << "<p><b>Verdict:</b> " << html_escape(a.verdict.text()) << "</p>";
   if (!a.notes.empty()) {
     os << "<ul class=\"notes\">";
@@ -199,8 +215,8 @@ std::string version_html(const Version& v, size_t index) {
     row("GPU busy (kernels, copies, memsets)", fmt("%.1f%%", 100.0 * m.gpu_busy_us / len));
     row("Tensor Cores (share of kernel time)", fmt("%.0f%%", b.tensor_core_pct.value_or(0)));
     row("fp16/bf16 kernels (share of kernel time)", fmt("%.0f%%", b.half_pct.value_or(0)));
-    row("host-to-device copies", std::to_string(b.h2d.count) + " (" + std::to_string(b.h2d.pageable) + " pageable), " +
-                                     fmt("%.2f ms", b.h2d.us / 1000.0));
+    row("host-to-device copies", std::to_string(b.h2d.count) + " (" + std::to_string(b.h2d.pageable) +
+                                     " pageable), " + fmt("%.2f ms", b.h2d.us / 1000.0));
   }
   int64_t syncs = 0;
   for (const auto& s : b.steps) syncs += s.syncs;
@@ -216,8 +232,8 @@ std::string version_html(const Version& v, size_t index) {
   os << straggler_html(a);
   if (a.primary < a.throughput.size()) os << throughput_html(a.throughput[a.primary]);
   if (m.peak_allocated_mb) {
-    os << "<h3>Memory per step</h3><table><thead><tr><th>step</th><th class=\"n\">peak allocated MB</th>"
-          "<th class=\"n\">peak reserved MB</th></tr></thead><tbody>";
+    os << "<h3>Memory per step</h3><table><thead><tr><th>step</th><th class=\"n\">peak allocated MB</th><th "
+          "class=\"n\">peak reserved MB</th></tr></thead><tbody>";
     for (const auto& s : b.steps)
       os << "<tr><td>" << html_escape(s.name) << "</td><td class=\"n\">"
          << (s.peak_allocated_mb ? fmt("%.0f", *s.peak_allocated_mb) : "-") << "</td><td class=\"n\">"
@@ -226,8 +242,8 @@ std::string version_html(const Version& v, size_t index) {
   }
   if (!b.allocators.empty()) {
     os << "<h3>Operators that allocated most (" << (b.allocators_gpu ? "GPU" : "host")
-       << " memory)</h3><div class=\"scroll\"><table><thead><tr><th>operator</th><th class=\"n\">allocations per step</th>"
-          "<th class=\"n\">MB per step</th></tr></thead><tbody>";
+       << " memory)</h3><div class=\"scroll\"><table><thead><tr><th>operator</th><th class=\"n\">allocations "
+          "per step</th><th class=\"n\">MB per step</th></tr></thead><tbody>";
     for (const auto& x : b.allocations_per_step())
       os << "<tr><td>" << html_escape(x.name) << "</td><td class=\"n\">" << fmt("%.3g", x.count)
          << "</td><td class=\"n\">" << fmt("%.0f", x.mb) << "</td></tr>";
@@ -243,7 +259,8 @@ std::string version_html(const Version& v, size_t index) {
     os << "</ul>";
   }
   if (b.under_load)
-    os << "<p class=\"muted\">Recorded under load" << (b.load_summary.empty() ? "" : ": " + html_escape(b.load_summary))
+    os << "<p class=\"muted\">Recorded under load"
+       << (b.load_summary.empty() ? "" : ": " + html_escape(b.load_summary))
        << "; its speedups are undecided.</p>";
   os << "</section>";
   return os.str();
@@ -259,16 +276,17 @@ std::string speedup_svg(const Comparison& c) {
   const double row = 24;
   const double height = row * static_cast<double>(c.versions.size()) + 10;
   std::ostringstream os;
-  os << "<svg class=\"chart speedup\" viewBox=\"0 0 " << kW << " " << height << "\" width=\"" << kW << "\" height=\""
-     << height << "\" role=\"img\" aria-label=\"speedup over the first version\">";
+  os << "<svg class=\"chart speedup\" viewBox=\"0 0 " << kW << " " << height << "\" width=\"" << kW
+     << "\" height=\"" << height << "\" role=\"img\" aria-label=\"speedup over the first version\">";
   double y = 4;
   for (size_t i = 0; i < c.versions.size(); ++i) {
     const auto& v = c.versions[i];
     const double s = v.vs_first.value_or(1.0);
     const double w = kSpeedupW * s / best;  // room for the figures after the longest bar
-    os << "<text x=\"" << kLabelW - 6 << "\" y=\"" << y + 14 << "\" text-anchor=\"end\">" << html_escape(v.label)
-       << "</text><rect class=\"speedup\" data-label=\"" << html_escape(v.label) << "\" data-value=\"" << fmt("%.4f", s)
-       << "\" x=\"" << kLabelW << "\" y=\"" << y << "\" width=\"" << fmt("%.2f", w) << "\" height=\"16\" fill=\""
+    os << "<text x=\"" << kLabelW - 6 << "\" y=\"" << y + 14 << "\" text-anchor=\"end\">"
+       << html_escape(v.label) << "</text><rect class=\"speedup\" data-label=\"" << html_escape(v.label)
+       << "\" data-value=\"" << fmt("%.4f", s) << "\" x=\"" << kLabelW << "\" y=\"" << y << "\" width=\""
+       << fmt("%.2f", w) << "\" height=\"16\" fill=\""
        << "#0072B2\"></rect>";
     double right = kLabelW + w;
     if (v.first && v.first->interval.valid()) {
@@ -276,15 +294,16 @@ std::string speedup_svg(const Comparison& c) {
       const double x0 = kLabelW + kSpeedupW * v.first->interval.lo / best;
       const double x1 = kLabelW + kSpeedupW * v.first->interval.hi / best;
       os << "<g class=\"ci\" data-lo=\"" << fmt("%.4f", v.first->interval.lo) << "\" data-hi=\""
-         << fmt("%.4f", v.first->interval.hi) << "\" stroke=\"#000\" stroke-width=\"1.5\"><line x1=\"" << fmt("%.2f", x0)
-         << "\" y1=\"" << y + 8 << "\" x2=\"" << fmt("%.2f", x1) << "\" y2=\"" << y + 8 << "\"/><line x1=\""
-         << fmt("%.2f", x0) << "\" y1=\"" << y + 3 << "\" x2=\"" << fmt("%.2f", x0) << "\" y2=\"" << y + 13
-         << "\"/><line x1=\"" << fmt("%.2f", x1) << "\" y1=\"" << y + 3 << "\" x2=\"" << fmt("%.2f", x1) << "\" y2=\""
-         << y + 13 << "\"/></g>";
+         << fmt("%.4f", v.first->interval.hi) << "\" stroke=\"#000\" stroke-width=\"1.5\"><line x1=\""
+         << fmt("%.2f", x0) << "\" y1=\"" << y + 8 << "\" x2=\"" << fmt("%.2f", x1) << "\" y2=\"" << y + 8
+         << "\"/><line x1=\"" << fmt("%.2f", x0) << "\" y1=\"" << y + 3 << "\" x2=\"" << fmt("%.2f", x0)
+         << "\" y2=\"" << y + 13 << "\"/><line x1=\"" << fmt("%.2f", x1) << "\" y1=\"" << y + 3 << "\" x2=\""
+         << fmt("%.2f", x1) << "\" y2=\"" << y + 13 << "\"/></g>";
       right = std::max(right, x1);
     }
     os << "<text class=\"small\" x=\"" << fmt("%.2f", right + 6) << "\" y=\"" << y + 14 << "\">"
-       << html_escape(v.first ? speedup_text(*v.first) : fmt("×%.2f", s)) << fmt(" · %.1f ms", v.step_ms) << "</text>";
+       << html_escape(v.first ? speedup_text(*v.first) : fmt("×%.2f", s)) << fmt(" · %.1f ms", v.step_ms)
+       << "</text>";
     y += row;
   }
   os << "</svg>";
@@ -293,10 +312,11 @@ std::string speedup_svg(const Comparison& c) {
 
 std::string table_html(const Comparison& c) {
   std::ostringstream os;
-  os << "<div class=\"scroll\"><table class=\"versions\"><thead><tr><th>version</th><th class=\"n\">step ms</th>"
-        "<th class=\"n\">samples/s</th><th class=\"n\">vs prev</th><th class=\"n\">vs first</th><th class=\"n\">data%</th>"
-        "<th class=\"n\">copy%</th><th class=\"n\">kernel%</th><th class=\"n\">host%</th><th class=\"n\">idle%</th>"
-        "<th class=\"n\">GPU busy%</th><th class=\"n\">peak MB</th><th>verdict</th></tr></thead><tbody>";
+  os << "<div class=\"scroll\"><table class=\"versions\"><thead><tr><th>version</th><th class=\"n\">step "
+        "ms</th><th class=\"n\">samples/s</th><th class=\"n\">vs prev</th><th class=\"n\">vs first</th><th "
+        "class=\"n\">data%</th><th class=\"n\">copy%</th><th class=\"n\">kernel%</th><th "
+        "class=\"n\">host%</th><th class=\"n\">idle%</th><th class=\"n\">GPU busy%</th><th class=\"n\">peak "
+        "MB</th><th>verdict</th></tr></thead><tbody>";
   for (const auto& v : c.versions) {
     const Breakdown& b = v.analysis.ranks[v.analysis.primary];
     const auto m = b.mean();
@@ -304,10 +324,11 @@ std::string table_html(const Comparison& c) {
     const double len = m.end > 0 ? m.end : 1;
     auto n = [](const std::string& t) { return "<td class=\"n\">" + t + "</td>"; };
     os << "<tr><td>" << html_escape(v.label) << "</td>" << n(fmt("%.1f", v.step_ms))
-       << n(v.samples_per_s ? fmt("%.1f", *v.samples_per_s) : "-") << n(v.prev ? html_escape(speedup_text(*v.prev)) : "-")
-       << n(v.first ? html_escape(speedup_text(*v.first)) : "-") << n(fmt("%.1f", s.data)) << n(fmt("%.1f", s.copies))
-       << n(fmt("%.1f", s.kernels)) << n(fmt("%.1f", s.host)) << n(fmt("%.1f", s.idle))
-       << n(b.has_gpu ? fmt("%.1f", 100.0 * m.gpu_busy_us / len) : "-")
+       << n(v.samples_per_s ? fmt("%.1f", *v.samples_per_s) : "-")
+       << n(v.prev ? html_escape(speedup_text(*v.prev)) : "-")
+       << n(v.first ? html_escape(speedup_text(*v.first)) : "-") << n(fmt("%.1f", s.data))
+       << n(fmt("%.1f", s.copies)) << n(fmt("%.1f", s.kernels)) << n(fmt("%.1f", s.host))
+       << n(fmt("%.1f", s.idle)) << n(b.has_gpu ? fmt("%.1f", 100.0 * m.gpu_busy_us / len) : "-")
        << n(m.peak_allocated_mb ? fmt("%.0f", *m.peak_allocated_mb) : "-") << "<td>"
        << html_escape(v.analysis.verdict.rule) << "</td></tr>";
   }
@@ -316,8 +337,9 @@ std::string table_html(const Comparison& c) {
     os << "<h3>" << html_escape(c.versions[p.from].label) << " → " << html_escape(c.versions[p.to].label)
        << "</h3><ul class=\"changes\">";
     if (const auto& sp = c.versions[p.to].prev)
-      os << "<li class=\"speedup-verdict\" data-verdict=\"" << measure::verdict_name(sp->verdict) << "\">speedup "
-         << html_escape(speedup_text(*sp)) << ": " << html_escape(speedup_detail(*sp)) << "</li>";
+      os << "<li class=\"speedup-verdict\" data-verdict=\"" << measure::verdict_name(sp->verdict)
+         << "\">speedup " << html_escape(speedup_text(*sp)) << ": " << html_escape(speedup_detail(*sp))
+         << "</li>";
     if (p.changes.empty()) os << "<li class=\"muted\">no change above 1% of the step</li>";
     for (const auto& x : p.changes) os << "<li>" << html_escape(x.text) << "</li>";
     os << "</ul>";
@@ -335,9 +357,9 @@ std::string overview_html(const Comparison& c) {
          << speedup_svg(c) << "</figure>" << table_html(c) << "</section>";
   }
   for (size_t i = 0; i < c.versions.size(); ++i) body << version_html(c.versions[i], i);
-  const std::string title =
-      c.versions.size() == 1 ? "ptune analyze: " + c.versions[0].label
-                             : "ptune analyze: " + std::to_string(c.versions.size()) + " versions";
+  const std::string title = c.versions.size() == 1
+                                ? "ptune analyze: " + c.versions[0].label
+                                : "ptune analyze: " + std::to_string(c.versions.size()) + " versions";
   return report::html_page(title, body.str(), "Written by ptune analyze -o (the profiler trace overview).");
 }
 

@@ -46,7 +46,8 @@ Json syncs_json(const Breakdown& b) {
   for (auto& s : out) {
     Json from = Json::array();
     for (const auto& o : b.sync_origins)
-      if (o.name == s["name"].get<std::string>()) from.push_back(Json{{"where", o.where}, {"count", o.count}});
+      if (o.name == s["name"].get<std::string>())
+        from.push_back(Json{{"where", o.where}, {"count", o.count}});
     s["from"] = from;
   }
   return out;
@@ -63,7 +64,9 @@ std::string pad(std::string s, size_t w, bool right = false) {
   return right ? std::string(w - s.size(), ' ') + s : s + std::string(w - s.size(), ' ');
 }
 
-std::string shorten(const std::string& s, size_t n = 90) { return s.size() <= n ? s : s.substr(0, n - 3) + "..."; }
+std::string shorten(const std::string& s, size_t n = 90) {
+  return s.size() <= n ? s : s.substr(0, n - 3) + "...";
+}
 
 std::string steps_from(const Breakdown& b) { return b.from_steps ? "ProfilerStep#N" : "whole trace"; }
 
@@ -85,7 +88,8 @@ std::vector<std::vector<std::string>> split_rows(const Breakdown& b) {
 
 std::vector<std::string> split_header() {
   std::vector<std::string> h{"step", "ms"};
-  for (int c = 0; c < kCategories; ++c) h.push_back(std::string(c == kCommunication ? "comm" : category_name(c)) + "%");
+  for (int c = 0; c < kCategories; ++c)
+    h.push_back(std::string(c == kCommunication ? "comm" : category_name(c)) + "%");
   h.push_back("gpu_util%");
   h.push_back("syncs");
   return h;
@@ -109,24 +113,26 @@ Json throughput_json(const Throughput& th) {
     const auto roof = roof_of(c, th.ceilings);
     const auto ai = c.intensity();
     const double peak = th.ceilings ? th.ceilings->peak.flops_per_s : 0;
-    classes.push_back(Json{{"class", c.name},
-                           {"calls_per_step", r2(c.calls)},
-                           {"flops_per_step", c.flops},
-                           {"ms_per_step", r2(c.us / 1000.0)},
-                           {"flops_per_s", c.flops_per_s()},
-                           {"peak_pct", peak > 0 ? Json(r2(100.0 * c.flops_per_s() / peak)) : Json(nullptr)},
-                           {"bytes_per_step", c.bytes ? Json(*c.bytes) : Json(nullptr)},
-                           {"flops_per_byte", ai ? Json(r2(*ai)) : Json(nullptr)},
-                           {"bound", bound_of(c, th.ceilings).empty() ? Json(nullptr) : Json(bound_of(c, th.ceilings))},
-                           {"roof_pct", roof && *roof > 0 ? Json(r2(100.0 * c.flops_per_s() / *roof)) : Json(nullptr)},
-                           {"precision", c.precision}});
+    classes.push_back(
+        Json{{"class", c.name},
+             {"calls_per_step", r2(c.calls)},
+             {"flops_per_step", c.flops},
+             {"ms_per_step", r2(c.us / 1000.0)},
+             {"flops_per_s", c.flops_per_s()},
+             {"peak_pct", peak > 0 ? Json(r2(100.0 * c.flops_per_s() / peak)) : Json(nullptr)},
+             {"bytes_per_step", c.bytes ? Json(*c.bytes) : Json(nullptr)},
+             {"flops_per_byte", ai ? Json(r2(*ai)) : Json(nullptr)},
+             {"bound", bound_of(c, th.ceilings).empty() ? Json(nullptr) : Json(bound_of(c, th.ceilings))},
+             {"roof_pct", roof && *roof > 0 ? Json(r2(100.0 * c.flops_per_s() / *roof)) : Json(nullptr)},
+             {"precision", c.precision}});
   }
   const double peak = th.ceilings ? th.ceilings->peak.flops_per_s : 0;
   return Json{{"source", th.source},
               {"missing", th.missing.empty() ? Json(nullptr) : Json(th.missing)},
               {"flops_per_step", th.flops},
               {"flops_per_s", th.source == "none" ? Json(nullptr) : Json(th.flops_per_s())},
-              {"peak_pct", peak > 0 && th.source != "none" ? Json(r2(100.0 * th.flops_per_s() / peak)) : Json(nullptr)},
+              {"peak_pct",
+               peak > 0 && th.source != "none" ? Json(r2(100.0 * th.flops_per_s() / peak)) : Json(nullptr)},
               {"precision", th.precision.empty() ? Json(nullptr) : Json(th.precision)},
               {"ceilings", ceilings_json(th)},
               {"no_ceilings", th.no_ceilings.empty() ? Json(nullptr) : Json(th.no_ceilings)},
@@ -145,14 +151,15 @@ std::string throughput_table(const Throughput& th) {
     const auto roof = roof_of(c, th.ceilings);
     const std::string bound = bound_of(c, th.ceilings);
     rows.push_back({c.name, fmt("%.0f", c.calls), fmt("%.3f", c.flops / 1e9), fmt("%.2f", c.us / 1000.0),
-                    fmt("%.2f", c.flops_per_s() / 1e9), peak > 0 ? fmt("%.1f", 100.0 * c.flops_per_s() / peak) : "-",
+                    fmt("%.2f", c.flops_per_s() / 1e9),
+                    peak > 0 ? fmt("%.1f", 100.0 * c.flops_per_s() / peak) : "-",
                     opt_fmt("%.1f", c.bytes ? std::optional<double>(*c.bytes / 1e6) : std::nullopt),
                     opt_fmt("%.2f", c.intensity()), bound.empty() ? "-" : bound,
                     roof && *roof > 0 ? fmt("%.1f", 100.0 * c.flops_per_s() / *roof) : "-"});
   }
   rows.push_back({"step", "", fmt("%.3f", th.flops / 1e9), fmt("%.2f", th.step_us / 1000.0),
-                  fmt("%.2f", th.flops_per_s() / 1e9), peak > 0 ? fmt("%.1f", 100.0 * th.flops_per_s() / peak) : "-",
-                  "", "", "", ""});
+                  fmt("%.2f", th.flops_per_s() / 1e9),
+                  peak > 0 ? fmt("%.1f", 100.0 * th.flops_per_s() / peak) : "-", "", "", "", ""});
   std::vector<size_t> w(rows[0].size(), 0);
   for (const auto& r : rows)
     for (size_t i = 0; i < r.size(); ++i) w[i] = std::max(w[i], r[i].size());
@@ -191,7 +198,8 @@ Json gpu_json(const Breakdown& b) {
   const auto& h = b.hta;
   auto q = [&](double us) { return h.span_us > 0 ? r2(100.0 * us / h.span_us) : 0.0; };
   Json hk = Json::array();
-  for (const auto& k : h.kernels) hk.push_back(Json{{"name", k.name}, {"count", k.count}, {"total_us", r2(k.total_us)}});
+  for (const auto& k : h.kernels)
+    hk.push_back(Json{{"name", k.name}, {"count", k.count}, {"total_us", r2(k.total_us)}});
   Json trace{{"span_ms", r2(h.span_us / 1000.0)},
              {"idle_pct", q(h.span_us - h.busy_us)},
              {"compute_pct", q(h.compute_us)},
@@ -218,10 +226,12 @@ Json allocations_json(const Breakdown& b) {
 /// One line: "allocated most (GPU, per step): aten::conv2d 512 MB (4x), ...".
 std::string allocations_line(const Breakdown& b) {
   if (b.allocators.empty()) return "";
-  std::string s = std::string("allocated most (") + (b.allocators_gpu ? "GPU" : "host") + " memory, per step): ";
+  std::string s =
+      std::string("allocated most (") + (b.allocators_gpu ? "GPU" : "host") + " memory, per step): ";
   const auto per_step = b.allocations_per_step();
   for (size_t i = 0; i < per_step.size(); ++i)
-    s += (i ? ", " : "") + per_step[i].name + " " + fmt("%.0f MB", per_step[i].mb) + " (" + fmt("%.3g", per_step[i].count) + "x)";
+    s += (i ? ", " : "") + per_step[i].name + " " + fmt("%.0f MB", per_step[i].mb) + " (" +
+         fmt("%.3g", per_step[i].count) + "x)";
   return s;
 }
 
@@ -235,14 +245,15 @@ Json distributed_json(const Analysis& a) {
   Json ranks = Json::array();
   for (const auto& r : a.ranks) {
     const auto m = r.mean();
-    ranks.push_back(Json{{"rank", r.rank ? Json(*r.rank) : Json(nullptr)},
-                         {"pid", r.host_pid},
-                         {"files", r.files},
-                         {"ms_per_step", r2(m.ms())},
-                         {"comm_pct", m.end > 0 ? r2(100.0 * m.comm_us / m.end) : 0.0},
-                         {"comm_overlap_pct", m.comm_us > 0 ? r2(100.0 * m.comm_overlap_us / m.comm_us) : 0.0},
-                         {"gpu_util_pct", r.has_gpu && m.end > 0 ? Json(r2(100.0 * m.kernel_us / m.end)) : Json(nullptr)},
-                         {"gpu", gpu_json(r)}});
+    ranks.push_back(
+        Json{{"rank", r.rank ? Json(*r.rank) : Json(nullptr)},
+             {"pid", r.host_pid},
+             {"files", r.files},
+             {"ms_per_step", r2(m.ms())},
+             {"comm_pct", m.end > 0 ? r2(100.0 * m.comm_us / m.end) : 0.0},
+             {"comm_overlap_pct", m.comm_us > 0 ? r2(100.0 * m.comm_overlap_us / m.comm_us) : 0.0},
+             {"gpu_util_pct", r.has_gpu && m.end > 0 ? Json(r2(100.0 * m.kernel_us / m.end)) : Json(nullptr)},
+             {"gpu", gpu_json(r)}});
   }
   Json straggler = nullptr;
   if (a.straggler) {
@@ -283,9 +294,10 @@ Json memory_json(const Breakdown& b) {
   if (!mean.peak_allocated_mb) return nullptr;
   Json per = Json::array();
   for (const auto& s : b.steps)
-    per.push_back(Json{{"name", s.name},
-                       {"peak_allocated_mb", s.peak_allocated_mb ? Json(r2(*s.peak_allocated_mb)) : Json(nullptr)},
-                       {"peak_reserved_mb", s.peak_reserved_mb ? Json(r2(*s.peak_reserved_mb)) : Json(nullptr)}});
+    per.push_back(
+        Json{{"name", s.name},
+             {"peak_allocated_mb", s.peak_allocated_mb ? Json(r2(*s.peak_allocated_mb)) : Json(nullptr)},
+             {"peak_reserved_mb", s.peak_reserved_mb ? Json(r2(*s.peak_reserved_mb)) : Json(nullptr)}});
   return Json{{"peak_allocated_mb", r2(*mean.peak_allocated_mb)},
               {"peak_reserved_mb", mean.peak_reserved_mb ? Json(r2(*mean.peak_reserved_mb)) : Json(nullptr)},
               {"steps", per}};
@@ -303,14 +315,17 @@ Json to_json(const Analysis& a, const Version* v) {
   const auto mean = b.mean();
   std::optional<int64_t> batch = v && v->batch_size ? v->batch_size : b.batch_size;
   std::optional<double> sps;
-  if (batch && mean.end > 0) sps = static_cast<double>(*batch) * static_cast<double>(a.ranks.size()) * 1e6 / mean.end;
+  if (batch && mean.end > 0)
+    sps = static_cast<double>(*batch) * static_cast<double>(a.ranks.size()) * 1e6 / mean.end;
   Json out{
       {"path", a.path},
       {"writer", b.writer},
       {"device", b.has_gpu ? "cuda" : "cpu"},
       {"devices", b.devices},
       {"steps_from", steps_from(b)},
-      {"verdict", Json{{"rule", a.verdict.rule}, {"evidence", a.verdict.evidence}, {"move", a.verdict.move},
+      {"verdict", Json{{"rule", a.verdict.rule},
+                       {"evidence", a.verdict.evidence},
+                       {"move", a.verdict.move},
                        {"text", a.verdict.text()}}},
       {"notes", a.notes},
       {"rank", b.rank ? Json(*b.rank) : Json(nullptr)},
@@ -321,8 +336,11 @@ Json to_json(const Analysis& a, const Version* v) {
       {"top_kernels", kernels_json(b)},
       {"top_operators", names_json(b.operators, true)},
       {"dataloader", names_json(b.dataloader, false)},
-      {"h2d", Json{{"count", b.h2d.count}, {"pinned", b.h2d.pinned}, {"pageable", b.h2d.pageable},
-                   {"ms", r2(b.h2d.us / 1000.0)}, {"bytes", b.h2d.bytes}}},
+      {"h2d", Json{{"count", b.h2d.count},
+                   {"pinned", b.h2d.pinned},
+                   {"pageable", b.h2d.pageable},
+                   {"ms", r2(b.h2d.us / 1000.0)},
+                   {"bytes", b.h2d.bytes}}},
       {"syncs", syncs_json(b)},
       {"distributed", distributed_json(a)},
       {"files", files},
@@ -340,14 +358,16 @@ Json to_json(const Analysis& a, const Version* v) {
   out["allocations"] = allocations_json(b);
   out["under_load"] = b.under_load;
   out["load"] = b.load_summary.empty() ? Json(nullptr) : Json(b.load_summary);
-  out["throughput"] = a.primary < a.throughput.size() ? throughput_json(a.throughput[a.primary]) : Json(nullptr);
+  out["throughput"] =
+      a.primary < a.throughput.size() ? throughput_json(a.throughput[a.primary]) : Json(nullptr);
   return out;
 }
 
 namespace {
 
 /// The step split as CSV: the header, then a line per step.
-std::string render_csv(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
+std::string render_csv(const std::vector<std::string>& header,
+                       const std::vector<std::vector<std::string>>& rows) {
   auto cell = [](const std::string& c) {
     if (c.find_first_of(",\"\n") == std::string::npos) return c;
     std::string o = "\"";
@@ -366,7 +386,8 @@ std::string render_csv(const std::vector<std::string>& header, const std::vector
 
 /// The analysis as Markdown: the verdict, notes, the step split and the largest operators,
 /// kernels and host syncs.
-std::string render_markdown(const Analysis& a, const std::string& intro, const std::vector<std::string>& header,
+std::string render_markdown(const Analysis& a, const std::string& intro,
+                            const std::vector<std::string>& header,
                             const std::vector<std::vector<std::string>>& rows) {
   using report::markdown_escape;
   const Breakdown& b = a.ranks[a.primary];
@@ -390,7 +411,8 @@ std::string render_markdown(const Analysis& a, const std::string& intro, const s
            (self ? "---:|" : "") + "---:|\n";
     for (const auto& n : v)
       out += "| " + markdown_escape(n.name) + " | " + std::to_string(n.count) + " | " +
-             (self ? fmt("%.2f", n.self_us / 1000.0) + " | " : "") + fmt("%.2f", n.total_us / 1000.0) + " |\n";
+             (self ? fmt("%.2f", n.self_us / 1000.0) + " | " : "") + fmt("%.2f", n.total_us / 1000.0) +
+             " |\n";
   };
   list("Largest operators (host, by self time):", b.operators, true);
   list("Largest kernels:", b.kernels, false);
@@ -409,11 +431,15 @@ std::string terminal_figures(const Analysis& a, const Version* v) {
   std::string out;
   const auto j = to_json(a, v);
   if (j["samples_per_s"].is_number())
-    out += "batch " + std::to_string(j["batch_size"].get<int64_t>()) + fmt(": %.1f samples/s", j["samples_per_s"].get<double>()) +
+    out += "batch " + std::to_string(j["batch_size"].get<int64_t>()) +
+           fmt(": %.1f samples/s", j["samples_per_s"].get<double>()) +
            (a.ranks.size() > 1 ? " (all ranks)" : "") + "\n";
   if (j["memory"].is_object())
     out += fmt("peak GPU memory: %.0f MB allocated", j["memory"]["peak_allocated_mb"].get<double>()) +
-           (j["memory"]["peak_reserved_mb"].is_number() ? fmt(", %.0f MB reserved", j["memory"]["peak_reserved_mb"].get<double>()) : "") + "\n";
+           (j["memory"]["peak_reserved_mb"].is_number()
+                ? fmt(", %.0f MB reserved", j["memory"]["peak_reserved_mb"].get<double>())
+                : "") +
+           "\n";
   if (const std::string line = allocations_line(a.ranks[a.primary]); !line.empty()) out += line + "\n";
   return out;
 }
@@ -426,12 +452,12 @@ std::string terminal_ranks(const Analysis& a) {
   for (size_t i = 0; i < a.ranks.size(); ++i) {
     const auto& r = a.ranks[i];
     const auto m = r.mean();
-    out += "  " + (r.rank ? "rank " + std::to_string(*r.rank) : "process " + std::to_string(r.host_pid)) + "  " +
-           fmt("%.1f ms/step", m.ms());
+    out += "  " + (r.rank ? "rank " + std::to_string(*r.rank) : "process " + std::to_string(r.host_pid)) +
+           "  " + fmt("%.1f ms/step", m.ms());
     if (a.straggler && i < a.straggler->ranks.size()) {
       const auto& t = a.straggler->ranks[i];
-      out += "  compute " + fmt("%.1f ms", t.compute_us / 1000.0) + "  input " + fmt("%.1f ms", t.input_us / 1000.0) +
-             "  waiting " + fmt("%.1f ms", t.wait_us / 1000.0);
+      out += "  compute " + fmt("%.1f ms", t.compute_us / 1000.0) + "  input " +
+             fmt("%.1f ms", t.input_us / 1000.0) + "  waiting " + fmt("%.1f ms", t.wait_us / 1000.0);
     }
     out += "  communication " + fmt("%.1f%%", m.end > 0 ? 100.0 * m.comm_us / m.end : 0.0) + " (" +
            fmt("%.0f%% overlapped)", m.comm_us > 0 ? 100.0 * m.comm_overlap_us / m.comm_us : 0.0) + "\n";
@@ -441,7 +467,8 @@ std::string terminal_ranks(const Analysis& a) {
 
 /// The analysis as the terminal shows it.
 std::string render_terminal(const Analysis& a, const Version* v, const std::string& intro,
-                            const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
+                            const std::vector<std::string>& header,
+                            const std::vector<std::vector<std::string>>& rows) {
   const Breakdown& b = a.ranks[a.primary];
   std::string out = "ptune analyze: " + a.path + "\n" + intro + "\n" + terminal_figures(a, v) + "\n";
   std::vector<size_t> w(header.size());
@@ -466,10 +493,11 @@ std::string render_terminal(const Analysis& a, const Version* v, const std::stri
   list("largest operators (host, self time over the steps):", b.operators, true);
   list("largest kernels:", b.kernels, false);
   if (b.has_gpu) {
-    out += "\nTensor Cores: " + fmt("%.0f%%", b.tensor_core_pct.value_or(0)) + " of kernel time; fp16/bf16: " +
-           fmt("%.0f%%", b.half_pct.value_or(0)) + "\n";
+    out += "\nTensor Cores: " + fmt("%.0f%%", b.tensor_core_pct.value_or(0)) +
+           " of kernel time; fp16/bf16: " + fmt("%.0f%%", b.half_pct.value_or(0)) + "\n";
     out += "host-to-device copies: " + std::to_string(b.h2d.count) + " (" + std::to_string(b.h2d.pinned) +
-           " pinned, " + std::to_string(b.h2d.pageable) + " pageable), " + fmt("%.2f ms", b.h2d.us / 1000.0) + "\n";
+           " pinned, " + std::to_string(b.h2d.pageable) + " pageable), " + fmt("%.2f ms", b.h2d.us / 1000.0) +
+           "\n";
   }
   list("host syncs:", b.syncs, false);
   for (const auto& o : b.sync_origins)
@@ -492,9 +520,10 @@ std::string render(const Analysis& a, const std::string& format, const Version* 
   if (format == "csv") return render_csv(header, rows);
   const size_t n_steps = b.steps.size();
   std::string device = b.has_gpu ? (b.devices.empty() ? "cuda" : "cuda (" + b.devices.front() + ")") : "cpu";
-  std::string intro = "writer " + b.writer + ", " + device + ", " + std::to_string(n_steps) + " step" +
-                      (n_steps == 1 ? "" : "s") + " from " + steps_from(b) +
-                      (a.distributed ? ", " + std::to_string(a.ranks.size()) + " ranks (the slowest shown)" : "");
+  std::string intro =
+      "writer " + b.writer + ", " + device + ", " + std::to_string(n_steps) + " step" +
+      (n_steps == 1 ? "" : "s") + " from " + steps_from(b) +
+      (a.distributed ? ", " + std::to_string(a.ranks.size()) + " ranks (the slowest shown)" : "");
   if (format == "md") return render_markdown(a, intro, header, rows);
   return render_terminal(a, v, intro, header, rows);
 }

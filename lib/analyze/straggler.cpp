@@ -99,8 +99,8 @@ Straggler find_straggler(const Analysis& a) {
   } else {
     because = why_compute(a, r, others, s);
   }
-  s.text = who(a.ranks[r.index]) + " is the straggler (" + s.why + "): the others wait " + ms(others.wait_us) +
-           " per step in collectives, it waits " + ms(r.wait_us) + "; " + because;
+  s.text = who(a.ranks[r.index]) + " is the straggler (" + s.why + "): the others wait " +
+           ms(others.wait_us) + " per step in collectives, it waits " + ms(r.wait_us) + "; " + because;
   return s;
 }
 

@@ -13,14 +13,14 @@ struct Analysis;  // analyze/advice.hpp
 
 /// One rank, per step (the mean over its steps); times in microseconds.
 struct RankTimes {
-  size_t index = 0;         // into Analysis::ranks
+  size_t index = 0;  // into Analysis::ranks
   double step_us = 0;
-  double compute_us = 0;    // GPU: merged computation kernels; CPU: operators' self time (not communication)
-  double input_us = 0;      // the data loader
-  double wait_us = 0;       // merged time in collectives (NCCL kernels, both ncclKernel_* and
-                            // ncclDevKernel_*; Gloo and c10d operators on a CPU)
-  double work = 0;          // the work done: FLOPs per step when the trace allows, else calls
-  std::string work_unit;    // "FLOPs", "kernels", "operator calls"
+  double compute_us = 0;  // GPU: merged computation kernels; CPU: operators' self time (not communication)
+  double input_us = 0;    // the data loader
+  double wait_us = 0;     // merged time in collectives (NCCL kernels, both ncclKernel_* and
+                          // ncclDevKernel_*; Gloo and c10d operators on a CPU)
+  double work = 0;        // the work done: FLOPs per step when the trace allows, else calls
+  std::string work_unit;  // "FLOPs", "kernels", "operator calls"
 };
 
 /// The rank the others wait for.

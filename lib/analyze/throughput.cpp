@@ -41,15 +41,19 @@ std::vector<int64_t> ints_of(std::string_view s) {
   std::vector<int64_t> out;
   std::string cur;
   auto flush = [&]() {
-    if (cur == "True") out.push_back(1);
-    else if (cur == "False") out.push_back(0);
+    if (cur == "True")
+      out.push_back(1);
+    else if (cur == "False")
+      out.push_back(0);
     else if (!cur.empty() && (std::isdigit(static_cast<unsigned char>(cur.back())) != 0))
       out.push_back(std::strtoll(cur.c_str(), nullptr, 10));
     cur.clear();
   };
   for (char c : s) {
-    if (std::isalnum(static_cast<unsigned char>(c)) != 0 || (c == '-' && cur.empty())) cur += c;
-    else flush();
+    if (std::isalnum(static_cast<unsigned char>(c)) != 0 || (c == '-' && cur.empty()))
+      cur += c;
+    else
+      flush();
   }
   flush();
   return out;
@@ -59,7 +63,7 @@ std::vector<int64_t> ints_of(std::string_view s) {
 struct OpCost {
   const char* cls = nullptr;  // nullptr: not counted
   double flops = 0;
-  double bytes = -1;          // -1: unknown
+  double bytes = -1;  // -1: unknown
   std::string precision;
 };
 
@@ -87,8 +91,8 @@ double inputs_bytes(const OpInputs& in) {
 
 /// A convolution's output spatial sizes from its input's, the kernel's and stride, padding,
 /// dilation (at `arg`, `arg`+1, `arg`+2 of its concrete inputs); empty when they are not recorded.
-std::vector<int64_t> conv_out(const OpInputs& in, const std::vector<int64_t>& x, const std::vector<int64_t>& w,
-                              size_t arg) {
+std::vector<int64_t> conv_out(const OpInputs& in, const std::vector<int64_t>& x,
+                              const std::vector<int64_t>& w, size_t arg) {
   const size_t n = x.size() >= 3 ? x.size() - 2 : 0;
   const auto s = concrete_at(in, arg), p = concrete_at(in, arg + 1), d = concrete_at(in, arg + 2);
   if (n == 0 || w.size() != n + 2 || s.empty() || p.empty() || d.empty()) return {};
@@ -102,9 +106,11 @@ std::vector<int64_t> conv_out(const OpInputs& in, const std::vector<int64_t>& x,
 }
 
 /// 2 x N x Cout x prod(out) x Cin/groups x prod(kernel): PyTorch's with_flops formula.
-double conv_flops(const std::vector<int64_t>& x, const std::vector<int64_t>& w, const std::vector<int64_t>& out) {
+double conv_flops(const std::vector<int64_t>& x, const std::vector<int64_t>& w,
+                  const std::vector<int64_t>& out) {
   std::vector<int64_t> k(w.begin() + 2, w.end());
-  const double n = static_cast<double>(x[0]), cout = static_cast<double>(w[0]), cin = static_cast<double>(w[1]);
+  const double n = static_cast<double>(x[0]), cout = static_cast<double>(w[0]),
+               cin = static_cast<double>(w[1]);
   return 2.0 * n * cout * numel(out) * cin * numel(k);
 }
 
@@ -149,18 +155,49 @@ OpCost matmul_cost(std::string_view op, const OpInputs& in) {
   const size_t r = starts_with(op, "b") ? 3 : 2;
   if (a.size() != r || b.size() != r) return c;
   const double batch = r == 3 ? static_cast<double>(a[0]) : 1.0;
-  const double m = static_cast<double>(a[r - 2]), k = static_cast<double>(a[r - 1]), n = static_cast<double>(b[r - 1]);
+  const double m = static_cast<double>(a[r - 2]), k = static_cast<double>(a[r - 1]),
+               n = static_cast<double>(b[r - 1]);
   c.flops = 2.0 * batch * m * k * n;
   c.bytes = inputs_bytes(in) + batch * m * n * size_of(in);
   return c;
 }
 
 bool is_elementwise(std::string_view op) {
-  static const char* names[] = {"add", "add_", "mul", "mul_", "sub", "sub_", "div", "div_", "relu", "relu_",
-                                "threshold_backward", "gelu", "gelu_backward", "silu", "silu_", "silu_backward",
-                                "sigmoid", "sigmoid_backward", "tanh", "tanh_backward", "hardswish", "hardswish_",
-                                "hardswish_backward", "hardsigmoid", "addcmul_", "addcdiv_", "lerp_", "sqrt",
-                                "exp", "neg", "clamp_min", "clamp", "where", "dropout", "native_dropout"};
+  static const char* names[] = {"add",
+                                "add_",
+                                "mul",
+                                "mul_",
+                                "sub",
+                                "sub_",
+                                "div",
+                                "div_",
+                                "relu",
+                                "relu_",
+                                "threshold_backward",
+                                "gelu",
+                                "gelu_backward",
+                                "silu",
+                                "silu_",
+                                "silu_backward",
+                                "sigmoid",
+                                "sigmoid_backward",
+                                "tanh",
+                                "tanh_backward",
+                                "hardswish",
+                                "hardswish_",
+                                "hardswish_backward",
+                                "hardsigmoid",
+                                "addcmul_",
+                                "addcdiv_",
+                                "lerp_",
+                                "sqrt",
+                                "exp",
+                                "neg",
+                                "clamp_min",
+                                "clamp",
+                                "where",
+                                "dropout",
+                                "native_dropout"};
   for (const char* n : names)
     if (op == n) return true;
   return false;
@@ -212,8 +249,8 @@ std::vector<Counted> counted_ops(const Trace& t, const std::vector<std::pair<dou
   std::map<std::pair<int64_t, int64_t>, std::vector<Counted>> threads;
   for (const auto& [idx, in] : t.inputs) {
     const Event& e = t.events[idx];
-    const bool in_step =
-        std::any_of(steps.begin(), steps.end(), [&](const auto& s) { return e.ts >= s.first && e.ts < s.second; });
+    const bool in_step = std::any_of(steps.begin(), steps.end(),
+                                     [&](const auto& s) { return e.ts >= s.first && e.ts < s.second; });
     if (!in_step) continue;
     OpCost c = cost_of(e.name, in);
     if (in.flops >= 0) {
@@ -272,9 +309,11 @@ void find_ceilings(Throughput& th, const Breakdown& b, const CpuCeilings& cpu) {
     const std::string name = b.devices.empty() ? "" : b.devices.front();
     auto peak = measure::known_gpu_peak(name, th.precision);
     auto bw = measure::known_gpu_bandwidth(name);
-    if (peak && bw) th.ceilings = Ceilings{*peak, *bw};
-    else th.no_ceilings = name.empty() ? "the trace names no device (deviceProperties)"
-                                       : "no datasheet figures for `" + name + "` in " + th.precision;
+    if (peak && bw)
+      th.ceilings = Ceilings{*peak, *bw};
+    else
+      th.no_ceilings = name.empty() ? "the trace names no device (deviceProperties)"
+                                    : "no datasheet figures for `" + name + "` in " + th.precision;
     return;
   }
   if (!cpu || (th.precision != "fp32" && th.precision != "bf16")) {
@@ -282,8 +321,10 @@ void find_ceilings(Throughput& th, const Breakdown& b, const CpuCeilings& cpu) {
     return;
   }
   auto c = cpu(th.precision);
-  if (c && c->peak.flops_per_s > 0) th.ceilings = c;
-  else th.no_ceilings = c ? c->peak.source : "no " + th.precision + " calibration on this CPU";
+  if (c && c->peak.flops_per_s > 0)
+    th.ceilings = c;
+  else
+    th.no_ceilings = c ? c->peak.source : "no " + th.precision + " calibration on this CPU";
 }
 
 }  // namespace
@@ -300,7 +341,8 @@ std::string bound_of(const ClassRate& c, const std::optional<Ceilings>& ceil) {
   return *ai * ceil->bandwidth.bytes_per_s < ceil->peak.flops_per_s ? "memory-bound" : "compute-bound";
 }
 
-Throughput throughput_of(const std::vector<const Trace*>& traces, const Breakdown& b, const CpuCeilings& cpu) {
+Throughput throughput_of(const std::vector<const Trace*>& traces, const Breakdown& b,
+                         const CpuCeilings& cpu) {
   Throughput th;
   const auto mean = b.mean();
   th.step_us = mean.end - mean.start;
@@ -311,8 +353,8 @@ Throughput throughput_of(const std::vector<const Trace*>& traces, const Breakdow
   std::map<std::string, ClassRate> classes;
   std::map<std::string, double> by_precision;
   for (const Trace* t : traces) {
-    shapes = shapes ||
-             std::any_of(t->inputs.begin(), t->inputs.end(), [](const auto& x) { return !x.second.dims.empty(); });
+    shapes = shapes || std::any_of(t->inputs.begin(), t->inputs.end(),
+                                   [](const auto& x) { return !x.second.dims.empty(); });
     const auto ops = counted_ops(*t, steps, &from_trace);
     const auto kernels = b.has_gpu ? kernel_time(*t, ops) : std::unordered_map<const Event*, double>{};
     for (const auto& c : ops) {
@@ -326,9 +368,10 @@ Throughput throughput_of(const std::vector<const Trace*>& traces, const Breakdow
     }
   }
   if (!from_trace && !shapes) {
-    th.missing = b.writer == "ptune" ? "no input shapes in the trace"
-                                     : "add `record_shapes=True` (or `with_flops=True`) to "
-                                       "`torch.profiler.profile(...)` for FLOP/s and bytes per operator class";
+    th.missing = b.writer == "ptune"
+                     ? "no input shapes in the trace"
+                     : "add `record_shapes=True` (or `with_flops=True`) to `torch.profiler.profile(...)` for "
+                       "FLOP/s and bytes per operator class";
     return th;
   }
   th.source = from_trace ? "trace" : "shapes";
@@ -340,7 +383,8 @@ Throughput throughput_of(const std::vector<const Trace*>& traces, const Breakdow
     th.flops += r.flops;
     th.classes.push_back(r);
   }
-  std::sort(th.classes.begin(), th.classes.end(), [](const ClassRate& x, const ClassRate& y) { return x.us > y.us; });
+  std::sort(th.classes.begin(), th.classes.end(),
+            [](const ClassRate& x, const ClassRate& y) { return x.us > y.us; });
   find_ceilings(th, b, cpu);
   return th;
 }

@@ -31,13 +31,13 @@ using CpuCeilings = std::function<std::optional<Ceilings>(const std::string& pre
 
 /// One operator class, per step (the mean over the steps).
 struct ClassRate {
-  std::string name;               // "convolution", "convolution backward", "matmul", "elementwise",
-                                  // "normalization", "other" (an operator the trace gives FLOPs of)
-  double calls = 0;               // operator calls counted (the outermost of a class on their thread)
+  std::string name;  // "convolution", "convolution backward", "matmul", "elementwise",
+                     // "normalization", "other" (an operator the trace gives FLOPs of)
+  double calls = 0;  // operator calls counted (the outermost of a class on their thread)
   double flops = 0;
-  std::optional<double> bytes;    // inputs read and outputs written, where the shapes allow
-  double us = 0;                  // their time: the operators' on a CPU, the kernels they launched on a GPU
-  std::string precision;          // of most of its FLOPs (bytes where it has none): fp32, bf16, fp16, fp64
+  std::optional<double> bytes;  // inputs read and outputs written, where the shapes allow
+  double us = 0;                // their time: the operators' on a CPU, the kernels they launched on a GPU
+  std::string precision;        // of most of its FLOPs (bytes where it has none): fp32, bf16, fp16, fp64
   double flops_per_s() const { return us > 0 ? flops * 1e6 / us : 0; }
   std::optional<double> intensity() const {  // FLOPs per byte
     if (!bytes || *bytes <= 0) return std::nullopt;
@@ -47,14 +47,14 @@ struct ClassRate {
 
 /// A rank's FLOPs and bytes per step.
 struct Throughput {
-  std::string source = "none";    // "trace" ("flops" in the trace), "shapes" (counted), "none"
-  std::string missing;            // source "none": what to add to the profiler call, one line
-  double flops = 0;               // per step
-  double step_us = 0;             // the mean step
-  std::string precision;          // of most FLOPs
-  std::vector<ClassRate> classes; // largest time first
+  std::string source = "none";     // "trace" ("flops" in the trace), "shapes" (counted), "none"
+  std::string missing;             // source "none": what to add to the profiler call, one line
+  double flops = 0;                // per step
+  double step_us = 0;              // the mean step
+  std::string precision;           // of most FLOPs
+  std::vector<ClassRate> classes;  // largest time first
   std::optional<Ceilings> ceilings;
-  std::string no_ceilings;        // why none (an unknown GPU, no calibration)
+  std::string no_ceilings;  // why none (an unknown GPU, no calibration)
   double flops_per_s() const { return step_us > 0 ? flops * 1e6 / step_us : 0; }
 };
 

@@ -52,7 +52,8 @@ class TextBuf : public std::streambuf {
     out_.resize(1 << 20);
     fill_in();
     if (in_len_ == 0) fail(path, "empty file, not a trace");
-    gz_ = in_len_ >= 2 && static_cast<unsigned char>(in_[0]) == 0x1f && static_cast<unsigned char>(in_[1]) == 0x8b;
+    gz_ = in_len_ >= 2 && static_cast<unsigned char>(in_[0]) == 0x1f &&
+          static_cast<unsigned char>(in_[1]) == 0x8b;
     if (!gz_ && ends_with(path, ".gz")) fail(path, "not gzip data, though its name ends in .gz");
     if (gz_) {
       if (inflateInit2(&zs_, 16 + MAX_WBITS) != Z_OK) fail(path, "cannot start gzip decompression");
@@ -82,7 +83,8 @@ class TextBuf : public std::streambuf {
         std::swap(in_, out_);
       } else {
         n = std::fread(out_.data(), 1, out_.size(), f_);
-        if (n == 0 && std::ferror(f_)) fail(path_, std::string("cannot read: ") + std::strerror(errno ? errno : EIO));
+        if (n == 0 && std::ferror(f_))
+          fail(path_, std::string("cannot read: ") + std::strerror(errno ? errno : EIO));
       }
     } else {
       while (n == 0 && !ended_) {
@@ -131,7 +133,8 @@ class TextBuf : public std::streambuf {
  private:
   void fill_in() {
     in_len_ = std::fread(in_.data(), 1, in_.size(), f_);
-    if (in_len_ == 0 && std::ferror(f_)) fail(path_, std::string("cannot read: ") + std::strerror(errno ? errno : EIO));
+    if (in_len_ == 0 && std::ferror(f_))
+      fail(path_, std::string("cannot read: ") + std::strerror(errno ? errno : EIO));
   }
 
   std::string path_;
@@ -148,7 +151,8 @@ class TextBuf : public std::streambuf {
 Kind kind_of(const std::string& cat, bool* keep) {
   *keep = true;
   if (cat == "cpu_op" || cat == "operator" || cat == "Operator") return Kind::kCpuOp;
-  if (cat == "user_annotation" || cat == "python_function" || cat == "python_function_call") return Kind::kAnnotation;
+  if (cat == "user_annotation" || cat == "python_function" || cat == "python_function_call")
+    return Kind::kAnnotation;
   // cuda_profiler_range: kernels timed by CUPTI's range profiler (HTA's cupti_profiler traces).
   if (cat == "kernel" || cat == "Kernel" || cat == "cuda_profiler_range") return Kind::kKernel;
   if (cat == "gpu_memcpy" || cat == "Memcpy") return Kind::kMemcpy;
@@ -197,13 +201,18 @@ struct Scalar {
 /// fit in int64 (`fallback` when not), strings hashed.
 int64_t as_int(const Scalar& v, int64_t fallback) {
   switch (v.type) {
-    case Scalar::kUnsigned: return v.u <= static_cast<uint64_t>(INT64_MAX) ? static_cast<int64_t>(v.u) : fallback;
-    case Scalar::kInt: return v.i;
+    case Scalar::kUnsigned:
+      return v.u <= static_cast<uint64_t>(INT64_MAX) ? static_cast<int64_t>(v.u) : fallback;
+    case Scalar::kInt:
+      return v.i;
     case Scalar::kFloat:
       // [-2^63, 2^63): the doubles whose truncation an int64 holds.
-      return v.d >= -9223372036854775808.0 && v.d < 9223372036854775808.0 ? static_cast<int64_t>(v.d) : fallback;
-    case Scalar::kString: return static_cast<int64_t>(std::hash<std::string>{}(v.s) & 0x7fffffff);
-    default: return fallback;
+      return v.d >= -9223372036854775808.0 && v.d < 9223372036854775808.0 ? static_cast<int64_t>(v.d)
+                                                                          : fallback;
+    case Scalar::kString:
+      return static_cast<int64_t>(std::hash<std::string>{}(v.s) & 0x7fffffff);
+    default:
+      return fallback;
   }
 }
 
@@ -281,7 +290,8 @@ class Sax {
                       " overflows a double (largest about 1.8e308)");
     }
     if (byte > buf_.delivered() || what.find("unexpected end of input") != std::string::npos) {
-      fail(path_, "truncated: the JSON ends at byte " + std::to_string(buf_.delivered()) + " before it is complete");
+      fail(path_,
+           "truncated: the JSON ends at byte " + std::to_string(buf_.delivered()) + " before it is complete");
     }
     const auto at = what.find("parse error");
     fail(path_, "not JSON (" + (at == std::string::npos ? what : what.substr(at)) + ")");
@@ -296,7 +306,8 @@ class Sax {
 
   bool open(bool object) {
     if (ctx_.size() >= static_cast<size_t>(kMaxDepth))
-      fail(path_, "nesting deeper than " + std::to_string(kMaxDepth) + " levels; a profiler trace is a few levels deep");
+      fail(path_, "nesting deeper than " + std::to_string(kMaxDepth) +
+                      " levels; a profiler trace is a few levels deep");
     Ctx c = Ctx::kIgnore;
     if (ctx_.empty()) {
       c = object ? Ctx::kTop : Ctx::kEvents;
@@ -304,10 +315,14 @@ class Sax {
     } else {
       switch (ctx_.back()) {
         case Ctx::kTop:
-          if (!object && key_ == "traceEvents") c = Ctx::kEvents, saw_events_ = true;
-          else if (object && key_ == "distributedInfo") c = Ctx::kDist;
-          else if (!object && key_ == "deviceProperties") c = Ctx::kDevices;
-          else if (object && key_ == "ptune") c = Ctx::kPtune;
+          if (!object && key_ == "traceEvents")
+            c = Ctx::kEvents, saw_events_ = true;
+          else if (object && key_ == "distributedInfo")
+            c = Ctx::kDist;
+          else if (!object && key_ == "deviceProperties")
+            c = Ctx::kDevices;
+          else if (object && key_ == "ptune")
+            c = Ctx::kPtune;
           break;
         case Ctx::kPtune:
           if (object && key_ == "load") c = Ctx::kPtuneLoad;
@@ -316,13 +331,18 @@ class Sax {
           if (object) c = Ctx::kEvent, ev_ = {}, in_event_ = true;
           break;
         case Ctx::kEvent:
-          if (object && key_ == "args") c = Ctx::kArgs, ev_.args_object = true;
-          else if (key_ == "args") ev_.args_object = false;
+          if (object && key_ == "args")
+            c = Ctx::kArgs, ev_.args_object = true;
+          else if (key_ == "args")
+            ev_.args_object = false;
           break;
         case Ctx::kArgs:
-          if (!object && (key_ == "Input Dims" || key_ == "Input dims")) c = Ctx::kDims, ev_.has_dims = true;
-          else if (!object && key_ == "Input type") c = Ctx::kTypes;
-          else if (!object && key_ == "Concrete Inputs") c = Ctx::kConcrete;
+          if (!object && (key_ == "Input Dims" || key_ == "Input dims"))
+            c = Ctx::kDims, ev_.has_dims = true;
+          else if (!object && key_ == "Input type")
+            c = Ctx::kTypes;
+          else if (!object && key_ == "Concrete Inputs")
+            c = Ctx::kConcrete;
           break;
         case Ctx::kDims:
           if (!object) c = Ctx::kDim, dims_ = 0, dim0_ = -1, ev_.in.dims.emplace_back();
@@ -330,7 +350,8 @@ class Sax {
         case Ctx::kDevices:
           if (object) c = Ctx::kDevice;
           break;
-        default: break;
+        default:
+          break;
       }
     }
     // A key of the parent given a container value: that key is no longer a scalar field.
@@ -348,38 +369,63 @@ class Sax {
   }
 
   void forget(const std::string& k) {
-    if (k == "ph") ev_.ph = {};
-    else if (k == "cat") ev_.cat = {};
-    else if (k == "name") ev_.name = {};
-    else if (k == "ts") ev_.ts = {};
-    else if (k == "dur") ev_.dur = {};
-    else if (k == "pid") ev_.pid = Scalar{Scalar::kOther};
-    else if (k == "tid") ev_.tid = Scalar{Scalar::kOther};
+    if (k == "ph")
+      ev_.ph = {};
+    else if (k == "cat")
+      ev_.cat = {};
+    else if (k == "name")
+      ev_.name = {};
+    else if (k == "ts")
+      ev_.ts = {};
+    else if (k == "dur")
+      ev_.dur = {};
+    else if (k == "pid")
+      ev_.pid = Scalar{Scalar::kOther};
+    else if (k == "tid")
+      ev_.tid = Scalar{Scalar::kOther};
   }
 
   bool scalar(const Scalar& v) {
     switch (parent()) {
       case Ctx::kEvent:
-        if (key_ == "ph") ev_.ph = v;
-        else if (key_ == "cat") ev_.cat = v;
-        else if (key_ == "name") ev_.name = v;
-        else if (key_ == "ts") ev_.ts = v;
-        else if (key_ == "dur") ev_.dur = v;
-        else if (key_ == "pid") ev_.pid = v;
-        else if (key_ == "tid") ev_.tid = v;
-        else if (key_ == "args") ev_.args_object = false;
+        if (key_ == "ph")
+          ev_.ph = v;
+        else if (key_ == "cat")
+          ev_.cat = v;
+        else if (key_ == "name")
+          ev_.name = v;
+        else if (key_ == "ts")
+          ev_.ts = v;
+        else if (key_ == "dur")
+          ev_.dur = v;
+        else if (key_ == "pid")
+          ev_.pid = v;
+        else if (key_ == "tid")
+          ev_.tid = v;
+        else if (key_ == "args")
+          ev_.args_object = false;
         break;
       case Ctx::kArgs:
-        if (key_ == "correlation") ev_.correlation = as_int(v, -1);
-        else if (key_ == "bytes") ev_.bytes = number_as_int(v, -1);
-        else if (key_ == "name") ev_.args_name = v;
-        else if (key_ == "Total Allocated") ev_.allocated = number_as_int(v, -1);
-        else if (key_ == "Total Reserved") ev_.reserved = number_as_int(v, -1);
-        else if (key_ == "Device Id") ev_.device_id = number_as_int(v, -1);
-        else if (key_ == "Device Type") ev_.device_type = number_as_int(v, -1);
-        else if (key_ == "Bytes") ev_.mem_bytes = number_as_int(v, 0);
-        else if (key_ == "Call stack" && v.type == Scalar::kString) ev_.call_stack = v.s;
-        else if (key_ == "flops" && v.number()) ev_.in.flops = std::max(0.0, v.as_double());
+        if (key_ == "correlation")
+          ev_.correlation = as_int(v, -1);
+        else if (key_ == "bytes")
+          ev_.bytes = number_as_int(v, -1);
+        else if (key_ == "name")
+          ev_.args_name = v;
+        else if (key_ == "Total Allocated")
+          ev_.allocated = number_as_int(v, -1);
+        else if (key_ == "Total Reserved")
+          ev_.reserved = number_as_int(v, -1);
+        else if (key_ == "Device Id")
+          ev_.device_id = number_as_int(v, -1);
+        else if (key_ == "Device Type")
+          ev_.device_type = number_as_int(v, -1);
+        else if (key_ == "Bytes")
+          ev_.mem_bytes = number_as_int(v, 0);
+        else if (key_ == "Call stack" && v.type == Scalar::kString)
+          ev_.call_stack = v.s;
+        else if (key_ == "flops" && v.number())
+          ev_.in.flops = std::max(0.0, v.as_double());
         break;
       case Ctx::kDim:
         if (dims_ == 0 && v.number()) dim0_ = as_int(v, -1);
@@ -389,23 +435,30 @@ class Sax {
       case Ctx::kTypes:
       case Ctx::kConcrete: {
         auto& list = parent() == Ctx::kTypes ? ev_.in.types : ev_.in.concrete;
-        if (list.size() < kMaxInputs) list.push_back(*t_.names->insert(v.type == Scalar::kString ? v.s : "").first);
+        if (list.size() < kMaxInputs)
+          list.push_back(*t_.names->insert(v.type == Scalar::kString ? v.s : "").first);
         break;
       }
       case Ctx::kDist:
-        if (key_ == "rank") t_.rank = as_int(v, 0);
-        else if (key_ == "world_size") t_.world_size = as_int(v, 1);
+        if (key_ == "rank")
+          t_.rank = as_int(v, 0);
+        else if (key_ == "world_size")
+          t_.world_size = as_int(v, 1);
         break;
       case Ctx::kDevice:
         if (key_ == "name" && v.type == Scalar::kString) t_.devices.push_back(v.s);
         break;
       case Ctx::kPtune:
-        if (key_ == "amp" && v.type == Scalar::kString) t_.amp = v.s;
-        else if (key_ == "bf16_native" && v.type == Scalar::kBool) t_.bf16_native = v.b;
+        if (key_ == "amp" && v.type == Scalar::kString)
+          t_.amp = v.s;
+        else if (key_ == "bf16_native" && v.type == Scalar::kBool)
+          t_.bf16_native = v.b;
         break;
       case Ctx::kPtuneLoad:
-        if (key_ == "under_load" && v.type == Scalar::kBool) t_.under_load = v.b;
-        else if (key_ == "summary" && v.type == Scalar::kString) t_.load_summary = v.s;
+        if (key_ == "under_load" && v.type == Scalar::kBool)
+          t_.under_load = v.b;
+        else if (key_ == "summary" && v.type == Scalar::kString)
+          t_.load_summary = v.s;
         break;
       case Ctx::kTop:
         if (key_ == "schemaVersion" && v.number()) t_.schema_version = as_int(v, 0);
@@ -413,7 +466,8 @@ class Sax {
           t_.with_flops = (v.number() && v.as_double() != 0) || (v.type == Scalar::kBool && v.b) ||
                           (v.type == Scalar::kString && (v.s == "1" || v.s == "true"));
         break;
-      default: break;
+      default:
+        break;
     }
     return true;
   }
@@ -425,7 +479,8 @@ class Sax {
     if (!ph) return;
     const std::string name = e.name.type == Scalar::kString ? e.name.s : std::string();
     if (*ph == "M") {
-      if (name == "process_name" && e.args_object && process_name_.empty() && e.args_name.type == Scalar::kString)
+      if (name == "process_name" && e.args_object && process_name_.empty() &&
+          e.args_name.type == Scalar::kString)
         process_name_ = e.args_name.s;
       return;
     }
@@ -433,8 +488,9 @@ class Sax {
       if (name == "[memory]" && e.ts.number() && e.args_object) {
         // Device Type 1 is CUDA (0 the CPU); older traces give only a Device Id (-1 the CPU).
         const bool gpu = e.device_type >= 0 ? e.device_type != 0 : e.device_id >= 0;
-        t_.memory.push_back(MemorySample{e.ts.as_double(), e.allocated, e.reserved, gpu ? std::max<int64_t>(0, e.device_id) : -1,
-                                         e.mem_bytes, as_int(e.pid, 0), as_int(e.tid, 0)});
+        t_.memory.push_back(MemorySample{e.ts.as_double(), e.allocated, e.reserved,
+                                         gpu ? std::max<int64_t>(0, e.device_id) : -1, e.mem_bytes,
+                                         as_int(e.pid, 0), as_int(e.tid, 0)});
       }
       return;
     }
@@ -499,11 +555,13 @@ Trace read_trace(const std::string& path) {
   Sax sax(t, buf, path);
   nlohmann::json::sax_parse(in, &sax);
   if (!sax.saw_events()) {
-    fail(path, "not a profiler trace: no \"traceEvents\" list (torch.profiler's export_chrome_trace and "
-               "tensorboard_trace_handler write one)");
+    fail(path,
+         "not a profiler trace: no \"traceEvents\" list (torch.profiler's export_chrome_trace and "
+         "tensorboard_trace_handler write one)");
   }
   if (t.events.empty()) {
-    fail(path, "no timed events (\"ph\": \"X\" with a \"ts\" and \"dur\") in its traceEvents: nothing to analyze");
+    fail(path,
+         "no timed events (\"ph\": \"X\" with a \"ts\" and \"dur\") in its traceEvents: nothing to analyze");
   }
   t.text_bytes = buf.delivered();
   t.writer = writer_of(sax.has_ptune_key(), sax.process_name());

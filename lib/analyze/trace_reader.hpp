@@ -16,22 +16,22 @@ namespace ptune::analyze {
 
 /// What an event is, from its "cat" (and, for ProfilerStep#N and the DataLoader, its name).
 enum class Kind {
-  kCpuOp,           // "cpu_op", "operator": a host operator (aten::...)
-  kAnnotation,      // "user_annotation", "python_function", "gpu_user_annotation" is skipped
-  kKernel,          // "kernel": a GPU kernel
-  kMemcpy,          // "gpu_memcpy"
-  kMemset,          // "gpu_memset"
-  kRuntime,         // "cuda_runtime", "cuda_driver": host calls into CUDA
-  kOther,           // anything else with a duration that is kept (never categorized)
+  kCpuOp,       // "cpu_op", "operator": a host operator (aten::...)
+  kAnnotation,  // "user_annotation", "python_function", "gpu_user_annotation" is skipped
+  kKernel,      // "kernel": a GPU kernel
+  kMemcpy,      // "gpu_memcpy"
+  kMemset,      // "gpu_memset"
+  kRuntime,     // "cuda_runtime", "cuda_driver": host calls into CUDA
+  kOther,       // anything else with a duration that is kept (never categorized)
 };
 
 /// One complete event ("ph": "X"); times in microseconds as the trace has them.
 struct Event {
   Kind kind = Kind::kOther;
-  bool python = false;       // cat "python_function": a frame of the Python stack (with_stack=True)
-  std::string_view name;     // interned in its Trace's name pool (one copy per distinct name)
-  double ts = 0;    // start, us
-  double dur = 0;   // duration, us
+  bool python = false;    // cat "python_function": a frame of the Python stack (with_stack=True)
+  std::string_view name;  // interned in its Trace's name pool (one copy per distinct name)
+  double ts = 0;          // start, us
+  double dur = 0;         // duration, us
   int64_t pid = 0;
   int64_t tid = 0;
   int64_t correlation = -1;  // links a runtime call to the kernel/copy it launched; -1: none
@@ -44,10 +44,10 @@ struct Event {
 /// A memory sample ("[memory]" instant events, recorded with profile_memory=True).
 struct MemorySample {
   double ts = 0;
-  int64_t allocated = -1;  // "Total Allocated", bytes; -1: not given
-  int64_t reserved = -1;   // "Total Reserved", bytes; -1: not given
-  int64_t device = -1;     // "Device Id"/"Device Type": -1 the host (CPU), >= 0 a GPU
-  int64_t bytes = 0;       // "Bytes": > 0 an allocation, < 0 a free
+  int64_t allocated = -1;    // "Total Allocated", bytes; -1: not given
+  int64_t reserved = -1;     // "Total Reserved", bytes; -1: not given
+  int64_t device = -1;       // "Device Id"/"Device Type": -1 the host (CPU), >= 0 a GPU
+  int64_t bytes = 0;         // "Bytes": > 0 an allocation, < 0 a free
   int64_t pid = 0, tid = 0;  // the thread that allocated or freed
 };
 
@@ -65,27 +65,27 @@ struct Trace {
   std::string path;
   std::shared_ptr<std::unordered_set<std::string>> names =
       std::make_shared<std::unordered_set<std::string>>();  // the pool events' names point into
-  std::vector<Event> events;           // "ph": "X" events with a duration >= 0, in file order;
-                                       // those starting or ending beyond +-1e18 us are skipped
-  std::optional<int64_t> rank;         // distributedInfo.rank
-  std::optional<int64_t> world_size;   // distributedInfo.world_size
-  std::string writer = "pytorch";      // "ptune" or "pytorch" (see writer_of)
-  std::optional<std::string> amp;      // ptune's traces: the row's optim.amp ("ptune".amp)
-  bool under_load = false;             // "ptune".load.under_load: competing load while it was recorded
-  std::string load_summary;            // "ptune".load.summary: what else ran, one line
+  std::vector<Event> events;          // "ph": "X" events with a duration >= 0, in file order;
+                                      // those starting or ending beyond +-1e18 us are skipped
+  std::optional<int64_t> rank;        // distributedInfo.rank
+  std::optional<int64_t> world_size;  // distributedInfo.world_size
+  std::string writer = "pytorch";     // "ptune" or "pytorch" (see writer_of)
+  std::optional<std::string> amp;     // ptune's traces: the row's optim.amp ("ptune".amp)
+  bool under_load = false;            // "ptune".load.under_load: competing load while it was recorded
+  std::string load_summary;           // "ptune".load.summary: what else ran, one line
   /// Index in `events` -> the event's "Call stack" (older torch.profiler's with_stack=True:
   /// frames joined by ";", innermost first), interned in `names`.
   std::unordered_map<size_t, std::string_view> call_stacks;
-  std::optional<bool> bf16_native;     // ptune's traces: whether the CPU had native bf16 ("ptune".bf16_native)
-  bool has_gpu = false;                // kernels, copies, memsets or CUDA runtime calls recorded
-  std::vector<std::string> devices;    // deviceProperties[].name
+  std::optional<bool> bf16_native;   // ptune's traces: whether the CPU had native bf16 ("ptune".bf16_native)
+  bool has_gpu = false;              // kernels, copies, memsets or CUDA runtime calls recorded
+  std::vector<std::string> devices;  // deviceProperties[].name
   std::optional<int64_t> schema_version;  // "schemaVersion"
-  std::vector<MemorySample> memory;    // "[memory]" samples, host and device (profile_memory=True)
-  int64_t host_pid = 0;                // the pid of most host operators (the profiled process)
+  std::vector<MemorySample> memory;       // "[memory]" samples, host and device (profile_memory=True)
+  int64_t host_pid = 0;                   // the pid of most host operators (the profiled process)
   /// Index in `events` -> the host operator's inputs (record_shapes=True), or its "flops".
   std::unordered_map<size_t, OpInputs> inputs;
-  bool with_flops = false;             // top-level "with_flops" (torch.profiler's with_flops=True)
-  uint64_t text_bytes = 0;             // trace text read (after gzip decompression)
+  bool with_flops = false;  // top-level "with_flops" (torch.profiler's with_flops=True)
+  uint64_t text_bytes = 0;  // trace text read (after gzip decompression)
 };
 
 /// Reads one trace file (.json, or gzip-compressed .json.gz: by content, not by name), streamed:

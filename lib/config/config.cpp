@@ -27,20 +27,18 @@ struct Field {
   std::string path;
   Type type = Type::kString;
   std::string help;
-  std::optional<double> min, max;     // inclusive bounds unless *_exclusive
+  std::optional<double> min, max;  // inclusive bounds unless *_exclusive
   bool min_exclusive = false;
   bool max_exclusive = false;
-  std::vector<std::string> choices;   // kEnum
-  size_t list_len = 0;                // kNumberList
+  std::vector<std::string> choices;  // kEnum
+  size_t list_len = 0;               // kNumberList
   std::function<Json(const ExperimentConfig&)> get;
   std::function<void(ExperimentConfig&, const Json&)> set;
 };
 
 template <class V>
 void bind_value(Field& f, std::function<V&(ExperimentConfig&)> ref) {
-  f.get = [ref](const ExperimentConfig& c) {
-    return Json(ref(const_cast<ExperimentConfig&>(c)));
-  };
+  f.get = [ref](const ExperimentConfig& c) { return Json(ref(const_cast<ExperimentConfig&>(c))); };
   f.set = [ref](ExperimentConfig& c, const Json& j) { ref(c) = j.get<V>(); };
 }
 
@@ -50,14 +48,16 @@ void bind_value_opt(Field& f, std::function<std::optional<std::string>&(Experime
     return v ? Json(*v) : Json(nullptr);
   };
   f.set = [ref](ExperimentConfig& c, const Json& j) {
-    if (j.is_null()) ref(c).reset(); else ref(c) = j.get<std::string>();
+    if (j.is_null())
+      ref(c).reset();
+    else
+      ref(c) = j.get<std::string>();
   };
 }
 
 /// Builds a field bound to cfg.*section.*member.
 template <class S, class V>
-Field field(const char* path, S ExperimentConfig::*section, V S::*member, Type type,
-            const char* help) {
+Field field(const char* path, S ExperimentConfig::*section, V S::*member, Type type, const char* help) {
   Field f;
   f.path = path;
   f.type = type;
@@ -65,8 +65,10 @@ Field field(const char* path, S ExperimentConfig::*section, V S::*member, Type t
   std::function<V&(ExperimentConfig&)> ref = [section, member](ExperimentConfig& c) -> V& {
     return (c.*section).*member;
   };
-  if constexpr (std::is_same_v<V, std::optional<std::string>>) bind_value_opt(f, ref);
-  else bind_value<V>(f, ref);
+  if constexpr (std::is_same_v<V, std::optional<std::string>>)
+    bind_value_opt(f, ref);
+  else
+    bind_value<V>(f, ref);
   return f;
 }
 
@@ -112,81 +114,226 @@ const std::vector<Field>& fields() {
   static const std::vector<Field> table = [] {
     std::vector<Field> t;
     t.push_back(top("name", &E::name, T::kString, "experiment name, used in results and checkpoints"));
-    t.push_back(between(top("seed", &E::seed, T::kInt, "seeds the data, the shuffling and the model initialization"), 0, 9007199254740991.0));
-    t.push_back(top("device", &E::device, T::kDevice, "auto (CUDA if visible, else CPU) | cpu | cuda | cuda:N"));
-    t.push_back(between(top("cpu_threads", &E::cpu_threads, T::kInt, "intra-op threads on the CPU; 0 = what a default PyTorch process uses (one per physical core), at most one per CPU the process may run on (process.cpus)"), 0, 1024));
+    t.push_back(
+        between(top("seed", &E::seed, T::kInt, "seeds the data, the shuffling and the model initialization"),
+                0, 9007199254740991.0));
+    t.push_back(
+        top("device", &E::device, T::kDevice, "auto (CUDA if visible, else CPU) | cpu | cuda | cuda:N"));
+    t.push_back(between(top("cpu_threads", &E::cpu_threads, T::kInt,
+                            "intra-op threads on the CPU; 0 = what a default PyTorch process uses (one per "
+                            "physical core), at most one per CPU the process may run on (process.cpus)"),
+                        0, 1024));
 
-    t.push_back(one_of(field("model.arch", &E::model, &ModelConfig::arch, T::kEnum, "network architecture (torchvision's)"), models::architectures()));
-    t.push_back(between(field("model.num_classes", &E::model, &ModelConfig::num_classes, T::kInt, "outputs of the final fc layer"), 1, 100000));
-    t.push_back(field("model.weights", &E::model, &ModelConfig::weights, T::kOptString, "a torch.save(model.state_dict()) file to start from, or null for torchvision's random initialization"));
-    t.push_back(field("model.channels_last", &E::model, &ModelConfig::channels_last, T::kBool, "NHWC memory format for the model and its inputs"));
+    t.push_back(one_of(
+        field("model.arch", &E::model, &ModelConfig::arch, T::kEnum, "network architecture (torchvision's)"),
+        models::architectures()));
+    t.push_back(between(field("model.num_classes", &E::model, &ModelConfig::num_classes, T::kInt,
+                              "outputs of the final fc layer"),
+                        1, 100000));
+    t.push_back(field("model.weights", &E::model, &ModelConfig::weights, T::kOptString,
+                      "a torch.save(model.state_dict()) file to start from, or null for torchvision's random "
+                      "initialization"));
+    t.push_back(field("model.channels_last", &E::model, &ModelConfig::channels_last, T::kBool,
+                      "NHWC memory format for the model and its inputs"));
 
-    t.push_back(one_of(field("data.kind", &E::data, &DataConfig::kind, T::kEnum, "dataset: fake_cifar = seeded random 32x32 RGB images resized to image_size; image_folder = JPEG/PNG files under data.root"), {"fake_cifar", "image_folder"}));
-    t.push_back(field("data.root", &E::data, &DataConfig::root, T::kOptString, "image_folder: folder with one sub-folder of images per class (sorted names = labels)"));
-    t.push_back(one_of(field("data.transform", &E::data, &DataConfig::transform, T::kEnum, "image_folder: train = RandomResizedCrop + horizontal flip; eval = Resize + CenterCrop"), {"train", "eval"}));
-    t.push_back(one_of(field("data.on_bad_file", &E::data, &DataConfig::on_bad_file, T::kEnum, "image_folder: a corrupt or non-image file stops the run (error) or is left out and counted (skip)"), {"error", "skip"}));
-    t.push_back(between(field("data.max_image_pixels", &E::data, &DataConfig::max_image_pixels, T::kInt, "image_folder: an image with more pixels is a bad file, refused from its header before decoding (a guard against decompression bombs; Pillow's limit by default)"), 1, 4294967296.0));
-    t.push_back(between(field("data.num_samples", &E::data, &DataConfig::num_samples, T::kInt, "images in the dataset"), 1, 100000000));
-    t.push_back(between(field("data.image_size", &E::data, &DataConfig::image_size, T::kInt, "side of the square images the model sees (bilinear resize)"), 8, 4096));
-    t.push_back(list_of(between(field("data.mean", &E::data, &DataConfig::mean, T::kNumberList, "per-channel mean, subtracted after scaling pixels to [0, 1]"), -10, 10), 3));
-    t.push_back(list_of(between(field("data.std", &E::data, &DataConfig::std, T::kNumberList, "per-channel standard deviation, divided after subtracting the mean"), 1e-6, 100), 3));
+    t.push_back(one_of(field("data.kind", &E::data, &DataConfig::kind, T::kEnum,
+                             "dataset: fake_cifar = seeded random 32x32 RGB images resized to image_size; "
+                             "image_folder = JPEG/PNG files under data.root"),
+                       {"fake_cifar", "image_folder"}));
+    t.push_back(
+        field("data.root", &E::data, &DataConfig::root, T::kOptString,
+              "image_folder: folder with one sub-folder of images per class (sorted names = labels)"));
+    t.push_back(
+        one_of(field("data.transform", &E::data, &DataConfig::transform, T::kEnum,
+                     "image_folder: train = RandomResizedCrop + horizontal flip; eval = Resize + CenterCrop"),
+               {"train", "eval"}));
+    t.push_back(one_of(field("data.on_bad_file", &E::data, &DataConfig::on_bad_file, T::kEnum,
+                             "image_folder: a corrupt or non-image file stops the run (error) or is left out "
+                             "and counted (skip)"),
+                       {"error", "skip"}));
+    t.push_back(
+        between(field("data.max_image_pixels", &E::data, &DataConfig::max_image_pixels, T::kInt,
+                      "image_folder: an image with more pixels is a bad file, refused from its header before "
+                      "decoding (a guard against decompression bombs; Pillow's limit by default)"),
+                1, 4294967296.0));
+    t.push_back(between(
+        field("data.num_samples", &E::data, &DataConfig::num_samples, T::kInt, "images in the dataset"), 1,
+        100000000));
+    t.push_back(between(field("data.image_size", &E::data, &DataConfig::image_size, T::kInt,
+                              "side of the square images the model sees (bilinear resize)"),
+                        8, 4096));
+    t.push_back(list_of(between(field("data.mean", &E::data, &DataConfig::mean, T::kNumberList,
+                                      "per-channel mean, subtracted after scaling pixels to [0, 1]"),
+                                -10, 10),
+                        3));
+    t.push_back(list_of(between(field("data.std", &E::data, &DataConfig::std, T::kNumberList,
+                                      "per-channel standard deviation, divided after subtracting the mean"),
+                                1e-6, 100),
+                        3));
 
-    t.push_back(between(field("loader.batch_size", &E::loader, &LoaderConfig::batch_size, T::kInt, "samples per step (per process)"), 1, 1 << 20));
-    t.push_back(between(field("loader.num_workers", &E::loader, &LoaderConfig::num_workers, T::kInt, "worker threads building batches; 0 = build them in the training thread"), 0, 256));
-    t.push_back(field("loader.pin_memory", &E::loader, &LoaderConfig::pin_memory, T::kBool, "collate into page-locked host memory and copy non_blocking (CUDA devices)"));
-    t.push_back(between(field("loader.prefetch", &E::loader, &LoaderConfig::prefetch, T::kInt, "batches each worker may have ready ahead of the trainer"), 1, 64));
-    t.push_back(field("loader.shuffle", &E::loader, &LoaderConfig::shuffle, T::kBool, "reshuffle the sample order every epoch (from seed and epoch)"));
-    t.push_back(field("loader.drop_last", &E::loader, &LoaderConfig::drop_last, T::kBool, "drop the last partial batch of an epoch"));
-    t.push_back(field("loader.uint8_transfer", &E::loader, &LoaderConfig::uint8_transfer, T::kBool, "ship uint8 images to the device; convert and normalize there"));
+    t.push_back(between(field("loader.batch_size", &E::loader, &LoaderConfig::batch_size, T::kInt,
+                              "samples per step (per process)"),
+                        1, 1 << 20));
+    t.push_back(between(field("loader.num_workers", &E::loader, &LoaderConfig::num_workers, T::kInt,
+                              "worker threads building batches; 0 = build them in the training thread"),
+                        0, 256));
+    t.push_back(field("loader.pin_memory", &E::loader, &LoaderConfig::pin_memory, T::kBool,
+                      "collate into page-locked host memory and copy non_blocking (CUDA devices)"));
+    t.push_back(between(field("loader.prefetch", &E::loader, &LoaderConfig::prefetch, T::kInt,
+                              "batches each worker may have ready ahead of the trainer"),
+                        1, 64));
+    t.push_back(field("loader.shuffle", &E::loader, &LoaderConfig::shuffle, T::kBool,
+                      "reshuffle the sample order every epoch (from seed and epoch)"));
+    t.push_back(field("loader.drop_last", &E::loader, &LoaderConfig::drop_last, T::kBool,
+                      "drop the last partial batch of an epoch"));
+    t.push_back(field("loader.uint8_transfer", &E::loader, &LoaderConfig::uint8_transfer, T::kBool,
+                      "ship uint8 images to the device; convert and normalize there"));
 
-    t.push_back(field("loader.gpu_resize", &E::loader, &LoaderConfig::gpu_resize, T::kBool, "fake_cifar: ship the 32x32 originals and resize on the device (49x fewer bytes at 224)"));
+    t.push_back(
+        field("loader.gpu_resize", &E::loader, &LoaderConfig::gpu_resize, T::kBool,
+              "fake_cifar: ship the 32x32 originals and resize on the device (49x fewer bytes at 224)"));
 
-    t.push_back(one_of(field("optim.kind", &E::optim, &OptimConfig::kind, T::kEnum, "optimizer"), {"sgd", "adamw"}));
-    t.push_back(at_most(at_least(field("optim.lr", &E::optim, &OptimConfig::lr, T::kNumber, "learning rate"), 0, true), 1000));
-    t.push_back(between(field("optim.momentum", &E::optim, &OptimConfig::momentum, T::kNumber, "SGD momentum (adamw ignores it)"), 0, 1, true));
-    t.push_back(between(field("optim.weight_decay", &E::optim, &OptimConfig::weight_decay, T::kNumber, "L2 penalty (sgd) or decoupled weight decay (adamw)"), 0, 100));
-    t.push_back(field("optim.set_to_none", &E::optim, &OptimConfig::set_to_none, T::kBool, "zero_grad(set_to_none=true): drop gradients instead of writing zeros"));
-    t.push_back(one_of(field("optim.amp", &E::optim, &OptimConfig::amp, T::kEnum, "mixed precision: off | bf16 (autocast to bfloat16, CPU and CUDA) | fp16 (autocast to float16 with dynamic loss scaling, CUDA only)"), {"off", "bf16", "fp16"}));
-    t.push_back(field("optim.cudnn_benchmark", &E::optim, &OptimConfig::cudnn_benchmark, T::kBool, "let cuDNN time and pick the fastest convolution algorithms (CUDA only)"));
-    t.push_back(field("optim.cuda_graphs", &E::optim, &OptimConfig::cuda_graphs, T::kBool, "capture the whole training step (forward, backward, update) in a CUDA graph after warm-up and replay it (CUDA only)"));
+    t.push_back(
+        one_of(field("optim.kind", &E::optim, &OptimConfig::kind, T::kEnum, "optimizer"), {"sgd", "adamw"}));
+    t.push_back(at_most(
+        at_least(field("optim.lr", &E::optim, &OptimConfig::lr, T::kNumber, "learning rate"), 0, true),
+        1000));
+    t.push_back(between(field("optim.momentum", &E::optim, &OptimConfig::momentum, T::kNumber,
+                              "SGD momentum (adamw ignores it)"),
+                        0, 1, true));
+    t.push_back(between(field("optim.weight_decay", &E::optim, &OptimConfig::weight_decay, T::kNumber,
+                              "L2 penalty (sgd) or decoupled weight decay (adamw)"),
+                        0, 100));
+    t.push_back(field("optim.set_to_none", &E::optim, &OptimConfig::set_to_none, T::kBool,
+                      "zero_grad(set_to_none=true): drop gradients instead of writing zeros"));
+    t.push_back(one_of(field("optim.amp", &E::optim, &OptimConfig::amp, T::kEnum,
+                             "mixed precision: off | bf16 (autocast to bfloat16, CPU and CUDA) | fp16 "
+                             "(autocast to float16 with dynamic loss scaling, CUDA only)"),
+                       {"off", "bf16", "fp16"}));
+    t.push_back(field("optim.cudnn_benchmark", &E::optim, &OptimConfig::cudnn_benchmark, T::kBool,
+                      "let cuDNN time and pick the fastest convolution algorithms (CUDA only)"));
+    t.push_back(field("optim.cuda_graphs", &E::optim, &OptimConfig::cuda_graphs, T::kBool,
+                      "capture the whole training step (forward, backward, update) in a CUDA graph after "
+                      "warm-up and replay it (CUDA only)"));
 
-    t.push_back(one_of(field("dist.backend", &E::dist, &DistConfig::backend, T::kEnum, "collective backend: auto = NCCL on CUDA, Gloo on CPU"), {"auto", "nccl", "gloo"}));
-    t.push_back(between(field("dist.bucket_mb", &E::dist, &DistConfig::bucket_mb, T::kNumber, "gradient bucket size in MiB; buckets are all-reduced during backward as they fill"), 0.001, 4096));
-    t.push_back(between(field("dist.accumulate", &E::dist, &DistConfig::accumulate, T::kInt, "micro-steps per optimizer step; gradients are all-reduced on the last one only (no_sync)"), 1, 4096));
-    t.push_back(between(field("dist.timeout_s", &E::dist, &DistConfig::timeout_s, T::kNumber, "timeout of the rendezvous and of every collective, in seconds"), 1, 86400));
-    t.push_back(field("dist.master_addr", &E::dist, &DistConfig::master_addr, T::kOptString, "rendezvous host when MASTER_ADDR is not set (Slurm: the first node), or null"));
-    t.push_back(between(field("dist.master_port", &E::dist, &DistConfig::master_port, T::kInt, "rendezvous port when MASTER_PORT is not set"), 1, 65535));
+    t.push_back(one_of(field("dist.backend", &E::dist, &DistConfig::backend, T::kEnum,
+                             "collective backend: auto = NCCL on CUDA, Gloo on CPU"),
+                       {"auto", "nccl", "gloo"}));
+    t.push_back(
+        between(field("dist.bucket_mb", &E::dist, &DistConfig::bucket_mb, T::kNumber,
+                      "gradient bucket size in MiB; buckets are all-reduced during backward as they fill"),
+                0.001, 4096));
+    t.push_back(between(
+        field("dist.accumulate", &E::dist, &DistConfig::accumulate, T::kInt,
+              "micro-steps per optimizer step; gradients are all-reduced on the last one only (no_sync)"),
+        1, 4096));
+    t.push_back(between(field("dist.timeout_s", &E::dist, &DistConfig::timeout_s, T::kNumber,
+                              "timeout of the rendezvous and of every collective, in seconds"),
+                        1, 86400));
+    t.push_back(field("dist.master_addr", &E::dist, &DistConfig::master_addr, T::kOptString,
+                      "rendezvous host when MASTER_ADDR is not set (Slurm: the first node), or null"));
+    t.push_back(between(field("dist.master_port", &E::dist, &DistConfig::master_port, T::kInt,
+                              "rendezvous port when MASTER_PORT is not set"),
+                        1, 65535));
 
-    t.push_back(one_of(field("measure.mode", &E::measure, &MeasureConfig::mode, T::kEnum, "train = full steps; data = the input pipeline alone; synthetic = one batch already on the device, the model alone"), {"train", "data", "synthetic"}));
-    t.push_back(between(field("measure.warmup_steps", &E::measure, &MeasureConfig::warmup_steps, T::kInt, "untimed steps before measuring; windows still running slower after them (the start-up transient) are detected and left out (docs/statistics.md)"), 0, 1000000));
-    t.push_back(between(field("measure.steps", &E::measure, &MeasureConfig::steps, T::kInt, "timed steps per window"), 1, 100000000));
-    t.push_back(between(field("measure.repeats", &E::measure, &MeasureConfig::repeats, T::kInt, "timed windows of each configuration before any verdict, counted after the start-up transient; more follow until the verdict is decided (docs/statistics.md; a row measured alone: until its interval is within measure.target_ci_pct) or measure.max_s is spent"), 1, 1000));
-    t.push_back(between(field("measure.max_s", &E::measure, &MeasureConfig::max_s, T::kNumber, "seconds a row may take in all, building its pipeline and warming up included; measuring stops between steps when the next would end past it (a step longer than this ends the row after one step, noted); 0 = auto (at most 30 s, and at most 4x the time the row took to reach its first measure.repeats windows)"), 0, 86400));
-    t.push_back(between(field("measure.target_ci_pct", &E::measure, &MeasureConfig::target_ci_pct, T::kNumber, "a speedup is within noise when its interval lies inside 1.00x plus or minus this percentage; a row measured alone stops once its interval's half-width is at most this"), 0.1, 100));
-    t.push_back(between(field("measure.noise_pct", &E::measure, &MeasureConfig::noise_pct, T::kNumber, "a speedup is called faster or slower only when its whole interval lies beyond this percentage"), 0, 50));
-    t.push_back(field("measure.interleave", &E::measure, &MeasureConfig::interleave, T::kBool, "time each sweep row against the previous row of its mode, windows alternating (A B B A ...), both pipelines built and warm; false = each row alone"));
-    t.push_back(field("measure.profile", &E::measure, &MeasureConfig::profile, T::kBool, "record a few steps of each row with LibTorch's profiler into a Chrome trace"));
-    t.push_back(between(field("measure.profile_steps", &E::measure, &MeasureConfig::profile_steps, T::kInt, "steps recorded in each trace"), 1, 1000));
-    t.push_back(between(field("measure.convergence_steps", &E::measure, &MeasureConfig::convergence_steps, T::kInt, "train rows: also train a fresh model this many steps and compare its loss curve with the first row's; 0 = off"), 0, 10000000));
-    t.push_back(field("measure.out_dir", &E::measure, &MeasureConfig::out_dir, T::kString, "folder for traces: out_dir/<experiment>/<NN-row>/, one <host>_<pid>.<ns>.pt.trace.json per rank"));
+    t.push_back(one_of(field("measure.mode", &E::measure, &MeasureConfig::mode, T::kEnum,
+                             "train = full steps; data = the input pipeline alone; synthetic = one batch "
+                             "already on the device, the model alone"),
+                       {"train", "data", "synthetic"}));
+    t.push_back(between(field("measure.warmup_steps", &E::measure, &MeasureConfig::warmup_steps, T::kInt,
+                              "untimed steps before measuring; windows still running slower after them (the "
+                              "start-up transient) are detected and left out (docs/statistics.md)"),
+                        0, 1000000));
+    t.push_back(
+        between(field("measure.steps", &E::measure, &MeasureConfig::steps, T::kInt, "timed steps per window"),
+                1, 100000000));
+    t.push_back(between(
+        field("measure.repeats", &E::measure, &MeasureConfig::repeats, T::kInt,
+              "timed windows of each configuration before any verdict, counted after the start-up transient; "
+              "more follow until the verdict is decided (docs/statistics.md; a row measured alone: until its "
+              "interval is within measure.target_ci_pct) or measure.max_s is spent"),
+        1, 1000));
+    t.push_back(between(field("measure.max_s", &E::measure, &MeasureConfig::max_s, T::kNumber,
+                              "seconds a row may take in all, building its pipeline and warming up included; "
+                              "measuring stops between steps when the next would end past it (a step longer "
+                              "than this ends the row after one step, noted); 0 = auto (at most 30 s, and at "
+                              "most 4x the time the row took to reach its first measure.repeats windows)"),
+                        0, 86400));
+    t.push_back(between(
+        field("measure.target_ci_pct", &E::measure, &MeasureConfig::target_ci_pct, T::kNumber,
+              "a speedup is within noise when its interval lies inside 1.00x plus or minus this percentage; "
+              "a row measured alone stops once its interval's half-width is at most this"),
+        0.1, 100));
+    t.push_back(between(
+        field(
+            "measure.noise_pct", &E::measure, &MeasureConfig::noise_pct, T::kNumber,
+            "a speedup is called faster or slower only when its whole interval lies beyond this percentage"),
+        0, 50));
+    t.push_back(field("measure.interleave", &E::measure, &MeasureConfig::interleave, T::kBool,
+                      "time each sweep row against the previous row of its mode, windows alternating (A B B "
+                      "A ...), both pipelines built and warm; false = each row alone"));
+    t.push_back(field("measure.profile", &E::measure, &MeasureConfig::profile, T::kBool,
+                      "record a few steps of each row with LibTorch's profiler into a Chrome trace"));
+    t.push_back(between(field("measure.profile_steps", &E::measure, &MeasureConfig::profile_steps, T::kInt,
+                              "steps recorded in each trace"),
+                        1, 1000));
+    t.push_back(
+        between(field("measure.convergence_steps", &E::measure, &MeasureConfig::convergence_steps, T::kInt,
+                      "train rows: also train a fresh model this many steps and compare its loss curve with "
+                      "the first row's; 0 = off"),
+                0, 10000000));
+    t.push_back(field(
+        "measure.out_dir", &E::measure, &MeasureConfig::out_dir, T::kString,
+        "folder for traces: out_dir/<experiment>/<NN-row>/, one <host>_<pid>.<ns>.pt.trace.json per rank"));
 
-    t.push_back(one_of(field("process.allocator", &E::process, &ProcessConfig::allocator, T::kEnum, "the process's memory allocator: glibc = glibc's malloc as any process gets it; glibc_tuned = glibc's malloc keeping freed memory for reuse (GLIBC_TUNABLES mmap_threshold 32 MiB, mmap_max 0, no trimming); jemalloc, tcmalloc = preloaded (LD_PRELOAD; Debian's libjemalloc2, libtcmalloc-minimal4). Set per process: a row that changes it runs in child processes"), {"glibc", "glibc_tuned", "jemalloc", "tcmalloc"}));
-    t.push_back(one_of(field("process.openmp", &E::process, &ProcessConfig::openmp, T::kEnum, "the OpenMP runtime of LibTorch's CPU kernels: gnu = the libgomp LibTorch ships with; intel = Intel's libiomp5, preloaded (PyPI's intel-openmp, found in the active Python environment, LD_LIBRARY_PATH or PTUNE_LIBRARY_PATH)"), {"gnu", "intel"}));
-    t.push_back(field("process.bind_threads", &E::process, &ProcessConfig::bind_threads, T::kBool, "pin each OpenMP thread to its own core, neighbours together (OMP_PROC_BIND=close, OMP_PLACES=cores): no thread migrates between cores or caches"));
-    t.push_back(field("process.cpus", &E::process, &ProcessConfig::cpus, T::kOptString, "the CPUs the process may run on, as a list such as \"0-3,8\" (taskset -c); null = every CPU ptune may use; cpu_threads 0 then means one thread per listed CPU"));
-    t.push_back(between(field("process.numa_node", &E::process, &ProcessConfig::numa_node, T::kInt, "bind the process's CPUs and memory to this NUMA node (numactl --cpunodebind N --membind N); -1 = no binding. On a machine with one node it does not apply, and a row that changes only it says so"), -1, 4095));
-    t.push_back(between(field("train.epochs", &E::train, &TrainConfig::epochs, T::kInt, "passes over the dataset (ptune train)"), 1, 1000000));
-    t.push_back(between(field("train.max_steps", &E::train, &TrainConfig::max_steps, T::kInt, "stop after this many steps in all; 0 = no limit"), 0, 1e12));
-    t.push_back(between(field("train.checkpoint_every", &E::train, &TrainConfig::checkpoint_every, T::kInt, "write a checkpoint every N steps; 0 = only at the end"), 0, 1e12));
-    t.push_back(between(field("train.keep_checkpoints", &E::train, &TrainConfig::keep_checkpoints, T::kInt, "keep the newest N checkpoints of a run and remove older ones (a checkpoint of ResNet-50 is ~200 MB); 0 = keep all"), 0, 1e6));
-    t.push_back(field("train.checkpoint_dir", &E::train, &TrainConfig::checkpoint_dir, T::kString, "folder for checkpoints (created if missing)"));
-    t.push_back(between(field("train.log_every", &E::train, &TrainConfig::log_every, T::kInt, "print a progress line every N steps"), 1, 1e12));
+    t.push_back(one_of(
+        field("process.allocator", &E::process, &ProcessConfig::allocator, T::kEnum,
+              "the process's memory allocator: glibc = glibc's malloc as any process gets it; glibc_tuned = "
+              "glibc's malloc keeping freed memory for reuse (GLIBC_TUNABLES mmap_threshold 32 MiB, mmap_max "
+              "0, no trimming); jemalloc, tcmalloc = preloaded (LD_PRELOAD; Debian's libjemalloc2, "
+              "libtcmalloc-minimal4). Set per process: a row that changes it runs in child processes"),
+        {"glibc", "glibc_tuned", "jemalloc", "tcmalloc"}));
+    t.push_back(one_of(field("process.openmp", &E::process, &ProcessConfig::openmp, T::kEnum,
+                             "the OpenMP runtime of LibTorch's CPU kernels: gnu = the libgomp LibTorch ships "
+                             "with; intel = Intel's libiomp5, preloaded (PyPI's intel-openmp, found in the "
+                             "active Python environment, LD_LIBRARY_PATH or PTUNE_LIBRARY_PATH)"),
+                       {"gnu", "intel"}));
+    t.push_back(field("process.bind_threads", &E::process, &ProcessConfig::bind_threads, T::kBool,
+                      "pin each OpenMP thread to its own core, neighbours together (OMP_PROC_BIND=close, "
+                      "OMP_PLACES=cores): no thread migrates between cores or caches"));
+    t.push_back(field("process.cpus", &E::process, &ProcessConfig::cpus, T::kOptString,
+                      "the CPUs the process may run on, as a list such as \"0-3,8\" (taskset -c); null = "
+                      "every CPU ptune may use; cpu_threads 0 then means one thread per listed CPU"));
+    t.push_back(between(field("process.numa_node", &E::process, &ProcessConfig::numa_node, T::kInt,
+                              "bind the process's CPUs and memory to this NUMA node (numactl --cpunodebind N "
+                              "--membind N); -1 = no binding. On a machine with one node it does not apply, "
+                              "and a row that changes only it says so"),
+                        -1, 4095));
+    t.push_back(between(field("train.epochs", &E::train, &TrainConfig::epochs, T::kInt,
+                              "passes over the dataset (ptune train)"),
+                        1, 1000000));
+    t.push_back(between(field("train.max_steps", &E::train, &TrainConfig::max_steps, T::kInt,
+                              "stop after this many steps in all; 0 = no limit"),
+                        0, 1e12));
+    t.push_back(between(field("train.checkpoint_every", &E::train, &TrainConfig::checkpoint_every, T::kInt,
+                              "write a checkpoint every N steps; 0 = only at the end"),
+                        0, 1e12));
+    t.push_back(between(field("train.keep_checkpoints", &E::train, &TrainConfig::keep_checkpoints, T::kInt,
+                              "keep the newest N checkpoints of a run and remove older ones (a checkpoint of "
+                              "ResNet-50 is ~200 MB); 0 = keep all"),
+                        0, 1e6));
+    t.push_back(field("train.checkpoint_dir", &E::train, &TrainConfig::checkpoint_dir, T::kString,
+                      "folder for checkpoints (created if missing)"));
+    t.push_back(between(field("train.log_every", &E::train, &TrainConfig::log_every, T::kInt,
+                              "print a progress line every N steps"),
+                        1, 1e12));
     return t;
   }();
   return table;
 }
 
-const std::vector<std::string> kSections = {"model", "data", "loader", "optim", "dist", "measure", "train", "process"};
+const std::vector<std::string> kSections = {"model", "data",    "loader", "optim",
+                                            "dist",  "measure", "train",  "process"};
 
 const Field* find_field(const std::string& path) {
   for (const auto& f : fields())
@@ -227,8 +374,8 @@ std::string kind_of(const Json& j) {
 std::string range_text(const Field& f, const std::string& what) {
   std::string s = what;
   if (f.min && f.max) {
-    s += " in " + std::string(f.min_exclusive ? "(" : "[") + fmt_num(*f.min) + ", " +
-         fmt_num(*f.max) + (f.max_exclusive ? ")" : "]");
+    s += " in " + std::string(f.min_exclusive ? "(" : "[") + fmt_num(*f.min) + ", " + fmt_num(*f.max) +
+         (f.max_exclusive ? ")" : "]");
   } else if (f.min) {
     s += std::string(f.min_exclusive ? " > " : " >= ") + fmt_num(*f.min);
   }
@@ -267,7 +414,8 @@ void check_value(const Field& f, const Json& v, const std::string& where) {
     case Type::kInt: {
       if (!v.is_number_integer() && !v.is_number_unsigned()) type_error("an integer");
       double d = v.get<double>();
-      if (!in_range(f, d)) throw ConfigError(at + show(v) + " is out of range; allowed: " + range_text(f, "an integer"));
+      if (!in_range(f, d))
+        throw ConfigError(at + show(v) + " is out of range; allowed: " + range_text(f, "an integer"));
       break;
     }
     case Type::kNumber: {
@@ -286,7 +434,8 @@ void check_value(const Field& f, const Json& v, const std::string& where) {
       break;
     case Type::kOptString:
       if (!v.is_string() && !v.is_null()) type_error("a string or null");
-      if (v.is_string() && v.get<std::string>().empty()) throw ConfigError(at + "must not be empty (use null for none)");
+      if (v.is_string() && v.get<std::string>().empty())
+        throw ConfigError(at + "must not be empty (use null for none)");
       break;
     case Type::kEnum: {
       if (!v.is_string()) type_error("one of " + join(f.choices));
@@ -322,8 +471,7 @@ std::string unknown_key(const std::string& where, const std::string& path) {
   return where + ": unknown key '" + path + "'" + did_you_mean(path, all_paths_and_sections());
 }
 
-void set_field(ExperimentConfig& cfg, const std::string& path, const Json& v,
-               const std::string& where) {
+void set_field(ExperimentConfig& cfg, const std::string& path, const Json& v, const std::string& where) {
   const Field* f = find_field(path);
   if (!f) throw ConfigError(unknown_key(where, path));
   check_value(*f, v, where);
@@ -332,13 +480,15 @@ void set_field(ExperimentConfig& cfg, const std::string& path, const Json& v,
 
 void parse_sweep(ExperimentConfig& cfg, const Json& rows, const std::string& where) {
   if (!rows.is_array())
-    throw ConfigError(where + ": sweep: expected a list of rows, got " + show(rows) + " (" + kind_of(rows) + ")");
+    throw ConfigError(where + ": sweep: expected a list of rows, got " + show(rows) + " (" + kind_of(rows) +
+                      ")");
   cfg.sweep.clear();
   ExperimentConfig probe = cfg;  // rows are validated cumulatively, as they will run
   for (size_t i = 0; i < rows.size(); ++i) {
     const Json& r = rows[i];
     const std::string at = where + ": sweep[" + std::to_string(i) + "]";
-    if (!r.is_object()) throw ConfigError(at + ": expected an object {\"name\": ..., \"set\": {...}}, got " + show(r));
+    if (!r.is_object())
+      throw ConfigError(at + ": expected an object {\"name\": ..., \"set\": {...}}, got " + show(r));
     SweepRow row;
     for (auto it = r.begin(); it != r.end(); ++it) {
       if (it.key() == "name") {
@@ -350,8 +500,8 @@ void parse_sweep(ExperimentConfig& cfg, const Json& rows, const std::string& whe
           throw ConfigError(at + ".set: expected an object of \"path\": value, got " + show(it.value()));
         row.set = it.value();
       } else {
-        throw ConfigError(at + ": unknown key '" + it.key() + "'" + or_semicolon(did_you_mean(it.key(), {"name", "set"})) +
-                          " allowed: name, set");
+        throw ConfigError(at + ": unknown key '" + it.key() + "'" +
+                          or_semicolon(did_you_mean(it.key(), {"name", "set"})) + " allowed: name, set");
       }
     }
     if (row.name.empty()) throw ConfigError(at + ": missing \"name\"");
@@ -361,17 +511,16 @@ void parse_sweep(ExperimentConfig& cfg, const Json& rows, const std::string& whe
 }
 
 /// Walks a nested JSON object, setting each leaf; `prefix` is the dotted path so far.
-void walk(ExperimentConfig& cfg, const Json& obj, const std::string& prefix,
-          const std::string& where) {
+void walk(ExperimentConfig& cfg, const Json& obj, const std::string& prefix, const std::string& where) {
   for (auto it = obj.begin(); it != obj.end(); ++it) {
     std::string path = prefix.empty() ? it.key() : prefix + "." + it.key();
     if (prefix.empty() && it.key() == "sweep") continue;  // parsed last, on the full base
-    bool is_section = prefix.empty() &&
-                      std::find(kSections.begin(), kSections.end(), it.key()) != kSections.end();
+    bool is_section =
+        prefix.empty() && std::find(kSections.begin(), kSections.end(), it.key()) != kSections.end();
     if (is_section) {
       if (!it.value().is_object())
-        throw ConfigError(where + ": " + path + ": expected an object, got " + show(it.value()) +
-                          " (" + kind_of(it.value()) + ")");
+        throw ConfigError(where + ": " + path + ": expected an object, got " + show(it.value()) + " (" +
+                          kind_of(it.value()) + ")");
       walk(cfg, it.value(), path, where);
     } else {
       set_field(cfg, path, it.value(), where);
@@ -385,8 +534,8 @@ void walk(ExperimentConfig& cfg, const Json& obj, const std::string& prefix,
 /// Interrupted for a stop signal while a FIFO's open waits for its writer.
 std::string read_text(const std::string& path) {
   if (path == "-")
-    throw ConfigError("config '-': a config is not read from stdin; name a JSON file (a pipe can be "
-                      "given as /dev/stdin)");
+    throw ConfigError(
+        "config '-': a config is not read from stdin; name a JSON file (a pipe can be given as /dev/stdin)");
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     throw ConfigError("config '" + path + "' is a folder; name a JSON file");
@@ -399,9 +548,10 @@ std::string read_text(const std::string& path) {
   if (in.bad()) throw ConfigError("cannot read config '" + path + "': " + std::strerror(errno));
   const std::string text = os.str();
   if (const size_t nul = text.find('\0'); nul != std::string::npos) {
-    const size_t line = 1 + static_cast<size_t>(std::count(text.begin(), text.begin() + static_cast<long>(nul), '\n'));
-    throw ConfigError(path + ": a NUL byte at offset " + std::to_string(nul) + " (line " + std::to_string(line) +
-                      "); a config is JSON text, which has none");
+    const size_t line =
+        1 + static_cast<size_t>(std::count(text.begin(), text.begin() + static_cast<long>(nul), '\n'));
+    throw ConfigError(path + ": a NUL byte at offset " + std::to_string(nul) + " (line " +
+                      std::to_string(line) + "); a config is JSON text, which has none");
   }
   return text;
 }
@@ -437,15 +587,17 @@ Json parse_strict(const std::string& text, const std::string& source) {
   struct Frame {
     bool object;
     std::set<std::string> keys;
-    std::string key;  // object: the key being read
+    std::string key;   // object: the key being read
     size_t index = 0;  // list: the element being read
   };
   std::vector<Frame> stack;
   auto path = [&] {
     std::string p;
     for (const Frame& f : stack) {
-      if (f.object) p += (p.empty() ? "" : ".") + f.key;
-      else p += "[" + std::to_string(f.index) + "]";
+      if (f.object)
+        p += (p.empty() ? "" : ".") + f.key;
+      else
+        p += "[" + std::to_string(f.index) + "]";
     }
     return p;
   };
@@ -509,7 +661,12 @@ ExperimentConfig parse_text(const std::string& text, const std::string& path) {
     size_t pos = std::min<size_t>(e.byte == 0 ? 0 : e.byte - 1, text.size());
     size_t line = 1, col = 1;
     for (size_t i = 0; i < pos; ++i) {
-      if (text[i] == '\n') { ++line; col = 1; } else { ++col; }
+      if (text[i] == '\n') {
+        ++line;
+        col = 1;
+      } else {
+        ++col;
+      }
     }
     std::string what = e.what();
     auto p = what.find("parse error");
@@ -585,20 +742,23 @@ void validate(const ExperimentConfig& cfg, const std::string& where) {
   if (cfg.data.kind == "image_folder" && !cfg.data.root)
     throw ConfigError(at + "data.root: required when data.kind is image_folder");
   if (cfg.loader.gpu_resize && cfg.data.kind != "fake_cifar")
-    throw ConfigError(at + "loader.gpu_resize: works with data.kind fake_cifar only, not '" + cfg.data.kind + "'");
+    throw ConfigError(at + "loader.gpu_resize: works with data.kind fake_cifar only, not '" + cfg.data.kind +
+                      "'");
   if (cfg.optim.cuda_graphs && cfg.optim.kind != "sgd")
     throw ConfigError(at + "optim.cuda_graphs: works with optim.kind sgd, not '" + cfg.optim.kind +
                       "' (LibTorch's AdamW counts its steps on the host, which a replayed graph cannot)");
   if (cfg.optim.cuda_graphs && cfg.dist.accumulate > 1)
-    throw ConfigError(at + "optim.cuda_graphs: needs dist.accumulate 1 (the captured step updates every time)");
+    throw ConfigError(at +
+                      "optim.cuda_graphs: needs dist.accumulate 1 (the captured step updates every time)");
   // The name becomes file names (checkpoints, traces): it must stay inside their folders.
   if (cfg.name.empty() || cfg.name == "." || cfg.name == ".." || cfg.name.find('/') != std::string::npos ||
       cfg.name.find('\0') != std::string::npos)
-    throw ConfigError(at + "name: '" + cfg.name + "' cannot name files inside a folder; use letters, digits, '-', '_' "
-                      "or '.' (no '/', not '..')");
+    throw ConfigError(
+        at + "name: '" + cfg.name +
+        "' cannot name files inside a folder; use letters, digits, '-', '_' or '.' (no '/', not '..')");
   if (const std::string why = models::image_size_problem(cfg.model.arch, cfg.data.image_size); !why.empty())
-    throw ConfigError(at + "data.image_size: " + std::to_string(cfg.data.image_size) + " does not fit model.arch " +
-                      cfg.model.arch + ": " + why);
+    throw ConfigError(at + "data.image_size: " + std::to_string(cfg.data.image_size) +
+                      " does not fit model.arch " + cfg.model.arch + ": " + why);
   if (cfg.model.weights) {
     std::error_code ec;
     if (!std::filesystem::exists(*cfg.model.weights, ec))
@@ -629,13 +789,30 @@ Json schema() {
   for (const auto& f : fields()) {
     Json s = Json::object();
     switch (f.type) {
-      case Type::kInt: s["type"] = "integer"; break;
-      case Type::kNumber: s["type"] = "number"; break;
-      case Type::kBool: s["type"] = "boolean"; break;
-      case Type::kString: s["type"] = "string"; s["minLength"] = 1; break;
-      case Type::kOptString: s["type"] = Json::array({"string", "null"}); break;
-      case Type::kEnum: s["type"] = "string"; s["enum"] = f.choices; break;
-      case Type::kDevice: s["type"] = "string"; s["pattern"] = "^(auto|cpu|cuda|cuda:[0-9]{1,3})$"; break;
+      case Type::kInt:
+        s["type"] = "integer";
+        break;
+      case Type::kNumber:
+        s["type"] = "number";
+        break;
+      case Type::kBool:
+        s["type"] = "boolean";
+        break;
+      case Type::kString:
+        s["type"] = "string";
+        s["minLength"] = 1;
+        break;
+      case Type::kOptString:
+        s["type"] = Json::array({"string", "null"});
+        break;
+      case Type::kEnum:
+        s["type"] = "string";
+        s["enum"] = f.choices;
+        break;
+      case Type::kDevice:
+        s["type"] = "string";
+        s["pattern"] = "^(auto|cpu|cuda|cuda:[0-9]{1,3})$";
+        break;
       case Type::kNumberList:
         s["type"] = "array";
         s["minItems"] = f.list_len;
@@ -653,7 +830,8 @@ Json schema() {
       props[f.path] = s;
     } else {
       Json& sec = props[f.path.substr(0, dot)];
-      if (sec.is_null()) sec = Json{{"type", "object"}, {"additionalProperties", false}, {"properties", Json::object()}};
+      if (sec.is_null())
+        sec = Json{{"type", "object"}, {"additionalProperties", false}, {"properties", Json::object()}};
       sec["properties"][f.path.substr(dot + 1)] = s;
     }
   }

@@ -101,7 +101,7 @@ struct ProcessConfig {
 
 /// One row of a sweep: a name and the overrides it adds to all rows before it.
 struct SweepRow {
-  std::string name;                // label in the table
+  std::string name;                                               // label in the table
   nlohmann::ordered_json set = nlohmann::ordered_json::object();  // "path": value, cumulative
 };
 
@@ -141,16 +141,15 @@ void apply_set(ExperimentConfig& cfg, const std::string& assignment);
 
 /// Applies a JSON object of "path": value overrides (a sweep row's "set"), validating each.
 /// `where` prefixes error messages (e.g. "exp.json: sweep[2].set").
-void apply_patch(ExperimentConfig& cfg, const nlohmann::ordered_json& patch,
-                 const std::string& where);
+void apply_patch(ExperimentConfig& cfg, const nlohmann::ordered_json& patch, const std::string& where);
 
 /// The fully resolved config as JSON (every field, defaults filled in).
 nlohmann::ordered_json to_json(const ExperimentConfig& cfg);
 
 /// Checks the rules that tie keys together (each key alone is checked when it is read):
 /// data.kind image_folder needs data.root; loader.gpu_resize needs fake_cifar;
-/// optim.cuda_graphs needs optim.kind sgd and dist.accumulate 1; model.weights must exist. Throws ConfigError prefixed
-/// with `where`.
+/// optim.cuda_graphs needs optim.kind sgd and dist.accumulate 1; model.weights must exist. Throws ConfigError
+/// prefixed with `where`.
 void validate(const ExperimentConfig& cfg, const std::string& where);
 
 /// The configs each sweep row runs with: row i = base + patches of rows 0..i; each is

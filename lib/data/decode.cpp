@@ -23,9 +23,7 @@ namespace {
   throw DataError(path + ": " + reason);
 }
 
-bool has_png_signature(const uint8_t* data, size_t size) {
-  return size >= 8 && png_sig_cmp(data, 0, 8) == 0;
-}
+bool has_png_signature(const uint8_t* data, size_t size) { return size >= 8 && png_sig_cmp(data, 0, 8) == 0; }
 
 bool has_jpeg_signature(const uint8_t* data, size_t size) {
   return size >= 2 && data[0] == 0xFF && data[1] == 0xD8;
@@ -64,7 +62,8 @@ Decompressor& thread_state() {
 tjhandle thread_decompressor() {
   Decompressor& d = thread_state();
   if (!d.h) d.h = tjInitDecompress();
-  if (!d.h) throw DataError(std::string("TurboJPEG: cannot create a decompressor: ") + tjGetErrorStr2(nullptr));
+  if (!d.h)
+    throw DataError(std::string("TurboJPEG: cannot create a decompressor: ") + tjGetErrorStr2(nullptr));
   return d.h;
 }
 
@@ -77,7 +76,8 @@ bool tj_failed(tjhandle tj, int rc) {
   if (rc == 0) return false;
   if (tjGetErrorCode(tj) != TJERR_WARNING) return true;
   const std::string what = tjGetErrorStr2(tj);
-  return what.rfind("Premature end of JPEG file", 0) == 0 || what.find("premature end of data segment") != std::string::npos;
+  return what.rfind("Premature end of JPEG file", 0) == 0 ||
+         what.find("premature end of data segment") != std::string::npos;
 }
 
 /// After a TurboJPEG call that returned `rc`: nothing when it succeeded; for a failure
@@ -133,8 +133,8 @@ inline uint8_t cmyk_channel(uint8_t stored_ink, uint8_t stored_k) {
   return static_cast<uint8_t>(std::clamp(v, 0, 255));
 }
 
-void decode_jpeg(const uint8_t* data, size_t size, const std::string& path, RgbImage& out,
-                 int64_t min_height, int64_t min_width) {
+void decode_jpeg(const uint8_t* data, size_t size, const std::string& path, RgbImage& out, int64_t min_height,
+                 int64_t min_width) {
   int colorspace = 0;
   const ImageHeader header = jpeg_header(data, size, path, &colorspace);
   const auto [h, w] = jpeg_scaled_size(header.height, header.width, min_height, min_width);
@@ -147,8 +147,8 @@ void decode_jpeg(const uint8_t* data, size_t size, const std::string& path, RgbI
     // libjpeg cannot convert CMYK to RGB itself: decode the inks, convert as Pillow does.
     thread_local std::vector<uint8_t> cmyk;
     cmyk.resize(static_cast<size_t>(h * w * 4));
-    const int rc = tjDecompress2(tj, data, static_cast<unsigned long>(size), cmyk.data(),
-                                 static_cast<int>(w), 0, static_cast<int>(h), TJPF_CMYK, flags);
+    const int rc = tjDecompress2(tj, data, static_cast<unsigned long>(size), cmyk.data(), static_cast<int>(w),
+                                 0, static_cast<int>(h), TJPF_CMYK, flags);
     check_jpeg(tj, rc, path);
     for (int64_t i = 0; i < h * w; ++i) {
       const uint8_t* p = cmyk.data() + 4 * i;
@@ -224,13 +224,14 @@ bool png_run(PngJob& job) {
   out.width = job.width;
   out.pixels.resize(static_cast<size_t>(job.height) * job.width * 3);
   job.rows.resize(job.height);
-  for (png_uint_32 y = 0; y < job.height; ++y) job.rows[y] = out.pixels.data() + static_cast<size_t>(y) * job.width * 3;
+  for (png_uint_32 y = 0; y < job.height; ++y)
+    job.rows[y] = out.pixels.data() + static_cast<size_t>(y) * job.width * 3;
   png_read_image(job.png, job.rows.data());
   return true;
 }
 
-void png_decode(const uint8_t* data, size_t size, const std::string& path, bool header_only,
-                RgbImage* out, ImageHeader* header) {
+void png_decode(const uint8_t* data, size_t size, const std::string& path, bool header_only, RgbImage* out,
+                ImageHeader* header) {
   PngJob job;
   job.data = data;
   job.size = size;
@@ -241,7 +242,8 @@ void png_decode(const uint8_t* data, size_t size, const std::string& path, bool 
   job.info = png_create_info_struct(job.png);
   if (!job.info) fail(path, "libpng: cannot create a reader");
   if (!png_run(job)) fail(path, job.message);
-  if (header) *header = {ImageFormat::kPng, static_cast<int64_t>(job.height), static_cast<int64_t>(job.width)};
+  if (header)
+    *header = {ImageFormat::kPng, static_cast<int64_t>(job.height), static_cast<int64_t>(job.width)};
 }
 
 }  // namespace
@@ -273,16 +275,19 @@ std::vector<uint8_t> read_file(const std::string& path) {
 
 ImageHeader read_header(const uint8_t* data, size_t size, const std::string& path, int64_t max_pixels) {
   if (size == 0) fail(path, "empty file");
-  const bool png = has_png_signature(data, size) ||
-                   (!has_jpeg_signature(data, size) && has_png_extension(path));
+  const bool png =
+      has_png_signature(data, size) || (!has_jpeg_signature(data, size) && has_png_extension(path));
   ImageHeader header;
-  if (png) png_decode(data, size, path, /*header_only=*/true, nullptr, &header);
-  else header = jpeg_header(data, size, path, nullptr);
+  if (png)
+    png_decode(data, size, path, /*header_only=*/true, nullptr, &header);
+  else
+    header = jpeg_header(data, size, path, nullptr);
   if (header.height * header.width > max_pixels)
-    fail(path, std::to_string(header.width) + "x" + std::to_string(header.height) + " is " +
-                   std::to_string(header.height * header.width) + " pixels, over data.max_image_pixels (" +
-                   std::to_string(max_pixels) + "): refused as a possible decompression bomb; raise "
-                   "data.max_image_pixels if the image is real");
+    fail(path,
+         std::to_string(header.width) + "x" + std::to_string(header.height) + " is " +
+             std::to_string(header.height * header.width) + " pixels, over data.max_image_pixels (" +
+             std::to_string(max_pixels) +
+             "): refused as a possible decompression bomb; raise data.max_image_pixels if the image is real");
   return header;
 }
 
@@ -298,8 +303,8 @@ std::pair<int64_t, int64_t> jpeg_scaled_size(int64_t height, int64_t width, int6
   return best;
 }
 
-void decode_rgb(const uint8_t* data, size_t size, const ImageHeader& header,
-                const std::string& path, RgbImage& out, int64_t min_height, int64_t min_width) {
+void decode_rgb(const uint8_t* data, size_t size, const ImageHeader& header, const std::string& path,
+                RgbImage& out, int64_t min_height, int64_t min_width) {
   if (size == 0) fail(path, "empty file");
   if (header.format == ImageFormat::kPng)
     png_decode(data, size, path, /*header_only=*/false, &out, nullptr);

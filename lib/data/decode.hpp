@@ -55,9 +55,8 @@ std::pair<int64_t, int64_t> jpeg_scaled_size(int64_t height, int64_t width, int6
 /// min_width), so out may be smaller than the header's size (0: full size); PNGs always decode
 /// at full size.
 /// Throws DataError("<path>: <decoder's reason>") for a corrupt or truncated file.
-void decode_rgb(const uint8_t* data, size_t size, const ImageHeader& header,
-                const std::string& path, RgbImage& out, int64_t min_height = 0,
-                int64_t min_width = 0);
+void decode_rgb(const uint8_t* data, size_t size, const ImageHeader& header, const std::string& path,
+                RgbImage& out, int64_t min_height = 0, int64_t min_width = 0);
 
 /// Reads and fully decodes a file at full size (convenience for tools and tests).
 RgbImage decode_file(const std::string& path);

@@ -58,8 +58,8 @@ std::vector<std::string> list_dir(const fs::path& dir, bool folders) {
 std::vector<std::string> class_files(const fs::path& class_dir) {
   struct Dir {
     std::string path;
-    fs::path real;   // canonical path ("" if unknown)
-    size_t parent;   // index in `walk`; the root is its own parent
+    fs::path real;  // canonical path ("" if unknown)
+    size_t parent;  // index in `walk`; the root is its own parent
   };
   auto real_path = [](const fs::path& p) {
     std::error_code ec;
@@ -136,7 +136,8 @@ std::string check_file(const std::string& path, int64_t max_pixels) {
   {
     std::lock_guard<std::mutex> lock(cache.mu);
     auto it = cache.entries.find(key);
-    if (it != cache.entries.end() && it->second.size == size && it->second.mtime == mtime) return it->second.error;
+    if (it != cache.entries.end() && it->second.size == size && it->second.mtime == mtime)
+      return it->second.error;
   }
   std::string error = decode_check(path, max_pixels);
   std::lock_guard<std::mutex> lock(cache.mu);
@@ -186,8 +187,7 @@ void warn_once(const std::string& message) {
 }  // namespace
 
 ImageFolder::ImageFolder(ImageFolderOptions options) : options_(std::move(options)) {
-  if (options_.image_size < 1)
-    throw std::invalid_argument("image_folder: image_size must be at least 1");
+  if (options_.image_size < 1) throw std::invalid_argument("image_folder: image_size must be at least 1");
   const fs::path root(options_.root);
   std::error_code ec;
   const fs::file_status st = fs::status(root, ec);
@@ -209,8 +209,8 @@ ImageFolder::ImageFolder(ImageFolderOptions options) : options_(std::move(option
   std::vector<std::string> paths;
   paths.reserve(all.size());
   for (const Sample& s : all) paths.push_back(s.path);
-  const std::vector<std::string> errors =
-      check_files(paths, options_.check_threads, options_.on_bad_file == OnBadFile::kError, options_.max_pixels);
+  const std::vector<std::string> errors = check_files(
+      paths, options_.check_threads, options_.on_bad_file == OnBadFile::kError, options_.max_pixels);
 
   samples_.reserve(all.size());
   std::string examples;  // the first three skipped paths

@@ -29,12 +29,12 @@ enum class OnBadFile {
 };
 
 struct ImageFolderOptions {
-  std::string root;                           // folder of class folders
-  int64_t image_size = 224;                   // side of the square images get() writes
+  std::string root;          // folder of class folders
+  int64_t image_size = 224;  // side of the square images get() writes
   ImageTransform transform = ImageTransform::kTrain;
   OnBadFile on_bad_file = OnBadFile::kError;
-  int64_t check_threads = 0;                  // threads decoding files at construction; 0 = all cores
-  int64_t max_pixels = kMaxImagePixels;       // larger images are bad files (read_header)
+  int64_t check_threads = 0;             // threads decoding files at construction; 0 = all cores
+  int64_t max_pixels = kMaxImagePixels;  // larger images are bad files (read_header)
 };
 
 class ImageFolder : public Dataset {

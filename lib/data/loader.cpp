@@ -14,8 +14,8 @@ int64_t shard_size(int64_t size, int64_t rank, int64_t world, bool even) {
 }
 }  // namespace
 
-std::vector<int64_t> epoch_order(int64_t dataset_size, bool shuffle, uint64_t seed,
-                                 int64_t epoch, int64_t rank, int64_t world_size, bool even) {
+std::vector<int64_t> epoch_order(int64_t dataset_size, bool shuffle, uint64_t seed, int64_t epoch,
+                                 int64_t rank, int64_t world_size, bool even) {
   std::vector<int64_t> all(static_cast<size_t>(dataset_size));
   for (int64_t i = 0; i < dataset_size; ++i) all[i] = i;
   if (shuffle) {
@@ -98,7 +98,8 @@ void Loader::stop() {
 }
 
 void Loader::start_epoch(int64_t epoch) {
-  const bool continues = running_ && opt_.num_workers > 0 && epoch == epoch_ + 1 && next_batch_ >= num_batches_;
+  const bool continues =
+      running_ && opt_.num_workers > 0 && epoch == epoch_ + 1 && next_batch_ >= num_batches_;
   epoch_ = epoch;
   next_batch_ = 0;
   {
@@ -137,7 +138,8 @@ at::Tensor Loader::take_buffer(at::IntArrayRef sizes, at::ScalarType dtype) {
   std::lock_guard<std::mutex> lock(pool_mu_);
   for (auto& t : pool_) {
     // A buffer is free when no batch, view or autograd graph refers to its memory any more.
-    if (t.use_count() == 1 && t.storage().use_count() == 1 && t.sizes() == sizes && t.scalar_type() == dtype) return t;
+    if (t.use_count() == 1 && t.storage().use_count() == 1 && t.sizes() == sizes && t.scalar_type() == dtype)
+      return t;
   }
   pool_.push_back(at::empty(sizes, at::TensorOptions().dtype(dtype)));
   return pool_.back();
@@ -154,8 +156,8 @@ Batch Loader::build(int64_t epoch, int64_t b, bool in_worker) {
   Batch batch;
   batch.index = b;
   batch.labels = take_buffer({n}, at::kLong);
-  batch.images = take_buffer({n, shape.channels, shape.height, shape.width},
-                             opt_.float_output ? at::kFloat : at::kByte);
+  batch.images =
+      take_buffer({n, shape.channels, shape.height, shape.width}, opt_.float_output ? at::kFloat : at::kByte);
   int64_t* labels = batch.labels.data_ptr<int64_t>();
   thread_local std::vector<uint8_t> tmp;
   for (int64_t i = 0; i < n; ++i) {
@@ -204,7 +206,8 @@ void Loader::worker_loop(int64_t w) {
 }
 
 std::optional<Batch> Loader::next() {
-  compat::UserScope range(opt_.num_workers == 0 ? measure::ranges::kLoaderNext : measure::ranges::kLoaderNextWorkers);
+  compat::UserScope range(opt_.num_workers == 0 ? measure::ranges::kLoaderNext
+                                                : measure::ranges::kLoaderNextWorkers);
   if (!running_ || next_batch_ >= num_batches_) return std::nullopt;
   const int64_t b = next_batch_++;
   if (opt_.num_workers == 0) return build(epoch_, b);

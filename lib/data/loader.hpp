@@ -24,21 +24,21 @@
 namespace ptune::data {
 
 struct LoaderOptions {
-  int64_t batch_size = 32;     // samples per batch
-  int64_t num_workers = 0;     // 0 = build batches in the calling thread
-  int64_t prefetch = 2;        // ready batches each worker may hold
-  bool shuffle = true;         // reshuffle every epoch from (seed, epoch)
-  bool drop_last = true;       // drop the last partial batch
-  bool pin_memory = false;     // allocate batches in page-locked memory (CUDA builds only)
-  bool float_output = true;    // true: float32 normalized; false: uint8 as the dataset wrote it
+  int64_t batch_size = 32;   // samples per batch
+  int64_t num_workers = 0;   // 0 = build batches in the calling thread
+  int64_t prefetch = 2;      // ready batches each worker may hold
+  bool shuffle = true;       // reshuffle every epoch from (seed, epoch)
+  bool drop_last = true;     // drop the last partial batch
+  bool pin_memory = false;   // allocate batches in page-locked memory (CUDA builds only)
+  bool float_output = true;  // true: float32 normalized; false: uint8 as the dataset wrote it
   std::array<float, 3> mean = {0.5f, 0.5f, 0.5f};  // used when float_output
   std::array<float, 3> std = {0.5f, 0.5f, 0.5f};   // used when float_output
-  uint64_t seed = 0;           // shuffling and augmentation seed
-  int64_t rank = 0;            // this process's shard ...
-  int64_t world_size = 1;      // ... of this many
-  bool even_shards = true;     // true: every rank gets size / world_size samples, the tail is
-                               // dropped (ranks step together); false: rank r gets r, r + W, ...
-                               // to the end, so the shards cover every sample (evaluation)
+  uint64_t seed = 0;                               // shuffling and augmentation seed
+  int64_t rank = 0;                                // this process's shard ...
+  int64_t world_size = 1;                          // ... of this many
+  bool even_shards = true;  // true: every rank gets size / world_size samples, the tail is
+                            // dropped (ranks step together); false: rank r gets r, r + W, ...
+                            // to the end, so the shards cover every sample (evaluation)
 };
 
 /// One batch: images [n, C, H, W] (float32 or uint8) and labels [n] (int64), on the host.
@@ -52,8 +52,8 @@ struct Batch {
 /// epoch if asked). Every rank computes the same permutation and takes every world_size-th
 /// sample from position `rank`; with `even` the tail that does not divide evenly is dropped
 /// (all shards the same size), without it the first ranks get one sample more.
-std::vector<int64_t> epoch_order(int64_t dataset_size, bool shuffle, uint64_t seed,
-                                 int64_t epoch, int64_t rank, int64_t world_size, bool even = true);
+std::vector<int64_t> epoch_order(int64_t dataset_size, bool shuffle, uint64_t seed, int64_t epoch,
+                                 int64_t rank, int64_t world_size, bool even = true);
 
 class Loader {
  public:
@@ -110,12 +110,12 @@ class Loader {
   std::shared_ptr<const Dataset> dataset_;
   LoaderOptions opt_;
   std::array<float, 3> scale_{}, shift_{};  // x * scale + shift == (x / 255 - mean) / std
-  const int64_t num_batches_;  // per epoch
+  const int64_t num_batches_;               // per epoch
   // Batches are numbered across epochs: g = epoch * num_batches_ + b. Worker w builds
   // g = first_ + w, first_ + w + num_workers, ...; slot (g - first_) % num_workers holds them.
   int64_t first_ = 0;
-  int64_t epoch_ = 0;          // the epoch next() reads
-  int64_t next_batch_ = 0;     // next() returns batch next_batch_ of epoch_
+  int64_t epoch_ = 0;       // the epoch next() reads
+  int64_t next_batch_ = 0;  // next() returns batch next_batch_ of epoch_
   bool running_ = false;
   std::mutex orders_mu_;
   std::map<int64_t, std::shared_ptr<const std::vector<int64_t>>> orders_;  // epoch -> order

@@ -6,8 +6,12 @@
 namespace ptune::data {
 
 Resizer::Resizer(int64_t in_h, int64_t in_w, int64_t out_h, int64_t out_w)
-    : in_h_(in_h), in_w_(in_w), out_h_(out_h), out_w_(out_w),
-      rows_(make_taps(in_h, out_h)), cols_(make_taps(in_w, out_w)) {}
+    : in_h_(in_h),
+      in_w_(in_w),
+      out_h_(out_h),
+      out_w_(out_w),
+      rows_(make_taps(in_h, out_h)),
+      cols_(make_taps(in_w, out_w)) {}
 
 Resizer::Taps Resizer::make_taps(int64_t in, int64_t out) {
   // Output pixel i covers input coordinates centred at scale * (i + 0.5). Upsampling

@@ -21,9 +21,9 @@ class Resizer {
 
  private:
   struct Taps {
-    std::vector<int64_t> start;   // first input index per output index
-    std::vector<int64_t> count;   // taps per output index
-    std::vector<float> weights;   // max_taps weights per output index
+    std::vector<int64_t> start;  // first input index per output index
+    std::vector<int64_t> count;  // taps per output index
+    std::vector<float> weights;  // max_taps weights per output index
     int64_t max_taps = 0;
   };
   static Taps make_taps(int64_t in, int64_t out);

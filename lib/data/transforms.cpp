@@ -92,8 +92,8 @@ void crop_to_planar(const RgbImage& image, const CropBox& box, uint8_t* out) {
   }
 }
 
-void resized_crop(const RgbImage& image, const CropBox& box, int64_t out_height,
-                  int64_t out_width, uint8_t* out) {
+void resized_crop(const RgbImage& image, const CropBox& box, int64_t out_height, int64_t out_width,
+                  uint8_t* out) {
   if (box.height == out_height && box.width == out_width) {
     crop_to_planar(image, box, out);
     return;

@@ -27,9 +27,9 @@ struct CropBox {
 /// image, with `rng` in place of torch's generator: up to 10 tries of an area fraction uniform
 /// in [scale_min, scale_max) and an aspect ratio log-uniform in [ratio_min, ratio_max), sides
 /// rounded half-to-even as Python's round(); then the centre crop fallback.
-CropBox random_resized_crop_box(int64_t height, int64_t width, SplitMix64& rng,
-                                double scale_min = 0.08, double scale_max = 1.0,
-                                double ratio_min = 3.0 / 4.0, double ratio_max = 4.0 / 3.0);
+CropBox random_resized_crop_box(int64_t height, int64_t width, SplitMix64& rng, double scale_min = 0.08,
+                                double scale_max = 1.0, double ratio_min = 3.0 / 4.0,
+                                double ratio_max = 4.0 / 3.0);
 
 /// The (height, width) torchvision's Resize(size) (an int) gives a height x width image: the
 /// short side becomes `size`, the long side int(size * long / short).
@@ -53,8 +53,8 @@ void crop_to_planar(const RgbImage& image, const CropBox& box, uint8_t* out);
 
 /// Crops `box` of `image` and resizes it to out_height x out_width, as torchvision's
 /// resized_crop(antialias=True) on a uint8 tensor; writes uint8 CHW.
-void resized_crop(const RgbImage& image, const CropBox& box, int64_t out_height,
-                  int64_t out_width, uint8_t* out);
+void resized_crop(const RgbImage& image, const CropBox& box, int64_t out_height, int64_t out_width,
+                  uint8_t* out);
 
 /// Mirrors each of `channels` height x width planes left-right, in place.
 void flip_horizontal(uint8_t* chw, int64_t channels, int64_t height, int64_t width);

@@ -21,9 +21,8 @@ namespace ptune::dist {
 
 #if PTUNE_HAS_GLOO
 
-c10::intrusive_ptr<c10d::Backend> make_gloo(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                            int size, std::chrono::milliseconds timeout,
-                                            const std::string& bind_host) {
+c10::intrusive_ptr<c10d::Backend> make_gloo(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                            std::chrono::milliseconds timeout, const std::string& bind_host) {
   auto options = c10d::ProcessGroupGloo::Options::create(timeout);
   // As torch.distributed: GLOO_SOCKET_IFNAME names the interface; otherwise this host's name
   // (falling back to loopback when it does not resolve).
@@ -32,8 +31,8 @@ c10::intrusive_ptr<c10d::Backend> make_gloo(const c10::intrusive_ptr<c10d::Store
     try {
       options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
     } catch (const std::exception& e) {
-      throw std::runtime_error(std::string("GLOO_SOCKET_IFNAME=") + ifname + ": no usable interface of that name (" +
-                               message_of(e) + ")");
+      throw std::runtime_error(std::string("GLOO_SOCKET_IFNAME=") + ifname +
+                               ": no usable interface of that name (" + message_of(e) + ")");
     }
   } else if (!bind_host.empty()) {
     options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(bind_host));
@@ -47,8 +46,9 @@ c10::intrusive_ptr<c10d::Backend> make_gloo(const c10::intrusive_ptr<c10d::Store
 
 c10::intrusive_ptr<c10d::Backend> make_gloo(const c10::intrusive_ptr<c10d::Store>&, int, int,
                                             std::chrono::milliseconds, const std::string&) {
-  throw ConfigError("dist.backend: this ptune was built without Gloo's headers, so it cannot run data-parallel "
-                    "on CPUs; install libgloo-dev (scripts/setup does) and rebuild");
+  throw ConfigError(
+      "dist.backend: this ptune was built without Gloo's headers, so it cannot run data-parallel on CPUs; "
+      "install libgloo-dev (scripts/setup does) and rebuild");
 }
 
 #endif

@@ -9,8 +9,8 @@
 
 namespace ptune::dist {
 
-c10::intrusive_ptr<c10d::Backend> make_nccl(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                            int size, int device_index, std::chrono::milliseconds timeout) {
+c10::intrusive_ptr<c10d::Backend> make_nccl(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                            int device_index, std::chrono::milliseconds timeout) {
   c10::cuda::set_device(static_cast<c10::DeviceIndex>(device_index));
   auto options = c10d::ProcessGroupNCCL::Options::create();
   options->timeout = timeout;

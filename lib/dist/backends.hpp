@@ -17,13 +17,12 @@ namespace ptune::dist {
 /// else this machine's hostname (loopback when it does not resolve). Blocks until all ranks
 /// joined or `timeout`. Throws ConfigError when built without Gloo; c10::Error when joining
 /// fails.
-c10::intrusive_ptr<c10d::Backend> make_gloo(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                            int size, std::chrono::milliseconds timeout,
-                                            const std::string& bind_host);
+c10::intrusive_ptr<c10d::Backend> make_gloo(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                            std::chrono::milliseconds timeout, const std::string& bind_host);
 
 /// A ProcessGroupNCCL of `size` ranks over `store`, bound to cuda:`device_index` (made the
 /// current device). Throws ConfigError when built without CUDA; c10::Error when NCCL fails.
-c10::intrusive_ptr<c10d::Backend> make_nccl(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                            int size, int device_index, std::chrono::milliseconds timeout);
+c10::intrusive_ptr<c10d::Backend> make_nccl(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                            int device_index, std::chrono::milliseconds timeout);
 
 }  // namespace ptune::dist

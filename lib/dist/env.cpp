@@ -54,7 +54,8 @@ std::string first_slurm_host(const std::string& nodelist) {
       continue;
     }
     const size_t close = expr.find(']', i);
-    const std::string inside = expr.substr(i + 1, close == std::string::npos ? std::string::npos : close - i - 1);
+    const std::string inside =
+        expr.substr(i + 1, close == std::string::npos ? std::string::npos : close - i - 1);
     host += inside.substr(0, inside.find_first_of("-,"));
     if (close == std::string::npos) break;
     i = close;
@@ -70,7 +71,8 @@ Environment parse_environment(const Getenv& getenv, const config::DistConfig& cf
   const char* size_var = "WORLD_SIZE";
   const char* rank_var = "RANK";
   if (torchrun) {
-    if (!is_set(getenv, "WORLD_SIZE")) throw std::runtime_error("environment: RANK is set but WORLD_SIZE is not");
+    if (!is_set(getenv, "WORLD_SIZE"))
+      throw std::runtime_error("environment: RANK is set but WORLD_SIZE is not");
     if (!is_set(getenv, "RANK")) throw std::runtime_error("environment: WORLD_SIZE is set but RANK is not");
     e.world_size = int_var(getenv, "WORLD_SIZE", 1);
     e.rank = int_var(getenv, "RANK", 0);
@@ -86,8 +88,8 @@ Environment parse_environment(const Getenv& getenv, const config::DistConfig& cf
     e.world_size = int_var(getenv, size_var, 1);
     e.rank = int_var(getenv, "SLURM_PROCID", 0);
     e.local_rank = int_var(getenv, "SLURM_LOCALID", 0);
-    e.local_world_size = leading_int(getenv, "SLURM_STEP_TASKS_PER_NODE",
-                                     leading_int(getenv, "SLURM_NTASKS_PER_NODE", 1));
+    e.local_world_size =
+        leading_int(getenv, "SLURM_STEP_TASKS_PER_NODE", leading_int(getenv, "SLURM_NTASKS_PER_NODE", 1));
     e.launcher = "slurm";
   } else {
     return e;
@@ -99,7 +101,8 @@ Environment parse_environment(const Getenv& getenv, const config::DistConfig& cf
     throw std::runtime_error(std::string("environment: ") + rank_var + "=" + std::to_string(e.rank) +
                              " must be in [0, " + std::to_string(e.world_size) + ") (" + size_var + "=" +
                              std::to_string(e.world_size) + ")");
-  if (e.local_rank < 0) throw std::runtime_error("environment: local rank " + std::to_string(e.local_rank) + " is negative");
+  if (e.local_rank < 0)
+    throw std::runtime_error("environment: local rank " + std::to_string(e.local_rank) + " is negative");
   if (e.local_world_size < 1) e.local_world_size = 1;
   if (e.world_size == 1) {  // a world of one: nothing to rendezvous with
     Environment single;
@@ -120,11 +123,12 @@ Environment parse_environment(const Getenv& getenv, const config::DistConfig& cf
     }
   }
   if (e.master_addr.empty() && need_address)
-    throw std::runtime_error("environment: no rendezvous address: set MASTER_ADDR or dist.master_addr "
-                             "to the host of rank 0");
+    throw std::runtime_error(
+        "environment: no rendezvous address: set MASTER_ADDR or dist.master_addr to the host of rank 0");
   e.master_port = int_var(getenv, "MASTER_PORT", static_cast<int>(cfg.master_port));
   if (e.master_port < 1 || e.master_port > 65535)
-    throw std::runtime_error("environment: MASTER_PORT=" + std::to_string(e.master_port) + " is not in [1, 65535]");
+    throw std::runtime_error("environment: MASTER_PORT=" + std::to_string(e.master_port) +
+                             " is not in [1, 65535]");
   return e;
 }
 

@@ -14,16 +14,16 @@ namespace ptune::dist {
 
 /// One process's place in the run.
 struct Environment {
-  int rank = 0;                  // global rank, 0 .. world_size-1
-  int world_size = 1;            // processes in all; 1 = not distributed
-  int local_rank = 0;            // rank on this machine: selects cuda:local_rank
-  int local_world_size = 1;      // processes on this machine (CPU threads are shared among them)
-  std::string master_addr;       // rendezvous host (rank 0's TCPStore); "" when not distributed
-  int master_port = 0;           // rendezvous port; 0 when not distributed
-  std::string launcher = "none"; // torchrun (also ptune launch) | slurm | none
-  bool agent_store = false;      // torchrun's agent serves the TCPStore (TORCHELASTIC_USE_AGENT_STORE=True):
-                                 // every rank connects as a client; else rank 0 serves it
-  int restart_count = 0;         // TORCHELASTIC_RESTART_COUNT: store keys are scoped per attempt
+  int rank = 0;                   // global rank, 0 .. world_size-1
+  int world_size = 1;             // processes in all; 1 = not distributed
+  int local_rank = 0;             // rank on this machine: selects cuda:local_rank
+  int local_world_size = 1;       // processes on this machine (CPU threads are shared among them)
+  std::string master_addr;        // rendezvous host (rank 0's TCPStore); "" when not distributed
+  int master_port = 0;            // rendezvous port; 0 when not distributed
+  std::string launcher = "none";  // torchrun (also ptune launch) | slurm | none
+  bool agent_store = false;       // torchrun's agent serves the TCPStore (TORCHELASTIC_USE_AGENT_STORE=True):
+                                  // every rank connects as a client; else rank 0 serves it
+  int restart_count = 0;          // TORCHELASTIC_RESTART_COUNT: store keys are scoped per attempt
 
   /// True when more than one process takes part.
   bool distributed() const { return world_size > 1; }
@@ -39,7 +39,8 @@ using Getenv = std::function<const char*(const char*)>;
 /// neither set of variables names a world. Throws std::runtime_error naming the variable for a
 /// malformed or inconsistent value (RANK not below WORLD_SIZE, a non-number, no master address
 /// when `need_address`; without it master_addr may stay "" — enough for rank queries).
-Environment parse_environment(const Getenv& getenv, const config::DistConfig& cfg = {}, bool need_address = true);
+Environment parse_environment(const Getenv& getenv, const config::DistConfig& cfg = {},
+                              bool need_address = true);
 
 /// The first host of a Slurm node list: "gpu[03-05,07],cpu1" -> "gpu03", "a,b" -> "a".
 /// Returns "" for an empty list.

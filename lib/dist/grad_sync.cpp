@@ -103,8 +103,10 @@ void GradSync::copy_in(Bucket& bucket, size_t slot, const at::Tensor& grad) {
   at::Tensor& view = bucket.views[slot];
   // Average = sum of (grad / world): dividing on the way in keeps fp16-scaled sums in range,
   // as DDP does, without another pass over the bucket.
-  if (grad.defined()) at::div_out(view, grad, static_cast<double>(group_->size()));
-  else view.zero_();
+  if (grad.defined())
+    at::div_out(view, grad, static_cast<double>(group_->size()));
+  else
+    view.zero_();
 }
 
 void GradSync::on_grad_ready(size_t k) {
@@ -148,8 +150,10 @@ void GradSync::finish() {
   for (auto& b : buckets_) {
     for (size_t slot = 0; slot < b.params.size(); ++slot) {
       at::Tensor& p = params_[b.params[slot]];
-      if (p.grad().defined()) p.mutable_grad().copy_(b.views[slot]);
-      else p.mutable_grad() = b.views[slot].clone();
+      if (p.grad().defined())
+        p.mutable_grad().copy_(b.views[slot]);
+      else
+        p.mutable_grad() = b.views[slot].clone();
     }
     b.work = Pending();
   }

@@ -25,9 +25,9 @@ namespace ptune::dist {
 
 /// What a GradSync did, for tests and for judging overlap.
 struct GradSyncStats {
-  int64_t syncs = 0;                 // finish() calls that all-reduced
-  int64_t buckets_in_backward = 0;   // buckets whose all-reduce started during backward
-  int64_t buckets_in_finish = 0;     // buckets started by finish() (a parameter got no gradient)
+  int64_t syncs = 0;                // finish() calls that all-reduced
+  int64_t buckets_in_backward = 0;  // buckets whose all-reduce started during backward
+  int64_t buckets_in_finish = 0;    // buckets started by finish() (a parameter got no gradient)
 };
 
 class GradSync {
@@ -62,17 +62,17 @@ class GradSync {
 
  private:
   struct Bucket {
-    std::vector<size_t> params;    // indices into params_
-    at::Tensor flat;               // all the bucket's gradients, contiguous
-    std::vector<at::Tensor> views; // each parameter's slice of `flat`, shaped as the parameter
-    size_t pending = 0;            // gradients not yet copied in this backward
+    std::vector<size_t> params;     // indices into params_
+    at::Tensor flat;                // all the bucket's gradients, contiguous
+    std::vector<at::Tensor> views;  // each parameter's slice of `flat`, shaped as the parameter
+    size_t pending = 0;             // gradients not yet copied in this backward
     Pending work;
   };
 
   friend struct GradReadyHook;
   void on_grad_ready(size_t param);  // called by the hooks
   void copy_in(Bucket& bucket, size_t slot, const at::Tensor& grad);
-  void launch_ready_locked();        // starts ready buckets, in order
+  void launch_ready_locked();  // starts ready buckets, in order
   void launch_locked(Bucket& bucket);
 
   std::shared_ptr<Group> group_;

@@ -50,8 +50,9 @@ struct AddrList {
 
 std::string numeric(const sockaddr* a) {
   char buf[INET6_ADDRSTRLEN] = {};
-  const void* in = a->sa_family == AF_INET6 ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr)
-                                            : static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(a)->sin_addr);
+  const void* in = a->sa_family == AF_INET6
+                       ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr)
+                       : static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(a)->sin_addr);
   return ::inet_ntop(a->sa_family, in, buf, sizeof buf) ? buf : "";
 }
 
@@ -124,9 +125,11 @@ Group::Group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, c
              const c10::Device& device, std::chrono::milliseconds timeout, const std::string& gloo_host)
     : rank_(rank), size_(size), backend_name_(backend), timeout_(timeout) {
   if (size < 1 || rank < 0 || rank >= size)
-    throw std::invalid_argument("dist: rank " + std::to_string(rank) + " is not in [0, " + std::to_string(size) + ")");
+    throw std::invalid_argument("dist: rank " + std::to_string(rank) + " is not in [0, " +
+                                std::to_string(size) + ")");
   if (backend == "nccl") {
-    if (!device.is_cuda()) throw ConfigError("dist.backend: nccl needs a CUDA device; use gloo (or auto) on the CPU");
+    if (!device.is_cuda())
+      throw ConfigError("dist.backend: nccl needs a CUDA device; use gloo (or auto) on the CPU");
     device_ = device;
     backend_ = make_nccl(store, rank, size, device.index(), timeout);
   } else if (backend == "gloo") {
@@ -145,7 +148,9 @@ Pending Group::all_reduce_async(at::Tensor& tensor, c10d::ReduceOp::RedOpType op
   return Pending(backend_->allreduce(tensors, opts), timeout_);
 }
 
-Pending Group::all_reduce_sum_async(at::Tensor& tensor) { return all_reduce_async(tensor, c10d::ReduceOp::SUM); }
+Pending Group::all_reduce_sum_async(at::Tensor& tensor) {
+  return all_reduce_async(tensor, c10d::ReduceOp::SUM);
+}
 
 void Group::all_reduce_sum(at::Tensor& tensor) { all_reduce_async(tensor, c10d::ReduceOp::SUM).wait_host(); }
 
@@ -167,9 +172,13 @@ std::vector<double> Group::reduce_values(const std::vector<double>& values, c10d
   return std::vector<double>(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
 }
 
-std::vector<double> Group::max(const std::vector<double>& values) { return reduce_values(values, c10d::ReduceOp::MAX); }
+std::vector<double> Group::max(const std::vector<double>& values) {
+  return reduce_values(values, c10d::ReduceOp::MAX);
+}
 
-std::vector<double> Group::sum(const std::vector<double>& values) { return reduce_values(values, c10d::ReduceOp::SUM); }
+std::vector<double> Group::sum(const std::vector<double>& values) {
+  return reduce_values(values, c10d::ReduceOp::SUM);
+}
 
 void Group::barrier() {
   // An all-reduce of one number: works the same on every backend and device.
@@ -195,8 +204,9 @@ c10::Device rank_device(const std::string& spec) {
   if (index >= n) {
     // Slurm's --gpus-per-task (or a per-rank CUDA_VISIBLE_DEVICES) shows each rank its one GPU.
     if (n != 1)
-      throw ConfigError("device: '" + spec + "': LOCAL_RANK " + std::to_string(index) + " has no GPU of its own; " +
-                        std::to_string(n) + " visible (run at most one rank per GPU)");
+      throw ConfigError("device: '" + spec + "': LOCAL_RANK " + std::to_string(index) +
+                        " has no GPU of its own; " + std::to_string(n) +
+                        " visible (run at most one rank per GPU)");
     index = 0;
   }
   return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
@@ -207,7 +217,8 @@ int64_t rank_cpu_threads(int64_t configured) {
   // The CPUs this process may run on (process.cpus, taskset, a container's limit).
   const int64_t cpus = std::max<int64_t>(1, static_cast<int64_t>(engine::allowed_cpus().size()));
   // One process: what a default PyTorch process uses (one thread per physical core).
-  if (!is_distributed()) return std::max<int64_t>(1, std::min<int64_t>(at::intraop_default_num_threads(), cpus));
+  if (!is_distributed())
+    return std::max<int64_t>(1, std::min<int64_t>(at::intraop_default_num_threads(), cpus));
   return std::max<int64_t>(1, cpus / std::max(1, environment().local_world_size));
 }
 
@@ -225,8 +236,10 @@ std::shared_ptr<Group>& group_slot() {
 void Group::close(bool graceful) {
   if (!backend_) return;
   try {
-    if (graceful) backend_->shutdown();
-    else backend_->abort();
+    if (graceful)
+      backend_->shutdown();
+    else
+      backend_->abort();
   } catch (const std::exception& e) {
     log::debug(std::string("dist: closing the process group: ") + message_of(e));
   }
@@ -289,11 +302,11 @@ std::shared_ptr<Group> process_group(const config::DistConfig& cfg, const c10::D
                                  "; MASTER_ADDR must be an address of rank 0's machine");
       }
     }
-    store = c10::make_intrusive<c10d::PrefixStore>(
-        "ptune/" + std::to_string(env.restart_count), c10::make_intrusive<c10d::TCPStore>(env.master_addr, o));
+    store = c10::make_intrusive<c10d::PrefixStore>("ptune/" + std::to_string(env.restart_count),
+                                                   c10::make_intrusive<c10d::TCPStore>(env.master_addr, o));
   } catch (const std::exception& e) {
-    throw std::runtime_error("dist: rendezvous at " + where + " failed for rank " + std::to_string(env.rank) + " of " +
-                             std::to_string(env.world_size) + ": " + message_of(e));
+    throw std::runtime_error("dist: rendezvous at " + where + " failed for rank " + std::to_string(env.rank) +
+                             " of " + std::to_string(env.world_size) + ": " + message_of(e));
   }
   try {
     // Gloo binds the address through which this machine reaches the master (unless
@@ -304,7 +317,8 @@ std::shared_ptr<Group> process_group(const config::DistConfig& cfg, const c10::D
     if (backend == "gloo")
       log::debug("rank " + std::to_string(env.rank) + ": Gloo binds " +
                  (ifname && *ifname ? std::string("interface ") + ifname + " (GLOO_SOCKET_IFNAME)"
-                                    : bind.empty() ? std::string("this host's name") : bind + " (its route to " + where + ")"));
+                  : bind.empty()    ? std::string("this host's name")
+                                    : bind + " (its route to " + where + ")"));
     group = std::make_shared<Group>(store, env.rank, env.world_size, backend, device, timeout, bind);
     joined_as = settings();
   } catch (const ConfigError&) {

@@ -43,7 +43,8 @@ extern "C" void on_launch_signal(int sig) {
 class SignalScope {
  public:
   SignalScope() {
-    if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) throw std::runtime_error("launch: cannot create a pipe");
+    if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
+      throw std::runtime_error("launch: cannot create a pipe");
     struct sigaction sa {};
     sa.sa_handler = on_launch_signal;
     sigemptyset(&sa.sa_mask);
@@ -78,8 +79,8 @@ void write_all(int fd, const char* data, size_t n) {
 
 /// One output stream of one rank: bytes in, prefixed whole lines out.
 struct Stream {
-  int fd = -1;      // read end of the rank's pipe; -1 once closed
-  int out_fd = 1;   // where its lines go (1 or 2)
+  int fd = -1;     // read end of the rank's pipe; -1 once closed
+  int out_fd = 1;  // where its lines go (1 or 2)
   std::string prefix;
   std::string partial;
   std::string last_error;  // the rank's last "ptune: error: " line, without that prefix
@@ -119,7 +120,7 @@ struct Stream {
 };
 
 struct Rank {
-  int rank = 0;     // global rank
+  int rank = 0;       // global rank
   std::string where;  // " (node N, host H)" across nodes, else ""
   pid_t pid = -1;
   bool running = false;
@@ -129,35 +130,48 @@ struct Rank {
 
 std::string signal_name(int sig) {
   switch (sig) {
-    case SIGKILL: return "SIGKILL";
-    case SIGTERM: return "SIGTERM";
-    case SIGINT: return "SIGINT";
-    case SIGSEGV: return "SIGSEGV";
-    case SIGABRT: return "SIGABRT";
-    case SIGBUS: return "SIGBUS";
-    case SIGFPE: return "SIGFPE";
-    case SIGILL: return "SIGILL";
-    case SIGHUP: return "SIGHUP";
-    case SIGPIPE: return "SIGPIPE";
-    default: return "signal " + std::to_string(sig);
+    case SIGKILL:
+      return "SIGKILL";
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGINT:
+      return "SIGINT";
+    case SIGSEGV:
+      return "SIGSEGV";
+    case SIGABRT:
+      return "SIGABRT";
+    case SIGBUS:
+      return "SIGBUS";
+    case SIGFPE:
+      return "SIGFPE";
+    case SIGILL:
+      return "SIGILL";
+    case SIGHUP:
+      return "SIGHUP";
+    case SIGPIPE:
+      return "SIGPIPE";
+    default:
+      return "signal " + std::to_string(sig);
   }
 }
 
 std::string describe(const Rank& r) {
   if (WIFSIGNALED(r.status)) {
     const int sig = WTERMSIG(r.status);
-    return "rank " + std::to_string(r.rank) + r.where + " was killed by signal " + std::to_string(sig) + " (" +
-           signal_name(sig) + ")";
+    return "rank " + std::to_string(r.rank) + r.where + " was killed by signal " + std::to_string(sig) +
+           " (" + signal_name(sig) + ")";
   }
-  return "rank " + std::to_string(r.rank) + r.where + " exited with status " + std::to_string(WEXITSTATUS(r.status));
+  return "rank " + std::to_string(r.rank) + r.where + " exited with status " +
+         std::to_string(WEXITSTATUS(r.status));
 }
 
 bool failed(int status) { return !(WIFEXITED(status) && WEXITSTATUS(status) == 0); }
 
 /// The environment of rank `rank`: ours, with the rendezvous variables replaced.
 std::vector<std::string> rank_environment(const LaunchOptions& o, int rank) {
-  static const std::vector<std::string> kOwned = {"RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "LOCAL_WORLD_SIZE=",
-                                                  "GROUP_RANK=", "MASTER_ADDR=", "MASTER_PORT="};
+  static const std::vector<std::string> kOwned = {
+      "RANK=",       "WORLD_SIZE=",  "LOCAL_RANK=", "LOCAL_WORLD_SIZE=",
+      "GROUP_RANK=", "MASTER_ADDR=", "MASTER_PORT="};
   std::vector<std::string> env;
   for (char** e = environ; e && *e; ++e) {
     const std::string kv = *e;
@@ -183,7 +197,6 @@ std::vector<char*> c_strings(std::vector<std::string>& v) {
   return out;
 }
 
-
 /// `options` checked (UsageError as launch() says), with the defaults filled in: master_addr
 /// 127.0.0.1, master_port a free port.
 LaunchOptions checked(const LaunchOptions& options) {
@@ -195,12 +208,13 @@ LaunchOptions checked(const LaunchOptions& options) {
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     throw UsageError("launch: --nproc-per-node " + std::to_string(o.nproc_per_node) +
                      " is more ranks than this machine can run; at most " + std::to_string(limit) + " (" +
-                     std::to_string(kRanksPerCore) + " per core on " + std::to_string(cores) + " cores, or one per GPU on " +
-                     std::to_string(engine::cuda::device_count()) + " GPUs)");
+                     std::to_string(kRanksPerCore) + " per core on " + std::to_string(cores) +
+                     " cores, or one per GPU on " + std::to_string(engine::cuda::device_count()) + " GPUs)");
   }
   if (o.args.empty())
-    throw UsageError("launch: no command; put the ptune command after --, e.g. "
-                     "ptune launch --nproc-per-node 2 -- train exp.json");
+    throw UsageError(
+        "launch: no command; put the ptune command after --, e.g. ptune launch --nproc-per-node 2 -- train "
+        "exp.json");
   if (o.args.front() == "launch") throw UsageError("launch: the command after -- cannot be another launch");
   if (o.master_port < 0 || o.master_port > 65535)
     throw UsageError("launch: --master-port " + std::to_string(o.master_port) + " is not in [0, 65535]");
@@ -224,7 +238,8 @@ std::string node_where(const LaunchOptions& o) {
   if (o.nnodes <= 1) return "";
   char host[256] = {};
   if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
-  return " (node " + std::to_string(o.node_rank) + (host[0] ? std::string(", host ") + host : std::string()) + ")";
+  return " (node " + std::to_string(o.node_rank) + (host[0] ? std::string(", host ") + host : std::string()) +
+         ")";
 }
 
 /// Sends `sig` to every rank still running.
@@ -439,7 +454,7 @@ class Supervisor {
   std::optional<size_t> first_failure_;  // index into ranks_
   bool stopped_others_ = false;
   bool interrupted_ = false;
-  int stop_signal_ = 0;                      // the first SIGINT/SIGTERM/SIGHUP received
+  int stop_signal_ = 0;                       // the first SIGINT/SIGTERM/SIGHUP received
   std::optional<Clock::time_point> term_at_;  // SIGTERM the ranks still running then ...
   std::optional<Clock::time_point> kill_at_;  // ... and SIGKILL them then
   bool killed_ = false;

@@ -21,8 +21,8 @@ struct Isa {
 
 const std::vector<Isa>& isa_table() {
   static const std::vector<const char*> avx2 = {"sse4_1", "avx", "avx2", "fma3"};
-  static const std::vector<const char*> avx512 = {"sse4_1", "avx", "avx2", "fma3", "avx512_f", "avx512_bw",
-                                                  "avx512_vl", "avx512_dq"};
+  static const std::vector<const char*> avx512 = {"sse4_1",   "avx",       "avx2",      "fma3",
+                                                  "avx512_f", "avx512_bw", "avx512_vl", "avx512_dq"};
   auto with = [](std::vector<const char*> base, std::initializer_list<const char*> more) {
     base.insert(base.end(), more);
     return base;
@@ -41,7 +41,8 @@ const std::vector<Isa>& isa_table() {
       {"avx10_1_512_amx", 0xfef,
        with(avx512, {"avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_int8", "amx_bf16"})},
       {"avx10_1_512_amx_fp16", 0x1fef,
-       with(avx512, {"avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_int8", "amx_bf16", "amx_fp16"})},
+       with(avx512,
+            {"avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_int8", "amx_bf16", "amx_fp16"})},
   };
   return table;
 }
@@ -75,10 +76,10 @@ bool x86(const std::string& arch) { return arch == "x86_64" || arch == "i686" ||
 
 /// /proc/cpuinfo's x86 flag names where cpuinfo's differ.
 const std::map<std::string, std::string>& proc_flag_names() {
-  static const std::map<std::string, std::string> m = {
-      {"fma", "fma3"},          {"avx512f", "avx512_f"},   {"avx512bw", "avx512_bw"},
-      {"avx512vl", "avx512_vl"}, {"avx512dq", "avx512_dq"}, {"avx512cd", "avx512_cd"},
-      {"asimdhp", "fp16"}};
+  static const std::map<std::string, std::string> m = {{"fma", "fma3"},           {"avx512f", "avx512_f"},
+                                                       {"avx512bw", "avx512_bw"}, {"avx512vl", "avx512_vl"},
+                                                       {"avx512dq", "avx512_dq"}, {"avx512cd", "avx512_cd"},
+                                                       {"asimdhp", "fp16"}};
   return m;
 }
 
@@ -97,7 +98,8 @@ std::string onednn_isa(const std::map<std::string, bool>& flags, const std::stri
   const unsigned allowed = cap_mask(cap);
   std::string best;
   for (const Isa& isa : isa_table()) {
-    const bool present = std::all_of(isa.needs.begin(), isa.needs.end(), [&](const char* f) { return has(flags, f); });
+    const bool present =
+        std::all_of(isa.needs.begin(), isa.needs.end(), [&](const char* f) { return has(flags, f); });
     if (present && (isa.mask & ~allowed) == 0) best = isa.name;
   }
   return best;
@@ -162,10 +164,14 @@ CpuFacts read_cpu_facts() {
     if (colon == std::string::npos) continue;
     std::string key = line.substr(0, line.find_last_not_of(" \t", colon - 1) + 1);
     const std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
-    if (key == "processor") ++f.logical_cores;
-    else if (key == "model name" && f.model.empty()) f.model = value;
-    else if (key == "physical id") physical = value;
-    else if (key == "core id") cores.insert({physical, value});
+    if (key == "processor")
+      ++f.logical_cores;
+    else if (key == "model name" && f.model.empty())
+      f.model = value;
+    else if (key == "physical id")
+      physical = value;
+    else if (key == "core id")
+      cores.insert({physical, value});
     else if ((key == "flags" || key == "Features") && !flags_read) {
       flags_read = true;  // the first CPU's flags speak for all
       std::istringstream words(value);
@@ -178,8 +184,10 @@ CpuFacts read_cpu_facts() {
   }
   f.physical_cores = static_cast<int64_t>(cores.size());
   if (const char* v = std::getenv("ATEN_CPU_CAPABILITY")) f.aten_cap = v;
-  if (const char* v = std::getenv("ONEDNN_MAX_CPU_ISA")) f.onednn_cap = v;
-  else if (const char* d = std::getenv("DNNL_MAX_CPU_ISA")) f.onednn_cap = d;
+  if (const char* v = std::getenv("ONEDNN_MAX_CPU_ISA"))
+    f.onednn_cap = v;
+  else if (const char* d = std::getenv("DNNL_MAX_CPU_ISA"))
+    f.onednn_cap = d;
   return f;
 }
 
@@ -211,12 +219,15 @@ nlohmann::ordered_json cpu_json(const CpuInfo& c) {
   j["model"] = c.model;
   j["arch"] = c.arch;
   j["aten_isa"] = c.aten_isa;
-  j["onednn_isa"] = c.onednn_isa.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.onednn_isa);
+  j["onednn_isa"] =
+      c.onednn_isa.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.onednn_isa);
   j["bf16_native"] = c.bf16_native;
   j["fp16_native"] = c.fp16_native;
   j["amx"] = c.amx;
-  j["physical_cores"] = c.physical_cores > 0 ? nlohmann::ordered_json(c.physical_cores) : nlohmann::ordered_json(nullptr);
-  j["logical_cores"] = c.logical_cores > 0 ? nlohmann::ordered_json(c.logical_cores) : nlohmann::ordered_json(nullptr);
+  j["physical_cores"] =
+      c.physical_cores > 0 ? nlohmann::ordered_json(c.physical_cores) : nlohmann::ordered_json(nullptr);
+  j["logical_cores"] =
+      c.logical_cores > 0 ? nlohmann::ordered_json(c.logical_cores) : nlohmann::ordered_json(nullptr);
   j["caps"] = c.caps;
   return j;
 }

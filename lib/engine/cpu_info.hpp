@@ -31,19 +31,19 @@ struct CpuFacts {
 
 /// The CPU as LibTorch will use it.
 struct CpuInfo {
-  std::string model;            // the CPU's name
-  std::string arch;             // "x86_64", "aarch64", ...
-  std::string aten_isa;         // ATen's kernels: "AVX512", "AVX2", "DEFAULT" (x86), "SVE256" (Arm)
-  std::string onednn_isa;       // oneDNN's kernels (x86): "avx512_core_amx", "avx512_core_bf16",
-                                // "avx512_core", "avx2", ...; "" elsewhere
-  bool bf16_native = false;     // bf16 arithmetic in hardware that oneDNN uses (AVX512-BF16 or AMX on
-                                // x86, BF16 on Arm)
-  bool fp16_native = false;     // fp16 arithmetic in hardware that oneDNN uses (AVX512-FP16 or AMX-FP16)
-  bool amx = false;             // AMX tiles that oneDNN uses (bf16 and int8)
-  std::string bf16_flag;        // the hardware flag behind bf16_native ("avx512_bf16", "amx_bf16", "bf16")
-  std::string bf16_capped;      // the cap that hides this CPU's bf16 ("ONEDNN_MAX_CPU_ISA=AVX2"); "" when none
-  int64_t physical_cores = 0;   // 0 = unknown
-  int64_t logical_cores = 0;    // hardware threads; 0 = unknown
+  std::string model;           // the CPU's name
+  std::string arch;            // "x86_64", "aarch64", ...
+  std::string aten_isa;        // ATen's kernels: "AVX512", "AVX2", "DEFAULT" (x86), "SVE256" (Arm)
+  std::string onednn_isa;      // oneDNN's kernels (x86): "avx512_core_amx", "avx512_core_bf16",
+                               // "avx512_core", "avx2", ...; "" elsewhere
+  bool bf16_native = false;    // bf16 arithmetic in hardware that oneDNN uses (AVX512-BF16 or AMX on
+                               // x86, BF16 on Arm)
+  bool fp16_native = false;    // fp16 arithmetic in hardware that oneDNN uses (AVX512-FP16 or AMX-FP16)
+  bool amx = false;            // AMX tiles that oneDNN uses (bf16 and int8)
+  std::string bf16_flag;       // the hardware flag behind bf16_native ("avx512_bf16", "amx_bf16", "bf16")
+  std::string bf16_capped;     // the cap that hides this CPU's bf16 ("ONEDNN_MAX_CPU_ISA=AVX2"); "" when none
+  int64_t physical_cores = 0;  // 0 = unknown
+  int64_t logical_cores = 0;   // hardware threads; 0 = unknown
   std::vector<std::string> caps;  // the caps in effect: "ATEN_CPU_CAPABILITY=avx2", "ONEDNN_MAX_CPU_ISA=AVX2"
 };
 

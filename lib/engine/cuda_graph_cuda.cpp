@@ -44,10 +44,22 @@ struct GraphStep::Impl {
     if (!graph->ended() && graph->device() >= 0) {
       const c10::MempoolId_t pool = graph->pool_id();
       auto* host = at::getHostAllocator(at::kCUDA);
-      try { c10::cuda::CUDACachingAllocator::endAllocateToPool(graph->device(), pool); } catch (...) {}
-      try { host->end_allocate_to_pool(pool); } catch (...) {}
-      try { c10::cuda::CUDACachingAllocator::releasePool(graph->device(), pool); } catch (...) {}
-      try { host->release_pool(pool); } catch (...) {}
+      try {
+        c10::cuda::CUDACachingAllocator::endAllocateToPool(graph->device(), pool);
+      } catch (...) {
+      }
+      try {
+        host->end_allocate_to_pool(pool);
+      } catch (...) {
+      }
+      try {
+        c10::cuda::CUDACachingAllocator::releasePool(graph->device(), pool);
+      } catch (...) {
+      }
+      try {
+        host->release_pool(pool);
+      } catch (...) {
+      }
     }
     try {
       graph->reset();
@@ -112,7 +124,8 @@ bool GraphStep::capture(const std::function<void()>& body) {
     impl_->graph->capture_end();
     at::autocast::set_autocast_cache_enabled(cache);
     const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(impl_->device);
-    capture_peak_bytes_ = stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;
+    capture_peak_bytes_ =
+        stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;
   } catch (const std::exception& e) {
     at::autocast::set_autocast_cache_enabled(cache);
     impl_->clean_up_failed_capture();

@@ -25,7 +25,8 @@ c10::Device resolve_device(const std::string& spec) {
   int index = 0;
   if (spec.rfind("cuda:", 0) == 0) index = std::stoi(spec.substr(5));
   if (!cuda::available())
-    throw ConfigError("device: '" + spec + "' needs a CUDA device; none is visible (use \"cpu\" or \"auto\")");
+    throw ConfigError("device: '" + spec +
+                      "' needs a CUDA device; none is visible (use \"cpu\" or \"auto\")");
   if (index >= cuda::device_count())
     throw ConfigError("device: '" + spec + "' is out of range; " + std::to_string(cuda::device_count()) +
                       " CUDA device(s) visible");
@@ -52,7 +53,8 @@ const CpuInfo& cpu_info() {
     };
     f.physical_cores = count("num_physical_cores", f.physical_cores);
     f.logical_cores = count("num_logical_cores", f.logical_cores);
-    if (auto it = lt.names.find("architecture"); it != lt.names.end() && !it->second.empty()) f.arch = it->second;
+    if (auto it = lt.names.find("architecture"); it != lt.names.end() && !it->second.empty())
+      f.arch = it->second;
     if (auto it = lt.names.find("cpu_name"); it != lt.names.end() && f.model.empty()) f.model = it->second;
     f.aten_isa = compat::aten_cpu_capability();
     f.onednn_bf16 = compat::onednn_bf16_supported();

@@ -54,7 +54,8 @@ class Feeder {
   /// blocked on the source (data wait). `before_device_wait`, if given, runs once the host has
   /// the batch and its copy is queued, just before the current stream is made to wait for the
   /// copy (where a timing mark separates waiting for data from waiting for the copy).
-  std::optional<data::Batch> next(double* wait_ms = nullptr, const std::function<void()>& before_device_wait = {});
+  std::optional<data::Batch> next(double* wait_ms = nullptr,
+                                  const std::function<void()>& before_device_wait = {});
 
  private:
   Source source_;

@@ -16,11 +16,9 @@
 namespace ptune::engine {
 namespace {
 
-constexpr const char* kFixHint =
-    " This may mean scaler.scale(loss) was not called earlier in the iteration.";
+constexpr const char* kFixHint = " This may mean scaler.scale(loss) was not called earlier in the iteration.";
 
-void validate(double init_scale, double growth_factor, double backoff_factor,
-              int64_t growth_interval) {
+void validate(double init_scale, double growth_factor, double backoff_factor, int64_t growth_interval) {
   if (!(growth_factor > 1.0)) {
     throw std::invalid_argument("GradScaler growth_factor " + std::to_string(growth_factor) +
                                 " must be > 1.0 (PyTorch's default is 2.0)");
@@ -64,8 +62,7 @@ at::Tensor GradScaler::scale(const at::Tensor& loss) {
   if (!scale_.defined()) {
     const auto device = loss.device();
     scale_ = at::full({}, init_scale_, at::TensorOptions().dtype(at::kFloat).device(device));
-    growth_tracker_ =
-        at::full({}, init_growth_tracker_, at::TensorOptions().dtype(at::kInt).device(device));
+    growth_tracker_ = at::full({}, init_growth_tracker_, at::TensorOptions().dtype(at::kInt).device(device));
   }
   return loss * on_device(scale_, loss.device());
 }
@@ -82,8 +79,8 @@ GradScaler::OptimizerState& GradScaler::state_for(const torch::optim::Optimizer&
 
 void GradScaler::require_initialized(const char* what) const {
   if (!scale_.defined()) {
-    throw std::logic_error(std::string("GradScaler::") + what +
-                           " called before the scale was created." + kFixHint);
+    throw std::logic_error(std::string("GradScaler::") + what + " called before the scale was created." +
+                           kFixHint);
   }
 }
 
@@ -95,12 +92,11 @@ void GradScaler::unscale_(torch::optim::Optimizer& optimizer) {
   auto& state = state_for(optimizer);
   if (state.stage == Stage::kUnscaled) {
     throw std::logic_error(
-        "GradScaler::unscale_ has already been called on this optimizer since the last "
-        "update(); call it at most once per iteration");
+        "GradScaler::unscale_ has already been called on this optimizer since the last update(); call it at "
+        "most once per iteration");
   }
   if (state.stage == Stage::kStepped) {
-    throw std::logic_error(
-        "GradScaler::unscale_ called after step(); call it before step() or not at all");
+    throw std::logic_error("GradScaler::unscale_ called after step(); call it before step() or not at all");
   }
 
   at::NoGradGuard no_grad;
@@ -127,8 +123,8 @@ void GradScaler::unscale_(torch::optim::Optimizer& optimizer) {
       }
       if (grad.scalar_type() == at::kHalf) {
         throw std::invalid_argument(
-            "GradScaler::unscale_: attempting to unscale FP16 gradients; keep the parameters "
-            "the optimizer updates in float32 and autocast the forward pass instead");
+            "GradScaler::unscale_: attempting to unscale FP16 gradients; keep the parameters the optimizer "
+            "updates in float32 and autocast the forward pass instead");
       }
       at::Tensor to_unscale = grad.is_sparse() ? grad._values() : grad;
       const auto device = to_unscale.device();
@@ -163,8 +159,7 @@ void GradScaler::unscale_(torch::optim::Optimizer& optimizer) {
     at::Tensor device_found_inf = on_device(found_inf, dg.device);
     const at::Tensor device_inv_scale = on_device(inv_scale, dg.device);
     for (auto& tg : dg.by_dtype) {
-      at::_amp_foreach_non_finite_check_and_unscale_(tg.grads, device_found_inf,
-                                                     device_inv_scale);
+      at::_amp_foreach_non_finite_check_and_unscale_(tg.grads, device_found_inf, device_inv_scale);
     }
     flags.push_back(DeviceFlag{dg.device, device_found_inf});
   }
@@ -172,8 +167,7 @@ void GradScaler::unscale_(torch::optim::Optimizer& optimizer) {
   state.stage = Stage::kUnscaled;
 }
 
-at::Tensor GradScaler::combined_found_inf(const OptimizerState& state,
-                                          c10::Device device) const {
+at::Tensor GradScaler::combined_found_inf(const OptimizerState& state, c10::Device device) const {
   at::Tensor combined;
   for (const auto& flag : state.found_inf_per_device) {
     at::Tensor f = on_device(flag.found_inf, device);
@@ -191,8 +185,8 @@ bool GradScaler::step(torch::optim::Optimizer& optimizer) {
   auto& state = state_for(optimizer);
   if (state.stage == Stage::kStepped) {
     throw std::logic_error(
-        "GradScaler::step has already been called on this optimizer since the last update(); "
-        "call update() once per iteration");
+        "GradScaler::step has already been called on this optimizer since the last update(); call update() "
+        "once per iteration");
   }
   if (state.stage == Stage::kReady) {
     unscale_(optimizer);
@@ -200,8 +194,8 @@ bool GradScaler::step(torch::optim::Optimizer& optimizer) {
   auto& st = state_for(optimizer);  // unscale_ may have grown per_optimizer_: look up again
   if (st.found_inf_per_device.empty()) {
     throw std::logic_error(
-        "GradScaler::step: no inf checks were recorded for this optimizer (none of its "
-        "parameters has a gradient); run backward on scaler.scale(loss) first");
+        "GradScaler::step: no inf checks were recorded for this optimizer (none of its parameters has a "
+        "gradient); run backward on scaler.scale(loss) first");
   }
   const bool clean = combined_found_inf(st, scale_.device()).item<float>() == 0.0f;
   if (clean) {
@@ -215,8 +209,7 @@ void GradScaler::step_masked(torch::optim::Optimizer& optimizer) {
   auto* sgd = dynamic_cast<torch::optim::SGD*>(&optimizer);
   if (sgd == nullptr) {
     throw std::invalid_argument(
-        "GradScaler::step_masked supports torch::optim::SGD only; use step() for other "
-        "optimizers");
+        "GradScaler::step_masked supports torch::optim::SGD only; use step() for other optimizers");
   }
   if (!enabled_) {
     fused_sgd_step(*sgd);  // the same kernel as the enabled path, without the inf mask
@@ -225,8 +218,8 @@ void GradScaler::step_masked(torch::optim::Optimizer& optimizer) {
   require_initialized("step_masked");
   if (state_for(optimizer).stage == Stage::kStepped) {
     throw std::logic_error(
-        "GradScaler::step_masked has already been called on this optimizer since the last "
-        "update(); call update() once per iteration");
+        "GradScaler::step_masked has already been called on this optimizer since the last update(); call "
+        "update() once per iteration");
   }
   if (state_for(optimizer).stage == Stage::kReady) {
     unscale_(optimizer);
@@ -234,8 +227,8 @@ void GradScaler::step_masked(torch::optim::Optimizer& optimizer) {
   auto& st = state_for(optimizer);
   if (st.found_inf_per_device.empty()) {
     throw std::logic_error(
-        "GradScaler::step_masked: no inf checks were recorded for this optimizer (none of its "
-        "parameters has a gradient); run backward on scaler.scale(loss) first");
+        "GradScaler::step_masked: no inf checks were recorded for this optimizer (none of its parameters has "
+        "a gradient); run backward on scaler.scale(loss) first");
   }
 
   // ATen's fused SGD: the update skipped on the device when found_inf > 0.
@@ -248,8 +241,8 @@ void GradScaler::update() {
     return;
   }
   require_initialized("update");
-  at::_amp_update_scale_(scale_, growth_tracker_, found_inf_all("update"), growth_factor_,
-                         backoff_factor_, growth_interval_);
+  at::_amp_update_scale_(scale_, growth_tracker_, found_inf_all("update"), growth_factor_, backoff_factor_,
+                         growth_interval_);
   per_optimizer_.clear();
 }
 
@@ -274,8 +267,8 @@ at::Tensor GradScaler::found_inf_all(const char* caller) const {
   }
   if (!combined.defined()) {
     throw std::logic_error(std::string("GradScaler::") + caller +
-                           ": no inf checks were recorded since the last update(); call "
-                           "unscale_(), step() or step_masked() first");
+                           ": no inf checks were recorded since the last update(); call unscale_(), step() "
+                           "or step_masked() first");
   }
   return combined;
 }
@@ -345,8 +338,8 @@ void GradScaler::load(torch::serialize::InputArchive& archive) {
   c10::IValue v;
   if (!archive.try_read("grad_scaler.scale", v)) {
     throw std::runtime_error(
-        "GradScaler::load: the archive holds no grad_scaler state, possibly because it was "
-        "saved from a disabled GradScaler; start from a fresh scaler instead");
+        "GradScaler::load: the archive holds no grad_scaler state, possibly because it was saved from a "
+        "disabled GradScaler; start from a fresh scaler instead");
   }
   GradScalerState s;
   s.scale = v.toDouble();

@@ -36,7 +36,8 @@ const Library& library_for(const std::string& key, const std::string& value) {
       {"tcmalloc",
        {{"libtcmalloc_minimal.so.4", "libtcmalloc.so.4"},
         "Debian's libtcmalloc-minimal4 (apt-get install libtcmalloc-minimal4)"}},
-      {"intel", {{"libiomp5.so"}, "PyPI's intel-openmp (pip install intel-openmp, in the active Python environment)"}},
+      {"intel",
+       {{"libiomp5.so"}, "PyPI's intel-openmp (pip install intel-openmp, in the active Python environment)"}},
   };
   auto it = libs.find(value);
   if (it == libs.end()) throw std::logic_error("internal error: no library for " + key + " '" + value + "'");
@@ -71,11 +72,11 @@ std::string require_library(const std::string& key, const std::string& value) {
   for (const auto& file : lib.files)
     if (std::string path = find_library(file); !path.empty()) return path;
   const char* only = std::getenv("PTUNE_LIBRARY_PATH");
-  const std::string where = only && *only ? std::string("PTUNE_LIBRARY_PATH: ") + only
-                                          : "LD_LIBRARY_PATH, the active Python environment and the system's library "
-                                            "folders";
-  throw ConfigError(key + ": '" + value + "' needs " + lib.files.front() + ", which is not installed here (looked in " +
-                    where + "); it comes with " + lib.package);
+  const std::string where =
+      only && *only ? std::string("PTUNE_LIBRARY_PATH: ") + only
+                    : "LD_LIBRARY_PATH, the active Python environment and the system's library folders";
+  throw ConfigError(key + ": '" + value + "' needs " + lib.files.front() +
+                    ", which is not installed here (looked in " + where + "); it comes with " + lib.package);
 }
 
 /// The CPUs of NUMA node `node` (its cpulist).
@@ -114,7 +115,8 @@ std::string find_library(const std::string& file) {
 
 std::vector<int> parse_cpu_list(const std::string& text, const std::string& key) {
   auto bad = [&] {
-    return ConfigError(key + ": '" + text + "' is not a CPU list; allowed: CPU numbers and ranges, e.g. \"0-3,8\"");
+    return ConfigError(key + ": '" + text +
+                       "' is not a CPU list; allowed: CPU numbers and ranges, e.g. \"0-3,8\"");
   };
   std::set<int> cpus;
   std::stringstream in(text);
@@ -123,7 +125,8 @@ std::vector<int> parse_cpu_list(const std::string& text, const std::string& key)
     part.erase(0, part.find_first_not_of(" \t\n"));
     part.erase(part.find_last_not_of(" \t\n") + 1);
     const size_t dash = part.find('-');
-    const std::string lo_s = part.substr(0, dash), hi_s = dash == std::string::npos ? lo_s : part.substr(dash + 1);
+    const std::string lo_s = part.substr(0, dash),
+                      hi_s = dash == std::string::npos ? lo_s : part.substr(dash + 1);
     auto number = [&](const std::string& s) {
       if (s.empty() || s.size() > 5 || s.find_first_not_of("0123456789") != std::string::npos) throw bad();
       return std::stoi(s);
@@ -165,7 +168,8 @@ std::vector<int> numa_nodes() {
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator("/sys/devices/system/node", ec)) {
     const std::string name = e.path().filename().string();
-    if (name.rfind("node", 0) != 0 || name.size() == 4 || name.find_first_not_of("0123456789", 4) != std::string::npos)
+    if (name.rfind("node", 0) != 0 || name.size() == 4 ||
+        name.find_first_not_of("0123456789", 4) != std::string::npos)
       continue;
     const int n = std::stoi(name.substr(4));
     if (!node_cpus(n).empty()) nodes.push_back(n);
@@ -198,18 +202,20 @@ ProcessPlan plan_process(const config::ProcessConfig& p) {
   if (p.numa_node >= 0) {
     const std::vector<int> nodes = numa_nodes();
     if (!std::binary_search(nodes.begin(), nodes.end(), static_cast<int>(p.numa_node)))
-      throw ConfigError("process.numa_node: node " + std::to_string(p.numa_node) + " does not exist here; allowed: -1 (no binding) or " +
-                        cpu_list_text(nodes));
+      throw ConfigError("process.numa_node: node " + std::to_string(p.numa_node) +
+                        " does not exist here; allowed: -1 (no binding) or " + cpu_list_text(nodes));
     if (nodes.size() == 1) {
-      plan.notes.push_back("process.numa_node " + std::to_string(p.numa_node) +
-                           " does not apply here: this machine has one NUMA node, so binding to it changes nothing");
+      plan.notes.push_back(
+          "process.numa_node " + std::to_string(p.numa_node) +
+          " does not apply here: this machine has one NUMA node, so binding to it changes nothing");
     } else {
       std::vector<int> cpus = node_cpus(static_cast<int>(p.numa_node)), both;
       const std::vector<int>& within = plan.cpus.empty() ? allowed : plan.cpus;
       std::set_intersection(cpus.begin(), cpus.end(), within.begin(), within.end(), std::back_inserter(both));
       if (both.empty())
-        throw ConfigError("process.numa_node: node " + std::to_string(p.numa_node) + " has none of the CPUs " +
-                          cpu_list_text(within) + (plan.cpus.empty() ? " this process may run on" : " of process.cpus"));
+        throw ConfigError("process.numa_node: node " + std::to_string(p.numa_node) +
+                          " has none of the CPUs " + cpu_list_text(within) +
+                          (plan.cpus.empty() ? " this process may run on" : " of process.cpus"));
       plan.cpus = both;
       plan.numa_node = static_cast<int>(p.numa_node);
     }
@@ -220,8 +226,8 @@ ProcessPlan plan_process(const config::ProcessConfig& p) {
 bool same_process(const config::ProcessConfig& a, const config::ProcessConfig& b) {
   const bool one_node = numa_nodes().size() == 1;
   auto node = [&](const config::ProcessConfig& p) { return one_node ? -1 : p.numa_node; };
-  return a.allocator == b.allocator && a.openmp == b.openmp && a.bind_threads == b.bind_threads && a.cpus == b.cpus &&
-         node(a) == node(b);
+  return a.allocator == b.allocator && a.openmp == b.openmp && a.bind_threads == b.bind_threads &&
+         a.cpus == b.cpus && node(a) == node(b);
 }
 
 bool default_process(const config::ProcessConfig& p) { return same_process(p, config::ProcessConfig{}); }
@@ -234,13 +240,18 @@ std::vector<std::string> environment_with(const ProcessPlan& plan) {
     const std::string entry = *e;
     const std::string name = entry.substr(0, entry.find('='));
     const std::string value = entry.find('=') == std::string::npos ? "" : entry.substr(entry.find('=') + 1);
-    if (name == "LD_PRELOAD") preload = value;
-    else if (name == "GLIBC_TUNABLES") tunables = value;
-    else if (!set.count(name)) out.push_back(entry);
+    if (name == "LD_PRELOAD")
+      preload = value;
+    else if (name == "GLIBC_TUNABLES")
+      tunables = value;
+    else if (!set.count(name))
+      out.push_back(entry);
   }
   for (const auto& [name, value] : set) {
-    if (name == "GLIBC_TUNABLES") tunables = tunables.empty() ? value : tunables + ":" + value;
-    else if (!value.empty()) out.push_back(name + "=" + value);
+    if (name == "GLIBC_TUNABLES")
+      tunables = tunables.empty() ? value : tunables + ":" + value;
+    else if (!value.empty())
+      out.push_back(name + "=" + value);
   }
   std::string libs;
   for (const auto& l : plan.preload) libs += (libs.empty() ? "" : ":") + l;
@@ -289,8 +300,10 @@ std::string describe_this_process() {
   if (::syscall(SYS_get_mempolicy, &mode, mask, 16 * 8 * sizeof(unsigned long), nullptr, 0) == 0) {
     std::vector<int> nodes;
     for (int n = 0; n < static_cast<int>(16 * 8 * sizeof(unsigned long)); ++n)
-      if (mask[n / (8 * sizeof(unsigned long))] & (1ul << (n % (8 * sizeof(unsigned long))))) nodes.push_back(n);
-    text += mode == MPOL_BIND ? "; memory bound to node(s) " + cpu_list_text(nodes) : "; memory: default policy";
+      if (mask[n / (8 * sizeof(unsigned long))] & (1ul << (n % (8 * sizeof(unsigned long)))))
+        nodes.push_back(n);
+    text +=
+        mode == MPOL_BIND ? "; memory bound to node(s) " + cpu_list_text(nodes) : "; memory: default policy";
   }
   return text;
 }

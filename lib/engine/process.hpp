@@ -19,10 +19,10 @@ namespace ptune::engine {
 /// What starting a process with a config's `process` section means on this machine.
 struct ProcessPlan {
   std::vector<std::pair<std::string, std::string>> env;  // variables set (an empty value: unset)
-  std::vector<std::string> preload;                       // libraries, in LD_PRELOAD's order
-  std::vector<int> cpus;                                  // the CPUs it may run on; empty: as its parent
-  int numa_node = -1;                                     // memory bound to this node; -1: none
-  std::vector<std::string> notes;  // what does not apply here ("one NUMA node: ...")
+  std::vector<std::string> preload;                      // libraries, in LD_PRELOAD's order
+  std::vector<int> cpus;                                 // the CPUs it may run on; empty: as its parent
+  int numa_node = -1;                                    // memory bound to this node; -1: none
+  std::vector<std::string> notes;                        // what does not apply here ("one NUMA node: ...")
 };
 
 /// The plan for `p`, checked against this machine. Throws ConfigError naming the key, the value

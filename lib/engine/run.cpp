@@ -31,10 +31,10 @@ std::pair<uint64_t, uint64_t> model_bytes(const torch::nn::Module& module) {
 /// Warns, before any step, when the file system of the checkpoints (and of --save-weights)
 /// has less free space than the files will take: the parameters and buffers, plus the
 /// optimizer's state in a checkpoint (SGD's momentum, AdamW's two moments).
-void warn_if_no_room(const config::ExperimentConfig& cfg, const TrainOptions& options, const torch::nn::Module& model) {
+void warn_if_no_room(const config::ExperimentConfig& cfg, const TrainOptions& options,
+                     const torch::nn::Module& model) {
   const auto [weights, params] = model_bytes(model);
-  const uint64_t optim_state =
-      cfg.optim.kind == "adamw" ? 2 * params : cfg.optim.momentum != 0 ? params : 0;
+  const uint64_t optim_state = cfg.optim.kind == "adamw" ? 2 * params : cfg.optim.momentum != 0 ? params : 0;
   const uint64_t checkpoint = weights + optim_state + weights / 100 + (64u << 10);  // + the archive's records
   const uint64_t weights_file = weights + weights / 100 + (16u << 10);
   const std::string& dir = cfg.train.checkpoint_dir;
@@ -49,17 +49,20 @@ void warn_if_no_room(const config::ExperimentConfig& cfg, const TrainOptions& op
   if (shared) {
     if (dir_free && *dir_free < checkpoint + weights_file)
       log::warn("train.checkpoint_dir '" + dir + "' and --save-weights '" + *options.save_weights +
-                "' share a file system with " + files::human_bytes(*dir_free) + " free; a checkpoint (about " +
-                files::human_bytes(checkpoint) + ") and the weights (about " + files::human_bytes(weights_file) +
-                ") need " + files::human_bytes(checkpoint + weights_file) + ": they will not both fit");
+                "' share a file system with " + files::human_bytes(*dir_free) +
+                " free; a checkpoint (about " + files::human_bytes(checkpoint) + ") and the weights (about " +
+                files::human_bytes(weights_file) + ") need " + files::human_bytes(checkpoint + weights_file) +
+                ": they will not both fit");
     return;
   }
   if (dir_free && *dir_free < checkpoint)
     log::warn("train.checkpoint_dir '" + dir + "' has " + files::human_bytes(*dir_free) +
-              " free; a checkpoint of this run takes about " + files::human_bytes(checkpoint) + ": it will not fit");
+              " free; a checkpoint of this run takes about " + files::human_bytes(checkpoint) +
+              ": it will not fit");
   if (options.save_weights && w_free && *w_free < weights_file)
-    log::warn("--save-weights '" + *options.save_weights + "': its file system has " + files::human_bytes(*w_free) +
-              " free; the weights take about " + files::human_bytes(weights_file) + ": they will not fit");
+    log::warn("--save-weights '" + *options.save_weights + "': its file system has " +
+              files::human_bytes(*w_free) + " free; the weights take about " +
+              files::human_bytes(weights_file) + ": they will not fit");
 }
 
 /// A data-parallel run's ranks agree on a stop signal about this often (seconds), so that
@@ -84,10 +87,11 @@ namespace {
 int64_t total_steps(const config::ExperimentConfig& cfg, const data::Loader& loader, int64_t world) {
   const int64_t per_epoch = loader.batches_per_epoch();
   if (per_epoch == 0)
-    throw ConfigError("loader.batch_size: " + std::to_string(cfg.loader.batch_size) + " is larger than the " +
-                      std::to_string(loader.samples_per_epoch()) + " samples " +
-                      (world > 1 ? "each of the " + std::to_string(world) + " ranks gets" : "of the dataset") +
-                      " per epoch");
+    throw ConfigError(
+        "loader.batch_size: " + std::to_string(cfg.loader.batch_size) + " is larger than the " +
+        std::to_string(loader.samples_per_epoch()) + " samples " +
+        (world > 1 ? "each of the " + std::to_string(world) + " ranks gets" : "of the dataset") +
+        " per epoch");
   if (cfg.train.checkpoint_every > 0 && cfg.train.checkpoint_every % cfg.dist.accumulate != 0)
     throw ConfigError("train.checkpoint_every: " + std::to_string(cfg.train.checkpoint_every) +
                       " must be a multiple of dist.accumulate (" + std::to_string(cfg.dist.accumulate) +
@@ -101,7 +105,8 @@ std::pair<int64_t, int64_t> resume_from(Trainer& trainer, const TrainOptions& op
   if (!options.resume) return {0, 0};
   std::vector<std::string> notes;
   // A record damaged on disk would load as if whole: every record's CRC-32 first.
-  if (models::identify(*options.resume) == models::FileKind::kTorchScript) models::verify_records(*options.resume);
+  if (models::identify(*options.resume) == models::FileKind::kTorchScript)
+    models::verify_records(*options.resume);
   const auto at = trainer.load_checkpoint(*options.resume, trainer.group().size(), &notes);
   if (options.on_note && rank0) {
     for (const auto& n : notes) options.on_note(n);
@@ -119,22 +124,24 @@ class Checkpoints {
 
   /// Writes the checkpoint of `step`; returns its path (on every rank).
   std::string write(int64_t step, int64_t epoch) {
-    std::string path =
-        (std::filesystem::path(cfg_.train.checkpoint_dir) / (cfg_.name + "-step" + std::to_string(step) + ".pt")).string();
+    std::string path = (std::filesystem::path(cfg_.train.checkpoint_dir) /
+                        (cfg_.name + "-step" + std::to_string(step) + ".pt"))
+                           .string();
     if (!rank0_) return path;
     try {
       trainer_.save_checkpoint(path, step, epoch);
     } catch (const WriteError& e) {
       // Training stops here; the checkpoints written before are whole (each written atomically).
       const std::string last = !written_.empty() ? written_.back() : options_.resume.value_or("");
-      throw WriteError(std::string(e.what()) +
-                       (last.empty() ? "; no checkpoint of this run was written"
-                                     : "; the last good checkpoint is " + last + " (continue with --resume " + last + ")"));
+      throw WriteError(std::string(e.what()) + (last.empty() ? "; no checkpoint of this run was written"
+                                                             : "; the last good checkpoint is " + last +
+                                                                   " (continue with --resume " + last + ")"));
     }
     if (options_.on_note) options_.on_note("checkpoint " + path);
     if (written_.empty() || written_.back() != path) written_.push_back(path);
     // train.keep_checkpoints: the newest are kept, older ones of this run removed.
-    while (cfg_.train.keep_checkpoints > 0 && static_cast<int64_t>(written_.size()) > cfg_.train.keep_checkpoints) {
+    while (cfg_.train.keep_checkpoints > 0 &&
+           static_cast<int64_t>(written_.size()) > cfg_.train.keep_checkpoints) {
       std::error_code ec;
       std::filesystem::remove(written_.front(), ec);
       written_.erase(written_.begin());
@@ -174,8 +181,8 @@ Agreed agree(dist::Group& group, const TrainOptions& options, const at::Tensor& 
 }
 
 /// The progress line's figures at a log point (options.on_progress).
-void report_progress(const TrainOptions& options, const Agreed& a, int64_t step, int64_t start_step, int64_t total,
-                     int64_t epoch, int64_t global_batch) {
+void report_progress(const TrainOptions& options, const Agreed& a, int64_t step, int64_t start_step,
+                     int64_t total, int64_t epoch, int64_t global_batch) {
   if (!options.on_progress) return;
   TrainProgress p;
   p.step = step;
@@ -192,7 +199,8 @@ void save_final_weights(const TrainOptions& options, Trainer& trainer, const std
   try {
     models::write_state_dict(*options.save_weights, models::state_dict(*trainer.model()), "--save-weights");
   } catch (const WriteError& e) {
-    throw WriteError(std::string(e.what()) + "; training finished, its last checkpoint is " + last_checkpoint);
+    throw WriteError(std::string(e.what()) + "; training finished, its last checkpoint is " +
+                     last_checkpoint);
   }
   if (options.on_note) options.on_note("weights " + *options.save_weights);
 }
@@ -260,7 +268,8 @@ TrainSummary train(const config::ExperimentConfig& cfg, const TrainOptions& opti
         stop_every = stop_check_interval(a.secs, step - start_step, cfg.train.log_every);
         report_progress(options, a, step, start_step, total, epoch, global_batch);
       }
-      if (cfg.train.checkpoint_every > 0 && step % cfg.train.checkpoint_every == 0 && step < total) checkpoint();
+      if (cfg.train.checkpoint_every > 0 && step % cfg.train.checkpoint_every == 0 && step < total)
+        checkpoint();
       if (stop) {
         checkpoint();
         throw Interrupted();
@@ -327,8 +336,8 @@ EvalResult evaluate(const config::ExperimentConfig& cfg_in, const std::string& w
     n += labels.size(0);
   }
   if (stopped()) throw Interrupted();
-  const std::vector<double> totals =
-      group->sum({loss_sum.item<double>(), static_cast<double>(correct.item<int64_t>()), static_cast<double>(n)});
+  const std::vector<double> totals = group->sum(
+      {loss_sum.item<double>(), static_cast<double>(correct.item<int64_t>()), static_cast<double>(n)});
   EvalResult r;
   r.samples = static_cast<int64_t>(totals[2]);
   r.loss = r.samples ? totals[0] / static_cast<double>(r.samples) : 0.0;

@@ -14,9 +14,9 @@ namespace ptune::engine {
 /// A progress report of `ptune train`.
 struct TrainProgress {
   int64_t step = 0, total_steps = 0, epoch = 0;
-  double loss = 0;            // loss of the latest step (mean over ranks when data parallel)
-  double samples_per_s = 0;   // since the start (or resume), all ranks together
-  double eta_s = 0;           // remaining time at that rate
+  double loss = 0;           // loss of the latest step (mean over ranks when data parallel)
+  double samples_per_s = 0;  // since the start (or resume), all ranks together
+  double eta_s = 0;          // remaining time at that rate
 };
 
 struct TrainOptions {
@@ -28,7 +28,7 @@ struct TrainOptions {
 };
 
 struct TrainSummary {
-  int64_t steps = 0;          // steps done in all (including before a resume)
+  int64_t steps = 0;  // steps done in all (including before a resume)
   double final_loss = 0;
   double samples_per_s = 0;
   std::string last_checkpoint;

@@ -75,8 +75,10 @@ void zero_grad(torch::optim::Optimizer& optimizer, bool set_to_none) {
         continue;
       }
       at::Tensor& g = p.mutable_grad();
-      if (g.grad_fn()) g.detach_();
-      else g.requires_grad_(false);
+      if (g.grad_fn())
+        g.detach_();
+      else
+        g.requires_grad_(false);
       grads[{g.device(), g.scalar_type()}].push_back(g);
     }
   }

@@ -83,8 +83,9 @@ std::shared_ptr<const data::Dataset> make_dataset(const config::ExperimentConfig
     auto folder = std::make_shared<data::ImageFolder>(std::move(o));
     const auto num_classes = static_cast<int64_t>(folder->classes().size());
     if (num_classes > cfg.model.num_classes)
-      throw ConfigError("model.num_classes: " + std::to_string(cfg.model.num_classes) + " is fewer than the " +
-                        std::to_string(num_classes) + " class folders under '" + *cfg.data.root + "'");
+      throw ConfigError("model.num_classes: " + std::to_string(cfg.model.num_classes) +
+                        " is fewer than the " + std::to_string(num_classes) + " class folders under '" +
+                        *cfg.data.root + "'");
     return folder;
   }
   throw ConfigError("data.kind: unknown dataset '" + cfg.data.kind + "'");
@@ -133,7 +134,9 @@ int64_t Trainer::warmup_steps_needed(const config::ExperimentConfig& cfg) {
 
 Trainer::Trainer(const config::ExperimentConfig& cfg, const c10::Device& device,
                  std::shared_ptr<dist::Group> group)
-    : cfg_(cfg), device_(device), input_(cfg, device),
+    : cfg_(cfg),
+      device_(device),
+      input_(cfg, device),
       group_(group ? std::move(group) : std::make_shared<dist::Group>()) {
   if (cfg.loader.pin_memory) require_cuda(device, "loader.pin_memory");
   if (cfg.optim.cudnn_benchmark) require_cuda(device, "optim.cudnn_benchmark");
@@ -148,8 +151,8 @@ Trainer::Trainer(const config::ExperimentConfig& cfg, const c10::Device& device,
   torch::manual_seed(static_cast<uint64_t>(cfg.seed));
   model_ = models::make(cfg.model.arch, cfg.model.num_classes, cfg.data.image_size);
   if (cfg.model.weights) {
-    weights_note_ = models::load_into(*model_, models::read_state_dict(*cfg.model.weights, &weights_file_notes_),
-                                      *cfg.model.weights);
+    weights_note_ = models::load_into(
+        *model_, models::read_state_dict(*cfg.model.weights, &weights_file_notes_), *cfg.model.weights);
   }
   model_->to(device_);
   if (cfg.model.channels_last) {
@@ -166,9 +169,10 @@ Trainer::Trainer(const config::ExperimentConfig& cfg, const c10::Device& device,
   }
 
   if (cfg.optim.kind == "sgd") {
-    optimizer_ = std::make_unique<torch::optim::SGD>(
-        model_->parameters(),
-        torch::optim::SGDOptions(cfg.optim.lr).momentum(cfg.optim.momentum).weight_decay(cfg.optim.weight_decay));
+    optimizer_ =
+        std::make_unique<torch::optim::SGD>(model_->parameters(), torch::optim::SGDOptions(cfg.optim.lr)
+                                                                      .momentum(cfg.optim.momentum)
+                                                                      .weight_decay(cfg.optim.weight_decay));
   } else {
     optimizer_ = std::make_unique<torch::optim::AdamW>(
         model_->parameters(), torch::optim::AdamWOptions(cfg.optim.lr).weight_decay(cfg.optim.weight_decay));
@@ -186,7 +190,8 @@ at::Tensor Trainer::step(const at::Tensor& images, const at::Tensor& labels) {
 }
 
 at::Tensor Trainer::graph_step(const at::Tensor& images, const at::Tensor& labels) {
-  if (static_images_.defined() && (images.sizes() != static_images_.sizes() || labels.sizes() != static_labels_.sizes())) {
+  if (static_images_.defined() &&
+      (images.sizes() != static_images_.sizes() || labels.sizes() != static_labels_.sizes())) {
     // A batch of another shape (a partial last batch) cannot replay the captured step.
     ++graph_misfits_;
     graph_misfit_size_ = images.size(0);
@@ -225,9 +230,10 @@ at::Tensor Trainer::graph_step(const at::Tensor& images, const at::Tensor& label
 
 std::string Trainer::graph_note() const {
   if (!graph_note_.empty() || graph_misfits_ == 0) return graph_note_;
-  return "optim.cuda_graphs: " + std::to_string(graph_misfits_) + (graph_misfits_ == 1 ? " batch" : " batches") +
-         " of another shape (" + std::to_string(graph_misfit_size_) + " samples, not " +
-         std::to_string(static_images_.size(0)) + ") ran eagerly";
+  return "optim.cuda_graphs: " + std::to_string(graph_misfits_) +
+         (graph_misfits_ == 1 ? " batch" : " batches") + " of another shape (" +
+         std::to_string(graph_misfit_size_) + " samples, not " + std::to_string(static_images_.size(0)) +
+         ") ran eagerly";
 }
 
 at::Tensor Trainer::run_step(const at::Tensor& images, const at::Tensor& labels) {
@@ -250,8 +256,10 @@ at::Tensor Trainer::run_step(const at::Tensor& images, const at::Tensor& labels)
   if (sync_) sync_->prepare(/*sync=*/last);  // no_sync on the other micro-steps
   {
     compat::UserScope range(measure::ranges::kBackward);
-    if (scaler_) scaler_->scale(objective).backward();
-    else objective.backward();
+    if (scaler_)
+      scaler_->scale(objective).backward();
+    else
+      objective.backward();
   }
   if (!last) {
     ++micro_;
@@ -270,8 +278,10 @@ at::Tensor Trainer::run_step(const at::Tensor& images, const at::Tensor& labels)
     // torch.optim.SGD(fused=True)), so neither eager steps nor a captured graph wait for the
     // device; AdamW: skipped on the host, which reads found_inf once per step (as PyTorch's
     // GradScaler does for non-fused optimizers).
-    if (cfg_.optim.kind == "sgd") scaler_->step_masked(*optimizer_);
-    else scaler_->step(*optimizer_);
+    if (cfg_.optim.kind == "sgd")
+      scaler_->step_masked(*optimizer_);
+    else
+      scaler_->step(*optimizer_);
     scaler_->update();
   } else if (auto* sgd = dynamic_cast<torch::optim::SGD*>(optimizer_.get())) {
     fused_sgd_step(*sgd);  // a few multi-tensor kernels, not several per parameter
@@ -310,15 +320,18 @@ void Trainer::save_checkpoint(const std::string& path, int64_t step, int64_t epo
   if (scaler_) scaler_->save(archive);
   // Through ptune's checked writer: a full disk is a WriteError raised here, never an exception
   // from the destructor of LibTorch's zip writer.
-  files::write_atomically(path, "train.checkpoint_dir", [&](files::Output& out) { archive.save_to(out.sink()); });
+  files::write_atomically(path, "train.checkpoint_dir",
+                          [&](files::Output& out) { archive.save_to(out.sink()); });
 }
 
 std::pair<int64_t, int64_t> Trainer::load_checkpoint(const std::string& path, int64_t world_size,
                                                      std::vector<std::string>* notes) {
   const models::FileKind kind = models::identify(path);
   if (kind == models::FileKind::kTorchSave)
-    throw DataError(path + ": a weights file (a state_dict), not a ptune checkpoint: start from it with "
-                           "--set model.weights=" + path);
+    throw DataError(
+        path +
+        ": a weights file (a state_dict), not a ptune checkpoint: start from it with --set model.weights=" +
+        path);
   if (const std::string why = models::unreadable_kind(path, kind); !why.empty())
     throw DataError("--resume: " + why);
   torch::serialize::InputArchive archive;
@@ -344,25 +357,28 @@ std::pair<int64_t, int64_t> Trainer::load_checkpoint(const std::string& path, in
   if (*arch != cfg_.model.arch)
     throw DataError(path + ": checkpoint of a " + *arch + ", the config's model is " + cfg_.model.arch);
   if (const auto n = number("num_classes"); n && *n != cfg_.model.num_classes)
-    throw DataError(path + ": checkpoint of a model with " + std::to_string(*n) + " classes, the config's "
-                    "model.num_classes is " + std::to_string(cfg_.model.num_classes) +
+    throw DataError(path + ": checkpoint of a model with " + std::to_string(*n) +
+                    " classes, the config's model.num_classes is " + std::to_string(cfg_.model.num_classes) +
                     "; resume with the same number, or start a new run from its weights");
   if (const auto k = text("optim_kind"); k && *k != cfg_.optim.kind)
-    throw DataError(path + ": checkpoint of an " + *k + " optimizer, the config's optim.kind is " + cfg_.optim.kind +
-                    "; resume with the same optimizer (its state cannot become another's)");
+    throw DataError(path + ": checkpoint of an " + *k + " optimizer, the config's optim.kind is " +
+                    cfg_.optim.kind + "; resume with the same optimizer (its state cannot become another's)");
   if (const auto amp = text("amp"); amp && *amp != cfg_.optim.amp) {
     if (*amp == "fp16" || cfg_.optim.amp == "fp16")
-      throw DataError(path + ": checkpoint written with optim.amp " + *amp + ", the config says " + cfg_.optim.amp +
+      throw DataError(path + ": checkpoint written with optim.amp " + *amp + ", the config says " +
+                      cfg_.optim.amp +
                       "; fp16's loss scale lives in the checkpoint: resume with the same optim.amp");
-    if (notes) notes->push_back("resuming with optim.amp " + cfg_.optim.amp + " (the checkpoint's was " + *amp + ")");
+    if (notes)
+      notes->push_back("resuming with optim.amp " + cfg_.optim.amp + " (the checkpoint's was " + *amp + ")");
   }
   if (const auto b = number("batch_size"); b && *b != cfg_.loader.batch_size && notes)
     notes->push_back("resuming with loader.batch_size " + std::to_string(cfg_.loader.batch_size) +
                      " (the checkpoint's was " + std::to_string(*b) +
                      "): the step count goes on, each step now takes the new batch size");
   if (const auto w = number("world_size"); w && *w != world_size && notes)
-    notes->push_back("resuming on " + std::to_string(world_size) + " rank(s) (the checkpoint was written by " +
-                     std::to_string(*w) + "): the global batch changes with the number of ranks");
+    notes->push_back("resuming on " + std::to_string(world_size) +
+                     " rank(s) (the checkpoint was written by " + std::to_string(*w) +
+                     "): the global batch changes with the number of ranks");
   try {
     torch::serialize::InputArchive model_archive, optim_archive;
     archive.read("model", model_archive);

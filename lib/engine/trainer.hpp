@@ -127,21 +127,21 @@ class Trainer {
   DeviceInput input_;
   std::string weights_note_;
   std::vector<std::string> weights_file_notes_;
-  std::optional<GradScaler> scaler_;    // optim.amp == "fp16"
+  std::optional<GradScaler> scaler_;  // optim.amp == "fp16"
   // optim.cuda_graphs: the step captured once and replayed; inputs go through static buffers.
   static constexpr int kGraphWarmupSteps = 3;  // eager steps on the side stream before capture
   std::unique_ptr<GraphStep> graph_;
   at::Tensor static_images_, static_labels_, static_loss_;
   int64_t graph_warmup_done_ = 0;
-  std::string graph_note_;              // capture failed: every step runs eagerly
-  int64_t graph_misfits_ = 0;           // batches of another shape, run eagerly
-  int64_t graph_misfit_size_ = 0;       // the last such batch's size
+  std::string graph_note_;         // capture failed: every step runs eagerly
+  int64_t graph_misfits_ = 0;      // batches of another shape, run eagerly
+  int64_t graph_misfit_size_ = 0;  // the last such batch's size
   /// forward, backward, (all-reduce), update; no host synchronization with SGD.
   at::Tensor run_step(const at::Tensor& images, const at::Tensor& labels);
   at::Tensor graph_step(const at::Tensor& images, const at::Tensor& labels);
-  std::shared_ptr<dist::Group> group_;  // never null: single-process when local
-  std::unique_ptr<dist::GradSync> sync_;  // distributed only
-  int64_t micro_ = 0;                   // micro-steps done of the current optimizer step
+  std::shared_ptr<dist::Group> group_;        // never null: single-process when local
+  std::unique_ptr<dist::GradSync> sync_;      // distributed only
+  int64_t micro_ = 0;                         // micro-steps done of the current optimizer step
   std::string step_range_, zero_grad_range_;  // profiler range names: "Optimizer.step#SGD.step"...
 };
 

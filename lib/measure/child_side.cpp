@@ -52,7 +52,9 @@ void write_all(int fd, const std::string& text) {
   while (done < text.size()) {
     const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw std::runtime_error(std::string("the row's child process stopped reading: ") + std::strerror(errno));
+    if (n <= 0)
+      throw std::runtime_error(std::string("the row's child process stopped reading: ") +
+                               std::strerror(errno));
     done += static_cast<size_t>(n);
   }
 }
@@ -62,7 +64,8 @@ std::string last_line(int fd) {
   std::string all;
   char buf[4096];
   off_t at = 0;
-  for (ssize_t n; (n = ::pread(fd, buf, sizeof buf, at)) > 0; at += n) all.append(buf, static_cast<size_t>(n));
+  for (ssize_t n; (n = ::pread(fd, buf, sizeof buf, at)) > 0; at += n)
+    all.append(buf, static_cast<size_t>(n));
   while (!all.empty() && (all.back() == '\n' || all.back() == '\r')) all.pop_back();
   const size_t nl = all.rfind('\n');
   return nl == std::string::npos ? all : all.substr(nl + 1);
@@ -127,7 +130,8 @@ std::string omp_threads() {
   const int n = at::get_num_threads();
   if (!parallel || !t.thread_num) return std::to_string(n) + " threads (no OpenMP runtime found)";
   parallel(record_thread_cpus, &t, static_cast<unsigned>(n), 0);
-  std::string text = std::to_string(t.cpus.size()) + " OpenMP thread" + (t.cpus.size() == 1 ? "" : "s") + " on CPUs";
+  std::string text =
+      std::to_string(t.cpus.size()) + " OpenMP thread" + (t.cpus.size() == 1 ? "" : "s") + " on CPUs";
   for (const auto& [k, c] : t.cpus) text += " {" + c + "}";
   return text;
 }
@@ -144,8 +148,10 @@ void prime(const config::ExperimentConfig& cfg, const Progress& progress) {
   }
 }
 
-bool needs_child(const config::ExperimentConfig& cfg, const config::ExperimentConfig* prev, bool prev_in_child) {
-  return prev_in_child || !engine::default_process(cfg.process) || (prev && !engine::default_process(prev->process));
+bool needs_child(const config::ExperimentConfig& cfg, const config::ExperimentConfig* prev,
+                 bool prev_in_child) {
+  return prev_in_child || !engine::default_process(cfg.process) ||
+         (prev && !engine::default_process(prev->process));
 }
 
 // ---------------------------------------------------------------- the parent's side
@@ -154,14 +160,17 @@ ChildSide::ChildSide(const config::ExperimentConfig& cfg, const Progress& progre
                      bool build)
     : progress_(progress) {
   if (dist::world_size() > 1)
-    throw ConfigError("process: rows with their own process settings run in child processes, which a data-parallel "
-                      "rank cannot start; measure them without ptune launch");
+    throw ConfigError(
+        "process: rows with their own process settings run in child processes, which a data-parallel rank "
+        "cannot start; measure them without ptune launch");
   const engine::ProcessPlan plan = engine::plan_process(cfg.process);
   namespace fs = std::filesystem;
   // The row's config, for the child to read (removed once it has).
   std::string cfg_path = (fs::temp_directory_path() / "ptune-row-XXXXXX").string();
   const int cfg_fd = ::mkstemp(cfg_path.data());
-  if (cfg_fd < 0) throw std::runtime_error("cannot write the row's config for its child process: " + std::string(std::strerror(errno)));
+  if (cfg_fd < 0)
+    throw std::runtime_error("cannot write the row's config for its child process: " +
+                             std::string(std::strerror(errno)));
   ::close(cfg_fd);
   {
     std::ofstream out(cfg_path);
@@ -171,7 +180,8 @@ ChildSide::ChildSide(const config::ExperimentConfig& cfg, const Progress& progre
   cfg_file_ = cfg_path;  // removed once the child has answered (it has read it then)
   std::string err_path = (fs::temp_directory_path() / "ptune-row-err-XXXXXX").string();
   err_fd_ = ::mkostemp(err_path.data(), O_CLOEXEC);
-  if (err_fd_ < 0) throw std::runtime_error("cannot start the row's child process: " + std::string(std::strerror(errno)));
+  if (err_fd_ < 0)
+    throw std::runtime_error("cannot start the row's child process: " + std::string(std::strerror(errno)));
   ::unlink(err_path.c_str());
   int cmd[2], rep[2];
   if (::pipe2(cmd, O_CLOEXEC) != 0 || ::pipe2(rep, O_CLOEXEC) != 0)
@@ -188,7 +198,8 @@ ChildSide::ChildSide(const config::ExperimentConfig& cfg, const Progress& progre
   envp.push_back(nullptr);
   const pid_t parent = ::getpid();
   pid_ = ::fork();
-  if (pid_ < 0) throw std::runtime_error("cannot start the row's child process: " + std::string(std::strerror(errno)));
+  if (pid_ < 0)
+    throw std::runtime_error("cannot start the row's child process: " + std::string(std::strerror(errno)));
   if (pid_ == 0) {
     // Its own process group: a Ctrl-C at the terminal reaches the parent, which stops it.
     ::setpgid(0, 0);
@@ -199,8 +210,8 @@ ChildSide::ChildSide(const config::ExperimentConfig& cfg, const Progress& progre
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
     const int in = ::fcntl(cmd[0], F_DUPFD, 10), out = ::fcntl(rep[1], F_DUPFD, 10);
     const int null = ::open("/dev/null", O_RDWR);
-    if (in < 0 || out < 0 || null < 0 || ::dup2(null, 0) < 0 || ::dup2(null, 1) < 0 || ::dup2(err_fd_, 2) < 0 ||
-        ::dup2(in, 3) < 0 || ::dup2(out, 4) < 0)
+    if (in < 0 || out < 0 || null < 0 || ::dup2(null, 0) < 0 || ::dup2(null, 1) < 0 ||
+        ::dup2(err_fd_, 2) < 0 || ::dup2(in, 3) < 0 || ::dup2(out, 4) < 0)
       ::_exit(127);
     for (int fd = 5; fd < 4096; ++fd) ::close(fd);
     if (engine::bind_process(plan) != 0) ::_exit(126);
@@ -324,11 +335,14 @@ void ChildSide::pause() {
 void ChildSide::resume() { ask("resume"); }
 
 ProfileResult ChildSide::profile(double timed_ms_per_step, const TraceTarget& target) {
-  const Json request = {{"timed_ms", timed_ms_per_step}, {"folder", target.folder}, {"row", target.row},
+  const Json request = {{"timed_ms", timed_ms_per_step},
+                        {"folder", target.folder},
+                        {"row", target.row},
                         {"changes", target.changes}};
   const Json reply = ask("profile " + request.dump());
   ProfileResult p;
-  if (reply.contains("gpu_busy_pct") && !reply["gpu_busy_pct"].is_null()) p.gpu_busy_pct = reply["gpu_busy_pct"].get<double>();
+  if (reply.contains("gpu_busy_pct") && !reply["gpu_busy_pct"].is_null())
+    p.gpu_busy_pct = reply["gpu_busy_pct"].get<double>();
   p.trace_path = reply.value("trace_path", std::string());
   return p;
 }
@@ -346,7 +360,8 @@ void ChildSide::set_progress(const Progress& progress, int64_t planned) {
 
 // ---------------------------------------------------------------- the child's side
 
-int serve_side(const config::ExperimentConfig& cfg, int in_fd, int out_fd, const std::atomic<bool>* interrupted) {
+int serve_side(const config::ExperimentConfig& cfg, int in_fd, int out_fd,
+               const std::atomic<bool>* interrupted) {
   auto send = [&](const Json& j) { write_all(out_fd, j.dump() + "\n"); };
   const Progress progress = [&](const std::string& phase, int64_t step, int64_t total) {
     if (interrupted && interrupted->load()) throw Interrupted();
@@ -381,7 +396,8 @@ int serve_side(const config::ExperimentConfig& cfg, int in_fd, int out_fd, const
         target.row = request.value("row", std::string());
         target.changes = nlohmann::ordered_json::parse(request.value("changes", Json::object()).dump());
         const ProfileResult p = measure::profile(cfg, request.value("timed_ms", 0.0), target, progress);
-        send({{"gpu_busy_pct", p.gpu_busy_pct ? Json(*p.gpu_busy_pct) : Json(nullptr)}, {"trace_path", p.trace_path}});
+        send({{"gpu_busy_pct", p.gpu_busy_pct ? Json(*p.gpu_busy_pct) : Json(nullptr)},
+              {"trace_path", p.trace_path}});
         continue;
       }
       if (command != "build" && !bench) throw std::logic_error("'" + command + "' before build");
@@ -403,8 +419,9 @@ int serve_side(const config::ExperimentConfig& cfg, int in_fd, int out_fd, const
       } else if (command == "result") {
         int64_t first = 0, count = -1;
         line >> first >> count;
-        send({{"measurement", measurement_json(bench->result(static_cast<size_t>(first),
-                                                              count < 0 ? SIZE_MAX : static_cast<size_t>(count)))}});
+        send({{"measurement",
+               measurement_json(bench->result(static_cast<size_t>(first),
+                                              count < 0 ? SIZE_MAX : static_cast<size_t>(count)))}});
       } else {
         throw std::logic_error("unknown command '" + command + "'");
       }

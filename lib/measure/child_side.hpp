@@ -73,7 +73,8 @@ class ChildSide : public RowSide {
 /// windows, pauses and results over file descriptors `in_fd` (commands, one a line) and `out_fd`
 /// (one JSON object a line) until the parent closes `in_fd` or says "quit". Returns the exit code:
 /// 0, 130 when `interrupted` was set. Errors go back to the parent as {"error", "kind"}.
-int serve_side(const config::ExperimentConfig& cfg, int in_fd, int out_fd, const std::atomic<bool>* interrupted);
+int serve_side(const config::ExperimentConfig& cfg, int in_fd, int out_fd,
+               const std::atomic<bool>* interrupted);
 
 /// Builds `cfg`'s pipeline, warms it up and frees it, in this process, when `cfg` runs in a default
 /// process (else its rows run in child processes, each its process's only pipeline): a fresh
@@ -85,7 +86,8 @@ void prime(const config::ExperimentConfig& cfg, const Progress& progress = {});
 /// Whether a row with config `cfg` compared with `prev` (null: none) runs its sides in child
 /// processes: when its process settings or its comparison's are not a default process's, or the
 /// previous side already runs in one (`prev_in_child`).
-bool needs_child(const config::ExperimentConfig& cfg, const config::ExperimentConfig* prev, bool prev_in_child);
+bool needs_child(const config::ExperimentConfig& cfg, const config::ExperimentConfig* prev,
+                 bool prev_in_child);
 
 /// A Measurement as JSON and back (the child sends its result to the parent).
 nlohmann::json measurement_json(const Measurement& m);

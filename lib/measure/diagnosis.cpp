@@ -3,7 +3,6 @@
 #include <cmath>
 #include <cstdio>
 
-
 namespace ptune::measure {
 namespace {
 
@@ -25,7 +24,8 @@ const Tried* measured_useless(const std::vector<Tried>& tried, const std::string
 /// The first of `moves` the sweep has not measured as useless, prefixed by what was skipped:
 /// "optim.amp measured within noise here (row 7 'bf16 autocast'); try model.channels_last".
 /// `fallback` when every move was skipped.
-std::string first_untried(const std::vector<Move>& moves, const std::vector<Tried>& tried, const std::string& fallback) {
+std::string first_untried(const std::vector<Move>& moves, const std::vector<Tried>& tried,
+                          const std::string& fallback) {
   std::string skipped;
   for (const Move& mv : moves) {
     const Tried* t = mv.key.empty() ? nullptr : measured_useless(tried, mv.key);
@@ -40,8 +40,9 @@ std::string first_untried(const std::vector<Move>& moves, const std::vector<Trie
 
 }  // namespace
 
-std::string diagnose(const Measurement& m, const config::ExperimentConfig& cfg, const std::vector<Tried>& tried,
-                     const DiagnosisThresholds& t, std::optional<bool> cpu_bf16) {
+std::string diagnose(const Measurement& m, const config::ExperimentConfig& cfg,
+                     const std::vector<Tried>& tried, const DiagnosisThresholds& t,
+                     std::optional<bool> cpu_bf16) {
   if (!cpu_bf16) {
     static const engine::CpuInfo here = engine::describe_cpu(engine::read_cpu_facts());
     return diagnose(m, cfg, tried, t, here);
@@ -52,16 +53,19 @@ std::string diagnose(const Measurement& m, const config::ExperimentConfig& cfg, 
   return diagnose(m, cfg, tried, t, cpu);
 }
 
-std::string diagnose(const Measurement& m, const config::ExperimentConfig& cfg, const std::vector<Tried>& tried,
-                     const DiagnosisThresholds& t, const engine::CpuInfo& cpu) {
+std::string diagnose(const Measurement& m, const config::ExperimentConfig& cfg,
+                     const std::vector<Tried>& tried, const DiagnosisThresholds& t,
+                     const engine::CpuInfo& cpu) {
   const auto& mode = cfg.measure.mode;
   if (mode == "data") return "input pipeline alone: the ceiling the loader sets on training";
   if (mode == "synthetic") return "model alone (one batch on the device): the ceiling compute sets";
   const bool cuda = m.device_mem_bytes.has_value();
   if (m.data_wait_pct >= t.input_bound_pct) {
     std::string s = "input-bound (" + pct(m.data_wait_pct) + " waiting for data): ";
-    std::vector<Move> moves = {{"loader.num_workers", "raise loader.num_workers (now " + std::to_string(cfg.loader.num_workers) + ")"}};
-    if (!cfg.loader.uint8_transfer) moves.push_back({"loader.uint8_transfer", "ship smaller batches (loader.uint8_transfer)"});
+    std::vector<Move> moves = {{"loader.num_workers", "raise loader.num_workers (now " +
+                                                          std::to_string(cfg.loader.num_workers) + ")"}};
+    if (!cfg.loader.uint8_transfer)
+      moves.push_back({"loader.uint8_transfer", "ship smaller batches (loader.uint8_transfer)"});
     return s + first_untried(moves, tried, "make the dataset's decoding and transforms cheaper");
   }
   if (m.h2d_pct >= t.copy_bound_pct) {
@@ -71,22 +75,27 @@ std::string diagnose(const Measurement& m, const config::ExperimentConfig& cfg, 
     if (!cfg.loader.uint8_transfer) moves.push_back({"loader.uint8_transfer", "loader.uint8_transfer"});
     return s + first_untried(moves, tried, "overlap copies with compute");
   }
-  if (!cuda && cfg.process.allocator == "glibc" && m.system_time_pct && fires(RuleId::kAllocator, *m.system_time_pct)) {
+  if (!cuda && cfg.process.allocator == "glibc" && m.system_time_pct &&
+      fires(RuleId::kAllocator, *m.system_time_pct)) {
     char faults[64] = "";
-    if (m.page_faults_per_step) std::snprintf(faults, sizeof faults, ", %.0f page faults a step", *m.page_faults_per_step);
+    if (m.page_faults_per_step)
+      std::snprintf(faults, sizeof faults, ", %.0f page faults a step", *m.page_faults_per_step);
     std::string s = "allocator-bound (" + pct(*m.system_time_pct) + " of the step in the kernel" + faults +
                     ": glibc's malloc gives large blocks back and the next step faults them in again): ";
-    const std::vector<Move> moves = {{"process.allocator", "process.allocator jemalloc, tcmalloc or glibc_tuned"}};
+    const std::vector<Move> moves = {
+        {"process.allocator", "process.allocator jemalloc, tcmalloc or glibc_tuned"}};
     return s + first_untried(moves, tried, "keep freed memory for reuse");
   }
   std::string memory;
   if (m.peak_mem_bytes && m.device_mem_bytes && *m.device_mem_bytes > 0) {
-    const double used = 100.0 * static_cast<double>(*m.peak_mem_bytes) / static_cast<double>(*m.device_mem_bytes);
+    const double used =
+        100.0 * static_cast<double>(*m.peak_mem_bytes) / static_cast<double>(*m.device_mem_bytes);
     if (used < t.low_memory_pct && !measured_useless(tried, "loader.batch_size"))
       memory = "; memory " + pct(used) + " used: raise loader.batch_size";
   }
   if (m.gpu_busy_pct && *m.gpu_busy_pct < t.launch_bound_busy_pct) {
-    std::string s = "launch-bound (GPU busy " + pct(*m.gpu_busy_pct) + ", the host cannot feed kernels fast enough): ";
+    std::string s =
+        "launch-bound (GPU busy " + pct(*m.gpu_busy_pct) + ", the host cannot feed kernels fast enough): ";
     std::vector<Move> moves;
     if (!cfg.optim.cuda_graphs) moves.push_back({"optim.cuda_graphs", "optim.cuda_graphs"});
     moves.push_back({"loader.batch_size", "raise loader.batch_size"});
@@ -98,8 +107,11 @@ std::string diagnose(const Measurement& m, const config::ExperimentConfig& cfg, 
   std::vector<Move> moves;
   std::string why_not_amp;
   if (cfg.optim.amp == "off") {
-    if (cuda || cpu.bf16_native) moves.push_back({"optim.amp", cuda ? "optim.amp" : "optim.amp (bf16: " + engine::bf16_reason(cpu) + ")"});
-    else why_not_amp = engine::bf16_reason(cpu) + ", so optim.amp is not advised";
+    if (cuda || cpu.bf16_native)
+      moves.push_back(
+          {"optim.amp", cuda ? "optim.amp" : "optim.amp (bf16: " + engine::bf16_reason(cpu) + ")"});
+    else
+      why_not_amp = engine::bf16_reason(cpu) + ", so optim.amp is not advised";
     s += " on fp32";
   }
   if (!cfg.model.channels_last) moves.push_back({"model.channels_last", "model.channels_last"});
@@ -110,16 +122,19 @@ std::string diagnose(const Measurement& m, const config::ExperimentConfig& cfg, 
   return next.empty() ? s + memory : s + ": " + next + memory;
 }
 
-std::string with_peak(const std::string& diagnosis, std::optional<double> pct_of_peak, const std::string& precision) {
+std::string with_peak(const std::string& diagnosis, std::optional<double> pct_of_peak,
+                      const std::string& precision) {
   if (!pct_of_peak || diagnosis.rfind("compute-bound", 0) != 0) return diagnosis;
   const std::string at = "at " + pct(*pct_of_peak) + " of the " + precision + " peak";
   if (*pct_of_peak >= kNearPeakPct)
-    return diagnosis + "; " + at + " the next gains from settings are small: a cheaper model or more hardware is what is left";
+    return diagnosis + "; " + at +
+           " the next gains from settings are small: a cheaper model or more hardware is what is left";
   if (*pct_of_peak < kFarFromPeakPct)
-    return diagnosis + "; " + at + " the arithmetic units are mostly idle: the step's time goes to work that is not matrix "
-                       "products (norms, activations, other memory-bound elementwise operators), layers too small to fill "
-                       "the cores and per-operator overhead; a larger loader.batch_size fills them better, and "
-                       "measure.profile shows which operators take the time";
+    return diagnosis + "; " + at +
+           " the arithmetic units are mostly idle: the step's time goes to work that is not matrix products "
+           "(norms, activations, other memory-bound elementwise operators), layers too small to fill the "
+           "cores and per-operator overhead; a larger loader.batch_size fills them better, and "
+           "measure.profile shows which operators take the time";
   return diagnosis;
 }
 

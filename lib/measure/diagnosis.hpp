@@ -18,21 +18,22 @@ namespace ptune::measure {
 /// (measure/rules.hpp), which `ptune analyze` shares.
 struct DiagnosisThresholds {
   double input_bound_pct = rule(RuleId::kInputBound).threshold;  // data wait at or above this: input-bound
-  double copy_bound_pct = rule(RuleId::kCopyBound).threshold;    // host-to-device copy at or above this: copy-bound
+  double copy_bound_pct =
+      rule(RuleId::kCopyBound).threshold;  // host-to-device copy at or above this: copy-bound
   double launch_bound_busy_pct = rule(RuleId::kLaunchBound).threshold;  // GPU busy below this (and not
-                                                                       // input/copy-bound): launch-bound
+                                                                        // input/copy-bound): launch-bound
   double low_memory_pct = rule(RuleId::kLowMemory).threshold;  // peak device memory below this share:
                                                                // room for a bigger batch
 };
 
 /// An optimization an earlier row of the sweep measured: its key, value, row and verdict.
 struct Tried {
-  std::string key;              // e.g. "optim.amp"
-  nlohmann::ordered_json value; // what the row set it to
-  size_t index = 0;             // the row's index
-  std::string row;              // the row's name
-  std::string verdict;          // faster | slower | within noise | undecided
-  double speedup = 1.0;         // its speedup over the row before it
+  std::string key;               // e.g. "optim.amp"
+  nlohmann::ordered_json value;  // what the row set it to
+  size_t index = 0;              // the row's index
+  std::string row;               // the row's name
+  std::string verdict;           // faster | slower | within noise | undecided
+  double speedup = 1.0;          // its speedup over the row before it
 };
 
 /// The verdict for a measurement taken with `cfg`, e.g.
@@ -42,8 +43,9 @@ struct Tried {
 /// here (row 7 'bf16 autocast'); try model.channels_last"). On the CPU, optim.amp (bf16) is
 /// advised only where `cpu` has native bf16 arithmetic that oneDNN uses (CpuInfo::bf16_native:
 /// not where ONEDNN_MAX_CPU_ISA caps it), and the verdict says why not otherwise. Throws nothing.
-std::string diagnose(const Measurement& m, const config::ExperimentConfig& cfg, const std::vector<Tried>& tried,
-                     const DiagnosisThresholds& t, const engine::CpuInfo& cpu);
+std::string diagnose(const Measurement& m, const config::ExperimentConfig& cfg,
+                     const std::vector<Tried>& tried, const DiagnosisThresholds& t,
+                     const engine::CpuInfo& cpu);
 
 /// diagnose() on the CPU that engine::read_cpu_facts() describes (/proc/cpuinfo and the caps in
 /// the environment), or, with `cpu_bf16`, on one whose bf16 is native or not (for tests).
@@ -52,7 +54,7 @@ std::string diagnose(const Measurement& m, const config::ExperimentConfig& cfg,
                      std::optional<bool> cpu_bf16 = std::nullopt);
 
 /// The peak rule's thresholds, % of the machine's peak in the row's precision (measure/peak.hpp).
-inline constexpr double kNearPeakPct = 60;  // at or above: the next gains from settings are small
+inline constexpr double kNearPeakPct = 60;     // at or above: the next gains from settings are small
 inline constexpr double kFarFromPeakPct = 10;  // below: far from the limit
 
 /// The peak rule, applied after diagnose(): a compute-bound verdict (`diagnosis` starts with
@@ -60,6 +62,7 @@ inline constexpr double kFarFromPeakPct = 10;  // below: far from the limit
 /// next gains from settings are small ...", one below kFarFromPeakPct gets what holds it back;
 /// any other verdict, or no `pct_of_peak`, is returned as it is. `pct_of_peak` is the row's
 /// printed figure (report::pct_of_peak). Throws nothing.
-std::string with_peak(const std::string& diagnosis, std::optional<double> pct_of_peak, const std::string& precision);
+std::string with_peak(const std::string& diagnosis, std::optional<double> pct_of_peak,
+                      const std::string& precision);
 
 }  // namespace ptune::measure

@@ -19,26 +19,36 @@ struct GpuSpec {
 // Dense figures: the datasheets print tensor-core figures "with sparsity"; these are half of those.
 // Bandwidth: the datasheet's GPU memory bandwidth (HBM or GDDR), per GPU.
 // H100 SXM 3.35 TB/s, H100 PCIe 2.0 TB/s: NVIDIA H100 Tensor Core GPU datasheet.
-const GpuSpec kH100Sxm{"NVIDIA H100 SXM", 66.9, 494.7, 989.4, 989.4, 3.35, "NVIDIA H100 Tensor Core GPU datasheet"};
-const GpuSpec kH100Pcie{"NVIDIA H100 PCIe", 51.2, 378.0, 756.0, 756.0, 2.0, "NVIDIA H100 Tensor Core GPU datasheet"};
+const GpuSpec kH100Sxm{
+    "NVIDIA H100 SXM", 66.9, 494.7, 989.4, 989.4, 3.35, "NVIDIA H100 Tensor Core GPU datasheet"};
+const GpuSpec kH100Pcie{
+    "NVIDIA H100 PCIe", 51.2, 378.0, 756.0, 756.0, 2.0, "NVIDIA H100 Tensor Core GPU datasheet"};
 // H200 SXM 4.8 TB/s: NVIDIA H200 Tensor Core GPU datasheet.
-const GpuSpec kH200{"NVIDIA H200 SXM", 66.9, 494.7, 989.4, 989.4, 4.8, "NVIDIA H200 Tensor Core GPU datasheet"};
+const GpuSpec kH200{
+    "NVIDIA H200 SXM", 66.9, 494.7, 989.4, 989.4, 4.8, "NVIDIA H200 Tensor Core GPU datasheet"};
 // A100 40GB 1,555 GB/s; 80GB SXM 2,039 GB/s, 80GB PCIe 1,935 GB/s: NVIDIA A100 Tensor Core GPU datasheet.
-const GpuSpec kA100{"NVIDIA A100 40GB", 19.5, 156.0, 312.0, 312.0, 1.555, "NVIDIA A100 Tensor Core GPU datasheet"};
+const GpuSpec kA100{
+    "NVIDIA A100 40GB", 19.5, 156.0, 312.0, 312.0, 1.555, "NVIDIA A100 Tensor Core GPU datasheet"};
 const char* const kA100Sheet = "NVIDIA A100 Tensor Core GPU datasheet";
 const GpuSpec kA100Sxm80{"NVIDIA A100 80GB SXM", 19.5, 156.0, 312.0, 312.0, 2.039, kA100Sheet};
 const GpuSpec kA100Pcie80{"NVIDIA A100 80GB PCIe", 19.5, 156.0, 312.0, 312.0, 1.935, kA100Sheet};
 // L40S 864 GB/s: NVIDIA L40S datasheet. L4 300 GB/s: NVIDIA L4 Tensor Core GPU datasheet.
 const GpuSpec kL40s{"NVIDIA L40S", 91.6, 183.0, 362.05, 362.05, 0.864, "NVIDIA L40S datasheet"};
 const GpuSpec kL4{"NVIDIA L4", 30.3, 60.0, 121.0, 121.0, 0.3, "NVIDIA L4 Tensor Core GPU datasheet"};
-// Volta has no TF32 or BF16 tensor cores. V100 900 GB/s (SXM2 and PCIe): NVIDIA V100 Tensor Core GPU datasheet.
+// Volta has no TF32 or BF16 tensor cores. V100 900 GB/s (SXM2 and PCIe): NVIDIA V100 Tensor Core GPU
+// datasheet.
 const GpuSpec kV100Sxm{"NVIDIA V100 SXM2", 15.7, 0, 0, 125.0, 0.9, "NVIDIA V100 Tensor Core GPU datasheet"};
 const GpuSpec kV100Pcie{"NVIDIA V100 PCIe", 14.0, 0, 0, 112.0, 0.9, "NVIDIA V100 Tensor Core GPU datasheet"};
 // A10 600 GB/s: NVIDIA A10 Tensor Core GPU datasheet.
 const GpuSpec kA10{"NVIDIA A10", 31.2, 62.5, 125.0, 125.0, 0.6, "NVIDIA A10 Tensor Core GPU datasheet"};
 // GeForce: fp16/bf16 with fp32 accumulation (what PyTorch's matmuls use), dense. RTX 4090
 // 1,008 GB/s: the same whitepaper's appendix A.
-const GpuSpec kRtx4090{"NVIDIA GeForce RTX 4090", 82.6, 82.6, 165.2, 165.2, 1.008,
+const GpuSpec kRtx4090{"NVIDIA GeForce RTX 4090",
+                       82.6,
+                       82.6,
+                       165.2,
+                       165.2,
+                       1.008,
                        "NVIDIA Ada Lovelace GPU architecture whitepaper, appendix A"};
 
 bool has(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
@@ -77,7 +87,8 @@ std::optional<Bandwidth> known_gpu_bandwidth(const std::string& name) {
   if (!g) return std::nullopt;
   char tb[32];
   std::snprintf(tb, sizeof tb, "%.3g TB/s", g->tb_per_s);
-  return Bandwidth{g->tb_per_s * 1e12, std::string(g->source) + ": " + g->label + ", " + tb + " memory bandwidth"};
+  return Bandwidth{g->tb_per_s * 1e12,
+                   std::string(g->source) + ": " + g->label + ", " + tb + " memory bandwidth"};
 }
 
 }  // namespace ptune::measure

@@ -19,7 +19,8 @@ struct Peak {
 /// A memory bandwidth and where it came from.
 struct Bandwidth {
   double bytes_per_s = 0;  // 0 when none could be had
-  std::string source;      // "NVIDIA H100 Tensor Core GPU datasheet: NVIDIA H100 SXM, 3.35 TB/s" or "calibrated: ..."
+  std::string
+      source;  // "NVIDIA H100 Tensor Core GPU datasheet: NVIDIA H100 SXM, 3.35 TB/s" or "calibrated: ..."
 };
 
 /// The dense peak of a known GPU (`name` as CUDA reports it: "NVIDIA H100 80GB HBM3", "NVIDIA

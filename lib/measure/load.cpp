@@ -19,7 +19,6 @@
 #include <sstream>
 #include <thread>
 
-
 namespace ptune::measure {
 namespace {
 
@@ -45,7 +44,8 @@ bool process_times(const std::string& pid, double* ticks, long* ppid) {
   std::string field;
   std::vector<std::string> f;
   while (in >> field && f.size() < 13) f.push_back(field);
-  if (f.size() < 13) return false;  // state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
+  if (f.size() < 13)
+    return false;  // state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
   *ppid = std::atol(f[1].c_str());
   *ticks = std::atof(f[11].c_str()) + std::atof(f[12].c_str());
   return true;
@@ -79,7 +79,8 @@ JobProcesses job_processes() {
   if (!dir) return job;
   while (dirent* e = ::readdir(dir)) {
     const std::string name = e->d_name;
-    if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit) || name == std::to_string(me)) continue;
+    if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit) || name == std::to_string(me))
+      continue;
     double t = 0;
     long pp = 0;
     // Its siblings (the ranks of one launch) and its children (a row's sides in child processes).
@@ -105,8 +106,8 @@ using Return = int;                      // nvmlReturn_t
 constexpr Return kSuccess = 0;           // NVML_SUCCESS
 constexpr Return kInsufficientSize = 7;  // NVML_ERROR_INSUFFICIENT_SIZE
 struct DeviceSt;
-using Device = DeviceSt*;                // nvmlDevice_t
-constexpr int kClockSm = 1;              // NVML_CLOCK_SM (an nvmlClockType_t, an enum)
+using Device = DeviceSt*;    // nvmlDevice_t
+constexpr int kClockSm = 1;  // NVML_CLOCK_SM (an nvmlClockType_t, an enum)
 // The entries nvmlDeviceGetComputeRunningProcesses* fill all begin with the process ID (an
 // unsigned int) and differ in size, which nvml.h has changed under one function name:
 // nvmlProcessInfo_v1_t {pid, usedGpuMemory} is 16 bytes (the unversioned function);
@@ -117,19 +118,19 @@ constexpr int kClockSm = 1;              // NVML_CLOCK_SM (an nvmlClockType_t, a
 // The entries are read at their stride from a buffer sized for the largest, so a wrong guess
 // can misread IDs but never overruns the buffer.
 constexpr size_t kProcessInfoV1Size = 16, kProcessInfoV2Size = 24, kProcessInfoV3Size = 32;
-constexpr unsigned kUuidBuffer = 96;     // NVML_DEVICE_UUID_V2_BUFFER_SIZE
+constexpr unsigned kUuidBuffer = 96;  // NVML_DEVICE_UUID_V2_BUFFER_SIZE
 
 /// The functions found in one loaded copy of the library; a missing one drops its piece.
 struct Library {
-  Return (*count)(unsigned int*) = nullptr;                          // nvmlDeviceGetCount_v2
-  Return (*by_index)(unsigned int, Device*) = nullptr;               // nvmlDeviceGetHandleByIndex_v2
-  Return (*by_uuid)(const char*, Device*) = nullptr;                 // nvmlDeviceGetHandleByUUID
-  Return (*uuid)(Device, char*, unsigned int) = nullptr;             // nvmlDeviceGetUUID
-  Return (*processes)(Device, unsigned int*, void*) = nullptr;       // ..._v3, ..._v2, or the first
-  size_t process_info_size = kProcessInfoV2Size;                     // the stride of its entries
-  Return (*clock)(Device, int, unsigned int*) = nullptr;             // nvmlDeviceGetClockInfo
-  Return (*max_clock)(Device, int, unsigned int*) = nullptr;         // nvmlDeviceGetMaxClockInfo
-  Return (*reasons)(Device, unsigned long long*) = nullptr;          // ...ClocksEventReasons, else ...ThrottleReasons
+  Return (*count)(unsigned int*) = nullptr;                     // nvmlDeviceGetCount_v2
+  Return (*by_index)(unsigned int, Device*) = nullptr;          // nvmlDeviceGetHandleByIndex_v2
+  Return (*by_uuid)(const char*, Device*) = nullptr;            // nvmlDeviceGetHandleByUUID
+  Return (*uuid)(Device, char*, unsigned int) = nullptr;        // nvmlDeviceGetUUID
+  Return (*processes)(Device, unsigned int*, void*) = nullptr;  // ..._v3, ..._v2, or the first
+  size_t process_info_size = kProcessInfoV2Size;                // the stride of its entries
+  Return (*clock)(Device, int, unsigned int*) = nullptr;        // nvmlDeviceGetClockInfo
+  Return (*max_clock)(Device, int, unsigned int*) = nullptr;    // nvmlDeviceGetMaxClockInfo
+  Return (*reasons)(Device, unsigned long long*) = nullptr;  // ...ClocksEventReasons, else ...ThrottleReasons
 };
 
 /// Points `fn` at the first of `names` the library has; false when it has none.
@@ -167,7 +168,8 @@ std::unique_ptr<Library> load_library(const std::string& file) {
   }
   resolve(handle, &lib->clock, {"nvmlDeviceGetClockInfo"});
   resolve(handle, &lib->max_clock, {"nvmlDeviceGetMaxClockInfo"});
-  resolve(handle, &lib->reasons, {"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"});
+  resolve(handle, &lib->reasons,
+          {"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"});
   return lib;
 }
 
@@ -177,7 +179,8 @@ const Library* library() {
   const char* env = std::getenv("PTUNE_NVML_LIBRARY");
   const std::string file = env != nullptr && *env != '\0' ? env : "libnvidia-ml.so.1";
   static std::mutex mutex;
-  static auto* loaded = new std::map<std::string, std::unique_ptr<Library>>();  // never freed: see load_library()
+  static auto* loaded =
+      new std::map<std::string, std::unique_ptr<Library>>();  // never freed: see load_library()
   std::lock_guard<std::mutex> lock(mutex);
   auto it = loaded->find(file);
   if (it == loaded->end()) it = loaded->emplace(file, load_library(file)).first;
@@ -243,10 +246,11 @@ Device device_of(const Library& lib, int cuda_index, const std::string& u) {
 /// the zeros past the list for IDs) and one of them the job's (which holds a context on the
 /// device). So a driver that fills entries of another size than its functions suggest is read
 /// right all the same, where its IDs are this PID namespace's.
-std::optional<std::vector<int64_t>> process_ids(const Library& lib, Device d, const std::vector<int64_t>& job) {
+std::optional<std::vector<int64_t>> process_ids(const Library& lib, Device d,
+                                                const std::vector<int64_t>& job) {
   if (!lib.processes) return std::nullopt;
   const size_t stride = lib.process_info_size;
-  size_t capacity = 16;  // entries
+  size_t capacity = 16;                            // entries
   for (int attempt = 0; attempt < 4; ++attempt) {  // processes may start between two calls
     // Room for `capacity` of the largest entries, 8-byte aligned (usedGpuMemory).
     std::vector<unsigned long long> buffer(capacity * kProcessInfoV3Size / sizeof(unsigned long long));
@@ -310,7 +314,8 @@ std::string clock_note(const Library& lib, Device d) {
 }  // namespace nvml
 
 /// The other processes on CUDA device `gpu_index` now; nullopt where the library does not tell.
-std::optional<int64_t> gpu_others_now(int gpu_index, const std::string& uuid, const std::vector<int64_t>& job) {
+std::optional<int64_t> gpu_others_now(int gpu_index, const std::string& uuid,
+                                      const std::vector<int64_t>& job) {
   try {
     const nvml::Library* lib = nvml::library();
     if (!lib) return std::nullopt;
@@ -347,7 +352,8 @@ void LoadSampler::start(int gpu_index, const std::string& gpu_uuid) {
   start_gpu_uuid_ = gpu_uuid;
   start_gpu_others_.reset();
   if (gpu_index >= 0)
-    start_gpu_others_ = gpu_others_now(gpu_index, gpu_uuid, start_.ok ? start_.job_pids : job_processes().pids);
+    start_gpu_others_ =
+        gpu_others_now(gpu_index, gpu_uuid, start_.ok ? start_.job_pids : job_processes().pids);
   start_s_ = now_s();
 }
 
@@ -369,13 +375,16 @@ LoadReport LoadSampler::stop(int gpu_index) {
   if (gpu_index >= 0) {
     try {
       if (const nvml::Library* lib = nvml::library())
-        if (const nvml::Device d = nvml::device_of(*lib, gpu_index, gpu_index == start_gpu_ ? start_gpu_uuid_ : "")) {
+        if (const nvml::Device d =
+                nvml::device_of(*lib, gpu_index, gpu_index == start_gpu_ ? start_gpu_uuid_ : "")) {
           r.gpu_sampled = true;
-          r.gpu_other_processes = nvml::other_processes(*lib, d, end.ok ? end.job_pids : job_processes().pids);
+          r.gpu_other_processes =
+              nvml::other_processes(*lib, d, end.ok ? end.job_pids : job_processes().pids);
           // A process may have come and gone within the row: the more of the two samples.
           if (gpu_index == start_gpu_ && start_gpu_others_)
             r.gpu_other_processes = std::max(r.gpu_other_processes.value_or(0), *start_gpu_others_);
-          if (std::string note = nvml::clock_note(*lib, d); !note.empty()) r.gpu_notes.push_back(std::move(note));
+          if (std::string note = nvml::clock_note(*lib, d); !note.empty())
+            r.gpu_notes.push_back(std::move(note));
         }
     } catch (...) {
       // The view is what was read before the failure (an allocation); never an error.
@@ -400,11 +409,11 @@ int64_t other_gpu_processes(const std::vector<int64_t>& listed, const std::vecto
 std::string gpu_slowdown_text(uint64_t reasons) {
   // nvml.h's nvmlClocksEventReason* bits (formerly nvmlClocksThrottleReason*).
   static const std::pair<uint64_t, const char*> kSlowdowns[] = {
-      {0x4, "power cap"},                    // SwPowerCap
-      {0x8, "hardware slowdown"},            // HwSlowdown: temperature, power brake or power draw
-      {0x20, "software thermal slowdown"},   // SwThermalSlowdown
-      {0x40, "hardware thermal slowdown"},   // HwThermalSlowdown
-      {0x80, "power brake"},                 // HwPowerBrakeSlowdown
+      {0x4, "power cap"},                   // SwPowerCap
+      {0x8, "hardware slowdown"},           // HwSlowdown: temperature, power brake or power draw
+      {0x20, "software thermal slowdown"},  // SwThermalSlowdown
+      {0x40, "hardware thermal slowdown"},  // HwThermalSlowdown
+      {0x80, "power brake"},                // HwPowerBrakeSlowdown
   };
   std::string s;
   for (const auto& [bit, name] : kSlowdowns)

@@ -14,16 +14,16 @@ namespace ptune::measure {
 
 /// The load seen over one span of time.
 struct LoadReport {
-  bool sampled = false;          // /proc could be read (Linux)
-  double seconds = 0;            // the span
-  int64_t cores = 0;             // online CPUs
-  double other_cpu_cores = 0;    // CPU time of other processes per second of the span (cores)
-  double steal_pct = 0;          // % of the machine's CPU time taken by the hypervisor
-  double loadavg_1m = 0;         // the 1-minute load average at the end
-  bool gpu_sampled = false;      // the driver's management library answered for this GPU
+  bool sampled = false;                        // /proc could be read (Linux)
+  double seconds = 0;                          // the span
+  int64_t cores = 0;                           // online CPUs
+  double other_cpu_cores = 0;                  // CPU time of other processes per second of the span (cores)
+  double steal_pct = 0;                        // % of the machine's CPU time taken by the hypervisor
+  double loadavg_1m = 0;                       // the 1-minute load average at the end
+  bool gpu_sampled = false;                    // the driver's management library answered for this GPU
   std::optional<int64_t> gpu_other_processes;  // other processes on this GPU (driver permitting)
   std::vector<std::string> gpu_notes;          // e.g. "SM clock 1410 of 1980 MHz; throttled: power cap"
-  bool under_load = false;       // competing load: see load_thresholds(); a throttled GPU is not load
+  bool under_load = false;  // competing load: see load_thresholds(); a throttled GPU is not load
   /// One line: "other processes used 0.93 of 2 cores, steal 0%, load average 2.1", then the
   /// GPU's view when read: ", 1 other process on the GPU, SM clock 1410 of 1980 MHz; throttled:
   /// power cap".
@@ -53,8 +53,8 @@ class LoadSampler {
   struct Snapshot {
     bool ok = false;
     double busy = 0, steal = 0, total = 0;  // /proc/stat, all CPUs, clock ticks
-    double job = 0;                          // this job's processes, clock ticks
-    std::vector<int64_t> job_pids;           // and their process IDs, this one first
+    double job = 0;                         // this job's processes, clock ticks
+    std::vector<int64_t> job_pids;          // and their process IDs, this one first
   };
   static Snapshot snapshot();
   Snapshot start_;

@@ -28,7 +28,8 @@ at::ScalarType dtype_of(const std::string& precision) {
 }
 
 /// Seconds `reps` products take, the device synchronized before the clock is read.
-double time_mm(const at::Tensor& a, const at::Tensor& b, at::Tensor& c, int64_t reps, const c10::Device& device) {
+double time_mm(const at::Tensor& a, const at::Tensor& b, at::Tensor& c, int64_t reps,
+               const c10::Device& device) {
   engine::synchronize(device);
   const auto t0 = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < reps; ++i) at::mm_out(c, a, b);
@@ -90,7 +91,8 @@ static double quick_rate(const c10::Device& device, const std::string& precision
   at::Tensor a = at::rand({n, n}, opts), b = at::rand({n, n}, opts), c = at::empty({n, n}, opts);
   const double one = time_mm(a, b, c, 1, device);  // warm-up, and the size of a sample
   const int64_t reps = std::max<int64_t>(1, static_cast<int64_t>(kSampleSeconds / std::max(one, 1e-9)));
-  return 2.0 * std::pow(static_cast<double>(n), 3) * static_cast<double>(reps) / time_mm(a, b, c, reps, device);
+  return 2.0 * std::pow(static_cast<double>(n), 3) * static_cast<double>(reps) /
+         time_mm(a, b, c, reps, device);
 }
 
 Calibration calibrate(const c10::Device& device, const std::string& precision) {
@@ -130,8 +132,9 @@ Peak machine_peak(const c10::Device& device, const std::string& precision) {
   if (device.is_cuda())
     if (auto p = known_gpu_peak(name, precision)) return *p;
   const int64_t threads = at::get_num_threads();
-  const std::string key = name + "|" + isa(device) + "|" + (device.is_cuda() ? "" : std::to_string(threads) + "threads|") +
-                          "torch" + TORCH_VERSION + "|" + precision;
+  const std::string key = name + "|" + isa(device) + "|" +
+                          (device.is_cuda() ? "" : std::to_string(threads) + "threads|") + "torch" +
+                          TORCH_VERSION + "|" + precision;
   const std::string dir = cache_dir();
   const std::string path = dir.empty() ? "" : dir + "/peak/" + cache_file(key);
   double cached = 0;
@@ -168,7 +171,8 @@ Peak machine_peak(const c10::Device& device, const std::string& precision) {
   }
   // Other processes on the cores (or samples that disagree) make a low figure: used, not cached.
   // A figure above the cached one is never load's doing: it replaces it.
-  const bool quiet = (c.steady && (device.is_cuda() || !load.stop().under_load)) || (cached > 0 && c.flops_per_s > cached);
+  const bool quiet =
+      (c.steady && (device.is_cuda() || !load.stop().under_load)) || (cached > 0 && c.flops_per_s > cached);
   std::string where = quiet ? "" : ", measured under competing load (not cached)";
   try {
     if (!path.empty() && quiet) {
@@ -224,7 +228,8 @@ Bandwidth machine_bandwidth(const c10::Device& device) {
     std::ifstream in(path);
     if (!path.empty() && in) {
       const auto j = nlohmann::json::parse(in);
-      if (j.at("key") == key) return Bandwidth{j.at("bytes_per_s").get<double>(), what + ", cached in " + path};
+      if (j.at("key") == key)
+        return Bandwidth{j.at("bytes_per_s").get<double>(), what + ", cached in " + path};
     }
   } catch (const std::exception&) {
     // an unreadable entry is measured again and replaced

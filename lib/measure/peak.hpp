@@ -42,8 +42,8 @@ Calibration calibrate(const c10::Device& device, const std::string& precision);
 /// model, the instruction set LibTorch dispatches to, the threads, the LibTorch version and the
 /// precision. A calibration taken while other processes used the cores (measure::LoadSampler)
 /// or whose samples were not steady is used but not cached. Within a process one figure per key
-/// (every row of a table reads against the same peak). A cache that cannot be written is skipped. Returns flops_per_s 0 (and why in
-/// source) when the precision cannot be measured. Throws nothing.
+/// (every row of a table reads against the same peak). A cache that cannot be written is skipped. Returns
+/// flops_per_s 0 (and why in source) when the precision cannot be measured. Throws nothing.
 Peak machine_peak(const c10::Device& device, const std::string& precision);
 
 /// The memory bandwidth ceiling of `device` for a roofline: a known GPU's datasheet figure;

@@ -68,9 +68,12 @@ class Pipeline {
   Pipeline(const config::ExperimentConfig& cfg, const c10::Device& device, std::shared_ptr<dist::Group> group)
       : mode_(cfg.measure.mode), input_(cfg, device) {
     // The trainer checks the device-specific options first, so a CUDA-only option fails fast.
-    if (mode_ != "data") trainer_.emplace(cfg, device, group);
-    else if (cfg.loader.pin_memory) engine::require_cuda(device, "loader.pin_memory");
-    loader_.emplace(engine::make_dataset(cfg), engine::loader_options(cfg, device, group->rank(), group->size()));
+    if (mode_ != "data")
+      trainer_.emplace(cfg, device, group);
+    else if (cfg.loader.pin_memory)
+      engine::require_cuda(device, "loader.pin_memory");
+    loader_.emplace(engine::make_dataset(cfg),
+                    engine::loader_options(cfg, device, group->rank(), group->size()));
     batches_.emplace(*loader_);
     // On a GPU the feeder copies each batch on its own stream, overlapping the previous step.
     feeder_.emplace([this]() -> std::optional<data::Batch> { return batches_->next(); }, device);
@@ -165,7 +168,8 @@ struct Limits {
 
 /// The Limits of a row on `device`: none for a data row; for a model that cannot be counted a
 /// note says why.
-Limits count_limits(const config::ExperimentConfig& cfg, const c10::Device& device, std::vector<std::string>& notes) {
+Limits count_limits(const config::ExperimentConfig& cfg, const c10::Device& device,
+                    std::vector<std::string>& notes) {
   Limits l;
   if (cfg.measure.mode == "data") return l;
   try {
@@ -196,7 +200,8 @@ void set_limits(Measurement& m, const Limits& l, int64_t world) {
 Deadline::Deadline(double budget_ms, Clock clock) : clock_(std::move(clock)) {
   if (!clock_) {
     clock_ = [] {
-      return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+      return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch())
+          .count();
     };
   }
   start_ms_ = clock_();
@@ -215,7 +220,9 @@ Deadline Deadline::continuing(double limit_ms, double elapsed_ms, double budget_
   return d;
 }
 
-void Deadline::agree_with(std::function<double(double)> max_over_ranks) { max_over_ranks_ = std::move(max_over_ranks); }
+void Deadline::agree_with(std::function<double(double)> max_over_ranks) {
+  max_over_ranks_ = std::move(max_over_ranks);
+}
 
 double Deadline::elapsed_ms() const { return clock_ ? clock_() - start_ms_ : 0.0; }
 
@@ -257,7 +264,8 @@ struct WindowRecord {
 std::pair<double, double> os_counters() {
   rusage u{};
   if (::getrusage(RUSAGE_SELF, &u) != 0) return {0, 0};
-  return {static_cast<double>(u.ru_minflt), 1e3 * static_cast<double>(u.ru_stime.tv_sec) + 1e-3 * static_cast<double>(u.ru_stime.tv_usec)};
+  return {static_cast<double>(u.ru_minflt),
+          1e3 * static_cast<double>(u.ru_stime.tv_sec) + 1e-3 * static_cast<double>(u.ru_stime.tv_usec)};
 }
 
 struct Bench::Impl {
@@ -290,14 +298,15 @@ std::string cut_warmup_note(double step_ms, const Deadline& deadline, int64_t do
   char buf[400];
   const double step_s = step_ms / 1000.0, budget_s = deadline.limit_ms() / 1000.0;
   if (step_s > budget_s)
-    std::snprintf(buf, sizeof buf,
-                  "one step alone took %.3g s, longer than the row's budget (measure.max_s, %.3g s): the row ends "
-                  "after it, timed once (warm-up step %lld of %lld: not warm, so likely slower than a warm step)",
-                  step_s, budget_s, static_cast<long long>(done), static_cast<long long>(n));
+    std::snprintf(
+        buf, sizeof buf,
+        "one step alone took %.3g s, longer than the row's budget (measure.max_s, %.3g s): the row ends "
+        "after it, timed once (warm-up step %lld of %lld: not warm, so likely slower than a warm step)",
+        step_s, budget_s, static_cast<long long>(done), static_cast<long long>(n));
   else
     std::snprintf(buf, sizeof buf,
-                  "ran out of time in its warm-up: the row's budget (measure.max_s, %.3g s) was spent at warm-up "
-                  "step %lld of %lld (%.3g s); that step is its only window, not warm",
+                  "ran out of time in its warm-up: the row's budget (measure.max_s, %.3g s) was spent at "
+                  "warm-up step %lld of %lld (%.3g s); that step is its only window, not warm",
                   budget_s, static_cast<long long>(done), static_cast<long long>(n), step_s);
   return buf;
 }
@@ -419,7 +428,8 @@ double Bench::window(const Deadline& deadline) {
   const double ms = b.slowest(s.total / static_cast<double>(ran));
   b.last_step_ms = ms;
   const auto os_after = os_counters();
-  b.windows.push_back(WindowRecord{ms, ran, s, false, os_after.first - os_before.first, os_after.second - os_before.second});
+  b.windows.push_back(
+      WindowRecord{ms, ran, s, false, os_after.first - os_before.first, os_after.second - os_before.second});
   if (b.progress) b.progress("measure", (before + 1) * full, total);
   return ms;
 }
@@ -440,7 +450,8 @@ Measurement Bench::result(size_t first, size_t count) {
   for (size_t i = from; i < end; ++i) {
     const WindowRecord& w = b.windows[i];
     window_ms.push_back(w.ms);
-    if (!w.cold) faults += w.faults, sys_ms += w.sys_ms, wall_ms += w.spans.total, steps += static_cast<double>(w.steps);
+    if (!w.cold)
+      faults += w.faults, sys_ms += w.sys_ms, wall_ms += w.spans.total, steps += static_cast<double>(w.steps);
     sum.data += w.spans.data;
     sum.h2d += w.spans.h2d;
     sum.total += w.spans.total;
@@ -476,11 +487,14 @@ Measurement Bench::result(size_t first, size_t count) {
     m.device_mem_bytes = engine::cuda::total_memory(b.device.index());
     // A CUDA-graph row allocates nothing while replaying: what its step needs was allocated
     // during the capture, into the graph's private pool.
-    const int64_t peak = std::max(engine::cuda::peak_memory(b.device.index()), trainer ? trainer->graph_peak_bytes() : 0);
+    const int64_t peak =
+        std::max(engine::cuda::peak_memory(b.device.index()), trainer ? trainer->graph_peak_bytes() : 0);
     m.peak_mem_bytes = static_cast<int64_t>(b.group->max({static_cast<double>(peak)})[0]);
   }
-  if (trainer && trainer->graph_failed()) m.eager_fallback = trainer->graph_note();
-  else if (trainer && !trainer->graph_note().empty()) m.notes.push_back(trainer->graph_note());
+  if (trainer && trainer->graph_failed())
+    m.eager_fallback = trainer->graph_note();
+  else if (trainer && !trainer->graph_note().empty())
+    m.notes.push_back(trainer->graph_note());
   set_limits(m, b.limits, b.world);
   return m;
 }
@@ -509,7 +523,9 @@ void set_windows(Measurement& m, const std::vector<double>& window_ms, int64_t w
     if (med > 0) m.spread_pct = 100.0 * (*hi - *lo) / med;
   }
   m.notes.erase(std::remove_if(m.notes.begin(), m.notes.end(),
-                               [](const std::string& n) { return n.find(" windows were outliers") != std::string::npos; }),
+                               [](const std::string& n) {
+                                 return n.find(" windows were outliers") != std::string::npos;
+                               }),
                 m.notes.end());
   const auto odd = outliers(window_ms);
   if (!odd.empty()) {
@@ -566,7 +582,8 @@ std::vector<double> from(const std::vector<double>& all, int64_t k) {
 
 }  // namespace
 
-Comparison compare(Side& a, Side& b, const WindowPlan& plan, const std::function<void(const Comparison&)>& on_pair) {
+Comparison compare(Side& a, Side& b, const WindowPlan& plan,
+                   const std::function<void(const Comparison&)>& on_pair) {
   Comparison c;
   Deadline deadline = plan.deadline;
   Alternation alt;
@@ -639,7 +656,8 @@ Comparison compare(Side& a, Side& b, const WindowPlan& plan, const std::function
 }
 
 std::string undecided_note(const Comparison& c, const WindowPlan& plan) {
-  if (c.stop != StopRule::kBudget || c.verdict != Verdict::kUndecided || c.under_load || c.b_ms.size() < 3 || !c.speedup.valid())
+  if (c.stop != StopRule::kBudget || c.verdict != Verdict::kUndecided || c.under_load || c.b_ms.size() < 3 ||
+      !c.speedup.valid())
     return "";
   std::vector<double> d;
   for (size_t i = 0; i < c.a_ms.size() && i < c.b_ms.size(); ++i)
@@ -655,20 +673,23 @@ std::string undecided_note(const Comparison& c, const WindowPlan& plan) {
   char text[400];
   const double spread_pct = 100.0 * (std::exp(sd) - 1.0);
   if (n <= 0 || n <= static_cast<int64_t>(d.size())) {
-    std::snprintf(text, sizeof text,
-                  "undecided in its time: one pair's speedup varied by %.1f%% (one standard deviation) over %zu pairs",
-                  spread_pct, d.size());
+    std::snprintf(
+        text, sizeof text,
+        "undecided in its time: one pair's speedup varied by %.1f%% (one standard deviation) over %zu pairs",
+        spread_pct, d.size());
     return text;
   }
   const double seconds = c.pair_ms * static_cast<double>(n + c.transient) / 1000.0;
-  std::snprintf(text, sizeof text,
-                "undecided in its time: one pair's speedup varied by %.1f%% (one standard deviation) over %zu pairs; "
-                "at that spread about %lld pairs, about %.0f s of timing (measure.max_s), would decide it",
-                spread_pct, d.size(), static_cast<long long>(n), std::ceil(seconds));
+  std::snprintf(
+      text, sizeof text,
+      "undecided in its time: one pair's speedup varied by %.1f%% (one standard deviation) over %zu pairs; "
+      "at that spread about %lld pairs, about %.0f s of timing (measure.max_s), would decide it",
+      spread_pct, d.size(), static_cast<long long>(n), std::ceil(seconds));
   return text;
 }
 
-AloneRun measure_alone(Side& s, const WindowPlan& plan, const std::function<void(const std::vector<double>&)>& on_window) {
+AloneRun measure_alone(Side& s, const WindowPlan& plan,
+                       const std::function<void(const std::vector<double>&)>& on_window) {
   AloneRun r;
   Deadline deadline = plan.deadline;
   std::vector<double> all;  // every window, the transient included
@@ -711,9 +732,11 @@ std::vector<std::string> run_notes(int64_t transient, size_t kept, int64_t min_p
     if (deadline.budget_s() > 0)
       std::snprintf(budget, sizeof budget, "measure.max_s, %.3g s", deadline.budget_s());
     else
-      std::snprintf(budget, sizeof budget, "measure.max_s 0: automatic, %.3g s", deadline.limit_ms() / 1000.0);
-    notes.push_back(std::string("ran out of time: the row's budget (") + budget + ", warm-up included) ended it after " +
-                    count(static_cast<int64_t>(kept)) + " of the " + std::to_string(min_pairs) +
+      std::snprintf(budget, sizeof budget, "measure.max_s 0: automatic, %.3g s",
+                    deadline.limit_ms() / 1000.0);
+    notes.push_back(std::string("ran out of time: the row's budget (") + budget +
+                    ", warm-up included) ended it after " + count(static_cast<int64_t>(kept)) + " of the " +
+                    std::to_string(min_pairs) +
                     " measure.repeats asks for; its figures are those of what was timed");
   }
   return notes;
@@ -723,8 +746,10 @@ Measurement measure(const config::ExperimentConfig& cfg, const Progress& progres
   const WindowPlan plan = window_plan(cfg);  // the deadline counts the pipeline's construction
   // Process settings: the row's pipeline in a child process started with them.
   std::unique_ptr<RowSide> side;
-  if (needs_child(cfg, nullptr, false)) side = std::make_unique<ChildSide>(cfg, progress, plan.deadline);
-  else side = std::make_unique<Bench>(cfg, progress, plan.deadline);
+  if (needs_child(cfg, nullptr, false))
+    side = std::make_unique<ChildSide>(cfg, progress, plan.deadline);
+  else
+    side = std::make_unique<Bench>(cfg, progress, plan.deadline);
   RowSide& bench = *side;
   const c10::Device device = dist::rank_device(cfg.device);
   const int gpu = device.is_cuda() ? device.index() : -1;
@@ -783,8 +808,8 @@ void remove_old_traces(const std::string& folder) {
 
 }  // namespace
 
-ProfileResult profile(const config::ExperimentConfig& cfg, double timed_ms_per_step, const TraceTarget& target,
-                      const Progress& progress) {
+ProfileResult profile(const config::ExperimentConfig& cfg, double timed_ms_per_step,
+                      const TraceTarget& target, const Progress& progress) {
   const c10::Device device = dist::rank_device(cfg.device);
   engine::set_cpu_threads(dist::rank_cpu_threads(cfg.cpu_threads));
   auto group = dist::process_group(cfg.dist, device);
@@ -812,7 +837,8 @@ ProfileResult profile(const config::ExperimentConfig& cfg, double timed_ms_per_s
   const int64_t steps = cfg.measure.profile_steps;
   TraceRecorder recorder(device.is_cuda());
   if (group->distributed())
-    recorder.add_metadata_json("distributedInfo", distributed_info_json(group->backend_name(), group->rank(), group->size()));
+    recorder.add_metadata_json("distributedInfo",
+                               distributed_info_json(group->backend_name(), group->rank(), group->size()));
   const int gpu = device.is_cuda() ? device.index() : -1;
   LoadSampler load;
   load.start(gpu, gpu >= 0 ? engine::cuda::device_uuid(gpu) : "");
@@ -844,7 +870,8 @@ std::vector<double> loss_curve(const config::ExperimentConfig& cfg, int64_t step
   engine::set_cpu_threads(dist::rank_cpu_threads(cfg.cpu_threads));
   auto group = dist::process_group(cfg.dist, device);
   engine::Trainer trainer(cfg, device, group);
-  data::Loader loader(engine::make_dataset(cfg), engine::loader_options(cfg, device, group->rank(), group->size()));
+  data::Loader loader(engine::make_dataset(cfg),
+                      engine::loader_options(cfg, device, group->rank(), group->size()));
   EndlessBatches batches(loader);
   engine::Feeder feeder([&]() -> std::optional<data::Batch> { return batches.next(); }, device);
   std::vector<at::Tensor> losses;
@@ -874,12 +901,17 @@ ConvergenceVerdict compare_convergence(const std::vector<double>& curve, const s
   }
   v.mean_loss /= static_cast<double>(n - from);
   v.reference_mean_loss /= static_cast<double>(n - from);
-  const double rel = v.reference_mean_loss != 0 ? std::abs(v.mean_loss - v.reference_mean_loss) / std::abs(v.reference_mean_loss) : 0;
+  const double rel = v.reference_mean_loss != 0
+                         ? std::abs(v.mean_loss - v.reference_mean_loss) / std::abs(v.reference_mean_loss)
+                         : 0;
   v.altered = rel > tolerance;
   char buf[200];
-  std::snprintf(buf, sizeof buf, "convergence %s: mean loss %.4f over steps %zu-%zu vs %.4f in the first row (%+.1f%%, tolerance %.0f%%)",
+  std::snprintf(buf, sizeof buf,
+                "convergence %s: mean loss %.4f over steps %zu-%zu vs %.4f in the first row (%+.1f%%, "
+                "tolerance %.0f%%)",
                 v.altered ? "altered" : "unchanged", v.mean_loss, from + 1, n, v.reference_mean_loss,
-                100.0 * (v.mean_loss - v.reference_mean_loss) / (v.reference_mean_loss != 0 ? v.reference_mean_loss : 1.0),
+                100.0 * (v.mean_loss - v.reference_mean_loss) /
+                    (v.reference_mean_loss != 0 ? v.reference_mean_loss : 1.0),
                 100.0 * tolerance);
   v.text = buf;
   return v;

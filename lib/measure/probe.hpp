@@ -21,32 +21,32 @@ namespace ptune::measure {
 
 /// What a measured row reports.
 struct Measurement {
-  int64_t batch_size = 0;            // per rank (process)
-  int64_t steps = 0;                 // timed steps per window
-  double ms_per_step = 0;            // geometric mean over the windows (of the slowest rank's ms/step)
-  double samples_per_s = 0;          // world_size * batch_size / ms_per_step
-  Interval samples_per_s_ci;         // samples/s with its 95% t-interval over the windows
-  std::vector<double> repeat_ms;     // ms/step of each timed window kept, in order
-  int64_t transient_windows = 0;     // windows (pairs, for a compared row) timed before those and
-                                     // left out as the start-up transient (notes say so)
-  double spread_pct = 0;             // (max - min) / median over the windows, in %
-  LoadReport load;                   // what else ran while the windows were timed
+  int64_t batch_size = 0;         // per rank (process)
+  int64_t steps = 0;              // timed steps per window
+  double ms_per_step = 0;         // geometric mean over the windows (of the slowest rank's ms/step)
+  double samples_per_s = 0;       // world_size * batch_size / ms_per_step
+  Interval samples_per_s_ci;      // samples/s with its 95% t-interval over the windows
+  std::vector<double> repeat_ms;  // ms/step of each timed window kept, in order
+  int64_t transient_windows = 0;  // windows (pairs, for a compared row) timed before those and
+                                  // left out as the start-up transient (notes say so)
+  double spread_pct = 0;          // (max - min) / median over the windows, in %
+  LoadReport load;                // what else ran while the windows were timed
   // The step split, % of step time. On the CPU from host clocks; on a GPU from CUDA events on
   // the compute stream (the host does not wait for the device inside a step):
-  double data_wait_pct = 0;          // CPU: host blocked waiting for a batch; GPU: the device
-                                     // idle between steps, waiting for the host (the batch)
-  double h2d_pct = 0;                // host-to-device copy (and uint8 normalize); GPU: the
-                                     // compute stream waiting for the copy stream + normalize
-  double compute_pct = 0;            // forward, backward, update
-  std::optional<double> loss;        // loss after the measured steps (train, synthetic)
-  std::optional<int64_t> peak_mem_bytes;  // CUDA caching allocator peak; none on the CPU
+  double data_wait_pct = 0;                 // CPU: host blocked waiting for a batch; GPU: the device
+                                            // idle between steps, waiting for the host (the batch)
+  double h2d_pct = 0;                       // host-to-device copy (and uint8 normalize); GPU: the
+                                            // compute stream waiting for the copy stream + normalize
+  double compute_pct = 0;                   // forward, backward, update
+  std::optional<double> loss;               // loss after the measured steps (train, synthetic)
+  std::optional<int64_t> peak_mem_bytes;    // CUDA caching allocator peak; none on the CPU
   std::optional<int64_t> device_mem_bytes;  // the GPU's total memory; none on the CPU
-  std::optional<double> gpu_busy_pct;     // profile(): merged kernel time per profiled step over
-                                          // the timed ms/step; none on the CPU or unprofiled
-  std::string trace_path;                 // Chrome trace written by profile(), or ""
-  std::string eager_fallback;             // optim.cuda_graphs: why the capture failed and every
-                                          // step ran eagerly; "" otherwise
-  std::vector<std::string> notes;         // what did not go as configured (e.g. a graph fallback)
+  std::optional<double> gpu_busy_pct;       // profile(): merged kernel time per profiled step over
+                                            // the timed ms/step; none on the CPU or unprofiled
+  std::string trace_path;                   // Chrome trace written by profile(), or ""
+  std::string eager_fallback;               // optim.cuda_graphs: why the capture failed and every
+                                            // step ran eagerly; "" otherwise
+  std::vector<std::string> notes;           // what did not go as configured (e.g. a graph fallback)
   // How far from the limit (train and synthetic rows; none on a data row):
   std::optional<double> model_flops_per_sample;  // forward + backward FLOPs of one sample (models/flops.hpp)
   std::optional<double> peak_flops_per_s;        // the machine's peak in the row's precision, all ranks
@@ -104,8 +104,8 @@ class Deadline {
   /// The limit now, ms from the row's start (kAutoBudgetMs for an automatic one not settled yet).
   double limit_ms() const { return limit_ms_; }
 
-  static constexpr double kAutoBudgetMs = 30000;   // measure.max_s 0: never more than this
-  static constexpr double kAutoBudgetFactor = 4;   // ... nor more than 4x the first windows' time
+  static constexpr double kAutoBudgetMs = 30000;  // measure.max_s 0: never more than this
+  static constexpr double kAutoBudgetFactor = 4;  // ... nor more than 4x the first windows' time
   static constexpr double kNone = 1e300;
 
  private:
@@ -226,11 +226,11 @@ struct Comparison {
                                    // comparison are [transient, transient + b_ms.size())
   Interval speedup;                // of B over A in samples/s, at speedup_level(under_load)
   Verdict verdict = Verdict::kUndecided;
-  bool under_load = false;         // plan.under_load said so at a look (it then stays so)
+  bool under_load = false;              // plan.under_load said so at a look (it then stays so)
   StopRule stop = StopRule::kMaxPairs;  // why measuring stopped
-  bool unpaired = false;           // the budget ran out between a pair's two windows: the first
-                                   // was timed (the last of its side's) and left out
-  double pair_ms = 0;              // wall time of a pair, on average over every pair timed
+  bool unpaired = false;                // the budget ran out between a pair's two windows: the first
+                                        // was timed (the last of its side's) and left out
+  double pair_ms = 0;                   // wall time of a pair, on average over every pair timed
 };
 
 /// The note of a row left undecided by its budget on a quiet machine: how much one pair's
@@ -304,8 +304,8 @@ struct ProfileResult {
 
 /// Where profile() writes a row's trace, and what the trace says about the row.
 struct TraceTarget {
-  std::string folder;       // the row's folder (every rank writes its trace there); "": no trace
-  std::string row;          // the row's name ("ptune" metadata)
+  std::string folder;  // the row's folder (every rank writes its trace there); "": no trace
+  std::string row;     // the row's name ("ptune" metadata)
   nlohmann::ordered_json changes = nlohmann::ordered_json::object();  // the row's overrides
 };
 

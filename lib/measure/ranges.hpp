@@ -19,7 +19,8 @@ inline std::string profiler_step(long long n) { return "ProfilerStep#" + std::to
 /// iterator's name when batches are built in the calling thread (loader.num_workers 0), the
 /// multi-process one's with workers.
 inline constexpr const char* kLoaderNext = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__";
-inline constexpr const char* kLoaderNextWorkers = "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__";
+inline constexpr const char* kLoaderNextWorkers =
+    "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__";
 
 /// The host-to-device copy of a batch (queued on the copy stream, or copied in place); absent
 /// where the batch is already on its device (CPU rows).

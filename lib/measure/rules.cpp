@@ -10,12 +10,13 @@ const std::vector<Rule>& rules() {
        "data wait, % of the step: the host blocked on the loader (sweep); time in "
        "`enumerate(DataLoader)#...__next__` (trace)",
        ">=", 30.0, "raise `loader.num_workers`, then `loader.uint8_transfer`",
-       "`DataLoader(num_workers=N, pin_memory=True, persistent_workers=True)`; then uint8 batches "
-       "normalized on the GPU"},
+       "`DataLoader(num_workers=N, pin_memory=True, persistent_workers=True)`; then uint8 batches normalized "
+       "on the GPU"},
       {RuleId::kCopyBound, "copy-bound",
-       "host-to-device copy, % of the step: copy and uint8 normalize (sweep); Memcpy on the GPU (trace)", ">=",
-       20.0, "`loader.pin_memory`, then `loader.uint8_transfer`",
-       "`pin_memory=True` and `.to(device, non_blocking=True)`; then uint8 transfer with normalization on the GPU"},
+       "host-to-device copy, % of the step: copy and uint8 normalize (sweep); Memcpy on the GPU (trace)",
+       ">=", 20.0, "`loader.pin_memory`, then `loader.uint8_transfer`",
+       "`pin_memory=True` and `.to(device, non_blocking=True)`; then uint8 transfer with normalization on "
+       "the GPU"},
       {RuleId::kSyncBound, "sync-bound",
        "host waiting on the device, % of the step: `cudaStreamSynchronize`, `cudaDeviceSynchronize`, "
        "`.item()` (trace)",
@@ -63,8 +64,7 @@ bool fires(RuleId id, double value) {
 
 std::string rules_markdown() {
   std::string s =
-      "| rule | fires when | threshold | ptune's move | PyTorch's move |\n"
-      "|---|---|---|---|---|\n";
+      "| rule | fires when | threshold | ptune's move | PyTorch's move |\n|---|---|---|---|---|\n";
   for (const auto& r : rules()) {
     std::string threshold = "—";
     if (*r.comparison != '\0') {

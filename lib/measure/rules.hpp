@@ -12,16 +12,16 @@ namespace ptune::measure {
 
 /// The rules, in the order they are tried: the first that fires is the verdict.
 enum class RuleId {
-  kInputBound,    // waiting for data
-  kCopyBound,     // host-to-device copies
-  kSyncBound,     // the host waiting on the device (per-step syncs)
-  kCommBound,     // data-parallel communication not hidden behind compute
-  kAllocator,     // CPU: the step's time in the kernel, faulting in memory the allocator gave back
-  kLaunchBound,   // the GPU idle between kernels
-  kComputeFp32,   // compute, with fp32 math (no Tensor Cores / AMP off)
-  kCompute,       // compute
-  kLowMemory,     // an addition to any verdict: room for a larger batch
-  kZeroGrad,      // an addition: gradients zeroed by kernels instead of dropped
+  kInputBound,   // waiting for data
+  kCopyBound,    // host-to-device copies
+  kSyncBound,    // the host waiting on the device (per-step syncs)
+  kCommBound,    // data-parallel communication not hidden behind compute
+  kAllocator,    // CPU: the step's time in the kernel, faulting in memory the allocator gave back
+  kLaunchBound,  // the GPU idle between kernels
+  kComputeFp32,  // compute, with fp32 math (no Tensor Cores / AMP off)
+  kCompute,      // compute
+  kLowMemory,    // an addition to any verdict: room for a larger batch
+  kZeroGrad,     // an addition: gradients zeroed by kernels instead of dropped
 };
 
 /// One rule of the table.

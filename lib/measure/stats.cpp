@@ -78,7 +78,8 @@ Interval log_mean_interval(const std::vector<double>& values, double level) {
   const Moments m = moments(l);
   if (m.n == 0) return {};
   if (m.n < 2) return from_log(m.mean, 0, 0, m.n, level);
-  return from_log(m.mean, std::sqrt(m.var / static_cast<double>(m.n)), static_cast<double>(m.n - 1), m.n, level);
+  return from_log(m.mean, std::sqrt(m.var / static_cast<double>(m.n)), static_cast<double>(m.n - 1), m.n,
+                  level);
 }
 
 std::vector<LogTerm> paired_terms(const std::vector<double>& a_ms, const std::vector<double>& b_ms) {
@@ -101,7 +102,8 @@ std::vector<LogTerm> welch_terms(const std::vector<double>& a_ms, const std::vec
   const double va = a.n > 1 ? a.var : b.var, vb = b.n > 1 ? b.var : a.var;
   const double dfa = static_cast<double>(a.n > 1 ? a.n - 1 : b.n - 1);
   const double dfb = static_cast<double>(b.n > 1 ? b.n - 1 : a.n - 1);
-  return {LogTerm{a.mean, va / static_cast<double>(a.n), dfa}, LogTerm{-b.mean, vb / static_cast<double>(b.n), dfb}};
+  return {LogTerm{a.mean, va / static_cast<double>(a.n), dfa},
+          LogTerm{-b.mean, vb / static_cast<double>(b.n), dfb}};
 }
 
 LogTerm rate_term(const std::vector<double>& window_ms, double per_window) {
@@ -118,8 +120,10 @@ Interval sum_interval(const std::vector<LogTerm>& terms, double level, int64_t n
   for (const LogTerm& t : terms) {
     mean += t.mean;
     var += t.var;
-    if (t.df <= 0) spread = false;
-    else denom += t.var * t.var / t.df;
+    if (t.df <= 0)
+      spread = false;
+    else
+      denom += t.var * t.var / t.df;
   }
   if (!spread) return from_log(mean, 0, 0, n, level);
   // Welch-Satterthwaite; with no spread at all, the smallest df (the interval has zero width).
@@ -176,16 +180,20 @@ Verdict verdict_of(const Interval& s, const NoiseRule& rule) {
 }
 
 int64_t pairs_to_decide(double mean_log, double sd_log, double level, const NoiseRule& rule) {
-  if (!(sd_log >= 0) || !std::isfinite(mean_log) || !std::isfinite(sd_log) || !(level > 0 && level < 1)) return 0;
+  if (!(sd_log >= 0) || !std::isfinite(mean_log) || !std::isfinite(sd_log) || !(level > 0 && level < 1))
+    return 0;
   const double m = std::fabs(mean_log);
   // The room the half-width has: inside +-target around 1 (within noise), beyond +-floor.
-  const double room = std::max(std::log1p(rule.target_pct / 100.0) - m, m - std::log1p(rule.floor_pct / 100.0));
+  const double room =
+      std::max(std::log1p(rule.target_pct / 100.0) - m, m - std::log1p(rule.floor_pct / 100.0));
   if (!(room > 0)) return 0;
   if (sd_log == 0) return 2;
   constexpr int64_t kMax = 100000;
   // The half-width falls with n: double up to a bound, then bisect.
   auto fits = [&](int64_t n) {
-    return t_quantile(0.5 + level / 2, static_cast<double>(n - 1)) * sd_log / std::sqrt(static_cast<double>(n)) <= room;
+    return t_quantile(0.5 + level / 2, static_cast<double>(n - 1)) * sd_log /
+               std::sqrt(static_cast<double>(n)) <=
+           room;
   };
   int64_t hi = 2;
   while (!fits(hi)) {
@@ -208,10 +216,14 @@ std::string level_text(double level) {
 
 const char* verdict_name(Verdict v) {
   switch (v) {
-    case Verdict::kFaster: return "faster";
-    case Verdict::kSlower: return "slower";
-    case Verdict::kWithinNoise: return "within noise";
-    case Verdict::kUndecided: break;
+    case Verdict::kFaster:
+      return "faster";
+    case Verdict::kSlower:
+      return "slower";
+    case Verdict::kWithinNoise:
+      return "within noise";
+    case Verdict::kUndecided:
+      break;
   }
   return "undecided";
 }

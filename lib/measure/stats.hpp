@@ -56,7 +56,9 @@ inline constexpr double kEarlyStopLevel = 0.999;
 /// a speedup needs stronger evidence to be called faster or slower (docs/statistics.md).
 inline constexpr double kSpeedupLevelUnderLoad = 0.999;
 /// kSpeedupLevelUnderLoad when `under_load`, else kSpeedupLevel.
-inline constexpr double speedup_level(bool under_load) { return under_load ? kSpeedupLevelUnderLoad : kSpeedupLevel; }
+inline constexpr double speedup_level(bool under_load) {
+  return under_load ? kSpeedupLevelUnderLoad : kSpeedupLevel;
+}
 /// A level as every text says it: "95%", "99%", "99.9%". Throws nothing.
 std::string level_text(double level);
 
@@ -93,7 +95,6 @@ Interval paired_speedup(const std::vector<double>& a_ms, const std::vector<doubl
 /// window, and together three (else: point only). Throws nothing.
 Interval welch_speedup(const std::vector<double>& a_ms, const std::vector<double>& b_ms,
                        double level = kSpeedupLevel);
-
 
 /// One term of a sum of log means (a figure built from several sets of windows): the mean of
 /// some logarithms, the variance of that mean (s^2 / n) and the degrees of freedom of that

@@ -76,8 +76,10 @@ size_t skip_space(const std::string& t, size_t i) {
 /// The end of the string that starts at t[i] ('"'), or npos.
 size_t skip_string(const std::string& t, size_t i) {
   for (++i; i < t.size(); ++i) {
-    if (t[i] == '\\') ++i;
-    else if (t[i] == '"') return i + 1;
+    if (t[i] == '\\')
+      ++i;
+    else if (t[i] == '"')
+      return i + 1;
   }
   return std::string::npos;
 }
@@ -212,7 +214,8 @@ std::string incomplete_reason(const std::string& scratch, uint64_t size) {
   struct rlimit limit {};
   if (::getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY && size >= limit.rlim_cur)
     return std::strerror(EFBIG);
-  return "the profiler wrote " + std::string(size == 0 ? "no trace" : "an incomplete trace (" + files::human_bytes(size) + ")");
+  return "the profiler wrote " +
+         std::string(size == 0 ? "no trace" : "an incomplete trace (" + files::human_bytes(size) + ")");
 }
 
 /// Writes the recording's Chrome trace to `path`: Kineto writes it into a scratch file beside
@@ -248,8 +251,9 @@ void write_trace(prof::ProfilerResult& result, const std::string& path, bool cud
     const bool whole = members && std::any_of(members->begin(), members->end(),
                                               [](const Member& m) { return m.key == "\"traceEvents\""; });
     if (!whole)
-      throw WriteError("cannot write measure.out_dir '" + path + "': " +
-                       (cut ? std::string(std::strerror(ENOSPC)) : incomplete_reason(scratch.path(), text.size())));
+      throw WriteError(
+          "cannot write measure.out_dir '" + path + "': " +
+          (cut ? std::string(std::strerror(ENOSPC)) : incomplete_reason(scratch.path(), text.size())));
   }
   // Kineto named the file it wrote (the scratch file) and, without a GPU, kept the CUDA
   // build's complaints about it: the trace says where it is and what it holds instead.
@@ -298,8 +302,10 @@ TraceSummary TraceRecorder::finish(const std::string& path) {
 std::string slug(const std::string& name) {
   std::string out;
   for (char c : name) {
-    if (std::isalnum(static_cast<unsigned char>(c))) out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    else if (!out.empty() && out.back() != '-') out += '-';
+    if (std::isalnum(static_cast<unsigned char>(c)))
+      out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    else if (!out.empty() && out.back() != '-')
+      out += '-';
   }
   while (!out.empty() && out.back() == '-') out.pop_back();
   return out.empty() ? "row" : out;
@@ -307,9 +313,11 @@ std::string slug(const std::string& name) {
 
 std::string trace_file_name() {
   char host[256] = {0};
-  if (::gethostname(host, sizeof host - 1) != 0 || host[0] == 0) std::snprintf(host, sizeof host, "localhost");
+  if (::gethostname(host, sizeof host - 1) != 0 || host[0] == 0)
+    std::snprintf(host, sizeof host, "localhost");
   const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                      std::chrono::system_clock::now().time_since_epoch()).count();
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count();
   return std::string(host) + "_" + std::to_string(::getpid()) + "." + std::to_string(ns) + ".pt.trace.json";
 }
 

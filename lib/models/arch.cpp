@@ -3,8 +3,8 @@
 namespace ptune::models {
 
 const std::vector<std::string>& resnet_architectures() {
-  static const std::vector<std::string> kArchs = {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152",
-                                                  "resnext50_32x4d", "wide_resnet50_2"};
+  static const std::vector<std::string> kArchs = {
+      "resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "resnext50_32x4d", "wide_resnet50_2"};
   return kArchs;
 }
 
@@ -19,8 +19,8 @@ const std::vector<std::string>& architectures() {
 
 std::string image_size_problem(const std::string& arch, int64_t image_size) {
   if (arch == "vit_b_16" && image_size % 16 != 0)
-    return "vit_b_16 cuts images into 16x16 patches and fixes their number when it is built: the side must be a "
-           "multiple of 16 (224 is torchvision's default and its pretrained weights')";
+    return "vit_b_16 cuts images into 16x16 patches and fixes their number when it is built: the side must "
+           "be a multiple of 16 (224 is torchvision's default and its pretrained weights')";
   if (arch == "convnext_tiny" && image_size < 32)
     return "convnext_tiny downsamples by 32 (a 4x4 stem and three 2x2 convs): the side must be at least 32";
   return "";

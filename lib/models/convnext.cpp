@@ -12,7 +12,8 @@ constexpr double kEps = 1e-6;  // torchvision's LayerNorm and LayerNorm2d in Con
 
 CNBlockImpl::CNBlockImpl(int64_t dim, double scale, double p) : stochastic_depth_prob(p) {
   auto block = register_module("block", std::make_shared<nn::Module>());
-  dwconv = block->register_module("0", nn::Conv2d(nn::Conv2dOptions(dim, dim, 7).padding(3).groups(dim).bias(true)));
+  dwconv = block->register_module(
+      "0", nn::Conv2d(nn::Conv2dOptions(dim, dim, 7).padding(3).groups(dim).bias(true)));
   norm = block->register_module("2", nn::LayerNorm(nn::LayerNormOptions({dim}).eps(kEps)));
   pw1 = block->register_module("3", nn::Linear(dim, 4 * dim));
   pw2 = block->register_module("5", nn::Linear(4 * dim, dim));
@@ -30,7 +31,9 @@ torch::Tensor CNBlockImpl::forward(const torch::Tensor& x) {
 
 ConvNeXtImpl::ConvNeXtImpl(const std::string& arch_name, int64_t num_classes) : ModelImpl(arch_name) {
   if (arch != "convnext_tiny") throw std::invalid_argument("unknown architecture '" + arch + "'");
-  struct Stage { int64_t in, out, layers; };  // torchvision's CNBlockConfig; out 0 = None
+  struct Stage {
+    int64_t in, out, layers;
+  };  // torchvision's CNBlockConfig; out 0 = None
   const std::vector<Stage> setting = {{96, 192, 3}, {192, 384, 3}, {384, 768, 9}, {768, 0, 3}};
   const double stochastic_depth_prob = 0.1, layer_scale = 1e-6;
 
@@ -51,7 +54,8 @@ ConvNeXtImpl::ConvNeXtImpl(const std::string& arch_name, int64_t num_classes) : 
   for (const auto& s : setting) {
     Stack stage;
     for (int64_t i = 0; i < s.layers; ++i, ++id)
-      stage->push_back(CNBlock(s.in, layer_scale, stochastic_depth_prob * static_cast<double>(id) / (total - 1.0)));
+      stage->push_back(
+          CNBlock(s.in, layer_scale, stochastic_depth_prob * static_cast<double>(id) / (total - 1.0)));
     features->push_back(stage);
     if (s.out != 0) {
       Stack down;

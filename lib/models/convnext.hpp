@@ -33,8 +33,8 @@ struct ConvNeXtImpl : ModelImpl {
   torch::Tensor forward(torch::Tensor x) override;
   std::vector<std::string> head_keys() const override { return {"classifier.2.weight", "classifier.2.bias"}; }
   torch::nn::Sequential features{nullptr};
-  LayerNorm2d head_norm{nullptr};       // classifier.0
-  torch::nn::Linear head{nullptr};      // classifier.2
+  LayerNorm2d head_norm{nullptr};   // classifier.0
+  torch::nn::Linear head{nullptr};  // classifier.2
 };
 TORCH_MODULE(ConvNeXt);
 

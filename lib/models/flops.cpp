@@ -74,8 +74,9 @@ double conv_flops(const at::RecordFunction& fn) {
     const auto i = static_cast<size_t>(d - 2);
     const int64_t size = x->size(d), k = w->size(d);
     positions *= static_cast<double>(
-        transposed ? size
-                   : (size + 2 * dim_opt(pad, i, 0) - dim_opt(dil, i, 1) * (k - 1) - 1) / dim_opt(stride, i, 1) + 1);
+        transposed
+            ? size
+            : (size + 2 * dim_opt(pad, i, 0) - dim_opt(dil, i, 1) * (k - 1) - 1) / dim_opt(stride, i, 1) + 1);
   }
   return 2.0 * static_cast<double>(x->size(0)) * positions * static_cast<double>(w->numel());
 }
@@ -102,16 +103,23 @@ void add(const at::RecordFunction& fn, Op op) {
   double f = 0;
   int grads = 0;
   switch (op) {
-    case Op::kConv: f = conv_flops(fn), grads = needs_grad(t(0)) + needs_grad(t(1)); break;
+    case Op::kConv:
+      f = conv_flops(fn), grads = needs_grad(t(0)) + needs_grad(t(1));
+      break;
     case Op::kMm:
-    case Op::kBmm: f = matmul_flops(t(0), t(1)), grads = needs_grad(t(0)) + needs_grad(t(1)); break;
+    case Op::kBmm:
+      f = matmul_flops(t(0), t(1)), grads = needs_grad(t(0)) + needs_grad(t(1));
+      break;
     case Op::kAddmm:
-    case Op::kBaddbmm: f = matmul_flops(t(1), t(2)), grads = needs_grad(t(1)) + needs_grad(t(2)); break;
+    case Op::kBaddbmm:
+      f = matmul_flops(t(1), t(2)), grads = needs_grad(t(1)) + needs_grad(t(2));
+      break;
     case Op::kAttention:
       f = attention_flops(t(0), t(1), t(2));
       grads = (needs_grad(t(0)) || needs_grad(t(1)) || needs_grad(t(2))) ? 2 : 0;
       break;
-    case Op::kNone: break;
+    case Op::kNone:
+      break;
   }
   tally->forward += f;
   tally->backward += f * grads;

@@ -9,15 +9,22 @@ namespace ptune::models {
 
 namespace nn = torch::nn;
 
-torch::Tensor linear(const torch::nn::Linear& l, const torch::Tensor& x) { return at::linear(x, l->weight, l->bias); }
+torch::Tensor linear(const torch::nn::Linear& l, const torch::Tensor& x) {
+  return at::linear(x, l->weight, l->bias);
+}
 
 torch::Tensor activate(torch::Tensor x, Act act) {
   switch (act) {
-    case Act::kNone: return x;
-    case Act::kReLU: return x.relu_();
-    case Act::kHardswish: return at::hardswish_(x);
-    case Act::kHardsigmoid: return at::hardsigmoid(x);
-    case Act::kGELU: return at::gelu(x);
+    case Act::kNone:
+      return x;
+    case Act::kReLU:
+      return x.relu_();
+    case Act::kHardswish:
+      return at::hardswish_(x);
+    case Act::kHardsigmoid:
+      return at::hardsigmoid(x);
+    case Act::kGELU:
+      return at::gelu(x);
   }
   return x;
 }

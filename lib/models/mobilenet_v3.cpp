@@ -36,8 +36,8 @@ InvertedResidualImpl::InvertedResidualImpl(const InvertedResidualConfig& c)
   if (c.expanded != c.in) block->push_back(cna(c.in, c.expanded, 1, 1, 1, act));
   block->push_back(cna(c.expanded, c.expanded, c.kernel, c.stride, c.expanded, act));
   if (c.use_se)
-    block->push_back(SqueezeExcitation(c.expanded, make_divisible(static_cast<double>(c.expanded / 4), 8), Act::kReLU,
-                                       Act::kHardsigmoid));
+    block->push_back(SqueezeExcitation(c.expanded, make_divisible(static_cast<double>(c.expanded / 4), 8),
+                                       Act::kReLU, Act::kHardsigmoid));
   block->push_back(cna(c.expanded, c.out, 1, 1, 1, Act::kNone));
   register_module("block", block);
 }
@@ -54,11 +54,11 @@ MobileNetV3Impl::MobileNetV3Impl(const std::string& arch_name, int64_t num_class
   // torchvision's _mobilenet_v3_conf("mobilenet_v3_large"): in, kernel, expanded, out, SE,
   // Hardswish, stride (every channel count is already a multiple of 8).
   const std::vector<InvertedResidualConfig> setting = {
-      {16, 3, 16, 16, false, false, 1},    {16, 3, 64, 24, false, false, 2},    {24, 3, 72, 24, false, false, 1},
-      {24, 5, 72, 40, true, false, 2},     {40, 5, 120, 40, true, false, 1},    {40, 5, 120, 40, true, false, 1},
-      {40, 3, 240, 80, false, true, 2},    {80, 3, 200, 80, false, true, 1},    {80, 3, 184, 80, false, true, 1},
-      {80, 3, 184, 80, false, true, 1},    {80, 3, 480, 112, true, true, 1},    {112, 3, 672, 112, true, true, 1},
-      {112, 5, 672, 160, true, true, 2},   {160, 5, 960, 160, true, true, 1},   {160, 5, 960, 160, true, true, 1},
+      {16, 3, 16, 16, false, false, 1},  {16, 3, 64, 24, false, false, 2},  {24, 3, 72, 24, false, false, 1},
+      {24, 5, 72, 40, true, false, 2},   {40, 5, 120, 40, true, false, 1},  {40, 5, 120, 40, true, false, 1},
+      {40, 3, 240, 80, false, true, 2},  {80, 3, 200, 80, false, true, 1},  {80, 3, 184, 80, false, true, 1},
+      {80, 3, 184, 80, false, true, 1},  {80, 3, 480, 112, true, true, 1},  {112, 3, 672, 112, true, true, 1},
+      {112, 5, 672, 160, true, true, 2}, {160, 5, 960, 160, true, true, 1}, {160, 5, 960, 160, true, true, 1},
   };
   const int64_t last_channel = 1280;
   features = nn::Sequential();

@@ -16,10 +16,13 @@ Model make(const std::string& arch, int64_t num_classes, int64_t image_size) {
     throw std::invalid_argument("unknown architecture '" + arch + "'");
   if (std::string why = image_size_problem(arch, image_size); !why.empty())
     throw std::invalid_argument("image size " + std::to_string(image_size) + ": " + why);
-  if (arch == "mobilenet_v3_large") return Model(std::shared_ptr<ModelImpl>(std::make_shared<MobileNetV3Impl>(arch, num_classes)));
-  if (arch == "convnext_tiny") return Model(std::shared_ptr<ModelImpl>(std::make_shared<ConvNeXtImpl>(arch, num_classes)));
+  if (arch == "mobilenet_v3_large")
+    return Model(std::shared_ptr<ModelImpl>(std::make_shared<MobileNetV3Impl>(arch, num_classes)));
+  if (arch == "convnext_tiny")
+    return Model(std::shared_ptr<ModelImpl>(std::make_shared<ConvNeXtImpl>(arch, num_classes)));
   if (arch == "vit_b_16")
-    return Model(std::shared_ptr<ModelImpl>(std::make_shared<VisionTransformerImpl>(arch, vit_b_16_options(image_size), num_classes)));
+    return Model(std::shared_ptr<ModelImpl>(
+        std::make_shared<VisionTransformerImpl>(arch, vit_b_16_options(image_size), num_classes)));
   return Model(std::shared_ptr<ModelImpl>(std::make_shared<ResNetImpl>(arch, num_classes)));
 }
 

@@ -21,7 +21,8 @@ nn::Sequential downsample_if_needed(int64_t in, int64_t out, int64_t stride) {
 }
 
 template <class Block, class... Extra>
-nn::Sequential make_layer(int64_t& in_planes, int64_t planes, int64_t blocks, int64_t stride, Extra... extra) {
+nn::Sequential make_layer(int64_t& in_planes, int64_t planes, int64_t blocks, int64_t stride,
+                          Extra... extra) {
   nn::Sequential layer;
   layer->push_back(Block(in_planes, planes, stride, extra...));
   in_planes = planes * Block::Impl::kExpansion;
@@ -49,12 +50,14 @@ torch::Tensor BasicBlockImpl::forward(torch::Tensor x) {
   return out.relu_();
 }
 
-BottleneckImpl::BottleneckImpl(int64_t in, int64_t planes, int64_t stride, int64_t groups, int64_t width_per_group) {
+BottleneckImpl::BottleneckImpl(int64_t in, int64_t planes, int64_t stride, int64_t groups,
+                               int64_t width_per_group) {
   const int64_t width = planes * width_per_group / 64 * groups;
   conv1 = register_module("conv1", conv(in, width, 1, 1, 0));
   bn1 = register_module("bn1", nn::BatchNorm2d(width));
-  conv2 = register_module("conv2", nn::Conv2d(nn::Conv2dOptions(width, width, 3).stride(stride).padding(1)
-                                                  .groups(groups).bias(false)));
+  conv2 = register_module(
+      "conv2",
+      nn::Conv2d(nn::Conv2dOptions(width, width, 3).stride(stride).padding(1).groups(groups).bias(false)));
   bn2 = register_module("bn2", nn::BatchNorm2d(width));
   conv3 = register_module("conv3", conv(width, planes * kExpansion, 1, 1, 0));
   bn3 = register_module("bn3", nn::BatchNorm2d(planes * kExpansion));
@@ -115,7 +118,8 @@ ResNetImpl::ResNetImpl(const std::string& arch_name, int64_t num_classes) : Mode
   // torchvision: kaiming_normal_(fan_out, relu) for convs; BatchNorm weight 1 and bias 0 is
   // already BatchNorm2d's own initialization.
   for (auto& m : modules(/*include_self=*/false)) {
-    if (auto* c = m->as<nn::Conv2d>()) nn::init::kaiming_normal_(c->weight, 0.0, torch::kFanOut, torch::kReLU);
+    if (auto* c = m->as<nn::Conv2d>())
+      nn::init::kaiming_normal_(c->weight, 0.0, torch::kFanOut, torch::kReLU);
   }
 }
 

@@ -32,7 +32,8 @@ TORCH_MODULE(BasicBlock);
 /// inner width is int(planes * width_per_group / 64) * groups.
 struct BottleneckImpl : torch::nn::Module {
   static constexpr int64_t kExpansion = 4;
-  BottleneckImpl(int64_t in_planes, int64_t planes, int64_t stride, int64_t groups = 1, int64_t width_per_group = 64);
+  BottleneckImpl(int64_t in_planes, int64_t planes, int64_t stride, int64_t groups = 1,
+                 int64_t width_per_group = 64);
   torch::Tensor forward(torch::Tensor x);
   torch::nn::Conv2d conv1{nullptr}, conv2{nullptr}, conv3{nullptr};
   torch::nn::BatchNorm2d bn1{nullptr}, bn2{nullptr}, bn3{nullptr};

@@ -32,17 +32,17 @@ struct Value {
   Kind kind = kNone;
   int64_t i = 0;
   double f = 0;
-  std::string s, s2;                                 // string; global module/name
-  std::vector<ValuePtr> items;                       // tuple, list
-  std::vector<std::pair<ValuePtr, ValuePtr>> dict;   // dict (ordered)
-  at::Tensor tensor;                                 // tensor or storage
+  std::string s, s2;                                // string; global module/name
+  std::vector<ValuePtr> items;                      // tuple, list
+  std::vector<std::pair<ValuePtr, ValuePtr>> dict;  // dict (ordered)
+  at::Tensor tensor;                                // tensor or storage
 };
 
 at::ScalarType storage_dtype(const std::string& name, const std::string& file) {
   static const std::map<std::string, at::ScalarType> kTypes = {
-      {"FloatStorage", at::kFloat},   {"DoubleStorage", at::kDouble}, {"HalfStorage", at::kHalf},
-      {"BFloat16Storage", at::kBFloat16}, {"LongStorage", at::kLong}, {"IntStorage", at::kInt},
-      {"ShortStorage", at::kShort},   {"CharStorage", at::kChar},     {"ByteStorage", at::kByte},
+      {"FloatStorage", at::kFloat},       {"DoubleStorage", at::kDouble}, {"HalfStorage", at::kHalf},
+      {"BFloat16Storage", at::kBFloat16}, {"LongStorage", at::kLong},     {"IntStorage", at::kInt},
+      {"ShortStorage", at::kShort},       {"CharStorage", at::kChar},     {"ByteStorage", at::kByte},
       {"BoolStorage", at::kBool}};
   auto it = kTypes.find(name);
   if (it == kTypes.end()) throw DataError(file + ": unsupported storage type torch." + name);
@@ -51,8 +51,7 @@ at::ScalarType storage_dtype(const std::string& name, const std::string& file) {
 
 class Unpickler {
  public:
-  Unpickler(const std::string& data, caffe2::serialize::PyTorchStreamReader& reader,
-            const std::string& file)
+  Unpickler(const std::string& data, caffe2::serialize::PyTorchStreamReader& reader, const std::string& file)
       : data_(data), reader_(reader), file_(file) {}
 
   /// Values can hold each other in cycles (a list appended to itself through the memo) and
@@ -69,26 +68,49 @@ class Unpickler {
     while (true) {
       uint8_t op = u8();
       switch (op) {
-        case 0x80: u8(); break;                      // PROTO
-        case 0x95: pos_ += 8; break;                 // FRAME
-        case '.': return pop();                      // STOP
-        case '(': push(make(Value::kMark)); break;   // MARK
-        case 'N': push(make(Value::kNone)); break;
-        case 0x88: case 0x89: { auto v = make(Value::kBool); v->i = op == 0x88; push(v); break; }
-        case 'K': push_int(u8()); break;             // BININT1
-        case 'M': push_int(u16()); break;            // BININT2
-        case 'J': push_int(static_cast<int32_t>(u32())); break;  // BININT
-        case 0x8a: {                                 // LONG1
+        case 0x80:
+          u8();
+          break;  // PROTO
+        case 0x95:
+          pos_ += 8;
+          break;  // FRAME
+        case '.':
+          return pop();  // STOP
+        case '(':
+          push(make(Value::kMark));
+          break;  // MARK
+        case 'N':
+          push(make(Value::kNone));
+          break;
+        case 0x88:
+        case 0x89: {
+          auto v = make(Value::kBool);
+          v->i = op == 0x88;
+          push(v);
+          break;
+        }
+        case 'K':
+          push_int(u8());
+          break;  // BININT1
+        case 'M':
+          push_int(u16());
+          break;  // BININT2
+        case 'J':
+          push_int(static_cast<int32_t>(u32()));
+          break;      // BININT
+        case 0x8a: {  // LONG1
           uint8_t n = u8();
           need(n);
           int64_t v = 0;
-          for (int k = 0; k < n && k < 8; ++k) v |= static_cast<int64_t>(static_cast<uint8_t>(data_[pos_ + k])) << (8 * k);
-          if (n > 0 && n < 8 && (static_cast<uint8_t>(data_[pos_ + n - 1]) & 0x80)) v -= int64_t(1) << (8 * n);
+          for (int k = 0; k < n && k < 8; ++k)
+            v |= static_cast<int64_t>(static_cast<uint8_t>(data_[pos_ + k])) << (8 * k);
+          if (n > 0 && n < 8 && (static_cast<uint8_t>(data_[pos_ + n - 1]) & 0x80))
+            v -= int64_t(1) << (8 * n);
           pos_ += n;
           push_int(v);
           break;
         }
-        case 'G': {                                  // BINFLOAT (big-endian)
+        case 'G': {  // BINFLOAT (big-endian)
           need(8);
           uint64_t bits = 0;
           for (int k = 0; k < 8; ++k) bits = (bits << 8) | static_cast<uint8_t>(data_[pos_ + k]);
@@ -98,43 +120,91 @@ class Unpickler {
           push(v);
           break;
         }
-        case 'X': push_str(u32()); break;            // BINUNICODE
-        case 0x8c: push_str(u8()); break;            // SHORT_BINUNICODE
-        case 'c': {                                  // GLOBAL
+        case 'X':
+          push_str(u32());
+          break;  // BINUNICODE
+        case 0x8c:
+          push_str(u8());
+          break;     // SHORT_BINUNICODE
+        case 'c': {  // GLOBAL
           auto v = make(Value::kGlobal);
           v->s = line();
           v->s2 = line();
           push(v);
           break;
         }
-        case 'q': memo_[u8()] = top(); break;        // BINPUT
-        case 'r': memo_[u32()] = top(); break;       // LONG_BINPUT
-        case 'h': push(memo_at(u8())); break;        // BINGET
-        case 'j': push(memo_at(u32())); break;       // LONG_BINGET
-        case ')': push(make(Value::kTuple)); break;  // EMPTY_TUPLE
-        case 't': { auto v = make(Value::kTuple); v->items = pop_to_mark(); push(v); break; }
-        case 0x85: case 0x86: case 0x87: {           // TUPLE1..3
+        case 'q':
+          memo_[u8()] = top();
+          break;  // BINPUT
+        case 'r':
+          memo_[u32()] = top();
+          break;  // LONG_BINPUT
+        case 'h':
+          push(memo_at(u8()));
+          break;  // BINGET
+        case 'j':
+          push(memo_at(u32()));
+          break;  // LONG_BINGET
+        case ')':
+          push(make(Value::kTuple));
+          break;  // EMPTY_TUPLE
+        case 't': {
+          auto v = make(Value::kTuple);
+          v->items = pop_to_mark();
+          push(v);
+          break;
+        }
+        case 0x85:
+        case 0x86:
+        case 0x87: {  // TUPLE1..3
           auto v = make(Value::kTuple);
           v->items.resize(op - 0x84);
           for (auto it = v->items.rbegin(); it != v->items.rend(); ++it) *it = pop();
           push(v);
           break;
         }
-        case ']': push(make(Value::kList)); break;   // EMPTY_LIST
-        case 'a': { auto x = pop(); top()->items.push_back(x); break; }
-        case 'e': { auto xs = pop_to_mark(); auto& l = top()->items; l.insert(l.end(), xs.begin(), xs.end()); break; }
-        case '}': push(make(Value::kDict)); break;   // EMPTY_DICT
-        case 's': { auto v = pop(); auto k = pop(); top()->dict.emplace_back(k, v); break; }
-        case 'u': {                                  // SETITEMS
+        case ']':
+          push(make(Value::kList));
+          break;  // EMPTY_LIST
+        case 'a': {
+          auto x = pop();
+          top()->items.push_back(x);
+          break;
+        }
+        case 'e': {
+          auto xs = pop_to_mark();
+          auto& l = top()->items;
+          l.insert(l.end(), xs.begin(), xs.end());
+          break;
+        }
+        case '}':
+          push(make(Value::kDict));
+          break;  // EMPTY_DICT
+        case 's': {
+          auto v = pop();
+          auto k = pop();
+          top()->dict.emplace_back(k, v);
+          break;
+        }
+        case 'u': {  // SETITEMS
           auto xs = pop_to_mark();
           if (xs.size() % 2) fail("odd SETITEMS");
           for (size_t k = 0; k < xs.size(); k += 2) top()->dict.emplace_back(xs[k], xs[k + 1]);
           break;
         }
-        case 'b': pop(); break;                      // BUILD: attributes such as _metadata
-        case 'Q': push(persistent(pop())); break;    // BINPERSID
-        case 'R': { auto args = pop(); auto fn = pop(); push(reduce(fn, args)); break; }
-        case 0x81: {                                 // NEWOBJ: cls.__new__(cls, *args)
+        case 'b':
+          pop();
+          break;  // BUILD: attributes such as _metadata
+        case 'Q':
+          push(persistent(pop()));
+          break;  // BINPERSID
+        case 'R': {
+          auto args = pop();
+          auto fn = pop();
+          push(reduce(fn, args));
+          break;
+        }
+        case 0x81: {  // NEWOBJ: cls.__new__(cls, *args)
           pop();
           auto cls = pop();
           if (cls->kind == Value::kGlobal) fail_object(cls->s + "." + cls->s2);
@@ -155,15 +225,25 @@ class Unpickler {
   }
   /// A pickled object of class `name`: nothing is constructed, the file is named for what it is.
   [[noreturn]] void fail_object(const std::string& name) const {
-    throw DataError(file_ + ": holds a pickled " + name + " object, not a state_dict of tensors (torch.save(model) "
-                    "saves the whole module); in Python, save torch.save(model.state_dict(), path) instead");
+    throw DataError(file_ + ": holds a pickled " + name +
+                    " object, not a state_dict of tensors (torch.save(model) saves the whole module); in "
+                    "Python, save torch.save(model.state_dict(), path) instead");
   }
   void need(size_t n) const {
     if (pos_ + n > data_.size()) fail("truncated pickle");
   }
-  uint8_t u8() { need(1); return static_cast<uint8_t>(data_[pos_++]); }
-  uint32_t u16() { uint32_t a = u8(); return a | (uint32_t(u8()) << 8); }
-  uint32_t u32() { uint32_t a = u16(); return a | (u16() << 16); }
+  uint8_t u8() {
+    need(1);
+    return static_cast<uint8_t>(data_[pos_++]);
+  }
+  uint32_t u16() {
+    uint32_t a = u8();
+    return a | (uint32_t(u8()) << 8);
+  }
+  uint32_t u32() {
+    uint32_t a = u16();
+    return a | (u16() << 16);
+  }
   std::string line() {
     auto e = data_.find('\n', pos_);
     if (e == std::string::npos) fail("truncated pickle");
@@ -178,10 +258,27 @@ class Unpickler {
     return v;
   }
   void push(ValuePtr v) { stack_.push_back(std::move(v)); }
-  void push_int(int64_t i) { auto v = make(Value::kInt); v->i = i; push(v); }
-  void push_str(size_t n) { need(n); auto v = make(Value::kString); v->s = data_.substr(pos_, n); pos_ += n; push(v); }
-  ValuePtr top() { if (stack_.empty()) fail("stack underflow"); return stack_.back(); }
-  ValuePtr pop() { auto v = top(); stack_.pop_back(); return v; }
+  void push_int(int64_t i) {
+    auto v = make(Value::kInt);
+    v->i = i;
+    push(v);
+  }
+  void push_str(size_t n) {
+    need(n);
+    auto v = make(Value::kString);
+    v->s = data_.substr(pos_, n);
+    pos_ += n;
+    push(v);
+  }
+  ValuePtr top() {
+    if (stack_.empty()) fail("stack underflow");
+    return stack_.back();
+  }
+  ValuePtr pop() {
+    auto v = top();
+    stack_.pop_back();
+    return v;
+  }
   ValuePtr memo_at(uint32_t k) {
     auto it = memo_.find(k);
     if (it == memo_.end()) fail("bad memo reference");
@@ -266,9 +363,18 @@ class Pickler {
  public:
   std::string out;
   void op(char c) { out.push_back(c); }
-  void u32(uint32_t v) { for (int k = 0; k < 4; ++k) out.push_back(static_cast<char>((v >> (8 * k)) & 0xff)); }
-  void str(const std::string& s) { op('X'); u32(static_cast<uint32_t>(s.size())); out += s; }
-  void global(const std::string& mod, const std::string& name) { op('c'); out += mod + "\n" + name + "\n"; }
+  void u32(uint32_t v) {
+    for (int k = 0; k < 4; ++k) out.push_back(static_cast<char>((v >> (8 * k)) & 0xff));
+  }
+  void str(const std::string& s) {
+    op('X');
+    u32(static_cast<uint32_t>(s.size()));
+    out += s;
+  }
+  void global(const std::string& mod, const std::string& name) {
+    op('c');
+    out += mod + "\n" + name + "\n";
+  }
   void integer(int64_t v) {
     if (v >= INT32_MIN && v <= INT32_MAX) {
       op('J');
@@ -276,7 +382,8 @@ class Pickler {
     } else {
       op(static_cast<char>(0x8a));
       out.push_back(8);
-      for (int k = 0; k < 8; ++k) out.push_back(static_cast<char>((static_cast<uint64_t>(v) >> (8 * k)) & 0xff));
+      for (int k = 0; k < 8; ++k)
+        out.push_back(static_cast<char>((static_cast<uint64_t>(v) >> (8 * k)) & 0xff));
     }
   }
   void int_tuple(at::IntArrayRef xs) {
@@ -288,17 +395,28 @@ class Pickler {
 
 std::string storage_name(at::ScalarType t) {
   switch (t) {
-    case at::kFloat: return "FloatStorage";
-    case at::kDouble: return "DoubleStorage";
-    case at::kHalf: return "HalfStorage";
-    case at::kBFloat16: return "BFloat16Storage";
-    case at::kLong: return "LongStorage";
-    case at::kInt: return "IntStorage";
-    case at::kShort: return "ShortStorage";
-    case at::kChar: return "CharStorage";
-    case at::kByte: return "ByteStorage";
-    case at::kBool: return "BoolStorage";
-    default: throw std::runtime_error(std::string("cannot save tensors of type ") + at::toString(t));
+    case at::kFloat:
+      return "FloatStorage";
+    case at::kDouble:
+      return "DoubleStorage";
+    case at::kHalf:
+      return "HalfStorage";
+    case at::kBFloat16:
+      return "BFloat16Storage";
+    case at::kLong:
+      return "LongStorage";
+    case at::kInt:
+      return "IntStorage";
+    case at::kShort:
+      return "ShortStorage";
+    case at::kChar:
+      return "CharStorage";
+    case at::kByte:
+      return "ByteStorage";
+    case at::kBool:
+      return "BoolStorage";
+    default:
+      throw std::runtime_error(std::string("cannot save tensors of type ") + at::toString(t));
   }
 }
 
@@ -336,7 +454,8 @@ class ArchiveFile {
   }
   /// Reads `n` bytes at `offset` into `out`; a read past the end is damage.
   void read(uint64_t offset, size_t n, unsigned char* out) const {
-    if (offset > size_ || n > size_ - offset) damaged("a record reaches past the end of the file (truncated?)");
+    if (offset > size_ || n > size_ - offset)
+      damaged("a record reaches past the end of the file (truncated?)");
     if (std::fseek(f_, static_cast<long>(offset), SEEK_SET) != 0 || std::fread(out, 1, n, f_) != n)
       damaged("cannot read " + std::to_string(n) + " bytes at offset " + std::to_string(offset));
   }
@@ -394,7 +513,8 @@ std::vector<ZipRecord> zip_records(const ArchiveFile& f) {
       size_t at = x + 4;
       if (id == 0x0001) {
         for (uint64_t* field : {&r.size, &r.compressed, &r.local_offset})
-          if (*field == 0xFFFFFFFF && at + 8 <= x + 4 + len && at + 8 <= var.size()) *field = le(&var[at], 8), at += 8;
+          if (*field == 0xFFFFFFFF && at + 8 <= x + 4 + len && at + 8 <= var.size())
+            *field = le(&var[at], 8), at += 8;
       }
       x += 4 + len;
     }
@@ -408,12 +528,14 @@ std::vector<ZipRecord> zip_records(const ArchiveFile& f) {
 std::optional<uint32_t> record_crc(const ArchiveFile& f, const ZipRecord& r) {
   unsigned char local[30];
   f.read(r.local_offset, sizeof local, local);
-  if (le(local, 4) != 0x04034b50) f.damaged("record '" + r.name + "' has no local header where the directory says");
+  if (le(local, 4) != 0x04034b50)
+    f.damaged("record '" + r.name + "' has no local header where the directory says");
   uint64_t at = r.local_offset + sizeof local + le(local + 26, 2) + le(local + 28, 2);
   if (r.method != 0 && r.method != 8) return std::nullopt;
   uLong crc = crc32(0L, Z_NULL, 0);
   z_stream z{};
-  if (r.method == 8 && inflateInit2(&z, -MAX_WBITS) != Z_OK) f.damaged("cannot inflate record '" + r.name + "'");
+  if (r.method == 8 && inflateInit2(&z, -MAX_WBITS) != Z_OK)
+    f.damaged("cannot inflate record '" + r.name + "'");
   std::vector<unsigned char> in(1u << 20), out(r.method == 8 ? 1u << 20 : 0);
   uint64_t left = r.compressed;
   int status = Z_OK;
@@ -487,15 +609,22 @@ void verify_records(const std::string& path) {
 
 std::string unreadable_kind(const std::string& path, FileKind kind) {
   switch (kind) {
-    case FileKind::kMissing: return "cannot open '" + path + "': No such file or directory";
-    case FileKind::kFolder: return path + ": is a folder, not a file";
-    case FileKind::kSpecial: return path + ": not a regular file (a FIFO, a device or a socket)";
-    case FileKind::kEmpty: return path + ": empty file";
+    case FileKind::kMissing:
+      return "cannot open '" + path + "': No such file or directory";
+    case FileKind::kFolder:
+      return path + ": is a folder, not a file";
+    case FileKind::kSpecial:
+      return path + ": not a regular file (a FIFO, a device or a socket)";
+    case FileKind::kEmpty:
+      return path + ": empty file";
     case FileKind::kNotZip:
-      return path + ": not a torch.save zip archive (a legacy-format file? re-save it in Python with "
-                    "torch.save(torch.load(p), p))";
-    case FileKind::kCorruptZip: return path + ": a damaged or truncated zip archive";
-    default: return "";
+      return path +
+             ": not a torch.save zip archive (a legacy-format file? re-save it in Python with "
+             "torch.save(torch.load(p), p))";
+    case FileKind::kCorruptZip:
+      return path + ": a damaged or truncated zip archive";
+    default:
+      return "";
   }
 }
 
@@ -513,7 +642,8 @@ bool is_tensor_dict(const Value& v) {
 
 NamedTensors read_state_dict(const std::string& path, std::vector<std::string>* notes) {
   const FileKind kind = identify(path);
-  if (kind == FileKind::kMissing) throw DataError("cannot open weights '" + path + "': No such file or directory");
+  if (kind == FileKind::kMissing)
+    throw DataError("cannot open weights '" + path + "': No such file or directory");
   if (const std::string why = unreadable_kind(path, kind); !why.empty()) throw DataError(why);
   if (kind == FileKind::kTorchScript) {
     bool checkpoint = false;
@@ -524,9 +654,11 @@ NamedTensors read_state_dict(const std::string& path, std::vector<std::string>* 
       checkpoint = archive.try_read("arch", arch);
     } catch (const std::exception&) {
     }
-    throw DataError(checkpoint ? path + ": this is a ptune checkpoint, not a weights file: continue it with "
-                                        "ptune train --resume, or export its weights with ptune train --save-weights"
-                               : path + ": a TorchScript archive (torch.jit.save), not a torch.save(state_dict) file");
+    throw DataError(
+        checkpoint ? path +
+                         ": this is a ptune checkpoint, not a weights file: continue it with ptune train "
+                         "--resume, or export its weights with ptune train --save-weights"
+                   : path + ": a TorchScript archive (torch.jit.save), not a torch.save(state_dict) file");
   }
   verify_records(path);
   std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader;
@@ -540,7 +672,8 @@ NamedTensors read_state_dict(const std::string& path, std::vector<std::string>* 
     if (reader->hasRecord("byteorder")) {
       auto [ptr, size] = reader->getRecord("byteorder");
       std::string order(static_cast<const char*>(ptr.get()), size);
-      if (order != "little") throw DataError(path + ": written with byte order '" + order + "'; only little-endian is supported");
+      if (order != "little")
+        throw DataError(path + ": written with byte order '" + order + "'; only little-endian is supported");
     }
     auto [ptr, size] = reader->getRecord("data.pkl");
     pkl.assign(static_cast<const char*>(ptr.get()), size);
@@ -640,18 +773,17 @@ void write_state_dict(const std::string& path, const NamedTensors& tensors, cons
 NamedTensors state_dict(const torch::nn::Module& module) {
   NamedTensors out;
   // torchvision's order: each module's parameters, then its buffers, depth first.
-  std::function<void(const torch::nn::Module&, const std::string&)> visit =
-      [&](const torch::nn::Module& m, const std::string& prefix) {
-        for (const auto& p : m.named_parameters(/*recurse=*/false)) out.emplace_back(prefix + p.key(), p.value());
-        for (const auto& b : m.named_buffers(/*recurse=*/false)) out.emplace_back(prefix + b.key(), b.value());
-        for (const auto& c : m.named_children()) visit(*c.value(), prefix + c.key() + ".");
-      };
+  std::function<void(const torch::nn::Module&, const std::string&)> visit = [&](const torch::nn::Module& m,
+                                                                                const std::string& prefix) {
+    for (const auto& p : m.named_parameters(/*recurse=*/false)) out.emplace_back(prefix + p.key(), p.value());
+    for (const auto& b : m.named_buffers(/*recurse=*/false)) out.emplace_back(prefix + b.key(), b.value());
+    for (const auto& c : m.named_children()) visit(*c.value(), prefix + c.key() + ".");
+  };
   visit(module, "");
   return out;
 }
 
-std::string load_into(torch::nn::Module& module, const NamedTensors& tensors,
-                      const std::string& source) {
+std::string load_into(torch::nn::Module& module, const NamedTensors& tensors, const std::string& source) {
   std::map<std::string, at::Tensor> own;
   for (auto& [k, v] : state_dict(module)) own[k] = v;
   std::map<std::string, at::Tensor> given(tensors.begin(), tensors.end());
@@ -666,7 +798,8 @@ std::string load_into(torch::nn::Module& module, const NamedTensors& tensors,
     }
     missing.push_back(k);
   }
-  for (auto& [k, v] : given) if (!own.count(k)) unexpected.push_back(k);
+  for (auto& [k, v] : given)
+    if (!own.count(k)) unexpected.push_back(k);
   auto list = [](const std::vector<std::string>& v) {
     std::string s;
     for (size_t i = 0; i < v.size() && i < 5; ++i) s += (i ? ", " : "") + v[i];

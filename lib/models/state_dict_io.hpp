@@ -54,7 +54,8 @@ NamedTensors read_state_dict(const std::string& path, std::vector<std::string>* 
 /// Writes tensors as torch.save(state_dict) does (loadable by torch.load with
 /// weights_only=True), atomically (files::write_atomically; `what` names the file's origin in
 /// errors, e.g. "--save-weights"). Throws WriteError ("cannot write <what> '<path>': <reason>").
-void write_state_dict(const std::string& path, const NamedTensors& tensors, const std::string& what = "weights");
+void write_state_dict(const std::string& path, const NamedTensors& tensors,
+                      const std::string& what = "weights");
 
 /// The module's parameters and buffers by their dotted names (its state_dict).
 NamedTensors state_dict(const torch::nn::Module& module);
@@ -65,7 +66,6 @@ NamedTensors state_dict(const torch::nn::Module& module);
 /// is returned. A missing BatchNorm "num_batches_tracked" becomes 0, as PyTorch's
 /// load_state_dict(strict=True) does for state_dicts saved without it. Throws DataError
 /// naming `source` for missing, unexpected or mis-shaped keys.
-std::string load_into(torch::nn::Module& module, const NamedTensors& tensors,
-                      const std::string& source);
+std::string load_into(torch::nn::Module& module, const NamedTensors& tensors, const std::string& source);
 
 }  // namespace ptune::models

@@ -41,7 +41,8 @@ struct EncoderBlockImpl : torch::nn::Module {
 TORCH_MODULE(EncoderBlock);
 
 struct ViTOptions {
-  int64_t image_size = 224, patch_size = 16, num_layers = 12, num_heads = 12, hidden_dim = 768, mlp_dim = 3072;
+  int64_t image_size = 224, patch_size = 16, num_layers = 12, num_heads = 12, hidden_dim = 768,
+          mlp_dim = 3072;
   double dropout = 0.0, attention_dropout = 0.0;
 };
 

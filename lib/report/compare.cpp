@@ -88,7 +88,8 @@ struct Side {
 std::string rate_interval(const Json& row) {
   if (row.contains("samples_per_s_interval") && row["samples_per_s_interval"].is_string())
     return " " + row["samples_per_s_interval"].get<std::string>();
-  auto p = number(row, "samples_per_s"), l = number(row, "samples_per_s_lo"), h = number(row, "samples_per_s_hi");
+  auto p = number(row, "samples_per_s"), l = number(row, "samples_per_s_lo"),
+       h = number(row, "samples_per_s_hi");
   return p && l && h ? interval_text(*p, *l, *h) : "";
 }
 
@@ -97,8 +98,12 @@ RowCheck check(const Side& old_side, const Side& new_side, double limit) {
   const Json* n = new_side.row;
   RowCheck c;
   c.name = (n ? *n : *o)["name"].get<std::string>();
-  if (o) c.old_sps = number(*o, "samples_per_s"), c.old_spread = number(*o, "spread_pct"), c.old_interval = rate_interval(*o);
-  if (n) c.new_sps = number(*n, "samples_per_s"), c.new_spread = number(*n, "spread_pct"), c.new_interval = rate_interval(*n);
+  if (o)
+    c.old_sps = number(*o, "samples_per_s"), c.old_spread = number(*o, "spread_pct"),
+    c.old_interval = rate_interval(*o);
+  if (n)
+    c.new_sps = number(*n, "samples_per_s"), c.new_spread = number(*n, "spread_pct"),
+    c.new_interval = rate_interval(*n);
   if (!n) {
     c.verdict = "missing";
     c.why = "not in the new run";
@@ -141,7 +146,8 @@ RowCheck check(const Side& old_side, const Side& new_side, double limit) {
     const measure::Interval ci = measure::sum_interval(terms, measure::speedup_level(loaded));
     if (ci.valid()) {
       // The printed rates are the ones the interval is about.
-      c.new_sps = measure::sum_interval(rate_terms(*new_side.chain, new_side.index), measure::kRowLevel).point;
+      c.new_sps =
+          measure::sum_interval(rate_terms(*new_side.chain, new_side.index), measure::kRowLevel).point;
       c.old_sps = c.new_sps.value() / ci.point;
       const double change = 100.0 * (ci.point - 1.0);
       c.change_pct = change;
@@ -150,14 +156,20 @@ RowCheck check(const Side& old_side, const Side& new_side, double limit) {
       rule.target_pct = std::max(rule.target_pct, rule.floor_pct);
       const measure::Verdict v = measure::verdict_of(ci, rule);
       c.interval_pct = std::make_pair(100.0 * (ci.lo - 1.0), 100.0 * (ci.hi - 1.0));
-      const std::string range = "[" + pct(c.interval_pct->first, true) + ", " + pct(c.interval_pct->second, true) + "]";
+      const std::string range =
+          "[" + pct(c.interval_pct->first, true) + ", " + pct(c.interval_pct->second, true) + "]";
       c.verdict = measure::verdict_name(v);
       c.beyond_noise = v == measure::Verdict::kFaster || v == measure::Verdict::kSlower;
       c.regression = v == measure::Verdict::kSlower;
-      if (c.beyond_noise) c.why = pct(change, true) + " " + range + " beyond " + pct(rule.floor_pct);
-      else if (v == measure::Verdict::kWithinNoise) c.why = pct(change, true) + " " + range + " within ±" + pct(rule.target_pct);
-      else c.why = pct(change, true) + " " + range + ": too noisy to tell";
-      if (loaded) c.why += " (measured under competing load: " + measure::level_text(measure::kSpeedupLevelUnderLoad) + " interval)";
+      if (c.beyond_noise)
+        c.why = pct(change, true) + " " + range + " beyond " + pct(rule.floor_pct);
+      else if (v == measure::Verdict::kWithinNoise)
+        c.why = pct(change, true) + " " + range + " within ±" + pct(rule.target_pct);
+      else
+        c.why = pct(change, true) + " " + range + ": too noisy to tell";
+      if (loaded)
+        c.why += " (measured under competing load: " + measure::level_text(measure::kSpeedupLevelUnderLoad) +
+                 " interval)";
       return c;
     }
   }
@@ -256,12 +268,14 @@ std::string render_comparison(const Comparison& c) {
       {"row", "old samples/s", "new samples/s", "ratio", "verdict", "why"}};
   for (const auto& r : c.rows) {
     char ratio[32] = "-";
-    if (r.old_sps && r.new_sps && *r.old_sps > 0) std::snprintf(ratio, sizeof ratio, "%.3fx", *r.new_sps / *r.old_sps);
+    if (r.old_sps && r.new_sps && *r.old_sps > 0)
+      std::snprintf(ratio, sizeof ratio, "%.3fx", *r.new_sps / *r.old_sps);
     std::string verdict = r.verdict + (r.regression ? " (regression)" : "");
     std::string why = r.why.substr(0, r.why.find('\n'));
     std::string name = r.name;
     std::replace(name.begin(), name.end(), '\n', ' ');
-    table.push_back({name, rate(r.old_sps, r.old_interval), rate(r.new_sps, r.new_interval), ratio, verdict, why});
+    table.push_back(
+        {name, rate(r.old_sps, r.old_interval), rate(r.new_sps, r.new_interval), ratio, verdict, why});
   }
   std::vector<size_t> width(table[0].size(), 0);
   auto len = [](const std::string& s) {
@@ -271,13 +285,14 @@ std::string render_comparison(const Comparison& c) {
   };
   for (const auto& row : table)
     for (size_t k = 0; k < row.size(); ++k) width[k] = std::max(width[k], len(row[k]));
-  std::string out = "comparing " + c.new_label + " (new) against " + c.old_label +
-                    " (old): a change is beyond noise when the " + measure::level_text(measure::kSpeedupLevel) +
-                    " interval of new/old samples/s (each run's rates as its table prints them, from its windows; " +
-                    measure::level_text(measure::kSpeedupLevelUnderLoad) +
-                    " where either was measured under competing load) lies beyond " +
-                    pct(c.limit_pct > 0 ? c.limit_pct : measure::NoiseRule{}.floor_pct) +
-                    " (rows without windows: the change must exceed " + pct(c.limit_pct) + " and both spreads)\n";
+  std::string out =
+      "comparing " + c.new_label + " (new) against " + c.old_label +
+      " (old): a change is beyond noise when the " + measure::level_text(measure::kSpeedupLevel) +
+      " interval of new/old samples/s (each run's rates as its table prints them, from its windows; " +
+      measure::level_text(measure::kSpeedupLevelUnderLoad) +
+      " where either was measured under competing load) lies beyond " +
+      pct(c.limit_pct > 0 ? c.limit_pct : measure::NoiseRule{}.floor_pct) +
+      " (rows without windows: the change must exceed " + pct(c.limit_pct) + " and both spreads)\n";
   for (const auto& row : table) {
     std::string line;
     for (size_t k = 0; k < row.size(); ++k) {

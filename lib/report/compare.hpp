@@ -14,15 +14,15 @@ namespace ptune::report {
 
 /// One row of the comparison.
 struct RowCheck {
-  std::string name;                     // as the new run (or, for a missing row, the old) names it
+  std::string name;                              // as the new run (or, for a missing row, the old) names it
   std::optional<double> old_sps, new_sps;        // samples/s; none without numbers
   std::optional<double> old_spread, new_spread;  // spread_pct of each; none when unknown
   std::string old_interval, new_interval;        // each samples/s's interval text (" ±1.8%"); "" without
-  std::optional<double> change_pct;     // (new - old) / old, in %; with both numbers
+  std::optional<double> change_pct;              // (new - old) / old, in %; with both numbers
   std::optional<std::pair<double, double>> interval_pct;  // its 99% interval, in %, from both runs' windows
-  std::string verdict;   // "slower" | "faster" | "within noise" | "undecided" | "missing" | "failed" |
-                         // "not measured" | "new row" | "not measured in either"
-  std::string why;       // the verdict's reason, e.g. "-12.3% beyond 5% and the spreads (1.0%, 0.5%)"
+  std::string verdict;        // "slower" | "faster" | "within noise" | "undecided" | "missing" | "failed" |
+                              // "not measured" | "new row" | "not measured in either"
+  std::string why;            // the verdict's reason, e.g. "-12.3% beyond 5% and the spreads (1.0%, 0.5%)"
   bool beyond_noise = false;  // faster or slower beyond the noise
   bool regression = false;    // slower beyond noise, missing, failed, or no longer measured
 };
@@ -30,8 +30,8 @@ struct RowCheck {
 /// A whole comparison.
 struct Comparison {
   std::string old_label, new_label;
-  double limit_pct = 0;             // the --fail-if-slower percentage (0 without one)
-  std::vector<RowCheck> rows;       // the new run's rows in order, then rows only the old one has
+  double limit_pct = 0;               // the --fail-if-slower percentage (0 without one)
+  std::vector<RowCheck> rows;         // the new run's rows in order, then rows only the old one has
   std::vector<std::string> warnings;  // e.g. a run that did not complete
   /// The rows that are regressions.
   std::vector<const RowCheck*> regressions() const;

@@ -100,8 +100,10 @@ std::vector<measure::LogTerm> combined(const std::vector<Term>& terms) {
         sum.mean += terms[j].t.mean;
         net += terms[j].sign;
       }
-    if (net == 0) sum.var = 0, sum.df = std::max(sum.df, 1.0);  // cancelled: a constant (scale factors)
-    else sum.var *= static_cast<double>(net * net);
+    if (net == 0)
+      sum.var = 0, sum.df = std::max(sum.df, 1.0);  // cancelled: a constant (scale factors)
+    else
+      sum.var *= static_cast<double>(net * net);
     out.push_back(sum);
   }
   return out;

@@ -28,11 +28,11 @@ namespace ptune::report {
 /// What the figures of one row are built from: the windows it timed and what it was compared
 /// with. A row that was not measured has no windows.
 struct ChainRow {
-  double samples_per_step = 0;           // all ranks' samples in one step
-  std::vector<double> window_ms;         // ms/step of each timed window
-  std::vector<double> prev_ms;           // the compared row's windows paired with window_ms; empty: apart
-  std::optional<size_t> compared_with;   // the row its vs-prev link is against; none for a base row
-  bool under_load = false;               // measured under competing load
+  double samples_per_step = 0;          // all ranks' samples in one step
+  std::vector<double> window_ms;        // ms/step of each timed window
+  std::vector<double> prev_ms;          // the compared row's windows paired with window_ms; empty: apart
+  std::optional<size_t> compared_with;  // the row its vs-prev link is against; none for a base row
+  bool under_load = false;              // measured under competing load
 };
 
 /// The log terms of row `k`'s link to the row it was compared with (paired when its prev_ms pair

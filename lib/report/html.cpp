@@ -37,12 +37,23 @@ std::string esc(const std::string& s) {
   o.reserve(s.size());
   for (char c : s) {
     switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      case '\'': o += "&#39;"; break;
-      default: o += c;
+      case '&':
+        o += "&amp;";
+        break;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      case '\'':
+        o += "&#39;";
+        break;
+      default:
+        o += c;
     }
   }
   return o;
@@ -96,7 +107,6 @@ std::string row_interval_text(const Json& row, const std::string& key) {
   return report::interval_text(*p, *l, *h);
 }
 
-
 std::string str(const Json& j, const char* key) {
   if (!j.is_object() || !j.contains(key) || j[key].is_null()) return "";
   return j[key].is_string() ? j[key].get<std::string>() : j[key].dump();
@@ -118,7 +128,8 @@ std::string changes_text(const Json& changes) {
   if (!changes.is_object() || changes.empty()) return "-";
   std::string s;
   for (auto it = changes.begin(); it != changes.end(); ++it)
-    s += (s.empty() ? "" : ", ") + it.key() + "=" + (it.value().is_string() ? it.value().get<std::string>() : it.value().dump());
+    s += (s.empty() ? "" : ", ") + it.key() + "=" +
+         (it.value().is_string() ? it.value().get<std::string>() : it.value().dump());
   return s;
 }
 
@@ -179,19 +190,18 @@ double nice_step(double x) {
   return 10 * p;
 }
 
-std::string tick_text(double v, double step) {
-  return grouped(v, step >= 1 ? 0 : step >= 0.1 ? 1 : 2);
-}
+std::string tick_text(double v, double step) { return grouped(v, step >= 1 ? 0 : step >= 0.1 ? 1 : 2); }
 
 /// A horizontal axis over [0, max] from x0 across `width` px at the top (y) and grid lines down
 /// to `bottom`; returns the SVG.
-std::string axis(double x0, double width, double max, double step, double y, double bottom, const std::string& unit) {
+std::string axis(double x0, double width, double max, double step, double y, double bottom,
+                 const std::string& unit) {
   std::ostringstream os;
   os << "<g class=\"axis\">";
   for (double v = 0; v <= max * (1 + 1e-9); v += step) {
     const double x = x0 + width * v / max;
-    os << "<line class=\"grid\" x1=\"" << fixed(x, 2) << "\" x2=\"" << fixed(x, 2) << "\" y1=\"" << fixed(y + 4, 1)
-       << "\" y2=\"" << fixed(bottom, 1) << "\"/>";
+    os << "<line class=\"grid\" x1=\"" << fixed(x, 2) << "\" x2=\"" << fixed(x, 2) << "\" y1=\""
+       << fixed(y + 4, 1) << "\" y2=\"" << fixed(bottom, 1) << "\"/>";
     os << "<text x=\"" << fixed(x, 2) << "\" y=\"" << fixed(y, 1) << "\" text-anchor=\"middle\">"
        << esc(tick_text(v, step)) << "</text>";
   }
@@ -202,9 +212,9 @@ std::string axis(double x0, double width, double max, double step, double y, dou
 
 std::string row_label(const Line& l, double x, double y) {
   std::ostringstream os;
-  os << "<text class=\"label\" x=\"" << fixed(x, 1) << "\" y=\"" << fixed(y, 1) << "\" text-anchor=\"end\"><title>"
-     << esc(l.name) << "</title><tspan class=\"idx\">#" << l.index << "</tspan> " << esc(shorten(l.name, 32))
-     << "</text>";
+  os << "<text class=\"label\" x=\"" << fixed(x, 1) << "\" y=\"" << fixed(y, 1)
+     << "\" text-anchor=\"end\"><title>" << esc(l.name) << "</title><tspan class=\"idx\">#" << l.index
+     << "</tspan> " << esc(shorten(l.name, 32)) << "</text>";
   return os.str();
 }
 
@@ -216,8 +226,9 @@ std::string legend_html(const std::vector<RunFile>& runs) {
   for (size_t k = 0; k < runs.size(); ++k) {
     const Json& e = runs[k].doc["environment"];
     const std::string status = runs[k].doc["status"].get<std::string>();
-    os << "<li><span class=\"swatch\" style=\"background:" << run_color(k) << "\"></span><b>" << esc(runs[k].label)
-       << "</b>" << (k == 0 && runs.size() > 1 ? " <span class=\"muted\">(reference)</span>" : "");
+    os << "<li><span class=\"swatch\" style=\"background:" << run_color(k) << "\"></span><b>"
+       << esc(runs[k].label) << "</b>"
+       << (k == 0 && runs.size() > 1 ? " <span class=\"muted\">(reference)</span>" : "");
     if (!runs[k].path.empty()) os << " <span class=\"muted\">" << esc(runs[k].path) << "</span>";
     os << " — " << esc(str(e, "device").empty() ? "unknown device" : str(e, "device"));
     if (!str(e, "device_kind").empty()) os << " (" << esc(str(e, "device_kind")) << ")";
@@ -232,7 +243,8 @@ std::string legend_html(const std::vector<RunFile>& runs) {
       os << "<p class=\"banner\">" << esc(r.label) << ": the sweep is still running; " << r.doc["rows"].size()
          << " row(s) so far (the page is rewritten after every row).</p>";
     else if (status == "interrupted")
-      os << "<p class=\"banner\">" << esc(r.label) << ": the sweep was interrupted; its finished rows are shown.</p>";
+      os << "<p class=\"banner\">" << esc(r.label)
+         << ": the sweep was interrupted; its finished rows are shown.</p>";
   }
   return os.str();
 }
@@ -251,10 +263,12 @@ std::string throughput_html(const std::vector<RunFile>& runs, const std::vector<
   const double bar_h = multi ? 14 : 18, bar_gap = 3, group_gap = 12, top = 30;
   std::ostringstream os;
   os << "<section id=\"throughput\"><h2>Samples per second</h2>"
-     << "<p class=\"muted\">Geometric mean over the timed windows, with its " << measure::level_text(measure::kRowLevel)
-     << " interval; ×prev: against the row before it of the same mode and "
-        "model.arch, ×base: against the first row of the same mode and model.arch"
-     << (multi ? "; ×" + esc(runs[0].label) + ": against the reference run's row of the same name" : std::string())
+     << "<p class=\"muted\">Geometric mean over the timed windows, with its "
+     << measure::level_text(measure::kRowLevel)
+     << " interval; ×prev: against the row before it of the same mode and model.arch, ×base: against the "
+        "first row of the same mode and model.arch"
+     << (multi ? "; ×" + esc(runs[0].label) + ": against the reference run's row of the same name"
+               : std::string())
      << ".</p>";
   for (const auto& [mode, arch] : charts) {
     std::vector<const Line*> ls;
@@ -270,13 +284,13 @@ std::string throughput_html(const std::vector<RunFile>& runs, const std::vector<
     double height = top;
     for (size_t i = 0; i < ls.size(); ++i) height += runs.size() * (bar_h + bar_gap) - bar_gap + group_gap;
     height += 4;
-    const std::string caption =
-        "mode: " + (mode.empty() ? std::string("train") : mode) + (archs.size() > 1 && !arch.empty() ? ", " + arch : "");
+    const std::string caption = "mode: " + (mode.empty() ? std::string("train") : mode) +
+                                (archs.size() > 1 && !arch.empty() ? ", " + arch : "");
     os << "<figure><figcaption>" << esc(caption) << "</figcaption>"
        << "<svg class=\"chart throughput\" data-mode=\"" << esc(mode) << "\" data-arch=\"" << esc(arch)
-       << "\" viewBox=\"0 0 " << kWidth << " "
-       << fixed(height, 0) << "\" width=\"" << kWidth << "\" height=\"" << fixed(height, 0)
-       << "\" role=\"img\" aria-label=\"samples per second, " << esc(caption) << "\">";
+       << "\" viewBox=\"0 0 " << kWidth << " " << fixed(height, 0) << "\" width=\"" << kWidth
+       << "\" height=\"" << fixed(height, 0) << "\" role=\"img\" aria-label=\"samples per second, "
+       << esc(caption) << "\">";
     os << axis(kLabel, kBars, axis_max, step, 14, height - 4, "samples/s");
     double y = top;
     for (const Line* l : ls) {
@@ -303,20 +317,48 @@ std::string throughput_html(const std::vector<RunFile>& runs, const std::vector<
         text += row_interval_text(*r, "samples_per_s");
         if (auto p = num(*r, "speedup_vs_prev")) text += " · " + ratio_text(*p) + " prev";
         if (auto b = num(*r, "speedup_vs_base")) text += " · " + ratio_text(*b) + " base";
-        if (k > 0 && l->rows[0] && has_numbers(*l->rows[0]) && (*l->rows[0])["samples_per_s"].get<double>() > 0)
-          text += " · " + ratio_text(v / (*l->rows[0])["samples_per_s"].get<double>()) + " " + shorten(runs[0].label, 16);
+        if (k > 0 && l->rows[0] && has_numbers(*l->rows[0]) &&
+            (*l->rows[0])["samples_per_s"].get<double>() > 0)
+          text += " · " + ratio_text(v / (*l->rows[0])["samples_per_s"].get<double>()) + " " +
+                  shorten(runs[0].label, 16);
         os << "<rect class=\"bar\" x=\"" << kLabel << "\" y=\"" << fixed(y, 1) << "\" width=\"" << fixed(w, 2)
-           << "\" height=\"" << bar_h << "\" fill=\"" << run_color(k) << "\" data-run=\"" << k << "\" data-row=\""
-           << esc(l->name) << "\" data-value=\"" << (*r)["samples_per_s"].dump() << "\"><title>"
-           << esc(runs[k].label + ": " + l->name + ": " + rate_text(v) + " samples/s") << "</title></rect>";
-        os << "<text class=\"value\" x=\"" << fixed(kLabel + w + 6, 1) << "\" y=\"" << fixed(text_y, 1) << "\">"
-           << esc(text) << "</text>";
+           << "\" height=\"" << bar_h << "\" fill=\"" << run_color(k) << "\" data-run=\"" << k
+           << "\" data-row=\"" << esc(l->name) << "\" data-value=\"" << (*r)["samples_per_s"].dump()
+           << "\"><title>" << esc(runs[k].label + ": " + l->name + ": " + rate_text(v) + " samples/s")
+           << "</title></rect>";
+        os << "<text class=\"value\" x=\"" << fixed(kLabel + w + 6, 1) << "\" y=\"" << fixed(text_y, 1)
+           << "\">" << esc(text) << "</text>";
       }
       y += group_gap - bar_gap;
     }
     os << "</svg></figure>";
   }
   return os.str() + "</section>";
+}
+
+/// A row's second line in the step split, at `gy`: the thin GPU busy/idle bar (`gpu_h` high)
+/// and its text, with the peak memory.
+std::string gpu_line_svg(const Json& r, double gy, double gpu_h) {
+  std::ostringstream os;
+  std::string gpu_text;
+  if (const auto busy = num(r, "gpu_busy_pct")) {
+    const double b = std::clamp(*busy, 0.0, 100.0);
+    os << "<rect class=\"gpu-busy\" x=\"" << kLabel << "\" y=\"" << fixed(gy, 1) << "\" width=\""
+       << fixed(kBars * b / 100, 2) << "\" height=\"" << gpu_h << "\" fill=\"" << kBusyColor
+       << "\" data-pct=\"" << fixed(b, 2) << "\"><title>GPU busy " << fixed(b, 1) << "%</title></rect>";
+    os << "<rect class=\"gpu-idle\" x=\"" << fixed(kLabel + kBars * b / 100, 2) << "\" y=\"" << fixed(gy, 1)
+       << "\" width=\"" << fixed(kBars * (100 - b) / 100, 2) << "\" height=\"" << gpu_h << "\" fill=\""
+       << kIdleColor << "\"><title>GPU idle " << fixed(100 - b, 1) << "%</title></rect>";
+    gpu_text = "GPU busy " + fixed(b, 0) + "%";
+  }
+  if (auto peak = num(r, "peak_mem_bytes")) {
+    gpu_text += (gpu_text.empty() ? "" : " · ") + std::string("peak ") + bytes_text(*peak);
+    if (auto dev = num(r, "device_mem_bytes"); dev && *dev > 0)
+      gpu_text += " (" + fixed(100 * *peak / *dev, 0) + "% of " + bytes_text(*dev) + ")";
+  }
+  os << "<text class=\"value small\" x=\"" << fixed(kLabel + kBars + 8, 1) << "\" y=\""
+     << fixed(gy + gpu_h + 1, 1) << "\">" << esc(gpu_text) << "</text>";
+  return os.str();
 }
 
 /// The step split: data wait, copy, compute; GPU busy/idle and peak memory where measured.
@@ -333,7 +375,9 @@ std::string split_html(const std::vector<RunFile>& runs, const std::vector<Line>
   const bool multi = runs.size() > 1;
   const double bar_h = 14, gpu_h = 5, gap = 4, group_gap = 10, top = 36;
   // A row with GPU busy or peak memory gets a second line: the thin busy/idle bar and its text.
-  auto second_line = [&](const Json* r) { return r && (num(*r, "gpu_busy_pct") || num(*r, "peak_mem_bytes")); };
+  auto second_line = [&](const Json* r) {
+    return r && (num(*r, "gpu_busy_pct") || num(*r, "peak_mem_bytes"));
+  };
   auto entry_h = [&](const Json* r) { return bar_h + (second_line(r) ? 14 : 0); };
   double height = top;
   for (const Line* l : ls) {
@@ -343,17 +387,17 @@ std::string split_html(const std::vector<RunFile>& runs, const std::vector<Line>
   }
   height += 4;
   std::ostringstream os;
-  os << "<section id=\"split\"><h2>Where each step goes</h2><p class=\"muted\">Share of the step: the wait for "
-        "data, the copy to the device (and uint8 conversion), the compute. On a GPU the split comes from CUDA "
-        "events on the compute stream; the thin bar under it is the GPU's kernel time (busy) and the rest "
-        "(idle) per step, where the row was profiled.</p>";
-  os << "<svg class=\"chart split\" viewBox=\"0 0 " << kWidth << " " << fixed(height, 0) << "\" width=\"" << kWidth
-     << "\" height=\"" << fixed(height, 0) << "\" role=\"img\" aria-label=\"step split\">";
+  os << "<section id=\"split\"><h2>Where each step goes</h2><p class=\"muted\">Share of the step: the wait "
+        "for data, the copy to the device (and uint8 conversion), the compute. On a GPU the split comes from "
+        "CUDA events on the compute stream; the thin bar under it is the GPU's kernel time (busy) and the "
+        "rest (idle) per step, where the row was profiled.</p>";
+  os << "<svg class=\"chart split\" viewBox=\"0 0 " << kWidth << " " << fixed(height, 0) << "\" width=\""
+     << kWidth << "\" height=\"" << fixed(height, 0) << "\" role=\"img\" aria-label=\"step split\">";
   // Legend.
   double lx = kLabel;
   auto key = [&](const char* color, const char* text) {
-    os << "<rect x=\"" << fixed(lx, 1) << "\" y=\"6\" width=\"12\" height=\"12\" fill=\"" << color << "\"/><text x=\""
-       << fixed(lx + 16, 1) << "\" y=\"16\">" << text << "</text>";
+    os << "<rect x=\"" << fixed(lx, 1) << "\" y=\"6\" width=\"12\" height=\"12\" fill=\"" << color
+       << "\"/><text x=\"" << fixed(lx + 16, 1) << "\" y=\"16\">" << text << "</text>";
     lx += 16 + 7.0 * static_cast<double>(std::string(text).size()) + 18;
   };
   key(kWaitColor, "data wait");
@@ -382,37 +426,18 @@ std::string split_html(const std::vector<RunFile>& runs, const std::vector<Line>
       const char* const colors[] = {kWaitColor, kCopyColor, kComputeColor};
       for (size_t p = 0; p < 3; ++p) {
         const double w = total > 0 ? kBars * parts[p].second / total : 0;
-        os << "<rect class=\"seg seg-" << parts[p].first << "\" x=\"" << fixed(x, 2) << "\" y=\"" << fixed(y, 1)
-           << "\" width=\"" << fixed(w, 2) << "\" height=\"" << bar_h << "\" fill=\"" << colors[p] << "\" data-run=\""
-           << k << "\" data-row=\"" << esc(l->name) << "\" data-pct=\"" << fixed(parts[p].second, 2) << "\"><title>"
-           << esc(l->name) << ": " << parts[p].first << " " << fixed(parts[p].second, 1) << "%</title></rect>";
+        os << "<rect class=\"seg seg-" << parts[p].first << "\" x=\"" << fixed(x, 2) << "\" y=\""
+           << fixed(y, 1) << "\" width=\"" << fixed(w, 2) << "\" height=\"" << bar_h << "\" fill=\""
+           << colors[p] << "\" data-run=\"" << k << "\" data-row=\"" << esc(l->name) << "\" data-pct=\""
+           << fixed(parts[p].second, 2) << "\"><title>" << esc(l->name) << ": " << parts[p].first << " "
+           << fixed(parts[p].second, 1) << "%</title></rect>";
         x += w;
       }
       const std::string text =
           "wait " + fixed(wait, 0) + "% · copy " + fixed(copy, 0) + "% · compute " + fixed(compute, 0) + "%";
-      os << "<text class=\"value\" x=\"" << fixed(kLabel + kBars + 8, 1) << "\" y=\"" << fixed(y + bar_h / 2 + 4, 1)
-         << "\">" << esc(text) << "</text>";
-      if (second_line(r)) {
-        std::string gpu_text;
-        const double gy = y + bar_h + 4;
-        if (const auto busy = num(*r, "gpu_busy_pct")) {
-          const double b = std::clamp(*busy, 0.0, 100.0);
-          os << "<rect class=\"gpu-busy\" x=\"" << kLabel << "\" y=\"" << fixed(gy, 1) << "\" width=\""
-             << fixed(kBars * b / 100, 2) << "\" height=\"" << gpu_h << "\" fill=\"" << kBusyColor << "\" data-pct=\""
-             << fixed(b, 2) << "\"><title>GPU busy " << fixed(b, 1) << "%</title></rect>";
-          os << "<rect class=\"gpu-idle\" x=\"" << fixed(kLabel + kBars * b / 100, 2) << "\" y=\"" << fixed(gy, 1)
-             << "\" width=\"" << fixed(kBars * (100 - b) / 100, 2) << "\" height=\"" << gpu_h << "\" fill=\""
-             << kIdleColor << "\"><title>GPU idle " << fixed(100 - b, 1) << "%</title></rect>";
-          gpu_text = "GPU busy " + fixed(b, 0) + "%";
-        }
-        if (auto peak = num(*r, "peak_mem_bytes")) {
-          gpu_text += (gpu_text.empty() ? "" : " · ") + std::string("peak ") + bytes_text(*peak);
-          if (auto dev = num(*r, "device_mem_bytes"); dev && *dev > 0)
-            gpu_text += " (" + fixed(100 * *peak / *dev, 0) + "% of " + bytes_text(*dev) + ")";
-        }
-        os << "<text class=\"value small\" x=\"" << fixed(kLabel + kBars + 8, 1) << "\" y=\"" << fixed(gy + gpu_h + 1, 1)
-           << "\">" << esc(gpu_text) << "</text>";
-      }
+      os << "<text class=\"value\" x=\"" << fixed(kLabel + kBars + 8, 1) << "\" y=\""
+         << fixed(y + bar_h / 2 + 4, 1) << "\">" << esc(text) << "</text>";
+      if (second_line(r)) os << gpu_line_svg(*r, y + bar_h + 4, gpu_h);
       y += entry_h(r) + gap;
     }
     y += group_gap - gap;
@@ -437,7 +462,8 @@ std::string curves_html(const std::vector<RunFile>& runs, const std::vector<Line
       if (!r || !(*r)["loss_curve"].is_array() || (*r)["loss_curve"].empty()) continue;
       curves.push_back({&l, k, &(*r)["loss_curve"]});
       steps = std::max(steps, (*r)["loss_curve"].size());
-      for (const auto& v : (*r)["loss_curve"]) lo = std::min(lo, v.get<double>()), hi = std::max(hi, v.get<double>());
+      for (const auto& v : (*r)["loss_curve"])
+        lo = std::min(lo, v.get<double>()), hi = std::max(hi, v.get<double>());
     }
   if (curves.empty()) return "";
   if (!(hi > lo)) hi = lo + 1;
@@ -445,17 +471,19 @@ std::string curves_html(const std::vector<RunFile>& runs, const std::vector<Line
   lo -= pad, hi += pad;
   const double left = 70, right = 250, top = 14, bottom = 34, height = 300;
   const double pw = kWidth - left - right, ph = height - top - bottom;
-  auto px = [&](size_t i) { return left + (steps > 1 ? pw * static_cast<double>(i) / static_cast<double>(steps - 1) : 0); };
+  auto px = [&](size_t i) {
+    return left + (steps > 1 ? pw * static_cast<double>(i) / static_cast<double>(steps - 1) : 0);
+  };
   auto py = [&](double v) { return top + ph * (hi - v) / (hi - lo); };
   std::ostringstream os;
-  os << "<section id=\"convergence\"><h2>Loss curves</h2><p class=\"muted\">Rows with measure.convergence_steps: a "
-        "fresh model trained that many steps, the loss of each step.</p>";
+  os << "<section id=\"convergence\"><h2>Loss curves</h2><p class=\"muted\">Rows with "
+        "measure.convergence_steps: a fresh model trained that many steps, the loss of each step.</p>";
   os << "<svg class=\"chart curves\" viewBox=\"0 0 " << kWidth << " " << height << "\" width=\"" << kWidth
      << "\" height=\"" << height << "\" role=\"img\" aria-label=\"loss curves\"><g class=\"axis\">";
   const double ystep = nice_step((hi - lo) / 4);
   for (double v = std::ceil(lo / ystep) * ystep; v <= hi; v += ystep)
-    os << "<line class=\"grid\" x1=\"" << left << "\" x2=\"" << left + pw << "\" y1=\"" << fixed(py(v), 1) << "\" y2=\""
-       << fixed(py(v), 1) << "\"/><text x=\"" << left - 6 << "\" y=\"" << fixed(py(v) + 4, 1)
+    os << "<line class=\"grid\" x1=\"" << left << "\" x2=\"" << left + pw << "\" y1=\"" << fixed(py(v), 1)
+       << "\" y2=\"" << fixed(py(v), 1) << "\"/><text x=\"" << left - 6 << "\" y=\"" << fixed(py(v) + 4, 1)
        << "\" text-anchor=\"end\">" << esc(tick_text(v, ystep)) << "</text>";
   const double xstep = nice_step(static_cast<double>(steps) / 6);
   for (double s = 0; s < static_cast<double>(steps); s += xstep)
@@ -472,14 +500,16 @@ std::string curves_html(const std::vector<RunFile>& runs, const std::vector<Line
       points += (i ? " " : "") + fixed(px(i), 1) + "," + fixed(py((*curves[c].points)[i].get<double>()), 1);
     os << "<polyline class=\"curve\" fill=\"none\" stroke=\"" << color << "\" stroke-width=\"1.6\"";
     if (curves[c].run % 4) os << " stroke-dasharray=\"" << dashes[curves[c].run % 4] << "\"";
-    os << " data-run=\"" << curves[c].run << "\" data-row=\"" << esc(curves[c].line->name) << "\" points=\"" << points
-       << "\"><title>" << esc(runs[curves[c].run].label + ": " + curves[c].line->name) << "</title></polyline>";
+    os << " data-run=\"" << curves[c].run << "\" data-row=\"" << esc(curves[c].line->name) << "\" points=\""
+       << points << "\"><title>" << esc(runs[curves[c].run].label + ": " + curves[c].line->name)
+       << "</title></polyline>";
     const double ly = top + 8 + 16.0 * static_cast<double>(c);
-    os << "<line x1=\"" << left + pw + 16 << "\" x2=\"" << left + pw + 40 << "\" y1=\"" << fixed(ly, 1) << "\" y2=\""
-       << fixed(ly, 1) << "\" stroke=\"" << color << "\" stroke-width=\"2\"";
+    os << "<line x1=\"" << left + pw + 16 << "\" x2=\"" << left + pw + 40 << "\" y1=\"" << fixed(ly, 1)
+       << "\" y2=\"" << fixed(ly, 1) << "\" stroke=\"" << color << "\" stroke-width=\"2\"";
     if (curves[c].run % 4) os << " stroke-dasharray=\"" << dashes[curves[c].run % 4] << "\"";
     os << "/><text x=\"" << left + pw + 46 << "\" y=\"" << fixed(ly + 4, 1) << "\">"
-       << esc(shorten(curves[c].line->name, 24) + (runs.size() > 1 ? " (" + shorten(runs[curves[c].run].label, 10) + ")" : ""))
+       << esc(shorten(curves[c].line->name, 24) +
+              (runs.size() > 1 ? " (" + shorten(runs[curves[c].run].label, 10) + ")" : ""))
        << "</text>";
   }
   os << "</svg></section>";
@@ -500,8 +530,8 @@ std::string speedup_cell(const Json& row, const char* key, const char* verdict_k
   const std::string verdict = str(row, verdict_key);
   std::string text = fixed(*v, 2) + "x" + row_interval_text(row, k);
   if (!verdict.empty()) text += " " + verdict;
-  const std::string cls = verdict == "faster" ? "verdict-faster"
-                          : verdict == "slower" ? "verdict-slower"
+  const std::string cls = verdict == "faster"      ? "verdict-faster"
+                          : verdict == "slower"    ? "verdict-slower"
                           : verdict == "undecided" ? "verdict-undecided"
                                                    : "";
   return cell(text, true, cls);
@@ -534,8 +564,8 @@ std::string tables_html(const std::vector<RunFile>& runs, const std::vector<Line
   std::ostringstream os;
   os << "<section id=\"numbers\"><h2>Numbers</h2>";
   if (runs.size() > 1) {
-    os << "<h3>Side by side (samples/s)</h3><div class=\"scroll\"><table class=\"side-by-side\"><thead><tr><th "
-          "class=\"n\">#</th><th>row</th>";
+    os << "<h3>Side by side (samples/s)</h3><div class=\"scroll\"><table "
+          "class=\"side-by-side\"><thead><tr><th class=\"n\">#</th><th>row</th>";
     for (size_t k = 0; k < runs.size(); ++k) {
       os << "<th class=\"n\"><span class=\"swatch\" style=\"background:" << run_color(k) << "\"></span>"
          << esc(runs[k].label) << "</th>";
@@ -547,8 +577,10 @@ std::string tables_html(const std::vector<RunFile>& runs, const std::vector<Line
       const Json* ref = l.rows[0];
       for (size_t k = 0; k < runs.size(); ++k) {
         const Json* r = l.rows[k];
-        if (!r) os << cell("not in this run", false, "muted");
-        else if (!has_numbers(*r)) os << cell(str(*r, "status"), false, "status-" + status_class(str(*r, "status")));
+        if (!r)
+          os << cell("not in this run", false, "muted");
+        else if (!has_numbers(*r))
+          os << cell(str(*r, "status"), false, "status-" + status_class(str(*r, "status")));
         else {
           std::string t = rate_text((*r)["samples_per_s"].get<double>());
           t += row_interval_text(*r, "samples_per_s");
@@ -556,8 +588,10 @@ std::string tables_html(const std::vector<RunFile>& runs, const std::vector<Line
         }
         if (k == 0) continue;
         if (r && ref && has_numbers(*r) && has_numbers(*ref) && (*ref)["samples_per_s"].get<double>() > 0)
-          os << cell(ratio_text((*r)["samples_per_s"].get<double>() / (*ref)["samples_per_s"].get<double>()), true);
-        else os << cell("-", true);
+          os << cell(ratio_text((*r)["samples_per_s"].get<double>() / (*ref)["samples_per_s"].get<double>()),
+                     true);
+        else
+          os << cell("-", true);
       }
       os << "</tr>";
     }
@@ -566,7 +600,8 @@ std::string tables_html(const std::vector<RunFile>& runs, const std::vector<Line
   for (size_t k = 0; k < runs.size(); ++k) {
     const Json& rows = runs[k].doc["rows"];
     bool gpu = false;
-    for (const auto& r : rows) gpu |= num(r, "gpu_busy_pct").has_value() || num(r, "peak_mem_bytes").has_value();
+    for (const auto& r : rows)
+      gpu |= num(r, "gpu_busy_pct").has_value() || num(r, "peak_mem_bytes").has_value();
     std::vector<std::string> peaks;  // the peaks "% peak" reads against, each once
     for (const auto& r : rows)
       if (num(r, "peak_flops_per_s")) {
@@ -574,13 +609,16 @@ std::string tables_html(const std::vector<RunFile>& runs, const std::vector<Line
                               " FLOP/s, " + str(r, "peak_source");
         if (std::find(peaks.begin(), peaks.end(), p) == peaks.end()) peaks.push_back(p);
       }
-    os << "<h3><span class=\"swatch\" style=\"background:" << run_color(k) << "\"></span>" << esc(runs[k].label)
-       << "</h3><div class=\"scroll\"><table class=\"rows\"><thead><tr><th class=\"n\">#</th><th>row</th><th>change</th>"
-          "<th>mode</th><th class=\"n\">batch</th><th class=\"n\">workers</th><th class=\"n\">ms/step</th>"
-          "<th class=\"n\">samples/s</th><th class=\"n\">vs prev</th><th class=\"n\">vs base</th><th class=\"n\">load</th>"
-          "<th class=\"n\">data wait</th><th class=\"n\">copy</th><th class=\"n\">compute</th>"
+    os << "<h3><span class=\"swatch\" style=\"background:" << run_color(k) << "\"></span>"
+       << esc(runs[k].label)
+       << "</h3><div class=\"scroll\"><table class=\"rows\"><thead><tr><th "
+          "class=\"n\">#</th><th>row</th><th>change</th><th>mode</th><th class=\"n\">batch</th><th "
+          "class=\"n\">workers</th><th class=\"n\">ms/step</th><th class=\"n\">samples/s</th><th "
+          "class=\"n\">vs prev</th><th class=\"n\">vs base</th><th class=\"n\">load</th><th class=\"n\">data "
+          "wait</th><th class=\"n\">copy</th><th class=\"n\">compute</th>"
        << (gpu ? "<th class=\"n\">GPU busy</th><th class=\"n\">peak mem</th>" : "")
-       << "<th class=\"n\">loss</th><th class=\"n\">FLOP/s</th><th class=\"n\">% peak</th><th>status</th></tr></thead><tbody>";
+       << "<th class=\"n\">loss</th><th class=\"n\">FLOP/s</th><th class=\"n\">% "
+          "peak</th><th>status</th></tr></thead><tbody>";
     for (size_t i = 0; i < rows.size(); ++i) {
       const Json& r = rows[i];
       auto n = [&](const char* key, int digits, const char* suffix = "") {
@@ -589,14 +627,16 @@ std::string tables_html(const std::vector<RunFile>& runs, const std::vector<Line
       };
       std::string ms = num(r, "ms_per_step") ? fixed(*num(r, "ms_per_step"), 1) : "-";
       const std::string status = str(r, "status");
-      os << "<tr>" << cell(std::to_string(i), true) << cell(str(r, "name")) << cell(changes_text(r["changes"]))
-         << cell(str(r, "mode")) << n("batch_size", 0) << n("num_workers", 0) << cell(ms, true)
-         << cell(has_numbers(r) ? rate_text(r["samples_per_s"].get<double>()) +
-                                      row_interval_text(r, "samples_per_s")
-                                : "-",
+      os << "<tr>" << cell(std::to_string(i), true) << cell(str(r, "name"))
+         << cell(changes_text(r["changes"])) << cell(str(r, "mode")) << n("batch_size", 0)
+         << n("num_workers", 0) << cell(ms, true)
+         << cell(has_numbers(r)
+                     ? rate_text(r["samples_per_s"].get<double>()) + row_interval_text(r, "samples_per_s")
+                     : "-",
                  true)
-         << speedup_cell(r, "speedup_vs_prev", "verdict_vs_prev") << speedup_cell(r, "speedup_vs_base", "verdict_vs_base")
-         << load_cell(r) << n("data_wait_pct", 0, "%") << n("h2d_pct", 0, "%") << n("compute_pct", 0, "%");
+         << speedup_cell(r, "speedup_vs_prev", "verdict_vs_prev")
+         << speedup_cell(r, "speedup_vs_base", "verdict_vs_base") << load_cell(r)
+         << n("data_wait_pct", 0, "%") << n("h2d_pct", 0, "%") << n("compute_pct", 0, "%");
       if (gpu)
         os << n("gpu_busy_pct", 0, "%")
            << cell(num(r, "peak_mem_bytes") ? bytes_text(*num(r, "peak_mem_bytes")) : "-", true);
@@ -615,13 +655,14 @@ std::string diagnosis_html(const std::vector<RunFile>& runs) {
   os << "<section id=\"diagnosis\"><h2>Diagnosis and notes</h2>";
   for (size_t k = 0; k < runs.size(); ++k) {
     if (runs.size() > 1)
-      os << "<h3><span class=\"swatch\" style=\"background:" << run_color(k) << "\"></span>" << esc(runs[k].label)
-         << "</h3>";
+      os << "<h3><span class=\"swatch\" style=\"background:" << run_color(k) << "\"></span>"
+         << esc(runs[k].label) << "</h3>";
     os << "<ol class=\"diagnosis\" start=\"0\">";
     for (const auto& r : runs[k].doc["rows"]) {
       const std::string status = str(r, "status");
       os << "<li><b>" << esc(str(r, "name")) << "</b>";
-      if (status != "ok") os << " <span class=\"status-" << status_class(status) << "\">" << esc(status) << "</span>";
+      if (status != "ok")
+        os << " <span class=\"status-" << status_class(status) << "\">" << esc(status) << "</span>";
       if (!str(r, "diagnosis").empty()) os << ": " << esc(str(r, "diagnosis"));
       std::vector<std::string> extra;
       for (const auto& n : r["notes"]) extra.push_back("note: " + n.get<std::string>());
@@ -640,12 +681,14 @@ std::string diagnosis_html(const std::vector<RunFile>& runs) {
 
 std::string environment_html(const std::vector<RunFile>& runs) {
   const std::vector<std::pair<const char*, const char*>> keys = {
-      {"device", "device"}, {"device_kind", "device kind"}, {"torch", "LibTorch / torch"},
+      {"device", "device"},   {"device_kind", "device kind"}, {"torch", "LibTorch / torch"},
       {"cuda", "CUDA build"}, {"cpu_threads", "CPU threads"}, {"world_size", "world size"}};
   std::ostringstream os;
-  os << "<section id=\"environment\"><h2>Environment</h2><div class=\"scroll\"><table class=\"environment\"><thead><tr><th></th>";
+  os << "<section id=\"environment\"><h2>Environment</h2><div class=\"scroll\"><table "
+        "class=\"environment\"><thead><tr><th></th>";
   for (size_t k = 0; k < runs.size(); ++k)
-    os << "<th><span class=\"swatch\" style=\"background:" << run_color(k) << "\"></span>" << esc(runs[k].label) << "</th>";
+    os << "<th><span class=\"swatch\" style=\"background:" << run_color(k) << "\"></span>"
+       << esc(runs[k].label) << "</th>";
   os << "</tr></thead><tbody>";
   auto line = [&](const std::string& title, auto value_of) {
     os << "<tr><th>" << esc(title) << "</th>";
@@ -721,22 +764,23 @@ std::vector<std::map<std::string, Json>> row_configs(const RunFile& run) {
 
 std::string config_html(const std::vector<RunFile>& runs) {
   std::ostringstream os;
-  os << "<section id=\"config\"><h2>Configuration</h2><p class=\"muted\">Each row's resolved config as a diff "
-        "against the run's first row (the sweep is cumulative: a row keeps the changes of the rows before it).</p>";
+  os << "<section id=\"config\"><h2>Configuration</h2><p class=\"muted\">Each row's resolved config as a "
+        "diff against the run's first row (the sweep is cumulative: a row keeps the changes of the rows "
+        "before it).</p>";
   std::vector<std::map<std::string, Json>> firsts;
   for (size_t k = 0; k < runs.size(); ++k) {
     const auto configs = row_configs(runs[k]);
     const Json& rows = runs[k].doc["rows"];
-    os << "<h3><span class=\"swatch\" style=\"background:" << run_color(k) << "\"></span>" << esc(runs[k].label)
-       << "</h3>";
+    os << "<h3><span class=\"swatch\" style=\"background:" << run_color(k) << "\"></span>"
+       << esc(runs[k].label) << "</h3>";
     if (configs.empty()) {
       os << "<p class=\"muted\">no rows</p>";
       firsts.emplace_back();
       continue;
     }
     firsts.push_back(configs[0]);
-    os << "<div class=\"scroll\"><table class=\"config-diff\"><thead><tr><th class=\"n\">#</th><th>row</th><th>differs "
-          "from row 0</th></tr></thead><tbody>";
+    os << "<div class=\"scroll\"><table class=\"config-diff\"><thead><tr><th "
+          "class=\"n\">#</th><th>row</th><th>differs from row 0</th></tr></thead><tbody>";
     for (size_t i = 0; i < configs.size(); ++i) {
       std::string diff;
       if (i == 0) {
@@ -748,7 +792,8 @@ std::string config_html(const std::vector<RunFile>& runs) {
           const auto a = configs[0].find(key), b = configs[i].find(key);
           const Json va = a == configs[0].end() ? Json(nullptr) : a->second;
           const Json vb = b == configs[i].end() ? Json(nullptr) : b->second;
-          if (va != vb) diff += (diff.empty() ? "" : "; ") + key + ": " + value_text(va) + " → " + value_text(vb);
+          if (va != vb)
+            diff += (diff.empty() ? "" : "; ") + key + ": " + value_text(va) + " → " + value_text(vb);
         }
         if (diff.empty()) diff = "(same config)";
       }
@@ -757,7 +802,8 @@ std::string config_html(const std::vector<RunFile>& runs) {
     os << "</tbody></table></div>";
     if (!configs[0].empty()) {
       os << "<details><summary>row 0's resolved config</summary><table class=\"config\"><tbody>";
-      for (const auto& [key, v] : configs[0]) os << "<tr><th>" << esc(key) << "</th>" << cell(value_text(v)) << "</tr>";
+      for (const auto& [key, v] : configs[0])
+        os << "<tr><th>" << esc(key) << "</th>" << cell(value_text(v)) << "</tr>";
       os << "</tbody></table></details>";
     }
   }
@@ -776,11 +822,13 @@ std::string config_html(const std::vector<RunFile>& runs) {
       for (size_t k = 1; k < firsts.size(); ++k) differs |= at(k) != at(0);
       if (!differs || key == "cpu_threads") continue;
       rows += "<tr><th>" + esc(key) + "</th>";
-      for (size_t k = 0; k < firsts.size(); ++k) rows += cell(at(k), false, k && at(k) != at(0) ? "differs" : "");
+      for (size_t k = 0; k < firsts.size(); ++k)
+        rows += cell(at(k), false, k && at(k) != at(0) ? "differs" : "");
       rows += "</tr>";
     }
     if (!rows.empty()) {
-      os << "<h3>Between the runs (row 0 of each)</h3><div class=\"scroll\"><table class=\"config-runs\"><thead><tr><th></th>";
+      os << "<h3>Between the runs (row 0 of each)</h3><div class=\"scroll\"><table "
+            "class=\"config-runs\"><thead><tr><th></th>";
       for (const auto& r : runs) os << "<th>" << esc(r.label) << "</th>";
       os << "</tr></thead><tbody>" << rows << "</tbody></table></div>";
     }
@@ -851,7 +899,8 @@ std::string to_html(const std::vector<RunFile>& runs) {
   }
   std::ostringstream os;
   os << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-     << "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">\n"
+     << "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src "
+        "'unsafe-inline'\">\n"
      << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
      << "<meta name=\"generator\" content=\"ptune " << kVersion << "\">\n"
      << "<title>" << esc(title) << "</title>\n<style>" << kStyle << "</style>\n</head>\n<body>\n"
@@ -865,7 +914,8 @@ std::string to_html(const std::vector<RunFile>& runs) {
        << environment_html(runs) << "\n"
        << config_html(runs) << "\n";
   }
-  os << "<footer>Written by ptune " << kVersion << " (ptune report, or ptune sweep --out FILE.html).</footer>\n"
+  os << "<footer>Written by ptune " << kVersion
+     << " (ptune report, or ptune sweep --out FILE.html).</footer>\n"
      << "</body>\n</html>\n";
   return os.str();
 }
@@ -875,7 +925,8 @@ std::string html_escape(const std::string& s) { return esc(s); }
 std::string html_page(const std::string& title, const std::string& body, const std::string& footer) {
   std::ostringstream os;
   os << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-     << "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">\n"
+     << "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src "
+        "'unsafe-inline'\">\n"
      << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
      << "<meta name=\"generator\" content=\"ptune " << kVersion << "\">\n"
      << "<title>" << esc(title) << "</title>\n<style>" << kStyle << "</style>\n</head>\n<body>\n"

@@ -62,9 +62,12 @@ std::string speedup_text(double v, const measure::Interval& ci, const std::strin
 std::string load_text(const measure::LoadReport& l) {
   std::string s;
   if (l.under_load) {
-    if (l.gpu_other_processes && *l.gpu_other_processes > 0) s = "GPU shared";
-    else if (l.steal_pct >= measure::load_thresholds(l.cores).steal_pct) s = "steal " + fixed(l.steal_pct, 0) + "%";
-    else s = "+" + fixed(l.other_cpu_cores, 1) + " cores";
+    if (l.gpu_other_processes && *l.gpu_other_processes > 0)
+      s = "GPU shared";
+    else if (l.steal_pct >= measure::load_thresholds(l.cores).steal_pct)
+      s = "steal " + fixed(l.steal_pct, 0) + "%";
+    else
+      s = "+" + fixed(l.other_cpu_cores, 1) + " cores";
   }
   if (!l.gpu_notes.empty()) s += (s.empty() ? "" : ", ") + std::string("GPU throttled");
   if (s.empty()) return l.sampled ? "-" : "?";
@@ -110,11 +113,10 @@ bool any_gpu(const Results& r) {
 }
 
 std::vector<Column> columns(bool gpu) {
-  std::vector<Column> cols = {
-      {"#", true},        {"row", false},       {"change", false},  {"batch", true},
-      {"workers", true},  {"ms/step", true},    {"samples/s", true}, {"vs prev", true},
-      {"vs base", true},  {"load", true},       {"data wait", true}, {"h2d", true},
-      {"loss", true},     {"FLOP/s", true},     {"% peak", true}};
+  std::vector<Column> cols = {{"#", true},       {"row", false},    {"change", false},   {"batch", true},
+                              {"workers", true}, {"ms/step", true}, {"samples/s", true}, {"vs prev", true},
+                              {"vs base", true}, {"load", true},    {"data wait", true}, {"h2d", true},
+                              {"loss", true},    {"FLOP/s", true},  {"% peak", true}};
   if (gpu) cols.insert(cols.end(), {{"GPU busy", true}, {"peak mem", true}});
   return cols;
 }
@@ -137,8 +139,10 @@ std::vector<TrailLine> trail_lines(const Results& r) {
   std::vector<TrailLine> lines;
   for (size_t i = 0; i < r.rows.size(); ++i) {
     const Row& row = r.rows[i];
-    if (!row.status.ok_state()) lines.push_back({i, row.name, row.status.text()});
-    else if (!row.diagnosis.empty()) lines.push_back({i, row.name, row.diagnosis});
+    if (!row.status.ok_state())
+      lines.push_back({i, row.name, row.status.text()});
+    else if (!row.diagnosis.empty())
+      lines.push_back({i, row.name, row.diagnosis});
     for (const auto& n : row.notes) lines.push_back({i, row.name, "note: " + n});
     if (row.m && !row.m->trace_path.empty()) lines.push_back({i, row.name, "trace " + row.m->trace_path});
   }
@@ -147,7 +151,8 @@ std::vector<TrailLine> trail_lines(const Results& r) {
 
 std::string trail(const Results& r) {
   std::string s;
-  for (const auto& l : trail_lines(r)) s += "  " + std::to_string(l.index) + " " + l.name + ": " + l.text + "\n";
+  for (const auto& l : trail_lines(r))
+    s += "  " + std::to_string(l.index) + " " + l.name + ": " + l.text + "\n";
   return s;
 }
 
@@ -171,9 +176,10 @@ std::string legend(const Results& r) {
   return "± and [lo, hi] are confidence intervals: " + measure::level_text(measure::kRowLevel) +
          " for samples/s (the first row's own rate times vs base, so every ratio of two rates is a speedup "
          "printed between them), " +
-         measure::level_text(measure::kSpeedupLevel) + " for speedups (" + measure::level_text(measure::kSpeedupLevelUnderLoad) +
-         " where measured under competing load; neighbours timed in alternating windows); faster/slower: the whole "
-         "interval lies beyond 1.00x ±" +
+         measure::level_text(measure::kSpeedupLevel) + " for speedups (" +
+         measure::level_text(measure::kSpeedupLevelUnderLoad) +
+         " where measured under competing load; neighbours timed in alternating windows); faster/slower: the "
+         "whole interval lies beyond 1.00x ±" +
          fixed(rule.floor_pct, 0) + "%; within noise: it lies inside 1.00x ±" + fixed(rule.target_pct, 0) +
          "%; undecided: neither, when the row's time ran out";
 }
@@ -258,7 +264,8 @@ std::string peak_line(const Results& r) {
   std::string s;
   for (const auto& row : r.rows) {
     if (!row.m || !row.m->peak_flops_per_s) continue;
-    const std::string text = row.m->peak_precision + " " + flops_text(*row.m->peak_flops_per_s) + " FLOP/s, " + row.m->peak_source;
+    const std::string text =
+        row.m->peak_precision + " " + flops_text(*row.m->peak_flops_per_s) + " FLOP/s, " + row.m->peak_source;
     if (std::find(seen.begin(), seen.end(), text) != seen.end()) continue;
     seen.push_back(text);
     s += (s.empty() ? "% peak against: " : "; ") + text;
@@ -289,8 +296,8 @@ void compute_speedups(std::vector<Row>& rows) {
   std::vector<ChainRow> links(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {
     if (!rows[i].m) continue;
-    links[i] = ChainRow{samples_per_step(rows[i]), rows[i].m->repeat_ms, rows[i].prev_ms, rows[i].compared_with,
-                        rows[i].m->load.under_load};
+    links[i] = ChainRow{samples_per_step(rows[i]), rows[i].m->repeat_ms, rows[i].prev_ms,
+                        rows[i].compared_with, rows[i].m->load.under_load};
   }
   const int64_t pairs = static_cast<int64_t>(last.m->repeat_ms.size());
   bool prev_loaded = false, base_loaded = false;
@@ -312,31 +319,74 @@ void compute_speedups(std::vector<Row>& rows) {
 }
 
 void note_semantics(Row& row, const std::optional<double>& base_loss) {
-  static const std::vector<std::string> kSemantic = {"loader.batch_size", "optim.amp",       "optim.lr",
-                                                     "optim.kind",        "model.arch",      "data.image_size",
+  static const std::vector<std::string> kSemantic = {"loader.batch_size", "optim.amp",  "optim.lr",
+                                                     "optim.kind",        "model.arch", "data.image_size",
                                                      "dist.accumulate"};
   if (!row.m || !row.m->loss || !base_loss) return;
   for (const auto& key : kSemantic) {
     if (!row.changes.contains(key)) continue;
     char buf[160];
-    std::snprintf(buf, sizeof buf, "%s changes training semantics; loss %.3f vs %.3f in the first row", key.c_str(),
-                  *row.m->loss, *base_loss);
+    std::snprintf(buf, sizeof buf, "%s changes training semantics; loss %.3f vs %.3f in the first row",
+                  key.c_str(), *row.m->loss, *base_loss);
     row.notes.push_back(buf);
   }
 }
 
 const std::vector<std::string>& row_keys() {
-  static const std::vector<std::string> kKeys = {
-      "name",              "changes",            "mode",              "arch",              "num_workers",       "batch_size",
-      "steps",             "windows",            "ms_per_step",       "repeat_ms_per_step", "spread_pct",
-      "samples_per_s",     "samples_per_s_lo",   "samples_per_s_hi",  "samples_per_s_interval", "speedup_vs_prev",
-      "speedup_vs_prev_lo", "speedup_vs_prev_hi", "speedup_vs_prev_interval", "verdict_vs_prev", "speedup_vs_base",
-      "speedup_vs_base_lo", "speedup_vs_base_hi", "speedup_vs_base_interval", "verdict_vs_base",   "compared_with",      "interleaved",       "prev_ms_per_step",  "under_load",
-      "other_cpu_cores",   "steal_pct",          "load_average",      "gpu_other_processes", "gpu_notes",
-      "data_wait_pct",     "h2d_pct",            "compute_pct",       "page_faults_per_step", "system_time_pct", "model_flops_per_sample", "flops_per_s",
-      "peak_flops_per_s",  "pct_of_peak",        "peak_precision",    "peak_source",       "peak_mem_bytes",    "device_mem_bytes",
-      "gpu_busy_pct",      "trace",              "loss",              "loss_curve",        "diagnosis",
-      "notes",             "status"};
+  static const std::vector<std::string> kKeys = {"name",
+                                                 "changes",
+                                                 "mode",
+                                                 "arch",
+                                                 "num_workers",
+                                                 "batch_size",
+                                                 "steps",
+                                                 "windows",
+                                                 "ms_per_step",
+                                                 "repeat_ms_per_step",
+                                                 "spread_pct",
+                                                 "samples_per_s",
+                                                 "samples_per_s_lo",
+                                                 "samples_per_s_hi",
+                                                 "samples_per_s_interval",
+                                                 "speedup_vs_prev",
+                                                 "speedup_vs_prev_lo",
+                                                 "speedup_vs_prev_hi",
+                                                 "speedup_vs_prev_interval",
+                                                 "verdict_vs_prev",
+                                                 "speedup_vs_base",
+                                                 "speedup_vs_base_lo",
+                                                 "speedup_vs_base_hi",
+                                                 "speedup_vs_base_interval",
+                                                 "verdict_vs_base",
+                                                 "compared_with",
+                                                 "interleaved",
+                                                 "prev_ms_per_step",
+                                                 "under_load",
+                                                 "other_cpu_cores",
+                                                 "steal_pct",
+                                                 "load_average",
+                                                 "gpu_other_processes",
+                                                 "gpu_notes",
+                                                 "data_wait_pct",
+                                                 "h2d_pct",
+                                                 "compute_pct",
+                                                 "page_faults_per_step",
+                                                 "system_time_pct",
+                                                 "model_flops_per_sample",
+                                                 "flops_per_s",
+                                                 "peak_flops_per_s",
+                                                 "pct_of_peak",
+                                                 "peak_precision",
+                                                 "peak_source",
+                                                 "peak_mem_bytes",
+                                                 "device_mem_bytes",
+                                                 "gpu_busy_pct",
+                                                 "trace",
+                                                 "loss",
+                                                 "loss_curve",
+                                                 "diagnosis",
+                                                 "notes",
+                                                 "status"};
   return kKeys;
 }
 
@@ -428,11 +478,13 @@ Json to_json(const Results& r) {
   const Environment& e = r.environment;
   return Json{{"ptune_version", kVersion},
               {"config", r.config},
-              {"environment",
-               Json{{"torch", e.torch}, {"device", e.device}, {"device_kind", e.device_kind},
-                    {"cuda", e.cuda.empty() ? Json(nullptr) : Json(e.cuda)},
-                    {"cpu_threads", e.cpu_threads}, {"world_size", e.world_size},
-                    {"cpu", e.cpu ? Json(engine::cpu_json(*e.cpu)) : Json(nullptr)}}},
+              {"environment", Json{{"torch", e.torch},
+                                   {"device", e.device},
+                                   {"device_kind", e.device_kind},
+                                   {"cuda", e.cuda.empty() ? Json(nullptr) : Json(e.cuda)},
+                                   {"cpu_threads", e.cpu_threads},
+                                   {"world_size", e.world_size},
+                                   {"cpu", e.cpu ? Json(engine::cpu_json(*e.cpu)) : Json(nullptr)}}},
               {"rows", rows},
               {"status", run_status_text(r.status)}};
 }
@@ -442,21 +494,40 @@ std::string markdown_escape(const std::string& s) {
   for (size_t i = 0; i < s.size(); ++i) {
     const char c = s[i];
     switch (c) {
-      case '|': case '\\': case '*': case '_': case '[': case ']': case '`':
+      case '|':
+      case '\\':
+      case '*':
+      case '_':
+      case '[':
+      case ']':
+      case '`':
         o += '\\';
         o += c;
         break;
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '~': o += "&#126;"; break;
+      case '&':
+        o += "&amp;";
+        break;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '~':
+        o += "&#126;";
+        break;
       case '\r':
         if (i + 1 < s.size() && s[i + 1] == '\n') break;  // \r\n: one line break
         o += "<br>";
         break;
-      case '\n': o += "<br>"; break;
-      case '\t': o += ' '; break;
-      default: o += c;
+      case '\n':
+        o += "<br>";
+        break;
+      case '\t':
+        o += ' ';
+        break;
+      default:
+        o += c;
     }
   }
   return o;
@@ -492,7 +563,8 @@ void write_results(const std::string& path, const Results& r) {
     return;
   }
   files::write_atomically(path, "--out", render(r, fmt));
-  if (fmt == "csv") files::write_atomically(csv_companion_path(path), "--out", csv_companion(r, path).dump(2) + "\n");
+  if (fmt == "csv")
+    files::write_atomically(csv_companion_path(path), "--out", csv_companion(r, path).dump(2) + "\n");
 }
 
 namespace {
@@ -546,15 +618,20 @@ size_t display_len(const std::string& s) {
   size_t n = 0;
   bool escape = false;
   for (unsigned char ch : s) {
-    if (ch == 0x1b) escape = true;
-    else if (escape) escape = ch != 'm';
-    else n += (ch & 0xC0) != 0x80;
+    if (ch == 0x1b)
+      escape = true;
+    else if (escape)
+      escape = ch != 'm';
+    else
+      n += (ch & 0xC0) != 0x80;
   }
   return n;
 }
 
 /// `text` in the ANSI colour `code`.
-std::string paint(const std::string& text, const char* code) { return std::string("\033[") + code + "m" + text + "\033[0m"; }
+std::string paint(const std::string& text, const char* code) {
+  return std::string("\033[") + code + "m" + text + "\033[0m";
+}
 
 /// The terminal's colours: verdicts green (faster), red (slower) or yellow (undecided), the
 /// load column yellow when the row competed.
@@ -565,9 +642,12 @@ void paint_cells(const Results& r, std::vector<std::vector<std::string>>& body) 
     for (size_t k : {size_t{7}, size_t{8}}) {
       const std::string& verdict = k == 7 ? row.verdict_prev : row.verdict_base;
       std::string& cell = body[i][k];
-      if (verdict == "faster") cell = paint(cell, "32");
-      else if (verdict == "slower") cell = paint(cell, "31");
-      else if (verdict == "undecided") cell = paint(cell, "33");
+      if (verdict == "faster")
+        cell = paint(cell, "32");
+      else if (verdict == "slower")
+        cell = paint(cell, "31");
+      else if (verdict == "undecided")
+        cell = paint(cell, "33");
     }
     if (row.m->load.under_load || !row.m->load.gpu_notes.empty()) body[i][9] = paint(body[i][9], "33");
   }
@@ -580,8 +660,10 @@ std::string painted_trail(const Results& r, bool color) {
   std::istringstream lines(t);
   std::string line, painted;
   while (std::getline(lines, line)) {
-    if (line.find(": skipped: ") != std::string::npos) line = paint(line, "33");
-    else if (line.find(": failed: ") != std::string::npos) line = paint(line, "31");
+    if (line.find(": skipped: ") != std::string::npos)
+      line = paint(line, "33");
+    else if (line.find(": failed: ") != std::string::npos)
+      line = paint(line, "31");
     painted += line + "\n";
   }
   return painted;

@@ -28,8 +28,8 @@ struct Environment {
 
 /// One row of the table.
 struct Row {
-  std::string name;                       // the sweep row's name
-  nlohmann::ordered_json changes;         // the row's own overrides
+  std::string name;                // the sweep row's name
+  nlohmann::ordered_json changes;  // the row's own overrides
   int64_t num_workers = 0;
   std::string mode = "train";
   std::string arch;                       // model.arch: speedups compare rows of the same mode and arch
@@ -41,15 +41,15 @@ struct Row {
                                           // with its 95% interval (report/figures.hpp); unset: m's own
   measure::Interval prev_ci;              // speedup_vs_prev with its interval (measure::kSpeedupLevel)
   measure::Interval base_ci;              // speedup_vs_base with its interval
-  std::string verdict_prev;               // faster | slower | within noise | undecided; "" for the first row of a mode
-  std::string verdict_base;               // the same for the cumulative speedup
-  std::optional<size_t> compared_with;    // index (in Results::rows) of the row speedup_vs_prev is against
-  std::vector<double> prev_ms;            // interleaved: that row's windows, paired with this row's m->repeat_ms
-  bool rebuilt = false;                   // interleaved by rebuilding both pipelines for every window
-  measure::NoiseRule rule;                // the thresholds its verdicts used (measure.target_ci_pct, noise_pct)
+  std::string verdict_prev;  // faster | slower | within noise | undecided; "" for the first row of a mode
+  std::string verdict_base;  // the same for the cumulative speedup
+  std::optional<size_t> compared_with;  // index (in Results::rows) of the row speedup_vs_prev is against
+  std::vector<double> prev_ms;  // interleaved: that row's windows, paired with this row's m->repeat_ms
+  bool rebuilt = false;         // interleaved by rebuilding both pipelines for every window
+  measure::NoiseRule rule;      // the thresholds its verdicts used (measure.target_ci_pct, noise_pct)
   std::string diagnosis;
-  std::vector<std::string> notes;         // warnings (changed training semantics, ...)
-  std::vector<double> loss_curve;         // measure.convergence_steps: loss of each step
+  std::vector<std::string> notes;  // warnings (changed training semantics, ...)
+  std::vector<double> loss_curve;  // measure.convergence_steps: loss of each step
 };
 
 struct Results {

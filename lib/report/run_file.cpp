@@ -16,16 +16,36 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-const char* const kNumberKeys[] = {"num_workers",        "batch_size",         "steps",
-                                   "windows",            "ms_per_step",        "spread_pct",
-                                   "samples_per_s",      "samples_per_s_lo",   "samples_per_s_hi",
-                                   "speedup_vs_prev",    "speedup_vs_prev_lo", "speedup_vs_prev_hi",
-                                   "speedup_vs_base",    "speedup_vs_base_lo", "speedup_vs_base_hi",
-                                   "compared_with",      "other_cpu_cores",    "steal_pct",
-                                   "load_average",       "data_wait_pct",      "h2d_pct",
-                                   "compute_pct",        "peak_mem_bytes",     "device_mem_bytes",
-                                   "gpu_busy_pct",       "loss",               "gpu_other_processes",
-                                   "model_flops_per_sample", "flops_per_s",    "peak_flops_per_s",
+const char* const kNumberKeys[] = {"num_workers",
+                                   "batch_size",
+                                   "steps",
+                                   "windows",
+                                   "ms_per_step",
+                                   "spread_pct",
+                                   "samples_per_s",
+                                   "samples_per_s_lo",
+                                   "samples_per_s_hi",
+                                   "speedup_vs_prev",
+                                   "speedup_vs_prev_lo",
+                                   "speedup_vs_prev_hi",
+                                   "speedup_vs_base",
+                                   "speedup_vs_base_lo",
+                                   "speedup_vs_base_hi",
+                                   "compared_with",
+                                   "other_cpu_cores",
+                                   "steal_pct",
+                                   "load_average",
+                                   "data_wait_pct",
+                                   "h2d_pct",
+                                   "compute_pct",
+                                   "peak_mem_bytes",
+                                   "device_mem_bytes",
+                                   "gpu_busy_pct",
+                                   "loss",
+                                   "gpu_other_processes",
+                                   "model_flops_per_sample",
+                                   "flops_per_s",
+                                   "peak_flops_per_s",
                                    "pct_of_peak"};
 
 bool is_number_key(const std::string& k) {
@@ -36,7 +56,8 @@ bool is_number_key(const std::string& k) {
 
 /// The keys of a row's figures: a value of another type there is an error, not a blank.
 bool is_figure_key(const std::string& k) {
-  return is_number_key(k) && (k.rfind("samples_per_s", 0) == 0 || k == "ms_per_step" || k.rfind("speedup_vs_", 0) == 0);
+  return is_number_key(k) &&
+         (k.rfind("samples_per_s", 0) == 0 || k == "ms_per_step" || k.rfind("speedup_vs_", 0) == 0);
 }
 
 Json number_or_null(const Json& v) { return v.is_number() ? v : Json(nullptr); }
@@ -71,21 +92,30 @@ Json normalize_row(const Json& in, const std::string& where) {
     // The figures a report stands on are never dropped in silence; other fields of another type
     // are read as absent.
     if (is_figure_key(k) && !v.is_null() && !v.is_number())
-      throw UsageError(where + "." + k + ": " + v.dump() + " is not a number (a results file holds numbers or null there)");
-    if (is_number_key(k)) row[k] = number_or_null(v);
-    else if (k == "repeat_ms_per_step" || k == "prev_ms_per_step" || k == "loss_curve") row[k] = numbers_or_null(v);
-    else if (k == "interleaved" || k == "under_load") row[k] = v.is_boolean() ? v : Json(nullptr);
-    else if (k == "gpu_notes") row[k] = strings_or_null(v);
-    else if (k == "changes") row[k] = v.is_object() ? v : Json::object();
+      throw UsageError(where + "." + k + ": " + v.dump() +
+                       " is not a number (a results file holds numbers or null there)");
+    if (is_number_key(k))
+      row[k] = number_or_null(v);
+    else if (k == "repeat_ms_per_step" || k == "prev_ms_per_step" || k == "loss_curve")
+      row[k] = numbers_or_null(v);
+    else if (k == "interleaved" || k == "under_load")
+      row[k] = v.is_boolean() ? v : Json(nullptr);
+    else if (k == "gpu_notes")
+      row[k] = strings_or_null(v);
+    else if (k == "changes")
+      row[k] = v.is_object() ? v : Json::object();
     else if (k == "notes") {
       row[k] = Json::array();
       if (v.is_array())
         for (const auto& n : v) row[k].push_back(n.is_string() ? n : Json(n.dump()));
-      else if (v.is_string()) row[k].push_back(v);
-    } else row[k] = text_or_null(v);
+      else if (v.is_string())
+        row[k].push_back(v);
+    } else
+      row[k] = text_or_null(v);
   }
   if (row["mode"].is_null()) row["mode"] = "train";
-  if (row["status"].is_null()) row["status"] = row["samples_per_s"].is_null() ? "failed: no samples_per_s" : "ok";
+  if (row["status"].is_null())
+    row["status"] = row["samples_per_s"].is_null() ? "failed: no samples_per_s" : "ok";
   return row;
 }
 
@@ -104,9 +134,11 @@ Json bench_row(const Json& in, const std::string& where) {
       row["status"] = "ok";
     } else {
       const std::string ptune_status = in.contains("ptune_status") && in["ptune_status"].is_string()
-                                           ? in["ptune_status"].get<std::string>() : "";
-      row["status"] = RowStatus::from_text(ptune_status).is(RowStatus::State::kSkipped) ? ptune_status
-                                                                                       : "failed: no PyTorch number";
+                                           ? in["ptune_status"].get<std::string>()
+                                           : "";
+      row["status"] = RowStatus::from_text(ptune_status).is(RowStatus::State::kSkipped)
+                          ? ptune_status
+                          : "failed: no PyTorch number";
     }
     return row;
   }
@@ -141,7 +173,8 @@ Json bench_row(const Json& in, const std::string& where) {
     }
     row["status"] = "ok";
   } else if (status == "ok") {
-    row["status"] = "failed: " + (first_failure.empty() ? std::string("no PyTorch variant ran") : first_failure);
+    row["status"] =
+        "failed: " + (first_failure.empty() ? std::string("no PyTorch variant ran") : first_failure);
   }
   row["notes"] = notes;
   return row;
@@ -149,7 +182,8 @@ Json bench_row(const Json& in, const std::string& where) {
 
 bool is_bench(const Json& doc) {
   for (const auto& r : doc["rows"])
-    if (r.is_object() && ((r.contains("pytorch") && r["pytorch"].is_array()) || r.contains("pytorch_samples_per_s")))
+    if (r.is_object() &&
+        ((r.contains("pytorch") && r["pytorch"].is_array()) || r.contains("pytorch_samples_per_s")))
       return true;
   return !doc.contains("environment") && doc.contains("machine") && doc["machine"].is_object();
 }
@@ -161,8 +195,8 @@ void fill_speedups(Json& rows) {
   std::map<std::pair<std::string, std::string>, double> first, prev;
   for (auto& row : rows) {
     if (!has_numbers(row)) continue;
-    const std::pair<std::string, std::string> key{row["mode"].get<std::string>(),
-                                                  row["arch"].is_string() ? row["arch"].get<std::string>() : ""};
+    const std::pair<std::string, std::string> key{
+        row["mode"].get<std::string>(), row["arch"].is_string() ? row["arch"].get<std::string>() : ""};
     const double s = row["samples_per_s"].get<double>();
     if (row["speedup_vs_prev"].is_null())
       row["speedup_vs_prev"] = prev.count(key) && prev[key] > 0 ? s / prev[key] : 1.0;
@@ -174,7 +208,7 @@ void fill_speedups(Json& rows) {
 }
 
 Json environment_of(const Json& doc, bool bench) {
-  Json e = Json{{"torch", nullptr}, {"device", nullptr}, {"device_kind", nullptr},
+  Json e = Json{{"torch", nullptr}, {"device", nullptr},      {"device_kind", nullptr},
                 {"cuda", nullptr},  {"cpu_threads", nullptr}, {"world_size", nullptr}};
   if (bench && !(doc.contains("machine") && doc["machine"].is_object()) && doc.contains("environment") &&
       doc["environment"].is_object()) {  // the older layout: ptune's environment, PyTorch's torch version
@@ -205,7 +239,9 @@ Json environment_of(const Json& doc, bool bench) {
 
 }  // namespace
 
-bool has_numbers(const Json& row) { return row.contains("samples_per_s") && row["samples_per_s"].is_number(); }
+bool has_numbers(const Json& row) {
+  return row.contains("samples_per_s") && row["samples_per_s"].is_number();
+}
 
 std::string match_key(const std::string& name) {
   std::string k;
@@ -224,8 +260,9 @@ std::string match_key(const std::string& name) {
 
 Json normalize(const Json& doc, const std::string& what, std::string* source) {
   if (!doc.is_object() || !doc.contains("rows") || !doc["rows"].is_array())
-    throw UsageError(what + ": not a results file: expected a JSON object with a \"rows\" list (ptune sweep --out "
-                            "FILE.json, or scripts/bench/case_study_vs_pytorch.py --json FILE.json)");
+    throw UsageError(what +
+                     ": not a results file: expected a JSON object with a \"rows\" list (ptune sweep --out "
+                     "FILE.json, or scripts/bench/case_study_vs_pytorch.py --json FILE.json)");
   const bool bench = is_bench(doc);
   if (source) *source = bench ? "PyTorch" : "ptune";
   Json rows = Json::array();
@@ -235,18 +272,19 @@ Json normalize(const Json& doc, const std::string& what, std::string* source) {
     rows.push_back(normalize_row(bench ? bench_row(in, where) : in, where));
   }
   fill_speedups(rows);
-  return Json{{"ptune_version", text_or_null(doc.value("ptune_version", Json(nullptr)))},
-              {"config", doc.contains("config") && doc["config"].is_object() ? doc["config"] : Json::object()},
-              {"environment", environment_of(doc, bench)},
-              {"rows", rows},
-              {"status", doc.contains("status") && doc["status"].is_string() ? doc["status"] : Json("complete")}};
+  return Json{
+      {"ptune_version", text_or_null(doc.value("ptune_version", Json(nullptr)))},
+      {"config", doc.contains("config") && doc["config"].is_object() ? doc["config"] : Json::object()},
+      {"environment", environment_of(doc, bench)},
+      {"rows", rows},
+      {"status", doc.contains("status") && doc["status"].is_string() ? doc["status"] : Json("complete")}};
 }
 
 RunFile from_results(const Results& r) {
   RunFile run;
   run.doc = normalize(to_json(r), "results");
   run.label = r.config.contains("name") && r.config["name"].is_string() ? r.config["name"].get<std::string>()
-                                                                         : std::string("this run");
+                                                                        : std::string("this run");
   return run;
 }
 
@@ -274,7 +312,8 @@ RunFile load_run(const std::string& path) {
 
 void label_runs(std::vector<RunFile>& runs) {
   auto stem = [](const std::string& path) {
-    std::string base = path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1);
+    std::string base =
+        path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1);
     const size_t dot = base.find_last_of('.');
     return dot == std::string::npos || dot == 0 ? base : base.substr(0, dot);
   };

@@ -14,10 +14,10 @@ namespace ptune::report {
 
 /// One run: a results document whose every row has every key of row_keys().
 struct RunFile {
-  std::string label;           // how reports name the run (label_runs)
-  std::string path;            // the file it came from; "" for a sweep of this process
+  std::string label;             // how reports name the run (label_runs)
+  std::string path;              // the file it came from; "" for a sweep of this process
   std::string source = "ptune";  // "ptune" | "PyTorch" (scripts/bench's comparison)
-  nlohmann::ordered_json doc;  // {"ptune_version", "config", "environment", "rows", "status"}
+  nlohmann::ordered_json doc;    // {"ptune_version", "config", "environment", "rows", "status"}
 };
 
 /// This process's results as a run, labelled with the experiment's name. Throws nothing.

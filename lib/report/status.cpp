@@ -30,9 +30,12 @@ RowStatus RowStatus::from_text(const std::string& text) {
 
 const char* run_status_text(RunStatus s) {
   switch (s) {
-    case RunStatus::kRunning: return "running";
-    case RunStatus::kComplete: return "complete";
-    case RunStatus::kInterrupted: break;
+    case RunStatus::kRunning:
+      return "running";
+    case RunStatus::kComplete:
+      return "complete";
+    case RunStatus::kInterrupted:
+      break;
   }
   return "interrupted";
 }

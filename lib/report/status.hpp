@@ -27,7 +27,9 @@ struct RowStatus {
   static RowStatus from_text(const std::string& text);
 };
 
-inline bool operator==(const RowStatus& a, const RowStatus& b) { return a.state == b.state && a.why == b.why; }
+inline bool operator==(const RowStatus& a, const RowStatus& b) {
+  return a.state == b.state && a.why == b.why;
+}
 
 /// How a run (a sweep, a tune search) stands: still writing rows, complete, or interrupted.
 enum class RunStatus { kRunning, kComplete, kInterrupted };

@@ -31,7 +31,8 @@ std::string ProgressLine::tick(size_t index, size_t rows, const std::string& nam
   }
   char head[64];
   std::snprintf(head, sizeof head, "[%zu/%zu] ", index + 1, rows);
-  const std::string text = head + name + ": " + phase + " " + std::to_string(step) + "/" + std::to_string(steps) + rate;
+  const std::string text =
+      head + name + ": " + phase + " " + std::to_string(step) + "/" + std::to_string(steps) + rate;
   const bool done = step == steps;
   if (!escapes_) return done || step == 0 ? text + "\n" : std::string();
   std::string out = "\r\033[K" + text;

@@ -42,9 +42,9 @@ class ProgressLine {
 
  private:
   bool escapes_;
-  std::string key_;          // row and phase of the current phase
-  int64_t first_step_ = 0;   // the step of the phase's first tick
-  double first_s_ = 0;       // and when it came
+  std::string key_;         // row and phase of the current phase
+  int64_t first_step_ = 0;  // the step of the phase's first tick
+  double first_s_ = 0;      // and when it came
 };
 
 }  // namespace ptune::report

@@ -29,7 +29,8 @@ std::vector<size_t> parse_rows(const std::string& spec, size_t n) {
     size_t used = 0;
     unsigned long long v = 0;
     try {
-      if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0]))) throw std::invalid_argument(text);
+      if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0])))
+        throw std::invalid_argument(text);
       v = std::stoull(text, &used);
     } catch (const std::exception&) {
       used = 0;
@@ -83,7 +84,7 @@ namespace {
 /// What pass 1 learns about one row.
 struct Timed {
   std::optional<measure::Measurement> m;
-  std::vector<double> prev_ms;            // the previous row's windows, paired with m->repeat_ms
+  std::vector<double> prev_ms;              // the previous row's windows, paired with m->repeat_ms
   bool rebuilt = false;                     // interleaved by rebuilding per window
   bool in_child = false;                    // both sides ran in child processes (process settings)
   std::unique_ptr<measure::RowSide> bench;  // kept for the next row of the mode (null when rebuilt)
@@ -140,7 +141,9 @@ void add_run_notes(measure::Measurement& m, const measure::Comparison& c, const 
 void add_process_notes(measure::Measurement& m, const measure::ChildSide* a, const measure::ChildSide& b,
                        const config::ExperimentConfig& cfg) {
   for (const auto& n : engine::plan_process(cfg.process).notes) m.notes.push_back(n);
-  if (a) m.notes.push_back("timed against the previous row in a child process of its own: " + a->process_description());
+  if (a)
+    m.notes.push_back("timed against the previous row in a child process of its own: " +
+                      a->process_description());
   m.notes.push_back("this row's child process: " + b.process_description());
 }
 
@@ -154,9 +157,10 @@ void add_process_notes(measure::Measurement& m, const measure::ChildSide* a, con
 /// timed alone (no `prev`) runs in a child process too when `alone_in_child`: in a sweep with
 /// process-level rows, the baseline is then a fresh default process, as the rows it is compared
 /// with are fresh processes, and not ptune's own with its history (docs/statistics.md).
-Timed time_row(const config::ExperimentConfig& cfg, measure::RowSide* prev, const config::ExperimentConfig* prev_cfg,
-               bool prev_in_child, bool alone_in_child, const measure::Progress& progress,
-               const std::function<void()>& release, const std::atomic<bool>* interrupted) {
+Timed time_row(const config::ExperimentConfig& cfg, measure::RowSide* prev,
+               const config::ExperimentConfig* prev_cfg, bool prev_in_child, bool alone_in_child,
+               const measure::Progress& progress, const std::function<void()>& release,
+               const std::atomic<bool>* interrupted) {
   // The previous row's windows count as this row's pairs: progress speaks of this row, but an
   // interruption stops them too.
   const measure::Progress prev_progress = [interrupted](const std::string&, int64_t, int64_t) {
@@ -178,7 +182,8 @@ Timed time_row(const config::ExperimentConfig& cfg, measure::RowSide* prev, cons
     m.load.under_load = m.load.under_load || compared_under_load;
   };
   Timed t;
-  t.in_child = measure::needs_child(cfg, prev ? prev_cfg : nullptr, prev && prev_in_child) || (!prev && alone_in_child);
+  t.in_child = measure::needs_child(cfg, prev ? prev_cfg : nullptr, prev && prev_in_child) ||
+               (!prev && alone_in_child);
   try {
     // In child processes: the previous row's side too, unless it runs in one already.
     std::unique_ptr<measure::ChildSide> prev_child;
@@ -186,8 +191,10 @@ Timed time_row(const config::ExperimentConfig& cfg, measure::RowSide* prev, cons
       prev_child = std::make_unique<measure::ChildSide>(*prev_cfg, prev_progress, plan.deadline);
       prev = prev_child.get();
     }
-    if (t.in_child) t.bench = std::make_unique<measure::ChildSide>(cfg, progress, plan.deadline);
-    else t.bench = std::make_unique<measure::Bench>(cfg, progress, plan.deadline);
+    if (t.in_child)
+      t.bench = std::make_unique<measure::ChildSide>(cfg, progress, plan.deadline);
+    else
+      t.bench = std::make_unique<measure::Bench>(cfg, progress, plan.deadline);
     t.bench->set_progress(progress, plan.min_pairs);
     start_load();
     if (prev) {
@@ -201,7 +208,8 @@ Timed time_row(const config::ExperimentConfig& cfg, measure::RowSide* prev, cons
       const measure::AloneRun r = measure::measure_alone(*t.bench, plan);
       t.m = t.bench->result(static_cast<size_t>(r.transient), r.ms.size());
       t.m->transient_windows = r.transient;
-      for (auto& n : measure::run_notes(r.transient, r.ms.size(), plan.min_pairs, r.stop, plan.deadline, false))
+      for (auto& n :
+           measure::run_notes(r.transient, r.ms.size(), plan.min_pairs, r.stop, plan.deadline, false))
         t.m->notes.push_back(std::move(n));
       finish_load(*t.m, false);
     }
@@ -231,11 +239,13 @@ Timed time_row(const config::ExperimentConfig& cfg, measure::RowSide* prev, cons
 /// on this machine (one NUMA node): the row would time the same process twice.
 void check_applies(const config::SweepRow& spec, size_t i,
                    const std::vector<std::pair<config::SweepRow, config::ExperimentConfig>>& rows) {
-  if (spec.set.size() != 1 || !spec.set.contains("process.numa_node") || engine::numa_nodes().size() > 1) return;
+  if (spec.set.size() != 1 || !spec.set.contains("process.numa_node") || engine::numa_nodes().size() > 1)
+    return;
   const auto& before = i > 0 ? rows[i - 1].second.process : config::ProcessConfig{};
   if (engine::same_process(before, rows[i].second.process))
-    throw ConfigError("process.numa_node does not apply here: this machine has one NUMA node, so binding to it "
-                      "changes nothing");
+    throw ConfigError(
+        "process.numa_node does not apply here: this machine has one NUMA node, so binding to it changes "
+        "nothing");
 }
 
 /// The optimizations the rows before `k` of the same model.arch measured, with their verdicts,
@@ -251,7 +261,6 @@ std::vector<measure::Tried> tried_before(const std::vector<report::Row>& rows, s
   }
   return tried;
 }
-
 
 /// One sweep, stage by stage: the primer, pass 1 (every row timed, each against the previous
 /// ok row of its mode and model.arch, whose pipeline stays built and warm until then) and pass 2
@@ -353,9 +362,9 @@ class SweepRun {
       const std::string key = row.mode + "/" + row.arch;
       Live* prev = live_.count(key) ? &live_[key] : nullptr;
       check_applies(spec, i, rows_);
-      Timed t = time_row(row_cfg, prev ? prev->bench.get() : nullptr, prev ? &done_[prev->k].cfg : nullptr,
-                         prev && prev->in_child, process_rows_, progress, [&] { live_.clear(); },
-                         options_.interrupted);
+      Timed t = time_row(
+          row_cfg, prev ? prev->bench.get() : nullptr, prev ? &done_[prev->k].cfg : nullptr,
+          prev && prev->in_child, process_rows_, progress, [&] { live_.clear(); }, options_.interrupted);
       out.in_child = t.in_child;
       row.m = std::move(t.m);
       row.prev_ms = std::move(t.prev_ms);
@@ -379,8 +388,8 @@ class SweepRun {
   static void add_measurement_notes(report::Row& row) {
     row.notes = row.m->notes;
     if (row.rebuilt)
-      row.notes.push_back("interleaved by rebuilding both pipelines for every window: the two did not fit in "
-                          "memory at once");
+      row.notes.push_back(
+          "interleaved by rebuilding both pipelines for every window: the two did not fit in memory at once");
     if (row.m->load.under_load)
       row.notes.push_back("measured under competing load (" + row.m->load.summary() +
                           "): its figures are less certain than on a quiet machine");
@@ -396,18 +405,21 @@ class SweepRun {
     const auto& [spec, row_cfg] = rows_[i];
     char index[24];
     std::snprintf(index, sizeof index, "%02zu-", i);
-    done_.push_back({i, row_cfg,
-                     {row_cfg.measure.out_dir + "/" + measure::slug(cfg_.name) + "/" + index + measure::slug(spec.name),
-                      spec.name, spec.set}});
+    done_.push_back(
+        {i,
+         row_cfg,
+         {row_cfg.measure.out_dir + "/" + measure::slug(cfg_.name) + "/" + index + measure::slug(spec.name),
+          spec.name, spec.set}});
     out_.rows.push_back(std::move(measured.row));
     report::Row& r = out_.rows.back();
     report::compute_speedups(out_.rows);
     if (measured.kept)  // the one it replaces is freed
       live_[r.mode + "/" + r.arch] = Live{out_.rows.size() - 1, std::move(measured.kept), measured.in_child};
     if (r.m) {
-      r.diagnosis = measure::with_peak(
-          measure::diagnose(*r.m, row_cfg, tried_before(out_.rows, out_.rows.size() - 1), {}, engine::cpu_info()),
-          report::pct_of_peak(r), r.m->peak_precision);
+      r.diagnosis =
+          measure::with_peak(measure::diagnose(*r.m, row_cfg, tried_before(out_.rows, out_.rows.size() - 1),
+                                               {}, engine::cpu_info()),
+                             report::pct_of_peak(r), r.m->peak_precision);
       warn_about_load(i, r);
     }
     note_training_changes(r);
@@ -418,11 +430,13 @@ class SweepRun {
   static void warn_about_load(size_t i, const report::Row& r) {
     if (dist::world_rank() != 0) return;
     if (r.m->load.under_load) {
-      log::warn("row " + std::to_string(i) + " '" + r.name + "' measured under competing load: " + r.m->load.summary());
+      log::warn("row " + std::to_string(i) + " '" + r.name +
+                "' measured under competing load: " + r.m->load.summary());
     } else if (!r.m->load.gpu_notes.empty()) {
       std::string notes;
       for (const auto& n : r.m->load.gpu_notes) notes += (notes.empty() ? "" : ", ") + n;
-      log::warn("row " + std::to_string(i) + " '" + r.name + "': the GPU was slowed down at the row's end: " + notes);
+      log::warn("row " + std::to_string(i) + " '" + r.name +
+                "': the GPU was slowed down at the row's end: " + notes);
     }
   }
 
@@ -431,8 +445,10 @@ class SweepRun {
   void note_training_changes(report::Row& r) {
     if (r.m && r.m->loss && r.mode == "train") {
       // The first row of each model.arch is the reference, not noted.
-      if (!base_loss_.count(r.arch)) base_loss_[r.arch] = *r.m->loss;
-      else report::note_semantics(r, base_loss_[r.arch]);
+      if (!base_loss_.count(r.arch))
+        base_loss_[r.arch] = *r.m->loss;
+      else
+        report::note_semantics(r, base_loss_[r.arch]);
     }
     if (r.loss_curve.empty()) return;
     const report::Row* first = nullptr;
@@ -458,8 +474,9 @@ class SweepRun {
                     .profile(r.m->ms_per_step, d.trace);
       r.m->gpu_busy_pct = p.gpu_busy_pct;
       r.m->trace_path = p.trace_path;
-      r.diagnosis = measure::with_peak(measure::diagnose(*r.m, d.cfg, tried_before(out_.rows, k), {}, engine::cpu_info()),
-                                       report::pct_of_peak(r), r.m->peak_precision);
+      r.diagnosis = measure::with_peak(
+          measure::diagnose(*r.m, d.cfg, tried_before(out_.rows, k), {}, engine::cpu_info()),
+          report::pct_of_peak(r), r.m->peak_precision);
     } catch (const Interrupted&) {
       throw;
     } catch (const WriteError& e) {
@@ -475,7 +492,7 @@ class SweepRun {
   const SweepOptions& options_;
   report::Results& out_;
   const std::vector<std::pair<config::SweepRow, config::ExperimentConfig>> rows_;
-  bool process_rows_ = false;               // any selected row with process settings
+  bool process_rows_ = false;                // any selected row with process settings
   std::map<std::string, double> base_loss_;  // model.arch -> its first row's loss
   std::vector<Done> done_;                   // out.rows[k] is rows[done[k].index]
   std::map<std::string, Live> live_;         // mode/model.arch -> the last ok row's bench

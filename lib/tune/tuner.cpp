@@ -32,7 +32,9 @@ std::string fmt(const char* format, double v) {
   return buf;
 }
 
-std::string gib(int64_t bytes) { return fmt("%.2f GiB", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0)); }
+std::string gib(int64_t bytes) {
+  return fmt("%.2f GiB", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
+}
 
 /// The value at a dotted path ("loader.batch_size") of a config document.
 Json value_at(const Json& doc, const std::string& path) {
@@ -82,7 +84,8 @@ std::string text_table(const std::vector<std::string>& header, const std::vector
     std::string s;
     for (size_t c = 0; c < cells.size(); ++c) {
       const std::string pad(w[c] - cells[c].size(), ' ');
-      s += (c ? "  " : "") + (right[c] ? pad + cells[c] : (c + 1 == cells.size() ? cells[c] : cells[c] + pad));
+      s +=
+          (c ? "  " : "") + (right[c] ? pad + cells[c] : (c + 1 == cells.size() ? cells[c] : cells[c] + pad));
     }
     return s + "\n";
   };
@@ -155,7 +158,8 @@ class BatchSearch {
 
   BatchSearchResult run() {
     if (options_.margin_pct < 0 || options_.margin_pct >= 100)
-      throw ConfigError("--margin: " + fmt("%g", options_.margin_pct) + " is out of range; allowed: 0 <= margin < 100");
+      throw ConfigError("--margin: " + fmt("%g", options_.margin_pct) +
+                        " is out of range; allowed: 0 <= margin < 100");
     set_limits(engine::resolve_device(cfg_.device));  // ConfigError for a missing GPU
     hi_ = res_.max_batch + 1;
     res_.table.config = config::to_json(cfg_);
@@ -166,8 +170,8 @@ class BatchSearch {
     bisect();
     res_.stop = stop_.value_or(StopReason{});
     if (res_.stop.is(StopReason::Kind::kBudget))
-      res_.notes.push_back("the budget ran out: the search stopped early, after " + std::to_string(res_.tries.size()) +
-                           " tries");
+      res_.notes.push_back("the budget ran out: the search stopped early, after " +
+                           std::to_string(res_.tries.size()) + " tries");
     pick_winner();
     res_.table.status = res_.stop.is(StopReason::Kind::kInterrupted) ? report::RunStatus::kInterrupted
                                                                      : report::RunStatus::kComplete;
@@ -180,7 +184,8 @@ class BatchSearch {
     total_ = options_.device_memory_bytes;
     if (total_ <= 0 && device.is_cuda()) total_ = engine::cuda::total_memory(device.index());
     if (total_ > 0)
-      res_.memory_limit_bytes = static_cast<int64_t>(static_cast<double>(total_) * (1.0 - options_.margin_pct / 100.0));
+      res_.memory_limit_bytes =
+          static_cast<int64_t>(static_cast<double>(total_) * (1.0 - options_.margin_pct / 100.0));
     res_.max_batch = options_.max_batch > 0 ? options_.max_batch
                      : device.is_cuda()     ? kDefaultMaxBatchCuda
                                             : kDefaultMaxBatchCpu;
@@ -213,13 +218,16 @@ class BatchSearch {
   void bisect() {
     while (!stop_) {
       const int64_t step = lo_ >= options_.granularity ? std::max<int64_t>(1, options_.granularity) : 1;
-      const auto close_enough = static_cast<int64_t>(static_cast<double>(lo_) * options_.resolution_pct / 100.0);
+      const auto close_enough =
+          static_cast<int64_t>(static_cast<double>(lo_) * options_.resolution_pct / 100.0);
       if (hi_ - lo_ <= 1 || (lo_ > 0 && hi_ - lo_ <= std::max(step, close_enough))) break;
       int64_t mid = lo_ + (hi_ - lo_) / 2;
       if (mid >= step && mid / step * step > lo_) mid = mid / step * step;
       if (mid <= lo_ || mid >= hi_) break;
-      if (try_batch(mid)) lo_ = mid;
-      else if (!stop_) hi_ = mid;
+      if (try_batch(mid))
+        lo_ = mid;
+      else if (!stop_)
+        hi_ = mid;
     }
   }
 
@@ -236,7 +244,8 @@ class BatchSearch {
     c = measured(c, options_.min_repeats);
     try {
       t.m = measure_(c);
-      if (res_.memory_limit_bytes > 0 && t.m->peak_mem_bytes && *t.m->peak_mem_bytes > res_.memory_limit_bytes) {
+      if (res_.memory_limit_bytes > 0 && t.m->peak_mem_bytes &&
+          *t.m->peak_mem_bytes > res_.memory_limit_bytes) {
         t.state = TryState::kOverMargin;
         t.why = "peak " + gib(*t.m->peak_mem_bytes) + " > " + gib(res_.memory_limit_bytes) + " (" +
                 fmt("%g", 100.0 - options_.margin_pct) + "% of " + gib(total_) + ")";
@@ -250,7 +259,9 @@ class BatchSearch {
       const bool oom = is_out_of_memory(e);
       // A failure of the starting batch that is not about memory is the config's, not the size's.
       if (!oom && res_.tries.empty()) throw;
-      t.state = oom ? TryState::kOutOfMemory : dynamic_cast<const ConfigError*>(&e) ? TryState::kSkipped : TryState::kFailed;
+      t.state = oom                                    ? TryState::kOutOfMemory
+                : dynamic_cast<const ConfigError*>(&e) ? TryState::kSkipped
+                                                       : TryState::kFailed;
       if (!oom) t.why = message_of(e);
       if (oom) on_oom_();
     }
@@ -273,7 +284,8 @@ class BatchSearch {
     if (t.m)
       row.diagnosis = t.m->peak_mem_bytes && total_ > 0
                           ? "peak memory " + gib(*t.m->peak_mem_bytes) + " (" +
-                                fmt("%.0f", 100.0 * static_cast<double>(*t.m->peak_mem_bytes) / static_cast<double>(total_)) +
+                                fmt("%.0f", 100.0 * static_cast<double>(*t.m->peak_mem_bytes) /
+                                                static_cast<double>(total_)) +
                                 "% of the device)"
                           : measure::diagnose(*t.m, c, {}, {}, engine::cpu_info());
     res_.table.rows.push_back(std::move(row));
@@ -295,7 +307,8 @@ class BatchSearch {
       std::string why = res_.tries.empty() ? "nothing was tried"
                                            : "batch " + std::to_string(res_.tries.front().batch_size) + ": " +
                                                  res_.tries.front().status_text();
-      throw std::runtime_error("no batch size fits: " + why + "; lower loader.batch_size or raise --margin/--max-batch");
+      throw std::runtime_error("no batch size fits: " + why +
+                               "; lower loader.batch_size or raise --margin/--max-batch");
     }
     res_.fastest = fastest->batch_size;
     for (size_t i = 0; i < res_.tries.size(); ++i) {
@@ -325,10 +338,10 @@ class BatchSearch {
   const ClockFn clock_;
   const std::function<void()> on_oom_;
   BatchSearchResult res_;
-  int64_t total_ = 0;                 // the device's memory; 0: none known (the CPU)
+  int64_t total_ = 0;  // the device's memory; 0: none known (the CPU)
   double t0_ = 0;
-  int64_t lo_ = 0;                    // largest batch known to fit (0: none yet)
-  int64_t hi_ = 0;                    // smallest batch known not to fit (set by double_up)
+  int64_t lo_ = 0;  // largest batch known to fit (0: none yet)
+  int64_t hi_ = 0;  // smallest batch known not to fit (set by double_up)
   std::optional<StopReason> stop_;
 };
 
@@ -388,28 +401,39 @@ std::vector<Candidate> candidates(const config::ExperimentConfig& cfg, int64_t c
       } catch (const ConfigError&) {  // not installed here
       }
     }
-  if (!cuda && !cfg.process.bind_threads) out.push_back({"threads bound to cores", Json{{"process.bind_threads", true}}});
+  if (!cuda && !cfg.process.bind_threads)
+    out.push_back({"threads bound to cores", Json{{"process.bind_threads", true}}});
   return out;
 }
 
 std::string StopReason::text() const {
   switch (kind) {
-    case Kind::kSearched: return "searched";
-    case Kind::kBudget: return budget_s > 0 ? "budget of " + fmt("%g", budget_s / 60.0) + " min reached" : "budget reached";
-    case Kind::kInterrupted: return "interrupted";
-    case Kind::kNoGain: return "no change beat the noise";
-    case Kind::kPassLimit: break;
+    case Kind::kSearched:
+      return "searched";
+    case Kind::kBudget:
+      return budget_s > 0 ? "budget of " + fmt("%g", budget_s / 60.0) + " min reached" : "budget reached";
+    case Kind::kInterrupted:
+      return "interrupted";
+    case Kind::kNoGain:
+      return "no change beat the noise";
+    case Kind::kPassLimit:
+      break;
   }
   return "pass limit (" + std::to_string(max_passes) + ") reached";
 }
 
 std::string BatchTry::status_text() const {
   switch (state) {
-    case TryState::kOk: return "ok";
-    case TryState::kOutOfMemory: return "out of memory";
-    case TryState::kOverMargin: return "over the memory margin: " + why;
-    case TryState::kSkipped: return "skipped: " + why;
-    case TryState::kFailed: break;
+    case TryState::kOk:
+      return "ok";
+    case TryState::kOutOfMemory:
+      return "out of memory";
+    case TryState::kOverMargin:
+      return "over the memory margin: " + why;
+    case TryState::kSkipped:
+      return "skipped: " + why;
+    case TryState::kFailed:
+      break;
   }
   return "failed: " + why;
 }
@@ -423,11 +447,16 @@ report::RowStatus BatchTry::row_status() const {
 
 const char* trial_verdict_text(TrialVerdict v) {
   switch (v) {
-    case TrialVerdict::kBaseline: return "baseline";
-    case TrialVerdict::kKept: return "kept";
-    case TrialVerdict::kRejected: return "rejected";
-    case TrialVerdict::kSkipped: return "skipped";
-    case TrialVerdict::kFailed: break;
+    case TrialVerdict::kBaseline:
+      return "baseline";
+    case TrialVerdict::kKept:
+      return "kept";
+    case TrialVerdict::kRejected:
+      return "rejected";
+    case TrialVerdict::kSkipped:
+      return "skipped";
+    case TrialVerdict::kFailed:
+      break;
   }
   return "failed";
 }
@@ -464,8 +493,10 @@ class GreedySearch {
         if (!try_candidate(pass, cand, kept_any)) break;
       }
       if (stop_) break;
-      if (!kept_any) stop_ = StopReason{StopReason::Kind::kNoGain};
-      else if (pass == options_.max_passes) stop_ = StopReason{StopReason::Kind::kPassLimit, 0, options_.max_passes};
+      if (!kept_any)
+        stop_ = StopReason{StopReason::Kind::kNoGain};
+      else if (pass == options_.max_passes)
+        stop_ = StopReason{StopReason::Kind::kPassLimit, 0, options_.max_passes};
     }
     res_.stop = stop_.value_or(StopReason{});
     if (res_.stop.is(StopReason::Kind::kBudget)) res_.stop.budget_s = options_.budget_s;
@@ -557,7 +588,8 @@ class GreedySearch {
     if (v.verdict == measure::Verdict::kFaster && !v.kept)
       t.reason += fmt(", under the %g%% threshold", options_.threshold_pct);
     if (incumbent_.load.under_load || t.m->load.under_load)
-      t.reason += ", measured under competing load (a " + measure::level_text(measure::kSpeedupLevelUnderLoad) + " interval)";
+      t.reason += ", measured under competing load (a " +
+                  measure::level_text(measure::kSpeedupLevelUnderLoad) + " interval)";
     return v.kept;
   }
 
@@ -602,7 +634,7 @@ class GreedySearch {
   const std::function<void()> on_oom_;
   TuneResult res_;
   double t0_ = 0;
-  config::ExperimentConfig current_;         // the incumbent's config
+  config::ExperimentConfig current_;  // the incumbent's config
   measure::Measurement incumbent_;
   std::optional<double> base_loss_;
   std::vector<Trial> kept_;
@@ -651,13 +683,10 @@ Json to_json(const TuneResult& r) {
 
 Json to_json(const BatchSearchResult& r) {
   Json doc = report::to_json(r.table);
-  doc["search"] = Json{{"kind", "batch-size"},
-                       {"stop_reason", r.stop.text()},
-                       {"largest_fitting", r.largest_fitting},
-                       {"fastest", r.fastest},
-                       {"max_batch", r.max_batch},
-                       {"memory_limit_bytes", r.memory_limit_bytes},
-                       {"notes", r.notes}};
+  doc["search"] = Json{
+      {"kind", "batch-size"}, {"stop_reason", r.stop.text()}, {"largest_fitting", r.largest_fitting},
+      {"fastest", r.fastest}, {"max_batch", r.max_batch},     {"memory_limit_bytes", r.memory_limit_bytes},
+      {"notes", r.notes}};
   doc["best"] = config::to_json(r.best);
   return doc;
 }
@@ -665,13 +694,17 @@ Json to_json(const BatchSearchResult& r) {
 std::string render_trials(const std::vector<Trial>& trials) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& t : trials) {
-    std::vector<std::string> r = {t.pass ? std::to_string(t.pass) : "-", t.name, changes_text(t.set),
-                                  t.m ? fmt("%.1f", t.m->samples_per_s) : "",
-                                  trial_flops(t) ? report::flops_text(*trial_flops(t)) : "",
-                                  trial_pct_of_peak(t) ? fmt(*trial_pct_of_peak(t) < 10 ? "%.1f%%" : "%.0f%%", *trial_pct_of_peak(t)) : "",
-                                  t.m && t.pass ? fmt("%+.1f%% ", t.gain_pct) + interval_text(t.speedup) : "",
-                                  t.m && t.pass ? t.noise : "",
-                                  trial_verdict_text(t.verdict) + (t.reason.empty() || t.m ? "" : ": " + t.reason)};
+    std::vector<std::string> r = {
+        t.pass ? std::to_string(t.pass) : "-",
+        t.name,
+        changes_text(t.set),
+        t.m ? fmt("%.1f", t.m->samples_per_s) : "",
+        trial_flops(t) ? report::flops_text(*trial_flops(t)) : "",
+        trial_pct_of_peak(t) ? fmt(*trial_pct_of_peak(t) < 10 ? "%.1f%%" : "%.0f%%", *trial_pct_of_peak(t))
+                             : "",
+        t.m && t.pass ? fmt("%+.1f%% ", t.gain_pct) + interval_text(t.speedup) : "",
+        t.m && t.pass ? t.noise : "",
+        trial_verdict_text(t.verdict) + (t.reason.empty() || t.m ? "" : ": " + t.reason)};
     rows.push_back(std::move(r));
   }
   const std::string gain = "gain (" + measure::level_text(measure::kSpeedupLevel) + " interval, " +

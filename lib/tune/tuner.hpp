@@ -44,22 +44,23 @@ bool is_out_of_memory(const std::exception& e);
 
 /// Options of find_batch_size. The CLI copies its flags here and nothing else.
 struct BatchSearchOptions {
-  double margin_pct = 10.0;        // CUDA: a batch fits when its peak memory <= (100 - margin)% of the device's
-  int64_t max_batch = 0;           // largest batch tried; 0 = default (kDefaultMaxBatchCuda / kDefaultMaxBatchCpu)
-  int64_t min_repeats = 3;         // measure.repeats is raised to at least this (medians compare)
-  double budget_s = 0;             // stop starting new tries after this many seconds; 0 = no limit
-  int64_t granularity = 8;         // binary-search midpoints are multiples of this (when above it)
-  double resolution_pct = 12.5;    // binary search stops when the gap is <= this % of the largest fit
-  int64_t device_memory_bytes = 0; // 0 = engine::cuda::total_memory of the config's device (tests set it)
-  MeasureFn measure;               // empty = default_measure()
-  ClockFn clock;                   // empty = default_clock()
-  std::function<void()> on_oom;    // after an out-of-memory try; empty = engine::cuda::empty_cache
+  double margin_pct = 10.0;  // CUDA: a batch fits when its peak memory <= (100 - margin)% of the device's
+  int64_t max_batch = 0;     // largest batch tried; 0 = default (kDefaultMaxBatchCuda / kDefaultMaxBatchCpu)
+  int64_t min_repeats = 3;   // measure.repeats is raised to at least this (medians compare)
+  double budget_s = 0;       // stop starting new tries after this many seconds; 0 = no limit
+  int64_t granularity = 8;   // binary-search midpoints are multiples of this (when above it)
+  double resolution_pct = 12.5;     // binary search stops when the gap is <= this % of the largest fit
+  int64_t device_memory_bytes = 0;  // 0 = engine::cuda::total_memory of the config's device (tests set it)
+  MeasureFn measure;                // empty = default_measure()
+  ClockFn clock;                    // empty = default_clock()
+  std::function<void()> on_oom;     // after an out-of-memory try; empty = engine::cuda::empty_cache
   std::function<void(const report::Results&)> on_try;  // after every try (progress, partial output)
   const std::atomic<bool>* interrupted = nullptr;      // set (SIGINT) to stop before the next try
 };
 
 inline constexpr int64_t kDefaultMaxBatchCuda = 4096;  // --max-batch default on a GPU
-inline constexpr int64_t kDefaultMaxBatchCpu = 64;     // --max-batch default on the CPU (no memory limit to find)
+inline constexpr int64_t kDefaultMaxBatchCpu =
+    64;  // --max-batch default on the CPU (no memory limit to find)
 
 /// Why a search ended. Its text (the JSON's "stop_reason", the summary line) is text().
 struct StopReason {
@@ -79,10 +80,10 @@ enum class TryState { kOk, kOutOfMemory, kOverMargin, kSkipped, kFailed };
 /// One try of the finder.
 struct BatchTry {
   int64_t batch_size = 0;
-  bool fits = false;                       // measured, and under the memory limit
+  bool fits = false;  // measured, and under the memory limit
   TryState state = TryState::kOk;
-  std::string why;                         // kOverMargin, kSkipped, kFailed: the detail
-  std::optional<measure::Measurement> m;   // present when it ran to the end
+  std::string why;                        // kOverMargin, kSkipped, kFailed: the detail
+  std::optional<measure::Measurement> m;  // present when it ran to the end
   /// "ok" | "out of memory" | "over the memory margin: <why>" | "skipped: <why>" | "failed:
   /// <why>". Throws nothing.
   std::string status_text() const;
@@ -113,8 +114,8 @@ BatchSearchResult find_batch_size(const config::ExperimentConfig& cfg, const Bat
 
 /// One optimization the greedy search may try.
 struct Candidate {
-  std::string name;             // label, e.g. "multi-worker loading"
-  nlohmann::ordered_json set;   // "path": value overrides, applied to the current best config
+  std::string name;            // label, e.g. "multi-worker loading"
+  nlohmann::ordered_json set;  // "path": value overrides, applied to the current best config
 };
 
 /// What became of a trial of the greedy search.
@@ -125,30 +126,30 @@ const char* trial_verdict_text(TrialVerdict v);
 
 /// One measured (or skipped) trial of the greedy search.
 struct Trial {
-  int64_t pass = 0;                       // 1-based pass; 0 for the baseline
+  int64_t pass = 0;  // 1-based pass; 0 for the baseline
   std::string name;
-  nlohmann::ordered_json set;             // the overrides tried
+  nlohmann::ordered_json set;  // the overrides tried
   TrialVerdict verdict = TrialVerdict::kBaseline;
-  std::string reason;                     // why (gain vs noise, the error message)
-  bool out_of_memory = false;             // failed for lack of memory (what a search probes)
+  std::string reason;          // why (gain vs noise, the error message)
+  bool out_of_memory = false;  // failed for lack of memory (what a search probes)
   std::optional<measure::Measurement> m;
-  double gain_pct = 0;                    // samples/s vs the incumbent, in % (point estimate)
-  measure::Interval speedup;              // over the incumbent, with its 99% interval
-  std::string noise;                      // the statistics' verdict: faster | slower | within noise | undecided
+  double gain_pct = 0;        // samples/s vs the incumbent, in % (point estimate)
+  measure::Interval speedup;  // over the incumbent, with its 99% interval
+  std::string noise;          // the statistics' verdict: faster | slower | within noise | undecided
 };
 
 /// Options of greedy_tune.
 struct TuneOptions {
-  double threshold_pct = 3.0;   // a change must be faster beyond noise and gain at least this to be kept
-  int64_t min_repeats = 3;      // measure.repeats is raised to at least this for every trial
-  double budget_s = 0;          // no new trial starts after this many seconds; 0 = no limit
-  int64_t max_passes = 5;       // passes over the candidates at most
-  int64_t cpu_cores = 0;        // cores for the loader.num_workers candidates; 0 = hardware_concurrency
-  MeasureFn measure;            // empty = default_measure()
-  ClockFn clock;                // empty = default_clock()
-  std::function<void()> on_oom; // after an out-of-memory trial; empty = engine::cuda::empty_cache
-  std::function<void(const Trial&)> on_trial;  // after every trial (progress)
-  const std::atomic<bool>* interrupted = nullptr;     // set (SIGINT) to stop before the next trial
+  double threshold_pct = 3.0;    // a change must be faster beyond noise and gain at least this to be kept
+  int64_t min_repeats = 3;       // measure.repeats is raised to at least this for every trial
+  double budget_s = 0;           // no new trial starts after this many seconds; 0 = no limit
+  int64_t max_passes = 5;        // passes over the candidates at most
+  int64_t cpu_cores = 0;         // cores for the loader.num_workers candidates; 0 = hardware_concurrency
+  MeasureFn measure;             // empty = default_measure()
+  ClockFn clock;                 // empty = default_clock()
+  std::function<void()> on_oom;  // after an out-of-memory trial; empty = engine::cuda::empty_cache
+  std::function<void(const Trial&)> on_trial;      // after every trial (progress)
+  const std::atomic<bool>* interrupted = nullptr;  // set (SIGINT) to stop before the next trial
 };
 
 /// The noise rule's answer for one comparison.
@@ -156,7 +157,7 @@ struct NoiseVerdict {
   double gain_pct = 0;        // 100 * (speedup - 1): samples/s of the candidate over the incumbent
   measure::Interval speedup;  // Welch interval (99%) over both measurements' windows, per sample
   measure::Verdict verdict = measure::Verdict::kUndecided;  // measure::verdict_of(speedup, rule)
-  bool kept = false;          // verdict faster and gain_pct >= threshold_pct
+  bool kept = false;                                        // verdict faster and gain_pct >= threshold_pct
 };
 
 /// Returns whether `candidate` beats `incumbent` beyond the noise, by the statistics a sweep's
@@ -175,11 +176,11 @@ NoiseVerdict judge(const measure::Measurement& incumbent, const measure::Measure
 std::vector<Candidate> candidates(const config::ExperimentConfig& cfg, int64_t cpu_cores, bool cuda);
 
 struct TuneResult {
-  std::vector<Trial> trials;       // every trial, in order (the baseline first)
-  report::Results path;            // baseline + kept changes, as `ptune sweep` prints them
-  config::ExperimentConfig best;   // the winner: input config + kept changes; its sweep replays the path
-  StopReason stop;                 // why the search ended
-  double elapsed_s = 0;            // time spent (by options.clock)
+  std::vector<Trial> trials;      // every trial, in order (the baseline first)
+  report::Results path;           // baseline + kept changes, as `ptune sweep` prints them
+  config::ExperimentConfig best;  // the winner: input config + kept changes; its sweep replays the path
+  StopReason stop;                // why the search ended
+  double elapsed_s = 0;           // time spent (by options.clock)
 };
 
 /// Runs the greedy search from `cfg` (its top-level settings; its sweep is ignored).
