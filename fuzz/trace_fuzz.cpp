@@ -37,7 +37,8 @@ void analyze_and_render(const std::string& path, bool gpu) {
     ptune::analyze::AnalyzeOptions opt;
     opt.require_gpu = gpu;
     const ptune::analyze::Analysis a = ptune::analyze::analyze(path, opt);
-    for (const std::string& format : ptune::analyze::formats()) (void)ptune::analyze::render(a, format);
+    for (const std::string& format : ptune::analyze::formats())
+      (void)ptune::analyze::render_analysis(a, format);
   });
 }
 

@@ -274,7 +274,7 @@ TEST_CASE("analyze: a field of another type than the schema's is ignored as if a
   CHECK(b.devices.empty());
   REQUIRE(b.operators.size() == 1);
   CHECK(b.operators[0].name.empty());  // a name that is a list: no name
-  for (const auto& f : ptune::analyze::formats()) CHECK_FALSE(ptune::analyze::render(a, f).empty());
+  for (const auto& f : ptune::analyze::formats()) CHECK_FALSE(ptune::analyze::render_analysis(a, f).empty());
 }
 
 TEST_CASE("analyze: ids and sizes outside int64 are ignored, and copied bytes saturate", "[analyze]") {
@@ -343,7 +343,7 @@ TEST_CASE("analyze: events beyond 1e18 us are skipped, so that every figure stay
   CHECK(b.steps[0].ms() == Approx(0.1));
   REQUIRE(b.operators.size() == 1);
   CHECK(b.operators[0].name == "aten::mm");
-  const auto j = Json::parse(ptune::analyze::render(a, "json"));
+  const auto j = Json::parse(ptune::analyze::render_analysis(a, "json"));
   CHECK(j["mean"]["ms"] == Approx(0.1));
   CHECK(j["mean"]["split_pct"]["cpu_exec"] == Approx(50));
 }
@@ -377,7 +377,7 @@ TEST_CASE("analyze: a path that is not UTF-8 renders as JSON, the bad bytes repl
   const std::string path =
       dir.write("bad\xff.json", Json{{"traceEvents", {x("cpu_op", "aten::mm", 0, 10)}}}.dump());
   const auto a = ptune::analyze::analyze(path);
-  const auto j = Json::parse(ptune::analyze::render(a, "json"));
+  const auto j = Json::parse(ptune::analyze::render_analysis(a, "json"));
   CHECK(has(j["path"].get<std::string>(), "bad\xef\xbf\xbd.json"));
 }
 
@@ -752,10 +752,11 @@ TEST_CASE("analyze: batch size from input shapes, peak memory per step from memo
   CHECK(j["allocations"]["operators"][0]["name"] == "aten::convolution_backward");
   CHECK(j["allocations"]["operators"][0]["count_per_step"].get<double>() == 1.0);
   CHECK(j["allocations"]["operators"][0]["mb_per_step"].get<double>() == 512.0);
-  const std::string table = ptune::analyze::render(a, "table");
+  const std::string table = ptune::analyze::render_analysis(a, "table");
   CHECK(table.find("allocated most (GPU memory, per step): aten::convolution_backward 512 MB (1x), "
                    "aten::conv2d 64 MB (1x), aten::add_ 32 MB (1x)\n") != std::string::npos);
-  CHECK(ptune::analyze::render(a, "md").find("512 MB (1x), aten::conv2d 64 MB") != std::string::npos);
+  CHECK(ptune::analyze::render_analysis(a, "md").find("512 MB (1x), aten::conv2d 64 MB") !=
+        std::string::npos);
 }
 
 TEST_CASE("analyze BASE NEXT...: the iterative table, speedups and what changed per pair", "[analyze]") {
@@ -763,9 +764,9 @@ TEST_CASE("analyze BASE NEXT...: the iterative table, speedups and what changed 
   CompareOptions copt;
   copt.labels = {"pageable", "pinned fp32", "amp"};
   copt.batch_size = 64;
-  const auto c = compare({fixture("gpu_copy_bound.json"), fixture("gpu_compute_fp32.json.gz"),
-                          fixture("gpu_compute_amp.json.gz")},
-                         {}, copt);
+  const auto c = compare_versions({fixture("gpu_copy_bound.json"), fixture("gpu_compute_fp32.json.gz"),
+                                   fixture("gpu_compute_amp.json.gz")},
+                                  {}, copt);
   REQUIRE(c.versions.size() == 3);
   REQUIRE(c.pairs.size() == 2);
   CHECK(c.versions[0].label == "pageable");
@@ -793,17 +794,18 @@ TEST_CASE("analyze BASE NEXT...: the iterative table, speedups and what changed 
   CHECK(j["versions"].size() == 3);
   CHECK(j["versions"][2]["verdict"]["rule"] == "compute-bound");
   CHECK(j["changes"][0]["from"] == "pageable");
-  const std::string csv = render_comparison(c, "csv");
+  const std::string csv = render_versions(c, "csv");
   CHECK(csv.rfind("label,step ms,samples/s,vs prev,vs first,data%,copy%,kernel%,host%,idle%,gpu busy%,peak "
                   "MB,verdict\n",
                   0) == 0);
   CHECK(std::count(csv.begin(), csv.end(), '\n') == 4);
-  CHECK(has(render_comparison(c, "md"), "| pageable |"));
-  CHECK(has(render_comparison(c, "table"), "pageable -> pinned fp32:"));
+  CHECK(has(render_versions(c, "md"), "| pageable |"));
+  CHECK(has(render_versions(c, "table"), "pageable -> pinned fp32:"));
   // --label once per trace.
   copt.labels = {"one"};
-  CHECK_THROWS_WITH(compare({fixture("gpu_copy_bound.json"), fixture("gpu_compute_amp.json.gz")}, {}, copt),
-                    "--label given 1 times for 2 traces: give one per trace, in order");
+  CHECK_THROWS_WITH(
+      compare_versions({fixture("gpu_copy_bound.json"), fixture("gpu_compute_amp.json.gz")}, {}, copt),
+      "--label given 1 times for 2 traces: give one per trace, in order");
 }
 
 namespace {
@@ -969,7 +971,7 @@ TEST_CASE("analyze: .item() is a host sync only where it waits for the device, a
             "`train.py(12): train_step`"));
   auto j = ptune::analyze::to_json(a);
   CHECK(j["syncs"][0]["from"][0]["where"] == "`train.py(12): train_step`");
-  CHECK(has(ptune::analyze::render(a, "table"), "3x  aten::item from `train.py(12): train_step`\n"));
+  CHECK(has(ptune::analyze::render_analysis(a, "table"), "3x  aten::item from `train.py(12): train_step`\n"));
 
   // An older trace's "Call stack" field (innermost frame first): the library frame, and the
   // training code's frame that called it.
@@ -1030,7 +1032,7 @@ TEST_CASE("analyze BASE NEXT...: a speedup carries its interval and the sweep's 
   const std::vector<double> slow{10.0, 10.3, 9.8, 10.1}, fast{5.0, 5.2, 4.9, 5.1};
   const std::string a = steps_trace(dir, "a", slow), b = steps_trace(dir, "b", fast);
   // Clearly different step times: faster, with the interval of Welch's t on log step times.
-  auto c = compare({a, b}, {}, {});
+  auto c = compare_versions({a, b}, {}, {});
   REQUIRE(c.versions[1].prev);
   const Speedup& s = *c.versions[1].prev;
   const auto want = ptune::measure::welch_speedup(slow, fast, ptune::measure::kSpeedupLevel);
@@ -1047,7 +1049,7 @@ TEST_CASE("analyze BASE NEXT...: a speedup carries its interval and the sweep's 
     std::snprintf(buf, sizeof buf, "x%.2f", want.point);
     return std::string(buf) + ptune::report::interval_text(want) + " faster";
   }());
-  const std::string table = render_comparison(c, "table");
+  const std::string table = render_versions(c, "table");
   INFO(table);
   CHECK(has(table, "a -> b:\n  speedup " + speedup_text(s) +
                        ": 99% interval (Welch's t on log step times, 4 and 4 steps)\n"));
@@ -1065,23 +1067,24 @@ TEST_CASE("analyze BASE NEXT...: a speedup carries its interval and the sweep's 
   CHECK(has(html, "data-verdict=\"faster\""));
   CHECK(has(html, speedup_text(s)));
   // The other way round: slower.
-  c = compare({b, a}, {}, {});
+  c = compare_versions({b, a}, {}, {});
   CHECK(c.versions[1].prev->verdict == ptune::measure::Verdict::kSlower);
   // Steps within 0.5% of each other on both sides: within noise (the interval within 1.00x +-3%).
-  c = compare({steps_trace(dir, "same1", {10.0, 10.03, 9.98, 10.01}),
-               steps_trace(dir, "same2", {10.01, 9.99, 10.02, 10.0})},
-              {}, {});
+  c = compare_versions({steps_trace(dir, "same1", {10.0, 10.03, 9.98, 10.01}),
+                        steps_trace(dir, "same2", {10.01, 9.99, 10.02, 10.0})},
+                       {}, {});
   CHECK(c.versions[1].prev->interval.lo > 1 / 1.03);
   CHECK(c.versions[1].prev->interval.hi < 1.03);
   CHECK(c.versions[1].prev->verdict == ptune::measure::Verdict::kWithinNoise);
   // Two steps per side: undecided, whatever the interval, and why.
-  c = compare({steps_trace(dir, "two_a", {10.0, 10.1}), steps_trace(dir, "two_b", {5.0, 5.05})}, {}, {});
+  c = compare_versions({steps_trace(dir, "two_a", {10.0, 10.1}), steps_trace(dir, "two_b", {5.0, 5.05})}, {},
+                       {});
   CHECK(c.versions[1].prev->verdict == ptune::measure::Verdict::kUndecided);
   CHECK(c.versions[1].prev->reason ==
         "2 steps in `two_a`, 2 steps in `two_b`: 3 or more per trace are needed");
-  CHECK(has(render_comparison(c, "table"), "undecided: 2 steps in `two_a`, 2 steps in `two_b`"));
+  CHECK(has(render_versions(c, "table"), "undecided: 2 steps in `two_a`, 2 steps in `two_b`"));
   // One side recorded under load (ptune's metadata says so): undecided, and the load named.
-  c = compare({a, steps_trace(dir, "loaded", fast, true)}, {}, {});
+  c = compare_versions({a, steps_trace(dir, "loaded", fast, true)}, {}, {});
   CHECK(c.versions[1].under_load);
   CHECK(c.versions[1].prev->verdict == ptune::measure::Verdict::kUndecided);
   CHECK(c.versions[1].prev->reason ==
@@ -1213,11 +1216,11 @@ TEST_CASE("analyze: FLOPs and bytes per operator class from input shapes, agains
   CHECK_FALSE(by["other"].bytes);
   CHECK(th.flops == 2.0 * 64 * 64 * 64 + 2.0 * 2 * 4 * 16 * 16 * 8 * 9 + 1024 + 5000);
   CHECK(th.flops_per_s() == Approx(th.flops / 1e-3));
-  const Json j = Json::parse(ptune::analyze::render(a, "json"));
+  const Json j = Json::parse(ptune::analyze::render_analysis(a, "json"));
   CHECK(j["throughput"]["source"] == "trace");
   CHECK(j["throughput"]["ceilings"]["peak_flops_per_s"] == 100e9);
   CHECK(j["throughput"]["peak_pct"].get<double>() == Approx(100.0 * th.flops_per_s() / 100e9).epsilon(0.01));
-  CHECK(has(ptune::analyze::render(a, "table"), "FLOP/s per operator class"));
+  CHECK(has(ptune::analyze::render_analysis(a, "table"), "FLOP/s per operator class"));
   ptune::analyze::Version v;
   v.label = "t";
   v.analysis = a;
@@ -1231,10 +1234,11 @@ TEST_CASE("analyze: FLOPs and bytes per operator class from input shapes, agains
   bare.push_back(x("cpu_op", "aten::mm", 10, 50));
   const auto b = ptune::analyze::analyze(dir.write("bare.json", Json{{"traceEvents", bare}}.dump()), opt);
   CHECK(b.throughput[0].source == "none");
-  CHECK(has(ptune::analyze::render(b, "table"),
+  CHECK(has(ptune::analyze::render_analysis(b, "table"),
             "FLOP/s: none; add `record_shapes=True` (or `with_flops=True`)"));
-  CHECK(has(Json::parse(ptune::analyze::render(b, "json"))["throughput"]["missing"].get<std::string>(),
-            "add `record_shapes=True`"));
+  CHECK(
+      has(Json::parse(ptune::analyze::render_analysis(b, "json"))["throughput"]["missing"].get<std::string>(),
+          "add `record_shapes=True`"));
 }
 
 TEST_CASE("ptune analyze: FLOP/s of a with_flops=True trace against PyTorch's own FLOP counts",
@@ -1296,7 +1300,7 @@ TEST_CASE(
   CHECK(slow.wait_us < a.straggler->ranks[1 - *a.straggler->slow].wait_us);
   CHECK(slow.compute_us > a.straggler->ranks[1 - *a.straggler->slow].compute_us);
   CHECK(has(a.straggler->text, "rank 1 is the straggler ("));
-  const Json j = Json::parse(ptune::analyze::render(a, "json"));
+  const Json j = Json::parse(ptune::analyze::render_analysis(a, "json"));
   CHECK(j["distributed"]["straggler"]["rank"] == 1);
   CHECK(j["distributed"]["ranks"][0]["wait_ms"].get<double>() >
         j["distributed"]["ranks"][1]["wait_ms"].get<double>());

@@ -136,15 +136,15 @@ TEST_CASE("json has the documented fields", "[report]") {
 
 TEST_CASE("table, csv and markdown render every row", "[report]") {
   auto res = sample();
-  auto table = render(res, "table");
+  auto table = render_results(res, "table");
   CHECK(table.find("samples/s") != std::string::npos);
   CHECK(table.find("2.00x") != std::string::npos);
   CHECK(table.find("3 graphs: skipped: optim.cuda_graphs needs a CUDA device") != std::string::npos);
-  auto csv = render(res, "csv");
+  auto csv = render_results(res, "csv");
   CHECK(csv.find("index,name,changes,mode,arch,num_workers,batch_size") == 0);
   CHECK(csv.find("\"workers, 8\"") != std::string::npos);  // quoted comma
   CHECK(std::count(csv.begin(), csv.end(), '\n') == 5);
-  auto md = render(res, "md");
+  auto md = render_results(res, "md");
   CHECK(md.find("| # | row |") == 0);
   // header, rule, 4 rows, blank, device, blank, legend, blank, 1 status line
   CHECK(std::count(md.begin(), md.end(), '\n') == 12);
@@ -170,10 +170,10 @@ TEST_CASE("a text written atomically replaces the file whole and leaves no tempo
 
 TEST_CASE("GPU columns appear when a row has GPU metrics", "[report]") {
   auto res = sample();
-  CHECK(render(res, "table").find("GPU busy") == std::string::npos);
+  CHECK(render_results(res, "table").find("GPU busy") == std::string::npos);
   res.rows[0].m->gpu_busy_pct = 87.4;
   res.rows[0].m->peak_mem_bytes = 3LL * 1024 * 1024 * 1024;
-  auto table = render(res, "table");
+  auto table = render_results(res, "table");
   CHECK(table.find("GPU busy") != std::string::npos);
   CHECK(table.find("87%") != std::string::npos);
   CHECK(table.find("3072 MiB") != std::string::npos);
@@ -188,17 +188,17 @@ TEST_CASE("a row measured under load says so in the table, CSV, Markdown and JSO
   load.other_cpu_cores = 1.04;
   load.under_load = true;
   res.rows[0].m->load.sampled = true;  // a quiet row
-  const auto table = render(res, "table");
+  const auto table = render_results(res, "table");
   CHECK(table.find("  load  ") != std::string::npos);
   CHECK(table.find("+1.0 cores") != std::string::npos);
-  const auto md = render(res, "md");
+  const auto md = render_results(res, "md");
   CHECK(md.find("| load |") != std::string::npos);
   CHECK(md.find("| +1.0 cores |") != std::string::npos);
   const auto j = to_json(res);
   CHECK(j["rows"][2]["under_load"] == true);
   CHECK(j["rows"][2]["other_cpu_cores"] == 1.04);
   CHECK(j["rows"][0]["under_load"] == false);
-  CHECK(render(res, "csv").find(",true,1.04,") != std::string::npos);
+  CHECK(render_results(res, "csv").find(",true,1.04,") != std::string::npos);
 }
 
 TEST_CASE("the GPU's view of the load is in the table, CSV, Markdown, JSON and HTML, and reads back",
@@ -220,13 +220,13 @@ TEST_CASE("the GPU's view of the load is in the table, CSV, Markdown, JSON and H
   CHECK(shared.summary() ==
         "other processes used 0.00 of 2 cores, steal 0%, load average 0.0, 1 other process on the GPU");
 
-  const auto table = render(res, "table");
+  const auto table = render_results(res, "table");
   CHECK(table.find(" GPU throttled ") != std::string::npos);
   CHECK(table.find(" GPU shared ") != std::string::npos);
-  const auto md = render(res, "md");
+  const auto md = render_results(res, "md");
   CHECK(md.find("| GPU throttled |") != std::string::npos);
   CHECK(md.find("| GPU shared |") != std::string::npos);
-  const auto csv = render(res, "csv");
+  const auto csv = render_results(res, "csv");
   CHECK(csv.find(",false,0.0,0.0,0.0,0,SM clock 1410 of 1980 MHz; throttled: power cap,") !=
         std::string::npos);
   CHECK(csv.find(",true,0.0,0.0,0.0,1,,") != std::string::npos);
@@ -264,8 +264,8 @@ TEST_CASE("the GPU's view of the load is in the table, CSV, Markdown, JSON and H
 
 TEST_CASE("colour marks speedups and skipped rows, and keeps the columns aligned", "[report]") {
   auto res = sample();
-  auto plain = render(res, "table");
-  auto coloured = render(res, "table", true);
+  auto plain = render_results(res, "table");
+  auto coloured = render_results(res, "table", true);
   CHECK(plain.find("\033[") == std::string::npos);
   CHECK(coloured.find("\033[32m2.00x ±") != std::string::npos);  // row 2: 2x faster, green
   CHECK(plain.find("2.00x ±") != std::string::npos);
@@ -424,7 +424,7 @@ TEST_CASE("CSV has one fixed set of columns and numbers only in numeric columns"
                                             "gpu_busy_pct",
                                             "loss"};
   for (const Results* r : {&skipped_only, &full}) {
-    auto records = parse_csv(render(*r, "csv"));
+    auto records = parse_csv(render_results(*r, "csv"));
     REQUIRE(records.size() == r->rows.size() + 1);
     CHECK(records[0] == csv_columns());
     for (size_t i = 1; i < records.size(); ++i) {
@@ -440,7 +440,7 @@ TEST_CASE("CSV has one fixed set of columns and numbers only in numeric columns"
       }
     }
   }
-  auto records = parse_csv(render(full, "csv"));
+  auto records = parse_csv(render_results(full, "csv"));
   auto col = [&](const std::string& name) {
     return static_cast<size_t>(std::find(csv_columns().begin(), csv_columns().end(), name) -
                                csv_columns().begin());
@@ -461,7 +461,7 @@ TEST_CASE("Markdown cells are escaped so that every cell stays in its column", "
   res.rows[0].name = kAwkward;
   res.rows[0].diagnosis = "input-bound: <wait> | 60%";
   res.rows[3].status = ptune::report::RowStatus::skipped("a | b\nc");
-  auto md = render(res, "md");
+  auto md = render_results(res, "md");
   std::istringstream lines(md);
   std::string line;
   std::vector<std::string> table;
@@ -604,7 +604,7 @@ TEST_CASE("compare_runs: slower beyond the limit and both spreads, missing and f
   CHECK(by["i"]->verdict == "not measured");
   CHECK(by["i"]->regression);
   CHECK(cmp.regressions().size() == 4);
-  auto text = render_comparison(cmp);
+  auto text = render_run_comparison(cmp);
   CHECK(text.find("4 regressions: A (slower), f (failed), i (not measured), e (missing)\n") !=
         std::string::npos);
   CHECK(text.find("0.900x") != std::string::npos);
@@ -615,7 +615,7 @@ TEST_CASE("compare_runs: slower beyond the limit and both spreads, missing and f
   // Equal runs: no regression.
   auto same = compare_runs(old, old, 5.0);
   CHECK(same.regressions().empty());
-  CHECK(render_comparison(same).find("no regression") != std::string::npos);
+  CHECK(render_run_comparison(same).find("no regression") != std::string::npos);
   // An interrupted run is said so.
   auto partial = run_of({{"a", 100.0, 0}}, "partial", "interrupted");
   CHECK(compare_runs(old, partial, 5).warnings ==
@@ -789,7 +789,7 @@ TEST_CASE(
   for (size_t i = 0; i < names.size(); ++i) res.rows[i].name = names[i];
   res.rows[0].diagnosis = "input-bound: <wait> | 60% & more";
   res.rows.push_back(failed_row("oom\nhere"));
-  auto md = dir.write("r.md", render(res, "md"));
+  auto md = dir.write("r.md", render_results(res, "md"));
   nlohmann::json expected_md = {
       {"columns", 15},
       {"names", {names[0], names[1], names[2], names[3], "oom\nhere"}},
@@ -865,7 +865,7 @@ TEST_CASE("compare_runs: a row measured under competing load is judged at 99.9%,
   // Either side under load counts.
   CHECK(compare_runs(run_with(old_ms, true, "old"), run_with(new_ms, false, "new"), 0).rows[0].verdict ==
         "undecided");
-  CHECK(render_comparison(loaded).find("99.9% where either was measured under competing load") !=
+  CHECK(render_run_comparison(loaded).find("99.9% where either was measured under competing load") !=
         std::string::npos);
 }
 
@@ -1004,13 +1004,13 @@ TEST_CASE("intervals print as ± only where symmetric, else [lo, hi], one text i
   REQUIRE(wide.find('[') != std::string::npos);
   REQUIRE(narrow.find("±") != std::string::npos);
   const std::string html = to_html({from_results(res)});
-  for (const std::string& text : {render(res, "table"), render(res, "csv"), html}) {
+  for (const std::string& text : {render_results(res, "table"), render_results(res, "csv"), html}) {
     CHECK(text.find(wide.substr(1)) != std::string::npos);
     CHECK(text.find(narrow.substr(1)) != std::string::npos);
   }
   // Markdown: the same text, escaped so that it renders as itself.
-  CHECK(render(res, "md").find(markdown_escape(wide.substr(1))) != std::string::npos);
-  CHECK(render(res, "md").find(markdown_escape(narrow.substr(1))) != std::string::npos);
+  CHECK(render_results(res, "md").find(markdown_escape(wide.substr(1))) != std::string::npos);
+  CHECK(render_results(res, "md").find(markdown_escape(narrow.substr(1))) != std::string::npos);
   CHECK(html.find(" ±" + std::to_string(static_cast<int>(rows[1].m->spread_pct))) == std::string::npos);
 }
 
@@ -1040,8 +1040,8 @@ TEST_CASE("compare_runs judges the rates the tables print, and its ratio is thei
     CHECK(c.interval_pct->first <= *c.change_pct);
     CHECK(c.interval_pct->second >= *c.change_pct);
   }
-  CHECK(render_comparison(cmp).find(new_run.doc["rows"][1]["samples_per_s_interval"].get<std::string>()) !=
-        std::string::npos);
+  CHECK(render_run_comparison(cmp).find(
+            new_run.doc["rows"][1]["samples_per_s_interval"].get<std::string>()) != std::string::npos);
 }
 
 TEST_CASE("rows measured apart: vs base is Welch between the two rows, and each rate is the row's own",
@@ -1102,17 +1102,17 @@ TEST_CASE("achieved FLOP/s and % of peak in the table, JSON, CSV, Markdown and H
   CHECK(j["rows"][1]["pct_of_peak"].is_null());
   CHECK(j["rows"][3]["flops_per_s"].is_null());
 
-  const std::string table = render(res, "table");
+  const std::string table = render_results(res, "table");
   CHECK(table.find("FLOP/s  % peak") != std::string::npos);
   CHECK(table.find("800G     50%") != std::string::npos);
   CHECK(table.find("\n% peak against: fp32 1.60T FLOP/s, calibrated achievable peak (not a datasheet "
                    "figure): test\n") != std::string::npos);
-  const std::string md = render(res, "md");
+  const std::string md = render_results(res, "md");
   CHECK(md.find("| FLOP/s | % peak |") != std::string::npos);
   CHECK(md.find("| 800G | 50% |") != std::string::npos);
   CHECK(md.find("\n% peak against: fp32 1.60T FLOP/s, calibrated achievable peak (not a datasheet figure): "
                 "test\n") != std::string::npos);
-  const auto records = parse_csv(render(res, "csv"));
+  const auto records = parse_csv(render_results(res, "csv"));
   const auto col = static_cast<size_t>(std::find(csv_columns().begin(), csv_columns().end(), "pct_of_peak") -
                                        csv_columns().begin());
   REQUIRE(col < csv_columns().size());

@@ -113,7 +113,7 @@ TEST_CASE("batch finder: out of memory is caught, the search lands on 96 and rep
   CHECK(r.table.rows[1].notes.at(0).rfind("fastest", 0) == 0);
   CHECK(r.table.rows[3].notes.at(0).rfind("largest batch that fits", 0) == 0);
   // The table renders as the sweep's does; the winner's sweep compares the start with it.
-  const std::string table = ptune::report::render(r.table, "table");
+  const std::string table = ptune::report::render_results(r.table, "table");
   CHECK(table.find("batch 112") != std::string::npos);
   CHECK(table.find("out of memory") != std::string::npos);
   REQUIRE(r.best.sweep.size() == 2);

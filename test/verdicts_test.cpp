@@ -227,12 +227,18 @@ TEST_CASE("an A/A row in two child processes with the same process settings is n
   INFO(rows.dump(1));
   const auto& aa = rows[1];
   const std::string verdict = aa["verdict_vs_prev"].get<std::string>();
-  // The interval reaches into 1.00x +-1% (the noise floor). By hand on a quiet machine within
-  // noise in 3 runs of 3; in one suite run the second child was 3% faster ([1.006, 1.058],
-  // undecided), as a fresh in-process pipeline was before the primer: open.
+  // Two processes started alike differ by up to 4-5% (each its own place in memory), so between
+  // processes the floor is 5% (measure::kProcessFloorPct): the interval reaches into 1.00x +-5%,
+  // and the row says so. (With the in-process floor of 1%, one suite run called the second child
+  // faster: 1.03x [1.013, 1.050].)
   CHECK((verdict == "within noise" || verdict == "undecided"));
-  CHECK(aa["speedup_vs_prev_lo"].get<double>() <= 1.01);
-  CHECK(aa["speedup_vs_prev_hi"].get<double>() >= 1.0 / 1.01);
+  CHECK(aa["speedup_vs_prev_lo"].get<double>() <= 1.05);
+  CHECK(aa["speedup_vs_prev_hi"].get<double>() >= 1.0 / 1.05);
+  bool floor_noted = false;
+  for (const auto& n : aa["notes"])
+    floor_noted = floor_noted ||
+                  n.get<std::string>().rfind("two processes: faster or slower only beyond 1.00x ±5%", 0) == 0;
+  CHECK(floor_noted);
   // Both rows ran in child processes with tcmalloc mapped.
   for (const auto& row : rows) {
     bool child = false;

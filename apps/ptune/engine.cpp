@@ -128,7 +128,7 @@ Outcome run_sweep_command(const CommandLine& cl) {
   // Colour on a terminal that has it (not TERM=dumb; not with NO_COLOR non-empty).
   const bool color = cl.sweep.format == "table" && cli::style_of(STDOUT_FILENO).color;
   if (cl.rank0) {
-    std::string text = report::render(marked(results, cl, one_row), cl.sweep.format, color);
+    std::string text = report::render_results(marked(results, cl, one_row), cl.sweep.format, color);
     if (cl.sweep.no_header)
       text.erase(0, text.find('\n') == std::string::npos ? text.size() : text.find('\n') + 1);
     std::cout << text << std::flush;
@@ -149,10 +149,10 @@ void print_tune(const CommandLine& cl, const nlohmann::ordered_json& doc, const 
   if (cl.tune.format == "json") {
     std::cout << doc.dump(2) << "\n" << std::flush;
   } else if (cl.tune.format != "table") {
-    std::cout << report::render(table, cl.tune.format) << std::flush;
+    std::cout << report::render_results(table, cl.tune.format) << std::flush;
     log::info(summary);
   } else {
-    std::cout << report::render(table, "table") << extra << summary << "\n" << std::flush;
+    std::cout << report::render_results(table, "table") << extra << summary << "\n" << std::flush;
   }
 }
 

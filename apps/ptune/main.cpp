@@ -462,11 +462,12 @@ ptune::Outcome run_analyze(Args& a) {
     copt.labels = z.labels;
     if (z.batch > 0) copt.batch_size = z.batch;
     z.opt.cpu_ceilings = [&a](const std::string& precision) { return cpu_ceilings(a, precision); };
-    const auto c = ptune::analyze::compare(z.paths, z.opt, copt);
+    const auto c = ptune::analyze::compare_versions(z.paths, z.opt, copt);
     if (c.versions.size() == 1)
-      std::cout << ptune::analyze::render(c.versions[0].analysis, z.format, &c.versions[0]) << std::flush;
+      std::cout << ptune::analyze::render_analysis(c.versions[0].analysis, z.format, &c.versions[0])
+                << std::flush;
     else
-      std::cout << ptune::analyze::render_comparison(c, z.format) << std::flush;
+      std::cout << ptune::analyze::render_versions(c, z.format) << std::flush;
     if (!z.html.empty()) {
       ptune::files::write_atomically(z.html, "--html", ptune::analyze::overview_html(c));
       if (!a.cl.quiet) std::fprintf(stderr, "ptune: analyze: overview written to %s\n", z.html.c_str());
@@ -510,7 +511,7 @@ ptune::Outcome run_report(Args& a) {
   ptune::Outcome outcome;
   if (!r.against.empty()) {
     const auto cmp = ptune::report::compare_runs(runs[0], runs[1], r.fail_pct);
-    std::cout << ptune::report::render_comparison(cmp) << std::flush;
+    std::cout << ptune::report::render_run_comparison(cmp) << std::flush;
     const auto regressions = cmp.regressions();
     if (a.fail_if_slower->count() > 0 && !regressions.empty()) {
       std::string names;

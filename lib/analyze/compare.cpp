@@ -271,8 +271,8 @@ Comparison compare_analyses(std::vector<Version> versions) {
   return c;
 }
 
-Comparison compare(const std::vector<std::string>& paths, const AnalyzeOptions& opt,
-                   const CompareOptions& copt) {
+Comparison compare_versions(const std::vector<std::string>& paths, const AnalyzeOptions& opt,
+                            const CompareOptions& copt) {
   if (!copt.labels.empty() && copt.labels.size() != paths.size()) {
     throw DataError("--label given " + std::to_string(copt.labels.size()) + " times for " +
                     std::to_string(paths.size()) + " traces: give one per trace, in order");
@@ -353,7 +353,7 @@ Json comparison_json(const Comparison& c) {
                              {"floor_pct", rule.floor_pct}}}};
 }
 
-std::string render_comparison(const Comparison& c, const std::string& format) {
+std::string render_versions(const Comparison& c, const std::string& format) {
   if (format == "json") return comparison_json(c).dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
   const auto h = header();
   const auto rs = rows(c);

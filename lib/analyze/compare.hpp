@@ -75,8 +75,8 @@ struct CompareOptions {
 
 /// Analyzes each of `paths` (analyze()) and compares them in order. Throws DataError as
 /// analyze(), and "--label given N times for M traces" when the counts differ.
-Comparison compare(const std::vector<std::string>& paths, const AnalyzeOptions& opt,
-                   const CompareOptions& copt);
+Comparison compare_versions(const std::vector<std::string>& paths, const AnalyzeOptions& opt,
+                            const CompareOptions& copt);
 
 /// The comparison of already analyzed versions (labels and batch sizes set). Throws nothing.
 Comparison compare_analyses(std::vector<Version> versions);
@@ -95,7 +95,7 @@ std::string speedup_text(const Speedup& s);
 std::string speedup_detail(const Speedup& s);
 
 /// Renders the table in `format` ("table" | "json" | "md" | "csv"). Throws nothing.
-std::string render_comparison(const Comparison& c, const std::string& format);
+std::string render_versions(const Comparison& c, const std::string& format);
 nlohmann::ordered_json comparison_json(const Comparison& c);
 
 /// The split columns of the table, % of the step: data loading, copies (and memsets), kernels

@@ -511,7 +511,7 @@ std::string render_terminal(const Analysis& a, const Version* v, const std::stri
 
 }  // namespace
 
-std::string render(const Analysis& a, const std::string& format, const Version* v) {
+std::string render_analysis(const Analysis& a, const std::string& format, const Version* v) {
   // Paths (the one given, a folder's file names) need not be UTF-8: bad bytes become U+FFFD.
   if (format == "json") return to_json(a, v).dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
   const Breakdown& b = a.ranks[a.primary];

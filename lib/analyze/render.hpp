@@ -31,9 +31,9 @@ std::string throughput_table(const Throughput& th);
 
 /// Renders the analysis in `format` ("table" | "json" | "md" | "csv": the split per step).
 /// `v`, when given, adds its samples/s (batch size). Throws nothing.
-std::string render(const Analysis& a, const std::string& format, const Version* v = nullptr);
+std::string render_analysis(const Analysis& a, const std::string& format, const Version* v = nullptr);
 
-/// The formats render() knows.
+/// The formats render_analysis() knows.
 const std::vector<std::string>& formats();
 
 }  // namespace ptune::analyze

@@ -11,6 +11,7 @@
 
 #include <sys/types.h>
 
+#include <algorithm>
 #include <atomic>
 #include <string>
 
@@ -82,6 +83,22 @@ int serve_side(const config::ExperimentConfig& cfg, int in_fd, int out_fd,
 /// pipeline of a process"). Errors are left to the row's own build, which reports them; an
 /// interruption (from `progress`) is thrown.
 void prime(const config::ExperimentConfig& cfg, const Progress& progress = {});
+
+/// The smallest difference between two child processes that a verdict may call faster or slower
+/// (%): two children started with the same settings ran up to 4-5% apart, the same all along
+/// (a process's own place in memory: an A/A pair of ResNet-18 rows with tcmalloc, 7 runs,
+/// 0.98x to 1.052x, each a tight interval), so a smaller difference between two processes is not
+/// the setting's (docs/statistics.md, "Rows in processes of their own").
+inline constexpr double kProcessFloorPct = 5.0;
+
+/// `rule` for a comparison between two processes (`in_child`): its floor raised to
+/// kProcessFloorPct, and its target at least that floor. Throws nothing.
+inline NoiseRule process_rule(NoiseRule rule, bool in_child) {
+  if (!in_child) return rule;
+  rule.floor_pct = std::max(rule.floor_pct, kProcessFloorPct);
+  rule.target_pct = std::max(rule.target_pct, rule.floor_pct);
+  return rule;
+}
 
 /// Whether a row with config `cfg` compared with `prev` (null: none) runs its sides in child
 /// processes: when its process settings or its comparison's are not a default process's, or the

@@ -263,7 +263,7 @@ Comparison compare_runs(const RunFile& old, const RunFile& now, double limit_pct
   return cmp;
 }
 
-std::string render_comparison(const Comparison& c) {
+std::string render_run_comparison(const Comparison& c) {
   std::vector<std::vector<std::string>> table = {
       {"row", "old samples/s", "new samples/s", "ratio", "verdict", "why"}};
   for (const auto& r : c.rows) {

@@ -50,6 +50,6 @@ struct Comparison {
 Comparison compare_runs(const RunFile& old, const RunFile& now, double limit_pct);
 
 /// The comparison as an aligned text table, with a closing line naming the regressions.
-std::string render_comparison(const Comparison& c);
+std::string render_run_comparison(const Comparison& c);
 
 }  // namespace ptune::report

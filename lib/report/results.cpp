@@ -562,7 +562,7 @@ void write_results(const std::string& path, const Results& r) {
     files::write_atomically(path, "--out", to_html({from_results(r)}));
     return;
   }
-  files::write_atomically(path, "--out", render(r, fmt));
+  files::write_atomically(path, "--out", render_results(r, fmt));
   if (fmt == "csv")
     files::write_atomically(csv_companion_path(path), "--out", csv_companion(r, path).dump(2) + "\n");
 }
@@ -700,7 +700,7 @@ std::string render_terminal(const Results& r, std::vector<std::vector<std::strin
 
 }  // namespace
 
-std::string render(const Results& r, const std::string& format, bool color) {
+std::string render_results(const Results& r, const std::string& format, bool color) {
   if (format == "json") return to_json(r).dump(2) + "\n";
   if (format == "csv") return render_csv(r);
   const bool gpu = any_gpu(r);

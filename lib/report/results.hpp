@@ -113,7 +113,7 @@ const std::vector<std::string>& csv_columns();
 /// adds ANSI colours: speedups >= 1.05x green, < 0.95x red, skipped rows yellow, failed red.
 /// CSV cells of numeric columns hold a number or nothing; Markdown cells are escaped so that
 /// any name stays in its column, and the device line and each row's diagnosis follow the table.
-std::string render(const Results& r, const std::string& format, bool color = false);
+std::string render_results(const Results& r, const std::string& format, bool color = false);
 
 /// The format a results file's name asks for: "csv" (.csv), "md" (.md), "html" (.html, .htm),
 /// any case; anything else "json". Throws nothing.
@@ -131,7 +131,7 @@ nlohmann::ordered_json csv_companion(const Results& r, const std::string& csv_pa
 /// a CSV also gets its companion (csv_companion_path). Throws WriteError naming the path.
 void write_results(const std::string& path, const Results& r);
 
-/// The output formats render() knows.
+/// The output formats render_results() knows.
 const std::vector<std::string>& formats();
 
 /// `s` as one Markdown table cell or line of text: `|`, `\`, `*`, `_`, `[`, `]` and backticks

@@ -137,14 +137,22 @@ void add_run_notes(measure::Measurement& m, const measure::Comparison& c, const 
   if (std::string n = measure::undecided_note(c, plan); !n.empty()) m.notes.push_back(std::move(n));
 }
 
-/// The notes of a row whose sides ran in child processes: what each child reported of its process.
+/// The notes of a row whose sides ran in child processes: what each child reported of its
+/// process, and for a compared row (`compared`) the floor its verdicts used.
 void add_process_notes(measure::Measurement& m, const measure::ChildSide* a, const measure::ChildSide& b,
-                       const config::ExperimentConfig& cfg) {
+                       const config::ExperimentConfig& cfg, bool compared) {
   for (const auto& n : engine::plan_process(cfg.process).notes) m.notes.push_back(n);
   if (a)
     m.notes.push_back("timed against the previous row in a child process of its own: " +
                       a->process_description());
   m.notes.push_back("this row's child process: " + b.process_description());
+  if (!compared) return;
+  char floor[200];
+  std::snprintf(floor, sizeof floor,
+                "two processes: faster or slower only beyond 1.00x ±%.0f%%, within noise inside it (two "
+                "processes started alike ran up to 4-5%% apart)",
+                measure::kProcessFloorPct);
+  m.notes.push_back(floor);
 }
 
 /// Times one row: against `prev` (the previous ok row of its mode, built and warm) when there
@@ -184,6 +192,7 @@ Timed time_row(const config::ExperimentConfig& cfg, measure::RowSide* prev,
   Timed t;
   t.in_child = measure::needs_child(cfg, prev ? prev_cfg : nullptr, prev && prev_in_child) ||
                (!prev && alone_in_child);
+  plan.rule = measure::process_rule(plan.rule, t.in_child);
   try {
     // In child processes: the previous row's side too, unless it runs in one already.
     std::unique_ptr<measure::ChildSide> prev_child;
@@ -214,7 +223,8 @@ Timed time_row(const config::ExperimentConfig& cfg, measure::RowSide* prev,
       finish_load(*t.m, false);
     }
     if (t.in_child)
-      add_process_notes(*t.m, prev_child.get(), dynamic_cast<const measure::ChildSide&>(*t.bench), cfg);
+      add_process_notes(*t.m, prev_child.get(), dynamic_cast<const measure::ChildSide&>(*t.bench), cfg,
+                        prev != nullptr);
     return t;
   } catch (const std::exception& e) {
     if (!prev || t.in_child || !is_out_of_memory(e)) throw;
@@ -366,6 +376,7 @@ class SweepRun {
           row_cfg, prev ? prev->bench.get() : nullptr, prev ? &done_[prev->k].cfg : nullptr,
           prev && prev->in_child, process_rows_, progress, [&] { live_.clear(); }, options_.interrupted);
       out.in_child = t.in_child;
+      row.rule = measure::process_rule(row.rule, t.in_child);
       row.m = std::move(t.m);
       row.prev_ms = std::move(t.prev_ms);
       row.rebuilt = t.rebuilt;

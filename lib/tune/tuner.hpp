@@ -99,7 +99,7 @@ struct BatchSearchResult {
   int64_t memory_limit_bytes = 0;  // (100 - margin)% of the device's memory; 0 on the CPU
   std::vector<std::string> notes;  // e.g. the CPU cap, the budget running out
   StopReason stop;                 // searched, budget reached or interrupted
-  report::Results table;           // one row per try, for report::render
+  report::Results table;           // one row per try, for report::render_results
   config::ExperimentConfig best;   // the input config with loader.batch_size = fastest (see docs/tuning.md)
 };
 
