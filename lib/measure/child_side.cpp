@@ -148,12 +148,6 @@ void prime(const config::ExperimentConfig& cfg, const Progress& progress) {
   }
 }
 
-bool needs_child(const config::ExperimentConfig& cfg, const config::ExperimentConfig* prev,
-                 bool prev_in_child) {
-  return prev_in_child || !engine::default_process(cfg.process) ||
-         (prev && !engine::default_process(prev->process));
-}
-
 // ---------------------------------------------------------------- the parent's side
 
 ChildSide::ChildSide(const config::ExperimentConfig& cfg, const Progress& progress, const Deadline& deadline,

@@ -100,12 +100,6 @@ inline NoiseRule process_rule(NoiseRule rule, bool in_child) {
   return rule;
 }
 
-/// Whether a row with config `cfg` compared with `prev` (null: none) runs its sides in child
-/// processes: when its process settings or its comparison's are not a default process's, or the
-/// previous side already runs in one (`prev_in_child`).
-bool needs_child(const config::ExperimentConfig& cfg, const config::ExperimentConfig* prev,
-                 bool prev_in_child);
-
 /// A Measurement as JSON and back (the child sends its result to the parent).
 nlohmann::json measurement_json(const Measurement& m);
 Measurement measurement_from_json(const nlohmann::json& j);

@@ -13,6 +13,7 @@
 #include "engine/cuda_support.hpp"
 #include "engine/device.hpp"
 #include "engine/feeder.hpp"
+#include "engine/process.hpp"
 #include "engine/trainer.hpp"
 #include "errors.hpp"
 #include "files.hpp"
@@ -659,24 +660,20 @@ std::string undecided_note(const Comparison& c, const WindowPlan& plan) {
   if (c.stop != StopRule::kBudget || c.verdict != Verdict::kUndecided || c.under_load || c.b_ms.size() < 3 ||
       !c.speedup.valid())
     return "";
-  std::vector<double> d;
-  for (size_t i = 0; i < c.a_ms.size() && i < c.b_ms.size(); ++i)
-    if (c.a_ms[i] > 0 && c.b_ms[i] > 0) d.push_back(std::log(c.a_ms[i] / c.b_ms[i]));
-  if (d.size() < 3) return "";
-  double mean = 0, ss = 0;
-  for (double v : d) mean += v;
-  mean /= static_cast<double>(d.size());
-  for (double v : d) ss += (v - mean) * (v - mean);
-  const double sd = std::sqrt(ss / static_cast<double>(d.size() - 1));
+  // One pair's spread from the paired term: its variance is that of the mean, s^2 / n.
+  const std::vector<LogTerm> terms = paired_terms(c.a_ms, c.b_ms);
+  if (terms.empty() || terms.front().df < 2) return "";
+  const size_t pairs = static_cast<size_t>(terms.front().df) + 1;
+  const double sd = std::sqrt(terms.front().var * static_cast<double>(pairs));
   // The speedup's own point (its log), which scales A to B's samples per step.
   const int64_t n = pairs_to_decide(std::log(c.speedup.point), sd, c.speedup.level, plan.rule);
   char text[400];
   const double spread_pct = 100.0 * (std::exp(sd) - 1.0);
-  if (n <= 0 || n <= static_cast<int64_t>(d.size())) {
+  if (n <= 0 || n <= static_cast<int64_t>(pairs)) {
     std::snprintf(
         text, sizeof text,
         "undecided in its time: one pair's speedup varied by %.1f%% (one standard deviation) over %zu pairs",
-        spread_pct, d.size());
+        spread_pct, pairs);
     return text;
   }
   const double seconds = c.pair_ms * static_cast<double>(n + c.transient) / 1000.0;
@@ -684,7 +681,7 @@ std::string undecided_note(const Comparison& c, const WindowPlan& plan) {
       text, sizeof text,
       "undecided in its time: one pair's speedup varied by %.1f%% (one standard deviation) over %zu pairs; "
       "at that spread about %lld pairs, about %.0f s of timing (measure.max_s), would decide it",
-      spread_pct, d.size(), static_cast<long long>(n), std::ceil(seconds));
+      spread_pct, pairs, static_cast<long long>(n), std::ceil(seconds));
   return text;
 }
 
@@ -746,7 +743,7 @@ Measurement measure(const config::ExperimentConfig& cfg, const Progress& progres
   const WindowPlan plan = window_plan(cfg);  // the deadline counts the pipeline's construction
   // Process settings: the row's pipeline in a child process started with them.
   std::unique_ptr<RowSide> side;
-  if (needs_child(cfg, nullptr, false))
+  if (!engine::default_process(cfg.process))
     side = std::make_unique<ChildSide>(cfg, progress, plan.deadline);
   else
     side = std::make_unique<Bench>(cfg, progress, plan.deadline);

@@ -86,7 +86,6 @@ struct Timed {
   std::optional<measure::Measurement> m;
   std::vector<double> prev_ms;              // the previous row's windows, paired with m->repeat_ms
   bool rebuilt = false;                     // interleaved by rebuilding per window
-  bool in_child = false;                    // both sides ran in child processes (process settings)
   std::unique_ptr<measure::RowSide> bench;  // kept for the next row of the mode (null when rebuilt)
 };
 
@@ -137,14 +136,11 @@ void add_run_notes(measure::Measurement& m, const measure::Comparison& c, const 
   if (std::string n = measure::undecided_note(c, plan); !n.empty()) m.notes.push_back(std::move(n));
 }
 
-/// The notes of a row whose sides ran in child processes: what each child reported of its
-/// process, and for a compared row (`compared`) the floor its verdicts used.
-void add_process_notes(measure::Measurement& m, const measure::ChildSide* a, const measure::ChildSide& b,
+/// The notes of a row that ran in a child process `b`: what the child reported of its process,
+/// and for a compared row (`compared`) the floor its verdicts used.
+void add_process_notes(measure::Measurement& m, const measure::ChildSide& b,
                        const config::ExperimentConfig& cfg, bool compared) {
   for (const auto& n : engine::plan_process(cfg.process).notes) m.notes.push_back(n);
-  if (a)
-    m.notes.push_back("timed against the previous row in a child process of its own: " +
-                      a->process_description());
   m.notes.push_back("this row's child process: " + b.process_description());
   if (!compared) return;
   char floor[200];
@@ -158,17 +154,12 @@ void add_process_notes(measure::Measurement& m, const measure::ChildSide* a, con
 /// Times one row: against `prev` (the previous ok row of its mode, built and warm) when there
 /// is one, else alone. When the two do not fit in memory together, `release` frees every kept
 /// pipeline and both are rebuilt for every window instead. measure.max_s bounds it all, from
-/// the construction of its pipeline (measure::Deadline), the rebuilt windows included. A row
-/// whose process settings (config's `process`) or its previous row's are not a default
-/// process's runs both sides in child processes (measure/child_side.hpp); `prev_in_child` says
-/// that `prev` is one already, else the previous row's side is started afresh in one. A row
-/// timed alone (no `prev`) runs in a child process too when `alone_in_child`: in a sweep with
-/// process-level rows, the baseline is then a fresh default process, as the rows it is compared
-/// with are fresh processes, and not ptune's own with its history (docs/statistics.md).
+/// the construction of its pipeline (measure::Deadline), the rebuilt windows included. With
+/// `in_child` (a sweep with process-level rows: every row of it, `prev` too, is a child
+/// process; measure/child_side.hpp) the row runs in a child process started with its settings.
 Timed time_row(const config::ExperimentConfig& cfg, measure::RowSide* prev,
-               const config::ExperimentConfig* prev_cfg, bool prev_in_child, bool alone_in_child,
-               const measure::Progress& progress, const std::function<void()>& release,
-               const std::atomic<bool>* interrupted) {
+               const config::ExperimentConfig* prev_cfg, bool in_child, const measure::Progress& progress,
+               const std::function<void()>& release, const std::atomic<bool>* interrupted) {
   // The previous row's windows count as this row's pairs: progress speaks of this row, but an
   // interruption stops them too.
   const measure::Progress prev_progress = [interrupted](const std::string&, int64_t, int64_t) {
@@ -190,17 +181,9 @@ Timed time_row(const config::ExperimentConfig& cfg, measure::RowSide* prev,
     m.load.under_load = m.load.under_load || compared_under_load;
   };
   Timed t;
-  t.in_child = measure::needs_child(cfg, prev ? prev_cfg : nullptr, prev && prev_in_child) ||
-               (!prev && alone_in_child);
-  plan.rule = measure::process_rule(plan.rule, t.in_child);
+  plan.rule = measure::process_rule(plan.rule, in_child);
   try {
-    // In child processes: the previous row's side too, unless it runs in one already.
-    std::unique_ptr<measure::ChildSide> prev_child;
-    if (t.in_child && prev && !prev_in_child) {
-      prev_child = std::make_unique<measure::ChildSide>(*prev_cfg, prev_progress, plan.deadline);
-      prev = prev_child.get();
-    }
-    if (t.in_child)
+    if (in_child)
       t.bench = std::make_unique<measure::ChildSide>(cfg, progress, plan.deadline);
     else
       t.bench = std::make_unique<measure::Bench>(cfg, progress, plan.deadline);
@@ -222,12 +205,11 @@ Timed time_row(const config::ExperimentConfig& cfg, measure::RowSide* prev,
         t.m->notes.push_back(std::move(n));
       finish_load(*t.m, false);
     }
-    if (t.in_child)
-      add_process_notes(*t.m, prev_child.get(), dynamic_cast<const measure::ChildSide&>(*t.bench), cfg,
-                        prev != nullptr);
+    if (in_child)
+      add_process_notes(*t.m, dynamic_cast<const measure::ChildSide&>(*t.bench), cfg, prev != nullptr);
     return t;
   } catch (const std::exception& e) {
-    if (!prev || t.in_child || !is_out_of_memory(e)) throw;
+    if (!prev || in_child || !is_out_of_memory(e)) throw;
   }
   // Out of memory with the previous row's pipeline alive: rebuild both for every window, within
   // what is left of the row's deadline.
@@ -303,14 +285,12 @@ class SweepRun {
   /// A row's bench kept built and warm for the next row of its mode and model.arch.
   struct Live {
     size_t k;                                 // its index in out.rows
-    std::unique_ptr<measure::RowSide> bench;  // in-process, or in a child process (in_child)
-    bool in_child = false;
+    std::unique_ptr<measure::RowSide> bench;  // in-process, or in a child process (process_rows_)
   };
   /// A row measured (or failed), before it joins the results.
   struct Measured {
     report::Row row;
     std::unique_ptr<measure::RowSide> kept;
-    bool in_child = false;
   };
   /// A row in the results: its place in the sweep, its config, where its traces go.
   struct Done {
@@ -373,10 +353,9 @@ class SweepRun {
       Live* prev = live_.count(key) ? &live_[key] : nullptr;
       check_applies(spec, i, rows_);
       Timed t = time_row(
-          row_cfg, prev ? prev->bench.get() : nullptr, prev ? &done_[prev->k].cfg : nullptr,
-          prev && prev->in_child, process_rows_, progress, [&] { live_.clear(); }, options_.interrupted);
-      out.in_child = t.in_child;
-      row.rule = measure::process_rule(row.rule, t.in_child);
+          row_cfg, prev ? prev->bench.get() : nullptr, prev ? &done_[prev->k].cfg : nullptr, process_rows_,
+          progress, [&] { live_.clear(); }, options_.interrupted);
+      row.rule = measure::process_rule(row.rule, process_rows_);
       row.m = std::move(t.m);
       row.prev_ms = std::move(t.prev_ms);
       row.rebuilt = t.rebuilt;
@@ -425,7 +404,7 @@ class SweepRun {
     report::Row& r = out_.rows.back();
     report::compute_speedups(out_.rows);
     if (measured.kept)  // the one it replaces is freed
-      live_[r.mode + "/" + r.arch] = Live{out_.rows.size() - 1, std::move(measured.kept), measured.in_child};
+      live_[r.mode + "/" + r.arch] = Live{out_.rows.size() - 1, std::move(measured.kept)};
     if (r.m) {
       r.diagnosis =
           measure::with_peak(measure::diagnose(*r.m, row_cfg, tried_before(out_.rows, out_.rows.size() - 1),
