@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -28,7 +29,8 @@ using ptune::test::TempDir;
 
 namespace {
 
-/// A small sweep: ResNet-18 at 32x32, batch 4, short windows, then `rows` (a JSON list).
+/// A small sweep: ResNet-18 at 32x32, batch 4, short windows, two processes a side, then `rows`
+/// (a JSON list).
 std::string config(const std::string& rows, const std::string& extra = "") {
   return R"({
   "name": "process", "seed": 0, "device": "cpu", "cpu_threads": 0,
@@ -36,7 +38,7 @@ std::string config(const std::string& rows, const std::string& extra = "") {
   "data": { "kind": "fake_cifar", "num_samples": 256, "image_size": 32 },
   "loader": { "batch_size": 4, "num_workers": 0 },
   "optim": { "kind": "sgd", "lr": 0.01 },
-  "measure": { "warmup_steps": 1, "steps": 2, "repeats": 2, "max_s": 8 })" +
+  "measure": { "warmup_steps": 1, "steps": 2, "repeats": 2, "max_s": 12, "processes": 2 })" +
          extra + R"(,
   "sweep": )" +
          rows + "\n}";
@@ -83,22 +85,21 @@ TEST_CASE(
   INFO(rows.dump(1));
   // Row 0, the baseline, runs in a child process too (the sweep has process-level rows): a fresh
   // default process, as every row it is compared with is a fresh process.
-  const std::string base = note(rows[0], "this row's child process: ");
+  const std::string base = note(rows[0], "this row's child processes: ");
   CHECK_FALSE(base.empty());
   CHECK(base.find("libjemalloc") == std::string::npos);
   CHECK(base.find("libtcmalloc") == std::string::npos);
   CHECK(base.find("GLIBC_TUNABLES unset") != std::string::npos);
-  const std::string jem = note(rows[1], "this row's child process: ");
+  const std::string jem = note(rows[1], "this row's child processes: ");
   CHECK(jem.find("libjemalloc.so.2") != std::string::npos);
   CHECK(jem.find("libtcmalloc") == std::string::npos);
-  // Row 1 is compared with row 0's child, kept warm: no new previous side.
-  CHECK(note(rows[1], "timed against the previous row").empty());
-  // Row 2 is compared with row 1's child, kept warm: no new previous side.
-  const std::string tc = note(rows[2], "this row's child process: ");
+  // Each row is compared with fresh processes of the previous row's settings.
+  for (size_t i = 1; i < rows.size(); ++i)
+    CHECK_FALSE(note(rows[i], "timed against 2 fresh processes of the previous row's settings").empty());
+  const std::string tc = note(rows[2], "this row's child processes: ");
   CHECK(tc.find("libtcmalloc_minimal.so.4") != std::string::npos);
   CHECK(tc.find("libjemalloc") == std::string::npos);
-  CHECK(note(rows[2], "timed against the previous row").empty());
-  const std::string tuned = note(rows[3], "this row's child process: ");
+  const std::string tuned = note(rows[3], "this row's child processes: ");
   CHECK(tuned.find("glibc.malloc.mmap_threshold=33554432") != std::string::npos);
   CHECK(tuned.find("glibc.malloc.mmap_max=0") != std::string::npos);
   for (const auto& r : rows) {
@@ -106,9 +107,23 @@ TEST_CASE(
     CHECK(r["page_faults_per_step"].is_number());
     CHECK(r["system_time_pct"].is_number());
   }
+  // Every row's windows ran in turn in its two processes, and so did the previous side's.
+  const Json both = Json::array({0, 1});
+  auto processes = [](const Json& list) {
+    std::set<int> seen;
+    for (const auto& p : list) seen.insert(p.get<int>());
+    return Json(std::vector<int>(seen.begin(), seen.end()));
+  };
+  for (size_t i = 0; i < rows.size(); ++i) {
+    REQUIRE(rows[i]["repeat_process"].is_array());
+    CHECK(rows[i]["repeat_process"].size() == rows[i]["repeat_ms_per_step"].size());
+    CHECK(processes(rows[i]["repeat_process"]) == both);
+  }
   for (size_t i = 1; i < rows.size(); ++i) {
     CHECK(rows[i]["interleaved"] == true);
     CHECK(rows[i]["verdict_vs_prev"].is_string());
+    REQUIRE(rows[i]["prev_process"].is_array());
+    CHECK(processes(rows[i]["prev_process"]) == both);
   }
 }
 
@@ -133,13 +148,13 @@ TEST_CASE("process: bind_threads pins each OpenMP thread to its own core, cpus r
   INFO(rows.dump(1));
   // Unbound, each thread may run on every CPU; bound, each on its own core, neighbours together.
   const std::string both = ptune::engine::cpu_list_text({allowed[0], allowed[1]});
-  CHECK(note(rows[0], "this row's child process: ")
+  CHECK(note(rows[0], "this row's child processes: ")
             .find("OpenMP threads on CPUs {" + ptune::engine::cpu_list_text(allowed)) != std::string::npos);
-  const std::string bound = note(rows[1], "this row's child process: ");
+  const std::string bound = note(rows[1], "this row's child processes: ");
   CHECK(bound.find("2 OpenMP threads on CPUs {" + a + "} {" + b + "}") != std::string::npos);
   CHECK(bound.find("; CPUs " + both) != std::string::npos);
   // One CPU: the process runs there, and cpu_threads 0 means one thread.
-  const std::string one = note(rows[2], "this row's child process: ");
+  const std::string one = note(rows[2], "this row's child processes: ");
   CHECK(one.find("; CPUs " + b + ";") != std::string::npos);
   CHECK(one.find("1 OpenMP thread on CPUs {" + b + "}") != std::string::npos);
 }
@@ -158,7 +173,7 @@ TEST_CASE("process: Intel's OpenMP runtime, preloaded from the Python environmen
                          "PTUNE_LIBRARY_PATH='" + lib + "'");
   const auto& rows = res["rows"];
   INFO(rows.dump(1));
-  CHECK(note(rows[1], "this row's child process: ").find("libiomp5.so") != std::string::npos);
+  CHECK(note(rows[1], "this row's child processes: ").find("libiomp5.so") != std::string::npos);
   CHECK(rows[1]["status"] == "ok");
 }
 
@@ -276,21 +291,22 @@ TEST_CASE(
     ::execl(PTUNE_EXE, "ptune", "sweep", cfg.c_str(), "--out", out.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
-  // Wait until row 1's two children run (row 0 is done), then interrupt ptune.
+  // Wait until row 1's four children run (two a side; row 0 had two, and is done), then
+  // interrupt ptune.
   std::vector<pid_t> children;
-  for (int i = 0; i < 600 && children.size() < 2; ++i) {
+  for (int i = 0; i < 600 && children.size() < 4; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     children.clear();
     std::istringstream list(run("pgrep -P " + std::to_string(ptune) + " -f '[r]ow-side'").out);
     for (pid_t c; list >> c;) children.push_back(c);
   }
-  REQUIRE(children.size() == 2);
+  REQUIRE(children.size() == 4);
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   ::kill(ptune, SIGINT);
   int status = 0;
   ::waitpid(ptune, &status, 0);
   CHECK(WEXITSTATUS(status) == 130);
-  // No child left: both were ended and reaped.
+  // No child left: all were ended and reaped.
   for (pid_t c : children) CHECK_FALSE(std::filesystem::exists("/proc/" + std::to_string(c)));
   const Json res = Json::parse(ptune::test::read_file(out));
   CHECK(res["status"] == "interrupted");

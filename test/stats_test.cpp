@@ -58,6 +58,51 @@ TEST_CASE("a paired speedup is the t-interval of the windows' log-ratios", "[sta
   CHECK_THROWS_AS(paired_speedup({1, 2}, {1}), std::invalid_argument);
 }
 
+TEST_CASE("windows in several processes compare by their process means, a process a draw", "[stats]") {
+  // Three processes a side, two windows each, measured apart: the means of each process's logs
+  // compare by Welch's interval (SciPy 1.17: ttest_ind(equal_var=False).confidence_interval(0.99)
+  // on the process means; df 3.61). The 13% gain is undecided: the processes of A spread 8%.
+  const std::vector<double> a = {10, 11, 10.5, 10.2, 10.8, 10.5}, b = {9, 9.6, 9.3, 9.1, 9.5, 9.2};
+  const std::vector<int> turn = {0, 1, 2, 0, 1, 2}, shifted = {0, 1, 2, 1, 2, 0};
+  const Interval s = speedup_interval(a, turn, b, turn, false, 0.99);
+  CHECK(s.point == Approx(1.1307700118384207).epsilon(1e-12));
+  CHECK(s.lo == Approx(0.9889549512840324).epsilon(1e-12));
+  CHECK(s.hi == Approx(1.2929211972829595).epsilon(1e-12));
+  CHECK(s.n == 12);
+  // The windows' order within a process does not matter, nor which ids name the processes.
+  CHECK(speedup_interval({10, 10.2, 11, 10.8, 10.5, 10.5}, {7, 7, 3, 3, 5, 5}, b, turn, false, 0.99).lo ==
+        Approx(s.lo).epsilon(1e-12));
+  // The same windows timed in pairs, B's processes in shifted turns: the mean log-ratio, its
+  // variance the spread of the pairs' mean ratio by A's process over 3 plus that by B's process
+  // over 3, df by Welch-Satterthwaite (2.37; numpy: exp(mean(d) +- t.ppf(0.995, df) * se)).
+  const Interval p = speedup_interval(a, turn, b, shifted, true, 0.99);
+  CHECK(p.point == Approx(1.130770011838421).epsilon(1e-12));
+  CHECK(p.lo == Approx(1.0709975843646236).epsilon(1e-12));
+  CHECK(p.hi == Approx(1.193878341407861).epsilon(1e-12));
+  // A side's rate: the 95% t-interval of its process means (SciPy: t.interval(0.95, 2)), here
+  // samples/s of 4 samples a step.
+  const LogTerm rate = rate_term(a, 4000.0, turn);
+  const Interval r = sum_interval({rate}, 0.95);
+  CHECK(r.point == Approx(381.14841921330014).epsilon(1e-12));
+  CHECK(r.lo == Approx(346.71188654025445).epsilon(1e-12));
+  CHECK(r.hi == Approx(419.00529837165175).epsilon(1e-12));
+  CHECK(mean_interval(a, turn, 0.95).point == Approx(4000.0 / r.point).epsilon(1e-12));
+  // A side in one process beside one in three: one more draw of a process, with the other side's
+  // spread of a process mean and its degrees of freedom (Welch-Satterthwaite df 3.2).
+  const Interval one = speedup_interval({10, 10.2, 10.1}, {}, b, turn, false, 0.99);
+  CHECK(one.point == Approx(1.0882172248354058).epsilon(1e-12));
+  CHECK(one.lo == Approx(0.9166684140263832).epsilon(1e-12));
+  CHECK(one.hi == Approx(1.291870332072322).epsilon(1e-12));
+  // One process a side: no spread between processes is known, so no interval.
+  const Interval single = speedup_interval(a, {0, 0, 0, 0, 0, 0}, b, {0, 0, 0, 0, 0, 0}, true, 0.99);
+  CHECK_FALSE(single.valid());
+  CHECK_FALSE(speedup_interval(a, {0, 0, 0, 0, 0, 0}, b, {0, 0, 0, 0, 0, 0}, false, 0.99).valid());
+  CHECK(verdict_of(single, NoiseRule{}) == Verdict::kUndecided);
+  // A process list of another length is a caller's error.
+  CHECK_THROWS_AS(speedup_interval(a, {0, 1}, b, turn, true, 0.99), std::invalid_argument);
+  CHECK_THROWS_AS(process_term(a, {0, 1}), std::invalid_argument);
+}
+
 TEST_CASE("two runs' windows compare by Welch's interval", "[stats]") {
   // scipy.stats.ttest_ind(equal_var=False) on the logs: df 2.8435, the interval at 99%.
   const Interval w = welch_speedup({10.0, 10.5, 9.8, 10.2, 10.1}, {8.1, 8.6, 7.9}, 0.99);
@@ -527,7 +572,7 @@ TEST_CASE("a compared row leaves its start-up pairs out, and measure.repeats cou
   CHECK(c.verdict == Verdict::kWithinNoise);
   CHECK(c.speedup.point == Approx(1.0));
   CHECK(c.stop == StopRule::kDecided);
-  const auto notes = run_notes(c.transient, c.b_ms.size(), plan.min_pairs, c.stop, plan.deadline, true);
+  const auto notes = run_notes(c.transient, c.b_ms.size(), c.stop, plan, true);
   REQUIRE(notes.size() == 1);
   CHECK(notes[0] ==
         "warm-up: the first 2 pairs still ran slower (the pipeline's start-up: above the 99.5% prediction "
@@ -599,11 +644,18 @@ TEST_CASE("a row out of time stops between pairs, drops an unpaired window and s
   CHECK(c.a_ms == std::vector<double>{100});
   CHECK(c.b_ms == std::vector<double>{300});
   CHECK(c.verdict == Verdict::kUndecided);
-  const auto notes = run_notes(c.transient, c.b_ms.size(), plan.min_pairs, c.stop, plan.deadline, true);
+  const auto notes = run_notes(c.transient, c.b_ms.size(), c.stop, plan, true);
   REQUIRE(notes.size() == 1);
   CHECK(notes[0] ==
         "ran out of time: the row's budget (measure.max_s, 0.85 s, warm-up included) ended it after 1 pair "
         "of the 3 measure.repeats asks for; its figures are those of what was timed");
+  // In child processes, two windows for each process are planned, and the note says why.
+  const auto in_3 = run_notes(c.transient, c.b_ms.size(), c.stop, in_processes(plan, 3), true);
+  REQUIRE(in_3.size() == 1);
+  CHECK(in_3[0] ==
+        "ran out of time: the row's budget (measure.max_s, 0.85 s, warm-up included) ended it after 1 pair "
+        "of the 6 planned (measure.repeats, and two for each of its 3 processes); its figures are those of "
+        "what was timed");
 
   // Alone: windows of 400 ms and a budget of 1 s: the second window ends at 800 ms and a third
   // would not fit.
@@ -616,7 +668,7 @@ TEST_CASE("a row out of time stops between pairs, drops an unpaired window and s
   CHECK(alone_log == "SS");
   CHECK(r.stop == StopRule::kBudget);
   CHECK(r.ms.size() == 2);
-  const auto alone_notes = run_notes(r.transient, r.ms.size(), plan.min_pairs, r.stop, plan.deadline, false);
+  const auto alone_notes = run_notes(r.transient, r.ms.size(), r.stop, plan, false);
   REQUIRE(alone_notes.size() == 1);
   CHECK(alone_notes[0].find("after 2 windows of the 3 measure.repeats asks for") != std::string::npos);
   // The first window is always timed, whatever the deadline.

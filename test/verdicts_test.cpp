@@ -10,9 +10,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <set>
 #include <string>
 #include <vector>
 
+#include <boost/math/distributions/students_t.hpp>
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -216,35 +221,69 @@ TEST_CASE("an A/A row of a tiny config is within noise on a quiet machine, its s
   CHECK(aa["windows"].get<int>() == static_cast<int>(aa["prev_ms_per_step"].size()));
 }
 
-TEST_CASE("an A/A row in two child processes with the same process settings is never faster or slower",
+TEST_CASE("an A/A row in child processes with the same process settings is never faster or slower",
           "[verdicts]") {
-  // The same settings (tcmalloc preloaded) on both rows: the first row runs alone in a child
-  // process, the second in another, compared with the first's kept warm: two processes started
-  // alike, timed in alternating windows while the other waits (docs/statistics.md).
+  // The same settings (tcmalloc preloaded) on both rows: each row runs in three fresh processes
+  // (measure.processes), compared with three fresh processes of the previous row's settings,
+  // started in turn with its own and timed in turn (docs/statistics.md). Two processes started
+  // alike ran up to 8% apart, each the same all along, so the interval counts the spread
+  // between processes: a single pair of processes called this A/A pair faster, 1.077x
+  // [1.051, 1.104].
   TempDir dir;
   const Json rows = aa_rows(dir, R"({ "name": "tcmalloc", "set": { "process.allocator": "tcmalloc" } })",
                             R"({ "name": "tcmalloc again", "set": { "process.allocator": "tcmalloc" } })");
   INFO(rows.dump(1));
   const auto& aa = rows[1];
   const std::string verdict = aa["verdict_vs_prev"].get<std::string>();
-  // Two processes started alike differ by up to 4-5% (each its own place in memory), so between
-  // processes the floor is 5% (measure::kProcessFloorPct): the interval reaches into 1.00x +-5%,
-  // and the row says so. (With the in-process floor of 1%, one suite run called the second child
-  // faster: 1.03x [1.013, 1.050].)
   CHECK((verdict == "within noise" || verdict == "undecided"));
-  CHECK(aa["speedup_vs_prev_lo"].get<double>() <= 1.05);
-  CHECK(aa["speedup_vs_prev_hi"].get<double>() >= 1.0 / 1.05);
-  bool floor_noted = false;
+  // The printed interval is the one over the processes' means, from the windows the row keeps.
+  std::vector<double> a, b;
+  std::vector<int> pa, pb;
+  for (const auto& v : aa["prev_ms_per_step"]) a.push_back(v.get<double>());
+  for (const auto& v : aa["repeat_ms_per_step"]) b.push_back(v.get<double>());
+  for (const auto& v : aa["prev_process"]) pa.push_back(v.get<int>());
+  for (const auto& v : aa["repeat_process"]) pb.push_back(v.get<int>());
+  REQUIRE(pa.size() == a.size());
+  REQUIRE(pb.size() == b.size());
+  CHECK(std::set<int>(pa.begin(), pa.end()) == std::set<int>{0, 1, 2});
+  CHECK(std::set<int>(pb.begin(), pb.end()) == std::set<int>{0, 1, 2});
+  // Recomputed here: the pairs' mean log-ratio, its variance the spread of the mean ratio by A's
+  // process over 3 plus that by B's process over 3, at 99% with Welch-Satterthwaite's df.
+  std::map<int, std::vector<double>> by_a, by_b;
+  double sum = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = std::log(a[i] / b[i]);
+    sum += d;
+    by_a[pa[i]].push_back(d);
+    by_b[pb[i]].push_back(d);
+  }
+  auto var_of_means = [](const std::map<int, std::vector<double>>& g) {
+    std::vector<double> m;
+    for (const auto& [p, v] : g) m.push_back(std::accumulate(v.begin(), v.end(), 0.0) / v.size());
+    const double mean = std::accumulate(m.begin(), m.end(), 0.0) / m.size();
+    double ss = 0;
+    for (double x : m) ss += (x - mean) * (x - mean);
+    return ss / (m.size() - 1) / m.size();
+  };
+  const double va = var_of_means(by_a), vb = var_of_means(by_b), mean = sum / a.size();
+  const double df = (va + vb) * (va + vb) / (va * va / 2 + vb * vb / 2);
+  const double h =
+      boost::math::quantile(boost::math::students_t_distribution<double>(df), 0.995) * std::sqrt(va + vb);
+  // Within the rounding of the windows to 0.001 ms and of the bounds to 4 digits.
+  CHECK(aa["speedup_vs_prev"].get<double>() == Approx(std::exp(mean)).epsilon(2e-4));
+  CHECK(aa["speedup_vs_prev_lo"].get<double>() == Approx(std::exp(mean - h)).epsilon(2e-4));
+  CHECK(aa["speedup_vs_prev_hi"].get<double>() == Approx(std::exp(mean + h)).epsilon(2e-4));
+  bool against = false;
   for (const auto& n : aa["notes"])
-    floor_noted = floor_noted ||
-                  n.get<std::string>().rfind("two processes: faster or slower only beyond 1.00x ±5%", 0) == 0;
-  CHECK(floor_noted);
+    against = against || n.get<std::string>().rfind(
+                             "timed against 3 fresh processes of the previous row's settings", 0) == 0;
+  CHECK(against);
   // Both rows ran in child processes with tcmalloc mapped.
   for (const auto& row : rows) {
     bool child = false;
     for (const auto& n : row["notes"]) {
       const std::string note = n.get<std::string>();
-      child = child || (note.rfind("this row's child process: ", 0) == 0 &&
+      child = child || (note.rfind("this row's child processes: 3 processes started alike", 0) == 0 &&
                         note.find("libtcmalloc") != std::string::npos);
     }
     CHECK(child);

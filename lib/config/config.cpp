@@ -272,6 +272,12 @@ const std::vector<Field>& fields() {
     t.push_back(field("measure.interleave", &E::measure, &MeasureConfig::interleave, T::kBool,
                       "time each sweep row against the previous row of its mode, windows alternating (A B B "
                       "A ...), both pipelines built and warm; false = each row alone"));
+    t.push_back(between(
+        field("measure.processes", &E::measure, &MeasureConfig::processes, T::kInt,
+              "a sweep with process-level rows (process.* keys): child processes each side of a comparison "
+              "runs in, started afresh for it and timed in turn; a process's speed is partly its own (where "
+              "its memory landed), so intervals count the spread between them (docs/statistics.md)"),
+        2, 8));
     t.push_back(field("measure.profile", &E::measure, &MeasureConfig::profile, T::kBool,
                       "record a few steps of each row with LibTorch's profiler into a Chrome trace"));
     t.push_back(between(field("measure.profile_steps", &E::measure, &MeasureConfig::profile_steps, T::kInt,

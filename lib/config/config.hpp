@@ -73,6 +73,7 @@ struct MeasureConfig {
   double target_ci_pct = 3.0;
   double noise_pct = 1.0;
   bool interleave = true;
+  int64_t processes = 3;
   bool profile = false;
   int64_t profile_steps = 3;
   std::string out_dir = "runs";

@@ -13,7 +13,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -70,6 +72,62 @@ class ChildSide : public RowSide {
   bool busy_ = false;
 };
 
+/// A row's side in several child processes started alike (measure.processes), timed in turn:
+/// its n-th window runs in process n mod k, the others paused; with shifted turns in process
+/// (n + n / k) mod k, so that beside a group in plain turns each of its processes meets every
+/// one of the other's (stats.hpp, speedup_terms). A process's speed is partly its
+/// own: two processes started alike ran up to 8% apart, each the same all along (where its
+/// memory landed), so a setting's effect shows only beside the spread between several processes
+/// of each side (stats.hpp, process_term; docs/statistics.md, "Rows in processes of their own").
+class ProcessGroup : public RowSide {
+ public:
+  /// The group of `children` (at least one), each built and paused; `shifted`: shifted turns.
+  ProcessGroup(std::vector<std::unique_ptr<ChildSide>> children, bool shifted);
+
+  /// The next process's window (it is resumed first, the one before it paused).
+  double window(const Deadline& deadline) override;
+  int64_t steps_per_window() const override { return children_.front()->steps_per_window(); }
+  double samples_per_step() const override { return children_.front()->samples_per_step(); }
+  /// Pauses the process that ran last.
+  void pause() override;
+  /// Resumes the process whose turn is next.
+  void resume() override;
+  int last_process() const override { return last_; }
+  /// The Measurement of windows [first, first + count) of the group, in order: each process's
+  /// result over its own windows among them, merged (the step split, page faults and system time
+  /// averaged by windows), with repeat_process and the interval over the processes (set_windows).
+  Measurement result(size_t first = 0, size_t count = SIZE_MAX) override;
+  void set_progress(const Progress& progress, int64_t planned) override;
+  size_t size() const { return children_.size(); }
+  /// What the first process reported of itself, and how many ran alike: one line.
+  std::string process_description() const;
+
+ private:
+  /// The process whose turn the n-th window is.
+  int turn(size_t n) const;
+  std::vector<std::unique_ptr<ChildSide>> children_;
+  bool shifted_ = false;
+  std::vector<int> process_;                         // of each window timed, in order
+  std::vector<size_t> local_;                        // each window's index among its process's own windows
+  std::vector<size_t> counts_;                       // windows timed by each process
+  std::vector<int64_t> steps_done_, steps_planned_;  // each process's progress (measure phase)
+  int last_ = -1;                                    // the process of the last window; -1 before the first
+  int resumed_ = -1;                                 // the process resumed, if any
+};
+
+/// The processes of a row measured in child processes: `count` of `cfg` and, for a comparison,
+/// `count` of `prev` (null: the row alone). They are started one after another, each built and
+/// warmed up and then paused, alternating between the sides in the order A B B A A B ... so that
+/// neither side has the earlier starts. The row's group takes shifted turns, prev's plain ones. `progress`
+/// reports the row's warm-up (its processes'); `prev_progress` is called during the previous side's (it may
+/// throw to stop). Throws what ChildSide's constructor throws (the processes started so far are then ended).
+struct RowProcesses {
+  std::unique_ptr<ProcessGroup> prev, row;
+};
+RowProcesses start_row_processes(const config::ExperimentConfig* prev, const config::ExperimentConfig& cfg,
+                                 int64_t count, const Progress& prev_progress, const Progress& progress,
+                                 const Deadline& deadline);
+
 /// The child's half (`ptune row-side CONFIG`): builds `cfg`'s Bench on request and serves
 /// windows, pauses and results over file descriptors `in_fd` (commands, one a line) and `out_fd`
 /// (one JSON object a line) until the parent closes `in_fd` or says "quit". Returns the exit code:
@@ -83,22 +141,6 @@ int serve_side(const config::ExperimentConfig& cfg, int in_fd, int out_fd,
 /// pipeline of a process"). Errors are left to the row's own build, which reports them; an
 /// interruption (from `progress`) is thrown.
 void prime(const config::ExperimentConfig& cfg, const Progress& progress = {});
-
-/// The smallest difference between two child processes that a verdict may call faster or slower
-/// (%): two children started with the same settings ran up to 4-5% apart, the same all along
-/// (a process's own place in memory: an A/A pair of ResNet-18 rows with tcmalloc, 7 runs,
-/// 0.98x to 1.052x, each a tight interval), so a smaller difference between two processes is not
-/// the setting's (docs/statistics.md, "Rows in processes of their own").
-inline constexpr double kProcessFloorPct = 5.0;
-
-/// `rule` for a comparison between two processes (`in_child`): its floor raised to
-/// kProcessFloorPct, and its target at least that floor. Throws nothing.
-inline NoiseRule process_rule(NoiseRule rule, bool in_child) {
-  if (!in_child) return rule;
-  rule.floor_pct = std::max(rule.floor_pct, kProcessFloorPct);
-  rule.target_pct = std::max(rule.target_pct, rule.floor_pct);
-  return rule;
-}
 
 /// A Measurement as JSON and back (the child sends its result to the parent).
 nlohmann::json measurement_json(const Measurement& m);

@@ -502,9 +502,11 @@ Measurement Bench::result(size_t first, size_t count) {
 
 // ---------------------------------------------------------------- windows
 
-void set_windows(Measurement& m, const std::vector<double>& window_ms, int64_t world) {
+void set_windows(Measurement& m, const std::vector<double>& window_ms, int64_t world,
+                 const std::vector<int>& process) {
   m.repeat_ms = window_ms;
-  const Interval ms = log_mean_interval(window_ms, kRowLevel);
+  m.repeat_process = process;
+  const Interval ms = mean_interval(window_ms, process, kRowLevel);
   m.ms_per_step = ms.point;
   // Global throughput: every rank's batch per step of the slowest rank.
   const double samples = 1000.0 * static_cast<double>(m.batch_size * world);
@@ -552,13 +554,23 @@ WindowPlan window_plan(const config::ExperimentConfig& cfg) {
   return p;
 }
 
+WindowPlan in_processes(WindowPlan plan, int64_t processes) {
+  plan.processes = processes;
+  plan.min_pairs = std::max(plan.min_pairs, 2 * processes);
+  return plan;
+}
+
 Interval speedup_between(const Measurement& a, const Measurement& b) {
   const double a_sps = a.samples_per_s * a.ms_per_step, b_sps = b.samples_per_s * b.ms_per_step;
   if (a_sps <= 0 || b_sps <= 0) return {};
   std::vector<double> a_ms = a.repeat_ms.empty() ? std::vector<double>{a.ms_per_step} : a.repeat_ms;
   const std::vector<double> b_ms = b.repeat_ms.empty() ? std::vector<double>{b.ms_per_step} : b.repeat_ms;
   for (double& v : a_ms) v *= b_sps / a_sps;
-  return welch_speedup(a_ms, b_ms, speedup_level(a.load.under_load || b.load.under_load));
+  // Each side's processes where it ran in several (a single figure has none).
+  const auto& a_process = a.repeat_process.size() == a_ms.size() ? a.repeat_process : std::vector<int>{};
+  const auto& b_process = b.repeat_process.size() == b_ms.size() ? b.repeat_process : std::vector<int>{};
+  return speedup_interval(a_ms, a_process, b_ms, b_process, false,
+                          speedup_level(a.load.under_load || b.load.under_load));
 }
 
 namespace {
@@ -577,8 +589,14 @@ struct Alternation {
 };
 
 /// The kept part of `all`: from `k` on.
-std::vector<double> from(const std::vector<double>& all, int64_t k) {
-  return std::vector<double>(all.begin() + std::min<int64_t>(k, static_cast<int64_t>(all.size())), all.end());
+template <class T>
+std::vector<T> from(const std::vector<T>& all, int64_t k) {
+  return std::vector<T>(all.begin() + std::min<int64_t>(k, static_cast<int64_t>(all.size())), all.end());
+}
+
+/// Adds the process `s` timed its last window in to `to`, for a side timed in several.
+void note_process(const Side& s, std::vector<int>& to) {
+  if (s.last_process() >= 0) to.push_back(s.last_process());
 }
 
 }  // namespace
@@ -592,6 +610,7 @@ Comparison compare(Side& a, Side& b, const WindowPlan& plan,
   // Time per sample: A's windows scaled by B's samples per step over A's.
   const double scale = b.samples_per_step() / a.samples_per_step();
   std::vector<double> all_a, all_b;  // every pair, the transient included
+  std::vector<int> proc_a, proc_b;   // the process of each, for sides in several
   std::mt19937 order(kPairOrderSeed);
   bool a_first = true;
   Stopwatch wall;
@@ -610,17 +629,22 @@ Comparison compare(Side& a, Side& b, const WindowPlan& plan,
     const double t2 = alt.run(second, deadline);
     all_a.push_back(a_first ? t1 : t2);
     all_b.push_back(a_first ? t2 : t1);
+    note_process(a, proc_a);
+    note_process(b, proc_b);
     c.pair_ms = wall.ms() / static_cast<double>(pairs);
     c.transient = transient_pairs(all_a, all_b);
     c.a_ms = from(all_a, c.transient);
     c.b_ms = from(all_b, c.transient);
+    c.a_process = from(proc_a, c.transient);
+    c.b_process = from(proc_b, c.transient);
     std::vector<double> a_scaled = c.a_ms;
     for (double& v : a_scaled) v *= scale;
     const int64_t kept = static_cast<int64_t>(c.b_ms.size());
     // A look: is the row under competing load so far (only from the first look on)?
     // Once seen, it stays: the figures since the row's start may dilute a burst later on.
     if (kept >= plan.min_pairs && plan.under_load && !c.under_load) c.under_load = plan.under_load();
-    c.speedup = paired_speedup(a_scaled, c.b_ms, speedup_level(c.under_load));
+    c.speedup =
+        speedup_interval(a_scaled, c.a_process, c.b_ms, c.b_process, true, speedup_level(c.under_load));
     c.verdict = verdict_of(c.speedup, plan.rule);
     if (on_pair) on_pair(c);
     if (kept >= plan.min_pairs) deadline.settle();
@@ -647,7 +671,8 @@ Comparison compare(Side& a, Side& b, const WindowPlan& plan,
       break;
     }
     if (c.verdict != Verdict::kUndecided && !c.under_load &&
-        verdict_of(paired_speedup(a_scaled, c.b_ms, kEarlyStopLevel), plan.rule) == c.verdict) {
+        verdict_of(speedup_interval(a_scaled, c.a_process, c.b_ms, c.b_process, true, kEarlyStopLevel),
+                   plan.rule) == c.verdict) {
       c.stop = StopRule::kDecided;
       break;
     }
@@ -656,10 +681,32 @@ Comparison compare(Side& a, Side& b, const WindowPlan& plan,
   return c;
 }
 
+namespace {
+
+/// undecided_note for sides in several processes: their spread, which more time hardly narrows.
+std::string undecided_processes_note(const Comparison& c) {
+  const std::vector<LogTerm> t = speedup_terms(c.a_ms, c.a_process, c.b_ms, c.b_process, true);
+  if (t.size() != 2 || t[0].df < 1 || t[1].df < 1) return "";
+  const LogTerm &a = t[0], &b = t[1];
+  // A process's own speed (the spread of the pairs' mean ratio by process), pooled over the sides.
+  const double pooled = (a.var * (a.df + 1) * a.df + b.var * (b.df + 1) * b.df) / (a.df + b.df);
+  char text[400];
+  std::snprintf(
+      text, sizeof text,
+      "undecided in its time: a process's own speed varied by %.1f%% (one standard deviation) between "
+      "processes started alike, %.0f a side; more processes (measure.processes) narrow the interval, "
+      "more time hardly does",
+      100.0 * (std::exp(std::sqrt(pooled)) - 1.0), a.df + 1);
+  return text;
+}
+
+}  // namespace
+
 std::string undecided_note(const Comparison& c, const WindowPlan& plan) {
   if (c.stop != StopRule::kBudget || c.verdict != Verdict::kUndecided || c.under_load || c.b_ms.size() < 3 ||
       !c.speedup.valid())
     return "";
+  if (!c.a_process.empty() && !c.b_process.empty()) return undecided_processes_note(c);
   // One pair's spread from the paired term: its variance is that of the mean, s^2 / n.
   const std::vector<LogTerm> terms = paired_terms(c.a_ms, c.b_ms);
   if (terms.empty() || terms.front().df < 2) return "";
@@ -690,17 +737,20 @@ AloneRun measure_alone(Side& s, const WindowPlan& plan,
   AloneRun r;
   Deadline deadline = plan.deadline;
   std::vector<double> all;  // every window, the transient included
+  std::vector<int> processes;
   s.resume();
   const int64_t max_windows = std::max<int64_t>(plan.max_pairs, plan.min_pairs);
   for (int64_t n = 1; n <= max_windows; ++n) {
     all.push_back(s.window(deadline));
+    note_process(s, processes);
     r.transient = transient_end(all);
     r.ms = from(all, r.transient);
+    r.process = from(processes, r.transient);
     if (on_window) on_window(r.ms);
     const bool enough = static_cast<int64_t>(r.ms.size()) >= plan.min_pairs;
     if (enough) deadline.settle();
     const bool time_left = deadline.fits(all.back());  // another step at least
-    const Interval i = log_mean_interval(r.ms, kRowLevel);
+    const Interval i = mean_interval(r.ms, r.process, kRowLevel);
     if (enough && i.valid() && i.half_width_pct() <= plan.rule.target_pct) {
       r.stop = StopRule::kDecided;
       break;
@@ -714,8 +764,10 @@ AloneRun measure_alone(Side& s, const WindowPlan& plan,
   return r;
 }
 
-std::vector<std::string> run_notes(int64_t transient, size_t kept, int64_t min_pairs, StopRule stop,
-                                   const Deadline& deadline, bool paired) {
+std::vector<std::string> run_notes(int64_t transient, size_t kept, StopRule stop, const WindowPlan& plan,
+                                   bool paired) {
+  const int64_t min_pairs = plan.min_pairs;
+  const Deadline& deadline = plan.deadline;
   std::vector<std::string> notes;
   const std::string unit = paired ? "pair" : "window";
   auto count = [&](int64_t n) { return std::to_string(n) + " " + unit + (n == 1 ? "" : "s"); };
@@ -734,19 +786,25 @@ std::vector<std::string> run_notes(int64_t transient, size_t kept, int64_t min_p
     notes.push_back(std::string("ran out of time: the row's budget (") + budget +
                     ", warm-up included) ended it after " + count(static_cast<int64_t>(kept)) + " of the " +
                     std::to_string(min_pairs) +
-                    " measure.repeats asks for; its figures are those of what was timed");
+                    (plan.processes > 0 ? " planned (measure.repeats, and two for each of its " +
+                                              std::to_string(plan.processes) + " processes)"
+                                        : " measure.repeats asks for") +
+                    "; its figures are those of what was timed");
   }
   return notes;
 }
 
 Measurement measure(const config::ExperimentConfig& cfg, const Progress& progress) {
-  const WindowPlan plan = window_plan(cfg);  // the deadline counts the pipeline's construction
-  // Process settings: the row's pipeline in a child process started with them.
+  WindowPlan plan = window_plan(cfg);  // the deadline counts the pipeline's construction
+  // Process settings: the row's pipeline in measure.processes child processes started with them.
   std::unique_ptr<RowSide> side;
-  if (!engine::default_process(cfg.process))
-    side = std::make_unique<ChildSide>(cfg, progress, plan.deadline);
-  else
+  if (!engine::default_process(cfg.process)) {
+    side =
+        std::move(start_row_processes(nullptr, cfg, cfg.measure.processes, {}, progress, plan.deadline).row);
+    plan = in_processes(plan, cfg.measure.processes);
+  } else {
     side = std::make_unique<Bench>(cfg, progress, plan.deadline);
+  }
   RowSide& bench = *side;
   const c10::Device device = dist::rank_device(cfg.device);
   const int gpu = device.is_cuda() ? device.index() : -1;
@@ -756,11 +814,11 @@ Measurement measure(const config::ExperimentConfig& cfg, const Progress& progres
   const AloneRun run = measure_alone(bench, plan);
   Measurement m = bench.result(static_cast<size_t>(run.transient), run.ms.size());
   m.transient_windows = run.transient;
-  for (auto& n : run_notes(run.transient, run.ms.size(), plan.min_pairs, run.stop, plan.deadline, false))
+  for (auto& n : run_notes(run.transient, run.ms.size(), run.stop, plan, false))
     m.notes.push_back(std::move(n));
   m.load = agreed_load(load, gpu, cfg);
-  if (const auto* child = dynamic_cast<const ChildSide*>(side.get()))
-    m.notes.push_back("measured in a child process of its own: " + child->process_description());
+  if (const auto* group = dynamic_cast<const ProcessGroup*>(side.get()))
+    m.notes.push_back("measured in child processes of its own: " + group->process_description());
   return m;
 }
 

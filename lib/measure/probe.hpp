@@ -21,16 +21,18 @@ namespace ptune::measure {
 
 /// What a measured row reports.
 struct Measurement {
-  int64_t batch_size = 0;         // per rank (process)
-  int64_t steps = 0;              // timed steps per window
-  double ms_per_step = 0;         // geometric mean over the windows (of the slowest rank's ms/step)
-  double samples_per_s = 0;       // world_size * batch_size / ms_per_step
-  Interval samples_per_s_ci;      // samples/s with its 95% t-interval over the windows
-  std::vector<double> repeat_ms;  // ms/step of each timed window kept, in order
-  int64_t transient_windows = 0;  // windows (pairs, for a compared row) timed before those and
-                                  // left out as the start-up transient (notes say so)
-  double spread_pct = 0;          // (max - min) / median over the windows, in %
-  LoadReport load;                // what else ran while the windows were timed
+  int64_t batch_size = 0;           // per rank (process)
+  int64_t steps = 0;                // timed steps per window
+  double ms_per_step = 0;           // geometric mean over the windows (of the slowest rank's ms/step)
+  double samples_per_s = 0;         // world_size * batch_size / ms_per_step
+  Interval samples_per_s_ci;        // samples/s with its 95% t-interval over the windows
+  std::vector<double> repeat_ms;    // ms/step of each timed window kept, in order
+  std::vector<int> repeat_process;  // the process (0, 1, ...) each of those windows ran in, where
+                                    // they ran in several (ProcessGroup); empty: all in one
+  int64_t transient_windows = 0;    // windows (pairs, for a compared row) timed before those and
+                                    // left out as the start-up transient (notes say so)
+  double spread_pct = 0;            // (max - min) / median over the windows, in %
+  LoadReport load;                  // what else ran while the windows were timed
   // The step split, % of step time. On the CPU from host clocks; on a GPU from CUDA events on
   // the compute stream (the host does not wait for the device inside a step):
   double data_wait_pct = 0;                 // CPU: host blocked waiting for a batch; GPU: the device
@@ -131,6 +133,9 @@ class Side {
   /// Called before another side's window / before this side's window after another's.
   virtual void pause() {}
   virtual void resume() {}
+  /// The process the last window ran in, for a side timed in several processes in turn
+  /// (ProcessGroup: 0, 1, ...); -1 for a side in one process.
+  virtual int last_process() const { return -1; }
 };
 
 /// A sweep row's side: a Side that also gives the row's Measurement.
@@ -184,14 +189,18 @@ class Bench : public RowSide {
   std::unique_ptr<Impl> impl_;
 };
 
-/// Sets `m`'s window figures from `window_ms` (ms/step per window): repeat_ms, the geometric
-/// mean ms/step, samples/s (`world` ranks of m.batch_size) with its 95% interval, the spread,
-/// and a note naming outlying windows. Throws nothing.
-void set_windows(Measurement& m, const std::vector<double>& window_ms, int64_t world);
+/// Sets `m`'s window figures from `window_ms` (ms/step per window) and the processes they ran in
+/// (`process`, one per window; empty: one process): repeat_ms, repeat_process, the geometric
+/// mean ms/step (over several processes: of the process means) and samples/s (`world` ranks of
+/// m.batch_size) with its 95% interval (mean_interval), the spread, and a note naming outlying
+/// windows. Throws std::invalid_argument when `process` is neither empty nor one per window.
+void set_windows(Measurement& m, const std::vector<double>& window_ms, int64_t world,
+                 const std::vector<int>& process = {});
 
 /// The speedup of `b` over `a` in samples/s from their windows measured apart (two runs, two
-/// trials): measure::welch_speedup on time per sample, at speedup_level(either was measured
-/// under competing load). Throws nothing.
+/// trials): measure::welch_speedup on time per sample, or over processes where a side ran in
+/// several (speedup_interval), at speedup_level(either was measured under competing load).
+/// Throws nothing.
 Interval speedup_between(const Measurement& a, const Measurement& b);
 
 /// How long a row is measured (from its config's measure section).
@@ -201,6 +210,7 @@ struct WindowPlan {
   Deadline deadline;         // measure.max_s, from the row's start
   NoiseRule rule;            // measure.target_ci_pct, measure.noise_pct
   int64_t max_pairs = 1000;  // a hard stop for very short windows
+  int64_t processes = 0;     // sides in child processes: this many a side (in_processes())
   /// Asked at every look of compare() (after each pair from min_pairs on) until it says yes:
   /// whether the row has run under competing load so far. From then on the interval is read at
   /// kSpeedupLevelUnderLoad, and faster or slower no longer ends the row early: it is read
@@ -214,17 +224,23 @@ struct WindowPlan {
 /// deadline is agreed across the ranks (Deadline::agree_with): make the plan on every rank.
 WindowPlan window_plan(const config::ExperimentConfig& cfg);
 
+/// `plan` for sides in `processes` child processes each (measure.processes): min_pairs at least
+/// two windows for each process. Throws nothing.
+WindowPlan in_processes(WindowPlan plan, int64_t processes);
+
 /// Why timing a row stopped: a verdict (or a tight enough interval alone) was reached, the
 /// row's budget was spent, or WindowPlan::max_pairs.
 enum class StopRule { kDecided, kBudget, kMaxPairs };
 
 /// A speedup measured interleaved.
 struct Comparison {
-  std::vector<double> a_ms, b_ms;  // the pairs' windows (ms/step), the transient left out
-  int64_t transient = 0;           // pairs left out at the front: the start-up transient
-                                   // (transient_pairs); each side's windows timed in the
-                                   // comparison are [transient, transient + b_ms.size())
-  Interval speedup;                // of B over A in samples/s, at speedup_level(under_load)
+  std::vector<double> a_ms, b_ms;         // the pairs' windows (ms/step), the transient left out
+  std::vector<int> a_process, b_process;  // the process each of those ran in, for sides timed in
+                                          // several (Side::last_process); else empty
+  int64_t transient = 0;                  // pairs left out at the front: the start-up transient
+                                          // (transient_pairs); each side's windows timed in the
+                                          // comparison are [transient, transient + b_ms.size())
+  Interval speedup;                       // of B over A in samples/s, at speedup_level(under_load)
   Verdict verdict = Verdict::kUndecided;
   bool under_load = false;              // plan.under_load said so at a look (it then stays so)
   StopRule stop = StopRule::kMaxPairs;  // why measuring stopped
@@ -265,8 +281,9 @@ inline constexpr uint32_t kPairOrderSeed = 20261125;
 
 /// What measure_alone() timed.
 struct AloneRun {
-  std::vector<double> ms;  // the windows' ms/step, the transient left out
-  int64_t transient = 0;   // windows left out at the front (transient_end)
+  std::vector<double> ms;    // the windows' ms/step, the transient left out
+  std::vector<int> process;  // the process each ran in (Side::last_process); empty: one process
+  int64_t transient = 0;     // windows left out at the front (transient_end)
   StopRule stop = StopRule::kMaxPairs;
 };
 
@@ -278,9 +295,9 @@ AloneRun measure_alone(Side& s, const WindowPlan& plan,
 
 /// The notes a timed row gets from how its measuring ended: the start-up transient left out
 /// (`transient` windows, or pairs when `paired`), and a row that ran out of its time (`stop`
-/// kBudget) with fewer than `min_pairs` windows (pairs) kept. Throws nothing.
-std::vector<std::string> run_notes(int64_t transient, size_t kept, int64_t min_pairs, StopRule stop,
-                                   const Deadline& deadline, bool paired);
+/// kBudget) with fewer than plan.min_pairs windows (pairs) kept. Throws nothing.
+std::vector<std::string> run_notes(int64_t transient, size_t kept, StopRule stop, const WindowPlan& plan,
+                                   bool paired);
 
 /// Measures one configuration alone (Bench + measure_alone), with the load sampled. In
 /// a data-parallel run (dist::process_group names a world) every rank measures its shard;

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <numeric>
 #include <random>
 #include <stdexcept>
@@ -106,11 +107,112 @@ std::vector<LogTerm> welch_terms(const std::vector<double>& a_ms, const std::vec
           LogTerm{-b.mean, vb / static_cast<double>(b.n), dfb}};
 }
 
-LogTerm rate_term(const std::vector<double>& window_ms, double per_window) {
+LogTerm rate_term(const std::vector<double>& window_ms, double per_window, const std::vector<int>& process) {
+  if (per_window <= 0) return {};
+  if (!process.empty()) {
+    if (process.size() != window_ms.size() || logs_of_positive(window_ms).empty()) return {};
+    const LogTerm t = process_term(window_ms, process);
+    return LogTerm{std::log(per_window) - t.mean, t.var, t.df};
+  }
   const Moments m = moments(logs_of_positive(window_ms));
-  if (m.n == 0 || per_window <= 0) return {};
+  if (m.n == 0) return {};
   const double n = static_cast<double>(m.n);
   return LogTerm{std::log(per_window) - m.mean, m.n > 1 ? m.var / n : 0.0, n - 1};
+}
+
+LogTerm process_term(const std::vector<double>& ms, const std::vector<int>& process) {
+  if (ms.size() != process.size())
+    throw std::invalid_argument("process_term: the windows and their processes differ in length");
+  std::map<int, std::vector<double>> by_process;
+  for (size_t i = 0; i < ms.size(); ++i)
+    if (ms[i] > 0 && std::isfinite(ms[i])) by_process[process[i]].push_back(std::log(ms[i]));
+  std::vector<double> means;
+  for (const auto& [p, logs] : by_process) means.push_back(moments(logs).mean);
+  const Moments m = moments(means);
+  if (m.n == 0) return {};
+  const double k = static_cast<double>(m.n);
+  return LogTerm{m.mean, m.n > 1 ? m.var / k : 0.0, k - 1};
+}
+
+namespace {
+
+/// The mean of each group's values.
+std::vector<double> group_means(const std::map<int, std::vector<double>>& groups) {
+  std::vector<double> means;
+  for (const auto& [id, values] : groups) means.push_back(moments(values).mean);
+  return means;
+}
+
+/// speedup_terms for pairs in several processes on both sides.
+std::vector<LogTerm> paired_process_terms(const std::vector<double>& a_ms, const std::vector<int>& a_process,
+                                          const std::vector<double>& b_ms,
+                                          const std::vector<int>& b_process) {
+  if (a_ms.size() != b_ms.size())
+    throw std::invalid_argument("speedup_terms: the two sides differ in length");
+  std::vector<double> d;
+  std::map<int, std::vector<double>> by_a, by_b;
+  for (size_t i = 0; i < a_ms.size(); ++i) {
+    if (!(a_ms[i] > 0 && b_ms[i] > 0 && std::isfinite(a_ms[i]) && std::isfinite(b_ms[i]))) continue;
+    const double r = std::log(a_ms[i]) - std::log(b_ms[i]);
+    d.push_back(r);
+    by_a[a_process[i]].push_back(r);
+    by_b[b_process[i]].push_back(r);
+  }
+  if (d.empty()) return {};
+  const Moments ra = moments(group_means(by_a)), rb = moments(group_means(by_b));
+  auto spread = [](const Moments& m) {
+    const double k = static_cast<double>(m.n);
+    return LogTerm{0, m.n > 1 ? m.var / k : 0.0, k - 1};
+  };
+  LogTerm a = spread(ra);
+  a.mean = moments(d).mean;
+  return {a, spread(rb)};
+}
+
+/// A side of one process beside one of several: one more draw of a process, with the other
+/// side's spread of a process mean (k times its term's variance) and degrees of freedom.
+LogTerm one_process_term(const std::vector<double>& ms, const LogTerm& several) {
+  const Moments m = moments(logs_of_positive(ms));
+  return LogTerm{m.mean, several.var * (several.df + 1), several.df};
+}
+
+}  // namespace
+
+std::vector<LogTerm> speedup_terms(const std::vector<double>& a_ms, const std::vector<int>& a_process,
+                                   const std::vector<double>& b_ms, const std::vector<int>& b_process,
+                                   bool paired) {
+  if ((!a_process.empty() && a_process.size() != a_ms.size()) ||
+      (!b_process.empty() && b_process.size() != b_ms.size()))
+    throw std::invalid_argument("speedup_terms: a side's windows and their processes differ in length");
+  if (a_process.empty() && b_process.empty())
+    return paired ? paired_terms(a_ms, b_ms) : welch_terms(a_ms, b_ms);
+  if (logs_of_positive(a_ms).empty() || logs_of_positive(b_ms).empty()) return {};
+  if (paired && !a_process.empty() && !b_process.empty())
+    return paired_process_terms(a_ms, a_process, b_ms, b_process);
+  const LogTerm a = a_process.empty() ? LogTerm{} : process_term(a_ms, a_process);
+  const LogTerm b = b_process.empty() ? LogTerm{} : process_term(b_ms, b_process);
+  const LogTerm ta = a_process.empty() ? one_process_term(a_ms, b) : a;
+  const LogTerm tb = b_process.empty() ? one_process_term(b_ms, a) : b;
+  return {ta, LogTerm{-tb.mean, tb.var, tb.df}};
+}
+
+Interval speedup_interval(const std::vector<double>& a_ms, const std::vector<int>& a_process,
+                          const std::vector<double>& b_ms, const std::vector<int>& b_process, bool paired,
+                          double level) {
+  const std::vector<LogTerm> t = speedup_terms(a_ms, a_process, b_ms, b_process, paired);
+  if (t.empty()) return {};
+  const bool by_pairs = paired && a_process.empty() && b_process.empty();
+  const int64_t n = by_pairs
+                        ? static_cast<int64_t>(t.front().df + 1)
+                        : static_cast<int64_t>(logs_of_positive(a_ms).size() + logs_of_positive(b_ms).size());
+  return sum_interval(t, level, n);
+}
+
+Interval mean_interval(const std::vector<double>& ms, const std::vector<int>& process, double level) {
+  if (process.empty()) return log_mean_interval(ms, level);
+  const LogTerm t = process_term(ms, process);
+  if (logs_of_positive(ms).empty()) return {};
+  return sum_interval({t}, level, static_cast<int64_t>(logs_of_positive(ms).size()));
 }
 
 Interval sum_interval(const std::vector<LogTerm>& terms, double level, int64_t n) {

@@ -114,9 +114,48 @@ std::vector<LogTerm> paired_terms(const std::vector<double>& a_ms, const std::ve
 std::vector<LogTerm> welch_terms(const std::vector<double>& a_ms, const std::vector<double>& b_ms);
 
 /// The term of a rate from its windows: ln(`per_window` / window) averaged over `window_ms`
-/// (e.g. samples/s from ms/step windows with per_window = 1000 * samples per step). Throws
-/// nothing; a mean of 0 and df 0 without windows.
-LogTerm rate_term(const std::vector<double>& window_ms, double per_window);
+/// (e.g. samples/s from ms/step windows with per_window = 1000 * samples per step); over
+/// several processes (`process`, one per window; empty: one process) with process_term's
+/// spread. Throws nothing; a mean of 0 and df 0 without windows or with a process list of
+/// another length.
+LogTerm rate_term(const std::vector<double>& window_ms, double per_window,
+                  const std::vector<int>& process = {});
+
+/// The term of mean ln(ms) over windows timed in several processes started alike, `process[i]`
+/// being the process window i ran in (any ids): each process's mean log, then the mean of those.
+/// A process's own speed (where its memory landed) is a random effect that more windows of the
+/// same processes do not average away, so the variance is that of the process means over their
+/// count (s^2 / k), with k - 1 degrees of freedom. One process: its mean with df 0 (no spread).
+/// Windows with a non-positive time are ignored. Throws std::invalid_argument when the sizes
+/// differ.
+LogTerm process_term(const std::vector<double>& ms, const std::vector<int>& process);
+
+/// The terms of a speedup of B over A (in log samples/s: ln a - ln b) from each side's windows
+/// and the processes they ran in (`a_process`, `b_process`; empty: all in one process, ptune's
+/// own or a single child). Both sides in one process each: paired_terms when `paired` (a_ms[i]
+/// timed beside b_ms[i]), else welch_terms. Both in several processes and paired: the mean
+/// log-ratio of the pairs, whose spread is that of the pairs' mean log-ratio by A's process
+/// (over their count) plus that by B's process (over theirs), each with its count less one
+/// degrees of freedom: what happened to the machine during a pair cancels in its ratio, and each
+/// side's processes count as draws (B's processes must meet several of A's: ProcessGroup's
+/// shifted turns). Several processes, apart: each side's process_term. A side in one process
+/// beside one in several is one more draw of a process, its mean over its windows with the other
+/// side's spread of a process mean (k times its term's variance) and degrees of freedom. Empty
+/// when a side has no positive window. Throws std::invalid_argument when a side's process list
+/// is neither empty nor as long as its windows, or paired sides differ in length.
+std::vector<LogTerm> speedup_terms(const std::vector<double>& a_ms, const std::vector<int>& a_process,
+                                   const std::vector<double>& b_ms, const std::vector<int>& b_process,
+                                   bool paired);
+
+/// sum_interval of speedup_terms at `level`, its count the windows of both sides (the pairs when
+/// paired and in one process each). Throws as speedup_terms.
+Interval speedup_interval(const std::vector<double>& a_ms, const std::vector<int>& a_process,
+                          const std::vector<double>& b_ms, const std::vector<int>& b_process, bool paired,
+                          double level);
+
+/// The interval of the geometric mean of `ms` at `level`: log_mean_interval for windows of one
+/// process (`process` empty), else that of their process_term. Throws as process_term.
+Interval mean_interval(const std::vector<double>& ms, const std::vector<int>& process, double level);
 
 /// exp(sum of the terms' means) with the t-interval of the sum at `level`: the variance is the
 /// sum of the terms' variances, the degrees of freedom Welch-Satterthwaite's. One paired term

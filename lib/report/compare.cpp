@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <tuple>
+#include <utility>
 
 #include "measure/stats.hpp"
 #include "report/figures.hpp"
@@ -36,13 +38,29 @@ std::vector<std::pair<std::string, int>> keys_of(const Json& rows) {
   return keys;
 }
 
-/// A row's timed windows (repeat_ms_per_step, positive values); empty when it has none.
-std::vector<double> windows(const Json& row) {
+/// A row's windows under `key` (positive values) and the processes they ran in (`process_key`,
+/// kept only where it gives one whole number per window); empty when it has none.
+std::pair<std::vector<double>, std::vector<int>> windows(const Json& row, const char* key,
+                                                         const char* process_key) {
   std::vector<double> w;
-  if (!row.contains("repeat_ms_per_step") || !row["repeat_ms_per_step"].is_array()) return w;
-  for (const auto& v : row["repeat_ms_per_step"])
-    if (v.is_number() && v.get<double>() > 0) w.push_back(v.get<double>());
-  return w;
+  std::vector<int> p;
+  if (!row.contains(key) || !row[key].is_array()) return {w, p};
+  const Json& ms = row[key];
+  const Json* procs =
+      row.contains(process_key) && row[process_key].is_array() && row[process_key].size() == ms.size()
+          ? &row[process_key]
+          : nullptr;
+  bool whole = procs != nullptr;
+  for (size_t i = 0; i < ms.size(); ++i) {
+    if (!ms[i].is_number() || !(ms[i].get<double>() > 0)) continue;
+    w.push_back(ms[i].get<double>());
+    if (procs && (*procs)[i].is_number_integer())
+      p.push_back((*procs)[i].get<int>());
+    else
+      whole = false;
+  }
+  if (!whole) p.clear();
+  return {w, p};
 }
 
 /// Samples a step of the row processes (all ranks), from samples/s and ms/step.
@@ -65,10 +83,8 @@ std::vector<ChainRow> chain_rows(const Json& rows) {
   for (const auto& r : rows) {
     ChainRow c;
     c.samples_per_step = samples_per_step(r).value_or(0);
-    c.window_ms = windows(r);
-    if (r.contains("prev_ms_per_step") && r["prev_ms_per_step"].is_array())
-      for (const auto& v : r["prev_ms_per_step"])
-        if (v.is_number()) c.prev_ms.push_back(v.get<double>());
+    std::tie(c.window_ms, c.window_process) = windows(r, "repeat_ms_per_step", "repeat_process");
+    std::tie(c.prev_ms, c.prev_process) = windows(r, "prev_ms_per_step", "prev_process");
     if (auto w = number(r, "compared_with"); w && *w >= 0 && *w < static_cast<double>(rows.size()))
       c.compared_with = static_cast<size_t>(*w);
     c.under_load = under_load(r);

@@ -52,12 +52,17 @@ std::vector<Term> link_of(const std::vector<ChainRow>& rows, size_t k, bool* loa
   const bool paired = r.prev_ms.size() == r.window_ms.size();
   if (loaded) *loaded = r.under_load || (!paired && before.under_load);
   if (paired) {
-    const auto t = measure::paired_terms(scaled(r.prev_ms, factor), r.window_ms);
-    if (t.empty()) return {};
-    return {Term{t.front(), std::nullopt, 0}};
+    // One paired term; or, where the two sides ran in processes of their own (started for this
+    // link alone), one term per side over its processes.
+    const auto t = measure::speedup_terms(scaled(r.prev_ms, factor), r.prev_process, r.window_ms,
+                                          r.window_process, true);
+    std::vector<Term> terms;
+    for (const auto& one : t) terms.push_back(Term{one, std::nullopt, 0});
+    return terms;
   }
   if (before.window_ms.empty()) return {};
-  const auto t = measure::welch_terms(scaled(before.window_ms, factor), r.window_ms);
+  const auto t = measure::speedup_terms(scaled(before.window_ms, factor), before.window_process, r.window_ms,
+                                        r.window_process, false);
   if (t.size() != 2) return {};
   return {Term{t[0], b, +1}, Term{t[1], k, -1}};
 }
@@ -130,7 +135,9 @@ std::vector<measure::LogTerm> rate_terms(const std::vector<ChainRow>& rows, size
     *loaded = rows[k].under_load;
   }
   const ChainRow& b = rows[base];
-  terms.insert(terms.begin(), Term{measure::rate_term(b.window_ms, 1000.0 * b.samples_per_step), base, -1});
+  terms.insert(
+      terms.begin(),
+      Term{measure::rate_term(b.window_ms, 1000.0 * b.samples_per_step, b.window_process), base, -1});
   return combined(terms);
 }
 

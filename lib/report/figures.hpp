@@ -30,7 +30,9 @@ namespace ptune::report {
 struct ChainRow {
   double samples_per_step = 0;          // all ranks' samples in one step
   std::vector<double> window_ms;        // ms/step of each timed window
+  std::vector<int> window_process;      // the process each window ran in, where several; else empty
   std::vector<double> prev_ms;          // the compared row's windows paired with window_ms; empty: apart
+  std::vector<int> prev_process;        // the process each of prev_ms ran in, where several; else empty
   std::optional<size_t> compared_with;  // the row its vs-prev link is against; none for a base row
   bool under_load = false;              // measured under competing load
 };

@@ -293,11 +293,18 @@ void compute_speedups(std::vector<Row>& rows) {
   }
   last.compared_with = chain.back();
   if (last.prev_ms.size() != last.m->repeat_ms.size()) last.prev_ms.clear();  // not paired: apart
+  if (last.prev_process.size() != last.prev_ms.size()) last.prev_process.clear();
   std::vector<ChainRow> links(rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {
     if (!rows[i].m) continue;
-    links[i] = ChainRow{samples_per_step(rows[i]), rows[i].m->repeat_ms, rows[i].prev_ms,
-                        rows[i].compared_with, rows[i].m->load.under_load};
+    const auto& m = *rows[i].m;
+    links[i] = ChainRow{samples_per_step(rows[i]),
+                        m.repeat_ms,
+                        m.repeat_process.size() == m.repeat_ms.size() ? m.repeat_process : std::vector<int>{},
+                        rows[i].prev_ms,
+                        rows[i].prev_process,
+                        rows[i].compared_with,
+                        m.load.under_load};
   }
   const int64_t pairs = static_cast<int64_t>(last.m->repeat_ms.size());
   bool prev_loaded = false, base_loaded = false;
@@ -343,6 +350,7 @@ const std::vector<std::string>& row_keys() {
                                                  "windows",
                                                  "ms_per_step",
                                                  "repeat_ms_per_step",
+                                                 "repeat_process",
                                                  "spread_pct",
                                                  "samples_per_s",
                                                  "samples_per_s_lo",
@@ -361,6 +369,7 @@ const std::vector<std::string>& row_keys() {
                                                  "compared_with",
                                                  "interleaved",
                                                  "prev_ms_per_step",
+                                                 "prev_process",
                                                  "under_load",
                                                  "other_cpu_cores",
                                                  "steal_pct",
@@ -394,7 +403,9 @@ const std::vector<std::string>& csv_columns() {
   static const std::vector<std::string> kColumns = [] {
     std::vector<std::string> c = {"index"};
     for (const auto& k : row_keys())
-      if (k != "repeat_ms_per_step" && k != "loss_curve" && k != "prev_ms_per_step") c.push_back(k);
+      if (k != "repeat_ms_per_step" && k != "repeat_process" && k != "loss_curve" &&
+          k != "prev_ms_per_step" && k != "prev_process")
+        c.push_back(k);
     return c;
   }();
   return kColumns;
@@ -418,6 +429,7 @@ Json to_json(const Results& r) {
       j["ms_per_step"] = round_to(printed_ms_per_step(row), 3);
       j["repeat_ms_per_step"] = Json::array();
       for (double v : m.repeat_ms) j["repeat_ms_per_step"].push_back(round_to(v, 3));
+      if (!m.repeat_process.empty()) j["repeat_process"] = m.repeat_process;
       j["spread_pct"] = round_to(m.spread_pct, 2);
       // The interval's text beside its bounds: every output prints this one text (figures.hpp).
       auto interval = [&](const std::string& key, const measure::Interval& ci, int digits) {
@@ -440,6 +452,7 @@ Json to_json(const Results& r) {
       if (!row.prev_ms.empty()) {
         j["prev_ms_per_step"] = Json::array();
         for (double v : row.prev_ms) j["prev_ms_per_step"].push_back(round_to(v, 3));
+        if (!row.prev_process.empty()) j["prev_process"] = row.prev_process;
       }
       if (m.load.sampled || m.load.gpu_sampled) j["under_load"] = m.load.under_load;
       if (m.load.sampled) {

@@ -44,9 +44,10 @@ struct Row {
   std::string verdict_prev;  // faster | slower | within noise | undecided; "" for the first row of a mode
   std::string verdict_base;  // the same for the cumulative speedup
   std::optional<size_t> compared_with;  // index (in Results::rows) of the row speedup_vs_prev is against
-  std::vector<double> prev_ms;  // interleaved: that row's windows, paired with this row's m->repeat_ms
-  bool rebuilt = false;         // interleaved by rebuilding both pipelines for every window
-  measure::NoiseRule rule;      // the thresholds its verdicts used (measure.target_ci_pct, noise_pct)
+  std::vector<double> prev_ms;    // interleaved: that row's windows, paired with this row's m->repeat_ms
+  std::vector<int> prev_process;  // the process each of prev_ms ran in (several: ProcessGroup); else empty
+  bool rebuilt = false;           // interleaved by rebuilding both pipelines for every window
+  measure::NoiseRule rule;        // the thresholds its verdicts used (measure.target_ci_pct, noise_pct)
   std::string diagnosis;
   std::vector<std::string> notes;  // warnings (changed training semantics, ...)
   std::vector<double> loss_curve;  // measure.convergence_steps: loss of each step

@@ -96,7 +96,8 @@ Json normalize_row(const Json& in, const std::string& where) {
                        " is not a number (a results file holds numbers or null there)");
     if (is_number_key(k))
       row[k] = number_or_null(v);
-    else if (k == "repeat_ms_per_step" || k == "prev_ms_per_step" || k == "loss_curve")
+    else if (k == "repeat_ms_per_step" || k == "repeat_process" || k == "prev_ms_per_step" ||
+             k == "prev_process" || k == "loss_curve")
       row[k] = numbers_or_null(v);
     else if (k == "interleaved" || k == "under_load")
       row[k] = v.is_boolean() ? v : Json(nullptr);

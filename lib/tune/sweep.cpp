@@ -85,8 +85,10 @@ namespace {
 struct Timed {
   std::optional<measure::Measurement> m;
   std::vector<double> prev_ms;              // the previous row's windows, paired with m->repeat_ms
+  std::vector<int> prev_process;            // the process each of prev_ms ran in (in_child)
   bool rebuilt = false;                     // interleaved by rebuilding per window
-  std::unique_ptr<measure::RowSide> bench;  // kept for the next row of the mode (null when rebuilt)
+  std::unique_ptr<measure::RowSide> bench;  // kept for the next row of the mode (null when rebuilt
+                                            // or in child processes: each row starts its own)
 };
 
 /// A configuration rebuilt for every window (two pipelines that do not fit in memory at once):
@@ -131,32 +133,41 @@ class RebuildSide : public measure::Side {
 /// its count of transient pairs.
 void add_run_notes(measure::Measurement& m, const measure::Comparison& c, const measure::WindowPlan& plan) {
   m.transient_windows = c.transient;
-  for (auto& n : measure::run_notes(c.transient, c.b_ms.size(), plan.min_pairs, c.stop, plan.deadline, true))
+  for (auto& n : measure::run_notes(c.transient, c.b_ms.size(), c.stop, plan, true))
     m.notes.push_back(std::move(n));
   if (std::string n = measure::undecided_note(c, plan); !n.empty()) m.notes.push_back(std::move(n));
 }
 
-/// The notes of a row that ran in a child process `b`: what the child reported of its process,
-/// and for a compared row (`compared`) the floor its verdicts used.
-void add_process_notes(measure::Measurement& m, const measure::ChildSide& b,
-                       const config::ExperimentConfig& cfg, bool compared) {
+/// The notes of a row that ran in child processes `b`: what they reported of their process, and
+/// for a row compared with `prev`'s processes how the comparison counted their spread.
+void add_process_notes(measure::Measurement& m, const measure::ProcessGroup& b,
+                       const config::ExperimentConfig& cfg, const measure::Comparison* compared) {
   for (const auto& n : engine::plan_process(cfg.process).notes) m.notes.push_back(n);
-  m.notes.push_back("this row's child process: " + b.process_description());
+  m.notes.push_back("this row's child processes: " + b.process_description());
   if (!compared) return;
-  char floor[200];
-  std::snprintf(floor, sizeof floor,
-                "two processes: faster or slower only beyond 1.00x ±%.0f%%, within noise inside it (two "
-                "processes started alike ran up to 4-5%% apart)",
-                measure::kProcessFloorPct);
-  m.notes.push_back(floor);
+  const auto t =
+      measure::speedup_terms(compared->a_ms, compared->a_process, compared->b_ms, compared->b_process, true);
+  std::string text = "timed against " + std::to_string(b.size()) +
+                     " fresh processes of the previous row's settings, started in turn with its own; the "
+                     "interval counts the spread between processes";
+  if (t.size() == 2 && t[1].df >= 1) {
+    char spread[120];
+    std::snprintf(spread, sizeof spread,
+                  " (this row's processes' own speed varied by %.1f%%, one standard deviation)",
+                  100.0 * (std::exp(std::sqrt(t[1].var * (t[1].df + 1))) - 1.0));
+    text += spread;
+  }
+  m.notes.push_back(text);
 }
 
 /// Times one row: against `prev` (the previous ok row of its mode, built and warm) when there
 /// is one, else alone. When the two do not fit in memory together, `release` frees every kept
 /// pipeline and both are rebuilt for every window instead. measure.max_s bounds it all, from
 /// the construction of its pipeline (measure::Deadline), the rebuilt windows included. With
-/// `in_child` (a sweep with process-level rows: every row of it, `prev` too, is a child
-/// process; measure/child_side.hpp) the row runs in a child process started with its settings.
+/// `in_child` (a sweep with process-level rows: every row of it runs in child processes;
+/// measure/child_side.hpp) the row runs in measure.processes fresh processes started with its
+/// settings, against as many fresh processes of `prev_cfg` (`prev` is not used), and nothing is
+/// kept.
 Timed time_row(const config::ExperimentConfig& cfg, measure::RowSide* prev,
                const config::ExperimentConfig* prev_cfg, bool in_child, const measure::Progress& progress,
                const std::function<void()>& release, const std::atomic<bool>* interrupted) {
@@ -181,32 +192,40 @@ Timed time_row(const config::ExperimentConfig& cfg, measure::RowSide* prev,
     m.load.under_load = m.load.under_load || compared_under_load;
   };
   Timed t;
-  plan.rule = measure::process_rule(plan.rule, in_child);
   try {
-    if (in_child)
-      t.bench = std::make_unique<measure::ChildSide>(cfg, progress, plan.deadline);
-    else
+    std::unique_ptr<measure::RowSide> prev_processes;  // the previous row's, for this row alone
+    if (in_child) {
+      plan = measure::in_processes(plan, cfg.measure.processes);
+      measure::RowProcesses p = measure::start_row_processes(prev_cfg, cfg, cfg.measure.processes,
+                                                             prev_progress, progress, plan.deadline);
+      prev_processes = std::move(p.prev);
+      t.bench = std::move(p.row);
+      prev = prev_processes.get();
+    } else {
       t.bench = std::make_unique<measure::Bench>(cfg, progress, plan.deadline);
+    }
     t.bench->set_progress(progress, plan.min_pairs);
     start_load();
     if (prev) {
       prev->set_progress(prev_progress, 0);
       const measure::Comparison c = measure::compare(*prev, *t.bench, plan);
       t.prev_ms = c.a_ms;
+      t.prev_process = c.a_process;
       t.m = t.bench->result(static_cast<size_t>(c.transient), c.b_ms.size());
       add_run_notes(*t.m, c, plan);
       finish_load(*t.m, c.under_load);
+      if (in_child) add_process_notes(*t.m, dynamic_cast<const measure::ProcessGroup&>(*t.bench), cfg, &c);
     } else {
       const measure::AloneRun r = measure::measure_alone(*t.bench, plan);
       t.m = t.bench->result(static_cast<size_t>(r.transient), r.ms.size());
       t.m->transient_windows = r.transient;
-      for (auto& n :
-           measure::run_notes(r.transient, r.ms.size(), plan.min_pairs, r.stop, plan.deadline, false))
+      for (auto& n : measure::run_notes(r.transient, r.ms.size(), r.stop, plan, false))
         t.m->notes.push_back(std::move(n));
       finish_load(*t.m, false);
+      if (in_child)
+        add_process_notes(*t.m, dynamic_cast<const measure::ProcessGroup&>(*t.bench), cfg, nullptr);
     }
-    if (in_child)
-      add_process_notes(*t.m, dynamic_cast<const measure::ChildSide&>(*t.bench), cfg, prev != nullptr);
+    if (in_child) t.bench.reset();  // the next row starts processes of its own
     return t;
   } catch (const std::exception& e) {
     if (!prev || in_child || !is_out_of_memory(e)) throw;
@@ -285,7 +304,7 @@ class SweepRun {
   /// A row's bench kept built and warm for the next row of its mode and model.arch.
   struct Live {
     size_t k;                                 // its index in out.rows
-    std::unique_ptr<measure::RowSide> bench;  // in-process, or in a child process (process_rows_)
+    std::unique_ptr<measure::RowSide> bench;  // in-process; null for rows in child processes (process_rows_)
   };
   /// A row measured (or failed), before it joins the results.
   struct Measured {
@@ -355,9 +374,9 @@ class SweepRun {
       Timed t = time_row(
           row_cfg, prev ? prev->bench.get() : nullptr, prev ? &done_[prev->k].cfg : nullptr, process_rows_,
           progress, [&] { live_.clear(); }, options_.interrupted);
-      row.rule = measure::process_rule(row.rule, process_rows_);
       row.m = std::move(t.m);
       row.prev_ms = std::move(t.prev_ms);
+      row.prev_process = std::move(t.prev_process);
       row.rebuilt = t.rebuilt;
       out.kept = std::move(t.bench);
       add_measurement_notes(row);
@@ -403,7 +422,9 @@ class SweepRun {
     out_.rows.push_back(std::move(measured.row));
     report::Row& r = out_.rows.back();
     report::compute_speedups(out_.rows);
-    if (measured.kept)  // the one it replaces is freed
+    // The next row of the mode is compared with this one (kept built, or in processes of its own
+    // started afresh: no bench); the one it replaces is freed.
+    if (measured.kept || (process_rows_ && r.m))
       live_[r.mode + "/" + r.arch] = Live{out_.rows.size() - 1, std::move(measured.kept)};
     if (r.m) {
       r.diagnosis =

@@ -579,11 +579,8 @@ class GreedySearch {
 
   /// A measured trial's verdict against the incumbent, with its reason; true when kept.
   bool judge_trial(Trial& t, const config::ExperimentConfig& next) const {
-    // Two processes (process settings on either side) differ by more than chance alone.
-    const bool processes =
-        !engine::default_process(next.process) || !engine::default_process(current_.process);
-    const measure::NoiseRule rule = measure::process_rule(measure::window_plan(next).rule, processes);
-    const NoiseVerdict v = judge(incumbent_, *t.m, rule, options_.threshold_pct);
+    // Trials in child processes carry each window's process: judge() counts their spread.
+    const NoiseVerdict v = judge(incumbent_, *t.m, measure::window_plan(next).rule, options_.threshold_pct);
     t.gain_pct = v.gain_pct;
     t.speedup = v.speedup;
     t.noise = measure::verdict_name(v.verdict);
