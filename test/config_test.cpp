@@ -55,7 +55,7 @@ TEST_CASE("values are read into the structs", "[config]") {
   CHECK(*cfg.model.weights == "w.pt");
   CHECK(cfg.loader.batch_size == 512);
   CHECK(cfg.optim.lr == Approx(0.1));
-  CHECK(cfg.optim.amp == "bf16");
+  CHECK(cfg.optim.amp == ptune::config::Amp::kBf16);
   CHECK(cfg.device == "cuda:1");
 }
 
@@ -167,7 +167,7 @@ TEST_CASE("set overrides (--set) are typed by the field", "[config]") {
   ptune::config::apply_set(cfg, "model.weights=/tmp/w.pt");
   ptune::config::apply_set(cfg, "name=my run");
   CHECK(cfg.loader.batch_size == 256);
-  CHECK(cfg.optim.amp == "bf16");
+  CHECK(cfg.optim.amp == ptune::config::Amp::kBf16);
   CHECK(cfg.loader.pin_memory);
   CHECK(cfg.data.mean == std::vector<double>{0.1, 0.2, 0.3});
   CHECK(*cfg.model.weights == "/tmp/w.pt");
@@ -219,9 +219,9 @@ TEST_CASE("sweep rows are cumulative patches", "[config]") {
   CHECK(rows[1].second.loader.num_workers == 2);
   CHECK(rows[2].second.loader.num_workers == 2);  // kept from the row before
   CHECK(rows[2].second.loader.batch_size == 64);
-  CHECK(rows[2].second.optim.amp == "bf16");
+  CHECK(rows[2].second.optim.amp == ptune::config::Amp::kBf16);
   CHECK(rows[3].second.optim.set_to_none);
-  CHECK(rows[3].second.optim.amp == "bf16");
+  CHECK(rows[3].second.optim.amp == ptune::config::Amp::kBf16);
   CHECK(rows[3].second.sweep.empty());
 }
 
@@ -286,7 +286,7 @@ TEST_CASE("did-you-mean picks close words only", "[config]") {
 
 TEST_CASE("rules between keys are checked for the config and every sweep row", "[config]") {
   ExperimentConfig cfg;
-  cfg.data.kind = "image_folder";
+  cfg.data.kind = ptune::config::DataKind::kImageFolder;
   CHECK_THROWS_WITH(ptune::config::validate(cfg, "exp.json"),
                     "exp.json: data.root: required when data.kind is image_folder");
   cfg.data.root = "/data";

@@ -198,7 +198,7 @@ TEST_CASE("cuda: fp16 AMP trains with the scaler and stays close to fp32", "[.cu
   std::vector<ptune::data::Batch> same(8, batches[0]);
   Trainer fp32(cfg, kCuda);
   const auto losses32 = train_on(fp32, same);
-  cfg.optim.amp = "fp16";
+  cfg.optim.amp = ptune::config::Amp::kFp16;
   Trainer fp16(cfg, kCuda);
   REQUIRE(fp16.scaler());
   const auto losses16 = train_on(fp16, same);
@@ -220,8 +220,8 @@ TEST_CASE("cuda: a CUDA-graph step gives the eager step's losses and parameters"
   require_gpu();
   DeterministicCudnn det;
   auto cfg = small();
-  cfg.optim.amp = GENERATE(std::string("off"), std::string("fp16"));
-  INFO("amp " << cfg.optim.amp);
+  cfg.optim.amp = GENERATE(ptune::config::Amp::kOff, ptune::config::Amp::kFp16);
+  INFO("amp " << ptune::config::name(cfg.optim.amp));
   auto batches = host_batches(cfg, 8);
   Trainer eager(cfg, kCuda);
   auto eager_losses = train_on(eager, batches);
@@ -239,7 +239,7 @@ TEST_CASE("cuda: a CUDA-graph step gives the eager step's losses and parameters"
 TEST_CASE("cuda: inside the graph an inf/NaN step changes nothing and halves the scale", "[.cuda]") {
   require_gpu();
   auto cfg = small();
-  cfg.optim.amp = "fp16";
+  cfg.optim.amp = ptune::config::Amp::kFp16;
   cfg.optim.cuda_graphs = GENERATE(false, true);
   INFO("cuda_graphs " << cfg.optim.cuda_graphs);
   auto batches = host_batches(cfg, 6);
@@ -335,7 +335,7 @@ TEST_CASE("cuda: a measured row reports GPU busy, peak memory and the step break
   auto cfg = small();
   cfg.loader.pin_memory = true;
   cfg.loader.num_workers = 2;
-  cfg.optim.amp = "fp16";
+  cfg.optim.amp = ptune::config::Amp::kFp16;
   auto m = ptune::measure::measure(cfg);
   CHECK_FALSE(m.gpu_busy_pct);  // measure() never profiles
   const auto p = ptune::measure::profile(cfg, m.ms_per_step);
@@ -351,12 +351,12 @@ TEST_CASE("cuda: a measured row reports GPU busy, peak memory and the step break
   REQUIRE(m.loss);
   CHECK(std::isfinite(*m.loss));
   // A data row of float batches launches no kernel: copies are not GPU busy.
-  cfg.measure.mode = "data";
+  cfg.measure.mode = ptune::config::Mode::kData;
   auto d = ptune::measure::measure(cfg);
   const auto dp = ptune::measure::profile(cfg, d.ms_per_step);
   REQUIRE(dp.gpu_busy_pct);
   CHECK(*dp.gpu_busy_pct == 0);
-  cfg.measure.mode = "train";
+  cfg.measure.mode = ptune::config::Mode::kTrain;
   cfg.optim.cuda_graphs = true;
   cfg.measure.warmup_steps = 2;  // raised to the graph's warm-up and capture, with a note
   auto g = ptune::measure::measure(cfg);
@@ -406,7 +406,7 @@ TEST_CASE("cuda: the batch-size search survives a real out-of-memory and keeps g
   cfg.data.image_size = 128;
   cfg.data.num_samples = 4096;
   cfg.loader.batch_size = 64;
-  cfg.measure.mode = "synthetic";
+  cfg.measure.mode = ptune::config::Mode::kSynthetic;
   cfg.measure.warmup_steps = 1;
   cfg.measure.steps = 1;
   ptune::tune::BatchSearchOptions o;
@@ -430,7 +430,8 @@ TEST_CASE("cuda: the batch-size search survives a real out-of-memory and keeps g
 TEST_CASE("cuda: an NCCL group runs collectives and DDP-style gradient sync on the GPU", "[.cuda]") {
   require_gpu();
   auto store = c10::make_intrusive<c10d::HashStore>();
-  auto group = std::make_shared<ptune::dist::Group>(store, 0, 1, "nccl", kCuda, std::chrono::seconds(60));
+  auto group = std::make_shared<ptune::dist::Group>(store, 0, 1, ptune::config::Backend::kNccl, kCuda,
+                                                    std::chrono::seconds(60));
   CHECK(group->backend_name() == "nccl");
   auto t = torch::arange(6, torch::TensorOptions().dtype(torch::kFloat).device(kCuda));
   group->all_reduce_sum(t);

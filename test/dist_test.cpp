@@ -63,9 +63,9 @@ void run_ranks(int n, Fn fn) {
         // One intra-op thread per rank: two ranks with OpenMP pools of their own would
         // oversubscribe the cores (and spin), more so when ctest runs tests side by side.
         at::set_num_threads(1);
-        auto group =
-            std::make_shared<dist::Group>(c10::make_intrusive<c10d::PrefixStore>("test", store), r, n, "gloo",
-                                          c10::Device(c10::kCPU), std::chrono::seconds(30), "127.0.0.1");
+        auto group = std::make_shared<dist::Group>(c10::make_intrusive<c10d::PrefixStore>("test", store), r,
+                                                   n, ptune::config::Backend::kGloo, c10::Device(c10::kCPU),
+                                                   std::chrono::seconds(30), "127.0.0.1");
         fn(r, group);
       } catch (...) {
         errors[static_cast<size_t>(r)] = std::current_exception();
@@ -362,8 +362,9 @@ TEST_CASE("dist: one process answers as rank 0 of 1", "[dist]") {
   CHECK(torch::equal(t, torch::tensor({1.0, 2.0})));
   CHECK(single.max({3.0}) == std::vector<double>{3.0});
   single.barrier();
-  CHECK(dist::resolve_backend("auto", c10::Device(c10::kCPU)) == "gloo");
-  CHECK_THROWS_WITH(dist::resolve_backend("nccl", c10::Device(c10::kCPU)),
+  CHECK(dist::resolve_backend(ptune::config::Backend::kAuto, c10::Device(c10::kCPU)) ==
+        ptune::config::Backend::kGloo);
+  CHECK_THROWS_WITH(dist::resolve_backend(ptune::config::Backend::kNccl, c10::Device(c10::kCPU)),
                     Catch::Contains("needs a CUDA device"));
 }
 

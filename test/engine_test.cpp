@@ -197,7 +197,7 @@ TEST_CASE("models start identical from the seed, set_to_none does not change tra
   cfg.optim.set_to_none = true;
   auto b = train_params(cfg, 3);
   CHECK(a.equal(b));
-  cfg.optim.kind = "adamw";
+  cfg.optim.kind = ptune::config::OptimKind::kAdamW;
   auto c = train_params(cfg, 2);
   CHECK(!a.equal(c));
 }
@@ -245,7 +245,7 @@ TEST_CASE("bf16 autocast on the CPU trains close to fp32", "[engine]") {
   auto cfg = tiny();
   double fp32 = 0, bf16 = 0;
   auto a = train_params(cfg, 1, &fp32);
-  cfg.optim.amp = "bf16";
+  cfg.optim.amp = ptune::config::Amp::kBf16;
   auto b = train_params(cfg, 1, &bf16);
   CHECK(!a.equal(b));  // autocast really ran in bfloat16...
   CHECK(bf16 != fp32);
@@ -291,10 +291,10 @@ TEST_CASE("CUDA-only options are clear errors without a GPU", "[engine]") {
   CHECK_THROWS_WITH(Trainer(cfg, c10::Device(c10::kCPU)),
                     Catch::StartsWith("optim.cudnn_benchmark needs a CUDA device; "));
   cfg.optim.cudnn_benchmark = false;
-  cfg.optim.amp = "fp16";
+  cfg.optim.amp = ptune::config::Amp::kFp16;
   CHECK_THROWS_WITH(Trainer(cfg, c10::Device(c10::kCPU)),
                     Catch::StartsWith("optim.amp=fp16 needs a CUDA device; "));
-  cfg.optim.amp = "off";
+  cfg.optim.amp = ptune::config::Amp::kOff;
   cfg.optim.cuda_graphs = true;
   CHECK_THROWS_WITH(Trainer(cfg, c10::Device(c10::kCPU)),
                     Catch::StartsWith("optim.cuda_graphs needs a CUDA device; "));
@@ -324,15 +324,15 @@ TEST_CASE("measure: modes, warm-up excluded, loss reported", "[engine][measure]"
   CHECK(m.samples_per_s == Approx(1000.0 * 4 / m.ms_per_step));
   REQUIRE(m.loss);
   CHECK(m.data_wait_pct + m.h2d_pct + m.compute_pct == Approx(100.0));
-  cfg.measure.mode = "data";
+  cfg.measure.mode = ptune::config::Mode::kData;
   auto d = ptune::measure::measure(cfg);
   CHECK(!d.loss);
   CHECK(d.data_wait_pct > 90);
-  cfg.measure.mode = "synthetic";
+  cfg.measure.mode = ptune::config::Mode::kSynthetic;
   auto s = ptune::measure::measure(cfg);
   CHECK(s.data_wait_pct == 0);
   cfg.loader.batch_size = 64;
-  cfg.measure.mode = "train";
+  cfg.measure.mode = ptune::config::Mode::kTrain;
   CHECK_THROWS_WITH(ptune::measure::measure(cfg),
                     "loader.batch_size: 64 is larger than the dataset's 32 samples with drop_last; lower it "
                     "or raise data.num_samples");
@@ -391,7 +391,7 @@ TEST_CASE("warm-up: raised to what CUDA graphs and cuDNN autotuning need, with a
   CHECK(note ==
         "measure.warmup_steps raised from 0 to 1: optim.cudnn_benchmark autotunes in the first step, which "
         "must not be timed");
-  cfg.measure.mode = "data";  // no model: nothing to warm up for
+  cfg.measure.mode = ptune::config::Mode::kData;  // no model: nothing to warm up for
   CHECK(ptune::measure::warmup_steps(cfg) == 0);
 }
 
@@ -497,7 +497,7 @@ TEST_CASE("diagnosis verdicts follow the documented thresholds", "[measure]") {
         "large blocks back and the next step faults them in again): process.allocator jemalloc, tcmalloc or "
         "glibc_tuned");
   auto tuned = cfg;
-  tuned.process.allocator = "tcmalloc";
+  tuned.process.allocator = ptune::config::Allocator::kTcmalloc;
   CHECK(ptune::measure::diagnose(m, tuned, {}, {}, true).rfind("compute-bound", 0) == 0);
   m.system_time_pct = 9.9;
   CHECK(ptune::measure::diagnose(m, cfg, {}, {}, true).rfind("compute-bound", 0) == 0);
@@ -511,7 +511,7 @@ TEST_CASE("diagnosis verdicts follow the documented thresholds", "[measure]") {
         "15% used: raise loader.batch_size");
   m.gpu_busy_pct = 97;
   m.peak_mem_bytes = 80;
-  cfg.optim.amp = "bf16";
+  cfg.optim.amp = ptune::config::Amp::kBf16;
   CHECK(ptune::measure::diagnose(m, cfg) ==
         "compute-bound (94% in forward/backward/update, GPU busy 97%): try model.channels_last");
 }

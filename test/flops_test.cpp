@@ -105,8 +105,8 @@ TEST_CASE("peak: the GPU table tells devices apart and gives dense figures", "[p
 
 TEST_CASE("peak: a row's precision follows optim.amp", "[peak]") {
   using ptune::measure::row_precision;
-  CHECK(row_precision("bf16", c10::Device(c10::kCPU), "resnet18") == "bf16");
-  CHECK(row_precision("off", c10::Device(c10::kCPU), "resnet18") == "fp32");
+  CHECK(row_precision(ptune::config::Amp::kBf16, c10::Device(c10::kCPU), "resnet18") == "bf16");
+  CHECK(row_precision(ptune::config::Amp::kOff, c10::Device(c10::kCPU), "resnet18") == "fp32");
 }
 
 TEST_CASE("peak: the CPU calibration agrees with torch.mm timed in Python", "[peak][python]") {

@@ -575,7 +575,7 @@ TEST_CASE("image_folder: loader batches are identical for 0, 1 and 3 workers", "
 
 TEST_CASE("image_folder: make_dataset builds it from the config", "[image_folder]") {
   ptune::config::ExperimentConfig cfg;
-  cfg.data.kind = "image_folder";
+  cfg.data.kind = ptune::config::DataKind::kImageFolder;
   cfg.data.image_size = 8;
   try {
     ptune::engine::make_dataset(cfg);
@@ -584,7 +584,7 @@ TEST_CASE("image_folder: make_dataset builds it from the config", "[image_folder
     CHECK(std::string(e.what()) == "data.root: required when data.kind is image_folder");
   }
   cfg.data.root = kRoot;
-  cfg.data.transform = "eval";
+  cfg.data.transform = ptune::config::Transform::kEval;
   auto ds = ptune::engine::make_dataset(cfg);
   CHECK(ds->size() == 10);
   CHECK(ds->shape().height == 8);

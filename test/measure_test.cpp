@@ -226,7 +226,7 @@ TEST_CASE(
 TEST_CASE("profiled input rows show the loader with workers and the uint8 conversion", "[measure]") {
   ptune::test::TempDir dir;
   auto cfg = tiny_row(dir.file("runs"));
-  cfg.measure.mode = "data";
+  cfg.measure.mode = ptune::config::Mode::kData;
   cfg.loader.num_workers = 1;
   cfg.loader.uint8_transfer = true;
   const Json trace = profile_and_read(cfg, dir.file("runs/data"), "data");

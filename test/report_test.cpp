@@ -20,7 +20,7 @@ using namespace ptune::report;
 
 namespace {
 
-Row row(const std::string& name, double sps, const std::string& mode = "train") {
+Row row(const std::string& name, double sps, ptune::config::Mode mode = ptune::config::Mode::kTrain) {
   Row r;
   r.name = name;
   r.mode = mode;
@@ -43,7 +43,7 @@ Results sample() {
   res.environment.torch = "2.11.0";
   res.rows.push_back(row("baseline", 400));
   compute_speedups(res.rows);
-  res.rows.push_back(row("loader", 1000, "data"));
+  res.rows.push_back(row("loader", 1000, ptune::config::Mode::kData));
   compute_speedups(res.rows);
   res.rows.push_back(row("workers, 8", 800));
   res.rows.back().changes["loader.num_workers"] = 8;
@@ -71,7 +71,7 @@ TEST_CASE("a sweep of several archs compares each row with the rows of its own a
   // zoo-cpu.json's shape: each arch walked through its options, then the next arch.
   Results res;
   auto add = [&](const std::string& name, double sps, const std::string& arch,
-                 const std::string& mode = "train") {
+                 ptune::config::Mode mode = ptune::config::Mode::kTrain) {
     res.rows.push_back(row(name, sps, mode));
     res.rows.back().arch = arch;
     compute_speedups(res.rows);
@@ -79,7 +79,7 @@ TEST_CASE("a sweep of several archs compares each row with the rows of its own a
   add("vit", 100, "vit_b_16");
   add("vit bf16", 150, "vit_b_16");
   add("convnext", 400, "convnext_tiny");
-  add("convnext synthetic", 1000, "convnext_tiny", "synthetic");
+  add("convnext synthetic", 1000, "convnext_tiny", ptune::config::Mode::kSynthetic);
   add("convnext bf16", 600, "convnext_tiny");
   add("vit channels_last", 300, "vit_b_16");
   CHECK(res.rows[2].speedup_vs_prev == 1.0);  // the first convnext row is its own base

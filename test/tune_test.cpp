@@ -263,7 +263,7 @@ TEST_CASE("candidates: the optimizations not yet on, in order", "[tune]") {
   CHECK(names == expected);
   cfg.loader.num_workers = 4;
   cfg.loader.pin_memory = true;
-  cfg.optim.amp = "bf16";
+  cfg.optim.amp = ptune::config::Amp::kBf16;
   cfg.optim.cuda_graphs = true;
   cfg.data.num_samples = 40;  // batch 64 would not fit the dataset
   names.clear();
@@ -275,7 +275,7 @@ TEST_CASE("candidates: the optimizations not yet on, in order", "[tune]") {
   for (const auto& c : ptune::tune::candidates(cfg, 4, true)) names.push_back(c.name);
   CHECK(std::find(names.begin(), names.end(), "resize on the GPU") == names.end());
   cfg.loader.gpu_resize = false;
-  cfg.optim.amp = "off";
+  cfg.optim.amp = ptune::config::Amp::kOff;
   bool fp16 = false;
   for (const auto& c : ptune::tune::candidates(cfg, 4, true)) fp16 = fp16 || c.name == "AMP fp16";
   CHECK(fp16);
@@ -292,10 +292,10 @@ TEST_CASE("greedy search keeps only the changes that beat the noise", "[tune]") 
     if (c.optim.cuda_graphs)
       throw ptune::ConfigError("optim.cuda_graphs needs a CUDA device; none is visible");
     double sps = 100;
-    if (c.loader.num_workers > 0) sps *= 1.5;  // +50%: kept
-    if (c.loader.pin_memory) sps *= 1.01;      // +1%: noise, rejected
-    if (c.optim.amp == "bf16") sps *= 1.3;     // +30%: kept
-    if (c.model.channels_last) sps *= 0.9;     // slower: rejected
+    if (c.loader.num_workers > 0) sps *= 1.5;                  // +50%: kept
+    if (c.loader.pin_memory) sps *= 1.01;                      // +1%: noise, rejected
+    if (c.optim.amp == ptune::config::Amp::kBf16) sps *= 1.3;  // +30%: kept
+    if (c.model.channels_last) sps *= 0.9;                     // slower: rejected
     return fake(c.loader.batch_size, sps);
   };
   auto cfg = base_config();
@@ -311,7 +311,7 @@ TEST_CASE("greedy search keeps only the changes that beat the noise", "[tune]") 
 
   // The winner: the input config plus the kept changes, with the user's own repeats.
   CHECK(r.best.loader.num_workers == 4);
-  CHECK(r.best.optim.amp == "bf16");
+  CHECK(r.best.optim.amp == ptune::config::Amp::kBf16);
   CHECK_FALSE(r.best.loader.pin_memory);
   CHECK_FALSE(r.best.model.channels_last);
   CHECK(r.best.loader.batch_size == 32);
@@ -355,10 +355,10 @@ TEST_CASE("greedy search keeps only the changes that beat the noise", "[tune]") 
   REQUIRE(r.best.sweep.size() == 3);
   auto rows = ptune::config::expand_sweep(r.best);
   CHECK(rows[0].second.loader.num_workers == 0);
-  CHECK(rows[0].second.optim.amp == "off");
+  CHECK(rows[0].second.optim.amp == ptune::config::Amp::kOff);
   CHECK(rows[1].second.loader.num_workers == 4);
-  CHECK(rows[1].second.optim.amp == "off");
-  CHECK(rows[2].second.optim.amp == "bf16");
+  CHECK(rows[1].second.optim.amp == ptune::config::Amp::kOff);
+  CHECK(rows[2].second.optim.amp == ptune::config::Amp::kBf16);
   auto doc = ptune::config::to_json(r.best);
   auto reparsed = ptune::config::from_json(doc, "best.json");
   CHECK(ptune::config::to_json(reparsed) == doc);
@@ -370,8 +370,8 @@ TEST_CASE("greedy search: a trial measured under competing load says so in its r
   opt.max_passes = 1;
   opt.measure = [&](const ExperimentConfig& c) {
     if (c.optim.cudnn_benchmark || c.optim.cuda_graphs) throw ptune::ConfigError("needs a CUDA device");
-    Measurement m = fake(c.loader.batch_size, c.optim.amp == "bf16" ? 200 : 100);
-    m.load.under_load = c.optim.amp == "bf16";
+    Measurement m = fake(c.loader.batch_size, c.optim.amp == ptune::config::Amp::kBf16 ? 200 : 100);
+    m.load.under_load = c.optim.amp == ptune::config::Amp::kBf16;
     return m;
   };
   auto r = ptune::tune::greedy_tune(base_config(), opt);
@@ -396,11 +396,11 @@ TEST_CASE("greedy search: a failing trial is recorded and the search goes on", "
   opt.measure = [&](const ExperimentConfig& c) {
     if (c.loader.batch_size > 32) throw_oom("OutOfMemoryError");
     if (c.optim.set_to_none) throw std::runtime_error("CUDA error: something else\nmore lines");
-    return fake(c.loader.batch_size, c.optim.amp == "bf16" ? 200.0 : 100.0);
+    return fake(c.loader.batch_size, c.optim.amp == ptune::config::Amp::kBf16 ? 200.0 : 100.0);
   };
   auto r = ptune::tune::greedy_tune(base_config(), opt);
   CHECK(ooms == 2);  // batch 64 is retried in pass 2, after AMP was kept (it might fit then)
-  CHECK(r.best.optim.amp == "bf16");
+  CHECK(r.best.optim.amp == ptune::config::Amp::kBf16);
   bool saw_oom = false, saw_failed = false;
   for (const auto& t : r.trials) {
     saw_oom = saw_oom || (t.verdict == ptune::tune::TrialVerdict::kFailed && t.out_of_memory &&

@@ -226,7 +226,7 @@ void check_trains_bf16(const std::string& arch, int64_t image_size) {
   cfg.model.arch = arch;
   cfg.model.num_classes = 10;
   cfg.model.channels_last = true;
-  cfg.optim.amp = "bf16";
+  cfg.optim.amp = ptune::config::Amp::kBf16;
   cfg.data.num_samples = 16;
   cfg.data.image_size = image_size;
   cfg.loader.batch_size = 2;

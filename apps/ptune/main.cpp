@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <filesystem>
 #include <iostream>
 #include <optional>
@@ -601,7 +602,8 @@ std::variant<const Command*, int> parse(CLI::App& app, Args& a, int argc, char**
       a.cl.command = c.name;
       return &c;
     }
-  return ptune::cli::print_outcome({ptune::kExitUsage, "a command is required (see ptune --help)"});
+  // require_subcommand(1) made parse() throw when no command was given.
+  throw std::logic_error("the command line parsed without a command");
 }
 
 }  // namespace

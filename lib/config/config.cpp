@@ -55,7 +55,20 @@ void bind_value_opt(Field& f, std::function<std::optional<std::string>&(Experime
   };
 }
 
-/// Builds a field bound to cfg.*section.*member.
+/// An enum-like key: its names in JSON, its choices from EnumNames.
+template <class V>
+void bind_enum(Field& f, std::function<V&(ExperimentConfig&)> ref) {
+  f.choices = enum_names<V>();
+  f.get = [ref](const ExperimentConfig& c) { return Json(name(ref(const_cast<ExperimentConfig&>(c)))); };
+  f.set = [ref, path = f.path](ExperimentConfig& c, const Json& j) {
+    const auto v = enum_from<V>(j.get<std::string>());
+    if (!v)
+      throw std::logic_error(path + ": '" + j.get<std::string>() + "' was not checked against its choices");
+    ref(c) = *v;
+  };
+}
+
+/// Builds a field bound to cfg.*section.*member (an enum-like member's choices are its names).
 template <class S, class V>
 Field field(const char* path, S ExperimentConfig::*section, V S::*member, Type type, const char* help) {
   Field f;
@@ -67,6 +80,8 @@ Field field(const char* path, S ExperimentConfig::*section, V S::*member, Type t
   };
   if constexpr (std::is_same_v<V, std::optional<std::string>>)
     bind_value_opt(f, ref);
+  else if constexpr (IsConfigEnum<V>::value)
+    bind_enum<V>(f, ref);
   else
     bind_value<V>(f, ref);
   return f;
@@ -136,21 +151,18 @@ const std::vector<Field>& fields() {
     t.push_back(field("model.channels_last", &E::model, &ModelConfig::channels_last, T::kBool,
                       "NHWC memory format for the model and its inputs"));
 
-    t.push_back(one_of(field("data.kind", &E::data, &DataConfig::kind, T::kEnum,
-                             "dataset: fake_cifar = seeded random 32x32 RGB images resized to image_size; "
-                             "image_folder = JPEG/PNG files under data.root"),
-                       {"fake_cifar", "image_folder"}));
+    t.push_back(field("data.kind", &E::data, &DataConfig::kind, T::kEnum,
+                      "dataset: fake_cifar = seeded random 32x32 RGB images resized to image_size; "
+                      "image_folder = JPEG/PNG files under data.root"));
     t.push_back(
         field("data.root", &E::data, &DataConfig::root, T::kOptString,
               "image_folder: folder with one sub-folder of images per class (sorted names = labels)"));
     t.push_back(
-        one_of(field("data.transform", &E::data, &DataConfig::transform, T::kEnum,
-                     "image_folder: train = RandomResizedCrop + horizontal flip; eval = Resize + CenterCrop"),
-               {"train", "eval"}));
-    t.push_back(one_of(field("data.on_bad_file", &E::data, &DataConfig::on_bad_file, T::kEnum,
-                             "image_folder: a corrupt or non-image file stops the run (error) or is left out "
-                             "and counted (skip)"),
-                       {"error", "skip"}));
+        field("data.transform", &E::data, &DataConfig::transform, T::kEnum,
+              "image_folder: train = RandomResizedCrop + horizontal flip; eval = Resize + CenterCrop"));
+    t.push_back(field("data.on_bad_file", &E::data, &DataConfig::on_bad_file, T::kEnum,
+                      "image_folder: a corrupt or non-image file stops the run (error) or is left out "
+                      "and counted (skip)"));
     t.push_back(
         between(field("data.max_image_pixels", &E::data, &DataConfig::max_image_pixels, T::kInt,
                       "image_folder: an image with more pixels is a bad file, refused from its header before "
@@ -193,8 +205,7 @@ const std::vector<Field>& fields() {
         field("loader.gpu_resize", &E::loader, &LoaderConfig::gpu_resize, T::kBool,
               "fake_cifar: ship the 32x32 originals and resize on the device (49x fewer bytes at 224)"));
 
-    t.push_back(
-        one_of(field("optim.kind", &E::optim, &OptimConfig::kind, T::kEnum, "optimizer"), {"sgd", "adamw"}));
+    t.push_back(field("optim.kind", &E::optim, &OptimConfig::kind, T::kEnum, "optimizer"));
     t.push_back(at_most(
         at_least(field("optim.lr", &E::optim, &OptimConfig::lr, T::kNumber, "learning rate"), 0, true),
         1000));
@@ -206,19 +217,17 @@ const std::vector<Field>& fields() {
                         0, 100));
     t.push_back(field("optim.set_to_none", &E::optim, &OptimConfig::set_to_none, T::kBool,
                       "zero_grad(set_to_none=true): drop gradients instead of writing zeros"));
-    t.push_back(one_of(field("optim.amp", &E::optim, &OptimConfig::amp, T::kEnum,
-                             "mixed precision: off | bf16 (autocast to bfloat16, CPU and CUDA) | fp16 "
-                             "(autocast to float16 with dynamic loss scaling, CUDA only)"),
-                       {"off", "bf16", "fp16"}));
+    t.push_back(field("optim.amp", &E::optim, &OptimConfig::amp, T::kEnum,
+                      "mixed precision: off | bf16 (autocast to bfloat16, CPU and CUDA) | fp16 "
+                      "(autocast to float16 with dynamic loss scaling, CUDA only)"));
     t.push_back(field("optim.cudnn_benchmark", &E::optim, &OptimConfig::cudnn_benchmark, T::kBool,
                       "let cuDNN time and pick the fastest convolution algorithms (CUDA only)"));
     t.push_back(field("optim.cuda_graphs", &E::optim, &OptimConfig::cuda_graphs, T::kBool,
                       "capture the whole training step (forward, backward, update) in a CUDA graph after "
                       "warm-up and replay it (CUDA only)"));
 
-    t.push_back(one_of(field("dist.backend", &E::dist, &DistConfig::backend, T::kEnum,
-                             "collective backend: auto = NCCL on CUDA, Gloo on CPU"),
-                       {"auto", "nccl", "gloo"}));
+    t.push_back(field("dist.backend", &E::dist, &DistConfig::backend, T::kEnum,
+                      "collective backend: auto = NCCL on CUDA, Gloo on CPU"));
     t.push_back(
         between(field("dist.bucket_mb", &E::dist, &DistConfig::bucket_mb, T::kNumber,
                       "gradient bucket size in MiB; buckets are all-reduced during backward as they fill"),
@@ -236,10 +245,9 @@ const std::vector<Field>& fields() {
                               "rendezvous port when MASTER_PORT is not set"),
                         1, 65535));
 
-    t.push_back(one_of(field("measure.mode", &E::measure, &MeasureConfig::mode, T::kEnum,
-                             "train = full steps; data = the input pipeline alone; synthetic = one batch "
-                             "already on the device, the model alone"),
-                       {"train", "data", "synthetic"}));
+    t.push_back(field("measure.mode", &E::measure, &MeasureConfig::mode, T::kEnum,
+                      "train = full steps; data = the input pipeline alone; synthetic = one batch "
+                      "already on the device, the model alone"));
     t.push_back(between(field("measure.warmup_steps", &E::measure, &MeasureConfig::warmup_steps, T::kInt,
                               "untimed steps before measuring; windows still running slower after them (the "
                               "start-up transient) are detected and left out (docs/statistics.md)"),
@@ -292,18 +300,16 @@ const std::vector<Field>& fields() {
         "measure.out_dir", &E::measure, &MeasureConfig::out_dir, T::kString,
         "folder for traces: out_dir/<experiment>/<NN-row>/, one <host>_<pid>.<ns>.pt.trace.json per rank"));
 
-    t.push_back(one_of(
+    t.push_back(
         field("process.allocator", &E::process, &ProcessConfig::allocator, T::kEnum,
               "the process's memory allocator: glibc = glibc's malloc as any process gets it; glibc_tuned = "
               "glibc's malloc keeping freed memory for reuse (GLIBC_TUNABLES mmap_threshold 32 MiB, mmap_max "
               "0, no trimming); jemalloc, tcmalloc = preloaded (LD_PRELOAD; Debian's libjemalloc2, "
-              "libtcmalloc-minimal4). Set per process: a row that changes it runs in child processes"),
-        {"glibc", "glibc_tuned", "jemalloc", "tcmalloc"}));
-    t.push_back(one_of(field("process.openmp", &E::process, &ProcessConfig::openmp, T::kEnum,
-                             "the OpenMP runtime of LibTorch's CPU kernels: gnu = the libgomp LibTorch ships "
-                             "with; intel = Intel's libiomp5, preloaded (PyPI's intel-openmp, found in the "
-                             "active Python environment, LD_LIBRARY_PATH or PTUNE_LIBRARY_PATH)"),
-                       {"gnu", "intel"}));
+              "libtcmalloc-minimal4). Set per process: a row that changes it runs in child processes"));
+    t.push_back(field("process.openmp", &E::process, &ProcessConfig::openmp, T::kEnum,
+                      "the OpenMP runtime of LibTorch's CPU kernels: gnu = the libgomp LibTorch ships "
+                      "with; intel = Intel's libiomp5, preloaded (PyPI's intel-openmp, found in the "
+                      "active Python environment, LD_LIBRARY_PATH or PTUNE_LIBRARY_PATH)"));
     t.push_back(field("process.bind_threads", &E::process, &ProcessConfig::bind_threads, T::kBool,
                       "pin each OpenMP thread to its own core, neighbours together (OMP_PROC_BIND=close, "
                       "OMP_PLACES=cores): no thread migrates between cores or caches"));
@@ -745,13 +751,13 @@ Json to_json(const ExperimentConfig& cfg) {
 
 void validate(const ExperimentConfig& cfg, const std::string& where) {
   const std::string at = where.empty() ? "" : where + ": ";
-  if (cfg.data.kind == "image_folder" && !cfg.data.root)
+  if (cfg.data.kind == DataKind::kImageFolder && !cfg.data.root)
     throw ConfigError(at + "data.root: required when data.kind is image_folder");
-  if (cfg.loader.gpu_resize && cfg.data.kind != "fake_cifar")
-    throw ConfigError(at + "loader.gpu_resize: works with data.kind fake_cifar only, not '" + cfg.data.kind +
-                      "'");
-  if (cfg.optim.cuda_graphs && cfg.optim.kind != "sgd")
-    throw ConfigError(at + "optim.cuda_graphs: works with optim.kind sgd, not '" + cfg.optim.kind +
+  if (cfg.loader.gpu_resize && cfg.data.kind != DataKind::kFakeCifar)
+    throw ConfigError(at + "loader.gpu_resize: works with data.kind fake_cifar only, not '" +
+                      name(cfg.data.kind) + "'");
+  if (cfg.optim.cuda_graphs && cfg.optim.kind != OptimKind::kSgd)
+    throw ConfigError(at + "optim.cuda_graphs: works with optim.kind sgd, not '" + name(cfg.optim.kind) +
                       "' (LibTorch's AdamW counts its steps on the host, which a replayed graph cannot)");
   if (cfg.optim.cuda_graphs && cfg.dist.accumulate > 1)
     throw ConfigError(at +

@@ -7,12 +7,108 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 namespace ptune::config {
+
+// The values of the keys that take one of a few names. A config holds them as these types; their
+// names exist in one place, EnumNames below, which JSON, --set, `ptune schema`, the help and
+// every message read (name(), enum_from()): nothing else compares a key's value as text.
+
+enum class DataKind { kFakeCifar, kImageFolder };                    // data.kind
+enum class Transform { kTrain, kEval };                              // data.transform
+enum class OnBadFile { kError, kSkip };                              // data.on_bad_file
+enum class OptimKind { kSgd, kAdamW };                               // optim.kind
+enum class Amp { kOff, kBf16, kFp16 };                               // optim.amp
+enum class Backend { kAuto, kNccl, kGloo };                          // dist.backend
+enum class Mode { kTrain, kData, kSynthetic };                       // measure.mode
+enum class Allocator { kGlibc, kGlibcTuned, kJemalloc, kTcmalloc };  // process.allocator
+enum class OpenMp { kGnu, kIntel };                                  // process.openmp
+
+/// Each value of an enum-like key with its name in a config, in the order the help lists them.
+template <class E>
+struct EnumNames;
+template <>
+struct EnumNames<DataKind> {
+  static constexpr std::pair<DataKind, const char*> kNames[] = {{DataKind::kFakeCifar, "fake_cifar"},
+                                                                {DataKind::kImageFolder, "image_folder"}};
+};
+template <>
+struct EnumNames<Transform> {
+  static constexpr std::pair<Transform, const char*> kNames[] = {{Transform::kTrain, "train"},
+                                                                 {Transform::kEval, "eval"}};
+};
+template <>
+struct EnumNames<OnBadFile> {
+  static constexpr std::pair<OnBadFile, const char*> kNames[] = {{OnBadFile::kError, "error"},
+                                                                 {OnBadFile::kSkip, "skip"}};
+};
+template <>
+struct EnumNames<OptimKind> {
+  static constexpr std::pair<OptimKind, const char*> kNames[] = {{OptimKind::kSgd, "sgd"},
+                                                                 {OptimKind::kAdamW, "adamw"}};
+};
+template <>
+struct EnumNames<Amp> {
+  static constexpr std::pair<Amp, const char*> kNames[] = {
+      {Amp::kOff, "off"}, {Amp::kBf16, "bf16"}, {Amp::kFp16, "fp16"}};
+};
+template <>
+struct EnumNames<Backend> {
+  static constexpr std::pair<Backend, const char*> kNames[] = {
+      {Backend::kAuto, "auto"}, {Backend::kNccl, "nccl"}, {Backend::kGloo, "gloo"}};
+};
+template <>
+struct EnumNames<Mode> {
+  static constexpr std::pair<Mode, const char*> kNames[] = {
+      {Mode::kTrain, "train"}, {Mode::kData, "data"}, {Mode::kSynthetic, "synthetic"}};
+};
+template <>
+struct EnumNames<Allocator> {
+  static constexpr std::pair<Allocator, const char*> kNames[] = {{Allocator::kGlibc, "glibc"},
+                                                                 {Allocator::kGlibcTuned, "glibc_tuned"},
+                                                                 {Allocator::kJemalloc, "jemalloc"},
+                                                                 {Allocator::kTcmalloc, "tcmalloc"}};
+};
+template <>
+struct EnumNames<OpenMp> {
+  static constexpr std::pair<OpenMp, const char*> kNames[] = {{OpenMp::kGnu, "gnu"},
+                                                              {OpenMp::kIntel, "intel"}};
+};
+
+/// Whether E is one of the enum-like keys' types (it has EnumNames).
+template <class E, class = void>
+struct IsConfigEnum : std::false_type {};
+template <class E>
+struct IsConfigEnum<E, std::void_t<decltype(EnumNames<E>::kNames)>> : std::true_type {};
+
+/// The name of `v` in a config ("bf16"). Throws nothing.
+template <class E, std::enable_if_t<IsConfigEnum<E>::value, int> = 0>
+const char* name(E v) {
+  for (const auto& [value, text] : EnumNames<E>::kNames)
+    if (value == v) return text;
+  return "?";
+}
+
+/// The value named `text`, or none. Throws nothing.
+template <class E>
+std::optional<E> enum_from(const std::string& text) {
+  for (const auto& [value, n] : EnumNames<E>::kNames)
+    if (text == n) return value;
+  return std::nullopt;
+}
+
+/// Every name of E, in order. Throws nothing.
+template <class E>
+std::vector<std::string> enum_names() {
+  std::vector<std::string> out;
+  for (const auto& entry : EnumNames<E>::kNames) out.push_back(entry.second);
+  return out;
+}
 
 struct ModelConfig {
   std::string arch = "resnet18";
@@ -22,10 +118,10 @@ struct ModelConfig {
 };
 
 struct DataConfig {
-  std::string kind = "fake_cifar";
+  DataKind kind = DataKind::kFakeCifar;
   std::optional<std::string> root;
-  std::string transform = "train";
-  std::string on_bad_file = "error";
+  Transform transform = Transform::kTrain;
+  OnBadFile on_bad_file = OnBadFile::kError;
   int64_t max_image_pixels = 178956970;
   int64_t num_samples = 10000;
   int64_t image_size = 224;
@@ -45,18 +141,18 @@ struct LoaderConfig {
 };
 
 struct OptimConfig {
-  std::string kind = "sgd";
+  OptimKind kind = OptimKind::kSgd;
   double lr = 0.001;
   double momentum = 0.9;
   double weight_decay = 0.0;
   bool set_to_none = false;
-  std::string amp = "off";
+  Amp amp = Amp::kOff;
   bool cudnn_benchmark = false;
   bool cuda_graphs = false;
 };
 
 struct DistConfig {
-  std::string backend = "auto";
+  Backend backend = Backend::kAuto;
   double bucket_mb = 25.0;
   int64_t accumulate = 1;
   double timeout_s = 300.0;
@@ -65,7 +161,7 @@ struct DistConfig {
 };
 
 struct MeasureConfig {
-  std::string mode = "train";
+  Mode mode = Mode::kTrain;
   int64_t warmup_steps = 10;
   int64_t steps = 50;
   int64_t repeats = 3;
@@ -93,8 +189,8 @@ struct TrainConfig {
 /// A sweep row whose settings differ from its neighbour's runs each side in a child process of
 /// its own (docs/statistics.md); the defaults are what a plain `python train.py` gets.
 struct ProcessConfig {
-  std::string allocator = "glibc";
-  std::string openmp = "gnu";
+  Allocator allocator = Allocator::kGlibc;
+  OpenMp openmp = OpenMp::kGnu;
   bool bind_threads = false;
   std::optional<std::string> cpus;
   int64_t numa_node = -1;

@@ -121,22 +121,22 @@ void Pending::wait_host() {
 
 Group::Group() = default;
 
-Group::Group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, const std::string& backend,
+Group::Group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, config::Backend backend,
              const c10::Device& device, std::chrono::milliseconds timeout, const std::string& gloo_host)
-    : rank_(rank), size_(size), backend_name_(backend), timeout_(timeout) {
+    : rank_(rank), size_(size), backend_name_(config::name(backend)), timeout_(timeout) {
   if (size < 1 || rank < 0 || rank >= size)
     throw std::invalid_argument("dist: rank " + std::to_string(rank) + " is not in [0, " +
                                 std::to_string(size) + ")");
-  if (backend == "nccl") {
+  if (backend == config::Backend::kNccl) {
     if (!device.is_cuda())
       throw ConfigError("dist.backend: nccl needs a CUDA device; use gloo (or auto) on the CPU");
     device_ = device;
     backend_ = make_nccl(store, rank, size, device.index(), timeout);
-  } else if (backend == "gloo") {
+  } else if (backend == config::Backend::kGloo) {
     device_ = c10::Device(c10::kCPU);
     backend_ = make_gloo(store, rank, size, timeout, gloo_host);
   } else {
-    throw ConfigError("dist.backend: unknown backend '" + backend + "'; allowed: auto, nccl, gloo");
+    throw std::invalid_argument("dist: a group's backend is nccl or gloo (resolve_backend), not auto");
   }
 }
 
@@ -186,12 +186,12 @@ void Group::barrier() {
   sum({0.0});
 }
 
-std::string resolve_backend(const std::string& backend, const c10::Device& device) {
-  if (backend == "auto") return device.is_cuda() ? "nccl" : "gloo";
-  if (backend == "nccl" && !device.is_cuda())
+config::Backend resolve_backend(config::Backend backend, const c10::Device& device) {
+  if (backend == config::Backend::kAuto)
+    return device.is_cuda() ? config::Backend::kNccl : config::Backend::kGloo;
+  if (backend == config::Backend::kNccl && !device.is_cuda())
     throw ConfigError("dist.backend: nccl needs a CUDA device, the device is the CPU; use gloo or auto");
-  if (backend == "nccl" || backend == "gloo") return backend;
-  throw ConfigError("dist.backend: unknown backend '" + backend + "'; allowed: auto, nccl, gloo");
+  return backend;
 }
 
 c10::Device rank_device(const std::string& spec) {
@@ -258,7 +258,8 @@ std::shared_ptr<Group> process_group(const config::DistConfig& cfg, const c10::D
   auto settings = [&] {
     char timeout[32];
     std::snprintf(timeout, sizeof timeout, "%g", cfg.timeout_s);
-    return resolve_backend(cfg.backend, device) + " on " + device.str() + ", dist.timeout_s " + timeout;
+    return std::string(config::name(resolve_backend(cfg.backend, device))) + " on " + device.str() +
+           ", dist.timeout_s " + timeout;
   };
   std::lock_guard<std::mutex> lock(mu);
   if (group) {
@@ -276,11 +277,11 @@ std::shared_ptr<Group> process_group(const config::DistConfig& cfg, const c10::D
     group = std::make_shared<Group>();
     return group;
   }
-  const std::string backend = resolve_backend(cfg.backend, device);
+  const config::Backend backend = resolve_backend(cfg.backend, device);
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.timeout_s * 1000.0));
   const std::string where = env.master_addr + ":" + std::to_string(env.master_port);
   log::debug("rank " + std::to_string(env.rank) + "/" + std::to_string(env.world_size) + ": rendezvous at " +
-             where + " (" + env.launcher + "), backend " + backend);
+             where + " (" + env.launcher + "), backend " + config::name(backend));
   c10::intrusive_ptr<c10d::Store> store;
   try {
     c10d::TCPStoreOptions o;
@@ -314,7 +315,7 @@ std::shared_ptr<Group> process_group(const config::DistConfig& cfg, const c10::D
     // interface that routes to node 0 -- not whatever this host's name resolves to.
     const std::string bind = local_address_towards(env.master_addr, env.master_port);
     const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
-    if (backend == "gloo")
+    if (backend == config::Backend::kGloo)
       log::debug("rank " + std::to_string(env.rank) + ": Gloo binds " +
                  (ifname && *ifname ? std::string("interface ") + ifname + " (GLOO_SOCKET_IFNAME)"
                   : bind.empty()    ? std::string("this host's name")
@@ -325,7 +326,7 @@ std::shared_ptr<Group> process_group(const config::DistConfig& cfg, const c10::D
     throw;
   } catch (const std::exception& e) {
     throw std::runtime_error("dist: rendezvous at " + where + ": rank " + std::to_string(env.rank) + " of " +
-                             std::to_string(env.world_size) + " could not join the " + backend +
+                             std::to_string(env.world_size) + " could not join the " + config::name(backend) +
                              " group (every rank must come within dist.timeout_s): " + message_of(e));
   }
   return group;

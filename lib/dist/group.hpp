@@ -57,7 +57,7 @@ class Group {
   /// Blocks until every rank has joined or `timeout` passes, which is also the timeout of every
   /// later collective. Throws ConfigError for a backend the build or the device cannot use,
   /// std::runtime_error when joining fails.
-  Group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, const std::string& backend,
+  Group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, config::Backend backend,
         const c10::Device& device, std::chrono::milliseconds timeout, const std::string& gloo_host = "");
 
   /// This process's rank in the group.
@@ -106,8 +106,8 @@ class Group {
 };
 
 /// The backend `dist.backend` names for a device: "auto" is NCCL on CUDA and Gloo on the CPU.
-/// Throws ConfigError for "nccl" on a CPU device, or an unknown name.
-std::string resolve_backend(const std::string& backend, const c10::Device& device);
+/// Throws ConfigError for nccl on a CPU device.
+config::Backend resolve_backend(config::Backend backend, const c10::Device& device);
 
 /// The device a rank of this process uses for the config's `device` spec: in a distributed run,
 /// "auto" (with a GPU visible) and "cuda" become cuda:LOCAL_RANK; "cuda:N" is kept as written.

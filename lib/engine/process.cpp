@@ -181,12 +181,13 @@ std::vector<int> numa_nodes() {
 
 ProcessPlan plan_process(const config::ProcessConfig& p) {
   ProcessPlan plan;
-  if (p.allocator == "glibc_tuned") {
+  if (p.allocator == config::Allocator::kGlibcTuned) {
     plan.env.emplace_back("GLIBC_TUNABLES", kTunedMalloc);
-  } else if (p.allocator != "glibc") {
-    plan.preload.push_back(require_library("process.allocator", p.allocator));
+  } else if (p.allocator != config::Allocator::kGlibc) {
+    plan.preload.push_back(require_library("process.allocator", config::name(p.allocator)));
   }
-  if (p.openmp == "intel") plan.preload.push_back(require_library("process.openmp", p.openmp));
+  if (p.openmp == config::OpenMp::kIntel)
+    plan.preload.push_back(require_library("process.openmp", config::name(p.openmp)));
   if (p.bind_threads) {
     plan.env.emplace_back("OMP_PROC_BIND", "close");
     plan.env.emplace_back("OMP_PLACES", "cores");

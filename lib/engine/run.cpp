@@ -34,7 +34,9 @@ std::pair<uint64_t, uint64_t> model_bytes(const torch::nn::Module& module) {
 void warn_if_no_room(const config::ExperimentConfig& cfg, const TrainOptions& options,
                      const torch::nn::Module& model) {
   const auto [weights, params] = model_bytes(model);
-  const uint64_t optim_state = cfg.optim.kind == "adamw" ? 2 * params : cfg.optim.momentum != 0 ? params : 0;
+  const uint64_t optim_state = cfg.optim.kind == config::OptimKind::kAdamW ? 2 * params
+                               : cfg.optim.momentum != 0                   ? params
+                                                                           : 0;
   const uint64_t checkpoint = weights + optim_state + weights / 100 + (64u << 10);  // + the archive's records
   const uint64_t weights_file = weights + weights / 100 + (16u << 10);
   const std::string& dir = cfg.train.checkpoint_dir;

@@ -67,18 +67,20 @@ data::LoaderOptions loader_options(const config::ExperimentConfig& cfg, const c1
 
 std::shared_ptr<const data::Dataset> make_dataset(const config::ExperimentConfig& cfg) {
   config::validate(cfg, "");  // the cross-key rules (e.g. image_folder needs data.root)
-  if (cfg.data.kind == "fake_cifar") {
+  if (cfg.data.kind == config::DataKind::kFakeCifar) {
     // gpu_resize ships the 32x32 originals; the trainer resizes them on the device.
     const int64_t side = cfg.loader.gpu_resize ? data::FakeCifar::kSide : cfg.data.image_size;
     return std::make_shared<data::FakeCifar>(cfg.data.num_samples, cfg.model.num_classes,
                                              static_cast<uint64_t>(cfg.seed), side);
   }
-  if (cfg.data.kind == "image_folder") {
+  if (cfg.data.kind == config::DataKind::kImageFolder) {
     data::ImageFolderOptions o;
     o.root = *cfg.data.root;
     o.image_size = cfg.data.image_size;
-    o.transform = cfg.data.transform == "eval" ? data::ImageTransform::kEval : data::ImageTransform::kTrain;
-    o.on_bad_file = cfg.data.on_bad_file == "skip" ? data::OnBadFile::kSkip : data::OnBadFile::kError;
+    o.transform = cfg.data.transform == config::Transform::kEval ? data::ImageTransform::kEval
+                                                                 : data::ImageTransform::kTrain;
+    o.on_bad_file =
+        cfg.data.on_bad_file == config::OnBadFile::kSkip ? data::OnBadFile::kSkip : data::OnBadFile::kError;
     o.max_pixels = cfg.data.max_image_pixels;
     auto folder = std::make_shared<data::ImageFolder>(std::move(o));
     const auto num_classes = static_cast<int64_t>(folder->classes().size());
@@ -88,7 +90,7 @@ std::shared_ptr<const data::Dataset> make_dataset(const config::ExperimentConfig
                         *cfg.data.root + "'");
     return folder;
   }
-  throw ConfigError("data.kind: unknown dataset '" + cfg.data.kind + "'");
+  throw ConfigError("data.kind: unknown dataset '" + std::string(config::name(cfg.data.kind)) + "'");
 }
 
 DeviceInput::DeviceInput(const config::ExperimentConfig& cfg, const c10::Device& device)
@@ -140,7 +142,7 @@ Trainer::Trainer(const config::ExperimentConfig& cfg, const c10::Device& device,
       group_(group ? std::move(group) : std::make_shared<dist::Group>()) {
   if (cfg.loader.pin_memory) require_cuda(device, "loader.pin_memory");
   if (cfg.optim.cudnn_benchmark) require_cuda(device, "optim.cudnn_benchmark");
-  if (cfg.optim.amp == "fp16") require_cuda(device, "optim.amp=fp16");
+  if (cfg.optim.amp == config::Amp::kFp16) require_cuda(device, "optim.amp=fp16");
   if (cfg.optim.cuda_graphs) require_cuda(device, "optim.cuda_graphs");
   if (device.is_cuda()) cuda::set_cudnn_benchmark(cfg.optim.cudnn_benchmark);
   config::validate(cfg, "");  // the cross-key rules, for configs built in code too
@@ -168,7 +170,7 @@ Trainer::Trainer(const config::ExperimentConfig& cfg, const c10::Device& device,
     sync_ = std::make_unique<dist::GradSync>(model_->parameters(), group_, cfg.dist.bucket_mb);
   }
 
-  if (cfg.optim.kind == "sgd") {
+  if (cfg.optim.kind == config::OptimKind::kSgd) {
     optimizer_ =
         std::make_unique<torch::optim::SGD>(model_->parameters(), torch::optim::SGDOptions(cfg.optim.lr)
                                                                       .momentum(cfg.optim.momentum)
@@ -180,7 +182,7 @@ Trainer::Trainer(const config::ExperimentConfig& cfg, const c10::Device& device,
 
   step_range_ = measure::ranges::optimizer_step(cfg.optim.kind);
   zero_grad_range_ = measure::ranges::optimizer_zero_grad(cfg.optim.kind);
-  if (cfg.optim.amp == "fp16") scaler_.emplace();
+  if (cfg.optim.amp == config::Amp::kFp16) scaler_.emplace();
   if (cfg.optim.cuda_graphs) graph_ = std::make_unique<GraphStep>(device_.index());
 }
 
@@ -246,8 +248,8 @@ at::Tensor Trainer::run_step(const at::Tensor& images, const at::Tensor& labels)
   at::Tensor loss;
   {
     compat::UserScope range(measure::ranges::kForward);
-    AutocastScope autocast(device_.type(), cfg_.optim.amp != "off",
-                           cfg_.optim.amp == "fp16" ? at::kHalf : at::kBFloat16);
+    AutocastScope autocast(device_.type(), cfg_.optim.amp != config::Amp::kOff,
+                           cfg_.optim.amp == config::Amp::kFp16 ? at::kHalf : at::kBFloat16);
     at::Tensor logits = model_->forward(images);
     loss = torch::nn::functional::cross_entropy(logits.to(at::kFloat), labels);
   }
@@ -278,7 +280,7 @@ at::Tensor Trainer::run_step(const at::Tensor& images, const at::Tensor& labels)
     // torch.optim.SGD(fused=True)), so neither eager steps nor a captured graph wait for the
     // device; AdamW: skipped on the host, which reads found_inf once per step (as PyTorch's
     // GradScaler does for non-fused optimizers).
-    if (cfg_.optim.kind == "sgd")
+    if (cfg_.optim.kind == config::OptimKind::kSgd)
       scaler_->step_masked(*optimizer_);
     else
       scaler_->step(*optimizer_);
@@ -293,8 +295,8 @@ at::Tensor Trainer::run_step(const at::Tensor& images, const at::Tensor& labels)
 
 std::pair<at::Tensor, at::Tensor> Trainer::evaluate(const at::Tensor& images, const at::Tensor& labels) {
   torch::NoGradGuard no_grad;
-  AutocastScope autocast(device_.type(), cfg_.optim.amp != "off",
-                         cfg_.optim.amp == "fp16" ? at::kHalf : at::kBFloat16);
+  AutocastScope autocast(device_.type(), cfg_.optim.amp != config::Amp::kOff,
+                         cfg_.optim.amp == config::Amp::kFp16 ? at::kHalf : at::kBFloat16);
   at::Tensor logits = model_->forward(images).to(at::kFloat);
   at::Tensor loss = torch::nn::functional::cross_entropy(
       logits, labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
@@ -313,8 +315,8 @@ void Trainer::save_checkpoint(const std::string& path, int64_t step, int64_t epo
   archive.write("epoch", torch::tensor(epoch));
   archive.write("arch", c10::IValue(cfg_.model.arch));
   archive.write("num_classes", c10::IValue(cfg_.model.num_classes));
-  archive.write("optim_kind", c10::IValue(cfg_.optim.kind));
-  archive.write("amp", c10::IValue(cfg_.optim.amp));
+  archive.write("optim_kind", c10::IValue(std::string(config::name(cfg_.optim.kind))));
+  archive.write("amp", c10::IValue(std::string(config::name(cfg_.optim.amp))));
   archive.write("batch_size", c10::IValue(cfg_.loader.batch_size));
   archive.write("world_size", c10::IValue(static_cast<int64_t>(group_->size())));
   if (scaler_) scaler_->save(archive);
@@ -360,16 +362,16 @@ std::pair<int64_t, int64_t> Trainer::load_checkpoint(const std::string& path, in
     throw DataError(path + ": checkpoint of a model with " + std::to_string(*n) +
                     " classes, the config's model.num_classes is " + std::to_string(cfg_.model.num_classes) +
                     "; resume with the same number, or start a new run from its weights");
-  if (const auto k = text("optim_kind"); k && *k != cfg_.optim.kind)
+  const std::string optim_kind = config::name(cfg_.optim.kind), amp_now = config::name(cfg_.optim.amp);
+  if (const auto k = text("optim_kind"); k && *k != optim_kind)
     throw DataError(path + ": checkpoint of an " + *k + " optimizer, the config's optim.kind is " +
-                    cfg_.optim.kind + "; resume with the same optimizer (its state cannot become another's)");
-  if (const auto amp = text("amp"); amp && *amp != cfg_.optim.amp) {
-    if (*amp == "fp16" || cfg_.optim.amp == "fp16")
-      throw DataError(path + ": checkpoint written with optim.amp " + *amp + ", the config says " +
-                      cfg_.optim.amp +
+                    optim_kind + "; resume with the same optimizer (its state cannot become another's)");
+  if (const auto amp = text("amp"); amp && *amp != amp_now) {
+    if (config::enum_from<config::Amp>(*amp) == config::Amp::kFp16 || cfg_.optim.amp == config::Amp::kFp16)
+      throw DataError(path + ": checkpoint written with optim.amp " + *amp + ", the config says " + amp_now +
                       "; fp16's loss scale lives in the checkpoint: resume with the same optim.amp");
     if (notes)
-      notes->push_back("resuming with optim.amp " + cfg_.optim.amp + " (the checkpoint's was " + *amp + ")");
+      notes->push_back("resuming with optim.amp " + amp_now + " (the checkpoint's was " + *amp + ")");
   }
   if (const auto b = number("batch_size"); b && *b != cfg_.loader.batch_size && notes)
     notes->push_back("resuming with loader.batch_size " + std::to_string(cfg_.loader.batch_size) +

@@ -113,7 +113,7 @@ class Trainer {
   /// without a captured graph.
   int64_t graph_peak_bytes() const { return graph_ ? graph_->capture_peak_bytes() : 0; }
 
-  /// The loss scaler (optim.amp == "fp16"); nullptr otherwise.
+  /// The loss scaler (optim.amp fp16); nullptr otherwise.
   const GradScaler* scaler() const { return scaler_ ? &*scaler_ : nullptr; }
 
   /// The gradient synchronizer; nullptr when not distributed.
@@ -127,7 +127,7 @@ class Trainer {
   DeviceInput input_;
   std::string weights_note_;
   std::vector<std::string> weights_file_notes_;
-  std::optional<GradScaler> scaler_;  // optim.amp == "fp16"
+  std::optional<GradScaler> scaler_;  // optim.amp fp16
   // optim.cuda_graphs: the step captured once and replayed; inputs go through static buffers.
   static constexpr int kGraphWarmupSteps = 3;  // eager steps on the side stream before capture
   std::unique_ptr<GraphStep> graph_;

@@ -57,8 +57,9 @@ std::string diagnose(const Measurement& m, const config::ExperimentConfig& cfg,
                      const std::vector<Tried>& tried, const DiagnosisThresholds& t,
                      const engine::CpuInfo& cpu) {
   const auto& mode = cfg.measure.mode;
-  if (mode == "data") return "input pipeline alone: the ceiling the loader sets on training";
-  if (mode == "synthetic") return "model alone (one batch on the device): the ceiling compute sets";
+  if (mode == config::Mode::kData) return "input pipeline alone: the ceiling the loader sets on training";
+  if (mode == config::Mode::kSynthetic)
+    return "model alone (one batch on the device): the ceiling compute sets";
   const bool cuda = m.device_mem_bytes.has_value();
   if (m.data_wait_pct >= t.input_bound_pct) {
     std::string s = "input-bound (" + pct(m.data_wait_pct) + " waiting for data): ";
@@ -75,7 +76,7 @@ std::string diagnose(const Measurement& m, const config::ExperimentConfig& cfg,
     if (!cfg.loader.uint8_transfer) moves.push_back({"loader.uint8_transfer", "loader.uint8_transfer"});
     return s + first_untried(moves, tried, "overlap copies with compute");
   }
-  if (!cuda && cfg.process.allocator == "glibc" && m.system_time_pct &&
+  if (!cuda && cfg.process.allocator == config::Allocator::kGlibc && m.system_time_pct &&
       fires(RuleId::kAllocator, *m.system_time_pct)) {
     char faults[64] = "";
     if (m.page_faults_per_step)
@@ -106,7 +107,7 @@ std::string diagnose(const Measurement& m, const config::ExperimentConfig& cfg,
   s += ")";
   std::vector<Move> moves;
   std::string why_not_amp;
-  if (cfg.optim.amp == "off") {
+  if (cfg.optim.amp == config::Amp::kOff) {
     if (cuda || cpu.bf16_native)
       moves.push_back(
           {"optim.amp", cuda ? "optim.amp" : "optim.amp (bf16: " + engine::bf16_reason(cpu) + ")"});

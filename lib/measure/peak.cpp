@@ -76,8 +76,8 @@ std::string describe(const Calibration& c, const std::string& precision, const c
 
 }  // namespace
 
-std::string row_precision(const std::string& amp, const c10::Device& device, const std::string& arch) {
-  if (amp == "bf16" || amp == "fp16") return amp;
+std::string row_precision(config::Amp amp, const c10::Device& device, const std::string& arch) {
+  if (amp != config::Amp::kOff) return config::name(amp);
   if (!device.is_cuda()) return "fp32";
   const auto& ctx = at::globalContext();
   const bool conv = arch.empty() || arch.rfind("vit", 0) != 0;

@@ -11,6 +11,7 @@
 
 #include <c10/core/Device.h>
 
+#include "config/config.hpp"
 #include "measure/gpu_specs.hpp"
 
 namespace ptune::measure {
@@ -18,7 +19,7 @@ namespace ptune::measure {
 /// The precision a row's matrix products run in: "bf16" under optim.amp bf16, "fp16" under
 /// fp16, else "fp32" ("tf32" on a GPU where LibTorch lets cuBLAS, or cuDNN for a convolutional
 /// `arch`, use TF32). Throws nothing.
-std::string row_precision(const std::string& amp, const c10::Device& device, const std::string& arch);
+std::string row_precision(config::Amp amp, const c10::Device& device, const std::string& arch);
 
 /// What calibrate() measured.
 struct Calibration {

@@ -69,7 +69,7 @@ class Pipeline {
   Pipeline(const config::ExperimentConfig& cfg, const c10::Device& device, std::shared_ptr<dist::Group> group)
       : mode_(cfg.measure.mode), input_(cfg, device) {
     // The trainer checks the device-specific options first, so a CUDA-only option fails fast.
-    if (mode_ != "data")
+    if (mode_ != config::Mode::kData)
       trainer_.emplace(cfg, device, group);
     else if (cfg.loader.pin_memory)
       engine::require_cuda(device, "loader.pin_memory");
@@ -78,7 +78,7 @@ class Pipeline {
     batches_.emplace(*loader_);
     // On a GPU the feeder copies each batch on its own stream, overlapping the previous step.
     feeder_.emplace([this]() -> std::optional<data::Batch> { return batches_->next(); }, device);
-    if (mode_ == "synthetic") fixed_ = trainer_->to_device(batches_->next());
+    if (mode_ == config::Mode::kSynthetic) fixed_ = trainer_->to_device(batches_->next());
   }
 
   Pipeline(const Pipeline&) = delete;  // the feeder's source refers to this object
@@ -88,7 +88,7 @@ class Pipeline {
   /// recorded and appended to `out`.
   void step(Spans& s, engine::cuda::EventMarks* marks = nullptr, std::vector<StepMarks>* out = nullptr) {
     Stopwatch sw;
-    if (mode_ == "synthetic") {
+    if (mode_ == config::Mode::kSynthetic) {
       last_loss_ = trainer_->step(fixed_.first, fixed_.second);
       s.compute += sw.ms();
       return;
@@ -103,7 +103,7 @@ class Pipeline {
     if (marks) sm.copied = marks->record();
     const double t_copy = sw.ms();
     s.h2d += t_copy - waited;
-    if (mode_ != "data") last_loss_ = trainer_->step(images, labels);
+    if (mode_ != config::Mode::kData) last_loss_ = trainer_->step(images, labels);
     if (marks) sm.done = marks->record(), out->push_back(sm);
     s.compute += sw.ms() - t_copy;
   }
@@ -118,7 +118,7 @@ class Pipeline {
   const at::Tensor& last_loss() const { return last_loss_; }
 
  private:
-  std::string mode_;
+  config::Mode mode_;
   engine::DeviceInput input_;
   std::optional<engine::Trainer> trainer_;
   std::optional<data::Loader> loader_;
@@ -141,7 +141,8 @@ void warm_up(Pipeline& p, int64_t n, const Progress& progress, const char* phase
 
 int64_t warmup_steps(const config::ExperimentConfig& cfg, std::string* note) {
   const int64_t needed = engine::Trainer::warmup_steps_needed(cfg);
-  if (cfg.measure.mode == "data" || cfg.measure.warmup_steps >= needed) return cfg.measure.warmup_steps;
+  if (cfg.measure.mode == config::Mode::kData || cfg.measure.warmup_steps >= needed)
+    return cfg.measure.warmup_steps;
   if (note) {
     *note = "measure.warmup_steps raised from " + std::to_string(cfg.measure.warmup_steps) + " to " +
             std::to_string(needed) + ": " +
@@ -172,7 +173,7 @@ struct Limits {
 Limits count_limits(const config::ExperimentConfig& cfg, const c10::Device& device,
                     std::vector<std::string>& notes) {
   Limits l;
-  if (cfg.measure.mode == "data") return l;
+  if (cfg.measure.mode == config::Mode::kData) return l;
   try {
     l.flops = models::count_flops(cfg.model.arch, cfg.model.num_classes, cfg.data.image_size);
   } catch (const std::exception& e) {
@@ -347,7 +348,7 @@ Bench::Bench(const config::ExperimentConfig& cfg, const Progress& progress, cons
   b.pipeline.emplace(cfg, b.device, b.group);
   // On a GPU the host does not wait for the device inside a step, so host clocks cannot split
   // it; CUDA events on the compute stream do (StepMarks).
-  if (b.device.is_cuda() && cfg.measure.mode != "synthetic") b.marks.emplace(b.device.index());
+  if (b.device.is_cuda() && cfg.measure.mode != config::Mode::kSynthetic) b.marks.emplace(b.device.index());
   std::string warm_note;
   b.warm_up(warmup_steps(cfg, &warm_note), progress, deadline);
   if (!warm_note.empty()) b.notes.insert(b.notes.begin(), warm_note);
@@ -836,10 +837,10 @@ std::string trace_identity_json(const config::ExperimentConfig& cfg, const Trace
   j["experiment"] = cfg.name;
   j["row"] = target.row;
   j["changes"] = target.changes;
-  j["mode"] = cfg.measure.mode;
+  j["mode"] = config::name(cfg.measure.mode);
   j["device"] = device;
   j["batch_size"] = cfg.loader.batch_size;
-  j["amp"] = cfg.optim.amp;  // `ptune analyze` reads it: a row in fp32 is told to try optim.amp
+  j["amp"] = config::name(cfg.optim.amp);  // `ptune analyze` reads it: a row in fp32 is told to try optim.amp
   j["bf16_native"] = engine::cpu_info().bf16_native;  // ... on a CPU, only where bf16 is native
   j["profile_steps"] = cfg.measure.profile_steps;
   j["warmup_steps"] = warmup_steps(cfg, nullptr);

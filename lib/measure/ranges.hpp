@@ -7,6 +7,8 @@
 
 #include <string>
 
+#include "config/config.hpp"
+
 namespace ptune::measure::ranges {
 
 /// One profiled step (profile()), from asking for its batch to the end of its update, as
@@ -38,11 +40,13 @@ inline constexpr const char* kGraphReplay = "ptune::cuda_graph_replay";
 
 /// The optimizer's update and zero_grad, named as torch.optim's profiling hooks name them:
 /// "Optimizer.step#SGD.step", "Optimizer.zero_grad#AdamW.zero_grad". `kind` is optim.kind.
-inline std::string optimizer_class(const std::string& kind) { return kind == "adamw" ? "AdamW" : "SGD"; }
-inline std::string optimizer_step(const std::string& kind) {
+inline std::string optimizer_class(config::OptimKind kind) {
+  return kind == config::OptimKind::kAdamW ? "AdamW" : "SGD";
+}
+inline std::string optimizer_step(config::OptimKind kind) {
   return "Optimizer.step#" + optimizer_class(kind) + ".step";
 }
-inline std::string optimizer_zero_grad(const std::string& kind) {
+inline std::string optimizer_zero_grad(config::OptimKind kind) {
   return "Optimizer.zero_grad#" + optimizer_class(kind) + ".zero_grad";
 }
 

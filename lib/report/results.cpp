@@ -418,7 +418,7 @@ Json to_json(const Results& r) {
     for (const auto& k : row_keys()) j[k] = nullptr;  // every key, in order; null = no value
     j["name"] = row.name;
     j["changes"] = row.changes.is_null() ? Json::object() : row.changes;
-    j["mode"] = row.mode;
+    j["mode"] = config::name(row.mode);
     if (!row.arch.empty()) j["arch"] = row.arch;
     j["num_workers"] = row.num_workers;
     if (row.m) {

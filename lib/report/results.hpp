@@ -31,7 +31,7 @@ struct Row {
   std::string name;                // the sweep row's name
   nlohmann::ordered_json changes;  // the row's own overrides
   int64_t num_workers = 0;
-  std::string mode = "train";
+  config::Mode mode = config::Mode::kTrain;
   std::string arch;                       // model.arch: speedups compare rows of the same mode and arch
   RowStatus status;                       // ok, or eager fallback, skipped or failed with why
   std::optional<measure::Measurement> m;  // absent when not ok

@@ -368,7 +368,7 @@ class SweepRun {
     const measure::Progress progress = progress_of(i, row_cfg);
     try {
       if (!row_cfg.measure.interleave) live_.clear();
-      const std::string key = row.mode + "/" + row.arch;
+      const std::string key = std::string(config::name(row.mode)) + "/" + row.arch;
       Live* prev = live_.count(key) ? &live_[key] : nullptr;
       check_applies(spec, i, rows_);
       Timed t = time_row(
@@ -380,7 +380,7 @@ class SweepRun {
       row.rebuilt = t.rebuilt;
       out.kept = std::move(t.bench);
       add_measurement_notes(row);
-      if (row_cfg.measure.convergence_steps > 0 && row.mode == "train") {
+      if (row_cfg.measure.convergence_steps > 0 && row_cfg.measure.mode == config::Mode::kTrain) {
         if (progress) progress("convergence", 0, row_cfg.measure.convergence_steps);
         row.loss_curve = measure::loss_curve(row_cfg, row_cfg.measure.convergence_steps);
       }
@@ -425,7 +425,8 @@ class SweepRun {
     // The next row of the mode is compared with this one (kept built, or in processes of its own
     // started afresh: no bench); the one it replaces is freed.
     if (measured.kept || (process_rows_ && r.m))
-      live_[r.mode + "/" + r.arch] = Live{out_.rows.size() - 1, std::move(measured.kept)};
+      live_[std::string(config::name(r.mode)) + "/" + r.arch] =
+          Live{out_.rows.size() - 1, std::move(measured.kept)};
     if (r.m) {
       r.diagnosis =
           measure::with_peak(measure::diagnose(*r.m, row_cfg, tried_before(out_.rows, out_.rows.size() - 1),
@@ -454,7 +455,7 @@ class SweepRun {
   /// The notes of a row that changes what is trained: its loss against the first row of its
   /// model.arch, and its loss curve against the first row's (measure.convergence_steps).
   void note_training_changes(report::Row& r) {
-    if (r.m && r.m->loss && r.mode == "train") {
+    if (r.m && r.m->loss && r.mode == config::Mode::kTrain) {
       // The first row of each model.arch is the reference, not noted.
       if (!base_loss_.count(r.arch))
         base_loss_[r.arch] = *r.m->loss;

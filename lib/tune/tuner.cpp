@@ -145,16 +145,25 @@ bool is_out_of_memory(const std::exception& e) {
 
 namespace {
 
+/// What a search calls out to: its options' hooks, or the real ones where unset.
+struct Hooks {
+  MeasureFn measure;
+  ClockFn clock;
+  std::function<void()> on_oom;
+};
+
+template <class Options>
+Hooks hooks_of(const Options& o) {
+  return {o.measure ? o.measure : default_measure(), o.clock ? o.clock : default_clock(),
+          o.on_oom ? o.on_oom : [] { engine::cuda::empty_cache(); }};
+}
+
 /// One batch-size search: its limits, the tries (doubling from the config's batch, then a
 /// binary search between the largest fit and the smallest failure), the winner.
 class BatchSearch {
  public:
   BatchSearch(const config::ExperimentConfig& cfg, const BatchSearchOptions& options)
-      : cfg_(cfg),
-        options_(options),
-        measure_(options.measure ? options.measure : default_measure()),
-        clock_(options.clock ? options.clock : default_clock()),
-        on_oom_(options.on_oom ? options.on_oom : [] { engine::cuda::empty_cache(); }) {}
+      : cfg_(cfg), options_(options), hooks_(hooks_of(options)) {}
 
   BatchSearchResult run() {
     if (options_.margin_pct < 0 || options_.margin_pct >= 100)
@@ -165,7 +174,7 @@ class BatchSearch {
     res_.table.config = config::to_json(cfg_);
     res_.table.environment = environment(cfg_);
     res_.table.status = report::RunStatus::kRunning;
-    t0_ = clock_();
+    t0_ = hooks_.clock();
     double_up();
     bisect();
     res_.stop = stop_.value_or(StopReason{});
@@ -192,7 +201,7 @@ class BatchSearch {
     if (!device.is_cuda() && options_.max_batch <= 0)
       res_.notes.push_back("on the CPU there is no device memory limit to find: the search stops at batch " +
                            std::to_string(res_.max_batch) + " (the CPU default of --max-batch)");
-    if (cfg_.data.kind == "fake_cifar" && cfg_.data.num_samples < res_.max_batch) {
+    if (cfg_.data.kind == config::DataKind::kFakeCifar && cfg_.data.num_samples < res_.max_batch) {
       res_.max_batch = cfg_.data.num_samples;
       res_.notes.push_back("capped at data.num_samples (" + std::to_string(res_.max_batch) + ")");
     }
@@ -234,7 +243,7 @@ class BatchSearch {
   /// Measures batch `b`; false when it does not fit or the search must stop (`stop_` set).
   bool try_batch(int64_t b) {
     if (!res_.tries.empty()) {
-      stop_ = stop_before_next(clock_, t0_, options_.budget_s, options_.interrupted);
+      stop_ = stop_before_next(hooks_.clock, t0_, options_.budget_s, options_.interrupted);
       if (stop_) return false;
     }
     BatchTry t;
@@ -243,7 +252,7 @@ class BatchSearch {
     c.loader.batch_size = b;
     c = measured(c, options_.min_repeats);
     try {
-      t.m = measure_(c);
+      t.m = hooks_.measure(c);
       if (res_.memory_limit_bytes > 0 && t.m->peak_mem_bytes &&
           *t.m->peak_mem_bytes > res_.memory_limit_bytes) {
         t.state = TryState::kOverMargin;
@@ -263,7 +272,7 @@ class BatchSearch {
                 : dynamic_cast<const ConfigError*>(&e) ? TryState::kSkipped
                                                        : TryState::kFailed;
       if (!oom) t.why = message_of(e);
-      if (oom) on_oom_();
+      if (oom) hooks_.on_oom();
     }
     add_row(t, c);
     res_.tries.push_back(std::move(t));
@@ -334,9 +343,7 @@ class BatchSearch {
 
   const config::ExperimentConfig& cfg_;
   const BatchSearchOptions& options_;
-  const MeasureFn measure_;
-  const ClockFn clock_;
-  const std::function<void()> on_oom_;
+  const Hooks hooks_;
   BatchSearchResult res_;
   int64_t total_ = 0;  // the device's memory; 0: none known (the CPU)
   double t0_ = 0;
@@ -376,28 +383,30 @@ std::vector<Candidate> candidates(const config::ExperimentConfig& cfg, int64_t c
   if (!cfg.loader.pin_memory) out.push_back({"pinned memory", Json{{"loader.pin_memory", true}}});
   if (!cfg.loader.uint8_transfer) out.push_back({"uint8 transfer", Json{{"loader.uint8_transfer", true}}});
   // Ship the 32x32 originals and resize on the device (fake_cifar only; worth it on a GPU).
-  if (cuda && cfg.data.kind == "fake_cifar" && !cfg.loader.gpu_resize)
+  if (cuda && cfg.data.kind == config::DataKind::kFakeCifar && !cfg.loader.gpu_resize)
     out.push_back({"resize on the GPU", Json{{"loader.gpu_resize", true}}});
   const int64_t doubled = 2 * cfg.loader.batch_size;
-  if (cfg.data.kind != "fake_cifar" || doubled <= cfg.data.num_samples)
+  if (cfg.data.kind != config::DataKind::kFakeCifar || doubled <= cfg.data.num_samples)
     out.push_back({"batch " + std::to_string(doubled), Json{{"loader.batch_size", doubled}}});
   if (!cfg.optim.set_to_none) out.push_back({"set_to_none", Json{{"optim.set_to_none", true}}});
-  if (cfg.optim.amp == "off") {
-    out.push_back({"AMP bf16", Json{{"optim.amp", "bf16"}}});
-    if (cuda) out.push_back({"AMP fp16", Json{{"optim.amp", "fp16"}}});
+  if (cfg.optim.amp == config::Amp::kOff) {
+    out.push_back({"AMP bf16", Json{{"optim.amp", config::name(config::Amp::kBf16)}}});
+    if (cuda) out.push_back({"AMP fp16", Json{{"optim.amp", config::name(config::Amp::kFp16)}}});
   }
   if (!cfg.model.channels_last) out.push_back({"channels_last", Json{{"model.channels_last", true}}});
   if (!cfg.optim.cudnn_benchmark) out.push_back({"cuDNN benchmark", Json{{"optim.cudnn_benchmark", true}}});
   if (!cfg.optim.cuda_graphs) out.push_back({"CUDA graphs", Json{{"optim.cuda_graphs", true}}});
   // The CPU section (last: each trial starts a child process, while the CUDA ones are skipped at
   // once on a CPU): the allocator (where installed) and thread binding, each a process of its own.
-  if (!cuda && cfg.process.allocator == "glibc")
-    for (const char* a : {"jemalloc", "tcmalloc", "glibc_tuned"}) {
+  if (!cuda && cfg.process.allocator == config::Allocator::kGlibc)
+    for (const auto a :
+         {config::Allocator::kJemalloc, config::Allocator::kTcmalloc, config::Allocator::kGlibcTuned}) {
       config::ProcessConfig p = cfg.process;
       p.allocator = a;
       try {
         engine::plan_process(p);
-        out.push_back({std::string("allocator ") + a, Json{{"process.allocator", a}}});
+        out.push_back(
+            {std::string("allocator ") + config::name(a), Json{{"process.allocator", config::name(a)}}});
       } catch (const ConfigError&) {  // not installed here
       }
     }
@@ -469,11 +478,7 @@ namespace {
 class GreedySearch {
  public:
   GreedySearch(const config::ExperimentConfig& cfg, const TuneOptions& options)
-      : cfg_(cfg),
-        options_(options),
-        measure_(options.measure ? options.measure : default_measure()),
-        clock_(options.clock ? options.clock : default_clock()),
-        on_oom_(options.on_oom ? options.on_oom : [] { engine::cuda::empty_cache(); }) {}
+      : cfg_(cfg), options_(options), hooks_(hooks_of(options)) {}
 
   TuneResult run() {
     const bool cuda = engine::resolve_device(cfg_.device).is_cuda();  // ConfigError for a missing GPU
@@ -481,7 +486,7 @@ class GreedySearch {
                                                  : std::max<int64_t>(1, std::thread::hardware_concurrency());
     res_.path.environment = environment(cfg_);
     res_.path.status = report::RunStatus::kRunning;
-    t0_ = clock_();
+    t0_ = hooks_.clock();
     current_ = cfg_;
     current_.sweep.clear();
     const Json original = config::to_json(current_);
@@ -500,7 +505,7 @@ class GreedySearch {
     }
     res_.stop = stop_.value_or(StopReason{});
     if (res_.stop.is(StopReason::Kind::kBudget)) res_.stop.budget_s = options_.budget_s;
-    res_.elapsed_s = clock_() - t0_;
+    res_.elapsed_s = hooks_.clock() - t0_;
     res_.best = winner(original);
     res_.path.config = config::to_json(res_.best);
     res_.path.status = res_.stop.is(StopReason::Kind::kInterrupted) ? report::RunStatus::kInterrupted
@@ -515,7 +520,7 @@ class GreedySearch {
     base.name = "baseline";
     base.set = Json::object();
     base.verdict = TrialVerdict::kBaseline;
-    base.m = measure_(measured(current_, options_.min_repeats));
+    base.m = hooks_.measure(measured(current_, options_.min_repeats));
     incumbent_ = *base.m;
     base_loss_ = base.m->loss;
     add_path_row(base, current_);
@@ -545,12 +550,12 @@ class GreedySearch {
     } catch (const ConfigError&) {
       return true;  // not a valid value for this config (cannot happen for the built-in list)
     }
-    stop_ = stop_before_next(clock_, t0_, options_.budget_s, options_.interrupted);
+    stop_ = stop_before_next(hooks_.clock, t0_, options_.budget_s, options_.interrupted);
     if (stop_) return false;
     const std::string key = cand.set.dump();
     tried_at_[key] = version_;
     try {
-      t.m = measure_(measured(next, options_.min_repeats));
+      t.m = hooks_.measure(measured(next, options_.min_repeats));
     } catch (const Interrupted&) {
       stop_ = StopReason{StopReason::Kind::kInterrupted};
       return false;
@@ -562,7 +567,7 @@ class GreedySearch {
       t.verdict = TrialVerdict::kFailed;
       t.out_of_memory = is_out_of_memory(e);
       t.reason = t.out_of_memory ? "out of memory" : message_of(e);
-      if (t.out_of_memory) on_oom_();
+      if (t.out_of_memory) hooks_.on_oom();
     }
     if (t.m && judge_trial(t, next)) {
       current_ = next;
@@ -630,9 +635,7 @@ class GreedySearch {
 
   const config::ExperimentConfig& cfg_;
   const TuneOptions& options_;
-  const MeasureFn measure_;
-  const ClockFn clock_;
-  const std::function<void()> on_oom_;
+  const Hooks hooks_;
   TuneResult res_;
   double t0_ = 0;
   config::ExperimentConfig current_;  // the incumbent's config
