@@ -13,6 +13,7 @@
 
 #include "compat.hpp"
 #include "errors.hpp"
+#include "measure/child_side.hpp"
 #include "measure/probe.hpp"
 #include "measure/ranges.hpp"
 #include "measure/trace.hpp"
@@ -382,4 +383,25 @@ TEST_CASE(
   CHECK(slow.prev_ms.size() == 1);
   CHECK(has_note(slow.notes, "one step alone took "));
   CHECK(ends[1] - ends[0] <= 1000 * cfg.measure.max_s + slow.m->ms_per_step + slow.prev_ms[0] + kTeardownMs);
+}
+
+TEST_CASE("a child's Measurement keeps its count of windows cut short, and the note says it in one text",
+          "[measure]") {
+  // A row in child processes sends its Measurement back as JSON; the parent's group adds up the
+  // processes' counts of windows the budget ended early and prints one note for them all, so the
+  // count travels as a number and the note is made in one place.
+  Measurement m;
+  m.batch_size = 2;
+  m.steps = 12;
+  m.repeat_ms = {10, 11, 12};
+  m.short_windows = 2;
+  m.notes = {short_windows_note(2, 3, 12)};
+  CHECK(m.notes[0] ==
+        "2 of its 3 windows ran fewer than measure.steps (12) steps: the row's budget (measure.max_s) ended "
+        "them "
+        "between steps; each is kept, its ms/step over the steps it ran");
+  const Measurement back = measurement_from_json(measurement_json(m));
+  CHECK(back.short_windows == 2);
+  CHECK(back.steps == 12);
+  CHECK(back.notes == m.notes);
 }

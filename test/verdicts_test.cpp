@@ -1,6 +1,7 @@
 // Verdicts on the built binary, as a user gets them: an A/A row (its override leaves the
-// configuration as it was) is never faster or slower, and within noise unless the machine was
-// too noisy to tell in its time (then undecided), run after run; batch 32
+// configuration as it was) is not faster or slower, and within noise unless the machine was
+// too noisy to tell in its time (then undecided): its 99% interval misses about one A/A row in
+// 100 by design, so a miss is measured again and the second must not (aa_rows); batch 32
 // against batch 2 is faster every time; two runs never call a row faster in one and slower in
 // the other; with a competing busy process the rows are flagged as measured under load, and the
 // A/A row is still neither faster nor slower. These tests time real training steps, so ctest
@@ -77,10 +78,8 @@ struct Busy {
   }
 };
 
-/// The A/A pair of ResNet-18 rows (32 px, batch 2, one thread; windows of 12 steps, about 0.5 s,
-/// 30 s a row), its rows `first` and `second` given as sweep rows (JSON): the results' rows, after
-/// the checks every A/A row passes (interleaved; never faster or slower).
-Json aa_rows(const TempDir& dir, const std::string& first, const std::string& second) {
+/// One sweep of the A/A pair (see aa_rows).
+Json aa_sweep(const TempDir& dir, const std::string& first, const std::string& second) {
   const std::string cfg = dir.write("aa.json", R"({
     "name": "aa", "seed": 0, "device": "cpu", "cpu_threads": 1,
     "model": { "arch": "resnet18", "num_classes": 10 },
@@ -96,18 +95,52 @@ Json aa_rows(const TempDir& dir, const std::string& first, const std::string& se
   REQUIRE(rows.size() == 2);
   INFO(rows.dump(1));
   REQUIRE(rows[1]["interleaved"] == true);
-  const std::string verdict = rows[1]["verdict_vs_prev"].get<std::string>();
-  CHECK(verdict != "faster");
-  CHECK(verdict != "slower");
   return rows;
+}
+
+/// Whether an A/A row (two identical configurations) was called what it is not: faster or slower,
+/// or undecided with 1.00x outside its 99% interval.
+bool aa_missed(const Json& row) {
+  const std::string verdict = row["verdict_vs_prev"].get<std::string>();
+  if (verdict == "faster" || verdict == "slower") return true;
+  if (!row["speedup_vs_prev_lo"].is_number()) return false;
+  return row["speedup_vs_prev_lo"].get<double>() > 1.0 || row["speedup_vs_prev_hi"].get<double>() < 1.0;
+}
+
+/// The A/A pair of ResNet-18 rows (32 px, batch 2, one thread; windows of 12 steps, about 0.5 s,
+/// 30 s a row), its rows `first` and `second` given as sweep rows (JSON): the results' rows, after
+/// the checks every A/A row passes (interleaved; never faster or slower, 1.00x inside).
+///
+/// An interval at 99% leaves 1.00x out of about 1 A/A row in 100 by design, and the verdict rule
+/// calls 0.4-1.1% of A/A rows faster or slower (docs/statistics.md, "How often a verdict is
+/// wrong"): a test that failed on one such row would fail a correct ptune about once in 100 runs
+/// a row. So a row that misses is measured again, in a fresh sweep, and that one must not: a
+/// correct ptune fails this about once in 10,000, while a bias larger than the noise misses both
+/// times. The first miss is printed (WARN).
+Json aa_rows(const TempDir& dir, const std::string& first, const std::string& second) {
+  for (int attempt = 0;; ++attempt) {
+    Json rows = aa_sweep(dir, first, second);
+    if (!aa_missed(rows[1]) || attempt == 1) {
+      INFO(rows.dump(1));
+      const std::string verdict = rows[1]["verdict_vs_prev"].get<std::string>();
+      CHECK(verdict != "faster");
+      CHECK(verdict != "slower");
+      return rows;
+    }
+    WARN("the A/A row missed once (measured again): "
+         << rows[1]["speedup_vs_prev"] << " [" << rows[1]["speedup_vs_prev_lo"] << ", "
+         << rows[1]["speedup_vs_prev_hi"] << "] " << rows[1]["verdict_vs_prev"]);
+  }
 }
 
 }  // namespace
 
-TEST_CASE("A/A is never faster or slower, a large change is faster, two runs agree", "[verdicts]") {
+TEST_CASE("A/A is not called faster or slower in two runs, a large change is faster, two runs agree",
+          "[verdicts]") {
   TempDir dir;
   std::vector<Json> runs;
   for (int k = 0; k < 2; ++k) runs.push_back(sweep(dir, "run" + std::to_string(k)));
+  int missed = 0;
   for (const auto& res : runs) {
     const auto& rows = res["rows"];
     REQUIRE(rows.size() == 3);
@@ -117,14 +150,19 @@ TEST_CASE("A/A is never faster or slower, a large change is faster, two runs agr
     CHECK(rows[1]["compared_with"] == 0);
     // Never faster or slower: the interval reaches into 1.00x +-1% (the noise floor). Within noise
     // when it is also inside +-3%; a burst of other work on the machine can leave it wider than
-    // that in the time the row has, and then the honest verdict is undecided.
+    // that in the time the row has, and then the honest verdict is undecided. About 1 A/A row in
+    // 100 misses by design (aa_rows says why): one of the two runs may, not both.
     const std::string aa = rows[1]["verdict_vs_prev"].get<std::string>();
-    CHECK((aa == "within noise" || aa == "undecided"));
-    CHECK(rows[1]["speedup_vs_prev_lo"].get<double>() <= 1.01);
-    CHECK(rows[1]["speedup_vs_prev_hi"].get<double>() >= 1.0 / 1.01);
-    if (aa == "within noise") {
-      CHECK(rows[1]["speedup_vs_prev_lo"].get<double>() >= 1.0 / 1.03);
-      CHECK(rows[1]["speedup_vs_prev_hi"].get<double>() <= 1.03);
+    if (aa_missed(rows[1]) && ++missed == 1) {
+      WARN("the A/A row of one run missed: " << rows[1]["speedup_vs_prev"] << " " << aa);
+    } else {
+      CHECK((aa == "within noise" || aa == "undecided"));
+      CHECK(rows[1]["speedup_vs_prev_lo"].get<double>() <= 1.01);
+      CHECK(rows[1]["speedup_vs_prev_hi"].get<double>() >= 1.0 / 1.01);
+      if (aa == "within noise") {
+        CHECK(rows[1]["speedup_vs_prev_lo"].get<double>() >= 1.0 / 1.03);
+        CHECK(rows[1]["speedup_vs_prev_hi"].get<double>() <= 1.03);
+      }
     }
     // Batch 32 against batch 2: many times the samples/s.
     CHECK(rows[2]["verdict_vs_prev"] == "faster");

@@ -434,20 +434,12 @@ Measurement ProcessGroup::result(size_t first, size_t count) {
   }
   std::optional<Measurement> merged;
   // A process's note on its windows cut short counts its own windows: the group's counts all.
-  static const std::string kShort = " windows ran fewer than ";
   int64_t short_windows = 0;
-  std::string short_rest;
-  auto counted_short = [&](std::vector<std::string>& notes) {
-    for (auto it = notes.begin(); it != notes.end();) {
-      const size_t at = it->find(kShort);
-      if (at == std::string::npos || it->find(" of its ") == std::string::npos) {
-        ++it;
-        continue;
-      }
-      short_windows += std::atoll(it->c_str());
-      short_rest = it->substr(at + kShort.size());
-      it = notes.erase(it);
-    }
+  auto counted_short = [&](Measurement& m, size_t kept) {
+    if (m.short_windows == 0) return;
+    short_windows += m.short_windows;
+    const std::string own = short_windows_note(m.short_windows, kept, m.steps);
+    m.notes.erase(std::remove(m.notes.begin(), m.notes.end(), own), m.notes.end());
   };
   double weight = 0;
   double wait = 0, h2d = 0, compute = 0, faults = 0, system = 0;
@@ -456,7 +448,7 @@ Measurement ProcessGroup::result(size_t first, size_t count) {
   for (size_t p = 0; p < children_.size(); ++p) {
     if (n[p] == 0) continue;
     Measurement m = children_[p]->result(from[p], n[p]);
-    counted_short(m.notes);
+    counted_short(m, n[p]);
     own[p] = m.repeat_ms;
     const double w = static_cast<double>(n[p]);
     weight += w;
@@ -487,9 +479,8 @@ Measurement ProcessGroup::result(size_t first, size_t count) {
   m.page_faults_per_step = any_faults ? std::optional<double>(faults / weight) : std::nullopt;
   m.system_time_pct = any_system ? std::optional<double>(system / weight) : std::nullopt;
   set_windows(m, ms, 1, process);
-  if (short_windows > 0)
-    m.notes.push_back(std::to_string(short_windows) + " of its " + std::to_string(ms.size()) + kShort +
-                      short_rest);
+  m.short_windows = short_windows;
+  if (short_windows > 0) m.notes.push_back(short_windows_note(short_windows, ms.size(), m.steps));
   return m;
 }
 
@@ -641,6 +632,7 @@ Json measurement_json(const Measurement& m) {
           {"samples_per_s_ci", interval_json(m.samples_per_s_ci)},
           {"repeat_ms", m.repeat_ms},
           {"transient_windows", m.transient_windows},
+          {"short_windows", m.short_windows},
           {"spread_pct", m.spread_pct},
           {"data_wait_pct", m.data_wait_pct},
           {"h2d_pct", m.h2d_pct},
@@ -669,6 +661,7 @@ Measurement measurement_from_json(const Json& j) {
   m.samples_per_s_ci = interval_from(j.at("samples_per_s_ci"));
   m.repeat_ms = j.at("repeat_ms").get<std::vector<double>>();
   m.transient_windows = j.value("transient_windows", int64_t{0});
+  m.short_windows = j.value("short_windows", int64_t{0});
   m.spread_pct = j.value("spread_pct", 0.0);
   m.data_wait_pct = j.value("data_wait_pct", 0.0);
   m.h2d_pct = j.value("h2d_pct", 0.0);

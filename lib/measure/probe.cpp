@@ -460,11 +460,8 @@ Measurement Bench::result(size_t first, size_t count) {
     if (!w.cold && w.steps < b.cfg.measure.steps) ++short_windows;
   }
   set_windows(m, window_ms, b.world);
-  if (short_windows > 0)
-    m.notes.push_back(std::to_string(short_windows) + " of its " + std::to_string(window_ms.size()) +
-                      " windows ran fewer than measure.steps (" + std::to_string(b.cfg.measure.steps) +
-                      ") steps: the row's budget (measure.max_s) ended them between steps; each is kept, its "
-                      "ms/step over the steps it ran");
+  m.short_windows = short_windows;
+  if (short_windows > 0) m.notes.push_back(short_windows_note(short_windows, window_ms.size(), m.steps));
   if (b.world > 1) {
     // The shares of the step are the ranks' mean.
     auto shares = b.group->sum({sum.data, sum.h2d, sum.total});
@@ -559,6 +556,14 @@ WindowPlan in_processes(WindowPlan plan, int64_t processes) {
   plan.processes = processes;
   plan.min_pairs = std::max(plan.min_pairs, 2 * processes);
   return plan;
+}
+
+std::string short_windows_note(int64_t short_count, size_t kept, int64_t steps) {
+  return std::to_string(short_count) + " of its " + std::to_string(kept) +
+         " windows ran fewer than measure.steps (" + std::to_string(steps) +
+         ") steps: the row's budget (measure.max_s) ended them between steps; each is kept, its ms/step over "
+         "the "
+         "steps it ran";
 }
 
 Interval speedup_between(const Measurement& a, const Measurement& b) {

@@ -31,6 +31,8 @@ struct Measurement {
                                     // they ran in several (ProcessGroup); empty: all in one
   int64_t transient_windows = 0;    // windows (pairs, for a compared row) timed before those and
                                     // left out as the start-up transient (notes say so)
+  int64_t short_windows = 0;        // of the windows kept, those the row's budget ended before
+                                    // measure.steps steps (short_windows_note says so)
   double spread_pct = 0;            // (max - min) / median over the windows, in %
   LoadReport load;                  // what else ran while the windows were timed
   // The step split, % of step time. On the CPU from host clocks; on a GPU from CUDA events on
@@ -196,6 +198,10 @@ class Bench : public RowSide {
 /// windows. Throws std::invalid_argument when `process` is neither empty nor one per window.
 void set_windows(Measurement& m, const std::vector<double>& window_ms, int64_t world,
                  const std::vector<int>& process = {});
+
+/// The note of a row `short` of whose `kept` windows ran fewer than `steps` (measure.steps) steps,
+/// the budget having ended them. Throws nothing.
+std::string short_windows_note(int64_t short_count, size_t kept, int64_t steps);
 
 /// The speedup of `b` over `a` in samples/s from their windows measured apart (two runs, two
 /// trials): measure::welch_speedup on time per sample, or over processes where a side ran in

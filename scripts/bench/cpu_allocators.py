@@ -18,13 +18,18 @@ Printed (and written with --json): per allocator the median ms per step over the
 side with the spread (max - min) / median, ptune / Python in samples/s (> 1: ptune faster), and
 each side's speedup of the allocator over glibc's default, so the two can be compared: where the
 allocator helps Python, it should help ptune alike. The first row answers "is ptune's baseline
-a default Python process?": ptune / Python on glibc's default malloc.
+a default Python process?": ptune / Python on glibc's default malloc. Each ratio also gets its
+95% interval over the rounds (a round's two sides ran minutes apart, so the ratios are taken
+round by round: the geometric mean and a t-interval on their logs), and the last column,
+Python's gain over ptune's, says whether the allocator moves the two alike: an interval holding
+1.00x.
 
   python3 scripts/bench/cpu_allocators.py --ptune build/apps/ptune/ptune --arch convnext_tiny \\
       --precision bf16 --rounds 3 --json allocators.json
 """
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -97,6 +102,29 @@ class Side(zoo.PythonSide):
                     os.environ[k] = v
 
 
+# Student's t, 97.5% quantile, by degrees of freedom (1..30; larger: the normal's 1.96).
+T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+        2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
+        2.045, 2.042]
+
+
+def ratio_interval(ratios):
+    """The geometric mean of per-round ratios with its 95% t-interval: (mean, lo, hi); lo and hi are
+    None with fewer than 2 rounds."""
+    logs = [math.log(r) for r in ratios]
+    mean = statistics.fmean(logs)
+    if len(logs) < 2:
+        return math.exp(mean), None, None
+    df = len(logs) - 1
+    half = (T975[df - 1] if df <= len(T975) else 1.96) * statistics.stdev(logs) / math.sqrt(len(logs))
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+
+
+def interval_text(iv):
+    mean, lo, hi = iv
+    return f"{mean:.2f}x" if lo is None else f"{mean:.2f}x [{lo:.2f}, {hi:.2f}]"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ptune", default="build/apps/ptune/ptune")
@@ -133,19 +161,30 @@ def main():
                 runs[a]["python"].append(side.ms())
                 side.close()
     base = {s: statistics.median(runs["glibc"][s]) for s in ("ptune", "python")}
-    print(f"{'allocator':12} {'ptune ms':>14} {'python ms':>14} {'ptune/python':>12} {'ptune gain':>10} {'python gain':>11}")
+    print(f"{'allocator':12} {'ptune ms':>14} {'python ms':>14} {'ptune/python':>20} {'ptune gain':>20} "
+          f"{'python gain':>20} {'python/ptune gain':>20}")
     for a in allocators:
-        row = {"allocator": a, "environment": envs[a], "ptune": zoo.summary(runs[a]["ptune"]),
-               "python": zoo.summary(runs[a]["python"])}
+        pt, py = runs[a]["ptune"], runs[a]["python"]
+        pt0, py0 = runs["glibc"]["ptune"], runs["glibc"]["python"]
+        row = {"allocator": a, "environment": envs[a], "ptune": zoo.summary(pt), "python": zoo.summary(py)}
         row["ptune_vs_python"] = row["python"]["median_ms"] / row["ptune"]["median_ms"]
         row["ptune_gain"] = base["ptune"] / row["ptune"]["median_ms"]
         row["python_gain"] = base["python"] / row["python"]["median_ms"]
+        # Round by round, with 95% intervals.
+        rounds = range(len(pt))
+        intervals = {
+            "ptune_vs_python": ratio_interval([py[k] / pt[k] for k in rounds]),
+            "ptune_gain": ratio_interval([pt0[k] / pt[k] for k in rounds]),
+            "python_gain": ratio_interval([py0[k] / py[k] for k in rounds]),
+            "python_gain_over_ptune_gain": ratio_interval([(py0[k] / py[k]) / (pt0[k] / pt[k]) for k in rounds]),
+        }
+        row["intervals"] = {k: {"mean": v[0], "lo": v[1], "hi": v[2]} for k, v in intervals.items()}
         doc["rows"].append(row)
 
         def cell(s):
             return f"{s['median_ms']:8.1f} ±{s['spread_pct']:3.0f}%"
-        print(f"{a:12} {cell(row['ptune']):>14} {cell(row['python']):>14} {row['ptune_vs_python']:11.2f}x "
-              f"{row['ptune_gain']:9.2f}x {row['python_gain']:10.2f}x", flush=True)
+        print(f"{a:12} {cell(row['ptune']):>14} {cell(row['python']):>14} "
+              + " ".join(f"{interval_text(v):>20}" for v in intervals.values()), flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(doc, f, indent=1)
