@@ -211,8 +211,9 @@ Interval speedup_interval(const std::vector<double>& a_ms, const std::vector<int
 Interval mean_interval(const std::vector<double>& ms, const std::vector<int>& process, double level) {
   if (process.empty()) return log_mean_interval(ms, level);
   const LogTerm t = process_term(ms, process);
-  if (logs_of_positive(ms).empty()) return {};
-  return sum_interval({t}, level, static_cast<int64_t>(logs_of_positive(ms).size()));
+  const auto n = static_cast<int64_t>(logs_of_positive(ms).size());
+  if (n == 0) return {};
+  return sum_interval({t}, level, n);
 }
 
 Interval sum_interval(const std::vector<LogTerm>& terms, double level, int64_t n) {
