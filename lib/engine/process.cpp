@@ -1,5 +1,6 @@
 #include "engine/process.hpp"
 
+#include <malloc.h>
 #include <sched.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
@@ -307,6 +308,12 @@ std::string describe_this_process() {
         mode == MPOL_BIND ? "; memory bound to node(s) " + cpu_list_text(nodes) : "; memory: default policy";
   }
   return text;
+}
+
+void return_free_memory() {
+#ifdef __GLIBC__
+  ::malloc_trim(0);
+#endif
 }
 
 }  // namespace ptune::engine

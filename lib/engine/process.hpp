@@ -72,4 +72,11 @@ std::vector<int> numa_nodes();
 /// One line for a row's notes.
 std::string describe_this_process();
 
+/// Hands the free part of the heap back to the kernel (glibc's malloc_trim; another malloc
+/// preloaded keeps its own): called where a pipeline has been freed and another is about to be
+/// built in the same process, so that the next one is built on pages no earlier pipeline used,
+/// as a fresh process's is (docs/statistics.md, "The first pipeline of a process"). It sets
+/// nothing: glibc's thresholds stay as they were. Throws nothing.
+void return_free_memory();
+
 }  // namespace ptune::engine

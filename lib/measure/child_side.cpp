@@ -149,6 +149,7 @@ void prime(const config::ExperimentConfig& cfg, const Progress& progress) {
     throw;
   } catch (const std::exception&) {
   }
+  engine::return_free_memory();  // the first row's pipeline on pages the primer did not use
 }
 
 // ---------------------------------------------------------------- the parent's side

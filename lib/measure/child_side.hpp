@@ -138,8 +138,9 @@ int serve_side(const config::ExperimentConfig& cfg, int in_fd, int out_fd,
 /// Builds `cfg`'s pipeline, warms it up and frees it, in this process, when `cfg` runs in a default
 /// process (else its rows run in child processes, each its process's only pipeline): a fresh
 /// process's first pipeline runs a little slower than later ones (docs/statistics.md, "The first
-/// pipeline of a process"). Errors are left to the row's own build, which reports them; an
-/// interruption (from `progress`) is thrown.
+/// pipeline of a process"). Its memory is then handed back (engine::return_free_memory), so that
+/// the first row is built on pages it did not use. Errors are left to the row's own build, which
+/// reports them; an interruption (from `progress`) is thrown.
 void prime(const config::ExperimentConfig& cfg, const Progress& progress = {});
 
 /// A Measurement as JSON and back (the child sends its result to the parent).

@@ -424,9 +424,11 @@ class SweepRun {
     report::compute_speedups(out_.rows);
     // The next row of the mode is compared with this one (kept built, or in processes of its own
     // started afresh: no bench); the one it replaces is freed.
-    if (measured.kept || (process_rows_ && r.m))
+    if (measured.kept || (process_rows_ && r.m)) {
       live_[std::string(config::name(r.mode)) + "/" + r.arch] =
           Live{out_.rows.size() - 1, std::move(measured.kept)};
+      if (!process_rows_) engine::return_free_memory();  // the next pipeline on unused pages
+    }
     if (r.m) {
       r.diagnosis =
           measure::with_peak(measure::diagnose(*r.m, row_cfg, tried_before(out_.rows, out_.rows.size() - 1),

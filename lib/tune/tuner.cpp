@@ -119,6 +119,9 @@ MeasureFn default_measure() {
       primed = true;
       measure::prime(cfg);
     }
+    // Each trial's pipeline on pages no earlier trial used (the last one's freed memory handed
+    // back), as the sweep does between rows.
+    engine::return_free_memory();
     return measure::measure(cfg);
   };
 }
