@@ -559,11 +559,11 @@ WindowPlan in_processes(WindowPlan plan, int64_t processes) {
 }
 
 std::string short_windows_note(int64_t short_count, size_t kept, int64_t steps) {
+  const std::string why =
+      "the row's budget (measure.max_s) ended them between steps; each is kept, its ms/step over the steps "
+      "it ran";
   return std::to_string(short_count) + " of its " + std::to_string(kept) +
-         " windows ran fewer than measure.steps (" + std::to_string(steps) +
-         ") steps: the row's budget (measure.max_s) ended them between steps; each is kept, its ms/step over "
-         "the "
-         "steps it ran";
+         " windows ran fewer than measure.steps (" + std::to_string(steps) + ") steps: " + why;
 }
 
 Interval speedup_between(const Measurement& a, const Measurement& b) {

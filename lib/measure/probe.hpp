@@ -199,8 +199,8 @@ class Bench : public RowSide {
 void set_windows(Measurement& m, const std::vector<double>& window_ms, int64_t world,
                  const std::vector<int>& process = {});
 
-/// The note of a row `short` of whose `kept` windows ran fewer than `steps` (measure.steps) steps,
-/// the budget having ended them. Throws nothing.
+/// The note of a row `short_count` of whose `kept` windows ran fewer than `steps` (measure.steps)
+/// steps, the budget having ended them. Throws nothing.
 std::string short_windows_note(int64_t short_count, size_t kept, int64_t steps);
 
 /// The speedup of `b` over `a` in samples/s from their windows measured apart (two runs, two
