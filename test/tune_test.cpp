@@ -66,6 +66,13 @@ std::vector<std::string> names_of(const ptune::report::Results& r) {
   return out;
 }
 
+/// Trials with process settings measured alone by `measure` (a fake): judged as in-process ones.
+ptune::tune::PairedMeasureFn alone(const ptune::tune::MeasureFn& measure) {
+  return [measure](const ExperimentConfig&, const ExperimentConfig& trial) {
+    return ptune::tune::PairedTiming{measure(trial), {}, {}};
+  };
+}
+
 }  // namespace
 
 TEST_CASE("allocation failures are recognized as out of memory", "[tune]") {
@@ -301,6 +308,7 @@ TEST_CASE("greedy search keeps only the changes that beat the noise", "[tune]") 
   auto cfg = base_config();
   cfg.measure.repeats = 1;
   cfg.sweep.push_back({"ignored", Json{{"loader.batch_size", 8}}});
+  opt.measure_against = alone(opt.measure);
   auto r = ptune::tune::greedy_tune(cfg, opt);
 
   CHECK(names_of(r.path) == std::vector<std::string>{"baseline", "multi-worker loading (4)", "AMP bf16"});
@@ -374,6 +382,7 @@ TEST_CASE("greedy search: a trial measured under competing load says so in its r
     m.load.under_load = c.optim.amp == ptune::config::Amp::kBf16;
     return m;
   };
+  opt.measure_against = alone(opt.measure);
   auto r = ptune::tune::greedy_tune(base_config(), opt);
   // The bf16 trial was under load, and once kept it is the incumbent every later trial is
   // judged against: those say so too; the trials before it do not.
@@ -388,6 +397,65 @@ TEST_CASE("greedy search: a trial measured under competing load says so in its r
   CHECK(r.trials.back().name != "AMP bf16");  // some trial came after it
 }
 
+TEST_CASE(
+    "greedy search: a process-level trial is judged by its pairs with the incumbent, both in child processes",
+    "[tune]") {
+  using ptune::config::Allocator;
+  ptune::tune::TuneOptions opt;
+  opt.cpu_cores = 1;
+  opt.max_passes = 2;
+  // ptune's own process: every in-process trial runs at the baseline's 100 samples/s.
+  opt.measure = [&](const ExperimentConfig& c) {
+    CHECK(ptune::engine::default_process(c.process));
+    if (c.optim.cudnn_benchmark || c.optim.cuda_graphs) throw ptune::ConfigError("needs a CUDA device");
+    return fake(c.loader.batch_size, 100);
+  };
+  // Child processes: slower than ptune's own (80 samples/s on either side) but, timed against
+  // each other, glibc_tuned runs 1.2x the incumbent's; nothing else changes anything.
+  std::vector<std::pair<Allocator, Allocator>> asked;  // (incumbent's, trial's) allocator
+  opt.measure_against = [&](const ExperimentConfig& incumbent, const ExperimentConfig& trial) {
+    CHECK_FALSE(
+        (ptune::engine::default_process(incumbent.process) && ptune::engine::default_process(trial.process)));
+    if (trial.optim.cudnn_benchmark || trial.optim.cuda_graphs)
+      throw ptune::ConfigError("needs a CUDA device");
+    asked.emplace_back(incumbent.process.allocator, trial.process.allocator);
+    const bool gain = trial.process.allocator == Allocator::kGlibcTuned &&
+                      incumbent.process.allocator != Allocator::kGlibcTuned;
+    ptune::tune::PairedTiming p;
+    p.m = fake(trial.loader.batch_size, 80, 0.4);
+    p.m.repeat_process = {0, 1, 2};
+    p.prev_process = {0, 1, 2};
+    const Measurement a = fake(incumbent.loader.batch_size, gain ? 80 / 1.2 : 80, 0.4);
+    for (size_t i = 0; i < a.repeat_ms.size(); ++i)
+      p.prev_ms.push_back(a.repeat_ms[i] * (i % 2 ? 1.001 : 0.999));
+    return p;
+  };
+  auto r = ptune::tune::greedy_tune(base_config(), opt);
+
+  CHECK(r.best.process.allocator == Allocator::kGlibcTuned);
+  REQUIRE(names_of(r.path) == std::vector<std::string>{"baseline", "allocator glibc_tuned"});
+  CHECK(r.path.rows[1].speedup_vs_prev == Approx(1.2).epsilon(0.01));
+  CHECK(r.path.rows[1].prev_ms.size() == 3);
+  for (const auto& t : r.trials) {
+    if (t.pass == 0 || t.verdict == ptune::tune::TrialVerdict::kSkipped) continue;
+    INFO(t.name << ": " << t.reason);
+    const bool in_children = !t.prev_ms.empty();
+    CHECK((t.reason.find(", timed against the best so far in alternating windows, both in child processes") !=
+           std::string::npos) == in_children);
+    // Every trial once glibc_tuned is kept runs in child processes too, against it.
+    if (t.name != "allocator glibc_tuned" && t.set.begin().key().rfind("process.", 0) == 0)
+      CHECK(in_children);
+    if (t.name == "allocator glibc_tuned") {
+      CHECK(t.verdict == ptune::tune::TrialVerdict::kKept);
+      CHECK(t.gain_pct == Approx(20).margin(0.5));
+    }
+  }
+  // Pass 2 times the in-process candidates against the kept allocator, in child processes.
+  bool after = false;
+  for (const auto& [inc, trial] : asked) after = after || (inc == Allocator::kGlibcTuned && trial == inc);
+  CHECK(after);
+}
+
 TEST_CASE("greedy search: a failing trial is recorded and the search goes on", "[tune]") {
   int ooms = 0;
   ptune::tune::TuneOptions opt;
@@ -398,6 +466,7 @@ TEST_CASE("greedy search: a failing trial is recorded and the search goes on", "
     if (c.optim.set_to_none) throw std::runtime_error("CUDA error: something else\nmore lines");
     return fake(c.loader.batch_size, c.optim.amp == ptune::config::Amp::kBf16 ? 200.0 : 100.0);
   };
+  opt.measure_against = alone(opt.measure);
   auto r = ptune::tune::greedy_tune(base_config(), opt);
   CHECK(ooms == 2);  // batch 64 is retried in pass 2, after AMP was kept (it might fit then)
   CHECK(r.best.optim.amp == ptune::config::Amp::kBf16);
@@ -423,6 +492,7 @@ TEST_CASE("greedy search respects the budget", "[tune]") {
     now += 60;  // every trial takes a minute
     return fake(c.loader.batch_size, 100.0 + c.loader.num_workers);
   };
+  opt.measure_against = alone(opt.measure);
   SECTION("stops when the budget is used up") {
     opt.budget_s = 180;
     auto r = ptune::tune::greedy_tune(base_config(), opt);
@@ -481,7 +551,8 @@ TEST_CASE("ptune tune on the CPU writes a config that check, sweep and train acc
   auto check = ptune::test::run(ptune::test::exe() + " check " + best);
   INFO(check.err);
   CHECK(check.code == 0);
-  auto sweep = ptune::test::run(ptune::test::exe() + " sweep " + best + " --format json");
+  // Its first two rows: the sweep's own tests time the rest (rows in child processes included).
+  auto sweep = ptune::test::run(ptune::test::exe() + " sweep " + best + " --rows 0-1 --format json");
   INFO(sweep.err);
   CHECK(sweep.code == 0);
   CHECK(Json::parse(sweep.out)["status"] == "complete");

@@ -163,13 +163,11 @@ void write_best(const CommandLine& cl, const config::ExperimentConfig& best) {
   log::info("wrote the winning config to " + cl.tune.out);
 }
 
-/// A tune trial's measurement: in-process, or in a child process for process settings.
+/// A tune trial's measurement (tune::default_measure), stopped by Ctrl-C.
 tune::MeasureFn tune_measure(const CommandLine& cl) {
-  return [&cl](const config::ExperimentConfig& c) {
-    return measure::measure(c, [&cl](const std::string&, int64_t, int64_t) {
-      if (cl.interrupted->load()) throw Interrupted();
-    });
-  };
+  return tune::default_measure([&cl](const std::string&, int64_t, int64_t) {
+    if (cl.interrupted->load()) throw Interrupted();
+  });
 }
 
 /// `ptune tune --batch-size`: the batch-size finder.

@@ -522,4 +522,14 @@ void run_sweep(const config::ExperimentConfig& cfg, const SweepOptions& options,
   SweepRun(cfg, options, out).run();
 }
 
+PairedTiming time_in_processes(const config::ExperimentConfig& prev, const config::ExperimentConfig& cfg,
+                               const std::atomic<bool>* interrupted) {
+  const measure::Progress progress = [interrupted](const std::string&, int64_t, int64_t) {
+    if (interrupted && interrupted->load()) throw Interrupted();
+  };
+  Timed t = time_row(
+      cfg, nullptr, &prev, true, progress, [] {}, interrupted);
+  return {std::move(*t.m), std::move(t.prev_ms), std::move(t.prev_process)};
+}
+
 }  // namespace ptune::tune

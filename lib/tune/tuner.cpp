@@ -110,19 +110,19 @@ std::optional<double> trial_pct_of_peak(const Trial& t) {
 
 }  // namespace
 
-MeasureFn default_measure() {
-  return [](const config::ExperimentConfig& cfg) {
+MeasureFn default_measure(const measure::Progress& progress) {
+  return [progress](const config::ExperimentConfig& cfg) {
     // A primer before the first trial, as a sweep's (tune/sweep.cpp says why): the first pipeline
     // of a fresh process runs a little slower than later ones.
     static bool primed = false;
     if (!primed) {
       primed = true;
-      measure::prime(cfg);
+      measure::prime(cfg, progress);
     }
     // Each trial's pipeline on pages no earlier trial used (the last one's freed memory handed
     // back), as the sweep does between rows.
     engine::return_free_memory();
-    return measure::measure(cfg);
+    return measure::measure(cfg, progress);
   };
 }
 
@@ -374,6 +374,27 @@ NoiseVerdict judge(const measure::Measurement& incumbent, const measure::Measure
   return v;
 }
 
+NoiseVerdict judge_paired(const measure::Measurement& incumbent, const std::vector<double>& incumbent_ms,
+                          const std::vector<int>& incumbent_process, const measure::Measurement& candidate,
+                          const measure::NoiseRule& rule, double threshold_pct) {
+  NoiseVerdict v;
+  const double a_sps = incumbent.samples_per_s * incumbent.ms_per_step;
+  const double b_sps = candidate.samples_per_s * candidate.ms_per_step;
+  if (a_sps <= 0 || b_sps <= 0 || incumbent_ms.size() != candidate.repeat_ms.size()) return v;
+  std::vector<double> a_ms = incumbent_ms;
+  for (double& ms : a_ms) ms *= b_sps / a_sps;  // per sample, as judge()
+  const auto& a_process = incumbent_process.size() == a_ms.size() ? incumbent_process : std::vector<int>{};
+  const auto& b_process =
+      candidate.repeat_process.size() == a_ms.size() ? candidate.repeat_process : std::vector<int>{};
+  v.speedup = measure::speedup_interval(a_ms, a_process, candidate.repeat_ms, b_process, true,
+                                        measure::speedup_level(candidate.load.under_load));
+  if (v.speedup.point <= 0) return v;
+  v.gain_pct = 100.0 * (v.speedup.point - 1.0);
+  v.verdict = measure::verdict_of(v.speedup, rule);
+  v.kept = v.verdict == measure::Verdict::kFaster && v.gain_pct >= threshold_pct;
+  return v;
+}
+
 std::vector<Candidate> candidates(const config::ExperimentConfig& cfg, int64_t cpu_cores, bool cuda) {
   std::vector<Candidate> out;
   const int64_t cores = std::max<int64_t>(1, cpu_cores);
@@ -481,7 +502,13 @@ namespace {
 class GreedySearch {
  public:
   GreedySearch(const config::ExperimentConfig& cfg, const TuneOptions& options)
-      : cfg_(cfg), options_(options), hooks_(hooks_of(options)) {}
+      : cfg_(cfg), options_(options), hooks_(hooks_of(options)), against_(options.measure_against) {
+    if (!against_)
+      against_ = [interrupted = options.interrupted](const config::ExperimentConfig& incumbent,
+                                                     const config::ExperimentConfig& trial) {
+        return time_in_processes(incumbent, trial, interrupted);
+      };
+  }
 
   TuneResult run() {
     const bool cuda = engine::resolve_device(cfg_.device).is_cuda();  // ConfigError for a missing GPU
@@ -558,7 +585,18 @@ class GreedySearch {
     const std::string key = cand.set.dump();
     tried_at_[key] = version_;
     try {
-      t.m = hooks_.measure(measured(next, options_.min_repeats));
+      // A process-level setting on either side: the two timed alike, each in child processes of
+      // its own, against each other (a pipeline in ptune's own process, which has built and freed
+      // others, does not run as a fresh process's does).
+      if (!engine::default_process(next.process) || !engine::default_process(current_.process)) {
+        PairedTiming p =
+            against_(measured(current_, options_.min_repeats), measured(next, options_.min_repeats));
+        t.m = std::move(p.m);
+        t.prev_ms = std::move(p.prev_ms);
+        t.prev_process = std::move(p.prev_process);
+      } else {
+        t.m = hooks_.measure(measured(next, options_.min_repeats));
+      }
     } catch (const Interrupted&) {
       stop_ = StopReason{StopReason::Kind::kInterrupted};
       return false;
@@ -588,7 +626,11 @@ class GreedySearch {
   /// A measured trial's verdict against the incumbent, with its reason; true when kept.
   bool judge_trial(Trial& t, const config::ExperimentConfig& next) const {
     // Trials in child processes carry each window's process: judge() counts their spread.
-    const NoiseVerdict v = judge(incumbent_, *t.m, measure::window_plan(next).rule, options_.threshold_pct);
+    const measure::NoiseRule rule = measure::window_plan(next).rule;
+    const bool paired = !t.prev_ms.empty();
+    const NoiseVerdict v =
+        paired ? judge_paired(incumbent_, t.prev_ms, t.prev_process, *t.m, rule, options_.threshold_pct)
+               : judge(incumbent_, *t.m, rule, options_.threshold_pct);
     t.gain_pct = v.gain_pct;
     t.speedup = v.speedup;
     t.noise = measure::verdict_name(v.verdict);
@@ -596,7 +638,8 @@ class GreedySearch {
     t.reason = fmt("%+.1f%% ", v.gain_pct) + interval_text(v.speedup) + ": " + t.noise;
     if (v.verdict == measure::Verdict::kFaster && !v.kept)
       t.reason += fmt(", under the %g%% threshold", options_.threshold_pct);
-    if (incumbent_.load.under_load || t.m->load.under_load)
+    if (paired) t.reason += ", timed against the best so far in alternating windows, both in child processes";
+    if ((!paired && incumbent_.load.under_load) || t.m->load.under_load)
       t.reason += ", measured under competing load (a " +
                   measure::level_text(measure::kSpeedupLevelUnderLoad) + " interval)";
     return v.kept;
@@ -611,6 +654,8 @@ class GreedySearch {
     row.mode = c.measure.mode;
     row.arch = c.model.arch;
     row.m = t.m;
+    row.prev_ms = t.prev_ms;
+    row.prev_process = t.prev_process;
     row.rule = measure::window_plan(c).rule;
     row.diagnosis = measure::diagnose(*t.m, c, {}, {}, engine::cpu_info());
     res_.path.rows.push_back(std::move(row));
@@ -639,6 +684,7 @@ class GreedySearch {
   const config::ExperimentConfig& cfg_;
   const TuneOptions& options_;
   const Hooks hooks_;
+  PairedMeasureFn against_;  // options.measure_against, or time_in_processes
   TuneResult res_;
   double t0_ = 0;
   config::ExperimentConfig current_;  // the incumbent's config

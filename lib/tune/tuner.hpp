@@ -20,6 +20,7 @@
 #include "config/config.hpp"
 #include "measure/probe.hpp"
 #include "report/results.hpp"
+#include "tune/sweep.hpp"
 
 namespace ptune::tune {
 
@@ -28,8 +29,15 @@ using MeasureFn = std::function<measure::Measurement(const config::ExperimentCon
 /// Seconds on a monotonic clock (default: std::chrono::steady_clock).
 using ClockFn = std::function<double()>;
 
-/// Returns a MeasureFn calling measure::measure(cfg) without progress. Never throws itself.
-MeasureFn default_measure();
+/// Returns a MeasureFn for trials in ptune's own process: before the process's first trial a
+/// primer (measure::prime), before every trial the memory earlier ones freed handed back
+/// (engine::return_free_memory), then measure::measure(cfg, progress). Never throws itself.
+MeasureFn default_measure(const measure::Progress& progress = {});
+
+/// Times a trial (the second configuration) against the incumbent (the first) in child
+/// processes, their windows alternating (default: time_in_processes). May throw what it throws.
+using PairedMeasureFn =
+    std::function<PairedTiming(const config::ExperimentConfig&, const config::ExperimentConfig&)>;
 
 /// Returns a ClockFn reading std::chrono::steady_clock in seconds. Never throws.
 ClockFn default_clock();
@@ -133,19 +141,26 @@ struct Trial {
   std::string reason;          // why (gain vs noise, the error message)
   bool out_of_memory = false;  // failed for lack of memory (what a search probes)
   std::optional<measure::Measurement> m;
-  double gain_pct = 0;        // samples/s vs the incumbent, in % (point estimate)
-  measure::Interval speedup;  // over the incumbent, with its 99% interval
-  std::string noise;          // the statistics' verdict: faster | slower | within noise | undecided
+  std::vector<double> prev_ms;    // timed in child processes: the incumbent's windows, paired with
+                                  // m->repeat_ms; else empty
+  std::vector<int> prev_process;  // the process each of prev_ms ran in
+  double gain_pct = 0;            // samples/s vs the incumbent, in % (point estimate)
+  measure::Interval speedup;      // over the incumbent, with its 99% interval
+  std::string noise;              // the statistics' verdict: faster | slower | within noise | undecided
 };
 
 /// Options of greedy_tune.
 struct TuneOptions {
-  double threshold_pct = 3.0;    // a change must be faster beyond noise and gain at least this to be kept
-  int64_t min_repeats = 3;       // measure.repeats is raised to at least this for every trial
-  double budget_s = 0;           // no new trial starts after this many seconds; 0 = no limit
-  int64_t max_passes = 5;        // passes over the candidates at most
-  int64_t cpu_cores = 0;         // cores for the loader.num_workers candidates; 0 = hardware_concurrency
-  MeasureFn measure;             // empty = default_measure()
+  double threshold_pct = 3.0;  // a change must be faster beyond noise and gain at least this to be kept
+  int64_t min_repeats = 3;     // measure.repeats is raised to at least this for every trial
+  double budget_s = 0;         // no new trial starts after this many seconds; 0 = no limit
+  int64_t max_passes = 5;      // passes over the candidates at most
+  int64_t cpu_cores = 0;       // cores for the loader.num_workers candidates; 0 = hardware_concurrency
+  MeasureFn measure;           // empty = default_measure()
+  /// A trial with process-level settings, or on an incumbent with them (engine::default_process
+  /// false for either): timed against the incumbent in child processes. Empty = time_in_processes
+  /// with `interrupted`.
+  PairedMeasureFn measure_against;
   ClockFn clock;                 // empty = default_clock()
   std::function<void()> on_oom;  // after an out-of-memory trial; empty = engine::cuda::empty_cache
   std::function<void(const Trial&)> on_trial;      // after every trial (progress)
@@ -167,6 +182,14 @@ struct NoiseVerdict {
 /// its gain is at least threshold_pct. Never throws.
 NoiseVerdict judge(const measure::Measurement& incumbent, const measure::Measurement& candidate,
                    const measure::NoiseRule& rule, double threshold_pct);
+
+/// judge() for a candidate timed against the incumbent in alternating windows: the speedup's
+/// interval from the pairs (`incumbent_ms` with its processes, against candidate.repeat_ms and
+/// candidate.repeat_process), per sample (`incumbent`'s samples per step against the
+/// candidate's), at measure::speedup_level of the candidate's load. Never throws.
+NoiseVerdict judge_paired(const measure::Measurement& incumbent, const std::vector<double>& incumbent_ms,
+                          const std::vector<int>& incumbent_process, const measure::Measurement& candidate,
+                          const measure::NoiseRule& rule, double threshold_pct);
 
 /// Returns the optimizations tried on top of `cfg`, in order: loader.num_workers (cores, then
 /// cores/2), loader.pin_memory, loader.uint8_transfer, loader.gpu_resize (fake_cifar, when
