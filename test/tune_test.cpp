@@ -528,7 +528,7 @@ const char* kTinyTune = R"({
   "name": "tiny-tune", "device": "cpu", "cpu_threads": 1,
   "data": {"num_samples": 64, "image_size": 16},
   "loader": {"batch_size": 4},
-  "measure": {"warmup_steps": 1, "steps": 2, "repeats": 1}
+  "measure": {"warmup_steps": 1, "steps": 2, "repeats": 1, "max_s": 3}
 })";
 
 }  // namespace
@@ -537,7 +537,9 @@ TEST_CASE("ptune tune on the CPU writes a config that check, sweep and train acc
   ptune::test::TempDir dir;
   const std::string cfg = dir.write("tiny.json", kTinyTune);
   const std::string best = dir.file("best.json");
-  auto r = ptune::test::run(ptune::test::exe() + " tune " + cfg + " --budget 1 --repeats 2 --out " + best);
+  // Trials of at most 3 s (measure.max_s): the first pass reaches the CUDA-only candidates within
+  // the half-minute budget, under load too.
+  auto r = ptune::test::run(ptune::test::exe() + " tune " + cfg + " --budget 0.5 --repeats 2 --out " + best);
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
   CHECK(r.out.find("samples/s") != std::string::npos);
