@@ -144,7 +144,10 @@ std::string omp_threads() {
 void prime(const config::ExperimentConfig& cfg, const Progress& progress) {
   if (!engine::default_process(cfg.process)) return;
   try {
-    Bench primer(cfg, progress, Deadline());
+    // Two at once: every row's pipeline is then built into memory an earlier pipeline used and
+    // freed, the second row's (built beside the first) too, as the third row's is into the first's.
+    Bench first(cfg, progress, Deadline());
+    Bench second(cfg, progress, Deadline());
   } catch (const Interrupted&) {
     throw;
   } catch (const std::exception&) {

@@ -135,11 +135,13 @@ RowProcesses start_row_processes(const config::ExperimentConfig* prev, const con
 int serve_side(const config::ExperimentConfig& cfg, int in_fd, int out_fd,
                const std::atomic<bool>* interrupted);
 
-/// Builds `cfg`'s pipeline, warms it up and frees it, in this process, when `cfg` runs in a default
-/// process (else its rows run in child processes, each its process's only pipeline): a fresh
-/// process's first pipeline runs a little slower than later ones (docs/statistics.md, "The first
-/// pipeline of a process"). Its memory is then handed back (engine::return_free_memory), so that
-/// the first row is built on pages it did not use. Errors are left to the row's own build, which
+/// Builds `cfg`'s pipeline twice, both alive at once, warms them up and frees them, in this
+/// process, when `cfg` runs in a default process (else its rows run in child processes, each its
+/// process's only pipeline): a fresh process's first pipeline runs a little slower than later
+/// ones, and a pipeline built into memory no earlier one used runs faster than one built into
+/// freed memory (docs/statistics.md, "The first pipeline of a process"); after two, the first
+/// two rows are built into freed memory, as every later row is. Their memory is then handed
+/// back (engine::return_free_memory). Errors are left to the row's own build, which
 /// reports them; an interruption (from `progress`) is thrown.
 void prime(const config::ExperimentConfig& cfg, const Progress& progress = {});
 

@@ -338,9 +338,10 @@ class SweepRun {
     return report::RowStatus::failed("out of memory");
   }
 
-  /// The primer: the first row's pipeline built, warmed up and freed before any row is timed,
-  /// in ptune's own process. A fresh process's first pipeline ran 2-3% slower than an identical
-  /// one built after it (an A/A pair of ResNet-18 rows, 6 quiet runs: +2.4% for the second on
+  /// The primer: the first row's pipeline built twice (both alive at once, so that the second
+  /// row is built into freed memory as every later one is; measure::prime), warmed up and freed
+  /// before any row is timed, in ptune's own process. A fresh process's first pipeline ran 2-3% slower than
+  /// an identical one built after it (an A/A pair of ResNet-18 rows, 6 quiet runs: +2.4% for the second on
   /// average; with the primer -1.0%, within the noise): one-time initializations (LibTorch's and
   /// oneDNN's, on first use) then happen before any timed pipeline exists. Its errors are the
   /// row's own, and are reported when the row itself is built. A sweep with process-level rows
