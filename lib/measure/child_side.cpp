@@ -152,7 +152,7 @@ void prime(const config::ExperimentConfig& cfg, const Progress& progress) {
     throw;
   } catch (const std::exception&) {
   }
-  engine::return_free_memory();  // the first row's pipeline on pages the primer did not use
+  engine::return_free_memory();  // the primer's freed pages back to the kernel before the rows
 }
 
 // ---------------------------------------------------------------- the parent's side

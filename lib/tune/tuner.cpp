@@ -363,10 +363,13 @@ BatchSearchResult find_batch_size(const config::ExperimentConfig& cfg, const Bat
 
 // ---------------------------------------------------------------- greedy search
 
-NoiseVerdict judge(const measure::Measurement& incumbent, const measure::Measurement& candidate,
-                   const measure::NoiseRule& rule, double threshold_pct) {
+namespace {
+
+/// The noise rule's answer for a speedup's interval: its gain, verdict and whether it is kept.
+NoiseVerdict verdict_for(const measure::Interval& speedup, const measure::NoiseRule& rule,
+                         double threshold_pct) {
   NoiseVerdict v;
-  v.speedup = measure::speedup_between(incumbent, candidate);
+  v.speedup = speedup;
   if (v.speedup.point <= 0) return v;
   v.gain_pct = 100.0 * (v.speedup.point - 1.0);
   v.verdict = measure::verdict_of(v.speedup, rule);
@@ -374,25 +377,27 @@ NoiseVerdict judge(const measure::Measurement& incumbent, const measure::Measure
   return v;
 }
 
+}  // namespace
+
+NoiseVerdict judge(const measure::Measurement& incumbent, const measure::Measurement& candidate,
+                   const measure::NoiseRule& rule, double threshold_pct) {
+  return verdict_for(measure::speedup_between(incumbent, candidate), rule, threshold_pct);
+}
+
 NoiseVerdict judge_paired(const measure::Measurement& incumbent, const std::vector<double>& incumbent_ms,
                           const std::vector<int>& incumbent_process, const measure::Measurement& candidate,
                           const measure::NoiseRule& rule, double threshold_pct) {
-  NoiseVerdict v;
   const double a_sps = incumbent.samples_per_s * incumbent.ms_per_step;
   const double b_sps = candidate.samples_per_s * candidate.ms_per_step;
-  if (a_sps <= 0 || b_sps <= 0 || incumbent_ms.size() != candidate.repeat_ms.size()) return v;
+  if (a_sps <= 0 || b_sps <= 0 || incumbent_ms.size() != candidate.repeat_ms.size()) return {};
   std::vector<double> a_ms = incumbent_ms;
   for (double& ms : a_ms) ms *= b_sps / a_sps;  // per sample, as judge()
   const auto& a_process = incumbent_process.size() == a_ms.size() ? incumbent_process : std::vector<int>{};
   const auto& b_process =
       candidate.repeat_process.size() == a_ms.size() ? candidate.repeat_process : std::vector<int>{};
-  v.speedup = measure::speedup_interval(a_ms, a_process, candidate.repeat_ms, b_process, true,
-                                        measure::speedup_level(candidate.load.under_load));
-  if (v.speedup.point <= 0) return v;
-  v.gain_pct = 100.0 * (v.speedup.point - 1.0);
-  v.verdict = measure::verdict_of(v.speedup, rule);
-  v.kept = v.verdict == measure::Verdict::kFaster && v.gain_pct >= threshold_pct;
-  return v;
+  return verdict_for(measure::speedup_interval(a_ms, a_process, candidate.repeat_ms, b_process, true,
+                                               measure::speedup_level(candidate.load.under_load)),
+                     rule, threshold_pct);
 }
 
 std::vector<Candidate> candidates(const config::ExperimentConfig& cfg, int64_t cpu_cores, bool cuda) {
