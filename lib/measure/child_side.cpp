@@ -141,18 +141,21 @@ std::string omp_threads() {
 
 }  // namespace
 
-void prime(const config::ExperimentConfig& cfg, const Progress& progress) {
-  if (!engine::default_process(cfg.process)) return;
+std::unique_ptr<Bench> prime(const config::ExperimentConfig& cfg, const Progress& progress) {
+  if (!engine::default_process(cfg.process)) return nullptr;
+  std::unique_ptr<Bench> companion;
   try {
-    // Two at once: every row's pipeline is then built into memory an earlier pipeline used and
-    // freed, the second row's (built beside the first) too, as the third row's is into the first's.
-    Bench first(cfg, progress, Deadline());
-    Bench second(cfg, progress, Deadline());
+    // Two at once: the first row is then built into the first's freed memory, beside the second.
+    auto first = std::make_unique<Bench>(cfg, progress, Deadline());
+    companion = std::make_unique<Bench>(cfg, progress, Deadline());
+    companion->pause();  // idle: its loader's workers hold while the first row is timed
   } catch (const Interrupted&) {
     throw;
   } catch (const std::exception&) {
+    companion.reset();
   }
-  engine::return_free_memory();  // the primer's freed pages back to the kernel before the rows
+  engine::return_free_memory();  // the first's freed pages back to the kernel before the rows
+  return companion;
 }
 
 // ---------------------------------------------------------------- the parent's side

@@ -135,15 +135,17 @@ RowProcesses start_row_processes(const config::ExperimentConfig* prev, const con
 int serve_side(const config::ExperimentConfig& cfg, int in_fd, int out_fd,
                const std::atomic<bool>* interrupted);
 
-/// Builds `cfg`'s pipeline twice, both alive at once, warms them up and frees them, in this
-/// process, when `cfg` runs in a default process (else its rows run in child processes, each its
-/// process's only pipeline): a fresh process's first pipeline runs a little slower than later
-/// ones, and a pipeline built into memory no earlier one used runs faster than one built into
-/// freed memory (docs/statistics.md, "The first pipeline of a process"); after two, the first
-/// two rows are built into freed memory, as every later row is. Their memory is then handed
-/// back (engine::return_free_memory). Errors are left to the row's own build, which
-/// reports them; an interruption (from `progress`) is thrown.
-void prime(const config::ExperimentConfig& cfg, const Progress& progress = {});
+/// Builds `cfg`'s pipeline twice, both alive at once, and warms them up, in this process, when
+/// `cfg` runs in a default process (else its rows run in child processes, each its process's only
+/// pipeline; then it does nothing and returns null): a fresh process's first pipeline runs a
+/// little slower than later ones, and where a pipeline's memory lands sets its speed
+/// (docs/statistics.md, "The first pipeline of a process"). The first is freed and its memory
+/// handed back (engine::return_free_memory); the second is returned, warm, as the first row's
+/// companion: kept alive while the first row is built and timed, then freed, so that every row is
+/// built into memory a freed pipeline used and timed beside one other live pipeline, as each later
+/// row is beside the row before it. Null when it could not be built (an error is left to the
+/// row's own build, which reports it); an interruption (from `progress`) is thrown.
+std::unique_ptr<Bench> prime(const config::ExperimentConfig& cfg, const Progress& progress = {});
 
 /// A Measurement as JSON and back (the child sends its result to the parent).
 nlohmann::json measurement_json(const Measurement& m);

@@ -287,8 +287,15 @@ class SweepRun {
   void run() {
     try {
       prime();
-      for (size_t i = 0; i < rows_.size(); ++i)
-        if (selected(i)) add_row(i, time_one(i));
+      for (size_t i = 0; i < rows_.size(); ++i) {
+        if (!selected(i)) continue;
+        Measured m = time_one(i);
+        if (companion_) {  // the first row's companion: its memory is where the next row goes
+          companion_.reset();
+          engine::return_free_memory();
+        }
+        add_row(i, std::move(m));
+      }
       live_.clear();  // profiling builds its own pipelines
       for (size_t k = 0; k < out_.rows.size(); ++k) profile_row(k);
     } catch (const Interrupted&) {
@@ -338,20 +345,31 @@ class SweepRun {
     return report::RowStatus::failed("out of memory");
   }
 
-  /// The primer: the first row's pipeline built twice (both alive at once, so that the second
-  /// row is built into freed memory as every later one is; measure::prime), warmed up and freed
-  /// before any row is timed, in ptune's own process. A fresh process's first pipeline ran 2-3% slower than
-  /// an identical one built after it (an A/A pair of ResNet-18 rows, 6 quiet runs: +2.4% for the second on
-  /// average; with the primer -1.0%, within the noise): one-time initializations (LibTorch's and
-  /// oneDNN's, on first use) then happen before any timed pipeline exists. Its errors are the
-  /// row's own, and are reported when the row itself is built. A sweep with process-level rows
-  /// (process.* keys) times every row in child processes, each its own fresh process: the first
-  /// row of each mode and model.arch too, so that the baseline is a default process as a user's
-  /// `python train.py` is, not ptune's own after its probes and primer; it has no primer.
+  /// The primer (measure::prime): the first row's pipeline built twice, both alive at once, and
+  /// warmed up in ptune's own process before any row is timed; the first is freed, the second
+  /// kept as the first row's companion until that row is timed. One-time initializations
+  /// (LibTorch's and oneDNN's, on first use) then happen before any timed pipeline exists: a
+  /// fresh process's first pipeline ran 2-3% slower than an identical one built after it (an A/A
+  /// pair of ResNet-18 rows, 6 quiet runs: +2.4% for the second on average; with a primer -1.0%,
+  /// within the noise). And every row is built into memory a freed pipeline used and timed beside
+  /// one other live pipeline, the first row beside its companion as each later row beside the row
+  /// before it: under glibc's default malloc where a pipeline's memory lands sets how often a step
+  /// faults pages in, and a first row timed alone ran 1.5x faster than the same configuration
+  /// timed beside another pipeline, or in a fresh process (docs/statistics.md, "The first row
+  /// beside a companion"). Rows timed apart (measure.interleave false) are each alone, the
+  /// first too: no companion. Its errors are the row's own, and are reported when the row itself
+  /// is built. A sweep with process-level rows (process.* keys) times every row in child
+  /// processes, each its own fresh process: the first row of each mode and model.arch too, so that
+  /// the baseline is a default process as a user's `python train.py` is, not ptune's own after its
+  /// probes and primer; it has no primer.
   void prime() {
     if (process_rows_) return;
     for (size_t i = 0; i < rows_.size(); ++i)
-      if (selected(i)) return measure::prime(rows_[i].second, progress_of(i, rows_[i].second));
+      if (selected(i)) {
+        companion_ = measure::prime(rows_[i].second, progress_of(i, rows_[i].second));
+        if (!rows_[i].second.measure.interleave) companion_.reset();
+        return;
+      }
   }
 
   /// Row `i` timed (pass 1), with the notes its measurement gives it; failed or skipped with
@@ -372,9 +390,23 @@ class SweepRun {
       const std::string key = std::string(config::name(row.mode)) + "/" + row.arch;
       Live* prev = live_.count(key) ? &live_[key] : nullptr;
       check_applies(spec, i, rows_);
-      Timed t = time_row(
-          row_cfg, prev ? prev->bench.get() : nullptr, prev ? &done_[prev->k].cfg : nullptr, process_rows_,
-          progress, [&] { live_.clear(); }, options_.interrupted);
+      auto time_it = [&] {
+        return time_row(
+            row_cfg, prev ? prev->bench.get() : nullptr, prev ? &done_[prev->k].cfg : nullptr, process_rows_,
+            progress, [&] { live_.clear(); }, options_.interrupted);
+      };
+      Timed t;
+      try {
+        t = time_it();
+      } catch (const std::exception& e) {
+        if (!companion_ || !is_out_of_memory(e)) throw;
+        // The first row and its companion did not fit in memory together: the row alone.
+        companion_.reset();
+        engine::cuda::empty_cache();
+        t = time_it();
+        t.m->notes.push_back(
+            "timed alone: it and the primer's companion pipeline did not fit in memory at once");
+      }
       row.m = std::move(t.m);
       row.prev_ms = std::move(t.prev_ms);
       row.prev_process = std::move(t.prev_process);
@@ -507,10 +539,11 @@ class SweepRun {
   const SweepOptions& options_;
   report::Results& out_;
   const std::vector<std::pair<config::SweepRow, config::ExperimentConfig>> rows_;
-  bool process_rows_ = false;                // any selected row with process settings
-  std::map<std::string, double> base_loss_;  // model.arch -> its first row's loss
-  std::vector<Done> done_;                   // out.rows[k] is rows[done[k].index]
-  std::map<std::string, Live> live_;         // mode/model.arch -> the last ok row's bench
+  bool process_rows_ = false;                  // any selected row with process settings
+  std::map<std::string, double> base_loss_;    // model.arch -> its first row's loss
+  std::vector<Done> done_;                     // out.rows[k] is rows[done[k].index]
+  std::map<std::string, Live> live_;           // mode/model.arch -> the last ok row's bench
+  std::unique_ptr<measure::Bench> companion_;  // the primer's second pipeline, until the first row is timed
 };
 
 }  // namespace

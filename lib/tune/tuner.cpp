@@ -113,11 +113,12 @@ std::optional<double> trial_pct_of_peak(const Trial& t) {
 MeasureFn default_measure(const measure::Progress& progress) {
   return [progress](const config::ExperimentConfig& cfg) {
     // A primer before the first trial, as a sweep's (tune/sweep.cpp says why): the first pipeline
-    // of a fresh process runs a little slower than later ones.
+    // of a fresh process runs a little slower than later ones. Every trial is timed alone, so the
+    // primer's companion is freed at once (a sweep keeps it beside its first row).
     static bool primed = false;
     if (!primed) {
       primed = true;
-      measure::prime(cfg, progress);
+      measure::prime(cfg, progress).reset();
     }
     // Each trial's pipeline on pages no earlier trial used (the last one's freed memory handed
     // back), as the sweep does between rows.
