@@ -162,7 +162,7 @@ TEST_CASE("sweep formats json, csv, md on stdout and set overrides", "[e2e]") {
 TEST_CASE("a shell loop: --label names the rows, --set is noted, --no-header appends CSV rows", "[e2e]") {
   TempDir dir;
   auto one = dir.write("one.json", R"({"device": "cpu", "data": {"num_samples": 16, "image_size": 32},
-      "loader": {"batch_size": 4}, "measure": {"warmup_steps": 0, "steps": 1, "repeats": 1}})");
+      "loader": {"batch_size": 4}, "measure": {"warmup_steps": 0, "steps": 1, "repeats": 1, "target_ci_pct": 100}})");
   const std::string exe = ptune::test::exe();
   const std::string csv = dir.file("all.csv");
   // The header once, then rows only: one CSV with a row per run, each named and noted.
@@ -185,7 +185,7 @@ TEST_CASE("a shell loop: --label names the rows, --set is noted, --no-header app
   CHECK(lines[2].find("command line: --set loader.batch_size=2") != std::string::npos);
   // In JSON and --out too; a sweep of several rows keeps each row's name after the label.
   auto rows = dir.write("rows.json", R"({"device": "cpu", "data": {"num_samples": 16, "image_size": 32},
-      "loader": {"batch_size": 4}, "measure": {"warmup_steps": 0, "steps": 1, "repeats": 1},
+      "loader": {"batch_size": 4}, "measure": {"warmup_steps": 0, "steps": 1, "repeats": 1, "target_ci_pct": 100},
       "sweep": [{"name": "base"}, {"name": "data", "set": {"measure.mode": "data"}}]})");
   auto j = run(exe + " sweep " + rows + " --label run7 --set measure.steps=2 --format json --out " +
                dir.file("r.json"));
@@ -806,7 +806,7 @@ TEST_CASE("sweep --out r.html: a 1-row report opens in a browser with its one ba
   TempDir dir;
   auto cfg = dir.write("one.json", R"({"name": "one row", "device": "cpu", "cpu_threads": 1,
       "data": {"num_samples": 16, "image_size": 32}, "loader": {"batch_size": 4},
-      "measure": {"warmup_steps": 0, "steps": 2}, "sweep": [{"name": "baseline"}]})");
+      "measure": {"warmup_steps": 0, "steps": 2, "target_ci_pct": 100}, "sweep": [{"name": "baseline"}]})");
   auto r = run(ptune::test::exe() + " sweep " + cfg + " --format json --out " + dir.file("one.html"));
   INFO(r.err);
   REQUIRE(r.code == 0);
@@ -1010,7 +1010,7 @@ TEST_CASE("the exit status tells the truth: failed rows, a full stdout, an ignor
   TempDir dir;
   auto cfg = dir.write("rows.json", R"({"device": "cpu", "cpu_threads": 1,
       "data": {"num_samples": 16, "image_size": 32}, "loader": {"batch_size": 4},
-      "measure": {"warmup_steps": 0, "steps": 1},
+      "measure": {"warmup_steps": 0, "steps": 1, "target_ci_pct": 100},
       "sweep": [{"name": "fine"},
                 {"name": "no folder", "set": {"data.kind": "image_folder", "data.root": ")" +
                                         dir.file("none") + R"("}},
@@ -1100,9 +1100,11 @@ TEST_CASE("SIGTERM during train checkpoints and exits 143, launch forwards it to
 
 namespace {
 
+// Rows that end after their first few windows (target_ci_pct 100): these tests check what is
+// written where, not a figure.
 const char* kOneRow = R"({"device": "cpu", "cpu_threads": 1,
     "data": {"num_samples": 16, "image_size": 32}, "loader": {"batch_size": 4},
-    "measure": {"warmup_steps": 0, "steps": 2},
+    "measure": {"warmup_steps": 0, "steps": 2, "target_ci_pct": 100},
     "sweep": [{"name": "first"}, {"name": "second", "set": {"loader.batch_size": 8}}]})";
 
 /// The names in `dir` that start with '.' (write_atomically's temporary files).
