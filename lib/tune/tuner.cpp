@@ -12,6 +12,7 @@
 
 #include <c10/util/Exception.h>
 
+#include "dist/group.hpp"
 #include "engine/cuda_support.hpp"
 #include "engine/device.hpp"
 #include "engine/process.hpp"
@@ -111,17 +112,29 @@ std::optional<double> trial_pct_of_peak(const Trial& t) {
 }  // namespace
 
 MeasureFn default_measure(const measure::Progress& progress) {
-  return [progress](const config::ExperimentConfig& cfg) {
+  // What the copies of the function share: whether the primer ran, and its companion.
+  struct Primed {
+    bool done = false;
+    std::unique_ptr<measure::Bench> companion;
+  };
+  auto primed = std::make_shared<Primed>();
+  return [progress, primed](const config::ExperimentConfig& cfg) {
     // A primer before the first trial, as a sweep's (tune/sweep.cpp says why): the first pipeline
-    // of a fresh process runs a little slower than later ones. Every trial is timed alone, so the
-    // primer's companion is freed at once (a sweep keeps it beside its first row).
-    static bool primed = false;
-    if (!primed) {
-      primed = true;
-      measure::prime(cfg, progress).reset();
+    // of a fresh process runs a little slower than later ones. On a CPU its companion stays
+    // alive, idle, while every trial is timed, as a sweep's rows each are beside another live
+    // pipeline: under glibc's default malloc where a pipeline's memory lands sets how often its
+    // steps fault pages in, and a first trial timed with no other pipeline alive ran 1.5x faster
+    // than every later one (an A/A config: the baseline 50 ms a step with no faults, then every
+    // trial 72-77 ms with 13,700 faults a step, and workers and uint8 transfer were rejected as
+    // 31-35% slower where a sweep finds them 1.00x). On a GPU it is freed: its device memory
+    // would count against a trial's (the batch-size search).
+    if (!primed->done) {
+      primed->done = true;
+      primed->companion = measure::prime(cfg, progress);
+      if (!dist::rank_device(cfg.device).is_cpu()) primed->companion.reset();
     }
-    // Each trial's pipeline on pages no earlier trial used (the last one's freed memory handed
-    // back), as the sweep does between rows.
+    // Each trial's pipeline on pages an earlier trial used and freed (handed back), as a sweep's
+    // rows are.
     engine::return_free_memory();
     return measure::measure(cfg, progress);
   };

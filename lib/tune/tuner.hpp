@@ -29,8 +29,9 @@ using MeasureFn = std::function<measure::Measurement(const config::ExperimentCon
 /// Seconds on a monotonic clock (default: std::chrono::steady_clock).
 using ClockFn = std::function<double()>;
 
-/// Returns a MeasureFn for trials in ptune's own process: before the process's first trial a
-/// primer (measure::prime), before every trial the memory earlier ones freed handed back
+/// Returns a MeasureFn for trials in ptune's own process: before its first trial a primer
+/// (measure::prime), whose companion pipeline it keeps alive and idle beside every trial on a CPU
+/// (freed on a GPU), before every trial the memory earlier ones freed handed back
 /// (engine::return_free_memory), then measure::measure(cfg, progress). Never throws itself.
 MeasureFn default_measure(const measure::Progress& progress = {});
 
