@@ -290,7 +290,7 @@ class SweepRun {
       for (size_t i = 0; i < rows_.size(); ++i) {
         if (!selected(i)) continue;
         Measured m = time_one(i);
-        if (companion_) {  // the first row's companion: its memory is where the next row goes
+        if (companion_ && m.row.m) {  // the first measured row's companion: the next row goes there
           companion_.reset();
           engine::return_free_memory();
         }
@@ -358,17 +358,20 @@ class SweepRun {
   /// faults pages in, and a first row timed alone ran 1.5x faster than the same configuration
   /// timed beside another pipeline, or in a fresh process (docs/statistics.md, "The first row
   /// beside a companion"). Rows timed apart (measure.interleave false) are each alone, the
-  /// first too: no companion. Its errors are the row's own, and are reported when the row itself
-  /// is built. A sweep with process-level rows (process.* keys) times every row in child
-  /// processes, each its own fresh process: the first row of each mode and model.arch too, so that
-  /// the baseline is a default process as a user's `python train.py` is, not ptune's own after its
-  /// probes and primer; it has no primer.
+  /// first too: no companion; nor on a GPU, where it is what a step allocates on the device
+  /// that counts (and the companion would count in the first row's peak memory). It is freed
+  /// once a row has been timed (a first row that fails or is skipped leaves it to the next). Its errors are
+  /// the row's own, and are reported when the row itself is built. A sweep with process-level rows (process.*
+  /// keys) times every row in child processes, each its own fresh process: the first row of each mode and
+  /// model.arch too, so that the baseline is a default process as a user's `python train.py` is, not ptune's
+  /// own after its probes and primer; it has no primer.
   void prime() {
     if (process_rows_) return;
     for (size_t i = 0; i < rows_.size(); ++i)
       if (selected(i)) {
-        companion_ = measure::prime(rows_[i].second, progress_of(i, rows_[i].second));
-        if (!rows_[i].second.measure.interleave) companion_.reset();
+        const auto& first = rows_[i].second;
+        companion_ = measure::prime(first, progress_of(i, first));
+        if (!first.measure.interleave || !dist::rank_device(first.device).is_cpu()) companion_.reset();
         return;
       }
   }
@@ -381,10 +384,12 @@ class SweepRun {
   /// 7 with no other pipeline alive (then 45-50 ms a step where the row's windows ran at 67-73:
   /// docs/statistics.md, "The first row beside a companion").
   void keep_one_for_profiling() {
+    bool any = false;
+    for (const Done& d : done_) any = any || measure::wants_profile(d.cfg);
     auto last = live_.end();
     for (auto it = live_.begin(); it != live_.end(); ++it)
       if (it->second.bench && (last == live_.end() || it->second.k > last->second.k)) last = it;
-    if (last == live_.end() || !dist::rank_device(done_[last->second.k].cfg.device).is_cpu()) {
+    if (!any || last == live_.end() || !dist::rank_device(done_[last->second.k].cfg.device).is_cpu()) {
       live_.clear();
       return;
     }

@@ -133,8 +133,8 @@ MeasureFn default_measure(const measure::Progress& progress) {
       primed->companion = measure::prime(cfg, progress);
       if (!dist::rank_device(cfg.device).is_cpu()) primed->companion.reset();
     }
-    // Each trial's pipeline on pages an earlier trial used and freed (handed back), as a sweep's
-    // rows are.
+    // Each trial's pipeline on pages no earlier trial used (the memory they freed handed back),
+    // as a sweep's rows are.
     engine::return_free_memory();
     return measure::measure(cfg, progress);
   };
