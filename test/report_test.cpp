@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <sstream>
 #include <tuple>
@@ -365,6 +366,24 @@ TEST_CASE("every JSON row has every key, null where it has no value", "[report]"
       CHECK(j["rows"][i][k].is_null());
   }
   CHECK(j["rows"][4]["status"] == "failed: out of memory");
+}
+
+TEST_CASE("an interval with an infinite upper bound prints as the figure alone in every format", "[report]") {
+  // A t-interval of very few degrees of freedom under competing load can pass a double's range:
+  // its upper bound is +inf with a positive lower bound. Every writer prints the figure alone (the
+  // JSON's interval text null); none throws (it used to end a sweep with "basic_string::substr").
+  auto res = sample();
+  REQUIRE(res.rows[1].m);
+  res.rows[1].prev_ci = {1.5, 0.01, std::numeric_limits<double>::infinity(), 2, 0.999};
+  const auto j = to_json(res);
+  CHECK(j["rows"][1]["speedup_vs_prev_interval"].is_null());
+  CHECK(j["rows"][1]["speedup_vs_prev_lo"] == 0.01);
+  for (const char* format : {"table", "csv", "md", "json"}) {
+    INFO(format);
+    std::string text;
+    CHECK_NOTHROW(text = render_results(res, format));
+    CHECK(text.find("inf") == std::string::npos);
+  }
 }
 
 TEST_CASE("CSV has one fixed set of columns and numbers only in numeric columns", "[report]") {

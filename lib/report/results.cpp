@@ -436,7 +436,10 @@ Json to_json(const Results& r) {
         if (!ci.valid()) return;
         j[key + "_lo"] = round_to(ci.lo, digits);
         j[key + "_hi"] = round_to(ci.hi, digits);
-        j[key + "_interval"] = interval_text(ci).substr(1);
+        // No text where the interval has no finite printing (an upper bound past a double's
+        // range, from a t-quantile of very few degrees of freedom): null, as every writer prints
+        // the figure alone then.
+        if (const std::string text = interval_text(ci); !text.empty()) j[key + "_interval"] = text.substr(1);
       };
       const measure::Interval rate = printed_rate(row);
       j["samples_per_s"] = round_to(rate.point, 2);
