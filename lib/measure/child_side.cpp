@@ -28,6 +28,7 @@
 
 #include "config/config.hpp"
 #include "dist/env.hpp"
+#include "dist/group.hpp"
 #include "engine/process.hpp"
 #include "errors.hpp"
 
@@ -141,6 +142,14 @@ std::string omp_threads() {
 
 }  // namespace
 
+bool times_beside_companion(const config::ExperimentConfig& cfg) {
+  try {
+    return engine::default_process(cfg.process) && dist::rank_device(cfg.device).is_cpu();
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 std::unique_ptr<Bench> prime(const config::ExperimentConfig& cfg, const Progress& progress) {
   if (!engine::default_process(cfg.process)) return nullptr;
   std::unique_ptr<Bench> companion;
@@ -154,7 +163,8 @@ std::unique_ptr<Bench> prime(const config::ExperimentConfig& cfg, const Progress
   } catch (const std::exception&) {
     companion.reset();
   }
-  engine::return_free_memory();  // the first's freed pages back to the kernel before the rows
+  if (!times_beside_companion(cfg)) companion.reset();
+  engine::return_free_memory();  // the freed pages back to the kernel before the rows
   return companion;
 }
 

@@ -135,16 +135,20 @@ RowProcesses start_row_processes(const config::ExperimentConfig* prev, const con
 int serve_side(const config::ExperimentConfig& cfg, int in_fd, int out_fd,
                const std::atomic<bool>* interrupted);
 
+/// Whether a pipeline of `cfg` is timed beside a companion, one other live pipeline: in a default
+/// process (else its rows run in child processes, each its process's only pipeline) on a CPU, where
+/// under glibc's default malloc what else lives in the heap sets how often a step faults pages in
+/// (docs/statistics.md, "The first row beside a companion"); not on a GPU, where the device's
+/// memory counts and a companion would count in a row's peak. Throws nothing.
+bool times_beside_companion(const config::ExperimentConfig& cfg);
+
 /// Builds `cfg`'s pipeline twice, both alive at once, and warms them up, in this process, when
-/// `cfg` runs in a default process (else its rows run in child processes, each its process's only
-/// pipeline; then it does nothing and returns null): a fresh process's first pipeline runs a
-/// little slower than later ones, and where a pipeline's memory lands sets its speed
-/// (docs/statistics.md, "The first pipeline of a process"). The first is freed and its memory
-/// handed back (engine::return_free_memory); the second is returned, warm, as the first row's
-/// companion: kept alive while the first row is built and timed, then freed, so that every row is
-/// built into memory a freed pipeline used and timed beside one other live pipeline, as each later
-/// row is beside the row before it. Null when it could not be built (an error is left to the
-/// row's own build, which reports it); an interruption (from `progress`) is thrown.
+/// `cfg` runs in a default process (else it does nothing): a fresh process's first pipeline runs a
+/// little slower than later ones (docs/statistics.md, "The first pipeline of a process"). The first
+/// is freed and its memory handed back (engine::return_free_memory). The second is returned, warm
+/// and paused, as the companion of the first row or trial where times_beside_companion(cfg), else
+/// freed too (null). Null as well when it could not be built (an error is left to the row's own
+/// build, which reports it); an interruption (from `progress`) is thrown.
 std::unique_ptr<Bench> prime(const config::ExperimentConfig& cfg, const Progress& progress = {});
 
 /// A Measurement as JSON and back (the child sends its result to the parent).

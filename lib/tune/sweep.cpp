@@ -346,32 +346,26 @@ class SweepRun {
     return report::RowStatus::failed("out of memory");
   }
 
-  /// The primer (measure::prime): the first row's pipeline built twice, both alive at once, and
-  /// warmed up in ptune's own process before any row is timed; the first is freed, the second
-  /// kept as the first row's companion until that row is timed. One-time initializations
-  /// (LibTorch's and oneDNN's, on first use) then happen before any timed pipeline exists: a
-  /// fresh process's first pipeline ran 2-3% slower than an identical one built after it (an A/A
-  /// pair of ResNet-18 rows, 6 quiet runs: +2.4% for the second on average; with a primer -1.0%,
-  /// within the noise). And every row is built into memory a freed pipeline used and timed beside
-  /// one other live pipeline, the first row beside its companion as each later row beside the row
-  /// before it: under glibc's default malloc where a pipeline's memory lands sets how often a step
-  /// faults pages in, and a first row timed alone ran 1.5x faster than the same configuration
-  /// timed beside another pipeline, or in a fresh process (docs/statistics.md, "The first row
-  /// beside a companion"). Rows timed apart (measure.interleave false) are each alone, the
-  /// first too: no companion; nor on a GPU, where it is what a step allocates on the device
-  /// that counts (and the companion would count in the first row's peak memory). It is freed
-  /// once a row has been timed (a first row that fails or is skipped leaves it to the next). Its errors are
-  /// the row's own, and are reported when the row itself is built. A sweep with process-level rows (process.*
-  /// keys) times every row in child processes, each its own fresh process: the first row of each mode and
-  /// model.arch too, so that the baseline is a default process as a user's `python train.py` is, not ptune's
-  /// own after its probes and primer; it has no primer.
+  /// The primer (measure::prime), in ptune's own process before any row is timed: one-time
+  /// initializations (LibTorch's and oneDNN's, on first use) happen before any timed pipeline
+  /// exists (a fresh process's first pipeline ran 2-3% slower than an identical one built after
+  /// it: an A/A pair of ResNet-18 rows, 6 quiet runs, +2.4% for the second; with a primer -1.0%).
+  /// On a CPU (measure::times_beside_companion) its second pipeline is kept as the first row's
+  /// companion until a row has been timed, so that every row is timed beside one other live
+  /// pipeline, as each later row is beside the row before it: a first row timed alone ran 1.5x
+  /// faster than the same configuration beside another pipeline or in a fresh process
+  /// (docs/statistics.md, "The first row beside a companion"). Rows timed apart
+  /// (measure.interleave false) are each alone, the first too. Its errors are the row's own,
+  /// reported when the row itself is built. A sweep with process-level rows (process.* keys) has
+  /// no primer: every row runs in child processes, the first too, so that the baseline is a
+  /// default process as a user's `python train.py` is.
   void prime() {
     if (process_rows_) return;
     for (size_t i = 0; i < rows_.size(); ++i)
       if (selected(i)) {
         const auto& first = rows_[i].second;
         companion_ = measure::prime(first, progress_of(i, first));
-        if (!first.measure.interleave || !dist::rank_device(first.device).is_cpu()) companion_.reset();
+        if (!first.measure.interleave) companion_.reset();
         return;
       }
   }
@@ -389,7 +383,7 @@ class SweepRun {
     auto last = live_.end();
     for (auto it = live_.begin(); it != live_.end(); ++it)
       if (it->second.bench && (last == live_.end() || it->second.k > last->second.k)) last = it;
-    if (!any || last == live_.end() || !dist::rank_device(done_[last->second.k].cfg.device).is_cpu()) {
+    if (!any || last == live_.end() || !measure::times_beside_companion(done_[last->second.k].cfg)) {
       live_.clear();
       return;
     }

@@ -12,7 +12,6 @@
 
 #include <c10/util/Exception.h>
 
-#include "dist/group.hpp"
 #include "engine/cuda_support.hpp"
 #include "engine/device.hpp"
 #include "engine/process.hpp"
@@ -126,12 +125,11 @@ MeasureFn default_measure(const measure::Progress& progress) {
     // steps fault pages in, and a first trial timed with no other pipeline alive ran 1.5x faster
     // than every later one (an A/A config: the baseline 50 ms a step with no faults, then every
     // trial 72-77 ms with 13,700 faults a step, and workers and uint8 transfer were rejected as
-    // 31-35% slower where a sweep finds them 1.00x). On a GPU it is freed: its device memory
-    // would count against a trial's (the batch-size search).
+    // 31-35% slower where a sweep finds them 1.00x). On a GPU prime keeps none: its device
+    // memory would count against a trial's (the batch-size search).
     if (!primed->done) {
       primed->done = true;
       primed->companion = measure::prime(cfg, progress);
-      if (!dist::rank_device(cfg.device).is_cpu()) primed->companion.reset();
     }
     // Each trial's pipeline on pages no earlier trial used (the memory they freed handed back),
     // as a sweep's rows are.
