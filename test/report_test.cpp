@@ -995,6 +995,60 @@ TEST_CASE("one source: every ratio of printed rates is the speedup printed betwe
   CHECK(ptune::test::figure_disagreements(broken).size() == 1);
 }
 
+TEST_CASE("a row whose windows ran outside its printed rate says so, and how its previous row's ran",
+          "[report][figures]") {
+  // Row 1 pairs with the base's pipeline at the base's own speed; row 2's pairs find row 1's
+  // pipeline 30% slower than in its own row: the process changed speed between rows 1 and 2.
+  std::vector<Row> rows;
+  rows.push_back(timed_row("baseline", 16, {100, 104, 98, 101, 99, 102}, {}));
+  compute_speedups(rows);
+  rows.push_back(timed_row("same", 16, {100, 103, 99, 101, 98, 102}, {101, 103, 98, 100, 99, 102}));
+  compute_speedups(rows);
+  rows.push_back(timed_row("after", 16, {131, 134, 129, 132, 130, 133}, {130, 135, 128, 131, 129, 134}));
+  compute_speedups(rows);
+  compute_speedups(rows);  // again: still one note
+  const auto changed = [](const Row& r) {
+    std::vector<std::string> out;
+    for (const auto& n : r.notes)
+      if (n.rfind("its own windows ran at ", 0) == 0) out.push_back(n);
+    return out;
+  };
+  CHECK(changed(rows[1]).empty());  // its windows' rate lies inside its printed interval
+  const auto notes = changed(rows[2]);
+  REQUIRE(notes.size() == 1);
+  const auto text = [](double v, int digits) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+    return std::string(buf);
+  };
+  const auto& rate = rows[2].rate;
+  CHECK(rows[2].m->samples_per_s < rate.lo);
+  const auto iv =
+      ptune::measure::welch_speedup(rows[1].m->repeat_ms, rows[2].prev_ms, ptune::measure::kSpeedupLevel);
+  CHECK(text(iv.point, 2) == "0.77");
+  CHECK(notes[0] == "its own windows ran at " + text(rows[2].m->samples_per_s, 1) +
+                        " samples/s, outside the " + text(rate.point, 1) + interval_text(rate) +
+                        " it prints: the previous row's settings ran 0.77x" + interval_text(iv) +
+                        " as fast in this row's pairs as in their own row. The process's speed changed "
+                        "between the rows: the speedups hold (each compares windows timed together), "
+                        "and the samples/s printed is its base's rate times its speedup");
+  // Its printed rate is the chained one, about 1 / 0.77 of its windows' own.
+  CHECK(rate.point == Approx(rows[2].m->samples_per_s / iv.point).epsilon(0.02));
+  // A row timed apart from row 2 (a Welch link on their own windows) inherits row 2's printed
+  // rate, off its windows: it says so, with no pairs to compare.
+  rows.push_back(timed_row("apart", 16, {90, 92, 89, 91}, {}));
+  compute_speedups(rows);
+  CHECK(rows[3].rate.point / rows[2].rate.point ==
+        Approx(rows[3].m->samples_per_s / rows[2].m->samples_per_s));
+  CHECK(changed(rows[3]) ==
+        std::vector<std::string>{
+            "its own windows ran at " + text(rows[3].m->samples_per_s, 1) + " samples/s, outside the " +
+            text(rows[3].rate.point, 1) + interval_text(rows[3].rate) +
+            " it prints. The process's speed changed between the rows: the speedups hold "
+            "(each compares windows timed together), and the samples/s printed is its "
+            "base's rate times its speedup"});
+}
+
 TEST_CASE("intervals print as ± only where symmetric, else [lo, hi], one text in every format",
           "[report][figures]") {
   CHECK(interval_text(1.0, 1 / 1.05, 1.05) == " ±5.0%");

@@ -273,6 +273,42 @@ std::string peak_line(const Results& r) {
   return s;
 }
 
+namespace {
+
+constexpr const char* kSpeedChangePrefix = "its own windows ran at ";
+
+/// The note on a row whose own windows ran at a rate outside the interval of the samples/s it
+/// prints (its base's rate times the chain of speedups): the speed of the process changed
+/// between the rows (its page-fault state, the clock, load), so the same settings ran at another
+/// speed in this row's pairs than in their own row, which the note measures (interleaved rows).
+/// The speedups hold, since each compares windows timed together. "" where the windows' rate
+/// lies inside the printed interval.
+std::string speed_change_note(const Row& last, const Row& before) {
+  if (!last.m || !last.rate.valid() || !(last.m->samples_per_s > 0)) return "";
+  const double own = last.m->samples_per_s;
+  if (own >= last.rate.lo && own <= last.rate.hi) return "";
+  std::string s = std::string(kSpeedChangePrefix) + fixed(own, 1) + " samples/s, outside the " +
+                  fixed(last.rate.point, 1) + interval_text(last.rate) + " it prints";
+  if (before.m && last.prev_ms.size() >= 2 && before.m->repeat_ms.size() >= 2) {
+    try {
+      const bool loaded = last.m->load.under_load || before.m->load.under_load;
+      const measure::Interval iv =
+          measure::speedup_interval(before.m->repeat_ms, before.m->repeat_process, last.prev_ms,
+                                    last.prev_process, false, measure::speedup_level(loaded));
+      if (iv.point > 0)
+        s += ": the previous row's settings ran " + fixed(iv.point, 2) + "x" + interval_text(iv) +
+             " as fast in this row's pairs as in their own row";
+    } catch (const std::invalid_argument&) {
+      // process lists of another length: no comparison to offer
+    }
+  }
+  return s +
+         ". The process's speed changed between the rows: the speedups hold (each compares windows "
+         "timed together), and the samples/s printed is its base's rate times its speedup";
+}
+
+}  // namespace
+
 void compute_speedups(std::vector<Row>& rows) {
   if (rows.empty() || !rows.back().m) return;
   Row& last = rows.back();
@@ -323,6 +359,12 @@ void compute_speedups(std::vector<Row>& rows) {
   last.verdict_base = measure::verdict_name(measure::verdict_of(last.base_ci, last.rule));
   const auto rate = measure::sum_interval(rate_terms(links, k), measure::kRowLevel, pairs);
   if (rate.point > 0) last.rate = rate;
+  // Once per row, however often its speedups are computed again.
+  last.notes.erase(std::remove_if(last.notes.begin(), last.notes.end(),
+                                  [](const std::string& n) { return n.rfind(kSpeedChangePrefix, 0) == 0; }),
+                   last.notes.end());
+  if (std::string n = speed_change_note(last, rows[chain.back()]); !n.empty())
+    last.notes.push_back(std::move(n));
 }
 
 void note_semantics(Row& row, const std::optional<double>& base_loss) {
