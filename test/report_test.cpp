@@ -1026,12 +1026,13 @@ TEST_CASE("a row whose windows ran outside its printed rate says so, and how its
   const auto iv =
       ptune::measure::welch_speedup(rows[1].m->repeat_ms, rows[2].prev_ms, ptune::measure::kSpeedupLevel);
   CHECK(text(iv.point, 2) == "0.77");
-  CHECK(notes[0] == "its own windows ran at " + text(rows[2].m->samples_per_s, 1) +
-                        " samples/s, outside the " + text(rate.point, 1) + interval_text(rate) +
-                        " it prints: the previous row's settings ran 0.77x" + interval_text(iv) +
-                        " as fast in this row's pairs as in their own row. The process's speed changed "
-                        "between the rows: the speedups hold (each compares windows timed together), "
-                        "and the samples/s printed is its base's rate times its speedup");
+  CHECK(notes[0] ==
+        "its own windows ran at " + text(rows[2].m->samples_per_s, 1) + " samples/s, not the " +
+            text(rate.point, 1) + interval_text(rate) +
+            " printed (its base's rate times vs base): the process's speed changed since the base "
+            "row, and the speedups hold (each compares windows timed together); the previous row's "
+            "settings ran 0.77x" +
+            interval_text(iv) + " as fast in its pairs as in their own row");
   // Its printed rate is the chained one, about 1 / 0.77 of its windows' own.
   CHECK(rate.point == Approx(rows[2].m->samples_per_s / iv.point).epsilon(0.02));
   // A row timed apart from row 2 (a Welch link on their own windows) inherits row 2's printed
@@ -1042,11 +1043,10 @@ TEST_CASE("a row whose windows ran outside its printed rate says so, and how its
         Approx(rows[3].m->samples_per_s / rows[2].m->samples_per_s));
   CHECK(changed(rows[3]) ==
         std::vector<std::string>{
-            "its own windows ran at " + text(rows[3].m->samples_per_s, 1) + " samples/s, outside the " +
+            "its own windows ran at " + text(rows[3].m->samples_per_s, 1) + " samples/s, not the " +
             text(rows[3].rate.point, 1) + interval_text(rows[3].rate) +
-            " it prints. The process's speed changed between the rows: the speedups hold "
-            "(each compares windows timed together), and the samples/s printed is its "
-            "base's rate times its speedup"});
+            " printed (its base's rate times vs base): the process's speed changed since the "
+            "base row, and the speedups hold (each compares windows timed together)"});
 }
 
 TEST_CASE("intervals print as ± only where symmetric, else [lo, hi], one text in every format",

@@ -278,17 +278,20 @@ namespace {
 constexpr const char* kSpeedChangePrefix = "its own windows ran at ";
 
 /// The note on a row whose own windows ran at a rate outside the interval of the samples/s it
-/// prints (its base's rate times the chain of speedups): the speed of the process changed
-/// between the rows (its page-fault state, the clock, load), so the same settings ran at another
-/// speed in this row's pairs than in their own row, which the note measures (interleaved rows).
-/// The speedups hold, since each compares windows timed together. "" where the windows' rate
-/// lies inside the printed interval.
+/// prints (its base's rate times vs base): the speed of the process changed since the base row
+/// (its page-fault state, the clock, load). For rows timed in pairs the note adds how fast the
+/// previous row's settings ran in this row's pairs against their own row, the step of that change
+/// at this row. The speedups hold, since each compares windows timed together. "" where the
+/// windows' rate lies inside the printed interval.
 std::string speed_change_note(const Row& last, const Row& before) {
   if (!last.m || !last.rate.valid() || !(last.m->samples_per_s > 0)) return "";
   const double own = last.m->samples_per_s;
   if (own >= last.rate.lo && own <= last.rate.hi) return "";
-  std::string s = std::string(kSpeedChangePrefix) + fixed(own, 1) + " samples/s, outside the " +
-                  fixed(last.rate.point, 1) + interval_text(last.rate) + " it prints";
+  std::string s =
+      std::string(kSpeedChangePrefix) + fixed(own, 1) + " samples/s, not the " + fixed(last.rate.point, 1) +
+      interval_text(last.rate) +
+      " printed (its base's rate times vs base): the process's speed changed since the base row, and "
+      "the speedups hold (each compares windows timed together)";
   if (before.m && last.prev_ms.size() >= 2 && before.m->repeat_ms.size() >= 2) {
     try {
       const bool loaded = last.m->load.under_load || before.m->load.under_load;
@@ -296,15 +299,13 @@ std::string speed_change_note(const Row& last, const Row& before) {
           measure::speedup_interval(before.m->repeat_ms, before.m->repeat_process, last.prev_ms,
                                     last.prev_process, false, measure::speedup_level(loaded));
       if (iv.point > 0)
-        s += ": the previous row's settings ran " + fixed(iv.point, 2) + "x" + interval_text(iv) +
-             " as fast in this row's pairs as in their own row";
+        s += "; the previous row's settings ran " + fixed(iv.point, 2) + "x" + interval_text(iv) +
+             " as fast in its pairs as in their own row";
     } catch (const std::invalid_argument&) {
       // process lists of another length: no comparison to offer
     }
   }
-  return s +
-         ". The process's speed changed between the rows: the speedups hold (each compares windows "
-         "timed together), and the samples/s printed is its base's rate times its speedup";
+  return s;
 }
 
 }  // namespace
