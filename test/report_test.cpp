@@ -1047,6 +1047,23 @@ TEST_CASE("a row whose windows ran outside its printed rate says so, and how its
             text(rows[3].rate.point, 1) + interval_text(rows[3].rate) +
             " printed (its base's rate times vs base): the process's speed changed since the "
             "base row, and the speedups hold (each compares windows timed together)"});
+  // The check over every results file agrees, and fails where the note is missing or wrong.
+  Results res;
+  res.rows = rows;
+  res.status = ptune::report::RunStatus::kComplete;
+  const auto doc = nlohmann::json::parse(to_json(res).dump());
+  CHECK(ptune::test::figure_disagreements(doc).empty());
+  auto unnoted = doc;
+  unnoted["rows"][2]["notes"] = nlohmann::json::array();
+  CHECK(
+      ptune::test::figure_disagreements(unnoted) ==
+      std::vector<std::string>{
+          "row 2 'after': its own windows ran outside its printed samples/s interval, and no note says so"});
+  auto misnoted = doc;
+  misnoted["rows"][1]["notes"].push_back(notes[0]);
+  CHECK(ptune::test::figure_disagreements(misnoted) ==
+        std::vector<std::string>{
+            "row 1 'same': a note says its own windows ran outside its printed samples/s, but they did not"});
 }
 
 TEST_CASE("intervals print as ± only where symmetric, else [lo, hi], one text in every format",

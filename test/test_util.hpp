@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -73,6 +74,35 @@ inline std::vector<std::string> figure_disagreements(const nlohmann::json& doc) 
     if (prev == base && r["verdict_vs_prev"] != r["verdict_vs_base"])
       bad.push_back(where +
                     "vs prev and vs base have different verdicts though the previous row is the base");
+  }
+  // A row (in one process) whose own windows ran at a rate clearly outside its printed interval
+  // says so in a note, and only such a row (within the rounding of the figures: 0.2%).
+  const int64_t world = doc.contains("environment") && doc["environment"].contains("world_size") &&
+                                doc["environment"]["world_size"].is_number_integer()
+                            ? doc["environment"]["world_size"].get<int64_t>()
+                            : 1;
+  for (size_t k = 0; k < rows.size(); ++k) {
+    const auto& r = rows[k];
+    if (!r.contains("repeat_ms_per_step") || !r["repeat_ms_per_step"].is_array() ||
+        r["repeat_ms_per_step"].empty() || (r.contains("repeat_process") && r["repeat_process"].is_array()) ||
+        !r.contains("batch_size") || !r["batch_size"].is_number_integer())
+      continue;
+    double logs = 0;
+    for (const auto& v : r["repeat_ms_per_step"]) logs += std::log(v.get<double>());
+    const double ms = std::exp(logs / static_cast<double>(r["repeat_ms_per_step"].size()));
+    const double own = 1000.0 * static_cast<double>(r["batch_size"].get<int64_t>() * world) / ms;
+    const double lo = num(r, "samples_per_s_lo"), hi = num(r, "samples_per_s_hi");
+    if (lo <= 0 || hi <= 0) continue;
+    bool noted = false;
+    for (const auto& n : r["notes"])
+      noted = noted || n.get<std::string>().rfind("its own windows ran at ", 0) == 0;
+    const std::string where = "row " + std::to_string(k) + " '" + r["name"].get<std::string>() + "': ";
+    if (!noted && (own < lo / 1.002 || own > hi * 1.002))
+      bad.push_back(where +
+                    "its own windows ran outside its printed samples/s interval, and no note says so");
+    if (noted && own > lo * 1.002 && own < hi / 1.002)
+      bad.push_back(where +
+                    "a note says its own windows ran outside its printed samples/s, but they did not");
   }
   return bad;
 }
