@@ -1066,6 +1066,24 @@ TEST_CASE("a row whose windows ran outside its printed rate says so, and how its
             "row 1 'same': a note says its own windows ran outside its printed samples/s, but they did not"});
 }
 
+TEST_CASE("the JSON keeps each window's time to six significant digits, microseconds to seconds",
+          "[report]") {
+  // A data-loading row's windows are microseconds a batch; a fixed 0.001 ms wrote them as 0.
+  Results res;
+  res.rows.push_back(timed_row("loader only", 8, {0.0021234567, 0.0049876543, 0.0030000001}, {}));
+  compute_speedups(res.rows);
+  res.rows.push_back(timed_row("slow", 8, {4213.45678, 4100.0}, {}));
+  compute_speedups(res.rows);
+  res.status = ptune::report::RunStatus::kComplete;
+  const auto doc = nlohmann::json::parse(to_json(res).dump());
+  const auto windows = [&](size_t i) {
+    return doc["rows"][i]["repeat_ms_per_step"].get<std::vector<double>>();
+  };
+  CHECK(windows(0) == std::vector<double>{0.00212346, 0.00498765, 0.003});
+  CHECK(windows(1) == std::vector<double>{4213.46, 4100.0});
+  CHECK(doc["rows"][0]["ms_per_step"].get<double>() > 0);
+}
+
 TEST_CASE("intervals print as ± only where symmetric, else [lo, hi], one text in every format",
           "[report][figures]") {
   CHECK(interval_text(1.0, 1 / 1.05, 1.05) == " ±5.0%");

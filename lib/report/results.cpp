@@ -43,6 +43,14 @@ double round_to(double v, int digits) {
   return std::round(v * p) / p;
 }
 
+/// `v` to `significant` significant digits: times from a data-loading row's microseconds to a
+/// slow row's seconds keep their precision (a fixed 0.001 ms wrote such a row's windows as 0).
+double round_significant(double v, int significant) {
+  if (v == 0 || !std::isfinite(v)) return v;
+  const int magnitude = static_cast<int>(std::floor(std::log10(std::abs(v))));
+  return round_to(v, std::clamp(significant - 1 - magnitude, 0, 12));
+}
+
 struct Column {
   std::string header;
   bool right;
@@ -469,9 +477,9 @@ Json to_json(const Results& r) {
       j["batch_size"] = m.batch_size;
       j["steps"] = m.steps;
       j["windows"] = static_cast<int64_t>(m.repeat_ms.size());
-      j["ms_per_step"] = round_to(printed_ms_per_step(row), 3);
+      j["ms_per_step"] = round_significant(printed_ms_per_step(row), 6);
       j["repeat_ms_per_step"] = Json::array();
-      for (double v : m.repeat_ms) j["repeat_ms_per_step"].push_back(round_to(v, 3));
+      for (double v : m.repeat_ms) j["repeat_ms_per_step"].push_back(round_significant(v, 6));
       if (!m.repeat_process.empty()) j["repeat_process"] = m.repeat_process;
       j["spread_pct"] = round_to(m.spread_pct, 2);
       // The interval's text beside its bounds: every output prints this one text (figures.hpp).
@@ -497,7 +505,7 @@ Json to_json(const Results& r) {
       j["interleaved"] = !row.prev_ms.empty();
       if (!row.prev_ms.empty()) {
         j["prev_ms_per_step"] = Json::array();
-        for (double v : row.prev_ms) j["prev_ms_per_step"].push_back(round_to(v, 3));
+        for (double v : row.prev_ms) j["prev_ms_per_step"].push_back(round_significant(v, 6));
         if (!row.prev_process.empty()) j["prev_process"] = row.prev_process;
       }
       if (m.load.sampled || m.load.gpu_sampled) j["under_load"] = m.load.under_load;
