@@ -939,6 +939,14 @@ Row timed_row(const std::string& name, int64_t batch, std::vector<double> ms, st
   return r;
 }
 
+/// The results document (ptune sweep's JSON) of `rows`, a complete run.
+nlohmann::json results_doc(const std::vector<Row>& rows) {
+  Results res;
+  res.rows = rows;
+  res.status = ptune::report::RunStatus::kComplete;
+  return nlohmann::json::parse(to_json(res).dump());
+}
+
 }  // namespace
 
 TEST_CASE("one source: every ratio of printed rates is the speedup printed between them",
@@ -981,10 +989,7 @@ TEST_CASE("one source: every ratio of printed rates is the speedup printed betwe
   CHECK(printed_rate(rows[3]).hi / printed_rate(rows[3]).lo >
         printed_rate(rows[0]).hi / printed_rate(rows[0]).lo);
   // And in the JSON document, as every results file is checked.
-  Results res;
-  res.rows = rows;
-  res.status = ptune::report::RunStatus::kComplete;
-  const auto doc = nlohmann::json::parse(to_json(res).dump());
+  const auto doc = results_doc(rows);
   CHECK(ptune::test::figure_disagreements(doc).empty());
   // The check itself fails on a file whose rates disagree with its speedups.
   auto broken = doc;
@@ -1048,10 +1053,7 @@ TEST_CASE("a row whose windows ran outside its printed rate says so, and how its
             " printed (its base's rate times vs base): the process's speed changed since the "
             "base row, and the speedups hold (each compares windows timed together)"});
   // The check over every results file agrees, and fails where the note is missing or wrong.
-  Results res;
-  res.rows = rows;
-  res.status = ptune::report::RunStatus::kComplete;
-  const auto doc = nlohmann::json::parse(to_json(res).dump());
+  const auto doc = results_doc(rows);
   CHECK(ptune::test::figure_disagreements(doc).empty());
   auto unnoted = doc;
   unnoted["rows"][2]["notes"] = nlohmann::json::array();
@@ -1069,13 +1071,12 @@ TEST_CASE("a row whose windows ran outside its printed rate says so, and how its
 TEST_CASE("the JSON keeps each window's time to six significant digits, microseconds to seconds",
           "[report]") {
   // A data-loading row's windows are microseconds a batch; a fixed 0.001 ms wrote them as 0.
-  Results res;
-  res.rows.push_back(timed_row("loader only", 8, {0.0021234567, 0.0049876543, 0.0030000001}, {}));
-  compute_speedups(res.rows);
-  res.rows.push_back(timed_row("slow", 8, {4213.45678, 4100.0}, {}));
-  compute_speedups(res.rows);
-  res.status = ptune::report::RunStatus::kComplete;
-  const auto doc = nlohmann::json::parse(to_json(res).dump());
+  std::vector<Row> rows;
+  rows.push_back(timed_row("loader only", 8, {0.0021234567, 0.0049876543, 0.0030000001}, {}));
+  compute_speedups(rows);
+  rows.push_back(timed_row("slow", 8, {4213.45678, 4100.0}, {}));
+  compute_speedups(rows);
+  const auto doc = results_doc(rows);
   const auto windows = [&](size_t i) {
     return doc["rows"][i]["repeat_ms_per_step"].get<std::vector<double>>();
   };
