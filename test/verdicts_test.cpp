@@ -15,6 +15,7 @@
 #include <map>
 #include <numeric>
 #include <set>
+#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -94,9 +95,13 @@ Json aa_sweep(const TempDir& dir, const std::string& first, const std::string& s
   const auto r = run(ptune::test::exe() + " sweep " + cfg + " --format json");
   INFO(r.err);
   REQUIRE(r.code == 0);
-  const Json rows = Json::parse(r.out)["rows"];
+  const Json doc = Json::parse(r.out);
+  const Json rows = doc["rows"];
   REQUIRE(rows.size() == 2);
   INFO(rows.dump(1));
+  // Every figure on a row agrees with the others, and a row whose own windows ran off its printed
+  // rate says so.
+  for (const auto& problem : ptune::test::figure_disagreements(doc)) FAIL_CHECK(problem);
   REQUIRE(rows[1]["interleaved"] == true);
   return rows;
 }
@@ -110,13 +115,18 @@ bool aa_missed(const Json& row) {
   return row["speedup_vs_prev_lo"].get<double>() > 1.0 || row["speedup_vs_prev_hi"].get<double>() < 1.0;
 }
 
-/// Checks that two sets of windows (ms/step) of one pipeline, timed a minute apart, ran at one
-/// speed: Welch's t-interval of the difference of their mean logs at 99.9% reaches into
-/// 1.00x +-10%. Not the verdict rule's +-1%: the machine itself drifts between two periods (a
-/// noisy first minute, a quiet second: one quiet run in 14 gave 1.094x [1.031, 1.161]), and the
-/// windows of one period do not measure that; what this guards against is a different state of
-/// the process, 1.45x to 1.73x (docs/statistics.md, "The first row beside a companion").
-void check_same_speed(const Json& a_ms, const Json& b_ms) {
+/// Checks that the first row's windows (`first_ms`, ms/step) did not run clearly faster than the
+/// same pipeline's in the next row's pairs (`pairs_ms`), a minute later: Welch's t-interval of the
+/// difference of their mean logs at 99.9% reaches above 1.00x -10%. Not the verdict rule's +-1%:
+/// the machine itself drifts between two periods (a noisy first minute, a quiet second: one quiet
+/// run in 14 gave 1.094x [1.031, 1.161]), and the windows of one period do not measure that. What
+/// this guards against is a first row timed with no neighbour, in a state no later row runs in:
+/// its windows ran 1.45x to 1.73x faster (docs/statistics.md, "The first row beside a
+/// companion"). The other way is no fault of the first row: the process can move to a faster,
+/// fault-free state when the next row's pipeline is built (one run: 1.56x [1.39, 1.76] slower
+/// first), and then the next row says so in a note, which figure_disagreements holds to its
+/// windows; that case is printed (WARN).
+void check_first_not_faster(const Json& first_ms, const Json& pairs_ms) {
   auto stats = [](const Json& ms) {
     std::vector<double> x;
     for (const auto& v : ms) x.push_back(std::log(v.get<double>()));
@@ -125,18 +135,21 @@ void check_same_speed(const Json& a_ms, const Json& b_ms) {
     for (double v : x) ss += (v - mean) * (v - mean);
     return std::make_tuple(mean, ss / (x.size() - 1) / x.size(), x.size() - 1.0);
   };
-  REQUIRE(a_ms.size() >= 2);
-  REQUIRE(b_ms.size() >= 2);
-  const auto [ma, va, dfa] = stats(a_ms);
-  const auto [mb, vb, dfb] = stats(b_ms);
+  REQUIRE(first_ms.size() >= 2);
+  REQUIRE(pairs_ms.size() >= 2);
+  const auto [ma, va, dfa] = stats(first_ms);
+  const auto [mb, vb, dfb] = stats(pairs_ms);
   const double df = (va + vb) * (va + vb) / (va * va / dfa + vb * vb / dfb);
   const double h =
       boost::math::quantile(boost::math::students_t_distribution<double>(df), 0.9995) * std::sqrt(va + vb);
   const double d = ma - mb;
-  INFO("the same pipeline's windows: " << a_ms << " against " << b_ms << ": ratio " << std::exp(d) << " ["
-                                       << std::exp(d - h) << ", " << std::exp(d + h) << "]");
-  CHECK(d - h <= std::log(1.1));
+  std::ostringstream what;
+  what << "the same pipeline's windows, ms a step: " << first_ms << " in its own row against " << pairs_ms
+       << " in the next row's pairs: ratio " << std::exp(d) << " [" << std::exp(d - h) << ", "
+       << std::exp(d + h) << "]";
+  INFO(what.str());
   CHECK(d + h >= -std::log(1.1));
+  if (d - h > std::log(1.1)) WARN("the process ran faster after the first row: " << what.str());
 }
 
 /// The A/A pair of ResNet-18 rows (32 px, batch 2, one thread; windows of 12 steps, about 0.9 s,
@@ -295,12 +308,12 @@ TEST_CASE(
   }
   CHECK(aa["windows"].get<int>() == static_cast<int>(aa["prev_ms_per_step"].size()));
   // Row 0's pipeline timed twice: as the first row (beside the primer's companion) and in row 1's
-  // pairs (beside row 1's pipeline), both times beside one other live pipeline, so at one speed:
-  // the rate printed for row 1 (row 0's times the speedup) is one its own windows ran at. Timed
-  // with no neighbour, under glibc's default malloc the first row's windows ran 1.45x to 1.73x
-  // faster than the same pipeline's in the pairs.
+  // pairs (beside row 1's pipeline), both times beside one other live pipeline, so in one state
+  // of the process unless building row 1 moved it (check_first_not_faster says which way that
+  // goes). Timed with no neighbour, under glibc's default malloc the first row's windows ran
+  // 1.45x to 1.73x faster than the same pipeline's in the pairs.
   if (rows[0]["under_load"] == false && aa["under_load"] == false)
-    check_same_speed(rows[0]["repeat_ms_per_step"], aa["prev_ms_per_step"]);
+    check_first_not_faster(rows[0]["repeat_ms_per_step"], aa["prev_ms_per_step"]);
 }
 
 TEST_CASE("an A/A row in child processes with the same process settings is not called faster or slower",
