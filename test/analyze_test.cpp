@@ -506,7 +506,10 @@ TEST_CASE(
   const std::string loader0 = j["verdict"]["text"];
   CHECK(has(loader0, "% of the step in `enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__`"));
   CHECK(has(loader0, "num_workers=N"));
-  CHECK(has(loader0, "pin_memory=True"));
+  // A CPU-only trace: no device to pin memory for, or to normalize on.
+  CHECK(has(loader0, "persistent_workers=True"));
+  CHECK_FALSE(has(loader0, "pin_memory"));
+  CHECK_FALSE(has(loader0, "GPU"));
   CHECK(j["mean"]["split_pct"]["dataloader"].get<double>() >= 30.0);
   for (const auto& n : j["notes"]) CHECK_FALSE(has(n.get<std::string>(), "host sync"));
 
@@ -1333,4 +1336,169 @@ TEST_CASE("ptune analyze: a two-rank Gloo run with rank 1's loader slowed names 
   CHECK(j["distributed"]["straggler"]["why"] == "slower input");
   r = run(exe() + " analyze '" + dir.file("ddp_slow") + "'");
   CHECK(has(r.out, "rank 1 is the straggler (slower input)"));
+}
+
+namespace {
+
+/// A CPU trace of `n` steps of `step_ms` each: in each, an operator `op` (with input shapes
+/// `dims`) for `op_ms`, and, with `annotate`, a record_function range and a Python frame around
+/// the whole step. `pid` and the start `t0` (us) place it among other runs.
+std::string shaped_trace(const TempDir& dir, const std::string& name, size_t n, double step_ms,
+                         const std::string& op, const Json& dims, double op_ms, bool annotate, int pid = 1,
+                         double t0 = 0) {
+  Json ev = Json::array();
+  double t = t0;
+  for (size_t i = 0; i < n; ++i) {
+    ev.push_back(x("user_annotation", "ProfilerStep#" + std::to_string(i), t, step_ms * 1000, {}, pid));
+    if (annotate) {
+      ev.push_back(x("user_annotation", "train_step", t + 1, step_ms * 1000 - 2, {}, pid));
+      ev.push_back(x("python_function", "train.py(12): train_step", t + 1, step_ms * 1000 - 2, {}, pid));
+    }
+    ev.push_back(x("cpu_op", op, t + 2, op_ms * 1000, Json{{"Input Dims", dims}}, pid));
+    t += step_ms * 1000 + 1;
+  }
+  return dir.write(name, Json{{"traceEvents", ev}}.dump());
+}
+
+}  // namespace
+
+TEST_CASE("analyze: a range around the step is not CPU execution, and such a step is host-bound",
+          "[analyze]") {
+  // 10 ms steps with 3 ms of operators: 70% outside them (Python between operators, a sleep),
+  // the same with or without a record_function range and a Python frame around each step.
+  TempDir dir;
+  for (bool annotate : {false, true}) {
+    INFO("annotated: " << annotate);
+    const auto a = ptune::analyze::analyze(
+        shaped_trace(dir, annotate ? "ann.json" : "plain.json", 4, 10, "aten::linear",
+                     Json::array({Json::array({16, 64}), Json::array({10, 64})}), 3, annotate));
+    const auto m = a.ranks[0].mean();
+    CHECK(100 * m.us[ptune::analyze::kCpuExec] / m.end == Approx(30).margin(0.1));
+    CHECK(100 * m.us[ptune::analyze::kOther] / m.end == Approx(70).margin(0.1));
+    CHECK(a.verdict.rule == "host-bound");
+    CHECK(a.verdict.evidence == "70% of the step in no operator, loader range or copy; 30% in operators");
+    CHECK(a.verdict.move == ptune::measure::rule(ptune::measure::RuleId::kHostBound).python_move);
+    CHECK(a.ranks[0].batch_size == 16);
+  }
+  // Mostly operators, none of them a convolution: compute-bound, and channels_last is not advised.
+  const auto c = ptune::analyze::analyze(
+      shaped_trace(dir, "linear.json", 4, 10, "aten::linear",
+                   Json::array({Json::array({16, 64}), Json::array({10, 64})}), 9, true));
+  CHECK(c.verdict.rule == "compute-bound on the CPU");
+  CHECK(c.verdict.move == "`torch.compile(model)`");
+  const auto conv = ptune::analyze::analyze(
+      shaped_trace(dir, "conv.json", 4, 10, "aten::conv2d",
+                   Json::array({Json::array({16, 3, 32, 32}), Json::array({8, 3, 3, 3})}), 9, false));
+  CHECK(has(conv.verdict.move, "channels_last"));
+}
+
+TEST_CASE("analyze: the batch of an embedding is its indices' first dimension", "[analyze]") {
+  // aten::embedding(weight [1000, 32], indices [8, 20]): batch 8, not the table's 1000 rows.
+  TempDir dir;
+  const auto a = ptune::analyze::analyze(
+      shaped_trace(dir, "emb.json", 3, 10, "aten::embedding",
+                   Json::array({Json::array({1000, 32}), Json::array({8, 20})}), 5, false));
+  CHECK(a.ranks[0].batch_size == 8);
+}
+
+TEST_CASE("analyze: a slow first step and events with a negative duration are said in notes", "[analyze]") {
+  TempDir dir;
+  Json ev = Json::array();
+  const std::vector<double> ms{40, 10, 10.2, 9.8, 10};
+  double t = 0;
+  for (size_t i = 0; i < ms.size(); ++i) {
+    ev.push_back(x("user_annotation", "ProfilerStep#" + std::to_string(i), t, ms[i] * 1000));
+    ev.push_back(x("cpu_op", "aten::mm", t + 1, ms[i] * 1000 - 2));
+    t += ms[i] * 1000 + 1;
+  }
+  ev.push_back(x("user_annotation", "ProfilerStep#5", t, -5));
+  ev.push_back(x("cpu_op", "aten::mm", t, -5));
+  const auto a = ptune::analyze::analyze(dir.write("cold.json", Json{{"traceEvents", ev}}.dump()));
+  REQUIRE(a.ranks[0].steps.size() == 5);  // the step of negative duration left out, not a step of 0 ms
+  const auto& notes = a.notes;
+  INFO(Json(notes).dump(1));
+  CHECK(std::count(
+            notes.begin(), notes.end(),
+            "`ProfilerStep#0` took 40.0 ms, 4.0x the median of the other steps (10.0 ms): a warm-up "
+            "step, counted in the mean step and the split; `schedule(wait=1, warmup=1, active=N)` leaves "
+            "such steps out of the trace") == 1);
+  CHECK(std::count(notes.begin(), notes.end(),
+                   "2 events were left out: a negative duration, or a time beyond 1e18 us (a damaged "
+                   "trace?)") == 1);
+  // Steps alike: no such note.
+  const auto even = ptune::analyze::analyze(steps_trace(dir, "even", {10, 10.1, 9.9, 10}));
+  for (const auto& n : even.notes) CHECK_FALSE(has(n, "warm-up step"));
+}
+
+TEST_CASE(
+    "analyze BASE NEXT...: separate runs differ by more than their steps say, batches compare per sample",
+    "[analyze]") {
+  using ptune::analyze::compare_versions;
+  using ptune::measure::Verdict;
+  TempDir dir;
+  // Two traces 5% apart with steps within 0.2%: a tight interval around 1.05x, which two separate
+  // runs of the same code can show. Within the default 10%: within noise, never faster; with
+  // --noise-pct 1, faster.
+  const auto a = steps_trace(dir, "a", {10.0, 10.02, 9.98, 10.01, 9.99});
+  const auto b = steps_trace(dir, "b", {9.52, 9.53, 9.51, 9.52, 9.53});
+  auto c = compare_versions({a, b}, {}, {});
+  CHECK(c.versions[1].prev->interval.lo > 1.04);
+  CHECK(c.versions[1].prev->verdict == Verdict::kWithinNoise);
+  CHECK(ptune::analyze::comparison_json(c)["noise"]["floor_pct"] == 10.0);
+  ptune::analyze::CompareOptions strict;
+  strict.noise_pct = 1;
+  c = compare_versions({a, b}, {}, strict);
+  CHECK(c.versions[1].prev->verdict == Verdict::kFaster);
+  // Batch 16 in 10 ms steps, then batch 32 in 16 ms: slower a step, 1.25x faster per sample, as
+  // the samples/s column says.
+  const Json b16 = Json::array({Json::array({16, 64}), Json::array({10, 64})});
+  const Json b32 = Json::array({Json::array({32, 64}), Json::array({10, 64})});
+  const std::string s16 = shaped_trace(dir, "b16.json", 5, 10, "aten::linear", b16, 9, false);
+  std::vector<double> jitter{16.0, 16.02, 15.98, 16.01, 15.99};
+  Json ev = Json::array();
+  double t = 0;
+  for (double ms : jitter) {
+    ev.push_back(x("user_annotation", "ProfilerStep#1", t, ms * 1000));
+    ev.push_back(x("cpu_op", "aten::linear", t + 1, ms * 1000 - 2, Json{{"Input Dims", b32}}));
+    t += ms * 1000 + 1;
+  }
+  const std::string s32 = dir.write("b32.json", Json{{"traceEvents", ev}}.dump());
+  c = compare_versions({s16, s32}, {}, strict);
+  const auto& s = *c.versions[1].prev;
+  CHECK(s.interval.point == Approx(1.25).epsilon(0.002));
+  CHECK(s.verdict == Verdict::kFaster);
+  CHECK(*c.versions[1].samples_per_s / *c.versions[0].samples_per_s ==
+        Approx(s.interval.point).epsilon(0.002));
+  CHECK(ptune::analyze::speedup_detail(s) ==
+        "99% interval (Welch's t on log times per sample, 5 and 5 steps); 16 and 32 samples a step: compared "
+        "per sample");
+  CHECK(ptune::analyze::comparison_json(c)["versions"][1]["vs_prev"]["samples_per_step"].dump() == "[16,32]");
+  // Two files named alike in two folders: each label names its folder.
+  std::filesystem::create_directories(dir.file("run1"));
+  std::filesystem::create_directories(dir.file("run2"));
+  std::filesystem::copy_file(a, dir.file("run1/trace1.json"));
+  std::filesystem::copy_file(b, dir.file("run2/trace1.json"));
+  c = compare_versions({dir.file("run1/trace1.json"), dir.file("run2/trace1.json")}, {}, {});
+  CHECK(c.versions[0].label == "run1/trace1");
+  CHECK(c.versions[1].label == "run2/trace1");
+}
+
+TEST_CASE("analyze: a folder of two runs that did not overlap is refused, not read as two ranks",
+          "[analyze]") {
+  TempDir dir;
+  std::filesystem::create_directories(dir.file("tb"));
+  const Json dims = Json::array({Json::array({16, 64}), Json::array({10, 64})});
+  shaped_trace(dir, "tb/vm_100.1.pt.trace.json", 3, 10, "aten::linear", dims, 9, false, 100, 0);
+  shaped_trace(dir, "tb/vm_200.2.pt.trace.json", 3, 10, "aten::linear", dims, 9, false, 200, 1e6);
+  CHECK(error_of(dir.file("tb")) ==
+        "'" + dir.file("tb") + "': '" + dir.file("tb/vm_100.1.pt.trace.json") + "' and '" +
+            dir.file("tb/vm_200.2.pt.trace.json") +
+            "' are traces of two processes that did not run at the same time and carry no rank "
+            "(distributedInfo): two separate runs, not the ranks of one; give each as its own argument to "
+            "compare them (ptune analyze A B)");
+  // Two processes at the same time: side by side, as before.
+  std::filesystem::create_directories(dir.file("same"));
+  shaped_trace(dir, "same/p100.json", 3, 10, "aten::linear", dims, 9, false, 100, 0);
+  shaped_trace(dir, "same/p200.json", 3, 10, "aten::linear", dims, 9, false, 200, 5000);
+  CHECK(ptune::analyze::analyze(dir.file("same")).ranks.size() == 2);
 }

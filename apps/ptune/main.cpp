@@ -262,6 +262,7 @@ struct AnalyzeArgs {
   std::vector<std::string> paths, labels;
   std::string format = "table", html;
   int64_t batch = 0;
+  double noise_pct = ptune::analyze::kDefaultNoisePct;
   ptune::analyze::AnalyzeOptions opt;
 };
 
@@ -423,6 +424,13 @@ void define_analyze(CLI::App& analyze, Args& a) {
                   "samples per step per rank, for samples/s (default: read from the first step's input "
                   "shapes, recorded with record_shapes=True)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  analyze
+      .add_option("--noise-pct", z.noise_pct,
+                  "PCT: how far two separate runs of the same code may differ, which their steps do not "
+                  "measure: a speedup within 1.00x +-PCT% is never called faster or slower, and is within "
+                  "noise when its whole interval lies inside it")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 100.0));
   a.analyze_html = analyze.add_option("-o,--html", z.html,
                                       "also write the overview as one self-contained HTML page to this file");
 }
@@ -462,6 +470,7 @@ ptune::Outcome run_analyze(Args& a) {
     ptune::analyze::CompareOptions copt;
     copt.labels = z.labels;
     if (z.batch > 0) copt.batch_size = z.batch;
+    copt.noise_pct = z.noise_pct;
     z.opt.cpu_ceilings = [&a](const std::string& precision) { return cpu_ceilings(a, precision); };
     const auto c = ptune::analyze::compare_versions(z.paths, z.opt, copt);
     if (c.versions.size() == 1)

@@ -82,6 +82,9 @@ struct Figures {
     for (const auto& s : b.steps) sync_calls += s.syncs;
     exposed_comm = share(m.comm_us - m.comm_overlap_us);
     busy = share(m.kernel_us);
+    outside = share(m.us[kOther]);
+    convolutions = std::any_of(b.all_operators.begin(), b.all_operators.end(),
+                               [](const NameTime& o) { return o.name.find("conv") != std::string::npos; });
     // ptune's CPU trace of an fp32 row: optim.amp (bf16) is advised only where the CPU that
     // recorded it had native bf16 (as the sweep's diagnosis of the row says).
     ptune_fp32 = !py && b.amp == std::optional<std::string>("off");
@@ -104,7 +107,9 @@ struct Figures {
   const StepBreakdown m;  // the mean step
   const double step;      // its length, us
   double loader = 0, copies = 0, sync = 0, exposed_comm = 0, busy = 0;  // % of the step
-  int64_t sync_calls = 0;                                               // over the steps
+  double outside = 0;         // % of the step in no category: no operator, loader range or copy
+  bool convolutions = false;  // an operator of the steps is a convolution (channels_last can help)
+  int64_t sync_calls = 0;     // over the steps
   bool ptune_fp32 = false, amp_advised = false;
   std::string rank;  // "; rank R, the slowest" with several ranks
 };
@@ -115,7 +120,17 @@ struct Figures {
 void input_bound(const Figures& f, Verdict& v) {
   const std::string name = f.b.dataloader.empty() ? "the data loader" : f.b.dataloader.front().name;
   v.evidence = pct(f.loader) + " of the step in `" + name + "`" + f.rank;
-  if (f.py && has(name, "_SingleProcessDataLoaderIter")) {
+  if (f.py && !f.b.has_gpu) {
+    // No device to copy to or normalize on: only more workers help.
+    v.move =
+        has(name, "_MultiProcessingDataLoaderIter")
+            ? "the workers do not keep up: raise `num_workers` (`persistent_workers=True`), or make each "
+              "sample cheaper to load"
+            : (has(name, "_SingleProcessDataLoaderIter")
+                   ? "the batches are loaded in the training process (num_workers=0): "
+                   : "") +
+                  std::string("`DataLoader(num_workers=N, persistent_workers=True)`");
+  } else if (f.py && has(name, "_SingleProcessDataLoaderIter")) {
     v.move = "the batches are loaded in the training process (num_workers=0): " + f.move(RuleId::kInputBound);
   } else if (f.py && has(name, "_MultiProcessingDataLoaderIter")) {
     v.move =
@@ -166,6 +181,12 @@ void launch_bound(const Figures& f, Verdict& v) {
   v.move = f.move(RuleId::kLaunchBound);
 }
 
+void host_bound(const Figures& f, Verdict& v) {
+  v.evidence = pct(f.outside) + " of the step in no operator, loader range or copy; " +
+               pct(f.share(f.m.us[kCpuExec])) + " in operators" + f.rank;
+  v.move = f.move(RuleId::kHostBound);
+}
+
 bool fp32_fires(const Figures& f) {
   // A GPU trace tells fp32 by its kernels; ptune's traces also say the row's optim.amp (a
   // CPU trace has no kernels to tell by), as the sweep's diagnosis of the row does.
@@ -202,6 +223,9 @@ void compute(const Figures& f, Verdict& v) {
     v.evidence += f.rank;
   }
   v.move = f.move(RuleId::kCompute);
+  // channels_last changes how convolutions read their input: without one it does nothing.
+  if (!f.convolutions && !b.all_operators.empty())
+    v.move = f.py ? "`torch.compile(model)`" : "(no convolution in the step: channels_last would not help)";
 }
 
 /// A verdict rule: whether it fires on the figures, and what it says (it may add to the rule's name).
@@ -226,6 +250,9 @@ const VerdictRule kVerdictRules[] = {
     {RuleId::kLaunchBound,
      [](const Figures& f) { return f.b.has_gpu && measure::fires(RuleId::kLaunchBound, f.busy); },
      launch_bound},
+    {RuleId::kHostBound,
+     [](const Figures& f) { return !f.b.has_gpu && measure::fires(RuleId::kHostBound, f.outside); },
+     host_bound},
     {RuleId::kComputeFp32, fp32_fires, compute_fp32},
     {RuleId::kCompute, [](const Figures&) { return true; }, compute},
 };
@@ -326,10 +353,63 @@ std::string slowest_rank(const Figures& f, const Verdict&) {
   return who(slow) + line + who(fast);
 }
 
+/// Refuses the processes of `by_rank` without a rank (no distributedInfo) that did not run at the
+/// same time: separate runs of a program (a TensorBoard log folder that two runs wrote into),
+/// which side by side would read as the ranks of one run. Throws DataError naming two of them.
+void check_same_run(const std::string& path,
+                    const std::map<std::pair<int, int64_t>, std::vector<const Trace*>>& by_rank) {
+  struct Span {
+    double lo = 1e300, hi = -1e300;
+    std::string file;
+  };
+  std::vector<Span> spans;
+  for (const auto& [key, group] : by_rank) {
+    if (key.first != 1) continue;
+    Span sp;
+    sp.file = group.front()->path;
+    for (const Trace* t : group)
+      for (const auto& e : t->events) sp.lo = std::min(sp.lo, e.ts), sp.hi = std::max(sp.hi, e.end());
+    spans.push_back(sp);
+  }
+  for (size_t i = 0; i < spans.size(); ++i)
+    for (size_t j = i + 1; j < spans.size(); ++j) {
+      if (spans[i].hi > spans[j].lo && spans[j].hi > spans[i].lo) continue;
+      throw DataError("'" + path + "': '" + spans[i].file + "' and '" + spans[j].file +
+                      "' are traces of two processes that did not run at the same time and carry no rank "
+                      "(distributedInfo): two separate runs, not the ranks of one; give each as its own "
+                      "argument to compare them (ptune analyze A B)");
+    }
+}
+
+/// The first step, where it ran far longer than the others (a warm-up step the profiler's
+/// schedule recorded): how much, and that the mean counts it.
+std::string slow_first_step(const Figures& f, const Verdict&) {
+  const auto& steps = f.b.steps;
+  if (!f.b.from_steps || steps.size() < 4) return "";
+  std::vector<double> rest;
+  for (size_t i = 1; i < steps.size(); ++i) rest.push_back(steps[i].ms());
+  std::nth_element(rest.begin(), rest.begin() + rest.size() / 2, rest.end());
+  const double median = rest[rest.size() / 2];
+  if (!(median > 0) || steps.front().ms() < 1.5 * median) return "";
+  char buf[200];
+  std::snprintf(buf, sizeof buf, " took %.1f ms, %.1fx the median of the other steps (%.1f ms)",
+                steps.front().ms(), steps.front().ms() / median, median);
+  return "`" + steps.front().name + "`" + buf + ": a warm-up step, counted in the mean step and the split" +
+         (f.py ? "; `schedule(wait=1, warmup=1, active=N)` leaves such steps out of the trace" : "");
+}
+
+/// Events the reader left out: a negative duration, or a time beyond +-1e18 us.
+std::string skipped_events(const Figures& f, const Verdict&) {
+  if (f.b.skipped_events == 0) return "";
+  return std::to_string(f.b.skipped_events) + (f.b.skipped_events == 1 ? " event was" : " events were") +
+         " left out: a negative duration, or a time beyond 1e18 us (a damaged trace?)";
+}
+
 /// The further findings, in the order the notes are listed.
 std::string (*const kNoteRules[])(const Figures&, const Verdict&) = {
     amp_not_advised, no_steps,       cpu_only,  syncs_not_bottleneck, per_step_syncs, zero_grad,
-    pageable_copies, layout_changes, straggler, throughput,           slowest_rank,
+    pageable_copies, layout_changes, straggler, throughput,           slowest_rank,   slow_first_step,
+    skipped_events,
 };
 
 }  // namespace
@@ -370,6 +450,7 @@ Analysis analyze(const std::string& path, const AnalyzeOptions& opt) {
     const bool dist = t.world_size.value_or(1) > 1 && t.rank;
     by_rank[dist ? std::make_pair(0, *t.rank) : std::make_pair(1, t.host_pid)].push_back(&t);
   }
+  check_same_run(path, by_rank);
   for (const auto& [r, group] : by_rank) {
     a.ranks.push_back(break_down(group));
     if (r.first == 1 && by_rank.size() > 1) a.ranks.back().rank.reset();  // a process, not a rank

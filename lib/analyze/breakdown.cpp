@@ -504,7 +504,9 @@ class Categorizer {
         r_.cat[kCommunication].push_back(r);
       else
         r_.cat[kCpuExec].push_back(r);
-    } else {
+    } else if (e.kind == Kind::kCpuOp) {
+      // Operators only: a user annotation (record_function) or a Python frame (with_stack=True)
+      // spans whatever runs inside it, idle time and Python code between operators included.
       r_.cat[kCpuExec].push_back(r);
       if (!t_.has_gpu) r_.compute.push_back(r);
     }
@@ -744,8 +746,16 @@ std::optional<int64_t> batch_size_of(const Trace& t, const Ranges& loader_ranges
       ops.push_back(&e);
   std::sort(ops.begin(), ops.end(), [](const Event* a, const Event* c) { return a->ts < c->ts; });
   for (const Event* e : ops) {
+    if (e->name == "aten::embedding") {
+      // aten::embedding(weight, indices): the batch is the indices' first dimension.
+      auto in = t.inputs.find(static_cast<size_t>(e - t.events.data()));
+      if (in != t.inputs.end() && in->second.dims.size() >= 2 && !in->second.dims[1].empty() &&
+          in->second.dims[1][0] > 0)
+        return in->second.dims[1][0];
+      continue;
+    }
     if (e->name == "aten::to" || e->name == "aten::_to_copy" || e->name == "aten::copy_" ||
-        starts_with(e->name, "aten::conv") || e->name == "aten::linear" || e->name == "aten::embedding" ||
+        starts_with(e->name, "aten::conv") || e->name == "aten::linear" ||
         e->name == "aten::cudnn_convolution")
       return e->batch;
   }
@@ -756,6 +766,7 @@ std::optional<int64_t> batch_size_of(const Trace& t, const Ranges& loader_ranges
 void take_metadata(const Trace& t, Breakdown& b) {
   b.files.push_back(t.path);
   b.host_pid = t.host_pid;
+  b.skipped_events += t.skipped;
   b.writer = t.writer;
   if (t.amp) b.amp = t.amp;
   if (t.bf16_native) b.bf16_native = t.bf16_native;

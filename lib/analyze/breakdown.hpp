@@ -101,10 +101,11 @@ struct Breakdown {
                                       // (one-time set-up: CUDA/cuDNN initialization, lazy loading)
   std::optional<int64_t> batch_size;  // from the input shapes of the first step's first batched operator
   std::optional<int64_t> schema_version;
-  bool cuda_graphs = false;  // kernels launched by cudaGraphLaunch
-  int64_t streams = 0;       // device streams with kernels
-  int64_t processes = 1;     // host processes with operators in the file(s)
-  int64_t host_pid = 0;      // the profiled process's pid (its files' host_pid)
+  bool cuda_graphs = false;    // kernels launched by cudaGraphLaunch
+  int64_t streams = 0;         // device streams with kernels
+  int64_t processes = 1;       // host processes with operators in the file(s)
+  int64_t host_pid = 0;        // the profiled process's pid (its files' host_pid)
+  int64_t skipped_events = 0;  // events its files' reader left out (Trace::skipped)
   // The device time of the steps as HTA's temporal breakdown defines it: over the span from the
   // first device work (kernel, copy, memset) in the steps to the last one's end.
   double gpu_span_us = 0;           // that span

@@ -46,6 +46,20 @@ std::string label_of(const std::string& path) {
   return name;
 }
 
+/// The labels of `paths` (label_of), those that repeat prefixed with their parent folder's name
+/// ("run1/trace1", "run2/trace1").
+std::vector<std::string> default_labels(const std::vector<std::string>& paths) {
+  std::vector<std::string> out;
+  std::map<std::string, int> count;
+  for (const auto& p : paths) ++count[out.emplace_back(label_of(p))];
+  for (size_t i = 0; i < paths.size(); ++i) {
+    if (count[out[i]] < 2) continue;
+    const auto parent = std::filesystem::path(paths[i]).lexically_normal().parent_path().filename().string();
+    if (!parent.empty() && parent != "." && parent != out[i]) out[i] = parent + "/" + out[i];
+  }
+  return out;
+}
+
 /// name -> per-step figure (ms, or calls) of a list.
 std::map<std::string, double> per_step(const std::vector<NameTime>& v, size_t steps, bool self, bool calls) {
   std::map<std::string, double> m;
@@ -155,6 +169,8 @@ Json speedup_json(const std::optional<Speedup>& s) {
               {"verdict", measure::verdict_name(s->verdict)},
               {"reason", s->reason.empty() ? Json(nullptr) : Json(s->reason)},
               {"steps", Json::array({s->steps_before, s->steps_after})},
+              {"samples_per_step",
+               s->samples_before > 0 ? Json::array({s->samples_before, s->samples_after}) : Json(nullptr)},
               {"text", speedup_text(*s)}};
 }
 
@@ -206,22 +222,59 @@ std::string speedup_text(const Speedup& s) {
          measure::verdict_name(s.verdict);
 }
 
+measure::NoiseRule noise_rule(double noise_pct) {
+  measure::NoiseRule r;
+  r.floor_pct = noise_pct;
+  r.target_pct = std::max(r.target_pct, noise_pct);
+  return r;
+}
+
 std::string speedup_detail(const Speedup& s) {
+  const std::string per = s.samples_before > 0 ? "log times per sample" : "log step times";
   std::string d = s.interval.valid()
-                      ? measure::level_text(s.interval.level) + " interval (Welch's t on log step times, " +
+                      ? measure::level_text(s.interval.level) + " interval (Welch's t on " + per + ", " +
                             std::to_string(s.steps_before) + " and " + std::to_string(s.steps_after) +
                             " steps)"
                       : "no interval (" + std::to_string(s.steps_before + s.steps_after) + " steps in all)";
+  if (s.samples_before > 0)
+    d += "; " + std::to_string(s.samples_before) + " and " + std::to_string(s.samples_after) +
+         " samples a step: compared per sample";
   if (!s.reason.empty()) d += "; undecided: " + s.reason;
   return d;
 }
 
-Speedup speedup_between(const Version& before, const Version& after) {
+namespace {
+
+/// Samples per step of a version: its batch size times its ranks; 0 where the batch is unknown.
+int64_t samples_per_step(const Version& v) {
+  return v.batch_size ? *v.batch_size * static_cast<int64_t>(v.analysis.ranks.size()) : 0;
+}
+
+/// `ms` divided by `n` each.
+std::vector<double> per_sample(std::vector<double> ms, int64_t n) {
+  for (double& x : ms) x /= static_cast<double>(n);
+  return ms;
+}
+
+}  // namespace
+
+Speedup speedup_between(const Version& before, const Version& after, double noise_pct) {
   Speedup s;
   s.steps_before = before.step_ms_each.size();
   s.steps_after = after.step_ms_each.size();
+  s.noise_pct = noise_pct;
   const bool load = before.under_load || after.under_load;
-  s.interval = measure::welch_speedup(before.step_ms_each, after.step_ms_each, measure::speedup_level(load));
+  const int64_t nb = samples_per_step(before), na = samples_per_step(after);
+  if (nb > 0 && na > 0 && nb != na) {
+    // A batch change: time per sample is what the change is for.
+    s.samples_before = nb;
+    s.samples_after = na;
+    s.interval = measure::welch_speedup(per_sample(before.step_ms_each, nb),
+                                        per_sample(after.step_ms_each, na), measure::speedup_level(load));
+  } else {
+    s.interval =
+        measure::welch_speedup(before.step_ms_each, after.step_ms_each, measure::speedup_level(load));
+  }
   std::string few;
   for (const Version* v : {&before, &after}) {
     const size_t n = v->step_ms_each.size();
@@ -237,13 +290,14 @@ Speedup speedup_between(const Version& before, const Version& after) {
         s.reason = "`" + v->label + "` was recorded under load" +
                    (v->load_summary.empty() ? "" : " (" + v->load_summary + ")");
   }
-  s.verdict =
-      s.reason.empty() ? measure::verdict_of(s.interval, measure::NoiseRule{}) : measure::Verdict::kUndecided;
+  s.verdict = s.reason.empty() ? measure::verdict_of(s.interval, noise_rule(noise_pct))
+                               : measure::Verdict::kUndecided;
   return s;
 }
 
-Comparison compare_analyses(std::vector<Version> versions) {
+Comparison compare_analyses(std::vector<Version> versions, double noise_pct) {
   Comparison c;
+  c.noise_pct = noise_pct;
   for (size_t i = 0; i < versions.size(); ++i) {
     auto& v = versions[i];
     const Breakdown& b = v.analysis.ranks[v.analysis.primary];
@@ -260,8 +314,8 @@ Comparison compare_analyses(std::vector<Version> versions) {
   for (size_t i = 1; i < versions.size(); ++i) {
     auto& v = versions[i];
     if (v.step_ms <= 0) continue;
-    v.prev = speedup_between(versions[i - 1], v);
-    v.first = speedup_between(versions[0], v);
+    v.prev = speedup_between(versions[i - 1], v, noise_pct);
+    v.first = speedup_between(versions[0], v, noise_pct);
     v.vs_prev = v.prev->interval.point;
     v.vs_first = v.first->interval.point;
   }
@@ -277,15 +331,19 @@ Comparison compare_versions(const std::vector<std::string>& paths, const Analyze
     throw DataError("--label given " + std::to_string(copt.labels.size()) + " times for " +
                     std::to_string(paths.size()) + " traces: give one per trace, in order");
   }
+  if (!(copt.noise_pct >= 0 && copt.noise_pct <= 100))
+    throw DataError("--noise-pct " + fmt("%g", copt.noise_pct) + ": give a percent from 0 to 100");
+  std::vector<std::string> labels = copt.labels;
+  if (labels.empty()) labels = default_labels(paths);
   std::vector<Version> versions;
   for (size_t i = 0; i < paths.size(); ++i) {
     Version v;
-    v.label = copt.labels.empty() ? label_of(paths[i]) : copt.labels[i];
+    v.label = labels[i];
     v.analysis = analyze(paths[i], opt);
     v.batch_size = copt.batch_size;
     versions.push_back(std::move(v));
   }
-  return compare_analyses(std::move(versions));
+  return compare_analyses(std::move(versions), copt.noise_pct);
 }
 
 Json comparison_json(const Comparison& c) {
@@ -343,7 +401,7 @@ Json comparison_json(const Comparison& c) {
                          {"speedup_detail", to.prev ? Json(speedup_detail(*to.prev)) : Json(nullptr)},
                          {"changes", ch}});
   }
-  const measure::NoiseRule rule;
+  const measure::NoiseRule rule = noise_rule(c.noise_pct);
   return Json{{"versions", versions},
               {"changes", pairs},
               {"noise", Json{{"level", measure::kSpeedupLevel},

@@ -7,8 +7,13 @@
 /// A speedup is measured as the sweep measures two independent runs (measure/stats.hpp): the
 /// per-step times of the two traces (their ProfilerStep#N windows) are two samples, compared by
 /// Welch's t-interval on log step times at measure::kSpeedupLevel, and its verdict is
-/// measure::verdict_of's with the default NoiseRule: faster, slower, within noise or undecided.
-/// Fewer than kMinSteps steps on a side, or a trace recorded under load, make it undecided.
+/// measure::verdict_of's with analyze's NoiseRule (noise_rule()): faster, slower, within noise or
+/// undecided. The steps of one trace do not measure how two separate runs differ (two processes
+/// started alike ran up to 8% apart on a quiet 2-core VM, more beside other work), so a
+/// difference within ±noise_pct (default 10%) is never called faster or slower, and within noise
+/// means the interval lies inside ±noise_pct. Fewer than kMinSteps steps on a side, or a trace
+/// recorded under load, make it undecided. Where both traces' samples per step are known and
+/// differ (a batch change), the speedup compares time per sample.
 
 #include <optional>
 #include <string>
@@ -24,6 +29,15 @@ namespace ptune::analyze {
 /// The fewest steps per trace for a speedup to be called faster, slower or within noise.
 inline constexpr size_t kMinSteps = 3;
 
+/// The default of --noise-pct: the difference between two separate runs that their steps do not
+/// measure, in percent.
+inline constexpr double kDefaultNoisePct = 10.0;
+
+/// The verdict rule of a comparison of two traces for a noise of `noise_pct` percent: the floor
+/// and the within-noise target both that (the target at least measure's default 3%). Throws
+/// nothing.
+measure::NoiseRule noise_rule(double noise_pct);
+
 /// A speedup of one version over an earlier one, with its noise.
 struct Speedup {
   measure::Interval interval;  // point: the ratio of geometric mean step times (earlier / this);
@@ -31,6 +45,8 @@ struct Speedup {
   measure::Verdict verdict = measure::Verdict::kUndecided;
   std::string reason;  // why undecided whatever the interval: "2 steps in `a`: ...", load
   size_t steps_before = 0, steps_after = 0;
+  int64_t samples_before = 0, samples_after = 0;  // samples per step, where they differ (per sample); else 0
+  double noise_pct = kDefaultNoisePct;            // the rule's floor (noise_rule)
 };
 
 /// One version in the table.
@@ -65,26 +81,31 @@ struct PairChanges {
 struct Comparison {
   std::vector<Version> versions;
   std::vector<PairChanges> pairs;
+  double noise_pct = kDefaultNoisePct;  // the verdicts' rule: noise_rule(noise_pct)
 };
 
 /// Options of the table.
 struct CompareOptions {
-  std::vector<std::string> labels;    // --label, one per path (or none)
-  std::optional<int64_t> batch_size;  // --batch-size
+  std::vector<std::string> labels;      // --label, one per path (or none)
+  std::optional<int64_t> batch_size;    // --batch-size
+  double noise_pct = kDefaultNoisePct;  // --noise-pct
 };
 
-/// Analyzes each of `paths` (analyze()) and compares them in order. Throws DataError as
-/// analyze(), and "--label given N times for M traces" when the counts differ.
+/// Analyzes each of `paths` (analyze()) and compares them in order. Without --label, a version
+/// is labelled by its file or folder name, and labels that would repeat by the parent folder
+/// too ("run1/trace1"). Throws DataError as analyze(), and "--label given N times for M traces"
+/// when the counts differ.
 Comparison compare_versions(const std::vector<std::string>& paths, const AnalyzeOptions& opt,
                             const CompareOptions& copt);
 
 /// The comparison of already analyzed versions (labels and batch sizes set). Throws nothing.
-Comparison compare_analyses(std::vector<Version> versions);
+Comparison compare_analyses(std::vector<Version> versions, double noise_pct = kDefaultNoisePct);
 
-/// The speedup of `after` over `before` from their step times (Welch's t-interval on logs),
-/// and its verdict: undecided with fewer than kMinSteps steps on a side or a side recorded under
-/// load, else measure::verdict_of with the default NoiseRule. Throws nothing.
-Speedup speedup_between(const Version& before, const Version& after);
+/// The speedup of `after` over `before` from their step times (Welch's t-interval on logs; per
+/// sample where both sides' samples per step are known and differ), and its verdict: undecided
+/// with fewer than kMinSteps steps on a side or a side recorded under load, else
+/// measure::verdict_of with noise_rule(noise_pct). Throws nothing.
+Speedup speedup_between(const Version& before, const Version& after, double noise_pct = kDefaultNoisePct);
 
 /// A speedup as one cell: "x1.19 ±6.2% faster", "x1.27 [0.970, 1.67] undecided", "x0.98 undecided"
 /// (the interval as every output prints it: report::interval_text). Throws nothing.

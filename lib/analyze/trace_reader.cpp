@@ -503,8 +503,11 @@ class Sax {
     if (!keep) return;
     out.python = cat == "python_function" || cat == "python_function_call";
     out.ts = e.ts.as_double();
-    out.dur = std::max(0.0, e.dur.as_double());
-    if (std::fabs(out.ts) > kMaxTimeUs || std::fabs(out.end()) > kMaxTimeUs) return;
+    out.dur = e.dur.as_double();
+    if (out.dur < 0 || std::fabs(out.ts) > kMaxTimeUs || std::fabs(out.end()) > kMaxTimeUs) {
+      ++t_.skipped;
+      return;
+    }
     out.name = *t_.names->insert(name).first;
     out.pid = as_int(e.pid, 0);
     out.tid = as_int(e.tid, 0);

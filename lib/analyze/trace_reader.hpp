@@ -66,7 +66,8 @@ struct Trace {
   std::shared_ptr<std::unordered_set<std::string>> names =
       std::make_shared<std::unordered_set<std::string>>();  // the pool events' names point into
   std::vector<Event> events;          // "ph": "X" events with a duration >= 0, in file order;
-                                      // those starting or ending beyond +-1e18 us are skipped
+                                      // those with a negative one, or starting or ending beyond
+                                      // +-1e18 us, are skipped (counted in `skipped`)
   std::optional<int64_t> rank;        // distributedInfo.rank
   std::optional<int64_t> world_size;  // distributedInfo.world_size
   std::string writer = "pytorch";     // "ptune" or "pytorch" (see writer_of)
@@ -86,6 +87,7 @@ struct Trace {
   std::unordered_map<size_t, OpInputs> inputs;
   bool with_flops = false;  // top-level "with_flops" (torch.profiler's with_flops=True)
   uint64_t text_bytes = 0;  // trace text read (after gzip decompression)
+  int64_t skipped = 0;      // "X" events left out: a negative duration, or a time beyond +-1e18 us
 };
 
 /// Reads one trace file (.json, or gzip-compressed .json.gz: by content, not by name), streamed:

@@ -36,6 +36,12 @@ const std::vector<Rule>& rules() {
       {RuleId::kLaunchBound, "launch-bound", "GPU busy: merged kernel time, % of the step", "<", 70.0,
        "`optim.cuda_graphs`, then a larger `loader.batch_size`",
        "CUDA graphs (`torch.compile(mode=\"reduce-overhead\")`) or a larger batch"},
+      {RuleId::kHostBound, "host-bound",
+       "CPU trace: the step's time in no operator, loader range or copy (Python code between operators, "
+       "waits for I/O, locks or sleeps), % of the step",
+       ">=", 50.0, "(not seen in ptune's own steps, which run no Python)",
+       "`with_stack=True` names the Python frames between the operators: move that work out of the step "
+       "(into the DataLoader's workers) or fuse it with `torch.compile`"},
       {RuleId::kComputeFp32, "compute-bound on fp32",
        "kernel time in fp16/bf16 kernels (by their names), % (trace); `optim.amp` off on a GPU, or on a CPU "
        "with native bf16 that oneDNN uses (sweep, and ptune's own traces)",

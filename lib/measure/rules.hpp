@@ -18,6 +18,7 @@ enum class RuleId {
   kCommBound,    // data-parallel communication not hidden behind compute
   kAllocator,    // CPU: the step's time in the kernel, faulting in memory the allocator gave back
   kLaunchBound,  // the GPU idle between kernels
+  kHostBound,    // CPU trace: the step's time outside operators (Python between them, waits)
   kComputeFp32,  // compute, with fp32 math (no Tensor Cores / AMP off)
   kCompute,      // compute
   kLowMemory,    // an addition to any verdict: room for a larger batch
