@@ -29,30 +29,50 @@ struct Outcome {
   std::string message;
 };
 
+/// `message` with its control characters but newlines and tabs written as escapes ("\x00",
+/// "\x1b"): a NUL from a config's string would end the message at what() (and the printed
+/// line there), an escape sequence would reach the terminal. Throws std::bad_alloc only.
+inline std::string escape_controls(const std::string& message) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(message.size());
+  for (const char ch : message) {
+    const auto c = static_cast<unsigned char>(ch);
+    if ((c < 0x20 && ch != '\n' && ch != '\t') || c == 0x7f) {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
 /// A bad experiment: a config file, a --set override or a sweep row. The message names the
 /// JSON path, the value and what is allowed. Exit code 2.
 class ConfigError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit ConfigError(const std::string& m) : std::runtime_error(escape_controls(m)) {}
 };
 
 /// A bad command line (unknown flag, missing argument). Exit code 2.
 class UsageError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit UsageError(const std::string& m) : std::runtime_error(escape_controls(m)) {}
 };
 
 /// A bad data file: names the file and the cause. Exit code 1.
 class DataError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit DataError(const std::string& m) : std::runtime_error(escape_controls(m)) {}
 };
 
 /// A file that could not be written (a full disk, a quota, a read-only file system, a file-size
 /// limit, a permission): "cannot write <what> '<path>': <reason>". Exit code 1.
 class WriteError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit WriteError(const std::string& m) : std::runtime_error(escape_controls(m)) {}
 };
 
 /// Thrown when the user interrupts (SIGINT); exit code 130.

@@ -314,6 +314,17 @@ void check_writable(const std::string& path, const std::string& what) {
                              "': " + std::strerror(errno));
 }
 
+void check_not_input(const std::string& path, const std::string& what,
+                     const std::vector<std::pair<std::string, std::string>>& inputs) {
+  if (path.empty()) return;
+  for (const auto& [name, input] : inputs) {
+    std::error_code ec;
+    if (input.empty() || !std::filesystem::equivalent(path, input, ec) || ec) continue;
+    throw std::runtime_error(what + " '" + path + "' is the " + name + " '" + input +
+                             "'; writing it would destroy it: name another file");
+  }
+}
+
 void prepare_folder(const std::string& folder, const std::string& what) {
   if (folder.empty()) throw std::runtime_error(what + ": an empty path; name a folder");
   std::error_code ec;

@@ -11,6 +11,8 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace ptune::files {
 
@@ -101,6 +103,13 @@ void remove_temporaries() noexcept;
 /// such as a FIFO or a device). Throws std::runtime_error "<what>: <why>", e.g.
 /// "--out: folder '/x' does not exist".
 void check_writable(const std::string& path, const std::string& what);
+
+/// Checks that the output `path` is none of `inputs` (the same file under any name: a link, a
+/// relative path), which writing it would destroy. Paths that do not exist (yet) are not one.
+/// Throws std::runtime_error "<what> '<path>' is the <input's name> '<input>'; writing it would
+/// destroy it: name another file". `inputs`: (name, path) pairs, e.g. ("config", "exp.json").
+void check_not_input(const std::string& path, const std::string& what,
+                     const std::vector<std::pair<std::string, std::string>>& inputs);
 
 /// Checks that `folder` exists and is writable or can be created (creates it). Throws
 /// std::runtime_error "<what>: <why>".

@@ -583,7 +583,12 @@ TEST_CASE("resume refuses a checkpoint that does not fit the config, weights and
   auto exp = run(exe + export_cmd.substr(std::string("ptune").size()));
   INFO(exp.err);
   REQUIRE(exp.code == 0);
-  CHECK(exp.out.rfind("trained 3 steps", 0) == 0);
+  // Nothing is trained, and the summary says so (no loss or rate of steps not run); the
+  // checkpoint is left as it was.
+  CHECK(exp.out ==
+        "no step trained: the checkpoint is at step 3, where this run ends (train.max_steps, "
+        "train.epochs); checkpoint " +
+            ck + ", weights " + exported + "\n");
   auto eval_exported = run(exe + " eval " + cfg + " --weights " + exported + " --format json");
   auto eval_saved = run(exe + " eval " + cfg + " --weights " + w + " --format json");
   REQUIRE(eval_exported.code == 0);
@@ -1558,6 +1563,62 @@ TEST_CASE("minor faults: an unknown command, a folder, '-' or a NUL byte as the 
                      "--max-batch: '1e309' is not a whole number from 1 to 1099511627776 (see ptune --help)");
   r = run(ptune::test::exe() + " tune " + nul + " --budget 1e309");
   expect_usage_error(r, "--budget: '1e309' is not a finite number of at least 0 (see ptune --help)");
+}
+
+TEST_CASE(
+    "more faults: an endless device as the config, deep results, NaN options, an output that is an input, a "
+    "NUL in a value, integral floats, rank 1's stdout",
+    "[e2e][faults]") {
+  TempDir dir;
+  const std::string exe = ptune::test::exe();
+  // An endless device is read up to the limit, not until memory runs out.
+  auto r = run(exe + " check /dev/zero");
+  expect_usage_error(r, "config '/dev/zero': larger than 16 MiB; a config is a small JSON file");
+  // A results file nested 100,000 levels deep: refused, not a crash in the recursion.
+  const std::string deep =
+      dir.write("deep.json", "{\"rows\":" + std::string(100000, '[') + std::string(100000, ']') + "}");
+  r = run(exe + " report " + deep + " -o " + dir.file("x.html"));
+  expect_usage_error(r, deep + ": nesting deeper than 64 levels; a results file is a few levels deep");
+  CHECK(!std::filesystem::exists(dir.file("x.html")));
+  // NaN passes no range.
+  const std::string cfg = dir.write("c.json", R"({"device": "cpu", "cpu_threads": 1, "name": "c"})");
+  expect_usage_error(run(exe + " tune " + cfg + " --threshold nan"),
+                     "--threshold: 'nan' is not a finite number from 0 to 1000 (see ptune --help)");
+  expect_usage_error(run(exe + " report " + deep + " --against " + deep + " --fail-if-slower nan"),
+                     "--fail-if-slower: 'nan' is not a finite number from 0 to 100 (see ptune --help)");
+  expect_usage_error(run(exe + " launch --nproc-per-node 1 --grace nan -- check " + cfg),
+                     "--grace: 'nan' is not a finite number from 0 to 3600 (see ptune --help)");
+  // An output that is one of the inputs, under another name too: refused before any work.
+  const std::string before = ptune::test::read_file(cfg);
+  expect_usage_error(
+      run("cd " + dir.path.string() + " && " + exe + " sweep c.json --out ./c.json"),
+      "--out './c.json' is the config 'c.json'; writing it would destroy it: name another file");
+  r = run(exe + " train " + cfg + " --save-weights " + cfg);
+  CHECK(r.code == 1);
+  CHECK(r.err == "ptune: error: --save-weights '" + cfg + "' is the config '" + cfg +
+                     "'; writing it would destroy it: name another file\n");
+  CHECK(ptune::test::read_file(cfg) == before);
+  // The CSV's companion is checked before the sweep too.
+  std::filesystem::create_directories(dir.file("r.env.json"));
+  expect_usage_error(run(exe + " sweep " + cfg + " --out " + dir.file("r.csv")),
+                     "--out: '" + dir.file("r.env.json") + "' is a folder; name a file");
+  // A NUL inside a string value is shown escaped, and the line goes on.
+  const std::string nul = dir.write("nul.json", R"({"model": {"arch": "res\u0000net"}})");
+  r = run(exe + " check " + nul);
+  CHECK(r.code == 2);
+  CHECK(r.err.rfind("ptune: error: " + nul + ": model.arch: unknown value 'res\\x00net'; allowed: resnet18, ",
+                    0) == 0);
+  // 32.0 is an integer, as the schema has it; 32.5 is not.
+  r = run(exe + " check " + cfg + " --set loader.batch_size=32.0");
+  CHECK(r.code == 0);
+  CHECK(nlohmann::json::parse(r.out)["loader"]["batch_size"] == 32);
+  r = run(exe + " check " + cfg + " --set loader.batch_size=32.5");
+  CHECK(r.code == 2);
+  // Under launch, the commands that only read and print do so on rank 0 alone.
+  r = run(exe + " launch --nproc-per-node 2 --prefix-stdout -- check " + cfg);
+  CHECK(r.code == 0);
+  CHECK(r.out.find("[rank 0] {") != std::string::npos);
+  CHECK(r.out.find("[rank 1]") == std::string::npos);
 }
 
 TEST_CASE(

@@ -151,16 +151,17 @@ Outcome outcome_of_current_exception(int stop_signal) {
 
 int print_outcome(const Outcome& o) {
   if (o.exit_code == kExitOk || o.message.empty()) return o.exit_code;
+  const std::string text = escape_controls(o.message);
   if (is_stopped_exit_code(o.exit_code))
-    std::fprintf(stderr, "ptune: %s\n", o.message.c_str());
+    std::fprintf(stderr, "ptune: %s\n", text.c_str());
   else
-    std::fprintf(stderr, "ptune: error: %s\n", o.message.c_str());
+    std::fprintf(stderr, "ptune: error: %s\n", text.c_str());
   return o.exit_code;
 }
 
 void fill_outcome(const Outcome& o, ptune_engine_outcome* out) {
   out->exit_code = o.exit_code;
-  std::snprintf(out->message, sizeof out->message, "%s", o.message.c_str());
+  std::snprintf(out->message, sizeof out->message, "%s", escape_controls(o.message).c_str());
 }
 
 config::ExperimentConfig load(const Common& c) {
@@ -182,10 +183,12 @@ config::ExperimentConfig load(const Common& c) {
   return cfg;
 }
 
-void check_output(bool given, const std::string& path, const std::string& flag) {
+void check_output(bool given, const std::string& path, const std::string& flag,
+                  const std::vector<std::pair<std::string, std::string>>& inputs) {
   if (!given) return;
   try {
     files::check_writable(path, flag);
+    files::check_not_input(path, flag, inputs);
   } catch (const std::runtime_error& e) {
     throw UsageError(e.what());
   }
@@ -206,13 +209,19 @@ void check_before_engine(CommandLine& cl) {
   if (c == "sweep") {
     check_format(cl.sweep.format, report::formats());
     cl.config = load(cl.sweep.common);
-    if (cl.rank0) check_output(cl.sweep.out_given, cl.sweep.out, "--out");
+    if (cl.rank0) {
+      check_output(cl.sweep.out_given, cl.sweep.out, "--out", {{"config", cl.sweep.common.config_path}});
+      // A CSV's companion (FILE.env.json) is written beside it: checked as well.
+      if (cl.sweep.out_given && report::format_of_path(cl.sweep.out) == "csv")
+        check_output(true, report::csv_companion_path(cl.sweep.out), "--out",
+                     {{"config", cl.sweep.common.config_path}});
+    }
     if (cl.sweep.no_header && cl.sweep.format != "csv")
       throw UsageError("--no-header: only with --format csv (got --format " + cl.sweep.format + ")");
   } else if (c == "tune") {
     check_format(cl.tune.format, report::formats());
     cl.config = load(cl.tune.common);
-    check_output(cl.tune.out_given, cl.tune.out, "--out");
+    check_output(cl.tune.out_given, cl.tune.out, "--out", {{"config", cl.tune.common.config_path}});
   } else if (c == "eval") {
     check_format(cl.eval.format, {"table", "json"});
     cl.config = load(cl.eval.common);

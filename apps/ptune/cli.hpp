@@ -149,7 +149,8 @@ void check_before_engine(CommandLine& cl);
 
 /// An output file given on the command line is checked before any work starts (a missing
 /// folder, a folder given as the file, an empty name): a usage error, not a lost result.
-void check_output(bool given, const std::string& path, const std::string& flag);
+void check_output(bool given, const std::string& path, const std::string& flag,
+                  const std::vector<std::pair<std::string, std::string>>& inputs = {});
 
 /// UsageError unless `f` is one of `allowed`, with a suggestion.
 void check_format(const std::string& f, const std::vector<std::string>& allowed);

@@ -124,6 +124,10 @@ Outcome run_sweep_command(const CommandLine& cl) {
     if (live) std::fputs(progress.clear().c_str(), stderr);
     log::warn("interrupted: " + std::to_string(results.rows.size()) + " finished row(s) kept");
     outcome = {stopped_code(cl), ""};  // the warning above says it
+  } catch (const WriteError& e) {
+    // --out could not be written: the rows measured so far still reach stdout.
+    if (live) std::fputs(progress.clear().c_str(), stderr);
+    outcome = {kExitFailure, e.what()};
   }
   // Colour on a terminal that has it (not TERM=dumb; not with NO_COLOR non-empty).
   const bool color = cl.sweep.format == "table" && cli::style_of(STDOUT_FILENO).color;
@@ -256,6 +260,7 @@ Outcome run_train_command(const CommandLine& cl) {
   engine::TrainOptions opt;
   opt.resume = cl.train.resume;
   opt.save_weights = cl.train.save_weights;
+  opt.config_path = cl.train.common.config_path;
   opt.interrupted = cl.interrupted;
   opt.on_note = [](const std::string& s) { log::info(s); };
   opt.on_progress = [&](const engine::TrainProgress& p) {
@@ -266,7 +271,13 @@ Outcome run_train_command(const CommandLine& cl) {
   };
   try {
     auto s = engine::train(cfg, opt);
-    if (cl.rank0)
+    if (cl.rank0 && s.trained == 0)
+      std::printf(
+          "no step trained: the checkpoint is at step %lld, where this run ends (train.max_steps, "
+          "train.epochs); checkpoint %s%s\n",
+          static_cast<long long>(s.steps), s.last_checkpoint.c_str(),
+          opt.save_weights ? (", weights " + *opt.save_weights).c_str() : "");
+    else if (cl.rank0)
       std::printf("trained %lld steps: final loss %.4f, %.1f samples/s, checkpoint %s\n",
                   static_cast<long long>(s.steps), s.final_loss, s.samples_per_s, s.last_checkpoint.c_str());
   } catch (const Interrupted&) {

@@ -5,6 +5,7 @@
 // or config error, 130 interrupted (SIGINT), 143 terminated (SIGTERM).
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -154,6 +155,23 @@ CLI::Validator non_negative_number() {
         return "";
       },
       "number >= 0");
+}
+
+/// A finite number in [lo, hi] (CLI::Range lets NaN through: no comparison with it is true);
+/// the error quotes the value as given.
+CLI::Validator number_in(double lo, double hi) {
+  char range[64];
+  std::snprintf(range, sizeof range, "%g to %g", lo, hi);
+  return CLI::Validator(
+      [lo, hi, what = std::string(range)](std::string& text) -> std::string {
+        errno = 0;
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v) || v < lo || v > hi)
+          return "'" + text + "' is not a finite number from " + what;
+        return "";
+      },
+      std::string("number in [") + range + "]");
 }
 
 /// The training engine's entry points (cli.hpp): a plain C interface.
@@ -319,7 +337,7 @@ void define_report(CLI::App& report, Args& a) {
                           " for a row measured under load; files without windows: more than both spreads), "
                           "or a row is missing or failed")
           ->needs(against)
-          ->check(CLI::Range(0.0, 100.0));
+          ->check(number_in(0, 100));
 }
 
 void define_train(CLI::App& train, Args& a) {
@@ -346,7 +364,7 @@ void define_tune(CLI::App& tune, Args& a) {
                               "largest that fits (memory margin on CUDA, --max-batch); the fastest wins");
   tune.add_option("--margin", t.margin_pct, "--batch-size: percent of the GPU's memory left free")
       ->needs(batch)
-      ->check(CLI::Range(0.0, 99.0))
+      ->check(number_in(0, 99))
       ->capture_default_str();
   tune.add_option("--max-batch", t.max_batch,
                   "--batch-size: largest batch tried (default 4096 on CUDA, 64 on the CPU)")
@@ -356,7 +374,7 @@ void define_tune(CLI::App& tune, Args& a) {
           "--threshold", t.threshold_pct,
           "percent a change must gain, at least, to be kept (and be faster beyond noise, as a sweep row)")
       ->excludes(batch)
-      ->check(CLI::Range(0.0, 1000.0))
+      ->check(number_in(0, 1000))
       ->capture_default_str();
   tune.add_option("--budget", t.budget_min, "minutes; no new trial starts after them (0 = no limit)")
       ->check(non_negative_number());
@@ -398,7 +416,7 @@ void define_launch(CLI::App& launch, Args& a) {
       .add_option("--grace", o.grace_s,
                   "seconds between SIGTERM and SIGKILL when stopping the ranks after one failed")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 3600.0));
+      ->check(number_in(0, 3600));
   launch.add_flag("--no-prefix", a.cl.launch.no_prefix,
                   "do not prefix the ranks' stderr lines (logs, errors) with [rank R]");
   launch.add_flag("--prefix-stdout", a.cl.launch.prefix_stdout,
@@ -430,7 +448,7 @@ void define_analyze(CLI::App& analyze, Args& a) {
                   "measure: a speedup within 1.00x +-PCT% is never called faster or slower, and is within "
                   "noise when its whole interval lies inside it")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 100.0));
+      ->check(number_in(0, 100));
   a.analyze_html = analyze.add_option("-o,--html", z.html,
                                       "also write the overview as one self-contained HTML page to this file");
 }
@@ -465,7 +483,9 @@ std::optional<ptune::analyze::Ceilings> cpu_ceilings(Args& a, const std::string&
 ptune::Outcome run_analyze(Args& a) {
   auto& z = a.analyze;
   ptune::cli::check_format(z.format, ptune::analyze::formats());
-  ptune::cli::check_output(a.analyze_html->count() > 0, z.html, "--html");
+  std::vector<std::pair<std::string, std::string>> traces;
+  for (const auto& p : z.paths) traces.emplace_back("trace", p);
+  ptune::cli::check_output(a.analyze_html->count() > 0, z.html, "--html", traces);
   try {
     ptune::analyze::CompareOptions copt;
     copt.labels = z.labels;
@@ -503,7 +523,9 @@ void check_report(const Args& a) {
     throw ptune::UsageError(
         "report: nothing to do; give -o FILE.html for the HTML report, --against OLD.json for the "
         "comparison, or both");
-  ptune::cli::check_output(a.report_out->count() > 0, r.out, "-o");
+  std::vector<std::pair<std::string, std::string>> inputs{{"results file", r.against}};
+  for (const auto& f : r.files) inputs.emplace_back("results file", f);
+  ptune::cli::check_output(a.report_out->count() > 0, r.out, "-o", inputs);
   if (!r.out.empty() && ptune::report::format_of_path(r.out) != "html")
     throw ptune::UsageError("report: -o '" + r.out + "' is not an .html file; ptune report writes HTML");
   if (!r.against.empty() && r.files.size() != 1)
@@ -643,6 +665,16 @@ int main(int argc, char** argv) {
   ptune::cli::CommandLine& cl = a.cl;
   cl.rank0 = ptune::dist::world_rank() == 0;
   if (!cl.rank0) cl.quiet = true;
+  // The commands that run no rank logic of their own (they read files and print) print on rank
+  // 0 only as well: another rank's stdout goes nowhere.
+  if (!cl.rank0 && command.run != run_in_engine && std::strcmp(command.name, "launch") != 0) {
+    const int null_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (null_fd >= 0) {
+      std::fflush(stdout);
+      ::dup2(null_fd, STDOUT_FILENO);
+      ::close(null_fd);
+    }
+  }
   ptune::log::set_level(cl.quiet     ? ptune::log::Level::kError
                         : cl.verbose ? ptune::log::Level::kDebug
                                      : ptune::log::Level::kInfo);

@@ -360,7 +360,7 @@ std::vector<std::string> all_paths_and_sections() {
   return out;
 }
 
-std::string fmt_num(double v) {
+std::string config_fmt_num(double v) {
   std::ostringstream os;
   os << std::setprecision(12) << v;
   return os.str();
@@ -384,6 +384,10 @@ std::string kind_of(const Json& j) {
 }
 
 std::string range_text(const Field& f, const std::string& what) {
+  // An integer field's bounds written whole (9007199254740991, not 9.00719925474e+15).
+  auto fmt_num = [&f](double v) {
+    return f.type == Type::kInt ? std::to_string(static_cast<int64_t>(v)) : config_fmt_num(v);
+  };
   std::string s = what;
   if (f.min && f.max) {
     s += " in " + std::string(f.min_exclusive ? "(" : "[") + fmt_num(*f.min) + ", " + fmt_num(*f.max) +
@@ -424,7 +428,10 @@ void check_value(const Field& f, const Json& v, const std::string& where) {
   };
   switch (f.type) {
     case Type::kInt: {
-      if (!v.is_number_integer() && !v.is_number_unsigned()) type_error("an integer");
+      // 32.0 is an integer, as JSON Schema (and `ptune schema`) has it; 32.5 is not.
+      const bool integral_float = v.is_number_float() && std::isfinite(v.get<double>()) &&
+                                  std::floor(v.get<double>()) == v.get<double>();
+      if (!v.is_number_integer() && !v.is_number_unsigned() && !integral_float) type_error("an integer");
       double d = v.get<double>();
       if (!in_range(f, d))
         throw ConfigError(at + show(v) + " is out of range; allowed: " + range_text(f, "an integer"));
@@ -544,6 +551,9 @@ void walk(ExperimentConfig& cfg, const Json& obj, const std::string& prefix, con
 /// file, named again in the commands ptune prints), a folder, a file that cannot be read, and
 /// a NUL byte (JSON text has none; the parser would stop there and ignore the rest);
 /// Interrupted for a stop signal while a FIFO's open waits for its writer.
+/// The largest config text read: far beyond any real config (a few KiB).
+constexpr size_t kMaxConfigBytes = size_t{16} << 20;
+
 std::string read_text(const std::string& path) {
   if (path == "-")
     throw ConfigError(
@@ -555,10 +565,17 @@ std::string read_text(const std::string& path) {
   // A FIFO waits for its writer; a stop signal then is the user's stop, not a bad file.
   if (!in && errno == EINTR) throw Interrupted();
   if (!in) throw ConfigError("cannot open config '" + path + "': " + std::strerror(errno));
-  std::ostringstream os;
-  os << in.rdbuf();
+  // Read up to the limit, not to the end: a device such as /dev/zero has none.
+  std::string text;
+  std::vector<char> buf(1 << 16);
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    text.append(buf.data(), static_cast<size_t>(in.gcount()));
+    if (text.size() > kMaxConfigBytes)
+      throw ConfigError("config '" + path + "': larger than " + std::to_string(kMaxConfigBytes >> 20) +
+                        " MiB; a config is a small JSON file");
+  }
   if (in.bad()) throw ConfigError("cannot read config '" + path + "': " + std::strerror(errno));
-  const std::string text = os.str();
   if (const size_t nul = text.find('\0'); nul != std::string::npos) {
     const size_t line =
         1 + static_cast<size_t>(std::count(text.begin(), text.begin() + static_cast<long>(nul), '\n'));
@@ -833,8 +850,10 @@ Json schema() {
         break;
     }
     Json& bounds = f.type == Type::kNumberList ? s["items"] : s;
-    if (f.min) bounds[f.min_exclusive ? "exclusiveMinimum" : "minimum"] = *f.min;
-    if (f.max) bounds[f.max_exclusive ? "exclusiveMaximum" : "maximum"] = *f.max;
+    // An integer field's bounds as integers (JSON Schema compares either way; a reader sees 1, not 1.0).
+    auto bound = [&](double b) { return f.type == Type::kInt ? Json(static_cast<int64_t>(b)) : Json(b); };
+    if (f.min) bounds[f.min_exclusive ? "exclusiveMinimum" : "minimum"] = bound(*f.min);
+    if (f.max) bounds[f.max_exclusive ? "exclusiveMaximum" : "maximum"] = bound(*f.max);
     s["default"] = f.get(defaults);
     s["description"] = f.help;
     auto dot = f.path.find('.');

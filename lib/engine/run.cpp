@@ -220,7 +220,11 @@ TrainSummary train(const config::ExperimentConfig& cfg, const TrainOptions& opti
   // Where the results go is checked before any work, not found unwritable at the end.
   if (rank0) {
     files::prepare_folder(cfg.train.checkpoint_dir, "train.checkpoint_dir");
-    if (options.save_weights) files::check_writable(*options.save_weights, "--save-weights");
+    if (options.save_weights) {
+      files::check_writable(*options.save_weights, "--save-weights");
+      files::check_not_input(*options.save_weights, "--save-weights",
+                             {{"config", options.config_path}, {"checkpoint", options.resume.value_or("")}});
+    }
   }
   Trainer trainer(cfg, device, group);
   if (rank0) warn_if_no_room(cfg, options, *trainer.model());
@@ -279,8 +283,13 @@ TrainSummary train(const config::ExperimentConfig& cfg, const TrainOptions& opti
     }
   }
   synchronize(device);
-  checkpoint();
   summary.steps = step;
+  summary.trained = step - start_step;
+  // A resumed run already at its end trains nothing: its checkpoint stays as it was.
+  if (summary.trained > 0 || !options.resume)
+    checkpoint();
+  else
+    summary.last_checkpoint = *options.resume;
   const Agreed end = agree(*group, options, loss, clock.ms() / 1000.0);
   summary.final_loss = end.loss;
   summary.samples_per_s = end.secs > 0 ? (step - start_step) * global_batch / end.secs : 0;

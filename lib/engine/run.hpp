@@ -22,13 +22,15 @@ struct TrainProgress {
 struct TrainOptions {
   std::optional<std::string> resume;        // checkpoint to resume from
   std::optional<std::string> save_weights;  // torch.save-format state_dict written at the end
+  std::string config_path;                  // the config file, which save_weights must not be
   std::function<void(const TrainProgress&)> on_progress;
   std::function<void(const std::string&)> on_note;  // checkpoints written, notes
   const std::atomic<bool>* interrupted = nullptr;   // stop (checkpointing first) when set
 };
 
 struct TrainSummary {
-  int64_t steps = 0;  // steps done in all (including before a resume)
+  int64_t steps = 0;    // steps done in all (including before a resume)
+  int64_t trained = 0;  // steps trained by this run (0: a resumed run already at its end)
   double final_loss = 0;
   double samples_per_s = 0;
   std::string last_checkpoint;

@@ -298,8 +298,18 @@ RunFile load_run(const std::string& path) {
   if (!in && errno == EINTR) throw Interrupted();
   if (!in) throw UsageError("cannot read results '" + path + "': " + std::strerror(errno));
   Json doc;
+  // Nesting bounded as a config's is: the document's destructor and every reader of it recurse.
+  constexpr int kMaxDepth = 64;
+  auto bounded = [&](int depth, nlohmann::json::parse_event_t event, Json&) {
+    if ((event == nlohmann::json::parse_event_t::object_start ||
+         event == nlohmann::json::parse_event_t::array_start) &&
+        depth >= kMaxDepth)
+      throw UsageError(path + ": nesting deeper than " + std::to_string(kMaxDepth) +
+                       " levels; a results file is a few levels deep");
+    return true;
+  };
   try {
-    doc = Json::parse(in);
+    doc = Json::parse(in, bounded);
   } catch (const nlohmann::json::parse_error& e) {
     std::string msg = e.what();
     const size_t tag = msg.find("] ");  // "[json.exception.parse_error.101] parse error at line 1, ..."
