@@ -29,16 +29,17 @@ struct Outcome {
   std::string message;
 };
 
-/// `message` with its control characters but newlines and tabs written as escapes ("\x00",
-/// "\x1b"): a NUL from a config's string would end the message at what() (and the printed
-/// line there), an escape sequence would reach the terminal. Throws std::bad_alloc only.
+/// `message` with its control characters written as escapes ("\x00", "\x0a", "\x1b"): a NUL
+/// from a config's string would end the message at what() (and the printed line there), a
+/// newline would split the one line of an error, an escape sequence would reach the terminal.
+/// Throws std::bad_alloc only.
 inline std::string escape_controls(const std::string& message) {
   static const char kHex[] = "0123456789abcdef";
   std::string out;
   out.reserve(message.size());
   for (const char ch : message) {
     const auto c = static_cast<unsigned char>(ch);
-    if ((c < 0x20 && ch != '\n' && ch != '\t') || c == 0x7f) {
+    if (c < 0x20 || c == 0x7f) {
       out += "\\x";
       out += kHex[c >> 4];
       out += kHex[c & 15];

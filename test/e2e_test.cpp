@@ -615,11 +615,16 @@ TEST_CASE("train keeps the newest checkpoints, and a name cannot leave its folde
   expect_usage_error(run(exe + " check " + cfg + " --set name=a/b"),
                      cfg +
                          ": name: 'a/b' cannot name files inside a folder; use letters, digits, '-', '_' or "
-                         "'.' (no '/', not '..')");
+                         "'.' (no '/', no control character, not '..')");
   expect_usage_error(run(exe + " check " + cfg + " --set name=.."),
                      cfg +
                          ": name: '..' cannot name files inside a folder; use letters, digits, '-', '_' or "
-                         "'.' (no '/', not '..')");
+                         "'.' (no '/', no control character, not '..')");
+  expect_usage_error(
+      run(exe + " check " + cfg + " --set 'name=\"a\\nb\"'"),
+      cfg +
+          ": name: 'a\\x0ab' cannot name files inside a folder; use letters, digits, '-', '_' or "
+          "'.' (no '/', no control character, not '..')");
   // Unwritable outputs are found before training, not after it.
   auto w = run(exe + " train " + cfg + " --set train.checkpoint_dir=" + dir.file("ck2") + " --save-weights " +
                dir.file("missing/w.pt"));
@@ -973,6 +978,11 @@ TEST_CASE("report --against: exit 1 for a regression beyond noise or a missing r
   expect_usage_error(run(exe + " report " + old),
                      "report: nothing to do; give -o FILE.html for the HTML report, --against OLD.json for "
                      "the comparison, or both");
+  const std::string cfg_for_empty = dir.write("empty_w.json", "{}");
+  expect_usage_error(run(exe + " report " + old + " --against ''"),
+                     "report: --against: an empty path; name the older results file");
+  expect_usage_error(run(exe + " eval " + cfg_for_empty + " --weights ''"),
+                     "--weights: an empty path; name a weights file");
   expect_usage_error(
       run(exe + " report " + old + " -o " + dir.file("r.json")),
       "report: -o '" + dir.file("r.json") + "' is not an .html file; ptune report writes HTML");

@@ -1261,4 +1261,21 @@ TEST_CASE("load_run: a folder, and a row's figure of another type, are named, no
       load_run(path),
       path +
           ": rows[0].samples_per_s: \"fast\" is not a number (a results file holds numbers or null there)");
+  // Numbers no run gives: negative, or so large that every ratio overflows; a window that is not
+  // a time.
+  j["rows"][0]["samples_per_s"] = 1e308;
+  CHECK_THROWS_WITH(
+      load_run(dir.write("huge.json", j.dump())),
+      dir.file("huge.json") +
+          ": rows[0].samples_per_s: 1e+308 is not a figure a run gives (a number from 0 to 1e15)");
+  j["rows"][0]["samples_per_s"] = -5;
+  CHECK_THROWS_WITH(load_run(dir.write("neg.json", j.dump())),
+                    dir.file("neg.json") +
+                        ": rows[0].samples_per_s: -5 is not a figure a run gives (a number from 0 to 1e15)");
+  j["rows"][0]["samples_per_s"] = 100;
+  j["rows"][0]["repeat_ms_per_step"] = nlohmann::json::array({"a"});
+  CHECK_THROWS_WITH(
+      load_run(dir.write("win.json", j.dump())),
+      dir.file("win.json") +
+          ": rows[0].repeat_ms_per_step: \"a\" is not a window's time (a number from 0 to 1e15)");
 }

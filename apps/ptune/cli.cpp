@@ -224,6 +224,7 @@ void check_before_engine(CommandLine& cl) {
     check_output(cl.tune.out_given, cl.tune.out, "--out", {{"config", cl.tune.common.config_path}});
   } else if (c == "eval") {
     check_format(cl.eval.format, {"table", "json"});
+    if (cl.eval.weights.empty()) throw UsageError("--weights: an empty path; name a weights file");
     cl.config = load(cl.eval.common);
   } else if (c == "train") {
     cl.config = load(cl.train.common);

@@ -292,7 +292,8 @@ struct Args {
   AnalyzeArgs analyze;
   ptune::cli::Common check;
   CLI::Option *sweep_out = nullptr, *sweep_rows = nullptr, *tune_out = nullptr;
-  CLI::Option *report_out = nullptr, *fail_if_slower = nullptr, *analyze_html = nullptr;
+  CLI::Option *report_out = nullptr, *fail_if_slower = nullptr, *analyze_html = nullptr,
+              *report_against = nullptr;
   char** argv = nullptr;
   Engine engine;
 };
@@ -324,9 +325,10 @@ void define_report(CLI::App& report, Args& a) {
   report.add_option("results", r.files, "results JSON files: ptune sweep --out, or scripts/bench's --json")
       ->required();
   a.report_out = report.add_option("-o,--out", r.out, "write the HTML report to FILE (.html)");
-  auto* against = report.add_option("--against", r.against,
-                                    "the old results JSON: print the comparison per row (old and new "
-                                    "samples/s, ratio, beyond noise or not)");
+  auto* against = a.report_against =
+      report.add_option("--against", r.against,
+                        "the old results JSON: print the comparison per row (old and new "
+                        "samples/s, ratio, beyond noise or not)");
   using ptune::measure::level_text;
   a.fail_if_slower =
       report
@@ -519,6 +521,8 @@ ptune::Outcome run_check(Args& a) {
 /// The report's usage rules, checked before any file is read.
 void check_report(const Args& a) {
   const ReportArgs& r = a.report;
+  if (a.report_against && a.report_against->count() > 0 && r.against.empty())
+    throw ptune::UsageError("report: --against: an empty path; name the older results file");
   if (r.out.empty() && r.against.empty())
     throw ptune::UsageError(
         "report: nothing to do; give -o FILE.html for the HTML report, --against OLD.json for the "

@@ -780,11 +780,15 @@ void validate(const ExperimentConfig& cfg, const std::string& where) {
     throw ConfigError(at +
                       "optim.cuda_graphs: needs dist.accumulate 1 (the captured step updates every time)");
   // The name becomes file names (checkpoints, traces): it must stay inside their folders.
+  const bool control = std::any_of(cfg.name.begin(), cfg.name.end(), [](char ch) {
+    return static_cast<unsigned char>(ch) < 0x20 || static_cast<unsigned char>(ch) == 0x7f;
+  });
   if (cfg.name.empty() || cfg.name == "." || cfg.name == ".." || cfg.name.find('/') != std::string::npos ||
-      cfg.name.find('\0') != std::string::npos)
+      control)
     throw ConfigError(
         at + "name: '" + cfg.name +
-        "' cannot name files inside a folder; use letters, digits, '-', '_' or '.' (no '/', not '..')");
+        "' cannot name files inside a folder; use letters, digits, '-', '_' or '.' (no '/', no control "
+        "character, not '..')");
   if (const std::string why = models::image_size_problem(cfg.model.arch, cfg.data.image_size); !why.empty())
     throw ConfigError(at + "data.image_size: " + std::to_string(cfg.data.image_size) +
                       " does not fit model.arch " + cfg.model.arch + ": " + why);

@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -82,6 +83,34 @@ Json text_or_null(const Json& v) {
   return v.dump();
 }
 
+/// The figures and window times a run can write: finite, not negative, below 1e15 (a hand-edited
+/// 1e308 would overflow every ratio the report takes).
+constexpr const char* kPlausible = "a number from 0 to 1e15";
+bool plausible(double v) { return std::isfinite(v) && v >= 0 && v < 1e15; }
+
+/// Throws UsageError "<where>.<k>: <value> is not ..." where `v`, the value of a row's key `k`, is
+/// not what a run writes there: a figure of another type than a number, a figure's point outside
+/// plausible(), a bound negative or not finite, a window that is not a time.
+void check_figure(const std::string& k, const Json& v, const std::string& where) {
+  // The figures a report stands on are never dropped in silence; other fields of another type
+  // are read as absent.
+  if (is_figure_key(k) && !v.is_null() && !v.is_number())
+    throw UsageError(where + "." + k + ": " + v.dump() +
+                     " is not a number (a results file holds numbers or null there)");
+  // A figure's point: what a run measures; its interval's bounds may be anything finite and not
+  // negative (a row of two pairs under load reads [1.2e-70, 8.8e+62]).
+  const bool bound =
+      k.size() > 3 && (k.compare(k.size() - 3, 3, "_lo") == 0 || k.compare(k.size() - 3, 3, "_hi") == 0);
+  if (is_figure_key(k) && v.is_number() &&
+      (bound ? !(std::isfinite(v.get<double>()) && v.get<double>() >= 0) : !plausible(v.get<double>())))
+    throw UsageError(where + "." + k + ": " + v.dump() + " is not a figure a run gives (" +
+                     (bound ? "a finite number from 0" : kPlausible) + ")");
+  if ((k == "repeat_ms_per_step" || k == "prev_ms_per_step") && v.is_array())
+    for (const auto& x : v)
+      if (!x.is_number() || !plausible(x.get<double>()))
+        throw UsageError(where + "." + k + ": " + x.dump() + " is not a window's time (" + kPlausible + ")");
+}
+
 /// A row of any results file in the one shape.
 Json normalize_row(const Json& in, const std::string& where) {
   if (!in.is_object()) throw UsageError(where + ": not an object");
@@ -89,11 +118,7 @@ Json normalize_row(const Json& in, const std::string& where) {
   Json row;
   for (const auto& k : row_keys()) {
     const Json v = in.contains(k) ? in[k] : Json(nullptr);
-    // The figures a report stands on are never dropped in silence; other fields of another type
-    // are read as absent.
-    if (is_figure_key(k) && !v.is_null() && !v.is_number())
-      throw UsageError(where + "." + k + ": " + v.dump() +
-                       " is not a number (a results file holds numbers or null there)");
+    check_figure(k, v, where);
     if (is_number_key(k))
       row[k] = number_or_null(v);
     else if (k == "repeat_ms_per_step" || k == "repeat_process" || k == "prev_ms_per_step" ||
