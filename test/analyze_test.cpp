@@ -1386,6 +1386,11 @@ TEST_CASE("analyze: a range around the step is not CPU execution, and such a ste
                    Json::array({Json::array({16, 64}), Json::array({10, 64})}), 9, true));
   CHECK(c.verdict.rule == "compute-bound on the CPU");
   CHECK(c.verdict.move == "`torch.compile(model)`");
+  // An operator whose name merely contains "conv" is not a convolution.
+  const auto convert =
+      ptune::analyze::analyze(shaped_trace(dir, "convert.json", 4, 10, "prims::convert_element_type",
+                                           Json::array({Json::array({16, 64})}), 9, false));
+  CHECK(convert.verdict.move == "`torch.compile(model)`");
   const auto conv = ptune::analyze::analyze(
       shaped_trace(dir, "conv.json", 4, 10, "aten::conv2d",
                    Json::array({Json::array({16, 3, 32, 32}), Json::array({8, 3, 3, 3})}), 9, false));
@@ -1481,6 +1486,14 @@ TEST_CASE(
   c = compare_versions({dir.file("run1/trace1.json"), dir.file("run2/trace1.json")}, {}, {});
   CHECK(c.versions[0].label == "run1/trace1");
   CHECK(c.versions[1].label == "run2/trace1");
+  // Labels taken from a folder's name: the folder above it tells them apart.
+  for (const char* run : {"run1", "run2"}) {
+    std::filesystem::create_directories(dir.file(std::string(run) + "/log"));
+    std::filesystem::copy_file(a, dir.file(std::string(run) + "/log/trace.json"));
+  }
+  c = compare_versions({dir.file("run1/log/trace.json"), dir.file("run2/log") + "/"}, {}, {});
+  CHECK(c.versions[0].label == "run1/log");
+  CHECK(c.versions[1].label == "run2/log");
 }
 
 TEST_CASE("analyze: a folder of two runs that did not overlap is refused, not read as two ranks",

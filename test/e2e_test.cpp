@@ -586,7 +586,7 @@ TEST_CASE("resume refuses a checkpoint that does not fit the config, weights and
   // Nothing is trained, and the summary says so (no loss or rate of steps not run); the
   // checkpoint is left as it was.
   CHECK(exp.out ==
-        "no step trained: the checkpoint is at step 3, where this run ends (train.max_steps, "
+        "no step trained: the checkpoint is at step 3, and this run ends at step 3 (train.max_steps, "
         "train.epochs); checkpoint " +
             ck + ", weights " + exported + "\n");
   auto eval_exported = run(exe + " eval " + cfg + " --weights " + exported + " --format json");
@@ -1608,10 +1608,30 @@ TEST_CASE(
   CHECK(r.err == "ptune: error: --save-weights '" + cfg + "' is the config '" + cfg +
                      "'; writing it would destroy it: name another file\n");
   CHECK(ptune::test::read_file(cfg) == before);
+  // The model.weights file that training starts from is an input too.
+  const std::string init = dir.write("init.pt", "not read");
+  r = run(exe + " train " + cfg + " --set model.weights=" + init + " --save-weights " + init);
+  CHECK(r.code == 1);
+  CHECK(r.err == "ptune: error: --save-weights '" + init + "' is the model.weights file '" + init +
+                     "'; writing it would destroy it: name another file\n");
+  CHECK(ptune::test::read_file(init) == "not read");
+  // A sweep row's name is printed: no control character.
+  const std::string esc = dir.write("esc.json", R"({"sweep": [{"name": "a\u001b[2J"}]})");
+  expect_usage_error(
+      run(exe + " check " + esc),
+      esc + ": sweep[0].name: \"a\\u001b[2J\" has a control character; a row's name is printed");
+  // analyze --html into a folder of traces, named as a trace: it would be read as one.
+  std::filesystem::create_directories(dir.file("tb"));
+  const std::string trace =
+      dir.write("tb/host.pt.trace.json", R"({"traceEvents": [{"ph": "X", "cat": "cpu_op",
+      "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0, "dur": 10}]})");
+  expect_usage_error(run(exe + " analyze " + dir.file("tb") + " --html " + dir.file("tb/page.json")),
+                     "--html '" + dir.file("tb/page.json") + "' is in the trace folder '" + dir.file("tb") +
+                         "', named as a trace (it would be read as one): name another file");
   // The CSV's companion is checked before the sweep too.
   std::filesystem::create_directories(dir.file("r.env.json"));
   expect_usage_error(run(exe + " sweep " + cfg + " --out " + dir.file("r.csv")),
-                     "--out: '" + dir.file("r.env.json") + "' is a folder; name a file");
+                     "--out's CSV companion: '" + dir.file("r.env.json") + "' is a folder; name a file");
   // A NUL inside a string value is shown escaped, and the line goes on.
   const std::string nul = dir.write("nul.json", R"({"model": {"arch": "res\u0000net"}})");
   r = run(exe + " check " + nul);

@@ -151,7 +151,7 @@ Outcome outcome_of_current_exception(int stop_signal) {
 
 int print_outcome(const Outcome& o) {
   if (o.exit_code == kExitOk || o.message.empty()) return o.exit_code;
-  const std::string text = escape_controls(o.message);
+  const std::string& text = o.message;
   if (is_stopped_exit_code(o.exit_code))
     std::fprintf(stderr, "ptune: %s\n", text.c_str());
   else
@@ -161,7 +161,7 @@ int print_outcome(const Outcome& o) {
 
 void fill_outcome(const Outcome& o, ptune_engine_outcome* out) {
   out->exit_code = o.exit_code;
-  std::snprintf(out->message, sizeof out->message, "%s", escape_controls(o.message).c_str());
+  std::snprintf(out->message, sizeof out->message, "%s", o.message.c_str());
 }
 
 config::ExperimentConfig load(const Common& c) {
@@ -213,7 +213,7 @@ void check_before_engine(CommandLine& cl) {
       check_output(cl.sweep.out_given, cl.sweep.out, "--out", {{"config", cl.sweep.common.config_path}});
       // A CSV's companion (FILE.env.json) is written beside it: checked as well.
       if (cl.sweep.out_given && report::format_of_path(cl.sweep.out) == "csv")
-        check_output(true, report::csv_companion_path(cl.sweep.out), "--out",
+        check_output(true, report::csv_companion_path(cl.sweep.out), "--out's CSV companion",
                      {{"config", cl.sweep.common.config_path}});
     }
     if (cl.sweep.no_header && cl.sweep.format != "csv")
@@ -221,7 +221,9 @@ void check_before_engine(CommandLine& cl) {
   } else if (c == "tune") {
     check_format(cl.tune.format, report::formats());
     cl.config = load(cl.tune.common);
-    check_output(cl.tune.out_given, cl.tune.out, "--out", {{"config", cl.tune.common.config_path}});
+    check_output(cl.tune.out_given, cl.tune.out, "--out",
+                 {{"config", cl.tune.common.config_path},
+                  {"model.weights file", cl.config->model.weights.value_or("")}});
   } else if (c == "eval") {
     check_format(cl.eval.format, {"table", "json"});
     if (cl.eval.weights.empty()) throw UsageError("--weights: an empty path; name a weights file");

@@ -273,9 +273,9 @@ Outcome run_train_command(const CommandLine& cl) {
     auto s = engine::train(cfg, opt);
     if (cl.rank0 && s.trained == 0)
       std::printf(
-          "no step trained: the checkpoint is at step %lld, where this run ends (train.max_steps, "
-          "train.epochs); checkpoint %s%s\n",
-          static_cast<long long>(s.steps), s.last_checkpoint.c_str(),
+          "no step trained: the checkpoint is at step %lld, and this run ends at step %lld "
+          "(train.max_steps, train.epochs); checkpoint %s%s\n",
+          static_cast<long long>(s.steps), static_cast<long long>(s.total), s.last_checkpoint.c_str(),
           opt.save_weights ? (", weights " + *opt.save_weights).c_str() : "");
     else if (cl.rank0)
       std::printf("trained %lld steps: final loss %.4f, %.1f samples/s, checkpoint %s\n",

@@ -448,7 +448,7 @@ void define_analyze(CLI::App& analyze, Args& a) {
       .add_option("--noise-pct", z.noise_pct,
                   "PCT: how far two separate runs of the same code may differ, which their steps do not "
                   "measure: a speedup within 1.00x +-PCT% is never called faster or slower, and is within "
-                  "noise when its whole interval lies inside it")
+                  "noise when its whole interval lies inside +-PCT% (+-3% at least)")
       ->capture_default_str()
       ->check(number_in(0, 100));
   a.analyze_html = analyze.add_option("-o,--html", z.html,
@@ -482,12 +482,30 @@ std::optional<ptune::analyze::Ceilings> cpu_ceilings(Args& a, const std::string&
                                   {c.bytes_per_s, c.bandwidth_source}};
 }
 
+/// --html in a folder given as traces, named as a trace (*.json, *.json.gz): the next analyze of
+/// that folder would read the page as a trace. Throws UsageError.
+void check_not_in_trace_folder(const std::string& html, const std::vector<std::string>& paths) {
+  const auto ends = [&html](const std::string& tail) {
+    return html.size() >= tail.size() && html.compare(html.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  if (html.empty() || !(ends(".json") || ends(".json.gz"))) return;
+  std::filesystem::path folder = std::filesystem::path(html).parent_path();
+  if (folder.empty()) folder = ".";
+  for (const auto& p : paths) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(p, ec) && std::filesystem::equivalent(folder, p, ec) && !ec)
+      throw ptune::UsageError("--html '" + html + "' is in the trace folder '" + p +
+                              "', named as a trace (it would be read as one): name another file");
+  }
+}
+
 ptune::Outcome run_analyze(Args& a) {
   auto& z = a.analyze;
   ptune::cli::check_format(z.format, ptune::analyze::formats());
   std::vector<std::pair<std::string, std::string>> traces;
   for (const auto& p : z.paths) traces.emplace_back("trace", p);
   ptune::cli::check_output(a.analyze_html->count() > 0, z.html, "--html", traces);
+  check_not_in_trace_folder(z.html, z.paths);
   try {
     ptune::analyze::CompareOptions copt;
     copt.labels = z.labels;
@@ -500,7 +518,7 @@ ptune::Outcome run_analyze(Args& a) {
                 << std::flush;
     else
       std::cout << ptune::analyze::render_versions(c, z.format) << std::flush;
-    if (!z.html.empty()) {
+    if (!z.html.empty() && a.cl.rank0) {  // under launch, rank 0 writes
       ptune::files::write_atomically(z.html, "--html", ptune::analyze::overview_html(c));
       if (!a.cl.quiet) std::fprintf(stderr, "ptune: analyze: overview written to %s\n", z.html.c_str());
     }
@@ -559,7 +577,7 @@ ptune::Outcome run_report(Args& a) {
                                           r.against + " (--fail-if-slower " + limit + "): " + names};
     }
   }
-  if (!r.out.empty()) {
+  if (!r.out.empty() && a.cl.rank0) {  // under launch, rank 0 writes
     ptune::files::write_atomically(r.out, "--out", ptune::report::to_html(runs));
     ptune::log::info("wrote " + r.out);
   }

@@ -83,8 +83,9 @@ struct Figures {
     exposed_comm = share(m.comm_us - m.comm_overlap_us);
     busy = share(m.kernel_us);
     outside = share(m.us[kOther]);
-    convolutions = std::any_of(b.all_operators.begin(), b.all_operators.end(),
-                               [](const NameTime& o) { return o.name.find("conv") != std::string::npos; });
+    convolutions = std::any_of(b.all_operators.begin(), b.all_operators.end(), [](const NameTime& o) {
+      return o.name.rfind("aten::conv", 0) == 0 || o.name.find("convolution") != std::string::npos;
+    });
     // ptune's CPU trace of an fp32 row: optim.amp (bf16) is advised only where the CPU that
     // recorded it had native bf16 (as the sweep's diagnosis of the row says).
     ptune_fp32 = !py && b.amp == std::optional<std::string>("off");

@@ -54,8 +54,14 @@ std::vector<std::string> default_labels(const std::vector<std::string>& paths) {
   for (const auto& p : paths) ++count[out.emplace_back(label_of(p))];
   for (size_t i = 0; i < paths.size(); ++i) {
     if (count[out[i]] < 2) continue;
-    const auto parent = std::filesystem::path(paths[i]).lexically_normal().parent_path().filename().string();
-    if (!parent.empty() && parent != "." && parent != out[i]) out[i] = parent + "/" + out[i];
+    // The nearest folder above the path whose name is not the label itself (a label taken from a
+    // folder's name: "run1/tb/", "a/log/trace.json").
+    std::filesystem::path p = std::filesystem::path(paths[i]).lexically_normal();
+    if (p.filename().empty()) p = p.parent_path();
+    for (p = p.parent_path(); !p.empty() && p.filename() == out[i]; p = p.parent_path()) {
+    }
+    const std::string parent = p.filename().string();
+    if (!parent.empty() && parent != "." && parent != "..") out[i] = parent + "/" + out[i];
   }
   return out;
 }

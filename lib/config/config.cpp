@@ -514,6 +514,13 @@ void parse_sweep(ExperimentConfig& cfg, const Json& rows, const std::string& whe
         if (!it.value().is_string() || it.value().get<std::string>().empty())
           throw ConfigError(at + ".name: expected a non-empty string, got " + show(it.value()));
         row.name = it.value().get<std::string>();
+        // A row's name is printed in tables and log lines: no control character (an escape
+        // sequence would reach the terminal).
+        if (std::any_of(row.name.begin(), row.name.end(), [](char ch) {
+              return static_cast<unsigned char>(ch) < 0x20 || static_cast<unsigned char>(ch) == 0x7f;
+            }))
+          throw ConfigError(at + ".name: " + show(it.value()) +
+                            " has a control character; a row's name is printed");
       } else if (it.key() == "set") {
         if (!it.value().is_object())
           throw ConfigError(at + ".set: expected an object of \"path\": value, got " + show(it.value()));

@@ -223,7 +223,9 @@ TrainSummary train(const config::ExperimentConfig& cfg, const TrainOptions& opti
     if (options.save_weights) {
       files::check_writable(*options.save_weights, "--save-weights");
       files::check_not_input(*options.save_weights, "--save-weights",
-                             {{"config", options.config_path}, {"checkpoint", options.resume.value_or("")}});
+                             {{"config", options.config_path},
+                              {"checkpoint", options.resume.value_or("")},
+                              {"model.weights file", cfg.model.weights.value_or("")}});
     }
   }
   Trainer trainer(cfg, device, group);
@@ -285,6 +287,7 @@ TrainSummary train(const config::ExperimentConfig& cfg, const TrainOptions& opti
   synchronize(device);
   summary.steps = step;
   summary.trained = step - start_step;
+  summary.total = total;
   // A resumed run already at its end trains nothing: its checkpoint stays as it was.
   if (summary.trained > 0 || !options.resume)
     checkpoint();

@@ -30,7 +30,8 @@ struct TrainOptions {
 
 struct TrainSummary {
   int64_t steps = 0;    // steps done in all (including before a resume)
-  int64_t trained = 0;  // steps trained by this run (0: a resumed run already at its end)
+  int64_t trained = 0;  // steps trained by this run (0: a resumed run already at or past its end)
+  int64_t total = 0;    // the step this run ends at (train.max_steps, or train.epochs' steps)
   double final_loss = 0;
   double samples_per_s = 0;
   std::string last_checkpoint;
