@@ -1620,6 +1620,11 @@ TEST_CASE(
   expect_usage_error(
       run(exe + " check " + esc),
       esc + ": sweep[0].name: \"a\\u001b[2J\" has a control character; a row's name is printed");
+  // A row cannot set the sweep (and no key is suggested as itself).
+  const std::string nested = dir.write("nested.json", R"({"sweep": [{"name": "a", "set": {"sweep": []}}]})");
+  expect_usage_error(
+      run(exe + " check " + nested),
+      nested + ": sweep[0].set: 'sweep' cannot be set here; the sweep's rows are the config's own");
   // analyze --html into a folder of traces, named as a trace: it would be read as one.
   std::filesystem::create_directories(dir.file("tb"));
   const std::string trace =

@@ -487,6 +487,8 @@ void check_value(const Field& f, const Json& v, const std::string& where) {
 }
 
 std::string unknown_key(const std::string& where, const std::string& path) {
+  // "sweep" is a key of the config, not a setting a row (or --set) can change.
+  if (path == "sweep") return where + ": 'sweep' cannot be set here; the sweep's rows are the config's own";
   return where + ": unknown key '" + path + "'" + did_you_mean(path, all_paths_and_sections());
 }
 
