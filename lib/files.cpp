@@ -312,6 +312,15 @@ void check_writable(const std::string& path, const std::string& what) {
   if (::access(folder.c_str(), W_OK) != 0)
     throw std::runtime_error(what + ": cannot write in folder '" + folder.string() +
                              "': " + std::strerror(errno));
+  // access() can say yes where creating a file fails (root in /sys or /proc): create the kind of
+  // temporary file the write will, and remove it.
+  std::string probe = (folder / ".ptune-probe-XXXXXX").string();
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0)
+    throw std::runtime_error(what + ": cannot write in folder '" + folder.string() +
+                             "': " + std::strerror(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
 }
 
 void check_not_input(const std::string& path, const std::string& what,

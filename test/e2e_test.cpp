@@ -1633,6 +1633,11 @@ TEST_CASE(
   expect_usage_error(run(exe + " analyze " + dir.file("tb") + " --html " + dir.file("tb/page.json")),
                      "--html '" + dir.file("tb/page.json") + "' is in the trace folder '" + dir.file("tb") +
                          "', named as a trace (it would be read as one): name another file");
+  // A folder that access() calls writable but where no file can be created (root in /sys): found
+  // before the sweep, not at its end.
+  r = run(exe + " sweep " + cfg + " --out /sys/r.json");
+  CHECK(r.code == 2);
+  CHECK(r.err.rfind("ptune: error: --out: cannot write in folder '/sys': ", 0) == 0);
   // The CSV's companion is checked before the sweep too.
   std::filesystem::create_directories(dir.file("r.env.json"));
   expect_usage_error(run(exe + " sweep " + cfg + " --out " + dir.file("r.csv")),
