@@ -50,6 +50,13 @@ inline std::string escape_controls(const std::string& message) {
   return out;
 }
 
+/// Whether `text` holds a control character (what escape_controls() escapes). Throws nothing.
+inline bool has_control_characters(const std::string& text) {
+  for (const char ch : text)
+    if (static_cast<unsigned char>(ch) < 0x20 || static_cast<unsigned char>(ch) == 0x7f) return true;
+  return false;
+}
+
 /// A bad experiment: a config file, a --set override or a sweep row. The message names the
 /// JSON path, the value and what is allowed. Exit code 2.
 class ConfigError : public std::runtime_error {

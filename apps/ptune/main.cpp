@@ -18,6 +18,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <filesystem>
+#include <limits>
 #include <iostream>
 #include <optional>
 #include <variant>
@@ -143,35 +144,31 @@ CLI::Validator whole_number(int64_t lo, int64_t hi) {
       range.substr(2));
 }
 
-/// A finite number of at least 0; the error quotes the value as given.
-CLI::Validator non_negative_number() {
+/// A validator of finite numbers from `lo` to `hi` (CLI::Range lets NaN through: no comparison
+/// with it is true); its error quotes the value as given and says "<what>".
+CLI::Validator finite_number(double lo, double hi, const std::string& what, const std::string& name) {
   return CLI::Validator(
-      [](std::string& text) -> std::string {
-        errno = 0;
-        char* end = nullptr;
-        const double v = std::strtod(text.c_str(), &end);
-        if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v) || v < 0)
-          return "'" + text + "' is not a finite number of at least 0";
-        return "";
-      },
-      "number >= 0");
-}
-
-/// A finite number in [lo, hi] (CLI::Range lets NaN through: no comparison with it is true);
-/// the error quotes the value as given.
-CLI::Validator number_in(double lo, double hi) {
-  char range[64];
-  std::snprintf(range, sizeof range, "%g to %g", lo, hi);
-  return CLI::Validator(
-      [lo, hi, what = std::string(range)](std::string& text) -> std::string {
+      [lo, hi, what](std::string& text) -> std::string {
         errno = 0;
         char* end = nullptr;
         const double v = std::strtod(text.c_str(), &end);
         if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v) || v < lo || v > hi)
-          return "'" + text + "' is not a finite number from " + what;
+          return "'" + text + "' is not a finite number " + what;
         return "";
       },
-      std::string("number in [") + range + "]");
+      name);
+}
+
+/// A finite number of at least 0.
+CLI::Validator non_negative_number() {
+  return finite_number(0, std::numeric_limits<double>::infinity(), "of at least 0", "number >= 0");
+}
+
+/// A finite number in [lo, hi].
+CLI::Validator number_in(double lo, double hi) {
+  char range[64];
+  std::snprintf(range, sizeof range, "%g to %g", lo, hi);
+  return finite_number(lo, hi, std::string("from ") + range, std::string("number in [") + range + "]");
 }
 
 /// The training engine's entry points (cli.hpp): a plain C interface.
@@ -485,10 +482,7 @@ std::optional<ptune::analyze::Ceilings> cpu_ceilings(Args& a, const std::string&
 /// --html in a folder given as traces, named as a trace (*.json, *.json.gz): the next analyze of
 /// that folder would read the page as a trace. Throws UsageError.
 void check_not_in_trace_folder(const std::string& html, const std::vector<std::string>& paths) {
-  const auto ends = [&html](const std::string& tail) {
-    return html.size() >= tail.size() && html.compare(html.size() - tail.size(), tail.size(), tail) == 0;
-  };
-  if (html.empty() || !(ends(".json") || ends(".json.gz"))) return;
+  if (html.empty() || !ptune::analyze::is_trace_file_name(html)) return;
   std::filesystem::path folder = std::filesystem::path(html).parent_path();
   if (folder.empty()) folder = ".";
   for (const auto& p : paths) {

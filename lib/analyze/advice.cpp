@@ -7,6 +7,7 @@
 
 #include "errors.hpp"
 #include "measure/rules.hpp"
+#include "measure/stats.hpp"
 
 namespace ptune::analyze {
 namespace {
@@ -389,8 +390,7 @@ std::string slow_first_step(const Figures& f, const Verdict&) {
   if (!f.b.from_steps || steps.size() < 4) return "";
   std::vector<double> rest;
   for (size_t i = 1; i < steps.size(); ++i) rest.push_back(steps[i].ms());
-  std::nth_element(rest.begin(), rest.begin() + rest.size() / 2, rest.end());
-  const double median = rest[rest.size() / 2];
+  const double median = measure::median(rest);
   if (!(median > 0) || steps.front().ms() < 1.5 * median) return "";
   char buf[200];
   std::snprintf(buf, sizeof buf, " took %.1f ms, %.1fx the median of the other steps (%.1f ms)",

@@ -313,9 +313,8 @@ Comparison compare_analyses(std::vector<Version> versions, double noise_pct) {
     for (const auto& r : v.analysis.ranks)
       if (r.under_load && !v.under_load) v.under_load = true, v.load_summary = r.load_summary;
     if (!v.batch_size) v.batch_size = b.batch_size;
-    if (v.batch_size && v.step_ms > 0)
-      v.samples_per_s = static_cast<double>(*v.batch_size) * static_cast<double>(v.analysis.ranks.size()) *
-                        1000.0 / v.step_ms;
+    if (samples_per_step(v) > 0 && v.step_ms > 0)
+      v.samples_per_s = static_cast<double>(samples_per_step(v)) * 1000.0 / v.step_ms;
   }
   for (size_t i = 1; i < versions.size(); ++i) {
     auto& v = versions[i];

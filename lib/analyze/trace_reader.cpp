@@ -579,6 +579,10 @@ Trace read_trace(const std::string& path) {
   return t;
 }
 
+bool is_trace_file_name(const std::string& name) {
+  return ends_with(name, ".json") || ends_with(name, ".json.gz");
+}
+
 std::vector<Trace> read_traces(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) fail(path, "no such file or folder");
@@ -587,7 +591,7 @@ std::vector<Trace> read_traces(const std::string& path) {
   for (const auto& entry : fs::directory_iterator(path, ec)) {
     const std::string name = entry.path().filename().string();
     if (!entry.is_regular_file(ec)) continue;
-    if (ends_with(name, ".json") || ends_with(name, ".json.gz")) files.push_back(entry.path().string());
+    if (is_trace_file_name(name)) files.push_back(entry.path().string());
   }
   if (ec) fail(path, "cannot list the folder: " + ec.message());
   if (files.empty()) fail(path, "no trace files (*.json, *.json.gz) in this folder");

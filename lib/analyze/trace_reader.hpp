@@ -107,6 +107,10 @@ Trace read_trace(const std::string& path);
 /// folder".
 std::vector<Trace> read_traces(const std::string& path);
 
+/// Whether a file named `name` in a folder of traces is read as one: it ends in .json or .json.gz.
+/// Throws nothing.
+bool is_trace_file_name(const std::string& name);
+
 /// Which program wrote a trace: "ptune" when its top-level object has a "ptune" key (what
 /// ptune's TraceRecorder writes) or its process_name metadata names a ptune binary
 /// ("ptune", "ptune_tests"); otherwise "pytorch" (Python's torch.profiler, or another

@@ -518,9 +518,7 @@ void parse_sweep(ExperimentConfig& cfg, const Json& rows, const std::string& whe
         row.name = it.value().get<std::string>();
         // A row's name is printed in tables and log lines: no control character (an escape
         // sequence would reach the terminal).
-        if (std::any_of(row.name.begin(), row.name.end(), [](char ch) {
-              return static_cast<unsigned char>(ch) < 0x20 || static_cast<unsigned char>(ch) == 0x7f;
-            }))
+        if (has_control_characters(row.name))
           throw ConfigError(at + ".name: " + show(it.value()) +
                             " has a control character; a row's name is printed");
       } else if (it.key() == "set") {
@@ -789,11 +787,8 @@ void validate(const ExperimentConfig& cfg, const std::string& where) {
     throw ConfigError(at +
                       "optim.cuda_graphs: needs dist.accumulate 1 (the captured step updates every time)");
   // The name becomes file names (checkpoints, traces): it must stay inside their folders.
-  const bool control = std::any_of(cfg.name.begin(), cfg.name.end(), [](char ch) {
-    return static_cast<unsigned char>(ch) < 0x20 || static_cast<unsigned char>(ch) == 0x7f;
-  });
   if (cfg.name.empty() || cfg.name == "." || cfg.name == ".." || cfg.name.find('/') != std::string::npos ||
-      control)
+      has_control_characters(cfg.name))
     throw ConfigError(
         at + "name: '" + cfg.name +
         "' cannot name files inside a folder; use letters, digits, '-', '_' or '.' (no '/', no control "
