@@ -113,13 +113,18 @@ TEST_CASE("peak: the CPU calibration agrees with torch.mm timed in Python", "[pe
   // One thread: the figure does not depend on how busy the machine's other cores are. Each side
   // reports its fastest sample (competing work only slows a sample); the two sides take turns
   // three times and each side's fastest round is compared: another test on a sibling hardware
-  // thread can slow a whole round of one side (20% in one suite run), never speed it up.
+  // thread can slow a whole round of one side (20% in one suite run), never speed it up. A
+  // neighbouring VM can slow every round of one side for longer (torch.mm 25% below ptune in
+  // three rounds of one run, alone on the machine, within 0.10 in the next three): where three
+  // rounds disagree, up to three more are taken, as more samples can only raise each side's best.
   Threads one(1);
   const c10::Device cpu(c10::kCPU);
+  const auto best = [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); };
   for (const std::string precision : {"fp32", "bf16"}) {
     INFO(precision);
     std::vector<double> ours, theirs;
-    for (int round = 0; round < 3; ++round) {
+    for (int round = 0; round < 6; ++round) {
+      if (round >= 3 && rel(best(ours), best(theirs)) < 0.10) break;
       const auto c = ptune::measure::calibrate(cpu, precision);
       ours.push_back(c.flops_per_s);
       CHECK(c.threads == 1);
@@ -129,8 +134,7 @@ TEST_CASE("peak: the CPU calibration agrees with torch.mm timed in Python", "[pe
       REQUIRE(py.code == 0);
       theirs.push_back(std::stod(py.out));
     }
-    const double best_ours = *std::max_element(ours.begin(), ours.end());
-    const double best_theirs = *std::max_element(theirs.begin(), theirs.end());
+    const double best_ours = best(ours), best_theirs = best(theirs);
     INFO("ptune " << best_ours << " FLOP/s, torch.mm " << best_theirs);
     CHECK(rel(best_ours, best_theirs) < 0.10);
   }

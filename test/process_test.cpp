@@ -315,3 +315,40 @@ TEST_CASE(
   CHECK(res["status"] == "interrupted");
   CHECK(res["rows"].size() == 1);
 }
+
+TEST_CASE(
+    "process: a default row's child faults pages in as a default Python process running the same step does",
+    "[process][python]") {
+  // Under glibc's default malloc, how often a step faults its pages in depends on what the heap
+  // held before: a block above the mmap threshold is mapped afresh (and faulted in page by page)
+  // unless the heap has a free block that large. A default process holds only its pipeline, and
+  // its parent counts the model's FLOPs: a child that built a model of its own for counting kept
+  // its freed weights in the heap and faulted about 400 to 2,800 pages a step on this step, where
+  // Python faulted 21,000. Both processes make the same requests, so a default child lies within a
+  // factor of 2 of Python either way (17,600 and 21,000 on a 2-core AMD EPYC under AVX2).
+  const std::string p = PTUNE_PYTHON;
+  if (p.empty()) FAIL("PTUNE_PYTHON not configured (cmake -DPTUNE_PYTHON=...): cannot run PyTorch's step");
+  TempDir dir;
+  const Json res = sweep(dir, R"({
+  "name": "faults", "seed": 0, "device": "cpu", "cpu_threads": 0,
+  "model": { "arch": "convnext_tiny", "num_classes": 10 },
+  "data": { "kind": "fake_cifar", "num_samples": 32, "image_size": 64 },
+  "loader": { "batch_size": 8, "num_workers": 0 },
+  "optim": { "kind": "sgd", "lr": 0.01, "momentum": 0.9, "set_to_none": true },
+  "measure": { "mode": "synthetic", "warmup_steps": 2, "steps": 2, "repeats": 2, "max_s": 8, "processes": 2,
+               "target_ci_pct": 100 },
+  "sweep": [ { "name": "default process" }, { "name": "glibc tuned", "set": { "process.allocator": "glibc_tuned" } } ]
+})");
+  const auto& row = res["rows"][0];
+  INFO(row.dump(1));
+  REQUIRE(row["page_faults_per_step"].is_number());
+  const double ours = row["page_faults_per_step"].get<double>();
+  const auto py =
+      run("'" + p + "' '" + std::string(PTUNE_TEST_DATA) + "/step_faults.py' convnext_tiny 64 8 4");
+  INFO(py.err);
+  REQUIRE(py.code == 0);
+  const double theirs = std::stod(py.out);
+  INFO("ptune's default child " << ours << " faults a step, Python " << theirs);
+  CHECK(ours > theirs / 2);
+  CHECK(ours < theirs * 2);
+}

@@ -31,6 +31,7 @@
 #include "dist/group.hpp"
 #include "engine/process.hpp"
 #include "errors.hpp"
+#include "models/flops.hpp"
 
 namespace ptune::measure {
 namespace {
@@ -49,6 +50,28 @@ Deadline read_deadline(std::istream& in) {
   double limit = Deadline::kNone, elapsed = 0, budget = 0;
   in >> limit >> elapsed >> budget;
   return Deadline::continuing(limit, elapsed, budget);
+}
+
+/// The model's FLOPs for a child's "build" command (" forward backward"), counted here in the
+/// parent, so that the child builds no model for counting (models::remember_flops); empty where
+/// its row counts none or the count fails (the child then counts, and its notes say why not).
+std::string flops_text(const config::ExperimentConfig& cfg) {
+  if (cfg.measure.mode == config::Mode::kData) return "";
+  try {
+    const models::Flops f = models::count_flops(cfg.model.arch, cfg.model.num_classes, cfg.data.image_size);
+    char buf[80];
+    std::snprintf(buf, sizeof buf, " %.17g %.17g", f.forward, f.backward);
+    return buf;
+  } catch (const std::exception&) {
+    return "";
+  }
+}
+
+/// The child's side of flops_text: the parent's count, where the command has one.
+void remember_parents_flops(const config::ExperimentConfig& cfg, std::istream& in) {
+  models::Flops f;
+  if (in >> f.forward >> f.backward)
+    models::remember_flops(cfg.model.arch, cfg.model.num_classes, cfg.data.image_size, f);
 }
 
 void write_all(int fd, const std::string& text) {
@@ -238,7 +261,7 @@ ChildSide::ChildSide(const config::ExperimentConfig& cfg, const Progress& progre
   from_child_ = rep[0];
   if (!build) return;
   try {
-    const Json ready = ask("build " + deadline_text(deadline));
+    const Json ready = ask("build " + deadline_text(deadline) + flops_text(cfg));
     steps_per_window_ = ready.value("steps_per_window", int64_t{1});
     samples_per_step_ = ready.value("samples_per_step", 1.0);
     description_ = ready.value("process", std::string());
@@ -568,7 +591,9 @@ int serve_side(const config::ExperimentConfig& cfg, int in_fd, int out_fd,
       }
       if (command != "build" && !bench) throw std::logic_error("'" + command + "' before build");
       if (command == "build") {
-        bench = std::make_unique<Bench>(cfg, progress, read_deadline(line));
+        const Deadline deadline = read_deadline(line);
+        remember_parents_flops(cfg, line);
+        bench = std::make_unique<Bench>(cfg, progress, deadline);
         send({{"steps_per_window", bench->steps_per_window()},
               {"samples_per_step", bench->samples_per_step()},
               {"process", engine::describe_this_process() + "; " + omp_threads()}});

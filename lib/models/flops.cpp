@@ -171,20 +171,26 @@ Flops count_once(const std::string& arch, int64_t num_classes, int64_t image_siz
   return Flops{t.forward, t.backward};
 }
 
+std::mutex counted_mu;
+std::map<std::tuple<std::string, int64_t, int64_t>, Flops> counted;
+
 }  // namespace
 
 Flops count_flops(const std::string& arch, int64_t num_classes, int64_t image_size) {
-  static std::mutex mu;
-  static std::map<std::tuple<std::string, int64_t, int64_t>, Flops> done;
   const auto key = std::make_tuple(arch, num_classes, image_size);
   {
-    std::lock_guard<std::mutex> lock(mu);
-    if (auto it = done.find(key); it != done.end()) return it->second;
+    std::lock_guard<std::mutex> lock(counted_mu);
+    if (auto it = counted.find(key); it != counted.end()) return it->second;
   }
   const Flops f = count_once(arch, num_classes, image_size);
-  std::lock_guard<std::mutex> lock(mu);
-  done[key] = f;
+  std::lock_guard<std::mutex> lock(counted_mu);
+  counted[key] = f;
   return f;
+}
+
+void remember_flops(const std::string& arch, int64_t num_classes, int64_t image_size, const Flops& flops) {
+  std::lock_guard<std::mutex> lock(counted_mu);
+  counted[std::make_tuple(arch, num_classes, image_size)] = flops;
 }
 
 }  // namespace ptune::models

@@ -28,4 +28,12 @@ struct Flops {
 /// Throws std::invalid_argument as models::make() (unknown arch, an image size it cannot take).
 Flops count_flops(const std::string& arch, int64_t num_classes, int64_t image_size);
 
+/// Makes `flops` the count that count_flops() returns for (arch, num_classes, image_size) in this
+/// process, counted elsewhere: a row's child process is given its parent's count, so that it
+/// builds no model of its own for counting. Under glibc's default malloc such a model's freed
+/// weights stay in the heap and change how often every later step faults pages in (a ConvNeXt-Tiny
+/// step at 64 px: about 400 faults a step with the counting model, 21,700 without it, as in a
+/// Python process), and a row's child is to be a default process (docs/statistics.md).
+void remember_flops(const std::string& arch, int64_t num_classes, int64_t image_size, const Flops& flops);
+
 }  // namespace ptune::models
