@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/process.hpp"
+#include "models/flops.hpp"
 #include "test_util.hpp"
 
 using Json = nlohmann::json;
@@ -343,6 +344,9 @@ TEST_CASE(
   INFO(row.dump(1));
   REQUIRE(row["page_faults_per_step"].is_number());
   const double ours = row["page_faults_per_step"].get<double>();
+  // The count the child was handed is the model's, to the last bit.
+  CHECK(row["model_flops_per_sample"].get<double>() ==
+        ptune::models::count_flops("convnext_tiny", 10, 64).train());
   const auto py =
       run("'" + p + "' '" + std::string(PTUNE_TEST_DATA) + "/step_faults.py' convnext_tiny 64 8 4");
   INFO(py.err);

@@ -183,8 +183,7 @@ Flops count_flops(const std::string& arch, int64_t num_classes, int64_t image_si
     if (auto it = counted.find(key); it != counted.end()) return it->second;
   }
   const Flops f = count_once(arch, num_classes, image_size);
-  std::lock_guard<std::mutex> lock(counted_mu);
-  counted[key] = f;
+  remember_flops(arch, num_classes, image_size, f);
   return f;
 }
 
