@@ -1773,3 +1773,45 @@ TEST_CASE("the environment block and the advice follow the CPU's caps", "[e2e][c
     CHECK(out.find(", bf16 not native") != std::string::npos);
   }
 }
+
+TEST_CASE("a bf16 row is left out where bf16 is not native, and the rows after it run without it",
+          "[e2e][cpu]") {
+  // Capped at AVX2, bf16 is emulated on any CPU: the bf16 row cannot help, so the sweep leaves it
+  // out with its reason, and the next rows are timed in fp32 (their peak is the fp32 one), against
+  // the last row that ran. Its --rows selection alone leaves it out too.
+  TempDir dir;
+  const std::string cfg = dir.write("exp.json", R"({"name": "emulated", "cpu_threads": 1,
+      "data": {"num_samples": 64, "image_size": 32}, "loader": {"batch_size": 8},
+      "measure": {"warmup_steps": 1, "steps": 2, "repeats": 2, "max_s": 0.5},
+      "sweep": [{"name": "base"}, {"name": "bf16", "set": {"optim.amp": "bf16"}},
+                {"name": "batch 4", "set": {"loader.batch_size": 4}},
+                {"name": "alone", "set": {"measure.mode": "synthetic"}}]})");
+  auto sweep = [&](const std::string& rows) {
+    auto r = run("env ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 " + ptune::test::exe() + " sweep '" +
+                 cfg + "' " + rows + " --out '" + dir.file("r.json") + "'");
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    return Json::parse(ptune::test::read_file(dir.file("r.json")));
+  };
+  const Json all = sweep("");
+  const Json& rows = all["rows"];
+  REQUIRE(rows.size() == 4);
+  const std::string status = rows[1]["status"];
+  INFO(status);
+  CHECK(status.rfind("skipped: optim.amp bf16 cannot help on this CPU: ", 0) == 0);
+  CHECK(status.find(", so autocast would run bf16 emulated, many times slower than fp32") !=
+        std::string::npos);
+  const std::string tail = "; left out, and the rows after it run without its changes";
+  CHECK(status.size() > tail.size());
+  CHECK(status.substr(status.size() - tail.size()) == tail);
+  CHECK(rows[1]["samples_per_s"].is_null());
+  for (int k : {0, 2, 3}) {
+    INFO("row " << k);
+    CHECK(rows[k]["status"] == "ok");
+    CHECK(rows[k]["peak_precision"] == "fp32");
+  }
+  CHECK(rows[2]["compared_with"] == 0);  // against the last row that ran
+  const Json picked = sweep("--rows 2");
+  REQUIRE(picked["rows"].size() == 1);
+  CHECK(picked["rows"][0]["peak_precision"] == "fp32");
+}

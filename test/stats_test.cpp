@@ -271,6 +271,20 @@ TEST_CASE("the diagnosis skips a move the sweep measured as within noise or slow
   CHECK(diagnose(m, cfg, {}, {}, false) ==
         "compute-bound (99% in forward/backward/update) on fp32: this CPU has no native bf16 arithmetic (no "
         "AVX512-BF16 or AMX), so optim.amp is not advised; try model.channels_last");
+  // A row already in bf16 where the CPU emulates it: leaving bf16 off is the advice, before any other.
+  ptune::config::ExperimentConfig in_bf16 = cfg;
+  in_bf16.optim.amp = ptune::config::Amp::kBf16;
+  CHECK(
+      diagnose(m, in_bf16, {}, {}, false) ==
+      "compute-bound (99% in forward/backward/update) on bf16 that this CPU emulates: this CPU has no native "
+      "bf16 arithmetic (no AVX512-BF16 or AMX), so optim.amp off is faster here; try model.channels_last");
+  in_bf16.model.channels_last = true;
+  CHECK(
+      diagnose(m, in_bf16, {}, {}, false) ==
+      "compute-bound (99% in forward/backward/update) on bf16 that this CPU emulates: this CPU has no native "
+      "bf16 arithmetic (no AVX512-BF16 or AMX), so optim.amp off is faster here");
+  // Where bf16 is native, a bf16 row is told nothing about precision.
+  CHECK(diagnose(m, in_bf16, {}, {}, true) == "compute-bound (99% in forward/backward/update)");
   // Input-bound: more workers measured within noise, so the next move.
   Measurement in;
   in.data_wait_pct = 70;

@@ -372,6 +372,41 @@ TEST_CASE("greedy search keeps only the changes that beat the noise", "[tune]") 
   CHECK(ptune::config::to_json(reparsed) == doc);
 }
 
+TEST_CASE("greedy search skips a trial that cannot help on this machine, with the reason, untimed",
+          "[tune]") {
+  ptune::tune::TuneOptions opt;
+  opt.cpu_cores = 1;
+  opt.max_passes = 2;
+  int bf16_timed = 0;
+  opt.measure = [&](const ExperimentConfig& c) {
+    if (c.optim.cudnn_benchmark || c.optim.cuda_graphs) throw ptune::ConfigError("needs a CUDA device");
+    bf16_timed += c.optim.amp == ptune::config::Amp::kBf16;
+    return fake(c.loader.batch_size, c.optim.amp == ptune::config::Amp::kBf16 ? 300 : 100);
+  };
+  opt.measure_against = alone(opt.measure);
+  // A machine where bf16 is emulated: the rule asked with the incumbent and the trial.
+  int asked = 0;
+  opt.cannot_help = [&](const ExperimentConfig& before, const ExperimentConfig& after) {
+    ++asked;
+    CHECK(before.optim.amp == ptune::config::Amp::kOff);
+    return after.optim.amp == ptune::config::Amp::kBf16 ? std::string("bf16 is emulated here")
+                                                        : std::string();
+  };
+  auto r = ptune::tune::greedy_tune(base_config(), opt);
+  CHECK(bf16_timed == 0);
+  CHECK(asked > 0);
+  int bf16_trials = 0;
+  for (const auto& t : r.trials)
+    if (t.name == "AMP bf16") {
+      ++bf16_trials;
+      CHECK(t.verdict == ptune::tune::TrialVerdict::kSkipped);
+      CHECK(t.reason == "bf16 is emulated here");
+    }
+  CHECK(bf16_trials == 1);  // once, not again in the second pass
+  CHECK(r.best.optim.amp == ptune::config::Amp::kOff);
+  CHECK(ptune::tune::render_trials(r.trials).find("skipped: bf16 is emulated here") != std::string::npos);
+}
+
 TEST_CASE("greedy search: a trial measured under competing load says so in its reason", "[tune]") {
   ptune::tune::TuneOptions opt;
   opt.cpu_cores = 1;

@@ -114,6 +114,10 @@ std::string diagnose(const Measurement& m, const config::ExperimentConfig& cfg,
     else
       why_not_amp = engine::bf16_reason(cpu) + ", so optim.amp is not advised";
     s += " on fp32";
+  } else if (!cuda && cfg.optim.amp == config::Amp::kBf16 && !cpu.bf16_native) {
+    // Emulated: no setting helps as much as leaving bf16 off.
+    s += " on bf16 that this CPU emulates";
+    why_not_amp = engine::bf16_reason(cpu) + ", so optim.amp off is faster here";
   }
   if (!cfg.model.channels_last) moves.push_back({"model.channels_last", "model.channels_last"});
   std::string next = first_untried(moves, tried, "");

@@ -280,8 +280,9 @@ class SweepRun {
  public:
   SweepRun(const config::ExperimentConfig& cfg, const SweepOptions& options, report::Results& out)
       : cfg_(cfg), options_(options), out_(out), rows_(config::expand_sweep(cfg)) {
+    leave_out_what_cannot_help();
     for (size_t i = 0; i < rows_.size(); ++i)
-      process_rows_ = process_rows_ || (selected(i) && !engine::default_process(rows_[i].second.process));
+      process_rows_ = process_rows_ || (runs(i) && !engine::default_process(rows_[i].second.process));
   }
 
   void run() {
@@ -329,6 +330,27 @@ class SweepRun {
   bool selected(size_t i) const {
     return options_.rows.empty() || std::binary_search(options_.rows.begin(), options_.rows.end(), i);
   }
+  /// Whether row `i` is selected and will be timed (not left out as unable to help here).
+  bool runs(size_t i) const { return selected(i) && !left_out_.count(i); }
+
+  /// The rows that cannot help on this machine (cannot_help_here), selected or not, left out:
+  /// each row after one is expanded again without its changes, as if the sweep had not had it.
+  void leave_out_what_cannot_help() {
+    config::ExperimentConfig without = cfg_;
+    for (size_t i = 0; i < rows_.size() && i < without.sweep.size(); ++i) {
+      std::string why;
+      try {
+        why = cannot_help_here(i > 0 ? rows_[i - 1].second : cfg_, rows_[i].second);
+      } catch (const ConfigError&) {
+        continue;  // the row's own error, reported when it is built
+      }
+      if (why.empty()) continue;
+      left_out_[i] = why + "; left out, and the rows after it run without its changes";
+      without.sweep[i].set = nlohmann::ordered_json::object();
+      auto again = config::expand_sweep(without);
+      for (size_t j = i + 1; j < rows_.size(); ++j) rows_[j].second = std::move(again[j].second);
+    }
+  }
 
   measure::Progress progress_of(size_t i, const config::ExperimentConfig& row_cfg) const {
     return [this, i, &row_cfg](const std::string& phase, int64_t step, int64_t total) {
@@ -362,7 +384,7 @@ class SweepRun {
   void prime() {
     if (process_rows_) return;
     for (size_t i = 0; i < rows_.size(); ++i)
-      if (selected(i)) {
+      if (runs(i)) {
         const auto& first = rows_[i].second;
         companion_ = measure::prime(first, progress_of(i, first));
         if (!first.measure.interleave) companion_.reset();
@@ -411,6 +433,7 @@ class SweepRun {
       if (!row_cfg.measure.interleave) live_.clear();
       const std::string key = std::string(config::name(row.mode)) + "/" + row.arch;
       Live* prev = live_.count(key) ? &live_[key] : nullptr;
+      if (left_out_.count(i)) throw ConfigError(left_out_.at(i));
       check_applies(spec, i, rows_);
       auto time_it = [&] {
         return time_row(
@@ -560,8 +583,9 @@ class SweepRun {
   const config::ExperimentConfig& cfg_;
   const SweepOptions& options_;
   report::Results& out_;
-  const std::vector<std::pair<config::SweepRow, config::ExperimentConfig>> rows_;
-  bool process_rows_ = false;                  // any selected row with process settings
+  std::vector<std::pair<config::SweepRow, config::ExperimentConfig>> rows_;
+  std::map<size_t, std::string> left_out_;     // rows that cannot help here -> why
+  bool process_rows_ = false;                  // any row to time with process settings
   std::map<std::string, double> base_loss_;    // model.arch -> its first row's loss
   std::vector<Done> done_;                     // out.rows[k] is rows[done[k].index]
   std::map<std::string, Live> live_;           // mode/model.arch -> the last ok row's bench
@@ -569,6 +593,17 @@ class SweepRun {
 };
 
 }  // namespace
+
+std::string cannot_help_here(const config::ExperimentConfig& before, const config::ExperimentConfig& after) {
+  if (after.optim.amp != config::Amp::kBf16 || before.optim.amp == config::Amp::kBf16 ||
+      !engine::resolve_device(after.device).is_cpu())
+    return "";
+  const engine::CpuInfo& cpu = engine::cpu_info();
+  if (cpu.bf16_native) return "";
+  return "optim.amp bf16 cannot help on this CPU: " + engine::bf16_reason(cpu) +
+         ", so autocast would run bf16 emulated, many times slower than fp32 (a CPU with AVX512-BF16 or AMX "
+         "measures it)";
+}
 
 void run_sweep(const config::ExperimentConfig& cfg, const SweepOptions& options, report::Results& out) {
   out.config = config::to_json(cfg);

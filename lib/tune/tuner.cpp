@@ -519,7 +519,15 @@ namespace {
 class GreedySearch {
  public:
   GreedySearch(const config::ExperimentConfig& cfg, const TuneOptions& options)
-      : cfg_(cfg), options_(options), hooks_(hooks_of(options)), against_(options.measure_against) {
+      : cfg_(cfg),
+        options_(options),
+        hooks_(hooks_of(options)),
+        against_(options.measure_against),
+        cannot_help_(options.cannot_help) {
+    if (!cannot_help_)
+      cannot_help_ = options.measure ? [](const config::ExperimentConfig&,
+                                          const config::ExperimentConfig&) { return std::string(); }
+                                     : cannot_help_here;
     if (!against_)
       against_ = [interrupted = options.interrupted](const config::ExperimentConfig& incumbent,
                                                      const config::ExperimentConfig& trial) {
@@ -602,6 +610,7 @@ class GreedySearch {
     const std::string key = cand.set.dump();
     tried_at_[key] = version_;
     try {
+      if (const std::string why = cannot_help_(current_, next); !why.empty()) throw ConfigError(why);
       // A process-level setting on either side: the two timed alike, each in child processes of
       // its own, against each other (a pipeline in ptune's own process, which has built and freed
       // others, does not run as a fresh process's does).
@@ -702,6 +711,8 @@ class GreedySearch {
   const TuneOptions& options_;
   const Hooks hooks_;
   PairedMeasureFn against_;  // options.measure_against, or time_in_processes
+  std::function<std::string(const config::ExperimentConfig&, const config::ExperimentConfig&)>
+      cannot_help_;  // options.cannot_help, or cannot_help_here
   TuneResult res_;
   double t0_ = 0;
   config::ExperimentConfig current_;  // the incumbent's config
