@@ -73,6 +73,14 @@ ptune::tune::PairedMeasureFn alone(const ptune::tune::MeasureFn& measure) {
   };
 }
 
+/// Options for a search on a fake machine (the measure hooks): every change may help there,
+/// bf16 included, whatever this CPU is.
+ptune::tune::TuneOptions fake_machine() {
+  ptune::tune::TuneOptions opt;
+  opt.cannot_help = [](const ExperimentConfig&, const ExperimentConfig&) { return std::string(); };
+  return opt;
+}
+
 }  // namespace
 
 TEST_CASE("allocation failures are recognized as out of memory", "[tune]") {
@@ -289,7 +297,7 @@ TEST_CASE("candidates: the optimizations not yet on, in order", "[tune]") {
 }
 
 TEST_CASE("greedy search keeps only the changes that beat the noise", "[tune]") {
-  ptune::tune::TuneOptions opt;
+  ptune::tune::TuneOptions opt = fake_machine();
   opt.cpu_cores = 4;
   opt.measure = [&](const ExperimentConfig& c) {
     CHECK(c.measure.repeats >= 3);
@@ -374,7 +382,7 @@ TEST_CASE("greedy search keeps only the changes that beat the noise", "[tune]") 
 
 TEST_CASE("greedy search skips a trial that cannot help on this machine, with the reason, untimed",
           "[tune]") {
-  ptune::tune::TuneOptions opt;
+  ptune::tune::TuneOptions opt = fake_machine();
   opt.cpu_cores = 1;
   opt.max_passes = 2;
   int bf16_timed = 0;
@@ -408,7 +416,7 @@ TEST_CASE("greedy search skips a trial that cannot help on this machine, with th
 }
 
 TEST_CASE("greedy search: a trial measured under competing load says so in its reason", "[tune]") {
-  ptune::tune::TuneOptions opt;
+  ptune::tune::TuneOptions opt = fake_machine();
   opt.cpu_cores = 1;
   opt.max_passes = 1;
   opt.measure = [&](const ExperimentConfig& c) {
@@ -436,7 +444,7 @@ TEST_CASE(
     "greedy search: a process-level trial is judged by its pairs with the incumbent, both in child processes",
     "[tune]") {
   using ptune::config::Allocator;
-  ptune::tune::TuneOptions opt;
+  ptune::tune::TuneOptions opt = fake_machine();
   opt.cpu_cores = 1;
   opt.max_passes = 2;
   // ptune's own process: every in-process trial runs at the baseline's 100 samples/s.
@@ -493,7 +501,7 @@ TEST_CASE(
 
 TEST_CASE("greedy search: a failing trial is recorded and the search goes on", "[tune]") {
   int ooms = 0;
-  ptune::tune::TuneOptions opt;
+  ptune::tune::TuneOptions opt = fake_machine();
   opt.cpu_cores = 1;
   opt.on_oom = [&] { ++ooms; };
   opt.measure = [&](const ExperimentConfig& c) {
@@ -519,7 +527,7 @@ TEST_CASE("greedy search: a failing trial is recorded and the search goes on", "
 TEST_CASE("greedy search respects the budget", "[tune]") {
   double now = 1000;
   int calls = 0;
-  ptune::tune::TuneOptions opt;
+  ptune::tune::TuneOptions opt = fake_machine();
   opt.cpu_cores = 4;
   opt.clock = [&] { return now; };
   opt.measure = [&](const ExperimentConfig& c) {

@@ -524,10 +524,7 @@ class GreedySearch {
         hooks_(hooks_of(options)),
         against_(options.measure_against),
         cannot_help_(options.cannot_help) {
-    if (!cannot_help_)
-      cannot_help_ = options.measure ? [](const config::ExperimentConfig&,
-                                          const config::ExperimentConfig&) { return std::string(); }
-                                     : cannot_help_here;
+    if (!cannot_help_) cannot_help_ = cannot_help_here;
     if (!against_)
       against_ = [interrupted = options.interrupted](const config::ExperimentConfig& incumbent,
                                                      const config::ExperimentConfig& trial) {

@@ -166,8 +166,7 @@ struct TuneOptions {
   std::function<void()> on_oom;  // after an out-of-memory trial; empty = engine::cuda::empty_cache
   /// Why a trial (the incumbent, then the trial's config) cannot help on this machine, "" where
   /// it can; asked before the trial is timed, and a reason skips it. Empty = cannot_help_here
-  /// (tune/sweep.hpp) where `measure` is empty too; a `measure` of one's own stands for another
-  /// machine, whose answer is then "" unless this says otherwise.
+  /// (tune/sweep.hpp), this machine's answer.
   std::function<std::string(const config::ExperimentConfig&, const config::ExperimentConfig&)> cannot_help;
   std::function<void(const Trial&)> on_trial;      // after every trial (progress)
   const std::atomic<bool>* interrupted = nullptr;  // set (SIGINT) to stop before the next trial
