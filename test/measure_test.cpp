@@ -397,9 +397,11 @@ TEST_CASE("a child's Measurement keeps its count of windows cut short, and the n
   m.short_windows = 2;
   m.notes = {short_windows_note(2, 3, 12)};
   CHECK(m.notes[0] ==
-        "2 of its 3 windows ran fewer than measure.steps (12) steps: the row's budget (measure.max_s) ended "
-        "them "
-        "between steps; each is kept, its ms/step over the steps it ran");
+        "2 of its 3 windows ran fewer than measure.steps (12) steps: the row's budget (measure.max_s) "
+        "shortened "
+        "them so that the windows measure.repeats asks for fit in it, or ended them between steps; each is "
+        "kept, "
+        "its ms/step over the steps it ran");
   const Measurement back = measurement_from_json(measurement_json(m));
   CHECK(back.short_windows == 2);
   CHECK(back.steps == 12);

@@ -634,6 +634,65 @@ TEST_CASE("a deadline counts from the row's start, agrees its steps, and settles
   // No deadline: everything fits.
   CHECK(Deadline().fits(1e12));
   CHECK(Deadline().steps_that_fit(1e9, 7) == 7);
+  // Windows that share the time left: the first of 3 gets 0.9 of a third of it.
+  now = 0;
+  Deadline row = fake_deadline(10000, now);
+  now = 1000;  // 9 s left
+  const Deadline first = row.share(3);
+  CHECK(first.fits(0.9 * 9000 / 3));
+  CHECK_FALSE(first.fits(0.9 * 9000 / 3 + 1));
+  CHECK(first.steps_that_fit(1000, 10) == 2);
+  CHECK(row.steps_that_fit(1000, 10) == 9);  // the row's own deadline is left as it was
+  CHECK(row.share(1).fits(9000));            // one window (or none) due: the row's whole time left
+  CHECK(row.share(0).fits(9000));
+  CHECK(Deadline().share(5).fits(1e12));
+}
+
+namespace {
+/// A side whose windows run the steps that fit the deadline they are given (at most `steps`),
+/// `step_ms` each on the fake clock.
+struct StepSide : ptune::measure::Side {
+  StepSide(double step_ms, int64_t steps, double& now) : step_ms(step_ms), steps(steps), now(now) {}
+  double window(const ptune::measure::Deadline& d) override {
+    const int64_t n = d.steps_that_fit(step_ms, steps);
+    ran.push_back(n);
+    now += static_cast<double>(n) * step_ms;
+    return step_ms * (1.0 + 0.002 * static_cast<double>(ran.size() % 3));
+  }
+  double step_ms;
+  int64_t steps;
+  double& now;
+  std::vector<int64_t> ran;  // the steps of each window
+};
+}  // namespace
+
+TEST_CASE("a row whose full windows would not fit measure.repeats pairs in its budget runs shorter ones",
+          "[stats]") {
+  using namespace ptune::measure;
+  // 400 ms steps, 4 a window: a full pair takes 3.2 s, and 6 s of budget hold one and a cut one.
+  // Shared, the first windows run 2 steps and the row keeps the 3 pairs measure.repeats asks for.
+  double now = 0;
+  WindowPlan plan;
+  plan.min_pairs = 3;
+  plan.deadline = fake_deadline(6000, now);
+  StepSide a(400, 4, now), b(400, 4, now);
+  const Comparison c = compare(a, b, plan);
+  CHECK(c.b_ms.size() + static_cast<size_t>(c.transient) >= 3);
+  CHECK(now <= 6000);
+  // The first pair's windows shortened to their share (later ones grow into what is left).
+  REQUIRE(a.ran.size() >= 3);
+  REQUIRE(b.ran.size() >= 3);
+  CHECK(a.ran[0] == 2);
+  CHECK(b.ran[0] == 2);
+  // Alone (a first row): the same, three windows of its own.
+  now = 0;
+  plan.deadline = fake_deadline(3000, now);
+  StepSide alone(400, 4, now);
+  const AloneRun r = measure_alone(alone, plan);
+  CHECK(r.ms.size() + static_cast<size_t>(r.transient) >= 3);
+  CHECK(now <= 3000);
+  REQUIRE(alone.ran.size() >= 3);
+  CHECK(alone.ran[0] == 2);
 }
 
 TEST_CASE("a row out of time stops between pairs, drops an unpaired window and says so", "[stats]") {

@@ -244,6 +244,14 @@ int64_t Deadline::steps_that_fit(double step_ms, int64_t max_steps) const {
   return static_cast<int64_t>(n);
 }
 
+Deadline Deadline::share(int64_t windows) const {
+  Deadline d = *this;
+  if (limited() && windows > 1)
+    d.limit_ms_ = std::min(
+        limit_ms_, elapsed_ms() + kShareFraction * std::max(0.0, left_ms()) / static_cast<double>(windows));
+  return d;
+}
+
 void Deadline::settle() {
   if (!automatic_ || settled_) return;
   settled_ = true;
@@ -560,8 +568,8 @@ WindowPlan in_processes(WindowPlan plan, int64_t processes) {
 
 std::string short_windows_note(int64_t short_count, size_t kept, int64_t steps) {
   const std::string why =
-      "the row's budget (measure.max_s) ended them between steps; each is kept, its ms/step over the steps "
-      "it ran";
+      "the row's budget (measure.max_s) shortened them so that the windows measure.repeats asks for fit in "
+      "it, or ended them between steps; each is kept, its ms/step over the steps it ran";
   return std::to_string(short_count) + " of its " + std::to_string(kept) +
          " windows ran fewer than measure.steps (" + std::to_string(steps) + ") steps: " + why;
 }
@@ -625,14 +633,17 @@ Comparison compare(Side& a, Side& b, const WindowPlan& plan,
     a_first = pairs % 2 == 1 ? (order() & 1u) == 0 : !a_first;
     Side& first = a_first ? a : b;
     Side& second = a_first ? b : a;
-    const double t1 = alt.run(first, deadline);
+    // Until measure.repeats pairs are kept, each window gets its share of the time left, so that
+    // they all fit: a slow step makes shorter windows rather than fewer pairs.
+    const int64_t windows_due = 2 * (plan.min_pairs - static_cast<int64_t>(c.b_ms.size()));
+    const double t1 = alt.run(first, deadline.share(windows_due));
     // The pair's second window needs one step of its side; without it the first is left out.
     if (pairs > 1 && !deadline.fits((a_first ? all_b : all_a).back())) {
       c.stop = StopRule::kBudget;
       c.unpaired = true;
       break;
     }
-    const double t2 = alt.run(second, deadline);
+    const double t2 = alt.run(second, deadline.share(windows_due - 1));
     all_a.push_back(a_first ? t1 : t2);
     all_b.push_back(a_first ? t2 : t1);
     note_process(a, proc_a);
@@ -747,7 +758,8 @@ AloneRun measure_alone(Side& s, const WindowPlan& plan,
   s.resume();
   const int64_t max_windows = std::max<int64_t>(plan.max_pairs, plan.min_pairs);
   for (int64_t n = 1; n <= max_windows; ++n) {
-    all.push_back(s.window(deadline));
+    // Until measure.repeats windows are kept, each gets its share of the time left.
+    all.push_back(s.window(deadline.share(plan.min_pairs - static_cast<int64_t>(r.ms.size()))));
     note_process(s, processes);
     r.transient = transient_end(all);
     r.ms = from(all, r.transient);

@@ -97,6 +97,10 @@ class Deadline {
   /// How many steps of `step_ms` fit in the time left: between 1 and `max_steps`. Throws what the
   /// collective throws.
   int64_t steps_that_fit(double step_ms, int64_t max_steps) const;
+  /// A copy for the first of `windows` windows that must share the time left: it ends once
+  /// kShareFraction of the time left over `windows` is spent (so the step counts of
+  /// steps_that_fit shrink to fit). Itself where `windows` is 1 or less, or there is no limit.
+  Deadline share(int64_t windows) const;
   /// An automatic budget, once the row's first measure.repeats windows (pairs) are timed: at most
   /// kAutoBudgetFactor times the row's time so far (and kAutoBudgetMs in all). Only the first call
   /// counts; a fixed budget is left as it is.
@@ -111,6 +115,9 @@ class Deadline {
   static constexpr double kAutoBudgetMs = 30000;  // measure.max_s 0: never more than this
   static constexpr double kAutoBudgetFactor = 4;  // ... nor more than 4x the first windows' time
   static constexpr double kNone = 1e300;
+  /// share(): what the windows get of the time left; the rest is for the time between them
+  /// (switching the sides, starting the next window).
+  static constexpr double kShareFraction = 0.9;
 
  private:
   double left_ms() const;  // on this rank
