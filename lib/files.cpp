@@ -309,11 +309,8 @@ void check_writable(const std::string& path, const std::string& what) {
   if (::stat(folder.c_str(), &st) != 0)
     throw std::runtime_error(what + ": folder '" + folder.string() + "' does not exist");
   if (!S_ISDIR(st.st_mode)) throw std::runtime_error(what + ": '" + folder.string() + "' is not a folder");
-  if (::access(folder.c_str(), W_OK) != 0)
-    throw std::runtime_error(what + ": cannot write in folder '" + folder.string() +
-                             "': " + std::strerror(errno));
-  // access() can say yes where creating a file fails (root in /sys or /proc): create the kind of
-  // temporary file the write will, and remove it.
+  // Whether a file can be made there is asked by making one (access() says yes where creating a
+  // file fails, as for root in /sys or /proc): the kind of temporary file the write will, removed.
   std::string probe = (folder / ".ptune-probe-XXXXXX").string();
   const int fd = ::mkstemp(probe.data());
   if (fd < 0)

@@ -2,11 +2,12 @@
 """ptune's process.allocator rows against the same allocators under Python, on the same machine.
 
 Each round, in turn: one `ptune sweep` whose rows are the allocators (glibc's default malloc,
-glibc tuned, jemalloc, tcmalloc; each row after the first in child processes started with the
-setting, as ptune runs process-level rows), then, for each allocator, the same training step in a
-fresh Python process started the way a user would start it: `GLIBC_TUNABLES=...` for glibc tuned,
+glibc tuned, jemalloc, tcmalloc, or those --allocators names; every row in --processes child
+processes started with its setting, the first too, as ptune runs a sweep with process-level
+rows), then, for each allocator, the same training step in --processes fresh Python processes
+started the way a user would start one: `GLIBC_TUNABLES=...` for glibc tuned,
 `LD_PRELOAD=<library>` for jemalloc and tcmalloc, nothing for the default. The order of the
-Python processes rotates from round to round.
+allocators' Python processes rotates from round to round.
 
 The same work on every side: torchvision's model (ptune builds the same one) on one batch
 already in memory (ptune's measure.mode synthetic), SGD with momentum through the fused kernel,
@@ -22,7 +23,10 @@ a default Python process?": ptune / Python on glibc's default malloc. Each ratio
 95% interval over the rounds (a round's two sides ran minutes apart, so the ratios are taken
 round by round: the geometric mean and a t-interval on their logs), and the last column,
 Python's gain over ptune's, says whether the allocator moves the two alike: an interval holding
-1.00x.
+1.00x. "by process" is ptune / Python again, over every process of every round: each process's
+own mean ms per step, the geometric means' ratio, and a Welch t-interval on the logs. A process's
+speed is partly its own (where its memory landed), so this interval counts that spread, and
+narrows with more processes (--processes, --rounds) where the round-by-round one cannot.
 
   python3 scripts/bench/cpu_allocators.py --ptune build/apps/ptune/ptune --arch convnext_tiny \\
       --precision bf16 --rounds 3 --json allocators.json
@@ -62,8 +66,17 @@ def environment(allocator):
     return {"LD_PRELOAD": lib} if lib else None
 
 
+def per_process(row):
+    """A sweep row's own windows (not its printed, base-derived ms/step), each process's mean."""
+    ms, proc = row["repeat_ms_per_step"], row.get("repeat_process") or [0] * len(row["repeat_ms_per_step"])
+    by = {}
+    for v, p in zip(ms, proc):
+        by.setdefault(p, []).append(float(v))
+    return [statistics.fmean(v) for _, v in sorted(by.items())]
+
+
 def ptune_ms(args, allocators, tmp):
-    """One sweep, a row per allocator: {allocator: ms/step}."""
+    """One sweep, a row per allocator: {allocator: (ms/step as printed, [each process's own ms/step])}."""
     cfg = {
         "name": "allocator-bench", "seed": 0, "device": "cpu", "cpu_threads": args.threads,
         "model": {"arch": args.arch, "num_classes": 10},
@@ -72,7 +85,8 @@ def ptune_ms(args, allocators, tmp):
         "optim": {"kind": "sgd", "lr": 0.01, "momentum": 0.9, "set_to_none": True,
                   "amp": "bf16" if args.precision == "bf16" else "off"},
         "measure": {"mode": "synthetic", "warmup_steps": args.warmup, "steps": args.steps,
-                    "repeats": args.windows, "target_ci_pct": 100, "max_s": 3600},
+                    "repeats": args.windows, "target_ci_pct": 100, "max_s": 3600,
+                    "processes": args.processes},
         "sweep": [{"name": a, "set": {"process.allocator": a}} for a in allocators],
     }
     path = os.path.join(tmp, "allocators.json")
@@ -81,7 +95,7 @@ def ptune_ms(args, allocators, tmp):
     proc = subprocess.run([args.ptune, "sweep", path, "--format", "json", "-q"], capture_output=True, text=True)
     try:
         rows = json.loads(proc.stdout)["rows"]
-        return {r["changes"]["process.allocator"]: float(r["ms_per_step"]) for r in rows}
+        return {r["changes"]["process.allocator"]: (float(r["ms_per_step"]), per_process(r)) for r in rows}
     except (ValueError, KeyError, TypeError):
         raise SystemExit(f"ptune failed: exit {proc.returncode}: {proc.stderr.strip()[-400:]}")
 
@@ -120,6 +134,19 @@ def ratio_interval(ratios):
     return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
 
 
+def welch_interval(a, b):
+    """exp(mean log b - mean log a) with its 95% Welch t-interval: (mean, lo, hi)."""
+    la, lb = [math.log(v) for v in a], [math.log(v) for v in b]
+    mean = statistics.fmean(lb) - statistics.fmean(la)
+    if len(la) < 2 or len(lb) < 2:
+        return math.exp(mean), None, None
+    va, vb = statistics.variance(la) / len(la), statistics.variance(lb) / len(lb)
+    df = (va + vb) ** 2 / (va ** 2 / (len(la) - 1) + vb ** 2 / (len(lb) - 1)) if va + vb > 0 else 1e9
+    k = max(1, int(df))
+    half = (T975[k - 1] if k <= len(T975) else 1.96) * math.sqrt(va + vb)
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+
+
 def interval_text(iv):
     mean, lo, hi = iv
     return f"{mean:.2f}x" if lo is None else f"{mean:.2f}x [{lo:.2f}, {hi:.2f}]"
@@ -134,12 +161,21 @@ def main():
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--image-size", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--processes", type=int, default=3,
+                    help="processes a side each round (ptune's measure.processes, 2 to 8)")
+    ap.add_argument("--allocators", default="glibc,glibc_tuned,jemalloc,tcmalloc",
+                    help="comma-separated, glibc first")
     ap.add_argument("--windows", type=int, default=3, help="timed windows per run")
     ap.add_argument("--steps", type=int, default=3, help="steps per window")
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args()
-    envs = {a: environment(a) for a in ["glibc", "glibc_tuned", "jemalloc", "tcmalloc"]}
+    asked = [a.strip() for a in args.allocators.split(",") if a.strip()]
+    if not asked or asked[0] != "glibc" or any(a not in LIBRARIES and a not in ("glibc", "glibc_tuned") for a in asked):
+        raise SystemExit("--allocators: glibc first, then any of glibc_tuned, jemalloc, tcmalloc")
+    if not 2 <= args.processes <= 8:
+        raise SystemExit("--processes: 2 to 8 (ptune's measure.processes)")
+    envs = {a: environment(a) for a in asked}
     allocators = [a for a, e in envs.items() if e is not None]
     for a, e in envs.items():
         if e is None:
@@ -150,19 +186,24 @@ def main():
     doc = {"machine": zoo.machine(), "settings": {k: v for k, v in vars(args).items() if k != "json"}, "rows": []}
     print(f"# {doc['machine']['name']}, {args.arch} {args.precision}, batch {args.batch}, "
           f"{args.image_size}x{args.image_size}, threads {args.threads or 'default'}, {args.rounds} rounds")
-    runs = {a: {"ptune": [], "python": []} for a in allocators}
+    runs = {a: {"ptune": [], "python": [], "ptune_processes": [], "python_processes": []} for a in allocators}
     with tempfile.TemporaryDirectory(prefix="ptune-alloc-bench-") as tmp:
         for k in range(args.rounds):
-            for a, ms in ptune_ms(args, allocators, tmp).items():
+            for a, (ms, processes) in ptune_ms(args, allocators, tmp).items():
                 runs[a]["ptune"].append(ms)
+                runs[a]["ptune_processes"] += processes
             order = allocators[k % len(allocators):] + allocators[:k % len(allocators)]
             for a in order:
-                side = Side(py_args, envs[a])
-                runs[a]["python"].append(side.ms())
-                side.close()
+                this_round = []
+                for _ in range(args.processes):
+                    side = Side(py_args, envs[a])
+                    this_round.append(side.ms())
+                    side.close()
+                runs[a]["python_processes"] += this_round
+                runs[a]["python"].append(math.exp(statistics.fmean(math.log(v) for v in this_round)))
     base = {s: statistics.median(runs["glibc"][s]) for s in ("ptune", "python")}
     print(f"{'allocator':12} {'ptune ms':>14} {'python ms':>14} {'ptune/python':>20} {'ptune gain':>20} "
-          f"{'python gain':>20} {'python/ptune gain':>20}")
+          f"{'python gain':>20} {'python/ptune gain':>20} {'by process':>20}")
     for a in allocators:
         pt, py = runs[a]["ptune"], runs[a]["python"]
         pt0, py0 = runs["glibc"]["ptune"], runs["glibc"]["python"]
@@ -177,6 +218,7 @@ def main():
             "ptune_gain": ratio_interval([pt0[k] / pt[k] for k in rounds]),
             "python_gain": ratio_interval([py0[k] / py[k] for k in rounds]),
             "python_gain_over_ptune_gain": ratio_interval([(py0[k] / py[k]) / (pt0[k] / pt[k]) for k in rounds]),
+            "ptune_vs_python_by_process": welch_interval(runs[a]["ptune_processes"], runs[a]["python_processes"]),
         }
         row["intervals"] = {k: {"mean": v[0], "lo": v[1], "hi": v[2]} for k, v in intervals.items()}
         doc["rows"].append(row)
