@@ -233,7 +233,8 @@ TEST_CASE("process: a library that is not installed is one error line and exit 2
   CHECK(bad_value.err.find("glibc, glibc_tuned, jemalloc, tcmalloc") != std::string::npos);
 }
 
-TEST_CASE("process: a NUMA node on a machine with one does not apply, and the row says so", "[process]") {
+TEST_CASE("process: a NUMA node on a machine with one cannot help: the row is left out, and says so",
+          "[process]") {
   if (ptune::engine::numa_nodes().size() != 1) {
     WARN("more than one NUMA node here: the one-node case is not checked");
     return;
@@ -249,13 +250,25 @@ TEST_CASE("process: a NUMA node on a machine with one does not apply, and the ro
   REQUIRE(r.code == 0);
   const Json res = Json::parse(r.out);
   const auto& rows = res["rows"];
-  CHECK(rows[1]["status"] ==
-        "skipped: process.numa_node does not apply here: this machine has one NUMA node, so binding to it "
-        "changes nothing");
-  CHECK(r.err.find("row 'node 0' skipped: process.numa_node does not apply here") != std::string::npos);
-  // The next row keeps the key, and runs as a default process: in ptune's own.
+  const std::string why =
+      "process.numa_node 0 cannot help on this machine: it has one NUMA node, so binding to it changes "
+      "nothing; "
+      "left out, and the rows after it run without its changes";
+  CHECK(rows[1]["status"] == "skipped: " + why);
+  CHECK(r.err.find("row 'node 0' skipped: " + why) != std::string::npos);
+  // The next row runs without the key: a default process, in ptune's own, with no note about it.
   CHECK(rows[2]["status"] == "ok");
   CHECK(note(rows[2], "this row's child process").empty());
+  CHECK(note(rows[2], "process.numa_node").empty());
+  // A row that changes more than the node is not left out: its other changes are measured.
+  const std::string both = dir.write("b.json", config(R"([
+    { "name": "default process" },
+    { "name": "node 0 and batch 8", "set": { "process.numa_node": 0, "loader.batch_size": 8 } }
+  ])"));
+  const auto b = run(ptune::test::exe() + " sweep " + both + " --format json");
+  INFO(b.err);
+  REQUIRE(b.code == 0);
+  CHECK(Json::parse(b.out)["rows"][1]["status"] == "ok");
 }
 
 TEST_CASE("process: train starts itself again with the settings, as under LD_PRELOAD", "[process]") {

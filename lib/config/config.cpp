@@ -318,8 +318,8 @@ const std::vector<Field>& fields() {
                       "every CPU ptune may use; cpu_threads 0 then means one thread per listed CPU"));
     t.push_back(between(field("process.numa_node", &E::process, &ProcessConfig::numa_node, T::kInt,
                               "bind the process's CPUs and memory to this NUMA node (numactl --cpunodebind N "
-                              "--membind N); -1 = no binding. On a machine with one node it does not apply, "
-                              "and a row that changes only it says so"),
+                              "--membind N); -1 = no binding. On a machine with one node it cannot help: a "
+                              "sweep row or tune trial that changes only it is left out, saying so"),
                         -1, 4095));
     t.push_back(between(field("train.epochs", &E::train, &TrainConfig::epochs, T::kInt,
                               "passes over the dataset (ptune train)"),

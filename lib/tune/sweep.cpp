@@ -10,6 +10,7 @@
 
 #include "dist/env.hpp"
 #include "dist/group.hpp"
+#include "engine/cannot_help.hpp"
 #include "engine/cuda_support.hpp"
 #include "engine/device.hpp"
 #include "errors.hpp"
@@ -246,19 +247,6 @@ Timed time_row(const config::ExperimentConfig& cfg, measure::RowSide* prev,
   return t;
 }
 
-/// ConfigError where row `i` changes only process.numa_node and binding to a node does not apply
-/// on this machine (one NUMA node): the row would time the same process twice.
-void check_applies(const config::SweepRow& spec, size_t i,
-                   const std::vector<std::pair<config::SweepRow, config::ExperimentConfig>>& rows) {
-  if (spec.set.size() != 1 || !spec.set.contains("process.numa_node") || engine::numa_nodes().size() > 1)
-    return;
-  const auto& before = i > 0 ? rows[i - 1].second.process : config::ProcessConfig{};
-  if (engine::same_process(before, rows[i].second.process))
-    throw ConfigError(
-        "process.numa_node does not apply here: this machine has one NUMA node, so binding to it changes "
-        "nothing");
-}
-
 /// The optimizations the rows before `k` of the same model.arch measured, with their verdicts,
 /// for the diagnosis (what one architecture measured says nothing about another).
 std::vector<measure::Tried> tried_before(const std::vector<report::Row>& rows, size_t k) {
@@ -333,14 +321,14 @@ class SweepRun {
   /// Whether row `i` is selected and will be timed (not left out as unable to help here).
   bool runs(size_t i) const { return selected(i) && !left_out_.count(i); }
 
-  /// The rows that cannot help on this machine (cannot_help_here), selected or not, left out:
+  /// The rows that cannot help on this machine (engine::cannot_help_here), selected or not, left out:
   /// each row after one is expanded again without its changes, as if the sweep had not had it.
   void leave_out_what_cannot_help() {
     config::ExperimentConfig without = cfg_;
     for (size_t i = 0; i < rows_.size() && i < without.sweep.size(); ++i) {
       std::string why;
       try {
-        why = cannot_help_here(i > 0 ? rows_[i - 1].second : cfg_, rows_[i].second);
+        why = engine::cannot_help_here(i > 0 ? rows_[i - 1].second : cfg_, rows_[i].second);
       } catch (const ConfigError&) {
         continue;  // the row's own error, reported when it is built
       }
@@ -434,7 +422,6 @@ class SweepRun {
       const std::string key = std::string(config::name(row.mode)) + "/" + row.arch;
       Live* prev = live_.count(key) ? &live_[key] : nullptr;
       if (left_out_.count(i)) throw ConfigError(left_out_.at(i));
-      check_applies(spec, i, rows_);
       auto time_it = [&] {
         return time_row(
             row_cfg, prev ? prev->bench.get() : nullptr, prev ? &done_[prev->k].cfg : nullptr, process_rows_,
@@ -593,17 +580,6 @@ class SweepRun {
 };
 
 }  // namespace
-
-std::string cannot_help_here(const config::ExperimentConfig& before, const config::ExperimentConfig& after) {
-  if (after.optim.amp != config::Amp::kBf16 || before.optim.amp == config::Amp::kBf16 ||
-      !engine::resolve_device(after.device).is_cpu())
-    return "";
-  const engine::CpuInfo& cpu = engine::cpu_info();
-  if (cpu.bf16_native) return "";
-  return "optim.amp bf16 cannot help on this CPU: " + engine::bf16_reason(cpu) +
-         ", so autocast would run bf16 emulated, many times slower than fp32 (a CPU with AVX512-BF16 or AMX "
-         "measures it)";
-}
 
 void run_sweep(const config::ExperimentConfig& cfg, const SweepOptions& options, report::Results& out) {
   out.config = config::to_json(cfg);

@@ -23,7 +23,7 @@ struct SweepOptions {
   const std::atomic<bool>* interrupted = nullptr;
   /// The rows to run (0-based indices into the sweep, ascending; parse_rows); empty = all. A
   /// row not run still applies its overrides to the rows after it (the sweep is cumulative); a
-  /// row left out because it cannot help here (cannot_help_here) does not.
+  /// row left out because it cannot help here (engine::cannot_help_here) does not.
   std::vector<size_t> rows;
 };
 
@@ -31,13 +31,6 @@ struct SweepOptions {
 /// "5-7") of a sweep with `n` rows. Returns the indices ascending, without repeats. Throws
 /// UsageError naming the bad part and the allowed range.
 std::vector<size_t> parse_rows(const std::string& spec, size_t n);
-
-/// Why the change from `before` to `after` cannot help on this machine, or "" where it can:
-/// optim.amp bf16 turned on for a CPU without native bf16 arithmetic (oneDNN then emulates bf16
-/// in fp32, many times slower than fp32 itself). A sweep leaves such a row out, and the rows
-/// after it run without its changes; `ptune tune` skips such a trial. Throws nothing but a
-/// ConfigError for a device that is not there.
-std::string cannot_help_here(const config::ExperimentConfig& before, const config::ExperimentConfig& after);
 
 /// The environment the results record (LibTorch version, device, threads).
 report::Environment environment(const config::ExperimentConfig& cfg);

@@ -13,6 +13,7 @@
 #include <c10/util/Exception.h>
 
 #include "engine/cuda_support.hpp"
+#include "engine/cannot_help.hpp"
 #include "engine/device.hpp"
 #include "engine/process.hpp"
 #include "errors.hpp"
@@ -524,7 +525,7 @@ class GreedySearch {
         hooks_(hooks_of(options)),
         against_(options.measure_against),
         cannot_help_(options.cannot_help) {
-    if (!cannot_help_) cannot_help_ = cannot_help_here;
+    if (!cannot_help_) cannot_help_ = engine::cannot_help_here;
     if (!against_)
       against_ = [interrupted = options.interrupted](const config::ExperimentConfig& incumbent,
                                                      const config::ExperimentConfig& trial) {
@@ -709,7 +710,7 @@ class GreedySearch {
   const Hooks hooks_;
   PairedMeasureFn against_;  // options.measure_against, or time_in_processes
   std::function<std::string(const config::ExperimentConfig&, const config::ExperimentConfig&)>
-      cannot_help_;  // options.cannot_help, or cannot_help_here
+      cannot_help_;  // options.cannot_help, or engine::cannot_help_here
   TuneResult res_;
   double t0_ = 0;
   config::ExperimentConfig current_;  // the incumbent's config

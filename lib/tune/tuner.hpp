@@ -165,8 +165,8 @@ struct TuneOptions {
   ClockFn clock;                 // empty = default_clock()
   std::function<void()> on_oom;  // after an out-of-memory trial; empty = engine::cuda::empty_cache
   /// Why a trial (the incumbent, then the trial's config) cannot help on this machine, "" where
-  /// it can; asked before the trial is timed, and a reason skips it. Empty = cannot_help_here
-  /// (tune/sweep.hpp), this machine's answer.
+  /// it can; asked before the trial is timed, and a reason skips it. Empty =
+  /// engine::cannot_help_here, this machine's answer.
   std::function<std::string(const config::ExperimentConfig&, const config::ExperimentConfig&)> cannot_help;
   std::function<void(const Trial&)> on_trial;      // after every trial (progress)
   const std::atomic<bool>* interrupted = nullptr;  // set (SIGINT) to stop before the next trial

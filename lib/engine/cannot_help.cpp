@@ -1,0 +1,38 @@
+#include "engine/cannot_help.hpp"
+
+#include "engine/device.hpp"
+#include "engine/process.hpp"
+
+namespace ptune::engine {
+
+namespace {
+
+/// Whether `after` is `before` with process.numa_node changed and nothing else.
+bool only_numa_node_changes(config::ExperimentConfig before, config::ExperimentConfig after) {
+  if (after.process.numa_node == before.process.numa_node) return false;
+  after.process.numa_node = before.process.numa_node;
+  before.sweep.clear();  // a sweep's first row is compared with the config that holds the sweep
+  after.sweep.clear();
+  return config::to_json(after) == config::to_json(before);
+}
+
+}  // namespace
+
+std::string bf16_emulated(const CpuInfo& cpu) {
+  if (cpu.bf16_native) return "";
+  return bf16_reason(cpu) + ", so autocast would run bf16 emulated, many times slower than fp32";
+}
+
+std::string cannot_help_here(const config::ExperimentConfig& before, const config::ExperimentConfig& after) {
+  if (numa_nodes().size() <= 1 && only_numa_node_changes(before, after))
+    return "process.numa_node " + std::to_string(after.process.numa_node) +
+           " cannot help on this machine: it has one NUMA node, so binding to it changes nothing";
+  if (after.optim.amp != config::Amp::kBf16 || before.optim.amp == config::Amp::kBf16 ||
+      !resolve_device(after.device).is_cpu())
+    return "";
+  const std::string why = bf16_emulated(cpu_info());
+  if (why.empty()) return "";
+  return "optim.amp bf16 cannot help on this CPU: " + why + " (a CPU with AVX512-BF16 or AMX measures it)";
+}
+
+}  // namespace ptune::engine
