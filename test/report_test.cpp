@@ -141,6 +141,14 @@ TEST_CASE("table, csv and markdown render every row", "[report]") {
   CHECK(table.find("samples/s") != std::string::npos);
   CHECK(table.find("2.00x") != std::string::npos);
   CHECK(table.find("3 graphs: skipped: optim.cuda_graphs needs a CUDA device") != std::string::npos);
+  // The row itself says how it ended, where its rate would be; coloured as its line under the table.
+  const size_t line = table.find("\n3  graphs");
+  REQUIRE(line != std::string::npos);
+  const std::string row3 = table.substr(line + 1, table.find('\n', line + 1) - line - 1);
+  REQUIRE(row3.size() > std::string("skipped").size());
+  CHECK(row3.substr(row3.size() - 7) == "skipped");
+  CHECK(row3.size() == table.find("samples/s") + std::string("samples/s").size());  // in its column
+  CHECK(render_results(res, "table", true).find("\033[33mskipped\033[0m") != std::string::npos);
   auto csv = render_results(res, "csv");
   CHECK(csv.find("index,name,changes,mode,arch,num_workers,batch_size") == 0);
   CHECK(csv.find("\"workers, 8\"") != std::string::npos);  // quoted comma

@@ -701,11 +701,15 @@ std::string paint(const std::string& text, const char* code) {
 }
 
 /// The terminal's colours: verdicts green (faster), red (slower) or yellow (undecided), the
-/// load column yellow when the row competed.
+/// load column yellow when the row competed, a row not measured yellow (skipped) or red.
 void paint_cells(const Results& r, std::vector<std::vector<std::string>>& body) {
   for (size_t i = 0; i < body.size(); ++i) {
     const Row& row = r.rows[i];
-    if (!row.m) continue;
+    if (!row.m) {  // its state, coloured as its line under the table
+      const bool skipped = row.status.is(RowStatus::State::kSkipped);
+      body[i][6] = paint(body[i][6], skipped ? "33" : "31");
+      continue;
+    }
     for (size_t k : {size_t{7}, size_t{8}}) {
       const std::string& verdict = k == 7 ? row.verdict_prev : row.verdict_base;
       std::string& cell = body[i][k];
@@ -741,6 +745,12 @@ std::string render_terminal(const Results& r, std::vector<std::vector<std::strin
                             const std::vector<Column>& cols, bool color) {
   std::vector<size_t> width(cols.size());
   for (size_t k = 0; k < cols.size(); ++k) width[k] = cols[k].header.size();
+  // A row not measured says how it ended where its rate would be ("skipped"); why is under the table.
+  for (size_t i = 0; i < body.size() && i < r.rows.size(); ++i)
+    if (!r.rows[i].m) {
+      const std::string status = r.rows[i].status.text();
+      body[i][6] = status.substr(0, status.find(':'));
+    }
   if (color) paint_cells(r, body);
   for (auto& b : body)
     for (size_t k = 0; k < b.size(); ++k) width[k] = std::max(width[k], display_len(b[k]));
