@@ -3,6 +3,7 @@
 
 #include <csignal>
 #include <stdexcept>
+#include <algorithm>
 #include <string>
 
 namespace ptune {
@@ -29,6 +30,12 @@ struct Outcome {
   std::string message;
 };
 
+/// Whether `ch` is a control character: C0 (below 0x20) or DEL. Throws nothing.
+inline bool is_control(char ch) {
+  const auto c = static_cast<unsigned char>(ch);
+  return c < 0x20 || c == 0x7f;
+}
+
 /// `message` with its control characters written as escapes ("\x00", "\x0a", "\x1b"): a NUL
 /// from a config's string would end the message at what() (and the printed line there), a
 /// newline would split the one line of an error, an escape sequence would reach the terminal.
@@ -38,8 +45,8 @@ inline std::string escape_controls(const std::string& message) {
   std::string out;
   out.reserve(message.size());
   for (const char ch : message) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c == 0x7f) {
+    if (is_control(ch)) {
+      const auto c = static_cast<unsigned char>(ch);
       out += "\\x";
       out += kHex[c >> 4];
       out += kHex[c & 15];
@@ -52,9 +59,7 @@ inline std::string escape_controls(const std::string& message) {
 
 /// Whether `text` holds a control character (what escape_controls() escapes). Throws nothing.
 inline bool has_control_characters(const std::string& text) {
-  for (const char ch : text)
-    if (static_cast<unsigned char>(ch) < 0x20 || static_cast<unsigned char>(ch) == 0x7f) return true;
-  return false;
+  return std::any_of(text.begin(), text.end(), is_control);
 }
 
 /// A bad experiment: a config file, a --set override or a sweep row. The message names the
