@@ -252,8 +252,7 @@ TEST_CASE("process: a NUMA node on a machine with one cannot help: the row is le
   const auto& rows = res["rows"];
   const std::string why =
       "process.numa_node 0 cannot help on this machine: it has one NUMA node, so binding to it changes "
-      "nothing; "
-      "left out, and the rows after it run without its changes";
+      "nothing; left out, and the rows after it run without its changes";
   CHECK(rows[1]["status"] == "skipped: " + why);
   CHECK(r.err.find("row 'node 0' skipped: " + why) != std::string::npos);
   // The next row runs without the key: a default process, in ptune's own, with no note about it.

@@ -7,10 +7,13 @@ namespace ptune::engine {
 
 namespace {
 
-/// Whether `after` is `before` with process.numa_node changed and nothing else.
-bool only_numa_node_changes(config::ExperimentConfig before, config::ExperimentConfig after) {
-  if (after.process.numa_node == before.process.numa_node) return false;
-  after.process.numa_node = before.process.numa_node;
+/// Whether `after` is `before` with another process section that starts the same process here
+/// (same_process: on a machine with one NUMA node, binding to it is no binding) and nothing else.
+bool same_run_another_way(config::ExperimentConfig before, config::ExperimentConfig after) {
+  if (!same_process(before.process, after.process) ||
+      config::to_json(before)["process"] == config::to_json(after)["process"])
+    return false;
+  after.process = before.process;
   before.sweep.clear();  // a sweep's first row is compared with the config that holds the sweep
   after.sweep.clear();
   return config::to_json(after) == config::to_json(before);
@@ -24,7 +27,7 @@ std::string bf16_emulated(const CpuInfo& cpu) {
 }
 
 std::string cannot_help_here(const config::ExperimentConfig& before, const config::ExperimentConfig& after) {
-  if (numa_nodes().size() <= 1 && only_numa_node_changes(before, after))
+  if (same_run_another_way(before, after))  // only process.numa_node differs there
     return "process.numa_node " + std::to_string(after.process.numa_node) +
            " cannot help on this machine: it has one NUMA node, so binding to it changes nothing";
   if (after.optim.amp != config::Amp::kBf16 || before.optim.amp == config::Amp::kBf16 ||

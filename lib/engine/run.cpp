@@ -231,9 +231,9 @@ TrainSummary train(const config::ExperimentConfig& cfg, const TrainOptions& opti
   }
   Trainer trainer(cfg, device, group);
   if (rank0) warn_if_no_room(cfg, options, *trainer.model());
-  if (const std::string why = bf16_emulated(cpu_info());
-      rank0 && device.is_cpu() && cfg.optim.amp == config::Amp::kBf16 && !why.empty())
-    log::warn("optim.amp bf16: " + why + " (optim.amp off is faster here)");
+  if (rank0 && device.is_cpu() && cfg.optim.amp == config::Amp::kBf16)
+    if (const std::string why = bf16_emulated(cpu_info()); !why.empty())
+      log::warn("optim.amp bf16: " + why + " (optim.amp off is faster here)");
   if (options.on_note && rank0) {
     for (const auto& n : trainer.weights_file_notes()) options.on_note(n);
     if (!trainer.weights_note().empty()) options.on_note(trainer.weights_note());

@@ -747,10 +747,7 @@ std::string render_terminal(const Results& r, std::vector<std::vector<std::strin
   for (size_t k = 0; k < cols.size(); ++k) width[k] = cols[k].header.size();
   // A row not measured says how it ended where its rate would be ("skipped"); why is under the table.
   for (size_t i = 0; i < body.size() && i < r.rows.size(); ++i)
-    if (!r.rows[i].m) {
-      const std::string status = r.rows[i].status.text();
-      body[i][6] = status.substr(0, status.find(':'));
-    }
+    if (!r.rows[i].m) body[i][6] = r.rows[i].status.word();
   if (color) paint_cells(r, body);
   for (auto& b : body)
     for (size_t k = 0; k < b.size(); ++k) width[k] = std::max(width[k], display_len(b[k]));

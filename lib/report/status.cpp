@@ -5,24 +5,26 @@ namespace {
 
 struct Word {
   RowStatus::State state;
-  const char* prefix;
+  const char* prefix;  // the text's, before ": <why>"
 };
-constexpr Word kWords[] = {{RowStatus::State::kEagerFallback, "eager fallback: "},
-                           {RowStatus::State::kSkipped, "skipped: "},
-                           {RowStatus::State::kFailed, "failed: "}};
+constexpr Word kWords[] = {{RowStatus::State::kEagerFallback, "eager fallback"},
+                           {RowStatus::State::kSkipped, "skipped"},
+                           {RowStatus::State::kFailed, "failed"}};
 
 }  // namespace
 
-std::string RowStatus::text() const {
+std::string RowStatus::word() const {
   for (const auto& w : kWords)
-    if (w.state == state) return w.prefix + why;
+    if (w.state == state) return w.prefix;
   return "ok";
 }
+
+std::string RowStatus::text() const { return state == State::kOk ? "ok" : word() + ": " + why; }
 
 RowStatus RowStatus::from_text(const std::string& text) {
   if (text == "ok") return ok();
   for (const auto& w : kWords) {
-    const std::string prefix = w.prefix;
+    const std::string prefix = std::string(w.prefix) + ": ";
     if (text.rfind(prefix, 0) == 0) return {w.state, text.substr(prefix.size())};
   }
   return failed(text);

@@ -22,6 +22,8 @@ struct RowStatus {
   bool ok_state() const { return state == State::kOk; }
   /// "ok" | "eager fallback: <why>" | "skipped: <why>" | "failed: <why>".
   std::string text() const;
+  /// The state alone: "ok" | "eager fallback" | "skipped" | "failed".
+  std::string word() const;
   /// The status of `text` (text() of a row, or a results file's "status"): what does not start
   /// with a state's word is a failure with that text as its reason. Throws nothing.
   static RowStatus from_text(const std::string& text);

@@ -122,6 +122,11 @@ T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2
         2.045, 2.042]
 
 
+def t975(df):
+    """Student's t 97.5% quantile for `df` degrees of freedom (at least 1)."""
+    return T975[df - 1] if df <= len(T975) else 1.96
+
+
 def ratio_interval(ratios):
     """The geometric mean of per-round ratios with its 95% t-interval: (mean, lo, hi); lo and hi are
     None with fewer than 2 rounds."""
@@ -130,7 +135,7 @@ def ratio_interval(ratios):
     if len(logs) < 2:
         return math.exp(mean), None, None
     df = len(logs) - 1
-    half = (T975[df - 1] if df <= len(T975) else 1.96) * statistics.stdev(logs) / math.sqrt(len(logs))
+    half = t975(df) * statistics.stdev(logs) / math.sqrt(len(logs))
     return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
 
 
@@ -143,7 +148,7 @@ def welch_interval(a, b):
     va, vb = statistics.variance(la) / len(la), statistics.variance(lb) / len(lb)
     df = (va + vb) ** 2 / (va ** 2 / (len(la) - 1) + vb ** 2 / (len(lb) - 1)) if va + vb > 0 else 1e9
     k = max(1, int(df))
-    half = (T975[k - 1] if k <= len(T975) else 1.96) * math.sqrt(va + vb)
+    half = t975(k) * math.sqrt(va + vb)
     return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
 
 
