@@ -3,8 +3,12 @@
 #include <catch2/catch.hpp>
 
 #include <dlfcn.h>
+#include <poll.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <csignal>
 #include <optional>
 #include <string>
 #include <utility>
@@ -304,4 +308,43 @@ TEST_CASE("each driver's layout of the process list is read at its own stride", 
       }
     }
   }
+}
+
+TEST_CASE("a job whose parent is init still counts its children as its own", "[load]") {
+  // ptune started in the background by a shell that has since exited, or as a container's first
+  // process, has init (or no process) for its parent; a row's sides in child processes are still
+  // the job's, not competing load. Here: a process that forks the job and exits, so that the job
+  // is left to init; the job forks a child (the same executable) and reports whether its own
+  // count of the job holds the child.
+  int report[2];
+  REQUIRE(::pipe(report) == 0);
+  const pid_t middle = ::fork();
+  REQUIRE(middle >= 0);
+  if (middle == 0) {
+    ::close(report[0]);
+    if (::fork() != 0) ::_exit(0);  // the job goes on alone
+    ::alarm(20);                    // never left behind
+    for (int i = 0; i < 1000 && ::getppid() == middle; ++i) ::usleep(1000);
+    const pid_t child = ::fork();
+    if (child == 0) {
+      ::alarm(20);
+      for (;;) ::pause();
+    }
+    const auto job = ptune::measure::job_processes();
+    const bool counted = std::find(job.pids.begin(), job.pids.end(), child) != job.pids.end();
+    const char answer[2] = {counted ? 'y' : 'n', ::getppid() <= 1 ? '1' : 'p'};
+    ::kill(child, SIGKILL);
+    ::waitpid(child, nullptr, 0);
+    if (::write(report[1], answer, 2) != 2) ::_exit(1);
+    ::_exit(0);
+  }
+  ::close(report[1]);
+  ::waitpid(middle, nullptr, 0);
+  pollfd p{report[0], POLLIN, 0};
+  REQUIRE(::poll(&p, 1, 15000) == 1);
+  char answer[2] = {0, 0};
+  REQUIRE(::read(report[0], answer, 2) == 2);
+  ::close(report[0]);
+  if (answer[1] != '1') WARN("the job was left to a subreaper, not init: its siblings were counted too");
+  CHECK(answer[0] == 'y');
 }

@@ -319,8 +319,8 @@ TEST_CASE(
 TEST_CASE("an A/A row in child processes with the same process settings is not called faster or slower",
           "[verdicts]") {
   // The same settings (tcmalloc preloaded) on both rows: each row runs in three fresh processes
-  // (measure.processes), compared with three fresh processes of the previous row's settings,
-  // started in turn with its own and timed in turn (docs/statistics.md). Two processes started
+  // (measure.processes), compared with the previous row's three, kept warm since their own row,
+  // and timed in turn (docs/statistics.md). Two processes started
   // alike ran up to 8% apart, each the same all along, so the interval counts the spread
   // between processes: a single pair of processes called this A/A pair faster, 1.077x
   // [1.051, 1.104]. 15 s a row: what this test checks (the verdict is never faster or slower,
@@ -373,8 +373,9 @@ TEST_CASE("an A/A row in child processes with the same process settings is not c
   CHECK(aa["speedup_vs_prev_hi"].get<double>() == Approx(std::exp(mean + h)).epsilon(2e-4));
   bool against = false;
   for (const auto& n : aa["notes"])
-    against = against || n.get<std::string>().rfind(
-                             "timed against 3 fresh processes of the previous row's settings", 0) == 0;
+    against =
+        against || n.get<std::string>().rfind(
+                       "timed against the previous row's 3 processes, kept warm since its own row", 0) == 0;
   CHECK(against);
   // Both rows ran in child processes with tcmalloc mapped.
   for (const auto& row : rows) {

@@ -282,9 +282,10 @@ const std::vector<Field>& fields() {
                       "A ...), both pipelines built and warm; false = each row alone"));
     t.push_back(between(
         field("measure.processes", &E::measure, &MeasureConfig::processes, T::kInt,
-              "a sweep with process-level rows (process.* keys): child processes each side of a comparison "
-              "runs in, started afresh for it and timed in turn; a process's speed is partly its own (where "
-              "its memory landed), so intervals count the spread between them (docs/statistics.md)"),
+              "a sweep with process-level rows (process.* keys): child processes each row runs in, started "
+              "for it, timed in turn and kept warm as the next row's other side (a tune trial starts both "
+              "sides afresh); a process's speed is partly its own (where its memory landed), so intervals "
+              "count the spread between them (docs/statistics.md)"),
         2, 8));
     t.push_back(field("measure.profile", &E::measure, &MeasureConfig::profile, T::kBool,
                       "record a few steps of each row with LibTorch's profiler into a Chrome trace"));

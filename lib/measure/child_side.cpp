@@ -421,6 +421,13 @@ double ProcessGroup::window(const Deadline& deadline) {
   return ms;
 }
 
+void ProcessGroup::restart(bool shifted) {
+  shifted_ = shifted;
+  process_.clear();
+  local_.clear();
+  last_ = -1;
+}
+
 void ProcessGroup::pause() {
   if (resumed_ >= 0) children_[static_cast<size_t>(resumed_)]->pause();
   resumed_ = -1;

@@ -90,6 +90,10 @@ class ProcessGroup : public RowSide {
   double samples_per_step() const override { return children_.front()->samples_per_step(); }
   /// Pauses the process that ran last.
   void pause() override;
+  /// Starts a new comparison with the same processes (a sweep's row, kept warm as the next row's
+  /// previous side): windows are counted afresh from here, in plain or `shifted` turns, and
+  /// result() indexes only those. Each process's own windows go on being numbered as before.
+  void restart(bool shifted);
   /// Resumes the process whose turn is next.
   void resume() override;
   int last_process() const override { return last_; }
@@ -121,6 +125,8 @@ class ProcessGroup : public RowSide {
 /// neither side has the earlier starts. The row's group takes shifted turns, prev's plain ones. `progress`
 /// reports the row's warm-up (its processes'); `prev_progress` is called during the previous side's (it may
 /// throw to stop). Throws what ChildSide's constructor throws (the processes started so far are then ended).
+/// A sweep whose previous row's processes are still warm starts only the row's (prev null) and
+/// restarts those in plain turns (ProcessGroup::restart).
 struct RowProcesses {
   std::unique_ptr<ProcessGroup> prev, row;
 };

@@ -58,12 +58,7 @@ std::string exe_of(const std::string& pid) {
   return std::string(buf, static_cast<size_t>(n));
 }
 
-/// The processes of this job: this one (first) and its siblings running the same executable,
-/// with their CPU ticks. Only this one, with 0 ticks, when /proc cannot be read.
-struct JobProcesses {
-  std::vector<int64_t> pids;
-  double ticks = 0;
-};
+}  // namespace
 
 JobProcesses job_processes() {
   JobProcesses job;
@@ -74,7 +69,11 @@ JobProcesses job_processes() {
   if (!process_times("self", &self, &parent)) return job;
   const std::string exe = exe_of("self");
   job.ticks = self;
-  if (parent <= 1 || exe.empty()) return job;
+  if (exe.empty()) return job;
+  // A parent of 0 or 1 is none of the job's: ptune is then the container's first process, or
+  // was left to init (started in the background by a shell that has exited); its children
+  // are still its own.
+  const bool siblings = parent > 1;
   DIR* dir = ::opendir("/proc");
   if (!dir) return job;
   while (dirent* e = ::readdir(dir)) {
@@ -84,7 +83,7 @@ JobProcesses job_processes() {
     double t = 0;
     long pp = 0;
     // Its siblings (the ranks of one launch) and its children (a row's sides in child processes).
-    if (process_times(name, &t, &pp) && (pp == parent || pp == me) && exe_of(name) == exe) {
+    if (process_times(name, &t, &pp) && ((siblings && pp == parent) || pp == me) && exe_of(name) == exe) {
       job.ticks += t;
       job.pids.push_back(std::atoll(name.c_str()));
     }
@@ -92,6 +91,8 @@ JobProcesses job_processes() {
   ::closedir(dir);
   return job;
 }
+
+namespace {
 
 int64_t online_cores() {
   const long n = ::sysconf(_SC_NPROCESSORS_ONLN);

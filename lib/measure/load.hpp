@@ -30,6 +30,16 @@ struct LoadReport {
   std::string summary() const;
 };
 
+/// The processes of this job, with their CPU ticks so far: this one (first), its children
+/// running the same executable (a row's sides in child processes) and, where its parent is not
+/// init, its siblings running it (the other ranks of `ptune launch` or torchrun on this
+/// machine). Only this one, with 0 ticks, when /proc cannot be read. Throws nothing.
+struct JobProcesses {
+  std::vector<int64_t> pids;
+  double ticks = 0;
+};
+JobProcesses job_processes();
+
 /// Counts CPU time from start() to stop(). The job's own processes (this process and its
 /// siblings running the same executable: the other ranks of `ptune launch` or torchrun on this
 /// machine) do not count as load.

@@ -88,8 +88,7 @@ struct Timed {
   std::vector<double> prev_ms;              // the previous row's windows, paired with m->repeat_ms
   std::vector<int> prev_process;            // the process each of prev_ms ran in (in_child)
   bool rebuilt = false;                     // interleaved by rebuilding per window
-  std::unique_ptr<measure::RowSide> bench;  // kept for the next row of the mode (null when rebuilt
-                                            // or in child processes: each row starts its own)
+  std::unique_ptr<measure::RowSide> bench;  // kept for the next row of the mode (null when rebuilt)
 };
 
 /// A configuration rebuilt for every window (two pipelines that do not fit in memory at once):
@@ -140,17 +139,22 @@ void add_run_notes(measure::Measurement& m, const measure::Comparison& c, const 
 }
 
 /// The notes of a row that ran in child processes `b`: what they reported of their process, and
-/// for a row compared with `prev`'s processes how the comparison counted their spread.
+/// for a row compared with processes `a` how the comparison counted their spread (`kept`: the
+/// previous row's own processes, else fresh ones started in turn with the row's).
 void add_process_notes(measure::Measurement& m, const measure::ProcessGroup& b,
-                       const config::ExperimentConfig& cfg, const measure::Comparison* compared) {
+                       const config::ExperimentConfig& cfg, const measure::Comparison* compared,
+                       const measure::ProcessGroup* a = nullptr, bool kept = false) {
   for (const auto& n : engine::plan_process(cfg.process).notes) m.notes.push_back(n);
   m.notes.push_back("this row's child processes: " + b.process_description());
-  if (!compared) return;
+  if (!compared || !a) return;
   const auto t =
       measure::speedup_terms(compared->a_ms, compared->a_process, compared->b_ms, compared->b_process, true);
-  std::string text = "timed against " + std::to_string(b.size()) +
-                     " fresh processes of the previous row's settings, started in turn with its own; the "
-                     "interval counts the spread between processes";
+  const std::string n = std::to_string(a->size());
+  std::string text =
+      (kept ? "timed against the previous row's " + n + " processes, kept warm since its own row"
+            : "timed against " + n +
+                  " fresh processes of the previous row's settings, started in turn with its own") +
+      "; the interval counts the spread between processes";
   if (t.size() == 2 && t[1].df >= 1) {
     char spread[120];
     std::snprintf(spread, sizeof spread,
@@ -167,8 +171,8 @@ void add_process_notes(measure::Measurement& m, const measure::ProcessGroup& b,
 /// the construction of its pipeline (measure::Deadline), the rebuilt windows included. With
 /// `in_child` (a sweep with process-level rows: every row of it runs in child processes;
 /// measure/child_side.hpp) the row runs in measure.processes fresh processes started with its
-/// settings, against as many fresh processes of `prev_cfg` (`prev` is not used), and nothing is
-/// kept.
+/// settings, against `prev`'s processes (the previous row's, kept warm: a ProcessGroup) or, without
+/// it, as many fresh processes of `prev_cfg`; its processes are kept for the next row.
 Timed time_row(const config::ExperimentConfig& cfg, measure::RowSide* prev,
                const config::ExperimentConfig* prev_cfg, bool in_child, const measure::Progress& progress,
                const std::function<void()>& release, const std::atomic<bool>* interrupted) {
@@ -197,11 +201,15 @@ Timed time_row(const config::ExperimentConfig& cfg, measure::RowSide* prev,
     std::unique_ptr<measure::RowSide> prev_processes;  // the previous row's, for this row alone
     if (in_child) {
       plan = measure::in_processes(plan, cfg.measure.processes);
-      measure::RowProcesses p = measure::start_row_processes(prev_cfg, cfg, cfg.measure.processes,
-                                                             prev_progress, progress, plan.deadline);
+      // The previous row's processes, still warm, are this comparison's other side: only the
+      // row's own start (half the starts, so twice the windows in the row's budget).
+      auto* kept = dynamic_cast<measure::ProcessGroup*>(prev);
+      if (kept) kept->restart(false);
+      measure::RowProcesses p = measure::start_row_processes(
+          kept ? nullptr : prev_cfg, cfg, cfg.measure.processes, prev_progress, progress, plan.deadline);
       prev_processes = std::move(p.prev);
       t.bench = std::move(p.row);
-      prev = prev_processes.get();
+      if (!kept) prev = prev_processes.get();
     } else {
       t.bench = std::make_unique<measure::Bench>(cfg, progress, plan.deadline);
     }
@@ -215,7 +223,9 @@ Timed time_row(const config::ExperimentConfig& cfg, measure::RowSide* prev,
       t.m = t.bench->result(static_cast<size_t>(c.transient), c.b_ms.size());
       add_run_notes(*t.m, c, plan);
       finish_load(*t.m, c.under_load);
-      if (in_child) add_process_notes(*t.m, dynamic_cast<const measure::ProcessGroup&>(*t.bench), cfg, &c);
+      if (in_child)
+        add_process_notes(*t.m, dynamic_cast<const measure::ProcessGroup&>(*t.bench), cfg, &c,
+                          dynamic_cast<const measure::ProcessGroup*>(prev), prev_processes == nullptr);
     } else {
       const measure::AloneRun r = measure::measure_alone(*t.bench, plan);
       t.m = t.bench->result(static_cast<size_t>(r.transient), r.ms.size());
@@ -226,7 +236,6 @@ Timed time_row(const config::ExperimentConfig& cfg, measure::RowSide* prev,
       if (in_child)
         add_process_notes(*t.m, dynamic_cast<const measure::ProcessGroup&>(*t.bench), cfg, nullptr);
     }
-    if (in_child) t.bench.reset();  // the next row starts processes of its own
     return t;
   } catch (const std::exception& e) {
     if (!prev || in_child || !is_out_of_memory(e)) throw;
@@ -301,7 +310,7 @@ class SweepRun {
   /// A row's bench kept built and warm for the next row of its mode and model.arch.
   struct Live {
     size_t k;                                 // its index in out.rows
-    std::unique_ptr<measure::RowSide> bench;  // in-process; null for rows in child processes (process_rows_)
+    std::unique_ptr<measure::RowSide> bench;  // in-process, or its child processes (process_rows_)
   };
   /// A row measured (or failed), before it joins the results.
   struct Measured {
@@ -393,7 +402,8 @@ class SweepRun {
     auto last = live_.end();
     for (auto it = live_.begin(); it != live_.end(); ++it)
       if (it->second.bench && (last == live_.end() || it->second.k > last->second.k)) last = it;
-    if (!any || last == live_.end() || !measure::times_beside_companion(done_[last->second.k].cfg)) {
+    if (!any || process_rows_ || last == live_.end() ||
+        !measure::times_beside_companion(done_[last->second.k].cfg)) {
       live_.clear();
       return;
     }
@@ -487,9 +497,9 @@ class SweepRun {
     out_.rows.push_back(std::move(measured.row));
     report::Row& r = out_.rows.back();
     report::compute_speedups(out_.rows);
-    // The next row of the mode is compared with this one (kept built, or in processes of its own
-    // started afresh: no bench); the one it replaces is freed.
-    if (measured.kept || (process_rows_ && r.m)) {
+    // The next row of the mode is compared with this one (kept built, or its processes kept
+    // warm); the one it replaces is freed.
+    if (measured.kept) {
       live_[std::string(config::name(r.mode)) + "/" + r.arch] =
           Live{out_.rows.size() - 1, std::move(measured.kept)};
       if (!process_rows_) engine::return_free_memory();  // the next pipeline on unused pages
