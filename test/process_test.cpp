@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <set>
@@ -81,7 +82,8 @@ TEST_CASE(
     { "name": "default process" },
     { "name": "jemalloc", "set": { "process.allocator": "jemalloc" } },
     { "name": "tcmalloc", "set": { "process.allocator": "tcmalloc" } },
-    { "name": "glibc tuned", "set": { "process.allocator": "glibc_tuned" } }
+    { "name": "glibc tuned", "set": { "process.allocator": "glibc_tuned", "measure.processes": 3,
+                                     "measure.max_s": 25 } }
   ])"));
   const auto& rows = res["rows"];
   REQUIRE(rows.size() == 4);
@@ -96,12 +98,15 @@ TEST_CASE(
   const std::string jem = note(rows[1], "this row's child processes: ");
   CHECK(jem.find("libjemalloc.so.2") != std::string::npos);
   CHECK(jem.find("libtcmalloc") == std::string::npos);
-  // Each row is compared with the previous row's own processes, kept warm since its row.
-  for (size_t i = 1; i < rows.size(); ++i) {
+  // Each row is compared with the previous row's own processes, kept warm since its row; the
+  // last asks for three processes a side, so its other side is three fresh ones of the previous
+  // row's settings.
+  for (size_t i = 1; i < 3; ++i) {
     CHECK_FALSE(
         note(rows[i], "timed against the previous row's 2 processes, kept warm since its own row").empty());
     CHECK(note(rows[i], "timed against 2 fresh processes").empty());
   }
+  CHECK_FALSE(note(rows[3], "timed against 3 fresh processes of the previous row's settings").empty());
   const std::string tc = note(rows[2], "this row's child processes: ");
   CHECK(tc.find("libtcmalloc_minimal.so.4") != std::string::npos);
   CHECK(tc.find("libjemalloc") == std::string::npos);
@@ -113,8 +118,9 @@ TEST_CASE(
     CHECK(r["page_faults_per_step"].is_number());
     CHECK(r["system_time_pct"].is_number());
   }
-  // Every row's windows ran in turn in its two processes, and so did the previous side's.
-  const Json both = Json::array({0, 1});
+  // Every row's windows ran in turn in its processes (two, the last three), and so did the
+  // previous side's.
+  const Json both = Json::array({0, 1}), three = Json::array({0, 1, 2});
   auto processes = [](const Json& list) {
     std::set<int> seen;
     for (const auto& p : list) seen.insert(p.get<int>());
@@ -123,13 +129,13 @@ TEST_CASE(
   for (size_t i = 0; i < rows.size(); ++i) {
     REQUIRE(rows[i]["repeat_process"].is_array());
     CHECK(rows[i]["repeat_process"].size() == rows[i]["repeat_ms_per_step"].size());
-    CHECK(processes(rows[i]["repeat_process"]) == both);
+    CHECK(processes(rows[i]["repeat_process"]) == (i == 3 ? three : both));
   }
   for (size_t i = 1; i < rows.size(); ++i) {
     CHECK(rows[i]["interleaved"] == true);
     CHECK(rows[i]["verdict_vs_prev"].is_string());
     REQUIRE(rows[i]["prev_process"].is_array());
-    CHECK(processes(rows[i]["prev_process"]) == both);
+    CHECK(processes(rows[i]["prev_process"]) == (i == 3 ? three : both));
   }
 }
 
@@ -310,8 +316,8 @@ TEST_CASE(
     ::execl(PTUNE_EXE, "ptune", "sweep", cfg.c_str(), "--out", out.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
-  // Wait until row 1's four children run (two a side; row 0 had two, and is done), then
-  // interrupt ptune.
+  // Wait until row 1's four children run (two a side: row 0's two, kept as its other side, and
+  // its own two), then interrupt ptune.
   std::vector<pid_t> children;
   for (int i = 0; i < 600 && children.size() < 4; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -330,6 +336,65 @@ TEST_CASE(
   const Json res = Json::parse(ptune::test::read_file(out));
   CHECK(res["status"] == "interrupted");
   CHECK(res["rows"].size() == 1);
+}
+
+TEST_CASE(
+    "process: a kept process that dies fails the row it was the other side of, and the next row starts fresh "
+    "ones",
+    "[process]") {
+  TempDir dir;
+  const std::string cfg = dir.write("p.json", config(R"([
+    { "name": "default process" },
+    { "name": "tcmalloc", "set": { "process.allocator": "tcmalloc", "measure.max_s": 30, "measure.repeats": 50,
+                                  "measure.target_ci_pct": 1 } },
+    { "name": "glibc tuned", "set": { "process.allocator": "glibc_tuned", "measure.max_s": 15,
+                                     "measure.repeats": 2, "measure.target_ci_pct": 50 } }
+  ])"));
+  const std::string out = dir.file("dead.json");
+  const pid_t ptune = ::fork();
+  if (ptune == 0) {
+    const int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(null, 1);
+    ::dup2(null, 2);
+    ::execl(PTUNE_EXE, "ptune", "sweep", cfg.c_str(), "--out", out.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  auto children = [&] {
+    std::vector<pid_t> list;
+    std::istringstream in(run("pgrep -P " + std::to_string(ptune) + " -f '[r]ow-side'").out);
+    for (pid_t c; in >> c;) list.push_back(c);
+    return list;
+  };
+  // Row 0's two processes, then row 1's two beside them (row 0's kept as row 1's other side):
+  // one of row 0's is killed while row 1 is timed.
+  std::vector<pid_t> first, now;
+  for (int i = 0; i < 600 && first.size() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    first = children();
+  }
+  REQUIRE(first.size() == 2);
+  for (int i = 0; i < 600 && now.size() < 4; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    now = children();
+  }
+  REQUIRE(now.size() == 4);
+  REQUIRE(std::find(now.begin(), now.end(), first[0]) != now.end());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  ::kill(first[0], SIGKILL);
+  int status = 0;
+  ::waitpid(ptune, &status, 0);
+  CHECK(WEXITSTATUS(status) == 1);  // a failed row
+  const Json res = Json::parse(ptune::test::read_file(out));
+  INFO(res["rows"].dump(1));
+  REQUIRE(res["rows"].size() == 3);
+  CHECK(res["rows"][0]["status"] == "ok");
+  CHECK(res["rows"][1]["status"].get<std::string>().rfind("failed", 0) == 0);
+  // Row 2 is compared with row 0, the last ok row of its mode, in fresh processes of its settings.
+  const auto& last = res["rows"][2];
+  CHECK(last["status"] == "ok");
+  CHECK(last["compared_with"] == 0);
+  CHECK_FALSE(note(last, "timed against 2 fresh processes of the previous row's settings").empty());
+  for (pid_t c : now) CHECK_FALSE(std::filesystem::exists("/proc/" + std::to_string(c)));
 }
 
 TEST_CASE(

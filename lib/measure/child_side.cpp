@@ -428,6 +428,11 @@ void ProcessGroup::restart(bool shifted) {
   last_ = -1;
 }
 
+bool ProcessGroup::reusable(size_t count) const {
+  return children_.size() == count &&
+         std::all_of(counts_.begin(), counts_.end(), [](size_t n) { return n > 0; });
+}
+
 void ProcessGroup::pause() {
   if (resumed_ >= 0) children_[static_cast<size_t>(resumed_)]->pause();
   resumed_ = -1;

@@ -94,6 +94,10 @@ class ProcessGroup : public RowSide {
   /// previous side): windows are counted afresh from here, in plain or `shifted` turns, and
   /// result() indexes only those. Each process's own windows go on being numbered as before.
   void restart(bool shifted);
+  /// Whether the group can be the other side of a comparison of `count` processes a side: it has
+  /// as many, and each has timed a window (one whose warm-up the deadline cut holds that step as
+  /// its next window, not warm). Throws nothing.
+  bool reusable(size_t count) const;
   /// Resumes the process whose turn is next.
   void resume() override;
   int last_process() const override { return last_; }

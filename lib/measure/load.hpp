@@ -40,9 +40,8 @@ struct JobProcesses {
 };
 JobProcesses job_processes();
 
-/// Counts CPU time from start() to stop(). The job's own processes (this process and its
-/// siblings running the same executable: the other ranks of `ptune launch` or torchrun on this
-/// machine) do not count as load.
+/// Counts CPU time from start() to stop(). The job's own processes (job_processes: this process,
+/// its children and its siblings running the same executable) do not count as load.
 ///
 /// On a GPU (`gpu_index`, the CUDA device index as LibTorch numbers it) it also asks NVIDIA's
 /// management library, loaded once per process with dlopen (PTUNE_NVML_LIBRARY names another

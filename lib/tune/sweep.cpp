@@ -202,8 +202,10 @@ Timed time_row(const config::ExperimentConfig& cfg, measure::RowSide* prev,
     if (in_child) {
       plan = measure::in_processes(plan, cfg.measure.processes);
       // The previous row's processes, still warm, are this comparison's other side: only the
-      // row's own start (half the starts, so twice the windows in the row's budget).
+      // row's own start (half the starts, so twice the windows in the row's budget). Fresh ones
+      // of its settings where they are not as many as the row's, or one never timed a window.
       auto* kept = dynamic_cast<measure::ProcessGroup*>(prev);
+      if (kept && !kept->reusable(static_cast<size_t>(cfg.measure.processes))) kept = nullptr;
       if (kept) kept->restart(false);
       measure::RowProcesses p = measure::start_row_processes(
           kept ? nullptr : prev_cfg, cfg, cfg.measure.processes, prev_progress, progress, plan.deadline);
@@ -225,7 +227,7 @@ Timed time_row(const config::ExperimentConfig& cfg, measure::RowSide* prev,
       finish_load(*t.m, c.under_load);
       if (in_child)
         add_process_notes(*t.m, dynamic_cast<const measure::ProcessGroup&>(*t.bench), cfg, &c,
-                          dynamic_cast<const measure::ProcessGroup*>(prev), prev_processes == nullptr);
+                          dynamic_cast<const measure::ProcessGroup*>(prev), !prev_processes);
     } else {
       const measure::AloneRun r = measure::measure_alone(*t.bench, plan);
       t.m = t.bench->result(static_cast<size_t>(r.transient), r.ms.size());
@@ -463,6 +465,10 @@ class SweepRun {
       throw;
     } catch (const std::exception& e) {
       row.status = failure(e);
+      // The previous row's processes may be what failed (a child that died): the next row starts
+      // fresh ones of its settings instead.
+      const auto kept = live_.find(std::string(config::name(row.mode)) + "/" + row.arch);
+      if (process_rows_ && kept != live_.end()) kept->second.bench.reset();
     }
     return out;
   }
@@ -504,6 +510,7 @@ class SweepRun {
           Live{out_.rows.size() - 1, std::move(measured.kept)};
       if (!process_rows_) engine::return_free_memory();  // the next pipeline on unused pages
     }
+    if (process_rows_) end_unneeded_processes(i);
     if (r.m) {
       r.diagnosis =
           measure::with_peak(measure::diagnose(*r.m, row_cfg, tried_before(out_.rows, out_.rows.size() - 1),
@@ -513,6 +520,19 @@ class SweepRun {
     }
     note_training_changes(r);
     if (options_.on_row) options_.on_row(out_);
+  }
+
+  /// Ends the kept processes of each mode and model.arch that no row after `i` times, so that
+  /// idle children do not hold their pipelines' memory through the rest of the sweep.
+  void end_unneeded_processes(size_t i) {
+    for (auto it = live_.begin(); it != live_.end();) {
+      bool needed = false;
+      for (size_t j = i + 1; j < rows_.size() && !needed; ++j)
+        needed = runs(j) &&
+                 std::string(config::name(rows_[j].second.measure.mode)) + "/" + rows_[j].second.model.arch ==
+                     it->first;
+      it = needed ? std::next(it) : live_.erase(it);
+    }
   }
 
   /// A warning on stderr for a row measured under competing load or on a slowed GPU.
