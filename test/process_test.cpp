@@ -55,6 +55,19 @@ std::string note(const Json& row, const std::string& prefix) {
   return "";
 }
 
+/// `ptune sweep CFG --out OUT` started in the background, its output to /dev/null: its pid.
+pid_t start_sweep(const std::string& cfg, const std::string& out) {
+  const pid_t ptune = ::fork();
+  if (ptune == 0) {
+    const int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(null, 1);
+    ::dup2(null, 2);
+    ::execl(PTUNE_EXE, "ptune", "sweep", cfg.c_str(), "--out", out.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return ptune;
+}
+
 /// The folder of the venv's libiomp5.so (PyPI's intel-openmp), or "" when not installed.
 std::string iomp_dir() {
   const std::filesystem::path python = PTUNE_PYTHON;
@@ -309,13 +322,7 @@ TEST_CASE(
                                   "measure.target_ci_pct": 3 } }
   ])"));
   const std::string out = dir.file("int.json");
-  const pid_t ptune = ::fork();
-  if (ptune == 0) {
-    const int null = ::open("/dev/null", O_WRONLY);
-    ::dup2(null, 2);
-    ::execl(PTUNE_EXE, "ptune", "sweep", cfg.c_str(), "--out", out.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
+  const pid_t ptune = start_sweep(cfg, out);
   // Wait until row 1's four children run (two a side: row 0's two, kept as its other side, and
   // its own two), then interrupt ptune.
   std::vector<pid_t> children;
@@ -351,14 +358,7 @@ TEST_CASE(
                                      "measure.repeats": 2, "measure.target_ci_pct": 50 } }
   ])"));
   const std::string out = dir.file("dead.json");
-  const pid_t ptune = ::fork();
-  if (ptune == 0) {
-    const int null = ::open("/dev/null", O_WRONLY);
-    ::dup2(null, 1);
-    ::dup2(null, 2);
-    ::execl(PTUNE_EXE, "ptune", "sweep", cfg.c_str(), "--out", out.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
+  const pid_t ptune = start_sweep(cfg, out);
   auto children = [&] {
     std::vector<pid_t> list;
     std::istringstream in(run("pgrep -P " + std::to_string(ptune) + " -f '[r]ow-side'").out);
