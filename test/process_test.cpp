@@ -388,7 +388,9 @@ TEST_CASE(
   INFO(res["rows"].dump(1));
   REQUIRE(res["rows"].size() == 3);
   CHECK(res["rows"][0]["status"] == "ok");
-  CHECK(res["rows"][1]["status"].get<std::string>().rfind("failed", 0) == 0);
+  // Its error names the side whose process died.
+  CHECK(res["rows"][1]["status"].get<std::string>().rfind("failed: the previous row's child process", 0) ==
+        0);
   // Row 2 is compared with row 0, the last ok row of its mode, in fresh processes of its settings.
   const auto& last = res["rows"][2];
   CHECK(last["status"] == "ok");

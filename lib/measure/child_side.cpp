@@ -299,8 +299,13 @@ void ChildSide::stop() noexcept {
 }
 
 Json ChildSide::ask(const std::string& command) {
-  if (pid_ <= 0) throw std::runtime_error("the row's child process has ended");
-  write_all(to_child_, command + "\n");
+  if (pid_ <= 0) throw std::runtime_error(who() + " has ended");
+  try {
+    write_all(to_child_, command + "\n");
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what(), own = "the row's child process";
+    throw std::runtime_error(what.rfind(own, 0) == 0 ? who() + what.substr(own.size()) : what);
+  }
   busy_ = true;
   std::string phase = "warmup";
   int64_t step = 0, total = 1;
@@ -347,7 +352,7 @@ Json ChildSide::ask(const std::string& command) {
     if (WIFEXITED(status) && WEXITSTATUS(status) == 126) how = "its CPUs or memory could not be bound";
     std::string words = last_line(err_fd_);
     if (words.rfind("ptune: error: ", 0) == 0) words = words.substr(14);
-    throw std::runtime_error("the row's child process (pid " + std::to_string(pid) + ") ended (" + how + ")" +
+    throw std::runtime_error(who() + " (pid " + std::to_string(pid) + ") ended (" + how + ")" +
                              (words.empty() ? "" : ": " + words));
   }
 }
@@ -422,6 +427,7 @@ double ProcessGroup::window(const Deadline& deadline) {
 }
 
 void ProcessGroup::restart(bool shifted) {
+  for (auto& child : children_) child->mark_previous();
   shifted_ = shifted;
   process_.clear();
   local_.clear();

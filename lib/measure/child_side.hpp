@@ -56,9 +56,15 @@ class ChildSide : public RowSide {
   /// What the child reported of its own process when it was ready (engine::describe_this_process
   /// and its OpenMP threads' CPUs), one line.
   const std::string& process_description() const { return description_; }
+  /// From now on the child is the previous row's (kept as a later row's other side): its errors
+  /// say "the previous row's child process" instead of "the row's".
+  void mark_previous() { previous_ = true; }
 
  private:
   nlohmann::json ask(const std::string& command);
+  std::string who() const {
+    return previous_ ? "the previous row's child process" : "the row's child process";
+  }
   void stop() noexcept;
   void forget_config() noexcept;
   std::string cfg_file_;  // the row's config for the child, until it has answered
@@ -70,6 +76,7 @@ class ChildSide : public RowSide {
   double samples_per_step_ = 1;
   std::string description_;
   bool busy_ = false;
+  bool previous_ = false;
 };
 
 /// A row's side in several child processes started alike (measure.processes), timed in turn:
