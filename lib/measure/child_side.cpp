@@ -74,14 +74,13 @@ void remember_parents_flops(const config::ExperimentConfig& cfg, std::istream& i
     models::remember_flops(cfg.model.arch, cfg.model.num_classes, cfg.data.image_size, f);
 }
 
-void write_all(int fd, const std::string& text) {
+/// Writes all of `text` to `fd`; throws std::runtime_error "<reader> stopped reading: <why>".
+void write_all(int fd, const std::string& text, const std::string& reader) {
   size_t done = 0;
   while (done < text.size()) {
     const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0)
-      throw std::runtime_error(std::string("the row's child process stopped reading: ") +
-                               std::strerror(errno));
+    if (n <= 0) throw std::runtime_error(reader + " stopped reading: " + std::strerror(errno));
     done += static_cast<size_t>(n);
   }
 }
@@ -300,12 +299,7 @@ void ChildSide::stop() noexcept {
 
 Json ChildSide::ask(const std::string& command) {
   if (pid_ <= 0) throw std::runtime_error(who() + " has ended");
-  try {
-    write_all(to_child_, command + "\n");
-  } catch (const std::runtime_error& e) {
-    const std::string what = e.what(), own = "the row's child process";
-    throw std::runtime_error(what.rfind(own, 0) == 0 ? who() + what.substr(own.size()) : what);
-  }
+  write_all(to_child_, command + "\n", who());
   busy_ = true;
   std::string phase = "warmup";
   int64_t step = 0, total = 1;
@@ -569,7 +563,7 @@ RowProcesses start_row_processes(const config::ExperimentConfig* prev, const con
 
 int serve_side(const config::ExperimentConfig& cfg, int in_fd, int out_fd,
                const std::atomic<bool>* interrupted) {
-  auto send = [&](const Json& j) { write_all(out_fd, j.dump() + "\n"); };
+  auto send = [&](const Json& j) { write_all(out_fd, j.dump() + "\n", "the parent"); };
   const Progress progress = [&](const std::string& phase, int64_t step, int64_t total) {
     if (interrupted && interrupted->load()) throw Interrupted();
     send(Json{{"progress", {phase, step, total}}});
