@@ -159,6 +159,40 @@ TEST_CASE("sweep formats json, csv, md on stdout and set overrides", "[e2e]") {
   CHECK(semantics_notes(rd["rows"][1]) == 1);
 }
 
+TEST_CASE("a row too short for /proc's CPU time counters: its load is not sampled, '?' and a note say so",
+          "[e2e]") {
+  // A data-loading row of a few windows lasts milliseconds: /proc's tick counters cannot tell
+  // other processes' CPU time over that (one tick read as whole cores of competing load).
+  TempDir dir;
+  auto cfg = dir.write("data.json",
+                       R"({"device": "cpu", "cpu_threads": 1, "data": {"num_samples": 16, "image_size": 32},
+      "loader": {"batch_size": 4}, "measure": {"mode": "data", "warmup_steps": 1, "steps": 1, "repeats": 1,
+      "target_ci_pct": 100, "max_s": 0.001}})");
+  auto r = run(ptune::test::exe() + " sweep " + cfg + " --format md --out " + dir.file("r.json"));
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.err.find("competing load") == std::string::npos);
+  const Json row = Json::parse(ptune::test::read_file(dir.file("r.json")))["rows"][0];
+  INFO(row.dump(1));
+  CHECK(row["under_load"].is_null());
+  CHECK(row["other_cpu_cores"].is_null());
+  int noted = 0;
+  for (const auto& n : row["notes"]) {
+    const std::string note = n.get<std::string>();
+    if (note.rfind("load not sampled (", 0) != 0) continue;
+    ++noted;
+    CHECK(note.find(" ms, too short for /proc's CPU time counters: at least ") != std::string::npos);
+  }
+  CHECK(noted == 1);
+  // The markdown row's load cell (the 10th column): "?".
+  const auto line = r.out.substr(r.out.find("\n| 0 |") + 1);
+  std::vector<std::string> cells;
+  std::istringstream in(line.substr(0, line.find('\n')));
+  for (std::string c; std::getline(in, c, '|');) cells.push_back(c);
+  REQUIRE(cells.size() > 10);
+  CHECK(cells[10] == " ? ");
+}
+
 TEST_CASE("a shell loop: --label names the rows, --set is noted, --no-header appends CSV rows", "[e2e]") {
   TempDir dir;
   auto one = dir.write("one.json", R"({"device": "cpu", "data": {"num_samples": 16, "image_size": 32},

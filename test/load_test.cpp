@@ -8,9 +8,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -350,4 +352,27 @@ TEST_CASE("a job whose parent is init still counts its children as its own", "[l
         "the job's parent was not init when it counted (a subreaper, or left late): its siblings counted "
         "too");
   CHECK(answer[0] == 'y');
+}
+
+TEST_CASE("a span too short for /proc's CPU time counters is not sampled, and says so", "[load]") {
+  using ptune::measure::min_load_span_s;
+  // Derived (load.hpp): a tick per CPU and per process at most half of each threshold.
+  CHECK(min_load_span_s(2, 1, 100) == Approx(0.4));   // the steal bound: 40 ticks a core
+  CHECK(min_load_span_s(2, 9, 100) == Approx(1.1));   // 2 x 11 ticks over the 0.2-core threshold
+  CHECK(min_load_span_s(64, 1, 100) == Approx(0.4));  // 2 x 65 / 6.4 = 20 ticks: the steal bound
+  CHECK(min_load_span_s(2, 1, 1000) == Approx(0.04));
+  const LoadReport now = sample(-1);  // microseconds
+  CHECK_FALSE(now.sampled);
+  CHECK_FALSE(now.under_load);
+  CHECK(now.min_seconds ==
+        Approx(min_load_span_s(now.cores, 1, static_cast<double>(::sysconf(_SC_CLK_TCK)))));
+  CHECK(now.summary().rfind("load not sampled (0.", 0) == 0);
+  CHECK(now.summary().find(" ms, too short for /proc's CPU time counters: at least 0.") != std::string::npos);
+  // Long enough: sampled (under load or not, as this machine is).
+  LoadSampler s;
+  s.start();
+  std::this_thread::sleep_for(std::chrono::duration<double>(now.min_seconds * 1.5));
+  const LoadReport r = s.stop();
+  CHECK(r.sampled);
+  CHECK(r.summary().rfind("other processes used ", 0) == 0);
 }

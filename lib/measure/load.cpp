@@ -363,15 +363,20 @@ LoadReport LoadSampler::stop(int gpu_index) {
   r.cores = online_cores();
   r.seconds = now_s() - start_s_;
   const Snapshot end = snapshot();
-  if (start_.ok && end.ok && end.total > start_.total) {
-    r.sampled = true;
+  if (start_.ok && end.ok) {
     const double total = end.total - start_.total;  // ticks over all CPUs
     const double per_core = total / static_cast<double>(r.cores);
-    const double others = std::max(0.0, (end.busy - start_.busy) - (end.job - start_.job));
-    r.other_cpu_cores = per_core > 0 ? others / per_core : 0;
-    r.steal_pct = 100.0 * (end.steal - start_.steal) / total;
-    std::istringstream la(read_file("/proc/loadavg"));
-    la >> r.loadavg_1m;
+    static const double ticks_per_s = static_cast<double>(::sysconf(_SC_CLK_TCK));
+    r.min_seconds =
+        min_load_span_s(r.cores, std::max(start_.job_pids.size(), end.job_pids.size()), ticks_per_s);
+    if (total > 0 && per_core >= r.min_seconds * ticks_per_s) {
+      r.sampled = true;
+      const double others = std::max(0.0, (end.busy - start_.busy) - (end.job - start_.job));
+      r.other_cpu_cores = others / per_core;
+      r.steal_pct = 100.0 * (end.steal - start_.steal) / total;
+      std::istringstream la(read_file("/proc/loadavg"));
+      la >> r.loadavg_1m;
+    }
   }
   if (gpu_index >= 0) {
     try {
@@ -426,8 +431,27 @@ LoadThresholds load_thresholds(int64_t cores) {
   return {std::max(0.2, 0.1 * static_cast<double>(cores)), 5.0};
 }
 
+double min_load_span_s(int64_t cores, size_t job_processes, double ticks_per_s) {
+  const LoadThresholds t = load_thresholds(cores);
+  const double c = static_cast<double>(std::max<int64_t>(cores, 1));
+  const double per_core_ticks =
+      std::max(2.0 * (c + static_cast<double>(job_processes)) / t.other_cores, 2.0 * 100.0 / t.steal_pct);
+  return per_core_ticks / std::max(ticks_per_s, 1.0);
+}
+
 std::string LoadReport::summary() const {
   std::string s = "load not sampled (no /proc)";
+  if (!sampled && min_seconds > 0) {
+    char span[40], buf[200];
+    if (seconds < 0.1)
+      std::snprintf(span, sizeof span, "%.1f ms", seconds * 1e3);
+    else
+      std::snprintf(span, sizeof span, "%.2f s", seconds);
+    std::snprintf(buf, sizeof buf,
+                  "load not sampled (%s, too short for /proc's CPU time counters: at least %.2f s here)",
+                  span, min_seconds);
+    s = buf;
+  }
   if (sampled) {
     char buf[200];
     std::snprintf(buf, sizeof buf, "other processes used %.2f of %lld cores, steal %.0f%%, load average %.1f",

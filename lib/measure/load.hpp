@@ -14,13 +14,14 @@ namespace ptune::measure {
 
 /// The load seen over one span of time.
 struct LoadReport {
-  bool sampled = false;                        // /proc could be read (Linux)
-  double seconds = 0;                          // the span
-  int64_t cores = 0;                           // online CPUs
-  double other_cpu_cores = 0;                  // CPU time of other processes per second of the span (cores)
-  double steal_pct = 0;                        // % of the machine's CPU time taken by the hypervisor
-  double loadavg_1m = 0;                       // the 1-minute load average at the end
-  bool gpu_sampled = false;                    // the driver's management library answered for this GPU
+  bool sampled = false;        // /proc was read (Linux) over a span its counters resolve
+  double seconds = 0;          // the span
+  double min_seconds = 0;      // when > 0: the shortest span the counters resolve here (min_load_span_s)
+  int64_t cores = 0;           // online CPUs
+  double other_cpu_cores = 0;  // CPU time of other processes per second of the span (cores)
+  double steal_pct = 0;        // % of the machine's CPU time taken by the hypervisor
+  double loadavg_1m = 0;       // the 1-minute load average at the end
+  bool gpu_sampled = false;    // the driver's management library answered for this GPU
   std::optional<int64_t> gpu_other_processes;  // other processes on this GPU (driver permitting)
   std::vector<std::string> gpu_notes;          // e.g. "SM clock 1410 of 1980 MHz; throttled: power cap"
   bool under_load = false;  // competing load: see load_thresholds(); a throttled GPU is not load
@@ -93,5 +94,14 @@ struct LoadThresholds {
   double steal_pct;
 };
 LoadThresholds load_thresholds(int64_t cores);
+
+/// The shortest span whose CPU figures can tell competing load. /proc counts CPU time in clock
+/// ticks (`ticks_per_s`: USER_HZ, 100 on Linux), and each difference is off by up to a tick per
+/// CPU (the machine's busy and steal time) and per process (the job's own time); over a few
+/// milliseconds that error alone reads as whole cores of "other processes". The span must make
+/// it at most half of each threshold (load_thresholds): (cores + processes) ticks at most half
+/// of the cores threshold, and a tick per CPU at most half of the steal threshold. 0.4 s on 2
+/// cores with one process, 1.1 s with 8 child processes more.
+double min_load_span_s(int64_t cores, size_t job_processes, double ticks_per_s);
 
 }  // namespace ptune::measure

@@ -483,7 +483,9 @@ class SweepRun {
     if (row.m->load.under_load)
       row.notes.push_back("measured under competing load (" + row.m->load.summary() +
                           "): its figures are less certain than on a quiet machine");
-    else
+    else if (!row.m->load.sampled && row.m->load.min_seconds > 0)  // "?" in the load cell: why
+      row.notes.push_back(row.m->load.summary());
+    if (!row.m->load.under_load)
       for (const auto& n : row.m->load.gpu_notes)  // the GPU's own state: not load, but it slows the row
         row.notes.push_back("the GPU was slowed down at the row's end (" + n + ")");
     if (!row.m->eager_fallback.empty()) row.status = report::RowStatus::eager_fallback(row.m->eager_fallback);
