@@ -81,8 +81,12 @@ grep -q 'binaries.*RUNPATH: none' "$tmp/out/versions.txt" || fail "versions.txt 
 # Where the runner's environment loads every library from: the bundle's lib/, torch's
 # site-packages (torch/lib, nvidia/*/lib), or the base system a GPU machine's python3 brings.
 site=$("$python" -c 'import importlib.util as u, os; print(os.path.dirname(os.path.dirname(u.find_spec("torch").origin)))')
-run_bundle "$tmp/out-ldd" -- exec ldd "$bundle/bin/ptune" "$bundle/bin/ptune_tests" >"$tmp/ldd.txt" 2>&1 ||
-  { cat "$tmp/ldd.txt"; fail "ldd in the runner's environment"; }
+# One command in the runner's environment (each run starts by asking the python for torch): ldd,
+# and ptune_tests with PTUNE_SOURCE_DIR pointed elsewhere (its exit status in neg.rc).
+run_bundle "$tmp/out-exec" -- exec bash -c '
+  ldd "$1/bin/ptune" "$1/bin/ptune_tests" >"$2/ldd.txt" 2>&1 || exit 1
+  PTUNE_SOURCE_DIR="$2/nowhere" ptune_tests "the schema and the parser agree" >"$2/neg.txt" 2>&1
+  echo $? >"$2/neg.rc"' _ "$bundle" "$tmp" || { cat "$tmp/ldd.txt"; fail "ldd in the runner's environment"; }
 ! grep -q 'not found' "$tmp/ldd.txt" || { cat "$tmp/ldd.txt"; fail "libraries not found"; }
 system_libs=" $(sed -n 's/^system_libs=//p' "$bundle/BUILD-INFO") linux-vdso.so.1 "
 while read -r name path; do
@@ -93,8 +97,7 @@ done < <(awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }' "$tmp/ldd.txt" | sort -
 echo "bundle_test: every library loads from the bundle ($(ls "$bundle/lib" | tr '\n' ' ')), torch's site-packages or the base system"
 
 # ptune_tests reads PTUNE_SOURCE_DIR from the environment: pointed elsewhere, the schema test fails.
-if run_bundle "$tmp/out-neg" -- exec env PTUNE_SOURCE_DIR="$tmp/nowhere" \
-    ptune_tests "the schema and the parser agree" >"$tmp/neg.txt" 2>&1; then
+if [ "$(cat "$tmp/neg.rc")" = 0 ]; then
   cat "$tmp/neg.txt"; fail "the schema test passed with PTUNE_SOURCE_DIR pointing nowhere"
 fi
 grep -qE "parse_error|$tmp/nowhere" "$tmp/neg.txt" || { cat "$tmp/neg.txt"; fail "the schema test failed otherwise than by reading nothing"; }
