@@ -120,6 +120,8 @@ TEST_CASE("peak: the CPU calibration agrees with torch.mm timed in Python", "[pe
   Threads one(1);
   const c10::Device cpu(c10::kCPU);
   const auto best = [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); };
+  // One Python process answers every round (torch imported once).
+  ptune::test::Coprocess py(python() + "mm_rate.py'");
   for (const std::string precision : {"fp32", "bf16"}) {
     INFO(precision);
     std::vector<double> ours, theirs;
@@ -128,11 +130,11 @@ TEST_CASE("peak: the CPU calibration agrees with torch.mm timed in Python", "[pe
       const auto c = ptune::measure::calibrate(cpu, precision);
       ours.push_back(c.flops_per_s);
       CHECK(c.threads == 1);
-      auto py = ptune::test::run(python() + "mm_rate.py' " + std::to_string(c.n) + " " +
-                                 std::to_string(c.reps) + " 1 " + precision);
-      INFO(py.err);
-      REQUIRE(py.code == 0);
-      theirs.push_back(std::stod(py.out));
+      REQUIRE(py.send(std::to_string(c.n) + " " + std::to_string(c.reps) + " 1 " + precision));
+      const auto answer = py.receive();
+      INFO(py.err());
+      REQUIRE(answer);
+      theirs.push_back(std::stod(*answer));
     }
     const double best_ours = best(ours), best_theirs = best(theirs);
     INFO("ptune " << best_ours << " FLOP/s, torch.mm " << best_theirs);

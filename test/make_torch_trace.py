@@ -171,7 +171,9 @@ def ddp_slow(out_dir):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    mp.spawn(ddp_rank, args=(out_dir, port), nprocs=2)
+    # Forked, not spawned: the ranks need not import torch again (seconds each on a small machine);
+    # ddp_slow is asked for alone, so this process has run no torch op yet and forks no thread pool.
+    mp.start_processes(ddp_rank, args=(out_dir, port), nprocs=2, start_method="fork")
 
 
 def split(name, out_dir):

@@ -2,7 +2,9 @@
 #include <catch2/catch.hpp>
 
 #include <fstream>
+#include <optional>
 #include <sstream>
+#include <string>
 
 #include <caffe2/serialize/inline_container.h>
 #include <torch/torch.h>
@@ -132,9 +134,13 @@ TEST_CASE(
         "Python");
   ptune::test::TempDir dir;
   const std::string script = std::string(PTUNE_TEST_DATA) + "/torchvision_io.py";
-  auto exported = ptune::test::run("'" + python + "' '" + script + "' export " + dir.path.string());
-  INFO(exported.err);
-  REQUIRE(exported.code == 0);
+  // One Python process exports, then checks ptune's weights when told: torch imported once.
+  ptune::test::Coprocess py("'" + python + "' '" + script + "' export-check " + dir.path.string());
+  {
+    const auto exported = py.receive();
+    INFO(py.err());
+    REQUIRE(exported == std::optional<std::string>("exported"));
+  }
   auto model = ResNet("resnet18", 10);
   CHECK(load_into(*model, read_state_dict(dir.file("tv_weights.pt")), "tv_weights.pt").empty());
   model->eval();
@@ -145,10 +151,12 @@ TEST_CASE(
   CHECK(torch::allclose(y, io[1].second, 1e-4, 1e-5));
 
   write_state_dict(dir.file("ptune_weights.pt"), state_dict(*model));
-  auto checked = ptune::test::run("'" + python + "' '" + script + "' check " + dir.path.string());
-  INFO(checked.err);
-  CHECK(checked.code == 0);
-  CHECK(checked.out == "ok 122\n");
+  CHECK(py.send("check"));
+  const auto checked = py.receive();
+  const int code = py.finish();
+  INFO(py.err());
+  CHECK(code == 0);
+  CHECK(checked == std::optional<std::string>("ok 122"));
 }
 
 TEST_CASE("weights in other shapes are recognized: a key, DDP's prefix, no counters, a whole module",

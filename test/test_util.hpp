@@ -1,17 +1,23 @@
 #pragma once
 // Helpers shared by the tests: temporary files and running the built binary.
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
-#include <sys/wait.h>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -173,6 +179,86 @@ inline RunResult run(const std::string& cmdline) {
   r.err = read_file(err);
   return r;
 }
+
+/// A shell command line that runs beside the test and answers in lines: the test sends a line
+/// to its stdin and receives one from its stdout. For a Python helper that imports torch once
+/// (seconds on a small machine) for several requests. Its stderr goes to a file: err().
+class Coprocess {
+ public:
+  explicit Coprocess(const std::string& cmdline) : err_path_(dir_.file("err")) {
+    int in[2], out[2];
+    REQUIRE(::pipe2(in, O_CLOEXEC) == 0);
+    REQUIRE(::pipe2(out, O_CLOEXEC) == 0);
+    const char* err_path = err_path_.c_str();
+    pid_ = ::fork();
+    REQUIRE(pid_ >= 0);
+    if (pid_ == 0) {  // only async-signal-safe calls until exec
+      const int e = ::open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (e < 0 || ::dup2(in[0], 0) < 0 || ::dup2(out[1], 1) < 0 || ::dup2(e, 2) < 0) ::_exit(126);
+      ::execl("/bin/sh", "sh", "-c", cmdline.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    ::close(in[0]);
+    ::close(out[1]);
+    to_ = in[1];
+    from_ = ::fdopen(out[0], "r");
+  }
+  Coprocess(const Coprocess&) = delete;
+  Coprocess& operator=(const Coprocess&) = delete;
+  ~Coprocess() {
+    if (pid_ > 0) ::kill(pid_, SIGKILL);
+    finish();
+  }
+  /// Sends `line` and a newline; false when it no longer reads (it has exited).
+  bool send(const std::string& line) {
+    const std::string text = line + "\n";
+    struct sigaction ignore {
+    }, old{};
+    ignore.sa_handler = SIG_IGN;
+    ::sigaction(SIGPIPE, &ignore, &old);  // a write to an exited process: EPIPE, not death
+    bool ok = to_ >= 0;
+    for (size_t done = 0; ok && done < text.size();) {
+      const ssize_t n = ::write(to_, text.data() + done, text.size() - done);
+      ok = n > 0;
+      done += ok ? static_cast<size_t>(n) : 0;
+    }
+    ::sigaction(SIGPIPE, &old, nullptr);
+    return ok;
+  }
+  /// Its next line of stdout without the newline; nullopt once its stdout has ended.
+  std::optional<std::string> receive() {
+    if (!from_) return std::nullopt;
+    std::string line;
+    for (int c; (c = std::fgetc(from_)) != EOF;) {
+      if (c == '\n') return line;
+      line += static_cast<char>(c);
+    }
+    return line.empty() ? std::nullopt : std::optional<std::string>(line);
+  }
+  /// Closes its stdin and waits for it: its exit status (128 + the signal that ended it).
+  int finish() {
+    if (to_ >= 0) ::close(to_), to_ = -1;
+    if (from_) std::fclose(from_), from_ = nullptr;
+    if (pid_ > 0) {
+      int status = 0;
+      while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+      }
+      code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      pid_ = -1;
+    }
+    return code_;
+  }
+  /// What it wrote to stderr so far.
+  std::string err() const { return read_file(err_path_); }
+
+ private:
+  TempDir dir_;
+  std::string err_path_;
+  pid_t pid_ = -1;
+  int to_ = -1;
+  FILE* from_ = nullptr;
+  int code_ = -1;
+};
 
 /// `err` without the warnings of rows measured under competing load: the tests run side by
 /// side, so another test's process may be that load; what a test asserts of stderr is the rest.

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <optional>
+#include <string>
 
 #include <torch/torch.h>
 
@@ -108,10 +110,14 @@ void check_against_torchvision(const std::string& arch, const Tolerances& tol) {
   OneThread one_thread;
   ptune::test::TempDir dir;
   const std::string script = std::string(PTUNE_TEST_DATA) + "/zoo_io.py";
-  auto exported =
-      ptune::test::run("'" + python + "' '" + script + "' export " + arch + " " + dir.path.string());
-  INFO(exported.err);
-  REQUIRE(exported.code == 0);
+  // One Python process exports, then checks ptune's weights when told: torch imported once.
+  ptune::test::Coprocess py("'" + python + "' '" + script + "' export-check " + arch + " " +
+                            dir.path.string());
+  {
+    const auto exported = py.receive();
+    INFO(py.err());
+    REQUIRE(exported == std::optional<std::string>("exported"));
+  }
   auto ref = read_map(dir.file("ref.pt"));
   const at::Tensor x = ref["input"], labels = ref["labels"];
 
@@ -121,10 +127,14 @@ void check_against_torchvision(const std::string& arch, const Tolerances& tol) {
   for (const auto& p : model->parameters()) params += p.numel();
   CHECK(params == ref["params"].item<int64_t>());
   write_state_dict(dir.file("ptune_weights.pt"), state_dict(*model));
-  auto checked =
-      ptune::test::run("'" + python + "' '" + script + "' check " + arch + " " + dir.path.string());
-  INFO(checked.out << checked.err);
-  CHECK(checked.code == 0);
+  {
+    CHECK(py.send("check"));
+    const auto checked = py.receive();
+    const int code = py.finish();
+    INFO(checked.value_or("(nothing)") << "\n" << py.err());
+    CHECK(code == 0);
+    CHECK(checked.value_or("").rfind("ok ", 0) == 0);
+  }
 
   {
     model->eval();

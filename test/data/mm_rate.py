@@ -3,6 +3,8 @@ N x N matrices as measure::calibrate() does (one warm-up product, then 7 samples
 products each) and prints the fastest sample's FLOP/s.
 
 Usage: mm_rate.py N REPS THREADS PRECISION   (PRECISION: fp32 | bf16)
+       mm_rate.py                            the same arguments, one request a line on stdin,
+                                             one answer a line (torch imported once)
 """
 import sys
 import time
@@ -10,8 +12,7 @@ import time
 import torch
 
 
-def main():
-    n, reps, threads, precision = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+def rate(n, reps, threads, precision):
     torch.set_num_threads(threads)
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[precision]
     a, b = torch.rand(n, n, dtype=dtype), torch.rand(n, n, dtype=dtype)
@@ -24,7 +25,17 @@ def main():
             for _ in range(reps):
                 torch.mm(a, b, out=c)
             rates.append(2.0 * n**3 * reps / (time.perf_counter() - t0))
-    print(max(rates))
+    return max(rates)
+
+
+def main():
+    if len(sys.argv) > 1:
+        n, reps, threads, precision = sys.argv[1:5]
+        print(rate(int(n), int(reps), int(threads), precision))
+        return
+    for line in sys.stdin:
+        n, reps, threads, precision = line.split()
+        print(rate(int(n), int(reps), int(threads), precision), flush=True)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,9 @@
   python torchvision_io.py check DIR    loads DIR/ptune_weights.pt into torchvision's
                                         resnet18 with strict=True (weights_only load) and
                                         checks every tensor equals DIR/tv_weights.pt
+  python torchvision_io.py export-check DIR
+                                        export, then prints "exported" and waits for the
+                                        line "check" on stdin: both in one process
   python torchvision_io.py variants DIR the shapes weights come in besides a plain state_dict:
                                         DIR/whole_model.pt (torch.save(model)),
                                         DIR/wrapped.pt ({"epoch", "state_dict", "optimizer"}),
@@ -19,30 +22,44 @@ import torch
 import torchvision
 
 
+def export(folder):
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(num_classes=10)
+    # Make the BatchNorm statistics non-trivial so eval mode exercises the buffers.
+    with torch.no_grad():
+        model.train()
+        model(torch.randn(4, 3, 64, 64))
+    model.eval()
+    x = torch.randn(2, 3, 64, 64)
+    with torch.no_grad():
+        y = model(x)
+    torch.save(model.state_dict(), f"{folder}/tv_weights.pt")
+    torch.save({"input": x, "output": y}, f"{folder}/tv_io.pt")
+
+
+def check(folder):
+    model = torchvision.models.resnet18(num_classes=10)
+    mine = torch.load(f"{folder}/ptune_weights.pt", weights_only=True)
+    model.load_state_dict(mine, strict=True)
+    ref = torch.load(f"{folder}/tv_weights.pt", weights_only=True)
+    for k, v in ref.items():
+        if not torch.equal(mine[k], v):
+            raise SystemExit(f"mismatch in {k}")
+    print("ok", len(mine), flush=True)
+
+
 def main():
     mode, folder = sys.argv[1], sys.argv[2]
     if mode == "export":
-        torch.manual_seed(0)
-        model = torchvision.models.resnet18(num_classes=10)
-        # Make the BatchNorm statistics non-trivial so eval mode exercises the buffers.
-        with torch.no_grad():
-            model.train()
-            model(torch.randn(4, 3, 64, 64))
-        model.eval()
-        x = torch.randn(2, 3, 64, 64)
-        with torch.no_grad():
-            y = model(x)
-        torch.save(model.state_dict(), f"{folder}/tv_weights.pt")
-        torch.save({"input": x, "output": y}, f"{folder}/tv_io.pt")
+        export(folder)
     elif mode == "check":
-        model = torchvision.models.resnet18(num_classes=10)
-        mine = torch.load(f"{folder}/ptune_weights.pt", weights_only=True)
-        model.load_state_dict(mine, strict=True)
-        ref = torch.load(f"{folder}/tv_weights.pt", weights_only=True)
-        for k, v in ref.items():
-            if not torch.equal(mine[k], v):
-                raise SystemExit(f"mismatch in {k}")
-        print("ok", len(mine))
+        check(folder)
+    elif mode == "export-check":
+        export(folder)
+        print("exported", flush=True)
+        if sys.stdin.readline().strip() != "check":
+            raise SystemExit("export-check: no 'check' on stdin")
+        check(folder)
     elif mode == "variants":
         torch.manual_seed(1)
         model = torchvision.models.resnet18(num_classes=10)

@@ -13,6 +13,10 @@
   python zoo_io.py check ARCH DIR     loads DIR/ptune_weights.pt into torchvision's model with
                                       strict=True (weights_only) and checks it equals
                                       DIR/weights.pt
+  python zoo_io.py export-check ARCH DIR
+                                      export, then prints "exported" and waits for the line
+                                      "check" on stdin (DIR/ptune_weights.pt written by then):
+                                      both in one process
 
 ARCH is a torchvision name, or vit_tiny: torchvision's VisionTransformer at 32x32 with 8x8
 patches, 2 layers, 2 heads, hidden 32, MLP 64 (vit_b_16's classes, small enough for a test).
@@ -72,6 +76,56 @@ def input_shape_of(model):
     return model._zoo_input_shape
 
 
+def export(arch, folder):
+    """The model, its reference outputs, gradients and step (the module docstring)."""
+    torch.manual_seed(SEED)
+    model = build(arch, 10)
+    model._zoo_input_shape = input_shape(arch)
+    perturb(model)
+    g = torch.Generator().manual_seed(SEED + 2)
+    x = torch.randn(*input_shape(arch), generator=g)
+    labels = torch.randint(0, 10, (x.shape[0],), generator=g)
+    torch.save(model.state_dict(), f"{folder}/weights.pt")
+    model.eval()
+    with torch.no_grad():
+        eval_out = model(x)
+    model.train()
+    torch.manual_seed(TRAIN_SEED)
+    train_out = model(x)
+    torch.nn.functional.cross_entropy(train_out, labels).backward()
+    grads = {n: p.grad.detach().clone() for n, p in model.named_parameters()}
+    torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY).step()
+    ref = {
+        "input": x, "labels": labels, "eval_out": eval_out, "train_out": train_out.detach(),
+        "params": torch.tensor(sum(p.numel() for p in model.parameters())),
+    }
+    ref.update({"grad." + n: g for n, g in grads.items()})
+    ref.update({"after." + n: t for n, t in model.state_dict().items()})
+    # The same training step in channels_last, from the same weights.
+    cl = build(arch, 10)
+    cl.load_state_dict(torch.load(f"{folder}/weights.pt", weights_only=True))
+    cl = cl.to(memory_format=torch.channels_last)
+    cl.train()
+    torch.manual_seed(TRAIN_SEED)
+    cl_out = cl(x.contiguous(memory_format=torch.channels_last))
+    torch.nn.functional.cross_entropy(cl_out, labels).backward()
+    ref["cl_train_out"] = cl_out.detach().contiguous()
+    ref.update({"cl_grad." + n: p.grad.detach().contiguous() for n, p in cl.named_parameters()})
+    torch.save(ref, f"{folder}/ref.pt")
+
+
+def check(arch, folder):
+    """ptune's weights load into torchvision's model strictly and equal the exported ones."""
+    model = build(arch, 10)
+    mine = torch.load(f"{folder}/ptune_weights.pt", weights_only=True)
+    model.load_state_dict(mine, strict=True)
+    ref = torch.load(f"{folder}/weights.pt", weights_only=True)
+    for k, v in ref.items():
+        if not torch.equal(mine[k], v):
+            raise SystemExit(f"mismatch in {k}")
+    print("ok", len(mine))
+
+
 def main():
     mode = sys.argv[1]
     if mode == "keys":
@@ -90,49 +144,16 @@ def main():
     arch, folder = sys.argv[2], sys.argv[3]
     torch.set_num_threads(1)  # the same reductions as the C++ side's single thread
     if mode == "export":
-        torch.manual_seed(SEED)
-        model = build(arch, 10)
-        model._zoo_input_shape = input_shape(arch)
-        perturb(model)
-        g = torch.Generator().manual_seed(SEED + 2)
-        x = torch.randn(*input_shape(arch), generator=g)
-        labels = torch.randint(0, 10, (x.shape[0],), generator=g)
-        torch.save(model.state_dict(), f"{folder}/weights.pt")
-        model.eval()
-        with torch.no_grad():
-            eval_out = model(x)
-        model.train()
-        torch.manual_seed(TRAIN_SEED)
-        train_out = model(x)
-        torch.nn.functional.cross_entropy(train_out, labels).backward()
-        grads = {n: p.grad.detach().clone() for n, p in model.named_parameters()}
-        torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY).step()
-        ref = {
-            "input": x, "labels": labels, "eval_out": eval_out, "train_out": train_out.detach(),
-            "params": torch.tensor(sum(p.numel() for p in model.parameters())),
-        }
-        ref.update({"grad." + n: g for n, g in grads.items()})
-        ref.update({"after." + n: t for n, t in model.state_dict().items()})
-        # The same training step in channels_last, from the same weights.
-        cl = build(arch, 10)
-        cl.load_state_dict(torch.load(f"{folder}/weights.pt", weights_only=True))
-        cl = cl.to(memory_format=torch.channels_last)
-        cl.train()
-        torch.manual_seed(TRAIN_SEED)
-        cl_out = cl(x.contiguous(memory_format=torch.channels_last))
-        torch.nn.functional.cross_entropy(cl_out, labels).backward()
-        ref["cl_train_out"] = cl_out.detach().contiguous()
-        ref.update({"cl_grad." + n: p.grad.detach().contiguous() for n, p in cl.named_parameters()})
-        torch.save(ref, f"{folder}/ref.pt")
+        export(arch, folder)
     elif mode == "check":
-        model = build(arch, 10)
-        mine = torch.load(f"{folder}/ptune_weights.pt", weights_only=True)
-        model.load_state_dict(mine, strict=True)
-        ref = torch.load(f"{folder}/weights.pt", weights_only=True)
-        for k, v in ref.items():
-            if not torch.equal(mine[k], v):
-                raise SystemExit(f"mismatch in {k}")
-        print("ok", len(mine))
+        check(arch, folder)
+    elif mode == "export-check":
+        # Both in one process (one torch import): export, say so, then check on the line "check".
+        export(arch, folder)
+        print("exported", flush=True)
+        if sys.stdin.readline().strip() != "check":
+            raise SystemExit("export-check: no 'check' on stdin")
+        check(arch, folder)
     else:
         raise SystemExit(f"unknown mode {mode}")
 
