@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <ctime>
 #include <optional>
 #include <string>
 #include <thread>
@@ -375,4 +376,29 @@ TEST_CASE("a span too short for /proc's CPU time counters is not sampled, and sa
   const LoadReport r = s.stop();
   CHECK(r.sampled);
   CHECK(r.summary().rfind("other processes used ", 0) == 0);
+}
+
+TEST_CASE("a child that has ended and been waited for keeps its CPU time in the job's", "[load]") {
+  // A row's processes may end within a span (the previous row's, ended after it): their time
+  // must not drop out of the job's, or it would read as other processes' load.
+  const double before = ptune::measure::job_processes().ticks;
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {  // half a second of its own CPU time, then ends
+    ::alarm(20);
+    timespec t{};
+    volatile unsigned long x = 0;
+    do {
+      for (int i = 0; i < 100000; ++i) x = x + 1;
+      ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    } while (t.tv_sec < 1 && t.tv_nsec < 500000000L);
+    ::_exit(0);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  const double after = ptune::measure::job_processes().ticks;
+  const double ticks_per_s = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  // 0.5 s of the child's, less a tick of rounding at each end; the test's own time only adds.
+  CHECK(after - before >= 0.5 * ticks_per_s - 2);
 }

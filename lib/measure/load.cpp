@@ -34,8 +34,9 @@ std::string read_file(const std::string& path) {
   return os.str();
 }
 
-/// utime + stime of process `pid` (clock ticks) and its parent; false when unreadable.
-bool process_times(const std::string& pid, double* ticks, long* ppid) {
+/// utime + stime of process `pid` (clock ticks; with `reaped`, also cutime + cstime: its
+/// children's that it has waited for) and its parent; false when unreadable.
+bool process_times(const std::string& pid, double* ticks, long* ppid, bool reaped = false) {
   const std::string stat = read_file("/proc/" + pid + "/stat");
   // The command name is in parentheses and may hold spaces: fields start after the last ')'.
   const size_t close = stat.rfind(')');
@@ -43,11 +44,12 @@ bool process_times(const std::string& pid, double* ticks, long* ppid) {
   std::istringstream in(stat.substr(close + 2));
   std::string field;
   std::vector<std::string> f;
-  while (in >> field && f.size() < 13) f.push_back(field);
-  if (f.size() < 13)
-    return false;  // state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
+  while (in >> field && f.size() < 15) f.push_back(field);
+  if (f.size() < 15)  // state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime
+    return false;     // stime cutime cstime
   *ppid = std::atol(f[1].c_str());
   *ticks = std::atof(f[11].c_str()) + std::atof(f[12].c_str());
+  if (reaped) *ticks += std::atof(f[13].c_str()) + std::atof(f[14].c_str());
   return true;
 }
 
@@ -66,7 +68,9 @@ JobProcesses job_processes() {
   job.pids.push_back(me);
   double self = 0;
   long parent = 0;
-  if (!process_times("self", &self, &parent)) return job;
+  // Its children's time stays the job's once they have ended and been waited for (a row's
+  // processes ended within a span; a dead thread's time is in the process's own already).
+  if (!process_times("self", &self, &parent, /*reaped=*/true)) return job;
   const std::string exe = exe_of("self");
   job.ticks = self;
   if (exe.empty()) return job;

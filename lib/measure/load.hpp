@@ -34,7 +34,9 @@ struct LoadReport {
 /// The processes of this job, with their CPU ticks so far: this one (first), its children
 /// running the same executable (a row's sides in child processes) and, where its parent is not
 /// init, its siblings running it (the other ranks of `ptune launch` or torchrun on this
-/// machine). Only this one, with 0 ticks, when /proc cannot be read. Throws nothing.
+/// machine). Only this one, with 0 ticks, when /proc cannot be read. This one's ticks include
+/// its ended children's (waited for), so a child ending within a span takes none of its time
+/// out of the job's. Throws nothing.
 struct JobProcesses {
   std::vector<int64_t> pids;
   double ticks = 0;

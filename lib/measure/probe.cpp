@@ -814,6 +814,10 @@ std::vector<std::string> run_notes(int64_t transient, size_t kept, StopRule stop
 
 Measurement measure(const config::ExperimentConfig& cfg, const Progress& progress) {
   WindowPlan plan = window_plan(cfg);  // the deadline counts the pipeline's construction
+  const c10::Device device = dist::rank_device(cfg.device);
+  const int gpu = device.is_cuda() ? device.index() : -1;
+  LoadSampler load;  // from the row's start, as a sweep's row (time_row)
+  load.start(gpu, gpu >= 0 ? engine::cuda::device_uuid(gpu) : "");
   // Process settings: the row's pipeline in measure.processes child processes started with them.
   std::unique_ptr<RowSide> side;
   if (!engine::default_process(cfg.process)) {
@@ -824,10 +828,6 @@ Measurement measure(const config::ExperimentConfig& cfg, const Progress& progres
     side = std::make_unique<Bench>(cfg, progress, plan.deadline);
   }
   RowSide& bench = *side;
-  const c10::Device device = dist::rank_device(cfg.device);
-  const int gpu = device.is_cuda() ? device.index() : -1;
-  LoadSampler load;
-  load.start(gpu, gpu >= 0 ? engine::cuda::device_uuid(gpu) : "");
   bench.set_progress(progress, plan.min_pairs);
   const AloneRun run = measure_alone(bench, plan);
   Measurement m = bench.result(static_cast<size_t>(run.transient), run.ms.size());

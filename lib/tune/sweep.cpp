@@ -184,8 +184,9 @@ Timed time_row(const config::ExperimentConfig& cfg, measure::RowSide* prev,
   const c10::Device device = dist::rank_device(cfg.device);
   const int gpu = device.is_cuda() ? device.index() : -1;
   measure::WindowPlan plan = measure::window_plan(cfg);  // the row's deadline starts here
-  // The load, sampled from the row's first timed window; whether it competed is agreed across
-  // the ranks (any rank's), at every look and at the end, so that every rank decides alike.
+  // The load, sampled from the row's start (its build and warm-up are this job's time too, and a
+  // longer span is one /proc's tick counters resolve); whether it competed is agreed across the
+  // ranks (any rank's), at every look and at the end, so that every rank decides alike.
   measure::LoadSampler load;
   auto start_load = [&] {
     load.start(gpu, gpu >= 0 ? engine::cuda::device_uuid(gpu) : "");
@@ -197,6 +198,7 @@ Timed time_row(const config::ExperimentConfig& cfg, measure::RowSide* prev,
     m.load.under_load = m.load.under_load || compared_under_load;
   };
   Timed t;
+  start_load();
   try {
     std::unique_ptr<measure::RowSide> prev_processes;  // the previous row's, for this row alone
     if (in_child) {
@@ -216,7 +218,6 @@ Timed time_row(const config::ExperimentConfig& cfg, measure::RowSide* prev,
       t.bench = std::make_unique<measure::Bench>(cfg, progress, plan.deadline);
     }
     t.bench->set_progress(progress, plan.min_pairs);
-    start_load();
     if (prev) {
       prev->set_progress(prev_progress, 0);
       const measure::Comparison c = measure::compare(*prev, *t.bench, plan);
