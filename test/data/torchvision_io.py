@@ -21,6 +21,8 @@ import sys
 import torch
 import torchvision
 
+from export_check import check_weights, export_then_check
+
 
 def export(folder):
     torch.manual_seed(0)
@@ -38,14 +40,7 @@ def export(folder):
 
 
 def check(folder):
-    model = torchvision.models.resnet18(num_classes=10)
-    mine = torch.load(f"{folder}/ptune_weights.pt", weights_only=True)
-    model.load_state_dict(mine, strict=True)
-    ref = torch.load(f"{folder}/tv_weights.pt", weights_only=True)
-    for k, v in ref.items():
-        if not torch.equal(mine[k], v):
-            raise SystemExit(f"mismatch in {k}")
-    print("ok", len(mine), flush=True)
+    check_weights(torchvision.models.resnet18(num_classes=10), folder, "tv_weights.pt")
 
 
 def main():
@@ -55,11 +50,7 @@ def main():
     elif mode == "check":
         check(folder)
     elif mode == "export-check":
-        export(folder)
-        print("exported", flush=True)
-        if sys.stdin.readline().strip() != "check":
-            raise SystemExit("export-check: no 'check' on stdin")
-        check(folder)
+        export_then_check(lambda: export(folder), lambda: check(folder))
     elif mode == "variants":
         torch.manual_seed(1)
         model = torchvision.models.resnet18(num_classes=10)

@@ -27,6 +27,8 @@ import sys
 import torch
 import torchvision
 
+from export_check import check_weights, export_then_check
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SEED = 0
 TRAIN_SEED = 7  # the seed both sides set before the training-mode forward (dropout, stochastic depth)
@@ -116,14 +118,7 @@ def export(arch, folder):
 
 def check(arch, folder):
     """ptune's weights load into torchvision's model strictly and equal the exported ones."""
-    model = build(arch, 10)
-    mine = torch.load(f"{folder}/ptune_weights.pt", weights_only=True)
-    model.load_state_dict(mine, strict=True)
-    ref = torch.load(f"{folder}/weights.pt", weights_only=True)
-    for k, v in ref.items():
-        if not torch.equal(mine[k], v):
-            raise SystemExit(f"mismatch in {k}")
-    print("ok", len(mine))
+    check_weights(build(arch, 10), folder, "weights.pt")
 
 
 def main():
@@ -148,12 +143,7 @@ def main():
     elif mode == "check":
         check(arch, folder)
     elif mode == "export-check":
-        # Both in one process (one torch import): export, say so, then check on the line "check".
-        export(arch, folder)
-        print("exported", flush=True)
-        if sys.stdin.readline().strip() != "check":
-            raise SystemExit("export-check: no 'check' on stdin")
-        check(arch, folder)
+        export_then_check(lambda: export(arch, folder), lambda: check(arch, folder))
     else:
         raise SystemExit(f"unknown mode {mode}")
 
