@@ -365,14 +365,19 @@ TEST_CASE("a span too short for /proc's CPU time counters is not sampled, and sa
   const LoadReport now = sample(-1);  // microseconds
   CHECK_FALSE(now.sampled);
   CHECK_FALSE(now.under_load);
-  CHECK(now.min_seconds ==
-        Approx(min_load_span_s(now.cores, 1, static_cast<double>(::sysconf(_SC_CLK_TCK)))));
+  const double ticks_per_s = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  // At least one process's bound: other tests of this executable that ctest runs beside it are
+  // this job's siblings and raise it.
+  CHECK(now.min_seconds >= min_load_span_s(now.cores, 1, ticks_per_s) - 1e-12);
   CHECK(now.summary().rfind("load not sampled (0.", 0) == 0);
   CHECK(now.summary().find(" ms, too short for /proc's CPU time counters: at least 0.") != std::string::npos);
-  // Long enough: sampled (under load or not, as this machine is).
+  // Long enough, with room for a few more of the job's processes appearing meanwhile: sampled
+  // (under load or not, as this machine is).
+  const size_t job = ptune::measure::job_processes().pids.size();
   LoadSampler s;
   s.start();
-  std::this_thread::sleep_for(std::chrono::duration<double>(now.min_seconds * 1.5));
+  std::this_thread::sleep_for(
+      std::chrono::duration<double>(1.5 * min_load_span_s(now.cores, job + 4, ticks_per_s)));
   const LoadReport r = s.stop();
   CHECK(r.sampled);
   CHECK(r.summary().rfind("other processes used ", 0) == 0);
