@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <ctime>
 #include <optional>
 #include <string>
@@ -333,8 +334,8 @@ TEST_CASE("a job whose parent is init still counts its children as its own", "[l
       ::alarm(20);
       for (;;) ::pause();
     }
-    const auto job = ptune::measure::job_processes();
-    const bool counted = std::find(job.pids.begin(), job.pids.end(), child) != job.pids.end();
+    const std::vector<int64_t> job = ptune::measure::job_processes().pids();
+    const bool counted = std::find(job.begin(), job.end(), child) != job.end();
     const char answer[2] = {counted ? 'y' : 'n', ::getppid() <= 1 ? '1' : 'p'};
     ::kill(child, SIGKILL);
     ::waitpid(child, nullptr, 0);
@@ -373,7 +374,7 @@ TEST_CASE("a span too short for /proc's CPU time counters is not sampled, and sa
   CHECK(now.summary().find(" ms, too short for /proc's CPU time counters: at least 0.") != std::string::npos);
   // Long enough, with room for a few more of the job's processes appearing meanwhile: sampled
   // (under load or not, as this machine is).
-  const size_t job = ptune::measure::job_processes().pids.size();
+  const size_t job = ptune::measure::job_processes().processes.size();
   LoadSampler s;
   s.start();
   std::this_thread::sleep_for(
@@ -383,10 +384,12 @@ TEST_CASE("a span too short for /proc's CPU time counters is not sampled, and sa
   CHECK(r.summary().rfind("other processes used ", 0) == 0);
 }
 
-TEST_CASE("a child that has ended and been waited for keeps its CPU time in the job's", "[load]") {
+TEST_CASE("a child that has ended keeps its CPU time in the job's, before and after it is waited for",
+          "[load]") {
   // A row's processes may end within a span (the previous row's, ended after it): their time
   // must not drop out of the job's, or it would read as other processes' load.
-  const double before = ptune::measure::job_processes().ticks;
+  using ptune::measure::job_processes;
+  const auto before = job_processes();
   const pid_t child = ::fork();
   REQUIRE(child >= 0);
   if (child == 0) {  // half a second of its own CPU time, then ends
@@ -399,11 +402,92 @@ TEST_CASE("a child that has ended and been waited for keeps its CPU time in the 
     } while (t.tv_sec < 1 && t.tv_nsec < 500000000L);
     ::_exit(0);
   }
+  // Ended, not yet waited for: still listed, with its time.
+  siginfo_t info{};
+  REQUIRE(::waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT) == 0);
+  const auto ended = job_processes();
+  const std::vector<int64_t> pids = ended.pids();
+  CHECK(std::find(pids.begin(), pids.end(), child) != pids.end());
   int status = 0;
   REQUIRE(::waitpid(child, &status, 0) == child);
   REQUIRE(WIFEXITED(status));
-  const double after = ptune::measure::job_processes().ticks;
+  const auto after = job_processes();
   const double ticks_per_s = static_cast<double>(::sysconf(_SC_CLK_TCK));
   // 0.5 s of the child's, less a tick of rounding at each end; the test's own time only adds.
-  CHECK(after - before >= 0.5 * ticks_per_s - 2);
+  CHECK(ended.ticks_since(before) >= 0.5 * ticks_per_s - 2);
+  CHECK(after.ticks_since(before) >= 0.5 * ticks_per_s - 2);
+  // Waiting moves the child's time into this process's, tick for tick.
+  CHECK(after.ticks_since(ended) >= 0);
+}
+
+TEST_CASE("the job's time since a moment counts each process's own, whichever have ended or started",
+          "[load]") {
+  ptune::measure::JobProcesses earlier, now;
+  earlier.processes = {{100, 100, false}, {7, 50, false}, {8, 30, true}, {9, 10, true}};
+  // Since: this process ran 5 ticks and waited for child 8, which ran 15 more (45 in all);
+  // sibling 7 ended; child 9 ran 10; child 10 started and ran 5.
+  now.processes = {{100, 100 + 5 + 45, false}, {9, 20, true}, {10, 5, true}};
+  CHECK(now.ticks_since(earlier) == Approx(5 + 15 + 10 + 5));
+  CHECK(now.pids() == std::vector<int64_t>{100, 9, 10});
+  CHECK(earlier.ticks_since(earlier) == 0);
+}
+
+TEST_CASE("a sibling that ends within a span takes none of its time out of the job's", "[load]") {
+  // Two ranks of one launch (here: two children of one process, running this executable); one
+  // that has used CPU time ends between two looks of the other. Before, the job's time fell by
+  // all of the ended one's, which read as other processes' load.
+  int ready[2], go[2], result[2];
+  REQUIRE(::pipe(ready) == 0);
+  REQUIRE(::pipe(go) == 0);
+  REQUIRE(::pipe(result) == 0);
+  const pid_t parent = ::fork();
+  REQUIRE(parent >= 0);
+  if (parent == 0) {
+    ::alarm(30);
+    const pid_t burner = ::fork();
+    if (burner == 0) {  // 0.3 s of CPU time, then waits to be told to end
+      ::alarm(30);
+      timespec t{};
+      volatile unsigned long x = 0;
+      do {
+        for (int i = 0; i < 100000; ++i) x = x + 1;
+        ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+      } while (t.tv_sec < 1 && t.tv_nsec < 300000000L);
+      char c = 'r';
+      if (::write(ready[1], &c, 1) != 1 || ::read(go[0], &c, 1) != 1) ::_exit(1);
+      ::_exit(0);
+    }
+    const pid_t looker = ::fork();
+    if (looker == 0) {
+      ::alarm(30);
+      char c = 0;
+      if (::read(ready[0], &c, 1) != 1) ::_exit(1);
+      const auto before = ptune::measure::job_processes();
+      double burner_ticks = -1;
+      for (const auto& p : before.processes)
+        if (p.pid == burner) burner_ticks = p.ticks;
+      if (::write(go[1], &c, 1) != 1) ::_exit(1);
+      for (int i = 0; i < 5000 && ::kill(burner, 0) == 0; ++i) ::usleep(1000);  // until waited for
+      const double since = ptune::measure::job_processes().ticks_since(before);
+      const std::string line = std::to_string(burner_ticks) + " " + std::to_string(since) + "\n";
+      if (::write(result[1], line.data(), line.size()) != static_cast<ssize_t>(line.size())) ::_exit(1);
+      ::_exit(0);
+    }
+    ::waitpid(burner, nullptr, 0);
+    ::waitpid(looker, nullptr, 0);
+    ::_exit(0);
+  }
+  ::close(result[1]);
+  ::waitpid(parent, nullptr, 0);
+  char buf[128] = {0};
+  pollfd p{result[0], POLLIN, 0};
+  REQUIRE(::poll(&p, 1, 15000) == 1);
+  REQUIRE(::read(result[0], buf, sizeof buf - 1) > 0);
+  for (int fd : {ready[0], ready[1], go[0], go[1], result[0]}) ::close(fd);
+  double burner_ticks = -1, since = -1e9;
+  REQUIRE(std::sscanf(buf, "%lf %lf", &burner_ticks, &since) == 2);
+  const double ticks_per_s = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  INFO("the ended sibling's ticks " << burner_ticks << ", the job's since " << since);
+  CHECK(burner_ticks >= 0.3 * ticks_per_s / 2);  // it was one of the job's, with its time
+  CHECK(since >= 0);
 }

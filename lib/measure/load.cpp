@@ -34,22 +34,33 @@ std::string read_file(const std::string& path) {
   return os.str();
 }
 
-/// utime + stime of process `pid` (clock ticks; with `reaped`, also cutime + cstime: its
-/// children's that it has waited for) and its parent; false when unreadable.
-bool process_times(const std::string& pid, double* ticks, long* ppid, bool reaped = false) {
+/// One process's /proc/<pid>/stat: its command name, state, parent, and utime + stime (clock ticks; with
+/// `reaped`, also cutime + cstime: its children's that it has waited for).
+struct ProcessStat {
+  std::string comm;  // the executable's name, at most 15 characters; kept by an ended process
+  char state = '?';
+  long ppid = 0;
+  double ticks = 0;
+};
+
+/// False when unreadable.
+bool process_stat(const std::string& pid, ProcessStat* out, bool reaped = false) {
   const std::string stat = read_file("/proc/" + pid + "/stat");
   // The command name is in parentheses and may hold spaces: fields start after the last ')'.
   const size_t close = stat.rfind(')');
-  if (close == std::string::npos) return false;
+  const size_t open = stat.find('(');
+  if (close == std::string::npos || open == std::string::npos || open > close) return false;
+  out->comm = stat.substr(open + 1, close - open - 1);
   std::istringstream in(stat.substr(close + 2));
   std::string field;
   std::vector<std::string> f;
   while (in >> field && f.size() < 15) f.push_back(field);
   if (f.size() < 15)  // state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime
     return false;     // stime cutime cstime
-  *ppid = std::atol(f[1].c_str());
-  *ticks = std::atof(f[11].c_str()) + std::atof(f[12].c_str());
-  if (reaped) *ticks += std::atof(f[13].c_str()) + std::atof(f[14].c_str());
+  out->state = f[0].empty() ? '?' : f[0][0];
+  out->ppid = std::atol(f[1].c_str());
+  out->ticks = std::atof(f[11].c_str()) + std::atof(f[12].c_str());
+  if (reaped) out->ticks += std::atof(f[13].c_str()) + std::atof(f[14].c_str());
   return true;
 }
 
@@ -62,21 +73,43 @@ std::string exe_of(const std::string& pid) {
 
 }  // namespace
 
+std::vector<int64_t> JobProcesses::pids() const {
+  std::vector<int64_t> pids;
+  for (const Process& p : processes) pids.push_back(p.pid);
+  return pids;
+}
+
+double JobProcesses::ticks_since(const JobProcesses& earlier) const {
+  std::map<int64_t, const Process*> before;
+  for (const Process& p : earlier.processes) before[p.pid] = &p;
+  double ticks = 0;
+  for (const Process& p : processes) {
+    const auto it = before.find(p.pid);
+    ticks += p.ticks - (it == before.end() ? 0.0 : it->second->ticks);
+    if (it != before.end()) before.erase(it);
+  }
+  // Ended since: a child's whole time is now in this process's (waited for; until then it is
+  // still listed); a sibling's time since `earlier` is unknown, and none of its time counts.
+  for (const auto& [pid, p] : before)
+    if (p->child) ticks -= p->ticks;
+  return ticks;
+}
+
 JobProcesses job_processes() {
   JobProcesses job;
   const int64_t me = ::getpid();
-  job.pids.push_back(me);
-  double self = 0;
-  long parent = 0;
+  job.processes.push_back({me, 0, false});
   // Its children's time stays the job's once they have ended and been waited for (a row's
   // processes ended within a span; a dead thread's time is in the process's own already).
-  if (!process_times("self", &self, &parent, /*reaped=*/true)) return job;
+  ProcessStat self;
+  if (!process_stat("self", &self, /*reaped=*/true)) return job;
   const std::string exe = exe_of("self");
-  job.ticks = self;
+  job.processes[0].ticks = self.ticks;
   if (exe.empty()) return job;
   // A parent of 0 or 1 is none of the job's: ptune is then the container's first process, or
   // was left to init (started in the background by a shell that has exited); its children
   // are still its own.
+  const long parent = self.ppid;
   const bool siblings = parent > 1;
   DIR* dir = ::opendir("/proc");
   if (!dir) return job;
@@ -84,13 +117,15 @@ JobProcesses job_processes() {
     const std::string name = e->d_name;
     if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit) || name == std::to_string(me))
       continue;
-    double t = 0;
-    long pp = 0;
-    // Its siblings (the ranks of one launch) and its children (a row's sides in child processes).
-    if (process_times(name, &t, &pp) && ((siblings && pp == parent) || pp == me) && exe_of(name) == exe) {
-      job.ticks += t;
-      job.pids.push_back(std::atoll(name.c_str()));
-    }
+    ProcessStat p;
+    if (!process_stat(name, &p)) continue;
+    const bool child = p.ppid == me;
+    // Its siblings (the ranks of one launch) and its children (a row's sides in child processes);
+    // a child that has ended and is not yet waited for no longer names its executable (its
+    // command name is matched instead), and its time moves into this process's only when it is.
+    const bool same = exe_of(name) == exe || (child && p.state == 'Z' && p.comm == self.comm);
+    if (((siblings && p.ppid == parent) || child) && same)
+      job.processes.push_back({std::atoll(name.c_str()), p.ticks, child});
   }
   ::closedir(dir);
   return job;
@@ -344,9 +379,7 @@ LoadSampler::Snapshot LoadSampler::snapshot() {
   s.busy = user + nice + system + irq + softirq;
   s.steal = steal;
   s.total = s.busy + idle + iowait + steal;
-  const JobProcesses job = job_processes();
-  s.job = job.ticks;
-  s.job_pids = job.pids;
+  s.job = job_processes();
   s.ok = true;
   return s;
 }
@@ -358,7 +391,7 @@ void LoadSampler::start(int gpu_index, const std::string& gpu_uuid) {
   start_gpu_others_.reset();
   if (gpu_index >= 0)
     start_gpu_others_ =
-        gpu_others_now(gpu_index, gpu_uuid, start_.ok ? start_.job_pids : job_processes().pids);
+        gpu_others_now(gpu_index, gpu_uuid, (start_.ok ? start_.job : job_processes()).pids());
   start_s_ = now_s();
 }
 
@@ -371,11 +404,11 @@ LoadReport LoadSampler::stop(int gpu_index) {
     const double total = end.total - start_.total;  // ticks over all CPUs
     const double per_core = total / static_cast<double>(r.cores);
     static const double ticks_per_s = static_cast<double>(::sysconf(_SC_CLK_TCK));
-    r.min_seconds =
-        min_load_span_s(r.cores, std::max(start_.job_pids.size(), end.job_pids.size()), ticks_per_s);
+    r.min_seconds = min_load_span_s(r.cores, std::max(start_.job.processes.size(), end.job.processes.size()),
+                                    ticks_per_s);
     if (total > 0 && per_core >= r.min_seconds * ticks_per_s) {
       r.sampled = true;
-      const double others = std::max(0.0, (end.busy - start_.busy) - (end.job - start_.job));
+      const double others = std::max(0.0, (end.busy - start_.busy) - end.job.ticks_since(start_.job));
       r.other_cpu_cores = others / per_core;
       r.steal_pct = 100.0 * (end.steal - start_.steal) / total;
       std::istringstream la(read_file("/proc/loadavg"));
@@ -388,8 +421,7 @@ LoadReport LoadSampler::stop(int gpu_index) {
         if (const nvml::Device d =
                 nvml::device_of(*lib, gpu_index, gpu_index == start_gpu_ ? start_gpu_uuid_ : "")) {
           r.gpu_sampled = true;
-          r.gpu_other_processes =
-              nvml::other_processes(*lib, d, end.ok ? end.job_pids : job_processes().pids);
+          r.gpu_other_processes = nvml::other_processes(*lib, d, (end.ok ? end.job : job_processes()).pids());
           // A process may have come and gone within the row: the more of the two samples.
           if (gpu_index == start_gpu_ && start_gpu_others_)
             r.gpu_other_processes = std::max(r.gpu_other_processes.value_or(0), *start_gpu_others_);

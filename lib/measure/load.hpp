@@ -32,14 +32,23 @@ struct LoadReport {
 };
 
 /// The processes of this job, with their CPU ticks so far: this one (first), its children
-/// running the same executable (a row's sides in child processes) and, where its parent is not
-/// init, its siblings running it (the other ranks of `ptune launch` or torchrun on this
-/// machine). Only this one, with 0 ticks, when /proc cannot be read. This one's ticks include
-/// its ended children's (waited for), so a child ending within a span takes none of its time
-/// out of the job's. Throws nothing.
+/// running the same executable (a row's sides in child processes; one that has ended and is not
+/// yet waited for too) and, where its parent is not init, its siblings running it (the other
+/// ranks of `ptune launch` or torchrun on this machine). Only this one, with 0 ticks, when /proc
+/// cannot be read. Throws nothing.
 struct JobProcesses {
-  std::vector<int64_t> pids;
-  double ticks = 0;
+  struct Process {
+    int64_t pid = 0;
+    double ticks = 0;    // utime + stime; this process's own also holds its waited-for children's
+    bool child = false;  // this process's child: its time moves into this one's when waited for
+  };
+  std::vector<Process> processes;  // this one first
+  std::vector<int64_t> pids() const;
+  /// The job's CPU time since `earlier` (ticks), process by process, so that a process ending
+  /// within the span takes none of its time out of the job's: a child's whole time is in this
+  /// one's once waited for (its ticks at `earlier` are taken off), a sibling's last ticks are
+  /// unknown (none of its time counts); a process that started since counts all of its own.
+  double ticks_since(const JobProcesses& earlier) const;
 };
 JobProcesses job_processes();
 
@@ -65,8 +74,7 @@ class LoadSampler {
   struct Snapshot {
     bool ok = false;
     double busy = 0, steal = 0, total = 0;  // /proc/stat, all CPUs, clock ticks
-    double job = 0;                         // this job's processes, clock ticks
-    std::vector<int64_t> job_pids;          // and their process IDs, this one first
+    JobProcesses job;                       // this job's processes and their clock ticks
   };
   static Snapshot snapshot();
   Snapshot start_;
