@@ -94,6 +94,10 @@ class Interrupted : public std::runtime_error {
   Interrupted() : std::runtime_error("interrupted") {}
 };
 
+/// Interrupted before the command's work began (a data-parallel rendezvous given up): nothing
+/// was written. Exit code 130, as Interrupted.
+class InterruptedAtStart : public Interrupted {};
+
 /// The first line of an exception's message: without LibTorch's backtrace, which a c10::Error
 /// appends after its message's first line. (No LibTorch header here: the commands that need no
 /// tensors are built without it.)

@@ -6,6 +6,9 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1526,6 +1529,68 @@ TEST_CASE(
     CHECK(text.compare(text.size() - std::min(text.size(), last.size()), last.size(), last) == 0);
     // A batch of 8 takes milliseconds; the whole evaluation, tens of seconds.
     CHECK(took < 10.0);
+  }
+}
+
+TEST_CASE(
+    "a rank stopped at the rendezvous while its peer never comes ends at once, as the store's server and as "
+    "a "
+    "client",
+    "[e2e][faults]") {
+  // One of two ranks alone (the other stopped before it joined, or never started), with
+  // dist.timeout_s 120: SIGINT must end it at once, not after the timeout. Before, rank 0 waited
+  // out the timeout inside LibTorch's store (for workers) and rank 1 inside its connect.
+  TempDir dir;
+  auto cfg = dir.write("d.json", R"({"name": "d", "device": "cpu", "cpu_threads": 1,
+      "data": {"num_samples": 8, "image_size": 32}, "loader": {"batch_size": 4},
+      "train": {"epochs": 1, "max_steps": 1}, "dist": {"timeout_s": 120}})");
+  int port = 0;
+  {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+    port = ntohs(a.sin_port);
+    ::close(fd);
+  }
+  for (const char* rank : {"0", "1"}) {
+    INFO("rank " << rank << " alone");
+    const std::vector<std::pair<std::string, std::string>> vars = {{"MASTER_ADDR", "127.0.0.1"},
+                                                                   {"MASTER_PORT", std::to_string(port)},
+                                                                   {"RANK", rank},
+                                                                   {"WORLD_SIZE", "2"},
+                                                                   {"LOCAL_RANK", rank},
+                                                                   {"LOCAL_WORLD_SIZE", "2"}};
+    for (const auto& [k, v] : vars) ::setenv(k.c_str(), v.c_str(), 1);
+    const std::string err = dir.file(std::string("err") + rank), ck = dir.file(std::string("ck") + rank);
+    const pid_t pid = spawn_ptune({"train", cfg, "--set", "train.checkpoint_dir=" + ck}, "/dev/null", err);
+    for (const auto& [k, v] : vars) ::unsetenv(k.c_str());
+    // Until it has loaded LibTorch (the rendezvous follows within milliseconds), then 3 s on:
+    // well inside the rendezvous, which lasts until dist.timeout_s.
+    const std::string maps = "/proc/" + std::to_string(pid) + "/maps";
+    for (int i = 0; i < 600 && ptune::test::read_file(maps).find("libtorch_cpu") == std::string::npos; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    REQUIRE(::waitpid(pid, nullptr, WNOHANG) == 0);
+    const auto signalled = std::chrono::steady_clock::now();
+    ::kill(pid, SIGINT);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled).count();
+    const std::string text = ptune::test::read_file(err);
+    INFO(text);
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 130);
+    CHECK(error_lines(text) == 0);
+    // Nothing trained: no checkpoint, and no word of one.
+    CHECK(text.find("checkpoint written") == std::string::npos);
+    CHECK((!std::filesystem::exists(ck) || std::filesystem::is_empty(ck)));
+    CHECK(text.size() >= 19);
+    CHECK(text.compare(text.size() - std::min<size_t>(text.size(), 19), 19, "ptune: interrupted\n") == 0);
+    CHECK(took < 10.0);  // a connect attempt lasts at most a second; dist.timeout_s is 120
   }
 }
 

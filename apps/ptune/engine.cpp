@@ -280,6 +280,8 @@ Outcome run_train_command(const CommandLine& cl) {
     else if (cl.rank0)
       std::printf("trained %lld steps: final loss %.4f, %.1f samples/s, checkpoint %s\n",
                   static_cast<long long>(s.steps), s.final_loss, s.samples_per_s, s.last_checkpoint.c_str());
+  } catch (const InterruptedAtStart&) {
+    throw;  // before any step: no checkpoint
   } catch (const Interrupted&) {
     // No signal here: another rank (perhaps on a node whose launcher died) was stopped.
     const int sig = cl.signal->load();
@@ -370,6 +372,7 @@ std::atomic<int> g_signal{0};
 Outcome run_command(CommandLine& cl) {
   cl.interrupted = &g_interrupted;
   cl.signal = &g_signal;
+  dist::set_rendezvous_stop(&g_interrupted);
   try {
     // A Ctrl-C while the engine was loading (LibTorch's libraries take a while to map).
     if (g_interrupted.load()) throw Interrupted();

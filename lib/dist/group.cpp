@@ -5,6 +5,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -251,6 +253,105 @@ void close_process_group(bool graceful) {
   if (group_slot()) group_slot()->close(graceful);
 }
 
+namespace {
+
+std::atomic<const std::atomic<bool>*> g_stop{nullptr};
+
+bool stop_requested() {
+  const std::atomic<bool>* stop = g_stop.load();
+  return stop && stop->load();
+}
+
+/// The rendezvous store, joined in steps short enough to notice a stop signal: LibTorch's own
+/// waits (a client's connect until its timeout, the server's wait for every worker) cannot be
+/// interrupted, and a rank stopped before it joined would keep the others waiting for all of
+/// dist.timeout_s. Throws Interrupted when the stop flag is set, std::runtime_error on failure.
+c10::intrusive_ptr<c10d::Store> join_store(const Environment& env, std::chrono::milliseconds timeout) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + timeout;
+  c10d::TCPStoreOptions o;
+  o.port = static_cast<uint16_t>(env.master_port);
+  // As torch.distributed's env:// rendezvous: rank 0 serves the store, unless torchrun's
+  // agent already does (then every rank is a client, keys scoped by the restart attempt).
+  o.isServer = env.rank == 0 && !env.agent_store;
+  o.waitWorkers = false;  // counted below, where a stop signal is seen
+  // LibTorch's TCPStore server listens on every interface (IPv6 "::" or 0.0.0.0) and has no
+  // option to choose; it does take over a listening socket (masterListenFd), so rank 0
+  // listens on MASTER_ADDR only.
+  if (o.isServer) {
+    try {
+      o.masterListenFd = listen_on(env.master_addr, env.master_port);
+    } catch (const std::exception& e) {
+      throw std::runtime_error("rank 0 serves the rendezvous and " + std::string(e.what()) +
+                               "; MASTER_ADDR must be an address of rank 0's machine");
+    }
+  }
+  char secs[32];
+  std::snprintf(secs, sizeof secs, "%g", static_cast<double>(timeout.count()) / 1000.0);
+  c10::intrusive_ptr<c10d::TCPStore> tcp;
+  // A client connects in attempts of at most a second until the deadline.
+  constexpr auto kAttempt = std::chrono::milliseconds(1000);
+  while (!tcp) {
+    if (stop_requested()) throw Interrupted();
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    o.timeout = o.isServer ? timeout : std::max(std::chrono::milliseconds(1), std::min(left, kAttempt));
+    try {
+      tcp = c10::make_intrusive<c10d::TCPStore>(env.master_addr, o);
+    } catch (const std::exception& e) {
+      if (stop_requested()) throw Interrupted();
+      if (o.isServer) throw;
+      if (Clock::now() >= deadline)
+        throw std::runtime_error(std::string("rank 0's store did not answer within dist.timeout_s (") + secs +
+                                 " s); the last attempt: " + message_of(e));
+    }
+  }
+  tcp->setTimeout(timeout);
+  auto store = c10::make_intrusive<c10d::PrefixStore>("ptune/" + std::to_string(env.restart_count), tcp);
+  // Every rank counts itself in; then the first rank to see all joined, its stop flag set or
+  // the deadline passed writes that outcome, and every rank follows it: either all go on to
+  // the backend's own rendezvous (which cannot be interrupted, and needs every rank), or none.
+  const std::string kJoined = "joined", kOutcome = "outcome";
+  const auto text = [](const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); };
+  try {
+    store->add(kJoined, 1);
+    for (;;) {
+      std::string proposal, outcome;
+      if (stop_requested())
+        proposal = "stop";
+      else if (store->add(kJoined, 0) >= env.world_size)
+        proposal = "go";
+      else if (Clock::now() >= deadline)
+        proposal = "late";
+      if (!proposal.empty())
+        outcome =
+            text(store->compareSet(kOutcome, {}, std::vector<uint8_t>(proposal.begin(), proposal.end())));
+      else if (store->check({kOutcome}))
+        outcome = text(store->get(kOutcome));
+      if (outcome == "go") return store;
+      if (!outcome.empty()) {
+        const int64_t joined = store->add(kJoined, 0);
+        // The store leaves with rank 0: it waits (up to 2 s) for the others to have read it.
+        store->add("seen", 1);
+        for (int i = 0; i < 100 && o.isServer && store->add("seen", 0) < joined; ++i)
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        if (outcome == "stop") throw Interrupted();
+        throw std::runtime_error("only " + std::to_string(joined) + " of " + std::to_string(env.world_size) +
+                                 " ranks joined within dist.timeout_s (" + secs + " s)");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  } catch (const Interrupted&) {
+    throw;
+  } catch (const std::exception&) {
+    if (stop_requested()) throw Interrupted();  // rank 0, stopped too, took the store with it
+    throw;
+  }
+}
+
+}  // namespace
+
+void set_rendezvous_stop(const std::atomic<bool>* stop) { g_stop.store(stop); }
+
 std::shared_ptr<Group> process_group(const config::DistConfig& cfg, const c10::Device& device) {
   auto& mu = g_group_mu;
   std::shared_ptr<Group>& group = group_slot();
@@ -284,27 +385,9 @@ std::shared_ptr<Group> process_group(const config::DistConfig& cfg, const c10::D
              where + " (" + env.launcher + "), backend " + config::name(backend));
   c10::intrusive_ptr<c10d::Store> store;
   try {
-    c10d::TCPStoreOptions o;
-    o.port = static_cast<uint16_t>(env.master_port);
-    // As torch.distributed's env:// rendezvous: rank 0 serves the store, unless torchrun's
-    // agent already does (then every rank is a client, keys scoped by the restart attempt).
-    o.isServer = env.rank == 0 && !env.agent_store;
-    o.numWorkers = env.world_size;
-    o.waitWorkers = true;
-    o.timeout = timeout;
-    // LibTorch's TCPStore server listens on every interface (IPv6 "::" or 0.0.0.0) and has no
-    // option to choose; it does take over a listening socket (masterListenFd), so rank 0
-    // listens on MASTER_ADDR only.
-    if (o.isServer) {
-      try {
-        o.masterListenFd = listen_on(env.master_addr, env.master_port);
-      } catch (const std::exception& e) {
-        throw std::runtime_error("rank 0 serves the rendezvous and " + std::string(e.what()) +
-                                 "; MASTER_ADDR must be an address of rank 0's machine");
-      }
-    }
-    store = c10::make_intrusive<c10d::PrefixStore>("ptune/" + std::to_string(env.restart_count),
-                                                   c10::make_intrusive<c10d::TCPStore>(env.master_addr, o));
+    store = join_store(env, timeout);
+  } catch (const Interrupted&) {
+    throw InterruptedAtStart();
   } catch (const std::exception& e) {
     throw std::runtime_error("dist: rendezvous at " + where + " failed for rank " + std::to_string(env.rank) +
                              " of " + std::to_string(env.world_size) + ": " + message_of(e));
@@ -325,6 +408,7 @@ std::shared_ptr<Group> process_group(const config::DistConfig& cfg, const c10::D
   } catch (const ConfigError&) {
     throw;
   } catch (const std::exception& e) {
+    if (stop_requested()) throw InterruptedAtStart();  // a rank stopped within the backend's rendezvous
     throw std::runtime_error("dist: rendezvous at " + where + ": rank " + std::to_string(env.rank) + " of " +
                              std::to_string(env.world_size) + " could not join the " + config::name(backend) +
                              " group (every rank must come within dist.timeout_s): " + message_of(e));

@@ -4,6 +4,7 @@
 /// A default-constructed Group is a single process: rank 0 of 1, every collective a no-op.
 
 #include <chrono>
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -129,6 +130,11 @@ int64_t rank_cpu_threads(int64_t configured);
 /// std::runtime_error when the rendezvous or the backend fails (e.g. no rank 0 listening
 /// within dist.timeout_s), ConfigError for a backend the device cannot use.
 std::shared_ptr<Group> process_group(const config::DistConfig& cfg, const c10::Device& device);
+
+/// The process's stop flag (set by SIGINT or SIGTERM; null: none): a rendezvous in progress
+/// gives up once it is set, and process_group throws InterruptedAtStart, rather than waiting
+/// out dist.timeout_s for a rank that was stopped before it joined.
+void set_rendezvous_stop(const std::atomic<bool>* stop);
 
 /// Closes this process's group (Group::close), if one was joined; call once, at exit, after
 /// the last collective. Never throws.

@@ -49,7 +49,13 @@ class SignalScope {
     sa.sa_handler = on_launch_signal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
-    for (size_t i = 0; i < kSignals.size(); ++i) ::sigaction(kSignals[i], &sa, &old_[i]);
+    for (size_t i = 0; i < kSignals.size(); ++i) {
+      ::sigaction(kSignals[i], nullptr, &old_[i]);
+      // A stop signal the process keeps ignoring (a job started with `&` from a script ignores
+      // SIGINT) stays ignored, in the ranks too.
+      if (kSignals[i] != SIGCHLD && old_[i].sa_handler == SIG_IGN) continue;
+      ::sigaction(kSignals[i], &sa, nullptr);
+    }
   }
   ~SignalScope() {
     for (size_t i = 0; i < kSignals.size(); ++i) ::sigaction(kSignals[i], &old_[i], nullptr);
@@ -315,7 +321,7 @@ class Supervisor {
         if (!drain_until) drain_until = Clock::now() + std::chrono::seconds(2);
         if (Clock::now() > *drain_until) break;  // a grandchild holds a pipe open: stop reading
       }
-      if (!poll_once(term_at_ || drain_until ? 50 : 250)) break;
+      if (!poll_once(term_at_ != kNever || drain_until ? 50 : 250)) break;
       reap();
       escalate();
     }
@@ -333,8 +339,8 @@ class Supervisor {
   /// How the ranks ended.
   LaunchResult result() const {
     LaunchResult result;
-    if (first_failure_) {
-      const Rank& r = ranks_[*first_failure_];
+    if (first_failure_ != kNoRank) {
+      const Rank& r = ranks_[first_failure_];
       // The rank's own error line, so that the launcher's last line says what happened.
       const std::string& cause = r.err.last_error;
       result.error = describe(r) + (!cause.empty() && WIFEXITED(r.status) ? ": " + cause : "") +
@@ -393,7 +399,7 @@ class Supervisor {
       for (ssize_t k = 0; k < got; ++k) {
         const int sig = sigs[k];
         if (sig == SIGCHLD) continue;  // reaped by reap()
-        interrupted_ = interrupted_ || !first_failure_;
+        interrupted_ = interrupted_ || first_failure_ == kNoRank;
         if (!stop_signal_) stop_signal_ = sig == SIGHUP ? SIGTERM : sig;
         kill_running(ranks_, sig == SIGHUP ? SIGTERM : sig);
       }
@@ -415,13 +421,13 @@ class Supervisor {
         if (failed(status)) newly_failed.push_back(i);
       }
     }
-    if (interrupted_ && !term_at_) {
+    if (interrupted_ && term_at_ == kNever) {
       // After Ctrl-C the ranks agree on a step, checkpoint and exit; once one has, the others
       // get a generous minute (a checkpoint being written), then are stopped.
       for (auto& r : ranks_)
         if (!r.running) term_at_ = Clock::now() + std::chrono::seconds(60);
     }
-    if (newly_failed.empty() || first_failure_ || interrupted_) return;
+    if (newly_failed.empty() || first_failure_ != kNoRank || interrupted_) return;
     // Of ranks found dead together, one killed by a signal is likelier the cause than one
     // that exited because its peer vanished.
     size_t pick = newly_failed.front();
@@ -438,11 +444,11 @@ class Supervisor {
 
   /// SIGTERM to the ranks still running once it is time, SIGKILL a grace period later.
   void escalate() {
-    if (term_at_ && !kill_at_ && Clock::now() >= *term_at_) {
+    if (term_at_ != kNever && kill_at_ == kNever && Clock::now() >= term_at_) {
       kill_running(ranks_, SIGTERM);
       kill_at_ = Clock::now() + grace_;
     }
-    if (kill_at_ && !killed_ && Clock::now() >= *kill_at_) {
+    if (kill_at_ != kNever && !killed_ && Clock::now() >= kill_at_) {
       kill_running(ranks_, SIGKILL);
       killed_ = true;
     }
@@ -451,12 +457,15 @@ class Supervisor {
   std::vector<Rank>& ranks_;
   const int signal_fd_;
   const std::chrono::milliseconds grace_;
-  std::optional<size_t> first_failure_;  // index into ranks_
+  // Sentinels rather than std::optional, which GCC 12 warns of as maybe uninitialized here.
+  static constexpr size_t kNoRank = static_cast<size_t>(-1);
+  static constexpr Clock::time_point kNever = Clock::time_point::max();
+  size_t first_failure_ = kNoRank;  // index into ranks_
   bool stopped_others_ = false;
   bool interrupted_ = false;
-  int stop_signal_ = 0;                       // the first SIGINT/SIGTERM/SIGHUP received
-  std::optional<Clock::time_point> term_at_;  // SIGTERM the ranks still running then ...
-  std::optional<Clock::time_point> kill_at_;  // ... and SIGKILL them then
+  int stop_signal_ = 0;                 // the first SIGINT/SIGTERM/SIGHUP received
+  Clock::time_point term_at_ = kNever;  // SIGTERM the ranks still running then ...
+  Clock::time_point kill_at_ = kNever;  // ... and SIGKILL them then
   bool killed_ = false;
 };
 
