@@ -1447,6 +1447,15 @@ bool waits_in_fifo_open(pid_t pid) {
   return false;
 }
 
+/// Sends `sig` to `pid` and waits for it to end: its wait status and the seconds it took.
+std::pair<int, double> signal_and_wait(pid_t pid, int sig) {
+  const auto signalled = std::chrono::steady_clock::now();
+  ::kill(pid, sig);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return {status, std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled).count()};
+}
+
 /// The lines of `text` that start with "ptune: error: ".
 size_t error_lines(const std::string& text) {
   size_t n = 0;
@@ -1514,11 +1523,7 @@ TEST_CASE(
     const pid_t pid = spawn_ptune(args, "/dev/null", err);
     std::this_thread::sleep_for(std::chrono::seconds(2));  // as the probe: 2 s in
     REQUIRE(::waitpid(pid, nullptr, WNOHANG) == 0);
-    const auto signalled = std::chrono::steady_clock::now();
-    ::kill(pid, sig);
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled).count();
+    const auto [status, took] = signal_and_wait(pid, sig);
     const std::string text = ptune::test::read_file(err);
     INFO(text);
     REQUIRE(WIFEXITED(status));
@@ -1575,11 +1580,7 @@ TEST_CASE(
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     std::this_thread::sleep_for(std::chrono::seconds(3));
     REQUIRE(::waitpid(pid, nullptr, WNOHANG) == 0);
-    const auto signalled = std::chrono::steady_clock::now();
-    ::kill(pid, SIGINT);
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled).count();
+    const auto [status, took] = signal_and_wait(pid, SIGINT);
     const std::string text = ptune::test::read_file(err);
     INFO(text);
     REQUIRE(WIFEXITED(status));

@@ -27,6 +27,16 @@ using ptune::measure::LoadSampler;
 
 namespace {
 
+/// Spins until this process has used `ns` nanoseconds (under a second) of its own CPU time.
+void burn_cpu_ns(long ns) {
+  timespec t{};
+  volatile unsigned long x = 0;
+  do {
+    for (int i = 0; i < 100000; ++i) x = x + 1;
+    ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  } while (t.tv_sec < 1 && t.tv_nsec < ns);
+}
+
 /// Sets environment variables for one test case and puts the old values back after it.
 class Env {
  public:
@@ -394,12 +404,7 @@ TEST_CASE("a child that has ended keeps its CPU time in the job's, before and af
   REQUIRE(child >= 0);
   if (child == 0) {  // half a second of its own CPU time, then ends
     ::alarm(20);
-    timespec t{};
-    volatile unsigned long x = 0;
-    do {
-      for (int i = 0; i < 100000; ++i) x = x + 1;
-      ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-    } while (t.tv_sec < 1 && t.tv_nsec < 500000000L);
+    burn_cpu_ns(500000000L);
     ::_exit(0);
   }
   // Ended, not yet waited for: still listed, with its time.
@@ -447,12 +452,7 @@ TEST_CASE("a sibling that ends within a span takes none of its time out of the j
     const pid_t burner = ::fork();
     if (burner == 0) {  // 0.3 s of CPU time, then waits to be told to end
       ::alarm(30);
-      timespec t{};
-      volatile unsigned long x = 0;
-      do {
-        for (int i = 0; i < 100000; ++i) x = x + 1;
-        ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-      } while (t.tv_sec < 1 && t.tv_nsec < 300000000L);
+      burn_cpu_ns(300000000L);
       char c = 'r';
       if (::write(ready[1], &c, 1) != 1 || ::read(go[0], &c, 1) != 1) ::_exit(1);
       ::_exit(0);
