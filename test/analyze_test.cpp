@@ -637,7 +637,7 @@ TEST_CASE("ptune analyze agrees with a sweep row's own figures on ptune's trace 
   const std::string first = res["rows"][0]["diagnosis"];
   INFO(first);
   if (bf16_native) {
-    CHECK(has(first, "on fp32: optim.amp (bf16: this CPU has "));
+    CHECK(has(first, "on fp32: optim.amp bf16 with model.channels_last (this CPU's "));
   } else {
     CHECK(has(first, "on fp32: "));
     CHECK(has(first, "so optim.amp is not advised"));

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdlib>
 #include <map>
 #include <limits>
@@ -147,8 +148,32 @@ TEST_CASE("cpu_info: bf16 is native only where oneDNN may use it, and the verdic
   f.flags = cpu_flags("spr");
   cpu = ptune::engine::describe_cpu(f);
   CHECK((cpu.bf16_native && cpu.amx && cpu.fp16_native));
+  CHECK(
+      ptune::measure::diagnose(m, cfg, {}, {}, cpu) ==
+      "compute-bound (94% in forward/backward/update) on fp32: optim.amp bf16 with model.channels_last (this "
+      "CPU's amx_bf16 pays off with channels_last tensors and enough work per call; at small images or "
+      "batches "
+      "bf16 can be slower than fp32 (this row: 32x32, batch 4): measure it)");
+  // With channels_last on, bf16 alone; a bf16 row without channels_last is told to turn it on.
+  cfg.model.channels_last = true;
+  CHECK(
+      ptune::measure::diagnose(m, cfg, {}, {}, cpu) ==
+      "compute-bound (94% in forward/backward/update) on fp32: optim.amp bf16 (this CPU's amx_bf16 pays off "
+      "with channels_last tensors and enough work per call; at small images or batches bf16 "
+      "can be slower than fp32 (this row: 32x32, batch 4): measure it)");
+  cfg.model.channels_last = false;
+  cfg.optim.amp = ptune::config::Amp::kBf16;
   CHECK(ptune::measure::diagnose(m, cfg, {}, {}, cpu) ==
-        "compute-bound (94% in forward/backward/update) on fp32: optim.amp (bf16: this CPU has amx_bf16)");
+        "compute-bound (94% in forward/backward/update): try model.channels_last (oneDNN's bf16 kernels on "
+        "this "
+        "CPU's amx_bf16 want channels_last tensors; without it each convolution reorders them)");
+  // bf16 measured slower by a row of the sweep: not advised again; what was measured instead.
+  cfg.optim.amp = ptune::config::Amp::kOff;
+  const std::vector<ptune::measure::Tried> slower = {
+      {"optim.amp", "bf16", 7, "bf16 autocast", "slower", 0.92}};
+  CHECK(ptune::measure::diagnose(m, cfg, slower, {}, cpu) ==
+        "compute-bound (94% in forward/backward/update) on fp32: optim.amp measured slower here (row 7 'bf16 "
+        "autocast', 0.92x); try model.channels_last");
   f.onednn_bf16 = false;  // oneDNN's own answer has the last word
   CHECK_FALSE(ptune::engine::describe_cpu(f).bf16_native);
 }
@@ -211,7 +236,23 @@ TEST_CASE("uint8 transfer and normalization on the device equal the host's float
   CHECK(u8.images.scalar_type() == at::kByte);
   auto g = t.to_device(u8).first;
   CHECK(g.scalar_type() == at::kFloat);
-  CHECK(torch::allclose(f, g, 1e-5, 1e-6));
+  // On the CPU the loader's own normalization: the same floats, bit for bit.
+  CHECK(f.equal(g));
+  // In channels_last the same values, written straight in that layout; and the next batch
+  // reuses the buffer of one that nothing refers to any more.
+  cfg.model.channels_last = true;
+  Trainer cl(cfg, c10::Device(c10::kCPU));
+  const void* first = nullptr;
+  {
+    auto h = cl.to_device(u8).first;
+    CHECK(h.is_contiguous(at::MemoryFormat::ChannelsLast));
+    CHECK(h.equal(f));
+    first = h.data_ptr();
+  }
+  auto again = cl.to_device(u8).first;
+  CHECK(again.data_ptr() == first);
+  auto held = cl.to_device(u8).first;  // `again` still holds the first buffer
+  CHECK(held.data_ptr() != first);
 }
 
 TEST_CASE("gpu_resize ships 32x32 originals and resizes on the device like the host", "[engine]") {
@@ -228,28 +269,33 @@ TEST_CASE("gpu_resize ships 32x32 originals and resizes on the device like the h
   CHECK((dev - host).abs().max().item<double>() <= 0.5 / (255 * 0.5) + 1e-5);
 }
 
-TEST_CASE("channels_last changes the layout, not the result", "[engine]") {
+TEST_CASE("channels_last changes the layout of the weights and the batch", "[engine]") {
+  // Its numerics, the first step's loss against PyTorch's channels_last run of the same weights
+  // and batch on this CPU, are checked per arch in zoo_test.cpp ("zoo: resnet18 equals
+  // torchvision"): the NHWC kernels sum in another order on each kind of CPU.
   auto cfg = tiny();
-  double plain = 0, cl = 0;
-  train_params(cfg, 1, &plain);  // the first step's loss: the same weights, another layout
   cfg.model.channels_last = true;
   Trainer t(cfg, c10::Device(c10::kCPU));
   CHECK(t.model()->named_parameters()["conv1.weight"].is_contiguous(at::MemoryFormat::ChannelsLast));
   auto x = t.to_device(first_batch(cfg)).first;
   CHECK(x.is_contiguous(at::MemoryFormat::ChannelsLast));
+  double cl = 0;
   train_params(cfg, 1, &cl);
-  CHECK(cl == Approx(plain).epsilon(1e-4));
+  CHECK(std::isfinite(cl));
 }
 
-TEST_CASE("bf16 autocast on the CPU trains close to fp32", "[engine]") {
+TEST_CASE("bf16 autocast on the CPU runs the step in bfloat16", "[engine]") {
+  // How close its loss lies to fp32's depends on the CPU (AVX2 emulation, AVX512-BF16 and AMX
+  // round and accumulate bf16 differently): zoo_test.cpp checks it against PyTorch's own bf16
+  // autocast on the same weights and batch on this CPU ("zoo: resnet18 equals torchvision").
   auto cfg = tiny();
   double fp32 = 0, bf16 = 0;
   auto a = train_params(cfg, 1, &fp32);
   cfg.optim.amp = ptune::config::Amp::kBf16;
   auto b = train_params(cfg, 1, &bf16);
-  CHECK(!a.equal(b));  // autocast really ran in bfloat16...
+  CHECK(!a.equal(b));  // autocast really ran in bfloat16
   CHECK(bf16 != fp32);
-  CHECK(bf16 == Approx(fp32).epsilon(0.02));  // ...and the same weights give a close loss
+  CHECK(std::isfinite(bf16));
 }
 
 TEST_CASE("LibTorch's errors become one line: the message without backtrace or advice lines", "[engine]") {
@@ -491,8 +537,11 @@ TEST_CASE("diagnosis verdicts follow the documented thresholds", "[measure]") {
   CHECK(ptune::measure::diagnose(m, cfg) == "copy-bound (25% copying to the device): loader.pin_memory");
   m.h2d_pct = 1;
   m.compute_pct = 94;
-  CHECK(ptune::measure::diagnose(m, cfg, {}, {}, true) ==
-        "compute-bound (94% in forward/backward/update) on fp32: optim.amp (bf16: this CPU has native bf16)");
+  CHECK(
+      ptune::measure::diagnose(m, cfg, {}, {}, true) ==
+      "compute-bound (94% in forward/backward/update) on fp32: optim.amp bf16 with model.channels_last (this "
+      "CPU's native bf16 pays off with channels_last tensors and enough work per call; at small images or "
+      "batches bf16 can be slower than fp32 (this row: 32x32, batch 4): measure it)");
   // A CPU step spending a tenth or more in the kernel on glibc's default malloc: the allocator row;
   // not once the allocator is set, nor below the rule's threshold.
   m.system_time_pct = 27;

@@ -16,6 +16,7 @@
 #include "measure/child_side.hpp"
 #include "measure/probe.hpp"
 #include "measure/ranges.hpp"
+#include "engine/trainer.hpp"
 #include "measure/trace.hpp"
 #include "report/results.hpp"
 #include "test_util.hpp"
@@ -307,6 +308,25 @@ ptune::config::ExperimentConfig slow_row(int64_t image_size, int64_t batch, doub
   return cfg;
 }
 
+/// The seconds one training step of slow_row's pipeline at `image_size` and `batch` takes on this
+/// CPU, one thread (the faster of two after a first, which pays for allocations): a budget below
+/// one step is then below it on any CPU, however fast.
+double one_step_s(int64_t image_size, int64_t batch) {
+  const int threads = at::get_num_threads();
+  at::set_num_threads(1);
+  ptune::engine::Trainer trainer(slow_row(image_size, batch, 1.0), c10::Device(c10::kCPU));
+  const at::Tensor images = at::randn({batch, 3, image_size, image_size});
+  const at::Tensor labels = at::randint(0, 10, {batch});
+  double best = 1e9;
+  for (int i = 0; i < 3; ++i) {
+    Stopwatch sw;
+    trainer.step(images, labels);
+    if (i > 0) best = std::min(best, sw.ms() / 1000.0);
+  }
+  at::set_num_threads(threads);
+  return best;
+}
+
 /// Whether one of `notes` starts with `start`.
 bool has_note(const std::vector<std::string>& notes, const std::string& start) {
   for (const auto& n : notes)
@@ -322,9 +342,9 @@ constexpr double kTeardownMs = 300;
 
 TEST_CASE("a row whose one step outlasts measure.max_s ends after that step, within its budget plus one step",
           "[measure][budget]") {
-  // ResNet-18 at 192 px, batch 8, one thread: a step of well over a second, more than the 0.5 s
-  // budget (the first CHECK verifies it).
-  const auto cfg = slow_row(192, 8, 0.5);
+  // ResNet-18 at 192 px, batch 8, one thread, and a budget of 40% of one step on this CPU (a
+  // second and more on a slow core, a few hundred ms on a fast one; the first CHECK verifies it).
+  const auto cfg = slow_row(192, 8, 0.4 * one_step_s(192, 8));
   Stopwatch wall;
   const Measurement m = measure(cfg);
   const double ms = wall.ms();
@@ -359,10 +379,10 @@ TEST_CASE(
     "a sweep row of slow steps compared with a fast one keeps its budget, the previous row's windows "
     "included",
     "[measure][budget]") {
-  // Row 0 fast (32 px), row 1 at 192 px: its step alone is longer than its 0.5 s budget. Row 1
-  // is timed against row 0 (interleaved): its one pair, a step of each side, ends within its
-  // budget plus a step of each.
-  auto cfg = slow_row(32, 8, 0.5);
+  // Row 0 fast (32 px), row 1 at 192 px: its step alone is longer than its budget (40% of one
+  // step on this CPU). Row 1 is timed against row 0 (interleaved): its one pair, a step of each
+  // side, ends within its budget plus a step of each.
+  auto cfg = slow_row(32, 8, 0.4 * one_step_s(192, 8));
   cfg.sweep = {{"fast", nlohmann::json::object()},
                {"slow", nlohmann::ordered_json::object({{"data.image_size", 192}})}};
   ptune::report::Results out;

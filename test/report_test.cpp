@@ -417,7 +417,8 @@ TEST_CASE("CSV has one fixed set of columns and numbers only in numeric columns"
       "base_hi,speedup_vs_base_interval,verdict_vs_base,compared_with,interleaved,under_load,other_cpu_cores,"
       "steal_pct,load_average,gpu_other_processes,gpu_notes,data_wait_pct,h2d_pct,compute_pct,page_faults_"
       "per_step,system_time_pct,model_flops_per_sample,flops_per_s,peak_flops_per_s,pct_of_peak,peak_"
-      "precision,peak_source,peak_mem_bytes,device_mem_bytes,gpu_busy_pct,trace,loss,diagnosis,notes,status");
+      "precision,peak_source,peak_under_load,peak_mem_bytes,device_mem_bytes,gpu_busy_pct,trace,loss,"
+      "diagnosis,notes,status");
   const std::vector<std::string> numeric = {"index",
                                             "num_workers",
                                             "batch_size",
@@ -1242,6 +1243,32 @@ TEST_CASE("achieved FLOP/s and % of peak in the table, JSON, CSV, Markdown and H
   CHECK(html.find(
             "% peak against: fp32 1.60T FLOP/s, calibrated achievable peak (not a datasheet figure): test") !=
         std::string::npos);
+  CHECK(j["rows"][0]["peak_under_load"] == false);
+  CHECK(j["rows"][3]["peak_under_load"].is_null());  // the data row has no peak
+
+  // A peak calibrated under competing load is no ceiling: no % of peak, '?' and the reason, in
+  // every format.
+  auto loaded = res;
+  for (size_t i : {0, 1, 2}) loaded.rows[i].m->peak_under_load = true;
+  CHECK_FALSE(pct_of_peak(loaded.rows[0]));
+  CHECK(achieved_flops(loaded.rows[0]));
+  const auto lj = to_json(loaded);
+  CHECK(lj["rows"][0]["pct_of_peak"].is_null());
+  CHECK(lj["rows"][0]["peak_under_load"] == true);
+  CHECK(lj["rows"][0]["flops_per_s"] == 800e9);
+  const std::string note =
+      "\n% peak against: fp32 1.60T FLOP/s, calibrated achievable peak (not a datasheet figure): "
+      "test: no ceiling, so % peak is left out ('?'); calibrated again when the cores are quiet\n";
+  const std::string lt = render_results(loaded, "table");
+  CHECK(lt.find("800G       ?") != std::string::npos);
+  CHECK(lt.find(note) != std::string::npos);
+  const std::string lmd = render_results(loaded, "md");
+  CHECK(lmd.find("| 800G | ? |") != std::string::npos);
+  CHECK(lmd.find(note) != std::string::npos);
+  CHECK(parse_csv(render_results(loaded, "csv"))[1][col] == "");
+  const std::string lhtml = to_html({from_results(loaded)});
+  CHECK(lhtml.find(">800G</td><td class=\"n\">?</td>") != std::string::npos);
+  CHECK(lhtml.find("test: no ceiling, so % peak is left out (&#39;?&#39;)") != std::string::npos);
 }
 
 TEST_CASE("FLOP/s are printed with an SI prefix and three significant digits", "[report]") {

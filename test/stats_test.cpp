@@ -252,15 +252,27 @@ TEST_CASE("the diagnosis skips a move the sweep measured as within noise or slow
   Measurement m;
   m.compute_pct = 99;
   // Native bf16 assumed: the first move of a compute-bound fp32 row is optim.amp.
-  CHECK(diagnose(m, cfg, {}, {}, true) ==
-        "compute-bound (99% in forward/backward/update) on fp32: optim.amp (bf16: this CPU has native bf16)");
+  CHECK(
+      diagnose(m, cfg, {}, {}, true) ==
+      "compute-bound (99% in forward/backward/update) on fp32: optim.amp bf16 with model.channels_last (this "
+      "CPU's native bf16 pays off with channels_last tensors and enough work per call; at small images or "
+      "batches bf16 can be slower than fp32 (this row: 224x224, batch 32): measure it)");
   const std::vector<Tried> amp_noise = {{"optim.amp", "bf16", 7, "bf16 autocast", "within noise", 1.01}};
   CHECK(diagnose(m, cfg, amp_noise, {}, true) ==
         "compute-bound (99% in forward/backward/update) on fp32: optim.amp measured within noise here (row 7 "
         "'bf16 autocast', 1.01x); try model.channels_last");
+  // A trial of ptune tune is named as such (the pair candidate sets both keys).
+  const std::vector<Tried> pair_slower = {
+      {"optim.amp", "bf16", 9, "AMP bf16 with channels_last", "slower", 0.92, true},
+      {"model.channels_last", true, 9, "AMP bf16 with channels_last", "slower", 0.92, true}};
+  CHECK(diagnose(m, cfg, pair_slower, {}, true) ==
+        "compute-bound (99% in forward/backward/update) on fp32: optim.amp measured slower here (trial 'AMP "
+        "bf16 "
+        "with channels_last', 0.92x); model.channels_last measured slower here (trial 'AMP bf16 with "
+        "channels_last', 0.92x)");
   // Faster or undecided is no reason to skip it.
   CHECK(diagnose(m, cfg, {{"optim.amp", "bf16", 7, "bf16 autocast", "undecided", 1.2}}, {}, true)
-            .find("on fp32: optim.amp (bf16") != std::string::npos);
+            .find("on fp32: optim.amp bf16 with model.channels_last (") != std::string::npos);
   // Both moves measured useless: both named, no advice left.
   const std::vector<Tried> both = {{"optim.amp", "bf16", 7, "bf16 autocast", "within noise", 1.01},
                                    {"model.channels_last", true, 8, "channels_last", "slower", 0.93}};
@@ -285,6 +297,11 @@ TEST_CASE("the diagnosis skips a move the sweep measured as within noise or slow
       "bf16 arithmetic (no AVX512-BF16 or AMX), so optim.amp off is faster here");
   // Where bf16 is native, a bf16 row is told nothing about precision.
   CHECK(diagnose(m, in_bf16, {}, {}, true) == "compute-bound (99% in forward/backward/update)");
+  in_bf16.model.channels_last = false;
+  CHECK(diagnose(m, in_bf16, {}, {}, true) ==
+        "compute-bound (99% in forward/backward/update): try model.channels_last (oneDNN's bf16 kernels on "
+        "this "
+        "CPU's native bf16 want channels_last tensors; without it each convolution reorders them)");
   // Input-bound: more workers measured within noise, so the next move.
   Measurement in;
   in.data_wait_pct = 70;

@@ -267,6 +267,7 @@ TEST_CASE("candidates: the optimizations not yet on, in order", "[tune]") {
                                        "set_to_none",
                                        "AMP bf16",
                                        "channels_last",
+                                       "AMP bf16 with channels_last",
                                        "cuDNN benchmark",
                                        "CUDA graphs"};
   if (!ptune::engine::find_library("libjemalloc.so.2").empty()) expected.push_back("allocator jemalloc");
@@ -276,6 +277,10 @@ TEST_CASE("candidates: the optimizations not yet on, in order", "[tune]") {
   expected.push_back("allocator glibc_tuned");
   expected.push_back("threads bound to cores");
   CHECK(names == expected);
+  // The pair is one candidate: both keys set by one trial.
+  for (const auto& c : ptune::tune::candidates(cfg, 4, false))
+    if (c.name == "AMP bf16 with channels_last")
+      CHECK(c.set.dump() == R"({"optim.amp":"bf16","model.channels_last":true})");
   cfg.loader.num_workers = 4;
   cfg.loader.pin_memory = true;
   cfg.optim.amp = ptune::config::Amp::kBf16;

@@ -206,6 +206,12 @@ void compute_fp32(const Figures& f, Verdict& v) {
     v.evidence = pct(f.share(f.m.us[kCpuExec])) + " of the step in operators, `optim.amp` off" + f.rank;
   }
   v.move = f.move(RuleId::kComputeFp32);
+  // On a CPU, bf16 is a hypothesis to measure, as the sweep's diagnosis says: oneDNN's bf16
+  // kernels pay off with channels_last tensors and enough work per call.
+  if (!b.has_gpu && !f.py)
+    v.move =
+        "`optim.amp` bf16 with `model.channels_last` (native bf16 pays off with channels_last tensors and "
+        "enough work per call; at small images or batches bf16 can be slower than fp32: measure it)";
 }
 
 void compute(const Figures& f, Verdict& v) {

@@ -321,7 +321,11 @@ void find_ceilings(Throughput& th, const Breakdown& b, const CpuCeilings& cpu) {
     return;
   }
   auto c = cpu(th.precision);
-  if (c && c->peak.flops_per_s > 0)
+  if (c && c->peak.under_load)  // load pulls a calibration down by any amount: no ceiling
+    th.no_ceilings = "the " + th.precision +
+                     " peak was calibrated under competing load, so it is no ceiling (" + c->peak.source +
+                     "); analyze again when the cores are quiet";
+  else if (c && c->peak.flops_per_s > 0)
     th.ceilings = c;
   else
     th.no_ceilings = c ? c->peak.source : "no " + th.precision + " calibration on this CPU";

@@ -51,10 +51,7 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options)
   if (opt_.prefetch < 1) throw std::invalid_argument("loader: prefetch must be >= 1");
   if (dataset_->shape().channels != 3 && opt_.float_output)
     throw std::invalid_argument("loader: normalization needs 3-channel images");
-  for (int c = 0; c < 3; ++c) {
-    scale_[c] = 1.f / (255.f * opt_.std[c]);
-    shift_[c] = -opt_.mean[c] / opt_.std[c];
-  }
+  norm_ = normalization(opt_.mean, opt_.std);
 }
 
 Loader::~Loader() { stop(); }
@@ -170,13 +167,7 @@ Batch Loader::build(int64_t epoch, int64_t b, bool in_worker) {
     }
     tmp.resize(static_cast<size_t>(per));
     labels[i] = dataset_->get(idx, aug, tmp.data());
-    float* dst = batch.images.data_ptr<float>() + i * per;
-    for (int64_t c = 0; c < shape.channels; ++c) {
-      const float s = scale_[c], h = shift_[c];
-      const uint8_t* src = tmp.data() + c * plane;
-      float* d = dst + c * plane;
-      for (int64_t k = 0; k < plane; ++k) d[k] = static_cast<float>(src[k]) * s + h;
-    }
+    normalize(tmp.data(), batch.images.data_ptr<float>() + i * per, 1, plane, norm_);
   }
   return batch;
 }

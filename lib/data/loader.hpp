@@ -20,6 +20,7 @@
 #include <ATen/ATen.h>
 
 #include "data/dataset.hpp"
+#include "data/normalize.hpp"
 
 namespace ptune::data {
 
@@ -109,8 +110,8 @@ class Loader {
 
   std::shared_ptr<const Dataset> dataset_;
   LoaderOptions opt_;
-  std::array<float, 3> scale_{}, shift_{};  // x * scale + shift == (x / 255 - mean) / std
-  const int64_t num_batches_;               // per epoch
+  Normalization norm_;         // float output: x * scale + shift == (x / 255 - mean) / std
+  const int64_t num_batches_;  // per epoch
   // Batches are numbered across epochs: g = epoch * num_batches_ + b. Worker w builds
   // g = first_ + w, first_ + w + num_workers, ...; slot (g - first_) % num_workers holds them.
   int64_t first_ = 0;

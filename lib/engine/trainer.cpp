@@ -1,5 +1,6 @@
 #include "engine/trainer.hpp"
 
+#include <array>
 #include <cstdio>
 
 #include <ATen/autocast_mode.h>
@@ -102,6 +103,22 @@ DeviceInput::DeviceInput(const config::ExperimentConfig& cfg, const c10::Device&
   }
   scale_ = torch::tensor(scale).view({1, 3, 1, 1}).to(device_);
   shift_ = torch::tensor(shift).view({1, 3, 1, 1}).to(device_);
+  std::array<float, 3> mean{}, std{};
+  for (int c = 0; c < 3; ++c) {
+    mean[c] = static_cast<float>(cfg.data.mean[c]);  // as loader_options() passes them
+    std[c] = static_cast<float>(cfg.data.std[c]);
+  }
+  norm_ = data::normalization(mean, std);
+}
+
+at::Tensor DeviceInput::take_buffer(at::IntArrayRef sizes) const {
+  const auto format = channels_last_ ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
+  for (const at::Tensor& t : pool_)
+    if (t.use_count() == 1 && t.storage().use_count() == 1 && t.sizes() == sizes) return t;
+  at::Tensor t = at::empty(sizes, at::TensorOptions().dtype(at::kFloat), format);
+  constexpr size_t kMaxPooled = 4;  // a step's batch, the next one, and a synthetic row's fixed one
+  if (pool_.size() < kMaxPooled) pool_.push_back(t);
+  return t;
 }
 
 std::pair<at::Tensor, at::Tensor> DeviceInput::operator()(const data::Batch& batch) const {
@@ -113,6 +130,20 @@ std::pair<at::Tensor, at::Tensor> DeviceInput::operator()(const data::Batch& bat
     if (batch.images.device().type() != device_.type()) range.emplace(measure::ranges::kH2DCopy);
     images = batch.images.to(device_, non_blocking);
     labels = batch.labels.to(device_, non_blocking);
+  }
+  if (images.scalar_type() == at::kByte && device_.is_cpu() && images.size(1) == 3 &&
+      images.size(2) == image_size_ && images.size(3) == image_size_ && images.is_contiguous()) {
+    // uint8 batches on the CPU: the loader's own normalization (the same floats), in one pass
+    // straight into the layout the model takes, into a buffer reused step after step. ATen's
+    // to(float) and addcmul would make two passes and two fresh batch-sized allocations (which
+    // glibc's malloc returns to the system and the next step faults in again), and run on
+    // LibTorch's intra-op threads, whose spinning competes with the loader's workers for the
+    // cores.
+    compat::UserScope range(measure::ranges::kToFloatNormalize);
+    at::Tensor out = take_buffer(images.sizes());
+    data::normalize(images.data_ptr<uint8_t>(), out.data_ptr<float>(), images.size(0),
+                    images.size(2) * images.size(3), norm_, channels_last_);
+    return {out, labels};
   }
   if (images.scalar_type() == at::kByte) {
     // uint8 transfer: one multiply-add per pixel on the device, same formula as the loader's.

@@ -38,10 +38,16 @@ class DeviceInput {
   std::pair<at::Tensor, at::Tensor> operator()(const data::Batch& batch) const;
 
  private:
+  /// A float batch buffer of `sizes` in the batch's layout: a pooled one that nothing refers to
+  /// any more (the previous step's graph is gone), else a new one kept for reuse.
+  at::Tensor take_buffer(at::IntArrayRef sizes) const;
+
   c10::Device device_;
   int64_t image_size_;
   bool channels_last_;
-  at::Tensor scale_, shift_;  // [1,3,1,1] on the device: x * scale + shift
+  at::Tensor scale_, shift_;              // [1,3,1,1] on the device: x * scale + shift
+  data::Normalization norm_;              // the same on the host, as the loader's float output computes it
+  mutable std::vector<at::Tensor> pool_;  // the CPU's float batches, reused step after step
 };
 
 class Trainer {

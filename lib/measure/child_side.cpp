@@ -702,6 +702,7 @@ Json measurement_json(const Measurement& m) {
           {"peak_flops_per_s", optional_json(m.peak_flops_per_s)},
           {"peak_precision", m.peak_precision},
           {"peak_source", m.peak_source},
+          {"peak_under_load", m.peak_under_load},
           {"page_faults_per_step", optional_json(m.page_faults_per_step)},
           {"system_time_pct", optional_json(m.system_time_pct)}};
 }
@@ -731,6 +732,7 @@ Measurement measurement_from_json(const Json& j) {
   m.peak_flops_per_s = optional_from<double>(j, "peak_flops_per_s");
   m.peak_precision = j.value("peak_precision", std::string());
   m.peak_source = j.value("peak_source", std::string());
+  m.peak_under_load = j.value("peak_under_load", false);
   m.page_faults_per_step = optional_from<double>(j, "page_faults_per_step");
   m.system_time_pct = optional_from<double>(j, "system_time_pct");
   return m;

@@ -32,10 +32,67 @@ std::string first_untried(const std::vector<Move>& moves, const std::vector<Trie
     if (!t) return skipped.empty() ? mv.text : skipped + "; try " + mv.text;
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.2fx", t->speedup);
-    skipped += (skipped.empty() ? "" : "; ") + mv.key + " measured " + t->verdict + " here (row " +
-               std::to_string(t->index) + " '" + t->row + "', " + buf + ")";
+    const std::string where =
+        t->trial ? "trial '" + t->row : "row " + std::to_string(t->index) + " '" + t->row;
+    skipped += (skipped.empty() ? "" : "; ") + mv.key + " measured " + t->verdict + " here (" + where +
+               "', " + buf + ")";
   }
   return skipped.empty() ? fallback : skipped + (fallback.empty() ? "" : "; " + fallback);
+}
+
+/// The bf16 move on a CPU with native bf16, as a hypothesis with its reason: what makes bf16
+/// pay off there (oneDNN's bf16 kernels on the hardware that has them, channels_last tensors,
+/// enough work per call); where channels_last is off, the pair "optim.amp bf16 with
+/// model.channels_last", since bf16 alone on contiguous tensors may be slower than fp32.
+std::string cpu_bf16_move(const config::ExperimentConfig& cfg, const engine::CpuInfo& cpu) {
+  const std::string size = std::to_string(cfg.data.image_size) + "x" + std::to_string(cfg.data.image_size) +
+                           ", batch " + std::to_string(cfg.loader.batch_size);
+  const std::string why = "this CPU's " + cpu.bf16_flag +
+                          " pays off with channels_last tensors and enough work per call; at small images or "
+                          "batches bf16 can be slower than fp32 (this row: " +
+                          size + "): measure it";
+  return cfg.model.channels_last ? "optim.amp bf16 (" + why + ")"
+                                 : "optim.amp bf16 with model.channels_last (" + why + ")";
+}
+
+/// The compute-bound verdict and its next move: bf16 (on a GPU, or on a CPU with native bf16, as
+/// the pair with channels_last there), then channels_last; on a CPU without native bf16 why bf16
+/// is not advised. `memory` is appended (the low-memory rule's text, or "").
+std::string compute_bound(const Measurement& m, const config::ExperimentConfig& cfg,
+                          const std::vector<Tried>& tried, const engine::CpuInfo& cpu, bool cuda,
+                          const std::string& memory) {
+  std::string s = "compute-bound (" + pct(m.compute_pct) + " in forward/backward/update";
+  if (m.gpu_busy_pct) s += ", GPU busy " + pct(*m.gpu_busy_pct);
+  s += ")";
+  std::vector<Move> moves;
+  std::string why_not_amp;
+  if (cfg.optim.amp == config::Amp::kOff) {
+    if (cuda)
+      moves.push_back({"optim.amp", "optim.amp"});
+    else if (cpu.bf16_native)
+      moves.push_back({"optim.amp", cpu_bf16_move(cfg, cpu)});
+    else
+      why_not_amp = engine::bf16_reason(cpu) + ", so optim.amp is not advised";
+    s += " on fp32";
+  } else if (!cuda && cfg.optim.amp == config::Amp::kBf16 && !cpu.bf16_native) {
+    // Emulated: no setting helps as much as leaving bf16 off.
+    s += " on bf16 that this CPU emulates";
+    why_not_amp = engine::bf16_reason(cpu) + ", so optim.amp off is faster here";
+  }
+  if (!cfg.model.channels_last) {
+    // Native bf16 on a CPU: oneDNN's bf16 kernels want channels_last (else every convolution
+    // reorders its input and output).
+    const bool for_bf16 = !cuda && cfg.optim.amp == config::Amp::kBf16 && cpu.bf16_native;
+    moves.push_back({"model.channels_last",
+                     for_bf16 ? "model.channels_last (oneDNN's bf16 kernels on this CPU's " + cpu.bf16_flag +
+                                    " want channels_last tensors; without it each convolution reorders them)"
+                              : "model.channels_last"});
+  }
+  std::string next = first_untried(moves, tried, "");
+  if (!moves.empty() && moves.front().key != "optim.amp" && next == moves.front().text) next = "try " + next;
+  if (!why_not_amp.empty() && next.rfind("try ", 0) == 0) next = next.substr(4);
+  if (!why_not_amp.empty()) next = why_not_amp + (next.empty() ? "" : "; try " + next);
+  return next.empty() ? s + memory : s + ": " + next + memory;
 }
 
 }  // namespace
@@ -102,29 +159,7 @@ std::string diagnose(const Measurement& m, const config::ExperimentConfig& cfg,
     moves.push_back({"loader.batch_size", "raise loader.batch_size"});
     return s + first_untried(moves, tried, "") + memory;
   }
-  std::string s = "compute-bound (" + pct(m.compute_pct) + " in forward/backward/update";
-  if (m.gpu_busy_pct) s += ", GPU busy " + pct(*m.gpu_busy_pct);
-  s += ")";
-  std::vector<Move> moves;
-  std::string why_not_amp;
-  if (cfg.optim.amp == config::Amp::kOff) {
-    if (cuda || cpu.bf16_native)
-      moves.push_back(
-          {"optim.amp", cuda ? "optim.amp" : "optim.amp (bf16: " + engine::bf16_reason(cpu) + ")"});
-    else
-      why_not_amp = engine::bf16_reason(cpu) + ", so optim.amp is not advised";
-    s += " on fp32";
-  } else if (!cuda && cfg.optim.amp == config::Amp::kBf16 && !cpu.bf16_native) {
-    // Emulated: no setting helps as much as leaving bf16 off.
-    s += " on bf16 that this CPU emulates";
-    why_not_amp = engine::bf16_reason(cpu) + ", so optim.amp off is faster here";
-  }
-  if (!cfg.model.channels_last) moves.push_back({"model.channels_last", "model.channels_last"});
-  std::string next = first_untried(moves, tried, "");
-  if (!moves.empty() && moves.front().key != "optim.amp" && next == moves.front().text) next = "try " + next;
-  if (!why_not_amp.empty() && next.rfind("try ", 0) == 0) next = next.substr(4);
-  if (!why_not_amp.empty()) next = why_not_amp + (next.empty() ? "" : "; try " + next);
-  return next.empty() ? s + memory : s + ": " + next + memory;
+  return compute_bound(m, cfg, tried, cpu, cuda, memory);
 }
 
 std::string with_peak(const std::string& diagnosis, std::optional<double> pct_of_peak,

@@ -34,6 +34,7 @@ struct Tried {
   std::string row;               // the row's name
   std::string verdict;           // faster | slower | within noise | undecided
   double speedup = 1.0;          // its speedup over the row before it
+  bool trial = false;            // a trial of `ptune tune` (named without an index), not a sweep row
 };
 
 /// The verdict for a measurement taken with `cfg`, e.g.

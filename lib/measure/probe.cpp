@@ -190,6 +190,7 @@ void set_limits(Measurement& m, const Limits& l, int64_t world) {
   m.model_flops_per_sample = l.flops->train();
   m.peak_precision = l.peak.precision;
   m.peak_source = l.peak.source;
+  m.peak_under_load = l.peak.under_load;
   if (l.peak.flops_per_s <= 0) return;
   m.peak_flops_per_s = l.peak.flops_per_s * static_cast<double>(world);
   if (world > 1) m.peak_source += " (x" + std::to_string(world) + " ranks)";

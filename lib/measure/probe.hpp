@@ -57,6 +57,8 @@ struct Measurement {
                                                  // (measure/peak.hpp); none when it could not be had
   std::string peak_precision;                    // fp32 | tf32 | bf16 | fp16
   std::string peak_source;                       // where the peak came from, one line
+  bool peak_under_load = false;                  // the peak was calibrated under competing load: no
+                                                 // ceiling, so the row's % peak is left out
   // The operating system's share (CPU rows): minor page faults per step (pages the allocator
   // handed back to the kernel and took again), and the time the process spent in the kernel per
   // step, in % of the step's wall time (all its threads' system time: it can pass 100).

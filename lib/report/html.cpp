@@ -605,8 +605,9 @@ std::string tables_html(const std::vector<RunFile>& runs, const std::vector<Line
     std::vector<std::string> peaks;  // the peaks "% peak" reads against, each once
     for (const auto& r : rows)
       if (num(r, "peak_flops_per_s")) {
+        const bool under_load = r.contains("peak_under_load") && r["peak_under_load"] == true;
         const std::string p = str(r, "peak_precision") + " " + flops_text(*num(r, "peak_flops_per_s")) +
-                              " FLOP/s, " + str(r, "peak_source");
+                              " FLOP/s, " + str(r, "peak_source") + (under_load ? kPeakUnderLoadNote : "");
         if (std::find(peaks.begin(), peaks.end(), p) == peaks.end()) peaks.push_back(p);
       }
     os << "<h3><span class=\"swatch\" style=\"background:" << run_color(k) << "\"></span>"
@@ -641,7 +642,10 @@ std::string tables_html(const std::vector<RunFile>& runs, const std::vector<Line
         os << n("gpu_busy_pct", 0, "%")
            << cell(num(r, "peak_mem_bytes") ? bytes_text(*num(r, "peak_mem_bytes")) : "-", true);
       os << n("loss", 3) << cell(num(r, "flops_per_s") ? flops_text(*num(r, "flops_per_s")) : "-", true)
-         << n("pct_of_peak", num(r, "pct_of_peak").value_or(100) < 10 ? 1 : 0, "%")
+         << (!num(r, "pct_of_peak") && num(r, "flops_per_s") && r.contains("peak_under_load") &&
+                     r["peak_under_load"] == true
+                 ? cell("?", true)
+                 : n("pct_of_peak", num(r, "pct_of_peak").value_or(100) < 10 ? 1 : 0, "%"))
          << cell(status, false, "status-" + status_class(status)) << "</tr>";
     }
     os << "</tbody></table></div>";

@@ -106,7 +106,9 @@ std::vector<std::string> cells(const Row& row, size_t index, bool gpu) {
   const auto achieved = achieved_flops(row);
   const auto of_peak = pct_of_peak(row);
   c.push_back(achieved ? flops_text(*achieved) : "-");
-  c.push_back(of_peak ? fixed(*of_peak, *of_peak < 10 ? 1 : 0) + "%" : "-");
+  c.push_back(of_peak ? fixed(*of_peak, *of_peak < 10 ? 1 : 0) + "%"
+              : achieved && m.peak_flops_per_s && m.peak_under_load ? "?"
+                                                                    : "-");
   if (gpu) {
     c.push_back(m.gpu_busy_pct ? fixed(*m.gpu_busy_pct, 0) + "%" : "-");
     c.push_back(m.peak_mem_bytes ? mib(*m.peak_mem_bytes) : "-");
@@ -252,6 +254,8 @@ std::optional<double> achieved_flops(const Row& row) {
 std::optional<double> pct_of_peak(const Row& row) {
   const auto achieved = achieved_flops(row);
   if (!achieved || !row.m->peak_flops_per_s || !(*row.m->peak_flops_per_s > 0)) return std::nullopt;
+  // A peak calibrated under competing load bounds nothing: load pulls it down by any amount.
+  if (row.m->peak_under_load) return std::nullopt;
   const double pct = 100.0 * *achieved / *row.m->peak_flops_per_s;
   // A calibrated peak below what the row achieved bounds nothing (bf16 where it is not native:
   // the matrix product's fallback is slower than the convolutions' kernels): no figure.
@@ -272,8 +276,9 @@ std::string peak_line(const Results& r) {
   std::string s;
   for (const auto& row : r.rows) {
     if (!row.m || !row.m->peak_flops_per_s) continue;
-    const std::string text =
-        row.m->peak_precision + " " + flops_text(*row.m->peak_flops_per_s) + " FLOP/s, " + row.m->peak_source;
+    const std::string text = row.m->peak_precision + " " + flops_text(*row.m->peak_flops_per_s) +
+                             " FLOP/s, " + row.m->peak_source +
+                             (row.m->peak_under_load ? kPeakUnderLoadNote : "");
     if (std::find(seen.begin(), seen.end(), text) != seen.end()) continue;
     seen.push_back(text);
     s += (s.empty() ? "% peak against: " : "; ") + text;
@@ -438,6 +443,7 @@ const std::vector<std::string>& row_keys() {
                                                  "pct_of_peak",
                                                  "peak_precision",
                                                  "peak_source",
+                                                 "peak_under_load",
                                                  "peak_mem_bytes",
                                                  "device_mem_bytes",
                                                  "gpu_busy_pct",
@@ -461,6 +467,34 @@ const std::vector<std::string>& csv_columns() {
   }();
   return kColumns;
 }
+
+namespace {
+
+/// A row's load keys (docs/results.md).
+void load_json(Json& j, const measure::LoadReport& load) {
+  if (load.sampled || load.gpu_sampled) j["under_load"] = load.under_load;
+  if (load.sampled) {
+    j["other_cpu_cores"] = round_to(load.other_cpu_cores, 3);
+    j["steal_pct"] = round_to(load.steal_pct, 2);
+    j["load_average"] = round_to(load.loadavg_1m, 2);
+  }
+  if (load.gpu_other_processes) j["gpu_other_processes"] = *load.gpu_other_processes;
+  if (load.gpu_sampled) j["gpu_notes"] = load.gpu_notes;  // null: the GPU's view was not read
+}
+
+/// A measured row's FLOP/s and peak keys (docs/results.md).
+void flops_json(Json& j, const Row& row) {
+  const auto& m = *row.m;
+  if (m.model_flops_per_sample) j["model_flops_per_sample"] = std::round(*m.model_flops_per_sample);
+  if (const auto achieved = achieved_flops(row)) j["flops_per_s"] = std::round(*achieved);
+  if (m.peak_flops_per_s) j["peak_flops_per_s"] = std::round(*m.peak_flops_per_s);
+  if (const auto p = pct_of_peak(row)) j["pct_of_peak"] = round_to(*p, 2);
+  if (!m.peak_precision.empty()) j["peak_precision"] = m.peak_precision;
+  if (!m.peak_source.empty()) j["peak_source"] = m.peak_source;
+  if (m.peak_flops_per_s) j["peak_under_load"] = m.peak_under_load;
+}
+
+}  // namespace
 
 Json to_json(const Results& r) {
   Json rows = Json::array();
@@ -508,25 +542,13 @@ Json to_json(const Results& r) {
         for (double v : row.prev_ms) j["prev_ms_per_step"].push_back(round_significant(v, 6));
         if (!row.prev_process.empty()) j["prev_process"] = row.prev_process;
       }
-      if (m.load.sampled || m.load.gpu_sampled) j["under_load"] = m.load.under_load;
-      if (m.load.sampled) {
-        j["other_cpu_cores"] = round_to(m.load.other_cpu_cores, 3);
-        j["steal_pct"] = round_to(m.load.steal_pct, 2);
-        j["load_average"] = round_to(m.load.loadavg_1m, 2);
-      }
-      if (m.load.gpu_other_processes) j["gpu_other_processes"] = *m.load.gpu_other_processes;
-      if (m.load.gpu_sampled) j["gpu_notes"] = m.load.gpu_notes;  // null: the GPU's view was not read
+      load_json(j, m.load);
       j["data_wait_pct"] = round_to(m.data_wait_pct, 2);
       j["h2d_pct"] = round_to(m.h2d_pct, 2);
       j["compute_pct"] = round_to(m.compute_pct, 2);
       if (m.page_faults_per_step) j["page_faults_per_step"] = round_to(*m.page_faults_per_step, 1);
       if (m.system_time_pct) j["system_time_pct"] = round_to(*m.system_time_pct, 1);
-      if (m.model_flops_per_sample) j["model_flops_per_sample"] = std::round(*m.model_flops_per_sample);
-      if (const auto achieved = achieved_flops(row)) j["flops_per_s"] = std::round(*achieved);
-      if (m.peak_flops_per_s) j["peak_flops_per_s"] = std::round(*m.peak_flops_per_s);
-      if (const auto p = pct_of_peak(row)) j["pct_of_peak"] = round_to(*p, 2);
-      if (!m.peak_precision.empty()) j["peak_precision"] = m.peak_precision;
-      if (!m.peak_source.empty()) j["peak_source"] = m.peak_source;
+      flops_json(j, row);
       if (m.peak_mem_bytes) j["peak_mem_bytes"] = *m.peak_mem_bytes;
       if (m.device_mem_bytes) j["device_mem_bytes"] = *m.device_mem_bytes;
       if (m.gpu_busy_pct) j["gpu_busy_pct"] = round_to(*m.gpu_busy_pct, 2);

@@ -93,6 +93,10 @@ std::optional<double> pct_of_peak(const Row& row);
 /// nothing.
 std::string flops_text(double flops_per_s);
 
+/// What the "% peak against" line adds to a peak calibrated under competing load.
+inline constexpr const char* kPeakUnderLoadNote =
+    ": no ceiling, so % peak is left out ('?'); calibrated again when the cores are quiet";
+
 /// The line under the table naming the peaks % of peak is read against, e.g. "peak: fp32
 /// 118G FLOP/s (calibrated achievable peak (not a datasheet figure): 1024x1024 fp32 matmul on
 /// ...)"; several precisions joined with "; "; "" when no row has a peak. Throws nothing.

@@ -124,7 +124,7 @@ Json normalize_row(const Json& in, const std::string& where) {
     else if (k == "repeat_ms_per_step" || k == "repeat_process" || k == "prev_ms_per_step" ||
              k == "prev_process" || k == "loss_curve")
       row[k] = numbers_or_null(v);
-    else if (k == "interleaved" || k == "under_load")
+    else if (k == "interleaved" || k == "under_load" || k == "peak_under_load")
       row[k] = v.is_boolean() ? v : Json(nullptr);
     else if (k == "gpu_notes")
       row[k] = strings_or_null(v);

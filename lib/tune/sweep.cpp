@@ -259,11 +259,13 @@ Timed time_row(const config::ExperimentConfig& cfg, measure::RowSide* prev,
   return t;
 }
 
-/// The optimizations the rows before `k` of the same model.arch measured, with their verdicts,
-/// for the diagnosis (what one architecture measured says nothing about another).
-std::vector<measure::Tried> tried_before(const std::vector<report::Row>& rows, size_t k) {
+/// The optimizations the rows before `k` (with `later`, every other row) of the same model.arch
+/// measured, with their verdicts, for the diagnosis (what one architecture measured says nothing
+/// about another).
+std::vector<measure::Tried> tried_before(const std::vector<report::Row>& rows, size_t k, bool later = false) {
   std::vector<measure::Tried> tried;
-  for (size_t j = 0; j < k && j < rows.size(); ++j) {
+  for (size_t j = 0; j < (later ? rows.size() : k) && j < rows.size(); ++j) {
+    if (j == k) continue;
     const report::Row& r = rows[j];
     if (!r.m || r.verdict_prev.empty() || !r.changes.is_object()) continue;
     if (k < rows.size() && r.arch != rows[k].arch) continue;
@@ -300,6 +302,7 @@ class SweepRun {
       keep_one_for_profiling();  // profiling builds its own pipelines
       for (size_t k = 0; k < out_.rows.size(); ++k) profile_row(k);
       live_.clear();
+      diagnose_with_every_row();
     } catch (const Interrupted&) {
       out_.status = report::RunStatus::kInterrupted;
       if (options_.on_row) options_.on_row(out_);
@@ -523,6 +526,23 @@ class SweepRun {
     }
     note_training_changes(r);
     if (options_.on_row) options_.on_row(out_);
+  }
+
+  /// Once every row is measured, each row's diagnosis again with what the whole sweep measured:
+  /// a move that a later row measured as within noise or slower is not advised either (an fp32
+  /// row is not told to try the bf16 that the sweep's bf16 row found slower).
+  void diagnose_with_every_row() {
+    bool changed = false;
+    for (size_t k = 0; k < out_.rows.size(); ++k) {
+      report::Row& r = out_.rows[k];
+      if (!r.m) continue;
+      const std::string d = measure::with_peak(
+          measure::diagnose(*r.m, done_[k].cfg, tried_before(out_.rows, k, true), {}, engine::cpu_info()),
+          report::pct_of_peak(r), r.m->peak_precision);
+      changed = changed || d != r.diagnosis;
+      r.diagnosis = d;
+    }
+    if (changed && options_.on_row) options_.on_row(out_);
   }
 
   /// Ends the kept processes of each mode and model.arch that no row after `i` times, so that

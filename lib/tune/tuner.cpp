@@ -105,7 +105,8 @@ std::optional<double> trial_flops(const Trial& t) {
 /// trial_flops() over the machine's peak in the trial's precision, in %.
 std::optional<double> trial_pct_of_peak(const Trial& t) {
   const auto f = trial_flops(t);
-  if (!f || !t.m->peak_flops_per_s || !(*t.m->peak_flops_per_s > 0)) return std::nullopt;
+  if (!f || !t.m->peak_flops_per_s || !(*t.m->peak_flops_per_s > 0) || t.m->peak_under_load)
+    return std::nullopt;
   return 100.0 * *f / *t.m->peak_flops_per_s;
 }
 
@@ -436,6 +437,11 @@ std::vector<Candidate> candidates(const config::ExperimentConfig& cfg, int64_t c
     if (cuda) out.push_back({"AMP fp16", Json{{"optim.amp", config::name(config::Amp::kFp16)}}});
   }
   if (!cfg.model.channels_last) out.push_back({"channels_last", Json{{"model.channels_last", true}}});
+  // bf16 with channels_last as one candidate too: oneDNN's bf16 kernels (and Tensor Cores) want
+  // channels_last tensors, so bf16 alone can be slower than fp32 where the pair is faster.
+  if (cfg.optim.amp == config::Amp::kOff && !cfg.model.channels_last)
+    out.push_back({"AMP bf16 with channels_last",
+                   Json{{"optim.amp", config::name(config::Amp::kBf16)}, {"model.channels_last", true}}});
   if (!cfg.optim.cudnn_benchmark) out.push_back({"cuDNN benchmark", Json{{"optim.cudnn_benchmark", true}}});
   if (!cfg.optim.cuda_graphs) out.push_back({"CUDA graphs", Json{{"optim.cuda_graphs", true}}});
   // The CPU section (last: each trial starts a child process, while the CUDA ones are skipped at
@@ -556,6 +562,7 @@ class GreedySearch {
       else if (pass == options_.max_passes)
         stop_ = StopReason{StopReason::Kind::kPassLimit, 0, options_.max_passes};
     }
+    diagnose_path_with_trials();
     res_.stop = stop_.value_or(StopReason{});
     if (res_.stop.is(StopReason::Kind::kBudget)) res_.stop.budget_s = options_.budget_s;
     res_.elapsed_s = hooks_.clock() - t0_;
@@ -567,6 +574,26 @@ class GreedySearch {
   }
 
  private:
+  /// Each row of the path diagnosed again with every trial of the search: a change the search
+  /// measured as within noise or slower is not advised (the kept path's last row is not told to
+  /// try the bf16 that its trial found slower); the path row of each kept change keeps its own.
+  void diagnose_path_with_trials() {
+    std::vector<measure::Tried> tried;
+    for (size_t i = 0; i < res_.trials.size(); ++i) {
+      const Trial& t = res_.trials[i];
+      if (t.verdict != TrialVerdict::kRejected || !t.m || !t.set.is_object()) continue;
+      for (auto it = t.set.begin(); it != t.set.end(); ++it)
+        tried.push_back({it.key(), it.value(), i, t.name, t.noise, t.speedup.point, true});
+    }
+    for (size_t k = 0; k < res_.path.rows.size() && k < path_cfgs_.size(); ++k) {
+      report::Row& row = res_.path.rows[k];
+      if (!row.m) continue;
+      row.diagnosis =
+          measure::with_peak(measure::diagnose(*row.m, path_cfgs_[k], tried, {}, engine::cpu_info()),
+                             report::pct_of_peak(row), row.m->peak_precision);
+    }
+  }
+
   /// The baseline: its failure is the config's, and ends the search.
   void measure_baseline() {
     Trial base;
@@ -683,6 +710,7 @@ class GreedySearch {
     row.rule = measure::window_plan(c).rule;
     row.diagnosis = measure::diagnose(*t.m, c, {}, {}, engine::cpu_info());
     res_.path.rows.push_back(std::move(row));
+    path_cfgs_.push_back(c);
     report::compute_speedups(res_.path.rows);
     report::Row& last = res_.path.rows.back();
     last.diagnosis = measure::with_peak(last.diagnosis, report::pct_of_peak(last), last.m->peak_precision);
@@ -717,9 +745,10 @@ class GreedySearch {
   measure::Measurement incumbent_;
   std::optional<double> base_loss_;
   std::vector<Trial> kept_;
-  int64_t version_ = 0;                      // bumped on every kept change
-  std::map<std::string, int64_t> tried_at_;  // candidate -> version it was last tried against
-  std::set<std::string> unsupported_;        // candidates the device cannot honour
+  int64_t version_ = 0;                              // bumped on every kept change
+  std::map<std::string, int64_t> tried_at_;          // candidate -> version it was last tried against
+  std::vector<config::ExperimentConfig> path_cfgs_;  // the config of each row of res_.path
+  std::set<std::string> unsupported_;                // candidates the device cannot honour
   std::optional<StopReason> stop_;
 };
 

@@ -9,7 +9,9 @@
                                       after one SGD step, the parameter count; and the
                                       training-mode output and gradients of the same model in
                                       channels_last (cl_train_out, cl_grad.NAME): PyTorch's own
-                                      difference between the two layouts on this CPU
+                                      difference between the two layouts on this CPU; and the
+                                      training-mode output under bf16 autocast (bf16_train_out):
+                                      its own difference between bf16 and fp32
   python zoo_io.py check ARCH DIR     loads DIR/ptune_weights.pt into torchvision's model with
                                       strict=True (weights_only) and checks it equals
                                       DIR/weights.pt
@@ -113,6 +115,15 @@ def export(arch, folder):
     torch.nn.functional.cross_entropy(cl_out, labels).backward()
     ref["cl_train_out"] = cl_out.detach().contiguous()
     ref.update({"cl_grad." + n: p.grad.detach().contiguous() for n, p in cl.named_parameters()})
+    # The same training-mode forward under bf16 autocast, as a training loop writes it: PyTorch's
+    # own difference between bf16 and fp32 on this CPU, the yardstick for ptune's bf16 step.
+    half = build(arch, 10)
+    half.load_state_dict(torch.load(f"{folder}/weights.pt", weights_only=True))
+    half.train()
+    torch.manual_seed(TRAIN_SEED)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        half_out = half(x)
+    ref["bf16_train_out"] = half_out.detach().float()
     torch.save(ref, f"{folder}/ref.pt")
 
 
