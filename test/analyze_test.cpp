@@ -24,6 +24,7 @@
 
 #include "analyze/advice.hpp"
 #include "analyze/compare.hpp"
+#include "analyze/kernel_precision.hpp"
 #include "analyze/overview.hpp"
 #include "analyze/render.hpp"
 #include "analyze/trace_reader.hpp"
@@ -1243,6 +1244,131 @@ TEST_CASE("analyze: FLOPs and bytes per operator class from input shapes, agains
   CHECK(
       has(Json::parse(ptune::analyze::render_analysis(b, "json"))["throughput"]["missing"].get<std::string>(),
           "add `record_shapes=True`"));
+}
+
+TEST_CASE("analyze: a kernel's precision from its library's name", "[analyze]") {
+  using ptune::analyze::kernel_precision;
+  // cuBLAS, cuDNN and CUTLASS names from real traces.
+  CHECK(kernel_precision("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x64_32x4_nn_align1>("
+                         "cutlass_80_tensorop_s1688gemm_64x64_32x4_nn_align1::Params)") == "tf32");
+  CHECK(kernel_precision(
+            "sm80_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize128x128x16") == "tf32");
+  CHECK(kernel_precision("ampere_sgemm_128x64_nn") == "fp32");
+  CHECK(kernel_precision("volta_sgemm_128x64_nn") == "fp32");
+  CHECK(kernel_precision("void cutlass::Kernel<cutlass_80_simt_sgemm_128x64_8x5_nn_align1>(...)") == "fp32");
+  CHECK(kernel_precision(
+            "implicit_convolve_sgemm<float, float, 1024, 5, 5, 3, 3, 3, 1, false, false, true>") == "fp32");
+  CHECK(kernel_precision("ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_stages_32x5_nn") == "fp16");
+  CHECK(kernel_precision("volta_fp16_s884gemm_fp16_128x128_ldg8_f2f_nn") == "fp16");
+  CHECK(kernel_precision("turing_h1688gemm_128x128_ldg8_tn") == "fp16");
+  CHECK(kernel_precision("ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_stages_64x4_tn") == "bf16");
+  CHECK(kernel_precision("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1") ==
+        "bf16");
+  CHECK(kernel_precision("sm90_xmma_gemm_e4m3e4m3_e4m3f32_f32_tn_n_tilesize128x128x128") == "fp8");
+  CHECK(kernel_precision("sm80_xmma_gemm_i8i8_i8i32_f32_tn_n_tilesize128x128x64 imma") == "int8");
+  // Kernels that say no matrix precision.
+  CHECK(kernel_precision(
+            "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>")
+            .empty());
+  CHECK(kernel_precision("nchwToNhwcKernel").empty());
+}
+
+namespace {
+
+/// A GPU step's operator with one kernel it launched: the operator on the host (pid 1), its
+/// launch inside it, the kernel on stream 7 for `kernel_us`.
+void launch(Json& ev, const std::string& op_name, double ts, Json dims, Json types, Json concrete,
+            const std::string& kernel, double kernel_us, int64_t& corr) {
+  ev.push_back(op(op_name, ts, 40, std::move(dims), std::move(types), std::move(concrete)));
+  ev.push_back(x("cuda_runtime", "cudaLaunchKernel", ts + 5, 5, Json{{"correlation", ++corr}}));
+  ev.push_back(x("kernel", kernel, ts + 20, kernel_us, Json{{"correlation", corr}}, 0, 7));
+}
+
+}  // namespace
+
+TEST_CASE("analyze: each class against the peak of the precision its kernels ran in, never above it",
+          "[analyze]") {
+  TempDir dir;
+  Json ev = Json::array();
+  int64_t corr = 0;
+  const double flops = 2.0 * 4096 * 4096 * 4096;  // one 4096^3 matrix product: 137.4 GFLOP
+  for (int s = 0; s < 2; ++s) {
+    const double t0 = s * 100000.0;
+    ev.push_back(x("user_annotation", "ProfilerStep#" + std::to_string(s + 1), t0, 100000));
+    // Two fp32 matrix products: one in TF32 on Tensor Cores at half the A100's 156 TFLOP/s, one in
+    // a plain fp32 (SIMT) kernel at half its 19.5 TFLOP/s.
+    const Json mm_dims = {{4096, 4096}, {4096, 4096}}, mm_types = {"float", "float"};
+    launch(ev, "aten::mm", t0 + 100, mm_dims, mm_types, Json::array(),
+           "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x64_32x4_nn_align1>(Params)", flops / 78e6,
+           corr);
+    launch(ev, "aten::mm", t0 + 20000, mm_dims, mm_types, Json::array(), "ampere_sgemm_128x64_nn",
+           flops / 9.75e6, corr);
+    // A half-precision convolution whose shapes count more FLOPs than its kernel could do in its
+    // time at the fp16 peak (312 TFLOP/s): 2 x 64 x 256 x 56 x 56 x 256 x 9 = 237 GFLOP in 100 us.
+    launch(ev, "aten::convolution", t0 + 40000,
+           {{64, 256, 56, 56}, {256, 256, 3, 3}, {}, {}, {}, {}, {}, {}, {}},
+           {"c10::Half", "c10::Half", "", "ScalarList", "ScalarList", "ScalarList", "Scalar", "ScalarList",
+            "Scalar"},
+           {"", "", "", "[1, 1]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "1"},
+           "ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_stages_32x5_nn", 100, corr);
+  }
+  const std::string path = dir.write(
+      "tf32.json",
+      Json{{"traceEvents", ev}, {"deviceProperties", Json::array({Json{{"name", "NVIDIA A100-SXM4-40GB"}}})}}
+          .dump());
+  const auto a = ptune::analyze::analyze(path);
+  REQUIRE(a.throughput.size() == 1);
+  const auto& th = a.throughput[0];
+  std::map<std::string, ptune::analyze::ClassRate> by;
+  for (const auto& c : th.classes) by[c.name] = c;
+  REQUIRE(by.count("matmul"));
+  REQUIRE(by.count("convolution"));
+  const auto& mm = by["matmul"];
+  // Time-weighted: the TF32 kernel's time at 156, the SIMT kernel's at 19.5 TFLOP/s.
+  const double tf32_us = flops / 78e6, fp32_us = flops / 9.75e6;
+  CHECK(mm.ceiling == Approx((tf32_us * 156e12 + fp32_us * 19.5e12) / (tf32_us + fp32_us)));
+  CHECK(mm.ceiling_text == "fp32 89%, tf32 11% of its kernel time");
+  REQUIRE(ptune::analyze::peak_pct(mm));
+  CHECK(*ptune::analyze::peak_pct(mm) == Approx(50.0));
+  CHECK(mm.over.empty());
+  // Above its ceiling: no figure, and why.
+  const auto& conv = by["convolution"];
+  CHECK(conv.precision == "fp16");
+  CHECK(conv.ceiling_text == "fp16");
+  CHECK(conv.ceiling == 312e12);
+  CHECK_FALSE(ptune::analyze::peak_pct(conv));
+  CHECK(
+      conv.over ==
+      "its FLOPs, counted from the input shapes, are more than its kernels did (a count the kernels did not "
+      "do)");
+  const Json j = Json::parse(ptune::analyze::render_analysis(a, "json"));
+  for (const auto& c : j["throughput"]["classes"]) {
+    INFO(c.dump());
+    if (!c["peak_pct"].is_null()) CHECK(c["peak_pct"].get<double>() <= 100.0);
+    if (!c["roof_pct"].is_null()) CHECK(c["roof_pct"].get<double>() <= 100.0);
+    if (c["class"] == "convolution") {
+      CHECK(c["peak_pct"].is_null());
+      CHECK(c["roof_pct"].is_null());
+      CHECK(c["over_ceiling"].get<std::string>().rfind("its FLOPs, counted from the input shapes", 0) == 0);
+      CHECK(c["kernel_precision_pct"]["fp16"] == 100.0);
+    }
+    if (c["class"] == "matmul")
+      CHECK(c["kernel_precision_pct"]["tf32"].get<double>() == Approx(11.11).margin(0.01));
+  }
+  const std::string table = ptune::analyze::render_analysis(a, "table");
+  INFO(table);
+  CHECK(has(table,
+            "  ceilings: 19.5 TFLOP/s fp32, 156 TFLOP/s tf32, 312 TFLOP/s fp16 (NVIDIA A100 Tensor Core "
+            "GPU datasheet: NVIDIA A100 40GB, dense)"));
+  CHECK(has(table, "  matmul against fp32 89%, tf32 11% of its kernel time, time-weighted: 34.7 TFLOP/s\n"));
+  CHECK(has(table, "  convolution: "));
+  CHECK(has(table,
+            " is more than its ceiling (312 TFLOP/s fp16), so no % of peak: its FLOPs, counted from the "
+            "input shapes"));
+  // The advice: matrix kernels mostly in plain fp32 on a GPU with TF32: the setting that moves them.
+  CHECK(has(ptune::analyze::render_analysis(a, "table"),
+            "88% of the matrix kernels' time is in plain fp32 kernels (sgemm, SIMT), not on Tensor Cores: "
+            "`torch.backends.cuda.matmul.allow_tf32 = True`"));
 }
 
 TEST_CASE("ptune analyze: FLOP/s of a with_flops=True trace against PyTorch's own FLOP counts",

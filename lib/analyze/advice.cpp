@@ -54,11 +54,13 @@ std::string throughput_note(const Throughput& th) {
                 th.flops_per_s() / 1e9, th.flops / 1e9, th.precision.c_str(),
                 th.source == "trace" ? "trace's FLOPs" : "input shapes");
   std::string s = buf;
-  if (th.ceilings) {
-    const double peak = th.ceilings->peak.flops_per_s;
-    std::snprintf(buf, sizeof buf, ": %.1f%% of the peak %.3g GFLOP/s", 100.0 * th.flops_per_s() / peak,
-                  peak / 1e9);
-    s += buf + (" (" + th.ceilings->peak.source + ")");
+  if (const auto pct = step_peak_pct(th)) {
+    std::snprintf(buf, sizeof buf,
+                  ": %.1f%% of the %.3g GFLOP/s its FLOPs would run at on their classes' ceilings", *pct,
+                  th.step_ceiling / 1e9);
+    s += buf + (" (" + ceilings_text(th) + ")");
+  } else if (!th.step_over.empty()) {
+    s += "; no % of peak: " + th.step_over;
   } else if (!th.no_ceilings.empty()) {
     s += "; no peak: " + th.no_ceilings;
   }
@@ -189,6 +191,20 @@ void host_bound(const Figures& f, Verdict& v) {
   v.move = f.move(RuleId::kHostBound);
 }
 
+/// The matrix classes' kernel time in `precision` and in all, per step.
+std::pair<double, double> matrix_time(const Analysis& a, const std::string& precision) {
+  double in = 0, all = 0;
+  if (a.primary >= a.throughput.size()) return {0, 0};
+  for (const auto& c : a.throughput[a.primary].classes) {
+    if (c.name != "matmul" && c.name.rfind("convolution", 0) != 0) continue;
+    for (const auto& [p, us] : c.us_by_precision) {
+      all += us;
+      if (p == precision) in += us;
+    }
+  }
+  return {in, all};
+}
+
 bool fp32_fires(const Figures& f) {
   // A GPU trace tells fp32 by its kernels; ptune's traces also say the row's optim.amp (a
   // CPU trace has no kernels to tell by), as the sweep's diagnosis of the row does.
@@ -202,6 +218,10 @@ void compute_fp32(const Figures& f, Verdict& v) {
     v.evidence = "GPU utilization " + pct(f.busy) + "; " + pct(*b.half_pct) +
                  " of kernel time in fp16/bf16 kernels, " + pct(b.tensor_core_pct.value_or(0)) +
                  " on Tensor Cores" + f.rank;
+    // Matrix kernels already in TF32 have fp32's Tensor Core speed-up: only lower precisions remain.
+    const auto [tf32, all] = matrix_time(f.a, "tf32");
+    if (all > 0 && tf32 >= 0.5 * all)
+      v.evidence += "; the matrix kernels run in TF32 (" + pct(100.0 * tf32 / all) + " of their time)";
   } else {
     v.evidence = pct(f.share(f.m.us[kCpuExec])) + " of the step in operators, `optim.amp` off" + f.rank;
   }
@@ -405,6 +425,20 @@ std::string slow_first_step(const Figures& f, const Verdict&) {
          (f.py ? "; `schedule(wait=1, warmup=1, active=N)` leaves such steps out of the trace" : "");
 }
 
+/// Plain fp32 (SIMT) matrix kernels on a GPU with TF32 Tensor Cores: the setting that moves them
+/// there. A trace whose matrix kernels already run in TF32 is told nothing of it.
+std::string fp32_matrix_kernels(const Figures& f, const Verdict&) {
+  if (!f.b.has_gpu || f.b.devices.empty() || !measure::known_gpu_peak(f.b.devices.front(), "tf32")) return "";
+  const auto [fp32, all] = matrix_time(f.a, "fp32");
+  if (all <= 0 || fp32 < 0.2 * all) return "";
+  return pct(100.0 * fp32 / all) +
+         " of the matrix kernels' time is in plain fp32 kernels (sgemm, SIMT), not " + "on Tensor Cores: " +
+         (f.py ? "`torch.backends.cuda.matmul.allow_tf32 = True` (or "
+                 "`torch.set_float32_matmul_precision(\"high\")`) "
+                 "runs matrix products in TF32 there (cuDNN's convolutions already use TF32 by default)"
+               : "TF32 runs them there");
+}
+
 /// Events the reader left out: a negative duration, or a time beyond +-1e18 us.
 std::string skipped_events(const Figures& f, const Verdict&) {
   if (f.b.skipped_events == 0) return "";
@@ -414,9 +448,13 @@ std::string skipped_events(const Figures& f, const Verdict&) {
 
 /// The further findings, in the order the notes are listed.
 std::string (*const kNoteRules[])(const Figures&, const Verdict&) = {
-    amp_not_advised, no_steps,       cpu_only,  syncs_not_bottleneck, per_step_syncs, zero_grad,
-    pageable_copies, layout_changes, straggler, throughput,           slowest_rank,   slow_first_step,
-    skipped_events,
+    amp_not_advised, no_steps,
+    cpu_only,        syncs_not_bottleneck,
+    per_step_syncs,  zero_grad,
+    pageable_copies, layout_changes,
+    straggler,       throughput,
+    slowest_rank,    slow_first_step,
+    skipped_events,  fp32_matrix_kernels,
 };
 
 }  // namespace

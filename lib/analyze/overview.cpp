@@ -87,7 +87,6 @@ std::string names_table(const std::string& title, const std::vector<NameTime>& v
 std::string throughput_html(const Throughput& th) {
   if (th.source == "none")
     return th.missing.empty() ? "" : "<h3>FLOP/s</h3><p class=\"muted\">" + html_escape(th.missing) + "</p>";
-  const double peak = th.ceilings ? th.ceilings->peak.flops_per_s : 0;
   std::string s =
       "<h3>FLOP/s per operator class</h3><div class=\"scroll\"><table "
       "class=\"flops\"><thead><tr><th>class</th><th class=\"n\">calls</th><th class=\"n\">GFLOP</th><th "
@@ -96,32 +95,24 @@ std::string throughput_html(const Throughput& th) {
       "roof</th></tr></thead><tbody>";
   auto n = [](const std::string& v) { return "<td class=\"n\">" + v + "</td>"; };
   for (const auto& c : th.classes) {
-    const auto roof = roof_of(c, th.ceilings);
+    std::optional<double> roof;
+    if (c.over.empty()) roof = roof_of(c, th.ceilings);
     const auto ai = c.intensity();
     const std::string bound = bound_of(c, th.ceilings);
+    const auto peak = peak_pct(c);
     s += "<tr data-class=\"" + html_escape(c.name) + "\"><td>" + html_escape(c.name) + "</td>" +
          n(fmt("%.0f", c.calls)) + n(fmt("%.3f", c.flops / 1e9)) + n(fmt("%.2f", c.us / 1000.0)) +
-         n(fmt("%.2f", c.flops_per_s() / 1e9)) +
-         n(peak > 0 ? fmt("%.1f", 100.0 * c.flops_per_s() / peak) : "-") +
+         n(fmt("%.2f", c.flops_per_s() / 1e9)) + n(peak ? fmt("%.1f", *peak) : "-") +
          n(c.bytes ? fmt("%.1f", *c.bytes / 1e6) : "-") + n(ai ? fmt("%.2f", *ai) : "-") + "<td>" +
          (bound.empty() ? "-" : bound) + "</td>" +
          n(roof && *roof > 0 ? fmt("%.1f", 100.0 * c.flops_per_s() / *roof) : "-") + "</tr>";
   }
   s += "<tr><td>step</td><td></td>" + n(fmt("%.3f", th.flops / 1e9)) + n(fmt("%.2f", th.step_us / 1000.0)) +
-       n(fmt("%.2f", th.flops_per_s() / 1e9)) +
-       n(peak > 0 ? fmt("%.1f", 100.0 * th.flops_per_s() / peak) : "-") +
+       n(fmt("%.2f", th.flops_per_s() / 1e9)) + n(step_peak_pct(th) ? fmt("%.1f", *step_peak_pct(th)) : "-") +
        "<td></td><td></td><td></td><td></td></tr></tbody></table></div>";
-  if (th.ceilings) {
-    s += "<p class=\"muted\">Ceilings: " +
-         html_escape(fmt("%.4g GFLOP/s ", peak / 1e9) + th.ceilings->peak.precision + " (" +
-                     th.ceilings->peak.source + ")");
-    if (th.ceilings->bandwidth.bytes_per_s > 0)
-      s += html_escape("; " + fmt("%.4g GB/s", th.ceilings->bandwidth.bytes_per_s / 1e9) + " (" +
-                       th.ceilings->bandwidth.source + ")");
-    s += "</p>";
-  } else if (!th.no_ceilings.empty()) {
-    s += "<p class=\"muted\">No ceilings: " + html_escape(th.no_ceilings) + "</p>";
-  }
+  if (!th.peaks.empty()) s += "<p class=\"muted\">Ceilings: " + html_escape(ceilings_text(th)) + "</p>";
+  if (!th.no_ceilings.empty()) s += "<p class=\"muted\">No ceilings: " + html_escape(th.no_ceilings) + "</p>";
+  for (const auto& n : over_notes(th)) s += "<p class=\"muted\">" + html_escape(n) + "</p>";
   return s;
 }
 

@@ -95,6 +95,16 @@ std::vector<std::string> split_header() {
   return h;
 }
 
+/// A GPU class's kernel time by the precision the kernels' names say, in % ("" as "unknown").
+Json kernel_precision_json(const ClassRate& c) {
+  double all = 0;
+  for (const auto& [p, us] : c.us_by_precision) all += us;
+  if (all <= 0) return nullptr;
+  Json j = Json::object();
+  for (const auto& [p, us] : c.us_by_precision) j[p.empty() ? "unknown" : p] = r2(100.0 * us / all);
+  return j;
+}
+
 Json ceilings_json(const Throughput& th) {
   if (!th.ceilings) return nullptr;
   const auto& c = *th.ceilings;
@@ -110,29 +120,35 @@ Json ceilings_json(const Throughput& th) {
 Json throughput_json(const Throughput& th) {
   Json classes = Json::array();
   for (const auto& c : th.classes) {
-    const auto roof = roof_of(c, th.ceilings);
+    std::optional<double> roof;
+    if (c.over.empty()) roof = roof_of(c, th.ceilings);
     const auto ai = c.intensity();
-    const double peak = th.ceilings ? th.ceilings->peak.flops_per_s : 0;
+    const auto peak = peak_pct(c);
     classes.push_back(
         Json{{"class", c.name},
              {"calls_per_step", r2(c.calls)},
              {"flops_per_step", c.flops},
              {"ms_per_step", r2(c.us / 1000.0)},
              {"flops_per_s", c.flops_per_s()},
-             {"peak_pct", peak > 0 ? Json(r2(100.0 * c.flops_per_s() / peak)) : Json(nullptr)},
+             {"peak_pct", peak ? Json(r2(*peak)) : Json(nullptr)},
+             {"ceiling_flops_per_s", c.ceiling > 0 ? Json(c.ceiling) : Json(nullptr)},
+             {"ceiling", c.ceiling_text.empty() ? Json(nullptr) : Json(c.ceiling_text)},
+             {"kernel_precision_pct", kernel_precision_json(c)},
+             {"over_ceiling", c.over.empty() ? Json(nullptr) : Json(c.over)},
              {"bytes_per_step", c.bytes ? Json(*c.bytes) : Json(nullptr)},
              {"flops_per_byte", ai ? Json(r2(*ai)) : Json(nullptr)},
              {"bound", bound_of(c, th.ceilings).empty() ? Json(nullptr) : Json(bound_of(c, th.ceilings))},
              {"roof_pct", roof && *roof > 0 ? Json(r2(100.0 * c.flops_per_s() / *roof)) : Json(nullptr)},
              {"precision", c.precision}});
   }
-  const double peak = th.ceilings ? th.ceilings->peak.flops_per_s : 0;
+  const auto step_peak = step_peak_pct(th);
   return Json{{"source", th.source},
               {"missing", th.missing.empty() ? Json(nullptr) : Json(th.missing)},
               {"flops_per_step", th.flops},
               {"flops_per_s", th.source == "none" ? Json(nullptr) : Json(th.flops_per_s())},
-              {"peak_pct",
-               peak > 0 && th.source != "none" ? Json(r2(100.0 * th.flops_per_s() / peak)) : Json(nullptr)},
+              {"peak_pct", step_peak && th.source != "none" ? Json(r2(*step_peak)) : Json(nullptr)},
+              {"ceiling_flops_per_s", th.step_ceiling > 0 ? Json(th.step_ceiling) : Json(nullptr)},
+              {"over_ceiling", th.step_over.empty() ? Json(nullptr) : Json(th.step_over)},
               {"precision", th.precision.empty() ? Json(nullptr) : Json(th.precision)},
               {"ceilings", ceilings_json(th)},
               {"no_ceilings", th.no_ceilings.empty() ? Json(nullptr) : Json(th.no_ceilings)},
@@ -143,23 +159,21 @@ std::string throughput_table(const Throughput& th) {
   if (th.source == "none") return th.missing.empty() ? "" : "\nFLOP/s: none; " + th.missing + "\n";
   std::string out = "\nFLOP/s per operator class (per step; FLOPs from the " +
                     std::string(th.source == "trace" ? "trace" : "input shapes") + "):\n";
-  const double peak = th.ceilings ? th.ceilings->peak.flops_per_s : 0;
   std::vector<std::vector<std::string>> rows{
       {"class", "calls", "GFLOP", "ms", "GFLOP/s", "peak%", "MB", "FLOP/B", "bound", "roof%"}};
   auto opt_fmt = [](const char* f, std::optional<double> v) { return v ? fmt(f, *v) : std::string("-"); };
   for (const auto& c : th.classes) {
-    const auto roof = roof_of(c, th.ceilings);
+    std::optional<double> roof;
+    if (c.over.empty()) roof = roof_of(c, th.ceilings);
     const std::string bound = bound_of(c, th.ceilings);
     rows.push_back({c.name, fmt("%.0f", c.calls), fmt("%.3f", c.flops / 1e9), fmt("%.2f", c.us / 1000.0),
-                    fmt("%.2f", c.flops_per_s() / 1e9),
-                    peak > 0 ? fmt("%.1f", 100.0 * c.flops_per_s() / peak) : "-",
+                    fmt("%.2f", c.flops_per_s() / 1e9), opt_fmt("%.1f", peak_pct(c)),
                     opt_fmt("%.1f", c.bytes ? std::optional<double>(*c.bytes / 1e6) : std::nullopt),
                     opt_fmt("%.2f", c.intensity()), bound.empty() ? "-" : bound,
                     roof && *roof > 0 ? fmt("%.1f", 100.0 * c.flops_per_s() / *roof) : "-"});
   }
   rows.push_back({"step", "", fmt("%.3f", th.flops / 1e9), fmt("%.2f", th.step_us / 1000.0),
-                  fmt("%.2f", th.flops_per_s() / 1e9),
-                  peak > 0 ? fmt("%.1f", 100.0 * th.flops_per_s() / peak) : "-", "", "", "", ""});
+                  fmt("%.2f", th.flops_per_s() / 1e9), opt_fmt("%.1f", step_peak_pct(th)), "", "", "", ""});
   std::vector<size_t> w(rows[0].size(), 0);
   for (const auto& r : rows)
     for (size_t i = 0; i < r.size(); ++i) w[i] = std::max(w[i], r[i].size());
@@ -168,16 +182,12 @@ std::string throughput_table(const Throughput& th) {
     for (size_t i = 0; i < r.size(); ++i) out += " " + pad(r[i], w[i], i > 0);
     out += "\n";
   }
-  if (th.ceilings) {
-    const auto& c = *th.ceilings;
-    out += "  ceilings: " + fmt("%.4g GFLOP/s ", c.peak.flops_per_s / 1e9) + c.peak.precision + " (" +
-           c.peak.source + ")";
-    if (c.bandwidth.bytes_per_s > 0)
-      out += "; " + fmt("%.4g GB/s", c.bandwidth.bytes_per_s / 1e9) + " (" + c.bandwidth.source + ")";
-    out += "\n";
-  } else if (!th.no_ceilings.empty()) {
-    out += "  no ceilings: " + th.no_ceilings + "\n";
-  }
+  if (!th.peaks.empty()) out += "  ceilings: " + ceilings_text(th) + "\n";
+  if (!th.no_ceilings.empty()) out += "  no ceilings: " + th.no_ceilings + "\n";
+  for (const auto& c : th.classes)
+    if (c.ceiling_text.find('%') != std::string::npos)
+      out += "  " + c.name + " against " + c.ceiling_text + ", time-weighted: " + rate_text(c.ceiling) + "\n";
+  for (const auto& n : over_notes(th)) out += "  " + n + "\n";
   return out;
 }
 

@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <map>
 #include <string_view>
 #include <unordered_map>
 
 #include "analyze/breakdown.hpp"
+#include "analyze/kernel_precision.hpp"
 
 namespace ptune::analyze {
 namespace {
@@ -277,30 +280,118 @@ std::vector<Counted> counted_ops(const Trace& t, const std::vector<std::pair<dou
   return out;
 }
 
+/// The kernel time an operator launched, by the precision the kernels' names say.
+using KernelTime = std::map<std::string, double>;
+
 /// On a GPU: each counted operator's time is that of the kernels it launched (the runtime calls
-/// inside it on its thread, linked by correlation). Returns op -> us.
-std::unordered_map<const Event*, double> kernel_time(const Trace& t, const std::vector<Counted>& ops) {
-  std::unordered_map<int64_t, double> by_corr;
+/// inside it on its thread, linked by correlation). Returns op -> its kernels' time by precision.
+std::unordered_map<const Event*, KernelTime> kernel_time(const Trace& t, const std::vector<Counted>& ops) {
+  std::unordered_map<int64_t, KernelTime> by_corr;
   for (const auto& e : t.events)
-    if (e.kind == Kind::kKernel && e.correlation >= 0) by_corr[e.correlation] += e.dur;
+    if (e.kind == Kind::kKernel && e.correlation >= 0)
+      by_corr[e.correlation][kernel_precision(e.name)] += e.dur;
   std::map<std::pair<int64_t, int64_t>, std::vector<const Event*>> launches;
   for (const auto& e : t.events)
     if (e.kind == Kind::kRuntime && e.correlation >= 0 && by_corr.count(e.correlation))
       launches[{e.pid, e.tid}].push_back(&e);
   for (auto& [k, v] : launches)
     std::sort(v.begin(), v.end(), [](const Event* a, const Event* b) { return a->ts < b->ts; });
-  std::unordered_map<const Event*, double> out;
+  std::unordered_map<const Event*, KernelTime> out;
   for (const auto& c : ops) {
     auto it = launches.find({c.e->pid, c.e->tid});
-    double us = 0;
+    KernelTime us;
     if (it != launches.end()) {
       auto l = std::lower_bound(it->second.begin(), it->second.end(), c.e->ts,
                                 [](const Event* x, double ts) { return x->ts < ts; });
-      for (; l != it->second.end() && (*l)->ts <= c.e->end(); ++l) us += by_corr[(*l)->correlation];
+      for (; l != it->second.end() && (*l)->ts <= c.e->end(); ++l)
+        for (const auto& [p, d] : by_corr[(*l)->correlation]) us[p] += d;
     }
     out[c.e] = us;
   }
   return out;
+}
+
+double total(const KernelTime& k) {
+  double s = 0;
+  for (const auto& [p, us] : k) s += us;
+  return s;
+}
+
+std::string pct_text(double v) { return std::to_string(static_cast<int>(v + 0.5)) + "%"; }
+
+/// Why a class's FLOP/s pass its ceiling: the assumption that failed.
+std::string over_reason(const ClassRate& c, const std::string& source) {
+  double unnamed = 0, all = 0;
+  for (const auto& [p, us] : c.us_by_precision) (p.empty() ? unnamed : all) += us;
+  all += unnamed;
+  if (all > 0 && unnamed > 0)
+    return pct_text(100.0 * unnamed / all) +
+           " of its kernel time is in kernels whose names say no precision " +
+           "(an unknown family, read as " + c.precision + "): a ceiling too low if they ran on Tensor Cores";
+  return source == "trace"
+             ? "the trace's FLOPs are more than its kernels can do in their time"
+             : "its FLOPs, counted from the input shapes, are more than its kernels did (a count "
+               "the kernels did not do)";
+}
+
+/// The ceilings of a GPU class from the precisions its kernels ran in, time-weighted.
+void class_ceiling(ClassRate& c, const std::string& device, std::vector<measure::Peak>& peaks,
+                   std::string& missing) {
+  KernelTime by = c.us_by_precision;
+  if (const auto it = by.find(""); it != by.end()) {  // kernels that say no precision: the op's
+    const double us = it->second;
+    by.erase(it);
+    by[c.precision] += us;
+  }
+  const double all = total(by);
+  if (all <= 0) return;
+  double weighted = 0;
+  std::string text;
+  for (const auto& [p, us] : by) {
+    const auto peak = measure::known_gpu_peak(device, p);
+    if (!peak) {
+      missing = "no datasheet figure for `" + device + "` in " + p;
+      return;
+    }
+    if (std::none_of(peaks.begin(), peaks.end(), [&](const measure::Peak& q) { return q.precision == p; }))
+      peaks.push_back(*peak);
+    weighted += us * peak->flops_per_s;
+    text += (text.empty() ? "" : ", ") + p + (by.size() > 1 ? " " + pct_text(100.0 * us / all) : "");
+  }
+  c.ceiling = weighted / all;
+  c.ceiling_text = by.size() > 1 ? text + " of its kernel time" : text;
+}
+
+/// Each class's ceiling, the step's, and why a figure above its ceiling is left out.
+void class_ceilings(Throughput& th, const Breakdown& b) {
+  const std::string device = b.devices.empty() ? "" : b.devices.front();
+  double ideal_us = 0;  // the step's FLOPs at their classes' ceilings
+  for (auto& c : th.classes) {
+    if (b.has_gpu && !device.empty()) {
+      std::string missing;
+      class_ceiling(c, device, th.peaks, missing);
+      if (!missing.empty() && th.no_ceilings.empty()) th.no_ceilings = missing;
+    } else if (th.ceilings && c.precision == th.precision) {
+      c.ceiling = th.ceilings->peak.flops_per_s;
+      c.ceiling_text = th.precision;
+    }
+    if (c.ceiling > 0 && c.flops_per_s() > c.ceiling) c.over = over_reason(c, th.source);
+    const double ceiling = c.ceiling > 0 ? c.ceiling : th.ceilings ? th.ceilings->peak.flops_per_s : 0;
+    if (ceiling > 0) ideal_us += c.flops / ceiling * 1e6;
+  }
+  if (th.ceilings && th.peaks.empty()) th.peaks.push_back(th.ceilings->peak);
+  if (ideal_us > 0 && th.flops > 0) th.step_ceiling = th.flops * 1e6 / ideal_us;
+  if (th.step_ceiling > 0 && th.flops_per_s() > th.step_ceiling)
+    th.step_over = "the step's FLOPs are more than its time at the classes' ceilings allows";
+}
+
+/// The precision of the most FLOPs (bytes where none) in `by`; fp32 when empty.
+std::string most_of(const std::map<std::string, double>& by) {
+  std::string p = "fp32";
+  double most = 0;
+  for (const auto& [name, f] : by)
+    if (f > most) most = f, p = name;
+  return p;
 }
 
 /// The ceilings of the rank's device in `precision`.
@@ -335,14 +426,68 @@ void find_ceilings(Throughput& th, const Breakdown& b, const CpuCeilings& cpu) {
 
 std::optional<double> roof_of(const ClassRate& c, const std::optional<Ceilings>& ceil) {
   const auto ai = c.intensity();
-  if (!ceil || !ai || ceil->peak.flops_per_s <= 0 || ceil->bandwidth.bytes_per_s <= 0) return std::nullopt;
-  return std::min(ceil->peak.flops_per_s, *ai * ceil->bandwidth.bytes_per_s);
+  const double peak = c.ceiling > 0 ? c.ceiling : ceil ? ceil->peak.flops_per_s : 0;
+  if (!ceil || !ai || peak <= 0 || ceil->bandwidth.bytes_per_s <= 0) return std::nullopt;
+  return std::min(peak, *ai * ceil->bandwidth.bytes_per_s);
+}
+
+std::optional<double> peak_pct(const ClassRate& c) {
+  if (c.ceiling <= 0 || !c.over.empty()) return std::nullopt;
+  return 100.0 * c.flops_per_s() / c.ceiling;
+}
+
+/// "156 TFLOP/s", "19.5 TFLOP/s", "44.9 GFLOP/s" (`unit` "FLOP/s" or "B/s"): three digits.
+std::string rate_text(double v, const char* unit) {
+  static const char* kPrefix[] = {"", "k", "M", "G", "T", "P"};
+  size_t i = 0;
+  while (v >= 999.5 && i + 1 < std::size(kPrefix)) v /= 1000, ++i;
+  char buf[48];
+  std::snprintf(buf, sizeof buf,
+                v >= 99.95   ? "%.0f %s%s"
+                : v >= 9.995 ? "%.1f %s%s"
+                             : "%.2f %s%s",
+                v, kPrefix[i], unit);
+  return buf;
+}
+
+std::string ceilings_text(const Throughput& th) {
+  if (th.peaks.empty()) return "";
+  std::string s, source;
+  for (const auto& p : th.peaks) {
+    s += (s.empty() ? "" : ", ") + rate_text(p.flops_per_s) + " " + p.precision;
+    // A datasheet's source names the precision last (", dense tf32"): one source for them all.
+    const auto cut = p.source.rfind(", dense ");
+    source = cut == std::string::npos ? p.source : p.source.substr(0, cut) + ", dense";
+  }
+  s += " (" + source + ")";
+  if (th.ceilings && th.ceilings->bandwidth.bytes_per_s > 0)
+    s += "; " + rate_text(th.ceilings->bandwidth.bytes_per_s, "B/s") + " (" + th.ceilings->bandwidth.source +
+         ")";
+  return s;
+}
+
+std::vector<std::string> over_notes(const Throughput& th) {
+  std::vector<std::string> out;
+  for (const auto& c : th.classes)
+    if (!c.over.empty())
+      out.push_back(c.name + ": " + rate_text(c.flops_per_s()) + " is more than its ceiling (" +
+                    rate_text(c.ceiling) + " " + c.ceiling_text + "), so no % of peak: " + c.over);
+  if (!th.step_over.empty())
+    out.push_back("step: " + rate_text(th.flops_per_s()) + " is more than its ceiling (" +
+                  rate_text(th.step_ceiling) + "), so no % of peak: " + th.step_over);
+  return out;
+}
+
+std::optional<double> step_peak_pct(const Throughput& th) {
+  if (th.step_ceiling <= 0 || !th.step_over.empty()) return std::nullopt;
+  return 100.0 * th.flops_per_s() / th.step_ceiling;
 }
 
 std::string bound_of(const ClassRate& c, const std::optional<Ceilings>& ceil) {
   const auto ai = c.intensity();
   if (!roof_of(c, ceil)) return c.bytes && c.flops == 0 ? "memory-bound" : "";
-  return *ai * ceil->bandwidth.bytes_per_s < ceil->peak.flops_per_s ? "memory-bound" : "compute-bound";
+  const double peak = c.ceiling > 0 ? c.ceiling : ceil->peak.flops_per_s;
+  return *ai * ceil->bandwidth.bytes_per_s < peak ? "memory-bound" : "compute-bound";
 }
 
 Throughput throughput_of(const std::vector<const Trace*>& traces, const Breakdown& b,
@@ -356,19 +501,23 @@ Throughput throughput_of(const std::vector<const Trace*>& traces, const Breakdow
   bool from_trace = false, shapes = false;
   std::map<std::string, ClassRate> classes;
   std::map<std::string, double> by_precision;
+  std::map<std::string, std::map<std::string, double>> class_precision;  // class -> precision -> FLOPs
   for (const Trace* t : traces) {
     shapes = shapes || std::any_of(t->inputs.begin(), t->inputs.end(),
                                    [](const auto& x) { return !x.second.dims.empty(); });
     const auto ops = counted_ops(*t, steps, &from_trace);
-    const auto kernels = b.has_gpu ? kernel_time(*t, ops) : std::unordered_map<const Event*, double>{};
+    const auto kernels = b.has_gpu ? kernel_time(*t, ops) : std::unordered_map<const Event*, KernelTime>{};
     for (const auto& c : ops) {
       auto& r = classes[c.cost.cls];
       r.name = c.cost.cls;
       r.calls += 1 / nsteps;
       r.flops += c.cost.flops / nsteps;
       if (c.cost.bytes >= 0) r.bytes = r.bytes.value_or(0) + c.cost.bytes / nsteps;
-      r.us += (b.has_gpu ? kernels.at(c.e) : c.e->dur) / nsteps;
+      r.us += (b.has_gpu ? total(kernels.at(c.e)) : c.e->dur) / nsteps;
+      if (b.has_gpu)
+        for (const auto& [p, us] : kernels.at(c.e)) r.us_by_precision[p] += us / nsteps;
       by_precision[c.cost.precision] += c.cost.flops > 0 ? c.cost.flops : 1e-9;
+      class_precision[c.cost.cls][c.cost.precision] += c.cost.flops > 0 ? c.cost.flops : 1e-9;
     }
   }
   if (!from_trace && !shapes) {
@@ -379,17 +528,16 @@ Throughput throughput_of(const std::vector<const Trace*>& traces, const Breakdow
     return th;
   }
   th.source = from_trace ? "trace" : "shapes";
-  th.precision = "fp32";
-  double most = 0;
-  for (const auto& [p, f] : by_precision)
-    if (f > most) most = f, th.precision = p;
+  th.precision = most_of(by_precision);
   for (auto& [n, r] : classes) {
+    r.precision = most_of(class_precision[n]);
     th.flops += r.flops;
     th.classes.push_back(r);
   }
   std::sort(th.classes.begin(), th.classes.end(),
             [](const ClassRate& x, const ClassRate& y) { return x.us > y.us; });
   find_ceilings(th, b, cpu);
+  class_ceilings(th, b);
   return th;
 }
 

@@ -8,6 +8,7 @@
 /// gradient it computes, as torch.utils.flop_counter does.
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -38,6 +39,13 @@ struct ClassRate {
   std::optional<double> bytes;  // inputs read and outputs written, where the shapes allow
   double us = 0;                // their time: the operators' on a CPU, the kernels they launched on a GPU
   std::string precision;        // of most of its FLOPs (bytes where it has none): fp32, bf16, fp16, fp64
+  /// On a GPU: its kernels' time by the precision their names say (kernel_precision(); "" for
+  /// kernels whose names say none: read as `precision`).
+  std::map<std::string, double> us_by_precision;
+  double ceiling = 0;        // FLOP/s: the peak of the precision its kernels ran in (a mixed class:
+                             // time-weighted over them); 0: none
+  std::string ceiling_text;  // which: "tf32", or "tf32 63%, fp32 37% of its kernel time"
+  std::string over;          // why no peak% is printed where its FLOP/s pass its ceiling; "" otherwise
   double flops_per_s() const { return us > 0 ? flops * 1e6 / us : 0; }
   std::optional<double> intensity() const {  // FLOPs per byte
     if (!bytes || *bytes <= 0) return std::nullopt;
@@ -54,17 +62,42 @@ struct Throughput {
   std::string precision;           // of most FLOPs
   std::vector<ClassRate> classes;  // largest time first
   std::optional<Ceilings> ceilings;
-  std::string no_ceilings;  // why none (an unknown GPU, no calibration)
+  std::string no_ceilings;           // why none (an unknown GPU, no calibration)
+  std::vector<measure::Peak> peaks;  // every peak a class is read against, once each
+  double step_ceiling = 0;           // FLOP/s the step's FLOPs would run at, each class at its ceiling
+  std::string step_over;             // why no step peak% is printed (above its ceiling); "" otherwise
   double flops_per_s() const { return step_us > 0 ? flops * 1e6 / step_us : 0; }
 };
+
+/// A class's FLOP/s as a % of its own ceiling; nullopt without one, or where the figure would
+/// pass 100% (ClassRate::over says why). Throws nothing.
+std::optional<double> peak_pct(const ClassRate& c);
+
+/// The step's FLOP/s as a % of the rate its FLOPs would run at, each class at its own ceiling;
+/// nullopt as peak_pct(). Throws nothing.
+std::optional<double> step_peak_pct(const Throughput& th);
 
 /// "compute-bound" or "memory-bound" (arithmetic intensity against the ceilings' ratio), or ""
 /// without both ceilings or bytes. Throws nothing.
 std::string bound_of(const ClassRate& c, const std::optional<Ceilings>& ceil);
 
-/// The roofline's attainable FLOP/s at the class's intensity: min(peak, intensity x bandwidth);
-/// nullopt without both ceilings or bytes. Throws nothing.
+/// The roofline's attainable FLOP/s at the class's intensity: min(its ceiling, intensity x
+/// bandwidth) (the device's peak for a class without its own); nullopt without both ceilings or
+/// bytes. Throws nothing.
 std::optional<double> roof_of(const ClassRate& c, const std::optional<Ceilings>& ceil);
+
+/// A rate in three digits with an SI prefix: "156 TFLOP/s", "19.5 TFLOP/s", "1.55 TB/s" (`unit`
+/// "FLOP/s" or "B/s"). Throws nothing.
+std::string rate_text(double v, const char* unit = "FLOP/s");
+
+/// The peaks the classes are read against and the bandwidth, one line: "156 TFLOP/s tf32,
+/// 19.5 TFLOP/s fp32 (NVIDIA A100 Tensor Core GPU datasheet: NVIDIA A100 40GB, dense); 1.56 TB/s
+/// (...)"; "" without ceilings. Throws nothing.
+std::string ceilings_text(const Throughput& th);
+
+/// One line per class (and the step) whose FLOP/s pass its ceiling: "matmul: 25.0 TFLOP/s is more
+/// than its ceiling (19.5 TFLOP/s fp32), so no % of peak: <why>". Throws nothing.
+std::vector<std::string> over_notes(const Throughput& th);
 
 /// The FLOPs of the steps of `b` (taken apart from `traces`), and the ceilings: a GPU's from
 /// the datasheet table by the trace's deviceProperties name, a CPU's from `cpu` (when given).

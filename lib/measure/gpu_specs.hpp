@@ -11,7 +11,7 @@ namespace ptune::measure {
 /// A peak and where it came from.
 struct Peak {
   double flops_per_s = 0;   // FLOP/s; 0 when none could be had
-  std::string precision;    // fp32 | tf32 | bf16 | fp16
+  std::string precision;    // fp32 | tf32 | bf16 | fp16 | fp8 | int8
   std::string source;       // one line: "NVIDIA H100 SXM datasheet, dense bf16" or
                             // "calibrated: 1024x1024 bf16 matmul, 2 threads, AVX512, ..."
   bool under_load = false;  // calibrated while other processes used the cores (or in samples that
