@@ -742,6 +742,35 @@ TEST_CASE("analyze: batch size from input shapes, peak memory per step from memo
   CHECK(j["batch_size"] == 64);
   CHECK(j["samples_per_s"].get<double>() == Approx(64 * 1000.0 / b.mean().ms()).epsilon(0.001));
   CHECK(j["memory"]["peak_allocated_mb"].get<double>() == Approx(1830));
+  // The highest sample (step 3, 1830 MB at 34.2 ms): its device, the operator the code called
+  // (aten::convolution_backward, not the aten::empty inside it), and the timeline of that step.
+  REQUIRE(b.memory_peaks.size() == 1);
+  CHECK(b.memory_peaks[0].device == 0);
+  CHECK(b.memory_peaks[0].allocated_mb == Approx(1830));
+  CHECK(*b.memory_peaks[0].reserved_mb == Approx(2048));
+  CHECK(b.memory_peaks[0].op == "aten::convolution_backward");
+  CHECK(b.memory_peaks[0].step == "ProfilerStep#3");
+  CHECK(b.memory_peaks[0].at_ms == Approx(4.2));
+  const auto& line = j["memory"]["timeline_ms_mb"];
+  REQUIRE(line.size() == 4);  // the step's four device samples
+  CHECK(line[1][0].get<double>() == Approx(4.2));
+  CHECK(line[1][1].get<double>() == Approx(1830));
+  CHECK(j["memory"]["devices"][0]["operator_at_peak"] == "aten::convolution_backward");
+  CHECK(has(ptune::analyze::render_analysis(a, "table"),
+            "  device 0: highest 1830 MB allocated (2048 MB reserved), in `aten::convolution_backward`, "
+            "ProfilerStep#3 at 4.2 ms\n"));
+  ptune::analyze::Version mv;
+  mv.label = "memory";
+  mv.analysis = a;
+  const std::string page = ptune::analyze::overview_html(ptune::analyze::compare_analyses({mv}));
+  CHECK(has(page, "<svg class=\"memory\""));
+  CHECK(has(page, "Allocated memory over ProfilerStep#3 on device 0"));
+  // A GPU trace without memory events says which profiler option records them.
+  const auto none = ptune::analyze::analyze(fixture("gpu_copy_bound.json"));
+  CHECK(
+      has(ptune::analyze::render_analysis(none, "table"),
+          "peak GPU memory: no memory events; `profile_memory=True` in `torch.profiler.profile(...)` records "
+          "them\n"));
   CHECK(j["gpu"]["trace"]["idle_pct"].get<double>() == Approx(2.7).margin(0.01));
   // The operators that allocated most: charged to the operator the code called, not the
   // aten::empty inside it; frees not counted.

@@ -716,22 +716,87 @@ std::map<Thread, std::vector<const Event*>> add_operators(
 
 /// The allocations: those of the device (`gpu`) or the host in [lo, hi), each charged to the
 /// outermost operator on its thread, added to `allocators`.
+/// The outermost operator on the thread of memory sample `m` at its time: the one the code called.
+std::string_view operator_at(const std::map<Thread, std::vector<const Event*>>& outermost,
+                             const MemorySample& m) {
+  if (auto it = outermost.find({m.pid, m.tid}); it != outermost.end()) {
+    const auto& ops = it->second;
+    auto after =
+        std::upper_bound(ops.begin(), ops.end(), m.ts, [](double ts, const Event* e) { return ts < e->ts; });
+    if (after != ops.begin() && m.ts <= (*std::prev(after))->end()) return (*std::prev(after))->name;
+  }
+  return "(no operator)";
+}
+
 void add_allocations(const Trace& t, const std::map<Thread, std::vector<const Event*>>& outermost, double lo,
                      double hi, bool gpu, std::map<std::string, NameBytes, std::less<>>& allocators) {
   for (const auto& m : t.memory) {
     if (m.bytes <= 0 || (m.device >= 0) != gpu || m.ts < lo || m.ts >= hi) continue;
-    std::string_view name = "(no operator)";
-    if (auto it = outermost.find({m.pid, m.tid}); it != outermost.end()) {
-      const auto& ops = it->second;
-      auto after = std::upper_bound(ops.begin(), ops.end(), m.ts,
-                                    [](double ts, const Event* e) { return ts < e->ts; });
-      if (after != ops.begin() && m.ts <= (*std::prev(after))->end()) name = (*std::prev(after))->name;
-    }
+    const std::string_view name = operator_at(outermost, m);
     auto& a = allocators[std::string(name)];
     a.name = name;
     ++a.count;
     a.bytes += static_cast<double>(m.bytes);
   }
+}
+
+/// Each device's highest allocated memory in `steps` (kept where above an earlier trace's), the
+/// operator at it, and the timeline of allocated memory over the step of the highest of all.
+void add_memory_peaks(const Trace& t, const std::map<Thread, std::vector<const Event*>>& outermost,
+                      const std::vector<StepBreakdown>& steps, Breakdown& b) {
+  std::map<int64_t, const MemorySample*> top;  // device -> its highest sample in a step
+  std::map<int64_t, const StepBreakdown*> top_step;
+  for (const auto& m : t.memory) {
+    if (m.allocated < 0) continue;  // the host's samples too (device -1): a CPU trace's memory
+    const auto s = std::find_if(steps.begin(), steps.end(),
+                                [&](const StepBreakdown& x) { return m.ts >= x.start && m.ts < x.end; });
+    if (s == steps.end()) continue;
+    if (!top.count(m.device) || m.allocated > top[m.device]->allocated)
+      top[m.device] = &m, top_step[m.device] = &*s;
+  }
+  constexpr double kMb = 1024.0 * 1024.0;
+  const double before = b.memory_peaks.empty()
+                            ? -1
+                            : std::max_element(b.memory_peaks.begin(), b.memory_peaks.end(),
+                                               [](const MemoryPeak& x, const MemoryPeak& y) {
+                                                 return x.allocated_mb < y.allocated_mb;
+                                               })
+                                  ->allocated_mb;
+  const MemorySample* highest = nullptr;
+  for (const auto& [device, m] : top) {
+    MemoryPeak p{device,
+                 static_cast<double>(m->allocated) / kMb,
+                 std::nullopt,
+                 std::string(operator_at(outermost, *m)),
+                 top_step[device]->name,
+                 (m->ts - top_step[device]->start) / 1000.0};
+    if (m->reserved >= 0) p.reserved_mb = static_cast<double>(m->reserved) / kMb;
+    auto it = std::find_if(b.memory_peaks.begin(), b.memory_peaks.end(),
+                           [&](const MemoryPeak& x) { return x.device == device; });
+    if (it == b.memory_peaks.end())
+      b.memory_peaks.push_back(p);
+    else if (p.allocated_mb > it->allocated_mb)
+      *it = p;
+    // The timeline's: a GPU's highest sample, else the host's.
+    if (!highest || (device >= 0) > (highest->device >= 0) ||
+        ((device >= 0) == (highest->device >= 0) && m->allocated > highest->allocated))
+      highest = m;
+  }
+  std::sort(b.memory_peaks.begin(), b.memory_peaks.end(),
+            [](const MemoryPeak& x, const MemoryPeak& y) { return x.device < y.device; });
+  if (!highest || static_cast<double>(highest->allocated) / kMb <= before) return;
+  // The timeline of that step on that device, thinned to at most 400 points with the peak kept.
+  const StepBreakdown& s = *top_step[highest->device];
+  std::vector<const MemorySample*> in;
+  for (const auto& m : t.memory)
+    if (m.device == highest->device && m.allocated >= 0 && m.ts >= s.start && m.ts < s.end) in.push_back(&m);
+  std::sort(in.begin(), in.end(), [](const MemorySample* x, const MemorySample* y) { return x->ts < y->ts; });
+  const size_t every = in.size() / 400 + 1;
+  b.memory_timeline.clear();
+  for (size_t i = 0; i < in.size(); ++i)
+    if (i % every == 0 || in[i] == highest)
+      b.memory_timeline.emplace_back((in[i]->ts - s.start) / 1000.0,
+                                     static_cast<double>(in[i]->allocated) / kMb);
 }
 
 /// The batch: the first dimension of the first input of step `s0`'s first operator that takes
@@ -799,6 +864,7 @@ void add_trace(const Trace& t, Breakdown& b, Totals& tot) {
   fill_steps(t, waits, r, steps);
   const auto outermost = add_operators(t, lo, hi, tot.operators);
   add_allocations(t, outermost, lo, hi, b.allocators_gpu, tot.allocators);
+  add_memory_peaks(t, outermost, steps, b);
   if (!b.batch_size && from_steps && !steps.empty())
     b.batch_size = batch_size_of(t, r.cat[kDataLoader], steps.front());
   std::set<int64_t> pids;

@@ -88,6 +88,16 @@ struct CopyStats {
 };
 
 /// A trace (or several files of one process) taken apart.
+/// A device's highest allocated memory over the steps (profile_memory=True's samples).
+struct MemoryPeak {
+  int64_t device = 0;  // a GPU's index; -1 the host (CPU)
+  double allocated_mb = 0;
+  std::optional<double> reserved_mb;  // the caching allocator's reserve at that moment
+  std::string op;                     // the operator the code called that allocated it; "(no operator)"
+  std::string step;                   // the step it fell in
+  double at_ms = 0;                   // from that step's start
+};
+
 struct Breakdown {
   std::vector<std::string> files;
   std::string writer = "pytorch";   // "pytorch" | "ptune"
@@ -140,7 +150,11 @@ struct Breakdown {
   /// outermost operator running on the allocating thread (the call the training code made,
   /// aten::conv2d rather than the aten::empty inside it); "(no operator)" for the rest.
   std::vector<NameBytes> allocators;
-  bool allocators_gpu = false;  // whose allocations those are
+  bool allocators_gpu = false;           // whose allocations those are
+  std::vector<MemoryPeak> memory_peaks;  // one per device, by device; empty without device samples
+  /// Allocated memory over the step of the highest peak, on its device: (ms from the step's
+  /// start, MB), at most 400 points (the peak among them).
+  std::vector<std::pair<double, double>> memory_timeline;
   CopyStats h2d;
 
   /// The mean over steps of a step's figures (name "mean").

@@ -83,6 +83,34 @@ std::string names_table(const std::string& title, const std::vector<NameTime>& v
   return s + "</tbody></table></div>";
 }
 
+/// Allocated memory over the step of the highest peak: one line, MB over ms; "" without points.
+std::string memory_svg(const Breakdown& b) {
+  const auto& pts = b.memory_timeline;
+  if (pts.size() < 2) return "";
+  const double w = 480, h = 120, pad = 4;
+  double t_max = 0, mb_max = 0;
+  for (const auto& [ms, mb] : pts) t_max = std::max(t_max, ms), mb_max = std::max(mb_max, mb);
+  if (!(t_max > 0) || !(mb_max > 0)) return "";
+  std::string line;
+  for (const auto& [ms, mb] : pts)
+    line +=
+        fmt("%.1f,", pad + (w - 2 * pad) * ms / t_max) + fmt("%.1f ", h - pad - (h - 2 * pad) * mb / mb_max);
+  const MemoryPeak* top = nullptr;  // the timeline's: a GPU's highest, else the host's
+  for (const auto& p : b.memory_peaks)
+    if (!top || (p.device >= 0) > (top->device >= 0) ||
+        ((p.device >= 0) == (top->device >= 0) && p.allocated_mb > top->allocated_mb))
+      top = &p;
+  const std::string caption =
+      top ? "Allocated memory over " + top->step + " on " +
+                (top->device < 0 ? std::string("the host") : "device " + std::to_string(top->device)) +
+                " (0 to " + fmt("%.0f MB, 0 to ", mb_max) + fmt("%.1f ms)", t_max)
+          : std::string("Allocated memory over a step");
+  return "<figure><figcaption>" + html_escape(caption) + "</figcaption><svg class=\"memory\" width=\"" +
+         fmt("%.0f", w) + "\" height=\"" + fmt("%.0f", h) + "\" viewBox=\"0 0 " + fmt("%.0f ", w) +
+         fmt("%.0f", h) + "\"><polyline fill=\"none\" stroke=\"#4c72b0\" stroke-width=\"1.5\" points=\"" +
+         line + "\"/></svg></figure>";
+}
+
 /// FLOP/s per operator class against the ceilings (a roofline), one table; or what to record.
 std::string throughput_html(const Throughput& th) {
   if (th.source == "none")
@@ -230,7 +258,19 @@ std::string version_html(const Version& v, size_t index) {
          << (s.peak_allocated_mb ? fmt("%.0f", *s.peak_allocated_mb) : "-") << "</td><td class=\"n\">"
          << (s.peak_reserved_mb ? fmt("%.0f", *s.peak_reserved_mb) : "-") << "</td></tr>";
     os << "</tbody></table>";
+  } else if (b.has_gpu && b.writer != "ptune") {
+    os << "<h3>Memory per step</h3><p class=\"muted\">No memory events: <code>profile_memory=True</code> in "
+          "<code>torch.profiler.profile(...)</code> records them.</p>";
+  } else if (!b.memory_peaks.empty()) {
+    os << "<h3>Memory</h3>";
   }
+  for (const auto& p : b.memory_peaks)
+    os << "<p class=\"muted\">"
+       << html_escape((p.device < 0 ? std::string("Host") : "Device " + std::to_string(p.device)) +
+                      ": highest " + fmt("%.0f MB allocated", p.allocated_mb) + ", in `" + p.op + "`, " +
+                      p.step + fmt(" at %.1f ms", p.at_ms))
+       << "</p>";
+  os << memory_svg(b);
   if (!b.allocators.empty()) {
     os << "<h3>Operators that allocated most (" << (b.allocators_gpu ? "GPU" : "host")
        << " memory)</h3><div class=\"scroll\"><table><thead><tr><th>operator</th><th class=\"n\">allocations "

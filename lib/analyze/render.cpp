@@ -298,19 +298,40 @@ Json kernels_json(const Breakdown& b) {
   return top_kernels;
 }
 
+/// "device 0", or "host" for device -1.
+std::string device_name(int64_t device) { return device < 0 ? "host" : "device " + std::to_string(device); }
+
 /// The "memory" section: the peaks on average and per step, or null without memory events.
 Json memory_json(const Breakdown& b) {
   const auto mean = b.mean();
-  if (!mean.peak_allocated_mb) return nullptr;
+  if (!mean.peak_allocated_mb && b.memory_peaks.empty()) return nullptr;
   Json per = Json::array();
   for (const auto& s : b.steps)
     per.push_back(
         Json{{"name", s.name},
              {"peak_allocated_mb", s.peak_allocated_mb ? Json(r2(*s.peak_allocated_mb)) : Json(nullptr)},
              {"peak_reserved_mb", s.peak_reserved_mb ? Json(r2(*s.peak_reserved_mb)) : Json(nullptr)}});
+  Json devices = Json::array();
+  for (const auto& p : b.memory_peaks)
+    devices.push_back(Json{{"device", p.device},
+                           {"peak_allocated_mb", r2(p.allocated_mb)},
+                           {"reserved_mb_at_peak", p.reserved_mb ? Json(r2(*p.reserved_mb)) : Json(nullptr)},
+                           {"operator_at_peak", p.op},
+                           {"step", p.step},
+                           {"ms_into_step", r2(p.at_ms)}});
+  Json timeline = Json::array();
+  for (const auto& [ms, mb] : b.memory_timeline) timeline.push_back(Json::array({r2(ms), r2(mb)}));
+  if (!mean.peak_allocated_mb)  // the host's memory alone (a CPU trace): its highest, no GPU steps
+    return Json{{"peak_allocated_mb", nullptr},
+                {"peak_reserved_mb", nullptr},
+                {"steps", Json::array()},
+                {"devices", devices},
+                {"timeline_ms_mb", timeline}};
   return Json{{"peak_allocated_mb", r2(*mean.peak_allocated_mb)},
               {"peak_reserved_mb", mean.peak_reserved_mb ? Json(r2(*mean.peak_reserved_mb)) : Json(nullptr)},
-              {"steps", per}};
+              {"steps", per},
+              {"devices", devices},
+              {"timeline_ms_mb", timeline}};
 }
 
 }  // namespace
@@ -444,12 +465,22 @@ std::string terminal_figures(const Analysis& a, const Version* v) {
     out += "batch " + std::to_string(j["batch_size"].get<int64_t>()) +
            fmt(": %.1f samples/s", j["samples_per_s"].get<double>()) +
            (a.ranks.size() > 1 ? " (all ranks)" : "") + "\n";
-  if (j["memory"].is_object())
+  const Breakdown& b = a.ranks[a.primary];
+  if (j["memory"].is_object() && j["memory"]["peak_allocated_mb"].is_number()) {
     out += fmt("peak GPU memory: %.0f MB allocated", j["memory"]["peak_allocated_mb"].get<double>()) +
            (j["memory"]["peak_reserved_mb"].is_number()
                 ? fmt(", %.0f MB reserved", j["memory"]["peak_reserved_mb"].get<double>())
                 : "") +
            "\n";
+  } else if (b.has_gpu && b.writer != "ptune") {
+    out +=
+        "peak GPU memory: no memory events; `profile_memory=True` in `torch.profiler.profile(...)` records "
+        "them\n";
+  }
+  for (const auto& p : b.memory_peaks)
+    out += "  " + device_name(p.device) + ": highest " + fmt("%.0f MB allocated", p.allocated_mb) +
+           (p.reserved_mb && *p.reserved_mb > 0 ? fmt(" (%.0f MB reserved)", *p.reserved_mb) : "") +
+           ", in `" + p.op + "`, " + p.step + fmt(" at %.1f ms", p.at_ms) + "\n";
   if (const std::string line = allocations_line(a.ranks[a.primary]); !line.empty()) out += line + "\n";
   return out;
 }
