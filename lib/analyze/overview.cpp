@@ -91,10 +91,14 @@ std::string memory_svg(const Breakdown& b) {
   double t_max = 0, mb_max = 0;
   for (const auto& [ms, mb] : pts) t_max = std::max(t_max, ms), mb_max = std::max(mb_max, mb);
   if (!(t_max > 0) || !(mb_max > 0)) return "";
+  // A step line: the allocated total holds from one sample until the next.
+  auto x = [&](double ms) { return fmt("%.1f,", pad + (w - 2 * pad) * ms / t_max); };
+  auto y = [&](double mb) { return fmt("%.1f ", h - pad - (h - 2 * pad) * mb / mb_max); };
   std::string line;
-  for (const auto& [ms, mb] : pts)
-    line +=
-        fmt("%.1f,", pad + (w - 2 * pad) * ms / t_max) + fmt("%.1f ", h - pad - (h - 2 * pad) * mb / mb_max);
+  for (size_t i = 0; i < pts.size(); ++i) {
+    if (i > 0) line += x(pts[i].first) + y(pts[i - 1].second);
+    line += x(pts[i].first) + y(pts[i].second);
+  }
   const MemoryPeak* top = nullptr;  // the timeline's: a GPU's highest, else the host's
   for (const auto& p : b.memory_peaks)
     if (!top || (p.device >= 0) > (top->device >= 0) ||
@@ -107,7 +111,9 @@ std::string memory_svg(const Breakdown& b) {
           : std::string("Allocated memory over a step");
   return "<figure><figcaption>" + html_escape(caption) + "</figcaption><svg class=\"memory\" width=\"" +
          fmt("%.0f", w) + "\" height=\"" + fmt("%.0f", h) + "\" viewBox=\"0 0 " + fmt("%.0f ", w) +
-         fmt("%.0f", h) + "\"><polyline fill=\"none\" stroke=\"#4c72b0\" stroke-width=\"1.5\" points=\"" +
+         fmt("%.0f", h) + "\"><line x1=\"" + fmt("%.0f", pad) + "\" y1=\"" + fmt("%.0f", h - pad) +
+         "\" x2=\"" + fmt("%.0f", w - pad) + "\" y2=\"" + fmt("%.0f", h - pad) +
+         "\" stroke=\"#999\"/><polyline fill=\"none\" stroke=\"#4c72b0\" stroke-width=\"1.5\" points=\"" +
          line + "\"/></svg></figure>";
 }
 
