@@ -300,3 +300,62 @@ TEST_CASE("rules between keys are checked for the config and every sweep row", "
                     "sweep[2] 'adamw': optim.cuda_graphs: works with optim.kind sgd, not 'adamw' (LibTorch's "
                     "AdamW counts its steps on the host, which a replayed graph cannot)");
 }
+
+TEST_CASE("a program section: command, args, env and its rows' changes", "[config]") {
+  ExperimentConfig cfg = parse(R"({"program": {"command": ["sh", "-c", "echo step 1"], "env": {"A": "1"},
+                                   "samples_per_step": 32},
+                                   "sweep": [{"name": "base"},
+                                             {"name": "b", "set": {"program.env.B": "2", "program.args": ["x"]}},
+                                             {"name": "c", "set": {"program.env.A": null}}]})");
+  CHECK(cfg.program.enabled());
+  const auto rows = ptune::config::expand_sweep(cfg);
+  REQUIRE(rows.size() == 3);
+  CHECK(rows[0].second.program.env == std::map<std::string, std::string>{{"A", "1"}});
+  CHECK(rows[1].second.program.env == std::map<std::string, std::string>{{"A", "1"}, {"B", "2"}});
+  CHECK(rows[1].second.program.argv() == std::vector<std::string>{"sh", "-c", "echo step 1", "x"});
+  CHECK(rows[2].second.program.env == std::map<std::string, std::string>{{"B", "2"}});
+  ptune::config::apply_set(cfg, "program.env.C=a b=c");
+  CHECK(cfg.program.env.at("C") == "a b=c");
+  ptune::config::apply_set(cfg, R"(program.args=["--workers", "2"])");
+  CHECK(cfg.program.args == std::vector<std::string>{"--workers", "2"});
+  CHECK(ptune::config::to_json(cfg)["program"]["env"]["A"] == "1");
+}
+
+TEST_CASE("a program's config errors name the key, the value and what is allowed", "[config]") {
+  CHECK(error_of(R"({"model": {"arch": "resnet50"}, "program": {"command": ["sh"]}})") ==
+        "exp.json: model: a config with a program (program.command) times that program, which these keys of "
+        "ptune's own pipelines (model, data, loader, optim, measure.mode) do not reach; leave them out");
+  CHECK(error_of(R"({"program": {"command": ["sh"]}, "measure": {"mode": "data"}})") ==
+        "exp.json: measure.mode: a config with a program (program.command) times that program, which these "
+        "keys of ptune's own pipelines (model, data, loader, optim, measure.mode) do not reach; leave them "
+        "out");
+  CHECK(
+      error_of(
+          R"({"program": {"command": ["sh"]}, "sweep": [{"name": "r", "set": {"loader.batch_size": 8}}]})") ==
+      "exp.json: sweep[0].set: loader.batch_size: a config with a program (program.command) times that "
+      "program, which these keys of ptune's own pipelines (model, data, loader, optim, measure.mode) do not "
+      "reach; leave them out");
+  CHECK(error_of(R"({"program": {"command": "python train.py"}})") ==
+        "exp.json: program.command: expected a list of strings, got \"python train.py\" (a string)");
+  CHECK(error_of(R"({"program": {"env": {"A=B": "1"}}})") ==
+        "exp.json: program.env: 'A=B' cannot name an environment variable (not empty, no '=')");
+  CHECK(error_of(R"({"program": {"env": {"A": 1}}})") ==
+        "exp.json: program.env: A: expected a string, got 1 (an integer)");
+  auto invalid = [](const std::string& text) {
+    try {
+      ptune::config::expand_sweep(parse(text));
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  CHECK(invalid(R"({"program": {"command": ["no-such-program-xyz"], "env": {"PATH": "/nowhere"}}})") ==
+        "program.command: 'no-such-program-xyz' is not found on PATH (/nowhere)");
+  CHECK(invalid(R"({"program": {"command": ["./train.py"], "cwd": "/"}})") ==
+        "program.command: './train.py' is not an executable file (program.cwd '/')");
+  CHECK(invalid(R"({"program": {"command": ["sh"], "step_pattern": "step (\\d+"}})") ==
+        "program.step_pattern: 'step (\\d+' is not a regular expression: missing closing parenthesis at "
+        "offset 9");
+  CHECK(invalid(R"({"program": {"command": ["sh"], "cwd": "/no/such/folder"}})") ==
+        "program.cwd: '/no/such/folder' is not a folder");
+}

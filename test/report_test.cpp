@@ -416,7 +416,8 @@ TEST_CASE("CSV has one fixed set of columns and numbers only in numeric columns"
       "vs_prev_hi,speedup_vs_prev_interval,verdict_vs_prev,speedup_vs_base,speedup_vs_base_lo,speedup_vs_"
       "base_hi,speedup_vs_base_interval,verdict_vs_base,compared_with,interleaved,under_load,other_cpu_cores,"
       "steal_pct,load_average,gpu_other_processes,gpu_notes,data_wait_pct,h2d_pct,compute_pct,page_faults_"
-      "per_step,system_time_pct,model_flops_per_sample,flops_per_s,peak_flops_per_s,pct_of_peak,peak_"
+      "per_step,system_time_pct,cpu_cores_busy,peak_rss_bytes,model_flops_per_sample,flops_per_s,peak_flops_"
+      "per_s,pct_of_peak,peak_"
       "precision,peak_source,peak_under_load,peak_mem_bytes,device_mem_bytes,gpu_busy_pct,trace,loss,"
       "diagnosis,notes,status");
   const std::vector<std::string> numeric = {"index",

@@ -233,6 +233,10 @@ void check_before_engine(CommandLine& cl) {
   } else if (c == "row-side") {
     cl.config = load(cl.side);
   }
+  // A program's rows are timed by sweep alone: the other commands run ptune's own pipelines.
+  if (cl.config && cl.config->program.enabled() && c != "sweep")
+    throw ConfigError("program.command: a config with a program is timed with ptune sweep; ptune " + c +
+                      " runs ptune's own pipelines (model, data, loader, optim)");
 }
 
 std::string shell_quote(const std::string& s) {

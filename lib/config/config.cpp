@@ -11,16 +11,30 @@
 #include <set>
 #include <sstream>
 
+#include <unistd.h>
+
 #include "config/suggest.hpp"
 #include "errors.hpp"
 #include "models/arch.hpp"
+#include "proc/step_lines.hpp"
 
 namespace ptune::config {
 namespace {
 
 using Json = nlohmann::ordered_json;
 
-enum class Type { kInt, kNumber, kBool, kString, kEnum, kNumberList, kOptString, kDevice };
+enum class Type {
+  kInt,
+  kNumber,
+  kBool,
+  kString,
+  kEnum,
+  kNumberList,
+  kOptString,
+  kDevice,
+  kStringList,
+  kStringMap
+};
 
 /// One leaf of the config: its path, type, allowed values, help, and how to read and write it.
 struct Field {
@@ -322,6 +336,40 @@ const std::vector<Field>& fields() {
                               "--membind N); -1 = no binding. On a machine with one node it cannot help: a "
                               "sweep row or tune trial that changes only it is left out, saying so"),
                         -1, 4095));
+    t.push_back(
+        field("program.command", &E::program, &ProgramConfig::command, T::kStringList,
+              "your own training program, as the list of its arguments (e.g. [\"python\", \"train.py\"]; "
+              "no shell unless you name one): every row runs it in processes of its own and reads its "
+              "step rate from what it prints (docs/programs.md); [] = no program, ptune's own pipelines"));
+    t.push_back(field(
+        "program.args", &E::program, &ProgramConfig::args, T::kStringList,
+        "arguments appended to program.command (a sweep row's own flags, e.g. [\"--workers\", \"4\"])"));
+    t.push_back(
+        field("program.env", &E::program, &ProgramConfig::env, T::kStringMap,
+              "environment variables set for the program, beside ptune's own environment; a row sets "
+              "one with \"program.env.NAME\" (null removes it). PYTHONUNBUFFERED=1 is added unless set"));
+    t.push_back(field("program.cwd", &E::program, &ProgramConfig::cwd, T::kOptString,
+                      "the program's working folder; null = the folder ptune runs in"));
+    t.push_back(
+        field("program.step_pattern", &E::program, &ProgramConfig::step_pattern, T::kString,
+              "a regular expression (Perl syntax); each line of the program's stdout or stderr that "
+              "matches marks the end of a step (a line ends at \\n or \\r). A named group (?<step>...) "
+              "capturing the step number makes ptune count the steps between two lines"));
+    t.push_back(
+        between(field("program.steps_per_match", &E::program, &ProgramConfig::steps_per_match, T::kInt,
+                      "steps each matching line stands for, for a program that prints every N steps and "
+                      "a pattern without a step group"),
+                1, 1000000000));
+    t.push_back(
+        between(field("program.samples_per_step", &E::program, &ProgramConfig::samples_per_step, T::kInt,
+                      "samples one step of the program processes (its batch size, all ranks): the table "
+                      "then prints samples/s; 0 = unknown, the table prints steps/s"),
+                0, 1099511627776.0));
+    t.push_back(
+        between(field("program.startup_timeout_s", &E::program, &ProgramConfig::startup_timeout_s, T::kNumber,
+                      "seconds the program may take to print its first matching line (and between any "
+                      "two); past it the row fails, naming the pattern and the last lines printed"),
+                1, 86400));
     t.push_back(between(field("train.epochs", &E::train, &TrainConfig::epochs, T::kInt,
                               "passes over the dataset (ptune train)"),
                         1, 1000000));
@@ -345,8 +393,8 @@ const std::vector<Field>& fields() {
   return table;
 }
 
-const std::vector<std::string> kSections = {"model", "data",    "loader", "optim",
-                                            "dist",  "measure", "train",  "process"};
+const std::vector<std::string> kSections = {"model",   "data",  "loader",  "optim",  "dist",
+                                            "measure", "train", "process", "program"};
 
 const Field* find_field(const std::string& path) {
   for (const auto& f : fields())
@@ -421,6 +469,51 @@ bool valid_device(const std::string& d) {
   return true;
 }
 
+/// An environment variable's name as a program gets it: not empty, no '=' nor NUL. Throws
+/// ConfigError prefixed with `at`.
+void check_env_name(const std::string& name, const std::string& at) {
+  if (name.empty() || name.find('=') != std::string::npos || name.find('\0') != std::string::npos)
+    throw ConfigError(at + "'" + name + "' cannot name an environment variable (not empty, no '=')");
+}
+
+/// The keys only ptune's own pipelines read, which a config with a program cannot use.
+bool pipeline_only(const std::string& path) {
+  for (const char* section : {"model", "data", "loader", "optim"}) {
+    const std::string s = section;
+    if (path == s || path.rfind(s + ".", 0) == 0) return true;
+  }
+  return path == "measure.mode";
+}
+
+std::string program_conflict(const std::string& where, const std::string& keys) {
+  return where + ": " + keys +
+         ": a config with a program (program.command) times that program, which these keys of ptune's own "
+         "pipelines (model, data, loader, optim, measure.mode) do not reach; leave them out";
+}
+
+/// A list of strings (kStringList) or an object of strings (kStringMap, environment variables).
+void check_strings(const Field& f, const Json& v, const std::string& at) {
+  auto type_error = [&](const std::string& expected) {
+    throw ConfigError(at + "expected " + expected + ", got " + show(v) + " (" + kind_of(v) + ")");
+  };
+  if (f.type == Type::kStringList) {
+    if (!v.is_array()) type_error("a list of strings");
+    for (const auto& x : v) {
+      if (!x.is_string()) type_error("a list of strings");
+      if (x.get<std::string>().find('\0') != std::string::npos)
+        throw ConfigError(at + show(x) + " holds a NUL byte, which no argument can");
+    }
+    return;
+  }
+  if (!v.is_object()) type_error("an object of \"NAME\": \"value\" strings");
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    check_env_name(it.key(), at);
+    if (!it.value().is_string())
+      throw ConfigError(at + it.key() + ": expected a string, got " + show(it.value()) + " (" +
+                        kind_of(it.value()) + ")");
+  }
+}
+
 /// Checks a value against its field; throws ConfigError "<where>: <path>: ...".
 void check_value(const Field& f, const Json& v, const std::string& where) {
   const std::string at = where + ": " + f.path + ": ";
@@ -474,6 +567,10 @@ void check_value(const Field& f, const Json& v, const std::string& where) {
                           " allowed: auto, cpu, cuda, cuda:N");
       break;
     }
+    case Type::kStringList:
+    case Type::kStringMap:
+      check_strings(f, v, at);
+      break;
     case Type::kNumberList: {
       std::string expected = "a list of " + std::to_string(f.list_len) + " numbers";
       if (!v.is_array() || v.size() != f.list_len) type_error(expected);
@@ -493,7 +590,23 @@ std::string unknown_key(const std::string& where, const std::string& path) {
   return where + ": unknown key '" + path + "'" + did_you_mean(path, all_paths_and_sections());
 }
 
+/// "program.env.NAME": one variable of program.env set (a string) or removed (null).
+void set_env_var(ExperimentConfig& cfg, const std::string& path, const Json& v, const std::string& where) {
+  const std::string name = path.substr(std::string("program.env.").size());
+  const std::string at = where + ": " + path + ": ";
+  check_env_name(name, at);
+  if (v.is_null()) {
+    cfg.program.env.erase(name);
+    return;
+  }
+  if (!v.is_string())
+    throw ConfigError(at + "expected a string or null, got " + show(v) + " (" + kind_of(v) + ")");
+  cfg.program.env[name] = v.get<std::string>();
+}
+
 void set_field(ExperimentConfig& cfg, const std::string& path, const Json& v, const std::string& where) {
+  if (path.rfind("program.env.", 0) == 0) return set_env_var(cfg, path, v, where);
+  if (cfg.program.enabled() && pipeline_only(path)) throw ConfigError(program_conflict(where, path));
   const Field* f = find_field(path);
   if (!f) throw ConfigError(unknown_key(where, path));
   check_value(*f, v, where);
@@ -606,6 +719,16 @@ ExperimentConfig from_json(const Json& doc, const std::string& source) {
     throw ConfigError(source + ": expected a JSON object at the top level, got " + kind_of(doc));
   ExperimentConfig cfg;
   walk(cfg, doc, "", source);
+  if (cfg.program.enabled()) {
+    // Keys given before program.command in the file were read before it was.
+    std::string keys;
+    for (auto it = doc.begin(); it != doc.end(); ++it) {
+      if (pipeline_only(it.key())) keys += (keys.empty() ? "" : ", ") + it.key();
+      if (it.key() == "measure" && it.value().is_object() && it.value().contains("mode"))
+        keys += (keys.empty() ? "" : ", ") + std::string("measure.mode");
+    }
+    if (!keys.empty()) throw ConfigError(program_conflict(source, keys));
+  }
   if (doc.contains("sweep")) parse_sweep(cfg, doc["sweep"], source);
   return cfg;
 }
@@ -733,6 +856,15 @@ void apply_set(ExperimentConfig& cfg, const std::string& assignment) {
   std::string path = assignment.substr(0, eq);
   std::string text = assignment.substr(eq + 1);
   std::string where = "--set " + assignment;
+  if (path.rfind("program.env.", 0) == 0) {  // one variable: its value as the shell gives it
+    const bool quoted = text.size() >= 2 && text.front() == '"' && text.back() == '"';
+    return set_env_var(cfg, path,
+                       text == "null" ? Json(nullptr)
+                       : quoted       ? parse_strict(text, where)
+                                      : Json(text),
+                       "--set");
+  }
+  if (cfg.program.enabled() && pipeline_only(path)) throw ConfigError(program_conflict("--set", path));
   const Field* f = find_field(path);
   if (!f) throw ConfigError("--set: unknown key '" + path + "'" + did_you_mean(path, field_paths()));
   Json v;
@@ -761,6 +893,7 @@ void apply_set(ExperimentConfig& cfg, const std::string& assignment) {
 Json to_json(const ExperimentConfig& cfg) {
   Json out = Json::object();
   for (const auto& f : fields()) {
+    if (cfg.program.enabled() && pipeline_only(f.path)) continue;  // keys the program's config cannot have
     auto dot = f.path.find('.');
     if (dot == std::string::npos) {
       out[f.path] = f.get(cfg);
@@ -772,6 +905,68 @@ Json to_json(const ExperimentConfig& cfg) {
   for (const auto& r : cfg.sweep) rows.push_back(Json{{"name", r.name}, {"set", r.set}});
   out["sweep"] = rows;
   return out;
+}
+
+namespace {
+
+/// Where `name` (program.command's first word) runs from: itself where it holds a '/' (from
+/// `cwd`), else the first executable file of that name on `path` (PATH), as execvp finds it. ""
+/// when there is none.
+std::string find_program(const std::string& name, const std::string& cwd, const std::string& path) {
+  namespace fs = std::filesystem;
+  auto runnable = [](const fs::path& p) {
+    std::error_code ec;
+    return fs::is_regular_file(p, ec) && ::access(p.c_str(), X_OK) == 0;
+  };
+  if (name.find('/') != std::string::npos) {
+    const fs::path p = name.front() == '/' || cwd.empty() ? fs::path(name) : fs::path(cwd) / name;
+    return runnable(p) ? p.string() : "";
+  }
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t colon = path.find(':', start);
+    if (colon == std::string::npos) colon = path.size();
+    std::string dir = path.substr(start, colon - start);
+    if (dir.empty()) dir = ".";
+    const fs::path p = fs::path(dir) / name;
+    if (runnable(p)) return p.string();
+    start = colon + 1;
+  }
+  return "";
+}
+
+/// The PATH the program's exec searches: program.env's, else ptune's own.
+std::string search_path(const ProgramConfig& p) {
+  const auto env_path = p.env.find("PATH");
+  const char* own_path = std::getenv("PATH");
+  return env_path != p.env.end() ? env_path->second : own_path ? own_path : "/usr/bin:/bin";
+}
+
+void validate_program(const ProgramConfig& p, const std::string& at) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (p.cwd && !fs::is_directory(*p.cwd, ec))
+    throw ConfigError(at + "program.cwd: '" + *p.cwd + "' is not a folder");
+  const std::string& name = p.command.front();
+  if (name.empty()) throw ConfigError(at + "program.command: its first word (the program) is empty");
+  const std::string path = search_path(p);
+  if (find_program(name, p.cwd.value_or(""), path).empty())
+    throw ConfigError(at + "program.command: '" + name + "' " +
+                      (name.find('/') != std::string::npos ? "is not an executable file"
+                                                           : "is not found on PATH (" + path + ")") +
+                      (p.cwd ? " (program.cwd '" + *p.cwd + "')" : ""));
+  try {
+    proc::StepPattern pattern(p.step_pattern);
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(at + "program.step_pattern: '" + p.step_pattern +
+                      "' is not a regular expression: " + e.what());
+  }
+}
+
+}  // namespace
+
+std::string resolve_program(const ProgramConfig& p) {
+  return find_program(p.command.at(0), p.cwd.value_or(""), search_path(p));
 }
 
 void validate(const ExperimentConfig& cfg, const std::string& where) {
@@ -797,6 +992,7 @@ void validate(const ExperimentConfig& cfg, const std::string& where) {
   if (const std::string why = models::image_size_problem(cfg.model.arch, cfg.data.image_size); !why.empty())
     throw ConfigError(at + "data.image_size: " + std::to_string(cfg.data.image_size) +
                       " does not fit model.arch " + cfg.model.arch + ": " + why);
+  if (cfg.program.enabled()) validate_program(cfg.program, at);
   if (cfg.model.weights) {
     std::error_code ec;
     if (!std::filesystem::exists(*cfg.model.weights, ec))
@@ -850,6 +1046,14 @@ Json schema() {
       case Type::kDevice:
         s["type"] = "string";
         s["pattern"] = "^(auto|cpu|cuda|cuda:[0-9]{1,3})$";
+        break;
+      case Type::kStringList:
+        s["type"] = "array";
+        s["items"] = Json{{"type", "string"}};
+        break;
+      case Type::kStringMap:
+        s["type"] = "object";
+        s["additionalProperties"] = Json{{"type", "string"}};
         break;
       case Type::kNumberList:
         s["type"] = "array";

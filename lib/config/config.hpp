@@ -5,6 +5,7 @@
 /// `ptune schema`, `--help` and docs/configuration.md are made.
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -196,6 +197,28 @@ struct ProcessConfig {
   int64_t numa_node = -1;
 };
 
+/// The user's own training program, timed as sweep rows instead of ptune's pipelines
+/// (docs/programs.md): each row runs it in processes of its own and reads its step rate from the
+/// lines it prints. Empty `command`: no program (ptune's own pipelines).
+struct ProgramConfig {
+  std::vector<std::string> command;        // argv; no shell unless it names one
+  std::vector<std::string> args;           // appended to command (a row's own arguments)
+  std::map<std::string, std::string> env;  // variables set for it, beside ptune's environment
+  std::optional<std::string> cwd;          // its working folder; null: ptune's
+  std::string step_pattern = "(?i)\\bstep\\b\\D{0,3}(?<step>\\d+)";  // marks a step's end
+  int64_t steps_per_match = 1;     // steps a matching line stands for (no `step` group)
+  int64_t samples_per_step = 0;    // 0: the table counts steps
+  double startup_timeout_s = 300;  // to the first matching line (and between two)
+  /// Whether a program is configured.
+  bool enabled() const { return !command.empty(); }
+  /// command + args.
+  std::vector<std::string> argv() const {
+    std::vector<std::string> a = command;
+    a.insert(a.end(), args.begin(), args.end());
+    return a;
+  }
+};
+
 /// One row of a sweep: a name and the overrides it adds to all rows before it.
 struct SweepRow {
   std::string name;                                               // label in the table
@@ -215,6 +238,7 @@ struct ExperimentConfig {
   MeasureConfig measure;
   TrainConfig train;
   ProcessConfig process;
+  ProgramConfig program;
   std::vector<SweepRow> sweep;
 };
 
@@ -248,6 +272,10 @@ nlohmann::ordered_json to_json(const ExperimentConfig& cfg);
 /// optim.cuda_graphs needs optim.kind sgd and dist.accumulate 1; model.weights must exist. Throws ConfigError
 /// prefixed with `where`.
 void validate(const ExperimentConfig& cfg, const std::string& where);
+
+/// The file program.command's first word runs (a name without '/' looked up on PATH, program.env's
+/// PATH where it sets one, as the program's exec does); "" when there is none.
+std::string resolve_program(const ProgramConfig& p);
 
 /// The configs each sweep row runs with: row i = base + patches of rows 0..i; each is
 /// validated (errors name the row: "sweep[2] 'name': ...").

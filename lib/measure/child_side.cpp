@@ -32,6 +32,7 @@
 #include "engine/process.hpp"
 #include "errors.hpp"
 #include "models/flops.hpp"
+#include "proc/program.hpp"
 
 namespace ptune::measure {
 namespace {
@@ -396,7 +397,7 @@ void ChildSide::set_progress(const Progress& progress, int64_t planned) {
 
 // ---------------------------------------------------------------- several processes
 
-ProcessGroup::ProcessGroup(std::vector<std::unique_ptr<ChildSide>> children, bool shifted)
+ProcessGroup::ProcessGroup(std::vector<std::unique_ptr<RowSide>> children, bool shifted)
     : children_(std::move(children)), shifted_(shifted), counts_(children_.size(), 0) {
   if (children_.empty()) throw std::logic_error("ProcessGroup: no process");
 }
@@ -495,7 +496,9 @@ Measurement ProcessGroup::result(size_t first, size_t count) {
   };
   double weight = 0;
   double wait = 0, h2d = 0, compute = 0, faults = 0, system = 0;
-  bool any_faults = false, any_system = false;
+  double cores = 0;
+  int64_t peak_rss = 0;
+  bool any_faults = false, any_system = false, any_cores = false;
   std::vector<std::vector<double>> own(children_.size());
   for (size_t p = 0; p < children_.size(); ++p) {
     if (n[p] == 0) continue;
@@ -509,6 +512,8 @@ Measurement ProcessGroup::result(size_t first, size_t count) {
     compute += w * m.compute_pct;
     if (m.page_faults_per_step) faults += w * *m.page_faults_per_step, any_faults = true;
     if (m.system_time_pct) system += w * *m.system_time_pct, any_system = true;
+    if (m.cpu_cores_busy) cores += w * *m.cpu_cores_busy, any_cores = true;
+    if (m.peak_rss_bytes) peak_rss = std::max(peak_rss, *m.peak_rss_bytes);
     if (!merged) {
       merged = std::move(m);
       continue;
@@ -530,19 +535,27 @@ Measurement ProcessGroup::result(size_t first, size_t count) {
   m.compute_pct = compute / weight;
   m.page_faults_per_step = any_faults ? std::optional<double>(faults / weight) : std::nullopt;
   m.system_time_pct = any_system ? std::optional<double>(system / weight) : std::nullopt;
+  m.cpu_cores_busy = any_cores ? std::optional<double>(cores / weight) : std::nullopt;
+  if (peak_rss > 0) m.peak_rss_bytes = peak_rss;
   set_windows(m, ms, 1, process);
   m.short_windows = short_windows;
   if (short_windows > 0) m.notes.push_back(short_windows_note(short_windows, ms.size(), m.steps));
   return m;
 }
 
+std::unique_ptr<RowSide> start_process(const config::ExperimentConfig& cfg, const Progress& progress,
+                                       const Deadline& deadline) {
+  if (cfg.program.enabled()) return std::make_unique<proc::ProgramInstance>(cfg, progress, deadline);
+  return std::make_unique<ChildSide>(cfg, progress, deadline);
+}
+
 RowProcesses start_row_processes(const config::ExperimentConfig* prev, const config::ExperimentConfig& cfg,
                                  int64_t count, const Progress& prev_progress, const Progress& progress,
                                  const Deadline& deadline) {
-  std::vector<std::unique_ptr<ChildSide>> a, b;
+  std::vector<std::unique_ptr<RowSide>> a, b;
   auto start = [&](bool row_side) {
-    auto child = row_side ? std::make_unique<ChildSide>(cfg, progress, deadline)
-                          : std::make_unique<ChildSide>(*prev, prev_progress, deadline);
+    auto child =
+        row_side ? start_process(cfg, progress, deadline) : start_process(*prev, prev_progress, deadline);
     child->pause();
     (row_side ? b : a).push_back(std::move(child));
   };

@@ -55,10 +55,11 @@ class ChildSide : public RowSide {
   ProfileResult profile(double timed_ms_per_step, const TraceTarget& target);
   /// What the child reported of its own process when it was ready (engine::describe_this_process
   /// and its OpenMP threads' CPUs), one line.
-  const std::string& process_description() const { return description_; }
+  std::string process_description() const override { return description_; }
+  size_t processes() const override { return 1; }
   /// From now on the child is the previous row's (kept as a later row's other side): its errors
   /// say "the previous row's child process" instead of "the row's".
-  void mark_previous() { previous_ = true; }
+  void mark_previous() override { previous_ = true; }
 
  private:
   nlohmann::json ask(const std::string& command);
@@ -79,7 +80,9 @@ class ChildSide : public RowSide {
   bool previous_ = false;
 };
 
-/// A row's side in several child processes started alike (measure.processes), timed in turn:
+/// A row's side in several processes started alike (measure.processes), timed in turn: child
+/// processes of ptune (ChildSide) or instances of the user's program (proc::ProgramInstance), each
+/// a RowSide of one process, built and paused;
 /// its n-th window runs in process n mod k, the others paused; with shifted turns in process
 /// (n + n / k) mod k, so that beside a group in plain turns each of its processes meets every
 /// one of the other's (stats.hpp, speedup_terms). A process's speed is partly its
@@ -89,7 +92,7 @@ class ChildSide : public RowSide {
 class ProcessGroup : public RowSide {
  public:
   /// The group of `children` (at least one), each built and paused; `shifted`: shifted turns.
-  ProcessGroup(std::vector<std::unique_ptr<ChildSide>> children, bool shifted);
+  ProcessGroup(std::vector<std::unique_ptr<RowSide>> children, bool shifted);
 
   /// The next process's window (it is resumed first, the one before it paused).
   double window(const Deadline& deadline) override;
@@ -100,11 +103,11 @@ class ProcessGroup : public RowSide {
   /// Starts a new comparison with the same processes (a sweep's row, kept warm as the next row's
   /// previous side): windows are counted afresh from here, in plain or `shifted` turns, and
   /// result() indexes only those. Each process's own windows go on being numbered as before.
-  void restart(bool shifted);
+  void restart(bool shifted) override;
   /// Whether the group can be the other side of a comparison of `count` processes a side: it has
   /// as many, and each has timed a window (one whose warm-up the deadline cut holds that step as
   /// its next window, not warm). Throws nothing.
-  bool reusable(size_t count) const;
+  bool reusable(size_t count) const override;
   /// Resumes the process whose turn is next.
   void resume() override;
   int last_process() const override { return last_; }
@@ -113,14 +116,14 @@ class ProcessGroup : public RowSide {
   /// averaged by windows), with repeat_process and the interval over the processes (set_windows).
   Measurement result(size_t first = 0, size_t count = SIZE_MAX) override;
   void set_progress(const Progress& progress, int64_t planned) override;
-  size_t size() const { return children_.size(); }
+  size_t processes() const override { return children_.size(); }
   /// What the first process reported of itself, and how many ran alike: one line.
-  std::string process_description() const;
+  std::string process_description() const override;
 
  private:
   /// The process whose turn the n-th window is.
   int turn(size_t n) const;
-  std::vector<std::unique_ptr<ChildSide>> children_;
+  std::vector<std::unique_ptr<RowSide>> children_;
   bool shifted_ = false;
   std::vector<int> process_;                         // of each window timed, in order
   std::vector<size_t> local_;                        // each window's index among its process's own windows
@@ -141,6 +144,11 @@ class ProcessGroup : public RowSide {
 struct RowProcesses {
   std::unique_ptr<ProcessGroup> prev, row;
 };
+/// One process of a row's side: an instance of the user's program where `cfg` has one
+/// (proc::ProgramInstance), else a child process of ptune (ChildSide), built and warm. Throws what
+/// their constructors throw.
+std::unique_ptr<RowSide> start_process(const config::ExperimentConfig& cfg, const Progress& progress,
+                                       const Deadline& deadline);
 RowProcesses start_row_processes(const config::ExperimentConfig* prev, const config::ExperimentConfig& cfg,
                                  int64_t count, const Progress& prev_progress, const Progress& progress,
                                  const Deadline& deadline);

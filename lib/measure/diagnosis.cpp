@@ -1,5 +1,7 @@
 #include "measure/diagnosis.hpp"
 
+#include "engine/process.hpp"
+
 #include <cmath>
 #include <cstdio>
 
@@ -97,6 +99,41 @@ std::string compute_bound(const Measurement& m, const config::ExperimentConfig& 
 
 }  // namespace
 
+namespace {
+
+/// A program row's verdict, from outside its processes: how many of the cores it may use its
+/// process tree kept busy, its system time and its memory.
+std::string program_verdict(const Measurement& m, const config::ExperimentConfig& cfg) {
+  if (!m.cpu_cores_busy) return "";
+  size_t cores = engine::allowed_cpus().size();
+  if (cfg.process.cpus) {
+    try {
+      cores = engine::parse_cpu_list(*cfg.process.cpus, "process.cpus").size();
+    } catch (const std::exception&) {
+    }
+  }
+  char seen[200];
+  std::snprintf(seen, sizeof seen, "%.1f of %zu cores busy", *m.cpu_cores_busy, cores);
+  std::string extra;
+  if (m.system_time_pct) extra += ", system time " + pct(*m.system_time_pct) + " of the step";
+  if (m.peak_rss_bytes) {
+    char rss[64];
+    std::snprintf(rss, sizeof rss, ", resident memory at most %.0f MiB",
+                  static_cast<double>(*m.peak_rss_bytes) / 1048576.0);
+    extra += rss;
+  }
+  if (cores > 0 && *m.cpu_cores_busy < 0.5 * static_cast<double>(cores))
+    return "the CPU mostly idle (" + std::string(seen) + extra +
+           "): the step waits on something other than the CPU (a GPU, I/O, a lock) or runs on fewer threads "
+           "than cores: more DataLoader workers, torch.set_num_threads, or a profile of the program "
+           "(measure.profile) shows which";
+  return "CPU-bound (" + std::string(seen) + extra +
+         "): the next gains come from less work a step (channels_last, bf16 autocast on a CPU with native "
+         "bf16, torch.compile) or from the threads' placement (process.bind_threads, process.allocator)";
+}
+
+}  // namespace
+
 std::string diagnose(const Measurement& m, const config::ExperimentConfig& cfg,
                      const std::vector<Tried>& tried, const DiagnosisThresholds& t,
                      std::optional<bool> cpu_bf16) {
@@ -144,6 +181,7 @@ std::string diagnose(const Measurement& m, const config::ExperimentConfig& cfg,
         {"process.allocator", "process.allocator jemalloc, tcmalloc or glibc_tuned"}};
     return s + first_untried(moves, tried, "keep freed memory for reuse");
   }
+  if (cfg.program.enabled()) return program_verdict(m, cfg);
   std::string memory;
   if (m.peak_mem_bytes && m.device_mem_bytes && *m.device_mem_bytes > 0) {
     const double used =

@@ -1,4 +1,5 @@
 #include "measure/load.hpp"
+#include "measure/job_groups.hpp"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -40,8 +41,12 @@ struct ProcessStat {
   std::string comm;  // the executable's name, at most 15 characters; kept by an ended process
   char state = '?';
   long ppid = 0;
+  long pgrp = 0;
   double ticks = 0;
 };
+
+std::mutex g_groups_mu;
+std::set<int64_t> g_groups;  // own_process_group()'s
 
 /// False when unreadable.
 bool process_stat(const std::string& pid, ProcessStat* out, bool reaped = false) {
@@ -59,6 +64,7 @@ bool process_stat(const std::string& pid, ProcessStat* out, bool reaped = false)
     return false;     // stime cutime cstime
   out->state = f[0].empty() ? '?' : f[0][0];
   out->ppid = std::atol(f[1].c_str());
+  out->pgrp = std::atol(f[2].c_str());
   out->ticks = std::atof(f[11].c_str()) + std::atof(f[12].c_str());
   if (reaped) out->ticks += std::atof(f[13].c_str()) + std::atof(f[14].c_str());
   return true;
@@ -95,7 +101,20 @@ double JobProcesses::ticks_since(const JobProcesses& earlier) const {
   return ticks;
 }
 
+void own_process_group(int64_t pgid, bool own) {
+  std::lock_guard<std::mutex> lock(g_groups_mu);
+  if (own)
+    g_groups.insert(pgid);
+  else
+    g_groups.erase(pgid);
+}
+
 JobProcesses job_processes() {
+  std::set<int64_t> groups;
+  {
+    std::lock_guard<std::mutex> lock(g_groups_mu);
+    groups = g_groups;
+  }
   JobProcesses job;
   const int64_t me = ::getpid();
   job.processes.push_back({me, 0, false});
@@ -119,6 +138,11 @@ JobProcesses job_processes() {
       continue;
     ProcessStat p;
     if (!process_stat(name, &p)) continue;
+    if (groups.count(p.pgrp)) {  // a program instance's: its ended processes' time is in their parent's
+      if (process_stat(name, &p, /*reaped=*/true))
+        job.processes.push_back({std::atoll(name.c_str()), p.ticks, true});
+      continue;
+    }
     const bool child = p.ppid == me;
     // Its siblings (the ranks of one launch) and its children (a row's sides in child processes);
     // a child that has ended and is not yet waited for no longer names its executable (its

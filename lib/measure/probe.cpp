@@ -821,7 +821,7 @@ Measurement measure(const config::ExperimentConfig& cfg, const Progress& progres
   load.start(gpu, gpu >= 0 ? engine::cuda::device_uuid(gpu) : "");
   // Process settings: the row's pipeline in measure.processes child processes started with them.
   std::unique_ptr<RowSide> side;
-  if (!engine::default_process(cfg.process)) {
+  if (!engine::default_process(cfg.process) || cfg.program.enabled()) {
     side =
         std::move(start_row_processes(nullptr, cfg, cfg.measure.processes, {}, progress, plan.deadline).row);
     plan = in_processes(plan, cfg.measure.processes);
@@ -836,8 +836,8 @@ Measurement measure(const config::ExperimentConfig& cfg, const Progress& progres
   for (auto& n : run_notes(run.transient, run.ms.size(), run.stop, plan, false))
     m.notes.push_back(std::move(n));
   m.load = agreed_load(load, gpu, cfg);
-  if (const auto* group = dynamic_cast<const ProcessGroup*>(side.get()))
-    m.notes.push_back("measured in child processes of its own: " + group->process_description());
+  if (side->processes() > 0)
+    m.notes.push_back("measured in processes of its own: " + side->process_description());
   return m;
 }
 

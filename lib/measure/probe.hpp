@@ -64,6 +64,11 @@ struct Measurement {
   // step, in % of the step's wall time (all its threads' system time: it can pass 100).
   std::optional<double> page_faults_per_step;
   std::optional<double> system_time_pct;
+  // A program row (config's `program`), seen from outside its processes: the cores its process
+  // tree kept busy over the timed windows (CPU time / wall time), and its resident memory at the
+  // highest (the sum of each of its processes' own peak).
+  std::optional<double> cpu_cores_busy;
+  std::optional<int64_t> peak_rss_bytes;
 };
 
 /// Progress callback: (phase "warmup"/"measure", step done, steps in all). While measuring,
@@ -149,9 +154,24 @@ class Side {
   virtual int last_process() const { return -1; }
 };
 
-/// A sweep row's side: a Side that also gives the row's Measurement.
+/// A sweep row's side: a Side that also gives the row's Measurement. The sweep takes every kind
+/// through this interface: a pipeline in ptune's process (Bench), a pipeline in a child process
+/// (ChildSide), an instance of the user's program (proc::ProgramInstance), or several processes of
+/// either timed in turn (ProcessGroup).
 class RowSide : public Side {
  public:
+  /// Processes the side is timed in: 0 for a side in ptune's own process.
+  virtual size_t processes() const { return 0; }
+  /// Whether the side, kept from the previous row, can be the other side of a comparison of
+  /// `count` processes a side (ProcessGroup::reusable). Throws nothing.
+  virtual bool reusable(size_t count) const { return false; }
+  /// Starts a new comparison with the same processes, in plain or `shifted` turns
+  /// (ProcessGroup::restart); its errors then speak of the previous row's processes.
+  virtual void restart(bool shifted) {}
+  /// What the side's processes reported of themselves, one line; "" in ptune's own process.
+  virtual std::string process_description() const { return ""; }
+  /// From now on the side is the previous row's (kept as a later row's other side).
+  virtual void mark_previous() {}
   /// The Measurement of `count` windows from the `first` one timed (all by default): the point,
   /// its interval, the split, the loss, memory and notes. Throws std::runtime_error when that
   /// leaves no window.

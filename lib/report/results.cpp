@@ -85,15 +85,17 @@ std::string load_text(const measure::LoadReport& l) {
 /// The cells of one row in table/csv/md order; `gpu` adds GPU busy and peak memory.
 std::vector<std::string> cells(const Row& row, size_t index, bool gpu) {
   std::vector<std::string> c = {std::to_string(index), row.name, changes_text(row.changes)};
+  // A program's row: its loader is its own, unseen ("-").
+  const std::string workers = row.arch == "program" ? "-" : std::to_string(row.num_workers);
   if (!row.m) {
-    c.insert(c.end(), {"", std::to_string(row.num_workers), "", "", "", "", "", "", "", ""});
+    c.insert(c.end(), {"", workers, "", "", "", "", "", "", "", ""});
     c.insert(c.end(), {"", ""});  // FLOP/s, % peak
     if (gpu) c.insert(c.end(), {"", ""});
     return c;
   }
   const auto& m = *row.m;
   c.push_back(std::to_string(m.batch_size));
-  c.push_back(std::to_string(row.num_workers));
+  c.push_back(workers);
   const measure::Interval rate = printed_rate(row);
   c.push_back(fixed(printed_ms_per_step(row), 1));
   c.push_back(fixed(rate.point, 1) + interval_text(rate));
@@ -122,11 +124,31 @@ bool any_gpu(const Results& r) {
   return false;
 }
 
-std::vector<Column> columns(bool gpu) {
-  std::vector<Column> cols = {{"#", true},       {"row", false},    {"change", false},   {"batch", true},
-                              {"workers", true}, {"ms/step", true}, {"samples/s", true}, {"vs prev", true},
-                              {"vs base", true}, {"load", true},    {"data wait", true}, {"h2d", true},
-                              {"loss", true},    {"FLOP/s", true},  {"% peak", true}};
+/// Whether the rates are steps/s: a program's rows whose config gives no program.samples_per_step.
+bool counts_steps(const Results& r) {
+  const auto program = r.config.find("program");
+  if (program == r.config.end() || !program->is_object()) return false;
+  const auto command = program->find("command"), per_step = program->find("samples_per_step");
+  return command != program->end() && command->is_array() && !command->empty() &&
+         (per_step == program->end() || !per_step->is_number() || per_step->get<double>() <= 0);
+}
+
+std::vector<Column> columns(bool gpu, bool steps = false) {
+  std::vector<Column> cols = {{"#", true},
+                              {"row", false},
+                              {"change", false},
+                              {"batch", true},
+                              {"workers", true},
+                              {"ms/step", true},
+                              {steps ? "steps/s" : "samples/s", true},
+                              {"vs prev", true},
+                              {"vs base", true},
+                              {"load", true},
+                              {"data wait", true},
+                              {"h2d", true},
+                              {"loss", true},
+                              {"FLOP/s", true},
+                              {"% peak", true}};
   if (gpu) cols.insert(cols.end(), {{"GPU busy", true}, {"peak mem", true}});
   return cols;
 }
@@ -437,6 +459,8 @@ const std::vector<std::string>& row_keys() {
                                                  "compute_pct",
                                                  "page_faults_per_step",
                                                  "system_time_pct",
+                                                 "cpu_cores_busy",
+                                                 "peak_rss_bytes",
                                                  "model_flops_per_sample",
                                                  "flops_per_s",
                                                  "peak_flops_per_s",
@@ -548,6 +572,8 @@ Json to_json(const Results& r) {
       j["compute_pct"] = round_to(m.compute_pct, 2);
       if (m.page_faults_per_step) j["page_faults_per_step"] = round_to(*m.page_faults_per_step, 1);
       if (m.system_time_pct) j["system_time_pct"] = round_to(*m.system_time_pct, 1);
+      if (m.cpu_cores_busy) j["cpu_cores_busy"] = round_to(*m.cpu_cores_busy, 2);
+      if (m.peak_rss_bytes) j["peak_rss_bytes"] = *m.peak_rss_bytes;
       flops_json(j, row);
       if (m.peak_mem_bytes) j["peak_mem_bytes"] = *m.peak_mem_bytes;
       if (m.device_mem_bytes) j["device_mem_bytes"] = *m.device_mem_bytes;
@@ -802,7 +828,7 @@ std::string render_results(const Results& r, const std::string& format, bool col
   const bool gpu = any_gpu(r);
   std::vector<std::vector<std::string>> body;
   for (size_t i = 0; i < r.rows.size(); ++i) body.push_back(cells(r.rows[i], i, gpu));
-  const auto cols = columns(gpu);
+  const auto cols = columns(gpu, counts_steps(r));
   if (format == "md") return render_markdown(r, body, cols);
   return render_terminal(r, std::move(body), cols, color);
 }

@@ -141,15 +141,17 @@ void add_run_notes(measure::Measurement& m, const measure::Comparison& c, const 
 /// The notes of a row that ran in child processes `b`: what they reported of their process, and
 /// for a row compared with processes `a` how the comparison counted their spread (`kept`: the
 /// previous row's own processes, else fresh ones started in turn with the row's).
-void add_process_notes(measure::Measurement& m, const measure::ProcessGroup& b,
+void add_process_notes(measure::Measurement& m, const measure::RowSide& b,
                        const config::ExperimentConfig& cfg, const measure::Comparison* compared,
-                       const measure::ProcessGroup* a = nullptr, bool kept = false) {
+                       const measure::RowSide* a = nullptr, bool kept = false) {
   for (const auto& n : engine::plan_process(cfg.process).notes) m.notes.push_back(n);
-  m.notes.push_back("this row's child processes: " + b.process_description());
+  m.notes.push_back(
+      std::string(cfg.program.enabled() ? "this row's program: " : "this row's child processes: ") +
+      b.process_description());
   if (!compared || !a) return;
   const auto t =
       measure::speedup_terms(compared->a_ms, compared->a_process, compared->b_ms, compared->b_process, true);
-  const std::string n = std::to_string(a->size());
+  const std::string n = std::to_string(a->processes());
   std::string text =
       (kept ? "timed against the previous row's " + n + " processes, kept warm since its own row"
             : "timed against " + n +
@@ -206,7 +208,7 @@ Timed time_row(const config::ExperimentConfig& cfg, measure::RowSide* prev,
       // The previous row's processes, still warm, are this comparison's other side: only the
       // row's own start (half the starts, so twice the windows in the row's budget). Fresh ones
       // of its settings where they are not as many as the row's, or one never timed a window.
-      auto* kept = dynamic_cast<measure::ProcessGroup*>(prev);
+      measure::RowSide* kept = prev;
       if (kept && !kept->reusable(static_cast<size_t>(cfg.measure.processes))) kept = nullptr;
       if (kept) kept->restart(false);
       measure::RowProcesses p = measure::start_row_processes(
@@ -214,6 +216,9 @@ Timed time_row(const config::ExperimentConfig& cfg, measure::RowSide* prev,
       prev_processes = std::move(p.prev);
       t.bench = std::move(p.row);
       if (!kept) prev = prev_processes.get();
+      // A program's start-up (an interpreter, its imports, a compilation) is not a pipeline's
+      // build: an automatic budget counts from the instances' first windows.
+      if (cfg.program.enabled() && cfg.measure.max_s <= 0) plan.deadline = measure::Deadline(0);
     } else {
       t.bench = std::make_unique<measure::Bench>(cfg, progress, plan.deadline);
     }
@@ -226,9 +231,7 @@ Timed time_row(const config::ExperimentConfig& cfg, measure::RowSide* prev,
       t.m = t.bench->result(static_cast<size_t>(c.transient), c.b_ms.size());
       add_run_notes(*t.m, c, plan);
       finish_load(*t.m, c.under_load);
-      if (in_child)
-        add_process_notes(*t.m, dynamic_cast<const measure::ProcessGroup&>(*t.bench), cfg, &c,
-                          dynamic_cast<const measure::ProcessGroup*>(prev), !prev_processes);
+      if (in_child) add_process_notes(*t.m, *t.bench, cfg, &c, prev, !prev_processes);
     } else {
       const measure::AloneRun r = measure::measure_alone(*t.bench, plan);
       t.m = t.bench->result(static_cast<size_t>(r.transient), r.ms.size());
@@ -236,8 +239,7 @@ Timed time_row(const config::ExperimentConfig& cfg, measure::RowSide* prev,
       for (auto& n : measure::run_notes(r.transient, r.ms.size(), r.stop, plan, false))
         t.m->notes.push_back(std::move(n));
       finish_load(*t.m, false);
-      if (in_child)
-        add_process_notes(*t.m, dynamic_cast<const measure::ProcessGroup&>(*t.bench), cfg, nullptr);
+      if (in_child) add_process_notes(*t.m, *t.bench, cfg, nullptr);
     }
     return t;
   } catch (const std::exception& e) {
@@ -284,7 +286,8 @@ class SweepRun {
       : cfg_(cfg), options_(options), out_(out), rows_(config::expand_sweep(cfg)) {
     leave_out_what_cannot_help();
     for (size_t i = 0; i < rows_.size(); ++i)
-      process_rows_ = process_rows_ || (runs(i) && !engine::default_process(rows_[i].second.process));
+      process_rows_ = process_rows_ || (runs(i) && (!engine::default_process(rows_[i].second.process) ||
+                                                    rows_[i].second.program.enabled()));
   }
 
   void run() {
@@ -430,7 +433,8 @@ class SweepRun {
     row.changes = spec.set;
     row.num_workers = row_cfg.loader.num_workers;
     row.mode = row_cfg.measure.mode;
-    row.arch = row_cfg.model.arch;
+    row.arch =
+        row_cfg.program.enabled() ? "program" : row_cfg.model.arch;  // results' "arch" of a program row
     row.rule = measure::window_plan(row_cfg).rule;
     const measure::Progress progress = progress_of(i, row_cfg);
     try {
@@ -551,9 +555,10 @@ class SweepRun {
     for (auto it = live_.begin(); it != live_.end();) {
       bool needed = false;
       for (size_t j = i + 1; j < rows_.size() && !needed; ++j)
-        needed = runs(j) &&
-                 std::string(config::name(rows_[j].second.measure.mode)) + "/" + rows_[j].second.model.arch ==
-                     it->first;
+        needed =
+            runs(j) && std::string(config::name(rows_[j].second.measure.mode)) + "/" +
+                               (rows_[j].second.program.enabled() ? "program" : rows_[j].second.model.arch) ==
+                           it->first;
       it = needed ? std::next(it) : live_.erase(it);
     }
   }
@@ -597,7 +602,7 @@ class SweepRun {
   void profile_row(size_t k) {
     report::Row& r = out_.rows[k];
     const Done& d = done_[k];
-    if (!r.m || !measure::wants_profile(d.cfg)) return;
+    if (!r.m || d.cfg.program.enabled() || !measure::wants_profile(d.cfg)) return;
     try {
       const measure::ProfileResult p =
           engine::default_process(d.cfg.process)

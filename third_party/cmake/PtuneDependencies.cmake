@@ -39,6 +39,17 @@ add_library(ptune_turbojpeg UNKNOWN IMPORTED)
 set_target_properties(ptune_turbojpeg PROPERTIES IMPORTED_LOCATION "${PTUNE_TURBOJPEG_LIBRARY}"
                       INTERFACE_INCLUDE_DIRECTORIES "${PTUNE_TURBOJPEG_INCLUDE_DIR}")
 message(STATUS "ptune: TurboJPEG: ${PTUNE_TURBOJPEG_LIBRARY}")
+# PCRE2 (program.step_pattern: Perl-syntax patterns with named groups), linked statically where
+# Debian's libpcre2-dev has the archive, so that the executable needs nothing new where it runs.
+find_path(PTUNE_PCRE2_INCLUDE_DIR pcre2.h)
+find_library(PTUNE_PCRE2_LIBRARY NAMES libpcre2-8.a pcre2-8)
+if(NOT PTUNE_PCRE2_INCLUDE_DIR OR NOT PTUNE_PCRE2_LIBRARY)
+  message(FATAL_ERROR "ptune: PCRE2 not found (apt-get install libpcre2-dev)")
+endif()
+add_library(ptune_pcre2 UNKNOWN IMPORTED)
+set_target_properties(ptune_pcre2 PROPERTIES IMPORTED_LOCATION "${PTUNE_PCRE2_LIBRARY}"
+                      INTERFACE_INCLUDE_DIRECTORIES "${PTUNE_PCRE2_INCLUDE_DIR}")
+message(STATUS "ptune: PCRE2: ${PTUNE_PCRE2_LIBRARY}")
 find_package(Threads REQUIRED)
 
 # The torch wheel's libtorch.so exports its own (partial) copy of std::filesystem; a program

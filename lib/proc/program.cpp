@@ -1,0 +1,536 @@
+#include "proc/program.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <dirent.h>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "engine/process.hpp"
+#include "errors.hpp"
+#include "measure/job_groups.hpp"
+
+namespace ptune::proc {
+namespace {
+
+double now_ms() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+double tick_ms() {
+  static const double ms = 1000.0 / static_cast<double>(::sysconf(_SC_CLK_TCK));
+  return ms;
+}
+
+/// The fields of /proc/PID/stat after the command's ")" (field 3, the state, first).
+std::vector<std::string> stat_fields(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  std::getline(in, text);
+  const size_t paren = text.rfind(')');
+  std::vector<std::string> out;
+  if (paren == std::string::npos || paren + 2 > text.size()) return out;
+  std::istringstream rest(text.substr(paren + 2));
+  for (std::string f; rest >> f;) out.push_back(f);
+  return out;
+}
+
+/// VmHWM of a process, bytes; 0 when gone.
+int64_t peak_rss(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return std::atoll(line.c_str() + 6) * 1024;
+  return 0;
+}
+
+std::string quote(const std::string& word) {
+  if (!word.empty() && word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                                              "-_./=:,+@%") == std::string::npos)
+    return word;
+  std::string q = "'";
+  for (char c : word) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+void set_nonblocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
+
+/// Whether this machine has an NVIDIA GPU (its device files).
+bool has_nvidia_gpu() {
+  struct stat st;
+  return ::stat("/dev/nvidia0", &st) == 0;
+}
+
+/// The environment the program gets: ptune's own with the process plan applied, program.env set
+/// over it, and PYTHONUNBUFFERED=1 unless program.env sets it.
+std::vector<std::string> program_environment(const config::ExperimentConfig& cfg,
+                                             const engine::ProcessPlan& plan) {
+  std::vector<std::string> env = engine::environment_with(plan);
+  std::map<std::string, std::string> set = cfg.program.env;
+  if (!set.count("PYTHONUNBUFFERED")) set["PYTHONUNBUFFERED"] = "1";
+  env.erase(std::remove_if(env.begin(), env.end(),
+                           [&](const std::string& e) { return set.count(e.substr(0, e.find('='))) > 0; }),
+            env.end());
+  for (const auto& [k, v] : set) env.push_back(k + "=" + v);
+  return env;
+}
+
+}  // namespace
+
+std::string shell_text(const std::vector<std::string>& argv) {
+  std::string s;
+  for (const auto& a : argv) s += (s.empty() ? "" : " ") + quote(a);
+  return s;
+}
+
+GroupUsage GroupUsage::of(pid_t pgid) {
+  GroupUsage u;
+  DIR* dir = ::opendir("/proc");
+  if (!dir) return u;
+  const std::string group = std::to_string(pgid);
+  while (const dirent* e = ::readdir(dir)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    const auto pid = static_cast<pid_t>(std::atol(e->d_name));
+    const auto f = stat_fields(pid);
+    // After ")": state (3), ppid (4), pgrp (5), ..., minflt (10), ..., utime (14), stime (15).
+    if (f.size() < 13 || f[2] != group) continue;
+    Proc p;
+    p.state = f[0].empty() ? '?' : f[0][0];
+    p.minflt = std::atol(f[7].c_str());
+    p.utime = std::atol(f[11].c_str());
+    p.stime = std::atol(f[12].c_str());
+    u.procs[pid] = p;
+    u.peak_rss_bytes += peak_rss(pid);
+  }
+  ::closedir(dir);
+  return u;
+}
+
+bool GroupUsage::all_stopped() const {
+  if (procs.empty()) return false;
+  for (const auto& [pid, p] : procs)
+    if (p.state != 'T' && p.state != 't' && p.state != 'Z' && p.state != 'X') return false;
+  return true;
+}
+
+long GroupUsage::ticks() const {
+  long t = 0;
+  for (const auto& [pid, p] : procs) t += p.utime + p.stime;
+  return t;
+}
+
+namespace {
+
+/// CPU time and faults from `a` to `b`: each process's own difference (one that started between
+/// them counts from zero; one that exited is left out).
+void usage_between(const GroupUsage& a, const GroupUsage& b, ProgramWindow& w) {
+  long user = 0, sys = 0, faults = 0;
+  for (const auto& [pid, p] : b.procs) {
+    const auto before = a.procs.find(pid);
+    const GroupUsage::Proc zero;
+    const GroupUsage::Proc& q = before == a.procs.end() ? zero : before->second;
+    user += std::max(0L, p.utime - q.utime);
+    sys += std::max(0L, p.stime - q.stime);
+    faults += std::max(0L, p.minflt - q.minflt);
+  }
+  w.cpu_ms = static_cast<double>(user + sys) * tick_ms();
+  w.sys_ms = static_cast<double>(sys) * tick_ms();
+  w.faults = static_cast<double>(faults);
+  w.peak_rss_bytes = std::max(a.peak_rss_bytes, b.peak_rss_bytes);
+}
+
+}  // namespace
+
+ProgramInstance::ProgramInstance(const config::ExperimentConfig& cfg, const measure::Progress& progress,
+                                 const measure::Deadline& deadline)
+    : program_(cfg.program),
+      pattern_(cfg.program.step_pattern),
+      counter_(cfg.program.steps_per_match),
+      progress_(progress),
+      steps_per_window_(cfg.measure.steps),
+      warmup_steps_(cfg.measure.warmup_steps) {
+  // What a row needs of a process at the least: its warm-up, and two windows of measure.steps
+  // steps each (measure::in_processes), each opened by a step line of its own.
+  min_steps_ = warmup_steps_ + 1 + 2 * (steps_per_window_ + 1) * program_.steps_per_match;
+  start(cfg);
+  try {
+    warm_up(warmup_steps_, deadline);
+  } catch (...) {
+    end();
+    throw;
+  }
+}
+
+ProgramInstance::~ProgramInstance() { end(); }
+
+std::string ProgramInstance::who() const {
+  return std::string(previous_ ? "the previous row's program" : "the program") + " (pid " +
+         std::to_string(pid_) + ")";
+}
+
+void ProgramInstance::start(const config::ExperimentConfig& cfg) {
+  const engine::ProcessPlan plan = engine::plan_process(cfg.process);
+  const std::vector<std::string> argv_text = program_.argv();
+  command_text_ = shell_text(argv_text);
+  const std::string file = config::resolve_program(program_);
+  if (file.empty()) throw ConfigError("program.command: '" + argv_text.front() + "' is not found");
+  // Everything the child needs, made before fork: after it, only system calls.
+  std::vector<std::string> args = argv_text, env = program_environment(cfg, plan);
+  std::vector<char*> argv, envp;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  const std::string cwd = program_.cwd.value_or("");
+  int out[2], err[2], exec_err[2], guard[2];
+  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0 || ::pipe2(exec_err, O_CLOEXEC) != 0 ||
+      ::pipe2(guard, O_CLOEXEC) != 0)
+    throw std::runtime_error("cannot start the program: " + std::string(std::strerror(errno)));
+  const pid_t parent = ::getpid();
+  started_ms_ = now_ms();
+  pid_ = ::fork();
+  if (pid_ < 0) throw std::runtime_error("cannot start the program: " + std::string(std::strerror(errno)));
+  if (pid_ == 0) {
+    // A process group of its own: SIGSTOP and SIGCONT reach every process it starts, and a
+    // Ctrl-C at the terminal reaches ptune, which ends it.
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGQUIT}) ::signal(sig, SIG_DFL);
+    const int null = ::open("/dev/null", O_RDONLY);
+    const int report = ::fcntl(exec_err[1], F_DUPFD_CLOEXEC, 10);
+    if (null < 0 || report < 0 || ::dup2(null, 0) < 0 || ::dup2(out[1], 1) < 0 || ::dup2(err[1], 2) < 0)
+      ::_exit(127);
+    for (int fd = 3; fd < 4096; ++fd)
+      if (fd != report) ::close(fd);
+    int code = 0;
+    if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) code = errno;
+    if (code == 0 && engine::bind_process(plan) != 0) code = -1;
+    if (code == 0) {
+      ::execve(file.c_str(), argv.data(), envp.data());
+      code = errno;
+    }
+    (void)!::write(report, &code, sizeof code);
+    ::_exit(127);
+  }
+  ::setpgid(pid_, pid_);  // also here: signals sent right after fork must reach the group
+  pgid_ = pid_;
+  measure::own_process_group(pgid_, true);  // its processes are this job's, not competing load
+  ::close(out[1]);
+  ::close(err[1]);
+  ::close(exec_err[1]);
+  out_fd_ = out[0], err_fd_ = err[0], guard_fd_ = guard[1];
+  out_open_ = err_open_ = running_ = true;
+  set_nonblocking(out_fd_);
+  set_nonblocking(err_fd_);
+  // The guard: should ptune die without ending the program (SIGKILL), its end of the pipe closes
+  // and the guard ends the program's whole group. It is not in that group (a pause would stop it).
+  const pid_t group = pid_;
+  guard_pid_ = ::fork();
+  if (guard_pid_ == 0) {
+    for (int fd = 0; fd < 4096; ++fd)
+      if (fd != guard[0]) ::close(fd);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE}) ::signal(sig, SIG_IGN);
+    char c;
+    while (::read(guard[0], &c, 1) < 0 && errno == EINTR) {
+    }
+    // ptune has ended (its end of the pipe closed) without ending the program first.
+    ::kill(-group, SIGTERM);
+    ::kill(-group, SIGCONT);
+    struct timespec grace = {static_cast<time_t>(kGraceS), 0};
+    ::nanosleep(&grace, nullptr);
+    ::kill(-group, SIGKILL);
+    ::_exit(0);
+  }
+  ::close(guard[0]);
+  int code = 0;
+  ssize_t n;
+  while ((n = ::read(exec_err[0], &code, sizeof code)) < 0 && errno == EINTR) {
+  }
+  ::close(exec_err[0]);
+  if (n > 0) {
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    end();
+    throw std::runtime_error(
+        code == -1
+            ? "program.command: its CPUs or memory could not be bound (process.cpus, process.numa_node)"
+        : !cwd.empty() && code == ENOENT && ::access(cwd.c_str(), F_OK) != 0
+            ? "program.cwd: '" + cwd + "': " + std::strerror(code)
+            : "program.command: cannot run '" + file + "': " + std::strerror(code));
+  }
+}
+
+bool ProgramInstance::pump(double timeout_ms) {
+  if (!out_open_ && !err_open_) return false;
+  pollfd p[2] = {{out_open_ ? out_fd_ : -1, POLLIN, 0}, {err_open_ ? err_fd_ : -1, POLLIN, 0}};
+  const int r = ::poll(p, 2, static_cast<int>(std::max(0.0, std::ceil(timeout_ms))));
+  if (r <= 0) return true;
+  char buf[65536];
+  for (int k = 0; k < 2; ++k) {
+    if (!(p[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    const int fd = k == 0 ? out_fd_ : err_fd_;
+    LineSplitter& split = k == 0 ? out_split_ : err_split_;
+    for (;;) {
+      const ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) break;  // EAGAIN: all read for now
+      const double t = now_ms();
+      if (n == 0) {
+        if (auto last = split.finish(t)) take({*last});
+        (k == 0 ? out_open_ : err_open_) = false;
+        break;
+      }
+      take(split.feed(buf, static_cast<size_t>(n), t));
+    }
+  }
+  return out_open_ || err_open_;
+}
+
+void ProgramInstance::take(const std::vector<Line>& lines) {
+  for (const Line& l : lines) {
+    tail_.add(l.text);
+    if (l.err) err_tail_.add(l.text);
+    std::optional<int64_t> step;
+    if (pattern_.match(l.text, &step)) {
+      if (first_line_ms_ < 0) first_line_ms_ = l.t_ms;
+      events_.push_back({l.t_ms, step});
+    }
+  }
+}
+
+void ProgramInstance::ended() {
+  int status = 0;
+  // Both streams closed: the program has ended (or closed them); give it a moment to exit.
+  pid_t done = 0;
+  for (int i = 0; i < 300 && (done = ::waitpid(pid_, &status, WNOHANG)) == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const std::string name = who();
+  const std::string ran = std::to_string(counter_.steps()) + " step" + (counter_.steps() == 1 ? "" : "s");
+  if (done == pid_) pid_ = -1;
+  end();
+  const std::string errs = err_tail_.empty() ? tail_.text() : err_tail_.text();
+  if (done <= 0)
+    throw std::runtime_error(name + " closed its stdout and stderr after " + ran +
+                             "; ptune reads its steps from them: keep them open");
+  if (WIFSIGNALED(status))
+    throw std::runtime_error(name + " was killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
+                             strsignal(WTERMSIG(status)) + ") after " + ran +
+                             (errs.empty() ? "" : "; its last lines: " + errs));
+  if (WEXITSTATUS(status) != 0)
+    throw std::runtime_error(name + " exited with status " + std::to_string(WEXITSTATUS(status)) + " after " +
+                             ran + (errs.empty() ? "" : "; its last lines: " + errs));
+  throw std::runtime_error(name + " ended (exit status 0) after " + ran + " while the row needed at least " +
+                           std::to_string(min_steps_) +
+                           " from each process (its warm-up and two windows of measure.steps): make it run "
+                           "longer (more steps or epochs)");
+}
+
+ProgramInstance::StepEvent ProgramInstance::next_step(bool first) {
+  const double limit_ms = program_.startup_timeout_s * 1000.0;
+  const double since = now_ms();
+  while (events_.empty()) {
+    if (!pump(100)) ended();
+    report(phase_, done_, total_);  // an interruption stops the wait
+    if (events_.empty() && now_ms() - since > limit_ms) {
+      const bool never = first_line_ms_ < 0;
+      const std::string name = who();
+      const std::string lines = tail_.text();
+      end();
+      char secs[64];
+      std::snprintf(secs, sizeof secs, "%g", program_.startup_timeout_s);
+      throw std::runtime_error(
+          name + " printed " + (never ? "no line matching" : "no further line matching") +
+          " program.step_pattern '" + pattern_.text() + "' within program.startup_timeout_s (" + secs +
+          " s)" + (lines.empty() ? "; it printed nothing" : "; its last lines: " + lines));
+    }
+  }
+  StepEvent e = events_.front();
+  events_.pop_front();
+  return e;
+}
+
+void ProgramInstance::warm_up(int64_t warmup_steps, const measure::Deadline& deadline) {
+  report("warmup", 0, warmup_steps);
+  const StepEvent first = next_step(true);
+  counter_.add(first.t_ms, first.step);
+  const int64_t start = counter_.steps();
+  while (counter_.steps() - start < warmup_steps && deadline.fits(0)) {
+    const StepEvent e = next_step(true);
+    counter_.add(e.t_ms, e.step);
+    report("warmup", std::min(counter_.steps() - start, warmup_steps), warmup_steps);
+  }
+}
+
+double ProgramInstance::samples_per_step() const {
+  return program_.samples_per_step > 0 ? static_cast<double>(program_.samples_per_step) : 1.0;
+}
+
+void ProgramInstance::report(const std::string& phase, int64_t done, int64_t total) {
+  phase_ = phase, done_ = done, total_ = total;
+  if (progress_) progress_(phase, done, total);
+}
+
+void ProgramInstance::set_progress(const measure::Progress& progress, int64_t planned) {
+  progress_ = progress;
+  planned_ = planned * steps_per_window_;
+}
+
+double ProgramInstance::window(const measure::Deadline& deadline) {
+  if (!running_) resume();
+  counter_.forget();  // the step a pause cut is not counted
+  const StepEvent anchor = next_step(false);
+  counter_.add(anchor.t_ms, anchor.step);
+  const GroupUsage before = GroupUsage::of(pid_);
+  double ms = 0, last_t = anchor.t_ms;
+  int64_t steps = 0;
+  while (steps < steps_per_window_) {
+    const StepEvent e = next_step(false);
+    const auto closed = counter_.add(e.t_ms, e.step);
+    if (!closed) continue;  // a number that did not grow (a new epoch): counted afresh
+    ms += closed->ms;
+    steps += closed->steps;
+    last_t = e.t_ms;
+    ++intervals_;
+    if (closed->ms < kBurstMs) ++burst_;
+    report("measure", windows_done_ * steps_per_window_ + steps, planned_);
+    if (steps < steps_per_window_ && !deadline.fits(ms / static_cast<double>(steps))) break;
+  }
+  ProgramWindow w;
+  usage_between(before, GroupUsage::of(pid_), w);
+  w.ms_per_step = ms / static_cast<double>(steps);
+  w.steps = steps;
+  w.wall_ms = last_t - anchor.t_ms;
+  windows_.push_back(w);
+  ++windows_done_;
+  return w.ms_per_step;
+}
+
+void ProgramInstance::pause() {
+  if (!running_ || pid_ <= 0) return;
+  ::kill(-pid_, SIGSTOP);
+  running_ = false;
+  // Until every process of the group has stopped and its CPU time holds (a tick is 10 ms).
+  long last = -1;
+  int quiet = 0;
+  for (int i = 0; i < 100 && quiet < 2; ++i) {
+    const GroupUsage u = GroupUsage::of(pid_);
+    quiet = u.all_stopped() && u.ticks() == last ? quiet + 1 : 0;
+    last = u.ticks();
+    if (quiet < 2) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (has_nvidia_gpu()) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(kGpuSettleMs));
+  while (pump(0) && (out_open_ || err_open_)) {
+    pollfd p[2] = {{out_open_ ? out_fd_ : -1, POLLIN, 0}, {err_open_ ? err_fd_ : -1, POLLIN, 0}};
+    if (::poll(p, 2, 0) <= 0) break;
+  }
+  // Its lines so far count as steps run, but none opens the next window.
+  for (const StepEvent& e : events_) counter_.add(e.t_ms, e.step);
+  events_.clear();
+}
+
+void ProgramInstance::resume() {
+  if (running_ || pid_ <= 0) return;
+  ::kill(-pid_, SIGCONT);
+  running_ = true;
+}
+
+measure::Measurement ProgramInstance::result(size_t first, size_t count) {
+  const size_t end = count == SIZE_MAX ? windows_.size() : std::min(windows_.size(), first + count);
+  if (first >= end) throw std::runtime_error("no timed window to report");
+  measure::Measurement m;
+  m.batch_size = program_.samples_per_step > 0 ? program_.samples_per_step : 1;
+  m.steps = steps_per_window_;
+  std::vector<double> ms;
+  double wall = 0, cpu = 0, sys = 0, faults = 0;
+  int64_t steps = 0, peak = 0;
+  for (size_t w = first; w < end; ++w) {
+    const ProgramWindow& pw = windows_[w];
+    ms.push_back(pw.ms_per_step);
+    wall += pw.wall_ms, cpu += pw.cpu_ms, sys += pw.sys_ms, faults += pw.faults;
+    steps += pw.steps;
+    peak = std::max(peak, pw.peak_rss_bytes);
+    if (pw.steps < steps_per_window_) ++m.short_windows;
+  }
+  measure::set_windows(m, ms, 1);
+  m.compute_pct = 100;  // seen from outside: the whole step is the program's
+  if (wall > 0) {
+    m.cpu_cores_busy = cpu / wall;
+    m.system_time_pct = 100.0 * sys / wall;
+  }
+  if (steps > 0) m.page_faults_per_step = faults / static_cast<double>(steps);
+  if (peak > 0) m.peak_rss_bytes = peak;
+  if (m.short_windows > 0)
+    m.notes.push_back(measure::short_windows_note(m.short_windows, ms.size(), steps_per_window_));
+  // Lines that arrive together were written at once: the program's output is buffered, and the
+  // time between them is not its steps'.
+  if (intervals_ >= 4 && burst_ * 2 > intervals_) {
+    char text[400];
+    std::snprintf(
+        text, sizeof text,
+        "the program's step lines arrive in bursts (%lld of %lld within %g ms of the one before): its "
+        "output is buffered, and the time between lines is not its steps'. Flush after each line "
+        "(print(..., flush=True)), set PYTHONUNBUFFERED=1 (a Python program; ptune sets it unless "
+        "program.env does), or run it under stdbuf -oL -eL",
+        static_cast<long long>(burst_), static_cast<long long>(intervals_), kBurstMs);
+    m.notes.push_back(text);
+  }
+  return m;
+}
+
+std::string ProgramInstance::process_description() const {
+  std::string env;
+  for (const auto& [k, v] : program_.env) env += (env.empty() ? "" : " ") + k + "=" + quote(v);
+  char startup[64] = "";
+  if (first_line_ms_ >= 0)
+    std::snprintf(startup, sizeof startup, "; its first step line %.1f s after it started",
+                  (first_line_ms_ - started_ms_) / 1000.0);
+  return "`" + (env.empty() ? "" : env + " ") + command_text_ + "`" +
+         (program_.cwd ? " in " + *program_.cwd : std::string()) + startup;
+}
+
+void ProgramInstance::end() noexcept {
+  if (out_fd_ >= 0) ::close(out_fd_), out_fd_ = -1;  // a program writing to a full pipe cannot block
+  if (err_fd_ >= 0) ::close(err_fd_), err_fd_ = -1;
+  out_open_ = err_open_ = false;
+  if (pid_ <= 0 && pgid_ > 0) ::kill(-pgid_, SIGKILL);  // the leader gone: what is left of its group
+  if (pid_ > 0) {
+    ::kill(-pid_, SIGTERM);
+    ::kill(-pid_, SIGCONT);  // a stopped process takes SIGTERM once continued
+    const double until = now_ms() + kGraceS * 1000.0;
+    int status = 0;
+    while (::waitpid(pid_, &status, WNOHANG) == 0 && now_ms() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ::kill(-pid_, SIGKILL);  // the rest of the group, the leader too if it outlived the grace
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+  }
+  if (pgid_ > 0) measure::own_process_group(pgid_, false);
+  pgid_ = -1;
+  running_ = false;
+  if (guard_pid_ > 0) {
+    ::kill(guard_pid_, SIGKILL);
+    ::waitpid(guard_pid_, nullptr, 0);
+    guard_pid_ = -1;
+  }
+  if (guard_fd_ >= 0) ::close(guard_fd_), guard_fd_ = -1;
+}
+
+}  // namespace ptune::proc

@@ -1,0 +1,128 @@
+#pragma once
+/// One instance of the user's own training program (config's `program`) as a side of a sweep row:
+/// started in a process group of its own with the row's process settings (engine/process.hpp)
+/// and environment, its stdout and stderr read line by line as it writes them, its step rate read
+/// from the lines that match program.step_pattern. Paused with SIGSTOP to its whole group (its
+/// DataLoader workers, a launcher's ranks) and resumed with SIGCONT, so that the instances of a
+/// row's two sides take turns as ptune's own row processes do (measure/child_side.hpp,
+/// ProcessGroup). docs/programs.md says what a user sees.
+
+#include <sys/types.h>
+
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+#include "measure/probe.hpp"
+#include "proc/step_lines.hpp"
+
+namespace ptune::proc {
+
+/// CPU time, page faults and resident memory of a process group, summed over its processes
+/// (/proc), with each process's own counts kept so that one that exits between two looks does
+/// not make the sums go back.
+struct GroupUsage {
+  struct Proc {
+    long utime = 0, stime = 0, minflt = 0;  // clock ticks; faults
+    char state = '?';
+  };
+  std::map<pid_t, Proc> procs;
+  int64_t peak_rss_bytes = 0;  // the sum of the processes' own peaks (VmHWM)
+  /// Every process of group `pgid` now. Throws nothing.
+  static GroupUsage of(pid_t pgid);
+  /// Whether every process is stopped (and there is one).
+  bool all_stopped() const;
+  long ticks() const;
+};
+
+/// What one window of a program instance saw.
+struct ProgramWindow {
+  double ms_per_step = 0;
+  int64_t steps = 0;
+  double wall_ms = 0;             // from its first step line to its last
+  double cpu_ms = 0, sys_ms = 0;  // the group's CPU time in that span (all processes, all threads)
+  double faults = 0;              // minor page faults in that span
+  int64_t peak_rss_bytes = 0;
+};
+
+class ProgramInstance : public measure::RowSide {
+ public:
+  /// Starts the program with `cfg`'s process settings and program.env, and waits for its first
+  /// step line (within program.startup_timeout_s) and then measure.warmup_steps more (fewer
+  /// where `deadline` passes first). `progress` reports them (phase "warmup"; it may throw to
+  /// stop). Throws std::runtime_error, one line, when the program cannot be started, exits, or
+  /// prints no step line in time (the pattern and its last lines named).
+  ProgramInstance(const config::ExperimentConfig& cfg, const measure::Progress& progress,
+                  const measure::Deadline& deadline);
+  /// Ends the instance's whole process group: SIGTERM (and SIGCONT, for a paused one), SIGKILL
+  /// after kGraceS. Throws nothing.
+  ~ProgramInstance() override;
+  ProgramInstance(const ProgramInstance&) = delete;
+  ProgramInstance& operator=(const ProgramInstance&) = delete;
+
+  /// Times measure.steps steps (fewer where `deadline` would pass first, at least one) from the
+  /// first step line after it starts to a later one: the step a pause cut is not counted.
+  double window(const measure::Deadline& deadline) override;
+  int64_t steps_per_window() const override { return steps_per_window_; }
+  double samples_per_step() const override;
+  /// SIGSTOP to the group, then waits until every process of it has stopped and uses no CPU (at
+  /// most a second), and on a machine with an NVIDIA GPU a settle of kGpuSettleMs for the kernels
+  /// it queued; what it printed until then is read and left out of the next window.
+  void pause() override;
+  void resume() override;
+  measure::Measurement result(size_t first = 0, size_t count = SIZE_MAX) override;
+  void set_progress(const measure::Progress& progress, int64_t planned) override;
+  size_t processes() const override { return 1; }
+  std::string process_description() const override;
+  void mark_previous() override { previous_ = true; }
+  /// The instance's process group (its leader's pid); -1 once ended.
+  pid_t group() const { return pid_; }
+
+  static constexpr double kGraceS = 3;         // SIGTERM to SIGKILL, when ending it
+  static constexpr double kGpuSettleMs = 500;  // after a pause, on a machine with an NVIDIA GPU
+  static constexpr double kBurstMs = 1;        // step lines closer than this arrived together
+
+ private:
+  struct StepEvent {
+    double t_ms;
+    std::optional<int64_t> step;
+  };
+  void start(const config::ExperimentConfig& cfg);
+  void warm_up(int64_t warmup_steps, const measure::Deadline& deadline);
+  /// Reads what the program wrote within `timeout_ms`; false once both streams have ended.
+  bool pump(double timeout_ms);
+  void take(const std::vector<Line>& lines);
+  /// The next step line; throws when the program ends or prints none within the timeout.
+  StepEvent next_step(bool first);
+  [[noreturn]] void ended();
+  /// Progress (it may throw to stop); kept, and told again while waiting for a line.
+  void report(const std::string& phase, int64_t done, int64_t total);
+  std::string who() const;
+  void end() noexcept;
+
+  config::ProgramConfig program_;
+  StepPattern pattern_;
+  StepCounter counter_;
+  Tail tail_{5}, err_tail_{5};
+  LineSplitter out_split_{false}, err_split_{true};
+  std::deque<StepEvent> events_;
+  measure::Progress progress_;
+  int64_t steps_per_window_ = 1, warmup_steps_ = 0, min_steps_ = 0, planned_ = 0, windows_done_ = 0;
+  pid_t pid_ = -1, pgid_ = -1, guard_pid_ = -1;  // pid_: -1 once reaped; pgid_: until the group is ended
+  int out_fd_ = -1, err_fd_ = -1, guard_fd_ = -1;
+  bool out_open_ = false, err_open_ = false, running_ = false, previous_ = false;
+  double started_ms_ = 0, first_line_ms_ = -1;
+  std::string phase_ = "warmup";
+  int64_t done_ = 0, total_ = 0;
+  int64_t burst_ = 0, intervals_ = 0;
+  std::vector<ProgramWindow> windows_;
+  std::string command_text_;
+};
+
+/// The command line `argv` as a shell would take it back (words quoted where needed).
+std::string shell_text(const std::vector<std::string>& argv);
+
+}  // namespace ptune::proc

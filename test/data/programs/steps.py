@@ -1,0 +1,42 @@
+#!/usr/bin/env python3
+"""A stand-in for a user's training program (test/program_test.py): each step is STEP_MS of busy
+work on the wall clock (plus EXTRA_MS from the environment: a known slowdown), then a line
+"step N/T". Options give it the faults a real program has."""
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+p = argparse.ArgumentParser()
+p.add_argument("--steps", type=int, default=100000)
+p.add_argument("--step-ms", type=float, default=10.0)
+p.add_argument("--every", type=int, default=1, help="print every N steps")
+p.add_argument("--fail-after", type=int, default=-1, help="exit 3 after this many steps")
+p.add_argument("--silent", action="store_true", help="print lines that never match")
+p.add_argument("--children", type=int, default=0, help="idle child processes (as DataLoader workers)")
+p.add_argument("--log", default="", help="append 'pid pgid monotonic process_time' after every step")
+p.add_argument("--cr", action="store_true", help="end lines with \\r, as a progress bar")
+a = p.parse_args()
+
+extra = float(os.environ.get("EXTRA_MS", "0"))
+kids = [subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.sleep(0.05)"])
+        for _ in range(a.children)]
+log = open(a.log, "a") if a.log else None
+print("starting", flush=False)
+end = "\r" if a.cr else "\n"
+for i in range(1, a.steps + 1):
+    until = time.perf_counter() + (a.step_ms + extra) / 1000.0
+    while time.perf_counter() < until:
+        pass
+    if log:
+        log.write(f"{os.getpid()} {os.getpgid(0)} {time.monotonic():.6f} {time.process_time():.6f}\n")
+        log.flush()
+    if a.silent:
+        print(f"working {i}", end=end)
+    elif i % a.every == 0:
+        print(f"step {i}/{a.steps} loss 1.0", end=end)
+    if i == a.fail_after:
+        print("RuntimeError: boom at step %d" % i, file=sys.stderr)
+        sys.exit(3)
+print("done")

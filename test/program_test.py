@@ -1,0 +1,276 @@
+#!/usr/bin/env python3
+"""Sweep rows that run a program of the user's own (config's `program`), on the built binary:
+test/program_test.py PTUNE PYTHON CASE. The program is test/data/programs/steps.py (steps of a
+known length of busy work), or the example training script for the `example` case.
+
+Cases: aa (the same command twice is never faster or slower), slower (a known extra time a step
+is called slower, the known ratio inside its interval), paused (while one instance times a
+window, a stopped one runs no step), sigint (Ctrl-C: exit 130, finished rows kept, no process
+of any instance left), killed (ptune killed outright: no instance outlives it), faults (a
+failing, an early-ending and a silent program each give their one line and the next row runs;
+a missing one is a config error, exit 2), buffered (output that arrives in bursts is named),
+example (configs/program-cpu.json with small settings)."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+STEPS = os.path.join(HERE, "data", "programs", "steps.py")
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def config(tmp, rows, command=None, measure=None, program=None):
+    cfg = {
+        "name": "program-test",
+        "program": {"command": command or [PYTHON, STEPS], "step_pattern": r"^step (?<step>\d+)/",
+                    "startup_timeout_s": 60},
+        "measure": {"warmup_steps": 3, "steps": 10, "repeats": 4, "processes": 2, "max_s": 30},
+        "sweep": rows,
+    }
+    cfg["program"].update(program or {})
+    cfg["measure"].update(measure or {})
+    path = os.path.join(tmp, "cfg.json")
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+    return path
+
+
+def sweep(path, out, *extra, timeout=600):
+    r = subprocess.run([PTUNE, "sweep", path, "--out", out, *extra], capture_output=True, text=True,
+                       timeout=timeout)
+    print(r.stdout)
+    print(r.stderr, file=sys.stderr)
+    return r
+
+
+def rows(out):
+    with open(out) as f:
+        return json.load(f)["rows"]
+
+
+def groups_alive(pgids):
+    """The processes still in any of the process groups `pgids`."""
+    alive = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                text = f.read()
+        except OSError:
+            continue
+        fields = text[text.rfind(")") + 2:].split()
+        if int(fields[2]) in pgids and fields[0] != "Z":
+            alive.append(int(pid))
+    return alive
+
+
+def log_pgids(log):
+    with open(log) as f:
+        return {int(line.split()[1]) for line in f if line.strip()}
+
+
+def case_aa(tmp):
+    out = os.path.join(tmp, "r.json")
+    path = config(tmp, [{"name": "A", "set": {}}, {"name": "A again", "set": {}}])
+    r = sweep(path, out)
+    if r.returncode != 0:
+        fail(f"exit {r.returncode}")
+    b = rows(out)[1]
+    if b["status"] != "ok" or b.get("verdict_vs_prev") in ("faster", "slower"):
+        fail(f"A/A pair: {b.get('status')} {b.get('verdict_vs_prev')} {b.get('speedup_vs_prev_interval')}")
+    print("A/A:", b["verdict_vs_prev"], b["speedup_vs_prev"], b.get("speedup_vs_prev_interval"))
+
+
+def case_slower(tmp):
+    out = os.path.join(tmp, "r.json")
+    step, extra = 10.0, 2.5
+    path = config(tmp, [{"name": "base", "set": {}},
+                        {"name": "slower", "set": {"program.env.EXTRA_MS": str(extra)}}],
+                  command=[PYTHON, STEPS, "--step-ms", str(step)])
+    r = sweep(path, out)
+    if r.returncode != 0:
+        fail(f"exit {r.returncode}")
+    b = rows(out)[1]
+    ratio = step / (step + extra)
+    lo, hi = b["speedup_vs_prev_lo"], b["speedup_vs_prev_hi"]
+    print(f"known ratio {ratio:.4f}; measured {b['speedup_vs_prev']} [{lo}, {hi}] {b['verdict_vs_prev']}")
+    if b["verdict_vs_prev"] != "slower":
+        fail("a step 25% longer was not called slower: " + b["verdict_vs_prev"])
+    if not lo <= ratio <= hi:
+        fail(f"the known ratio {ratio:.4f} is outside [{lo}, {hi}]")
+    if not any("EXTRA_MS=2.5" in n for n in b["notes"]):
+        fail("the row's notes do not show its environment: " + json.dumps(b["notes"]))
+
+
+def case_paused(tmp):
+    """Each instance logs after every step; a stopped instance logs nothing. Steps of different
+    instances interleave only where one window hands over to the next: the instances' turns."""
+    out, log = os.path.join(tmp, "r.json"), os.path.join(tmp, "steps.log")
+    path = config(tmp, [{"name": "A", "set": {}}, {"name": "B", "set": {}}],
+                  command=[PYTHON, STEPS, "--step-ms", "5", "--log", log])
+    r = sweep(path, out)
+    if r.returncode != 0:
+        fail(f"exit {r.returncode}")
+    entries = []
+    with open(log) as f:
+        for line in f:
+            pid, _, mono, cpu = line.split()
+            entries.append((float(mono), int(pid), float(cpu)))
+    entries.sort()
+    b = rows(out)[1]
+    windows = len(b["repeat_ms_per_step"]) + len(b.get("prev_ms_per_step", [])) + 2 * b.get("transient_windows", 0)
+    switches = sum(1 for x, y in zip(entries, entries[1:]) if x[1] != y[1])
+    # Starts (warm-ups one after another), every window and the end: a few per window at most.
+    # Instances left running would interleave their 5 ms steps hundreds of times.
+    limit = 3 * (windows + 8) + 16
+    print(f"{len(entries)} steps logged, {switches} switches between instances, {windows} windows")
+    if switches > limit:
+        fail(f"steps of different instances interleave {switches} times (at most {limit} for turns)")
+    # Within one instance, CPU time advances with wall time only while it runs: a stopped one's does
+    # not, so a gap in its wall clock (another's window) holds no CPU time.
+    by_pid = {}
+    for mono, pid, cpu in entries:
+        by_pid.setdefault(pid, []).append((mono, cpu))
+    for pid, seq in by_pid.items():
+        for (m0, c0), (m1, c1) in zip(seq, seq[1:]):
+            if m1 - m0 > 0.5 and c1 - c0 > 0.1:
+                fail(f"instance {pid} ran {c1 - c0:.3f} s of CPU in a {m1 - m0:.2f} s pause")
+
+
+def wait_for_rows(out, n, proc, limit=300):
+    until = time.time() + limit
+    while time.time() < until:
+        if proc.poll() is not None:
+            fail(f"ptune ended early with {proc.returncode}")
+        try:
+            if len(rows(out)) >= n:
+                return
+        except (OSError, ValueError, KeyError):
+            pass
+        time.sleep(0.2)
+    fail(f"no {n} rows within {limit} s")
+
+
+def case_sigint(tmp):
+    out, log = os.path.join(tmp, "r.json"), os.path.join(tmp, "steps.log")
+    path = config(tmp, [{"name": "A", "set": {}}, {"name": "B", "set": {}}, {"name": "C", "set": {}}],
+                  command=[PYTHON, STEPS, "--children", "2", "--log", log], measure={"max_s": 60})
+    p = subprocess.Popen([PTUNE, "sweep", path, "--out", out], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    wait_for_rows(out, 1, p)
+    time.sleep(2)  # into the next row's windows
+    p.send_signal(signal.SIGINT)
+    try:
+        _, err = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        fail("ptune did not end within 60 s of Ctrl-C")
+    if p.returncode != 130:
+        fail(f"exit {p.returncode} after SIGINT, not 130: {err}")
+    kept = rows(out)
+    if not kept or kept[0]["status"] != "ok":
+        fail("the finished row was not kept")
+    alive = groups_alive(log_pgids(log))
+    if alive:
+        fail(f"processes of the instances still run: {alive}")
+    print(f"SIGINT: exit 130, {len(kept)} row(s) kept, {len(log_pgids(log))} instance groups all ended")
+
+
+def case_killed(tmp):
+    out, log = os.path.join(tmp, "r.json"), os.path.join(tmp, "steps.log")
+    path = config(tmp, [{"name": "A", "set": {}}, {"name": "B", "set": {}}],
+                  command=[PYTHON, STEPS, "--children", "2", "--log", log], measure={"max_s": 60})
+    p = subprocess.Popen([PTUNE, "sweep", path, "--out", out], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    wait_for_rows(out, 1, p)
+    time.sleep(1)
+    p.kill()
+    p.wait()
+    pgids = log_pgids(log)
+    until = time.time() + 15
+    while groups_alive(pgids) and time.time() < until:
+        time.sleep(0.2)
+    alive = groups_alive(pgids)
+    if alive:
+        fail(f"processes of the instances outlived ptune: {alive}")
+    print(f"SIGKILL: {len(pgids)} instance groups all ended")
+
+
+def case_faults(tmp):
+    out = os.path.join(tmp, "r.json")
+    path = config(tmp, [
+        {"name": "fails", "set": {"program.args": ["--fail-after", "6"]}},
+        {"name": "ok", "set": {"program.args": []}},
+        {"name": "too short", "set": {"program.args": ["--steps", "8"]}},
+        {"name": "silent", "set": {"program.args": ["--silent"], "program.startup_timeout_s": 2}},
+        {"name": "ok again", "set": {"program.args": [], "program.startup_timeout_s": 60}},
+    ], measure={"max_s": 8})
+    r = sweep(path, out)
+    if r.returncode != 1:
+        fail(f"exit {r.returncode}, not 1 (rows failed)")
+    got = rows(out)
+    want = [("failed", "exited with status 3 after 6 steps; its last lines: RuntimeError: boom at step 6"),
+            ("ok", ""),
+            ("failed", "ended (exit status 0) after 8 steps while the row needed at least"),
+            ("failed", "printed no line matching program.step_pattern '^step (?<step>\\d+)/' within "
+                       "program.startup_timeout_s (2 s); its last lines: working "),
+            ("ok", "")]
+    for row, (status, text) in zip(got, want):
+        if not row["status"].startswith(status) or text not in row["status"]:
+            fail(f"row '{row['name']}': {row['status']!r}, expected {status}: ...{text}...")
+        if "\n" in row["status"]:
+            fail(f"row '{row['name']}': its failure is more than one line")
+    missing = config(tmp, [{"name": "A", "set": {}}], command=["no-such-program-xyz", "train.py"])
+    r = subprocess.run([PTUNE, "sweep", missing], capture_output=True, text=True)
+    line = "program.command: 'no-such-program-xyz' is not found on PATH"
+    if r.returncode != 2 or line not in r.stderr or r.stderr.count("\n") != 1:
+        fail(f"a missing program: exit {r.returncode}, {r.stderr!r}")
+    print("faults: each row's one line, the next rows ran; a missing program: exit 2")
+
+
+def case_buffered(tmp):
+    out = os.path.join(tmp, "r.json")
+    path = config(tmp, [{"name": "buffered", "set": {}}],
+                  command=[PYTHON, STEPS, "--step-ms", "1"],
+                  program={"env": {"PYTHONUNBUFFERED": ""}},
+                  measure={"steps": 20, "warmup_steps": 0, "max_s": 20})
+    r = sweep(path, out)
+    notes = " ".join(rows(out)[0]["notes"]) + rows(out)[0]["status"]
+    if "output is buffered" not in notes:
+        fail("buffered output was not named: " + notes)
+    print("buffered output named")
+
+
+def case_example(tmp):
+    out = os.path.join(tmp, "r.json")
+    venv_bin = os.path.dirname(PYTHON)
+    env = dict(os.environ, PATH=venv_bin + ":" + os.environ.get("PATH", ""))
+    r = subprocess.run([PTUNE, "sweep", os.path.join(ROOT, "configs", "program-cpu.json"), "--rows", "0-1",
+                        "--set", "measure.max_s=40", "--set", "measure.steps=3", "--out", out],
+                       capture_output=True, text=True, cwd=ROOT, env=env, timeout=900)
+    print(r.stdout)
+    print(r.stderr, file=sys.stderr)
+    if r.returncode != 0:
+        fail(f"exit {r.returncode}")
+    got = rows(out)
+    if len(got) != 2 or any(x["status"] != "ok" for x in got):
+        fail("rows: " + json.dumps([x["status"] for x in got]))
+    if "samples/s" not in r.stdout or not all("first step line" in " ".join(x["notes"]) for x in got):
+        fail("the table or the start-up notes are missing")
+
+
+if __name__ == "__main__":
+    PTUNE, PYTHON, CASE = sys.argv[1], sys.argv[2], sys.argv[3]
+    with tempfile.TemporaryDirectory() as tmp:
+        globals()["case_" + CASE](tmp)
+    print("ok")
