@@ -9,7 +9,8 @@ window, a stopped one runs no step), sigint (Ctrl-C: exit 130, finished rows kep
 of any instance left), killed (ptune killed outright: no instance outlives it), faults (a
 failing, an early-ending and a silent program each give their one line and the next row runs;
 a missing one is a config error, exit 2), buffered (output that arrives in bursts is named),
-example (configs/program-cpu.json with small settings)."""
+example (configs/program-cpu.json with small settings). After every sweep, no process of any
+instance is left (each instance logs its process group)."""
 import json
 import os
 import signal
@@ -29,9 +30,12 @@ def fail(msg):
 
 
 def config(tmp, rows, command=None, measure=None, program=None):
+    command = list(command or [PYTHON, STEPS])
+    if STEPS in command and "--log" not in command:  # each instance's group, to check none is left
+        command += ["--log", os.path.join(tmp, "steps.log")]
     cfg = {
         "name": "program-test",
-        "program": {"command": command or [PYTHON, STEPS], "step_pattern": r"^step (?<step>\d+)/",
+        "program": {"command": command, "step_pattern": r"^step (?<step>\d+)/",
                     "startup_timeout_s": 60},
         "measure": {"warmup_steps": 3, "steps": 10, "repeats": 4, "processes": 2, "max_s": 30},
         "sweep": rows,
@@ -49,7 +53,27 @@ def sweep(path, out, *extra, timeout=600):
                        timeout=timeout)
     print(r.stdout)
     print(r.stderr, file=sys.stderr)
+    log = os.path.join(os.path.dirname(path), "steps.log")
+    if os.path.exists(log):  # no process of any program instance outlived ptune
+        pgids = log_pgids(log)
+        alive = groups_alive(pgids)
+        if alive:
+            fail(f"processes of the instances outlived ptune sweep: {alive}")
+        print(f"{len(pgids)} instance groups, none left")
     return r
+
+
+def running(text):
+    """The pids of the processes whose command line holds `text`."""
+    pids = set()
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if text.encode() in f.read():
+                    pids.add(int(pid))
+        except (OSError, ValueError):
+            pass
+    return pids
 
 
 def rows(out):
@@ -117,7 +141,7 @@ def case_paused(tmp):
     instances interleave only where one window hands over to the next: the instances' turns."""
     out, log = os.path.join(tmp, "r.json"), os.path.join(tmp, "steps.log")
     path = config(tmp, [{"name": "A", "set": {}}, {"name": "B", "set": {}}],
-                  command=[PYTHON, STEPS, "--step-ms", "5", "--log", log])
+                  command=[PYTHON, STEPS, "--step-ms", "5"])
     r = sweep(path, out)
     if r.returncode != 0:
         fail(f"exit {r.returncode}")
@@ -164,7 +188,7 @@ def wait_for_rows(out, n, proc, limit=300):
 def case_sigint(tmp):
     out, log = os.path.join(tmp, "r.json"), os.path.join(tmp, "steps.log")
     path = config(tmp, [{"name": "A", "set": {}}, {"name": "B", "set": {}}, {"name": "C", "set": {}}],
-                  command=[PYTHON, STEPS, "--children", "2", "--log", log], measure={"max_s": 60})
+                  command=[PYTHON, STEPS, "--children", "2"], measure={"max_s": 60})
     p = subprocess.Popen([PTUNE, "sweep", path, "--out", out], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
     wait_for_rows(out, 1, p)
@@ -189,7 +213,7 @@ def case_sigint(tmp):
 def case_killed(tmp):
     out, log = os.path.join(tmp, "r.json"), os.path.join(tmp, "steps.log")
     path = config(tmp, [{"name": "A", "set": {}}, {"name": "B", "set": {}}],
-                  command=[PYTHON, STEPS, "--children", "2", "--log", log], measure={"max_s": 60})
+                  command=[PYTHON, STEPS, "--children", "2"], measure={"max_s": 60})
     p = subprocess.Popen([PTUNE, "sweep", path, "--out", out], stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL)
     wait_for_rows(out, 1, p)
@@ -255,11 +279,15 @@ def case_example(tmp):
     out = os.path.join(tmp, "r.json")
     venv_bin = os.path.dirname(PYTHON)
     env = dict(os.environ, PATH=venv_bin + ":" + os.environ.get("PATH", ""))
+    before = running("scripts/examples/train.py")
     r = subprocess.run([PTUNE, "sweep", os.path.join(ROOT, "configs", "program-cpu.json"), "--rows", "0-1",
                         "--set", "measure.max_s=40", "--set", "measure.steps=3", "--out", out],
                        capture_output=True, text=True, cwd=ROOT, env=env, timeout=900)
     print(r.stdout)
     print(r.stderr, file=sys.stderr)
+    left = running("scripts/examples/train.py") - before
+    if left:
+        fail(f"processes of the example's instances outlived ptune sweep: {left}")
     if r.returncode != 0:
         fail(f"exit {r.returncode}")
     got = rows(out)

@@ -239,16 +239,6 @@ void check_before_engine(CommandLine& cl) {
                       " runs ptune's own pipelines (model, data, loader, optim)");
 }
 
-std::string shell_quote(const std::string& s) {
-  if (!s.empty() &&
-      s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-+=.,/:@%") ==
-          std::string::npos)
-    return s;
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
 report::TerminalStyle style_of(int fd) {
   return report::terminal_style(::isatty(fd) == 1, std::getenv("TERM"), std::getenv("NO_COLOR"));
 }

@@ -155,9 +155,6 @@ void check_output(bool given, const std::string& path, const std::string& flag,
 /// UsageError unless `f` is one of `allowed`, with a suggestion.
 void check_format(const std::string& f, const std::vector<std::string>& allowed);
 
-/// `s` as one shell word: as it is when it holds only safe characters, else in single quotes.
-std::string shell_quote(const std::string& s);
-
 /// The terminal style of a file descriptor, from TERM and NO_COLOR.
 report::TerminalStyle style_of(int fd);
 

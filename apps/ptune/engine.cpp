@@ -29,6 +29,7 @@
 #include "measure/child_side.hpp"
 #include "measure/peak.hpp"
 #include "measure/stats.hpp"
+#include "proc/proc_stat.hpp"
 #include "files.hpp"
 #include "report/results.hpp"
 #include "report/terminal.hpp"
@@ -301,16 +302,16 @@ DataError checkpoint_given(const CommandLine& cl, const DataError& e, int64_t st
   if (out.size() > 3 && out.compare(out.size() - 3, 3, ".pt") == 0) out.resize(out.size() - 3);
   out += "-weights.pt";
   std::string sets;
-  for (const auto& s : cl.eval.common.sets) sets += " --set " + cli::shell_quote(s);
+  for (const auto& s : cl.eval.common.sets) sets += " --set " + proc::shell_quote(s);
   // Its last checkpoint goes beside the given one (the same file when that is the run's).
   std::string folder = std::filesystem::path(cl.eval.weights).parent_path().string();
   if (folder.empty()) folder = ".";
-  const std::string config = cli::shell_quote(cl.eval.common.config_path);
+  const std::string config = proc::shell_quote(cl.eval.common.config_path);
   return DataError(std::string(e.what()) + ", exactly: ptune train " + config + sets + " --resume " +
-                   cli::shell_quote(cl.eval.weights) + " --set train.max_steps=" + std::to_string(step) +
-                   " --set " + cli::shell_quote("train.checkpoint_dir=" + folder) + " --save-weights " +
-                   cli::shell_quote(out) + " (no further step is trained), then: ptune eval " + config +
-                   sets + " --weights " + cli::shell_quote(out));
+                   proc::shell_quote(cl.eval.weights) + " --set train.max_steps=" + std::to_string(step) +
+                   " --set " + proc::shell_quote("train.checkpoint_dir=" + folder) + " --save-weights " +
+                   proc::shell_quote(out) + " (no further step is trained), then: ptune eval " + config +
+                   sets + " --weights " + proc::shell_quote(out));
 }
 
 /// `ptune eval`: mean loss and top-1 accuracy of weights.

@@ -5,7 +5,6 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -32,6 +31,7 @@
 #include "engine/process.hpp"
 #include "errors.hpp"
 #include "models/flops.hpp"
+#include "proc/proc_stat.hpp"
 #include "proc/program.hpp"
 
 namespace ptune::measure {
@@ -100,19 +100,8 @@ std::string last_line(int fd) {
 
 /// utime + stime of process `pid` (all its threads), in clock ticks; -1 when gone.
 long cpu_ticks(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text;
-  std::getline(in, text);
-  const size_t paren = text.rfind(')');
-  if (paren == std::string::npos) return -1;
-  std::istringstream rest(text.substr(paren + 2));
-  std::string field;
-  long utime = 0, stime = 0;
-  for (int i = 3; i <= 15 && rest >> field; ++i) {
-    if (i == 14) utime = std::atol(field.c_str());
-    if (i == 15) stime = std::atol(field.c_str());
-  }
-  return utime + stime;
+  proc::ProcStat st;
+  return proc::read_proc_stat(std::to_string(pid), &st) ? st.ticks() : -1;
 }
 
 /// The exception a child's {"error", "kind"} reply stands for.
@@ -238,13 +227,7 @@ ChildSide::ChildSide(const config::ExperimentConfig& cfg, const Progress& progre
   if (pid_ < 0)
     throw std::runtime_error("cannot start the row's child process: " + std::string(std::strerror(errno)));
   if (pid_ == 0) {
-    // Its own process group: a Ctrl-C at the terminal reaches the parent, which stops it.
-    ::setpgid(0, 0);
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(127);
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    if (proc::enter_own_group(parent) != 0) ::_exit(127);
     const int in = ::fcntl(cmd[0], F_DUPFD, 10), out = ::fcntl(rep[1], F_DUPFD, 10);
     const int null = ::open("/dev/null", O_RDWR);
     if (in < 0 || out < 0 || null < 0 || ::dup2(null, 0) < 0 || ::dup2(null, 1) < 0 ||

@@ -1,5 +1,6 @@
 #include "measure/load.hpp"
 #include "measure/job_groups.hpp"
+#include "proc/proc_stat.hpp"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -35,8 +36,8 @@ std::string read_file(const std::string& path) {
   return os.str();
 }
 
-/// One process's /proc/<pid>/stat: its command name, state, parent, and utime + stime (clock ticks; with
-/// `reaped`, also cutime + cstime: its children's that it has waited for).
+/// One process's /proc/<pid>/stat: its command name, state, parent, group, and utime + stime
+/// (clock ticks; with `reaped`, also cutime + cstime: its children's that it has waited for).
 struct ProcessStat {
   std::string comm;  // the executable's name, at most 15 characters; kept by an ended process
   char state = '?';
@@ -50,23 +51,13 @@ std::set<int64_t> g_groups;  // own_process_group()'s
 
 /// False when unreadable.
 bool process_stat(const std::string& pid, ProcessStat* out, bool reaped = false) {
-  const std::string stat = read_file("/proc/" + pid + "/stat");
-  // The command name is in parentheses and may hold spaces: fields start after the last ')'.
-  const size_t close = stat.rfind(')');
-  const size_t open = stat.find('(');
-  if (close == std::string::npos || open == std::string::npos || open > close) return false;
-  out->comm = stat.substr(open + 1, close - open - 1);
-  std::istringstream in(stat.substr(close + 2));
-  std::string field;
-  std::vector<std::string> f;
-  while (in >> field && f.size() < 15) f.push_back(field);
-  if (f.size() < 15)  // state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime
-    return false;     // stime cutime cstime
-  out->state = f[0].empty() ? '?' : f[0][0];
-  out->ppid = std::atol(f[1].c_str());
-  out->pgrp = std::atol(f[2].c_str());
-  out->ticks = std::atof(f[11].c_str()) + std::atof(f[12].c_str());
-  if (reaped) out->ticks += std::atof(f[13].c_str()) + std::atof(f[14].c_str());
+  proc::ProcStat st;
+  if (!proc::read_proc_stat(pid, &st)) return false;
+  out->comm = st.comm;
+  out->state = st.state;
+  out->ppid = st.ppid;
+  out->pgrp = st.pgrp;
+  out->ticks = static_cast<double>(st.ticks() + (reaped ? st.cutime + st.cstime : 0));
   return true;
 }
 

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,7 +15,6 @@
 #include <dirent.h>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "engine/process.hpp"
@@ -36,34 +34,12 @@ double tick_ms() {
   return ms;
 }
 
-/// The fields of /proc/PID/stat after the command's ")" (field 3, the state, first).
-std::vector<std::string> stat_fields(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text;
-  std::getline(in, text);
-  const size_t paren = text.rfind(')');
-  std::vector<std::string> out;
-  if (paren == std::string::npos || paren + 2 > text.size()) return out;
-  std::istringstream rest(text.substr(paren + 2));
-  for (std::string f; rest >> f;) out.push_back(f);
-  return out;
-}
-
 /// VmHWM of a process, bytes; 0 when gone.
 int64_t peak_rss(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
   for (std::string line; std::getline(in, line);)
     if (line.rfind("VmHWM:", 0) == 0) return std::atoll(line.c_str() + 6) * 1024;
   return 0;
-}
-
-std::string quote(const std::string& word) {
-  if (!word.empty() && word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-                                              "-_./=:,+@%") == std::string::npos)
-    return word;
-  std::string q = "'";
-  for (char c : word) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
 }
 
 void set_nonblocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
@@ -90,29 +66,16 @@ std::vector<std::string> program_environment(const config::ExperimentConfig& cfg
 
 }  // namespace
 
-std::string shell_text(const std::vector<std::string>& argv) {
-  std::string s;
-  for (const auto& a : argv) s += (s.empty() ? "" : " ") + quote(a);
-  return s;
-}
-
 GroupUsage GroupUsage::of(pid_t pgid) {
   GroupUsage u;
   DIR* dir = ::opendir("/proc");
   if (!dir) return u;
-  const std::string group = std::to_string(pgid);
   while (const dirent* e = ::readdir(dir)) {
     if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
     const auto pid = static_cast<pid_t>(std::atol(e->d_name));
-    const auto f = stat_fields(pid);
-    // After ")": state (3), ppid (4), pgrp (5), ..., minflt (10), ..., utime (14), stime (15).
-    if (f.size() < 13 || f[2] != group) continue;
-    Proc p;
-    p.state = f[0].empty() ? '?' : f[0][0];
-    p.minflt = std::atol(f[7].c_str());
-    p.utime = std::atol(f[11].c_str());
-    p.stime = std::atol(f[12].c_str());
-    u.procs[pid] = p;
+    ProcStat st;
+    if (!read_proc_stat(e->d_name, &st) || st.pgrp != pgid) continue;
+    u.procs[pid] = st;
     u.peak_rss_bytes += peak_rss(pid);
   }
   ::closedir(dir);
@@ -128,7 +91,7 @@ bool GroupUsage::all_stopped() const {
 
 long GroupUsage::ticks() const {
   long t = 0;
-  for (const auto& [pid, p] : procs) t += p.utime + p.stime;
+  for (const auto& [pid, p] : procs) t += p.ticks();
   return t;
 }
 
@@ -140,8 +103,8 @@ void usage_between(const GroupUsage& a, const GroupUsage& b, ProgramWindow& w) {
   long user = 0, sys = 0, faults = 0;
   for (const auto& [pid, p] : b.procs) {
     const auto before = a.procs.find(pid);
-    const GroupUsage::Proc zero;
-    const GroupUsage::Proc& q = before == a.procs.end() ? zero : before->second;
+    const ProcStat zero;
+    const ProcStat& q = before == a.procs.end() ? zero : before->second;
     user += std::max(0L, p.utime - q.utime);
     sys += std::max(0L, p.stime - q.stime);
     faults += std::max(0L, p.minflt - q.minflt);
@@ -165,8 +128,8 @@ ProgramInstance::ProgramInstance(const config::ExperimentConfig& cfg, const meas
   // What a row needs of a process at the least: its warm-up, and two windows of measure.steps
   // steps each (measure::in_processes), each opened by a step line of its own.
   min_steps_ = warmup_steps_ + 1 + 2 * (steps_per_window_ + 1) * program_.steps_per_match;
-  start(cfg);
-  try {
+  try {  // the destructor does not run when the constructor throws: end what was started
+    start(cfg);
     warm_up(warmup_steps_, deadline);
   } catch (...) {
     end();
@@ -204,14 +167,8 @@ void ProgramInstance::start(const config::ExperimentConfig& cfg) {
   pid_ = ::fork();
   if (pid_ < 0) throw std::runtime_error("cannot start the program: " + std::string(std::strerror(errno)));
   if (pid_ == 0) {
-    // A process group of its own: SIGSTOP and SIGCONT reach every process it starts, and a
-    // Ctrl-C at the terminal reaches ptune, which ends it.
-    ::setpgid(0, 0);
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(127);
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    if (enter_own_group(parent) != 0) ::_exit(127);
+    // As a shell starts it: no signal ptune ignores (SIGPIPE) stays ignored in the program.
     for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGQUIT}) ::signal(sig, SIG_DFL);
     const int null = ::open("/dev/null", O_RDONLY);
     const int report = ::fcntl(exec_err[1], F_DUPFD_CLOEXEC, 10);
@@ -343,7 +300,7 @@ void ProgramInstance::ended() {
                            "longer (more steps or epochs)");
 }
 
-ProgramInstance::StepEvent ProgramInstance::next_step(bool first) {
+ProgramInstance::StepEvent ProgramInstance::next_step() {
   const double limit_ms = program_.startup_timeout_s * 1000.0;
   const double since = now_ms();
   while (events_.empty()) {
@@ -369,11 +326,11 @@ ProgramInstance::StepEvent ProgramInstance::next_step(bool first) {
 
 void ProgramInstance::warm_up(int64_t warmup_steps, const measure::Deadline& deadline) {
   report("warmup", 0, warmup_steps);
-  const StepEvent first = next_step(true);
+  const StepEvent first = next_step();
   counter_.add(first.t_ms, first.step);
   const int64_t start = counter_.steps();
   while (counter_.steps() - start < warmup_steps && deadline.fits(0)) {
-    const StepEvent e = next_step(true);
+    const StepEvent e = next_step();
     counter_.add(e.t_ms, e.step);
     report("warmup", std::min(counter_.steps() - start, warmup_steps), warmup_steps);
   }
@@ -396,13 +353,13 @@ void ProgramInstance::set_progress(const measure::Progress& progress, int64_t pl
 double ProgramInstance::window(const measure::Deadline& deadline) {
   if (!running_) resume();
   counter_.forget();  // the step a pause cut is not counted
-  const StepEvent anchor = next_step(false);
+  const StepEvent anchor = next_step();
   counter_.add(anchor.t_ms, anchor.step);
   const GroupUsage before = GroupUsage::of(pid_);
   double ms = 0, last_t = anchor.t_ms;
   int64_t steps = 0;
   while (steps < steps_per_window_) {
-    const StepEvent e = next_step(false);
+    const StepEvent e = next_step();
     const auto closed = counter_.add(e.t_ms, e.step);
     if (!closed) continue;  // a number that did not grow (a new epoch): counted afresh
     ms += closed->ms;
@@ -437,10 +394,7 @@ void ProgramInstance::pause() {
     if (quiet < 2) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   if (has_nvidia_gpu()) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(kGpuSettleMs));
-  while (pump(0) && (out_open_ || err_open_)) {
-    pollfd p[2] = {{out_open_ ? out_fd_ : -1, POLLIN, 0}, {err_open_ ? err_fd_ : -1, POLLIN, 0}};
-    if (::poll(p, 2, 0) <= 0) break;
-  }
+  pump(0);  // what it wrote before it stopped, all in the pipes now
   // Its lines so far count as steps run, but none opens the next window.
   for (const StepEvent& e : events_) counter_.add(e.t_ms, e.step);
   events_.clear();
@@ -456,7 +410,7 @@ measure::Measurement ProgramInstance::result(size_t first, size_t count) {
   const size_t end = count == SIZE_MAX ? windows_.size() : std::min(windows_.size(), first + count);
   if (first >= end) throw std::runtime_error("no timed window to report");
   measure::Measurement m;
-  m.batch_size = program_.samples_per_step > 0 ? program_.samples_per_step : 1;
+  m.batch_size = static_cast<int64_t>(samples_per_step());
   m.steps = steps_per_window_;
   std::vector<double> ms;
   double wall = 0, cpu = 0, sys = 0, faults = 0;
@@ -497,7 +451,7 @@ measure::Measurement ProgramInstance::result(size_t first, size_t count) {
 
 std::string ProgramInstance::process_description() const {
   std::string env;
-  for (const auto& [k, v] : program_.env) env += (env.empty() ? "" : " ") + k + "=" + quote(v);
+  for (const auto& [k, v] : program_.env) env += (env.empty() ? "" : " ") + k + "=" + shell_quote(v);
   char startup[64] = "";
   if (first_line_ms_ >= 0)
     std::snprintf(startup, sizeof startup, "; its first step line %.1f s after it started",

@@ -17,6 +17,7 @@
 
 #include "config/config.hpp"
 #include "measure/probe.hpp"
+#include "proc/proc_stat.hpp"
 #include "proc/step_lines.hpp"
 
 namespace ptune::proc {
@@ -25,11 +26,7 @@ namespace ptune::proc {
 /// (/proc), with each process's own counts kept so that one that exits between two looks does
 /// not make the sums go back.
 struct GroupUsage {
-  struct Proc {
-    long utime = 0, stime = 0, minflt = 0;  // clock ticks; faults
-    char state = '?';
-  };
-  std::map<pid_t, Proc> procs;
+  std::map<pid_t, ProcStat> procs;
   int64_t peak_rss_bytes = 0;  // the sum of the processes' own peaks (VmHWM)
   /// Every process of group `pgid` now. Throws nothing.
   static GroupUsage of(pid_t pgid);
@@ -96,7 +93,7 @@ class ProgramInstance : public measure::RowSide {
   bool pump(double timeout_ms);
   void take(const std::vector<Line>& lines);
   /// The next step line; throws when the program ends or prints none within the timeout.
-  StepEvent next_step(bool first);
+  StepEvent next_step();
   [[noreturn]] void ended();
   /// Progress (it may throw to stop); kept, and told again while waiting for a line.
   void report(const std::string& phase, int64_t done, int64_t total);
@@ -121,8 +118,5 @@ class ProgramInstance : public measure::RowSide {
   std::vector<ProgramWindow> windows_;
   std::string command_text_;
 };
-
-/// The command line `argv` as a shell would take it back (words quoted where needed).
-std::string shell_text(const std::vector<std::string>& argv);
 
 }  // namespace ptune::proc

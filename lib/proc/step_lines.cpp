@@ -4,13 +4,18 @@
 #include <pcre2.h>
 
 #include <algorithm>
+#include <new>
 #include <stdexcept>
 
 namespace ptune::proc {
 
 struct StepPattern::Code {
   pcre2_code* re = nullptr;
-  ~Code() { pcre2_code_free(re); }
+  pcre2_match_data* md = nullptr;  // made once: match() runs for every line the program prints
+  ~Code() {
+    pcre2_match_data_free(md);
+    pcre2_code_free(re);
+  }
 };
 
 StepPattern::StepPattern(const std::string& pattern) : code_(std::make_unique<Code>()), text_(pattern) {
@@ -31,6 +36,8 @@ StepPattern::StepPattern(const std::string& pattern) : code_(std::make_unique<Co
     throw std::invalid_argument(std::string(reinterpret_cast<const char*>(message)) + " at offset " +
                                 std::to_string(offset));
   }
+  code_->md = pcre2_match_data_create_from_pattern(code_->re, nullptr);
+  if (!code_->md) throw std::bad_alloc();
   const int n = pcre2_substring_number_from_name(code_->re, reinterpret_cast<PCRE2_SPTR>("step"));
   step_group_ = n > 0 ? n : 0;
 }
@@ -41,8 +48,7 @@ StepPattern& StepPattern::operator=(StepPattern&&) noexcept = default;
 
 bool StepPattern::match(const std::string& line, std::optional<int64_t>* step) const {
   if (step) step->reset();
-  pcre2_match_data* md = pcre2_match_data_create_from_pattern(code_->re, nullptr);
-  if (!md) return false;
+  pcre2_match_data* md = code_->md;
   const int rc =
       pcre2_match(code_->re, reinterpret_cast<PCRE2_SPTR>(line.data()), line.size(), 0, 0, md, nullptr);
   bool matched = rc > 0;
@@ -63,7 +69,6 @@ bool StepPattern::match(const std::string& line, std::optional<int64_t>* step) c
       if (digits) *step = v;
     }
   }
-  pcre2_match_data_free(md);
   return matched;
 }
 

@@ -24,7 +24,7 @@ class StepPattern {
   StepPattern(StepPattern&&) noexcept;
   StepPattern& operator=(StepPattern&&) noexcept;
   /// Whether `line` matches; `step` (when the pattern has a `step` group that matched digits) is
-  /// the number it captured. Throws nothing.
+  /// the number it captured. Not for two threads at once (one match buffer). Throws nothing.
   bool match(const std::string& line, std::optional<int64_t>* step = nullptr) const;
   /// Whether the pattern has a named group `step`.
   bool counts_steps() const { return step_group_ > 0; }
