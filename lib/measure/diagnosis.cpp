@@ -125,8 +125,8 @@ std::string program_verdict(const Measurement& m, const config::ExperimentConfig
   if (cores > 0 && *m.cpu_cores_busy < 0.5 * static_cast<double>(cores))
     return "the CPU mostly idle (" + std::string(seen) + extra +
            "): the step waits on something other than the CPU (a GPU, I/O, a lock) or runs on fewer threads "
-           "than cores: more DataLoader workers, torch.set_num_threads, or a profile of the program "
-           "(measure.profile) shows which";
+           "than cores: more DataLoader workers, torch.set_num_threads; a torch.profiler trace of the "
+           "program, read with ptune analyze, shows which";
   return "CPU-bound (" + std::string(seen) + extra +
          "): the next gains come from less work a step (channels_last, bf16 autocast on a CPU with native "
          "bf16, torch.compile) or from the threads' placement (process.bind_threads, process.allocator)";

@@ -42,6 +42,9 @@ int64_t peak_rss(pid_t pid) {
   return 0;
 }
 
+// What the child failed at before the program ran (start()).
+constexpr int kChdir = 1, kBind = 2, kExec = 3;
+
 void set_nonblocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
 
 /// Whether this machine has an NVIDIA GPU (its device files).
@@ -165,7 +168,11 @@ void ProgramInstance::start(const config::ExperimentConfig& cfg) {
   const pid_t parent = ::getpid();
   started_ms_ = now_ms();
   pid_ = ::fork();
-  if (pid_ < 0) throw std::runtime_error("cannot start the program: " + std::string(std::strerror(errno)));
+  if (pid_ < 0) {
+    const int e = errno;
+    for (int fd : {out[0], out[1], err[0], err[1], exec_err[0], exec_err[1], guard[0], guard[1]}) ::close(fd);
+    throw std::runtime_error("cannot start the program: " + std::string(std::strerror(e)));
+  }
   if (pid_ == 0) {
     if (enter_own_group(parent) != 0) ::_exit(127);
     // As a shell starts it: no signal ptune ignores (SIGPIPE) stays ignored in the program.
@@ -176,14 +183,17 @@ void ProgramInstance::start(const config::ExperimentConfig& cfg) {
       ::_exit(127);
     for (int fd = 3; fd < 4096; ++fd)
       if (fd != report) ::close(fd);
-    int code = 0;
-    if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) code = errno;
-    if (code == 0 && engine::bind_process(plan) != 0) code = -1;
-    if (code == 0) {
-      ::execve(file.c_str(), argv.data(), envp.data());
-      code = errno;
+    // What failed, and its errno, for the parent's message: {kChdir, kBind or kExec, errno}.
+    int failed[2] = {kChdir, 0};
+    if (cwd.empty() || ::chdir(cwd.c_str()) == 0) {
+      failed[0] = kBind;
+      if ((failed[1] = engine::bind_process(plan)) == 0) {
+        ::execve(file.c_str(), argv.data(), envp.data());
+        failed[0] = kExec;
+      }
     }
-    (void)!::write(report, &code, sizeof code);
+    if (failed[1] == 0) failed[1] = errno;
+    (void)!::write(report, failed, sizeof failed);
     ::_exit(127);
   }
   ::setpgid(pid_, pid_);  // also here: signals sent right after fork must reach the group
@@ -196,16 +206,46 @@ void ProgramInstance::start(const config::ExperimentConfig& cfg) {
   out_open_ = err_open_ = running_ = true;
   set_nonblocking(out_fd_);
   set_nonblocking(err_fd_);
+  start_guard(guard[0], exec_err[0]);
+  ::close(guard[0]);
+  int failed[2] = {0, 0};
+  ssize_t n;
+  while ((n = ::read(exec_err[0], failed, sizeof failed)) < 0 && errno == EINTR) {
+  }
+  ::close(exec_err[0]);
+  if (n > 0) {  // nothing to read: exec succeeded (the pipe closed on exec)
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    end();
+    const std::string why = std::strerror(failed[1]);
+    throw std::runtime_error(
+        failed[0] == kChdir ? "program.cwd: cannot enter '" + cwd + "': " + why
+        : failed[0] == kBind
+            ? "program.command: its CPUs or memory could not be bound (process.cpus, process.numa_node): " +
+                  why
+            : "program.command: cannot run '" + file + "': " + why);
+  }
+}
+
+void ProgramInstance::start_guard(int read_end, int exec_err) {
   // The guard: should ptune die without ending the program (SIGKILL), its end of the pipe closes
   // and the guard ends the program's whole group. It is not in that group (a pause would stop it).
   const pid_t group = pid_;
   guard_pid_ = ::fork();
+  if (guard_pid_ < 0) {
+    const int e = errno;
+    ::close(read_end);
+    ::close(exec_err);
+    end();
+    throw std::runtime_error("cannot start the program's guard process: " + std::string(std::strerror(e)));
+  }
   if (guard_pid_ == 0) {
     for (int fd = 0; fd < 4096; ++fd)
-      if (fd != guard[0]) ::close(fd);
+      if (fd != read_end) ::close(fd);
     for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE}) ::signal(sig, SIG_IGN);
     char c;
-    while (::read(guard[0], &c, 1) < 0 && errno == EINTR) {
+    while (::read(read_end, &c, 1) < 0 && errno == EINTR) {
     }
     // ptune has ended (its end of the pipe closed) without ending the program first.
     ::kill(-group, SIGTERM);
@@ -214,24 +254,6 @@ void ProgramInstance::start(const config::ExperimentConfig& cfg) {
     ::nanosleep(&grace, nullptr);
     ::kill(-group, SIGKILL);
     ::_exit(0);
-  }
-  ::close(guard[0]);
-  int code = 0;
-  ssize_t n;
-  while ((n = ::read(exec_err[0], &code, sizeof code)) < 0 && errno == EINTR) {
-  }
-  ::close(exec_err[0]);
-  if (n > 0) {
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
-    end();
-    throw std::runtime_error(
-        code == -1
-            ? "program.command: its CPUs or memory could not be bound (process.cpus, process.numa_node)"
-        : !cwd.empty() && code == ENOENT && ::access(cwd.c_str(), F_OK) != 0
-            ? "program.cwd: '" + cwd + "': " + std::strerror(code)
-            : "program.command: cannot run '" + file + "': " + std::strerror(code));
   }
 }
 

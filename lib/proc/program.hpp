@@ -88,6 +88,10 @@ class ProgramInstance : public measure::RowSide {
     std::optional<int64_t> step;
   };
   void start(const config::ExperimentConfig& cfg);
+  /// Forks the guard that ends the program's group should ptune die: it waits on `read_end` (a
+  /// pipe whose other end only ptune holds). On failure ends the program and throws, closing
+  /// `read_end` and `exec_err` (start()'s).
+  void start_guard(int read_end, int exec_err);
   void warm_up(int64_t warmup_steps, const measure::Deadline& deadline);
   /// Reads what the program wrote within `timeout_ms`; false once both streams have ended.
   bool pump(double timeout_ms);
