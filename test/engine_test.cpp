@@ -15,6 +15,7 @@
 #include "config/config.hpp"
 #include "data/loader.hpp"
 #include "engine/device.hpp"
+#include "engine/process.hpp"
 #include "engine/feeder.hpp"
 #include "engine/run.hpp"
 #include "engine/sgd.hpp"
@@ -522,6 +523,33 @@ TEST_CASE("zero_grad: zeros in place or drops, as torch.optim's foreach path", "
   CHECK(torch::equal(p.grad(), torch::zeros({3})));
   ptune::engine::zero_grad(opt, /*set_to_none=*/true);
   CHECK_FALSE(p.grad().defined());
+}
+
+TEST_CASE("a program row's diagnosis is its trace's verdict where it has one", "[measure]") {
+  ptune::config::ExperimentConfig cfg;
+  cfg.program.command = {"python3", "train.py"};
+  ptune::measure::Measurement m;
+  m.cpu_cores_busy = 0.5;
+  m.system_time_pct = 3;
+  const size_t cores = ptune::engine::allowed_cpus().size();
+  const std::string outside = ptune::measure::diagnose(m, cfg, {}, {}, false);
+  const std::string seen = "(0.5 of " + std::to_string(cores) + " cores busy, system time 3% of the step)";
+  CHECK(outside.rfind((cores >= 2 ? "the CPU mostly idle " : "CPU-bound ") + seen, 0) == 0);
+  m.trace_verdict =
+      "input-bound (46% of the step in `enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__`): "
+      "DataLoader(num_workers=4)";
+  CHECK(ptune::measure::diagnose(m, cfg, {}, {}, false) == m.trace_verdict + " (ptune analyze on its trace)");
+  // What a trace cannot show (time in the kernel, page faults) is added from outside.
+  m.system_time_pct = 27;
+  m.page_faults_per_step = 13728;
+  const std::string alloc =
+      "allocator-bound (27% of the step in the kernel, 13728 page faults a step: glibc's malloc gives large "
+      "blocks "
+      "back and the next step faults them in again): process.allocator jemalloc, tcmalloc or glibc_tuned";
+  CHECK(ptune::measure::diagnose(m, cfg, {}, {}, false) ==
+        m.trace_verdict + " (ptune analyze on its trace); from outside, " + alloc);
+  m.trace_verdict.clear();
+  CHECK(ptune::measure::diagnose(m, cfg, {}, {}, false) == alloc);
 }
 
 TEST_CASE("diagnosis verdicts follow the documented thresholds", "[measure]") {

@@ -5,11 +5,13 @@ known length of busy work), or the example training script for the `example` cas
 
 Cases: aa (the same command twice is never faster or slower), slower (a known extra time a step
 is called slower, the known ratio inside its interval), paused (while one instance times a
-window, a stopped one runs no step), sigint (Ctrl-C: exit 130, finished rows kept, no process
-of any instance left), killed (ptune killed outright: no instance outlives it), faults (a
+window, a stopped one runs no step), sigint and sigterm (Ctrl-C: exit 130, SIGTERM: 143; finished
+rows kept, no process of any instance left), killed (ptune killed outright: no instance outlives it), faults (a
 failing, an early-ending and a silent program each give their one line and the next row runs;
 a missing one is a config error, exit 2), buffered (output that arrives in bursts is named),
-example (configs/program-cpu.json with small settings). After every sweep, no process of any
+profile (measure.profile: the program gets PTUNE_PROFILE_DIR, the trace it writes there is analyzed
+and the row's diagnosis is ptune analyze's verdict on it; a program that writes none gets a note,
+its row kept), example (configs/program-cpu.json with small settings). After every sweep, no process of any
 instance is left (each instance logs its process group)."""
 import json
 import os
@@ -185,7 +187,7 @@ def wait_for_rows(out, n, proc, limit=300):
     fail(f"no {n} rows within {limit} s")
 
 
-def case_sigint(tmp):
+def stopped_by(tmp, sig, code):
     out, log = os.path.join(tmp, "r.json"), os.path.join(tmp, "steps.log")
     path = config(tmp, [{"name": "A", "set": {}}, {"name": "B", "set": {}}, {"name": "C", "set": {}}],
                   command=[PYTHON, STEPS, "--children", "2"], measure={"max_s": 60})
@@ -193,21 +195,29 @@ def case_sigint(tmp):
                          text=True)
     wait_for_rows(out, 1, p)
     time.sleep(2)  # into the next row's windows
-    p.send_signal(signal.SIGINT)
+    p.send_signal(sig)
     try:
         _, err = p.communicate(timeout=60)
     except subprocess.TimeoutExpired:
         p.kill()
-        fail("ptune did not end within 60 s of Ctrl-C")
-    if p.returncode != 130:
-        fail(f"exit {p.returncode} after SIGINT, not 130: {err}")
+        fail(f"ptune did not end within 60 s of {sig.name}")
+    if p.returncode != code:
+        fail(f"exit {p.returncode} after {sig.name}, not {code}: {err}")
     kept = rows(out)
     if not kept or kept[0]["status"] != "ok":
         fail("the finished row was not kept")
     alive = groups_alive(log_pgids(log))
     if alive:
         fail(f"processes of the instances still run: {alive}")
-    print(f"SIGINT: exit 130, {len(kept)} row(s) kept, {len(log_pgids(log))} instance groups all ended")
+    print(f"{sig.name}: exit {code}, {len(kept)} row(s) kept, {len(log_pgids(log))} instance groups all ended")
+
+
+def case_sigint(tmp):
+    stopped_by(tmp, signal.SIGINT, 130)
+
+
+def case_sigterm(tmp):
+    stopped_by(tmp, signal.SIGTERM, 143)
 
 
 def case_killed(tmp):
@@ -273,6 +283,38 @@ def case_buffered(tmp):
     if "output is buffered" not in notes:
         fail("buffered output was not named: " + notes)
     print("buffered output named")
+
+
+def case_profile(tmp):
+    out = os.path.join(tmp, "r.json")
+    fixture = os.path.join(HERE, "data", "traces", "gpu_busy_sync.json.gz")
+    path = config(tmp, [{"name": "traced", "set": {"program.args": ["--trace", fixture]}},
+                        {"name": "no trace", "set": {"program.args": []}}],
+                  measure={"profile": True, "out_dir": os.path.join(tmp, "runs"), "max_s": 10})
+    r = sweep(path, out)
+    if r.returncode != 0:
+        fail(f"exit {r.returncode}")
+    traced, untraced = rows(out)
+    want = subprocess.run([PTUNE, "analyze", fixture, "--format", "json"], capture_output=True, text=True)
+    v = json.loads(want.stdout)["verdict"]
+    text = v["text"] + " (ptune analyze on its trace)"
+    got = traced.get("diagnosis", "")
+    rest = got[len(text):] if got.startswith(text) else None  # then the allocator rule's, if it fired
+    if traced["status"] != "ok" or rest is None or (rest and not rest.startswith("; from outside, allocator-bound")):
+        fail(f"the traced row's diagnosis {traced.get('diagnosis')!r}, not analyze's verdict {text!r}")
+    trace = traced.get("trace", "")
+    if os.path.basename(trace) != "gpu_busy_sync.json.gz" or not os.path.isabs(trace):
+        fail(f"the row's trace: {trace!r}")
+    with open(trace, "rb") as f, open(fixture, "rb") as g:
+        if f.read() != g.read():
+            fail("the trace analyzed is not the whole file the program wrote")
+    if traced.get("gpu_busy_pct") is None:
+        fail("a GPU trace's row has no gpu_busy_pct")
+    note = "profiling failed: the program (pid "
+    why = "steps with PTUNE_PROFILE_DIR="
+    if untraced["status"] != "ok" or not any(n.startswith(note) and why in n for n in untraced["notes"]):
+        fail(f"the row without a trace: {untraced['status']!r} {untraced['notes']!r}")
+    print("profile: the trace analyzed, the verdict the row's diagnosis; no trace: a note, the row kept")
 
 
 def case_example(tmp):

@@ -101,9 +101,34 @@ std::string compute_bound(const Measurement& m, const config::ExperimentConfig& 
 
 namespace {
 
-/// A program row's verdict, from outside its processes: how many of the cores it may use its
+/// The allocator rule (CPU rows under glibc's malloc): "allocator-bound (...): <move>", or "" when
+/// it does not fire.
+std::string allocator_verdict(const Measurement& m, const config::ExperimentConfig& cfg,
+                              const std::vector<Tried>& tried, bool cuda) {
+  if (cuda || cfg.process.allocator != config::Allocator::kGlibc || !m.system_time_pct ||
+      !fires(RuleId::kAllocator, *m.system_time_pct))
+    return "";
+  char faults[64] = "";
+  if (m.page_faults_per_step)
+    std::snprintf(faults, sizeof faults, ", %.0f page faults a step", *m.page_faults_per_step);
+  std::string s = "allocator-bound (" + pct(*m.system_time_pct) + " of the step in the kernel" + faults +
+                  ": glibc's malloc gives large blocks back and the next step faults them in again): ";
+  const std::vector<Move> moves = {
+      {"process.allocator", "process.allocator jemalloc, tcmalloc or glibc_tuned"}};
+  return s + first_untried(moves, tried, "keep freed memory for reuse");
+}
+
+/// A program row's verdict: `ptune analyze`'s on the trace it wrote (measure.profile), with the
+/// allocator rule's finding from outside where it fires (a trace does not show page faults); or
+/// else from outside its processes: the allocator rule, or how many of the cores it may use its
 /// process tree kept busy, its system time and its memory.
-std::string program_verdict(const Measurement& m, const config::ExperimentConfig& cfg) {
+std::string program_verdict(const Measurement& m, const config::ExperimentConfig& cfg,
+                            const std::vector<Tried>& tried) {
+  const std::string alloc = allocator_verdict(m, cfg, tried, false);
+  if (!m.trace_verdict.empty())
+    return m.trace_verdict + " (ptune analyze on its trace)" +
+           (alloc.empty() ? "" : "; from outside, " + alloc);
+  if (!alloc.empty()) return alloc;
   if (!m.cpu_cores_busy) return "";
   size_t cores = engine::allowed_cpus().size();
   if (cfg.process.cpus) {
@@ -154,6 +179,7 @@ std::string diagnose(const Measurement& m, const config::ExperimentConfig& cfg,
   if (mode == config::Mode::kData) return "input pipeline alone: the ceiling the loader sets on training";
   if (mode == config::Mode::kSynthetic)
     return "model alone (one batch on the device): the ceiling compute sets";
+  if (cfg.program.enabled()) return program_verdict(m, cfg, tried);
   const bool cuda = m.device_mem_bytes.has_value();
   if (m.data_wait_pct >= t.input_bound_pct) {
     std::string s = "input-bound (" + pct(m.data_wait_pct) + " waiting for data): ";
@@ -170,18 +196,7 @@ std::string diagnose(const Measurement& m, const config::ExperimentConfig& cfg,
     if (!cfg.loader.uint8_transfer) moves.push_back({"loader.uint8_transfer", "loader.uint8_transfer"});
     return s + first_untried(moves, tried, "overlap copies with compute");
   }
-  if (!cuda && cfg.process.allocator == config::Allocator::kGlibc && m.system_time_pct &&
-      fires(RuleId::kAllocator, *m.system_time_pct)) {
-    char faults[64] = "";
-    if (m.page_faults_per_step)
-      std::snprintf(faults, sizeof faults, ", %.0f page faults a step", *m.page_faults_per_step);
-    std::string s = "allocator-bound (" + pct(*m.system_time_pct) + " of the step in the kernel" + faults +
-                    ": glibc's malloc gives large blocks back and the next step faults them in again): ";
-    const std::vector<Move> moves = {
-        {"process.allocator", "process.allocator jemalloc, tcmalloc or glibc_tuned"}};
-    return s + first_untried(moves, tried, "keep freed memory for reuse");
-  }
-  if (cfg.program.enabled()) return program_verdict(m, cfg);
+  if (std::string a = allocator_verdict(m, cfg, tried, cuda); !a.empty()) return a;
   std::string memory;
   if (m.peak_mem_bytes && m.device_mem_bytes && *m.device_mem_bytes > 0) {
     const double used =

@@ -69,6 +69,9 @@ struct Measurement {
   // highest (the sum of each of its processes' own peak).
   std::optional<double> cpu_cores_busy;
   std::optional<int64_t> peak_rss_bytes;
+  // With measure.profile, a program row's trace (proc::profile_program): `ptune analyze`'s
+  // verdict on it, one line; "" unprofiled.
+  std::string trace_verdict;
 };
 
 /// Progress callback: (phase "warmup"/"measure", step done, steps in all). While measuring,

@@ -17,7 +17,10 @@
 #include <fstream>
 #include <thread>
 
+#include "analyze/advice.hpp"
+#include "analyze/trace_reader.hpp"
 #include "engine/process.hpp"
+#include "files.hpp"
 #include "errors.hpp"
 #include "measure/job_groups.hpp"
 
@@ -144,7 +147,7 @@ ProgramInstance::~ProgramInstance() { end(); }
 
 std::string ProgramInstance::who() const {
   return std::string(previous_ ? "the previous row's program" : "the program") + " (pid " +
-         std::to_string(pid_) + ")";
+         std::to_string(pgid_) + ")";
 }
 
 void ProgramInstance::start(const config::ExperimentConfig& cfg) {
@@ -295,27 +298,33 @@ void ProgramInstance::take(const std::vector<Line>& lines) {
   }
 }
 
-void ProgramInstance::ended() {
+std::optional<int> ProgramInstance::reap() {
+  if (pid_ <= 0) return std::nullopt;
   int status = 0;
   // Both streams closed: the program has ended (or closed them); give it a moment to exit.
   pid_t done = 0;
   for (int i = 0; i < 300 && (done = ::waitpid(pid_, &status, WNOHANG)) == 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (done != pid_) return std::nullopt;
+  pid_ = -1;
+  return status;
+}
+
+void ProgramInstance::ended(std::optional<int> status) {
   const std::string name = who();
   const std::string ran = std::to_string(counter_.steps()) + " step" + (counter_.steps() == 1 ? "" : "s");
-  if (done == pid_) pid_ = -1;
   end();
   const std::string errs = err_tail_.empty() ? tail_.text() : err_tail_.text();
-  if (done <= 0)
+  if (!status)
     throw std::runtime_error(name + " closed its stdout and stderr after " + ran +
                              "; ptune reads its steps from them: keep them open");
-  if (WIFSIGNALED(status))
-    throw std::runtime_error(name + " was killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
-                             strsignal(WTERMSIG(status)) + ") after " + ran +
+  if (WIFSIGNALED(*status))
+    throw std::runtime_error(name + " was killed by signal " + std::to_string(WTERMSIG(*status)) + " (" +
+                             strsignal(WTERMSIG(*status)) + ") after " + ran +
                              (errs.empty() ? "" : "; its last lines: " + errs));
-  if (WEXITSTATUS(status) != 0)
-    throw std::runtime_error(name + " exited with status " + std::to_string(WEXITSTATUS(status)) + " after " +
-                             ran + (errs.empty() ? "" : "; its last lines: " + errs));
+  if (WEXITSTATUS(*status) != 0)
+    throw std::runtime_error(name + " exited with status " + std::to_string(WEXITSTATUS(*status)) +
+                             " after " + ran + (errs.empty() ? "" : "; its last lines: " + errs));
   throw std::runtime_error(name + " ended (exit status 0) after " + ran + " while the row needed at least " +
                            std::to_string(min_steps_) +
                            " from each process (its warm-up and two windows of measure.steps): make it run "
@@ -426,6 +435,100 @@ void ProgramInstance::resume() {
   if (running_ || pid_ <= 0) return;
   ::kill(-pid_, SIGCONT);
   running_ = true;
+}
+
+namespace {
+
+/// The files `ptune analyze` reads in `folder` (analyze::is_trace_file_name), each with its size.
+std::map<std::string, uintmax_t> trace_files(const std::string& folder) {
+  std::map<std::string, uintmax_t> files;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(folder, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.is_regular_file(ec) && analyze::is_trace_file_name(name))
+      files[entry.path().string()] = entry.file_size(ec);
+  }
+  return files;
+}
+
+}  // namespace
+
+std::vector<std::string> ProgramInstance::run_until_trace(const std::string& folder, int64_t max_steps) {
+  if (!running_) resume();
+  for (const StepEvent& e : events_) counter_.add(e.t_ms, e.step);
+  events_.clear();
+  const int64_t start = counter_.steps();
+  std::map<std::string, uintmax_t> files;
+  double changed_ms = now_ms(), last_line_ms = now_ms();
+  int64_t steps_at_trace = -1;  // the step count when the first trace file appeared
+  bool open = true;
+  for (;;) {
+    if (open)
+      open = pump(50);
+    else
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (!events_.empty()) last_line_ms = now_ms();
+    for (const StepEvent& e : events_) counter_.add(e.t_ms, e.step);
+    events_.clear();
+    const int64_t ran = counter_.steps() - start;
+    report("profile", std::min(ran, max_steps), max_steps);  // an interruption stops the wait
+    auto now_files = trace_files(folder);
+    if (now_files != files) files = std::move(now_files), changed_ms = now_ms();
+    if (!files.empty() && steps_at_trace < 0) steps_at_trace = counter_.steps();
+    if (!open && !files.empty() && pid_ > 0) {  // ended: with status 0 its trace is complete
+      const std::optional<int> status = reap();
+      if (!status || !WIFEXITED(*status) || WEXITSTATUS(*status) != 0) ended(status);
+    }
+    const bool written = !files.empty() && (counter_.steps() > steps_at_trace || !open);
+    if (written && now_ms() - changed_ms >= kTraceSettleMs) break;
+    if (files.empty() && (!open || ran >= max_steps)) {
+      const std::optional<int> status = open ? std::optional<int>() : reap();
+      if (!open && (!status || !WIFEXITED(*status) || WEXITSTATUS(*status) != 0)) ended(status);
+      const std::string name = who();
+      end();
+      throw std::runtime_error(name + (open ? " ran " : " ended (exit status 0) after ") +
+                               std::to_string(ran) + " steps with PTUNE_PROFILE_DIR=" + folder +
+                               " and wrote no trace there: record a torch.profiler trace into that folder "
+                               "(docs/programs.md shows how), or leave measure.profile off for this row");
+    }
+    if (open && now_ms() - last_line_ms > program_.startup_timeout_s * 1000.0) {
+      const std::string name = who();
+      end();
+      char secs[64];
+      std::snprintf(secs, sizeof secs, "%g", program_.startup_timeout_s);
+      throw std::runtime_error(name +
+                               " printed no further line matching program.step_pattern within "
+                               "program.startup_timeout_s (" +
+                               secs + " s) while ptune waited for its trace");
+    }
+  }
+  std::vector<std::string> paths;
+  for (const auto& [path, size] : files) paths.push_back(path);
+  return paths;
+}
+
+ProgramProfile profile_program(const config::ExperimentConfig& cfg, const std::string& out,
+                               const measure::Progress& progress) {
+  files::prepare_folder(out, "measure.out_dir");
+  std::error_code ec;
+  // Absolute: the program may run in program.cwd.
+  const std::string folder = std::filesystem::absolute(out, ec).lexically_normal().string();
+  for (const auto& [path, size] : trace_files(folder)) std::filesystem::remove(path, ec);
+  config::ExperimentConfig run = cfg;
+  run.program.env["PTUNE_PROFILE_DIR"] = folder;
+  run.program.env["PTUNE_PROFILE_STEPS"] = std::to_string(cfg.measure.profile_steps);
+  ProgramProfile p;
+  p.folder = folder;
+  {
+    ProgramInstance instance(run, progress, measure::Deadline());
+    p.files = instance.run_until_trace(folder, std::max(kProfileStepLimit, 10 * cfg.measure.profile_steps));
+  }  // ended before its trace is read
+  const analyze::Analysis a = analyze::analyze(folder);
+  p.verdict = a.verdict.text();
+  if (a.ranks.empty()) return p;
+  const analyze::Breakdown& b = a.ranks[a.primary];
+  if (b.has_gpu && b.gpu_span_us > 0) p.gpu_busy_pct = 100.0 * b.gpu_busy_total_us / b.gpu_span_us;
+  return p;
 }
 
 measure::Measurement ProgramInstance::result(size_t first, size_t count) {

@@ -45,6 +45,14 @@ struct ProgramWindow {
   int64_t peak_rss_bytes = 0;
 };
 
+/// What the profile of a program row (profile_program) found.
+struct ProgramProfile {
+  std::string folder;                  // where the program wrote its trace(s)
+  std::vector<std::string> files;      // the trace files it wrote there, by name
+  std::string verdict;                 // `ptune analyze FOLDER`'s verdict, one line
+  std::optional<double> gpu_busy_pct;  // device work over the steps' span (a GPU trace only)
+};
+
 class ProgramInstance : public measure::RowSide {
  public:
   /// Starts the program with `cfg`'s process settings and program.env, and waits for its first
@@ -75,12 +83,19 @@ class ProgramInstance : public measure::RowSide {
   size_t processes() const override { return 1; }
   std::string process_description() const override;
   void mark_previous() override { previous_ = true; }
+  /// Runs the program on (resumed) until it has written a trace into `folder` (a file
+  /// `ptune analyze` reads: *.json or *.json.gz) and then printed one more step line, or ended with
+  /// status 0, and none of those files has grown for kTraceSettleMs. Returns the files' paths,
+  /// sorted. Throws std::runtime_error, one line, when the program fails as window() does or runs
+  /// `max_steps` steps without writing one.
+  std::vector<std::string> run_until_trace(const std::string& folder, int64_t max_steps);
   /// The instance's process group (its leader's pid); -1 once ended.
   pid_t group() const { return pid_; }
 
-  static constexpr double kGraceS = 3;         // SIGTERM to SIGKILL, when ending it
-  static constexpr double kGpuSettleMs = 500;  // after a pause, on a machine with an NVIDIA GPU
-  static constexpr double kBurstMs = 1;        // step lines closer than this arrived together
+  static constexpr double kGraceS = 3;           // SIGTERM to SIGKILL, when ending it
+  static constexpr double kGpuSettleMs = 500;    // after a pause, on a machine with an NVIDIA GPU
+  static constexpr double kBurstMs = 1;          // step lines closer than this arrived together
+  static constexpr double kTraceSettleMs = 300;  // a trace file that has not grown this long is written
 
  private:
   struct StepEvent {
@@ -98,7 +113,13 @@ class ProgramInstance : public measure::RowSide {
   void take(const std::vector<Line>& lines);
   /// The next step line; throws when the program ends or prints none within the timeout.
   StepEvent next_step();
-  [[noreturn]] void ended();
+  /// Once both streams have closed: waits (a few seconds at most) for the program to exit and
+  /// returns its wait status; none when it has not exited.
+  std::optional<int> reap();
+  /// The program ended (`status`, from reap()) before the row had what it needed: ends what is
+  /// left of its group and throws the one line that says how.
+  [[noreturn]] void ended(std::optional<int> status);
+  [[noreturn]] void ended() { ended(reap()); }
   /// Progress (it may throw to stop); kept, and told again while waiting for a line.
   void report(const std::string& phase, int64_t done, int64_t total);
   std::string who() const;
@@ -122,5 +143,18 @@ class ProgramInstance : public measure::RowSide {
   std::vector<ProgramWindow> windows_;
   std::string command_text_;
 };
+
+/// measure.profile on a program row: a fresh instance with PTUNE_PROFILE_DIR=`folder` (its earlier
+/// trace files removed first) and PTUNE_PROFILE_STEPS=measure.profile_steps in its environment,
+/// warmed up, then run until it has written a trace there (ProgramInstance::run_until_trace,
+/// within kProfileStepLimit steps or 10 x measure.profile_steps, whichever is more) and ended;
+/// the folder is then analyzed as `ptune analyze FOLDER` would. Throws std::runtime_error (one
+/// line) as ProgramInstance does, when no trace comes, or when `folder` cannot be written; the
+/// trace's own faults as DataError.
+ProgramProfile profile_program(const config::ExperimentConfig& cfg, const std::string& folder,
+                               const measure::Progress& progress);
+
+/// The fewest steps profile_program() lets a program run for its trace to come.
+constexpr int64_t kProfileStepLimit = 100;
 
 }  // namespace ptune::proc

@@ -20,6 +20,7 @@
 #include "measure/diagnosis.hpp"
 #include "measure/probe.hpp"
 #include "measure/trace.hpp"
+#include "proc/program.hpp"
 #include "tune/tuner.hpp"
 
 namespace ptune::tune {
@@ -602,8 +603,19 @@ class SweepRun {
   void profile_row(size_t k) {
     report::Row& r = out_.rows[k];
     const Done& d = done_[k];
-    if (!r.m || d.cfg.program.enabled() || !measure::wants_profile(d.cfg)) return;
+    if (!r.m || !measure::wants_profile(d.cfg)) return;
+    if (d.cfg.program.enabled() && !d.cfg.measure.profile) return;  // no GPU busy from outside yet
     try {
+      if (d.cfg.program.enabled()) {
+        const proc::ProgramProfile p =
+            proc::profile_program(d.cfg, d.trace.folder, progress_of(d.index, d.cfg));
+        r.m->trace_path = p.files.front();
+        r.m->gpu_busy_pct = p.gpu_busy_pct;
+        r.m->trace_verdict = p.verdict;
+        r.diagnosis = measure::diagnose(*r.m, d.cfg, tried_before(out_.rows, k), {}, engine::cpu_info());
+        if (options_.on_row) options_.on_row(out_);
+        return;
+      }
       const measure::ProfileResult p =
           engine::default_process(d.cfg.process)
               ? measure::profile(d.cfg, r.m->ms_per_step, d.trace, progress_of(d.index, d.cfg))
@@ -620,7 +632,7 @@ class SweepRun {
       // The trace the row promised is missing: a failed row (the sweep goes on, exits 1).
       r.status = report::RowStatus::failed(e.what());
     } catch (const std::exception& e) {
-      r.notes.push_back("profiling failed: " + failure(e).text());
+      r.notes.push_back("profiling failed: " + failure(e).why);
     }
     if (options_.on_row) options_.on_row(out_);
   }

@@ -14,7 +14,10 @@ memory format, mixed precision and torch.compile; see --help.
 
 Environment: EXAMPLE_EXTRA_MS, when set to a number of milliseconds, makes
 every step busy-wait that long on the CPU after optimizer.step(), to make
-the program slower by a known amount.
+the program slower by a known amount. PTUNE_PROFILE_DIR, when set to a
+folder, records PTUNE_PROFILE_STEPS steps (default 3) with torch.profiler
+after two steps of warm-up and writes the trace there (ptune sets both
+for `ptune sweep --profile`); --profile-dir does the same.
 """
 import argparse
 import itertools
@@ -59,6 +62,14 @@ def parse_args():
                    help="random seed (default: 0)")
     p.add_argument("--log-every", type=int, default=1,
                    help="print a line every N steps (default: 1)")
+    p.add_argument("--profile-dir",
+                   default=os.environ.get("PTUNE_PROFILE_DIR") or None,
+                   help="write a torch.profiler trace of a few steps to this "
+                        "folder (default: $PTUNE_PROFILE_DIR)")
+    p.add_argument("--profile-steps", type=int,
+                   default=int(os.environ.get("PTUNE_PROFILE_STEPS") or 3),
+                   help="steps the trace records (default: "
+                        "$PTUNE_PROFILE_STEPS or 3)")
     args = p.parse_args()
     models = torchvision.models.list_models(module=torchvision.models)
     if args.arch not in models:
@@ -71,8 +82,8 @@ def parse_args():
         p.error("--amp fp16 needs CUDA")
     if min(args.steps, args.workers) < 0:
         p.error("--steps and --workers must be >= 0")
-    if min(args.batch_size, args.log_every) < 1:
-        p.error("--batch-size and --log-every must be >= 1")
+    if min(args.batch_size, args.log_every, args.profile_steps) < 1:
+        p.error("--batch-size, --log-every and --profile-steps must be >= 1")
     return args
 
 
@@ -85,6 +96,26 @@ def busy_wait(ms):
     end = time.perf_counter() + ms / 1000.0
     while time.perf_counter() < end:
         pass
+
+
+def profiler(args, cuda):
+    """A torch.profiler that records args.profile_steps steps after two
+    steps of warm-up and writes one trace to args.profile_dir; None
+    without a folder. Call .step() after every training step."""
+    if not args.profile_dir:
+        return None
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if cuda:
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    prof = torch.profiler.profile(
+        activities=activities,
+        schedule=torch.profiler.schedule(
+            wait=1, warmup=2, active=args.profile_steps, repeat=1),
+        on_trace_ready=torch.profiler.tensorboard_trace_handler(
+            args.profile_dir),
+        record_shapes=True)
+    prof.start()
+    return prof
 
 
 def main():
@@ -127,6 +158,7 @@ def main():
           f"channels_last {args.channels_last} compile {args.compile} "
           f"device {device}", file=sys.stderr, flush=True)
 
+    prof = profiler(args, cuda)
     steps = range(1, args.steps + 1) if args.steps else itertools.count(1)
     last_time, last_step = time.perf_counter(), 0
     for step, (images, targets) in zip(steps, endless(loader)):
@@ -153,6 +185,10 @@ def main():
                   f"ms/step {args.batch_size * 1000.0 / ms:.1f} samples/s",
                   flush=True)
             last_time, last_step = now, step
+        if prof is not None:
+            prof.step()
+    if prof is not None:
+        prof.stop()
 
 
 if __name__ == "__main__":

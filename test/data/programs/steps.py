@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """A stand-in for a user's training program (test/program_test.py): each step is STEP_MS of busy
 work on the wall clock (plus EXTRA_MS from the environment: a known slowdown), then a line
-"step N/T". Options give it the faults a real program has."""
+"step N/T". Options give it the faults a real program has. With PTUNE_PROFILE_DIR set and --trace
+FILE, it copies FILE there after --trace-after steps, half of it first and the rest a step later
+(as a profiler writes a large trace), as a program writes its torch.profiler trace."""
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -17,7 +20,12 @@ p.add_argument("--silent", action="store_true", help="print lines that never mat
 p.add_argument("--children", type=int, default=0, help="idle child processes (as DataLoader workers)")
 p.add_argument("--log", default="", help="append 'pid pgid monotonic process_time' after every step")
 p.add_argument("--cr", action="store_true", help="end lines with \\r, as a progress bar")
+p.add_argument("--trace", default="", help="a trace file to copy into $PTUNE_PROFILE_DIR")
+p.add_argument("--trace-after", type=int, default=5, help="the step after which it is copied")
 a = p.parse_args()
+trace_dir = os.environ.get("PTUNE_PROFILE_DIR", "")
+trace_to = os.path.join(trace_dir, os.path.basename(a.trace)) if a.trace and trace_dir else ""
+trace_data = open(a.trace, "rb").read() if trace_to else b""
 
 extra = float(os.environ.get("EXTRA_MS", "0"))
 kids = [subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.sleep(0.05)"])
@@ -36,6 +44,12 @@ for i in range(1, a.steps + 1):
         print(f"working {i}", end=end)
     elif i % a.every == 0:
         print(f"step {i}/{a.steps} loss 1.0", end=end)
+    if trace_to and i == a.trace_after:  # a trace being written: half now, the rest next step
+        with open(trace_to, "wb") as f:
+            f.write(trace_data[:len(trace_data) // 2])
+    if trace_to and i == a.trace_after + 1:
+        with open(trace_to, "ab") as f:
+            f.write(trace_data[len(trace_data) // 2:])
     if i == a.fail_after:
         print("RuntimeError: boom at step %d" % i, file=sys.stderr)
         sys.exit(3)
