@@ -301,8 +301,10 @@ const std::vector<Field>& fields() {
               "sides afresh); a process's speed is partly its own (where its memory landed), so intervals "
               "count the spread between them (docs/statistics.md)"),
         2, 8));
-    t.push_back(field("measure.profile", &E::measure, &MeasureConfig::profile, T::kBool,
-                      "record a few steps of each row with LibTorch's profiler into a Chrome trace"));
+    t.push_back(
+        field("measure.profile", &E::measure, &MeasureConfig::profile, T::kBool,
+              "record a few steps of each row with LibTorch's profiler into a Chrome trace (a program row: "
+              "its program gets PTUNE_PROFILE_DIR to write one, docs/programs.md)"));
     t.push_back(between(field("measure.profile_steps", &E::measure, &MeasureConfig::profile_steps, T::kInt,
                               "steps recorded in each trace"),
                         1, 1000));
