@@ -1014,7 +1014,7 @@ TEST_CASE("report --against: exit 1 for a regression beyond noise or a missing r
   CHECK(no_against.err.rfind("ptune: error: --fail-if-slower requires --against", 0) == 0);
   expect_usage_error(run(exe + " report " + old),
                      "report: nothing to do; give -o FILE.html for the HTML report, --against OLD.json for "
-                     "the comparison, or both");
+                     "the comparison, --format FORMAT for the table again, or any of them");
   const std::string cfg_for_empty = dir.write("empty_w.json", "{}");
   expect_usage_error(run(exe + " report " + old + " --against ''"),
                      "report: --against: an empty path; name the older results file");

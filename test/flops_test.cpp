@@ -12,7 +12,7 @@
 
 #include "measure/diagnosis.hpp"
 #include "measure/peak.hpp"
-#include "models/arch.hpp"
+#include "config/arch.hpp"
 #include "models/flops.hpp"
 #include "test_util.hpp"
 
@@ -47,13 +47,13 @@ TEST_CASE("flops: every architecture against FlopCounterMode", "[flops][python]"
   // counts are exact integers on both sides, so 1% only absorbs a differently counted op.
   const int64_t size = 32, classes = 10;
   std::string archs;
-  for (const auto& a : ptune::models::architectures()) archs += " " + a;
+  for (const auto& a : ptune::config::architectures()) archs += " " + a;
   auto ref = ptune::test::run(python() + "flops_ref.py' " + std::to_string(size) + " " +
                               std::to_string(classes) + archs);
   INFO(ref.err);
   REQUIRE(ref.code == 0);
   const auto j = nlohmann::json::parse(ref.out);
-  for (const auto& arch : ptune::models::architectures()) {
+  for (const auto& arch : ptune::config::architectures()) {
     INFO(arch);
     const auto f = count_flops(arch, classes, size);
     const double fwd = j.at(arch).at("forward").get<double>(), train = j.at(arch).at("train").get<double>();

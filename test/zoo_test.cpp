@@ -347,11 +347,11 @@ TEST_CASE("zoo: state_dict names, order, shapes and parameter counts equal torch
 
 TEST_CASE("zoo: image sizes an arch cannot take are config errors naming both keys",
           "[models][zoo][config]") {
-  CHECK(image_size_problem("vit_b_16", 224).empty());
-  CHECK(image_size_problem("vit_b_16", 32).empty());
-  CHECK_FALSE(image_size_problem("vit_b_16", 100).empty());
-  CHECK_FALSE(image_size_problem("convnext_tiny", 16).empty());
-  CHECK(image_size_problem("mobilenet_v3_large", 16).empty());
+  CHECK(ptune::config::image_size_problem("vit_b_16", 224).empty());
+  CHECK(ptune::config::image_size_problem("vit_b_16", 32).empty());
+  CHECK_FALSE(ptune::config::image_size_problem("vit_b_16", 100).empty());
+  CHECK_FALSE(ptune::config::image_size_problem("convnext_tiny", 16).empty());
+  CHECK(ptune::config::image_size_problem("mobilenet_v3_large", 16).empty());
   ptune::config::ExperimentConfig cfg;
   cfg.model.arch = "vit_b_16";
   cfg.data.image_size = 100;

@@ -268,7 +268,7 @@ namespace {
 /// `ptune report`'s options.
 struct ReportArgs {
   std::vector<std::string> files;
-  std::string out, against;
+  std::string out, against, format;
   double fail_pct = 0;
 };
 
@@ -322,6 +322,10 @@ void define_report(CLI::App& report, Args& a) {
   report.add_option("results", r.files, "results JSON files: ptune sweep --out, or scripts/bench's --json")
       ->required();
   a.report_out = report.add_option("-o,--out", r.out, "write the HTML report to FILE (.html)");
+  report.add_option(
+      "--format", r.format,
+      "print the results file's table again on stdout, as ptune sweep --format printed it: table | "
+      "json | csv | md (with --against: the new file's)");
   auto* against = a.report_against =
       report.add_option("--against", r.against,
                         "the old results JSON: print the comparison per row (old and new "
@@ -535,10 +539,16 @@ void check_report(const Args& a) {
   const ReportArgs& r = a.report;
   if (a.report_against && a.report_against->count() > 0 && r.against.empty())
     throw ptune::UsageError("report: --against: an empty path; name the older results file");
-  if (r.out.empty() && r.against.empty())
+  if (r.out.empty() && r.against.empty() && r.format.empty())
     throw ptune::UsageError(
         "report: nothing to do; give -o FILE.html for the HTML report, --against OLD.json for the "
-        "comparison, or both");
+        "comparison, --format FORMAT for the table again, or any of them");
+  if (!r.format.empty()) {
+    ptune::cli::check_format(r.format, ptune::report::formats());
+    if (r.files.size() != 1)
+      throw ptune::UsageError("report: --format prints one results file's table; got " +
+                              std::to_string(r.files.size()) + " files");
+  }
   std::vector<std::pair<std::string, std::string>> inputs{{"results file", r.against}};
   for (const auto& f : r.files) inputs.emplace_back("results file", f);
   ptune::cli::check_output(a.report_out->count() > 0, r.out, "-o", inputs);
@@ -557,6 +567,9 @@ ptune::Outcome run_report(Args& a) {
   for (const auto& f : r.files) runs.push_back(ptune::report::load_run(f));
   ptune::report::label_runs(runs);
   ptune::Outcome outcome;
+  if (!r.format.empty())
+    std::cout << ptune::report::render_results(ptune::report::results_from_json(runs.back().doc), r.format)
+              << std::flush;
   if (!r.against.empty()) {
     const auto cmp = ptune::report::compare_runs(runs[0], runs[1], r.fail_pct);
     std::cout << ptune::report::render_run_comparison(cmp) << std::flush;

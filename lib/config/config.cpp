@@ -15,7 +15,7 @@
 
 #include "config/suggest.hpp"
 #include "errors.hpp"
-#include "models/arch.hpp"
+#include "config/arch.hpp"
 #include "proc/step_lines.hpp"
 
 namespace ptune::config {
@@ -155,7 +155,7 @@ const std::vector<Field>& fields() {
 
     t.push_back(one_of(
         field("model.arch", &E::model, &ModelConfig::arch, T::kEnum, "network architecture (torchvision's)"),
-        models::architectures()));
+        architectures()));
     t.push_back(between(field("model.num_classes", &E::model, &ModelConfig::num_classes, T::kInt,
                               "outputs of the final fc layer"),
                         1, 100000));
@@ -991,7 +991,7 @@ void validate(const ExperimentConfig& cfg, const std::string& where) {
         at + "name: '" + cfg.name +
         "' cannot name files inside a folder; use letters, digits, '-', '_' or '.' (no '/', no control "
         "character, not '..')");
-  if (const std::string why = models::image_size_problem(cfg.model.arch, cfg.data.image_size); !why.empty())
+  if (const std::string why = image_size_problem(cfg.model.arch, cfg.data.image_size); !why.empty())
     throw ConfigError(at + "data.image_size: " + std::to_string(cfg.data.image_size) +
                       " does not fit model.arch " + cfg.model.arch + ": " + why);
   if (cfg.program.enabled()) validate_program(cfg.program, at);

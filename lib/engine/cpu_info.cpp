@@ -224,6 +224,10 @@ nlohmann::ordered_json cpu_json(const CpuInfo& c) {
   j["bf16_native"] = c.bf16_native;
   j["fp16_native"] = c.fp16_native;
   j["amx"] = c.amx;
+  j["bf16_flag"] =
+      c.bf16_flag.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.bf16_flag);
+  j["bf16_capped"] =
+      c.bf16_capped.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.bf16_capped);
   j["physical_cores"] =
       c.physical_cores > 0 ? nlohmann::ordered_json(c.physical_cores) : nlohmann::ordered_json(nullptr);
   j["logical_cores"] =

@@ -71,6 +71,8 @@ struct Interval {
   double point = 0, lo = 0, hi = 0;
   int64_t n = 0;
   double level = 0;  // confidence level, e.g. 0.95; 0 when there is no interval (n < 2)
+  std::string text;  // read back from a results file: its text as printed then (" ±1.8%"), which
+                     // report::interval_text gives again; "" otherwise
   /// Whether an interval was computed (n >= 2 and finite bounds).
   bool valid() const { return level > 0 && lo > 0 && hi >= lo; }
   /// The interval's half-width as a percentage of the point, on the log scale

@@ -11,10 +11,10 @@
 namespace ptune::models {
 
 Model make(const std::string& arch, int64_t num_classes, int64_t image_size) {
-  const auto& all = architectures();
+  const auto& all = config::architectures();
   if (std::find(all.begin(), all.end(), arch) == all.end())
     throw std::invalid_argument("unknown architecture '" + arch + "'");
-  if (std::string why = image_size_problem(arch, image_size); !why.empty())
+  if (std::string why = config::image_size_problem(arch, image_size); !why.empty())
     throw std::invalid_argument("image size " + std::to_string(image_size) + ": " + why);
   if (arch == "mobilenet_v3_large")
     return Model(std::shared_ptr<ModelImpl>(std::make_shared<MobileNetV3Impl>(arch, num_classes)));

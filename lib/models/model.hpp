@@ -9,7 +9,7 @@
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
-#include "models/arch.hpp"
+#include "config/arch.hpp"
 
 namespace ptune::models {
 

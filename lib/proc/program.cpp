@@ -17,8 +17,6 @@
 #include <fstream>
 #include <thread>
 
-#include "analyze/advice.hpp"
-#include "analyze/trace_reader.hpp"
 #include "engine/process.hpp"
 #include "files.hpp"
 #include "errors.hpp"
@@ -439,21 +437,21 @@ void ProgramInstance::resume() {
 
 namespace {
 
-/// The files `ptune analyze` reads in `folder` (analyze::is_trace_file_name), each with its size.
-std::map<std::string, uintmax_t> trace_files(const std::string& folder) {
+/// The files in `folder` whose names `is_trace` accepts, each with its size.
+std::map<std::string, uintmax_t> trace_files(const std::string& folder, const TraceName& is_trace) {
   std::map<std::string, uintmax_t> files;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(folder, ec)) {
     const std::string name = entry.path().filename().string();
-    if (entry.is_regular_file(ec) && analyze::is_trace_file_name(name))
-      files[entry.path().string()] = entry.file_size(ec);
+    if (entry.is_regular_file(ec) && is_trace(name)) files[entry.path().string()] = entry.file_size(ec);
   }
   return files;
 }
 
 }  // namespace
 
-std::vector<std::string> ProgramInstance::run_until_trace(const std::string& folder, int64_t max_steps) {
+std::vector<std::string> ProgramInstance::run_until_trace(const std::string& folder, int64_t max_steps,
+                                                          const TraceName& is_trace) {
   if (!running_) resume();
   for (const StepEvent& e : events_) counter_.add(e.t_ms, e.step);
   events_.clear();
@@ -472,7 +470,7 @@ std::vector<std::string> ProgramInstance::run_until_trace(const std::string& fol
     events_.clear();
     const int64_t ran = counter_.steps() - start;
     report("profile", std::min(ran, max_steps), max_steps);  // an interruption stops the wait
-    auto now_files = trace_files(folder);
+    auto now_files = trace_files(folder, is_trace);
     if (now_files != files) files = std::move(now_files), changed_ms = now_ms();
     if (!files.empty() && steps_at_trace < 0) steps_at_trace = counter_.steps();
     if (!open && !files.empty() && pid_ > 0) {  // ended: with status 0 its trace is complete
@@ -508,12 +506,12 @@ std::vector<std::string> ProgramInstance::run_until_trace(const std::string& fol
 }
 
 ProgramProfile profile_program(const config::ExperimentConfig& cfg, const std::string& out,
-                               const measure::Progress& progress) {
+                               const measure::Progress& progress, const TraceName& is_trace) {
   files::prepare_folder(out, "measure.out_dir");
   std::error_code ec;
   // Absolute: the program may run in program.cwd.
   const std::string folder = std::filesystem::absolute(out, ec).lexically_normal().string();
-  for (const auto& [path, size] : trace_files(folder)) std::filesystem::remove(path, ec);
+  for (const auto& [path, size] : trace_files(folder, is_trace)) std::filesystem::remove(path, ec);
   config::ExperimentConfig run = cfg;
   run.program.env["PTUNE_PROFILE_DIR"] = folder;
   run.program.env["PTUNE_PROFILE_STEPS"] = std::to_string(cfg.measure.profile_steps);
@@ -521,13 +519,9 @@ ProgramProfile profile_program(const config::ExperimentConfig& cfg, const std::s
   p.folder = folder;
   {
     ProgramInstance instance(run, progress, measure::Deadline());
-    p.files = instance.run_until_trace(folder, std::max(kProfileStepLimit, 10 * cfg.measure.profile_steps));
+    p.files = instance.run_until_trace(folder, std::max(kProfileStepLimit, 10 * cfg.measure.profile_steps),
+                                       is_trace);
   }  // ended before its trace is read
-  const analyze::Analysis a = analyze::analyze(folder);
-  p.verdict = a.verdict.text();
-  if (a.ranks.empty()) return p;
-  const analyze::Breakdown& b = a.ranks[a.primary];
-  if (b.has_gpu && b.gpu_span_us > 0) p.gpu_busy_pct = 100.0 * b.gpu_busy_total_us / b.gpu_span_us;
   return p;
 }
 

@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include <deque>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -45,12 +46,13 @@ struct ProgramWindow {
   int64_t peak_rss_bytes = 0;
 };
 
-/// What the profile of a program row (profile_program) found.
+/// Whether a file name is a trace's (the caller's rule: `ptune analyze`'s).
+using TraceName = std::function<bool(const std::string& name)>;
+
+/// The traces of a program row's profile (profile_program).
 struct ProgramProfile {
-  std::string folder;                  // where the program wrote its trace(s)
-  std::vector<std::string> files;      // the trace files it wrote there, by name
-  std::string verdict;                 // `ptune analyze FOLDER`'s verdict, one line
-  std::optional<double> gpu_busy_pct;  // device work over the steps' span (a GPU trace only)
+  std::string folder;              // where the program wrote its trace(s), absolute
+  std::vector<std::string> files;  // the trace files it wrote there, by name
 };
 
 class ProgramInstance : public measure::RowSide {
@@ -83,12 +85,13 @@ class ProgramInstance : public measure::RowSide {
   size_t processes() const override { return 1; }
   std::string process_description() const override;
   void mark_previous() override { previous_ = true; }
-  /// Runs the program on (resumed) until it has written a trace into `folder` (a file
-  /// `ptune analyze` reads: *.json or *.json.gz) and then printed one more step line, or ended with
-  /// status 0, and none of those files has grown for kTraceSettleMs. Returns the files' paths,
-  /// sorted. Throws std::runtime_error, one line, when the program fails as window() does or runs
-  /// `max_steps` steps without writing one.
-  std::vector<std::string> run_until_trace(const std::string& folder, int64_t max_steps);
+  /// Runs the program on (resumed) until it has written a trace into `folder` (a file whose name
+  /// `is_trace` accepts) and then printed one more step line, or ended with status 0, and none of
+  /// those files has grown for kTraceSettleMs. Returns the files' paths, sorted. Throws
+  /// std::runtime_error, one line, when the program fails as window() does or runs `max_steps`
+  /// steps without writing one.
+  std::vector<std::string> run_until_trace(const std::string& folder, int64_t max_steps,
+                                           const TraceName& is_trace);
   /// The instance's process group (its leader's pid); -1 once ended.
   pid_t group() const { return pid_; }
 
@@ -144,15 +147,14 @@ class ProgramInstance : public measure::RowSide {
   std::string command_text_;
 };
 
-/// measure.profile on a program row: a fresh instance with PTUNE_PROFILE_DIR=`folder` (its earlier
-/// trace files removed first) and PTUNE_PROFILE_STEPS=measure.profile_steps in its environment,
-/// warmed up, then run until it has written a trace there (ProgramInstance::run_until_trace,
-/// within kProfileStepLimit steps or 10 x measure.profile_steps, whichever is more) and ended;
-/// the folder is then analyzed as `ptune analyze FOLDER` would. Throws std::runtime_error (one
-/// line) as ProgramInstance does, when no trace comes, or when `folder` cannot be written; the
-/// trace's own faults as DataError.
+/// measure.profile on a program row: a fresh instance with PTUNE_PROFILE_DIR=`folder` (the files
+/// there that `is_trace` names removed first) and PTUNE_PROFILE_STEPS=measure.profile_steps in its
+/// environment, warmed up, then run until it has written a trace there (ProgramInstance::run_until_trace,
+/// within kProfileStepLimit steps or 10 x measure.profile_steps, whichever is more) and ended.
+/// Throws std::runtime_error (one line) as ProgramInstance does, when no trace comes, or when
+/// `folder` cannot be written.
 ProgramProfile profile_program(const config::ExperimentConfig& cfg, const std::string& folder,
-                               const measure::Progress& progress);
+                               const measure::Progress& progress, const TraceName& is_trace);
 
 /// The fewest steps profile_program() lets a program run for its trace to come.
 constexpr int64_t kProfileStepLimit = 100;

@@ -56,7 +56,8 @@ std::vector<measure::LogTerm> rate_terms(const std::vector<ChainRow>& rows, size
 /// significant digits). "" without an interval (lo or hi not positive, hi < lo). Throws nothing.
 std::string interval_text(double point, double lo, double hi);
 inline std::string interval_text(const measure::Interval& i) {
-  return i.valid() ? interval_text(i.point, i.lo, i.hi) : std::string();
+  if (!i.valid()) return std::string();
+  return i.text.empty() ? interval_text(i.point, i.lo, i.hi) : i.text;
 }
 
 }  // namespace ptune::report

@@ -109,6 +109,12 @@ const std::vector<std::string>& row_keys();
 /// The results as the DESIGN §5 JSON document; every row has every key of row_keys().
 nlohmann::ordered_json to_json(const Results& r);
 
+/// A results document (to_json's, as load_run normalizes any version's) read back: rendered
+/// again, it gives what the sweep that wrote it printed, up to the figures the document keeps
+/// rounded (FLOP/s and % peak are computed again from the rounded rate). Keys absent or of
+/// another type read as no value. Throws nothing.
+Results results_from_json(const nlohmann::ordered_json& doc);
+
 /// The columns of the CSV, the same whatever the rows hold: the row keys that are not lists
 /// (the unit is in the name: _ms, _per_s, _pct, _bytes; speedups are ratios), after `index`;
 /// `changes` is the row's overrides as a JSON object, `notes` joined with "; ".

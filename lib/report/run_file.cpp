@@ -47,7 +47,11 @@ const char* const kNumberKeys[] = {"num_workers",
                                    "model_flops_per_sample",
                                    "flops_per_s",
                                    "peak_flops_per_s",
-                                   "pct_of_peak"};
+                                   "pct_of_peak",
+                                   "page_faults_per_step",
+                                   "system_time_pct",
+                                   "cpu_cores_busy",
+                                   "peak_rss_bytes"};
 
 bool is_number_key(const std::string& k) {
   for (const char* n : kNumberKeys)
@@ -234,8 +238,9 @@ void fill_speedups(Json& rows) {
 }
 
 Json environment_of(const Json& doc, bool bench) {
-  Json e = Json{{"torch", nullptr}, {"device", nullptr},      {"device_kind", nullptr},
-                {"cuda", nullptr},  {"cpu_threads", nullptr}, {"world_size", nullptr}};
+  Json e =
+      Json{{"torch", nullptr},       {"device", nullptr},     {"device_kind", nullptr}, {"cuda", nullptr},
+           {"cpu_threads", nullptr}, {"world_size", nullptr}, {"cpu", nullptr}};
   if (bench && !(doc.contains("machine") && doc["machine"].is_object()) && doc.contains("environment") &&
       doc["environment"].is_object()) {  // the older layout: ptune's environment, PyTorch's torch version
     Json e2 = environment_of(doc, false);
@@ -258,7 +263,10 @@ Json environment_of(const Json& doc, bool bench) {
   for (auto it = e.begin(); it != e.end(); ++it) {
     if (!in.contains(it.key())) continue;
     const bool number = it.key() == "cpu_threads" || it.key() == "world_size";
-    it.value() = number ? number_or_null(in[it.key()]) : text_or_null(in[it.key()]);
+    if (it.key() == "cpu")
+      it.value() = in["cpu"].is_object() ? in["cpu"] : Json(nullptr);
+    else
+      it.value() = number ? number_or_null(in[it.key()]) : text_or_null(in[it.key()]);
   }
   return e;
 }

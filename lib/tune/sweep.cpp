@@ -8,6 +8,8 @@
 
 #include <torch/version.h>
 
+#include "analyze/advice.hpp"
+#include "analyze/trace_reader.hpp"
 #include "dist/env.hpp"
 #include "dist/group.hpp"
 #include "engine/cannot_help.hpp"
@@ -607,11 +609,14 @@ class SweepRun {
     if (d.cfg.program.enabled() && !d.cfg.measure.profile) return;  // no GPU busy from outside yet
     try {
       if (d.cfg.program.enabled()) {
-        const proc::ProgramProfile p =
-            proc::profile_program(d.cfg, d.trace.folder, progress_of(d.index, d.cfg));
+        const proc::ProgramProfile p = proc::profile_program(
+            d.cfg, d.trace.folder, progress_of(d.index, d.cfg), analyze::is_trace_file_name);
         r.m->trace_path = p.files.front();
-        r.m->gpu_busy_pct = p.gpu_busy_pct;
-        r.m->trace_verdict = p.verdict;
+        // Read as `ptune analyze FOLDER` reads it (DataError: a trace it cannot read, a note).
+        const analyze::Analysis a = analyze::analyze(p.folder);
+        r.m->trace_verdict = a.verdict.text();
+        if (const analyze::Breakdown& b = a.ranks[a.primary]; b.has_gpu && b.gpu_span_us > 0)
+          r.m->gpu_busy_pct = 100.0 * b.gpu_busy_total_us / b.gpu_span_us;  // device work over its span
         r.diagnosis = measure::diagnose(*r.m, d.cfg, tried_before(out_.rows, k), {}, engine::cpu_info());
         if (options_.on_row) options_.on_row(out_);
         return;

@@ -1,6 +1,6 @@
-#include "models/arch.hpp"
+#include "config/arch.hpp"
 
-namespace ptune::models {
+namespace ptune::config {
 
 const std::vector<std::string>& resnet_architectures() {
   static const std::vector<std::string> kArchs = {
@@ -26,4 +26,4 @@ std::string image_size_problem(const std::string& arch, int64_t image_size) {
   return "";
 }
 
-}  // namespace ptune::models
+}  // namespace ptune::config

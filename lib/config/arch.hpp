@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace ptune::models {
+namespace ptune::config {
 
 /// The supported architecture names (model.arch), torchvision's.
 const std::vector<std::string>& architectures();
@@ -18,4 +18,4 @@ const std::vector<std::string>& resnet_architectures();
 /// be a multiple of its patch; ConvNeXt needs 32 pixels or more (four downsamplings).
 std::string image_size_problem(const std::string& arch, int64_t image_size);
 
-}  // namespace ptune::models
+}  // namespace ptune::config
