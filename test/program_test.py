@@ -11,7 +11,9 @@ failing, an early-ending and a silent program each give their one line and the n
 a missing one is a config error, exit 2), buffered (output that arrives in bursts is named),
 profile (measure.profile: the program gets PTUNE_PROFILE_DIR, the trace it writes there is analyzed
 and the row's diagnosis is ptune analyze's verdict on it; a program that writes none gets a note,
-its row kept), example (configs/program-cpu.json with small settings). After every sweep, no process of any
+its row kept), memory (an instance that runs out of memory beside the previous row's: each side
+started afresh for every window, one instance at a time), example (configs/program-cpu.json
+with small settings). After every sweep, no process of any
 instance is left (each instance logs its process group)."""
 import json
 import os
@@ -315,6 +317,28 @@ def case_profile(tmp):
     if untraced["status"] != "ok" or not any(n.startswith(note) and why in n for n in untraced["notes"]):
         fail(f"the row without a trace: {untraced['status']!r} {untraced['notes']!r}")
     print("profile: the trace analyzed, the verdict the row's diagnosis; no trace: a note, the row kept")
+
+
+def case_memory(tmp):
+    out = os.path.join(tmp, "r.json")
+    beside = os.path.join(tmp, "instances")
+    path = config(tmp, [{"name": "A", "set": {}}, {"name": "A again", "set": {"program.env.X": "1"}}],
+                  command=[PYTHON, STEPS, "--oom-beside", beside, "--fit", "2"], measure={"max_s": 20})
+    r = sweep(path, out)
+    if r.returncode != 0:
+        fail(f"exit {r.returncode}")
+    first, again = rows(out)
+    note = "interleaved by starting each side's program afresh for every window, one instance at a time"
+    if again["status"] != "ok" or not any(n.startswith(note) for n in again["notes"]):
+        fail(f"the row whose instance ran out of memory beside the previous row's: {again['status']!r} "
+             f"{again['notes']!r}")
+    if again["verdict_vs_prev"] in ("faster", "slower"):
+        fail(f"an A/A pair started afresh for every window called {again['verdict_vs_prev']}")
+    started = len(os.listdir(beside))
+    if started < 2 + 1 + 4:  # the first row's two, the one that failed, then one for each window
+        fail(f"only {started} instances were started: not one for each window")
+    print(f"memory: {started} instances, one at a time; the row {again['verdict_vs_prev']} at "
+          f"{again['speedup_vs_prev']}x")
 
 
 def case_example(tmp):

@@ -94,34 +94,41 @@ struct Timed {
   std::unique_ptr<measure::RowSide> bench;  // kept for the next row of the mode (null when rebuilt)
 };
 
-/// A configuration rebuilt for every window (two pipelines that do not fit in memory at once):
-/// each window builds the pipeline, runs its warm-up, times the window and frees it all; the
-/// row's deadline counts every construction and warm-up.
+/// A configuration rebuilt for every window (two pipelines, or two programs' instances, that do
+/// not fit in memory at once): each window builds the pipeline (or starts one instance of the
+/// program), runs its warm-up, times the window and frees it all (ends the instance); the row's
+/// deadline counts every construction, start-up and warm-up.
 class RebuildSide : public measure::Side {
  public:
   RebuildSide(const config::ExperimentConfig& cfg, measure::Progress progress)
       : cfg_(cfg), progress_(std::move(progress)) {}
   double window(const measure::Deadline& deadline) override {
-    measure::Bench b(cfg_, progress_, deadline);
-    b.resume();
-    const double ms = b.window(deadline);
+    std::unique_ptr<measure::RowSide> side;
+    if (cfg_.program.enabled())
+      side = std::make_unique<proc::ProgramInstance>(cfg_, progress_, deadline);
+    else
+      side = std::make_unique<measure::Bench>(cfg_, progress_, deadline);
+    side->resume();
+    const double ms = side->window(deadline);
     windows_.push_back(ms);
-    last_ = b.result();
-    b.pause();
+    last_ = side->result();
+    side->pause();
     return ms;
   }
   int64_t steps_per_window() const override { return cfg_.measure.steps; }
   double samples_per_step() const override {
+    if (cfg_.program.enabled())
+      return cfg_.program.samples_per_step > 0 ? cfg_.program.samples_per_step : 1.0;
     return static_cast<double>(cfg_.loader.batch_size * dist::world_size());
   }
-  /// The last pipeline's figures with `count` windows' times from the `first` one. Throws when
-  /// that leaves no window.
+  /// The last side's figures with `count` windows' times from the `first` one. Throws when that
+  /// leaves no window.
   measure::Measurement result(size_t first, size_t count) const {
     if (!last_ || first >= windows_.size()) throw std::runtime_error("no window was timed");
     measure::Measurement m = *last_;
     const auto begin = windows_.begin() + static_cast<std::ptrdiff_t>(first);
     const auto end = begin + static_cast<std::ptrdiff_t>(std::min(count, windows_.size() - first));
-    measure::set_windows(m, std::vector<double>(begin, end), dist::world_size());
+    measure::set_windows(m, std::vector<double>(begin, end), cfg_.program.enabled() ? 1 : dist::world_size());
     return m;
   }
 
@@ -246,10 +253,12 @@ Timed time_row(const config::ExperimentConfig& cfg, measure::RowSide* prev,
     }
     return t;
   } catch (const std::exception& e) {
-    if (!prev || in_child || !is_out_of_memory(e)) throw;
+    // A program's instances hold their memory on the device until they end: one that ran out of
+    // it beside the previous row's is started afresh for every window, as a pipeline is rebuilt.
+    if (!prev || (in_child && !cfg.program.enabled()) || !is_out_of_memory(e)) throw;
   }
-  // Out of memory with the previous row's pipeline alive: rebuild both for every window, within
-  // what is left of the row's deadline.
+  // Out of memory with the previous row's pipeline (or program instances) alive: rebuild both
+  // for every window, within what is left of the row's deadline.
   t = Timed{};
   release();
   engine::cuda::empty_cache();
@@ -488,7 +497,12 @@ class SweepRun {
   /// competing load or a slowed GPU, a CUDA graph that fell back to eager batches.
   static void add_measurement_notes(report::Row& row) {
     row.notes = row.m->notes;
-    if (row.rebuilt)
+    if (row.rebuilt && row.arch == "program")
+      row.notes.push_back(
+          "interleaved by starting each side's program afresh for every window, one instance at a time: "
+          "instances of the two did not fit in memory at once (an instance's start-up and warm-up are "
+          "in the row's budget, measure.max_s)");
+    else if (row.rebuilt)
       row.notes.push_back(
           "interleaved by rebuilding both pipelines for every window: the two did not fit in memory at once");
     if (row.m->load.under_load)

@@ -20,6 +20,10 @@ p.add_argument("--silent", action="store_true", help="print lines that never mat
 p.add_argument("--children", type=int, default=0, help="idle child processes (as DataLoader workers)")
 p.add_argument("--log", default="", help="append 'pid pgid monotonic process_time' after every step")
 p.add_argument("--cr", action="store_true", help="end lines with \\r, as a progress bar")
+p.add_argument("--oom-beside", default="",
+               help="a folder where each instance leaves its pid: one started while --fit others listed "
+                    "there live fails as a program out of GPU memory does")
+p.add_argument("--fit", type=int, default=2, help="instances the device's memory holds")
 p.add_argument("--trace", default="", help="a trace file to copy into $PTUNE_PROFILE_DIR")
 p.add_argument("--trace-after", type=int, default=5, help="the step after which it is copied")
 a = p.parse_args()
@@ -27,6 +31,21 @@ trace_dir = os.environ.get("PTUNE_PROFILE_DIR", "")
 trace_to = os.path.join(trace_dir, os.path.basename(a.trace)) if a.trace and trace_dir else ""
 trace_data = open(a.trace, "rb").read() if trace_to else b""
 
+if a.oom_beside:  # the device's memory holds --fit instances, running or stopped
+    os.makedirs(a.oom_beside, exist_ok=True)
+    others = 0
+    for name in os.listdir(a.oom_beside):
+        try:
+            os.kill(int(name), 0)
+            with open(f"/proc/{name}/stat") as f:
+                alive = f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+        except (OSError, ValueError):
+            alive = False
+        others += alive and int(name) != os.getpid()
+    if others >= a.fit:
+        print("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", file=sys.stderr)
+        sys.exit(1)
+    open(os.path.join(a.oom_beside, str(os.getpid())), "w").close()
 extra = float(os.environ.get("EXTRA_MS", "0"))
 kids = [subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.sleep(0.05)"])
         for _ in range(a.children)]
