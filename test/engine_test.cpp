@@ -550,6 +550,16 @@ TEST_CASE("a program row's diagnosis is its trace's verdict where it has one", "
         m.trace_verdict + " (ptune analyze on its trace); from outside, " + alloc);
   m.trace_verdict.clear();
   CHECK(ptune::measure::diagnose(m, cfg, {}, {}, false) == alloc);
+  // On a GPU (NVML's view of its processes): below the launch-bound rule's threshold the GPU waits
+  // on the host; at or above it the program is GPU-bound.
+  m.system_time_pct = 3;
+  m.gpu_busy_pct = 69.4;
+  CHECK(ptune::measure::diagnose(m, cfg, {}, {}, false)
+            .rfind("the GPU idle much of the step (GPU busy 69% for its processes, 0.5 CPU cores busy): ",
+                   0) == 0);
+  m.gpu_busy_pct = 70;
+  CHECK(ptune::measure::diagnose(m, cfg, {}, {}, false)
+            .rfind("GPU-bound (GPU busy 70% for its processes, 0.5 CPU cores busy): ", 0) == 0);
 }
 
 TEST_CASE("diagnosis verdicts follow the documented thresholds", "[measure]") {

@@ -8,6 +8,8 @@
 //                              (each unset: "not supported")
 //   PTUNE_FAKE_NVML_REASONS    the clocks event reasons bitmask, 0x... or decimal (unset: "not
 //                              supported")
+//   PTUNE_FAKE_NVML_SM_UTIL    every process's SM utilization on device 0, in % (one sample each,
+//                              taken now, for every process /proc lists; unset: "not supported")
 //   PTUNE_FAKE_NVML_ENTRY_BYTES  the size of the process entries filled (16, 24 or 32), for a
 //                              driver that fills another than its functions suggest (default:
 //                              this build's, below)
@@ -19,6 +21,9 @@
 // nvmlDeviceGetRunningProcessDetailList); with PTUNE_FAKE_NVML_R535 as the R535 series' (_v3
 // filling 32-byte nvmlProcessInfo_v3_t entries, without nvmlDeviceGetRunningProcessDetailList);
 // with PTUNE_FAKE_NVML_R450 as an old driver's (only the unversioned function, 16-byte entries).
+#include <dirent.h>
+
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -184,6 +189,39 @@ int nvmlDeviceGetMaxClockInfo(void* handle, int type, unsigned int* mhz) {
 int nvmlDeviceGetCurrentClocksEventReasons(void* handle, unsigned long long* reasons) {
   if (!device(handle)) return kInvalidArgument;
   return number("PTUNE_FAKE_NVML_REASONS", reasons) ? kSuccess : kNotSupported;
+}
+
+/// nvmlProcessUtilizationSample_t.
+struct UtilizationSample {
+  unsigned int pid;
+  unsigned long long time_us;
+  unsigned int sm, memory, encoder, decoder;
+};
+
+int nvmlDeviceGetProcessUtilization(void* handle, void* samples, unsigned int* count, unsigned long long) {
+  const Device* d = device(handle);
+  unsigned long long sm = 0;
+  if (!d || !count) return kInvalidArgument;
+  if (!number("PTUNE_FAKE_NVML_SM_UTIL", &sm)) return kNotSupported;
+  std::vector<unsigned int> pids;
+  if (d->index == 0)
+    if (DIR* dir = opendir("/proc")) {
+      while (const dirent* e = readdir(dir))
+        if (e->d_name[0] >= '1' && e->d_name[0] <= '9')
+          pids.push_back(static_cast<unsigned int>(std::atol(e->d_name)));
+      closedir(dir);
+    }
+  if (!samples || *count < pids.size()) {
+    *count = static_cast<unsigned int>(pids.size());
+    return kInsufficientSize;
+  }
+  const auto now = static_cast<unsigned long long>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                                       std::chrono::system_clock::now().time_since_epoch())
+                                                       .count());
+  auto* out = static_cast<UtilizationSample*>(samples);
+  for (size_t i = 0; i < pids.size(); ++i) out[i] = {pids[i], now, static_cast<unsigned int>(sm), 0, 0, 0};
+  *count = static_cast<unsigned int>(pids.size());
+  return kSuccess;
 }
 
 /// The index of the device last read (processes, clocks, reasons, UUID); -1 before any.

@@ -12,7 +12,8 @@ a missing one is a config error, exit 2), buffered (output that arrives in burst
 profile (measure.profile: the program gets PTUNE_PROFILE_DIR, the trace it writes there is analyzed
 and the row's diagnosis is ptune analyze's verdict on it; a program that writes none gets a note,
 its row kept), memory (an instance that runs out of memory beside the previous row's: each side
-started afresh for every window, one instance at a time), example (configs/program-cpu.json
+started afresh for every window, one instance at a time), gpu_busy (the processes' GPU busy share
+from NVML, here the tests' stand-in for its library, and the verdict from it), example (configs/program-cpu.json
 with small settings). After every sweep, no process of any
 instance is left (each instance logs its process group)."""
 import json
@@ -339,6 +340,26 @@ def case_memory(tmp):
         fail(f"only {started} instances were started: not one for each window")
     print(f"memory: {started} instances, one at a time; the row {again['verdict_vs_prev']} at "
           f"{again['speedup_vs_prev']}x")
+
+
+def case_gpu_busy(tmp):
+    # NVIDIA's management library stood in for by the tests' (test/fake_nvml.cpp): every process
+    # at 35% SM utilization on device 0, then at 90%.
+    fake = os.environ.get("PTUNE_FAKE_NVML_FILE", "")
+    if not fake:
+        fail("PTUNE_FAKE_NVML_FILE is not set (the tests' stand-in for NVIDIA's library)")
+    for util, rule in (("35", "the GPU idle much of the step (GPU busy 35% for its processes"),
+                       ("90", "GPU-bound (GPU busy 90% for its processes")):
+        out = os.path.join(tmp, f"r{util}.json")
+        os.environ.update(PTUNE_NVML_LIBRARY=fake, PTUNE_FAKE_NVML_SM_UTIL=util)
+        path = config(tmp, [{"name": "A", "set": {}}], measure={"max_s": 8})
+        r = sweep(path, out)
+        row = rows(out)[0]
+        if r.returncode != 0 or row.get("gpu_busy_pct") != float(util) or not row["diagnosis"].startswith(rule):
+            fail(f"{util}%: exit {r.returncode}, gpu_busy_pct {row.get('gpu_busy_pct')}, {row['diagnosis']!r}")
+        if "GPU busy" not in r.stdout:
+            fail("the table has no GPU busy column")
+    print("gpu_busy: the processes' SM use read from NVML, the verdict from it")
 
 
 def case_example(tmp):

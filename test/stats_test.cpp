@@ -168,7 +168,7 @@ TEST_CASE("a chain of speedups multiplies, its interval the t-interval of the su
 
 TEST_CASE("verdicts read the speedup's interval against the noise rule", "[stats]") {
   const NoiseRule rule;  // 3% target, 1% floor
-  auto iv = [](double lo, double hi) { return Interval{std::sqrt(lo * hi), lo, hi, 10, 0.99}; };
+  auto iv = [](double lo, double hi) { return Interval{std::sqrt(lo * hi), lo, hi, 10, 0.99, {}}; };
   CHECK(verdict_of(iv(1.02, 1.06), rule) == Verdict::kFaster);
   CHECK(verdict_of(iv(1.011, 1.30), rule) == Verdict::kFaster);  // wide, but clear of +1%
   CHECK(verdict_of(iv(0.90, 0.98), rule) == Verdict::kSlower);
@@ -176,8 +176,8 @@ TEST_CASE("verdicts read the speedup's interval against the noise rule", "[stats
   CHECK(verdict_of(iv(1.005, 1.03), rule) == Verdict::kWithinNoise);  // above 1, but not by the floor
   CHECK(verdict_of(iv(1.009, 1.04), rule) == Verdict::kUndecided);    // narrow, but may hide a 4% gain
   CHECK(verdict_of(iv(0.965, 0.995), rule) == Verdict::kUndecided);
-  CHECK(verdict_of(iv(0.95, 1.08), rule) == Verdict::kUndecided);                 // too wide to say
-  CHECK(verdict_of(Interval{1.5, 1.5, 1.5, 1, 0}, rule) == Verdict::kUndecided);  // no interval
+  CHECK(verdict_of(iv(0.95, 1.08), rule) == Verdict::kUndecided);                     // too wide to say
+  CHECK(verdict_of(Interval{1.5, 1.5, 1.5, 1, 0, {}}, rule) == Verdict::kUndecided);  // no interval
   CHECK(std::string(verdict_name(Verdict::kWithinNoise)) == "within noise");
   CHECK(std::string(verdict_name(Verdict::kUndecided)) == "undecided");
 }

@@ -120,15 +120,31 @@ std::string allocator_verdict(const Measurement& m, const config::ExperimentConf
 
 /// A program row's verdict: `ptune analyze`'s on the trace it wrote (measure.profile), with the
 /// allocator rule's finding from outside where it fires (a trace does not show page faults); or
-/// else from outside its processes: the allocator rule, or how many of the cores it may use its
-/// process tree kept busy, its system time and its memory.
+/// else from outside its processes: the allocator rule, its processes' GPU busy share (NVML) where
+/// known, or how many of the cores it may use its process tree kept busy, its system time and its
+/// memory.
 std::string program_verdict(const Measurement& m, const config::ExperimentConfig& cfg,
-                            const std::vector<Tried>& tried) {
+                            const std::vector<Tried>& tried, const DiagnosisThresholds& t) {
   const std::string alloc = allocator_verdict(m, cfg, tried, false);
   if (!m.trace_verdict.empty())
     return m.trace_verdict + " (ptune analyze on its trace)" +
            (alloc.empty() ? "" : "; from outside, " + alloc);
   if (!alloc.empty()) return alloc;
+  if (m.gpu_busy_pct) {
+    char cores[64] = "";
+    if (m.cpu_cores_busy) std::snprintf(cores, sizeof cores, ", %.1f CPU cores busy", *m.cpu_cores_busy);
+    const std::string seen = "GPU busy " + pct(*m.gpu_busy_pct) + " for its processes" + cores;
+    if (*m.gpu_busy_pct < t.launch_bound_busy_pct)
+      return "the GPU idle much of the step (" + seen +
+             "): the host does not feed it fast enough: more DataLoader workers, pin_memory=True, a larger "
+             "batch, "
+             "CUDA graphs or torch.compile; a torch.profiler trace of the program, read with ptune analyze, "
+             "shows "
+             "which";
+    return "GPU-bound (" + seen +
+           "): the next gains come from less work on the GPU: bf16 or fp16 autocast, channels_last, "
+           "torch.compile";
+  }
   if (!m.cpu_cores_busy) return "";
   size_t cores = engine::allowed_cpus().size();
   if (cfg.process.cpus) {
@@ -179,7 +195,7 @@ std::string diagnose(const Measurement& m, const config::ExperimentConfig& cfg,
   if (mode == config::Mode::kData) return "input pipeline alone: the ceiling the loader sets on training";
   if (mode == config::Mode::kSynthetic)
     return "model alone (one batch on the device): the ceiling compute sets";
-  if (cfg.program.enabled()) return program_verdict(m, cfg, tried);
+  if (cfg.program.enabled()) return program_verdict(m, cfg, tried, t);
   const bool cuda = m.device_mem_bytes.has_value();
   if (m.data_wait_pct >= t.input_bound_pct) {
     std::string s = "input-bound (" + pct(m.data_wait_pct) + " waiting for data): ";

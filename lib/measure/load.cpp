@@ -186,7 +186,18 @@ struct Library {
   Return (*clock)(Device, int, unsigned int*) = nullptr;        // nvmlDeviceGetClockInfo
   Return (*max_clock)(Device, int, unsigned int*) = nullptr;    // nvmlDeviceGetMaxClockInfo
   Return (*reasons)(Device, unsigned long long*) = nullptr;  // ...ClocksEventReasons, else ...ThrottleReasons
+  // nvmlDeviceGetProcessUtilization: samples of each process's SM use since a CPU timestamp (us).
+  Return (*utilization)(Device, void*, unsigned int*, unsigned long long) = nullptr;
 };
+
+/// nvmlProcessUtilizationSample_t: {unsigned int pid; unsigned long long timeStamp (CPU time, us);
+/// unsigned int smUtil, memUtil, encUtil, decUtil}: 32 bytes with the padding after pid.
+struct UtilizationSample {
+  unsigned int pid;
+  unsigned long long time_us;
+  unsigned int sm, memory, encoder, decoder;
+};
+static_assert(sizeof(UtilizationSample) == 32, "nvmlProcessUtilizationSample_t is 32 bytes");
 
 /// Points `fn` at the first of `names` the library has; false when it has none.
 template <typename F>
@@ -225,6 +236,7 @@ std::unique_ptr<Library> load_library(const std::string& file) {
   resolve(handle, &lib->max_clock, {"nvmlDeviceGetMaxClockInfo"});
   resolve(handle, &lib->reasons,
           {"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"});
+  resolve(handle, &lib->utilization, {"nvmlDeviceGetProcessUtilization"});
   return lib;
 }
 
@@ -452,6 +464,38 @@ LoadReport LoadSampler::stop(int gpu_index) {
   r.under_load = (r.sampled && (r.other_cpu_cores >= t.other_cores || r.steal_pct >= t.steal_pct)) ||
                  (r.gpu_other_processes && *r.gpu_other_processes > 0);
   return r;
+}
+
+std::optional<double> gpu_busy_of(const std::vector<int64_t>& pids, uint64_t since_us) {
+  using namespace nvml;
+  const Library* lib = library();
+  unsigned int devices = 0;
+  if (!lib || !lib->utilization || !lib->count || !lib->by_index || lib->count(&devices) != kSuccess)
+    return std::nullopt;
+  std::optional<double> busiest;
+  for (unsigned int i = 0; i < devices; ++i) {
+    Device d = nullptr;
+    if (lib->by_index(i, &d) != kSuccess) continue;
+    unsigned int n = 0;
+    Return r = lib->utilization(d, nullptr, &n, since_us);  // how many samples there are
+    if ((r != kSuccess && r != kInsufficientSize) || n == 0) continue;
+    std::vector<UtilizationSample> samples(n + 8);  // room for samples taken between the calls
+    n = static_cast<unsigned int>(samples.size());
+    if (lib->utilization(d, samples.data(), &n, since_us) != kSuccess) continue;
+    // The processes' SM use summed per sampling time, then averaged over the times.
+    std::map<unsigned long long, double> at;
+    for (unsigned int k = 0; k < n && k < samples.size(); ++k) {
+      const UtilizationSample& u = samples[k];
+      if (u.time_us <= since_us || std::find(pids.begin(), pids.end(), int64_t{u.pid}) == pids.end())
+        continue;
+      at[u.time_us] = std::min(100.0, at[u.time_us] + u.sm);
+    }
+    if (at.empty()) continue;
+    double sum = 0;
+    for (const auto& [t, v] : at) sum += v;
+    busiest = std::max(busiest.value_or(0.0), sum / static_cast<double>(at.size()));
+  }
+  return busiest;
 }
 
 int64_t other_gpu_processes(const std::vector<int64_t>& listed, const std::vector<int64_t>& job) {

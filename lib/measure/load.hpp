@@ -91,6 +91,13 @@ class LoadSampler {
 /// but as many as the job has: never more than the truth. Never throws.
 int64_t other_gpu_processes(const std::vector<int64_t>& listed, const std::vector<int64_t>& job);
 
+/// The GPU busy share of processes `pids`: the mean, over the times NVML sampled since
+/// `since_us` (CPU time, microseconds since the epoch), of their SM utilization summed (at most
+/// 100%), on the GPU where it is highest (nvmlDeviceGetProcessUtilization, on every device the
+/// library lists). nullopt without the library, the function, or a sample of theirs since then.
+/// Never throws.
+std::optional<double> gpu_busy_of(const std::vector<int64_t>& pids, uint64_t since_us);
+
 /// The throttle reasons (NVML's clocks event reasons bitmask) that slow the GPU down, in
 /// words, joined by " and ": "power cap", "hardware slowdown", "software thermal slowdown",
 /// "hardware thermal slowdown", "power brake"; "" when none. Idle, the applications clocks

@@ -21,6 +21,7 @@
 #include "files.hpp"
 #include "errors.hpp"
 #include "measure/job_groups.hpp"
+#include "measure/load.hpp"
 
 namespace ptune::proc {
 namespace {
@@ -385,6 +386,9 @@ double ProgramInstance::window(const measure::Deadline& deadline) {
   const StepEvent anchor = next_step();
   counter_.add(anchor.t_ms, anchor.step);
   const GroupUsage before = GroupUsage::of(pid_);
+  const auto since_us = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                                  std::chrono::system_clock::now().time_since_epoch())
+                                                  .count());
   double ms = 0, last_t = anchor.t_ms;
   int64_t steps = 0;
   while (steps < steps_per_window_) {
@@ -400,7 +404,11 @@ double ProgramInstance::window(const measure::Deadline& deadline) {
     if (steps < steps_per_window_ && !deadline.fits(ms / static_cast<double>(steps))) break;
   }
   ProgramWindow w;
-  usage_between(before, GroupUsage::of(pid_), w);
+  const GroupUsage after = GroupUsage::of(pid_);
+  usage_between(before, after, w);
+  std::vector<int64_t> pids;
+  for (const auto& [pid, stat] : after.procs) pids.push_back(pid);
+  w.gpu_busy_pct = measure::gpu_busy_of(pids, since_us);
   w.ms_per_step = ms / static_cast<double>(steps);
   w.steps = steps;
   w.wall_ms = last_t - anchor.t_ms;
@@ -532,14 +540,15 @@ measure::Measurement ProgramInstance::result(size_t first, size_t count) {
   m.batch_size = static_cast<int64_t>(samples_per_step());
   m.steps = steps_per_window_;
   std::vector<double> ms;
-  double wall = 0, cpu = 0, sys = 0, faults = 0;
-  int64_t steps = 0, peak = 0;
+  double wall = 0, cpu = 0, sys = 0, faults = 0, gpu = 0;
+  int64_t steps = 0, peak = 0, gpu_windows = 0;
   for (size_t w = first; w < end; ++w) {
     const ProgramWindow& pw = windows_[w];
     ms.push_back(pw.ms_per_step);
     wall += pw.wall_ms, cpu += pw.cpu_ms, sys += pw.sys_ms, faults += pw.faults;
     steps += pw.steps;
     peak = std::max(peak, pw.peak_rss_bytes);
+    if (pw.gpu_busy_pct) gpu += *pw.gpu_busy_pct, ++gpu_windows;
     if (pw.steps < steps_per_window_) ++m.short_windows;
   }
   measure::set_windows(m, ms, 1);
@@ -550,6 +559,7 @@ measure::Measurement ProgramInstance::result(size_t first, size_t count) {
   }
   if (steps > 0) m.page_faults_per_step = faults / static_cast<double>(steps);
   if (peak > 0) m.peak_rss_bytes = peak;
+  if (gpu_windows > 0) m.gpu_busy_pct = gpu / static_cast<double>(gpu_windows);
   if (m.short_windows > 0)
     m.notes.push_back(measure::short_windows_note(m.short_windows, ms.size(), steps_per_window_));
   // Lines that arrive together were written at once: the program's output is buffered, and the

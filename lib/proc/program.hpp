@@ -44,6 +44,7 @@ struct ProgramWindow {
   double cpu_ms = 0, sys_ms = 0;  // the group's CPU time in that span (all processes, all threads)
   double faults = 0;              // minor page faults in that span
   int64_t peak_rss_bytes = 0;
+  std::optional<double> gpu_busy_pct;  // its processes' SM use on their GPU (NVML), where known
 };
 
 /// Whether a file name is a trace's (the caller's rule: `ptune analyze`'s).

@@ -245,7 +245,7 @@ measure::Interval printed_rate(const Row& row) {
   if (!row.m) return {};
   if (row.m->samples_per_s_ci.point > 0) return row.m->samples_per_s_ci;
   const double v = row.m->samples_per_s;  // a measurement without an interval: its point only
-  return measure::Interval{v, v, v, 0, 0};
+  return measure::Interval{v, v, v, 0, 0, {}};
 }
 
 double printed_ms_per_step(const Row& row) {
@@ -346,7 +346,7 @@ void compute_speedups(std::vector<Row>& rows) {
     if (rows[i].m && rows[i].mode == last.mode && rows[i].arch == last.arch) chain.push_back(i);
   if (chain.empty()) {
     last.speedup_vs_prev = last.speedup_vs_base = 1.0;
-    last.prev_ci = last.base_ci = measure::Interval{1.0, 1.0, 1.0, 0, 0};
+    last.prev_ci = last.base_ci = measure::Interval{1.0, 1.0, 1.0, 0, 0, {}};
     last.prev_ms.clear();
     return;
   }
