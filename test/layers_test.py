@@ -20,8 +20,6 @@ LIB = os.path.join(ROOT, "lib")
 
 # (from folder, to folder): why it is still there.
 KNOWN = {
-    ("config", "proc"): "config.cpp compiles program.step_pattern with proc/step_lines (PCRE2) to check it: "
-                        "step_lines belongs in a foundation folder below config/",
     ("data", "measure"): "the loader marks its ranges with measure/ranges.hpp: the range names (and "
                          "measure/stats) belong in a foundation folder below data/ and engine/",
     ("engine", "measure"): "the trainer and feeder mark measure/ranges.hpp's ranges, run.cpp and the feeder "

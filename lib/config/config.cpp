@@ -16,7 +16,7 @@
 #include "config/suggest.hpp"
 #include "errors.hpp"
 #include "config/arch.hpp"
-#include "proc/step_lines.hpp"
+#include "config/step_pattern.hpp"
 
 namespace ptune::config {
 namespace {
@@ -958,7 +958,7 @@ void validate_program(const ProgramConfig& p, const std::string& at) {
                                                            : "is not found on PATH (" + path + ")") +
                       (p.cwd ? " (program.cwd '" + *p.cwd + "')" : ""));
   try {
-    proc::StepPattern pattern(p.step_pattern);
+    StepPattern pattern(p.step_pattern);
   } catch (const std::invalid_argument& e) {
     throw ConfigError(at + "program.step_pattern: '" + p.step_pattern +
                       "' is not a regular expression: " + e.what());
