@@ -164,6 +164,17 @@ TEST_CASE("table, csv and markdown render every row", "[report]") {
         std::string::npos);
 }
 
+TEST_CASE("one CSV writer quotes a comma a quote and either line break", "[report]") {
+  using ptune::report::csv_escape;
+  CHECK(csv_escape("plain") == "plain");
+  CHECK(csv_escape("a,b") == "\"a,b\"");
+  CHECK(csv_escape("say \"hi\"") == "\"say \"\"hi\"\"\"");
+  CHECK(csv_escape("line\nbreak") == "\"line\nbreak\"");
+  CHECK(csv_escape("bar\r50%") == "\"bar\r50%\"");  // a progress bar's carriage return
+  CHECK(ptune::report::csv_table({"name", "ms"}, {{"a,b", "1.5"}, {"c", ""}}) ==
+        "name,ms\n\"a,b\",1.5\nc,\n");
+}
+
 TEST_CASE("a text written atomically replaces the file whole and leaves no temporary", "[report]") {
   ptune::test::TempDir dir;
   auto path = dir.file("r.json");

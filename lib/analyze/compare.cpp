@@ -201,13 +201,6 @@ std::vector<std::vector<std::string>> rows(const Comparison& c) {
   return out;
 }
 
-std::string csv_cell(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string o = "\"";
-  for (char ch : s) o += ch == '"' ? std::string("\"\"") : std::string(1, ch);
-  return o + "\"";
-}
-
 }  // namespace
 
 Split split_of(const StepBreakdown& m) {
@@ -421,15 +414,7 @@ std::string render_versions(const Comparison& c, const std::string& format) {
   const auto h = header();
   const auto rs = rows(c);
   std::string out;
-  if (format == "csv") {
-    for (size_t i = 0; i < h.size(); ++i) out += (i ? "," : "") + csv_cell(h[i]);
-    out += "\n";
-    for (const auto& r : rs) {
-      for (size_t i = 0; i < r.size(); ++i) out += (i ? "," : "") + csv_cell(r[i]);
-      out += "\n";
-    }
-    return out;
-  }
+  if (format == "csv") return report::csv_table(h, rs);
   if (format == "md") {
     using report::markdown_escape;
     out += "## ptune analyze: " + std::to_string(c.versions.size()) + " versions\n\n|";

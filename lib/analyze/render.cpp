@@ -396,25 +396,6 @@ Json to_json(const Analysis& a, const Version* v) {
 
 namespace {
 
-/// The step split as CSV: the header, then a line per step.
-std::string render_csv(const std::vector<std::string>& header,
-                       const std::vector<std::vector<std::string>>& rows) {
-  auto cell = [](const std::string& c) {
-    if (c.find_first_of(",\"\n") == std::string::npos) return c;
-    std::string o = "\"";
-    for (char ch : c) o += ch == '"' ? std::string("\"\"") : std::string(1, ch);
-    return o + "\"";
-  };
-  std::string out;
-  for (size_t i = 0; i < header.size(); ++i) out += (i ? "," : "") + cell(header[i]);
-  out += "\n";
-  for (const auto& r : rows) {
-    for (size_t i = 0; i < r.size(); ++i) out += (i ? "," : "") + cell(r[i]);
-    out += "\n";
-  }
-  return out;
-}
-
 /// The analysis as Markdown: the verdict, notes, the step split and the largest operators,
 /// kernels and host syncs.
 std::string render_markdown(const Analysis& a, const std::string& intro,
@@ -558,7 +539,7 @@ std::string render_analysis(const Analysis& a, const std::string& format, const 
   const Breakdown& b = a.ranks[a.primary];
   const auto header = split_header();
   const auto rows = split_rows(b);
-  if (format == "csv") return render_csv(header, rows);
+  if (format == "csv") return report::csv_table(header, rows);
   const size_t n_steps = b.steps.size();
   std::string device = b.has_gpu ? (b.devices.empty() ? "cuda" : "cuda (" + b.devices.front() + ")") : "cpu";
   std::string intro =

@@ -140,13 +140,6 @@ std::vector<Column> columns(bool gpu, bool steps = false) {
   return cols;
 }
 
-std::string csv_escape(const std::string& s) {
-  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
-  std::string o = "\"";
-  for (char ch : s) o += ch == '"' ? std::string("\"\"") : std::string(1, ch);
-  return o + "\"";
-}
-
 /// The lines under the table: per row its status (when not ok) or diagnosis, its notes, its
 /// trace; each as (row index, row name, text).
 struct TrailLine {
@@ -446,6 +439,25 @@ std::string markdown_escape(const std::string& s) {
     }
   }
   return o;
+}
+
+std::string csv_escape(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string o = "\"";
+  for (char ch : s) o += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+  return o + "\"";
+}
+
+std::string csv_table(const std::vector<std::string>& header,
+                      const std::vector<std::vector<std::string>>& rows) {
+  std::string out;
+  for (size_t i = 0; i < header.size(); ++i) out += (i ? "," : "") + csv_escape(header[i]);
+  out += "\n";
+  for (const auto& r : rows) {
+    for (size_t i = 0; i < r.size(); ++i) out += (i ? "," : "") + csv_escape(r[i]);
+    out += "\n";
+  }
+  return out;
 }
 
 std::string format_of_path(const std::string& path) {

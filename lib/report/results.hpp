@@ -150,4 +150,12 @@ const std::vector<std::string>& formats();
 /// python-markdown, markdown-it and mistune render it as the text it is. Throws nothing.
 std::string markdown_escape(const std::string& s);
 
+/// A cell as CSV writes it (RFC 4180): quoted where it holds a comma, a quote or a line break
+/// (\n or \r), its quotes doubled. Throws nothing.
+std::string csv_escape(const std::string& s);
+
+/// `header`, then each of `rows`, as CSV lines (csv_escape on every cell). Throws nothing.
+std::string csv_table(const std::vector<std::string>& header,
+                      const std::vector<std::vector<std::string>>& rows);
+
 }  // namespace ptune::report
