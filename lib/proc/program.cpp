@@ -366,9 +366,7 @@ void ProgramInstance::warm_up(int64_t warmup_steps, const measure::Deadline& dea
   }
 }
 
-double ProgramInstance::samples_per_step() const {
-  return program_.samples_per_step > 0 ? static_cast<double>(program_.samples_per_step) : 1.0;
-}
+double ProgramInstance::samples_per_step() const { return proc::samples_per_step(program_); }
 
 void ProgramInstance::report(const std::string& phase, int64_t done, int64_t total) {
   phase_ = phase, done_ = done, total_ = total;

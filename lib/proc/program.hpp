@@ -47,6 +47,12 @@ struct ProgramWindow {
   std::optional<double> gpu_busy_pct;  // its processes' SM use on their GPU (NVML), where known
 };
 
+/// The samples one step of `program` processes: program.samples_per_step, or 1 without it (the
+/// rates are then steps/s).
+inline double samples_per_step(const config::ProgramConfig& program) {
+  return program.samples_per_step > 0 ? static_cast<double>(program.samples_per_step) : 1.0;
+}
+
 /// Whether a file name is a trace's (the caller's rule: `ptune analyze`'s).
 using TraceName = std::function<bool(const std::string& name)>;
 

@@ -117,8 +117,7 @@ class RebuildSide : public measure::Side {
   }
   int64_t steps_per_window() const override { return cfg_.measure.steps; }
   double samples_per_step() const override {
-    if (cfg_.program.enabled())
-      return cfg_.program.samples_per_step > 0 ? cfg_.program.samples_per_step : 1.0;
+    if (cfg_.program.enabled()) return proc::samples_per_step(cfg_.program);
     return static_cast<double>(cfg_.loader.batch_size * dist::world_size());
   }
   /// The last side's figures with `count` windows' times from the `first` one. Throws when that
@@ -620,7 +619,9 @@ class SweepRun {
     report::Row& r = out_.rows[k];
     const Done& d = done_[k];
     if (!r.m || !measure::wants_profile(d.cfg)) return;
-    if (d.cfg.program.enabled() && !d.cfg.measure.profile) return;  // no GPU busy from outside yet
+    // A program row is profiled only when asked (measure.profile): its GPU busy came from NVML
+    // while it was timed, and a profile runs the program once more.
+    if (d.cfg.program.enabled() && !d.cfg.measure.profile) return;
     try {
       if (d.cfg.program.enabled()) {
         const proc::ProgramProfile p = proc::profile_program(
