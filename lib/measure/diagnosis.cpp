@@ -136,11 +136,9 @@ std::string program_verdict(const Measurement& m, const config::ExperimentConfig
     const std::string seen = "GPU busy " + pct(*m.gpu_busy_pct) + " for its processes" + cores;
     if (*m.gpu_busy_pct < t.launch_bound_busy_pct)
       return "the GPU idle much of the step (" + seen +
-             "): the host does not feed it fast enough: more DataLoader workers, pin_memory=True, a larger "
-             "batch, "
-             "CUDA graphs or torch.compile; a torch.profiler trace of the program, read with ptune analyze, "
-             "shows "
-             "which";
+             "): the host does not feed it fast enough: more DataLoader workers, pin_memory=True, a "
+             "larger batch, CUDA graphs or torch.compile; a torch.profiler trace of the program, read "
+             "with ptune analyze, shows which";
     return "GPU-bound (" + seen +
            "): the next gains come from less work on the GPU: bf16 or fp16 autocast, channels_last, "
            "torch.compile";
