@@ -6,7 +6,7 @@
 #include <exception>
 #include <typeinfo>
 
-#include "errors.hpp"
+#include "core/errors.hpp"
 
 namespace ptune::fuzz {
 

@@ -28,7 +28,7 @@
 #include "analyze/overview.hpp"
 #include "analyze/render.hpp"
 #include "analyze/trace_reader.hpp"
-#include "errors.hpp"
+#include "core/errors.hpp"
 #include "measure/diagnosis.hpp"
 #include "measure/rules.hpp"
 #include "report/figures.hpp"
@@ -809,7 +809,7 @@ TEST_CASE("analyze BASE NEXT...: the iterative table, speedups and what changed 
   CHECK(*c.versions[1].vs_prev == Approx(c.versions[0].step_ms / c.versions[1].step_ms));
   CHECK(*c.versions[2].vs_first == Approx(c.versions[0].step_ms / c.versions[2].step_ms));
   CHECK(*c.versions[2].vs_first ==
-        Approx(ptune::measure::welch_speedup(c.versions[0].step_ms_each, c.versions[2].step_ms_each).point));
+        Approx(ptune::stats::welch_speedup(c.versions[0].step_ms_each, c.versions[2].step_ms_each).point));
   CHECK(*c.versions[0].samples_per_s == Approx(64 * 1000.0 / c.versions[0].step_ms));
   auto texts = [&](size_t i) {
     std::string all;
@@ -1069,13 +1069,13 @@ TEST_CASE("analyze BASE NEXT...: a speedup carries its interval and the sweep's 
   auto c = compare_versions({a, b}, {}, {});
   REQUIRE(c.versions[1].prev);
   const Speedup& s = *c.versions[1].prev;
-  const auto want = ptune::measure::welch_speedup(slow, fast, ptune::measure::kSpeedupLevel);
+  const auto want = ptune::stats::welch_speedup(slow, fast, ptune::stats::kSpeedupLevel);
   CHECK(s.interval.point == Approx(want.point));
   CHECK(s.interval.lo == Approx(want.lo));
   CHECK(s.interval.hi == Approx(want.hi));
   CHECK(s.interval.lo > 1.8);
   CHECK(s.interval.hi < 2.2);
-  CHECK(s.verdict == ptune::measure::Verdict::kFaster);
+  CHECK(s.verdict == ptune::stats::Verdict::kFaster);
   CHECK(*c.versions[1].vs_prev == Approx(want.point));
   // The interval as every output prints it (report::interval_text: ± here, where it is symmetric).
   CHECK(speedup_text(s) == [&] {
@@ -1102,28 +1102,28 @@ TEST_CASE("analyze BASE NEXT...: a speedup carries its interval and the sweep's 
   CHECK(has(html, speedup_text(s)));
   // The other way round: slower.
   c = compare_versions({b, a}, {}, {});
-  CHECK(c.versions[1].prev->verdict == ptune::measure::Verdict::kSlower);
+  CHECK(c.versions[1].prev->verdict == ptune::stats::Verdict::kSlower);
   // Steps within 0.5% of each other on both sides: within noise (the interval within 1.00x +-3%).
   c = compare_versions({steps_trace(dir, "same1", {10.0, 10.03, 9.98, 10.01}),
                         steps_trace(dir, "same2", {10.01, 9.99, 10.02, 10.0})},
                        {}, {});
   CHECK(c.versions[1].prev->interval.lo > 1 / 1.03);
   CHECK(c.versions[1].prev->interval.hi < 1.03);
-  CHECK(c.versions[1].prev->verdict == ptune::measure::Verdict::kWithinNoise);
+  CHECK(c.versions[1].prev->verdict == ptune::stats::Verdict::kWithinNoise);
   // Two steps per side: undecided, whatever the interval, and why.
   c = compare_versions({steps_trace(dir, "two_a", {10.0, 10.1}), steps_trace(dir, "two_b", {5.0, 5.05})}, {},
                        {});
-  CHECK(c.versions[1].prev->verdict == ptune::measure::Verdict::kUndecided);
+  CHECK(c.versions[1].prev->verdict == ptune::stats::Verdict::kUndecided);
   CHECK(c.versions[1].prev->reason ==
         "2 steps in `two_a`, 2 steps in `two_b`: 3 or more per trace are needed");
   CHECK(has(render_versions(c, "table"), "undecided: 2 steps in `two_a`, 2 steps in `two_b`"));
   // One side recorded under load (ptune's metadata says so): undecided, and the load named.
   c = compare_versions({a, steps_trace(dir, "loaded", fast, true)}, {}, {});
   CHECK(c.versions[1].under_load);
-  CHECK(c.versions[1].prev->verdict == ptune::measure::Verdict::kUndecided);
+  CHECK(c.versions[1].prev->verdict == ptune::stats::Verdict::kUndecided);
   CHECK(c.versions[1].prev->reason ==
         "`loaded` was recorded under load (other processes used 1.9 of 2 cores)");
-  CHECK(c.versions[1].prev->interval.level == ptune::measure::kSpeedupLevelUnderLoad);
+  CHECK(c.versions[1].prev->interval.level == ptune::stats::kSpeedupLevelUnderLoad);
   CHECK(ptune::analyze::to_json(c.versions[1].analysis)["under_load"] == true);
 }
 
@@ -1594,7 +1594,7 @@ TEST_CASE(
     "analyze BASE NEXT...: separate runs differ by more than their steps say, batches compare per sample",
     "[analyze]") {
   using ptune::analyze::compare_versions;
-  using ptune::measure::Verdict;
+  using ptune::stats::Verdict;
   TempDir dir;
   // Two traces 5% apart with steps within 0.2%: a tight interval around 1.05x, which two separate
   // runs of the same code can show. Within the default 10%: within noise, never faster; with

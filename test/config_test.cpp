@@ -3,7 +3,7 @@
 
 #include "config/config.hpp"
 #include "config/suggest.hpp"
-#include "errors.hpp"
+#include "core/errors.hpp"
 #include "test_util.hpp"
 
 using ptune::ConfigError;

@@ -22,10 +22,10 @@
 #include "dist/grad_sync.hpp"
 #include "dist/group.hpp"
 #include "engine/cuda_graph.hpp"
-#include "engine/cuda_support.hpp"
+#include "runtime/cuda_support.hpp"
 #include "engine/feeder.hpp"
 #include "engine/trainer.hpp"
-#include "measure/load.hpp"
+#include "system/load.hpp"
 #include "measure/probe.hpp"
 #include "tune/tuner.hpp"
 
@@ -271,7 +271,7 @@ TEST_CASE("cuda: a capture that fails leaves the allocator and the device usable
   // when that use is over (during a capture its free is deferred "until the capture ends",
   // which after a failed capture would be never), so its segment can be given back.
   auto reserved = [] {
-    ptune::engine::cuda::synchronize(0);
+    ptune::runtime::cuda::synchronize(0);
     c10::cuda::CUDACachingAllocator::emptyCache();
     auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(0);
     return stats.reserved_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].current;
@@ -327,7 +327,7 @@ TEST_CASE("cuda: channels_last and cudnn_benchmark change speed, not results", "
   CHECK(x.is_contiguous(at::MemoryFormat::ChannelsLast));
   cl = train_on(t, batch)[0];
   CHECK(cl == Approx(plain).epsilon(1e-3));
-  ptune::engine::cuda::set_cudnn_benchmark(false);
+  ptune::runtime::cuda::set_cudnn_benchmark(false);
 }
 
 TEST_CASE("cuda: a measured row reports GPU busy, peak memory and the step breakdown", "[.cuda]") {
@@ -376,13 +376,13 @@ TEST_CASE("cuda: the load view finds the row's GPU in the driver's management li
   require_gpu();
   const auto t = torch::ones({1024}, torch::TensorOptions().device(kCuda));  // this process's context
   torch::cuda::synchronize();
-  const std::string uuid = ptune::engine::cuda::device_uuid(0);
+  const std::string uuid = ptune::runtime::cuda::device_uuid(0);
   REQUIRE(uuid.size() == 36);  // 8-4-4-4-12 hex digits
   CHECK((uuid[8] == '-' && uuid[13] == '-' && uuid[18] == '-' && uuid[23] == '-'));
-  CHECK(ptune::engine::cuda::device_uuid(ptune::engine::cuda::device_count()).empty());
+  CHECK(ptune::runtime::cuda::device_uuid(ptune::runtime::cuda::device_count()).empty());
   const char* library = std::getenv("PTUNE_NVML_LIBRARY");
   REQUIRE((library == nullptr || *library == '\0'));  // the driver's own libnvidia-ml.so.1
-  ptune::measure::LoadSampler s;
+  ptune::system::LoadSampler s;
   s.start(0, uuid);
   const auto r = s.stop(0);
   WARN("GPU " << uuid << ": " << r.summary());  // what this machine's driver told, in the log
@@ -393,7 +393,7 @@ TEST_CASE("cuda: the load view finds the row's GPU in the driver's management li
 TEST_CASE("cuda: the batch-size search survives a real out-of-memory and keeps going", "[.cuda]") {
   require_gpu();
   // Cap the caching allocator at ~3 GiB so that the search hits the limit quickly.
-  const double total = static_cast<double>(ptune::engine::cuda::total_memory(0));
+  const double total = static_cast<double>(ptune::runtime::cuda::total_memory(0));
   c10::cuda::CUDACachingAllocator::emptyCache();
   c10::cuda::CUDACachingAllocator::setMemoryFraction(3.0 * (1 << 30) / total, 0);
   struct Restore {

@@ -8,7 +8,7 @@
 #include "data/fake_cifar.hpp"
 #include "data/loader.hpp"
 #include "data/resize.hpp"
-#include "errors.hpp"
+#include "core/errors.hpp"
 #include "test_util.hpp"
 
 using namespace ptune::data;

@@ -33,7 +33,7 @@
 #include "dist/group.hpp"
 #include "dist/launcher.hpp"
 #include "engine/trainer.hpp"
-#include "measure/stats.hpp"
+#include "core/stats.hpp"
 #include "models/state_dict_io.hpp"
 #include "test_util.hpp"
 

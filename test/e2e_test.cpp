@@ -27,7 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dist/launcher.hpp"
-#include "engine/cuda_support.hpp"
+#include "runtime/cuda_support.hpp"
 #include "ptune_build_id.hpp"
 #include "test_util.hpp"
 
@@ -566,7 +566,7 @@ TEST_CASE("launch refuses more ranks than the machine can run", "[e2e]") {
       "launch: --nproc-per-node " + std::to_string(limit + 1) +
           " is more ranks than this machine can run; at most " + std::to_string(limit) + " (4 per core on " +
           std::to_string(cores) + " cores, or one per GPU on " +
-          std::to_string(ptune::engine::cuda::device_count()) + " GPUs)");
+          std::to_string(ptune::runtime::cuda::device_count()) + " GPUs)");
 }
 
 TEST_CASE("resume refuses a checkpoint that does not fit the config, weights and checkpoints are told apart",

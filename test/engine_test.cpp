@@ -14,17 +14,17 @@
 
 #include "config/config.hpp"
 #include "data/loader.hpp"
-#include "engine/device.hpp"
-#include "engine/process.hpp"
+#include "runtime/device.hpp"
+#include "system/process.hpp"
 #include "engine/feeder.hpp"
 #include "engine/run.hpp"
 #include "engine/sgd.hpp"
 #include "engine/trainer.hpp"
-#include "errors.hpp"
+#include "core/errors.hpp"
 #include "measure/diagnosis.hpp"
 #include "measure/probe.hpp"
 #include "test_util.hpp"
-#include "torch_error.hpp"
+#include "runtime/torch_error.hpp"
 
 using ptune::config::ExperimentConfig;
 using ptune::engine::Trainer;
@@ -89,8 +89,8 @@ std::map<std::string, bool> cpu_flags(const std::string& which) {
 }  // namespace
 
 TEST_CASE("cpu_info: oneDNN's and ATen's instruction sets under their caps", "[engine][cpu]") {
-  using ptune::engine::aten_isa;
-  using ptune::engine::onednn_isa;
+  using ptune::system::aten_isa;
+  using ptune::system::onednn_isa;
   CHECK(onednn_isa(cpu_flags("zen3"), "") == "avx2");
   CHECK(onednn_isa(cpu_flags("zen4"), "") == "avx512_core_bf16");
   CHECK(onednn_isa(cpu_flags("spr"), "") == "avx10_1_512_amx");
@@ -111,23 +111,23 @@ TEST_CASE("cpu_info: oneDNN's and ATen's instruction sets under their caps", "[e
 }
 
 TEST_CASE("cpu_info: bf16 is native only where oneDNN may use it, and the verdict says so", "[engine][cpu]") {
-  ptune::engine::CpuFacts f;
+  ptune::system::CpuFacts f;
   f.model = "AMD EPYC";
   f.arch = "x86_64";
   f.physical_cores = 2;
   f.logical_cores = 4;
   f.flags = cpu_flags("zen4");
-  auto cpu = ptune::engine::describe_cpu(f);
+  auto cpu = ptune::system::describe_cpu(f);
   CHECK(cpu.bf16_native);
   CHECK_FALSE(cpu.amx);
-  CHECK(ptune::engine::summary(cpu) ==
+  CHECK(ptune::system::summary(cpu) ==
         "ATen AVX512, oneDNN avx512_core_bf16, bf16 native (avx512_bf16), 2 cores, 4 threads");
   f.aten_cap = "avx2";
   f.onednn_cap = "AVX2";
-  cpu = ptune::engine::describe_cpu(f);
+  cpu = ptune::system::describe_cpu(f);
   CHECK_FALSE(cpu.bf16_native);
   CHECK(cpu.caps == std::vector<std::string>{"ATEN_CPU_CAPABILITY=avx2", "ONEDNN_MAX_CPU_ISA=AVX2"});
-  CHECK(ptune::engine::summary(cpu) ==
+  CHECK(ptune::system::summary(cpu) ==
         "ATen AVX2, oneDNN avx2 (ATEN_CPU_CAPABILITY=avx2, ONEDNN_MAX_CPU_ISA=AVX2), bf16 not native "
         "(capped), 2 cores, 4 threads");
   ptune::measure::Measurement m;
@@ -138,16 +138,16 @@ TEST_CASE("cpu_info: bf16 is native only where oneDNN may use it, and the verdic
         "this CPU's avx512_bf16, so optim.amp is not advised; try model.channels_last");
   // AVX-512 without BF16 instructions: oneDNN emulates bf16, which is not native.
   f.onednn_cap = "AVX512_CORE";
-  CHECK_FALSE(ptune::engine::describe_cpu(f).bf16_native);
+  CHECK_FALSE(ptune::system::describe_cpu(f).bf16_native);
   f.onednn_cap.clear();
   f.flags = cpu_flags("zen3");
-  cpu = ptune::engine::describe_cpu(f);
+  cpu = ptune::system::describe_cpu(f);
   CHECK_FALSE(cpu.bf16_native);
   CHECK(ptune::measure::diagnose(m, cfg, {}, {}, cpu) ==
         "compute-bound (94% in forward/backward/update) on fp32: this CPU has no native bf16 arithmetic (no "
         "AVX512-BF16 or AMX), so optim.amp is not advised; try model.channels_last");
   f.flags = cpu_flags("spr");
-  cpu = ptune::engine::describe_cpu(f);
+  cpu = ptune::system::describe_cpu(f);
   CHECK((cpu.bf16_native && cpu.amx && cpu.fp16_native));
   CHECK(
       ptune::measure::diagnose(m, cfg, {}, {}, cpu) ==
@@ -176,14 +176,14 @@ TEST_CASE("cpu_info: bf16 is native only where oneDNN may use it, and the verdic
         "compute-bound (94% in forward/backward/update) on fp32: optim.amp measured slower here (row 7 'bf16 "
         "autocast', 0.92x); try model.channels_last");
   f.onednn_bf16 = false;  // oneDNN's own answer has the last word
-  CHECK_FALSE(ptune::engine::describe_cpu(f).bf16_native);
+  CHECK_FALSE(ptune::system::describe_cpu(f).bf16_native);
 }
 
 TEST_CASE("cpu_info: this machine as LibTorch sees it, under the caps in the environment", "[engine][cpu]") {
   // Depends on the CPU and on ATEN_CPU_CAPABILITY / ONEDNN_MAX_CPU_ISA (the suite runs twice,
   // the second time under the AVX2 cap): each figure is checked against LibTorch's own answer.
-  const auto& cpu = ptune::engine::cpu_info();
-  INFO(ptune::engine::summary(cpu));
+  const auto& cpu = ptune::runtime::cpu_info();
+  INFO(ptune::system::summary(cpu));
   CHECK(cpu.aten_isa == at::get_cpu_capability());
   CHECK(cpu.logical_cores >= 1);
   CHECK(cpu.physical_cores >= 1);
@@ -194,7 +194,7 @@ TEST_CASE("cpu_info: this machine as LibTorch sees it, under the caps in the env
   if (cpu.arch == "x86_64") {
     // oneDNN has bf16 kernels (native or emulated) from avx512_core or avx2_vnni_2 up: the
     // instruction set worked out here predicts oneDNN's own answer, cap or no cap.
-    const auto& isas = ptune::engine::onednn_isas();
+    const auto& isas = ptune::system::onednn_isas();
     const auto at = std::find(isas.begin(), isas.end(), cpu.onednn_isa) - isas.begin();
     const auto first = std::find(isas.begin(), isas.end(), "avx2_vnni_2") - isas.begin();
     CHECK((at >= first) == onednn_bf16);
@@ -307,7 +307,7 @@ TEST_CASE("LibTorch's errors become one line: the message without backtrace or a
     FAIL("view did not throw");
   } catch (const c10::Error& e) {
     CHECK(std::string(e.what()).find('\n') != std::string::npos);
-    CHECK(ptune::torch_error_line(e) == "shape '[7]' is invalid for input of size 6");
+    CHECK(ptune::runtime::torch_error_line(e) == "shape '[7]' is invalid for input of size 6");
   }
   // A message of several lines (as CUDA's, with advice under it): the first, and where the rest is.
   try {
@@ -316,7 +316,7 @@ TEST_CASE("LibTorch's errors become one line: the message without backtrace or a
                 "asynchronously reported at some other API call.\n");
     FAIL("TORCH_CHECK did not throw");
   } catch (const c10::Error& e) {
-    CHECK(ptune::torch_error_line(e) ==
+    CHECK(ptune::runtime::torch_error_line(e) ==
           "CUDA error: an illegal memory access was encountered (--verbose for LibTorch's whole message)");
   }
   // Only blank lines after the first: nothing is left out, nothing is said.
@@ -324,7 +324,7 @@ TEST_CASE("LibTorch's errors become one line: the message without backtrace or a
     TORCH_CHECK(false, "bad value\n\n");
     FAIL("TORCH_CHECK did not throw");
   } catch (const c10::Error& e) {
-    CHECK(ptune::torch_error_line(e) == "bad value");
+    CHECK(ptune::runtime::torch_error_line(e) == "bad value");
   }
 }
 
@@ -346,9 +346,9 @@ TEST_CASE("CUDA-only options are clear errors without a GPU", "[engine]") {
   CHECK_THROWS_WITH(Trainer(cfg, c10::Device(c10::kCPU)),
                     Catch::StartsWith("optim.cuda_graphs needs a CUDA device; "));
   if (!torch::cuda::is_available()) {
-    CHECK_THROWS_WITH(ptune::engine::resolve_device("cuda"),
+    CHECK_THROWS_WITH(ptune::runtime::resolve_device("cuda"),
                       "device: 'cuda' needs a CUDA device; none is visible (use \"cpu\" or \"auto\")");
-    CHECK(ptune::engine::resolve_device("auto").is_cpu());
+    CHECK(ptune::runtime::resolve_device("auto").is_cpu());
   }
 }
 
@@ -531,7 +531,7 @@ TEST_CASE("a program row's diagnosis is its trace's verdict where it has one", "
   ptune::measure::Measurement m;
   m.cpu_cores_busy = 0.5;
   m.system_time_pct = 3;
-  const size_t cores = ptune::engine::allowed_cpus().size();
+  const size_t cores = ptune::system::allowed_cpus().size();
   const std::string outside = ptune::measure::diagnose(m, cfg, {}, {}, false);
   const std::string seen = "(0.5 of " + std::to_string(cores) + " cores busy, system time 3% of the step)";
   CHECK(outside.rfind((cores >= 2 ? "the CPU mostly idle " : "CPU-bound ") + seen, 0) == 0);

@@ -16,7 +16,7 @@
 // ptune_fake_nvml_read() says which device was last read, ptune_fake_nvml_inits() how many
 // times nvmlInit_v2 ran.
 // Built three times, as the drivers' libraries differ in how they list processes (see
-// nvml::Library in lib/measure/load.cpp): by default as a current driver's (the _v3 function
+// nvml::Library in lib/system/load.cpp): by default as a current driver's (the _v3 function
 // filling 24-byte nvmlProcessInfo_v2_t entries, beside nvmlDeviceGetConfComputeMemSizeInfo and
 // nvmlDeviceGetRunningProcessDetailList); with PTUNE_FAKE_NVML_R535 as the R535 series' (_v3
 // filling 32-byte nvmlProcessInfo_v3_t entries, without nvmlDeviceGetRunningProcessDetailList);

@@ -14,7 +14,7 @@
 #include <fstream>
 #include <thread>
 
-#include "files.hpp"
+#include "core/files.hpp"
 #include "test_util.hpp"
 
 namespace fs = std::filesystem;

@@ -87,7 +87,7 @@ TEST_CASE("flops: an unknown architecture is refused", "[flops]") {
 }
 
 TEST_CASE("peak: the GPU table tells devices apart and gives dense figures", "[peak]") {
-  using ptune::measure::known_gpu_peak;
+  using ptune::system::known_gpu_peak;
   CHECK(known_gpu_peak("NVIDIA H100 80GB HBM3", "bf16")->flops_per_s == Approx(989.4e12));
   CHECK(known_gpu_peak("NVIDIA H100 PCIe", "fp32")->flops_per_s == Approx(51.2e12));
   CHECK(known_gpu_peak("NVIDIA H200", "tf32")->flops_per_s == Approx(494.7e12));

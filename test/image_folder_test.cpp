@@ -22,7 +22,7 @@
 #include "data/loader.hpp"
 #include "data/transforms.hpp"
 #include "engine/trainer.hpp"
-#include "errors.hpp"
+#include "core/errors.hpp"
 #include "test_util.hpp"
 
 namespace fs = std::filesystem;

@@ -20,16 +20,8 @@ LIB = os.path.join(ROOT, "lib")
 
 # (from folder, to folder): why it is still there.
 KNOWN = {
-    ("data", "measure"): "the loader marks its ranges with measure/ranges.hpp: the range names (and "
-                         "measure/stats) belong in a foundation folder below data/ and engine/",
-    ("engine", "measure"): "the trainer and feeder mark measure/ranges.hpp's ranges, run.cpp and the feeder "
-                           "use measure/stats: as data/ -> measure/",
-    ("dist", "engine"): "process groups pick devices and read process settings (engine/device, "
-                        "engine/process, engine/cuda_support): those belong in a folder below both "
-                        "engine/ and dist/",
-    ("measure", "proc"): "ProcessGroup's start_process builds a proc::ProgramInstance, and the load view "
-                         "reads /proc through proc/proc_stat: the child-process sides belong in proc/ "
-                         "above the torch-free scheduler, proc_stat in a foundation folder",
+    ("measure", "proc"): "ProcessGroup's start_process builds a proc::ProgramInstance: the factory that "
+                         "picks a side's kind belongs above both measure/ and proc/",
 }
 
 

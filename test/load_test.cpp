@@ -1,4 +1,4 @@
-// The load view (measure/load.hpp): the GPU side against a stand-in for NVIDIA's management
+// The load view (system/load.hpp): the GPU side against a stand-in for NVIDIA's management
 // library (test/fake_nvml.cpp, named by PTUNE_NVML_LIBRARY), so that it runs on any machine.
 #include <catch2/catch.hpp>
 
@@ -18,12 +18,12 @@
 #include <utility>
 #include <vector>
 
-#include "engine/cuda_support.hpp"
-#include "measure/load.hpp"
+#include "runtime/cuda_support.hpp"
+#include "system/load.hpp"
 #include "test_util.hpp"
 
-using ptune::measure::LoadReport;
-using ptune::measure::LoadSampler;
+using ptune::system::LoadReport;
+using ptune::system::LoadSampler;
 
 namespace {
 
@@ -74,7 +74,7 @@ class Env {
 void fake_gpu(Env& env) {
   // CUDA reads CUDA_VISIBLE_DEVICES once, when first asked: ask it now, with the machine's own
   // value, before any test case here changes it (on a GPU machine the suite goes on using CUDA).
-  (void)ptune::engine::cuda::available();
+  (void)ptune::runtime::cuda::available();
   env.set("PTUNE_NVML_LIBRARY", PTUNE_FAKE_NVML)
       .unset("PTUNE_FAKE_NVML_DEVICES")
       .unset("PTUNE_FAKE_NVML_PIDS")
@@ -104,7 +104,7 @@ LoadReport sample(int gpu_index) {
 
 /// Whether the CPU side alone puts the report under load (a busy test machine may).
 bool cpu_under_load(const LoadReport& r) {
-  const auto t = ptune::measure::load_thresholds(r.cores);
+  const auto t = ptune::system::load_thresholds(r.cores);
   return r.sampled && (r.other_cpu_cores >= t.other_cores || r.steal_pct >= t.steal_pct);
 }
 
@@ -191,7 +191,7 @@ TEST_CASE("the job's own process on the GPU is not load", "[load]") {
 
 TEST_CASE("other GPU processes: the job's are not counted, nor more than are sure where IDs are foreign",
           "[load]") {
-  using ptune::measure::other_gpu_processes;
+  using ptune::system::other_gpu_processes;
   const int64_t self = ::getpid();
   CHECK(other_gpu_processes({}, {self}) == 0);
   CHECK(other_gpu_processes({self, 1, 2}, {self}) == 2);
@@ -239,7 +239,7 @@ TEST_CASE("a throttled GPU is noted with its SM clock and reasons, and is not lo
 }
 
 TEST_CASE("throttle reasons in words", "[load]") {
-  using ptune::measure::gpu_slowdown_text;
+  using ptune::system::gpu_slowdown_text;
   CHECK(gpu_slowdown_text(0) == "");
   CHECK(gpu_slowdown_text(0x1 | 0x2 | 0x10 | 0x100) == "");
   CHECK(gpu_slowdown_text(0x4) == "power cap");
@@ -344,7 +344,7 @@ TEST_CASE("a job whose parent is init still counts its children as its own", "[l
       ::alarm(20);
       for (;;) ::pause();
     }
-    const std::vector<int64_t> job = ptune::measure::job_processes().pids();
+    const std::vector<int64_t> job = ptune::system::job_processes().pids();
     const bool counted = std::find(job.begin(), job.end(), child) != job.end();
     const char answer[2] = {counted ? 'y' : 'n', ::getppid() <= 1 ? '1' : 'p'};
     ::kill(child, SIGKILL);
@@ -367,7 +367,7 @@ TEST_CASE("a job whose parent is init still counts its children as its own", "[l
 }
 
 TEST_CASE("a span too short for /proc's CPU time counters is not sampled, and says so", "[load]") {
-  using ptune::measure::min_load_span_s;
+  using ptune::system::min_load_span_s;
   // Derived (load.hpp): a tick per CPU and per process at most half of each threshold.
   CHECK(min_load_span_s(2, 1, 100) == Approx(0.4));   // the steal bound: 40 ticks a core
   CHECK(min_load_span_s(2, 9, 100) == Approx(1.1));   // 2 x 11 ticks over the 0.2-core threshold
@@ -385,7 +385,7 @@ TEST_CASE("a span too short for /proc's CPU time counters is not sampled, and sa
   CHECK(now.summary().find(" ms, too short for /proc's CPU time counters: at least 0.") != std::string::npos);
   // Long enough, with room for a few more of the job's processes appearing meanwhile: sampled
   // (under load or not, as this machine is).
-  const size_t job = ptune::measure::job_processes().processes.size();
+  const size_t job = ptune::system::job_processes().processes.size();
   LoadSampler s;
   s.start();
   std::this_thread::sleep_for(
@@ -399,7 +399,7 @@ TEST_CASE("a child that has ended keeps its CPU time in the job's, before and af
           "[load]") {
   // A row's processes may end within a span (the previous row's, ended after it): their time
   // must not drop out of the job's, or it would read as other processes' load.
-  using ptune::measure::job_processes;
+  using ptune::system::job_processes;
   const auto before = job_processes();
   const pid_t child = ::fork();
   REQUIRE(child >= 0);
@@ -428,7 +428,7 @@ TEST_CASE("a child that has ended keeps its CPU time in the job's, before and af
 
 TEST_CASE("the job's time since a moment counts each process's own, whichever have ended or started",
           "[load]") {
-  ptune::measure::JobProcesses earlier, now;
+  ptune::system::JobProcesses earlier, now;
   earlier.processes = {{100, 100, false}, {7, 50, false}, {8, 30, true}, {9, 10, true}};
   // Since: this process ran 5 ticks and waited for child 8, which ran 15 more (45 in all);
   // sibling 7 ended; child 9 ran 10; child 10 started and ran 5.
@@ -463,13 +463,13 @@ TEST_CASE("a sibling that ends within a span takes none of its time out of the j
       ::alarm(30);
       char c = 0;
       if (::read(ready[0], &c, 1) != 1) ::_exit(1);
-      const auto before = ptune::measure::job_processes();
+      const auto before = ptune::system::job_processes();
       double burner_ticks = -1;
       for (const auto& p : before.processes)
         if (p.pid == burner) burner_ticks = p.ticks;
       if (::write(go[1], &c, 1) != 1) ::_exit(1);
       for (int i = 0; i < 5000 && ::kill(burner, 0) == 0; ++i) ::usleep(1000);  // until waited for
-      const double since = ptune::measure::job_processes().ticks_since(before);
+      const double since = ptune::system::job_processes().ticks_since(before);
       const std::string line = std::to_string(burner_ticks) + " " + std::to_string(since) + "\n";
       if (::write(result[1], line.data(), line.size()) != static_cast<ssize_t>(line.size())) ::_exit(1);
       ::_exit(0);

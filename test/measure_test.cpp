@@ -11,11 +11,11 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
-#include "compat.hpp"
-#include "errors.hpp"
+#include "runtime/compat.hpp"
+#include "core/errors.hpp"
 #include "measure/child_side.hpp"
 #include "measure/probe.hpp"
-#include "measure/ranges.hpp"
+#include "core/ranges.hpp"
 #include "engine/trainer.hpp"
 #include "measure/trace.hpp"
 #include "report/results.hpp"
@@ -23,6 +23,7 @@
 #include "tune/sweep.hpp"
 
 using namespace ptune::measure;
+using namespace ptune::stats;
 using Json = nlohmann::json;
 
 namespace {
@@ -209,12 +210,12 @@ TEST_CASE(
     for (auto& s : spans)
       if (s.inside(steps[i])) ++in[s.name];
     INFO("step " << steps[i].name);
-    CHECK(in[ranges::kLoaderNext] >= 1);
-    CHECK(in[ranges::kForward] == 1);
-    CHECK(in[ranges::kBackward] == 1);
+    CHECK(in[ptune::ranges::kLoaderNext] >= 1);
+    CHECK(in[ptune::ranges::kForward] == 1);
+    CHECK(in[ptune::ranges::kBackward] == 1);
     CHECK(in["Optimizer.step#SGD.step"] == 1);
     CHECK(in["Optimizer.zero_grad#SGD.zero_grad"] == 1);
-    CHECK(in[ranges::kH2DCopy] == 0);  // CPU: nothing to copy
+    CHECK(in[ptune::ranges::kH2DCopy] == 0);  // CPU: nothing to copy
   }
   // Nothing of the profiled steps outside them, and the steps one after the other.
   for (auto& s : spans) {
@@ -236,10 +237,10 @@ TEST_CASE("profiled input rows show the loader with workers and the uint8 conver
   for (auto& s : annotations(trace)) ++count[s.name];
   CHECK(count["ProfilerStep#1"] == 1);  // after the one warm-up step
   CHECK(count["ProfilerStep#3"] == 1);
-  CHECK(count[ranges::kLoaderNextWorkers] >= 3);
-  CHECK(count[ranges::kLoaderNext] == 0);
-  CHECK(count[ranges::kToFloatNormalize] == 3);
-  CHECK(count[ranges::kForward] == 0);
+  CHECK(count[ptune::ranges::kLoaderNextWorkers] >= 3);
+  CHECK(count[ptune::ranges::kLoaderNext] == 0);
+  CHECK(count[ptune::ranges::kToFloatNormalize] == 3);
+  CHECK(count[ptune::ranges::kForward] == 0);
 }
 
 TEST_CASE("a profile without a folder writes nothing", "[measure]") {
@@ -281,13 +282,13 @@ TEST_CASE("a recording leaves no profiler thread running", "[measure]") {
 TEST_CASE("trace ranges record only while a profiler records", "[measure]") {
   // What makes them free in the timed pass: without a profiler a range is inactive (a check of
   // the thread's callbacks, nothing recorded); under one it is a user_annotation.
-  CHECK_FALSE(ptune::compat::UserScope(ranges::kForward).active());
+  CHECK_FALSE(ptune::runtime::compat::UserScope(ptune::ranges::kForward).active());
   {
     TraceRecorder rec(/*cuda=*/false);
-    CHECK(ptune::compat::UserScope(ranges::kForward).active());
+    CHECK(ptune::runtime::compat::UserScope(ptune::ranges::kForward).active());
     rec.finish("");
   }
-  CHECK_FALSE(ptune::compat::UserScope(ranges::kForward).active());
+  CHECK_FALSE(ptune::runtime::compat::UserScope(ptune::ranges::kForward).active());
 }
 
 namespace {

@@ -9,7 +9,7 @@
 #include <caffe2/serialize/inline_container.h>
 #include <torch/torch.h>
 
-#include "errors.hpp"
+#include "core/errors.hpp"
 #include "models/model.hpp"
 #include "models/resnet.hpp"
 #include "models/state_dict_io.hpp"

@@ -1,13 +1,13 @@
-// /proc/PID/stat and shell quoting (proc/proc_stat.hpp): torch-free.
+// /proc/PID/stat and shell quoting (system/proc_stat.hpp): torch-free.
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
 
 #include <string>
 
-#include "proc/proc_stat.hpp"
+#include "system/proc_stat.hpp"
 
-using namespace ptune::proc;
+using namespace ptune::system;
 
 TEST_CASE("read_proc_stat reads this process as the kernel has it", "[proc_stat]") {
   ProcStat st;

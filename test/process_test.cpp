@@ -21,7 +21,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include "engine/process.hpp"
+#include "system/process.hpp"
 #include "models/flops.hpp"
 #include "test_util.hpp"
 
@@ -153,7 +153,7 @@ TEST_CASE(
 }
 
 TEST_CASE("process: bind_threads pins each OpenMP thread to its own core, cpus restricts them", "[process]") {
-  const auto allowed = ptune::engine::allowed_cpus();
+  const auto allowed = ptune::system::allowed_cpus();
   if (allowed.size() < 2) {
     WARN("fewer than 2 CPUs: thread binding not checked");
     return;
@@ -172,9 +172,9 @@ TEST_CASE("process: bind_threads pins each OpenMP thread to its own core, cpus r
   REQUIRE(rows.size() == 3);
   INFO(rows.dump(1));
   // Unbound, each thread may run on every CPU; bound, each on its own core, neighbours together.
-  const std::string both = ptune::engine::cpu_list_text({allowed[0], allowed[1]});
+  const std::string both = ptune::system::cpu_list_text({allowed[0], allowed[1]});
   CHECK(note(rows[0], "this row's child processes: ")
-            .find("OpenMP threads on CPUs {" + ptune::engine::cpu_list_text(allowed)) != std::string::npos);
+            .find("OpenMP threads on CPUs {" + ptune::system::cpu_list_text(allowed)) != std::string::npos);
   const std::string bound = note(rows[1], "this row's child processes: ");
   CHECK(bound.find("2 OpenMP threads on CPUs {" + a + "} {" + b + "}") != std::string::npos);
   CHECK(bound.find("; CPUs " + both) != std::string::npos);
@@ -257,7 +257,7 @@ TEST_CASE("process: a library that is not installed is one error line and exit 2
 
 TEST_CASE("process: a NUMA node on a machine with one cannot help: the row is left out, and says so",
           "[process]") {
-  if (ptune::engine::numa_nodes().size() != 1) {
+  if (ptune::system::numa_nodes().size() != 1) {
     WARN("more than one NUMA node here: the one-node case is not checked");
     return;
   }

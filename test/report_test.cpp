@@ -8,7 +8,7 @@
 #include <sstream>
 #include <tuple>
 
-#include "files.hpp"
+#include "core/files.hpp"
 #include "report/compare.hpp"
 #include "report/figures.hpp"
 #include "report/html.hpp"
@@ -911,8 +911,8 @@ TEST_CASE("compare_runs: a row measured under competing load is judged at 99.9%,
 
 TEST_CASE("a row measured under competing load gets 99.9% intervals, and the chain after it too",
           "[report]") {
-  using ptune::measure::kSpeedupLevel;
-  using ptune::measure::kSpeedupLevelUnderLoad;
+  using ptune::stats::kSpeedupLevel;
+  using ptune::stats::kSpeedupLevelUnderLoad;
   std::vector<Row> rows;
   auto add = [&](const std::string& name, double sps, bool under_load) {
     rows.push_back(row(name, sps));
@@ -1050,7 +1050,7 @@ TEST_CASE("a row whose windows ran outside its printed rate says so, and how its
   const auto& rate = rows[2].rate;
   CHECK(rows[2].m->samples_per_s < rate.lo);
   const auto iv =
-      ptune::measure::welch_speedup(rows[1].m->repeat_ms, rows[2].prev_ms, ptune::measure::kSpeedupLevel);
+      ptune::stats::welch_speedup(rows[1].m->repeat_ms, rows[2].prev_ms, ptune::stats::kSpeedupLevel);
   CHECK(text(iv.point, 2) == "0.77");
   CHECK(notes[0] ==
         "its own windows ran at " + text(rows[2].m->samples_per_s, 1) + " samples/s, not the " +
@@ -1184,7 +1184,7 @@ TEST_CASE("rows measured apart: vs base is Welch between the two rows, and each 
   rows.push_back(timed_row("c", 32, {150, 149, 160, 155, 151}, {}));
   compute_speedups(rows);
   // The middle row's windows cancel out of the chain: no variance counted twice.
-  const auto direct = ptune::measure::welch_speedup({200, 208, 196, 202}, rows[2].m->repeat_ms);
+  const auto direct = ptune::stats::welch_speedup({200, 208, 196, 202}, rows[2].m->repeat_ms);
   CHECK(rows[2].base_ci.point == Approx(direct.point));
   CHECK(rows[2].base_ci.lo == Approx(direct.lo));
   CHECK(rows[2].base_ci.hi == Approx(direct.hi));

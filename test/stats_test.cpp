@@ -14,9 +14,10 @@
 #include "config/config.hpp"
 #include "measure/diagnosis.hpp"
 #include "measure/probe.hpp"
-#include "measure/stats.hpp"
+#include "core/stats.hpp"
 
 using namespace ptune::measure;
+using namespace ptune::stats;
 
 TEST_CASE("t quantiles are Student's", "[stats]") {
   CHECK(t_quantile(0.975, 4) == Approx(2.7764451051977934).epsilon(1e-9));  // scipy.stats.t.ppf
@@ -200,6 +201,7 @@ TEST_CASE("the pairs a spread needs for a verdict are the fewest whose t half-wi
 
 TEST_CASE("a row left undecided by its budget says how many pairs its spread would need", "[stats]") {
   using namespace ptune::measure;
+  using namespace ptune::stats;
   // Eight pairs whose log-ratios are +-0.05 in turn: mean 0, one pair's standard deviation
   // 0.05 * sqrt(8 / 7) (5.5%); 26 pairs give a 99% half-width within ln 1.03 (scipy).
   Comparison c;
@@ -340,6 +342,7 @@ TEST_CASE(
     "pairs come in blocks of A B, B A in a drawn order, and a periodic disturbance favours neither side",
     "[stats]") {
   using namespace ptune::measure;
+  using namespace ptune::stats;
   WindowPlan plan;
   plan.min_pairs = 40;
   plan.max_pairs = 40;  // no deadline: measure.repeats and max_pairs decide
@@ -375,6 +378,7 @@ TEST_CASE(
 TEST_CASE("under competing load a speedup needs a 99.9% interval and is read once, at the budget",
           "[stats]") {
   using namespace ptune::measure;
+  using namespace ptune::stats;
   // B is 10% faster, with a little noise: on a quiet machine decided early, once a 99.9%
   // interval says so (at the fourth pair; the 99% one did at the third).
   auto ms = [](char side) {
@@ -451,6 +455,7 @@ TEST_CASE(
     "a quiet row ends early as faster only on a 99.9% interval, and at its budget the 99% interval decides",
     "[stats]") {
   using namespace ptune::measure;
+  using namespace ptune::stats;
   // B 5% faster, the pairs' ratios scattered by about 2.5%: the 99% interval clears 1.01 from
   // the sixth pair on, the 99.9% interval from the ninth.
   auto ms = [](char side) {
@@ -497,6 +502,7 @@ TEST_CASE(
 TEST_CASE("a speedup between measurements apart takes the stricter level when either was under load",
           "[stats]") {
   using namespace ptune::measure;
+  using namespace ptune::stats;
   Measurement a, b;
   a.batch_size = b.batch_size = 2;
   a.steps = b.steps = 4;
@@ -513,16 +519,17 @@ TEST_CASE("a speedup between measurements apart takes the stricter level when ei
 }
 
 TEST_CASE("levels are written as every text says them", "[stats]") {
-  using ptune::measure::level_text;
-  CHECK(level_text(ptune::measure::kRowLevel) == "95%");
-  CHECK(level_text(ptune::measure::kSpeedupLevel) == "99%");
-  CHECK(level_text(ptune::measure::kSpeedupLevelUnderLoad) == "99.9%");
+  using ptune::stats::level_text;
+  CHECK(level_text(ptune::stats::kRowLevel) == "95%");
+  CHECK(level_text(ptune::stats::kSpeedupLevel) == "99%");
+  CHECK(level_text(ptune::stats::kSpeedupLevelUnderLoad) == "99.9%");
   CHECK(level_text(0.9) == "90%");
 }
 
 TEST_CASE("a falling start is the transient: dropped from the front, never beyond the first half",
           "[stats]") {
   using namespace ptune::measure;
+  using namespace ptune::stats;
   // Three cold windows, then a warm pipeline with 0.5% noise: the warm half's 99.5% prediction
   // bound is about 3% above its mean, and the three lie far above it; the fourth does not.
   CHECK(transient_end({150, 120, 105, 100, 101, 99, 100.5, 100, 99.5, 100.2}) == 3);
@@ -545,6 +552,7 @@ TEST_CASE("a falling start is the transient: dropped from the front, never beyon
 TEST_CASE("on stationary noise the transient test drops the first window 0.5% of the time, as derived",
           "[stats]") {
   using namespace ptune::measure;
+  using namespace ptune::stats;
   // With log times independent and normal, the first window is independent of the later half's
   // mean and spread, so (y0 - mean) / (sd * sqrt(1 + 1/m)) follows Student's t with m - 1
   // degrees of freedom: it exceeds the 99.5% quantile with probability exactly 0.5%, whatever
@@ -576,6 +584,7 @@ TEST_CASE("on stationary noise the transient test drops the first window 0.5% of
 
 TEST_CASE("a compared row leaves its start-up pairs out, and measure.repeats counts after them", "[stats]") {
   using namespace ptune::measure;
+  using namespace ptune::stats;
   // B's first two windows are cold (30% and 15% slower); after them both sides take the same
   // time. The transient can be told from the fifth pair on (a warm reference of three windows).
   auto side = [](bool cold_start) {
@@ -613,6 +622,7 @@ TEST_CASE("a compared row leaves its start-up pairs out, and measure.repeats cou
 TEST_CASE("a deadline counts from the row's start, agrees its steps, and settles an automatic budget once",
           "[stats]") {
   using namespace ptune::measure;
+  using namespace ptune::stats;
   double now = 1000;
   Deadline fixed = fake_deadline(3000, now);
   CHECK(fixed.limited());
@@ -686,6 +696,7 @@ struct StepSide : ptune::measure::Side {
 TEST_CASE("a row whose full windows would not fit measure.repeats pairs in its budget runs shorter ones",
           "[stats]") {
   using namespace ptune::measure;
+  using namespace ptune::stats;
   // 400 ms steps, 4 a window: a full pair takes 3.2 s, and 6 s of budget hold one and a cut one.
   // Shared, the first windows run 2 steps and the row keeps the 3 pairs measure.repeats asks for.
   double now = 0;
@@ -714,6 +725,7 @@ TEST_CASE("a row whose full windows would not fit measure.repeats pairs in its b
 
 TEST_CASE("a row out of time stops between pairs, drops an unpaired window and says so", "[stats]") {
   using namespace ptune::measure;
+  using namespace ptune::stats;
   // Windows of 100 ms (A) and 300 ms (B), then 500 ms each: a budget of 850 ms holds the first
   // pair (400 ms), leaves 450 for the second, whose first window takes 500: its other side
   // cannot fit, and the lone window is left out.

@@ -12,8 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "config/config.hpp"
-#include "errors.hpp"
-#include "engine/process.hpp"
+#include "core/errors.hpp"
+#include "system/process.hpp"
 #include "test_util.hpp"
 #include "tune/tuner.hpp"
 
@@ -217,9 +217,9 @@ TEST_CASE("batch finder: the budget stops new tries", "[tune]") {
 
 TEST_CASE("noise rule: kept when faster beyond noise (the rows' statistics) and at least the threshold",
           "[tune]") {
-  using ptune::measure::Verdict;
+  using ptune::stats::Verdict;
   using ptune::tune::judge;
-  const ptune::measure::NoiseRule rule;  // the defaults: 3% target, 1% floor
+  const ptune::stats::NoiseRule rule;  // the defaults: 3% target, 1% floor
   CHECK(judge(fake(32, 100, 1), fake(32, 150, 1), rule, 3).kept);
   auto v = judge(fake(32, 100, 1), fake(32, 101, 1), rule, 3);
   CHECK_FALSE(v.kept);
@@ -245,7 +245,7 @@ TEST_CASE("noise rule: kept when faster beyond noise (the rows' statistics) and 
   Measurement loaded = fake(32, 110, 4);
   loaded.load.under_load = true;
   v = judge(fake(32, 100, 4), loaded, rule, 3);
-  CHECK(v.speedup.level == Approx(ptune::measure::kSpeedupLevelUnderLoad));
+  CHECK(v.speedup.level == Approx(ptune::stats::kSpeedupLevelUnderLoad));
   CHECK(v.verdict == Verdict::kUndecided);
   CHECK_FALSE(v.kept);
   // Throughput, not time per step: batch 64 at the same samples/s is no gain.
@@ -270,9 +270,9 @@ TEST_CASE("candidates: the optimizations not yet on, in order", "[tune]") {
                                        "AMP bf16 with channels_last",
                                        "cuDNN benchmark",
                                        "CUDA graphs"};
-  if (!ptune::engine::find_library("libjemalloc.so.2").empty()) expected.push_back("allocator jemalloc");
-  if (!ptune::engine::find_library("libtcmalloc_minimal.so.4").empty() ||
-      !ptune::engine::find_library("libtcmalloc.so.4").empty())
+  if (!ptune::system::find_library("libjemalloc.so.2").empty()) expected.push_back("allocator jemalloc");
+  if (!ptune::system::find_library("libtcmalloc_minimal.so.4").empty() ||
+      !ptune::system::find_library("libtcmalloc.so.4").empty())
     expected.push_back("allocator tcmalloc");
   expected.push_back("allocator glibc_tuned");
   expected.push_back("threads bound to cores");
@@ -454,7 +454,7 @@ TEST_CASE(
   opt.max_passes = 2;
   // ptune's own process: every in-process trial runs at the baseline's 100 samples/s.
   opt.measure = [&](const ExperimentConfig& c) {
-    CHECK(ptune::engine::default_process(c.process));
+    CHECK(ptune::system::default_process(c.process));
     if (c.optim.cudnn_benchmark || c.optim.cuda_graphs) throw ptune::ConfigError("needs a CUDA device");
     return fake(c.loader.batch_size, 100);
   };
@@ -463,7 +463,7 @@ TEST_CASE(
   std::vector<std::pair<Allocator, Allocator>> asked;  // (incumbent's, trial's) allocator
   opt.measure_against = [&](const ExperimentConfig& incumbent, const ExperimentConfig& trial) {
     CHECK_FALSE(
-        (ptune::engine::default_process(incumbent.process) && ptune::engine::default_process(trial.process)));
+        (ptune::system::default_process(incumbent.process) && ptune::system::default_process(trial.process)));
     if (trial.optim.cudnn_benchmark || trial.optim.cuda_graphs)
       throw ptune::ConfigError("needs a CUDA device");
     asked.emplace_back(incumbent.process.allocator, trial.process.allocator);

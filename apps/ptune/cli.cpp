@@ -8,9 +8,9 @@
 #include <cstdlib>
 
 #include "config/suggest.hpp"
-#include "engine/process.hpp"
-#include "errors.hpp"
-#include "files.hpp"
+#include "system/process.hpp"
+#include "core/errors.hpp"
+#include "core/files.hpp"
 #include "report/results.hpp"
 
 namespace ptune::cli {
@@ -173,7 +173,7 @@ config::ExperimentConfig load(const Common& c) {
   const auto rows = config::expand_sweep(cfg);
   for (size_t i = 0; i < rows.size(); ++i) {
     try {
-      engine::plan_process(rows[i].second.process);
+      system::plan_process(rows[i].second.process);
     } catch (const ConfigError& e) {
       if (cfg.sweep.empty()) throw ConfigError(c.config_path + ": " + e.what());
       throw ConfigError(c.config_path + ": sweep[" + std::to_string(i) + "] '" + rows[i].first.name +

@@ -13,7 +13,7 @@
 #include "dist/launcher.hpp"
 #include "report/terminal.hpp"
 #include "tune/tuner.hpp"
-#include "errors.hpp"
+#include "core/errors.hpp"
 
 #include <nlohmann/json.hpp>
 

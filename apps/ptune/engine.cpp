@@ -21,19 +21,19 @@
 #include "dist/env.hpp"
 #include "dist/group.hpp"
 #include "dist/launcher.hpp"
-#include "engine/device.hpp"
-#include "engine/process.hpp"
+#include "runtime/device.hpp"
+#include "system/process.hpp"
 #include "engine/run.hpp"
-#include "errors.hpp"
-#include "log.hpp"
+#include "core/errors.hpp"
+#include "core/log.hpp"
 #include "measure/child_side.hpp"
 #include "measure/peak.hpp"
-#include "measure/stats.hpp"
-#include "proc/proc_stat.hpp"
-#include "files.hpp"
+#include "core/stats.hpp"
+#include "system/proc_stat.hpp"
+#include "core/files.hpp"
 #include "report/results.hpp"
 #include "report/terminal.hpp"
-#include "torch_error.hpp"
+#include "runtime/torch_error.hpp"
 #include "tune/sweep.hpp"
 #include "tune/tuner.hpp"
 
@@ -80,7 +80,7 @@ report::Results marked(report::Results r, const CommandLine& cl, bool one_row) {
 /// The sweep's live progress line on a terminal (or, with --verbose, a log line per phase).
 decltype(tune::SweepOptions::on_progress) sweep_progress(const CommandLine& cl, report::ProgressLine& line,
                                                          bool live, size_t n_rows,
-                                                         const measure::Stopwatch& clock) {
+                                                         const stats::Stopwatch& clock) {
   return [&cl, &line, live, n_rows, &clock](size_t i, const std::string& name, const std::string& phase,
                                             int64_t s, int64_t of, int64_t samples_per_step) {
     if (live) {
@@ -115,7 +115,7 @@ Outcome run_sweep_command(const CommandLine& cl) {
     };
   }
   report::ProgressLine progress(cli::style_of(STDERR_FILENO).escapes);
-  const measure::Stopwatch clock;
+  const stats::Stopwatch clock;
   opt.on_progress = sweep_progress(cl, progress, live, std::max<size_t>(1, cfg.sweep.size()), clock);
   Outcome outcome;
   try {
@@ -251,7 +251,7 @@ Outcome run_tune_command(const CommandLine& cl) {
 /// process got.
 void log_process_settings() {
   if (std::getenv("PTUNE_PROCESS_SET") != nullptr)
-    log::info("process settings: " + engine::describe_this_process());
+    log::info("process settings: " + system::describe_this_process());
 }
 
 /// `ptune train`: epochs, progress, checkpoints, resume.
@@ -302,16 +302,16 @@ DataError checkpoint_given(const CommandLine& cl, const DataError& e, int64_t st
   if (out.size() > 3 && out.compare(out.size() - 3, 3, ".pt") == 0) out.resize(out.size() - 3);
   out += "-weights.pt";
   std::string sets;
-  for (const auto& s : cl.eval.common.sets) sets += " --set " + proc::shell_quote(s);
+  for (const auto& s : cl.eval.common.sets) sets += " --set " + system::shell_quote(s);
   // Its last checkpoint goes beside the given one (the same file when that is the run's).
   std::string folder = std::filesystem::path(cl.eval.weights).parent_path().string();
   if (folder.empty()) folder = ".";
-  const std::string config = proc::shell_quote(cl.eval.common.config_path);
+  const std::string config = system::shell_quote(cl.eval.common.config_path);
   return DataError(std::string(e.what()) + ", exactly: ptune train " + config + sets + " --resume " +
-                   proc::shell_quote(cl.eval.weights) + " --set train.max_steps=" + std::to_string(step) +
-                   " --set " + proc::shell_quote("train.checkpoint_dir=" + folder) + " --save-weights " +
-                   proc::shell_quote(out) + " (no further step is trained), then: ptune eval " + config +
-                   sets + " --weights " + proc::shell_quote(out));
+                   system::shell_quote(cl.eval.weights) + " --set train.max_steps=" + std::to_string(step) +
+                   " --set " + system::shell_quote("train.checkpoint_dir=" + folder) + " --save-weights " +
+                   system::shell_quote(out) + " (no further step is trained), then: ptune eval " + config +
+                   sets + " --weights " + system::shell_quote(out));
 }
 
 /// `ptune eval`: mean loss and top-1 accuracy of weights.
@@ -382,7 +382,7 @@ Outcome run_command(CommandLine& cl) {
     throw UsageError("the training engine has no command '" + cl.command + "'");
   } catch (const c10::Error& e) {
     // LibTorch's message's first line, or with the whole backtrace under --verbose.
-    return {kExitFailure, cl.verbose ? std::string(e.what()) : torch_error_line(e)};
+    return {kExitFailure, cl.verbose ? std::string(e.what()) : runtime::torch_error_line(e)};
   } catch (...) {
     return outcome_of_current_exception(g_signal.load());
   }
@@ -426,8 +426,8 @@ __attribute__((visibility("default"))) int ptune_engine_cpu_ceilings(const char*
                                                                      ptune_engine_outcome* outcome) {
   try {
     const c10::Device cpu(c10::kCPU);
-    const ptune::measure::Peak peak = ptune::measure::machine_peak(cpu, precision);
-    const ptune::measure::Bandwidth bandwidth = ptune::measure::machine_bandwidth(cpu);
+    const ptune::system::Peak peak = ptune::measure::machine_peak(cpu, precision);
+    const ptune::system::Bandwidth bandwidth = ptune::measure::machine_bandwidth(cpu);
     out->flops_per_s = peak.flops_per_s;
     out->bytes_per_s = bandwidth.bytes_per_s;
     std::snprintf(out->precision, sizeof out->precision, "%s", peak.precision.c_str());
@@ -436,7 +436,7 @@ __attribute__((visibility("default"))) int ptune_engine_cpu_ceilings(const char*
     ptune::cli::fill_outcome({}, outcome);
     return 0;
   } catch (const c10::Error& e) {
-    ptune::cli::fill_outcome({ptune::kExitFailure, ptune::torch_error_line(e)}, outcome);
+    ptune::cli::fill_outcome({ptune::kExitFailure, ptune::runtime::torch_error_line(e)}, outcome);
   } catch (...) {
     ptune::cli::fill_outcome(ptune::cli::outcome_of_current_exception(0), outcome);
   }

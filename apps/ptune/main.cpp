@@ -33,11 +33,11 @@
 #include "config/config.hpp"
 #include "config/suggest.hpp"
 #include "dist/env.hpp"
-#include "engine/process.hpp"
-#include "errors.hpp"
-#include "files.hpp"
-#include "log.hpp"
-#include "measure/stats.hpp"
+#include "system/process.hpp"
+#include "core/errors.hpp"
+#include "core/files.hpp"
+#include "core/log.hpp"
+#include "core/stats.hpp"
 #include "ptune_build_id.hpp"
 #include "report/compare.hpp"
 #include "report/html.hpp"
@@ -241,7 +241,7 @@ Engine load_engine() {
 /// ConfigError for settings this machine cannot give.
 void start_with_process_settings(const ptune::cli::CommandLine& cl, char** argv) {
   if ((cl.command != "train" && cl.command != "eval") || !cl.config) return;
-  if (std::getenv("PTUNE_PROCESS_SET") != nullptr || ptune::engine::default_process(cl.config->process))
+  if (std::getenv("PTUNE_PROCESS_SET") != nullptr || ptune::system::default_process(cl.config->process))
     return;
   const ptune::cli::Common& c = cl.command == "train" ? cl.train.common : cl.eval.common;
   std::error_code ec;
@@ -249,13 +249,13 @@ void start_with_process_settings(const ptune::cli::CommandLine& cl, char** argv)
     throw ptune::ConfigError(
         "process: settings that take effect when a process starts need the config in a file, not on a pipe "
         "(ptune starts itself again with them and reads it again)");
-  const ptune::engine::ProcessPlan plan = ptune::engine::plan_process(cl.config->process);
-  std::vector<std::string> env = ptune::engine::environment_with(plan);
+  const ptune::system::ProcessPlan plan = ptune::system::plan_process(cl.config->process);
+  std::vector<std::string> env = ptune::system::environment_with(plan);
   env.push_back("PTUNE_PROCESS_SET=1");
   std::vector<char*> envp;
   for (auto& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
-  if (const int err = ptune::engine::bind_process(plan); err != 0)
+  if (const int err = ptune::system::bind_process(plan); err != 0)
     throw std::runtime_error(std::string("process: cannot bind to the CPUs or NUMA node asked for: ") +
                              std::strerror(err));
   ::execve("/proc/self/exe", argv, envp.data());
@@ -330,13 +330,13 @@ void define_report(CLI::App& report, Args& a) {
       report.add_option("--against", r.against,
                         "the old results JSON: print the comparison per row (old and new "
                         "samples/s, ratio, beyond noise or not)");
-  using ptune::measure::level_text;
+  using ptune::stats::level_text;
   a.fail_if_slower =
       report
           .add_option("--fail-if-slower", r.fail_pct,
                       "PCT: exit 1 when a row's samples/s fell by more than PCT % beyond noise (the " +
-                          level_text(ptune::measure::kSpeedupLevel) + " interval from both runs' windows, " +
-                          level_text(ptune::measure::kSpeedupLevelUnderLoad) +
+                          level_text(ptune::stats::kSpeedupLevel) + " interval from both runs' windows, " +
+                          level_text(ptune::stats::kSpeedupLevelUnderLoad) +
                           " for a row measured under load; files without windows: more than both spreads), "
                           "or a row is missing or failed")
           ->needs(against)
@@ -673,7 +673,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("ptune ") + ptune::kVersion);
   app.require_subcommand(1);
   // The process's CPUs, read before LibTorch's OpenMP runtime may bind this thread to one.
-  ptune::engine::allowed_cpus();
+  ptune::system::allowed_cpus();
   Args a;
   a.argv = argv;
   app.add_flag("-v,--verbose", a.cl.verbose, "more detail, and stack traces with errors");

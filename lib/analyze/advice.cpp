@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <map>
 
-#include "errors.hpp"
+#include "core/errors.hpp"
 #include "measure/rules.hpp"
-#include "measure/stats.hpp"
+#include "core/stats.hpp"
 
 namespace ptune::analyze {
 namespace {
@@ -416,7 +416,7 @@ std::string slow_first_step(const Figures& f, const Verdict&) {
   if (!f.b.from_steps || steps.size() < 4) return "";
   std::vector<double> rest;
   for (size_t i = 1; i < steps.size(); ++i) rest.push_back(steps[i].ms());
-  const double median = measure::median(rest);
+  const double median = stats::median(rest);
   if (!(median > 0) || steps.front().ms() < 1.5 * median) return "";
   char buf[200];
   std::snprintf(buf, sizeof buf, " took %.1f ms, %.1fx the median of the other steps (%.1f ms)",
@@ -428,7 +428,7 @@ std::string slow_first_step(const Figures& f, const Verdict&) {
 /// Plain fp32 (SIMT) matrix kernels on a GPU with TF32 Tensor Cores: the setting that moves them
 /// there. A trace whose matrix kernels already run in TF32 is told nothing of it.
 std::string fp32_matrix_kernels(const Figures& f, const Verdict&) {
-  if (!f.b.has_gpu || f.b.devices.empty() || !measure::known_gpu_peak(f.b.devices.front(), "tf32")) return "";
+  if (!f.b.has_gpu || f.b.devices.empty() || !system::known_gpu_peak(f.b.devices.front(), "tf32")) return "";
   const auto [fp32, all] = matrix_time(f.a, "fp32");
   if (all <= 0 || fp32 < 0.2 * all) return "";
   return pct(100.0 * fp32 / all) +

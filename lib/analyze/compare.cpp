@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <map>
 
-#include "errors.hpp"
+#include "core/errors.hpp"
 #include "report/figures.hpp"
 #include "report/results.hpp"
 
@@ -172,7 +172,7 @@ Json speedup_json(const std::optional<Speedup>& s) {
               {"lo", i.valid() ? Json(r4(i.lo)) : Json(nullptr)},
               {"hi", i.valid() ? Json(r4(i.hi)) : Json(nullptr)},
               {"level", i.valid() ? Json(i.level) : Json(nullptr)},
-              {"verdict", measure::verdict_name(s->verdict)},
+              {"verdict", stats::verdict_name(s->verdict)},
               {"reason", s->reason.empty() ? Json(nullptr) : Json(s->reason)},
               {"steps", Json::array({s->steps_before, s->steps_after})},
               {"samples_per_step",
@@ -218,11 +218,11 @@ Split split_of(const StepBreakdown& m) {
 
 std::string speedup_text(const Speedup& s) {
   return fmt("x%.2f", s.interval.point) + report::interval_text(s.interval) + " " +
-         measure::verdict_name(s.verdict);
+         stats::verdict_name(s.verdict);
 }
 
-measure::NoiseRule noise_rule(double noise_pct) {
-  measure::NoiseRule r;
+stats::NoiseRule noise_rule(double noise_pct) {
+  stats::NoiseRule r;
   r.floor_pct = noise_pct;
   r.target_pct = std::max(r.target_pct, noise_pct);
   return r;
@@ -231,7 +231,7 @@ measure::NoiseRule noise_rule(double noise_pct) {
 std::string speedup_detail(const Speedup& s) {
   const std::string per = s.samples_before > 0 ? "log times per sample" : "log step times";
   std::string d = s.interval.valid()
-                      ? measure::level_text(s.interval.level) + " interval (Welch's t on " + per + ", " +
+                      ? stats::level_text(s.interval.level) + " interval (Welch's t on " + per + ", " +
                             std::to_string(s.steps_before) + " and " + std::to_string(s.steps_after) +
                             " steps)"
                       : "no interval (" + std::to_string(s.steps_before + s.steps_after) + " steps in all)";
@@ -268,11 +268,10 @@ Speedup speedup_between(const Version& before, const Version& after, double nois
     // A batch change: time per sample is what the change is for.
     s.samples_before = nb;
     s.samples_after = na;
-    s.interval = measure::welch_speedup(per_sample(before.step_ms_each, nb),
-                                        per_sample(after.step_ms_each, na), measure::speedup_level(load));
+    s.interval = stats::welch_speedup(per_sample(before.step_ms_each, nb), per_sample(after.step_ms_each, na),
+                                      stats::speedup_level(load));
   } else {
-    s.interval =
-        measure::welch_speedup(before.step_ms_each, after.step_ms_each, measure::speedup_level(load));
+    s.interval = stats::welch_speedup(before.step_ms_each, after.step_ms_each, stats::speedup_level(load));
   }
   std::string few;
   for (const Version* v : {&before, &after}) {
@@ -289,8 +288,8 @@ Speedup speedup_between(const Version& before, const Version& after, double nois
         s.reason = "`" + v->label + "` was recorded under load" +
                    (v->load_summary.empty() ? "" : " (" + v->load_summary + ")");
   }
-  s.verdict = s.reason.empty() ? measure::verdict_of(s.interval, noise_rule(noise_pct))
-                               : measure::Verdict::kUndecided;
+  s.verdict =
+      s.reason.empty() ? stats::verdict_of(s.interval, noise_rule(noise_pct)) : stats::Verdict::kUndecided;
   return s;
 }
 
@@ -399,11 +398,11 @@ Json comparison_json(const Comparison& c) {
                          {"speedup_detail", to.prev ? Json(speedup_detail(*to.prev)) : Json(nullptr)},
                          {"changes", ch}});
   }
-  const measure::NoiseRule rule = noise_rule(c.noise_pct);
+  const stats::NoiseRule rule = noise_rule(c.noise_pct);
   return Json{{"versions", versions},
               {"changes", pairs},
-              {"noise", Json{{"level", measure::kSpeedupLevel},
-                             {"level_under_load", measure::kSpeedupLevelUnderLoad},
+              {"noise", Json{{"level", stats::kSpeedupLevel},
+                             {"level_under_load", stats::kSpeedupLevelUnderLoad},
                              {"min_steps", kMinSteps},
                              {"target_pct", rule.target_pct},
                              {"floor_pct", rule.floor_pct}}}};

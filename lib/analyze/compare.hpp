@@ -4,10 +4,10 @@
 /// their intervals and verdicts, the split, GPU busy, peak memory and the verdict per version;
 /// then, per adjacent pair, what changed most (kernels, operators, copies, syncs, the data loader).
 ///
-/// A speedup is measured as the sweep measures two independent runs (measure/stats.hpp): the
+/// A speedup is measured as the sweep measures two independent runs (core/stats.hpp): the
 /// per-step times of the two traces (their ProfilerStep#N windows) are two samples, compared by
-/// Welch's t-interval on log step times at measure::kSpeedupLevel, and its verdict is
-/// measure::verdict_of's with analyze's NoiseRule (noise_rule()): faster, slower, within noise or
+/// Welch's t-interval on log step times at stats::kSpeedupLevel, and its verdict is
+/// stats::verdict_of's with analyze's NoiseRule (noise_rule()): faster, slower, within noise or
 /// undecided. The steps of one trace do not measure how two separate runs differ (two processes
 /// started alike ran up to 8% apart on a quiet 2-core VM, more beside other work), so a
 /// difference within ±noise_pct (default 10%) is never called faster or slower, and within noise
@@ -22,7 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analyze/advice.hpp"
-#include "measure/stats.hpp"
+#include "core/stats.hpp"
 
 namespace ptune::analyze {
 
@@ -36,13 +36,13 @@ inline constexpr double kDefaultNoisePct = 10.0;
 /// The verdict rule of a comparison of two traces for a noise of `noise_pct` percent: the floor
 /// and the within-noise target both that (the target at least measure's default 3%). Throws
 /// nothing.
-measure::NoiseRule noise_rule(double noise_pct);
+stats::NoiseRule noise_rule(double noise_pct);
 
 /// A speedup of one version over an earlier one, with its noise.
 struct Speedup {
-  measure::Interval interval;  // point: the ratio of geometric mean step times (earlier / this);
-                               // lo, hi: Welch's t-interval (none with fewer than 3 steps in all)
-  measure::Verdict verdict = measure::Verdict::kUndecided;
+  stats::Interval interval;  // point: the ratio of geometric mean step times (earlier / this);
+                             // lo, hi: Welch's t-interval (none with fewer than 3 steps in all)
+  stats::Verdict verdict = stats::Verdict::kUndecided;
   std::string reason;  // why undecided whatever the interval: "2 steps in `a`: ...", load
   size_t steps_before = 0, steps_after = 0;
   int64_t samples_before = 0, samples_after = 0;  // samples per step, where they differ (per sample); else 0
@@ -104,7 +104,7 @@ Comparison compare_analyses(std::vector<Version> versions, double noise_pct = kD
 /// The speedup of `after` over `before` from their step times (Welch's t-interval on logs; per
 /// sample where both sides' samples per step are known and differ), and its verdict: undecided
 /// with fewer than kMinSteps steps on a side or a side recorded under load, else
-/// measure::verdict_of with noise_rule(noise_pct). Throws nothing.
+/// stats::verdict_of with noise_rule(noise_pct). Throws nothing.
 Speedup speedup_between(const Version& before, const Version& after, double noise_pct = kDefaultNoisePct);
 
 /// A speedup as one cell: "x1.19 ±6.2% faster", "x1.27 [0.970, 1.67] undecided", "x0.98 undecided"

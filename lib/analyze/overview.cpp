@@ -374,7 +374,7 @@ std::string table_html(const Comparison& c) {
     os << "<h3>" << html_escape(c.versions[p.from].label) << " → " << html_escape(c.versions[p.to].label)
        << "</h3><ul class=\"changes\">";
     if (const auto& sp = c.versions[p.to].prev)
-      os << "<li class=\"speedup-verdict\" data-verdict=\"" << measure::verdict_name(sp->verdict)
+      os << "<li class=\"speedup-verdict\" data-verdict=\"" << stats::verdict_name(sp->verdict)
          << "\">speedup " << html_escape(speedup_text(*sp)) << ": " << html_escape(speedup_detail(*sp))
          << "</li>";
     if (p.changes.empty()) os << "<li class=\"muted\">no change above 1% of the step</li>";

@@ -335,7 +335,7 @@ std::string over_reason(const ClassRate& c, const std::string& source) {
 }
 
 /// The ceilings of a GPU class from the precisions its kernels ran in, time-weighted.
-void class_ceiling(ClassRate& c, const std::string& device, std::vector<measure::Peak>& peaks,
+void class_ceiling(ClassRate& c, const std::string& device, std::vector<system::Peak>& peaks,
                    std::string& missing) {
   KernelTime by = c.us_by_precision;
   if (const auto it = by.find(""); it != by.end()) {  // kernels that say no precision: the op's
@@ -348,12 +348,12 @@ void class_ceiling(ClassRate& c, const std::string& device, std::vector<measure:
   double weighted = 0;
   std::string text;
   for (const auto& [p, us] : by) {
-    const auto peak = measure::known_gpu_peak(device, p);
+    const auto peak = system::known_gpu_peak(device, p);
     if (!peak) {
       missing = "no datasheet figure for `" + device + "` in " + p;
       return;
     }
-    if (std::none_of(peaks.begin(), peaks.end(), [&](const measure::Peak& q) { return q.precision == p; }))
+    if (std::none_of(peaks.begin(), peaks.end(), [&](const system::Peak& q) { return q.precision == p; }))
       peaks.push_back(*peak);
     weighted += us * peak->flops_per_s;
     text += (text.empty() ? "" : ", ") + p + (by.size() > 1 ? " " + pct_text(100.0 * us / all) : "");
@@ -398,8 +398,8 @@ std::string most_of(const std::map<std::string, double>& by) {
 void find_ceilings(Throughput& th, const Breakdown& b, const CpuCeilings& cpu) {
   if (b.has_gpu) {
     const std::string name = b.devices.empty() ? "" : b.devices.front();
-    auto peak = measure::known_gpu_peak(name, th.precision);
-    auto bw = measure::known_gpu_bandwidth(name);
+    auto peak = system::known_gpu_peak(name, th.precision);
+    auto bw = system::known_gpu_bandwidth(name);
     if (peak && bw)
       th.ceilings = Ceilings{*peak, *bw};
     else

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "analyze/trace_reader.hpp"
-#include "measure/gpu_specs.hpp"
+#include "system/gpu_specs.hpp"
 
 namespace ptune::analyze {
 
@@ -22,8 +22,8 @@ struct Breakdown;  // analyze/breakdown.hpp
 
 /// A device's two ceilings.
 struct Ceilings {
-  measure::Peak peak;            // flops_per_s 0: none
-  measure::Bandwidth bandwidth;  // bytes_per_s 0: none
+  system::Peak peak;            // flops_per_s 0: none
+  system::Bandwidth bandwidth;  // bytes_per_s 0: none
 };
 
 /// The ceilings of the CPU that runs ptune in `precision` ("fp32", "bf16"): the calibration of
@@ -62,10 +62,10 @@ struct Throughput {
   std::string precision;           // of most FLOPs
   std::vector<ClassRate> classes;  // largest time first
   std::optional<Ceilings> ceilings;
-  std::string no_ceilings;           // why none (an unknown GPU, no calibration)
-  std::vector<measure::Peak> peaks;  // every peak a class is read against, once each
-  double step_ceiling = 0;           // FLOP/s the step's FLOPs would run at, each class at its ceiling
-  std::string step_over;             // why no step peak% is printed (above its ceiling); "" otherwise
+  std::string no_ceilings;          // why none (an unknown GPU, no calibration)
+  std::vector<system::Peak> peaks;  // every peak a class is read against, once each
+  double step_ceiling = 0;          // FLOP/s the step's FLOPs would run at, each class at its ceiling
+  std::string step_over;            // why no step peak% is printed (above its ceiling); "" otherwise
   double flops_per_s() const { return step_us > 0 ? flops * 1e6 / step_us : 0; }
 };
 

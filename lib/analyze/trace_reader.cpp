@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <zlib.h>
 
-#include "errors.hpp"
+#include "core/errors.hpp"
 
 namespace ptune::analyze {
 namespace fs = std::filesystem;

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "config/suggest.hpp"
-#include "errors.hpp"
+#include "core/errors.hpp"
 #include "config/arch.hpp"
 #include "config/step_pattern.hpp"
 

@@ -186,7 +186,7 @@ struct TrainConfig {
   int64_t log_every = 10;
 };
 
-/// Settings a process gets when it starts (engine/process.hpp): the tuning guide's CPU section.
+/// Settings a process gets when it starts (system/process.hpp): the tuning guide's CPU section.
 /// A sweep row whose settings differ from its neighbour's runs each side in a child process of
 /// its own (docs/statistics.md); the defaults are what a plain `python train.py` gets.
 struct ProcessConfig {

@@ -14,7 +14,7 @@
 #include <png.h>
 #include <turbojpeg.h>
 
-#include "errors.hpp"
+#include "core/errors.hpp"
 
 namespace ptune::data {
 namespace {

@@ -13,8 +13,8 @@
 
 #include "data/decode.hpp"
 #include "data/transforms.hpp"
-#include "errors.hpp"
-#include "log.hpp"
+#include "core/errors.hpp"
+#include "core/log.hpp"
 
 namespace ptune::data {
 namespace fs = std::filesystem;

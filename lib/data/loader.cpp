@@ -2,8 +2,8 @@
 
 #include <stdexcept>
 
-#include "compat.hpp"
-#include "measure/ranges.hpp"
+#include "runtime/compat.hpp"
+#include "core/ranges.hpp"
 
 namespace ptune::data {
 
@@ -197,8 +197,7 @@ void Loader::worker_loop(int64_t w) {
 }
 
 std::optional<Batch> Loader::next() {
-  compat::UserScope range(opt_.num_workers == 0 ? measure::ranges::kLoaderNext
-                                                : measure::ranges::kLoaderNextWorkers);
+  runtime::compat::UserScope range(opt_.num_workers == 0 ? ranges::kLoaderNext : ranges::kLoaderNextWorkers);
   if (!running_ || next_batch_ >= num_batches_) return std::nullopt;
   const int64_t b = next_batch_++;
   if (opt_.num_workers == 0) return build(epoch_, b);

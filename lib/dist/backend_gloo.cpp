@@ -10,7 +10,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "errors.hpp"
+#include "core/errors.hpp"
 
 #if PTUNE_HAS_GLOO
 #define USE_C10D_GLOO 1

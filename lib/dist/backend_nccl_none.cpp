@@ -1,7 +1,7 @@
 // NCCL stand-in for a LibTorch built without CUDA: every request is a clear error.
 #include "dist/backends.hpp"
 
-#include "errors.hpp"
+#include "core/errors.hpp"
 
 namespace ptune::dist {
 

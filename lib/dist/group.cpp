@@ -22,11 +22,11 @@
 #include <torch/torch.h>
 
 #include "dist/backends.hpp"
-#include "engine/cuda_support.hpp"
-#include "engine/device.hpp"
-#include "engine/process.hpp"
-#include "errors.hpp"
-#include "log.hpp"
+#include "runtime/cuda_support.hpp"
+#include "runtime/device.hpp"
+#include "system/process.hpp"
+#include "core/errors.hpp"
+#include "core/log.hpp"
 
 namespace ptune::dist {
 namespace {
@@ -197,11 +197,11 @@ config::Backend resolve_backend(config::Backend backend, const c10::Device& devi
 }
 
 c10::Device rank_device(const std::string& spec) {
-  if (!is_distributed()) return engine::resolve_device(spec);
-  const bool wants_cuda = spec == "cuda" || (spec == "auto" && engine::cuda::available());
-  if (!wants_cuda) return engine::resolve_device(spec);
-  engine::resolve_device("cuda");  // the usual error when no GPU is visible
-  const int n = engine::cuda::device_count();
+  if (!is_distributed()) return runtime::resolve_device(spec);
+  const bool wants_cuda = spec == "cuda" || (spec == "auto" && runtime::cuda::available());
+  if (!wants_cuda) return runtime::resolve_device(spec);
+  runtime::resolve_device("cuda");  // the usual error when no GPU is visible
+  const int n = runtime::cuda::device_count();
   int index = local_rank();
   if (index >= n) {
     // Slurm's --gpus-per-task (or a per-rank CUDA_VISIBLE_DEVICES) shows each rank its one GPU.
@@ -217,7 +217,7 @@ c10::Device rank_device(const std::string& spec) {
 int64_t rank_cpu_threads(int64_t configured) {
   if (configured > 0) return configured;
   // The CPUs this process may run on (process.cpus, taskset, a container's limit).
-  const int64_t cpus = std::max<int64_t>(1, static_cast<int64_t>(engine::allowed_cpus().size()));
+  const int64_t cpus = std::max<int64_t>(1, static_cast<int64_t>(system::allowed_cpus().size()));
   // One process: what a default PyTorch process uses (one thread per physical core).
   if (!is_distributed())
     return std::max<int64_t>(1, std::min<int64_t>(at::intraop_default_num_threads(), cpus));

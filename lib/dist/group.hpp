@@ -112,7 +112,7 @@ config::Backend resolve_backend(config::Backend backend, const c10::Device& devi
 
 /// The device a rank of this process uses for the config's `device` spec: in a distributed run,
 /// "auto" (with a GPU visible) and "cuda" become cuda:LOCAL_RANK; "cuda:N" is kept as written.
-/// Throws ConfigError as engine::resolve_device, or when LOCAL_RANK has no GPU.
+/// Throws ConfigError as runtime::resolve_device, or when LOCAL_RANK has no GPU.
 c10::Device rank_device(const std::string& spec);
 
 /// LibTorch intra-op threads for a rank: `configured` when > 0; else, in one process, what a default

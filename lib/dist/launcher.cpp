@@ -19,8 +19,8 @@
 #include <stdexcept>
 #include <thread>
 
-#include "engine/cuda_support.hpp"
-#include "errors.hpp"
+#include "runtime/cuda_support.hpp"
+#include "core/errors.hpp"
 
 extern char** environ;
 
@@ -215,7 +215,7 @@ LaunchOptions checked(const LaunchOptions& options) {
     throw UsageError("launch: --nproc-per-node " + std::to_string(o.nproc_per_node) +
                      " is more ranks than this machine can run; at most " + std::to_string(limit) + " (" +
                      std::to_string(kRanksPerCore) + " per core on " + std::to_string(cores) +
-                     " cores, or one per GPU on " + std::to_string(engine::cuda::device_count()) + " GPUs)");
+                     " cores, or one per GPU on " + std::to_string(runtime::cuda::device_count()) + " GPUs)");
   }
   if (o.args.empty())
     throw UsageError(
@@ -490,7 +490,7 @@ int free_port() {
 
 int max_ranks_per_node() {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return std::max(kRanksPerCore * cores, engine::cuda::device_count());
+  return std::max(kRanksPerCore * cores, runtime::cuda::device_count());
 }
 
 LaunchResult launch(const LaunchOptions& options) {

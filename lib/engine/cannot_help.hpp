@@ -6,14 +6,14 @@
 #include <string>
 
 #include "config/config.hpp"
-#include "engine/cpu_info.hpp"
+#include "system/cpu_info.hpp"
 
 namespace ptune::engine {
 
 /// Why autocast in bf16 is slow on `cpu`, or "" where bf16 is native to its kernels: "<why
 /// bf16 is not native (bf16_reason)>, so autocast would run bf16 emulated, many times slower than
 /// fp32". Throws nothing.
-std::string bf16_emulated(const CpuInfo& cpu);
+std::string bf16_emulated(const system::CpuInfo& cpu);
 
 /// Why the change from `before` to `after` cannot help on this machine, or "" where it can:
 /// - optim.amp bf16 turned on for a CPU without native bf16 arithmetic (oneDNN then emulates

@@ -12,7 +12,7 @@
 #include <c10/cuda/CUDAStream.h>
 #include <c10/util/Exception.h>
 
-#include "errors.hpp"
+#include "core/errors.hpp"
 
 namespace ptune::engine {
 namespace {

@@ -1,8 +1,8 @@
 #include "engine/feeder.hpp"
 
-#include "compat.hpp"
-#include "measure/ranges.hpp"
-#include "measure/stats.hpp"
+#include "runtime/compat.hpp"
+#include "core/ranges.hpp"
+#include "core/stats.hpp"
 
 namespace ptune::engine {
 
@@ -14,7 +14,7 @@ Feeder::Feeder(Source source, std::unique_ptr<DeviceCopy> copy)
 Feeder::~Feeder() = default;
 
 std::optional<data::Batch> Feeder::next(double* wait_ms, const std::function<void()>& before_device_wait) {
-  measure::Stopwatch sw;
+  stats::Stopwatch sw;
   std::optional<data::Batch> host = source_();
   if (wait_ms) *wait_ms = sw.ms();
   if (!host) return std::nullopt;
@@ -22,7 +22,7 @@ std::optional<data::Batch> Feeder::next(double* wait_ms, const std::function<voi
     if (before_device_wait) before_device_wait();
     return host;
   }
-  compat::UserScope range(measure::ranges::kH2DCopy);
+  runtime::compat::UserScope range(ranges::kH2DCopy);
   data::Batch batch = copy_->start(*host);
   if (before_device_wait) before_device_wait();
   copy_->finish(batch);

@@ -8,13 +8,13 @@
 
 #include "dist/group.hpp"
 #include "engine/cannot_help.hpp"
-#include "engine/device.hpp"
+#include "runtime/device.hpp"
 #include "engine/feeder.hpp"
 #include "engine/trainer.hpp"
-#include "errors.hpp"
-#include "files.hpp"
-#include "log.hpp"
-#include "measure/stats.hpp"
+#include "core/errors.hpp"
+#include "core/files.hpp"
+#include "core/log.hpp"
+#include "core/stats.hpp"
 #include "models/state_dict_io.hpp"
 
 namespace ptune::engine {
@@ -214,7 +214,7 @@ TrainSummary train(const config::ExperimentConfig& cfg, const TrainOptions& opti
   // Data parallel when the environment names a world (torchrun, Slurm, ptune launch): this
   // rank's device, its share of the CPU, the group, and its shard of every epoch.
   const c10::Device device = dist::rank_device(cfg.device);
-  set_cpu_threads(dist::rank_cpu_threads(cfg.cpu_threads));
+  runtime::set_cpu_threads(dist::rank_cpu_threads(cfg.cpu_threads));
   auto group = dist::process_group(cfg.dist, device);
   const bool rank0 = group->rank() == 0;
   const int64_t world = group->size();
@@ -232,7 +232,7 @@ TrainSummary train(const config::ExperimentConfig& cfg, const TrainOptions& opti
   Trainer trainer(cfg, device, group);
   if (rank0) warn_if_no_room(cfg, options, *trainer.model());
   if (rank0 && device.is_cpu() && cfg.optim.amp == config::Amp::kBf16)
-    if (const std::string why = bf16_emulated(cpu_info()); !why.empty())
+    if (const std::string why = bf16_emulated(runtime::cpu_info()); !why.empty())
       log::warn("optim.amp bf16: " + why + " (optim.amp off is faster here)");
   if (options.on_note && rank0) {
     for (const auto& n : trainer.weights_file_notes()) options.on_note(n);
@@ -248,7 +248,7 @@ TrainSummary train(const config::ExperimentConfig& cfg, const TrainOptions& opti
   auto checkpoint = [&] { summary.last_checkpoint = checkpoints.write(step, epoch); };
   // Samples per step over all ranks; the rate is set by the slowest rank.
   const int64_t global_batch = cfg.loader.batch_size * world;
-  measure::Stopwatch clock;
+  stats::Stopwatch clock;
   const int64_t start_step = step;
   // Data parallel: the steps between the ranks' agreements on a stop signal, besides the log
   // points: every step until the first log point times them, then about every kStopCheckS
@@ -288,7 +288,7 @@ TrainSummary train(const config::ExperimentConfig& cfg, const TrainOptions& opti
       }
     }
   }
-  synchronize(device);
+  runtime::synchronize(device);
   summary.steps = step;
   summary.trained = step - start_step;
   summary.total = total;
@@ -329,7 +329,7 @@ EvalResult evaluate(const config::ExperimentConfig& cfg_in, const std::string& w
   // Data parallel: every rank evaluates its own shard (together they cover every sample
   // once), and the sums are added up over the ranks.
   const c10::Device device = dist::rank_device(cfg.device);
-  set_cpu_threads(dist::rank_cpu_threads(cfg.cpu_threads));
+  runtime::set_cpu_threads(dist::rank_cpu_threads(cfg.cpu_threads));
   auto group = dist::process_group(cfg.dist, device);
   Trainer trainer(cfg, device);
   if (!trainer.weights_note().empty())

@@ -10,19 +10,24 @@
 #include <torch/serialize.h>
 #include <torch/torch.h>
 
-#include "compat.hpp"
+#include "runtime/compat.hpp"
 #include "data/fake_cifar.hpp"
 #include "data/image_folder.hpp"
-#include "engine/cuda_support.hpp"
-#include "engine/device.hpp"
+#include "runtime/cuda_support.hpp"
+#include "runtime/device.hpp"
 #include "engine/sgd.hpp"
-#include "errors.hpp"
-#include "files.hpp"
-#include "measure/ranges.hpp"
+#include "core/errors.hpp"
+#include "core/files.hpp"
+#include "core/ranges.hpp"
 #include "models/state_dict_io.hpp"
 
 namespace ptune::engine {
 namespace {
+
+/// The torch.optim class of optim.kind, as the profiler's optimizer ranges name it.
+std::string optimizer_class(config::OptimKind kind) {
+  return kind == config::OptimKind::kAdamW ? "AdamW" : "SGD";
+}
 
 /// Autocast on for one scope (forward and loss), as Python's `with torch.autocast(...)`.
 class AutocastScope {
@@ -30,13 +35,13 @@ class AutocastScope {
   AutocastScope(c10::DeviceType device, bool enabled, at::ScalarType dtype)
       : device_(device), enabled_(enabled) {
     if (!enabled_) return;
-    compat::set_autocast(device_, true, dtype);
+    runtime::compat::set_autocast(device_, true, dtype);
     at::autocast::increment_nesting();
   }
   ~AutocastScope() {
     if (!enabled_) return;
-    if (at::autocast::decrement_nesting() == 0) compat::clear_autocast_cache();
-    compat::set_autocast(device_, false, at::kBFloat16);
+    if (at::autocast::decrement_nesting() == 0) runtime::compat::clear_autocast_cache();
+    runtime::compat::set_autocast(device_, false, at::kBFloat16);
   }
 
  private:
@@ -126,8 +131,8 @@ std::pair<at::Tensor, at::Tensor> DeviceInput::operator()(const data::Batch& bat
   at::Tensor images, labels;
   {
     // A range only where a copy happens: not on the CPU, nor after the Feeder's copy.
-    std::optional<compat::UserScope> range;
-    if (batch.images.device().type() != device_.type()) range.emplace(measure::ranges::kH2DCopy);
+    std::optional<runtime::compat::UserScope> range;
+    if (batch.images.device().type() != device_.type()) range.emplace(ranges::kH2DCopy);
     images = batch.images.to(device_, non_blocking);
     labels = batch.labels.to(device_, non_blocking);
   }
@@ -139,7 +144,7 @@ std::pair<at::Tensor, at::Tensor> DeviceInput::operator()(const data::Batch& bat
     // glibc's malloc returns to the system and the next step faults in again), and run on
     // LibTorch's intra-op threads, whose spinning competes with the loader's workers for the
     // cores.
-    compat::UserScope range(measure::ranges::kToFloatNormalize);
+    runtime::compat::UserScope range(ranges::kToFloatNormalize);
     at::Tensor out = take_buffer(images.sizes());
     data::normalize(images.data_ptr<uint8_t>(), out.data_ptr<float>(), images.size(0),
                     images.size(2) * images.size(3), norm_, channels_last_);
@@ -147,7 +152,7 @@ std::pair<at::Tensor, at::Tensor> DeviceInput::operator()(const data::Batch& bat
   }
   if (images.scalar_type() == at::kByte) {
     // uint8 transfer: one multiply-add per pixel on the device, same formula as the loader's.
-    compat::UserScope range(measure::ranges::kToFloatNormalize);
+    runtime::compat::UserScope range(ranges::kToFloatNormalize);
     at::Tensor x = images.to(at::kFloat);
     if (x.size(2) != image_size_ || x.size(3) != image_size_) {
       // gpu_resize: the same bilinear (antialiased when shrinking) resize as the host's,
@@ -171,11 +176,11 @@ Trainer::Trainer(const config::ExperimentConfig& cfg, const c10::Device& device,
       device_(device),
       input_(cfg, device),
       group_(group ? std::move(group) : std::make_shared<dist::Group>()) {
-  if (cfg.loader.pin_memory) require_cuda(device, "loader.pin_memory");
-  if (cfg.optim.cudnn_benchmark) require_cuda(device, "optim.cudnn_benchmark");
-  if (cfg.optim.amp == config::Amp::kFp16) require_cuda(device, "optim.amp=fp16");
-  if (cfg.optim.cuda_graphs) require_cuda(device, "optim.cuda_graphs");
-  if (device.is_cuda()) cuda::set_cudnn_benchmark(cfg.optim.cudnn_benchmark);
+  if (cfg.loader.pin_memory) runtime::require_cuda(device, "loader.pin_memory");
+  if (cfg.optim.cudnn_benchmark) runtime::require_cuda(device, "optim.cudnn_benchmark");
+  if (cfg.optim.amp == config::Amp::kFp16) runtime::require_cuda(device, "optim.amp=fp16");
+  if (cfg.optim.cuda_graphs) runtime::require_cuda(device, "optim.cuda_graphs");
+  if (device.is_cuda()) runtime::cuda::set_cudnn_benchmark(cfg.optim.cudnn_benchmark);
   config::validate(cfg, "");  // the cross-key rules, for configs built in code too
   if (cfg.optim.cuda_graphs && group_->distributed())
     throw ConfigError("optim.cuda_graphs: not supported in data-parallel runs (world size " +
@@ -211,8 +216,8 @@ Trainer::Trainer(const config::ExperimentConfig& cfg, const c10::Device& device,
         model_->parameters(), torch::optim::AdamWOptions(cfg.optim.lr).weight_decay(cfg.optim.weight_decay));
   }
 
-  step_range_ = measure::ranges::optimizer_step(cfg.optim.kind);
-  zero_grad_range_ = measure::ranges::optimizer_zero_grad(cfg.optim.kind);
+  step_range_ = ranges::optimizer_step(optimizer_class(cfg.optim.kind));
+  zero_grad_range_ = ranges::optimizer_zero_grad(optimizer_class(cfg.optim.kind));
   if (cfg.optim.amp == config::Amp::kFp16) scaler_.emplace();
   if (cfg.optim.cuda_graphs) graph_ = std::make_unique<GraphStep>(device_.index());
 }
@@ -254,7 +259,7 @@ at::Tensor Trainer::graph_step(const at::Tensor& images, const at::Tensor& label
     }
   }
   {
-    compat::UserScope range(measure::ranges::kGraphReplay);
+    runtime::compat::UserScope range(ranges::kGraphReplay);
     graph_->replay();
   }
   // The next replay overwrites static_loss_: hand out a copy.
@@ -273,12 +278,12 @@ at::Tensor Trainer::run_step(const at::Tensor& images, const at::Tensor& labels)
   const int64_t accumulate = cfg_.dist.accumulate;
   const bool last = micro_ + 1 >= accumulate;  // the micro-step that all-reduces and updates
   if (micro_ == 0) {
-    compat::UserScope range(zero_grad_range_);
+    runtime::compat::UserScope range(zero_grad_range_);
     zero_grad(*optimizer_, cfg_.optim.set_to_none);
   }
   at::Tensor loss;
   {
-    compat::UserScope range(measure::ranges::kForward);
+    runtime::compat::UserScope range(ranges::kForward);
     AutocastScope autocast(device_.type(), cfg_.optim.amp != config::Amp::kOff,
                            cfg_.optim.amp == config::Amp::kFp16 ? at::kHalf : at::kBFloat16);
     at::Tensor logits = model_->forward(images);
@@ -288,7 +293,7 @@ at::Tensor Trainer::run_step(const at::Tensor& images, const at::Tensor& labels)
   at::Tensor objective = accumulate > 1 ? loss / static_cast<double>(accumulate) : loss;
   if (sync_) sync_->prepare(/*sync=*/last);  // no_sync on the other micro-steps
   {
-    compat::UserScope range(measure::ranges::kBackward);
+    runtime::compat::UserScope range(ranges::kBackward);
     if (scaler_)
       scaler_->scale(objective).backward();
     else
@@ -302,10 +307,10 @@ at::Tensor Trainer::run_step(const at::Tensor& images, const at::Tensor& labels)
   // Gradients are averaged before the scaler unscales them (and checks for inf/NaN): every
   // rank then sees the same inf and skips the same steps.
   if (sync_) {
-    compat::UserScope range(measure::ranges::kGradSync);
+    runtime::compat::UserScope range(ranges::kGradSync);
     sync_->finish();
   }
-  compat::UserScope range(step_range_);
+  runtime::compat::UserScope range(step_range_);
   if (scaler_) {
     // SGD: the fused kernel skips on the device where found_inf is set (as
     // torch.optim.SGD(fused=True)), so neither eager steps nor a captured graph wait for the

@@ -28,10 +28,10 @@
 #include "config/config.hpp"
 #include "dist/env.hpp"
 #include "dist/group.hpp"
-#include "engine/process.hpp"
-#include "errors.hpp"
+#include "system/process.hpp"
+#include "core/errors.hpp"
 #include "models/flops.hpp"
-#include "proc/proc_stat.hpp"
+#include "system/proc_stat.hpp"
 #include "proc/program.hpp"
 
 namespace ptune::measure {
@@ -100,8 +100,8 @@ std::string last_line(int fd) {
 
 /// utime + stime of process `pid` (all its threads), in clock ticks; -1 when gone.
 long cpu_ticks(pid_t pid) {
-  proc::ProcStat st;
-  return proc::read_proc_stat(std::to_string(pid), &st) ? st.ticks() : -1;
+  system::ProcStat st;
+  return system::read_proc_stat(std::to_string(pid), &st) ? st.ticks() : -1;
 }
 
 /// The exception a child's {"error", "kind"} reply stands for.
@@ -131,7 +131,7 @@ void record_thread_cpus(void* data) {
     for (int c = 0; c < CPU_SETSIZE; ++c)
       if (CPU_ISSET(c, &set)) list.push_back(c);
   std::lock_guard<std::mutex> lock(t->mu);
-  t->cpus[t->thread_num()] = engine::cpu_list_text(list);
+  t->cpus[t->thread_num()] = system::cpu_list_text(list);
 }
 
 /// Each OpenMP thread of this process and the CPUs it may run on: "2 OpenMP threads on CPUs {0}
@@ -156,14 +156,14 @@ std::string omp_threads() {
 
 bool times_beside_companion(const config::ExperimentConfig& cfg) {
   try {
-    return engine::default_process(cfg.process) && dist::rank_device(cfg.device).is_cpu();
+    return system::default_process(cfg.process) && dist::rank_device(cfg.device).is_cpu();
   } catch (const std::exception&) {
     return false;
   }
 }
 
 std::unique_ptr<Bench> prime(const config::ExperimentConfig& cfg, const Progress& progress) {
-  if (!engine::default_process(cfg.process)) return nullptr;
+  if (!system::default_process(cfg.process)) return nullptr;
   std::unique_ptr<Bench> companion;
   try {
     // Two at once: the first row is then built into the first's freed memory, beside the second.
@@ -176,7 +176,7 @@ std::unique_ptr<Bench> prime(const config::ExperimentConfig& cfg, const Progress
     companion.reset();
   }
   if (!times_beside_companion(cfg)) companion.reset();
-  engine::return_free_memory();  // the freed pages back to the kernel before the rows
+  system::return_free_memory();  // the freed pages back to the kernel before the rows
   return companion;
 }
 
@@ -189,7 +189,7 @@ ChildSide::ChildSide(const config::ExperimentConfig& cfg, const Progress& progre
     throw ConfigError(
         "process: rows with their own process settings run in child processes, which a data-parallel rank "
         "cannot start; measure them without ptune launch");
-  const engine::ProcessPlan plan = engine::plan_process(cfg.process);
+  const system::ProcessPlan plan = system::plan_process(cfg.process);
   namespace fs = std::filesystem;
   // The row's config, for the child to read (removed once it has).
   std::string cfg_path = (fs::temp_directory_path() / "ptune-row-XXXXXX").string();
@@ -216,7 +216,7 @@ ChildSide::ChildSide(const config::ExperimentConfig& cfg, const Progress& progre
   std::error_code ec;
   const std::string exe = fs::read_symlink("/proc/self/exe", ec).string();
   std::vector<std::string> args = {exe, "--quiet", "row-side", cfg_path};
-  std::vector<std::string> env = engine::environment_with(plan);
+  std::vector<std::string> env = system::environment_with(plan);
   std::vector<char*> argv, envp;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -227,14 +227,14 @@ ChildSide::ChildSide(const config::ExperimentConfig& cfg, const Progress& progre
   if (pid_ < 0)
     throw std::runtime_error("cannot start the row's child process: " + std::string(std::strerror(errno)));
   if (pid_ == 0) {
-    if (proc::enter_own_group(parent) != 0) ::_exit(127);
+    if (system::enter_own_group(parent) != 0) ::_exit(127);
     const int in = ::fcntl(cmd[0], F_DUPFD, 10), out = ::fcntl(rep[1], F_DUPFD, 10);
     const int null = ::open("/dev/null", O_RDWR);
     if (in < 0 || out < 0 || null < 0 || ::dup2(null, 0) < 0 || ::dup2(null, 1) < 0 ||
         ::dup2(err_fd_, 2) < 0 || ::dup2(in, 3) < 0 || ::dup2(out, 4) < 0)
       ::_exit(127);
     for (int fd = 5; fd < 4096; ++fd) ::close(fd);
-    if (engine::bind_process(plan) != 0) ::_exit(126);
+    if (system::bind_process(plan) != 0) ::_exit(126);
     ::execve(argv[0], argv.data(), envp.data());
     ::_exit(127);
   }
@@ -604,7 +604,7 @@ int serve_side(const config::ExperimentConfig& cfg, int in_fd, int out_fd,
         bench = std::make_unique<Bench>(cfg, progress, deadline);
         send({{"steps_per_window", bench->steps_per_window()},
               {"samples_per_step", bench->samples_per_step()},
-              {"process", engine::describe_this_process() + "; " + omp_threads()}});
+              {"process", system::describe_this_process() + "; " + omp_threads()}});
       } else if (command == "window") {
         send({{"ms", bench->window(read_deadline(line))}});
       } else if (command == "pause" || command == "resume") {
@@ -647,12 +647,12 @@ int serve_side(const config::ExperimentConfig& cfg, int in_fd, int out_fd,
 
 namespace {
 
-Json interval_json(const Interval& i) {
+Json interval_json(const stats::Interval& i) {
   return {{"point", i.point}, {"lo", i.lo}, {"hi", i.hi}, {"n", i.n}, {"level", i.level}};
 }
 
-Interval interval_from(const Json& j) {
-  Interval i;
+stats::Interval interval_from(const Json& j) {
+  stats::Interval i;
   i.point = j.value("point", 0.0);
   i.lo = j.value("lo", 0.0);
   i.hi = j.value("hi", 0.0);

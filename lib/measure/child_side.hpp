@@ -1,6 +1,6 @@
 #pragma once
 /// A row's side in a child process of its own, for the settings that take effect only when a
-/// process starts (config's `process` section, engine/process.hpp): a preloaded allocator or
+/// process starts (config's `process` section, system/process.hpp): a preloaded allocator or
 /// OpenMP runtime, glibc's tunables, thread binding, the CPUs and the NUMA node. The child is
 /// this same executable (`ptune row-side CONFIG`), started with the settings the way a user's
 /// process gets them (environment, affinity and memory policy set before it executes), and keeps
@@ -53,7 +53,7 @@ class ChildSide : public RowSide {
   /// measure::profile() of the row in the child (a child started with `build` false): the trace
   /// is written with the row's process settings in effect.
   ProfileResult profile(double timed_ms_per_step, const TraceTarget& target);
-  /// What the child reported of its own process when it was ready (engine::describe_this_process
+  /// What the child reported of its own process when it was ready (system::describe_this_process
   /// and its OpenMP threads' CPUs), one line.
   std::string process_description() const override { return description_; }
   size_t processes() const override { return 1; }
@@ -170,7 +170,7 @@ bool times_beside_companion(const config::ExperimentConfig& cfg);
 /// Builds `cfg`'s pipeline twice, both alive at once, and warms them up, in this process, when
 /// `cfg` runs in a default process (else it does nothing): a fresh process's first pipeline runs a
 /// little slower than later ones (docs/statistics.md, "The first pipeline of a process"). The first
-/// is freed and its memory handed back (engine::return_free_memory). The second is returned, warm
+/// is freed and its memory handed back (system::return_free_memory). The second is returned, warm
 /// and paused, as the companion of the first row or trial where times_beside_companion(cfg), else
 /// freed too (null). Null as well when it could not be built (an error is left to the row's own
 /// build, which reports it); an interruption (from `progress`) is thrown.

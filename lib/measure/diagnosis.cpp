@@ -1,6 +1,6 @@
 #include "measure/diagnosis.hpp"
 
-#include "engine/process.hpp"
+#include "system/process.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -46,7 +46,7 @@ std::string first_untried(const std::vector<Move>& moves, const std::vector<Trie
 /// pay off there (oneDNN's bf16 kernels on the hardware that has them, channels_last tensors,
 /// enough work per call); where channels_last is off, the pair "optim.amp bf16 with
 /// model.channels_last", since bf16 alone on contiguous tensors may be slower than fp32.
-std::string cpu_bf16_move(const config::ExperimentConfig& cfg, const engine::CpuInfo& cpu) {
+std::string cpu_bf16_move(const config::ExperimentConfig& cfg, const system::CpuInfo& cpu) {
   const std::string size = std::to_string(cfg.data.image_size) + "x" + std::to_string(cfg.data.image_size) +
                            ", batch " + std::to_string(cfg.loader.batch_size);
   const std::string why = "this CPU's " + cpu.bf16_flag +
@@ -61,7 +61,7 @@ std::string cpu_bf16_move(const config::ExperimentConfig& cfg, const engine::Cpu
 /// the pair with channels_last there), then channels_last; on a CPU without native bf16 why bf16
 /// is not advised. `memory` is appended (the low-memory rule's text, or "").
 std::string compute_bound(const Measurement& m, const config::ExperimentConfig& cfg,
-                          const std::vector<Tried>& tried, const engine::CpuInfo& cpu, bool cuda,
+                          const std::vector<Tried>& tried, const system::CpuInfo& cpu, bool cuda,
                           const std::string& memory) {
   std::string s = "compute-bound (" + pct(m.compute_pct) + " in forward/backward/update";
   if (m.gpu_busy_pct) s += ", GPU busy " + pct(*m.gpu_busy_pct);
@@ -74,12 +74,12 @@ std::string compute_bound(const Measurement& m, const config::ExperimentConfig& 
     else if (cpu.bf16_native)
       moves.push_back({"optim.amp", cpu_bf16_move(cfg, cpu)});
     else
-      why_not_amp = engine::bf16_reason(cpu) + ", so optim.amp is not advised";
+      why_not_amp = system::bf16_reason(cpu) + ", so optim.amp is not advised";
     s += " on fp32";
   } else if (!cuda && cfg.optim.amp == config::Amp::kBf16 && !cpu.bf16_native) {
     // Emulated: no setting helps as much as leaving bf16 off.
     s += " on bf16 that this CPU emulates";
-    why_not_amp = engine::bf16_reason(cpu) + ", so optim.amp off is faster here";
+    why_not_amp = system::bf16_reason(cpu) + ", so optim.amp off is faster here";
   }
   if (!cfg.model.channels_last) {
     // Native bf16 on a CPU: oneDNN's bf16 kernels want channels_last (else every convolution
@@ -144,10 +144,10 @@ std::string program_verdict(const Measurement& m, const config::ExperimentConfig
            "torch.compile";
   }
   if (!m.cpu_cores_busy) return "";
-  size_t cores = engine::allowed_cpus().size();
+  size_t cores = system::allowed_cpus().size();
   if (cfg.process.cpus) {
     try {
-      cores = engine::parse_cpu_list(*cfg.process.cpus, "process.cpus").size();
+      cores = system::parse_cpu_list(*cfg.process.cpus, "process.cpus").size();
     } catch (const std::exception&) {
     }
   }
@@ -177,10 +177,10 @@ std::string diagnose(const Measurement& m, const config::ExperimentConfig& cfg,
                      const std::vector<Tried>& tried, const DiagnosisThresholds& t,
                      std::optional<bool> cpu_bf16) {
   if (!cpu_bf16) {
-    static const engine::CpuInfo here = engine::describe_cpu(engine::read_cpu_facts());
+    static const system::CpuInfo here = system::describe_cpu(system::read_cpu_facts());
     return diagnose(m, cfg, tried, t, here);
   }
-  engine::CpuInfo cpu;
+  system::CpuInfo cpu;
   cpu.bf16_native = *cpu_bf16;
   cpu.bf16_flag = "native bf16";
   return diagnose(m, cfg, tried, t, cpu);
@@ -188,7 +188,7 @@ std::string diagnose(const Measurement& m, const config::ExperimentConfig& cfg,
 
 std::string diagnose(const Measurement& m, const config::ExperimentConfig& cfg,
                      const std::vector<Tried>& tried, const DiagnosisThresholds& t,
-                     const engine::CpuInfo& cpu) {
+                     const system::CpuInfo& cpu) {
   const auto& mode = cfg.measure.mode;
   if (mode == config::Mode::kData) return "input pipeline alone: the ceiling the loader sets on training";
   if (mode == config::Mode::kSynthetic)

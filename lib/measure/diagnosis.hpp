@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/config.hpp"
-#include "engine/cpu_info.hpp"
+#include "system/cpu_info.hpp"
 #include "measure/probe.hpp"
 #include "measure/rules.hpp"
 
@@ -46,9 +46,9 @@ struct Tried {
 /// not where ONEDNN_MAX_CPU_ISA caps it), and the verdict says why not otherwise. Throws nothing.
 std::string diagnose(const Measurement& m, const config::ExperimentConfig& cfg,
                      const std::vector<Tried>& tried, const DiagnosisThresholds& t,
-                     const engine::CpuInfo& cpu);
+                     const system::CpuInfo& cpu);
 
-/// diagnose() on the CPU that engine::read_cpu_facts() describes (/proc/cpuinfo and the caps in
+/// diagnose() on the CPU that system::read_cpu_facts() describes (/proc/cpuinfo and the caps in
 /// the environment), or, with `cpu_bf16`, on one whose bf16 is native or not (for tests).
 std::string diagnose(const Measurement& m, const config::ExperimentConfig& cfg,
                      const std::vector<Tried>& tried = {}, const DiagnosisThresholds& t = {},

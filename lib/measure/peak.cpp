@@ -14,9 +14,9 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
-#include "engine/device.hpp"
-#include "files.hpp"
-#include "measure/load.hpp"
+#include "runtime/device.hpp"
+#include "core/files.hpp"
+#include "system/load.hpp"
 
 namespace ptune::measure {
 namespace {
@@ -30,10 +30,10 @@ at::ScalarType dtype_of(const std::string& precision) {
 /// Seconds `reps` products take, the device synchronized before the clock is read.
 double time_mm(const at::Tensor& a, const at::Tensor& b, at::Tensor& c, int64_t reps,
                const c10::Device& device) {
-  engine::synchronize(device);
+  runtime::synchronize(device);
   const auto t0 = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < reps; ++i) at::mm_out(c, a, b);
-  engine::synchronize(device);
+  runtime::synchronize(device);
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
@@ -69,7 +69,7 @@ std::string cache_file(const std::string& key) {
 std::string describe(const Calibration& c, const std::string& precision, const c10::Device& device,
                      const std::string& where) {
   std::string s = "calibrated achievable peak (not a datasheet figure): " + std::to_string(c.n) + "x" +
-                  std::to_string(c.n) + " " + precision + " matmul on " + engine::device_name(device);
+                  std::to_string(c.n) + " " + precision + " matmul on " + runtime::device_name(device);
   if (!device.is_cuda()) s += ", " + std::to_string(c.threads) + " threads, " + isa(device);
   return s + ", LibTorch " + TORCH_VERSION + where;
 }
@@ -127,10 +127,10 @@ Calibration calibrate(const c10::Device& device, const std::string& precision) {
   return cal;
 }
 
-Peak machine_peak(const c10::Device& device, const std::string& precision) {
-  const std::string name = engine::device_name(device);
+system::Peak machine_peak(const c10::Device& device, const std::string& precision) {
+  const std::string name = runtime::device_name(device);
   if (device.is_cuda())
-    if (auto p = known_gpu_peak(name, precision)) return *p;
+    if (auto p = system::known_gpu_peak(name, precision)) return *p;
   const int64_t threads = at::get_num_threads();
   const std::string key = name + "|" + isa(device) + "|" +
                           (device.is_cuda() ? "" : std::to_string(threads) + "threads|") + "torch" +
@@ -148,7 +148,8 @@ Peak machine_peak(const c10::Device& device, const std::string& precision) {
           // A figure cached while something else slowed the calibration unseen would stay low
           // for good: one quick product checks it, and a clearly faster one measures again.
           if (quick_rate(device, precision, c.n) <= kRecheckRatio * c.flops_per_s)
-            return Peak{c.flops_per_s, precision, describe(c, precision, device, ", cached in " + path)};
+            return system::Peak{c.flops_per_s, precision,
+                                describe(c, precision, device, ", cached in " + path)};
           cached = c.flops_per_s;
         }
       }
@@ -158,20 +159,20 @@ Peak machine_peak(const c10::Device& device, const std::string& precision) {
   }
   // One figure per key for the process: every row of a table reads against the same peak.
   static std::mutex mu;
-  static std::map<std::string, Peak> measured;
+  static std::map<std::string, system::Peak> measured;
   std::lock_guard<std::mutex> lock(mu);
   if (auto it = measured.find(path + "|" + key); it != measured.end()) return it->second;
   Calibration c;
-  LoadSampler load;
+  system::LoadSampler load;
   try {
     load.start();
     c = calibrate(device, precision);
   } catch (const std::exception& e) {
-    return Peak{0, precision, std::string("no peak: ") + e.what()};
+    return system::Peak{0, precision, std::string("no peak: ") + e.what()};
   }
   // A calibration shorter than /proc's counters resolve would take unseen load for quiet: more
   // products (the fastest kept) until the span tells (0.4 s on 2 cores).
-  LoadReport report = load.stop();
+  system::LoadReport report = load.stop();
   for (int i = 0; !device.is_cuda() && !report.sampled && report.min_seconds > report.seconds && i < 1000;
        ++i) {
     c.flops_per_s = std::max(c.flops_per_s, quick_rate(device, precision, c.n));
@@ -197,7 +198,7 @@ Peak machine_peak(const c10::Device& device, const std::string& precision) {
     // no cache: measured again next time
   }
   return measured[path + "|" + key] =
-             Peak{c.flops_per_s, precision, describe(c, precision, device, where), !quiet};
+             system::Peak{c.flops_per_s, precision, describe(c, precision, device, where), !quiet};
 }
 
 }  // namespace ptune::measure
@@ -214,10 +215,10 @@ double copy_rate(const c10::Device& device) {
   dst.copy_(src);  // warm-up: pages touched
   double best = 0;
   for (int i = 0; i < kSamples; ++i) {
-    engine::synchronize(device);
+    runtime::synchronize(device);
     const auto t0 = std::chrono::steady_clock::now();
     dst.copy_(src);
-    engine::synchronize(device);
+    runtime::synchronize(device);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     best = std::max(best, 2.0 * 4.0 * static_cast<double>(n) / std::max(s, 1e-9));
   }
@@ -226,10 +227,10 @@ double copy_rate(const c10::Device& device) {
 
 }  // namespace
 
-Bandwidth machine_bandwidth(const c10::Device& device) {
-  const std::string name = engine::device_name(device);
+system::Bandwidth machine_bandwidth(const c10::Device& device) {
+  const std::string name = runtime::device_name(device);
   if (device.is_cuda())
-    if (auto b = known_gpu_bandwidth(name)) return *b;
+    if (auto b = system::known_gpu_bandwidth(name)) return *b;
   const std::string threads = device.is_cuda() ? "" : std::to_string(at::get_num_threads()) + "threads|";
   const std::string key = name + "|" + isa(device) + "|" + threads + "torch" + TORCH_VERSION + "|bandwidth";
   const std::string dir = cache_dir();
@@ -242,24 +243,24 @@ Bandwidth machine_bandwidth(const c10::Device& device) {
     if (!path.empty() && in) {
       const auto j = nlohmann::json::parse(in);
       if (j.at("key") == key)
-        return Bandwidth{j.at("bytes_per_s").get<double>(), what + ", cached in " + path};
+        return system::Bandwidth{j.at("bytes_per_s").get<double>(), what + ", cached in " + path};
     }
   } catch (const std::exception&) {
     // an unreadable entry is measured again and replaced
   }
   static std::mutex mu;
-  static std::map<std::string, Bandwidth> measured;
+  static std::map<std::string, system::Bandwidth> measured;
   std::lock_guard<std::mutex> lock(mu);
   if (auto it = measured.find(path + "|" + key); it != measured.end()) return it->second;
   double rate = 0;
-  LoadSampler load;
+  system::LoadSampler load;
   try {
     load.start();
     rate = copy_rate(device);
   } catch (const std::exception& e) {
-    return Bandwidth{0, std::string("no bandwidth: ") + e.what()};
+    return system::Bandwidth{0, std::string("no bandwidth: ") + e.what()};
   }
-  LoadReport report = load.stop();
+  system::LoadReport report = load.stop();
   for (int i = 0; !device.is_cuda() && !report.sampled && report.min_seconds > report.seconds && i < 100;
        ++i) {
     rate = std::max(rate, copy_rate(device));  // until the span tells load, as machine_peak does
@@ -277,7 +278,7 @@ Bandwidth machine_bandwidth(const c10::Device& device) {
   } catch (const std::exception&) {
     // no cache: measured again next time
   }
-  return measured[path + "|" + key] = Bandwidth{rate, what + where};
+  return measured[path + "|" + key] = system::Bandwidth{rate, what + where};
 }
 
 }  // namespace ptune::measure

@@ -12,7 +12,7 @@
 #include <c10/core/Device.h>
 
 #include "config/config.hpp"
-#include "measure/gpu_specs.hpp"
+#include "system/gpu_specs.hpp"
 
 namespace ptune::measure {
 
@@ -42,12 +42,12 @@ Calibration calibrate(const c10::Device& device, const std::string& precision);
 /// ~/.cache/ptune; peak/<key>.json) or measured and stored there; the key holds the device's
 /// model, the instruction set LibTorch dispatches to, the threads, the LibTorch version and the
 /// precision. On a CPU the calibration goes on with more products until its span is long enough
-/// for /proc's counters to tell competing load (measure::min_load_span_s: 0.4 s on 2 cores). A
-/// calibration taken while other processes used the cores (measure::LoadSampler) or whose samples
+/// for /proc's counters to tell competing load (system::min_load_span_s: 0.4 s on 2 cores). A
+/// calibration taken while other processes used the cores (system::LoadSampler) or whose samples
 /// were not steady is not cached, and is marked Peak::under_load: no ceiling. Within a process one figure per
 /// key (every row of a table reads against the same peak). A cache that cannot be written is skipped. Returns
 /// flops_per_s 0 (and why in source) when the precision cannot be measured. Throws nothing.
-Peak machine_peak(const c10::Device& device, const std::string& precision);
+system::Peak machine_peak(const c10::Device& device, const std::string& precision);
 
 /// The memory bandwidth ceiling of `device` for a roofline: a known GPU's datasheet figure;
 /// on a CPU (and an unknown GPU) calibrated: the fastest of 7 samples of copying a 64 MiB float
@@ -56,6 +56,6 @@ Peak machine_peak(const c10::Device& device, const std::string& precision);
 /// cached as machine_peak() caches (key: the device's model, instruction set, threads, LibTorch
 /// version and "bandwidth"). An achievable figure, not a datasheet's. Throws nothing; bytes_per_s
 /// 0 and why in source when it cannot be measured.
-Bandwidth machine_bandwidth(const c10::Device& device);
+system::Bandwidth machine_bandwidth(const c10::Device& device);
 
 }  // namespace ptune::measure

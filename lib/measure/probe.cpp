@@ -8,20 +8,20 @@
 
 #include <torch/torch.h>
 
-#include "compat.hpp"
+#include "runtime/compat.hpp"
 #include "dist/group.hpp"
-#include "engine/cuda_support.hpp"
-#include "engine/device.hpp"
+#include "runtime/cuda_support.hpp"
+#include "runtime/device.hpp"
 #include "engine/feeder.hpp"
-#include "engine/process.hpp"
+#include "system/process.hpp"
 #include "engine/trainer.hpp"
-#include "errors.hpp"
-#include "files.hpp"
+#include "core/errors.hpp"
+#include "core/files.hpp"
 #include "models/flops.hpp"
 #include "measure/child_side.hpp"
 #include "measure/peak.hpp"
-#include "measure/ranges.hpp"
-#include "measure/stats.hpp"
+#include "core/ranges.hpp"
+#include "core/stats.hpp"
 #include "measure/trace.hpp"
 
 namespace ptune::measure {
@@ -72,7 +72,7 @@ class Pipeline {
     if (mode_ != config::Mode::kData)
       trainer_.emplace(cfg, device, group);
     else if (cfg.loader.pin_memory)
-      engine::require_cuda(device, "loader.pin_memory");
+      runtime::require_cuda(device, "loader.pin_memory");
     loader_.emplace(engine::make_dataset(cfg),
                     engine::loader_options(cfg, device, group->rank(), group->size()));
     batches_.emplace(*loader_);
@@ -86,8 +86,8 @@ class Pipeline {
 
   /// One step; host-clock spans are added to `s`; with `marks`, the step's device marks are
   /// recorded and appended to `out`.
-  void step(Spans& s, engine::cuda::EventMarks* marks = nullptr, std::vector<StepMarks>* out = nullptr) {
-    Stopwatch sw;
+  void step(Spans& s, runtime::cuda::EventMarks* marks = nullptr, std::vector<StepMarks>* out = nullptr) {
+    stats::Stopwatch sw;
     if (mode_ == config::Mode::kSynthetic) {
       last_loss_ = trainer_->step(fixed_.first, fixed_.second);
       s.compute += sw.ms();
@@ -165,7 +165,7 @@ namespace {
 /// A train or synthetic row's model FLOPs and the machine's peak in its precision.
 struct Limits {
   std::optional<models::Flops> flops;
-  Peak peak;
+  system::Peak peak;
 };
 
 /// The Limits of a row on `device`: none for a data row; for a model that cannot be counted a
@@ -285,7 +285,7 @@ struct Bench::Impl {
   std::shared_ptr<dist::Group> group;
   int64_t world = 1;
   std::optional<Pipeline> pipeline;
-  std::optional<engine::cuda::EventMarks> marks;
+  std::optional<runtime::cuda::EventMarks> marks;
   std::vector<StepMarks> step_marks;
   std::vector<WindowRecord> windows;
   std::optional<WindowRecord> pending;  // the warm-up's last step, when the deadline ended it
@@ -327,9 +327,9 @@ std::string cut_warmup_note(double step_ms, const Deadline& deadline, int64_t do
 void Bench::Impl::warm_up(int64_t n, const Progress& progress, const Deadline& deadline) {
   for (int64_t i = 0; i < n; ++i) {
     Spans s;
-    Stopwatch sw;
+    stats::Stopwatch sw;
     pipeline->step(s);
-    engine::synchronize(device);
+    runtime::synchronize(device);
     s.total = sw.ms();
     last_step_ms = deadline.limited() ? slowest(s.total) : s.total;
     if (progress) progress("warmup", i + 1, n);
@@ -350,7 +350,7 @@ Bench::Bench(const config::ExperimentConfig& cfg, const Progress& progress, cons
   // Data parallel when the environment names a world: this rank's device and shard, gradients
   // averaged by the trainer, and the slowest rank's time reported.
   b.device = dist::rank_device(cfg.device);
-  engine::set_cpu_threads(dist::rank_cpu_threads(cfg.cpu_threads));
+  runtime::set_cpu_threads(dist::rank_cpu_threads(cfg.cpu_threads));
   b.group = dist::process_group(cfg.dist, b.device);
   b.world = b.group->size();
   b.limits = count_limits(cfg, b.device, b.notes);  // before the loader starts: a calibration runs alone
@@ -361,9 +361,9 @@ Bench::Bench(const config::ExperimentConfig& cfg, const Progress& progress, cons
   std::string warm_note;
   b.warm_up(warmup_steps(cfg, &warm_note), progress, deadline);
   if (!warm_note.empty()) b.notes.insert(b.notes.begin(), warm_note);
-  engine::synchronize(b.device);
+  runtime::synchronize(b.device);
   b.group->barrier();  // every rank starts its timed windows together
-  if (b.device.is_cuda()) engine::cuda::reset_peak_memory(b.device.index());
+  if (b.device.is_cuda()) runtime::cuda::reset_peak_memory(b.device.index());
 }
 
 Bench::~Bench() = default;
@@ -385,8 +385,8 @@ void Bench::pause() { impl_->pipeline->pause(); }
 
 void Bench::resume() {
   // Process-wide settings another bench may have changed.
-  engine::set_cpu_threads(dist::rank_cpu_threads(impl_->cfg.cpu_threads));
-  if (impl_->device.is_cuda()) engine::cuda::set_cudnn_benchmark(impl_->cfg.optim.cudnn_benchmark);
+  runtime::set_cpu_threads(dist::rank_cpu_threads(impl_->cfg.cpu_threads));
+  if (impl_->device.is_cuda()) runtime::cuda::set_cudnn_benchmark(impl_->cfg.optim.cudnn_benchmark);
   impl_->pipeline->resume();
 }
 
@@ -403,7 +403,7 @@ double Bench::window(const Deadline& deadline) {
   Spans s;
   if (b.marks) b.marks->clear(), b.step_marks.clear();
   const auto os_before = os_counters();
-  Stopwatch wall;
+  stats::Stopwatch wall;
   const int64_t before = static_cast<int64_t>(b.windows.size());
   const int64_t total = std::max(b.planned, before + 1) * full;
   int64_t ran = 0;
@@ -421,7 +421,7 @@ double Bench::window(const Deadline& deadline) {
       step_start = now;
     }
   }
-  engine::synchronize(b.device);
+  runtime::synchronize(b.device);
   s.total = wall.ms();
   if (b.marks) {
     // The device's view: waiting for the copy (and the uint8 conversion) and computing, as
@@ -492,11 +492,11 @@ Measurement Bench::result(size_t first, size_t count) {
     m.loss = b.group->sum({p.last_loss().item<double>()})[0] / static_cast<double>(b.world);
   engine::Trainer* trainer = p.trainer();
   if (b.device.is_cuda()) {
-    m.device_mem_bytes = engine::cuda::total_memory(b.device.index());
+    m.device_mem_bytes = runtime::cuda::total_memory(b.device.index());
     // A CUDA-graph row allocates nothing while replaying: what its step needs was allocated
     // during the capture, into the graph's private pool.
     const int64_t peak =
-        std::max(engine::cuda::peak_memory(b.device.index()), trainer ? trainer->graph_peak_bytes() : 0);
+        std::max(runtime::cuda::peak_memory(b.device.index()), trainer ? trainer->graph_peak_bytes() : 0);
     m.peak_mem_bytes = static_cast<int64_t>(b.group->max({static_cast<double>(peak)})[0]);
   }
   if (trainer && trainer->graph_failed())
@@ -513,12 +513,12 @@ void set_windows(Measurement& m, const std::vector<double>& window_ms, int64_t w
                  const std::vector<int>& process) {
   m.repeat_ms = window_ms;
   m.repeat_process = process;
-  const Interval ms = mean_interval(window_ms, process, kRowLevel);
+  const stats::Interval ms = stats::mean_interval(window_ms, process, stats::kRowLevel);
   m.ms_per_step = ms.point;
   // Global throughput: every rank's batch per step of the slowest rank.
   const double samples = 1000.0 * static_cast<double>(m.batch_size * world);
   m.samples_per_s = m.ms_per_step > 0 ? samples / m.ms_per_step : 0;
-  m.samples_per_s_ci = Interval{};
+  m.samples_per_s_ci = stats::Interval{};
   m.samples_per_s_ci.point = m.samples_per_s;
   m.samples_per_s_ci.n = ms.n;
   if (ms.valid()) {
@@ -528,7 +528,7 @@ void set_windows(Measurement& m, const std::vector<double>& window_ms, int64_t w
   }
   m.spread_pct = 0;
   if (window_ms.size() > 1) {
-    const double med = median(window_ms);
+    const double med = stats::median(window_ms);
     auto [lo, hi] = std::minmax_element(window_ms.begin(), window_ms.end());
     if (med > 0) m.spread_pct = 100.0 * (*hi - *lo) / med;
   }
@@ -537,7 +537,7 @@ void set_windows(Measurement& m, const std::vector<double>& window_ms, int64_t w
                                  return n.find(" windows were outliers") != std::string::npos;
                                }),
                 m.notes.end());
-  const auto odd = outliers(window_ms);
+  const auto odd = stats::outliers(window_ms);
   if (!odd.empty()) {
     std::string list;
     for (size_t i : odd) list += (list.empty() ? "" : ", ") + std::to_string(i + 1);
@@ -575,7 +575,7 @@ std::string short_windows_note(int64_t short_count, size_t kept, int64_t steps) 
          " windows ran fewer than measure.steps (" + std::to_string(steps) + ") steps: " + why;
 }
 
-Interval speedup_between(const Measurement& a, const Measurement& b) {
+stats::Interval speedup_between(const Measurement& a, const Measurement& b) {
   const double a_sps = a.samples_per_s * a.ms_per_step, b_sps = b.samples_per_s * b.ms_per_step;
   if (a_sps <= 0 || b_sps <= 0) return {};
   std::vector<double> a_ms = a.repeat_ms.empty() ? std::vector<double>{a.ms_per_step} : a.repeat_ms;
@@ -584,8 +584,8 @@ Interval speedup_between(const Measurement& a, const Measurement& b) {
   // Each side's processes where it ran in several (a single figure has none).
   const auto& a_process = a.repeat_process.size() == a_ms.size() ? a.repeat_process : std::vector<int>{};
   const auto& b_process = b.repeat_process.size() == b_ms.size() ? b.repeat_process : std::vector<int>{};
-  return speedup_interval(a_ms, a_process, b_ms, b_process, false,
-                          speedup_level(a.load.under_load || b.load.under_load));
+  return stats::speedup_interval(a_ms, a_process, b_ms, b_process, false,
+                                 stats::speedup_level(a.load.under_load || b.load.under_load));
 }
 
 namespace {
@@ -628,7 +628,7 @@ Comparison compare(Side& a, Side& b, const WindowPlan& plan,
   std::vector<int> proc_a, proc_b;   // the process of each, for sides in several
   std::mt19937 order(kPairOrderSeed);
   bool a_first = true;
-  Stopwatch wall;
+  stats::Stopwatch wall;
   for (int64_t pairs = 1; pairs <= max_pairs; ++pairs) {
     // A block of two pairs: a drawn order, then the other.
     a_first = pairs % 2 == 1 ? (order() & 1u) == 0 : !a_first;
@@ -650,7 +650,7 @@ Comparison compare(Side& a, Side& b, const WindowPlan& plan,
     note_process(a, proc_a);
     note_process(b, proc_b);
     c.pair_ms = wall.ms() / static_cast<double>(pairs);
-    c.transient = transient_pairs(all_a, all_b);
+    c.transient = stats::transient_pairs(all_a, all_b);
     c.a_ms = from(all_a, c.transient);
     c.b_ms = from(all_b, c.transient);
     c.a_process = from(proc_a, c.transient);
@@ -661,9 +661,9 @@ Comparison compare(Side& a, Side& b, const WindowPlan& plan,
     // A look: is the row under competing load so far (only from the first look on)?
     // Once seen, it stays: the figures since the row's start may dilute a burst later on.
     if (kept >= plan.min_pairs && plan.under_load && !c.under_load) c.under_load = plan.under_load();
-    c.speedup =
-        speedup_interval(a_scaled, c.a_process, c.b_ms, c.b_process, true, speedup_level(c.under_load));
-    c.verdict = verdict_of(c.speedup, plan.rule);
+    c.speedup = stats::speedup_interval(a_scaled, c.a_process, c.b_ms, c.b_process, true,
+                                        stats::speedup_level(c.under_load));
+    c.verdict = stats::verdict_of(c.speedup, plan.rule);
     if (on_pair) on_pair(c);
     if (kept >= plan.min_pairs) deadline.settle();
     // Another pair needs one step of each side at least.
@@ -680,7 +680,7 @@ Comparison compare(Side& a, Side& b, const WindowPlan& plan,
     // to cross the line, so the early looks ask for strong evidence and the verdict at the
     // budget is read as reported. Under load there are no early looks at all: another
     // program's bursts are not the independent noise the interval assumes.
-    if (c.verdict == Verdict::kWithinNoise) {
+    if (c.verdict == stats::Verdict::kWithinNoise) {
       c.stop = StopRule::kDecided;
       break;
     }
@@ -688,9 +688,10 @@ Comparison compare(Side& a, Side& b, const WindowPlan& plan,
       c.stop = StopRule::kBudget;
       break;
     }
-    if (c.verdict != Verdict::kUndecided && !c.under_load &&
-        verdict_of(speedup_interval(a_scaled, c.a_process, c.b_ms, c.b_process, true, kEarlyStopLevel),
-                   plan.rule) == c.verdict) {
+    if (c.verdict != stats::Verdict::kUndecided && !c.under_load &&
+        stats::verdict_of(
+            stats::speedup_interval(a_scaled, c.a_process, c.b_ms, c.b_process, true, stats::kEarlyStopLevel),
+            plan.rule) == c.verdict) {
       c.stop = StopRule::kDecided;
       break;
     }
@@ -703,9 +704,9 @@ namespace {
 
 /// undecided_note for sides in several processes: their spread, which more time hardly narrows.
 std::string undecided_processes_note(const Comparison& c) {
-  const std::vector<LogTerm> t = speedup_terms(c.a_ms, c.a_process, c.b_ms, c.b_process, true);
+  const std::vector<stats::LogTerm> t = stats::speedup_terms(c.a_ms, c.a_process, c.b_ms, c.b_process, true);
   if (t.size() != 2 || t[0].df < 1 || t[1].df < 1) return "";
-  const LogTerm &a = t[0], &b = t[1];
+  const stats::LogTerm &a = t[0], &b = t[1];
   // A process's own speed (the spread of the pairs' mean ratio by process), pooled over the sides.
   const double pooled = (a.var * (a.df + 1) * a.df + b.var * (b.df + 1) * b.df) / (a.df + b.df);
   char text[400];
@@ -721,17 +722,17 @@ std::string undecided_processes_note(const Comparison& c) {
 }  // namespace
 
 std::string undecided_note(const Comparison& c, const WindowPlan& plan) {
-  if (c.stop != StopRule::kBudget || c.verdict != Verdict::kUndecided || c.under_load || c.b_ms.size() < 3 ||
-      !c.speedup.valid())
+  if (c.stop != StopRule::kBudget || c.verdict != stats::Verdict::kUndecided || c.under_load ||
+      c.b_ms.size() < 3 || !c.speedup.valid())
     return "";
   if (!c.a_process.empty() && !c.b_process.empty()) return undecided_processes_note(c);
   // One pair's spread from the paired term: its variance is that of the mean, s^2 / n.
-  const std::vector<LogTerm> terms = paired_terms(c.a_ms, c.b_ms);
+  const std::vector<stats::LogTerm> terms = stats::paired_terms(c.a_ms, c.b_ms);
   if (terms.empty() || terms.front().df < 2) return "";
   const size_t pairs = static_cast<size_t>(terms.front().df) + 1;
   const double sd = std::sqrt(terms.front().var * static_cast<double>(pairs));
   // The speedup's own point (its log), which scales A to B's samples per step.
-  const int64_t n = pairs_to_decide(std::log(c.speedup.point), sd, c.speedup.level, plan.rule);
+  const int64_t n = stats::pairs_to_decide(std::log(c.speedup.point), sd, c.speedup.level, plan.rule);
   char text[400];
   const double spread_pct = 100.0 * (std::exp(sd) - 1.0);
   if (n <= 0 || n <= static_cast<int64_t>(pairs)) {
@@ -762,14 +763,14 @@ AloneRun measure_alone(Side& s, const WindowPlan& plan,
     // Until measure.repeats windows are kept, each gets its share of the time left.
     all.push_back(s.window(deadline.share(plan.min_pairs - static_cast<int64_t>(r.ms.size()))));
     note_process(s, processes);
-    r.transient = transient_end(all);
+    r.transient = stats::transient_end(all);
     r.ms = from(all, r.transient);
     r.process = from(processes, r.transient);
     if (on_window) on_window(r.ms);
     const bool enough = static_cast<int64_t>(r.ms.size()) >= plan.min_pairs;
     if (enough) deadline.settle();
     const bool time_left = deadline.fits(all.back());  // another step at least
-    const Interval i = mean_interval(r.ms, r.process, kRowLevel);
+    const stats::Interval i = stats::mean_interval(r.ms, r.process, stats::kRowLevel);
     if (enough && i.valid() && i.half_width_pct() <= plan.rule.target_pct) {
       r.stop = StopRule::kDecided;
       break;
@@ -792,7 +793,8 @@ std::vector<std::string> run_notes(int64_t transient, size_t kept, StopRule stop
   auto count = [&](int64_t n) { return std::to_string(n) + " " + unit + (n == 1 ? "" : "s"); };
   if (transient > 0)
     notes.push_back("warm-up: the first " + (transient == 1 ? unit : count(transient)) +
-                    " still ran slower (the pipeline's start-up: above the " + level_text(kTransientLevel) +
+                    " still ran slower (the pipeline's start-up: above the " +
+                    stats::level_text(stats::kTransientLevel) +
                     " prediction bound of the later windows): left out of every figure" +
                     (paired ? ", on both sides" : ""));
   if (stop == StopRule::kBudget && static_cast<int64_t>(kept) < min_pairs) {
@@ -817,11 +819,11 @@ Measurement measure(const config::ExperimentConfig& cfg, const Progress& progres
   WindowPlan plan = window_plan(cfg);  // the deadline counts the pipeline's construction
   const c10::Device device = dist::rank_device(cfg.device);
   const int gpu = device.is_cuda() ? device.index() : -1;
-  LoadSampler load;  // from the row's start, as a sweep's row (time_row)
-  load.start(gpu, gpu >= 0 ? engine::cuda::device_uuid(gpu) : "");
+  system::LoadSampler load;  // from the row's start, as a sweep's row (time_row)
+  load.start(gpu, gpu >= 0 ? runtime::cuda::device_uuid(gpu) : "");
   // Process settings: the row's pipeline in measure.processes child processes started with them.
   std::unique_ptr<RowSide> side;
-  if (!engine::default_process(cfg.process) || cfg.program.enabled()) {
+  if (!system::default_process(cfg.process) || cfg.program.enabled()) {
     side =
         std::move(start_row_processes(nullptr, cfg, cfg.measure.processes, {}, progress, plan.deadline).row);
     plan = in_processes(plan, cfg.measure.processes);
@@ -841,15 +843,15 @@ Measurement measure(const config::ExperimentConfig& cfg, const Progress& progres
   return m;
 }
 
-LoadReport agreed_load(LoadSampler& load, int gpu, const config::ExperimentConfig& cfg) {
-  LoadReport r = load.stop(gpu);
+system::LoadReport agreed_load(system::LoadSampler& load, int gpu, const config::ExperimentConfig& cfg) {
+  system::LoadReport r = load.stop(gpu);
   const auto group = dist::process_group(cfg.dist, dist::rank_device(cfg.device));
   if (group->size() > 1) r.under_load = group->max({r.under_load ? 1.0 : 0.0})[0] > 0;
   return r;
 }
 
 std::string trace_identity_json(const config::ExperimentConfig& cfg, const TraceTarget& target,
-                                const std::string& device, const LoadReport* load) {
+                                const std::string& device, const system::LoadReport* load) {
   nlohmann::ordered_json j;
   j["version"] = kVersion;
   j["experiment"] = cfg.name;
@@ -859,7 +861,7 @@ std::string trace_identity_json(const config::ExperimentConfig& cfg, const Trace
   j["device"] = device;
   j["batch_size"] = cfg.loader.batch_size;
   j["amp"] = config::name(cfg.optim.amp);  // `ptune analyze` reads it: a row in fp32 is told to try optim.amp
-  j["bf16_native"] = engine::cpu_info().bf16_native;  // ... on a CPU, only where bf16 is native
+  j["bf16_native"] = runtime::cpu_info().bf16_native;  // ... on a CPU, only where bf16 is native
   j["profile_steps"] = cfg.measure.profile_steps;
   j["warmup_steps"] = warmup_steps(cfg, nullptr);
   // `ptune analyze` leaves a comparison with a trace recorded under load undecided.
@@ -885,13 +887,13 @@ void remove_old_traces(const std::string& folder) {
 ProfileResult profile(const config::ExperimentConfig& cfg, double timed_ms_per_step,
                       const TraceTarget& target, const Progress& progress) {
   const c10::Device device = dist::rank_device(cfg.device);
-  engine::set_cpu_threads(dist::rank_cpu_threads(cfg.cpu_threads));
+  runtime::set_cpu_threads(dist::rank_cpu_threads(cfg.cpu_threads));
   auto group = dist::process_group(cfg.dist, device);
   if (device.is_cuda() && cfg.optim.cuda_graphs) prepare_profiler_for_cuda_graphs();  // before the capture
   Pipeline pipeline(cfg, device, group);
   const int64_t warmup = warmup_steps(cfg, nullptr);
   warm_up(pipeline, warmup, progress, "profile warmup");
-  engine::synchronize(device);
+  runtime::synchronize(device);
 
   // Every rank writes its own trace into the row's folder, which holds this run's only: the
   // first rank of each machine clears it (a folder on a shared file system too, before any
@@ -914,20 +916,20 @@ ProfileResult profile(const config::ExperimentConfig& cfg, double timed_ms_per_s
     recorder.add_metadata_json("distributedInfo",
                                distributed_info_json(group->backend_name(), group->rank(), group->size()));
   const int gpu = device.is_cuda() ? device.index() : -1;
-  LoadSampler load;
-  load.start(gpu, gpu >= 0 ? engine::cuda::device_uuid(gpu) : "");
+  system::LoadSampler load;
+  load.start(gpu, gpu >= 0 ? runtime::cuda::device_uuid(gpu) : "");
   Spans ignored;
   for (int64_t i = 0; i < steps; ++i) {
     {
       // As torch.profiler's step(): the span covers the wait for the batch, the copy and the
       // update (one replay with CUDA graphs), on the host.
-      compat::UserScope span(ranges::profiler_step(warmup + i));
+      runtime::compat::UserScope span(ranges::profiler_step(warmup + i));
       pipeline.step(ignored);
     }
     if (progress) progress("profile", i + 1, steps);
   }
-  engine::synchronize(device);
-  const LoadReport seen = agreed_load(load, gpu, cfg);
+  runtime::synchronize(device);
+  const system::LoadReport seen = agreed_load(load, gpu, cfg);
   recorder.add_metadata_json("ptune", trace_identity_json(cfg, target, device.str(), &seen));
   const std::string path =
       write ? (std::filesystem::path(target.folder) / trace_file_name()).string() : std::string();
@@ -941,7 +943,7 @@ ProfileResult profile(const config::ExperimentConfig& cfg, double timed_ms_per_s
 
 std::vector<double> loss_curve(const config::ExperimentConfig& cfg, int64_t steps) {
   const c10::Device device = dist::rank_device(cfg.device);
-  engine::set_cpu_threads(dist::rank_cpu_threads(cfg.cpu_threads));
+  runtime::set_cpu_threads(dist::rank_cpu_threads(cfg.cpu_threads));
   auto group = dist::process_group(cfg.dist, device);
   engine::Trainer trainer(cfg, device, group);
   data::Loader loader(engine::make_dataset(cfg),

@@ -14,27 +14,27 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "measure/load.hpp"
-#include "measure/stats.hpp"
+#include "system/load.hpp"
+#include "core/stats.hpp"
 
 namespace ptune::measure {
 
 /// What a measured row reports.
 struct Measurement {
-  int64_t batch_size = 0;           // per rank (process)
-  int64_t steps = 0;                // timed steps per window
-  double ms_per_step = 0;           // geometric mean over the windows (of the slowest rank's ms/step)
-  double samples_per_s = 0;         // world_size * batch_size / ms_per_step
-  Interval samples_per_s_ci;        // samples/s with its 95% t-interval over the windows
-  std::vector<double> repeat_ms;    // ms/step of each timed window kept, in order
-  std::vector<int> repeat_process;  // the process (0, 1, ...) each of those windows ran in, where
-                                    // they ran in several (ProcessGroup); empty: all in one
-  int64_t transient_windows = 0;    // windows (pairs, for a compared row) timed before those and
-                                    // left out as the start-up transient (notes say so)
-  int64_t short_windows = 0;        // of the windows kept, those the row's budget ended before
-                                    // measure.steps steps (short_windows_note says so)
-  double spread_pct = 0;            // (max - min) / median over the windows, in %
-  LoadReport load;                  // what else ran while the windows were timed
+  int64_t batch_size = 0;            // per rank (process)
+  int64_t steps = 0;                 // timed steps per window
+  double ms_per_step = 0;            // geometric mean over the windows (of the slowest rank's ms/step)
+  double samples_per_s = 0;          // world_size * batch_size / ms_per_step
+  stats::Interval samples_per_s_ci;  // samples/s with its 95% t-interval over the windows
+  std::vector<double> repeat_ms;     // ms/step of each timed window kept, in order
+  std::vector<int> repeat_process;   // the process (0, 1, ...) each of those windows ran in, where
+                                     // they ran in several (ProcessGroup); empty: all in one
+  int64_t transient_windows = 0;     // windows (pairs, for a compared row) timed before those and
+                                     // left out as the start-up transient (notes say so)
+  int64_t short_windows = 0;         // of the windows kept, those the row's budget ended before
+                                     // measure.steps steps (short_windows_note says so)
+  double spread_pct = 0;             // (max - min) / median over the windows, in %
+  system::LoadReport load;           // what else ran while the windows were timed
   // The step split, % of step time. On the CPU from host clocks; on a GPU from CUDA events on
   // the compute stream (the host does not wait for the device inside a step):
   double data_wait_pct = 0;                 // CPU: host blocked waiting for a batch; GPU: the device
@@ -236,17 +236,17 @@ void set_windows(Measurement& m, const std::vector<double>& window_ms, int64_t w
 std::string short_windows_note(int64_t short_count, size_t kept, int64_t steps);
 
 /// The speedup of `b` over `a` in samples/s from their windows measured apart (two runs, two
-/// trials): measure::welch_speedup on time per sample, or over processes where a side ran in
+/// trials): stats::welch_speedup on time per sample, or over processes where a side ran in
 /// several (speedup_interval), at speedup_level(either was measured under competing load).
 /// Throws nothing.
-Interval speedup_between(const Measurement& a, const Measurement& b);
+stats::Interval speedup_between(const Measurement& a, const Measurement& b);
 
 /// How long a row is measured (from its config's measure section).
 struct WindowPlan {
   int64_t min_pairs = 3;     // measure.repeats: windows of each side, after the start-up
                              // transient, before any decision
   Deadline deadline;         // measure.max_s, from the row's start
-  NoiseRule rule;            // measure.target_ci_pct, measure.noise_pct
+  stats::NoiseRule rule;     // measure.target_ci_pct, measure.noise_pct
   int64_t max_pairs = 1000;  // a hard stop for very short windows
   int64_t processes = 0;     // sides in child processes: this many a side (in_processes())
   /// Asked at every look of compare() (after each pair from min_pairs on) until it says yes:
@@ -278,8 +278,8 @@ struct Comparison {
   int64_t transient = 0;                  // pairs left out at the front: the start-up transient
                                           // (transient_pairs); each side's windows timed in the
                                           // comparison are [transient, transient + b_ms.size())
-  Interval speedup;                       // of B over A in samples/s, at speedup_level(under_load)
-  Verdict verdict = Verdict::kUndecided;
+  stats::Interval speedup;                // of B over A in samples/s, at speedup_level(under_load)
+  stats::Verdict verdict = stats::Verdict::kUndecided;
   bool under_load = false;              // plan.under_load said so at a look (it then stays so)
   StopRule stop = StopRule::kMaxPairs;  // why measuring stopped
   bool unpaired = false;                // the budget ran out between a pair's two windows: the first
@@ -296,7 +296,7 @@ std::string undecided_note(const Comparison& c, const WindowPlan& plan);
 /// `load.stop(gpu)`, with `under_load` agreed across the ranks of a data-parallel run (true when
 /// any rank's is): what a rank decides by it, every rank decides alike. Collective in a
 /// data-parallel run (every rank calls it at the same point). Throws what the collective throws.
-LoadReport agreed_load(LoadSampler& load, int gpu, const config::ExperimentConfig& cfg);
+system::LoadReport agreed_load(system::LoadSampler& load, int gpu, const config::ExperimentConfig& cfg);
 
 /// Times `a` and `b` interleaved, in blocks of two pairs, A B then B A or B A then A B, each
 /// block's order drawn from a fixed-seed generator (kPairOrderSeed: the same for every row and
@@ -369,11 +369,11 @@ struct TraceTarget {
 /// "batch_size" (per rank), "profile_steps", "warmup_steps"}, and with `load` "load":
 /// {"under_load", "summary"}, the load seen while the steps were recorded.
 std::string trace_identity_json(const config::ExperimentConfig& cfg, const TraceTarget& target,
-                                const std::string& device, const LoadReport* load = nullptr);
+                                const std::string& device, const system::LoadReport* load = nullptr);
 
 /// Profiles a row: builds it afresh, runs its warm-up, then records measure.profile_steps
 /// steps with the profiler (kernels on a GPU), each inside a "ProfilerStep#<n>" range with
-/// the ranges of measure/ranges.hpp in it. GPU busy is the recorded steps' merged kernel time
+/// the ranges of core/ranges.hpp in it. GPU busy is the recorded steps' merged kernel time
 /// per step over `timed_ms_per_step` (the row's measured ms/step): kernel durations come from
 /// the device and are not slowed by recording, while the recorded steps' wall time is.
 /// With measure.profile on and a `target.folder`, every rank writes its Chrome trace there as

@@ -22,10 +22,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "compat.hpp"
-#include "engine/cuda_support.hpp"
-#include "errors.hpp"
-#include "files.hpp"
+#include "runtime/compat.hpp"
+#include "runtime/cuda_support.hpp"
+#include "core/errors.hpp"
+#include "core/files.hpp"
 
 namespace ptune::measure {
 namespace {
@@ -185,19 +185,19 @@ double busy_fraction(std::vector<std::pair<int64_t, int64_t>> intervals, int64_t
 TraceRecorder::TraceRecorder(bool cuda) : cuda_(cuda) {
   if (prof::profilerEnabled()) throw std::runtime_error("a profiler recording is already running");
   ::setenv("KINETO_LOG_LEVEL", "3", /*overwrite=*/0);  // keep Kineto's progress chatter off stderr
-  QuietStderr quiet(!engine::cuda::available());
+  QuietStderr quiet(!runtime::cuda::available());
   prof::prepareProfiler(profiler_config(), activities(cuda_));
   prof::enableProfiler(profiler_config(), activities(cuda_));
   running_ = true;
 }
 
 void TraceRecorder::add_metadata_json(const std::string& key, const std::string& json) {
-  if (running_) compat::add_trace_metadata_json(key, json);
+  if (running_) runtime::compat::add_trace_metadata_json(key, json);
 }
 
 TraceRecorder::~TraceRecorder() {
   if (running_) {
-    compat::stop_profiler_config_thread();
+    runtime::compat::stop_profiler_config_thread();
     try {
       prof::disableProfiler();
     } catch (...) {
@@ -265,8 +265,8 @@ void write_trace(prof::ProfilerResult& result, const std::string& path, bool cud
 TraceSummary TraceRecorder::finish(const std::string& path) {
   // Kineto's config thread, started when the profiler was first prepared: by now (after the
   // recorded steps) it sleeps between its polls, and is woken and joined at once.
-  compat::stop_profiler_config_thread();
-  QuietStderr quiet(!engine::cuda::available());
+  runtime::compat::stop_profiler_config_thread();
+  QuietStderr quiet(!runtime::cuda::available());
   auto result = prof::disableProfiler();
   running_ = false;
   TraceSummary s;

@@ -16,8 +16,8 @@
 #include <torch/torch.h>
 #include <zlib.h>
 
-#include "errors.hpp"
-#include "files.hpp"
+#include "core/errors.hpp"
+#include "core/files.hpp"
 
 namespace ptune::models {
 namespace {

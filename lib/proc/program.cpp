@@ -17,11 +17,11 @@
 #include <fstream>
 #include <thread>
 
-#include "engine/process.hpp"
-#include "files.hpp"
-#include "errors.hpp"
-#include "measure/job_groups.hpp"
-#include "measure/load.hpp"
+#include "system/process.hpp"
+#include "core/files.hpp"
+#include "core/errors.hpp"
+#include "system/job_groups.hpp"
+#include "system/load.hpp"
 
 namespace ptune::proc {
 namespace {
@@ -58,8 +58,8 @@ bool has_nvidia_gpu() {
 /// The environment the program gets: ptune's own with the process plan applied, program.env set
 /// over it, and PYTHONUNBUFFERED=1 unless program.env sets it.
 std::vector<std::string> program_environment(const config::ExperimentConfig& cfg,
-                                             const engine::ProcessPlan& plan) {
-  std::vector<std::string> env = engine::environment_with(plan);
+                                             const system::ProcessPlan& plan) {
+  std::vector<std::string> env = system::environment_with(plan);
   std::map<std::string, std::string> set = cfg.program.env;
   if (!set.count("PYTHONUNBUFFERED")) set["PYTHONUNBUFFERED"] = "1";
   env.erase(std::remove_if(env.begin(), env.end(),
@@ -78,8 +78,8 @@ GroupUsage GroupUsage::of(pid_t pgid) {
   while (const dirent* e = ::readdir(dir)) {
     if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
     const auto pid = static_cast<pid_t>(std::atol(e->d_name));
-    ProcStat st;
-    if (!read_proc_stat(e->d_name, &st) || st.pgrp != pgid) continue;
+    system::ProcStat st;
+    if (!system::read_proc_stat(e->d_name, &st) || st.pgrp != pgid) continue;
     u.procs[pid] = st;
     u.peak_rss_bytes += peak_rss(pid);
   }
@@ -108,8 +108,8 @@ void usage_between(const GroupUsage& a, const GroupUsage& b, ProgramWindow& w) {
   long user = 0, sys = 0, faults = 0;
   for (const auto& [pid, p] : b.procs) {
     const auto before = a.procs.find(pid);
-    const ProcStat zero;
-    const ProcStat& q = before == a.procs.end() ? zero : before->second;
+    const system::ProcStat zero;
+    const system::ProcStat& q = before == a.procs.end() ? zero : before->second;
     user += std::max(0L, p.utime - q.utime);
     sys += std::max(0L, p.stime - q.stime);
     faults += std::max(0L, p.minflt - q.minflt);
@@ -150,9 +150,9 @@ std::string ProgramInstance::who() const {
 }
 
 void ProgramInstance::start(const config::ExperimentConfig& cfg) {
-  const engine::ProcessPlan plan = engine::plan_process(cfg.process);
+  const system::ProcessPlan plan = system::plan_process(cfg.process);
   const std::vector<std::string> argv_text = program_.argv();
-  command_text_ = shell_text(argv_text);
+  command_text_ = system::shell_text(argv_text);
   const std::string file = config::resolve_program(program_);
   if (file.empty()) throw ConfigError("program.command: '" + argv_text.front() + "' is not found");
   // Everything the child needs, made before fork: after it, only system calls.
@@ -176,7 +176,7 @@ void ProgramInstance::start(const config::ExperimentConfig& cfg) {
     throw std::runtime_error("cannot start the program: " + std::string(std::strerror(e)));
   }
   if (pid_ == 0) {
-    if (enter_own_group(parent) != 0) ::_exit(127);
+    if (system::enter_own_group(parent) != 0) ::_exit(127);
     // As a shell starts it: no signal ptune ignores (SIGPIPE) stays ignored in the program.
     for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGQUIT}) ::signal(sig, SIG_DFL);
     const int null = ::open("/dev/null", O_RDONLY);
@@ -189,7 +189,7 @@ void ProgramInstance::start(const config::ExperimentConfig& cfg) {
     int failed[2] = {kChdir, 0};
     if (cwd.empty() || ::chdir(cwd.c_str()) == 0) {
       failed[0] = kBind;
-      if ((failed[1] = engine::bind_process(plan)) == 0) {
+      if ((failed[1] = system::bind_process(plan)) == 0) {
         ::execve(file.c_str(), argv.data(), envp.data());
         failed[0] = kExec;
       }
@@ -200,7 +200,7 @@ void ProgramInstance::start(const config::ExperimentConfig& cfg) {
   }
   ::setpgid(pid_, pid_);  // also here: signals sent right after fork must reach the group
   pgid_ = pid_;
-  measure::own_process_group(pgid_, true);  // its processes are this job's, not competing load
+  system::own_process_group(pgid_, true);  // its processes are this job's, not competing load
   ::close(out[1]);
   ::close(err[1]);
   ::close(exec_err[1]);
@@ -406,7 +406,7 @@ double ProgramInstance::window(const measure::Deadline& deadline) {
   usage_between(before, after, w);
   std::vector<int64_t> pids;
   for (const auto& [pid, stat] : after.procs) pids.push_back(pid);
-  w.gpu_busy_pct = measure::gpu_busy_of(pids, since_us);
+  w.gpu_busy_pct = system::gpu_busy_of(pids, since_us);
   w.ms_per_step = ms / static_cast<double>(steps);
   w.steps = steps;
   w.wall_ms = last_t - anchor.t_ms;
@@ -578,7 +578,7 @@ measure::Measurement ProgramInstance::result(size_t first, size_t count) {
 
 std::string ProgramInstance::process_description() const {
   std::string env;
-  for (const auto& [k, v] : program_.env) env += (env.empty() ? "" : " ") + k + "=" + shell_quote(v);
+  for (const auto& [k, v] : program_.env) env += (env.empty() ? "" : " ") + k + "=" + system::shell_quote(v);
   char startup[64] = "";
   if (first_line_ms_ >= 0)
     std::snprintf(startup, sizeof startup, "; its first step line %.1f s after it started",
@@ -603,7 +603,7 @@ void ProgramInstance::end() noexcept {
     ::waitpid(pid_, &status, 0);
     pid_ = -1;
   }
-  if (pgid_ > 0) measure::own_process_group(pgid_, false);
+  if (pgid_ > 0) system::own_process_group(pgid_, false);
   pgid_ = -1;
   running_ = false;
   if (guard_pid_ > 0) {

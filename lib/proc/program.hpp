@@ -1,6 +1,6 @@
 #pragma once
 /// One instance of the user's own training program (config's `program`) as a side of a sweep row:
-/// started in a process group of its own with the row's process settings (engine/process.hpp)
+/// started in a process group of its own with the row's process settings (system/process.hpp)
 /// and environment, its stdout and stderr read line by line as it writes them, its step rate read
 /// from the lines that match program.step_pattern. Paused with SIGSTOP to its whole group (its
 /// DataLoader workers, a launcher's ranks) and resumed with SIGCONT, so that the instances of a
@@ -18,7 +18,7 @@
 
 #include "config/config.hpp"
 #include "measure/probe.hpp"
-#include "proc/proc_stat.hpp"
+#include "system/proc_stat.hpp"
 #include "proc/step_lines.hpp"
 
 namespace ptune::proc {
@@ -27,7 +27,7 @@ namespace ptune::proc {
 /// (/proc), with each process's own counts kept so that one that exits between two looks does
 /// not make the sums go back.
 struct GroupUsage {
-  std::map<pid_t, ProcStat> procs;
+  std::map<pid_t, system::ProcStat> procs;
   int64_t peak_rss_bytes = 0;  // the sum of the processes' own peaks (VmHWM)
   /// Every process of group `pgid` now. Throws nothing.
   static GroupUsage of(pid_t pgid);

@@ -7,7 +7,7 @@
 #include <tuple>
 #include <utility>
 
-#include "measure/stats.hpp"
+#include "core/stats.hpp"
 #include "report/figures.hpp"
 #include "report/status.hpp"
 
@@ -154,37 +154,36 @@ RowCheck check(const Side& old_side, const Side& new_side, double limit) {
   // (99.9% when either side was measured under competing load), judged as a sweep judges its
   // rows (the limit is the floor a change must clear).
   bool old_loaded = false, new_loaded = false;
-  std::vector<measure::LogTerm> terms = rate_terms(*new_side.chain, new_side.index, &new_loaded);
-  const std::vector<measure::LogTerm> old_terms = rate_terms(*old_side.chain, old_side.index, &old_loaded);
+  std::vector<stats::LogTerm> terms = rate_terms(*new_side.chain, new_side.index, &new_loaded);
+  const std::vector<stats::LogTerm> old_terms = rate_terms(*old_side.chain, old_side.index, &old_loaded);
   if (!terms.empty() && !old_terms.empty()) {
-    for (measure::LogTerm t : old_terms) terms.push_back({-t.mean, t.var, t.df});
+    for (stats::LogTerm t : old_terms) terms.push_back({-t.mean, t.var, t.df});
     const bool loaded = old_loaded || new_loaded;
-    const measure::Interval ci = measure::sum_interval(terms, measure::speedup_level(loaded));
+    const stats::Interval ci = stats::sum_interval(terms, stats::speedup_level(loaded));
     if (ci.valid()) {
       // The printed rates are the ones the interval is about.
-      c.new_sps =
-          measure::sum_interval(rate_terms(*new_side.chain, new_side.index), measure::kRowLevel).point;
+      c.new_sps = stats::sum_interval(rate_terms(*new_side.chain, new_side.index), stats::kRowLevel).point;
       c.old_sps = c.new_sps.value() / ci.point;
       const double change = 100.0 * (ci.point - 1.0);
       c.change_pct = change;
-      measure::NoiseRule rule;
+      stats::NoiseRule rule;
       rule.floor_pct = limit > 0 ? limit : rule.floor_pct;
       rule.target_pct = std::max(rule.target_pct, rule.floor_pct);
-      const measure::Verdict v = measure::verdict_of(ci, rule);
+      const stats::Verdict v = stats::verdict_of(ci, rule);
       c.interval_pct = std::make_pair(100.0 * (ci.lo - 1.0), 100.0 * (ci.hi - 1.0));
       const std::string range =
           "[" + pct(c.interval_pct->first, true) + ", " + pct(c.interval_pct->second, true) + "]";
-      c.verdict = measure::verdict_name(v);
-      c.beyond_noise = v == measure::Verdict::kFaster || v == measure::Verdict::kSlower;
-      c.regression = v == measure::Verdict::kSlower;
+      c.verdict = stats::verdict_name(v);
+      c.beyond_noise = v == stats::Verdict::kFaster || v == stats::Verdict::kSlower;
+      c.regression = v == stats::Verdict::kSlower;
       if (c.beyond_noise)
         c.why = pct(change, true) + " " + range + " beyond " + pct(rule.floor_pct);
-      else if (v == measure::Verdict::kWithinNoise)
+      else if (v == stats::Verdict::kWithinNoise)
         c.why = pct(change, true) + " " + range + " within ±" + pct(rule.target_pct);
       else
         c.why = pct(change, true) + " " + range + ": too noisy to tell";
       if (loaded)
-        c.why += " (measured under competing load: " + measure::level_text(measure::kSpeedupLevelUnderLoad) +
+        c.why += " (measured under competing load: " + stats::level_text(stats::kSpeedupLevelUnderLoad) +
                  " interval)";
       return c;
     }
@@ -303,11 +302,11 @@ std::string render_run_comparison(const Comparison& c) {
     for (size_t k = 0; k < row.size(); ++k) width[k] = std::max(width[k], len(row[k]));
   std::string out =
       "comparing " + c.new_label + " (new) against " + c.old_label +
-      " (old): a change is beyond noise when the " + measure::level_text(measure::kSpeedupLevel) +
+      " (old): a change is beyond noise when the " + stats::level_text(stats::kSpeedupLevel) +
       " interval of new/old samples/s (each run's rates as its table prints them, from its windows; " +
-      measure::level_text(measure::kSpeedupLevelUnderLoad) +
+      stats::level_text(stats::kSpeedupLevelUnderLoad) +
       " where either was measured under competing load) lies beyond " +
-      pct(c.limit_pct > 0 ? c.limit_pct : measure::NoiseRule{}.floor_pct) +
+      pct(c.limit_pct > 0 ? c.limit_pct : stats::NoiseRule{}.floor_pct) +
       " (rows without windows: the change must exceed " + pct(c.limit_pct) + " and both spreads)\n";
   for (const auto& row : table) {
     std::string line;

@@ -41,7 +41,7 @@ struct Comparison {
 /// the k-th of the same name). With both rows' timed windows (repeat_ms_per_step), the change
 /// is judged as a sweep judges its rows: the 99% Welch interval (99.9% when either row says
 /// under_load) of new/old samples/s (time per
-/// sample) gets measure::verdict_of's verdict, with `limit_pct` as the floor a change must
+/// sample) gets stats::verdict_of's verdict, with `limit_pct` as the floor a change must
 /// clear (0: the default floor, 1%): "slower", "faster", "within noise" or "undecided". Rows
 /// without windows (files from other tools): beyond noise when the change exceeds `limit_pct`
 /// and both rows' spread_pct. Other verdicts: "missing" (in old only), "failed" (the new row

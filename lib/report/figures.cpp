@@ -36,7 +36,7 @@ namespace {
 /// enter the sum with) or a link's paired ratios (no source). Terms over the same windows with
 /// opposite signs cancel: consecutive links measured apart share the middle row's windows.
 struct Term {
-  measure::LogTerm t;
+  stats::LogTerm t;
   std::optional<size_t> source;
   int sign = 0;
 };
@@ -54,15 +54,15 @@ std::vector<Term> link_of(const std::vector<ChainRow>& rows, size_t k, bool* loa
   if (paired) {
     // One paired term; or, where the two sides ran in processes of their own (started for this
     // link alone), one term per side over its processes.
-    const auto t = measure::speedup_terms(scaled(r.prev_ms, factor), r.prev_process, r.window_ms,
-                                          r.window_process, true);
+    const auto t =
+        stats::speedup_terms(scaled(r.prev_ms, factor), r.prev_process, r.window_ms, r.window_process, true);
     std::vector<Term> terms;
     for (const auto& one : t) terms.push_back(Term{one, std::nullopt, 0});
     return terms;
   }
   if (before.window_ms.empty()) return {};
-  const auto t = measure::speedup_terms(scaled(before.window_ms, factor), before.window_process, r.window_ms,
-                                        r.window_process, false);
+  const auto t = stats::speedup_terms(scaled(before.window_ms, factor), before.window_process, r.window_ms,
+                                      r.window_process, false);
   if (t.size() != 2) return {};
   return {Term{t[0], b, +1}, Term{t[1], k, -1}};
 }
@@ -88,8 +88,8 @@ std::vector<Term> chain_of(const std::vector<ChainRow>& rows, size_t k, bool* lo
 
 /// The terms summed, those over the same windows combined: their means add; their spread counts
 /// once per net appearance (none where they cancel).
-std::vector<measure::LogTerm> combined(const std::vector<Term>& terms) {
-  std::vector<measure::LogTerm> out;
+std::vector<stats::LogTerm> combined(const std::vector<Term>& terms) {
+  std::vector<stats::LogTerm> out;
   std::vector<bool> used(terms.size(), false);
   for (size_t i = 0; i < terms.size(); ++i) {
     if (used[i]) continue;
@@ -97,7 +97,7 @@ std::vector<measure::LogTerm> combined(const std::vector<Term>& terms) {
       out.push_back(terms[i].t);
       continue;
     }
-    measure::LogTerm sum{0, terms[i].t.var, terms[i].t.df};
+    stats::LogTerm sum{0, terms[i].t.var, terms[i].t.df};
     int net = 0;
     for (size_t j = i; j < terms.size(); ++j)
       if (!used[j] && terms[j].source == terms[i].source) {
@@ -116,15 +116,15 @@ std::vector<measure::LogTerm> combined(const std::vector<Term>& terms) {
 
 }  // namespace
 
-std::vector<measure::LogTerm> link_terms(const std::vector<ChainRow>& rows, size_t k, bool* loaded) {
+std::vector<stats::LogTerm> link_terms(const std::vector<ChainRow>& rows, size_t k, bool* loaded) {
   return combined(link_of(rows, k, loaded));
 }
 
-std::vector<measure::LogTerm> base_terms(const std::vector<ChainRow>& rows, size_t k, bool* loaded) {
+std::vector<stats::LogTerm> base_terms(const std::vector<ChainRow>& rows, size_t k, bool* loaded) {
   return combined(chain_of(rows, k, loaded, nullptr));
 }
 
-std::vector<measure::LogTerm> rate_terms(const std::vector<ChainRow>& rows, size_t k, bool* loaded) {
+std::vector<stats::LogTerm> rate_terms(const std::vector<ChainRow>& rows, size_t k, bool* loaded) {
   if (k >= rows.size() || rows[k].window_ms.empty()) return {};
   size_t base = k;
   std::vector<Term> terms;
@@ -135,9 +135,8 @@ std::vector<measure::LogTerm> rate_terms(const std::vector<ChainRow>& rows, size
     *loaded = rows[k].under_load;
   }
   const ChainRow& b = rows[base];
-  terms.insert(
-      terms.begin(),
-      Term{measure::rate_term(b.window_ms, 1000.0 * b.samples_per_step, b.window_process), base, -1});
+  terms.insert(terms.begin(),
+               Term{stats::rate_term(b.window_ms, 1000.0 * b.samples_per_step, b.window_process), base, -1});
   return combined(terms);
 }
 

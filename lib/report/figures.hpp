@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "measure/stats.hpp"
+#include "core/stats.hpp"
 
 namespace ptune::report {
 
@@ -41,21 +41,21 @@ struct ChainRow {
 /// with its windows, else the two rows' windows as independent samples), in log samples/s.
 /// `loaded` (if given) is set when the link was measured under competing load. Empty for a
 /// base row or a row without windows. Throws nothing.
-std::vector<measure::LogTerm> link_terms(const std::vector<ChainRow>& rows, size_t k, bool* loaded = nullptr);
+std::vector<stats::LogTerm> link_terms(const std::vector<ChainRow>& rows, size_t k, bool* loaded = nullptr);
 
 /// The terms of vs base for row `k`: every link from its base to it; `loaded` as for
 /// link_terms (any link). Throws nothing.
-std::vector<measure::LogTerm> base_terms(const std::vector<ChainRow>& rows, size_t k, bool* loaded = nullptr);
+std::vector<stats::LogTerm> base_terms(const std::vector<ChainRow>& rows, size_t k, bool* loaded = nullptr);
 
 /// The terms of row `k`'s samples/s: its base row's own rate and base_terms. Throws nothing.
-std::vector<measure::LogTerm> rate_terms(const std::vector<ChainRow>& rows, size_t k, bool* loaded = nullptr);
+std::vector<stats::LogTerm> rate_terms(const std::vector<ChainRow>& rows, size_t k, bool* loaded = nullptr);
 
 /// The text of an interval around `point` as every output prints it: " ±1.8%" where the
 /// interval is symmetric about the point within a tenth of its width (the larger side is
 /// printed, so the text never claims less than the interval), else " [0.060, 16.4]" (three
 /// significant digits). "" without an interval (lo or hi not positive, hi < lo). Throws nothing.
 std::string interval_text(double point, double lo, double hi);
-inline std::string interval_text(const measure::Interval& i) {
+inline std::string interval_text(const stats::Interval& i) {
   if (!i.valid()) return std::string();
   return i.text.empty() ? interval_text(i.point, i.lo, i.hi) : i.text;
 }

@@ -7,8 +7,8 @@
 #include <optional>
 #include <sstream>
 
-#include "errors.hpp"
-#include "measure/stats.hpp"
+#include "core/errors.hpp"
+#include "core/stats.hpp"
 #include "report/figures.hpp"
 #include "report/results.hpp"
 #include "report/status.hpp"
@@ -264,7 +264,7 @@ std::string throughput_html(const std::vector<RunFile>& runs, const std::vector<
   std::ostringstream os;
   os << "<section id=\"throughput\"><h2>Samples per second</h2>"
      << "<p class=\"muted\">Geometric mean over the timed windows, with its "
-     << measure::level_text(measure::kRowLevel)
+     << stats::level_text(stats::kRowLevel)
      << " interval; ×prev: against the row before it of the same mode and model.arch, ×base: against the "
         "first row of the same mode and model.arch"
      << (multi ? "; ×" + esc(runs[0].label) + ": against the reference run's row of the same name"

@@ -11,8 +11,8 @@
 #include <iterator>
 #include <sstream>
 
-#include "errors.hpp"
-#include "files.hpp"
+#include "core/errors.hpp"
+#include "core/files.hpp"
 #include "report/figures.hpp"
 #include "report/html.hpp"
 #include "report/run_file.hpp"
@@ -46,7 +46,7 @@ struct Column {
 std::string mib(int64_t bytes) { return fixed(static_cast<double>(bytes) / (1024.0 * 1024.0), 0) + " MiB"; }
 
 /// "1.45x ±4% faster": a speedup, its interval's half-width and its verdict.
-std::string speedup_text(double v, const measure::Interval& ci, const std::string& verdict) {
+std::string speedup_text(double v, const stats::Interval& ci, const std::string& verdict) {
   std::string s = fixed(v, 2) + "x" + interval_text(ci);
   if (!verdict.empty()) s += " " + verdict;
   return s;
@@ -54,12 +54,12 @@ std::string speedup_text(double v, const measure::Interval& ci, const std::strin
 
 /// The load cell: "-" on a quiet machine, else what competed ("+0.9 cores", "steal 7%", "GPU
 /// shared"), and "GPU throttled" where the GPU slowed down (its note says how, under the table).
-std::string load_text(const measure::LoadReport& l) {
+std::string load_text(const system::LoadReport& l) {
   std::string s;
   if (l.under_load) {
     if (l.gpu_other_processes && *l.gpu_other_processes > 0)
       s = "GPU shared";
-    else if (l.steal_pct >= measure::load_thresholds(l.cores).steal_pct)
+    else if (l.steal_pct >= system::load_thresholds(l.cores).steal_pct)
       s = "steal " + fixed(l.steal_pct, 0) + "%";
     else
       s = "+" + fixed(l.other_cpu_cores, 1) + " cores";
@@ -83,7 +83,7 @@ std::vector<std::string> cells(const Row& row, size_t index, bool gpu) {
   const auto& m = *row.m;
   c.push_back(std::to_string(m.batch_size));
   c.push_back(workers);
-  const measure::Interval rate = printed_rate(row);
+  const stats::Interval rate = printed_rate(row);
   c.push_back(fixed(printed_ms_per_step(row), 1));
   c.push_back(fixed(rate.point, 1) + interval_text(rate));
   c.push_back(speedup_text(row.speedup_vs_prev, row.prev_ci, row.verdict_prev));
@@ -172,7 +172,7 @@ std::string device_line(const Environment& e) {
   return e.device + " (" + e.device_kind + "), LibTorch " + e.torch +
          (e.cuda.empty() ? "" : " (CUDA " + e.cuda + " build)") + ", " + std::to_string(e.cpu_threads) +
          " CPU threads" + (e.world_size > 1 ? ", " + std::to_string(e.world_size) + " processes" : "") +
-         (e.cpu ? "; CPU: " + engine::summary(*e.cpu) : "");
+         (e.cpu ? "; CPU: " + system::summary(*e.cpu) : "");
 }
 
 /// The line under the table that says how to read the intervals and verdicts.
@@ -185,11 +185,11 @@ std::string legend(const Results& r) {
     }
   if (!first) return "";
   const auto& rule = first->rule;
-  return "± and [lo, hi] are confidence intervals: " + measure::level_text(measure::kRowLevel) +
+  return "± and [lo, hi] are confidence intervals: " + stats::level_text(stats::kRowLevel) +
          " for samples/s (the first row's own rate times vs base, so every ratio of two rates is a speedup "
          "printed between them), " +
-         measure::level_text(measure::kSpeedupLevel) + " for speedups (" +
-         measure::level_text(measure::kSpeedupLevelUnderLoad) +
+         stats::level_text(stats::kSpeedupLevel) + " for speedups (" +
+         stats::level_text(stats::kSpeedupLevelUnderLoad) +
          " where measured under competing load; neighbours timed in alternating windows); faster/slower: the "
          "whole interval lies beyond 1.00x ±" +
          fixed(rule.floor_pct, 0) + "%; within noise: it lies inside 1.00x ±" + fixed(rule.target_pct, 0) +
@@ -233,12 +233,12 @@ double samples_per_step(const Row& r) {
 }
 }  // namespace
 
-measure::Interval printed_rate(const Row& row) {
+stats::Interval printed_rate(const Row& row) {
   if (row.rate.point > 0) return row.rate;
   if (!row.m) return {};
   if (row.m->samples_per_s_ci.point > 0) return row.m->samples_per_s_ci;
   const double v = row.m->samples_per_s;  // a measurement without an interval: its point only
-  return measure::Interval{v, v, v, 0, 0, {}};
+  return stats::Interval{v, v, v, 0, 0, {}};
 }
 
 double printed_ms_per_step(const Row& row) {
@@ -310,9 +310,9 @@ std::string speed_change_note(const Row& last, const Row& before) {
   if (before.m && last.prev_ms.size() >= 2 && before.m->repeat_ms.size() >= 2) {
     try {
       const bool loaded = last.m->load.under_load || before.m->load.under_load;
-      const measure::Interval iv =
-          measure::speedup_interval(before.m->repeat_ms, before.m->repeat_process, last.prev_ms,
-                                    last.prev_process, false, measure::speedup_level(loaded));
+      const stats::Interval iv =
+          stats::speedup_interval(before.m->repeat_ms, before.m->repeat_process, last.prev_ms,
+                                  last.prev_process, false, stats::speedup_level(loaded));
       if (iv.point > 0)
         s += "; the previous row's settings ran " + fixed(iv.point, 2) + "x" + interval_text(iv) +
              " as fast in its pairs as in their own row";
@@ -332,14 +332,14 @@ void compute_speedups(std::vector<Row>& rows) {
   last.compared_with.reset();
   last.verdict_prev.clear();
   last.verdict_base.clear();
-  last.rate = measure::Interval{};
+  last.rate = stats::Interval{};
   last.rate = printed_rate(last);
   std::vector<size_t> chain;  // the ok rows of this mode and model.arch before it, in order
   for (size_t i = 0; i < k; ++i)
     if (rows[i].m && rows[i].mode == last.mode && rows[i].arch == last.arch) chain.push_back(i);
   if (chain.empty()) {
     last.speedup_vs_prev = last.speedup_vs_base = 1.0;
-    last.prev_ci = last.base_ci = measure::Interval{1.0, 1.0, 1.0, 0, 0, {}};
+    last.prev_ci = last.base_ci = stats::Interval{1.0, 1.0, 1.0, 0, 0, {}};
     last.prev_ms.clear();
     return;
   }
@@ -361,19 +361,19 @@ void compute_speedups(std::vector<Row>& rows) {
   const int64_t pairs = static_cast<int64_t>(last.m->repeat_ms.size());
   bool prev_loaded = false, base_loaded = false;
   const auto prev_terms = link_terms(links, k, &prev_loaded);
-  last.prev_ci = measure::sum_interval(prev_terms, measure::speedup_level(prev_loaded), pairs);
+  last.prev_ci = stats::sum_interval(prev_terms, stats::speedup_level(prev_loaded), pairs);
   last.speedup_vs_prev = last.prev_ci.point;
-  last.verdict_prev = measure::verdict_name(measure::verdict_of(last.prev_ci, last.rule));
+  last.verdict_prev = stats::verdict_name(stats::verdict_of(last.prev_ci, last.rule));
   // Where the previous row is the base, vs base is the same measurement.
   if (chain.size() == 1) {
     last.base_ci = last.prev_ci;
   } else {
     const auto terms = base_terms(links, k, &base_loaded);
-    last.base_ci = measure::sum_interval(terms, measure::speedup_level(base_loaded), pairs);
+    last.base_ci = stats::sum_interval(terms, stats::speedup_level(base_loaded), pairs);
   }
   last.speedup_vs_base = last.base_ci.point;
-  last.verdict_base = measure::verdict_name(measure::verdict_of(last.base_ci, last.rule));
-  const auto rate = measure::sum_interval(rate_terms(links, k), measure::kRowLevel, pairs);
+  last.verdict_base = stats::verdict_name(stats::verdict_of(last.base_ci, last.rule));
+  const auto rate = stats::sum_interval(rate_terms(links, k), stats::kRowLevel, pairs);
   if (rate.point > 0) last.rate = rate;
   // Once per row, however often its speedups are computed again.
   last.notes.erase(std::remove_if(last.notes.begin(), last.notes.end(),

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/cpu_info.hpp"
+#include "system/cpu_info.hpp"
 #include "measure/probe.hpp"
 #include "report/status.hpp"
 
@@ -23,7 +23,7 @@ struct Environment {
   std::string cuda;         // CUDA version, "" on CPU builds
   int64_t cpu_threads = 0;
   int64_t world_size = 1;
-  std::optional<engine::CpuInfo> cpu;  // the CPU as LibTorch uses it (ISAs, bf16, cores); absent in tests
+  std::optional<system::CpuInfo> cpu;  // the CPU as LibTorch uses it (ISAs, bf16, cores); absent in tests
 };
 
 /// One row of the table.
@@ -37,17 +37,17 @@ struct Row {
   std::optional<measure::Measurement> m;  // absent when not ok
   double speedup_vs_prev = 0;             // vs the previous ok row of the same mode
   double speedup_vs_base = 0;             // vs the first ok row of the same mode
-  measure::Interval rate;                 // samples/s as printed: the base row's own rate times vs base,
+  stats::Interval rate;                   // samples/s as printed: the base row's own rate times vs base,
                                           // with its 95% interval (report/figures.hpp); unset: m's own
-  measure::Interval prev_ci;              // speedup_vs_prev with its interval (measure::kSpeedupLevel)
-  measure::Interval base_ci;              // speedup_vs_base with its interval
+  stats::Interval prev_ci;                // speedup_vs_prev with its interval (stats::kSpeedupLevel)
+  stats::Interval base_ci;                // speedup_vs_base with its interval
   std::string verdict_prev;  // faster | slower | within noise | undecided; "" for the first row of a mode
   std::string verdict_base;  // the same for the cumulative speedup
   std::optional<size_t> compared_with;  // index (in Results::rows) of the row speedup_vs_prev is against
   std::vector<double> prev_ms;    // interleaved: that row's windows, paired with this row's m->repeat_ms
   std::vector<int> prev_process;  // the process each of prev_ms ran in (several: ProcessGroup); else empty
   bool rebuilt = false;           // interleaved by rebuilding both pipelines for every window
-  measure::NoiseRule rule;        // the thresholds its verdicts used (measure.target_ci_pct, noise_pct)
+  stats::NoiseRule rule;          // the thresholds its verdicts used (measure.target_ci_pct, noise_pct)
   std::string diagnosis;
   std::vector<std::string> notes;  // warnings (changed training semantics, ...)
   std::vector<double> loss_curve;  // measure.convergence_steps: loss of each step
@@ -74,7 +74,7 @@ void note_semantics(Row& row, const std::optional<double>& base_loss);
 void compute_speedups(std::vector<Row>& rows);
 
 /// The samples/s a row prints, with its interval: `rate` when set, else m's own. Throws nothing.
-measure::Interval printed_rate(const Row& row);
+stats::Interval printed_rate(const Row& row);
 
 /// The ms/step a row prints: its samples per step over printed_rate (so the two agree). Throws
 /// nothing; 0 without a measurement.

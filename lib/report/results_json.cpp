@@ -3,7 +3,7 @@
 #include <limits>
 #include <map>
 
-#include "errors.hpp"
+#include "core/errors.hpp"
 #include "report/figures.hpp"
 #include "report/results.hpp"
 
@@ -109,7 +109,7 @@ const std::vector<std::string>& csv_columns() {
 namespace {
 
 /// A row's load keys (docs/results.md).
-void load_json(Json& j, const measure::LoadReport& load) {
+void load_json(Json& j, const system::LoadReport& load) {
   if (load.sampled || load.gpu_sampled) j["under_load"] = load.under_load;
   if (load.sampled) {
     j["other_cpu_cores"] = round_to(load.other_cpu_cores, 3);
@@ -155,7 +155,7 @@ Json to_json(const Results& r) {
       if (!m.repeat_process.empty()) j["repeat_process"] = m.repeat_process;
       j["spread_pct"] = round_to(m.spread_pct, 2);
       // The interval's text beside its bounds: every output prints this one text (figures.hpp).
-      auto interval = [&](const std::string& key, const measure::Interval& ci, int digits) {
+      auto interval = [&](const std::string& key, const stats::Interval& ci, int digits) {
         if (!ci.valid()) return;
         j[key + "_lo"] = round_to(ci.lo, digits);
         j[key + "_hi"] = round_to(ci.hi, digits);
@@ -164,7 +164,7 @@ Json to_json(const Results& r) {
         // the figure alone then.
         if (const std::string text = interval_text(ci); !text.empty()) j[key + "_interval"] = text.substr(1);
       };
-      const measure::Interval rate = printed_rate(row);
+      const stats::Interval rate = printed_rate(row);
       j["samples_per_s"] = round_to(rate.point, 2);
       interval("samples_per_s", rate, 2);
       j["speedup_vs_prev"] = round_to(row.speedup_vs_prev, 4);
@@ -213,7 +213,7 @@ Json to_json(const Results& r) {
                                    {"cuda", e.cuda.empty() ? Json(nullptr) : Json(e.cuda)},
                                    {"cpu_threads", e.cpu_threads},
                                    {"world_size", e.world_size},
-                                   {"cpu", e.cpu ? Json(engine::cpu_json(*e.cpu)) : Json(nullptr)}}},
+                                   {"cpu", e.cpu ? Json(system::cpu_json(*e.cpu)) : Json(nullptr)}}},
               {"rows", rows},
               {"status", run_status_text(r.status)}};
 }
@@ -264,8 +264,8 @@ std::vector<T> list(const Json& j, const std::string& key) {
 /// The interval `key` with `key`_lo and `key`_hi at `level` (none without both bounds), printed
 /// as `key`_interval says. A lower bound the file rounded to 0 (a t-quantile of few degrees of
 /// freedom) is kept as the smallest positive number, so that the interval still prints.
-measure::Interval interval_of(const Json& j, const std::string& key, double level) {
-  measure::Interval i;
+stats::Interval interval_of(const Json& j, const std::string& key, double level) {
+  stats::Interval i;
   i.point = number(j, key).value_or(0);
   const auto lo = number(j, key + "_lo"), hi = number(j, key + "_hi");
   if (!lo || !hi || *hi < *lo) return i;
@@ -275,8 +275,8 @@ measure::Interval interval_of(const Json& j, const std::string& key, double leve
   return i;
 }
 
-measure::LoadReport load_of(const Json& j) {
-  measure::LoadReport l;
+system::LoadReport load_of(const Json& j) {
+  system::LoadReport l;
   l.sampled = number(j, "other_cpu_cores").has_value();
   l.other_cpu_cores = number(j, "other_cpu_cores").value_or(0);
   l.steal_pct = number(j, "steal_pct").value_or(0);
@@ -293,7 +293,7 @@ measure::Measurement measurement_of(const Json& j) {
   m.batch_size = integer(j, "batch_size").value_or(0);
   m.steps = integer(j, "steps").value_or(0);
   m.ms_per_step = number(j, "ms_per_step").value_or(0);
-  m.samples_per_s_ci = interval_of(j, "samples_per_s", measure::kRowLevel);
+  m.samples_per_s_ci = interval_of(j, "samples_per_s", stats::kRowLevel);
   m.samples_per_s = m.samples_per_s_ci.point;
   m.repeat_ms = list<double>(j, "repeat_ms_per_step");
   m.repeat_process = list<int>(j, "repeat_process");
@@ -321,7 +321,7 @@ measure::Measurement measurement_of(const Json& j) {
 
 /// The noise rule the rows' verdicts used: the config's measure keys, as each row's cumulative
 /// changes left them.
-measure::NoiseRule rule_of(const Json& measure, const Json& changes, measure::NoiseRule rule) {
+stats::NoiseRule rule_of(const Json& measure, const Json& changes, stats::NoiseRule rule) {
   if (const auto t = number(measure, "target_ci_pct")) rule.target_pct = *t;
   if (const auto f = number(measure, "noise_pct")) rule.floor_pct = *f;
   if (const auto t = number(changes, "measure.target_ci_pct")) rule.target_pct = *t;
@@ -329,7 +329,7 @@ measure::NoiseRule rule_of(const Json& measure, const Json& changes, measure::No
   return rule;
 }
 
-Row row_of(const Json& j, measure::NoiseRule& rule, const Json& measure_cfg) {
+Row row_of(const Json& j, stats::NoiseRule& rule, const Json& measure_cfg) {
   Row row;
   row.name = text(j, "name");
   row.changes = object_at(j, "changes");
@@ -340,7 +340,7 @@ Row row_of(const Json& j, measure::NoiseRule& rule, const Json& measure_cfg) {
   rule = rule_of(measure_cfg, row.changes, rule);
   row.rule = rule;
   if (number(j, "samples_per_s")) {
-    const double level = flag(j, "under_load") ? measure::kSpeedupLevelUnderLoad : measure::kSpeedupLevel;
+    const double level = flag(j, "under_load") ? stats::kSpeedupLevelUnderLoad : stats::kSpeedupLevel;
     row.m = measurement_of(j);
     row.rate = row.m->samples_per_s_ci;
     row.speedup_vs_prev = number(j, "speedup_vs_prev").value_or(0);
@@ -359,8 +359,8 @@ Row row_of(const Json& j, measure::NoiseRule& rule, const Json& measure_cfg) {
   return row;
 }
 
-engine::CpuInfo cpu_of(const Json& j) {
-  engine::CpuInfo c;
+system::CpuInfo cpu_of(const Json& j) {
+  system::CpuInfo c;
   c.model = text(j, "model");
   c.arch = text(j, "arch");
   c.aten_isa = text(j, "aten_isa");
@@ -391,7 +391,7 @@ Results results_from_json(const Json& doc) {
   e.world_size = integer(env, "world_size").value_or(1);
   if (env.contains("cpu") && env["cpu"].is_object()) e.cpu = cpu_of(env["cpu"]);
   const Json measure_cfg = object_at(r.config, "measure");
-  measure::NoiseRule rule;
+  stats::NoiseRule rule;
   if (doc.contains("rows") && doc["rows"].is_array())
     for (const auto& j : doc["rows"]) r.rows.push_back(row_of(j, rule, measure_cfg));
   const std::string status = text(doc, "status");

@@ -9,7 +9,7 @@
 #include <map>
 #include <sstream>
 
-#include "errors.hpp"
+#include "core/errors.hpp"
 #include "report/status.hpp"
 
 namespace ptune::report {

@@ -13,11 +13,11 @@
 #include "dist/env.hpp"
 #include "dist/group.hpp"
 #include "engine/cannot_help.hpp"
-#include "engine/cuda_support.hpp"
-#include "engine/device.hpp"
-#include "errors.hpp"
-#include "log.hpp"
-#include "engine/process.hpp"
+#include "runtime/cuda_support.hpp"
+#include "runtime/device.hpp"
+#include "core/errors.hpp"
+#include "core/log.hpp"
+#include "system/process.hpp"
 #include "measure/child_side.hpp"
 #include "measure/diagnosis.hpp"
 #include "measure/probe.hpp"
@@ -70,16 +70,16 @@ report::Environment environment(const config::ExperimentConfig& cfg) {
   e.torch = TORCH_VERSION;
   c10::Device device(c10::kCPU);
   try {
-    device = engine::resolve_device(cfg.device);
+    device = runtime::resolve_device(cfg.device);
   } catch (const ConfigError&) {
   }
   // What each rank uses (a data-parallel rank gets its share of the cores); measure() sets it.
-  e.device = engine::device_name(device);
+  e.device = runtime::device_name(device);
   e.device_kind = device.is_cuda() ? "cuda" : "cpu";
-  e.cuda = engine::cuda::version();
+  e.cuda = runtime::cuda::version();
   e.cpu_threads = dist::rank_cpu_threads(cfg.cpu_threads);
   e.world_size = dist::world_size();
-  e.cpu = engine::cpu_info();
+  e.cpu = runtime::cpu_info();
   return e;
 }
 
@@ -153,13 +153,13 @@ void add_run_notes(measure::Measurement& m, const measure::Comparison& c, const 
 void add_process_notes(measure::Measurement& m, const measure::RowSide& b,
                        const config::ExperimentConfig& cfg, const measure::Comparison* compared,
                        const measure::RowSide* a = nullptr, bool kept = false) {
-  for (const auto& n : engine::plan_process(cfg.process).notes) m.notes.push_back(n);
+  for (const auto& n : system::plan_process(cfg.process).notes) m.notes.push_back(n);
   m.notes.push_back(
       std::string(cfg.program.enabled() ? "this row's program: " : "this row's child processes: ") +
       b.process_description());
   if (!compared || !a) return;
   const auto t =
-      measure::speedup_terms(compared->a_ms, compared->a_process, compared->b_ms, compared->b_process, true);
+      stats::speedup_terms(compared->a_ms, compared->a_process, compared->b_ms, compared->b_process, true);
   const std::string n = std::to_string(a->processes());
   std::string text =
       (kept ? "timed against the previous row's " + n + " processes, kept warm since its own row"
@@ -198,9 +198,9 @@ Timed time_row(const config::ExperimentConfig& cfg, measure::RowSide* prev,
   // The load, sampled from the row's start (its build and warm-up are this job's time too, and a
   // longer span is one /proc's tick counters resolve); whether it competed is agreed across the
   // ranks (any rank's), at every look and at the end, so that every rank decides alike.
-  measure::LoadSampler load;
+  system::LoadSampler load;
   auto start_load = [&] {
-    load.start(gpu, gpu >= 0 ? engine::cuda::device_uuid(gpu) : "");
+    load.start(gpu, gpu >= 0 ? runtime::cuda::device_uuid(gpu) : "");
     plan.under_load = [&load, gpu, &cfg] { return measure::agreed_load(load, gpu, cfg).under_load; };
   };
   // The row's load: at its end, or at any look of the comparison (which judged by it).
@@ -260,7 +260,7 @@ Timed time_row(const config::ExperimentConfig& cfg, measure::RowSide* prev,
   // for every window, within what is left of the row's deadline.
   t = Timed{};
   release();
-  engine::cuda::empty_cache();
+  runtime::cuda::empty_cache();
   RebuildSide a(*prev_cfg, prev_progress), b(cfg, progress);
   start_load();
   const measure::Comparison c = measure::compare(a, b, plan);
@@ -297,7 +297,7 @@ class SweepRun {
       : cfg_(cfg), options_(options), out_(out), rows_(config::expand_sweep(cfg)) {
     leave_out_what_cannot_help();
     for (size_t i = 0; i < rows_.size(); ++i)
-      process_rows_ = process_rows_ || (runs(i) && (!engine::default_process(rows_[i].second.process) ||
+      process_rows_ = process_rows_ || (runs(i) && (!system::default_process(rows_[i].second.process) ||
                                                     rows_[i].second.program.enabled()));
   }
 
@@ -309,7 +309,7 @@ class SweepRun {
         Measured m = time_one(i);
         if (companion_ && m.row.m) {  // the first measured row's companion: the next row goes there
           companion_.reset();
-          engine::return_free_memory();
+          system::return_free_memory();
         }
         add_row(i, std::move(m));
       }
@@ -381,7 +381,7 @@ class SweepRun {
   static report::RowStatus failure(const std::exception& e) {
     if (dynamic_cast<const ConfigError*>(&e)) return report::RowStatus::skipped(e.what());
     if (!is_out_of_memory(e)) return report::RowStatus::failed(message_of(e));
-    engine::cuda::empty_cache();  // the next row starts without this one's cached blocks
+    runtime::cuda::empty_cache();  // the next row starts without this one's cached blocks
     return report::RowStatus::failed("out of memory");
   }
 
@@ -431,7 +431,7 @@ class SweepRun {
     const std::string key = last->first;
     live_.clear();
     live_[key] = std::move(keep);
-    engine::return_free_memory();  // the freed pipelines' pages back before the traces' are built
+    system::return_free_memory();  // the freed pipelines' pages back before the traces' are built
   }
 
   /// Row `i` timed (pass 1), with the notes its measurement gives it; failed or skipped with
@@ -465,7 +465,7 @@ class SweepRun {
         if (!companion_ || !is_out_of_memory(e)) throw;
         // The first row and its companion did not fit in memory together: the row alone.
         companion_.reset();
-        engine::cuda::empty_cache();
+        runtime::cuda::empty_cache();
         t = time_it();
         t.m->notes.push_back(
             "timed alone: it and the primer's companion pipeline did not fit in memory at once");
@@ -534,13 +534,13 @@ class SweepRun {
     if (measured.kept) {
       live_[std::string(config::name(r.mode)) + "/" + r.arch] =
           Live{out_.rows.size() - 1, std::move(measured.kept)};
-      if (!process_rows_) engine::return_free_memory();  // the next pipeline on unused pages
+      if (!process_rows_) system::return_free_memory();  // the next pipeline on unused pages
     }
     if (process_rows_) end_unneeded_processes(i);
     if (r.m) {
       r.diagnosis =
           measure::with_peak(measure::diagnose(*r.m, row_cfg, tried_before(out_.rows, out_.rows.size() - 1),
-                                               {}, engine::cpu_info()),
+                                               {}, runtime::cpu_info()),
                              report::pct_of_peak(r), r.m->peak_precision);
       warn_about_load(i, r);
     }
@@ -557,7 +557,7 @@ class SweepRun {
       report::Row& r = out_.rows[k];
       if (!r.m) continue;
       const std::string d = measure::with_peak(
-          measure::diagnose(*r.m, done_[k].cfg, tried_before(out_.rows, k, true), {}, engine::cpu_info()),
+          measure::diagnose(*r.m, done_[k].cfg, tried_before(out_.rows, k, true), {}, runtime::cpu_info()),
           report::pct_of_peak(r), r.m->peak_precision);
       changed = changed || d != r.diagnosis;
       r.diagnosis = d;
@@ -632,19 +632,19 @@ class SweepRun {
         r.m->trace_verdict = a.verdict.text();
         if (const analyze::Breakdown& b = a.ranks[a.primary]; b.has_gpu && b.gpu_span_us > 0)
           r.m->gpu_busy_pct = 100.0 * b.gpu_busy_total_us / b.gpu_span_us;  // device work over its span
-        r.diagnosis = measure::diagnose(*r.m, d.cfg, tried_before(out_.rows, k), {}, engine::cpu_info());
+        r.diagnosis = measure::diagnose(*r.m, d.cfg, tried_before(out_.rows, k), {}, runtime::cpu_info());
         if (options_.on_row) options_.on_row(out_);
         return;
       }
       const measure::ProfileResult p =
-          engine::default_process(d.cfg.process)
+          system::default_process(d.cfg.process)
               ? measure::profile(d.cfg, r.m->ms_per_step, d.trace, progress_of(d.index, d.cfg))
               : measure::ChildSide(d.cfg, progress_of(d.index, d.cfg), measure::Deadline(), false)
                     .profile(r.m->ms_per_step, d.trace);
       r.m->gpu_busy_pct = p.gpu_busy_pct;
       r.m->trace_path = p.trace_path;
       r.diagnosis = measure::with_peak(
-          measure::diagnose(*r.m, d.cfg, tried_before(out_.rows, k), {}, engine::cpu_info()),
+          measure::diagnose(*r.m, d.cfg, tried_before(out_.rows, k), {}, runtime::cpu_info()),
           report::pct_of_peak(r), r.m->peak_precision);
     } catch (const Interrupted&) {
       throw;
@@ -675,7 +675,7 @@ void run_sweep(const config::ExperimentConfig& cfg, const SweepOptions& options,
   out.config = config::to_json(cfg);
   out.environment = environment(cfg);
   out.status = report::RunStatus::kRunning;
-  engine::resolve_device(cfg.device);  // a bad device fails the whole sweep, not each row
+  runtime::resolve_device(cfg.device);  // a bad device fails the whole sweep, not each row
   SweepRun(cfg, options, out).run();
 }
 

@@ -12,11 +12,11 @@
 
 #include <c10/util/Exception.h>
 
-#include "engine/cuda_support.hpp"
+#include "runtime/cuda_support.hpp"
 #include "engine/cannot_help.hpp"
-#include "engine/device.hpp"
-#include "engine/process.hpp"
-#include "errors.hpp"
+#include "runtime/device.hpp"
+#include "system/process.hpp"
+#include "core/errors.hpp"
 #include "measure/child_side.hpp"
 #include "measure/diagnosis.hpp"
 #include "report/results.hpp"
@@ -61,7 +61,7 @@ config::ExperimentConfig measured(config::ExperimentConfig cfg, int64_t min_repe
 }
 
 /// "[-1.2%, +3.4%]": a speedup's interval as gains; "" without one.
-std::string interval_text(const measure::Interval& i) {
+std::string interval_text(const stats::Interval& i) {
   if (!i.valid()) return "";
   return fmt("[%+.1f%%, ", 100 * (i.lo - 1)) + fmt("%+.1f%%]", 100 * (i.hi - 1));
 }
@@ -135,7 +135,7 @@ MeasureFn default_measure(const measure::Progress& progress) {
     }
     // Each trial's pipeline on pages no earlier trial used (the memory they freed handed back),
     // as a sweep's rows are.
-    engine::return_free_memory();
+    system::return_free_memory();
     return measure::measure(cfg, progress);
   };
 }
@@ -172,7 +172,7 @@ struct Hooks {
 template <class Options>
 Hooks hooks_of(const Options& o) {
   return {o.measure ? o.measure : default_measure(), o.clock ? o.clock : default_clock(),
-          o.on_oom ? o.on_oom : [] { engine::cuda::empty_cache(); }};
+          o.on_oom ? o.on_oom : [] { runtime::cuda::empty_cache(); }};
 }
 
 /// One batch-size search: its limits, the tries (doubling from the config's batch, then a
@@ -186,7 +186,7 @@ class BatchSearch {
     if (options_.margin_pct < 0 || options_.margin_pct >= 100)
       throw ConfigError("--margin: " + fmt("%g", options_.margin_pct) +
                         " is out of range; allowed: 0 <= margin < 100");
-    set_limits(engine::resolve_device(cfg_.device));  // ConfigError for a missing GPU
+    set_limits(runtime::resolve_device(cfg_.device));  // ConfigError for a missing GPU
     hi_ = res_.max_batch + 1;
     res_.table.config = config::to_json(cfg_);
     res_.table.environment = environment(cfg_);
@@ -208,7 +208,7 @@ class BatchSearch {
   /// The device's memory limit (CUDA: total less the margin) and the largest batch tried.
   void set_limits(const c10::Device& device) {
     total_ = options_.device_memory_bytes;
-    if (total_ <= 0 && device.is_cuda()) total_ = engine::cuda::total_memory(device.index());
+    if (total_ <= 0 && device.is_cuda()) total_ = runtime::cuda::total_memory(device.index());
     if (total_ > 0)
       res_.memory_limit_bytes =
           static_cast<int64_t>(static_cast<double>(total_) * (1.0 - options_.margin_pct / 100.0));
@@ -313,7 +313,7 @@ class BatchSearch {
                                 fmt("%.0f", 100.0 * static_cast<double>(*t.m->peak_mem_bytes) /
                                                 static_cast<double>(total_)) +
                                 "% of the device)"
-                          : measure::diagnose(*t.m, c, {}, {}, engine::cpu_info());
+                          : measure::diagnose(*t.m, c, {}, {}, runtime::cpu_info());
     res_.table.rows.push_back(std::move(row));
     report::compute_speedups(res_.table.rows);
     if (report::Row& last = res_.table.rows.back(); last.m)
@@ -380,27 +380,26 @@ BatchSearchResult find_batch_size(const config::ExperimentConfig& cfg, const Bat
 namespace {
 
 /// The noise rule's answer for a speedup's interval: its gain, verdict and whether it is kept.
-NoiseVerdict verdict_for(const measure::Interval& speedup, const measure::NoiseRule& rule,
-                         double threshold_pct) {
+NoiseVerdict verdict_for(const stats::Interval& speedup, const stats::NoiseRule& rule, double threshold_pct) {
   NoiseVerdict v;
   v.speedup = speedup;
   if (v.speedup.point <= 0) return v;
   v.gain_pct = 100.0 * (v.speedup.point - 1.0);
-  v.verdict = measure::verdict_of(v.speedup, rule);
-  v.kept = v.verdict == measure::Verdict::kFaster && v.gain_pct >= threshold_pct;
+  v.verdict = stats::verdict_of(v.speedup, rule);
+  v.kept = v.verdict == stats::Verdict::kFaster && v.gain_pct >= threshold_pct;
   return v;
 }
 
 }  // namespace
 
 NoiseVerdict judge(const measure::Measurement& incumbent, const measure::Measurement& candidate,
-                   const measure::NoiseRule& rule, double threshold_pct) {
+                   const stats::NoiseRule& rule, double threshold_pct) {
   return verdict_for(measure::speedup_between(incumbent, candidate), rule, threshold_pct);
 }
 
 NoiseVerdict judge_paired(const measure::Measurement& incumbent, const std::vector<double>& incumbent_ms,
                           const std::vector<int>& incumbent_process, const measure::Measurement& candidate,
-                          const measure::NoiseRule& rule, double threshold_pct) {
+                          const stats::NoiseRule& rule, double threshold_pct) {
   const double a_sps = incumbent.samples_per_s * incumbent.ms_per_step;
   const double b_sps = candidate.samples_per_s * candidate.ms_per_step;
   if (a_sps <= 0 || b_sps <= 0 || incumbent_ms.size() != candidate.repeat_ms.size()) return {};
@@ -409,8 +408,8 @@ NoiseVerdict judge_paired(const measure::Measurement& incumbent, const std::vect
   const auto& a_process = incumbent_process.size() == a_ms.size() ? incumbent_process : std::vector<int>{};
   const auto& b_process =
       candidate.repeat_process.size() == a_ms.size() ? candidate.repeat_process : std::vector<int>{};
-  return verdict_for(measure::speedup_interval(a_ms, a_process, candidate.repeat_ms, b_process, true,
-                                               measure::speedup_level(candidate.load.under_load)),
+  return verdict_for(stats::speedup_interval(a_ms, a_process, candidate.repeat_ms, b_process, true,
+                                             stats::speedup_level(candidate.load.under_load)),
                      rule, threshold_pct);
 }
 
@@ -452,7 +451,7 @@ std::vector<Candidate> candidates(const config::ExperimentConfig& cfg, int64_t c
       config::ProcessConfig p = cfg.process;
       p.allocator = a;
       try {
-        engine::plan_process(p);
+        system::plan_process(p);
         out.push_back(
             {std::string("allocator ") + config::name(a), Json{{"process.allocator", config::name(a)}}});
       } catch (const ConfigError&) {  // not installed here
@@ -540,7 +539,7 @@ class GreedySearch {
   }
 
   TuneResult run() {
-    const bool cuda = engine::resolve_device(cfg_.device).is_cuda();  // ConfigError for a missing GPU
+    const bool cuda = runtime::resolve_device(cfg_.device).is_cuda();  // ConfigError for a missing GPU
     const int64_t cores = options_.cpu_cores > 0 ? options_.cpu_cores
                                                  : std::max<int64_t>(1, std::thread::hardware_concurrency());
     res_.path.environment = environment(cfg_);
@@ -589,7 +588,7 @@ class GreedySearch {
       report::Row& row = res_.path.rows[k];
       if (!row.m) continue;
       row.diagnosis =
-          measure::with_peak(measure::diagnose(*row.m, path_cfgs_[k], tried, {}, engine::cpu_info()),
+          measure::with_peak(measure::diagnose(*row.m, path_cfgs_[k], tried, {}, runtime::cpu_info()),
                              report::pct_of_peak(row), row.m->peak_precision);
     }
   }
@@ -639,7 +638,7 @@ class GreedySearch {
       // A process-level setting on either side: the two timed alike, each in child processes of
       // its own, against each other (a pipeline in ptune's own process, which has built and freed
       // others, does not run as a fresh process's does).
-      if (!engine::default_process(next.process) || !engine::default_process(current_.process)) {
+      if (!system::default_process(next.process) || !system::default_process(current_.process)) {
         PairedTiming p =
             against_(measured(current_, options_.min_repeats), measured(next, options_.min_repeats));
         t.m = std::move(p.m);
@@ -677,22 +676,22 @@ class GreedySearch {
   /// A measured trial's verdict against the incumbent, with its reason; true when kept.
   bool judge_trial(Trial& t, const config::ExperimentConfig& next) const {
     // Trials in child processes carry each window's process: judge() counts their spread.
-    const measure::NoiseRule rule = measure::window_plan(next).rule;
+    const stats::NoiseRule rule = measure::window_plan(next).rule;
     const bool paired = !t.prev_ms.empty();
     const NoiseVerdict v =
         paired ? judge_paired(incumbent_, t.prev_ms, t.prev_process, *t.m, rule, options_.threshold_pct)
                : judge(incumbent_, *t.m, rule, options_.threshold_pct);
     t.gain_pct = v.gain_pct;
     t.speedup = v.speedup;
-    t.noise = measure::verdict_name(v.verdict);
+    t.noise = stats::verdict_name(v.verdict);
     t.verdict = v.kept ? TrialVerdict::kKept : TrialVerdict::kRejected;
     t.reason = fmt("%+.1f%% ", v.gain_pct) + interval_text(v.speedup) + ": " + t.noise;
-    if (v.verdict == measure::Verdict::kFaster && !v.kept)
+    if (v.verdict == stats::Verdict::kFaster && !v.kept)
       t.reason += fmt(", under the %g%% threshold", options_.threshold_pct);
     if (paired) t.reason += ", timed against the best so far in alternating windows, both in child processes";
     if ((!paired && incumbent_.load.under_load) || t.m->load.under_load)
-      t.reason += ", measured under competing load (a " +
-                  measure::level_text(measure::kSpeedupLevelUnderLoad) + " interval)";
+      t.reason += ", measured under competing load (a " + stats::level_text(stats::kSpeedupLevelUnderLoad) +
+                  " interval)";
     return v.kept;
   }
 
@@ -708,7 +707,7 @@ class GreedySearch {
     row.prev_ms = t.prev_ms;
     row.prev_process = t.prev_process;
     row.rule = measure::window_plan(c).rule;
-    row.diagnosis = measure::diagnose(*t.m, c, {}, {}, engine::cpu_info());
+    row.diagnosis = measure::diagnose(*t.m, c, {}, {}, runtime::cpu_info());
     res_.path.rows.push_back(std::move(row));
     path_cfgs_.push_back(c);
     report::compute_speedups(res_.path.rows);
@@ -815,8 +814,8 @@ std::string render_trials(const std::vector<Trial>& trials) {
         trial_verdict_text(t.verdict) + (t.reason.empty() || t.m ? "" : ": " + t.reason)};
     rows.push_back(std::move(r));
   }
-  const std::string gain = "gain (" + measure::level_text(measure::kSpeedupLevel) + " interval, " +
-                           measure::level_text(measure::kSpeedupLevelUnderLoad) + " under load)";
+  const std::string gain = "gain (" + stats::level_text(stats::kSpeedupLevel) + " interval, " +
+                           stats::level_text(stats::kSpeedupLevelUnderLoad) + " under load)";
   return text_table({"pass", "trial", "change", "samples/s", "FLOP/s", "% peak", gain, "noise", "verdict"},
                     {true, false, false, true, true, true, true, false, false}, rows);
 }

@@ -32,7 +32,7 @@ using ClockFn = std::function<double()>;
 /// Returns a MeasureFn for trials in ptune's own process: before its first trial a primer
 /// (measure::prime), whose companion pipeline it keeps alive and idle beside every trial on a CPU
 /// (freed on a GPU), before every trial the memory earlier ones freed handed back
-/// (engine::return_free_memory), then measure::measure(cfg, progress). Never throws itself.
+/// (system::return_free_memory), then measure::measure(cfg, progress). Never throws itself.
 MeasureFn default_measure(const measure::Progress& progress = {});
 
 /// Times a trial (the second configuration) against the incumbent (the first) in child
@@ -59,10 +59,10 @@ struct BatchSearchOptions {
   double budget_s = 0;       // stop starting new tries after this many seconds; 0 = no limit
   int64_t granularity = 8;   // binary-search midpoints are multiples of this (when above it)
   double resolution_pct = 12.5;     // binary search stops when the gap is <= this % of the largest fit
-  int64_t device_memory_bytes = 0;  // 0 = engine::cuda::total_memory of the config's device (tests set it)
+  int64_t device_memory_bytes = 0;  // 0 = runtime::cuda::total_memory of the config's device (tests set it)
   MeasureFn measure;                // empty = default_measure()
   ClockFn clock;                    // empty = default_clock()
-  std::function<void()> on_oom;     // after an out-of-memory try; empty = engine::cuda::empty_cache
+  std::function<void()> on_oom;     // after an out-of-memory try; empty = runtime::cuda::empty_cache
   std::function<void(const report::Results&)> on_try;  // after every try (progress, partial output)
   const std::atomic<bool>* interrupted = nullptr;      // set (SIGINT) to stop before the next try
 };
@@ -146,7 +146,7 @@ struct Trial {
                                   // m->repeat_ms; else empty
   std::vector<int> prev_process;  // the process each of prev_ms ran in
   double gain_pct = 0;            // samples/s vs the incumbent, in % (point estimate)
-  measure::Interval speedup;      // over the incumbent, with its 99% interval
+  stats::Interval speedup;        // over the incumbent, with its 99% interval
   std::string noise;              // the statistics' verdict: faster | slower | within noise | undecided
 };
 
@@ -158,12 +158,12 @@ struct TuneOptions {
   int64_t max_passes = 5;      // passes over the candidates at most
   int64_t cpu_cores = 0;       // cores for the loader.num_workers candidates; 0 = hardware_concurrency
   MeasureFn measure;           // empty = default_measure()
-  /// A trial with process-level settings, or on an incumbent with them (engine::default_process
+  /// A trial with process-level settings, or on an incumbent with them (system::default_process
   /// false for either): timed against the incumbent in child processes. Empty = time_in_processes
   /// with `interrupted`.
   PairedMeasureFn measure_against;
   ClockFn clock;                 // empty = default_clock()
-  std::function<void()> on_oom;  // after an out-of-memory trial; empty = engine::cuda::empty_cache
+  std::function<void()> on_oom;  // after an out-of-memory trial; empty = runtime::cuda::empty_cache
   /// Why a trial (the incumbent, then the trial's config) cannot help on this machine, "" where
   /// it can; asked before the trial is timed, and a reason skips it. Empty =
   /// engine::cannot_help_here, this machine's answer.
@@ -174,27 +174,27 @@ struct TuneOptions {
 
 /// The noise rule's answer for one comparison.
 struct NoiseVerdict {
-  double gain_pct = 0;        // 100 * (speedup - 1): samples/s of the candidate over the incumbent
-  measure::Interval speedup;  // Welch interval (99%) over both measurements' windows, per sample
-  measure::Verdict verdict = measure::Verdict::kUndecided;  // measure::verdict_of(speedup, rule)
-  bool kept = false;                                        // verdict faster and gain_pct >= threshold_pct
+  double gain_pct = 0;      // 100 * (speedup - 1): samples/s of the candidate over the incumbent
+  stats::Interval speedup;  // Welch interval (99%) over both measurements' windows, per sample
+  stats::Verdict verdict = stats::Verdict::kUndecided;  // stats::verdict_of(speedup, rule)
+  bool kept = false;                                    // verdict faster and gain_pct >= threshold_pct
 };
 
 /// Returns whether `candidate` beats `incumbent` beyond the noise, by the statistics a sweep's
 /// rows and `ptune report --fail-if-slower` use: the speedup's 99% interval over both
 /// measurements' windows (time per sample, so batch sizes compare by throughput) gets the
-/// verdict of measure::verdict_of under `rule`; the candidate is kept when it is faster and
+/// verdict of stats::verdict_of under `rule`; the candidate is kept when it is faster and
 /// its gain is at least threshold_pct. Never throws.
 NoiseVerdict judge(const measure::Measurement& incumbent, const measure::Measurement& candidate,
-                   const measure::NoiseRule& rule, double threshold_pct);
+                   const stats::NoiseRule& rule, double threshold_pct);
 
 /// judge() for a candidate timed against the incumbent in alternating windows: the speedup's
 /// interval from the pairs (`incumbent_ms` with its processes, against candidate.repeat_ms and
 /// candidate.repeat_process), per sample (`incumbent`'s samples per step against the
-/// candidate's), at measure::speedup_level of the candidate's load. Never throws.
+/// candidate's), at stats::speedup_level of the candidate's load. Never throws.
 NoiseVerdict judge_paired(const measure::Measurement& incumbent, const std::vector<double>& incumbent_ms,
                           const std::vector<int>& incumbent_process, const measure::Measurement& candidate,
-                          const measure::NoiseRule& rule, double threshold_pct);
+                          const stats::NoiseRule& rule, double threshold_pct);
 
 /// Returns the optimizations tried on top of `cfg`, in order: loader.num_workers (cores, then
 /// cores/2), loader.pin_memory, loader.uint8_transfer, loader.gpu_resize (fake_cifar, when

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace ptune::measure {
+namespace ptune::system {
 
 /// The load seen over one span of time.
 struct LoadReport {
@@ -64,7 +64,7 @@ class LoadSampler {
  public:
   /// Starts counting; `gpu_index` >= 0 also lists the processes on that GPU, found in the
   /// driver's library by `gpu_uuid` (the CUDA runtime's UUID of the device,
-  /// engine::cuda::device_uuid) or, without one, through CUDA_VISIBLE_DEVICES. Never throws.
+  /// runtime::cuda::device_uuid) or, without one, through CUDA_VISIBLE_DEVICES. Never throws.
   void start(int gpu_index = -1, const std::string& gpu_uuid = "");
   /// The load since start(); `gpu_index` >= 0 adds the GPU's view (the processes seen at
   /// start count too when start() was given the same GPU). Never throws.
@@ -121,4 +121,4 @@ LoadThresholds load_thresholds(int64_t cores);
 /// cores with one process, 1.1 s with 8 child processes more.
 double min_load_span_s(int64_t cores, size_t job_processes, double ticks_per_s);
 
-}  // namespace ptune::measure
+}  // namespace ptune::system

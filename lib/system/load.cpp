@@ -1,6 +1,6 @@
-#include "measure/load.hpp"
-#include "measure/job_groups.hpp"
-#include "proc/proc_stat.hpp"
+#include "system/load.hpp"
+#include "system/job_groups.hpp"
+#include "system/proc_stat.hpp"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -21,7 +21,7 @@
 #include <sstream>
 #include <thread>
 
-namespace ptune::measure {
+namespace ptune::system {
 namespace {
 
 double now_s() {
@@ -51,8 +51,8 @@ std::set<int64_t> g_groups;  // own_process_group()'s
 
 /// False when unreadable.
 bool process_stat(const std::string& pid, ProcessStat* out, bool reaped = false) {
-  proc::ProcStat st;
-  if (!proc::read_proc_stat(pid, &st)) return false;
+  system::ProcStat st;
+  if (!system::read_proc_stat(pid, &st)) return false;
   out->comm = st.comm;
   out->state = st.state;
   out->ppid = st.ppid;
@@ -560,4 +560,4 @@ std::string LoadReport::summary() const {
   return s;
 }
 
-}  // namespace ptune::measure
+}  // namespace ptune::system

@@ -1,10 +1,10 @@
-#include "measure/gpu_specs.hpp"
+#include "system/gpu_specs.hpp"
 
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
 
-namespace ptune::measure {
+namespace ptune::system {
 namespace {
 
 /// A GPU's dense peaks in TFLOP/s (0: the device has no such tensor-core path) and its memory
@@ -122,4 +122,4 @@ std::optional<Bandwidth> known_gpu_bandwidth(const std::string& name) {
                    std::string(g->source) + ": " + g->label + ", " + tb + " memory bandwidth"};
 }
 
-}  // namespace ptune::measure
+}  // namespace ptune::system

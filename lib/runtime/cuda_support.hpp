@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-namespace ptune::engine::cuda {
+namespace ptune::runtime::cuda {
 
 /// True when this build can use CUDA and at least one device is visible.
 bool available();
@@ -58,4 +58,4 @@ class EventMarks {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace ptune::engine::cuda
+}  // namespace ptune::runtime::cuda

@@ -14,7 +14,7 @@
 
 #include "config/config.hpp"
 
-namespace ptune::engine {
+namespace ptune::system {
 
 /// What starting a process with a config's `process` section means on this machine.
 struct ProcessPlan {
@@ -79,4 +79,4 @@ std::string describe_this_process();
 /// nothing: glibc's thresholds stay as they were. Throws nothing.
 void return_free_memory();
 
-}  // namespace ptune::engine
+}  // namespace ptune::system

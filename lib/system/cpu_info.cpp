@@ -1,4 +1,4 @@
-#include "engine/cpu_info.hpp"
+#include "system/cpu_info.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -8,7 +8,7 @@
 #include <sstream>
 #include <utility>
 
-namespace ptune::engine {
+namespace ptune::system {
 namespace {
 
 /// One of oneDNN's x86 instruction sets: its name, its bits in dnnl_cpu_isa_t (a cap allows the
@@ -236,4 +236,4 @@ nlohmann::ordered_json cpu_json(const CpuInfo& c) {
   return j;
 }
 
-}  // namespace ptune::engine
+}  // namespace ptune::system

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace ptune::proc {
+namespace ptune::system {
 
 /// The fields of /proc/PID/stat that ptune reads (proc(5)); times in clock ticks.
 struct ProcStat {
@@ -36,4 +36,4 @@ std::string shell_text(const std::vector<std::string>& argv);
 /// exit), else 0.
 int enter_own_group(int parent);
 
-}  // namespace ptune::proc
+}  // namespace ptune::system

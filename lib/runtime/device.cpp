@@ -1,4 +1,4 @@
-#include "engine/device.hpp"
+#include "runtime/device.hpp"
 
 #include <climits>
 #include <cstdlib>
@@ -12,12 +12,12 @@
 
 #include <ATen/Parallel.h>
 
-#include "compat.hpp"
-#include "engine/cuda_support.hpp"
-#include "engine/process.hpp"
-#include "errors.hpp"
+#include "runtime/compat.hpp"
+#include "runtime/cuda_support.hpp"
+#include "system/process.hpp"
+#include "core/errors.hpp"
 
-namespace ptune::engine {
+namespace ptune::runtime {
 
 c10::Device resolve_device(const std::string& spec) {
   if (spec == "cpu") return c10::Device(c10::kCPU);
@@ -37,15 +37,15 @@ void set_cpu_threads(int64_t n) {
   // 0: what a default PyTorch process uses (one thread per physical core), and no more threads
   // than the CPUs this process may run on (process.cpus, taskset, a container's limit).
   static const int default_threads = at::intraop_default_num_threads();
-  const int allowed = static_cast<int>(std::max<size_t>(1, allowed_cpus().size()));
+  const int allowed = static_cast<int>(std::max<size_t>(1, system::allowed_cpus().size()));
   const int threads = n > 0 ? static_cast<int>(n) : std::max(1, std::min(default_threads, allowed));
   if (at::get_num_threads() != threads) at::set_num_threads(threads);
 }
 
-const CpuInfo& cpu_info() {
-  static const CpuInfo info = [] {
-    CpuFacts f = read_cpu_facts();
-    const compat::CpuCapabilities lt = compat::cpu_capabilities();
+const system::CpuInfo& cpu_info() {
+  static const system::CpuInfo info = [] {
+    system::CpuFacts f = system::read_cpu_facts();
+    const runtime::compat::CpuCapabilities lt = runtime::compat::cpu_capabilities();
     if (!lt.flags.empty()) f.flags = lt.flags;
     auto count = [&](const char* key, int64_t fallback) {
       auto it = lt.counts.find(key);
@@ -56,9 +56,9 @@ const CpuInfo& cpu_info() {
     if (auto it = lt.names.find("architecture"); it != lt.names.end() && !it->second.empty())
       f.arch = it->second;
     if (auto it = lt.names.find("cpu_name"); it != lt.names.end() && f.model.empty()) f.model = it->second;
-    f.aten_isa = compat::aten_cpu_capability();
-    f.onednn_bf16 = compat::onednn_bf16_supported();
-    return describe_cpu(f);
+    f.aten_isa = runtime::compat::aten_cpu_capability();
+    f.onednn_bf16 = runtime::compat::onednn_bf16_supported();
+    return system::describe_cpu(f);
   }();
   return info;
 }
@@ -87,4 +87,4 @@ void require_cuda(const c10::Device& device, const std::string& option) {
   }
 }
 
-}  // namespace ptune::engine
+}  // namespace ptune::runtime

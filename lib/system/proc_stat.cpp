@@ -1,4 +1,4 @@
-#include "proc/proc_stat.hpp"
+#include "system/proc_stat.hpp"
 
 #include <signal.h>
 #include <sys/prctl.h>
@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-namespace ptune::proc {
+namespace ptune::system {
 
 bool read_proc_stat(const std::string& pid, ProcStat* out) {
   std::ifstream in("/proc/" + pid + "/stat");
@@ -61,4 +61,4 @@ int enter_own_group(int parent) {
   return 0;
 }
 
-}  // namespace ptune::proc
+}  // namespace ptune::system

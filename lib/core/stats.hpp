@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-namespace ptune::measure {
+namespace ptune::stats {
 
 /// Median of the values (mean of the middle two for an even count); 0 for none.
 inline double median(std::vector<double> v) {
@@ -225,4 +225,4 @@ int64_t transient_pairs(const std::vector<double>& a_ms, const std::vector<doubl
 /// 5% of the median. Needs 5 or more values. Throws nothing.
 std::vector<size_t> outliers(const std::vector<double>& values);
 
-}  // namespace ptune::measure
+}  // namespace ptune::stats

@@ -1,7 +1,7 @@
 // CPU-only implementation of cuda_support.hpp (built when LibTorch has no CUDA).
-#include "engine/cuda_support.hpp"
+#include "runtime/cuda_support.hpp"
 
-namespace ptune::engine::cuda {
+namespace ptune::runtime::cuda {
 
 bool available() { return false; }
 int device_count() { return 0; }
@@ -24,4 +24,4 @@ size_t EventMarks::record() { return impl_->count++; }
 double EventMarks::elapsed_ms(size_t, size_t) const { return 0.0; }
 void EventMarks::clear() { impl_->count = 0; }
 
-}  // namespace ptune::engine::cuda
+}  // namespace ptune::runtime::cuda

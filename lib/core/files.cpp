@@ -1,4 +1,4 @@
-#include "files.hpp"
+#include "core/files.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -15,7 +15,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "errors.hpp"
+#include "core/errors.hpp"
 
 namespace ptune::files {
 namespace fs = std::filesystem;

@@ -23,7 +23,7 @@ namespace torch::autograd::profiler {
 TORCH_API void addMetadataJson(const std::string& key, const std::string& value);
 }  // namespace torch::autograd::profiler
 
-namespace ptune::compat {
+namespace ptune::runtime::compat {
 
 /// Enables or disables autocast for a device type with the given lower-precision dtype.
 inline void set_autocast(c10::DeviceType device, bool enabled, at::ScalarType dtype) {
@@ -134,4 +134,4 @@ inline std::optional<bool> onednn_bf16_supported() {
   }
 }
 
-}  // namespace ptune::compat
+}  // namespace ptune::runtime::compat

@@ -5,7 +5,7 @@
 
 #include <c10/util/Exception.h>
 
-namespace ptune {
+namespace ptune::runtime {
 
 /// A c10::Error's message as ptune's one error line: its first line, without LibTorch's
 /// backtrace and without the advice lines some messages add under it (CUDA's "might be
@@ -22,4 +22,4 @@ inline std::string torch_error_line(const c10::Error& e) {
   return message;
 }
 
-}  // namespace ptune
+}  // namespace ptune::runtime

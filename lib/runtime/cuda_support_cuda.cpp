@@ -1,5 +1,5 @@
 // CUDA implementation of cuda_support.hpp (built when LibTorch has CUDA).
-#include "engine/cuda_support.hpp"
+#include "runtime/cuda_support.hpp"
 
 #include <cstdio>
 #include <memory>
@@ -13,7 +13,7 @@
 #include <c10/cuda/CUDAFunctions.h>
 #include <torch/cuda.h>
 
-namespace ptune::engine::cuda {
+namespace ptune::runtime::cuda {
 
 bool available() { return torch::cuda::is_available(); }
 
@@ -104,4 +104,4 @@ double EventMarks::elapsed_ms(size_t from, size_t to) const {
 
 void EventMarks::clear() { impl_->used = 0; }
 
-}  // namespace ptune::engine::cuda
+}  // namespace ptune::runtime::cuda

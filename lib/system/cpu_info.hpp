@@ -2,7 +2,7 @@
 /// The CPU as LibTorch uses it: the instruction set ATen's kernels dispatch to and the one
 /// oneDNN's kernels use (each honouring its cap, ATEN_CPU_CAPABILITY and ONEDNN_MAX_CPU_ISA),
 /// whether bf16 and fp16 arithmetic are native, AMX, cores and threads. Plain data and pure
-/// functions (no LibTorch): engine::cpu_info() (engine/device.hpp) fills the facts from
+/// functions (no LibTorch): runtime::cpu_info() (runtime/device.hpp) fills the facts from
 /// LibTorch; read_cpu_facts() from /proc/cpuinfo, for the commands that load no LibTorch.
 
 #include <cstdint>
@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace ptune::engine {
+namespace ptune::system {
 
 /// What is known about the CPU before the caps are applied.
 struct CpuFacts {
@@ -81,4 +81,4 @@ std::string bf16_reason(const CpuInfo& cpu);
 /// The results file's environment "cpu" object (docs/results.md). Throws nothing.
 nlohmann::ordered_json cpu_json(const CpuInfo& cpu);
 
-}  // namespace ptune::engine
+}  // namespace ptune::system

@@ -1,5 +1,5 @@
 #pragma once
-/// The names of the ranges ptune marks in its profiler traces (compat::UserScope: USER_SCOPE
+/// The names of the ranges ptune marks in its profiler traces (runtime::compat::UserScope: USER_SCOPE
 /// RecordFunctions, "cat": "user_annotation"), in one place. They follow what torch.profiler
 /// writes for the same work in a Python training loop, so that tools which know PyTorch's
 /// names (HTA, TensorBoard's profiler plugin, `ptune analyze`) read ptune's traces as they read
@@ -7,9 +7,7 @@
 
 #include <string>
 
-#include "config/config.hpp"
-
-namespace ptune::measure::ranges {
+namespace ptune::ranges {
 
 /// One profiled step (profile()), from asking for its batch to the end of its update, as
 /// torch.profiler.profile().step() marks it: "ProfilerStep#<n>", n counting the pipeline's
@@ -39,15 +37,13 @@ inline constexpr const char* kGradSync = "ptune::grad_sync";
 inline constexpr const char* kGraphReplay = "ptune::cuda_graph_replay";
 
 /// The optimizer's update and zero_grad, named as torch.optim's profiling hooks name them:
-/// "Optimizer.step#SGD.step", "Optimizer.zero_grad#AdamW.zero_grad". `kind` is optim.kind.
-inline std::string optimizer_class(config::OptimKind kind) {
-  return kind == config::OptimKind::kAdamW ? "AdamW" : "SGD";
+/// "Optimizer.step#SGD.step", "Optimizer.zero_grad#AdamW.zero_grad". `optimizer` is the
+/// torch.optim class name ("SGD", "AdamW").
+inline std::string optimizer_step(const std::string& optimizer) {
+  return "Optimizer.step#" + optimizer + ".step";
 }
-inline std::string optimizer_step(config::OptimKind kind) {
-  return "Optimizer.step#" + optimizer_class(kind) + ".step";
-}
-inline std::string optimizer_zero_grad(config::OptimKind kind) {
-  return "Optimizer.zero_grad#" + optimizer_class(kind) + ".zero_grad";
+inline std::string optimizer_zero_grad(const std::string& optimizer) {
+  return "Optimizer.zero_grad#" + optimizer + ".zero_grad";
 }
 
-}  // namespace ptune::measure::ranges
+}  // namespace ptune::ranges

@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-namespace ptune::measure {
+namespace ptune::system {
 
 /// A peak and where it came from.
 struct Peak {
@@ -34,4 +34,4 @@ std::optional<Peak> known_gpu_peak(const std::string& name, const std::string& p
 /// nothing.
 std::optional<Bandwidth> known_gpu_bandwidth(const std::string& name);
 
-}  // namespace ptune::measure
+}  // namespace ptune::system

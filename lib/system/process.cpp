@@ -1,4 +1,4 @@
-#include "engine/process.hpp"
+#include "system/process.hpp"
 
 #include <malloc.h>
 #include <sched.h>
@@ -18,11 +18,11 @@
 #include <set>
 #include <sstream>
 
-#include "errors.hpp"
+#include "core/errors.hpp"
 
 extern char** environ;
 
-namespace ptune::engine {
+namespace ptune::system {
 namespace {
 
 /// A library ptune preloads, and where a user gets it.
@@ -316,4 +316,4 @@ void return_free_memory() {
 #endif
 }
 
-}  // namespace ptune::engine
+}  // namespace ptune::system

@@ -1,4 +1,4 @@
-#include "measure/stats.hpp"
+#include "core/stats.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -9,7 +9,7 @@
 
 #include <boost/math/distributions/students_t.hpp>
 
-namespace ptune::measure {
+namespace ptune::stats {
 namespace {
 
 struct Moments {
@@ -364,4 +364,4 @@ int64_t transient_pairs(const std::vector<double>& a_ms, const std::vector<doubl
   return std::max(transient_end(a_ms, level), transient_end(b_ms, level));
 }
 
-}  // namespace ptune::measure
+}  // namespace ptune::stats
