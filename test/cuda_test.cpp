@@ -26,7 +26,14 @@
 #include "engine/feeder.hpp"
 #include "engine/trainer.hpp"
 #include "system/load.hpp"
-#include "measure/probe.hpp"
+#include "bench/bench.hpp"
+#include "bench/convergence.hpp"
+#include "bench/profile.hpp"
+#include "measure/deadline.hpp"
+#include "measure/measurement.hpp"
+#include "measure/schedule.hpp"
+#include "measure/side.hpp"
+#include "tune/sides.hpp"
 #include "tune/tuner.hpp"
 
 using ptune::config::ExperimentConfig;
@@ -336,9 +343,9 @@ TEST_CASE("cuda: a measured row reports GPU busy, peak memory and the step break
   cfg.loader.pin_memory = true;
   cfg.loader.num_workers = 2;
   cfg.optim.amp = ptune::config::Amp::kFp16;
-  auto m = ptune::measure::measure(cfg);
-  CHECK_FALSE(m.gpu_busy_pct);  // measure() never profiles
-  const auto p = ptune::measure::profile(cfg, m.ms_per_step);
+  auto m = ptune::tune::measure_row(cfg);
+  CHECK_FALSE(m.gpu_busy_pct);  // measure_row() never profiles
+  const auto p = ptune::bench::profile(cfg, m.ms_per_step);
   REQUIRE(p.gpu_busy_pct);
   CHECK(*p.gpu_busy_pct > 0);
   CHECK(*p.gpu_busy_pct <= 100);
@@ -352,21 +359,21 @@ TEST_CASE("cuda: a measured row reports GPU busy, peak memory and the step break
   CHECK(std::isfinite(*m.loss));
   // A data row of float batches launches no kernel: copies are not GPU busy.
   cfg.measure.mode = ptune::config::Mode::kData;
-  auto d = ptune::measure::measure(cfg);
-  const auto dp = ptune::measure::profile(cfg, d.ms_per_step);
+  auto d = ptune::tune::measure_row(cfg);
+  const auto dp = ptune::bench::profile(cfg, d.ms_per_step);
   REQUIRE(dp.gpu_busy_pct);
   CHECK(*dp.gpu_busy_pct == 0);
   cfg.measure.mode = ptune::config::Mode::kTrain;
   cfg.optim.cuda_graphs = true;
   cfg.measure.warmup_steps = 2;  // raised to the graph's warm-up and capture, with a note
-  auto g = ptune::measure::measure(cfg);
+  auto g = ptune::tune::measure_row(cfg);
   CHECK(g.eager_fallback.empty());
   REQUIRE(g.notes.size() == 1);
   CHECK(g.notes[0].rfind("measure.warmup_steps raised from 2 to 4", 0) == 0);
   // The graph's private pool counts: at least the eager row's peak, not only the weights.
   REQUIRE(g.peak_mem_bytes);
   CHECK(*g.peak_mem_bytes >= *m.peak_mem_bytes * 0.8);
-  const auto gp = ptune::measure::profile(cfg, g.ms_per_step);
+  const auto gp = ptune::bench::profile(cfg, g.ms_per_step);
   REQUIRE(gp.gpu_busy_pct);
   CHECK(*gp.gpu_busy_pct > 0);  // replayed kernels are seen by the profiler
 }

@@ -28,7 +28,7 @@
 #include <torch/torch.h>
 
 #include "config/config.hpp"
-#include "dist/env.hpp"
+#include "system/rendezvous.hpp"
 #include "dist/grad_sync.hpp"
 #include "dist/group.hpp"
 #include "dist/launcher.hpp"
@@ -44,7 +44,7 @@ namespace {
 
 using Env = std::map<std::string, std::string>;
 
-dist::Getenv getenv_of(const Env& env) {
+ptune::system::Getenv getenv_of(const Env& env) {
   return [&env](const char* name) -> const char* {
     auto it = env.find(name);
     return it == env.end() ? nullptr : it->second.c_str();
@@ -292,7 +292,7 @@ TEST_CASE("dist: torchrun variables", "[dist]") {
              {"MASTER_PORT", "1234"},
              {"SLURM_PROCID", "5"},
              {"SLURM_NTASKS", "9"}};
-  auto e = dist::parse_environment(getenv_of(env));
+  auto e = ptune::system::parse_environment(getenv_of(env));
   CHECK(e.launcher == "torchrun");  // torchrun's variables win over Slurm's
   CHECK(e.rank == 3);
   CHECK(e.world_size == 8);
@@ -304,7 +304,7 @@ TEST_CASE("dist: torchrun variables", "[dist]") {
   CHECK_FALSE(e.agent_store);                    // ptune launch: rank 0 serves the store
   env["TORCHELASTIC_USE_AGENT_STORE"] = "True";  // torchrun: its agent serves it
   env["TORCHELASTIC_RESTART_COUNT"] = "2";
-  e = dist::parse_environment(getenv_of(env));
+  e = ptune::system::parse_environment(getenv_of(env));
   CHECK(e.agent_store);
   CHECK(e.restart_count == 2);
 
@@ -314,28 +314,29 @@ TEST_CASE("dist: torchrun variables", "[dist]") {
   ptune::config::DistConfig cfg;
   cfg.master_addr = "head";
   cfg.master_port = 4321;
-  e = dist::parse_environment(getenv_of(env), cfg);
+  e = ptune::system::parse_environment(getenv_of(env), cfg);
   CHECK(e.master_addr == "head");
   CHECK(e.master_port == 4321);
-  CHECK_THROWS_WITH(dist::parse_environment(getenv_of(env)), Catch::Contains("MASTER_ADDR"));
+  CHECK_THROWS_WITH(ptune::system::parse_environment(getenv_of(env)), Catch::Contains("MASTER_ADDR"));
 
   CHECK_THROWS_WITH(
-      dist::parse_environment(getenv_of({{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}})),
+      ptune::system::parse_environment(getenv_of({{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}})),
       Catch::Contains("RANK=2 must be in [0, 2)"));
-  CHECK_THROWS_WITH(dist::parse_environment(getenv_of({{"RANK", "x"}, {"WORLD_SIZE", "2"}})),
+  CHECK_THROWS_WITH(ptune::system::parse_environment(getenv_of({{"RANK", "x"}, {"WORLD_SIZE", "2"}})),
                     Catch::Contains("RANK='x' is not an integer"));
-  CHECK_THROWS_WITH(dist::parse_environment(getenv_of({{"WORLD_SIZE", "2"}})),
+  CHECK_THROWS_WITH(ptune::system::parse_environment(getenv_of({{"WORLD_SIZE", "2"}})),
                     Catch::Contains("RANK is not"));
   // Without MASTER_ADDR the rank queries still see the world (the address may come from
   // dist.master_addr when the group is joined); only joining needs it.
-  CHECK_THROWS_WITH(dist::parse_environment(getenv_of({{"RANK", "1"}, {"WORLD_SIZE", "2"}})),
+  CHECK_THROWS_WITH(ptune::system::parse_environment(getenv_of({{"RANK", "1"}, {"WORLD_SIZE", "2"}})),
                     Catch::Contains("no rendezvous address"));
-  e = dist::parse_environment(getenv_of({{"RANK", "1"}, {"WORLD_SIZE", "2"}}), {}, /*need_address=*/false);
+  e = ptune::system::parse_environment(getenv_of({{"RANK", "1"}, {"WORLD_SIZE", "2"}}), {},
+                                       /*need_address=*/false);
   CHECK(e.rank == 1);
   CHECK(e.world_size == 2);
   CHECK(e.master_addr.empty());
   // A world of one is a single process.
-  e = dist::parse_environment(getenv_of({{"RANK", "0"}, {"WORLD_SIZE", "1"}}));
+  e = ptune::system::parse_environment(getenv_of({{"RANK", "0"}, {"WORLD_SIZE", "1"}}));
   CHECK_FALSE(e.distributed());
   CHECK(e.master_addr.empty());
 }
@@ -348,7 +349,7 @@ TEST_CASE("dist: Slurm variables", "[dist]") {
              {"SLURM_STEP_TASKS_PER_NODE", "4(x2)"},
              {"SLURM_STEP_NODELIST", "gpu[03-04,07]"},
              {"SLURM_JOB_NODELIST", "gpu[01-09]"}};
-  auto e = dist::parse_environment(getenv_of(env));
+  auto e = ptune::system::parse_environment(getenv_of(env));
   CHECK(e.launcher == "slurm");
   CHECK(e.rank == 5);
   CHECK(e.world_size == 8);  // the step's tasks, not the allocation's
@@ -358,27 +359,28 @@ TEST_CASE("dist: Slurm variables", "[dist]") {
   CHECK(e.master_port == 29500);
 
   env["MASTER_ADDR"] = "10.1.2.3";
-  CHECK(dist::parse_environment(getenv_of(env)).master_addr == "10.1.2.3");
+  CHECK(ptune::system::parse_environment(getenv_of(env)).master_addr == "10.1.2.3");
   env.erase("MASTER_ADDR");
   ptune::config::DistConfig cfg;
   cfg.master_addr = "login2";
-  CHECK(dist::parse_environment(getenv_of(env), cfg).master_addr == "login2");
+  CHECK(ptune::system::parse_environment(getenv_of(env), cfg).master_addr == "login2");
 
-  CHECK(dist::first_slurm_host("a,b") == "a");
-  CHECK(dist::first_slurm_host("rack[2-3]-n[08-12],x") == "rack2-n08");
-  CHECK(dist::first_slurm_host("node-[1,5]") == "node-1");
-  CHECK(dist::first_slurm_host("") == "");
+  CHECK(ptune::system::first_slurm_host("a,b") == "a");
+  CHECK(ptune::system::first_slurm_host("rack[2-3]-n[08-12],x") == "rack2-n08");
+  CHECK(ptune::system::first_slurm_host("node-[1,5]") == "node-1");
+  CHECK(ptune::system::first_slurm_host("") == "");
 
   // An allocation without srun (no SLURM_PROCID) is not a world; neither is one task.
-  CHECK_FALSE(dist::parse_environment(getenv_of({{"SLURM_NTASKS", "4"}})).distributed());
-  CHECK_FALSE(
-      dist::parse_environment(getenv_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}})).distributed());
-  CHECK_THROWS_WITH(dist::parse_environment(getenv_of({{"SLURM_PROCID", "4"}, {"SLURM_NTASKS", "4"}})),
-                    Catch::Contains("SLURM_PROCID=4 must be in [0, 4)"));
+  CHECK_FALSE(ptune::system::parse_environment(getenv_of({{"SLURM_NTASKS", "4"}})).distributed());
+  CHECK_FALSE(ptune::system::parse_environment(getenv_of({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}}))
+                  .distributed());
+  CHECK_THROWS_WITH(
+      ptune::system::parse_environment(getenv_of({{"SLURM_PROCID", "4"}, {"SLURM_NTASKS", "4"}})),
+      Catch::Contains("SLURM_PROCID=4 must be in [0, 4)"));
 }
 
 TEST_CASE("dist: one process answers as rank 0 of 1", "[dist]") {
-  auto e = dist::parse_environment(getenv_of({}));
+  auto e = ptune::system::parse_environment(getenv_of({}));
   CHECK(e.rank == 0);
   CHECK(e.world_size == 1);
   CHECK_FALSE(e.distributed());

@@ -22,7 +22,14 @@
 #include "engine/trainer.hpp"
 #include "core/errors.hpp"
 #include "measure/diagnosis.hpp"
-#include "measure/probe.hpp"
+#include "bench/bench.hpp"
+#include "bench/convergence.hpp"
+#include "bench/profile.hpp"
+#include "measure/deadline.hpp"
+#include "measure/measurement.hpp"
+#include "measure/schedule.hpp"
+#include "measure/side.hpp"
+#include "tune/sides.hpp"
 #include "test_util.hpp"
 #include "runtime/torch_error.hpp"
 
@@ -356,7 +363,7 @@ TEST_CASE("measure: modes, warm-up excluded, loss reported", "[engine][measure]"
   auto cfg = tiny();
   cfg.measure.repeats = 3;
   std::vector<std::string> phases;
-  auto m = ptune::measure::measure(cfg, [&](const std::string& p, int64_t s, int64_t of) {
+  auto m = ptune::tune::measure_row(cfg, [&](const std::string& p, int64_t s, int64_t of) {
     if (s == of) phases.push_back(p);
   });
   // Warm-up once, then timed windows: at least `repeats`, more while the interval is wide.
@@ -372,7 +379,7 @@ TEST_CASE("measure: modes, warm-up excluded, loss reported", "[engine][measure]"
   REQUIRE(m.loss);
   CHECK(m.data_wait_pct + m.h2d_pct + m.compute_pct == Approx(100.0));
   cfg.measure.mode = ptune::config::Mode::kData;
-  auto d = ptune::measure::measure(cfg);
+  auto d = ptune::tune::measure_row(cfg);
   CHECK(!d.loss);
   // No training step: the wait for the loader's batches is the largest share of the step (its
   // windows last microseconds, so one preempted conversion moves the shares by percents: no
@@ -381,11 +388,11 @@ TEST_CASE("measure: modes, warm-up excluded, loss reported", "[engine][measure]"
   CHECK(d.data_wait_pct > d.h2d_pct);
   CHECK(d.data_wait_pct > d.compute_pct);
   cfg.measure.mode = ptune::config::Mode::kSynthetic;
-  auto s = ptune::measure::measure(cfg);
+  auto s = ptune::tune::measure_row(cfg);
   CHECK(s.data_wait_pct == 0);
   cfg.loader.batch_size = 64;
   cfg.measure.mode = ptune::config::Mode::kTrain;
-  CHECK_THROWS_WITH(ptune::measure::measure(cfg),
+  CHECK_THROWS_WITH(ptune::tune::measure_row(cfg),
                     "loader.batch_size: 64 is larger than the dataset's 32 samples with drop_last; lower it "
                     "or raise data.num_samples");
 }
@@ -425,26 +432,26 @@ TEST_CASE("warm-up: raised to what CUDA graphs and cuDNN autotuning need, with a
   auto cfg = tiny();
   cfg.measure.warmup_steps = 2;
   std::string note;
-  CHECK(ptune::measure::warmup_steps(cfg, &note) == 2);
+  CHECK(ptune::bench::warmup_steps(cfg, &note) == 2);
   CHECK(note.empty());
   cfg.optim.cuda_graphs = true;
-  CHECK(ptune::measure::warmup_steps(cfg, &note) == 4);
+  CHECK(ptune::bench::warmup_steps(cfg, &note) == 4);
   CHECK(note ==
         "measure.warmup_steps raised from 2 to 4: optim.cuda_graphs runs 3 eager steps and captures the "
         "graph in the next, which must not be timed");
   cfg.measure.warmup_steps = 4;
   note.clear();
-  CHECK(ptune::measure::warmup_steps(cfg, &note) == 4);
+  CHECK(ptune::bench::warmup_steps(cfg, &note) == 4);
   CHECK(note.empty());
   cfg.optim.cuda_graphs = false;
   cfg.optim.cudnn_benchmark = true;
   cfg.measure.warmup_steps = 0;
-  CHECK(ptune::measure::warmup_steps(cfg, &note) == 1);
+  CHECK(ptune::bench::warmup_steps(cfg, &note) == 1);
   CHECK(note ==
         "measure.warmup_steps raised from 0 to 1: optim.cudnn_benchmark autotunes in the first step, which "
         "must not be timed");
   cfg.measure.mode = ptune::config::Mode::kData;  // no model: nothing to warm up for
-  CHECK(ptune::measure::warmup_steps(cfg) == 0);
+  CHECK(ptune::bench::warmup_steps(cfg) == 0);
 }
 
 TEST_CASE("fused SGD equals torch.optim.SGD's step, found_inf skips it bit for bit", "[engine]") {
@@ -662,13 +669,13 @@ TEST_CASE("train: checkpoints, resume equals an uninterrupted run, weights expor
 
 TEST_CASE("convergence: loss curves compared over their last quarter", "[measure]") {
   std::vector<double> ref = {2.3, 2.2, 2.1, 2.0, 1.9, 1.8, 1.7, 1.6};
-  auto same = ptune::measure::compare_convergence(ref, ref);
+  auto same = ptune::bench::compare_convergence(ref, ref);
   CHECK(!same.altered);
   CHECK(same.text ==
         "convergence unchanged: mean loss 1.6500 over steps 7-8 vs 1.6500 in the first row (+0.0%, tolerance "
         "10%)");
   std::vector<double> slower = {2.3, 2.3, 2.3, 2.3, 2.3, 2.3, 2.0, 2.0};
-  auto v = ptune::measure::compare_convergence(slower, ref);
+  auto v = ptune::bench::compare_convergence(slower, ref);
   CHECK(v.altered);
   CHECK(v.mean_loss == Approx(2.0));
   CHECK(v.text.rfind("convergence altered: mean loss 2.0000 over steps 7-8 vs 1.6500", 0) == 0);
@@ -677,12 +684,12 @@ TEST_CASE("convergence: loss curves compared over their last quarter", "[measure
 TEST_CASE("loss curves are deterministic and follow the settings", "[measure]") {
   auto cfg = tiny();
   cfg.cpu_threads = 1;
-  auto a = ptune::measure::loss_curve(cfg, 4);
-  auto b = ptune::measure::loss_curve(cfg, 4);
+  auto a = ptune::bench::loss_curve(cfg, 4);
+  auto b = ptune::bench::loss_curve(cfg, 4);
   REQUIRE(a.size() == 4);
   CHECK(a == b);  // deterministic: same seed, same data order
   cfg.optim.lr = 0.001;
-  auto c = ptune::measure::loss_curve(cfg, 4);
+  auto c = ptune::bench::loss_curve(cfg, 4);
   CHECK(c.front() == a.front());  // the same first step (the same initial weights and batch)
   CHECK(c.back() != a.back());
 }

@@ -11,7 +11,7 @@
 #include <torch/torch.h>
 
 #include "measure/diagnosis.hpp"
-#include "measure/peak.hpp"
+#include "bench/peak.hpp"
 #include "config/arch.hpp"
 #include "models/flops.hpp"
 #include "test_util.hpp"
@@ -104,7 +104,7 @@ TEST_CASE("peak: the GPU table tells devices apart and gives dense figures", "[p
 }
 
 TEST_CASE("peak: a row's precision follows optim.amp", "[peak]") {
-  using ptune::measure::row_precision;
+  using ptune::bench::row_precision;
   CHECK(row_precision(ptune::config::Amp::kBf16, c10::Device(c10::kCPU), "resnet18") == "bf16");
   CHECK(row_precision(ptune::config::Amp::kOff, c10::Device(c10::kCPU), "resnet18") == "fp32");
 }
@@ -129,7 +129,7 @@ TEST_CASE("peak: the CPU calibration agrees with torch.mm timed in Python", "[pe
     std::vector<double> ours, theirs;
     for (int round = 0; round < 12; ++round) {
       if (round >= 3 && rel(best(ours), best(theirs)) < 0.10) break;
-      const auto c = ptune::measure::calibrate(cpu, precision);
+      const auto c = ptune::bench::calibrate(cpu, precision);
       ours.push_back(c.flops_per_s);
       CHECK(c.threads == 1);
       REQUIRE(py.send(std::to_string(c.n) + " " + std::to_string(c.reps) + " 1 " + precision));
@@ -142,7 +142,7 @@ TEST_CASE("peak: the CPU calibration agrees with torch.mm timed in Python", "[pe
     INFO("ptune " << best_ours << " FLOP/s, torch.mm " << best_theirs);
     CHECK(rel(best_ours, best_theirs) < 0.10);
   }
-  CHECK_THROWS_WITH(ptune::measure::calibrate(cpu, "fp16"), "no fp16 calibration on a CPU");
+  CHECK_THROWS_WITH(ptune::bench::calibrate(cpu, "fp16"), "no fp16 calibration on a CPU");
 }
 
 TEST_CASE("peak: a calibrated peak is cached per machine, threads and precision", "[peak]") {
@@ -152,8 +152,8 @@ TEST_CASE("peak: a calibrated peak is cached per machine, threads and precision"
   ::setenv("PTUNE_CACHE", dir.path.c_str(), 1);
   Threads one(1);
   const c10::Device cpu(c10::kCPU);
-  const auto first = ptune::measure::machine_peak(cpu, "fp32");
-  const auto again = ptune::measure::machine_peak(cpu, "fp32");
+  const auto first = ptune::bench::machine_peak(cpu, "fp32");
+  const auto again = ptune::bench::machine_peak(cpu, "fp32");
   if (old)
     ::setenv("PTUNE_CACHE", saved.c_str(), 1);
   else

@@ -13,17 +13,25 @@
 
 #include "runtime/compat.hpp"
 #include "core/errors.hpp"
-#include "measure/child_side.hpp"
-#include "measure/probe.hpp"
+#include "bench/child_side.hpp"
+#include "tune/sides.hpp"
+#include "bench/bench.hpp"
+#include "bench/convergence.hpp"
+#include "bench/profile.hpp"
+#include "measure/deadline.hpp"
+#include "measure/measurement.hpp"
+#include "measure/schedule.hpp"
+#include "measure/side.hpp"
 #include "core/ranges.hpp"
 #include "engine/trainer.hpp"
-#include "measure/trace.hpp"
+#include "bench/trace.hpp"
 #include "report/results.hpp"
 #include "test_util.hpp"
 #include "tune/sweep.hpp"
 
 using namespace ptune::measure;
 using namespace ptune::stats;
+using namespace ptune::bench;
 using Json = nlohmann::json;
 
 namespace {
@@ -347,7 +355,7 @@ TEST_CASE("a row whose one step outlasts measure.max_s ends after that step, wit
   // second and more on a slow core, a few hundred ms on a fast one; the first CHECK verifies it).
   const auto cfg = slow_row(192, 8, 0.4 * one_step_s(192, 8));
   Stopwatch wall;
-  const Measurement m = measure(cfg);
+  const Measurement m = ptune::tune::measure_row(cfg);
   const double ms = wall.ms();
   INFO("row " << ms << " ms, steps " << m.ms_per_step << " ms");
   REQUIRE(m.repeat_ms.size() == 1);
@@ -363,7 +371,7 @@ TEST_CASE("a row of slow steps stops between steps at measure.max_s and says it 
   // budget of 2 s: the warm-up and a window or two, the last cut short between steps.
   const auto cfg = slow_row(96, 4, 2.0);
   Stopwatch wall;
-  const Measurement m = measure(cfg);
+  const Measurement m = ptune::tune::measure_row(cfg);
   const double ms = wall.ms();
   INFO("row " << ms << " ms, windows of " << m.repeat_ms.size());
   for (const auto& n : m.notes) INFO(n);

@@ -13,7 +13,10 @@
 
 #include "config/config.hpp"
 #include "measure/diagnosis.hpp"
-#include "measure/probe.hpp"
+#include "measure/deadline.hpp"
+#include "measure/measurement.hpp"
+#include "measure/schedule.hpp"
+#include "measure/side.hpp"
 #include "core/stats.hpp"
 
 using namespace ptune::measure;

@@ -28,7 +28,7 @@ struct ptune_engine_outcome {
   char message[16384];
 };
 
-/// A CPU's ceilings for `ptune analyze` (measure::machine_peak and machine_bandwidth).
+/// A CPU's ceilings for `ptune analyze` (bench::machine_peak and machine_bandwidth).
 struct ptune_engine_ceilings {
   double flops_per_s;  // 0: none
   double bytes_per_s;  // 0: none

@@ -18,7 +18,7 @@
 
 #include "cli.hpp"
 #include "ptune_build_id.hpp"
-#include "dist/env.hpp"
+#include "system/rendezvous.hpp"
 #include "dist/group.hpp"
 #include "dist/launcher.hpp"
 #include "runtime/device.hpp"
@@ -26,8 +26,9 @@
 #include "engine/run.hpp"
 #include "core/errors.hpp"
 #include "core/log.hpp"
-#include "measure/child_side.hpp"
-#include "measure/peak.hpp"
+#include "bench/child_side.hpp"
+#include "tune/sides.hpp"
+#include "bench/peak.hpp"
 #include "core/stats.hpp"
 #include "system/proc_stat.hpp"
 #include "core/files.hpp"
@@ -351,7 +352,7 @@ Outcome run_row_side_command(const CommandLine& cl) {
   if (::fcntl(3, F_GETFD) < 0 || ::fcntl(4, F_GETFD) < 0)
     throw UsageError("row-side is started by ptune sweep and ptune tune for a row's side, not by hand");
   // Its parent reports what the child was asked; an interrupted child says nothing of its own.
-  return {measure::serve_side(config_of(cl), 3, 4, cl.interrupted), ""};
+  return {bench::serve_side(config_of(cl), 3, 4, cl.interrupted), ""};
 }
 
 /// The engine's commands: a command's code is the function beside its name.
@@ -426,8 +427,8 @@ __attribute__((visibility("default"))) int ptune_engine_cpu_ceilings(const char*
                                                                      ptune_engine_outcome* outcome) {
   try {
     const c10::Device cpu(c10::kCPU);
-    const ptune::system::Peak peak = ptune::measure::machine_peak(cpu, precision);
-    const ptune::system::Bandwidth bandwidth = ptune::measure::machine_bandwidth(cpu);
+    const ptune::system::Peak peak = ptune::bench::machine_peak(cpu, precision);
+    const ptune::system::Bandwidth bandwidth = ptune::bench::machine_bandwidth(cpu);
     out->flops_per_s = peak.flops_per_s;
     out->bytes_per_s = bandwidth.bytes_per_s;
     std::snprintf(out->precision, sizeof out->precision, "%s", peak.precision.c_str());

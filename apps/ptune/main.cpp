@@ -32,7 +32,7 @@
 #include "cli.hpp"
 #include "config/config.hpp"
 #include "config/suggest.hpp"
-#include "dist/env.hpp"
+#include "system/rendezvous.hpp"
 #include "system/process.hpp"
 #include "core/errors.hpp"
 #include "core/files.hpp"
@@ -692,7 +692,7 @@ int main(int argc, char** argv) {
   // Data parallel (torchrun, Slurm, ptune launch): only rank 0 prints; every rank still
   // reports its own errors.
   ptune::cli::CommandLine& cl = a.cl;
-  cl.rank0 = ptune::dist::world_rank() == 0;
+  cl.rank0 = ptune::system::world_rank() == 0;
   if (!cl.rank0) cl.quiet = true;
   // The commands that run no rank logic of their own (they read files and print) print on rank
   // 0 only as well: another rank's stdout goes nowhere.

@@ -27,7 +27,7 @@ struct Ceilings {
 };
 
 /// The ceilings of the CPU that runs ptune in `precision` ("fp32", "bf16"): the calibration of
-/// measure/peak (a CPU trace is read against the machine that analyzes it). nullopt: none.
+/// bench/peak (a CPU trace is read against the machine that analyzes it). nullopt: none.
 using CpuCeilings = std::function<std::optional<Ceilings>(const std::string& precision)>;
 
 /// One operator class, per step (the mean over the steps).

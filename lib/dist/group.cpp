@@ -197,12 +197,12 @@ config::Backend resolve_backend(config::Backend backend, const c10::Device& devi
 }
 
 c10::Device rank_device(const std::string& spec) {
-  if (!is_distributed()) return runtime::resolve_device(spec);
+  if (!system::is_distributed()) return runtime::resolve_device(spec);
   const bool wants_cuda = spec == "cuda" || (spec == "auto" && runtime::cuda::available());
   if (!wants_cuda) return runtime::resolve_device(spec);
   runtime::resolve_device("cuda");  // the usual error when no GPU is visible
   const int n = runtime::cuda::device_count();
-  int index = local_rank();
+  int index = system::local_rank();
   if (index >= n) {
     // Slurm's --gpus-per-task (or a per-rank CUDA_VISIBLE_DEVICES) shows each rank its one GPU.
     if (n != 1)
@@ -219,9 +219,9 @@ int64_t rank_cpu_threads(int64_t configured) {
   // The CPUs this process may run on (process.cpus, taskset, a container's limit).
   const int64_t cpus = std::max<int64_t>(1, static_cast<int64_t>(system::allowed_cpus().size()));
   // One process: what a default PyTorch process uses (one thread per physical core).
-  if (!is_distributed())
+  if (!system::is_distributed())
     return std::max<int64_t>(1, std::min<int64_t>(at::intraop_default_num_threads(), cpus));
-  return std::max<int64_t>(1, cpus / std::max(1, environment().local_world_size));
+  return std::max<int64_t>(1, cpus / std::max(1, system::environment().local_world_size));
 }
 
 namespace {
@@ -266,7 +266,8 @@ bool stop_requested() {
 /// waits (a client's connect until its timeout, the server's wait for every worker) cannot be
 /// interrupted, and a rank stopped before it joined would keep the others waiting for all of
 /// dist.timeout_s. Throws Interrupted when the stop flag is set, std::runtime_error on failure.
-c10::intrusive_ptr<c10d::Store> join_store(const Environment& env, std::chrono::milliseconds timeout) {
+c10::intrusive_ptr<c10d::Store> join_store(const system::Environment& env,
+                                           std::chrono::milliseconds timeout) {
   using Clock = std::chrono::steady_clock;
   const auto deadline = Clock::now() + timeout;
   c10d::TCPStoreOptions o;
@@ -373,7 +374,8 @@ std::shared_ptr<Group> process_group(const config::DistConfig& cfg, const c10::D
     }
     return group;
   }
-  const Environment env = parse_environment([](const char* name) { return std::getenv(name); }, cfg);
+  const system::Environment env =
+      system::parse_environment([](const char* name) { return std::getenv(name); }, cfg);
   if (!env.distributed()) {
     group = std::make_shared<Group>();
     return group;

@@ -15,7 +15,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "config/config.hpp"
-#include "dist/env.hpp"
+#include "system/rendezvous.hpp"
 
 namespace torch::nn {
 class Module;

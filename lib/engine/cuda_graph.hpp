@@ -33,7 +33,7 @@ class GraphStep {
   /// (out of memory, an op that cannot be captured, a host synchronization inside `body`); the
   /// allocators are then restored and the device is usable for eager steps. Host-side effects
   /// of the partly run `body` stay: the caller resets its own per-step state. A graph that will
-  /// be profiled needs measure::prepare_profiler_for_cuda_graphs() before its capture.
+  /// be profiled needs bench::prepare_profiler_for_cuda_graphs() before its capture.
   bool capture(const std::function<void()>& body);
 
   /// Replays the captured step on the current stream. Requires a successful capture().

@@ -9,7 +9,7 @@
 
 #include "config/config.hpp"
 #include "system/cpu_info.hpp"
-#include "measure/probe.hpp"
+#include "measure/measurement.hpp"
 #include "measure/rules.hpp"
 
 namespace ptune::measure {
@@ -54,7 +54,7 @@ std::string diagnose(const Measurement& m, const config::ExperimentConfig& cfg,
                      const std::vector<Tried>& tried = {}, const DiagnosisThresholds& t = {},
                      std::optional<bool> cpu_bf16 = std::nullopt);
 
-/// The peak rule's thresholds, % of the machine's peak in the row's precision (measure/peak.hpp).
+/// The peak rule's thresholds, % of the machine's peak in the row's precision (bench/peak.hpp).
 inline constexpr double kNearPeakPct = 60;     // at or above: the next gains from settings are small
 inline constexpr double kFarFromPeakPct = 10;  // below: far from the limit
 

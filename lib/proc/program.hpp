@@ -4,7 +4,7 @@
 /// and environment, its stdout and stderr read line by line as it writes them, its step rate read
 /// from the lines that match program.step_pattern. Paused with SIGSTOP to its whole group (its
 /// DataLoader workers, a launcher's ranks) and resumed with SIGCONT, so that the instances of a
-/// row's two sides take turns as ptune's own row processes do (measure/child_side.hpp,
+/// row's two sides take turns as ptune's own row processes do (bench/child_side.hpp,
 /// ProcessGroup). docs/programs.md says what a user sees.
 
 #include <sys/types.h>
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "measure/probe.hpp"
+#include "measure/side.hpp"
 #include "system/proc_stat.hpp"
 #include "proc/step_lines.hpp"
 

@@ -10,7 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "system/cpu_info.hpp"
-#include "measure/probe.hpp"
+#include "config/config.hpp"
+#include "measure/measurement.hpp"
 #include "report/status.hpp"
 
 namespace ptune::report {

@@ -10,7 +10,7 @@
 
 #include "analyze/advice.hpp"
 #include "analyze/trace_reader.hpp"
-#include "dist/env.hpp"
+#include "system/rendezvous.hpp"
 #include "dist/group.hpp"
 #include "engine/cannot_help.hpp"
 #include "runtime/cuda_support.hpp"
@@ -18,10 +18,17 @@
 #include "core/errors.hpp"
 #include "core/log.hpp"
 #include "system/process.hpp"
-#include "measure/child_side.hpp"
+#include "bench/child_side.hpp"
+#include "tune/sides.hpp"
 #include "measure/diagnosis.hpp"
-#include "measure/probe.hpp"
-#include "measure/trace.hpp"
+#include "bench/bench.hpp"
+#include "bench/convergence.hpp"
+#include "bench/profile.hpp"
+#include "measure/deadline.hpp"
+#include "measure/measurement.hpp"
+#include "measure/schedule.hpp"
+#include "measure/side.hpp"
+#include "bench/trace.hpp"
 #include "proc/program.hpp"
 #include "tune/tuner.hpp"
 
@@ -78,7 +85,7 @@ report::Environment environment(const config::ExperimentConfig& cfg) {
   e.device_kind = device.is_cuda() ? "cuda" : "cpu";
   e.cuda = runtime::cuda::version();
   e.cpu_threads = dist::rank_cpu_threads(cfg.cpu_threads);
-  e.world_size = dist::world_size();
+  e.world_size = system::world_size();
   e.cpu = runtime::cpu_info();
   return e;
 }
@@ -107,7 +114,7 @@ class RebuildSide : public measure::Side {
     if (cfg_.program.enabled())
       side = std::make_unique<proc::ProgramInstance>(cfg_, progress_, deadline);
     else
-      side = std::make_unique<measure::Bench>(cfg_, progress_, deadline);
+      side = std::make_unique<bench::Bench>(cfg_, progress_, deadline);
     side->resume();
     const double ms = side->window(deadline);
     windows_.push_back(ms);
@@ -118,7 +125,7 @@ class RebuildSide : public measure::Side {
   int64_t steps_per_window() const override { return cfg_.measure.steps; }
   double samples_per_step() const override {
     if (cfg_.program.enabled()) return proc::samples_per_step(cfg_.program);
-    return static_cast<double>(cfg_.loader.batch_size * dist::world_size());
+    return static_cast<double>(cfg_.loader.batch_size * system::world_size());
   }
   /// The last side's figures with `count` windows' times from the `first` one. Throws when that
   /// leaves no window.
@@ -127,7 +134,8 @@ class RebuildSide : public measure::Side {
     measure::Measurement m = *last_;
     const auto begin = windows_.begin() + static_cast<std::ptrdiff_t>(first);
     const auto end = begin + static_cast<std::ptrdiff_t>(std::min(count, windows_.size() - first));
-    measure::set_windows(m, std::vector<double>(begin, end), cfg_.program.enabled() ? 1 : dist::world_size());
+    measure::set_windows(m, std::vector<double>(begin, end),
+                         cfg_.program.enabled() ? 1 : system::world_size());
     return m;
   }
 
@@ -181,7 +189,7 @@ void add_process_notes(measure::Measurement& m, const measure::RowSide& b,
 /// pipeline and both are rebuilt for every window instead. measure.max_s bounds it all, from
 /// the construction of its pipeline (measure::Deadline), the rebuilt windows included. With
 /// `in_child` (a sweep with process-level rows: every row of it runs in child processes;
-/// measure/child_side.hpp) the row runs in measure.processes fresh processes started with its
+/// bench/child_side.hpp) the row runs in measure.processes fresh processes started with its
 /// settings, against `prev`'s processes (the previous row's, kept warm: a ProcessGroup) or, without
 /// it, as many fresh processes of `prev_cfg`; its processes are kept for the next row.
 Timed time_row(const config::ExperimentConfig& cfg, measure::RowSide* prev,
@@ -194,18 +202,19 @@ Timed time_row(const config::ExperimentConfig& cfg, measure::RowSide* prev,
   };
   const c10::Device device = dist::rank_device(cfg.device);
   const int gpu = device.is_cuda() ? device.index() : -1;
-  measure::WindowPlan plan = measure::window_plan(cfg);  // the row's deadline starts here
+  measure::WindowPlan plan =
+      measure::window_plan(cfg, bench::rank_max(cfg));  // the row's deadline starts here
   // The load, sampled from the row's start (its build and warm-up are this job's time too, and a
   // longer span is one /proc's tick counters resolve); whether it competed is agreed across the
   // ranks (any rank's), at every look and at the end, so that every rank decides alike.
   system::LoadSampler load;
   auto start_load = [&] {
     load.start(gpu, gpu >= 0 ? runtime::cuda::device_uuid(gpu) : "");
-    plan.under_load = [&load, gpu, &cfg] { return measure::agreed_load(load, gpu, cfg).under_load; };
+    plan.under_load = [&load, gpu, &cfg] { return bench::agreed_load(load, gpu, cfg).under_load; };
   };
   // The row's load: at its end, or at any look of the comparison (which judged by it).
   auto finish_load = [&](measure::Measurement& m, bool compared_under_load) {
-    m.load = measure::agreed_load(load, gpu, cfg);
+    m.load = bench::agreed_load(load, gpu, cfg);
     m.load.under_load = m.load.under_load || compared_under_load;
   };
   Timed t;
@@ -220,8 +229,8 @@ Timed time_row(const config::ExperimentConfig& cfg, measure::RowSide* prev,
       measure::RowSide* kept = prev;
       if (kept && !kept->reusable(static_cast<size_t>(cfg.measure.processes))) kept = nullptr;
       if (kept) kept->restart(false);
-      measure::RowProcesses p = measure::start_row_processes(
-          kept ? nullptr : prev_cfg, cfg, cfg.measure.processes, prev_progress, progress, plan.deadline);
+      tune::RowProcesses p = tune::start_row_processes(kept ? nullptr : prev_cfg, cfg, cfg.measure.processes,
+                                                       prev_progress, progress, plan.deadline);
       prev_processes = std::move(p.prev);
       t.bench = std::move(p.row);
       if (!kept) prev = prev_processes.get();
@@ -229,7 +238,7 @@ Timed time_row(const config::ExperimentConfig& cfg, measure::RowSide* prev,
       // build: an automatic budget counts from the instances' first windows.
       if (cfg.program.enabled() && cfg.measure.max_s <= 0) plan.deadline = measure::Deadline(0);
     } else {
-      t.bench = std::make_unique<measure::Bench>(cfg, progress, plan.deadline);
+      t.bench = std::make_unique<bench::Bench>(cfg, progress, plan.deadline);
     }
     t.bench->set_progress(progress, plan.min_pairs);
     if (prev) {
@@ -341,7 +350,7 @@ class SweepRun {
   struct Done {
     size_t index;                  // in the sweep
     config::ExperimentConfig cfg;  // the row's config
-    measure::TraceTarget trace;    // where its traces go (measure.profile), one per rank
+    bench::TraceTarget trace;      // where its traces go (measure.profile), one per rank
   };
 
   bool selected(size_t i) const {
@@ -385,11 +394,11 @@ class SweepRun {
     return report::RowStatus::failed("out of memory");
   }
 
-  /// The primer (measure::prime), in ptune's own process before any row is timed: one-time
+  /// The primer (bench::prime), in ptune's own process before any row is timed: one-time
   /// initializations (LibTorch's and oneDNN's, on first use) happen before any timed pipeline
   /// exists (a fresh process's first pipeline ran 2-3% slower than an identical one built after
   /// it: an A/A pair of ResNet-18 rows, 6 quiet runs, +2.4% for the second; with a primer -1.0%).
-  /// On a CPU (measure::times_beside_companion) its second pipeline is kept as the first row's
+  /// On a CPU (bench::times_beside_companion) its second pipeline is kept as the first row's
   /// companion until a row has been timed, so that every row is timed beside one other live
   /// pipeline, as each later row is beside the row before it: a first row timed alone ran 1.5x
   /// faster than the same configuration beside another pipeline or in a fresh process
@@ -403,7 +412,7 @@ class SweepRun {
     for (size_t i = 0; i < rows_.size(); ++i)
       if (runs(i)) {
         const auto& first = rows_[i].second;
-        companion_ = measure::prime(first, progress_of(i, first));
+        companion_ = bench::prime(first, progress_of(i, first));
         if (!first.measure.interleave) companion_.reset();
         return;
       }
@@ -418,12 +427,12 @@ class SweepRun {
   /// docs/statistics.md, "The first row beside a companion").
   void keep_one_for_profiling() {
     bool any = false;
-    for (const Done& d : done_) any = any || measure::wants_profile(d.cfg);
+    for (const Done& d : done_) any = any || bench::wants_profile(d.cfg);
     auto last = live_.end();
     for (auto it = live_.begin(); it != live_.end(); ++it)
       if (it->second.bench && (last == live_.end() || it->second.k > last->second.k)) last = it;
     if (!any || process_rows_ || last == live_.end() ||
-        !measure::times_beside_companion(done_[last->second.k].cfg)) {
+        !bench::times_beside_companion(done_[last->second.k].cfg)) {
       live_.clear();
       return;
     }
@@ -478,7 +487,7 @@ class SweepRun {
       add_measurement_notes(row);
       if (row_cfg.measure.convergence_steps > 0 && row_cfg.measure.mode == config::Mode::kTrain) {
         if (progress) progress("convergence", 0, row_cfg.measure.convergence_steps);
-        row.loss_curve = measure::loss_curve(row_cfg, row_cfg.measure.convergence_steps);
+        row.loss_curve = bench::loss_curve(row_cfg, row_cfg.measure.convergence_steps);
       }
     } catch (const Interrupted&) {
       throw;
@@ -524,7 +533,7 @@ class SweepRun {
     done_.push_back(
         {i,
          row_cfg,
-         {row_cfg.measure.out_dir + "/" + measure::slug(cfg_.name) + "/" + index + measure::slug(spec.name),
+         {row_cfg.measure.out_dir + "/" + bench::slug(cfg_.name) + "/" + index + bench::slug(spec.name),
           spec.name, spec.set}});
     out_.rows.push_back(std::move(measured.row));
     report::Row& r = out_.rows.back();
@@ -581,7 +590,7 @@ class SweepRun {
 
   /// A warning on stderr for a row measured under competing load or on a slowed GPU.
   static void warn_about_load(size_t i, const report::Row& r) {
-    if (dist::world_rank() != 0) return;
+    if (system::world_rank() != 0) return;
     if (r.m->load.under_load) {
       log::warn("row " + std::to_string(i) + " '" + r.name +
                 "' measured under competing load: " + r.m->load.summary());
@@ -610,7 +619,7 @@ class SweepRun {
         first = &other;
         break;
       }
-    if (first != &r) r.notes.push_back(measure::compare_convergence(r.loss_curve, first->loss_curve).text);
+    if (first != &r) r.notes.push_back(bench::compare_convergence(r.loss_curve, first->loss_curve).text);
   }
 
   /// Pass 2 for row `k`: its GPU busy and trace (measure.profile), in a child process started
@@ -618,7 +627,7 @@ class SweepRun {
   void profile_row(size_t k) {
     report::Row& r = out_.rows[k];
     const Done& d = done_[k];
-    if (!r.m || !measure::wants_profile(d.cfg)) return;
+    if (!r.m || !bench::wants_profile(d.cfg)) return;
     // A program row is profiled only when asked (measure.profile): its GPU busy came from NVML
     // while it was timed, and a profile runs the program once more.
     if (d.cfg.program.enabled() && !d.cfg.measure.profile) return;
@@ -636,10 +645,10 @@ class SweepRun {
         if (options_.on_row) options_.on_row(out_);
         return;
       }
-      const measure::ProfileResult p =
+      const bench::ProfileResult p =
           system::default_process(d.cfg.process)
-              ? measure::profile(d.cfg, r.m->ms_per_step, d.trace, progress_of(d.index, d.cfg))
-              : measure::ChildSide(d.cfg, progress_of(d.index, d.cfg), measure::Deadline(), false)
+              ? bench::profile(d.cfg, r.m->ms_per_step, d.trace, progress_of(d.index, d.cfg))
+              : bench::ChildSide(d.cfg, progress_of(d.index, d.cfg), measure::Deadline(), false)
                     .profile(r.m->ms_per_step, d.trace);
       r.m->gpu_busy_pct = p.gpu_busy_pct;
       r.m->trace_path = p.trace_path;
@@ -661,12 +670,12 @@ class SweepRun {
   const SweepOptions& options_;
   report::Results& out_;
   std::vector<std::pair<config::SweepRow, config::ExperimentConfig>> rows_;
-  std::map<size_t, std::string> left_out_;     // rows that cannot help here -> why
-  bool process_rows_ = false;                  // any row to time with process settings
-  std::map<std::string, double> base_loss_;    // model.arch -> its first row's loss
-  std::vector<Done> done_;                     // out.rows[k] is rows[done[k].index]
-  std::map<std::string, Live> live_;           // mode/model.arch -> the last ok row's bench
-  std::unique_ptr<measure::Bench> companion_;  // the primer's second pipeline, until the first row is timed
+  std::map<size_t, std::string> left_out_;   // rows that cannot help here -> why
+  bool process_rows_ = false;                // any row to time with process settings
+  std::map<std::string, double> base_loss_;  // model.arch -> its first row's loss
+  std::vector<Done> done_;                   // out.rows[k] is rows[done[k].index]
+  std::map<std::string, Live> live_;         // mode/model.arch -> the last ok row's bench
+  std::unique_ptr<bench::Bench> companion_;  // the primer's second pipeline, until the first row is timed
 };
 
 }  // namespace

@@ -8,7 +8,8 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "measure/probe.hpp"
+#include "bench/bench.hpp"
+#include "measure/schedule.hpp"
 #include "report/results.hpp"
 
 namespace ptune::tune {
@@ -37,7 +38,7 @@ report::Environment environment(const config::ExperimentConfig& cfg);
 
 /// Runs every row of cfg's sweep (or the config itself when it has none) and returns the
 /// results. Two passes: every row is timed first (measure::measure), then the rows that want it
-/// (measure::wants_profile: GPU busy on CUDA, traces with measure.profile) are profiled, so no
+/// (bench::wants_profile: GPU busy on CUDA, traces with measure.profile) are profiled, so no
 /// timed step ever runs with the profiler's CUPTI attached; diagnoses are completed then.
 /// Throws ConfigError for an invalid base config; per-row problems go in row status (a
 /// CUDA-graph row that fell back to eager steps: "eager fallback: ..."). On interruption, `out`

@@ -17,7 +17,8 @@
 #include "runtime/device.hpp"
 #include "system/process.hpp"
 #include "core/errors.hpp"
-#include "measure/child_side.hpp"
+#include "bench/child_side.hpp"
+#include "tune/sides.hpp"
 #include "measure/diagnosis.hpp"
 #include "report/results.hpp"
 #include "tune/sweep.hpp"
@@ -116,7 +117,7 @@ MeasureFn default_measure(const measure::Progress& progress) {
   // What the copies of the function share: whether the primer ran, and its companion.
   struct Primed {
     bool done = false;
-    std::unique_ptr<measure::Bench> companion;
+    std::unique_ptr<bench::Bench> companion;
   };
   auto primed = std::make_shared<Primed>();
   return [progress, primed](const config::ExperimentConfig& cfg) {
@@ -131,12 +132,12 @@ MeasureFn default_measure(const measure::Progress& progress) {
     // memory would count against a trial's (the batch-size search).
     if (!primed->done) {
       primed->done = true;
-      primed->companion = measure::prime(cfg, progress);
+      primed->companion = bench::prime(cfg, progress);
     }
     // Each trial's pipeline on pages no earlier trial used (the memory they freed handed back),
     // as a sweep's rows are.
     system::return_free_memory();
-    return measure::measure(cfg, progress);
+    return tune::measure_row(cfg, progress);
   };
 }
 

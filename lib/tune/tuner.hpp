@@ -18,7 +18,8 @@
 #include <nlohmann/json.hpp>
 
 #include "config/config.hpp"
-#include "measure/probe.hpp"
+#include "bench/bench.hpp"
+#include "measure/schedule.hpp"
 #include "report/results.hpp"
 #include "tune/sweep.hpp"
 
@@ -30,9 +31,9 @@ using MeasureFn = std::function<measure::Measurement(const config::ExperimentCon
 using ClockFn = std::function<double()>;
 
 /// Returns a MeasureFn for trials in ptune's own process: before its first trial a primer
-/// (measure::prime), whose companion pipeline it keeps alive and idle beside every trial on a CPU
+/// (bench::prime), whose companion pipeline it keeps alive and idle beside every trial on a CPU
 /// (freed on a GPU), before every trial the memory earlier ones freed handed back
-/// (system::return_free_memory), then measure::measure(cfg, progress). Never throws itself.
+/// (system::return_free_memory), then tune::measure_row(cfg, progress). Never throws itself.
 MeasureFn default_measure(const measure::Progress& progress = {});
 
 /// Times a trial (the second configuration) against the incumbent (the first) in child

@@ -1,5 +1,5 @@
 """The plain-PyTorch side of test/flops_test.cpp's calibration check: times torch.mm of two
-N x N matrices as measure::calibrate() does (one warm-up product, then 7 samples of REPS
+N x N matrices as bench::calibrate() does (one warm-up product, then 7 samples of REPS
 products each) and prints the fastest sample's FLOP/s.
 
 Usage: mm_rate.py N REPS THREADS PRECISION   (PRECISION: fp32 | bf16)

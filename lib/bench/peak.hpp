@@ -14,7 +14,7 @@
 #include "config/config.hpp"
 #include "system/gpu_specs.hpp"
 
-namespace ptune::measure {
+namespace ptune::bench {
 
 /// The precision a row's matrix products run in: "bf16" under optim.amp bf16, "fp16" under
 /// fp16, else "fp32" ("tf32" on a GPU where LibTorch lets cuBLAS, or cuDNN for a convolutional
@@ -58,4 +58,4 @@ system::Peak machine_peak(const c10::Device& device, const std::string& precisio
 /// 0 and why in source when it cannot be measured.
 system::Bandwidth machine_bandwidth(const c10::Device& device);
 
-}  // namespace ptune::measure
+}  // namespace ptune::bench

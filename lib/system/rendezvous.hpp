@@ -10,7 +10,7 @@
 
 #include "config/config.hpp"
 
-namespace ptune::dist {
+namespace ptune::system {
 
 /// One process's place in the run.
 struct Environment {
@@ -61,4 +61,4 @@ int local_rank();
 /// True when the environment names more than one process. Never throws.
 bool is_distributed();
 
-}  // namespace ptune::dist
+}  // namespace ptune::system

@@ -1,4 +1,4 @@
-#include "measure/child_side.hpp"
+#include "bench/child_side.hpp"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -26,31 +26,31 @@
 #include <ATen/Parallel.h>
 
 #include "config/config.hpp"
-#include "dist/env.hpp"
+#include "system/rendezvous.hpp"
 #include "dist/group.hpp"
 #include "system/process.hpp"
 #include "core/errors.hpp"
 #include "models/flops.hpp"
 #include "system/proc_stat.hpp"
-#include "proc/program.hpp"
 
-namespace ptune::measure {
+namespace ptune::bench {
+
 namespace {
 
 using Json = nlohmann::json;
 
 /// `d` as the child continues it: "<limit_ms> <elapsed_ms> <budget_s>" (Deadline::continuing).
-std::string deadline_text(const Deadline& d) {
+std::string deadline_text(const measure::Deadline& d) {
   char buf[96];
   std::snprintf(buf, sizeof buf, "%.17g %.17g %.17g", d.limit_ms(), d.elapsed_ms(), d.budget_s());
   return buf;
 }
 
 /// The deadline a command's words give (deadline_text).
-Deadline read_deadline(std::istream& in) {
-  double limit = Deadline::kNone, elapsed = 0, budget = 0;
+measure::Deadline read_deadline(std::istream& in) {
+  double limit = measure::Deadline::kNone, elapsed = 0, budget = 0;
   in >> limit >> elapsed >> budget;
-  return Deadline::continuing(limit, elapsed, budget);
+  return measure::Deadline::continuing(limit, elapsed, budget);
 }
 
 /// The model's FLOPs for a child's "build" command (" forward backward"), counted here in the
@@ -162,13 +162,13 @@ bool times_beside_companion(const config::ExperimentConfig& cfg) {
   }
 }
 
-std::unique_ptr<Bench> prime(const config::ExperimentConfig& cfg, const Progress& progress) {
+std::unique_ptr<Bench> prime(const config::ExperimentConfig& cfg, const measure::Progress& progress) {
   if (!system::default_process(cfg.process)) return nullptr;
   std::unique_ptr<Bench> companion;
   try {
     // Two at once: the first row is then built into the first's freed memory, beside the second.
-    auto first = std::make_unique<Bench>(cfg, progress, Deadline());
-    companion = std::make_unique<Bench>(cfg, progress, Deadline());
+    auto first = std::make_unique<Bench>(cfg, progress, measure::Deadline());
+    companion = std::make_unique<Bench>(cfg, progress, measure::Deadline());
     companion->pause();  // idle: its loader's workers hold while the first row is timed
   } catch (const Interrupted&) {
     throw;
@@ -182,10 +182,10 @@ std::unique_ptr<Bench> prime(const config::ExperimentConfig& cfg, const Progress
 
 // ---------------------------------------------------------------- the parent's side
 
-ChildSide::ChildSide(const config::ExperimentConfig& cfg, const Progress& progress, const Deadline& deadline,
-                     bool build)
+ChildSide::ChildSide(const config::ExperimentConfig& cfg, const measure::Progress& progress,
+                     const measure::Deadline& deadline, bool build)
     : progress_(progress) {
-  if (dist::world_size() > 1)
+  if (system::world_size() > 1)
     throw ConfigError(
         "process: rows with their own process settings run in child processes, which a data-parallel rank "
         "cannot start; measure them without ptune launch");
@@ -335,7 +335,7 @@ Json ChildSide::ask(const std::string& command) {
   }
 }
 
-double ChildSide::window(const Deadline& deadline) {
+double ChildSide::window(const measure::Deadline& deadline) {
   return ask("window " + deadline_text(deadline)).at("ms").get<double>();
 }
 
@@ -367,192 +367,15 @@ ProfileResult ChildSide::profile(double timed_ms_per_step, const TraceTarget& ta
   return p;
 }
 
-Measurement ChildSide::result(size_t first, size_t count) {
+measure::Measurement ChildSide::result(size_t first, size_t count) {
   const Json reply = ask("result " + std::to_string(first) + " " +
                          std::to_string(count == SIZE_MAX ? int64_t{-1} : static_cast<int64_t>(count)));
-  return measurement_from_json(reply.at("measurement"));
+  return measure::measurement_from_json(reply.at("measurement"));
 }
 
-void ChildSide::set_progress(const Progress& progress, int64_t planned) {
+void ChildSide::set_progress(const measure::Progress& progress, int64_t planned) {
   progress_ = progress;
   ask("plan " + std::to_string(planned));
-}
-
-// ---------------------------------------------------------------- several processes
-
-ProcessGroup::ProcessGroup(std::vector<std::unique_ptr<RowSide>> children, bool shifted)
-    : children_(std::move(children)), shifted_(shifted), counts_(children_.size(), 0) {
-  if (children_.empty()) throw std::logic_error("ProcessGroup: no process");
-}
-
-int ProcessGroup::turn(size_t n) const {
-  const size_t k = children_.size();
-  return static_cast<int>((shifted_ ? n + n / k : n) % k);
-}
-
-double ProcessGroup::window(const Deadline& deadline) {
-  const int next = turn(process_.size());
-  if (resumed_ != next) {
-    if (resumed_ >= 0) children_[static_cast<size_t>(resumed_)]->pause();
-    children_[static_cast<size_t>(next)]->resume();
-    resumed_ = next;
-  }
-  const double ms = children_[static_cast<size_t>(next)]->window(deadline);
-  process_.push_back(next);
-  local_.push_back(counts_[static_cast<size_t>(next)]++);
-  last_ = next;
-  return ms;
-}
-
-void ProcessGroup::restart(bool shifted) {
-  for (auto& child : children_) child->mark_previous();
-  shifted_ = shifted;
-  process_.clear();
-  local_.clear();
-  last_ = -1;
-}
-
-bool ProcessGroup::reusable(size_t count) const {
-  return children_.size() == count &&
-         std::all_of(counts_.begin(), counts_.end(), [](size_t n) { return n > 0; });
-}
-
-void ProcessGroup::pause() {
-  if (resumed_ >= 0) children_[static_cast<size_t>(resumed_)]->pause();
-  resumed_ = -1;
-}
-
-void ProcessGroup::resume() {
-  const int next = turn(process_.size());
-  if (resumed_ == next) return;
-  if (resumed_ >= 0) children_[static_cast<size_t>(resumed_)]->pause();
-  children_[static_cast<size_t>(next)]->resume();
-  resumed_ = next;
-}
-
-void ProcessGroup::set_progress(const Progress& progress, int64_t planned) {
-  // Each process's windows are a share of the row's; its progress in steps counts toward the
-  // group's (the others' steps so far added).
-  const auto k = static_cast<int64_t>(children_.size());
-  const int64_t share = (planned + k - 1) / k;
-  steps_done_.assign(children_.size(), 0);
-  steps_planned_.assign(children_.size(), share * steps_per_window());
-  for (size_t p = 0; p < children_.size(); ++p)
-    children_[p]->set_progress(
-        [this, p, progress](const std::string& phase, int64_t step, int64_t total) {
-          if (!progress) return;
-          if (phase != "measure") return progress(phase, step, total);
-          steps_done_[p] = step;
-          steps_planned_[p] = total;
-          progress(phase, std::accumulate(steps_done_.begin(), steps_done_.end(), int64_t{0}),
-                   std::accumulate(steps_planned_.begin(), steps_planned_.end(), int64_t{0}));
-        },
-        share);
-}
-
-std::string ProcessGroup::process_description() const {
-  const std::string first = children_.front()->process_description();
-  if (children_.size() == 1) return first;
-  return std::to_string(children_.size()) + " processes started alike, timed in turn; the first: " + first;
-}
-
-Measurement ProcessGroup::result(size_t first, size_t count) {
-  const size_t end = count == SIZE_MAX ? process_.size() : std::min(process_.size(), first + count);
-  if (first >= end) throw std::runtime_error("no timed window to report");
-  std::vector<double> ms;
-  std::vector<int> process;
-  // Each process's own windows among them: a contiguous run of its windows.
-  std::vector<size_t> from(children_.size(), SIZE_MAX), n(children_.size(), 0);
-  for (size_t w = first; w < end; ++w) {
-    const auto p = static_cast<size_t>(process_[w]);
-    from[p] = std::min(from[p], local_[w]);
-    ++n[p];
-  }
-  std::optional<Measurement> merged;
-  // A process's note on its windows cut short counts its own windows: the group's counts all.
-  int64_t short_windows = 0;
-  auto counted_short = [&](Measurement& m, size_t kept) {
-    if (m.short_windows == 0) return;
-    short_windows += m.short_windows;
-    const std::string own = short_windows_note(m.short_windows, kept, m.steps);
-    m.notes.erase(std::remove(m.notes.begin(), m.notes.end(), own), m.notes.end());
-  };
-  double weight = 0;
-  double wait = 0, h2d = 0, compute = 0, faults = 0, system = 0;
-  double cores = 0;
-  int64_t peak_rss = 0;
-  bool any_faults = false, any_system = false, any_cores = false;
-  std::vector<std::vector<double>> own(children_.size());
-  for (size_t p = 0; p < children_.size(); ++p) {
-    if (n[p] == 0) continue;
-    Measurement m = children_[p]->result(from[p], n[p]);
-    counted_short(m, n[p]);
-    own[p] = m.repeat_ms;
-    const double w = static_cast<double>(n[p]);
-    weight += w;
-    wait += w * m.data_wait_pct;
-    h2d += w * m.h2d_pct;
-    compute += w * m.compute_pct;
-    if (m.page_faults_per_step) faults += w * *m.page_faults_per_step, any_faults = true;
-    if (m.system_time_pct) system += w * *m.system_time_pct, any_system = true;
-    if (m.cpu_cores_busy) cores += w * *m.cpu_cores_busy, any_cores = true;
-    if (m.peak_rss_bytes) peak_rss = std::max(peak_rss, *m.peak_rss_bytes);
-    if (!merged) {
-      merged = std::move(m);
-      continue;
-    }
-    for (auto& note : m.notes)
-      if (std::find(merged->notes.begin(), merged->notes.end(), note) == merged->notes.end())
-        merged->notes.push_back(std::move(note));
-  }
-  // The windows in the group's order, each from its process's own result.
-  std::vector<size_t> taken(children_.size(), 0);
-  for (size_t w = first; w < end; ++w) {
-    const auto p = static_cast<size_t>(process_[w]);
-    ms.push_back(own[p].at(taken[p]++));
-    process.push_back(process_[w]);
-  }
-  Measurement& m = *merged;
-  m.data_wait_pct = wait / weight;
-  m.h2d_pct = h2d / weight;
-  m.compute_pct = compute / weight;
-  m.page_faults_per_step = any_faults ? std::optional<double>(faults / weight) : std::nullopt;
-  m.system_time_pct = any_system ? std::optional<double>(system / weight) : std::nullopt;
-  m.cpu_cores_busy = any_cores ? std::optional<double>(cores / weight) : std::nullopt;
-  if (peak_rss > 0) m.peak_rss_bytes = peak_rss;
-  set_windows(m, ms, 1, process);
-  m.short_windows = short_windows;
-  if (short_windows > 0) m.notes.push_back(short_windows_note(short_windows, ms.size(), m.steps));
-  return m;
-}
-
-std::unique_ptr<RowSide> start_process(const config::ExperimentConfig& cfg, const Progress& progress,
-                                       const Deadline& deadline) {
-  if (cfg.program.enabled()) return std::make_unique<proc::ProgramInstance>(cfg, progress, deadline);
-  return std::make_unique<ChildSide>(cfg, progress, deadline);
-}
-
-RowProcesses start_row_processes(const config::ExperimentConfig* prev, const config::ExperimentConfig& cfg,
-                                 int64_t count, const Progress& prev_progress, const Progress& progress,
-                                 const Deadline& deadline) {
-  std::vector<std::unique_ptr<RowSide>> a, b;
-  auto start = [&](bool row_side) {
-    auto child =
-        row_side ? start_process(cfg, progress, deadline) : start_process(*prev, prev_progress, deadline);
-    child->pause();
-    (row_side ? b : a).push_back(std::move(child));
-  };
-  for (int64_t i = 0; i < count; ++i) {
-    // A B, then B A: neither side has the earlier starts.
-    const bool prev_first = prev && i % 2 == 0;
-    if (prev_first) start(false);
-    start(true);
-    if (prev && !prev_first) start(false);
-  }
-  RowProcesses r;
-  if (prev) r.prev = std::make_unique<ProcessGroup>(std::move(a), false);
-  r.row = std::make_unique<ProcessGroup>(std::move(b), true);
-  return r;
 }
 
 // ---------------------------------------------------------------- the child's side
@@ -560,7 +383,7 @@ RowProcesses start_row_processes(const config::ExperimentConfig* prev, const con
 int serve_side(const config::ExperimentConfig& cfg, int in_fd, int out_fd,
                const std::atomic<bool>* interrupted) {
   auto send = [&](const Json& j) { write_all(out_fd, j.dump() + "\n", "the parent"); };
-  const Progress progress = [&](const std::string& phase, int64_t step, int64_t total) {
+  const measure::Progress progress = [&](const std::string& phase, int64_t step, int64_t total) {
     if (interrupted && interrupted->load()) throw Interrupted();
     send(Json{{"progress", {phase, step, total}}});
   };
@@ -592,14 +415,14 @@ int serve_side(const config::ExperimentConfig& cfg, int in_fd, int out_fd,
         target.folder = request.value("folder", std::string());
         target.row = request.value("row", std::string());
         target.changes = nlohmann::ordered_json::parse(request.value("changes", Json::object()).dump());
-        const ProfileResult p = measure::profile(cfg, request.value("timed_ms", 0.0), target, progress);
+        const ProfileResult p = bench::profile(cfg, request.value("timed_ms", 0.0), target, progress);
         send({{"gpu_busy_pct", p.gpu_busy_pct ? Json(*p.gpu_busy_pct) : Json(nullptr)},
               {"trace_path", p.trace_path}});
         continue;
       }
       if (command != "build" && !bench) throw std::logic_error("'" + command + "' before build");
       if (command == "build") {
-        const Deadline deadline = read_deadline(line);
+        const measure::Deadline deadline = read_deadline(line);
         remember_parents_flops(cfg, line);
         bench = std::make_unique<Bench>(cfg, progress, deadline);
         send({{"steps_per_window", bench->steps_per_window()},
@@ -619,8 +442,8 @@ int serve_side(const config::ExperimentConfig& cfg, int in_fd, int out_fd,
         int64_t first = 0, count = -1;
         line >> first >> count;
         send({{"measurement",
-               measurement_json(bench->result(static_cast<size_t>(first),
-                                              count < 0 ? SIZE_MAX : static_cast<size_t>(count)))}});
+               measure::measurement_json(bench->result(static_cast<size_t>(first),
+                                                       count < 0 ? SIZE_MAX : static_cast<size_t>(count)))}});
       } else {
         throw std::logic_error("unknown command '" + command + "'");
       }
@@ -645,93 +468,4 @@ int serve_side(const config::ExperimentConfig& cfg, int in_fd, int out_fd,
 
 // ---------------------------------------------------------------- Measurement as JSON
 
-namespace {
-
-Json interval_json(const stats::Interval& i) {
-  return {{"point", i.point}, {"lo", i.lo}, {"hi", i.hi}, {"n", i.n}, {"level", i.level}};
-}
-
-stats::Interval interval_from(const Json& j) {
-  stats::Interval i;
-  i.point = j.value("point", 0.0);
-  i.lo = j.value("lo", 0.0);
-  i.hi = j.value("hi", 0.0);
-  i.n = j.value("n", int64_t{0});
-  i.level = j.value("level", 0.0);
-  return i;
-}
-
-template <class T>
-Json optional_json(const std::optional<T>& v) {
-  return v ? Json(*v) : Json(nullptr);
-}
-
-template <class T>
-std::optional<T> optional_from(const Json& j, const char* key) {
-  if (!j.contains(key) || j[key].is_null()) return std::nullopt;
-  return j[key].get<T>();
-}
-
-}  // namespace
-
-Json measurement_json(const Measurement& m) {
-  return {{"batch_size", m.batch_size},
-          {"steps", m.steps},
-          {"ms_per_step", m.ms_per_step},
-          {"samples_per_s", m.samples_per_s},
-          {"samples_per_s_ci", interval_json(m.samples_per_s_ci)},
-          {"repeat_ms", m.repeat_ms},
-          {"transient_windows", m.transient_windows},
-          {"short_windows", m.short_windows},
-          {"spread_pct", m.spread_pct},
-          {"data_wait_pct", m.data_wait_pct},
-          {"h2d_pct", m.h2d_pct},
-          {"compute_pct", m.compute_pct},
-          {"loss", optional_json(m.loss)},
-          {"peak_mem_bytes", optional_json(m.peak_mem_bytes)},
-          {"device_mem_bytes", optional_json(m.device_mem_bytes)},
-          {"gpu_busy_pct", optional_json(m.gpu_busy_pct)},
-          {"trace_path", m.trace_path},
-          {"eager_fallback", m.eager_fallback},
-          {"notes", m.notes},
-          {"model_flops_per_sample", optional_json(m.model_flops_per_sample)},
-          {"peak_flops_per_s", optional_json(m.peak_flops_per_s)},
-          {"peak_precision", m.peak_precision},
-          {"peak_source", m.peak_source},
-          {"peak_under_load", m.peak_under_load},
-          {"page_faults_per_step", optional_json(m.page_faults_per_step)},
-          {"system_time_pct", optional_json(m.system_time_pct)}};
-}
-
-Measurement measurement_from_json(const Json& j) {
-  Measurement m;
-  m.batch_size = j.at("batch_size").get<int64_t>();
-  m.steps = j.at("steps").get<int64_t>();
-  m.ms_per_step = j.at("ms_per_step").get<double>();
-  m.samples_per_s = j.at("samples_per_s").get<double>();
-  m.samples_per_s_ci = interval_from(j.at("samples_per_s_ci"));
-  m.repeat_ms = j.at("repeat_ms").get<std::vector<double>>();
-  m.transient_windows = j.value("transient_windows", int64_t{0});
-  m.short_windows = j.value("short_windows", int64_t{0});
-  m.spread_pct = j.value("spread_pct", 0.0);
-  m.data_wait_pct = j.value("data_wait_pct", 0.0);
-  m.h2d_pct = j.value("h2d_pct", 0.0);
-  m.compute_pct = j.value("compute_pct", 0.0);
-  m.loss = optional_from<double>(j, "loss");
-  m.peak_mem_bytes = optional_from<int64_t>(j, "peak_mem_bytes");
-  m.device_mem_bytes = optional_from<int64_t>(j, "device_mem_bytes");
-  m.gpu_busy_pct = optional_from<double>(j, "gpu_busy_pct");
-  m.trace_path = j.value("trace_path", std::string());
-  m.eager_fallback = j.value("eager_fallback", std::string());
-  m.notes = j.value("notes", std::vector<std::string>{});
-  m.model_flops_per_sample = optional_from<double>(j, "model_flops_per_sample");
-  m.peak_flops_per_s = optional_from<double>(j, "peak_flops_per_s");
-  m.peak_precision = j.value("peak_precision", std::string());
-  m.peak_source = j.value("peak_source", std::string());
-  m.peak_under_load = j.value("peak_under_load", false);
-  m.page_faults_per_step = optional_from<double>(j, "page_faults_per_step");
-  m.system_time_pct = optional_from<double>(j, "system_time_pct");
-  return m;
-}
-
-}  // namespace ptune::measure
+}  // namespace ptune::bench

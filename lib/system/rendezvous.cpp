@@ -1,11 +1,11 @@
-#include "dist/env.hpp"
+#include "system/rendezvous.hpp"
 
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
 #include <stdexcept>
 
-namespace ptune::dist {
+namespace ptune::system {
 namespace {
 
 /// The integer value of variable `name`, or `fallback` when unset. Throws for a non-integer.
@@ -154,4 +154,4 @@ int world_size() { return environment_or_single().world_size; }
 int local_rank() { return environment_or_single().local_rank; }
 bool is_distributed() { return environment_or_single().distributed(); }
 
-}  // namespace ptune::dist
+}  // namespace ptune::system

@@ -1,4 +1,4 @@
-#include "measure/peak.hpp"
+#include "bench/peak.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -18,7 +18,7 @@
 #include "core/files.hpp"
 #include "system/load.hpp"
 
-namespace ptune::measure {
+namespace ptune::bench {
 namespace {
 
 at::ScalarType dtype_of(const std::string& precision) {
@@ -201,9 +201,9 @@ system::Peak machine_peak(const c10::Device& device, const std::string& precisio
              system::Peak{c.flops_per_s, precision, describe(c, precision, device, where), !quiet};
 }
 
-}  // namespace ptune::measure
+}  // namespace ptune::bench
 
-namespace ptune::measure {
+namespace ptune::bench {
 namespace {
 
 /// Bytes per second of the fastest of kSamples copies of a 64 MiB float tensor (read + write).
@@ -281,4 +281,4 @@ system::Bandwidth machine_bandwidth(const c10::Device& device) {
   return measured[path + "|" + key] = system::Bandwidth{rate, what + where};
 }
 
-}  // namespace ptune::measure
+}  // namespace ptune::bench

@@ -1,4 +1,4 @@
-#include "measure/trace.hpp"
+#include "bench/trace.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -27,7 +27,7 @@
 #include "core/errors.hpp"
 #include "core/files.hpp"
 
-namespace ptune::measure {
+namespace ptune::bench {
 namespace {
 
 namespace prof = torch::autograd::profiler;
@@ -358,4 +358,4 @@ std::string finalize_trace_text(const std::string& text, const std::string& trac
   return out;
 }
 
-}  // namespace ptune::measure
+}  // namespace ptune::bench

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-namespace ptune::measure {
+namespace ptune::bench {
 
 /// The fraction of [begin, end) covered by the union of the intervals (start, end) (same time
 /// unit), in [0, 1]. Overlapping kernels (several streams) count once.
@@ -81,4 +81,4 @@ std::string distributed_info_json(const std::string& backend, int rank, int worl
 /// object.
 std::string finalize_trace_text(const std::string& text, const std::string& trace_name, bool drop_errors);
 
-}  // namespace ptune::measure
+}  // namespace ptune::bench
