@@ -17,122 +17,6 @@ namespace ptune::cli {
 
 int stopped_code(const CommandLine& cl) { return stopped_exit_code(cl.signal ? cl.signal->load() : 0); }
 
-namespace {
-
-nlohmann::ordered_json common_json(const Common& c) { return {{"config", c.config_path}, {"sets", c.sets}}; }
-
-Common common_from(const nlohmann::ordered_json& j) {
-  Common c;
-  c.config_path = j.at("config").get<std::string>();
-  c.sets = j.at("sets").get<std::vector<std::string>>();
-  return c;
-}
-
-}  // namespace
-
-nlohmann::ordered_json to_json(const CommandLine& cl) {
-  const SweepArgs& s = cl.sweep;
-  const TuneArgs& t = cl.tune;
-  const dist::LaunchOptions& l = cl.launch.opt;
-  nlohmann::ordered_json j = {
-      {"command", cl.command},
-      {"verbose", cl.verbose},
-      {"quiet", cl.quiet},
-      {"rank0", cl.rank0},
-      {"sweep",
-       {{"common", common_json(s.common)},
-        {"format", s.format},
-        {"out", s.out},
-        {"rows", s.rows},
-        {"label", s.label},
-        {"out_given", s.out_given},
-        {"rows_given", s.rows_given},
-        {"profile", s.profile},
-        {"no_header", s.no_header}}},
-      {"train", {{"common", common_json(cl.train.common)}}},
-      {"eval",
-       {{"common", common_json(cl.eval.common)}, {"format", cl.eval.format}, {"weights", cl.eval.weights}}},
-      {"tune",
-       {{"common", common_json(t.common)},
-        {"threshold_pct", t.threshold_pct},
-        {"margin_pct", t.margin_pct},
-        {"max_batch", t.max_batch},
-        {"batch", t.batch},
-        {"out_given", t.out_given},
-        {"budget_min", t.budget_min},
-        {"repeats", t.repeats},
-        {"out", t.out},
-        {"format", t.format}}},
-      {"launch",
-       {{"nproc_per_node", l.nproc_per_node},
-        {"nnodes", l.nnodes},
-        {"node_rank", l.node_rank},
-        {"master_port", l.master_port},
-        {"master_addr", l.master_addr},
-        {"args", l.args},
-        {"exe", l.exe},
-        {"grace_s", l.grace_s},
-        {"no_prefix", cl.launch.no_prefix},
-        {"prefix_stdout", cl.launch.prefix_stdout}}},
-      {"side", common_json(cl.side)},
-  };
-  if (cl.train.resume) j["train"]["resume"] = *cl.train.resume;
-  if (cl.train.save_weights) j["train"]["save_weights"] = *cl.train.save_weights;
-  if (cl.config) j["config"] = config::to_json(*cl.config);
-  return j;
-}
-
-CommandLine command_line_from_json(const nlohmann::ordered_json& j) {
-  CommandLine cl;
-  cl.command = j.at("command").get<std::string>();
-  cl.verbose = j.at("verbose").get<bool>();
-  cl.quiet = j.at("quiet").get<bool>();
-  cl.rank0 = j.at("rank0").get<bool>();
-  const auto& s = j.at("sweep");
-  cl.sweep.common = common_from(s.at("common"));
-  cl.sweep.format = s.at("format").get<std::string>();
-  cl.sweep.out = s.at("out").get<std::string>();
-  cl.sweep.rows = s.at("rows").get<std::string>();
-  cl.sweep.label = s.at("label").get<std::string>();
-  cl.sweep.out_given = s.at("out_given").get<bool>();
-  cl.sweep.rows_given = s.at("rows_given").get<bool>();
-  cl.sweep.profile = s.at("profile").get<bool>();
-  cl.sweep.no_header = s.at("no_header").get<bool>();
-  const auto& tr = j.at("train");
-  cl.train.common = common_from(tr.at("common"));
-  if (tr.contains("resume")) cl.train.resume = tr.at("resume").get<std::string>();
-  if (tr.contains("save_weights")) cl.train.save_weights = tr.at("save_weights").get<std::string>();
-  const auto& e = j.at("eval");
-  cl.eval.common = common_from(e.at("common"));
-  cl.eval.format = e.at("format").get<std::string>();
-  cl.eval.weights = e.at("weights").get<std::string>();
-  const auto& t = j.at("tune");
-  cl.tune.common = common_from(t.at("common"));
-  cl.tune.threshold_pct = t.at("threshold_pct").get<double>();
-  cl.tune.margin_pct = t.at("margin_pct").get<double>();
-  cl.tune.max_batch = t.at("max_batch").get<int64_t>();
-  cl.tune.batch = t.at("batch").get<bool>();
-  cl.tune.out_given = t.at("out_given").get<bool>();
-  cl.tune.budget_min = t.at("budget_min").get<double>();
-  cl.tune.repeats = t.at("repeats").get<int64_t>();
-  cl.tune.out = t.at("out").get<std::string>();
-  cl.tune.format = t.at("format").get<std::string>();
-  const auto& l = j.at("launch");
-  cl.launch.opt.nproc_per_node = l.at("nproc_per_node").get<int>();
-  cl.launch.opt.nnodes = l.at("nnodes").get<int>();
-  cl.launch.opt.node_rank = l.at("node_rank").get<int>();
-  cl.launch.opt.master_port = l.at("master_port").get<int>();
-  cl.launch.opt.master_addr = l.at("master_addr").get<std::string>();
-  cl.launch.opt.args = l.at("args").get<std::vector<std::string>>();
-  cl.launch.opt.exe = l.at("exe").get<std::string>();
-  cl.launch.opt.grace_s = l.at("grace_s").get<double>();
-  cl.launch.no_prefix = l.at("no_prefix").get<bool>();
-  cl.launch.prefix_stdout = l.at("prefix_stdout").get<bool>();
-  cl.side = common_from(j.at("side"));
-  if (j.contains("config")) cl.config = config::from_json(j.at("config"), "the command's config");
-  return cl;
-}
-
 Outcome outcome_of_current_exception(int stop_signal) {
   try {
     throw;
@@ -206,32 +90,32 @@ void check_format(const std::string& f, const std::vector<std::string>& allowed)
 
 void check_before_engine(CommandLine& cl) {
   const std::string& c = cl.command;
-  if (c == "sweep") {
-    check_format(cl.sweep.format, report::formats());
-    cl.config = load(cl.sweep.common);
+  if (auto* s = std::get_if<SweepArgs>(&cl.args)) {
+    check_format(s->format, report::formats());
+    cl.config = load(s->common);
     if (cl.rank0) {
-      check_output(cl.sweep.out_given, cl.sweep.out, "--out", {{"config", cl.sweep.common.config_path}});
+      check_output(s->out_given, s->out, "--out", {{"config", s->common.config_path}});
       // A CSV's companion (FILE.env.json) is written beside it: checked as well.
-      if (cl.sweep.out_given && report::format_of_path(cl.sweep.out) == "csv")
-        check_output(true, report::csv_companion_path(cl.sweep.out), "--out's CSV companion",
-                     {{"config", cl.sweep.common.config_path}});
+      if (s->out_given && report::format_of_path(s->out) == "csv")
+        check_output(true, report::csv_companion_path(s->out), "--out's CSV companion",
+                     {{"config", s->common.config_path}});
     }
-    if (cl.sweep.no_header && cl.sweep.format != "csv")
-      throw UsageError("--no-header: only with --format csv (got --format " + cl.sweep.format + ")");
-  } else if (c == "tune") {
-    check_format(cl.tune.format, report::formats());
-    cl.config = load(cl.tune.common);
-    check_output(cl.tune.out_given, cl.tune.out, "--out",
-                 {{"config", cl.tune.common.config_path},
-                  {"model.weights file", cl.config->model.weights.value_or("")}});
-  } else if (c == "eval") {
-    check_format(cl.eval.format, {"table", "json"});
-    if (cl.eval.weights.empty()) throw UsageError("--weights: an empty path; name a weights file");
-    cl.config = load(cl.eval.common);
-  } else if (c == "train") {
-    cl.config = load(cl.train.common);
-  } else if (c == "row-side") {
-    cl.config = load(cl.side);
+    if (s->no_header && s->format != "csv")
+      throw UsageError("--no-header: only with --format csv (got --format " + s->format + ")");
+  } else if (auto* t = std::get_if<TuneArgs>(&cl.args)) {
+    check_format(t->format, report::formats());
+    cl.config = load(t->common);
+    check_output(
+        t->out_given, t->out, "--out",
+        {{"config", t->common.config_path}, {"model.weights file", cl.config->model.weights.value_or("")}});
+  } else if (auto* e = std::get_if<EvalArgs>(&cl.args)) {
+    check_format(e->format, {"table", "json"});
+    if (e->weights.empty()) throw UsageError("--weights: an empty path; name a weights file");
+    cl.config = load(e->common);
+  } else if (auto* tr = std::get_if<TrainArgs>(&cl.args)) {
+    cl.config = load(tr->common);
+  } else if (auto* side = std::get_if<RowSideArgs>(&cl.args)) {
+    cl.config = load(side->common);
   }
   // A program's rows are timed by sweep alone: the other commands run ptune's own pipelines.
   if (cl.config && cl.config->program.enabled() && c != "sweep")

@@ -5,20 +5,29 @@
 /// LibTorch's libraries alone take half a second and hundreds of megabytes to map).
 
 #include <atomic>
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
+#include "analyze/advice.hpp"
+#include "analyze/compare.hpp"
 #include "config/config.hpp"
+#include "core/errors.hpp"
 #include "dist/launcher.hpp"
 #include "report/terminal.hpp"
 #include "tune/tuner.hpp"
-#include "core/errors.hpp"
 
-#include <nlohmann/json.hpp>
+namespace CLI {
+class App;
+}
 
-/// The engine module's entry points (engine.cpp), found with dlsym: a plain C interface of plain
-/// structs and return codes, so that no C++ exception or type crosses it.
+/// The engine module's entry points (engine.cpp), found with dlsym: C functions that return codes
+/// and fill plain structs, so that no C++ exception crosses them. The one C++ type that does is
+/// the parsed command line (cli::CommandLine, ptune_engine_run's argument): the executable loads
+/// only an engine compiled from the same headers (its build ID, a hash of them), so both see the
+/// same type.
 extern "C" {
 
 /// How an engine call ended: the exit code and, when not 0, the line the executable prints
@@ -37,9 +46,9 @@ struct ptune_engine_ceilings {
   char bandwidth_source[1024];
 };
 
-/// Runs the command `request` (to_json(CommandLine), as text); returns its exit code, also in
-/// `outcome` with its message. The engine catches everything.
-typedef int (*ptune_engine_run_fn)(const char* request, struct ptune_engine_outcome* outcome);
+/// Runs the command of `command_line` (a const ptune::cli::CommandLine*); returns its exit code,
+/// also in `outcome` with its message. The engine catches everything.
+typedef int (*ptune_engine_run_fn)(const void* command_line, struct ptune_engine_outcome* outcome);
 /// Called from the executable's signal handler with the first stop signal (async-signal-safe):
 /// the command stops at its next step.
 typedef void (*ptune_engine_stop_fn)(int sig);
@@ -62,23 +71,31 @@ struct Common {
   std::vector<std::string> sets;
 };
 
+// Each command's options: one type per command. Its members are the options' values, and its
+// define() (options.cpp) declares each option once to CLI11, with its help, bound to its member;
+// the command's code reads the members. Adding an option is a member, its line in define() and
+// the code that reads it (and its line in docs/commands.md).
+
 /// `ptune sweep`'s options.
 struct SweepArgs {
   Common common;
   std::string format = "table", out, rows, label;
   bool out_given = false, rows_given = false, profile = false, no_header = false;
+  void define(CLI::App& cmd);
 };
 
 /// `ptune train`'s options.
 struct TrainArgs {
   Common common;
   std::optional<std::string> resume, save_weights;
+  void define(CLI::App& cmd);
 };
 
 /// `ptune eval`'s options.
 struct EvalArgs {
   Common common;
   std::string format = "table", weights;
+  void define(CLI::App& cmd);
 };
 
 /// `ptune tune`'s options: the greedy search's, or the batch-size finder's with --batch-size.
@@ -91,27 +108,63 @@ struct TuneArgs {
   double budget_min = 0;
   int64_t repeats = 3;
   std::string out, format = "table";
+  void define(CLI::App& cmd);
 };
 
 /// `ptune launch`'s options.
 struct LaunchArgs {
   dist::LaunchOptions opt;
   bool no_prefix = false, prefix_stdout = false;
+  void define(CLI::App& cmd);
 };
 
-/// What the engine's commands read from the command line: the command's name, the global
-/// flags and each engine command's options (only the named command's are set).
+/// `ptune row-side`'s (a sweep row's side in a child process: bench/child_side.hpp).
+struct RowSideArgs {
+  Common common;
+  void define(CLI::App& cmd);
+};
+
+/// `ptune check`'s options.
+struct CheckArgs {
+  Common common;
+  void define(CLI::App& cmd);
+};
+
+/// `ptune schema` has none.
+struct SchemaArgs {
+  void define(CLI::App& cmd) {}
+};
+
+/// `ptune report`'s options.
+struct ReportArgs {
+  std::vector<std::string> files;
+  std::string out, against, format;
+  double fail_pct = 0;
+  bool out_given = false, against_given = false, fail_given = false;
+  void define(CLI::App& cmd);
+};
+
+/// `ptune analyze`'s options.
+struct AnalyzeArgs {
+  std::vector<std::string> paths, labels;
+  std::string format = "table", html;
+  int64_t batch = 0;
+  double noise_pct = analyze::kDefaultNoisePct;
+  bool html_given = false;
+  analyze::AnalyzeOptions opt;
+  void define(CLI::App& cmd);
+};
+
+/// The options of the command given: exactly one of the types above.
+using CommandArgs = std::variant<SweepArgs, TrainArgs, EvalArgs, TuneArgs, LaunchArgs, RowSideArgs, CheckArgs,
+                                 SchemaArgs, ReportArgs, AnalyzeArgs>;
+
+/// The parsed command line: the command's name, the global flags and the command's options.
 struct CommandLine {
   std::string command;  // the subcommand's name
   bool verbose = false, quiet = false;
   bool rank0 = true;  // data parallel: only rank 0 prints
-
-  SweepArgs sweep;
-  TrainArgs train;
-  EvalArgs eval;
-  TuneArgs tune;
-  LaunchArgs launch;
-  Common side;  // row-side: a sweep row's side in a child process (measure/child_side.hpp)
+  CommandArgs args;
 
   // The config of sweep, train, eval, tune and row-side, read and validated by the executable
   // before it loads the engine (check_before_engine): read once, as a pipe can be read only once.
@@ -119,12 +172,17 @@ struct CommandLine {
 
   const std::atomic<bool>* interrupted = nullptr;  // set by the first SIGINT or SIGTERM
   const std::atomic<int>* signal = nullptr;        // which of the two came first (0: none)
-};
 
-/// The command line as JSON and back: how the executable hands it to the engine across their
-/// plain C boundary (the config as config::to_json; the two stop flags are not in it).
-nlohmann::ordered_json to_json(const CommandLine& cl);
-CommandLine command_line_from_json(const nlohmann::ordered_json& j);
+  /// The command's options as `T` (std::bad_variant_access for another command's: a bug).
+  template <class T>
+  const T& get() const {
+    return std::get<T>(args);
+  }
+  template <class T>
+  T& get() {
+    return std::get<T>(args);
+  }
+};
 
 /// stopped_exit_code() of the first stop signal: 130 after SIGINT, 143 after SIGTERM.
 int stopped_code(const CommandLine& cl);

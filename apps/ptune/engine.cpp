@@ -68,11 +68,12 @@ Outcome report_skipped(const report::Results& results) {
 
 /// The sweep's rows as printed and written: --label names them, --set overrides are noted.
 report::Results marked(report::Results r, const CommandLine& cl, bool one_row) {
+  const SweepArgs& args = cl.get<SweepArgs>();
   std::string sets_note;
-  for (const auto& s : cl.sweep.common.sets)
+  for (const auto& s : args.common.sets)
     sets_note += (sets_note.empty() ? "command line: --set " : " --set ") + s;
   for (auto& row : r.rows) {
-    if (!cl.sweep.label.empty()) row.name = one_row ? cl.sweep.label : cl.sweep.label + ": " + row.name;
+    if (!args.label.empty()) row.name = one_row ? args.label : args.label + ": " + row.name;
     if (!sets_note.empty()) row.notes.push_back(sets_note);
   }
   return r;
@@ -96,23 +97,24 @@ decltype(tune::SweepOptions::on_progress) sweep_progress(const CommandLine& cl, 
 
 /// `ptune sweep`: the rows, the table on stdout, --out rewritten after every row.
 Outcome run_sweep_command(const CommandLine& cl) {
+  const SweepArgs& args = cl.get<SweepArgs>();
   auto cfg = config_of(cl);  // --format, --out and --no-header checked with it
-  if (cl.sweep.profile) cfg.measure.profile = true;
+  if (args.profile) cfg.measure.profile = true;
   report::Results results;
   tune::SweepOptions opt;
   opt.interrupted = cl.interrupted;
-  if (cl.sweep.rows_given) opt.rows = tune::parse_rows(cl.sweep.rows, std::max<size_t>(1, cfg.sweep.size()));
+  if (args.rows_given) opt.rows = tune::parse_rows(args.rows, std::max<size_t>(1, cfg.sweep.size()));
   const bool live = !cl.quiet && ::isatty(STDERR_FILENO) == 1;
   const bool one_row = cfg.sweep.size() <= 1;
-  if (!cl.sweep.out.empty()) {
+  if (!args.out.empty()) {
     // A FIFO or a device (/dev/stdout) is not rewritten after every row: it gets the final
     // document once (its reader would take the first document and go).
     struct stat st {};
-    const bool stream = ::stat(cl.sweep.out.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
+    const bool stream = ::stat(args.out.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
     opt.on_row = [&, stream](const report::Results& r) {
       if (!cl.rank0) return;  // data parallel: rank 0 writes
       if (stream && r.status == report::RunStatus::kRunning) return;
-      report::write_results(cl.sweep.out, marked(r, cl, one_row));
+      report::write_results(args.out, marked(r, cl, one_row));
     };
   }
   report::ProgressLine progress(cli::style_of(STDERR_FILENO).escapes);
@@ -132,10 +134,10 @@ Outcome run_sweep_command(const CommandLine& cl) {
     outcome = {kExitFailure, e.what()};
   }
   // Colour on a terminal that has it (not TERM=dumb; not with NO_COLOR non-empty).
-  const bool color = cl.sweep.format == "table" && cli::style_of(STDOUT_FILENO).color;
+  const bool color = args.format == "table" && cli::style_of(STDOUT_FILENO).color;
   if (cl.rank0) {
-    std::string text = report::render_results(marked(results, cl, one_row), cl.sweep.format, color);
-    if (cl.sweep.no_header)
+    std::string text = report::render_results(marked(results, cl, one_row), args.format, color);
+    if (args.no_header)
       text.erase(0, text.find('\n') == std::string::npos ? text.size() : text.find('\n') + 1);
     std::cout << text << std::flush;
   }
@@ -152,10 +154,11 @@ Outcome run_sweep_command(const CommandLine& cl) {
 /// the summary line goes to the log), or the table with `extra` text and the summary.
 void print_tune(const CommandLine& cl, const nlohmann::ordered_json& doc, const report::Results& table,
                 const std::string& extra, const std::string& summary) {
-  if (cl.tune.format == "json") {
+  const std::string& format = cl.get<TuneArgs>().format;
+  if (format == "json") {
     std::cout << doc.dump(2) << "\n" << std::flush;
-  } else if (cl.tune.format != "table") {
-    std::cout << report::render_results(table, cl.tune.format) << std::flush;
+  } else if (format != "table") {
+    std::cout << report::render_results(table, format) << std::flush;
     log::info(summary);
   } else {
     std::cout << report::render_results(table, "table") << extra << summary << "\n" << std::flush;
@@ -164,9 +167,10 @@ void print_tune(const CommandLine& cl, const nlohmann::ordered_json& doc, const 
 
 /// tune --out: the winning config, written whole or not at all.
 void write_best(const CommandLine& cl, const config::ExperimentConfig& best) {
-  if (cl.tune.out.empty()) return;
-  files::write_atomically(cl.tune.out, "--out", config::to_json(best).dump(2) + "\n");
-  log::info("wrote the winning config to " + cl.tune.out);
+  const TuneArgs& t = cl.get<TuneArgs>();
+  if (t.out.empty()) return;
+  files::write_atomically(t.out, "--out", config::to_json(best).dump(2) + "\n");
+  log::info("wrote the winning config to " + t.out);
 }
 
 /// A tune trial's measurement (tune::default_measure), stopped by Ctrl-C.
@@ -178,11 +182,12 @@ tune::MeasureFn tune_measure(const CommandLine& cl) {
 
 /// `ptune tune --batch-size`: the batch-size finder.
 Outcome run_batch_search(const CommandLine& cl, const config::ExperimentConfig& cfg) {
+  const TuneArgs& args = cl.get<TuneArgs>();
   tune::BatchSearchOptions opt;
-  opt.margin_pct = cl.tune.margin_pct;
-  opt.max_batch = cl.tune.max_batch;
-  opt.budget_s = 60.0 * cl.tune.budget_min;
-  opt.min_repeats = cl.tune.repeats;
+  opt.margin_pct = args.margin_pct;
+  opt.max_batch = args.max_batch;
+  opt.budget_s = 60.0 * args.budget_min;
+  opt.min_repeats = args.repeats;
   opt.measure = tune_measure(cl);
   opt.interrupted = cl.interrupted;
   char line[256];
@@ -209,10 +214,11 @@ Outcome run_batch_search(const CommandLine& cl, const config::ExperimentConfig& 
 
 /// `ptune tune`: the greedy search over the optimizations.
 Outcome run_greedy_tune(const CommandLine& cl, const config::ExperimentConfig& cfg) {
+  const TuneArgs& args = cl.get<TuneArgs>();
   tune::TuneOptions opt;
-  opt.threshold_pct = cl.tune.threshold_pct;
-  opt.budget_s = 60.0 * cl.tune.budget_min;
-  opt.min_repeats = cl.tune.repeats;
+  opt.threshold_pct = args.threshold_pct;
+  opt.budget_s = 60.0 * args.budget_min;
+  opt.min_repeats = args.repeats;
   opt.measure = tune_measure(cl);
   opt.interrupted = cl.interrupted;
   char line[256];
@@ -244,8 +250,9 @@ Outcome run_greedy_tune(const CommandLine& cl, const config::ExperimentConfig& c
 
 /// `ptune tune`: the batch-size finder with --batch-size, else the greedy search.
 Outcome run_tune_command(const CommandLine& cl) {
+  const TuneArgs& t = cl.get<TuneArgs>();
   const auto cfg = config_of(cl);  // --format and --out checked with it
-  return cl.tune.batch ? run_batch_search(cl, cfg) : run_greedy_tune(cl, cfg);
+  return t.batch ? run_batch_search(cl, cfg) : run_greedy_tune(cl, cfg);
 }
 
 /// train and eval, started again with the config's process settings (main.cpp): what this
@@ -257,12 +264,13 @@ void log_process_settings() {
 
 /// `ptune train`: epochs, progress, checkpoints, resume.
 Outcome run_train_command(const CommandLine& cl) {
+  const TrainArgs& args = cl.get<TrainArgs>();
   log_process_settings();
   auto cfg = config_of(cl);
   engine::TrainOptions opt;
-  opt.resume = cl.train.resume;
-  opt.save_weights = cl.train.save_weights;
-  opt.config_path = cl.train.common.config_path;
+  opt.resume = args.resume;
+  opt.save_weights = args.save_weights;
+  opt.config_path = args.common.config_path;
   opt.interrupted = cl.interrupted;
   opt.on_note = [](const std::string& s) { log::info(s); };
   opt.on_progress = [&](const engine::TrainProgress& p) {
@@ -299,17 +307,18 @@ Outcome run_train_command(const CommandLine& cl) {
 /// The error of eval on a training checkpoint given as --weights: the exact commands that
 /// export its weights and evaluate them.
 DataError checkpoint_given(const CommandLine& cl, const DataError& e, int64_t step) {
-  std::string out = cl.eval.weights;
+  const EvalArgs& args = cl.get<EvalArgs>();
+  std::string out = args.weights;
   if (out.size() > 3 && out.compare(out.size() - 3, 3, ".pt") == 0) out.resize(out.size() - 3);
   out += "-weights.pt";
   std::string sets;
-  for (const auto& s : cl.eval.common.sets) sets += " --set " + system::shell_quote(s);
+  for (const auto& s : args.common.sets) sets += " --set " + system::shell_quote(s);
   // Its last checkpoint goes beside the given one (the same file when that is the run's).
-  std::string folder = std::filesystem::path(cl.eval.weights).parent_path().string();
+  std::string folder = std::filesystem::path(args.weights).parent_path().string();
   if (folder.empty()) folder = ".";
-  const std::string config = system::shell_quote(cl.eval.common.config_path);
+  const std::string config = system::shell_quote(args.common.config_path);
   return DataError(std::string(e.what()) + ", exactly: ptune train " + config + sets + " --resume " +
-                   system::shell_quote(cl.eval.weights) + " --set train.max_steps=" + std::to_string(step) +
+                   system::shell_quote(args.weights) + " --set train.max_steps=" + std::to_string(step) +
                    " --set " + system::shell_quote("train.checkpoint_dir=" + folder) + " --save-weights " +
                    system::shell_quote(out) + " (no further step is trained), then: ptune eval " + config +
                    sets + " --weights " + system::shell_quote(out));
@@ -317,18 +326,19 @@ DataError checkpoint_given(const CommandLine& cl, const DataError& e, int64_t st
 
 /// `ptune eval`: mean loss and top-1 accuracy of weights.
 Outcome run_eval_command(const CommandLine& cl) {
+  const EvalArgs& args = cl.get<EvalArgs>();
   log_process_settings();
   const auto cfg = config_of(cl);  // --format checked with it
   engine::EvalResult r;
   try {
-    r = engine::evaluate(cfg, cl.eval.weights, cl.interrupted);
+    r = engine::evaluate(cfg, args.weights, cl.interrupted);
   } catch (const DataError& e) {
-    const auto step = engine::checkpoint_step(cl.eval.weights);
+    const auto step = engine::checkpoint_step(args.weights);
     if (!step) throw;
     throw checkpoint_given(cl, e, *step);
   }
   if (!cl.rank0) return {};
-  if (cl.eval.format == "json")
+  if (args.format == "json")
     std::cout << nlohmann::ordered_json{{"loss", r.loss}, {"top1", r.top1}, {"samples", r.samples}}.dump()
               << "\n";
   else
@@ -339,9 +349,10 @@ Outcome run_eval_command(const CommandLine& cl) {
 
 /// `ptune launch`: N data-parallel ranks of a ptune command.
 Outcome run_launch_command(const CommandLine& cl) {
-  dist::LaunchOptions opt = cl.launch.opt;
-  opt.prefix = !cl.launch.no_prefix;
-  opt.prefix_stdout = cl.launch.prefix_stdout;
+  const LaunchArgs& args = cl.get<LaunchArgs>();
+  dist::LaunchOptions opt = args.opt;
+  opt.prefix = !args.no_prefix;
+  opt.prefix_stdout = args.prefix_stdout;
   const auto r = dist::launch(opt);
   return {r.exit_code, r.error};
 }
@@ -394,13 +405,13 @@ Outcome run_command(CommandLine& cl) {
 
 extern "C" {
 
-/// Runs the command `request` (cli::to_json(CommandLine), as text). Nothing is thrown: every
-/// error is the returned exit code and `outcome`'s message.
-__attribute__((visibility("default"))) int ptune_engine_run(const char* request,
+/// Runs the command of `command_line` (the executable's ptune::cli::CommandLine: the build IDs
+/// agree). Nothing is thrown: every error is the returned exit code and `outcome`'s message.
+__attribute__((visibility("default"))) int ptune_engine_run(const void* command_line,
                                                             ptune_engine_outcome* outcome) {
   ptune::Outcome o;
   try {
-    ptune::cli::CommandLine cl = ptune::cli::command_line_from_json(nlohmann::ordered_json::parse(request));
+    ptune::cli::CommandLine cl = *static_cast<const ptune::cli::CommandLine*>(command_line);
     // LibTorch's own log (c10d's "[E... TCPStore.cpp]" lines with stack traces before ptune's
     // one-line error) only with --verbose, unless TORCH_CPP_LOG_LEVEL asks for it.
     if (!cl.verbose && std::getenv("TORCH_CPP_LOG_LEVEL") == nullptr)

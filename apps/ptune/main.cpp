@@ -21,6 +21,7 @@
 #include <limits>
 #include <iostream>
 #include <optional>
+#include <tuple>
 #include <variant>
 
 #include <CLI/CLI.hpp>
@@ -98,13 +99,6 @@ std::string stdout_error() {
   return bad ? std::string("cannot write to stdout: ") + std::strerror(errno ? errno : EIO) : "";
 }
 
-void add_common(CLI::App* cmd, ptune::cli::Common& c) {
-  cmd->add_option("config", c.config_path, "experiment JSON file")->required();
-  cmd->add_option("--set", c.sets,
-                  "override a config value: PATH=VALUE (repeatable), e.g. loader.batch_size=256")
-      ->take_all();
-}
-
 /// "unknown command 'X'; ..." when the first word of the command line that is not an option
 /// names no command (CLI11 would only say that a subcommand is required); "" otherwise. The
 /// options before the command are flags (no values), so that first word is the command.
@@ -126,49 +120,6 @@ std::string unknown_command(const CLI::App& app, int argc, char** argv) {
            "; the commands are " + list;
   }
   return "";
-}
-
-/// A whole number from `lo` to `hi`; the error quotes the value as given (CLI11's own range
-/// checks print a double's limits in full: 309 digits).
-CLI::Validator whole_number(int64_t lo, int64_t hi) {
-  const std::string range = "a whole number from " + std::to_string(lo) + " to " + std::to_string(hi);
-  return CLI::Validator(
-      [lo, hi, range](std::string& text) -> std::string {
-        errno = 0;
-        char* end = nullptr;
-        const long long v = std::strtoll(text.c_str(), &end, 10);
-        if (text.empty() || *end != '\0' || errno == ERANGE || v < lo || v > hi)
-          return "'" + text + "' is not " + range;
-        return "";
-      },
-      range.substr(2));
-}
-
-/// A validator of finite numbers from `lo` to `hi` (CLI::Range lets NaN through: no comparison
-/// with it is true); its error quotes the value as given and says "<what>".
-CLI::Validator finite_number(double lo, double hi, const std::string& what, const std::string& name) {
-  return CLI::Validator(
-      [lo, hi, what](std::string& text) -> std::string {
-        errno = 0;
-        char* end = nullptr;
-        const double v = std::strtod(text.c_str(), &end);
-        if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v) || v < lo || v > hi)
-          return "'" + text + "' is not a finite number " + what;
-        return "";
-      },
-      name);
-}
-
-/// A finite number of at least 0.
-CLI::Validator non_negative_number() {
-  return finite_number(0, std::numeric_limits<double>::infinity(), "of at least 0", "number >= 0");
-}
-
-/// A finite number in [lo, hi].
-CLI::Validator number_in(double lo, double hi) {
-  char range[64];
-  std::snprintf(range, sizeof range, "%g to %g", lo, hi);
-  return finite_number(lo, hi, std::string("from ") + range, std::string("number in [") + range + "]");
 }
 
 /// The training engine's entry points (cli.hpp): a plain C interface.
@@ -243,7 +194,8 @@ void start_with_process_settings(const ptune::cli::CommandLine& cl, char** argv)
   if ((cl.command != "train" && cl.command != "eval") || !cl.config) return;
   if (std::getenv("PTUNE_PROCESS_SET") != nullptr || ptune::system::default_process(cl.config->process))
     return;
-  const ptune::cli::Common& c = cl.command == "train" ? cl.train.common : cl.eval.common;
+  const ptune::cli::Common& c =
+      cl.command == "train" ? cl.get<ptune::cli::TrainArgs>().common : cl.get<ptune::cli::EvalArgs>().common;
   std::error_code ec;
   if (!std::filesystem::is_regular_file(c.config_path, ec))
     throw ptune::ConfigError(
@@ -265,200 +217,28 @@ void start_with_process_settings(const ptune::cli::CommandLine& cl, char** argv)
 
 namespace {
 
-/// `ptune report`'s options.
-struct ReportArgs {
-  std::vector<std::string> files;
-  std::string out, against, format;
-  double fail_pct = 0;
-};
+using ptune::cli::AnalyzeArgs;
+using ptune::cli::CheckArgs;
+using ptune::cli::EvalArgs;
+using ptune::cli::LaunchArgs;
+using ptune::cli::ReportArgs;
+using ptune::cli::RowSideArgs;
+using ptune::cli::SchemaArgs;
+using ptune::cli::SweepArgs;
+using ptune::cli::TrainArgs;
+using ptune::cli::TuneArgs;
 
-/// `ptune analyze`'s options.
-struct AnalyzeArgs {
-  std::vector<std::string> paths, labels;
-  std::string format = "table", html;
-  int64_t batch = 0;
-  double noise_pct = ptune::analyze::kDefaultNoisePct;
-  ptune::analyze::AnalyzeOptions opt;
-};
-
-/// Everything the command line sets: the engine's commands' (CommandLine) and the executable's
-/// own, the options whose presence matters, and the engine once loaded.
+/// The command line as parsed, and the engine once loaded. CLI11 binds every command's options
+/// before it knows which command is given: each command's type is in `all` (one of each), and
+/// the one given becomes `cl.args`.
 struct Args {
   ptune::cli::CommandLine cl;
-  ReportArgs report;
-  AnalyzeArgs analyze;
-  ptune::cli::Common check;
-  CLI::Option *sweep_out = nullptr, *sweep_rows = nullptr, *tune_out = nullptr;
-  CLI::Option *report_out = nullptr, *fail_if_slower = nullptr, *analyze_html = nullptr,
-              *report_against = nullptr;
+  std::tuple<SweepArgs, TrainArgs, EvalArgs, TuneArgs, LaunchArgs, RowSideArgs, CheckArgs, SchemaArgs,
+             ReportArgs, AnalyzeArgs>
+      all;
   char** argv = nullptr;
   Engine engine;
 };
-
-// ---------------------------------------------------------------- each command's options
-
-void define_sweep(CLI::App& sweep, Args& a) {
-  auto& s = a.cl.sweep;
-  add_common(&sweep, s.common);
-  sweep.add_option("--format", s.format, "stdout format: table | json | csv | md")->capture_default_str();
-  sweep.add_flag(
-      "--profile", s.profile,
-      "record a Chrome trace of measure.profile_steps steps per row (same as --set measure.profile=true)");
-  a.sweep_rows = sweep.add_option("--rows", s.rows,
-                                  "run only these rows: 0-based indices and ranges, e.g. 7, 0,3 or 5-7 (the "
-                                  "rows before still apply their changes)");
-  a.sweep_out = sweep.add_option("--out", s.out,
-                                 "also write results to FILE (.json, .csv, .md or .html by extension, any "
-                                 "case), rewritten after every row");
-  sweep.add_option("--label", s.label,
-                   "name this run's rows: LABEL for a config without sweep rows, 'LABEL: <row>' otherwise "
-                   "(e.g. in a shell loop over --set values)");
-  sweep.add_flag("--no-header", s.no_header,
-                 "--format csv: print the rows without the header line, to append to a file that has one");
-}
-
-void define_report(CLI::App& report, Args& a) {
-  auto& r = a.report;
-  report.add_option("results", r.files, "results JSON files: ptune sweep --out, or scripts/bench's --json")
-      ->required();
-  a.report_out = report.add_option("-o,--out", r.out, "write the HTML report to FILE (.html)");
-  report.add_option(
-      "--format", r.format,
-      "print the results file's table again on stdout, as ptune sweep --format printed it: table | "
-      "json | csv | md (with --against: the new file's)");
-  auto* against = a.report_against =
-      report.add_option("--against", r.against,
-                        "the old results JSON: print the comparison per row (old and new "
-                        "samples/s, ratio, beyond noise or not)");
-  using ptune::stats::level_text;
-  a.fail_if_slower =
-      report
-          .add_option("--fail-if-slower", r.fail_pct,
-                      "PCT: exit 1 when a row's samples/s fell by more than PCT % beyond noise (the " +
-                          level_text(ptune::stats::kSpeedupLevel) + " interval from both runs' windows, " +
-                          level_text(ptune::stats::kSpeedupLevelUnderLoad) +
-                          " for a row measured under load; files without windows: more than both spreads), "
-                          "or a row is missing or failed")
-          ->needs(against)
-          ->check(number_in(0, 100));
-}
-
-void define_train(CLI::App& train, Args& a) {
-  add_common(&train, a.cl.train.common);
-  train.add_option("--resume", a.cl.train.resume, "continue from a checkpoint written by ptune train");
-  train.add_option("--save-weights", a.cl.train.save_weights,
-                   "write the final weights as a torch.save(state_dict) file");
-}
-
-void define_eval(CLI::App& eval, Args& a) {
-  add_common(&eval, a.cl.eval.common);
-  eval.add_option("--weights", a.cl.eval.weights, "a torch.save(state_dict) file (torchvision's or ptune's)")
-      ->required();
-  eval.add_option("--format", a.cl.eval.format, "table | json")->capture_default_str();
-}
-
-void define_check(CLI::App& check, Args& a) { add_common(&check, a.check); }
-
-void define_tune(CLI::App& tune, Args& a) {
-  auto& t = a.cl.tune;
-  add_common(&tune, t.common);
-  auto* batch = tune.add_flag("--batch-size", t.batch,
-                              "find the batch size: double from loader.batch_size, then binary-search the "
-                              "largest that fits (memory margin on CUDA, --max-batch); the fastest wins");
-  tune.add_option("--margin", t.margin_pct, "--batch-size: percent of the GPU's memory left free")
-      ->needs(batch)
-      ->check(number_in(0, 99))
-      ->capture_default_str();
-  tune.add_option("--max-batch", t.max_batch,
-                  "--batch-size: largest batch tried (default 4096 on CUDA, 64 on the CPU)")
-      ->needs(batch)
-      ->check(whole_number(1, int64_t{1} << 40));
-  tune.add_option(
-          "--threshold", t.threshold_pct,
-          "percent a change must gain, at least, to be kept (and be faster beyond noise, as a sweep row)")
-      ->excludes(batch)
-      ->check(number_in(0, 1000))
-      ->capture_default_str();
-  tune.add_option("--budget", t.budget_min, "minutes; no new trial starts after them (0 = no limit)")
-      ->check(non_negative_number());
-  tune.add_option("--repeats", t.repeats, "measure.repeats is raised to at least this for every trial")
-      ->check(CLI::Range(1, 1000))
-      ->capture_default_str();
-  a.tune_out = tune.add_option("--out", t.out,
-                               "write the winning config to FILE (JSON, accepted by train, check and sweep)");
-  tune.add_option("--format", t.format,
-                  "stdout format: table (with the trials), json (results, trials and the winning config), "
-                  "csv or md (the table)")
-      ->capture_default_str();
-}
-
-void define_launch(CLI::App& launch, Args& a) {
-  auto& o = a.cl.launch.opt;
-  launch
-      .add_option("--nproc-per-node", o.nproc_per_node,
-                  "ranks (processes) to start; one per GPU on a GPU machine")
-      ->required()
-      ->check(CLI::Range(1, 4096));
-  launch.add_option("--nnodes", o.nnodes, "machines in the run; start one launch on each")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 65536));
-  launch
-      .add_option("--node-rank", o.node_rank,
-                  "this machine's place, 0 .. nnodes-1; node 0 runs rank 0 and serves the rendezvous")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 65535));
-  launch.add_option("--master-addr", o.master_addr,
-                    "node 0's address, reachable from every node (default 127.0.0.1 on one node; required "
-                    "with --nnodes > 1)");
-  launch
-      .add_option("--master-port", o.master_port,
-                  "rendezvous port at --master-addr (0 = any free port, one node only)")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 65535));
-  launch
-      .add_option("--grace", o.grace_s,
-                  "seconds between SIGTERM and SIGKILL when stopping the ranks after one failed")
-      ->capture_default_str()
-      ->check(number_in(0, 3600));
-  launch.add_flag("--no-prefix", a.cl.launch.no_prefix,
-                  "do not prefix the ranks' stderr lines (logs, errors) with [rank R]");
-  launch.add_flag("--prefix-stdout", a.cl.launch.prefix_stdout,
-                  "prefix the ranks' stdout lines with [rank R] too (by default stdout is exactly rank 0's "
-                  "output, e.g. --format json for jq)");
-  launch.add_option("command", o.args, "the ptune command every rank runs, after --")->required();
-}
-
-void define_analyze(CLI::App& analyze, Args& a) {
-  auto& z = a.analyze;
-  analyze
-      .add_option("trace", z.paths,
-                  "trace files, or folders of trace files (one per rank); several: compared in order, the "
-                  "first the baseline")
-      ->required();
-  analyze.add_option("--format", z.format, "stdout format: table | json | md | csv")->capture_default_str();
-  analyze.add_flag("--gpu", z.opt.require_gpu, "require GPU figures: a CPU-only trace is an error");
-  analyze.add_option(
-      "--label", z.labels,
-      "a trace's label in the table, once per trace in order (default: the file or folder name)");
-  analyze
-      .add_option("--batch-size", z.batch,
-                  "samples per step per rank, for samples/s (default: read from the first step's input "
-                  "shapes, recorded with record_shapes=True)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
-  analyze
-      .add_option("--noise-pct", z.noise_pct,
-                  "PCT: how far two separate runs of the same code may differ, which their steps do not "
-                  "measure: a speedup within 1.00x +-PCT% is never called faster or slower, and is within "
-                  "noise when its whole interval lies inside +-PCT% (+-3% at least)")
-      ->capture_default_str()
-      ->check(number_in(0, 100));
-  a.analyze_html = analyze.add_option("-o,--html", z.html,
-                                      "also write the overview as one self-contained HTML page to this file");
-}
-
-void define_schema(CLI::App&, Args&) {}
-
-void define_row_side(CLI::App& side, Args& a) { add_common(&side, a.cl.side); }
 
 // ---------------------------------------------------------------- each command's code
 
@@ -498,11 +278,11 @@ void check_not_in_trace_folder(const std::string& html, const std::vector<std::s
 }
 
 ptune::Outcome run_analyze(Args& a) {
-  auto& z = a.analyze;
+  auto& z = a.cl.get<AnalyzeArgs>();
   ptune::cli::check_format(z.format, ptune::analyze::formats());
   std::vector<std::pair<std::string, std::string>> traces;
   for (const auto& p : z.paths) traces.emplace_back("trace", p);
-  ptune::cli::check_output(a.analyze_html->count() > 0, z.html, "--html", traces);
+  ptune::cli::check_output(z.html_given, z.html, "--html", traces);
   check_not_in_trace_folder(z.html, z.paths);
   try {
     ptune::analyze::CompareOptions copt;
@@ -528,16 +308,15 @@ ptune::Outcome run_analyze(Args& a) {
 }
 
 ptune::Outcome run_check(Args& a) {
-  auto cfg = ptune::cli::load(a.check);
+  auto cfg = ptune::cli::load(a.cl.get<CheckArgs>().common);
   ptune::config::expand_sweep(cfg);
   std::cout << ptune::config::to_json(cfg).dump(2) << "\n";
   return {};
 }
 
 /// The report's usage rules, checked before any file is read.
-void check_report(const Args& a) {
-  const ReportArgs& r = a.report;
-  if (a.report_against && a.report_against->count() > 0 && r.against.empty())
+void check_report(const ReportArgs& r) {
+  if (r.against_given && r.against.empty())
     throw ptune::UsageError("report: --against: an empty path; name the older results file");
   if (r.out.empty() && r.against.empty() && r.format.empty())
     throw ptune::UsageError(
@@ -551,7 +330,7 @@ void check_report(const Args& a) {
   }
   std::vector<std::pair<std::string, std::string>> inputs{{"results file", r.against}};
   for (const auto& f : r.files) inputs.emplace_back("results file", f);
-  ptune::cli::check_output(a.report_out->count() > 0, r.out, "-o", inputs);
+  ptune::cli::check_output(r.out_given, r.out, "-o", inputs);
   if (!r.out.empty() && ptune::report::format_of_path(r.out) != "html")
     throw ptune::UsageError("report: -o '" + r.out + "' is not an .html file; ptune report writes HTML");
   if (!r.against.empty() && r.files.size() != 1)
@@ -560,8 +339,8 @@ void check_report(const Args& a) {
 }
 
 ptune::Outcome run_report(Args& a) {
-  const ReportArgs& r = a.report;
-  check_report(a);
+  const ReportArgs& r = a.cl.get<ReportArgs>();
+  check_report(r);
   std::vector<ptune::report::RunFile> runs;
   if (!r.against.empty()) runs.push_back(ptune::report::load_run(r.against));
   for (const auto& f : r.files) runs.push_back(ptune::report::load_run(f));
@@ -574,7 +353,7 @@ ptune::Outcome run_report(Args& a) {
     const auto cmp = ptune::report::compare_runs(runs[0], runs[1], r.fail_pct);
     std::cout << ptune::report::render_run_comparison(cmp) << std::flush;
     const auto regressions = cmp.regressions();
-    if (a.fail_if_slower->count() > 0 && !regressions.empty()) {
+    if (r.fail_given && !regressions.empty()) {
       std::string names;
       for (const auto* row : regressions)
         names += (names.empty() ? "" : ", ") + row->name + " (" + row->verdict + ")";
@@ -594,14 +373,11 @@ ptune::Outcome run_report(Args& a) {
 /// sweep, train, eval, tune, launch and row-side: checked here, then run by the engine.
 ptune::Outcome run_in_engine(Args& a) {
   ptune::cli::CommandLine& cl = a.cl;
-  cl.sweep.out_given = a.sweep_out->count() > 0;
-  cl.sweep.rows_given = a.sweep_rows->count() > 0;
-  cl.tune.out_given = a.tune_out->count() > 0;
   ptune::cli::check_before_engine(cl);
   start_with_process_settings(cl, a.argv);
   a.engine = load_engine();
   ptune_engine_outcome o{};
-  a.engine.run(ptune::cli::to_json(cl).dump().c_str(), &o);
+  a.engine.run(&cl, &o);
   return {o.exit_code, o.message};
 }
 
@@ -609,36 +385,52 @@ ptune::Outcome run_in_engine(Args& a) {
 /// name (the engine's own table, in engine.cpp, for those run_in_engine hands over).
 struct Command {
   const char* name;
-  const char* summary;  // "" for a hidden command
-  void (*define)(CLI::App& sub, Args& a);
+  const char* summary;                     // "" for a hidden command
+  void (*define)(CLI::App& sub, Args& a);  // define<T>: T's options
+  void (*take)(Args& a);                   // take<T>: the command given; T's options become a.cl.args
   ptune::Outcome (*run)(Args& a);
 };
+
+template <class T>
+void define(CLI::App& sub, Args& a) {
+  std::get<T>(a.all).define(sub);
+}
+
+template <class T>
+void take(Args& a) {
+  a.cl.args = std::move(std::get<T>(a.all));
+}
+
 const Command kCommands[] = {
-    {"sweep", "run the config's sweep rows cumulatively and print the speedup table", define_sweep,
-     run_in_engine},
+    {"sweep", "run the config's sweep rows cumulatively and print the speedup table", define<SweepArgs>,
+     take<SweepArgs>, run_in_engine},
     {"report",
      "an HTML report of results files side by side (-o FILE.html), and/or the comparison with an older run "
      "(--against OLD.json) that gates CI",
-     define_report, run_report},
-    {"train", "train with the config: epochs, progress, checkpoints, resume", define_train, run_in_engine},
-    {"eval", "mean loss and top-1 accuracy of weights on the config's dataset", define_eval, run_in_engine},
-    {"check", "validate the config and print it fully resolved (JSON)", define_check, run_check},
+     define<ReportArgs>, take<ReportArgs>, run_report},
+    {"train", "train with the config: epochs, progress, checkpoints, resume", define<TrainArgs>,
+     take<TrainArgs>, run_in_engine},
+    {"eval", "mean loss and top-1 accuracy of weights on the config's dataset", define<EvalArgs>,
+     take<EvalArgs>, run_in_engine},
+    {"check", "validate the config and print it fully resolved (JSON)", define<CheckArgs>, take<CheckArgs>,
+     run_check},
     {"tune",
      "search for the fastest configuration and write it as a config: greedy over the optimizations, or the "
      "batch size (--batch-size)",
-     define_tune, run_in_engine},
+     define<TuneArgs>, take<TuneArgs>, run_in_engine},
     {"launch",
      "run a ptune command as N data-parallel ranks on this machine (one node of --nnodes): ptune launch "
      "--nproc-per-node N -- train exp.json",
-     define_launch, run_in_engine},
+     define<LaunchArgs>, take<LaunchArgs>, run_in_engine},
     {"analyze",
      "where a profiled training step's time goes and what to change next: a torch.profiler or ptune trace "
      "(.json, .json.gz) or a folder of them (one per rank); several traces (versions of the same training "
      "code, in order): the table of what each change did",
-     define_analyze, run_analyze},
-    {"schema", "print the JSON Schema of experiment configs", define_schema, run_schema},
+     define<AnalyzeArgs>, take<AnalyzeArgs>, run_analyze},
+    {"schema", "print the JSON Schema of experiment configs", define<SchemaArgs>, take<SchemaArgs>,
+     run_schema},
     // A sweep row's side in a child process of its own (process settings): not for users.
-    {"row-side", "", define_row_side, run_in_engine},
+    {"row-side", "", define<RowSideArgs>, take<RowSideArgs>, run_in_engine},
 };
 
 /// Parses the command line into `a`: the command to run, or an outcome to end with (--help,
@@ -660,6 +452,7 @@ std::variant<const Command*, int> parse(CLI::App& app, Args& a, int argc, char**
   for (const auto& c : kCommands)
     if (app.got_subcommand(c.name)) {
       a.cl.command = c.name;
+      c.take(a);
       return &c;
     }
   // require_subcommand(1) made parse() throw when no command was given.

@@ -1,0 +1,242 @@
+// Each command's options (cli.hpp): the one place an option is declared to CLI11, with its help,
+// bound to its member of the command's type. The "given" members (an option given, even empty)
+// are set as CLI11 reads the option: its value may be checked only when it was given.
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "cli.hpp"
+#include "core/stats.hpp"
+
+namespace ptune::cli {
+namespace {
+
+void add_common(CLI::App* cmd, Common& c) {
+  cmd->add_option("config", c.config_path, "experiment JSON file")->required();
+  cmd->add_option("--set", c.sets,
+                  "override a config value: PATH=VALUE (repeatable), e.g. loader.batch_size=256")
+      ->take_all();
+}
+
+/// Sets `given` when CLI11 reads `opt` (once or more, whatever its value).
+CLI::Option* given(CLI::Option* opt, bool& given) {
+  return opt->each([&given](const std::string&) { given = true; });
+}
+
+/// A whole number from `lo` to `hi`; the error quotes the value as given (CLI11's own range
+/// checks print a double's limits in full: 309 digits).
+CLI::Validator whole_number(int64_t lo, int64_t hi) {
+  const std::string range = "a whole number from " + std::to_string(lo) + " to " + std::to_string(hi);
+  return CLI::Validator(
+      [lo, hi, range](std::string& text) -> std::string {
+        errno = 0;
+        char* end = nullptr;
+        const long long v = std::strtoll(text.c_str(), &end, 10);
+        if (text.empty() || *end != '\0' || errno == ERANGE || v < lo || v > hi)
+          return "'" + text + "' is not " + range;
+        return "";
+      },
+      range.substr(2));
+}
+
+/// A validator of finite numbers from `lo` to `hi` (CLI::Range lets NaN through: no comparison
+/// with it is true); its error quotes the value as given and says "<what>".
+CLI::Validator finite_number(double lo, double hi, const std::string& what, const std::string& name) {
+  return CLI::Validator(
+      [lo, hi, what](std::string& text) -> std::string {
+        errno = 0;
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v) || v < lo || v > hi)
+          return "'" + text + "' is not a finite number " + what;
+        return "";
+      },
+      name);
+}
+
+/// A finite number of at least 0.
+CLI::Validator non_negative_number() {
+  return finite_number(0, std::numeric_limits<double>::infinity(), "of at least 0", "number >= 0");
+}
+
+/// A finite number in [lo, hi].
+CLI::Validator number_in(double lo, double hi) {
+  char range[64];
+  std::snprintf(range, sizeof range, "%g to %g", lo, hi);
+  return finite_number(lo, hi, std::string("from ") + range, std::string("number in [") + range + "]");
+}
+
+}  // namespace
+
+void SweepArgs::define(CLI::App& sweep) {
+  auto& s = *this;
+  add_common(&sweep, s.common);
+  sweep.add_option("--format", s.format, "stdout format: table | json | csv | md")->capture_default_str();
+  sweep.add_flag(
+      "--profile", s.profile,
+      "record a Chrome trace of measure.profile_steps steps per row (same as --set measure.profile=true)");
+  given(sweep.add_option("--rows", s.rows,
+                         "run only these rows: 0-based indices and ranges, e.g. 7, 0,3 or 5-7 (the "
+                         "rows before still apply their changes)"),
+        s.rows_given);
+  given(sweep.add_option("--out", s.out,
+                         "also write results to FILE (.json, .csv, .md or .html by extension, any "
+                         "case), rewritten after every row"),
+        s.out_given);
+  sweep.add_option("--label", s.label,
+                   "name this run's rows: LABEL for a config without sweep rows, 'LABEL: <row>' otherwise "
+                   "(e.g. in a shell loop over --set values)");
+  sweep.add_flag("--no-header", s.no_header,
+                 "--format csv: print the rows without the header line, to append to a file that has one");
+}
+
+void ReportArgs::define(CLI::App& report) {
+  auto& r = *this;
+  report.add_option("results", r.files, "results JSON files: ptune sweep --out, or scripts/bench's --json")
+      ->required();
+  given(report.add_option("-o,--out", r.out, "write the HTML report to FILE (.html)"), r.out_given);
+  report.add_option(
+      "--format", r.format,
+      "print the results file's table again on stdout, as ptune sweep --format printed it: table | "
+      "json | csv | md (with --against: the new file's)");
+  auto* against = given(report.add_option("--against", r.against,
+                                          "the old results JSON: print the comparison per row (old and new "
+                                          "samples/s, ratio, beyond noise or not)"),
+                        r.against_given);
+  using stats::level_text;
+  given(report
+            .add_option("--fail-if-slower", r.fail_pct,
+                        "PCT: exit 1 when a row's samples/s fell by more than PCT % beyond noise (the " +
+                            level_text(stats::kSpeedupLevel) + " interval from both runs' windows, " +
+                            level_text(stats::kSpeedupLevelUnderLoad) +
+                            " for a row measured under load; files without windows: more than both spreads), "
+                            "or a row is missing or failed")
+            ->needs(against)
+            ->check(number_in(0, 100)),
+        r.fail_given);
+}
+
+void TrainArgs::define(CLI::App& train) {
+  add_common(&train, common);
+  train.add_option("--resume", resume, "continue from a checkpoint written by ptune train");
+  train.add_option("--save-weights", save_weights,
+                   "write the final weights as a torch.save(state_dict) file");
+}
+
+void EvalArgs::define(CLI::App& eval) {
+  add_common(&eval, common);
+  eval.add_option("--weights", weights, "a torch.save(state_dict) file (torchvision's or ptune's)")
+      ->required();
+  eval.add_option("--format", format, "table | json")->capture_default_str();
+}
+
+void CheckArgs::define(CLI::App& check) { add_common(&check, common); }
+
+void TuneArgs::define(CLI::App& tune) {
+  auto& t = *this;
+  add_common(&tune, t.common);
+  auto* batch = tune.add_flag("--batch-size", t.batch,
+                              "find the batch size: double from loader.batch_size, then binary-search the "
+                              "largest that fits (memory margin on CUDA, --max-batch); the fastest wins");
+  tune.add_option("--margin", t.margin_pct, "--batch-size: percent of the GPU's memory left free")
+      ->needs(batch)
+      ->check(number_in(0, 99))
+      ->capture_default_str();
+  tune.add_option("--max-batch", t.max_batch,
+                  "--batch-size: largest batch tried (default 4096 on CUDA, 64 on the CPU)")
+      ->needs(batch)
+      ->check(whole_number(1, int64_t{1} << 40));
+  tune.add_option(
+          "--threshold", t.threshold_pct,
+          "percent a change must gain, at least, to be kept (and be faster beyond noise, as a sweep row)")
+      ->excludes(batch)
+      ->check(number_in(0, 1000))
+      ->capture_default_str();
+  tune.add_option("--budget", t.budget_min, "minutes; no new trial starts after them (0 = no limit)")
+      ->check(non_negative_number());
+  tune.add_option("--repeats", t.repeats, "measure.repeats is raised to at least this for every trial")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  given(tune.add_option("--out", t.out,
+                        "write the winning config to FILE (JSON, accepted by train, check and sweep)"),
+        t.out_given);
+  tune.add_option("--format", t.format,
+                  "stdout format: table (with the trials), json (results, trials and the winning config), "
+                  "csv or md (the table)")
+      ->capture_default_str();
+}
+
+void LaunchArgs::define(CLI::App& launch) {
+  auto& o = opt;
+  launch
+      .add_option("--nproc-per-node", o.nproc_per_node,
+                  "ranks (processes) to start; one per GPU on a GPU machine")
+      ->required()
+      ->check(CLI::Range(1, 4096));
+  launch.add_option("--nnodes", o.nnodes, "machines in the run; start one launch on each")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 65536));
+  launch
+      .add_option("--node-rank", o.node_rank,
+                  "this machine's place, 0 .. nnodes-1; node 0 runs rank 0 and serves the rendezvous")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  launch.add_option("--master-addr", o.master_addr,
+                    "node 0's address, reachable from every node (default 127.0.0.1 on one node; required "
+                    "with --nnodes > 1)");
+  launch
+      .add_option("--master-port", o.master_port,
+                  "rendezvous port at --master-addr (0 = any free port, one node only)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  launch
+      .add_option("--grace", o.grace_s,
+                  "seconds between SIGTERM and SIGKILL when stopping the ranks after one failed")
+      ->capture_default_str()
+      ->check(number_in(0, 3600));
+  launch.add_flag("--no-prefix", no_prefix,
+                  "do not prefix the ranks' stderr lines (logs, errors) with [rank R]");
+  launch.add_flag("--prefix-stdout", prefix_stdout,
+                  "prefix the ranks' stdout lines with [rank R] too (by default stdout is exactly rank 0's "
+                  "output, e.g. --format json for jq)");
+  launch.add_option("command", o.args, "the ptune command every rank runs, after --")->required();
+}
+
+void AnalyzeArgs::define(CLI::App& analyze) {
+  auto& z = *this;
+  analyze
+      .add_option("trace", z.paths,
+                  "trace files, or folders of trace files (one per rank); several: compared in order, the "
+                  "first the baseline")
+      ->required();
+  analyze.add_option("--format", z.format, "stdout format: table | json | md | csv")->capture_default_str();
+  analyze.add_flag("--gpu", z.opt.require_gpu, "require GPU figures: a CPU-only trace is an error");
+  analyze.add_option(
+      "--label", z.labels,
+      "a trace's label in the table, once per trace in order (default: the file or folder name)");
+  analyze
+      .add_option("--batch-size", z.batch,
+                  "samples per step per rank, for samples/s (default: read from the first step's input "
+                  "shapes, recorded with record_shapes=True)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  analyze
+      .add_option("--noise-pct", z.noise_pct,
+                  "PCT: how far two separate runs of the same code may differ, which their steps do not "
+                  "measure: a speedup within 1.00x +-PCT% is never called faster or slower, and is within "
+                  "noise when its whole interval lies inside +-PCT% (+-3% at least)")
+      ->capture_default_str()
+      ->check(number_in(0, 100));
+  given(analyze.add_option("-o,--html", z.html,
+                           "also write the overview as one self-contained HTML page to this file"),
+        z.html_given);
+}
+
+void RowSideArgs::define(CLI::App& side) { add_common(&side, common); }
+
+}  // namespace ptune::cli
