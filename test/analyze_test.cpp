@@ -23,6 +23,7 @@
 #include <chrono>
 
 #include "analyze/advice.hpp"
+#include "analyze/events.hpp"
 #include "analyze/compare.hpp"
 #include "analyze/kernel_precision.hpp"
 #include "analyze/overview.hpp"

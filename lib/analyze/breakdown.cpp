@@ -9,391 +9,21 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "analyze/events.hpp"
+#include "analyze/intervals.hpp"
+#include "analyze/name_times.hpp"
+#include "analyze/origins.hpp"
+#include "analyze/step_windows.hpp"
+
 namespace ptune::analyze {
 namespace {
-
-using Ranges = std::vector<std::pair<double, double>>;  // sorted, disjoint after merge()
-
-Ranges merge(Ranges r) {
-  std::sort(r.begin(), r.end());
-  Ranges out;
-  for (const auto& [s, e] : r) {
-    if (e <= s) continue;
-    if (!out.empty() && s <= out.back().second)
-      out.back().second = std::max(out.back().second, e);
-    else
-      out.emplace_back(s, e);
-  }
-  return out;
-}
-
-/// The part of merged ranges `r` inside [s, e).
-Ranges clip(const Ranges& r, double s, double e) {
-  Ranges out;
-  auto it = std::upper_bound(r.begin(), r.end(), s, [](double v, const auto& x) { return v < x.second; });
-  for (; it != r.end() && it->first < e; ++it)
-    out.emplace_back(std::max(it->first, s), std::min(it->second, e));
-  return out;
-}
-
-Ranges intersect(const Ranges& a, const Ranges& b) {
-  Ranges out;
-  size_t i = 0, j = 0;
-  while (i < a.size() && j < b.size()) {
-    const double s = std::max(a[i].first, b[j].first), e = std::min(a[i].second, b[j].second);
-    if (s < e) out.emplace_back(s, e);
-    (a[i].second < b[j].second) ? ++i : ++j;
-  }
-  return out;
-}
-
-Ranges subtract(const Ranges& a, const Ranges& b) {
-  Ranges out;
-  size_t j = 0;
-  for (auto [s, e] : a) {
-    while (j < b.size() && b[j].second <= s) ++j;
-    size_t k = j;
-    while (k < b.size() && b[k].first < e) {
-      if (b[k].first > s) out.emplace_back(s, b[k].first);
-      s = std::max(s, b[k].second);
-      ++k;
-    }
-    if (s < e) out.emplace_back(s, e);
-  }
-  return out;
-}
-
-double total(const Ranges& r) {
-  double t = 0;
-  for (const auto& [s, e] : r) t += e - s;
-  return t;
-}
-
-std::string lower(std::string_view v) {
-  std::string s(v);
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-bool starts_with(std::string_view s, const char* p) { return s.rfind(p, 0) == 0; }
-bool contains(std::string_view s, const char* p) { return s.find(p) != std::string_view::npos; }
-
-bool is_host(const Event& e) { return e.kind == Kind::kCpuOp || e.kind == Kind::kAnnotation; }
-bool is_step(const Event& e) { return is_host(e) && starts_with(e.name, "ProfilerStep#"); }
-bool is_dataloader(const Event& e) {
-  if (!is_host(e)) return false;
-  return (starts_with(e.name, "enumerate(DataLoader)#") && e.name.size() >= 9 &&
-          e.name.compare(e.name.size() - 9, 9, ".__next__") == 0) ||
-         starts_with(e.name, "enumerate(DataPipe)#");
-}
-/// Runtime calls that wait for the device.
-bool is_runtime_sync(const Event& e) {
-  return e.kind == Kind::kRuntime &&
-         (e.name == "cudaStreamSynchronize" || e.name == "cudaDeviceSynchronize" ||
-          e.name == "cudaEventSynchronize" || e.name == "cudaMemcpy" || e.name == "cuStreamSynchronize" ||
-          e.name == "cuCtxSynchronize");
-}
-/// The .item()-style reads: a sync only when they wait for the device (see Waits).
-bool is_item(const Event& e) {
-  return e.kind == Kind::kCpuOp && (e.name == "aten::_local_scalar_dense" || e.name == "aten::is_nonzero");
-}
-
-/// The host's waits for the device in one trace, per thread: runtime syncs, blocking cudaMemcpy
-/// and device-to-host copies. A read of a tensor's value (.item()) waits for the device only when
-/// the tensor is on it: Kineto records an input's dtype and shape, not its device, so such a read
-/// is a sync when one of these waits lies inside it on its thread. On the CPU (a DataLoader
-/// reading its labels, torchvision's FakeData) it is not one.
-class Waits {
- public:
-  explicit Waits(const Trace& t) {
-    for (const auto& e : t.events)
-      if (e.kind == Kind::kMemcpy && e.correlation >= 0 && contains(e.name, "DtoH"))
-        dtoh_.insert(e.correlation);
-    for (const auto& e : t.events)
-      if (is_wait(e)) starts_[{e.pid, e.tid}].push_back(e.ts);
-    for (auto& [k, v] : starts_) std::sort(v.begin(), v.end());
-  }
-  /// A runtime call that waits for the device.
-  bool is_wait(const Event& e) const {
-    return is_runtime_sync(e) ||
-           (e.kind == Kind::kRuntime && starts_with(e.name, "cudaMemcpy") && dtoh_.count(e.correlation) > 0);
-  }
-  /// A host sync: a wait, or an .item()-style read with a wait inside it on its thread.
-  bool is_sync(const Event& e) const {
-    if (is_wait(e)) return true;
-    if (!is_item(e)) return false;
-    auto it = starts_.find({e.pid, e.tid});
-    if (it == starts_.end()) return false;
-    auto w = std::lower_bound(it->second.begin(), it->second.end(), e.ts);
-    return w != it->second.end() && *w <= e.end();
-  }
-
- private:
-  std::set<int64_t> dtoh_;  // correlations of device-to-host copies
-  std::map<std::pair<int64_t, int64_t>, std::vector<double>> starts_;
-};
-
-/// Whether a Python frame is library code rather than the training script's: built-ins, and the
-/// files of PyTorch, its domain libraries and other installed packages.
-bool library_frame(std::string_view f) {
-  if (starts_with(f, "<")) return true;
-  for (const char* p : {"torch/", "torchvision/", "torchaudio/", "torchtext/", "torchdata/", "numpy/", "PIL/",
-                        "lightning/", "pytorch_lightning/", "transformers/", "accelerate/", "timm/"})
-    if (starts_with(f, p) || contains(f, (std::string("/") + p).c_str())) return true;
-  return contains(f, "site-packages/") || contains(f, "dist-packages/") || contains(f, "/lib/python");
-}
-
-/// Where a call came from, from its Python frames (innermost first): "`frame`", or "`frame`,
-/// called from `the training code's frame`"; empty without frames.
-std::string frames_text(const std::vector<std::string_view>& frames) {
-  std::optional<std::string_view> at, user;
-  for (const auto& f : frames) {
-    if (starts_with(f, "<")) continue;  // the built-in method itself
-    if (!at) at = f;
-    if (!library_frame(f)) {
-      user = f;
-      break;
-    }
-  }
-  if (!at) return "";
-  auto quote = [](std::string_view f) { return "`" + std::string(f.substr(0, 160)) + "`"; };
-  if (!user || *user == *at) return quote(*at);
-  return quote(*at) + ", called from " + quote(*user);
-}
-
-/// The frames of "Call stack" text (frames joined by ";", innermost first).
-std::vector<std::string_view> split_stack(std::string_view s) {
-  std::vector<std::string_view> out;
-  while (!s.empty() && out.size() < 64) {
-    const size_t at = s.find(';');
-    const std::string_view f = s.substr(0, at);
-    if (!f.empty()) out.push_back(f);
-    if (at == std::string_view::npos) break;
-    s.remove_prefix(at + 1);
-  }
-  return out;
-}
-
-/// For each of `calls`, the Python frames open at its start on its thread (python_function
-/// events, with_stack=True), innermost first, at most 64: one sweep per thread over its frames.
-std::vector<std::vector<std::string_view>> python_stacks(const Trace& t,
-                                                         const std::vector<const Event*>& calls) {
-  std::vector<std::vector<std::string_view>> out(calls.size());
-  std::map<std::pair<int64_t, int64_t>, std::vector<size_t>> by_thread;
-  for (size_t i = 0; i < calls.size(); ++i) by_thread[{calls[i]->pid, calls[i]->tid}].push_back(i);
-  std::map<std::pair<int64_t, int64_t>, std::vector<const Event*>> frames;
-  for (const auto& e : t.events)
-    if (e.python && by_thread.count({e.pid, e.tid})) frames[{e.pid, e.tid}].push_back(&e);
-  for (auto& [key, idx] : by_thread) {
-    auto& fs = frames[key];
-    std::sort(fs.begin(), fs.end(), [](const Event* a, const Event* b) {
-      return a->ts != b->ts ? a->ts < b->ts : a->dur > b->dur;
-    });
-    std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return calls[a]->ts < calls[b]->ts; });
-    std::vector<const Event*> open;
-    auto close = [&](double ts) {
-      while (!open.empty() && open.back()->end() < ts) open.pop_back();
-    };
-    size_t next = 0;
-    for (size_t i : idx) {
-      const double ts = calls[i]->ts;
-      for (; next < fs.size() && fs[next]->ts <= ts; ++next) {
-        close(fs[next]->ts);
-        open.push_back(fs[next]);
-      }
-      close(ts);
-      for (auto it = open.rbegin(); it != open.rend() && out[i].size() < 64; ++it)
-        if ((*it)->end() >= ts) out[i].push_back((*it)->name);
-    }
-  }
-  return out;
-}
-
-/// "the main thread (4242)" or "thread 4243".
-std::string thread_text(const Event& e) {
-  return e.tid == e.pid ? "the main thread (" + std::to_string(e.tid) + ")"
-                        : "thread " + std::to_string(e.tid);
-}
-
-/// Where host syncs came from, by (sync name, where): calls, and without a Python stack the steps.
-struct Origins {
-  struct Entry {
-    int64_t count = 0;
-    std::vector<std::string> steps;
-  };
-  std::map<std::pair<std::string, std::string>, Entry> by;
-
-  /// Adds `calls` (host syncs in `steps`, named as `names`) of trace `t`.
-  void add(const Trace& t, const std::vector<const Event*>& calls, const std::vector<std::string>& names,
-           const std::vector<StepBreakdown>& steps) {
-    const auto stacks = python_stacks(t, calls);
-    for (size_t i = 0; i < calls.size(); ++i) {
-      const Event& e = *calls[i];
-      auto cs = t.call_stacks.find(static_cast<size_t>(&e - t.events.data()));
-      std::string where = frames_text(cs != t.call_stacks.end() ? split_stack(cs->second) : stacks[i]);
-      std::string step;
-      if (where.empty()) {
-        where = thread_text(e);
-        auto s = std::upper_bound(steps.begin(), steps.end(), e.ts,
-                                  [](double v, const StepBreakdown& x) { return v < x.start; });
-        if (s != steps.begin()) step = std::prev(s)->name;
-      }
-      auto& entry = by[{names[i], where}];
-      ++entry.count;
-      if (!step.empty() && std::find(entry.steps.begin(), entry.steps.end(), step) == entry.steps.end())
-        entry.steps.push_back(step);
-    }
-  }
-
-  /// The origins, most calls first.
-  std::vector<SyncOrigin> list() const {
-    std::vector<SyncOrigin> out;
-    for (const auto& [key, e] : by) {
-      std::string where = key.second;
-      if (e.steps.size() > 3) {
-        where +=
-            " in " + std::to_string(e.steps.size()) + " steps, " + e.steps.front() + " to " + e.steps.back();
-      } else {
-        for (size_t i = 0; i < e.steps.size(); ++i) where += (i ? ", " : " in ") + e.steps[i];
-      }
-      out.push_back({key.first, where, e.count});
-    }
-    std::stable_sort(out.begin(), out.end(),
-                     [](const SyncOrigin& a, const SyncOrigin& b) { return a.count > b.count; });
-    if (out.size() > 10) out.resize(10);
-    return out;
-  }
-};
-
-/// Adds `us` to the entry `name` of `m`.
-void add(std::map<std::string, NameTime, std::less<>>& m, std::string_view name, double total_us,
-         double self_us) {
-  auto it = m.find(name);
-  if (it == m.end()) it = m.emplace(std::string(name), NameTime{}).first;
-  auto& n = it->second;
-  n.name = name;
-  ++n.count;
-  n.total_us += total_us;
-  n.self_us += self_us;
-}
-
-std::vector<NameTime> top(const std::map<std::string, NameTime, std::less<>>& m, bool by_self, size_t n) {
-  std::vector<NameTime> v;
-  for (const auto& [k, t] : m) v.push_back(t);
-  std::stable_sort(v.begin(), v.end(), [&](const NameTime& a, const NameTime& b) {
-    return by_self ? a.self_us > b.self_us : a.total_us > b.total_us;
-  });
-  if (v.size() > n) v.resize(n);
-  return v;
-}
-
-bool is_device(const Event& e) {
-  return e.kind == Kind::kKernel || e.kind == Kind::kMemcpy || e.kind == Kind::kMemset;
-}
-
-/// Without steps, one-time set-up with the device idle at the start of window `s`: host calls
-/// of 100 ms or more (creating streams and events, lazy loading of kernels, cuDNN's first
-/// calls, freeing the caching allocator's blocks). The window starts after the last one when
-/// device work follows it; those calls are added to `stalls`.
-void skip_setup(const Trace& t, StepBreakdown& s, std::vector<NameTime>* stalls) {
-  Ranges device;
-  for (const auto& e : t.events)
-    if (is_device(e)) device.emplace_back(e.ts, e.end());
-  device = merge(std::move(device));
-  std::map<std::string, NameTime, std::less<>> found;
-  double last_end = -1e300;
-  for (const auto& e : t.events)
-    if (e.kind == Kind::kRuntime && e.dur >= 100000 && total(clip(device, e.ts, e.end())) < 0.1 * e.dur) {
-      add(found, e.name, e.dur, e.dur);
-      last_end = std::max(last_end, e.end());
-    }
-  const bool work_after = !device.empty() && device.back().second > last_end;
-  if (!found.empty() && last_end > s.start && work_after) {
-    s.start = last_end;
-    for (const auto& n : top(found, false, kTopN)) stalls->push_back(n);
-  }
-}
-
-/// The window of a trace without steps: the whole trace, less what came before its device work
-/// (`before_us`; the set-up calls in `stalls`).
-StepBreakdown whole_trace_window(const Trace& t, double* before_us, std::vector<NameTime>* stalls) {
-  StepBreakdown s;
-  s.name = "whole trace";
-  s.start = 1e300;
-  s.end = -1e300;
-  for (const auto& e : t.events) s.start = std::min(s.start, e.ts), s.end = std::max(s.end, e.end());
-  // A trace recorded without a schedule often starts before the model's first kernel: CUDA's
-  // initialization, the first allocations, copying the model to the device. The window starts
-  // at the launch of the first device work; what comes before is left out (and said).
-  double first_dev = 1e300;
-  int64_t first_corr = -1;
-  for (const auto& e : t.events)
-    if (is_device(e) && e.ts < first_dev) first_dev = e.ts, first_corr = e.correlation;
-  if (first_dev >= 1e300) return s;
-  double from = first_dev;
-  if (first_corr >= 0)
-    for (const auto& e : t.events)
-      if (e.kind == Kind::kRuntime && e.correlation == first_corr) from = std::min(from, e.ts);
-  const double trace_start = s.start;
-  if (from - s.start > 0.01 * (s.end - s.start) && from > s.start) s.start = from;
-  skip_setup(t, s, stalls);
-  if (s.start > trace_start) *before_us = s.start - trace_start;
-  return s;
-}
-
-/// The windows of the ProfilerStep#N host spans `host` (sorted by start), each extended to the
-/// end of the device work launched from it (and the first one back to its first device work),
-/// kept apart from the next step.
-std::vector<StepBreakdown> step_windows(const Trace& t, const std::vector<const Event*>& host) {
-  std::unordered_map<int64_t, const Event*> launch;  // correlation -> runtime call
-  for (const auto& e : t.events)
-    if (e.kind == Kind::kRuntime && e.correlation >= 0) launch[e.correlation] = &e;
-  std::vector<double> dev_min(host.size(), 1e300), dev_max(host.size(), -1e300);
-  for (const auto& e : t.events) {
-    if (!is_device(e)) continue;
-    auto it = launch.find(e.correlation);
-    if (it == launch.end()) continue;
-    const double at = it->second->ts;
-    auto st =
-        std::upper_bound(host.begin(), host.end(), at, [](double v, const Event* s) { return v < s->ts; });
-    if (st == host.begin()) continue;
-    const size_t i = static_cast<size_t>(st - host.begin()) - 1;
-    if (at > host[i]->end()) continue;
-    dev_min[i] = std::min(dev_min[i], e.ts);
-    dev_max[i] = std::max(dev_max[i], e.end());
-  }
-  std::vector<StepBreakdown> steps;
-  double prev_end = -1e300;
-  for (size_t i = 0; i < host.size(); ++i) {
-    StepBreakdown s;
-    s.name = std::string(host[i]->name);
-    s.start = std::max(i == 0 ? std::min(host[i]->ts, dev_min[i]) : host[i]->ts, prev_end);
-    s.end = std::max({host[i]->end(), dev_max[i], s.start});
-    prev_end = s.end;
-    steps.push_back(s);
-  }
-  return steps;
-}
-
-/// The windows of the steps of one trace (step_windows); without steps, the whole trace
-/// (whole_trace_window).
-std::vector<StepBreakdown> windows(const Trace& t, bool* from_steps, double* before_us,
-                                   std::vector<NameTime>* stalls) {
-  std::vector<const Event*> host;
-  for (const auto& e : t.events)
-    if (is_step(e)) host.push_back(&e);
-  std::sort(host.begin(), host.end(), [](const Event* a, const Event* b) { return a->ts < b->ts; });
-  *from_steps = !host.empty();
-  if (host.empty()) return {whole_trace_window(t, before_us, stalls)};
-  return step_windows(t, host);
-}
 
 // --- break_down's stages, per trace: the categories, the device work, the steps, the
 // operators, the allocations, the batch; then the lists over all the traces. ---
 
 /// What break_down() sums over the traces of a process before it makes the lists.
 struct Totals {
-  std::map<std::string, NameTime, std::less<>> kernels, operators, loaders, syncs, copies;
+  NameTimes kernels, operators, loaders, syncs, copies;
   std::map<std::string, NameBytes, std::less<>> allocators;
   Origins origins;
   double kernel_total = 0, tc = 0, half = 0, layout = 0;  // kernel time in the steps, and on Tensor
@@ -441,7 +71,7 @@ class Categorizer {
           break;
         case Kind::kMemset:
           r_.cat[kMemset].emplace_back(e.ts, e.end());
-          if (inside(e)) add(tot_.copies, e.name, e.dur, e.dur);
+          if (inside(e)) add_time(tot_.copies, e.name, e.dur, e.dur);
           break;
         case Kind::kRuntime:
           runtime(e);
@@ -467,7 +97,7 @@ class Categorizer {
     else
       r_.cat[kKernel].push_back(r), r_.compute.push_back(r);
     if (!inside(e)) return;
-    add(tot_.kernels, e.name, e.dur, e.dur);
+    add_time(tot_.kernels, e.name, e.dur, e.dur);
     tot_.kernel_total += e.dur;
     if (is_tensor_core_kernel(e.name)) tot_.tc += e.dur;
     if (is_half_kernel(e.name)) tot_.half += e.dur;
@@ -477,7 +107,7 @@ class Categorizer {
 
   void copy(const Event& e) {
     r_.cat[kMemcpy].emplace_back(e.ts, e.end());
-    if (inside(e)) add(tot_.copies, e.name, e.dur, e.dur);
+    if (inside(e)) add_time(tot_.copies, e.name, e.dur, e.dur);
     if (!inside(e) || !contains(e.name, "HtoD")) return;
     CopyStats& h2d = b_.h2d;
     ++h2d.count;
@@ -498,7 +128,7 @@ class Categorizer {
     const std::pair<double, double> r{e.ts, e.end()};
     if (is_dataloader(e)) {
       r_.cat[kDataLoader].push_back(r);
-      if (inside(e)) add(tot_.loaders, e.name, e.dur, e.dur);
+      if (inside(e)) add_time(tot_.loaders, e.name, e.dur, e.dur);
     } else if (is_communication(e)) {
       if (!comm_kernels_)
         r_.cat[kCommunication].push_back(r);
@@ -518,7 +148,7 @@ class Categorizer {
   void sync(const Event& e, std::string_view name) {
     r_.sync_ranges.emplace_back(e.ts, e.end());
     if (!inside(e)) return;
-    add(tot_.syncs, name, e.dur, e.dur);
+    add_time(tot_.syncs, name, e.dur, e.dur);
     r_.sync_calls.push_back(&e);
     r_.sync_names.emplace_back(name);
   }
@@ -601,7 +231,7 @@ void add_hta_view(const Trace& t, Breakdown& b) {
   }
   const bool all = step_names.size() < 2;
   Ranges busy, comp, comm;
-  std::map<std::string, NameTime, std::less<>> names;
+  NameTimes names;
   for (const auto& e : t.events) {
     if (!is_device(e)) continue;
     if (!all) {
@@ -609,7 +239,7 @@ void add_hta_view(const Trace& t, Breakdown& b) {
       if (e.correlation < 0 || it == launched.end() || it->second > last_step_end) continue;
     }
     busy.emplace_back(e.ts, e.end());
-    add(names, e.name, e.dur, e.dur);
+    add_time(names, e.name, e.dur, e.dur);
     if (e.kind != Kind::kKernel) continue;
     const bool nccl = starts_with(e.name, "nccl") && contains(e.name, "Kernel");
     if (nccl)
@@ -627,7 +257,7 @@ void add_hta_view(const Trace& t, Breakdown& b) {
     b.hta.comm_us += total(comm);
     b.hta.overlap_us += total(intersect(comm, comp));
   }
-  for (const auto& n : top(names, false, 20)) b.hta.kernels.push_back(n);
+  for (const auto& n : top_times(names, false, 20)) b.hta.kernels.push_back(n);
 }
 
 /// The steps: each step's split by category in priority order, its merged times, its peak
@@ -682,8 +312,8 @@ using Thread = std::pair<int64_t, int64_t>;  // pid, tid
 /// The operators: host operators' self time in [lo, hi), per thread, minus the time of the
 /// operators directly inside, added to `operators`. Returns each thread's outermost operators,
 /// in time order.
-std::map<Thread, std::vector<const Event*>> add_operators(
-    const Trace& t, double lo, double hi, std::map<std::string, NameTime, std::less<>>& operators) {
+std::map<Thread, std::vector<const Event*>> add_operators(const Trace& t, double lo, double hi,
+                                                          NameTimes& operators) {
   std::map<Thread, std::vector<const Event*>> threads, outermost;
   for (const auto& e : t.events)
     // ProfilerStep#N and the DataLoader's ranges (cat "Operator" in the 2021 schema) are not
@@ -698,7 +328,7 @@ std::map<Thread, std::vector<const Event*>> add_operators(
     auto pop = [&]() {
       auto [op, children] = stack.back();
       stack.pop_back();
-      add(operators, op->name, op->dur, std::max(0.0, op->dur - children));
+      add_time(operators, op->name, op->dur, std::max(0.0, op->dur - children));
       if (!stack.empty()) stack.back().second += op->dur;
     };
     for (const Event* e : ops) {
@@ -879,18 +509,18 @@ void add_trace(const Trace& t, Breakdown& b, Totals& tot) {
 /// loader ranges and syncs, and the kernel-time shares.
 void make_lists(const Totals& tot, Breakdown& b) {
   b.sync_origins = tot.origins.list();
-  b.kernels = top(tot.kernels, false, kTopN);
-  b.operators = top(tot.operators, true, kTopN);
+  b.kernels = top_times(tot.kernels, false, kTopN);
+  b.operators = top_times(tot.operators, true, kTopN);
   for (const auto& [name, a] : tot.allocators) b.allocators.push_back(a);
   std::sort(b.allocators.begin(), b.allocators.end(), [](const NameBytes& x, const NameBytes& y) {
     return x.bytes != y.bytes ? x.bytes > y.bytes : x.name < y.name;
   });
   if (b.allocators.size() > kTopN) b.allocators.resize(kTopN);
-  b.all_kernels = top(tot.kernels, false, SIZE_MAX);
-  b.all_operators = top(tot.operators, true, SIZE_MAX);
-  b.copies = top(tot.copies, false, SIZE_MAX);
-  b.dataloader = top(tot.loaders, false, kTopN);
-  b.syncs = top(tot.syncs, false, kTopN);
+  b.all_kernels = top_times(tot.kernels, false, SIZE_MAX);
+  b.all_operators = top_times(tot.operators, true, SIZE_MAX);
+  b.copies = top_times(tot.copies, false, SIZE_MAX);
+  b.dataloader = top_times(tot.loaders, false, kTopN);
+  b.syncs = top_times(tot.syncs, false, kTopN);
   if (b.has_gpu && tot.kernel_total > 0) {
     b.tensor_core_pct = 100.0 * tot.tc / tot.kernel_total;
     b.half_pct = 100.0 * tot.half / tot.kernel_total;
@@ -907,33 +537,6 @@ const char* category_name(int c) {
   static const char* names[] = {"kernel",  "memcpy",     "memset",   "communication",
                                 "runtime", "dataloader", "cpu_exec", "other"};
   return c >= 0 && c < kCategories ? names[c] : "?";
-}
-
-bool is_tensor_core_kernel(std::string_view name) {
-  const std::string n = lower(name);
-  for (const char* p : {"h884", "s884", "h1688", "s1688", "h16816", "s16816", "i8816", "hmma", "xmma",
-                        "tensorop", "wgmma", "gmma_", "tf32", "16816gemm", "1688gemm", "884gemm"})
-    if (contains(n, p)) return true;
-  return false;
-}
-
-bool is_half_kernel(std::string_view name) {
-  const std::string n = lower(name);
-  for (const char* p : {"f16", "fp16", "bf16", "half", "h884", "h1688", "h16816", "hmma", "bfloat16"})
-    if (contains(n, p)) return true;
-  return false;
-}
-
-bool is_communication(const Event& e) {
-  if (e.kind == Kind::kKernel) return starts_with(lower(e.name), "nccl");
-  if (!is_host(e)) return false;
-  if (starts_with(e.name, "nccl:") || starts_with(e.name, "gloo:") || e.name == "record_param_comms")
-    return true;
-  if (!starts_with(e.name, "c10d::")) return false;
-  for (const char* p :
-       {"allreduce", "allgather", "all_gather", "broadcast", "reduce_scatter", "alltoall", "barrier"})
-    if (contains(e.name, p)) return true;
-  return false;
 }
 
 StepBreakdown Breakdown::mean() const {

@@ -169,18 +169,6 @@ struct Breakdown {
   std::vector<AllocationPerStep> allocations_per_step() const;
 };
 
-/// Whether a kernel name is a Tensor Core kernel, by the patterns cuBLAS, cuDNN and CUTLASS put
-/// in their names (h884, s1688, 16816, hmma, xmma, tensorop, wgmma, tf32, ...). A heuristic,
-/// as the TensorBoard plugin's was. Throws nothing.
-bool is_tensor_core_kernel(std::string_view name);
-
-/// Whether a kernel name says fp16/bf16 math (f16, bf16, half, h884, h1688, hmma). A heuristic.
-bool is_half_kernel(std::string_view name);
-
-/// Whether a kernel or host op is data-parallel communication: kernels whose name starts with
-/// "nccl"; host ops "nccl:*", "gloo:*", "c10d::*" collectives and "record_param_comms".
-bool is_communication(const Event& e);
-
 /// Takes apart the traces of one process (several files: several profiler cycles; their steps
 /// are concatenated). `traces` must not be empty. Throws nothing.
 Breakdown break_down(const std::vector<const Trace*>& traces);

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "analyze/compare.hpp"
+#include "analyze/events.hpp"
 #include "report/results.hpp"
 
 namespace ptune::analyze {

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "analyze/advice.hpp"
+#include "analyze/events.hpp"
 
 namespace ptune::analyze {
 namespace {

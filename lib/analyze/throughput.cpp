@@ -10,12 +10,11 @@
 #include <unordered_map>
 
 #include "analyze/breakdown.hpp"
+#include "analyze/events.hpp"
 #include "analyze/kernel_precision.hpp"
 
 namespace ptune::analyze {
 namespace {
-
-bool starts_with(std::string_view s, const char* p) { return s.rfind(p, 0) == 0; }
 
 double numel(const std::vector<int64_t>& d) {
   double n = 1;

@@ -1,0 +1,135 @@
+#include "analyze/origins.hpp"
+
+#include <algorithm>
+#include <optional>
+#include <string_view>
+
+#include "analyze/events.hpp"
+
+namespace ptune::analyze {
+namespace {
+
+/// Whether a Python frame is library code rather than the training script's: built-ins, and the
+/// files of PyTorch, its domain libraries and other installed packages.
+bool library_frame(std::string_view f) {
+  if (starts_with(f, "<")) return true;
+  for (const char* p : {"torch/", "torchvision/", "torchaudio/", "torchtext/", "torchdata/", "numpy/", "PIL/",
+                        "lightning/", "pytorch_lightning/", "transformers/", "accelerate/", "timm/"})
+    if (starts_with(f, p) || contains(f, (std::string("/") + p).c_str())) return true;
+  return contains(f, "site-packages/") || contains(f, "dist-packages/") || contains(f, "/lib/python");
+}
+
+/// Where a call came from, from its Python frames (innermost first): "`frame`", or "`frame`,
+/// called from `the training code's frame`"; empty without frames.
+std::string frames_text(const std::vector<std::string_view>& frames) {
+  std::optional<std::string_view> at, user;
+  for (const auto& f : frames) {
+    if (starts_with(f, "<")) continue;  // the built-in method itself
+    if (!at) at = f;
+    if (!library_frame(f)) {
+      user = f;
+      break;
+    }
+  }
+  if (!at) return "";
+  auto quote = [](std::string_view f) { return "`" + std::string(f.substr(0, 160)) + "`"; };
+  if (!user || *user == *at) return quote(*at);
+  return quote(*at) + ", called from " + quote(*user);
+}
+
+/// The frames of "Call stack" text (frames joined by ";", innermost first).
+std::vector<std::string_view> split_stack(std::string_view s) {
+  std::vector<std::string_view> out;
+  while (!s.empty() && out.size() < 64) {
+    const size_t at = s.find(';');
+    const std::string_view f = s.substr(0, at);
+    if (!f.empty()) out.push_back(f);
+    if (at == std::string_view::npos) break;
+    s.remove_prefix(at + 1);
+  }
+  return out;
+}
+
+/// For each of `calls`, the Python frames open at its start on its thread (python_function
+/// events, with_stack=True), innermost first, at most 64: one sweep per thread over its frames.
+std::vector<std::vector<std::string_view>> python_stacks(const Trace& t,
+                                                         const std::vector<const Event*>& calls) {
+  std::vector<std::vector<std::string_view>> out(calls.size());
+  std::map<std::pair<int64_t, int64_t>, std::vector<size_t>> by_thread;
+  for (size_t i = 0; i < calls.size(); ++i) by_thread[{calls[i]->pid, calls[i]->tid}].push_back(i);
+  std::map<std::pair<int64_t, int64_t>, std::vector<const Event*>> frames;
+  for (const auto& e : t.events)
+    if (e.python && by_thread.count({e.pid, e.tid})) frames[{e.pid, e.tid}].push_back(&e);
+  for (auto& [key, idx] : by_thread) {
+    auto& fs = frames[key];
+    std::sort(fs.begin(), fs.end(), [](const Event* a, const Event* b) {
+      return a->ts != b->ts ? a->ts < b->ts : a->dur > b->dur;
+    });
+    std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return calls[a]->ts < calls[b]->ts; });
+    std::vector<const Event*> open;
+    auto close = [&](double ts) {
+      while (!open.empty() && open.back()->end() < ts) open.pop_back();
+    };
+    size_t next = 0;
+    for (size_t i : idx) {
+      const double ts = calls[i]->ts;
+      for (; next < fs.size() && fs[next]->ts <= ts; ++next) {
+        close(fs[next]->ts);
+        open.push_back(fs[next]);
+      }
+      close(ts);
+      for (auto it = open.rbegin(); it != open.rend() && out[i].size() < 64; ++it)
+        if ((*it)->end() >= ts) out[i].push_back((*it)->name);
+    }
+  }
+  return out;
+}
+
+/// "the main thread (4242)" or "thread 4243".
+std::string thread_text(const Event& e) {
+  return e.tid == e.pid ? "the main thread (" + std::to_string(e.tid) + ")"
+                        : "thread " + std::to_string(e.tid);
+}
+
+}  // namespace
+
+void Origins::add(const Trace& t, const std::vector<const Event*>& calls,
+                  const std::vector<std::string>& names, const std::vector<StepBreakdown>& steps) {
+  const auto stacks = python_stacks(t, calls);
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const Event& e = *calls[i];
+    auto cs = t.call_stacks.find(static_cast<size_t>(&e - t.events.data()));
+    std::string where = frames_text(cs != t.call_stacks.end() ? split_stack(cs->second) : stacks[i]);
+    std::string step;
+    if (where.empty()) {
+      where = thread_text(e);
+      auto s = std::upper_bound(steps.begin(), steps.end(), e.ts,
+                                [](double v, const StepBreakdown& x) { return v < x.start; });
+      if (s != steps.begin()) step = std::prev(s)->name;
+    }
+    auto& entry = by[{names[i], where}];
+    ++entry.count;
+    if (!step.empty() && std::find(entry.steps.begin(), entry.steps.end(), step) == entry.steps.end())
+      entry.steps.push_back(step);
+  }
+}
+
+std::vector<SyncOrigin> Origins::list() const {
+  std::vector<SyncOrigin> out;
+  for (const auto& [key, e] : by) {
+    std::string where = key.second;
+    if (e.steps.size() > 3) {
+      where +=
+          " in " + std::to_string(e.steps.size()) + " steps, " + e.steps.front() + " to " + e.steps.back();
+    } else {
+      for (size_t i = 0; i < e.steps.size(); ++i) where += (i ? ", " : " in ") + e.steps[i];
+    }
+    out.push_back({key.first, where, e.count});
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const SyncOrigin& a, const SyncOrigin& b) { return a.count > b.count; });
+  if (out.size() > 10) out.resize(10);
+  return out;
+}
+
+}  // namespace ptune::analyze
