@@ -358,7 +358,7 @@ Outcome run_launch_command(const CommandLine& cl) {
 }
 
 /// ptune's own `row-side`: a sweep or tune starts it with its command pipe on 3 and its replies
-/// on 4 (measure/child_side.hpp).
+/// on 4 (bench/child_side.hpp).
 Outcome run_row_side_command(const CommandLine& cl) {
   if (::fcntl(3, F_GETFD) < 0 || ::fcntl(4, F_GETFD) < 0)
     throw UsageError("row-side is started by ptune sweep and ptune tune for a row's side, not by hand");

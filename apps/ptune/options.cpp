@@ -24,7 +24,9 @@ void add_common(CLI::App* cmd, Common& c) {
       ->take_all();
 }
 
-/// Sets `given` when CLI11 reads `opt` (once or more, whatever its value).
+/// Sets `given` when CLI11 reads `opt` from the command line (once or more, whatever its value, an
+/// empty one included): CLI11 runs an each() validator on every result it parsed. It also runs
+/// validators on a default_val() and under force_callback(): never combine those with given().
 CLI::Option* given(CLI::Option* opt, bool& given) {
   return opt->each([&given](const std::string&) { given = true; });
 }

@@ -1,10 +1,11 @@
 #pragma once
-/// Measures one configuration: warm-up steps untimed, then `repeats` x `steps` timed steps,
-/// with the wait for data, the copy to the device and the compute timed separately (host
-/// clocks on the CPU, CUDA events on a GPU); the device is synchronized at the end of every
-/// repeat, before the clock read that ends it. The profiler never runs in the sweep: profile()
-/// records a row separately, after the timed steps of every row (CUPTI, once attached, stays
-/// attached and would slow every later timed step).
+/// One configuration's pipeline timed in ptune's own process (Bench): warm-up steps untimed, then
+/// windows of measure.steps steps, with the wait for data, the copy to the device and the compute
+/// timed separately (host clocks on the CPU, CUDA events on a GPU); the device is synchronized at
+/// the end of every window, before the clock read that ends it. Also the warm-up a row needs, the
+/// load agreed across ranks and the ranks' deadline agreement (rank_max). The profiler never runs
+/// in a timed window: bench::profile() records a row separately, after the timed steps of every
+/// row (CUPTI, once attached, stays attached and would slow every later timed step).
 
 #include <cstdint>
 #include <functional>

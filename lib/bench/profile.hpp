@@ -47,7 +47,7 @@ std::string trace_identity_json(const config::ExperimentConfig& cfg, const Trace
 /// (trace_identity_json) as metadata; the traces an earlier run left in the folder (files
 /// named so, and the trace.json of older ptune versions) are removed first, by the first rank
 /// of each machine, before any rank records. Run it after every timed measurement of the process: CUPTI stays
-/// attached. Throws as measure(), and std::runtime_error when the folder cannot be written.
+/// attached. Throws as Bench's constructor, and std::runtime_error when the folder cannot be written.
 ProfileResult profile(const config::ExperimentConfig& cfg, double timed_ms_per_step,
                       const TraceTarget& target = {}, const measure::Progress& progress = {});
 

@@ -9,7 +9,7 @@
 
 namespace ptune::ranges {
 
-/// One profiled step (profile()), from asking for its batch to the end of its update, as
+/// One profiled step (bench::profile()), from asking for its batch to the end of its update, as
 /// torch.profiler.profile().step() marks it: "ProfilerStep#<n>", n counting the pipeline's
 /// steps from 0 (its warm-up steps included, as under schedule(wait=0, warmup=W, active=P)).
 inline std::string profiler_step(long long n) { return "ProfilerStep#" + std::to_string(n); }

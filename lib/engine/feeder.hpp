@@ -6,10 +6,10 @@
 /// through unchanged.
 ///
 /// Order inside next(), which the step split relies on: (1) the host pulls the batch from the
-/// loader (data wait), (2) its copy is queued, (3) `before_device_wait` runs (the probe's
-/// "ready" mark on the compute stream), (4) the compute stream is made to wait for the copy.
-/// Nothing blocks on the loader after (3), so the device time from the ready mark on is the
-/// copy, never the wait for the next batch.
+/// loader (data wait), (2) its copy is queued, (3) `before_device_wait` runs (the bench's
+/// "ready" mark (bench/pipeline.hpp) on the compute stream), (4) the compute stream is made to wait for the
+/// copy. Nothing blocks on the loader after (3), so the device time from the ready mark on is the copy, never
+/// the wait for the next batch.
 
 #include <functional>
 #include <memory>

@@ -42,9 +42,9 @@ struct Measurement {
   std::optional<double> loss;               // loss after the measured steps (train, synthetic)
   std::optional<int64_t> peak_mem_bytes;    // CUDA caching allocator peak; none on the CPU
   std::optional<int64_t> device_mem_bytes;  // the GPU's total memory; none on the CPU
-  std::optional<double> gpu_busy_pct;       // profile(): merged kernel time per profiled step over
+  std::optional<double> gpu_busy_pct;       // bench::profile(): merged kernel time per profiled step over
                                             // the timed ms/step; none on the CPU or unprofiled
-  std::string trace_path;                   // Chrome trace written by profile(), or ""
+  std::string trace_path;                   // Chrome trace written by bench::profile(), or ""
   std::string eager_fallback;               // optim.cuda_graphs: why the capture failed and every
                                             // step ran eagerly; "" otherwise
   std::vector<std::string> notes;           // what did not go as configured (e.g. a graph fallback)

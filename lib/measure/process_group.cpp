@@ -1,6 +1,7 @@
 #include "measure/process_group.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <stdexcept>
 
 namespace ptune::measure {

@@ -14,14 +14,14 @@
 namespace ptune::measure {
 
 /// A row's side in several processes started alike (measure.processes), timed in turn: child
-/// processes of ptune (ChildSide) or instances of the user's program (proc::ProgramInstance), each
+/// processes of ptune (bench::ChildSide) or instances of the user's program (proc::ProgramInstance), each
 /// a RowSide of one process, built and paused;
 /// its n-th window runs in process n mod k, the others paused; with shifted turns in process
 /// (n + n / k) mod k, so that beside a group in plain turns each of its processes meets every
-/// one of the other's (stats.hpp, speedup_terms). A process's speed is partly its
+/// one of the other's (core/stats.hpp, speedup_terms). A process's speed is partly its
 /// own: two processes started alike ran up to 8% apart, each the same all along (where its
 /// memory landed), so a setting's effect shows only beside the spread between several processes
-/// of each side (stats.hpp, process_term; docs/statistics.md, "Rows in processes of their own").
+/// of each side (core/stats.hpp, process_term; docs/statistics.md, "Rows in processes of their own").
 class ProcessGroup : public RowSide {
  public:
   /// The group of `children` (at least one), each built and paused; `shifted`: shifted turns.

@@ -11,7 +11,7 @@
 
 namespace ptune::measure {
 
-/// Something that can be timed a window at a time: a Bench, or a fake in tests.
+/// Something that can be timed a window at a time: a bench::Bench, or a fake in tests.
 class Side {
  public:
   virtual ~Side() = default;
@@ -32,9 +32,9 @@ class Side {
 };
 
 /// A sweep row's side: a Side that also gives the row's Measurement. The sweep takes every kind
-/// through this interface: a pipeline in ptune's process (Bench), a pipeline in a child process
-/// (ChildSide), an instance of the user's program (proc::ProgramInstance), or several processes of
-/// either timed in turn (ProcessGroup).
+/// through this interface: a pipeline in ptune's process (bench::Bench), a pipeline in a child
+/// process (bench::ChildSide), an instance of the user's program (proc::ProgramInstance), or several
+/// processes of either timed in turn (ProcessGroup).
 class RowSide : public Side {
  public:
   /// Processes the side is timed in: 0 for a side in ptune's own process.

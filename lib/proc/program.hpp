@@ -5,7 +5,7 @@
 /// from the lines that match program.step_pattern. Paused with SIGSTOP to its whole group (its
 /// DataLoader workers, a launcher's ranks) and resumed with SIGCONT, so that the instances of a
 /// row's two sides take turns as ptune's own row processes do (bench/child_side.hpp,
-/// ProcessGroup). docs/programs.md says what a user sees.
+/// measure/process_group.hpp). docs/programs.md says what a user sees.
 
 #include <sys/types.h>
 

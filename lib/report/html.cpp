@@ -892,6 +892,19 @@ details{display:none}
 }
 )";
 
+/// Every page's head and the start of its body: one self-contained document (no script, no request:
+/// its Content-Security-Policy allows only its own style), titled `title`.
+std::string page_head(const std::string& title) {
+  std::ostringstream os;
+  os << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+     << "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src "
+        "'unsafe-inline'\">\n"
+     << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+     << "<meta name=\"generator\" content=\"ptune " << kVersion << "\">\n"
+     << "<title>" << esc(title) << "</title>\n<style>" << kStyle << "</style>\n</head>\n<body>\n";
+  return os.str();
+}
+
 }  // namespace
 
 std::string to_html(const std::vector<RunFile>& runs) {
@@ -902,13 +915,7 @@ std::string to_html(const std::vector<RunFile>& runs) {
     if (!name.empty()) title += ": " + name;
   }
   std::ostringstream os;
-  os << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-     << "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src "
-        "'unsafe-inline'\">\n"
-     << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-     << "<meta name=\"generator\" content=\"ptune " << kVersion << "\">\n"
-     << "<title>" << esc(title) << "</title>\n<style>" << kStyle << "</style>\n</head>\n<body>\n"
-     << "<header><h1>" << esc(title) << "</h1>" << legend_html(runs) << "</header>\n";
+  os << page_head(title) << "<header><h1>" << esc(title) << "</h1>" << legend_html(runs) << "</header>\n";
   if (!runs.empty()) {
     os << throughput_html(runs, lines) << "\n"
        << split_html(runs, lines) << "\n"
@@ -928,13 +935,7 @@ std::string html_escape(const std::string& s) { return esc(s); }
 
 std::string html_page(const std::string& title, const std::string& body, const std::string& footer) {
   std::ostringstream os;
-  os << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-     << "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src "
-        "'unsafe-inline'\">\n"
-     << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-     << "<meta name=\"generator\" content=\"ptune " << kVersion << "\">\n"
-     << "<title>" << esc(title) << "</title>\n<style>" << kStyle << "</style>\n</head>\n<body>\n"
-     << "<header><h1>" << esc(title) << "</h1></header>\n"
+  os << page_head(title) << "<header><h1>" << esc(title) << "</h1></header>\n"
      << body << "\n<footer>" << esc(footer) << "</footer>\n</body>\n</html>\n";
   return os.str();
 }

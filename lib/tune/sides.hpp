@@ -1,7 +1,7 @@
 #pragma once
-/// The one place that picks a side's kind from a row's config: an instance of the user's program
-/// (proc::ProgramInstance), a pipeline in a child process (bench::ChildSide) or in ptune's own
-/// process (bench::Bench), and a row measured alone.
+/// A row's sides in processes of their own, picked from its config: an instance of the user's
+/// program (proc::ProgramInstance) or a pipeline in a child process (bench::ChildSide), in groups
+/// timed in turn; and a row measured alone (measure_row).
 
 #include <cstdint>
 #include <functional>

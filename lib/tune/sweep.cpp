@@ -80,7 +80,7 @@ report::Environment environment(const config::ExperimentConfig& cfg) {
     device = runtime::resolve_device(cfg.device);
   } catch (const ConfigError&) {
   }
-  // What each rank uses (a data-parallel rank gets its share of the cores); measure() sets it.
+  // What each rank uses (a data-parallel rank gets its share of the cores); the row's Bench sets it.
   e.device = runtime::device_name(device);
   e.device_kind = device.is_cuda() ? "cuda" : "cpu";
   e.cuda = runtime::cuda::version();

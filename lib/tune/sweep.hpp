@@ -37,7 +37,7 @@ std::vector<size_t> parse_rows(const std::string& spec, size_t n);
 report::Environment environment(const config::ExperimentConfig& cfg);
 
 /// Runs every row of cfg's sweep (or the config itself when it has none) and returns the
-/// results. Two passes: every row is timed first (measure::measure), then the rows that want it
+/// results. Two passes: every row is timed first (time_row), then the rows that want it
 /// (bench::wants_profile: GPU busy on CUDA, traces with measure.profile) are profiled, so no
 /// timed step ever runs with the profiler's CUPTI attached; diagnoses are completed then.
 /// Throws ConfigError for an invalid base config; per-row problems go in row status (a

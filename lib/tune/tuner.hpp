@@ -25,7 +25,8 @@
 
 namespace ptune::tune {
 
-/// Measures one configuration (default: measure::measure). May throw what measure throws.
+/// Measures one configuration (default: default_measure, which calls tune::measure_row). May throw
+/// what that throws.
 using MeasureFn = std::function<measure::Measurement(const config::ExperimentConfig&)>;
 /// Seconds on a monotonic clock (default: std::chrono::steady_clock).
 using ClockFn = std::function<double()>;

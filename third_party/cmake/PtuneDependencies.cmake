@@ -25,7 +25,7 @@ find_package(nlohmann_json 3.10 REQUIRED)
 find_package(CLI11 2.0 REQUIRED)
 find_package(spdlog REQUIRED)
 find_package(PNG REQUIRED)
-find_package(Boost 1.71 REQUIRED)  # headers only: Boost.Math's Student's t (measure/stats)
+find_package(Boost 1.71 REQUIRED)  # headers only: Boost.Math's Student's t (core/stats)
 find_package(ZLIB REQUIRED)  # .json.gz traces (ptune analyze)
 # libjpeg-turbo's TurboJPEG API, found by file rather than by pkg-config: the .pc file of a
 # Debian package unpacked elsewhere (scripts/gpu-build's PTUNE_DEPS) points at /usr, and a GPU
