@@ -402,7 +402,7 @@ void add_memory_peaks(const Trace& t, const std::map<Thread, std::vector<const E
                  (m->ts - top_step[device]->start) / 1000.0};
     if (m->reserved >= 0) p.reserved_mb = static_cast<double>(m->reserved) / kMb;
     auto it = std::find_if(b.memory_peaks.begin(), b.memory_peaks.end(),
-                           [&](const MemoryPeak& x) { return x.device == device; });
+                           [d = device](const MemoryPeak& x) { return x.device == d; });
     if (it == b.memory_peaks.end())
       b.memory_peaks.push_back(p);
     else if (p.allocated_mb > it->allocated_mb)

@@ -352,7 +352,8 @@ void class_ceiling(ClassRate& c, const std::string& device, std::vector<system::
       missing = "no datasheet figure for `" + device + "` in " + p;
       return;
     }
-    if (std::none_of(peaks.begin(), peaks.end(), [&](const system::Peak& q) { return q.precision == p; }))
+    if (std::none_of(peaks.begin(), peaks.end(),
+                     [&p = p](const system::Peak& q) { return q.precision == p; }))
       peaks.push_back(*peak);
     weighted += us * peak->flops_per_s;
     text += (text.empty() ? "" : ", ") + p + (by.size() > 1 ? " " + pct_text(100.0 * us / all) : "");
