@@ -1,29 +1,16 @@
 #include "bench/convergence.hpp"
 
-#include <sys/resource.h>
-
 #include <cmath>
-#include <filesystem>
-#include <random>
+#include <cstdio>
+#include <optional>
+#include <vector>
 
 #include <torch/torch.h>
 
-#include "runtime/compat.hpp"
-#include "dist/group.hpp"
-#include "runtime/cuda_support.hpp"
-#include "runtime/device.hpp"
-#include "engine/feeder.hpp"
-#include "system/process.hpp"
-#include "engine/trainer.hpp"
-#include "core/errors.hpp"
-#include "core/files.hpp"
-#include "models/flops.hpp"
-#include "bench/child_side.hpp"
-#include "bench/peak.hpp"
 #include "bench/pipeline.hpp"
-#include "core/ranges.hpp"
-#include "core/stats.hpp"
-#include "bench/trace.hpp"
+#include "dist/group.hpp"
+#include "engine/trainer.hpp"
+#include "runtime/device.hpp"
 
 namespace ptune::bench {
 

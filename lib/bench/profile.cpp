@@ -1,29 +1,23 @@
 #include "bench/profile.hpp"
 
-#include <sys/resource.h>
-
-#include <cmath>
+#include <algorithm>
+#include <exception>
 #include <filesystem>
-#include <random>
+#include <string>
 
 #include <torch/torch.h>
 
-#include "runtime/compat.hpp"
+#include "bench/bench.hpp"
+#include "bench/pipeline.hpp"
+#include "bench/trace.hpp"
+#include "core/files.hpp"
+#include "core/ranges.hpp"
 #include "dist/group.hpp"
+#include "runtime/compat.hpp"
 #include "runtime/cuda_support.hpp"
 #include "runtime/device.hpp"
-#include "engine/feeder.hpp"
-#include "system/process.hpp"
-#include "engine/trainer.hpp"
-#include "core/errors.hpp"
-#include "core/files.hpp"
-#include "models/flops.hpp"
-#include "bench/child_side.hpp"
-#include "bench/peak.hpp"
-#include "bench/pipeline.hpp"
-#include "core/ranges.hpp"
-#include "core/stats.hpp"
-#include "bench/trace.hpp"
+#include "system/load.hpp"
+#include "system/rendezvous.hpp"
 
 namespace ptune::bench {
 
