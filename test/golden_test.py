@@ -38,6 +38,11 @@ def results_files():
     return sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(GOLDEN, "results", "*.json")))
 
 
+def foreign_files():
+    """Results files of other programs, which report reads too (no round trip: they are not ptune's)."""
+    return sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(GOLDEN, "foreign", "*.json")))
+
+
 def gpu_traces():
     names = sorted(os.path.basename(p) for p in glob.glob(os.path.join(ROOT, TRACES, "gpu_*.json*")))
     return [f"{TRACES}/{n}" for n in names] + [f"{TRACES}/ptune_launch_bound.json.gz"]
@@ -78,6 +83,14 @@ def cases():
         out.append(("report-format-unknown", ["report", results[0], "--format", "xml"], None))
         out.append(("report-format-two-files", ["report", *results[:2], "--format", "md"], None))
         out.append(("report-nothing-to-do", ["report", results[0]], None))
+    foreign = foreign_files()
+    for f in foreign:
+        for fmt in RESULTS_FORMATS:
+            out.append((f"report-foreign-{stem(f)}-{fmt}", ["report", f, "--format", fmt], None))
+    if foreign and results:
+        out.append(("report-foreign-html", ["report", results[0], *foreign, "-o", "{OUT}.html"], "{OUT}.html"))
+        out.append(("report-foreign-against", ["report", foreign[0], "--against",
+                                               "test/golden/results/cpu-case-study.json"], None))
     for old, new in AGAINST:
         if old in results and new in results:
             out.append((f"report-{stem(new)}-against-{stem(old)}",
@@ -155,7 +168,7 @@ def main():
     if not update:
         for r in results_files():
             failures += round_trip(ptune, r)
-    stale = sorted(set(os.listdir(GOLDEN)) - seen - {"results", "README.md"})
+    stale = sorted(set(os.listdir(GOLDEN)) - seen - {"results", "foreign", "README.md"})
     if update:
         for f in stale:
             os.remove(os.path.join(GOLDEN, f))
