@@ -353,8 +353,9 @@ TEST_CASE("cuda: a measured row reports GPU busy, peak memory and the step break
   CHECK(*m.peak_mem_bytes > 11'000'000 * 4);  // at least the fp32 weights of ResNet-18
   REQUIRE(m.device_mem_bytes);
   CHECK(*m.device_mem_bytes > *m.peak_mem_bytes);
-  CHECK(m.data_wait_pct + m.h2d_pct + m.compute_pct == Approx(100.0));
-  CHECK(m.compute_pct > 0);
+  REQUIRE(m.split);
+  CHECK(m.split->data_wait_pct + m.split->h2d_pct + m.split->compute_pct == Approx(100.0));
+  CHECK(m.split->compute_pct > 0);
   REQUIRE(m.loss);
   CHECK(std::isfinite(*m.loss));
   // A data row of float batches launches no kernel: copies are not GPU busy.

@@ -138,7 +138,7 @@ TEST_CASE("cpu_info: bf16 is native only where oneDNN may use it, and the verdic
         "ATen AVX2, oneDNN avx2 (ATEN_CPU_CAPABILITY=avx2, ONEDNN_MAX_CPU_ISA=AVX2), bf16 not native "
         "(capped), 2 cores, 4 threads");
   ptune::measure::Measurement m;
-  m.compute_pct = 94;
+  m.split = ptune::measure::Measurement::StepSplit{0, 0, 94};
   auto cfg = tiny();
   CHECK(ptune::measure::diagnose(m, cfg, {}, {}, cpu) ==
         "compute-bound (94% in forward/backward/update) on fp32: ONEDNN_MAX_CPU_ISA=AVX2 keeps oneDNN from "
@@ -377,19 +377,22 @@ TEST_CASE("measure: modes, warm-up excluded, loss reported", "[engine][measure]"
   CHECK(m.ms_per_step > 0);
   CHECK(m.samples_per_s == Approx(1000.0 * 4 / m.ms_per_step));
   REQUIRE(m.loss);
-  CHECK(m.data_wait_pct + m.h2d_pct + m.compute_pct == Approx(100.0));
+  REQUIRE(m.split);
+  CHECK(m.split->data_wait_pct + m.split->h2d_pct + m.split->compute_pct == Approx(100.0));
   cfg.measure.mode = ptune::config::Mode::kData;
   auto d = ptune::tune::measure_row(cfg);
   CHECK(!d.loss);
   // No training step: the wait for the loader's batches is the largest share of the step (its
   // windows last microseconds, so one preempted conversion moves the shares by percents: no
   // fixed floor; 89.8% in one suite run on this 2-core machine, 97-100% alone).
-  CHECK(d.data_wait_pct + d.h2d_pct + d.compute_pct == Approx(100.0));
-  CHECK(d.data_wait_pct > d.h2d_pct);
-  CHECK(d.data_wait_pct > d.compute_pct);
+  REQUIRE(d.split);
+  CHECK(d.split->data_wait_pct + d.split->h2d_pct + d.split->compute_pct == Approx(100.0));
+  CHECK(d.split->data_wait_pct > d.split->h2d_pct);
+  CHECK(d.split->data_wait_pct > d.split->compute_pct);
   cfg.measure.mode = ptune::config::Mode::kSynthetic;
   auto s = ptune::tune::measure_row(cfg);
-  CHECK(s.data_wait_pct == 0);
+  REQUIRE(s.split);
+  CHECK(s.split->data_wait_pct == 0);
   cfg.loader.batch_size = 64;
   cfg.measure.mode = ptune::config::Mode::kTrain;
   CHECK_THROWS_WITH(ptune::tune::measure_row(cfg),
@@ -572,16 +575,12 @@ TEST_CASE("a program row's diagnosis is its trace's verdict where it has one", "
 TEST_CASE("diagnosis verdicts follow the documented thresholds", "[measure]") {
   auto cfg = tiny();
   ptune::measure::Measurement m;
-  m.data_wait_pct = 62;
-  m.compute_pct = 38;
+  m.split = ptune::measure::Measurement::StepSplit{62, 0, 38};
   CHECK(ptune::measure::diagnose(m, cfg) ==
         "input-bound (62% waiting for data): raise loader.num_workers (now 0)");
-  m.data_wait_pct = 5;
-  m.h2d_pct = 25;
-  m.compute_pct = 70;
+  m.split = ptune::measure::Measurement::StepSplit{5, 25, 70};
   CHECK(ptune::measure::diagnose(m, cfg) == "copy-bound (25% copying to the device): loader.pin_memory");
-  m.h2d_pct = 1;
-  m.compute_pct = 94;
+  m.split = ptune::measure::Measurement::StepSplit{5, 1, 94};
   CHECK(
       ptune::measure::diagnose(m, cfg, {}, {}, true) ==
       "compute-bound (94% in forward/backward/update) on fp32: optim.amp bf16 with model.channels_last (this "

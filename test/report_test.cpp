@@ -97,19 +97,18 @@ TEST_CASE("a sweep of several archs compares each row with the rows of its own a
     for (const char* k : {"speedup_vs_prev", "speedup_vs_base", "compared_with"}) r[k] = nullptr;
   ptune::test::TempDir dir;
   const auto back = load_run(dir.write("zoo.json", j.dump()));
-  const auto& rows = back.doc["rows"];
-  CHECK(rows[2]["arch"] == "convnext_tiny");
-  CHECK(rows[2]["speedup_vs_prev"] == 1.0);
-  CHECK(rows[4]["speedup_vs_prev"].get<double>() == Approx(1.5).epsilon(1e-3));
-  CHECK(rows[5]["speedup_vs_prev"].get<double>() == Approx(2.0).epsilon(1e-3));
-  CHECK(rows[5]["speedup_vs_base"].get<double>() == Approx(3.0).epsilon(1e-3));
+  const auto& rows = back.results.rows;
+  CHECK(rows[2].arch == "convnext_tiny");
+  CHECK(rows[2].speedup_vs_prev == 1.0);
+  CHECK(rows[4].speedup_vs_prev == Approx(1.5).epsilon(1e-3));
+  CHECK(rows[5].speedup_vs_prev == Approx(2.0).epsilon(1e-3));
+  CHECK(rows[5].speedup_vs_base == Approx(3.0).epsilon(1e-3));
   // Without "arch" (an older file, another program's) the rows of a mode are one chain.
   for (auto& r : j["rows"]) r.erase("arch");
   const auto old = load_run(dir.write("old.json", j.dump()));
-  CHECK(old.doc["rows"][5]["arch"].is_null());
-  CHECK(old.doc["rows"][2]["speedup_vs_prev"].get<double>() ==
-        Approx(400.0 / 150).epsilon(1e-3));                                   // after vit bf16
-  CHECK(old.doc["rows"][5]["speedup_vs_prev"].get<double>() == Approx(0.5));  // after convnext bf16
+  CHECK(old.results.rows[5].arch.empty());
+  CHECK(old.results.rows[2].speedup_vs_prev == Approx(400.0 / 150).epsilon(1e-3));  // after vit bf16
+  CHECK(old.results.rows[5].speedup_vs_prev == Approx(0.5));                        // after convnext bf16
   // The HTML report draws a chart per mode and arch, each on its own scale.
   const std::string html = to_html({back});
   size_t charts = 0;
@@ -159,7 +158,7 @@ TEST_CASE("table, csv and markdown render every row", "[report]") {
   CHECK(std::count(md.begin(), md.end(), '\n') == 12);
   CHECK(md.find("\n± and \\[lo, hi\\] are confidence intervals: 95% for samples/s") != std::string::npos);
   CHECK(table.find("\n± and [lo, hi] are confidence intervals: 95% for samples/s") != std::string::npos);
-  CHECK(md.find("\nDevice: CPU (cpu), LibTorch 2.11.0, 0 CPU threads\n") != std::string::npos);
+  CHECK(md.find("\nDevice: CPU (cpu), LibTorch 2.11.0\n") != std::string::npos);  // no thread count given
   CHECK(md.find("\n- 3 graphs: skipped: optim.cuda\\_graphs needs a CUDA device; none is visible\n") !=
         std::string::npos);
 }
@@ -593,7 +592,7 @@ RunFile run_of(const std::vector<std::tuple<std::string, std::optional<double>, 
   }
   RunFile run;
   run.label = label;
-  run.doc = normalize(doc, label);
+  run.results = results_from_json(normalize(doc, label));
   return run;
 }
 
@@ -678,11 +677,20 @@ TEST_CASE("load_run reads ptune's results and scripts/bench's comparison, and na
   auto minimal = load_run(dir.write("minimal.json", R"({"rows": [{"name": "a", "samples_per_s": 10},
       {"name": "b", "samples_per_s": 30, "mode": "train", "notes": "one note"}, {"name": "c", "status": "skipped: no"}]})"));
   CHECK(minimal.source == "ptune");
-  CHECK(minimal.doc["rows"][1]["speedup_vs_prev"] == 3.0);
-  CHECK(minimal.doc["rows"][1]["notes"] == nlohmann::ordered_json::array({"one note"}));
-  CHECK(minimal.doc["rows"][2]["samples_per_s"].is_null());
-  CHECK(minimal.doc["status"] == "complete");
-  for (const auto& row : minimal.doc["rows"]) CHECK(row.size() == row_keys().size());
+  CHECK(minimal.results.rows[1].speedup_vs_prev == 3.0);
+  CHECK(minimal.results.rows[1].notes == std::vector<std::string>{"one note"});
+  CHECK(!minimal.results.rows[2].m);
+  CHECK(minimal.results.status == ptune::report::RunStatus::kComplete);
+  // What the file does not say stays unsaid: no batch, workers, ms/step or step split.
+  REQUIRE(minimal.results.rows[0].m);
+  CHECK(minimal.results.rows[0].m->batch_size == 0);
+  CHECK(!minimal.results.rows[0].num_workers);
+  CHECK(!minimal.results.rows[0].m->split);
+  CHECK(printed_ms_per_step(minimal.results.rows[0]) == 0);
+  const auto minimal_doc = to_json(minimal.results);
+  for (const auto& row : minimal_doc["rows"]) CHECK(row.size() == row_keys().size());
+  for (const char* key : {"batch_size", "num_workers", "ms_per_step", "data_wait_pct", "compute_pct"})
+    CHECK(minimal_doc["rows"][0][key].is_null());
   // scripts/bench/case_study_vs_pytorch.py --json: PyTorch's fastest variant per row.
   auto bench = load_run(dir.write("vs.json", R"({"status": "complete",
       "settings": {"threads": 2}, "machine": {"device": "cpu", "name": "EPYC", "torch": "2.11.0", "cuda": "13.0"},
@@ -695,26 +703,28 @@ TEST_CASE("load_run reads ptune's results and scripts/bench's comparison, and na
         {"index": 2, "name": "broken", "mode": "train", "status": "ok",
          "pytorch": [{"variant": "eager", "status": "failed: RuntimeError: x"}]}]})"));
   CHECK(bench.source == "PyTorch");
-  const auto& rows = bench.doc["rows"];
-  CHECK(rows[0]["samples_per_s"] == 100);
-  CHECK(rows[0]["spread_pct"] == 2.5);
-  CHECK(rows[0]["notes"][0] == "PyTorch variant: eager (the fastest of 1 that ran)");
-  CHECK(rows[0]["notes"][1] == "ptune / PyTorch in that comparison: 1.1x");
-  CHECK(rows[1]["status"] == "skipped: needs CUDA");
-  CHECK(rows[2]["status"] == "failed: eager: failed: RuntimeError: x");
-  CHECK(bench.doc["environment"]["device"] == "EPYC");
-  CHECK(bench.doc["environment"]["cpu_threads"] == 2);
+  const auto& rows = bench.results.rows;
+  REQUIRE(rows[0].m);
+  CHECK(rows[0].m->samples_per_s == 100);
+  CHECK(rows[0].m->spread_pct == 2.5);
+  CHECK(rows[0].notes.at(0) == "PyTorch variant: eager (the fastest of 1 that ran)");
+  CHECK(rows[0].notes.at(1) == "ptune / PyTorch in that comparison: 1.1x");
+  CHECK(rows[1].status.text() == "skipped: needs CUDA");
+  CHECK(rows[2].status.text() == "failed: eager: failed: RuntimeError: x");
+  CHECK(bench.results.environment.device == "EPYC");
+  CHECK(bench.results.environment.cpu_threads == 2);
   // The script's older layout: "row" and "pytorch_samples_per_s", ptune's environment.
   auto older = load_run(dir.write("older.json", R"({"torch": "2.11.0+cu130",
       "environment": {"device": "EPYC", "device_kind": "cpu"},
       "rows": [{"row": "baseline", "pytorch_samples_per_s": 120.5, "ptune_samples_per_s": 130, "ptune_status": "ok"},
                {"row": "graphs", "pytorch_samples_per_s": null, "ptune_status": "skipped: needs CUDA"}]})"));
   CHECK(older.source == "PyTorch");
-  CHECK(older.doc["rows"][0]["name"] == "baseline");
-  CHECK(older.doc["rows"][0]["samples_per_s"] == 120.5);
-  CHECK(older.doc["rows"][1]["status"] == "skipped: needs CUDA");
-  CHECK(older.doc["environment"]["torch"] == "2.11.0+cu130");
-  CHECK(older.doc["environment"]["device"] == "EPYC");
+  CHECK(older.results.rows[0].name == "baseline");
+  REQUIRE(older.results.rows[0].m);
+  CHECK(older.results.rows[0].m->samples_per_s == 120.5);
+  CHECK(older.results.rows[1].status.text() == "skipped: needs CUDA");
+  CHECK(older.results.environment.torch == "2.11.0+cu130");
+  CHECK(older.results.environment.device == "EPYC");
   std::vector<RunFile> runs = {bench, minimal, minimal};
   runs[2].path = "other/minimal.json";
   label_runs(runs);
@@ -887,7 +897,7 @@ TEST_CASE("compare_runs: a row measured under competing load is judged at 99.9%,
     nlohmann::ordered_json doc = {{"rows", nlohmann::ordered_json::array({row})}, {"status", "complete"}};
     RunFile run;
     run.label = label;
-    run.doc = normalize(doc, label);
+    run.results = results_from_json(normalize(doc, label));
     return run;
   };
   const std::vector<double> old_ms = {100, 104, 96, 102, 98}, new_ms = {109.08, 104.76, 111.24, 106.92, 108};
@@ -1162,8 +1172,8 @@ TEST_CASE("compare_runs judges the rates the tables print, and its ratio is thei
   REQUIRE(cmp.rows.size() == 2);
   for (size_t i = 0; i < 2; ++i) {
     const auto& c = cmp.rows[i];
-    const double printed_old = old_run.doc["rows"][i]["samples_per_s"].get<double>();
-    const double printed_new = new_run.doc["rows"][i]["samples_per_s"].get<double>();
+    const double printed_old = old_run.results.rows[i].m->samples_per_s;
+    const double printed_new = new_run.results.rows[i].m->samples_per_s;
     CHECK(*c.new_sps / *c.old_sps == Approx(printed_new / printed_old).epsilon(1e-4));
     CHECK(c.verdict == "slower");
     REQUIRE(c.interval_pct);
@@ -1171,7 +1181,8 @@ TEST_CASE("compare_runs judges the rates the tables print, and its ratio is thei
     CHECK(c.interval_pct->second >= *c.change_pct);
   }
   CHECK(render_run_comparison(cmp).find(
-            new_run.doc["rows"][1]["samples_per_s_interval"].get<std::string>()) != std::string::npos);
+            to_json(new_run.results)["rows"][1]["samples_per_s_interval"].get<std::string>()) !=
+        std::string::npos);
 }
 
 TEST_CASE("rows measured apart: vs base is Welch between the two rows, and each rate is the row's own",

@@ -255,7 +255,7 @@ TEST_CASE("the diagnosis skips a move the sweep measured as within noise or slow
   ptune::config::ExperimentConfig cfg;
   cfg.device = "cpu";
   Measurement m;
-  m.compute_pct = 99;
+  m.split = Measurement::StepSplit{0, 0, 99};
   // Native bf16 assumed: the first move of a compute-bound fp32 row is optim.amp.
   CHECK(
       diagnose(m, cfg, {}, {}, true) ==
@@ -309,7 +309,7 @@ TEST_CASE("the diagnosis skips a move the sweep measured as within noise or slow
         "CPU's native bf16 want channels_last tensors; without it each convolution reorders them)");
   // Input-bound: more workers measured within noise, so the next move.
   Measurement in;
-  in.data_wait_pct = 70;
+  in.split = Measurement::StepSplit{70, 0, 30};
   CHECK(
       diagnose(in, cfg, {{"loader.num_workers", 2, 2, "2 loader workers", "within noise", 1.0}}, {}, true) ==
       "input-bound (70% waiting for data): loader.num_workers measured within noise here (row 2 '2 loader "

@@ -41,7 +41,7 @@ Measurement fake(int64_t batch, double samples_per_s, double spread_pct = 1.0) {
   m.repeat_ms = {m.ms_per_step * (1 - spread_pct / 200), m.ms_per_step,
                  m.ms_per_step * (1 + spread_pct / 200)};
   m.spread_pct = spread_pct;
-  m.compute_pct = 100;
+  m.split = ptune::measure::Measurement::StepSplit{0, 0, 100};
   m.loss = 2.3;
   return m;
 }

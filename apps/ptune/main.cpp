@@ -347,8 +347,7 @@ ptune::Outcome run_report(Args& a) {
   ptune::report::label_runs(runs);
   ptune::Outcome outcome;
   if (!r.format.empty())
-    std::cout << ptune::report::render_results(ptune::report::results_from_json(runs.back().doc), r.format)
-              << std::flush;
+    std::cout << ptune::report::render_results(runs.back().results, r.format) << std::flush;
   if (!r.against.empty()) {
     const auto cmp = ptune::report::compare_runs(runs[0], runs[1], r.fail_pct);
     std::cout << ptune::report::render_run_comparison(cmp) << std::flush;

@@ -312,9 +312,8 @@ measure::Measurement Bench::result(size_t first, size_t count) {
     m.system_time_pct = 100.0 * sys_ms / wall_ms;
   }
   if (sum.total > 0) {
-    m.data_wait_pct = 100.0 * sum.data / sum.total;
-    m.h2d_pct = 100.0 * sum.h2d / sum.total;
-    m.compute_pct = std::max(0.0, 100.0 - m.data_wait_pct - m.h2d_pct);
+    const double data = 100.0 * sum.data / sum.total, h2d = 100.0 * sum.h2d / sum.total;
+    m.split = measure::Measurement::StepSplit{data, h2d, std::max(0.0, 100.0 - data - h2d)};
   }
   Pipeline& p = *b.pipeline;
   if (p.last_loss().defined())

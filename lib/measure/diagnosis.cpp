@@ -63,7 +63,8 @@ std::string cpu_bf16_move(const config::ExperimentConfig& cfg, const system::Cpu
 std::string compute_bound(const Measurement& m, const config::ExperimentConfig& cfg,
                           const std::vector<Tried>& tried, const system::CpuInfo& cpu, bool cuda,
                           const std::string& memory) {
-  std::string s = "compute-bound (" + pct(m.compute_pct) + " in forward/backward/update";
+  std::string s = "compute-bound (" + pct(m.split.value_or(Measurement::StepSplit{}).compute_pct) +
+                  " in forward/backward/update";
   if (m.gpu_busy_pct) s += ", GPU busy " + pct(*m.gpu_busy_pct);
   s += ")";
   std::vector<Move> moves;
@@ -195,16 +196,17 @@ std::string diagnose(const Measurement& m, const config::ExperimentConfig& cfg,
     return "model alone (one batch on the device): the ceiling compute sets";
   if (cfg.program.enabled()) return program_verdict(m, cfg, tried, t);
   const bool cuda = m.device_mem_bytes.has_value();
-  if (m.data_wait_pct >= t.input_bound_pct) {
-    std::string s = "input-bound (" + pct(m.data_wait_pct) + " waiting for data): ";
+  const Measurement::StepSplit split = m.split.value_or(Measurement::StepSplit{});
+  if (split.data_wait_pct >= t.input_bound_pct) {
+    std::string s = "input-bound (" + pct(split.data_wait_pct) + " waiting for data): ";
     std::vector<Move> moves = {{"loader.num_workers", "raise loader.num_workers (now " +
                                                           std::to_string(cfg.loader.num_workers) + ")"}};
     if (!cfg.loader.uint8_transfer)
       moves.push_back({"loader.uint8_transfer", "ship smaller batches (loader.uint8_transfer)"});
     return s + first_untried(moves, tried, "make the dataset's decoding and transforms cheaper");
   }
-  if (m.h2d_pct >= t.copy_bound_pct) {
-    std::string s = "copy-bound (" + pct(m.h2d_pct) + " copying to the device): ";
+  if (split.h2d_pct >= t.copy_bound_pct) {
+    std::string s = "copy-bound (" + pct(split.h2d_pct) + " copying to the device): ";
     std::vector<Move> moves;
     if (!cfg.loader.pin_memory) moves.push_back({"loader.pin_memory", "loader.pin_memory"});
     if (!cfg.loader.uint8_transfer) moves.push_back({"loader.uint8_transfer", "loader.uint8_transfer"});

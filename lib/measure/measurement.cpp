@@ -111,9 +111,9 @@ Json measurement_json(const Measurement& m) {
           {"transient_windows", m.transient_windows},
           {"short_windows", m.short_windows},
           {"spread_pct", m.spread_pct},
-          {"data_wait_pct", m.data_wait_pct},
-          {"h2d_pct", m.h2d_pct},
-          {"compute_pct", m.compute_pct},
+          {"data_wait_pct", m.split ? Json(m.split->data_wait_pct) : Json(nullptr)},
+          {"h2d_pct", m.split ? Json(m.split->h2d_pct) : Json(nullptr)},
+          {"compute_pct", m.split ? Json(m.split->compute_pct) : Json(nullptr)},
           {"loss", optional_json(m.loss)},
           {"peak_mem_bytes", optional_json(m.peak_mem_bytes)},
           {"device_mem_bytes", optional_json(m.device_mem_bytes)},
@@ -141,9 +141,9 @@ Measurement measurement_from_json(const Json& j) {
   m.transient_windows = j.value("transient_windows", int64_t{0});
   m.short_windows = j.value("short_windows", int64_t{0});
   m.spread_pct = j.value("spread_pct", 0.0);
-  m.data_wait_pct = j.value("data_wait_pct", 0.0);
-  m.h2d_pct = j.value("h2d_pct", 0.0);
-  m.compute_pct = j.value("compute_pct", 0.0);
+  if (const auto wait = optional_from<double>(j, "data_wait_pct"))
+    m.split = Measurement::StepSplit{*wait, optional_from<double>(j, "h2d_pct").value_or(0),
+                                     optional_from<double>(j, "compute_pct").value_or(0)};
   m.loss = optional_from<double>(j, "loss");
   m.peak_mem_bytes = optional_from<int64_t>(j, "peak_mem_bytes");
   m.device_mem_bytes = optional_from<int64_t>(j, "device_mem_bytes");

@@ -32,13 +32,17 @@ struct Measurement {
                                      // measure.steps steps (short_windows_note says so)
   double spread_pct = 0;             // (max - min) / median over the windows, in %
   system::LoadReport load;           // what else ran while the windows were timed
-  // The step split, % of step time. On the CPU from host clocks; on a GPU from CUDA events on
-  // the compute stream (the host does not wait for the device inside a step):
-  double data_wait_pct = 0;                 // CPU: host blocked waiting for a batch; GPU: the device
-                                            // idle between steps, waiting for the host (the batch)
-  double h2d_pct = 0;                       // host-to-device copy (and uint8 normalize); GPU: the
-                                            // compute stream waiting for the copy stream + normalize
-  double compute_pct = 0;                   // forward, backward, update
+  // The step split, % of step time (none: not measured, as in a results file of another
+  // program). On the CPU from host clocks; on a GPU from CUDA events on the compute stream (the
+  // host does not wait for the device inside a step):
+  struct StepSplit {
+    double data_wait_pct = 0;  // CPU: host blocked waiting for a batch; GPU: the device idle
+                               // between steps, waiting for the host (the batch)
+    double h2d_pct = 0;        // host-to-device copy (and uint8 normalize); GPU: the compute
+                               // stream waiting for the copy stream + normalize
+    double compute_pct = 0;    // forward, backward, update
+  };
+  std::optional<StepSplit> split;
   std::optional<double> loss;               // loss after the measured steps (train, synthetic)
   std::optional<int64_t> peak_mem_bytes;    // CUDA caching allocator peak; none on the CPU
   std::optional<int64_t> device_mem_bytes;  // the GPU's total memory; none on the CPU

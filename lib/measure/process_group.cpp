@@ -105,7 +105,7 @@ Measurement ProcessGroup::result(size_t first, size_t count) {
     const std::string own = short_windows_note(m.short_windows, kept, m.steps);
     m.notes.erase(std::remove(m.notes.begin(), m.notes.end(), own), m.notes.end());
   };
-  double weight = 0;
+  double weight = 0, split_weight = 0;
   double wait = 0, h2d = 0, compute = 0, faults = 0, system = 0;
   double cores = 0;
   int64_t peak_rss = 0;
@@ -118,9 +118,12 @@ Measurement ProcessGroup::result(size_t first, size_t count) {
     own[p] = m.repeat_ms;
     const double w = static_cast<double>(n[p]);
     weight += w;
-    wait += w * m.data_wait_pct;
-    h2d += w * m.h2d_pct;
-    compute += w * m.compute_pct;
+    if (m.split) {
+      split_weight += w;
+      wait += w * m.split->data_wait_pct;
+      h2d += w * m.split->h2d_pct;
+      compute += w * m.split->compute_pct;
+    }
     if (m.page_faults_per_step) faults += w * *m.page_faults_per_step, any_faults = true;
     if (m.system_time_pct) system += w * *m.system_time_pct, any_system = true;
     if (m.cpu_cores_busy) cores += w * *m.cpu_cores_busy, any_cores = true;
@@ -141,9 +144,9 @@ Measurement ProcessGroup::result(size_t first, size_t count) {
     process.push_back(process_[w]);
   }
   Measurement& m = *merged;
-  m.data_wait_pct = wait / weight;
-  m.h2d_pct = h2d / weight;
-  m.compute_pct = compute / weight;
+  m.split = split_weight > 0 ? std::optional<Measurement::StepSplit>(
+                                   {wait / split_weight, h2d / split_weight, compute / split_weight})
+                             : std::nullopt;
   m.page_faults_per_step = any_faults ? std::optional<double>(faults / weight) : std::nullopt;
   m.system_time_pct = any_system ? std::optional<double>(system / weight) : std::nullopt;
   m.cpu_cores_busy = any_cores ? std::optional<double>(cores / weight) : std::nullopt;

@@ -14,13 +14,6 @@
 namespace ptune::report {
 namespace {
 
-using Json = nlohmann::ordered_json;
-
-std::optional<double> number(const Json& row, const char* key) {
-  if (!row.contains(key) || !row[key].is_number()) return std::nullopt;
-  return row[key].get<double>();
-}
-
 std::string pct(double v, bool sign = false) {
   char buf[32];
   std::snprintf(buf, sizeof buf, sign ? "%+.1f%%" : "%.1f%%", v);
@@ -28,66 +21,51 @@ std::string pct(double v, bool sign = false) {
 }
 
 /// Rows keyed by match_key and occurrence: the k-th row of a name is (key, k).
-std::vector<std::pair<std::string, int>> keys_of(const Json& rows) {
+std::vector<std::pair<std::string, int>> keys_of(const std::vector<Row>& rows) {
   std::map<std::string, int> seen;
   std::vector<std::pair<std::string, int>> keys;
   for (const auto& r : rows) {
-    const std::string k = match_key(r["name"].get<std::string>());
+    const std::string k = match_key(r.name);
     keys.emplace_back(k, seen[k]++);
   }
   return keys;
 }
 
-/// A row's windows under `key` (positive values) and the processes they ran in (`process_key`,
-/// kept only where it gives one whole number per window); empty when it has none.
-std::pair<std::vector<double>, std::vector<int>> windows(const Json& row, const char* key,
-                                                         const char* process_key) {
+/// A row's windows (the positive ones) and the processes they ran in (kept only where they give
+/// one process per window).
+std::pair<std::vector<double>, std::vector<int>> windows(const std::vector<double>& ms,
+                                                         const std::vector<int>& process) {
   std::vector<double> w;
   std::vector<int> p;
-  if (!row.contains(key) || !row[key].is_array()) return {w, p};
-  const Json& ms = row[key];
-  const Json* procs =
-      row.contains(process_key) && row[process_key].is_array() && row[process_key].size() == ms.size()
-          ? &row[process_key]
-          : nullptr;
-  bool whole = procs != nullptr;
+  const bool whole = process.size() == ms.size();
   for (size_t i = 0; i < ms.size(); ++i) {
-    if (!ms[i].is_number() || !(ms[i].get<double>() > 0)) continue;
-    w.push_back(ms[i].get<double>());
-    if (procs && (*procs)[i].is_number_integer())
-      p.push_back((*procs)[i].get<int>());
-    else
-      whole = false;
+    if (!(ms[i] > 0)) continue;
+    w.push_back(ms[i]);
+    if (whole) p.push_back(process[i]);
   }
   if (!whole) p.clear();
   return {w, p};
 }
 
 /// Samples a step of the row processes (all ranks), from samples/s and ms/step.
-std::optional<double> samples_per_step(const Json& row) {
-  auto sps = number(row, "samples_per_s"), ms = number(row, "ms_per_step");
-  if (!sps || !ms || *sps <= 0 || *ms <= 0) return std::nullopt;
-  return *sps * *ms / 1000.0;
-}
-
-/// Whether a results row says it was measured under competing load.
-bool under_load(const Json& row) {
-  const auto it = row.find("under_load");
-  return it != row.end() && it->is_boolean() && it->get<bool>();
+std::optional<double> samples_per_step(const measure::Measurement& m) {
+  if (m.samples_per_s <= 0 || m.ms_per_step <= 0) return std::nullopt;
+  return m.samples_per_s * m.ms_per_step / 1000.0;
 }
 
 /// What report/figures needs of each row of a results file: its windows and what it was
 /// compared with, as the sweep that wrote it had them.
-std::vector<ChainRow> chain_rows(const Json& rows) {
+std::vector<ChainRow> chain_rows(const std::vector<Row>& rows) {
   std::vector<ChainRow> out;
   for (const auto& r : rows) {
     ChainRow c;
-    c.samples_per_step = samples_per_step(r).value_or(0);
-    std::tie(c.window_ms, c.window_process) = windows(r, "repeat_ms_per_step", "repeat_process");
-    std::tie(c.prev_ms, c.prev_process) = windows(r, "prev_ms_per_step", "prev_process");
-    if (auto w = number(r, "compared_with"); w && *w >= 0 && *w < static_cast<double>(rows.size()))
-      c.compared_with = static_cast<size_t>(*w);
-    c.under_load = under_load(r);
+    if (r.m) {
+      c.samples_per_step = samples_per_step(*r.m).value_or(0);
+      std::tie(c.window_ms, c.window_process) = windows(r.m->repeat_ms, r.m->repeat_process);
+      std::tie(c.prev_ms, c.prev_process) = windows(r.prev_ms, r.prev_process);
+      if (r.compared_with && *r.compared_with < rows.size()) c.compared_with = r.compared_with;
+      c.under_load = r.m->load.under_load;
+    }
     out.push_back(std::move(c));
   }
   return out;
@@ -95,39 +73,34 @@ std::vector<ChainRow> chain_rows(const Json& rows) {
 
 /// A side of a comparison: one row of one results file, with the figures of that file's rows.
 struct Side {
-  const Json* row = nullptr;
+  const Row* row = nullptr;
   const std::vector<ChainRow>* chain = nullptr;
   size_t index = 0;
 };
 
-/// The interval text of a row's samples/s, as the file prints it.
-std::string rate_interval(const Json& row) {
-  if (row.contains("samples_per_s_interval") && row["samples_per_s_interval"].is_string())
-    return " " + row["samples_per_s_interval"].get<std::string>();
-  auto p = number(row, "samples_per_s"), l = number(row, "samples_per_s_lo"),
-       h = number(row, "samples_per_s_hi");
-  return p && l && h ? interval_text(*p, *l, *h) : "";
+/// A measured row's samples/s, spread and interval text, as its file prints them.
+void read_side(const Row& row, std::optional<double>& sps, std::optional<double>& spread,
+               std::string& interval) {
+  if (!row.m) return;
+  sps = row.m->samples_per_s, spread = row.m->spread_pct;
+  interval = interval_text(row.m->samples_per_s_ci);
 }
 
 RowCheck check(const Side& old_side, const Side& new_side, double limit) {
-  const Json* o = old_side.row;
-  const Json* n = new_side.row;
+  const Row* o = old_side.row;
+  const Row* n = new_side.row;
   RowCheck c;
-  c.name = (n ? *n : *o)["name"].get<std::string>();
-  if (o)
-    c.old_sps = number(*o, "samples_per_s"), c.old_spread = number(*o, "spread_pct"),
-    c.old_interval = rate_interval(*o);
-  if (n)
-    c.new_sps = number(*n, "samples_per_s"), c.new_spread = number(*n, "spread_pct"),
-    c.new_interval = rate_interval(*n);
+  c.name = (n ? n : o)->name;
+  if (o) read_side(*o, c.old_sps, c.old_spread, c.old_interval);
+  if (n) read_side(*n, c.new_sps, c.new_spread, c.new_interval);
   if (!n) {
     c.verdict = "missing";
     c.why = "not in the new run";
     c.regression = true;
     return c;
   }
-  const std::string status = (*n)["status"].get<std::string>();
-  if (RowStatus::from_text(status).is(RowStatus::State::kFailed)) {
+  const std::string status = n->status.text();
+  if (n->status.is(RowStatus::State::kFailed)) {
     c.verdict = "failed";
     c.why = status;
     c.regression = true;
@@ -146,7 +119,7 @@ RowCheck check(const Side& old_side, const Side& new_side, double limit) {
   }
   if (!c.old_sps || *c.old_sps <= 0) {
     c.verdict = "new row";
-    c.why = "the old run has no numbers for it: " + (*o)["status"].get<std::string>();
+    c.why = "the old run has no numbers for it: " + o->status.text();
     return c;
   }
   // Both runs' timed windows: each row's samples/s as its file derives it (report/figures: its
@@ -229,10 +202,9 @@ namespace {
 /// The architectures a run's rows measured, in order, each once ("resnet18, resnet50").
 std::string archs_of(const RunFile& run) {
   std::vector<std::string> seen;
-  for (const Json& row : run.doc["rows"])
-    if (row.contains("arch") && row["arch"].is_string() &&
-        std::find(seen.begin(), seen.end(), row["arch"].get<std::string>()) == seen.end())
-      seen.push_back(row["arch"].get<std::string>());
+  for (const Row& row : run.results.rows)
+    if (!row.arch.empty() && std::find(seen.begin(), seen.end(), row.arch) == seen.end())
+      seen.push_back(row.arch);
   std::string out;
   for (const auto& a : seen) out += (out.empty() ? "" : ", ") + a;
   return out;
@@ -253,8 +225,8 @@ Comparison compare_runs(const RunFile& old, const RunFile& now, double limit_pct
   cmp.old_label = old.label;
   cmp.new_label = now.label;
   cmp.limit_pct = limit_pct;
-  const Json& old_rows = old.doc["rows"];
-  const Json& new_rows = now.doc["rows"];
+  const std::vector<Row>& old_rows = old.results.rows;
+  const std::vector<Row>& new_rows = now.results.rows;
   const auto old_keys = keys_of(old_rows), new_keys = keys_of(new_rows);
   const auto old_chain = chain_rows(old_rows), new_chain = chain_rows(new_rows);
   std::vector<bool> old_used(old_rows.size(), false);
@@ -272,8 +244,9 @@ Comparison compare_runs(const RunFile& old, const RunFile& now, double limit_pct
     if (!old_used[j]) cmp.rows.push_back(check(Side{&old_rows[j], &old_chain, j}, Side{}, limit_pct));
   if (const std::string w = arch_warning(old, now); !w.empty()) cmp.warnings.push_back(w);
   for (const RunFile* r : {&old, &now}) {
-    const std::string status = r->doc["status"].get<std::string>();
-    if (status != "complete") cmp.warnings.push_back(r->label + ": the run is " + status + ", not complete");
+    if (r->results.status != RunStatus::kComplete)
+      cmp.warnings.push_back(r->label + ": the run is " + run_status_text(r->results.status) +
+                             ", not complete");
   }
   return cmp;
 }

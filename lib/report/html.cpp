@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -89,27 +90,13 @@ std::string bytes_text(double b) {
 
 std::string ratio_text(double v) { return "×" + fixed(v, 2); }
 
-std::optional<double> num(const Json& row, const char* key) {
-  if (!row.is_object() || !row.contains(key) || !row[key].is_number()) return std::nullopt;
-  return row[key].get<double>();
-}
+/// A row's samples/s as its file holds it; 0 for a row without numbers.
+double rate_of(const Row& row) { return row.m ? row.m->samples_per_s : 0; }
 
-/// The interval text of `key` (" ±1.8%" or " [0.060, 16.4]"): the results file's own
-/// (`key`_interval), else made by the same formatter from `key`, `key`_lo and `key`_hi; "" when
-/// the row has no interval.
-std::string row_interval_text(const Json& row, const std::string& key) {
-  if (row.contains(key + "_interval") && row[key + "_interval"].is_string()) {
-    const std::string t = row[key + "_interval"].get<std::string>();
-    return t.empty() ? t : " " + t;
-  }
-  auto p = num(row, key.c_str()), l = num(row, (key + "_lo").c_str()), h = num(row, (key + "_hi").c_str());
-  if (!p || !l || !h) return "";
-  return report::interval_text(*p, *l, *h);
-}
-
-std::string str(const Json& j, const char* key) {
-  if (!j.is_object() || !j.contains(key) || j[key].is_null()) return "";
-  return j[key].is_string() ? j[key].get<std::string>() : j[key].dump();
+/// A row's samples/s with its interval, as every table prints it: "1,234/s ±1.8%" (no "/s"
+/// unless `unit`).
+std::string rate_cell_text(const Row& row, bool unit = false) {
+  return rate_text(rate_of(row)) + (unit ? "/s" : "") + interval_text(row.m->samples_per_s_ci);
 }
 
 /// At most `n` code points of `s`, with "…" when cut; newlines as spaces.
@@ -124,7 +111,7 @@ std::string shorten(const std::string& s, size_t n) {
   return o;
 }
 
-std::string changes_text(const Json& changes) {
+std::string changes_text(const nlohmann::ordered_json& changes) {
   if (!changes.is_object() || changes.empty()) return "-";
   std::string s;
   for (auto it = changes.begin(); it != changes.end(); ++it)
@@ -133,8 +120,7 @@ std::string changes_text(const Json& changes) {
   return s;
 }
 
-std::string status_class(const std::string& status) {
-  const RowStatus s = RowStatus::from_text(status);
+std::string status_class(const RowStatus& s) {
   if (s.is(RowStatus::State::kFailed)) return "failed";
   if (s.is(RowStatus::State::kSkipped)) return "skipped";
   if (!s.ok_state()) return "note";
@@ -146,8 +132,8 @@ struct Line {
   std::string key;
   int occurrence = 0;
   std::string name, mode, arch;
-  std::vector<const Json*> rows;  // per run
-  size_t index = 0;               // its position in the report
+  std::vector<const Row*> rows;  // per run
+  size_t index = 0;              // its position in the report
 };
 
 /// Every run's rows matched by match_key (the k-th of a name with the k-th): the first run's
@@ -157,8 +143,8 @@ std::vector<Line> match_lines(const std::vector<RunFile>& runs) {
   for (size_t r = 0; r < runs.size(); ++r) {
     std::map<std::string, int> seen;
     size_t pos = 0;  // insert after the last line matched in this run
-    for (const auto& row : runs[r].doc["rows"]) {
-      const std::string name = row["name"].get<std::string>();
+    for (const Row& row : runs[r].results.rows) {
+      const std::string& name = row.name;
       const std::string key = match_key(name);
       const int occ = seen[key]++;
       auto it = std::find_if(lines.begin(), lines.end(),
@@ -168,8 +154,8 @@ std::vector<Line> match_lines(const std::vector<RunFile>& runs) {
         l.key = key;
         l.occurrence = occ;
         l.name = name;
-        l.mode = str(row, "mode");
-        l.arch = str(row, "arch");
+        l.mode = config::name(row.mode);
+        l.arch = row.arch;
         l.rows.assign(runs.size(), nullptr);
         it = lines.insert(lines.begin() + static_cast<std::ptrdiff_t>(std::min(pos, lines.size())), l);
       }
@@ -224,25 +210,25 @@ std::string legend_html(const std::vector<RunFile>& runs) {
   std::ostringstream os;
   os << "<ul class=\"runs\">";
   for (size_t k = 0; k < runs.size(); ++k) {
-    const Json& e = runs[k].doc["environment"];
-    const std::string status = runs[k].doc["status"].get<std::string>();
+    const Environment& e = runs[k].results.environment;
+    const size_t rows = runs[k].results.rows.size();
+    const std::string status = run_status_text(runs[k].results.status);
     os << "<li><span class=\"swatch\" style=\"background:" << run_color(k) << "\"></span><b>"
        << esc(runs[k].label) << "</b>"
        << (k == 0 && runs.size() > 1 ? " <span class=\"muted\">(reference)</span>" : "");
     if (!runs[k].path.empty()) os << " <span class=\"muted\">" << esc(runs[k].path) << "</span>";
-    os << " — " << esc(str(e, "device").empty() ? "unknown device" : str(e, "device"));
-    if (!str(e, "device_kind").empty()) os << " (" << esc(str(e, "device_kind")) << ")";
-    os << ", " << runs[k].doc["rows"].size() << (runs[k].doc["rows"].size() == 1 ? " row" : " rows");
+    os << " — " << esc(e.device.empty() ? "unknown device" : e.device);
+    if (!e.device_kind.empty()) os << " (" << esc(e.device_kind) << ")";
+    os << ", " << rows << (rows == 1 ? " row" : " rows");
     if (status != "complete") os << " <span class=\"status-skipped\">[" << esc(status) << "]</span>";
     os << "</li>";
   }
   os << "</ul>";
   for (const auto& r : runs) {
-    const std::string status = r.doc["status"].get<std::string>();
-    if (status == "running")
-      os << "<p class=\"banner\">" << esc(r.label) << ": the sweep is still running; " << r.doc["rows"].size()
-         << " row(s) so far (the page is rewritten after every row).</p>";
-    else if (status == "interrupted")
+    if (r.results.status == RunStatus::kRunning)
+      os << "<p class=\"banner\">" << esc(r.label) << ": the sweep is still running; "
+         << r.results.rows.size() << " row(s) so far (the page is rewritten after every row).</p>";
+    else if (r.results.status == RunStatus::kInterrupted)
       os << "<p class=\"banner\">" << esc(r.label)
          << ": the sweep was interrupted; its finished rows are shown.</p>";
   }
@@ -276,8 +262,8 @@ std::string throughput_html(const std::vector<RunFile>& runs, const std::vector<
     for (const auto& l : lines) {
       if (l.mode != mode || l.arch != arch) continue;
       ls.push_back(&l);
-      for (const Json* r : l.rows)
-        if (r && has_numbers(*r)) max = std::max(max, (*r)["samples_per_s"].get<double>());
+      for (const Row* r : l.rows)
+        if (r && r->m) max = std::max(max, rate_of(*r));
     }
     const double step = nice_step(max > 0 ? max / 4 : 1);
     const double axis_max = max > 0 ? std::ceil(max / step - 1e-9) * step : step;
@@ -297,35 +283,31 @@ std::string throughput_html(const std::vector<RunFile>& runs, const std::vector<
       const double group_h = runs.size() * (bar_h + bar_gap) - bar_gap;
       os << row_label(*l, kLabel - 8, y + group_h / 2 + 4);
       for (size_t k = 0; k < runs.size(); ++k, y += bar_h + bar_gap) {
-        const Json* r = l->rows[k];
+        const Row* r = l->rows[k];
         const double text_y = y + bar_h / 2 + 4;
         if (!r) {
           os << "<text class=\"nobar muted\" x=\"" << kLabel + 4 << "\" y=\"" << fixed(text_y, 1) << "\">"
              << (multi ? esc(runs[k].label) + ": " : "") << "not in this run</text>";
           continue;
         }
-        if (!has_numbers(*r)) {
-          const std::string status = str(*r, "status");
-          os << "<text class=\"nobar status-" << status_class(status) << "\" x=\"" << kLabel + 4 << "\" y=\""
-             << fixed(text_y, 1) << "\"><title>" << esc(status) << "</title>"
+        if (!r->m) {
+          const std::string status = r->status.text();
+          os << "<text class=\"nobar status-" << status_class(r->status) << "\" x=\"" << kLabel + 4
+             << "\" y=\"" << fixed(text_y, 1) << "\"><title>" << esc(status) << "</title>"
              << (multi ? esc(runs[k].label) + ": " : "") << esc(shorten(status, 90)) << "</text>";
           continue;
         }
-        const double v = (*r)["samples_per_s"].get<double>();
+        const double v = rate_of(*r);
         const double w = axis_max > 0 ? kBars * v / axis_max : 0;
-        std::string text = rate_text(v) + "/s";
-        text += row_interval_text(*r, "samples_per_s");
-        if (auto p = num(*r, "speedup_vs_prev")) text += " · " + ratio_text(*p) + " prev";
-        if (auto b = num(*r, "speedup_vs_base")) text += " · " + ratio_text(*b) + " base";
-        if (k > 0 && l->rows[0] && has_numbers(*l->rows[0]) &&
-            (*l->rows[0])["samples_per_s"].get<double>() > 0)
-          text += " · " + ratio_text(v / (*l->rows[0])["samples_per_s"].get<double>()) + " " +
-                  shorten(runs[0].label, 16);
+        std::string text = rate_cell_text(*r, true);
+        text += " · " + ratio_text(r->speedup_vs_prev) + " prev";
+        text += " · " + ratio_text(r->speedup_vs_base) + " base";
+        if (k > 0 && l->rows[0] && rate_of(*l->rows[0]) > 0)
+          text += " · " + ratio_text(v / rate_of(*l->rows[0])) + " " + shorten(runs[0].label, 16);
         os << "<rect class=\"bar\" x=\"" << kLabel << "\" y=\"" << fixed(y, 1) << "\" width=\"" << fixed(w, 2)
            << "\" height=\"" << bar_h << "\" fill=\"" << run_color(k) << "\" data-run=\"" << k
-           << "\" data-row=\"" << esc(l->name) << "\" data-value=\"" << (*r)["samples_per_s"].dump()
-           << "\"><title>" << esc(runs[k].label + ": " + l->name + ": " + rate_text(v) + " samples/s")
-           << "</title></rect>";
+           << "\" data-row=\"" << esc(l->name) << "\" data-value=\"" << Json(v).dump() << "\"><title>"
+           << esc(runs[k].label + ": " + l->name + ": " + rate_text(v) + " samples/s") << "</title></rect>";
         os << "<text class=\"value\" x=\"" << fixed(kLabel + w + 6, 1) << "\" y=\"" << fixed(text_y, 1)
            << "\">" << esc(text) << "</text>";
       }
@@ -338,10 +320,10 @@ std::string throughput_html(const std::vector<RunFile>& runs, const std::vector<
 
 /// A row's second line in the step split, at `gy`: the thin GPU busy/idle bar (`gpu_h` high)
 /// and its text, with the peak memory.
-std::string gpu_line_svg(const Json& r, double gy, double gpu_h) {
+std::string gpu_line_svg(const measure::Measurement& m, double gy, double gpu_h) {
   std::ostringstream os;
   std::string gpu_text;
-  if (const auto busy = num(r, "gpu_busy_pct")) {
+  if (const auto busy = m.gpu_busy_pct) {
     const double b = std::clamp(*busy, 0.0, 100.0);
     os << "<rect class=\"gpu-busy\" x=\"" << kLabel << "\" y=\"" << fixed(gy, 1) << "\" width=\""
        << fixed(kBars * b / 100, 2) << "\" height=\"" << gpu_h << "\" fill=\"" << kBusyColor
@@ -351,10 +333,13 @@ std::string gpu_line_svg(const Json& r, double gy, double gpu_h) {
        << kIdleColor << "\"><title>GPU idle " << fixed(100 - b, 1) << "%</title></rect>";
     gpu_text = "GPU busy " + fixed(b, 0) + "%";
   }
-  if (auto peak = num(r, "peak_mem_bytes")) {
-    gpu_text += (gpu_text.empty() ? "" : " · ") + std::string("peak ") + bytes_text(*peak);
-    if (auto dev = num(r, "device_mem_bytes"); dev && *dev > 0)
-      gpu_text += " (" + fixed(100 * *peak / *dev, 0) + "% of " + bytes_text(*dev) + ")";
+  if (m.peak_mem_bytes) {
+    const auto peak = static_cast<double>(*m.peak_mem_bytes);
+    gpu_text += (gpu_text.empty() ? "" : " · ") + std::string("peak ") + bytes_text(peak);
+    if (m.device_mem_bytes && *m.device_mem_bytes > 0) {
+      const auto dev = static_cast<double>(*m.device_mem_bytes);
+      gpu_text += " (" + fixed(100 * peak / dev, 0) + "% of " + bytes_text(dev) + ")";
+    }
   }
   os << "<text class=\"value small\" x=\"" << fixed(kLabel + kBars + 8, 1) << "\" y=\""
      << fixed(gy + gpu_h + 1, 1) << "\">" << esc(gpu_text) << "</text>";
@@ -367,22 +352,22 @@ std::string split_html(const std::vector<RunFile>& runs, const std::vector<Line>
   std::vector<const Line*> ls;
   for (const auto& l : lines) {
     bool numbers = false;
-    for (const Json* r : l.rows)
-      if (r && has_numbers(*r)) numbers = true, any_gpu |= num(*r, "gpu_busy_pct").has_value();
+    for (const Row* r : l.rows)
+      if (r && r->m && r->m->split) numbers = true, any_gpu |= r->m->gpu_busy_pct.has_value();
     if (numbers) ls.push_back(&l);
   }
   if (ls.empty()) return "";
   const bool multi = runs.size() > 1;
   const double bar_h = 14, gpu_h = 5, gap = 4, group_gap = 10, top = 36;
   // A row with GPU busy or peak memory gets a second line: the thin busy/idle bar and its text.
-  auto second_line = [&](const Json* r) {
-    return r && (num(*r, "gpu_busy_pct") || num(*r, "peak_mem_bytes"));
-  };
-  auto entry_h = [&](const Json* r) { return bar_h + (second_line(r) ? 14 : 0); };
+  auto second_line = [&](const Row* r) { return r->m->gpu_busy_pct || r->m->peak_mem_bytes; };
+  auto entry_h = [&](const Row* r) { return bar_h + (second_line(r) ? 14 : 0); };
+  // The rows with a step split (a results file of another program may hold samples/s alone).
+  auto has_split = [](const Row* r) { return r && r->m && r->m->split; };
   double height = top;
   for (const Line* l : ls) {
     for (size_t k = 0; k < runs.size(); ++k)
-      if (l->rows[k] && has_numbers(*l->rows[k])) height += entry_h(l->rows[k]) + gap;
+      if (has_split(l->rows[k])) height += entry_h(l->rows[k]) + gap;
     height += group_gap - gap;
   }
   height += 4;
@@ -408,15 +393,15 @@ std::string split_html(const std::vector<RunFile>& runs, const std::vector<Line>
   for (const Line* l : ls) {
     double group_h = 0;
     for (size_t k = 0; k < runs.size(); ++k)
-      if (l->rows[k] && has_numbers(*l->rows[k])) group_h += entry_h(l->rows[k]) + gap;
+      if (has_split(l->rows[k])) group_h += entry_h(l->rows[k]) + gap;
     group_h -= gap;
     os << row_label(*l, kLabel - (multi ? 14 : 8), y + std::min(group_h, bar_h) / 2 + 4);
     for (size_t k = 0; k < runs.size(); ++k) {
-      const Json* r = l->rows[k];
-      if (!r || !has_numbers(*r)) continue;
-      const double wait = std::max(0.0, num(*r, "data_wait_pct").value_or(0));
-      const double copy = std::max(0.0, num(*r, "h2d_pct").value_or(0));
-      const double compute = std::max(0.0, num(*r, "compute_pct").value_or(std::max(0.0, 100 - wait - copy)));
+      const Row* r = l->rows[k];
+      if (!has_split(r)) continue;
+      const double wait = std::max(0.0, r->m->split->data_wait_pct);
+      const double copy = std::max(0.0, r->m->split->h2d_pct);
+      const double compute = std::max(0.0, r->m->split->compute_pct);
       const double total = wait + copy + compute;
       if (multi)
         os << "<rect x=\"" << kLabel - 8 << "\" y=\"" << fixed(y, 1) << "\" width=\"4\" height=\"" << bar_h
@@ -437,7 +422,7 @@ std::string split_html(const std::vector<RunFile>& runs, const std::vector<Line>
           "wait " + fixed(wait, 0) + "% · copy " + fixed(copy, 0) + "% · compute " + fixed(compute, 0) + "%";
       os << "<text class=\"value\" x=\"" << fixed(kLabel + kBars + 8, 1) << "\" y=\""
          << fixed(y + bar_h / 2 + 4, 1) << "\">" << esc(text) << "</text>";
-      if (second_line(r)) os << gpu_line_svg(*r, y + bar_h + 4, gpu_h);
+      if (second_line(r)) os << gpu_line_svg(*r->m, y + bar_h + 4, gpu_h);
       y += entry_h(r) + gap;
     }
     y += group_gap - gap;
@@ -451,19 +436,18 @@ std::string curves_html(const std::vector<RunFile>& runs, const std::vector<Line
   struct Curve {
     const Line* line;
     size_t run;
-    const Json* points;
+    const std::vector<double>* points;
   };
   std::vector<Curve> curves;
   double lo = 1e300, hi = -1e300;
   size_t steps = 0;
   for (const auto& l : lines)
     for (size_t k = 0; k < runs.size(); ++k) {
-      const Json* r = l.rows[k];
-      if (!r || !(*r)["loss_curve"].is_array() || (*r)["loss_curve"].empty()) continue;
-      curves.push_back({&l, k, &(*r)["loss_curve"]});
-      steps = std::max(steps, (*r)["loss_curve"].size());
-      for (const auto& v : (*r)["loss_curve"])
-        lo = std::min(lo, v.get<double>()), hi = std::max(hi, v.get<double>());
+      const Row* r = l.rows[k];
+      if (!r || r->loss_curve.empty()) continue;
+      curves.push_back({&l, k, &r->loss_curve});
+      steps = std::max(steps, r->loss_curve.size());
+      for (const double v : r->loss_curve) lo = std::min(lo, v), hi = std::max(hi, v);
     }
   if (curves.empty()) return "";
   if (!(hi > lo)) hi = lo + 1;
@@ -497,7 +481,7 @@ std::string curves_html(const std::vector<RunFile>& runs, const std::vector<Line
     const std::string color = kRunColors[(c + 1) % (sizeof kRunColors / sizeof *kRunColors)];
     std::string points;
     for (size_t i = 0; i < curves[c].points->size(); ++i)
-      points += (i ? " " : "") + fixed(px(i), 1) + "," + fixed(py((*curves[c].points)[i].get<double>()), 1);
+      points += (i ? " " : "") + fixed(px(i), 1) + "," + fixed(py((*curves[c].points)[i]), 1);
     os << "<polyline class=\"curve\" fill=\"none\" stroke=\"" << color << "\" stroke-width=\"1.6\"";
     if (curves[c].run % 4) os << " stroke-dasharray=\"" << dashes[curves[c].run % 4] << "\"";
     os << " data-run=\"" << curves[c].run << "\" data-row=\"" << esc(curves[c].line->name) << "\" points=\""
@@ -522,13 +506,11 @@ std::string cell(const std::string& text, bool numeric = false, const std::strin
   return "<td" + (c.empty() ? std::string() : " class=\"" + c + "\"") + ">" + esc(text) + "</td>";
 }
 
-/// A speedup cell: "1.45x ±4.0% faster", coloured by its verdict.
-std::string speedup_cell(const Json& row, const char* key, const char* verdict_key) {
-  auto v = num(row, key);
-  if (!v) return cell("-", true);
-  const std::string k = key;
-  const std::string verdict = str(row, verdict_key);
-  std::string text = fixed(*v, 2) + "x" + row_interval_text(row, k);
+/// A speedup cell: "1.45x ±4.0% faster", coloured by its verdict; "-" for a row without numbers.
+std::string speedup_cell(const Row& row, double speedup, const stats::Interval& ci,
+                         const std::string& verdict) {
+  if (!row.m) return cell("-", true);
+  std::string text = fixed(speedup, 2) + "x" + interval_text(ci);
   if (!verdict.empty()) text += " " + verdict;
   const std::string cls = verdict == "faster"      ? "verdict-faster"
                           : verdict == "slower"    ? "verdict-slower"
@@ -539,20 +521,20 @@ std::string speedup_cell(const Json& row, const char* key, const char* verdict_k
 
 /// The load cell: "-" on a quiet machine, else what else ran ("+0.9 cores", "steal 7%", "GPU
 /// shared"), and "GPU throttled" where the GPU slowed down (the notes, on hover, say how).
-std::string load_cell(const Json& row) {
+std::string load_cell(const Row& row) {
+  if (!row.m) return cell("-", true);
+  const system::LoadReport& l = row.m->load;
   std::string text, notes;
-  if (row.contains("under_load") && row["under_load"].is_boolean() && row["under_load"].get<bool>()) {
-    if (auto g = num(row, "gpu_other_processes"); g && *g > 0) {
+  if (l.under_load) {
+    if (l.gpu_other_processes && *l.gpu_other_processes > 0) {
       text = "GPU shared";
     } else {
       text = "under load";
-      if (auto c = num(row, "other_cpu_cores"); c && *c > 0) text = "+" + fixed(*c, 1) + " cores";
-      if (auto st = num(row, "steal_pct"); st && *st >= 5) text += ", steal " + fixed(*st, 0) + "%";
+      if (l.sampled && l.other_cpu_cores > 0) text = "+" + fixed(l.other_cpu_cores, 1) + " cores";
+      if (l.sampled && l.steal_pct >= 5) text += ", steal " + fixed(l.steal_pct, 0) + "%";
     }
   }
-  if (row.contains("gpu_notes") && row["gpu_notes"].is_array())
-    for (const auto& n : row["gpu_notes"])
-      if (n.is_string()) notes += (notes.empty() ? "" : ", ") + n.get<std::string>();
+  for (const auto& n : l.gpu_notes) notes += (notes.empty() ? "" : ", ") + n;
   if (!notes.empty()) text += (text.empty() ? "" : ", ") + std::string("GPU throttled");
   if (text.empty()) return cell("-", true);
   if (notes.empty()) return cell(text, true, "status-note");
@@ -574,22 +556,18 @@ std::string tables_html(const std::vector<RunFile>& runs, const std::vector<Line
     os << "</tr></thead><tbody>";
     for (const auto& l : lines) {
       os << "<tr>" << cell(std::to_string(l.index), true) << cell(l.name);
-      const Json* ref = l.rows[0];
+      const Row* ref = l.rows[0];
       for (size_t k = 0; k < runs.size(); ++k) {
-        const Json* r = l.rows[k];
+        const Row* r = l.rows[k];
         if (!r)
           os << cell("not in this run", false, "muted");
-        else if (!has_numbers(*r))
-          os << cell(str(*r, "status"), false, "status-" + status_class(str(*r, "status")));
-        else {
-          std::string t = rate_text((*r)["samples_per_s"].get<double>());
-          t += row_interval_text(*r, "samples_per_s");
-          os << cell(t, true);
-        }
+        else if (!r->m)
+          os << cell(r->status.text(), false, "status-" + status_class(r->status));
+        else
+          os << cell(rate_cell_text(*r), true);
         if (k == 0) continue;
-        if (r && ref && has_numbers(*r) && has_numbers(*ref) && (*ref)["samples_per_s"].get<double>() > 0)
-          os << cell(ratio_text((*r)["samples_per_s"].get<double>() / (*ref)["samples_per_s"].get<double>()),
-                     true);
+        if (r && ref && r->m && ref->m && rate_of(*ref) > 0)
+          os << cell(ratio_text(rate_of(*r) / rate_of(*ref)), true);
         else
           os << cell("-", true);
       }
@@ -598,16 +576,15 @@ std::string tables_html(const std::vector<RunFile>& runs, const std::vector<Line
     os << "</tbody></table></div>";
   }
   for (size_t k = 0; k < runs.size(); ++k) {
-    const Json& rows = runs[k].doc["rows"];
+    const std::vector<Row>& rows = runs[k].results.rows;
     bool gpu = false;
-    for (const auto& r : rows)
-      gpu |= num(r, "gpu_busy_pct").has_value() || num(r, "peak_mem_bytes").has_value();
+    for (const auto& r : rows) gpu |= r.m && (r.m->gpu_busy_pct || r.m->peak_mem_bytes);
     std::vector<std::string> peaks;  // the peaks "% peak" reads against, each once
     for (const auto& r : rows)
-      if (num(r, "peak_flops_per_s")) {
-        const bool under_load = r.contains("peak_under_load") && r["peak_under_load"] == true;
-        const std::string p = str(r, "peak_precision") + " " + flops_text(*num(r, "peak_flops_per_s")) +
-                              " FLOP/s, " + str(r, "peak_source") + (under_load ? kPeakUnderLoadNote : "");
+      if (r.m && r.m->peak_flops_per_s) {
+        const measure::Measurement& m = *r.m;
+        const std::string p = m.peak_precision + " " + flops_text(*m.peak_flops_per_s) + " FLOP/s, " +
+                              m.peak_source + (m.peak_under_load ? kPeakUnderLoadNote : "");
         if (std::find(peaks.begin(), peaks.end(), p) == peaks.end()) peaks.push_back(p);
       }
     os << "<h3><span class=\"swatch\" style=\"background:" << run_color(k) << "\"></span>"
@@ -621,32 +598,31 @@ std::string tables_html(const std::vector<RunFile>& runs, const std::vector<Line
        << "<th class=\"n\">loss</th><th class=\"n\">FLOP/s</th><th class=\"n\">% "
           "peak</th><th>status</th></tr></thead><tbody>";
     for (size_t i = 0; i < rows.size(); ++i) {
-      const Json& r = rows[i];
-      auto n = [&](const char* key, int digits, const char* suffix = "") {
-        auto v = num(r, key);
+      const Row& r = rows[i];
+      const measure::Measurement* m = r.m ? &*r.m : nullptr;
+      auto n = [&](const std::optional<double>& v, int digits, const char* suffix = "") {
         return cell(v ? fixed(*v, digits) + suffix : "-", true);
       };
-      std::string ms = num(r, "ms_per_step") ? fixed(*num(r, "ms_per_step"), 1) : "-";
-      const std::string status = str(r, "status");
-      os << "<tr>" << cell(std::to_string(i), true) << cell(str(r, "name"))
-         << cell(changes_text(r["changes"])) << cell(str(r, "mode")) << n("batch_size", 0)
-         << n("num_workers", 0) << cell(ms, true)
-         << cell(has_numbers(r)
-                     ? rate_text(r["samples_per_s"].get<double>()) + row_interval_text(r, "samples_per_s")
-                     : "-",
-                 true)
-         << speedup_cell(r, "speedup_vs_prev", "verdict_vs_prev")
-         << speedup_cell(r, "speedup_vs_base", "verdict_vs_base") << load_cell(r)
-         << n("data_wait_pct", 0, "%") << n("h2d_pct", 0, "%") << n("compute_pct", 0, "%");
+      auto positive = [](double v) { return v > 0 ? std::optional<double>(v) : std::nullopt; };
+      const auto split = m ? m->split : std::nullopt;
+      const auto flops = achieved_flops(r), of_peak = pct_of_peak(r);
+      os << "<tr>" << cell(std::to_string(i), true) << cell(r.name) << cell(changes_text(r.changes))
+         << cell(config::name(r.mode))
+         << n(m ? positive(static_cast<double>(m->batch_size)) : std::nullopt, 0)
+         << n(r.num_workers ? std::optional<double>(static_cast<double>(*r.num_workers)) : std::nullopt, 0)
+         << n(m ? positive(m->ms_per_step) : std::nullopt, 1) << cell(m ? rate_cell_text(r) : "-", true)
+         << speedup_cell(r, r.speedup_vs_prev, r.prev_ci, r.verdict_prev)
+         << speedup_cell(r, r.speedup_vs_base, r.base_ci, r.verdict_base) << load_cell(r)
+         << n(split ? std::optional<double>(split->data_wait_pct) : std::nullopt, 0, "%")
+         << n(split ? std::optional<double>(split->h2d_pct) : std::nullopt, 0, "%")
+         << n(split ? std::optional<double>(split->compute_pct) : std::nullopt, 0, "%");
       if (gpu)
-        os << n("gpu_busy_pct", 0, "%")
-           << cell(num(r, "peak_mem_bytes") ? bytes_text(*num(r, "peak_mem_bytes")) : "-", true);
-      os << n("loss", 3) << cell(num(r, "flops_per_s") ? flops_text(*num(r, "flops_per_s")) : "-", true)
-         << (!num(r, "pct_of_peak") && num(r, "flops_per_s") && r.contains("peak_under_load") &&
-                     r["peak_under_load"] == true
-                 ? cell("?", true)
-                 : n("pct_of_peak", num(r, "pct_of_peak").value_or(100) < 10 ? 1 : 0, "%"))
-         << cell(status, false, "status-" + status_class(status)) << "</tr>";
+        os << n(m ? m->gpu_busy_pct : std::nullopt, 0, "%")
+           << cell(m && m->peak_mem_bytes ? bytes_text(static_cast<double>(*m->peak_mem_bytes)) : "-", true);
+      os << n(m ? m->loss : std::nullopt, 3) << cell(flops ? flops_text(*flops) : "-", true)
+         << (!of_peak && flops && m->peak_under_load ? cell("?", true)
+                                                     : n(of_peak, of_peak.value_or(100) < 10 ? 1 : 0, "%"))
+         << cell(r.status.text(), false, "status-" + status_class(r.status)) << "</tr>";
     }
     os << "</tbody></table></div>";
     for (const auto& p : peaks) os << "<p class=\"peak\">% peak against: " << esc(p) << "</p>";
@@ -662,15 +638,15 @@ std::string diagnosis_html(const std::vector<RunFile>& runs) {
       os << "<h3><span class=\"swatch\" style=\"background:" << run_color(k) << "\"></span>"
          << esc(runs[k].label) << "</h3>";
     os << "<ol class=\"diagnosis\" start=\"0\">";
-    for (const auto& r : runs[k].doc["rows"]) {
-      const std::string status = str(r, "status");
-      os << "<li><b>" << esc(str(r, "name")) << "</b>";
-      if (status != "ok")
-        os << " <span class=\"status-" << status_class(status) << "\">" << esc(status) << "</span>";
-      if (!str(r, "diagnosis").empty()) os << ": " << esc(str(r, "diagnosis"));
+    for (const Row& r : runs[k].results.rows) {
+      os << "<li><b>" << esc(r.name) << "</b>";
+      if (!r.status.is(RowStatus::State::kOk))
+        os << " <span class=\"status-" << status_class(r.status) << "\">" << esc(r.status.text())
+           << "</span>";
+      if (!r.diagnosis.empty()) os << ": " << esc(r.diagnosis);
       std::vector<std::string> extra;
-      for (const auto& n : r["notes"]) extra.push_back("note: " + n.get<std::string>());
-      if (!str(r, "trace").empty()) extra.push_back("trace: " + str(r, "trace"));
+      for (const auto& n : r.notes) extra.push_back("note: " + n);
+      if (r.m && !r.m->trace_path.empty()) extra.push_back("trace: " + r.m->trace_path);
       if (!extra.empty()) {
         os << "<ul>";
         for (const auto& e : extra) os << "<li>" << esc(e) << "</li>";
@@ -684,9 +660,14 @@ std::string diagnosis_html(const std::vector<RunFile>& runs) {
 }
 
 std::string environment_html(const std::vector<RunFile>& runs) {
-  const std::vector<std::pair<const char*, const char*>> keys = {
-      {"device", "device"},   {"device_kind", "device kind"}, {"torch", "LibTorch / torch"},
-      {"cuda", "CUDA build"}, {"cpu_threads", "CPU threads"}, {"world_size", "world size"}};
+  auto count = [](int64_t n) { return n > 0 ? std::to_string(n) : std::string(); };
+  const std::vector<std::pair<const char*, std::function<std::string(const Environment&)>>> keys = {
+      {"device", [](const Environment& e) { return e.device; }},
+      {"device kind", [](const Environment& e) { return e.device_kind; }},
+      {"LibTorch / torch", [](const Environment& e) { return e.torch; }},
+      {"CUDA build", [](const Environment& e) { return e.cuda; }},
+      {"CPU threads", [&](const Environment& e) { return count(e.cpu_threads); }},
+      {"world size", [&](const Environment& e) { return count(e.world_size); }}};
   std::ostringstream os;
   os << "<section id=\"environment\"><h2>Environment</h2><div class=\"scroll\"><table "
         "class=\"environment\"><thead><tr><th></th>";
@@ -705,15 +686,15 @@ std::string environment_html(const std::vector<RunFile>& runs) {
   };
   line("file", [](const RunFile& r) { return r.path.empty() ? std::string("(this sweep)") : r.path; });
   line("written by", [](const RunFile& r) {
-    return r.source == "ptune" ? "ptune " + str(r.doc, "ptune_version") : "scripts/bench (PyTorch's side)";
+    return r.source == "ptune" ? "ptune " + r.ptune_version : "scripts/bench (PyTorch's side)";
   });
-  line("status", [](const RunFile& r) { return str(r.doc, "status"); });
-  for (const auto& [key, title] : keys)
-    line(title, [key = key](const RunFile& r) { return str(r.doc["environment"], key); });
+  line("status", [](const RunFile& r) { return std::string(run_status_text(r.results.status)); });
+  for (const auto& [title, value] : keys)
+    line(title, [&value = value](const RunFile& r) { return value(r.results.environment); });
   line("rows measured", [](const RunFile& r) {
     size_t n = 0;
-    for (const auto& row : r.doc["rows"]) n += has_numbers(row);
-    return std::to_string(n) + " of " + std::to_string(r.doc["rows"].size());
+    for (const auto& row : r.results.rows) n += row.m.has_value();
+    return std::to_string(n) + " of " + std::to_string(r.results.rows.size());
   });
   os << "</tbody></table></div></section>";
   return os.str();
@@ -738,17 +719,17 @@ std::string value_text(const Json& v) { return v.is_string() ? v.get<std::string
 /// the row (found by name in the config's sweep; else the rows' own changes, cumulatively).
 std::vector<std::map<std::string, Json>> row_configs(const RunFile& run) {
   std::map<std::string, Json> base;
-  flatten(run.doc["config"], "", base);
-  const Json& cfg = run.doc["config"];
+  flatten(run.results.config, "", base);
+  const Json& cfg = run.results.config;
   const Json sweep = cfg.contains("sweep") && cfg["sweep"].is_array() ? cfg["sweep"] : Json::array();
   std::vector<std::map<std::string, Json>> out;
   std::map<std::string, Json> own = base;  // fallback: the rows' own changes, cumulatively
   size_t next = 0;
-  for (const auto& row : run.doc["rows"]) {
-    for (auto it = row["changes"].begin(); it != row["changes"].end(); ++it) own[it.key()] = it.value();
+  for (const Row& row : run.results.rows) {
+    for (auto it = row.changes.begin(); it != row.changes.end(); ++it) own[it.key()] = it.value();
     size_t found = sweep.size();
     for (size_t i = next; i < sweep.size(); ++i)
-      if (sweep[i].is_object() && str(sweep[i], "name") == str(row, "name")) {
+      if (sweep[i].is_object() && sweep[i].value("name", Json()) == Json(row.name)) {
         found = i;
         break;
       }
@@ -774,7 +755,7 @@ std::string config_html(const std::vector<RunFile>& runs) {
   std::vector<std::map<std::string, Json>> firsts;
   for (size_t k = 0; k < runs.size(); ++k) {
     const auto configs = row_configs(runs[k]);
-    const Json& rows = runs[k].doc["rows"];
+    const std::vector<Row>& rows = runs[k].results.rows;
     os << "<h3><span class=\"swatch\" style=\"background:" << run_color(k) << "\"></span>"
        << esc(runs[k].label) << "</h3>";
     if (configs.empty()) {
@@ -801,7 +782,7 @@ std::string config_html(const std::vector<RunFile>& runs) {
         }
         if (diff.empty()) diff = "(same config)";
       }
-      os << "<tr>" << cell(std::to_string(i), true) << cell(str(rows[i], "name")) << cell(diff) << "</tr>";
+      os << "<tr>" << cell(std::to_string(i), true) << cell(rows[i].name) << cell(diff) << "</tr>";
     }
     os << "</tbody></table></div>";
     if (!configs[0].empty()) {
@@ -911,8 +892,10 @@ std::string to_html(const std::vector<RunFile>& runs) {
   const auto lines = match_lines(runs);
   std::string title = "ptune report";
   if (!runs.empty()) {
-    const std::string name = str(runs[0].doc["config"], "name");
-    if (!name.empty()) title += ": " + name;
+    const Json& cfg = runs[0].results.config;
+    if (const auto name = cfg.find("name");
+        name != cfg.end() && name->is_string() && !name->get<std::string>().empty())
+      title += ": " + name->get<std::string>();
   }
   std::ostringstream os;
   os << page_head(title) << "<header><h1>" << esc(title) << "</h1>" << legend_html(runs) << "</header>\n";

@@ -73,7 +73,8 @@ std::string load_text(const system::LoadReport& l) {
 std::vector<std::string> cells(const Row& row, size_t index, bool gpu) {
   std::vector<std::string> c = {std::to_string(index), row.name, changes_text(row.changes)};
   // A program's row: its loader is its own, unseen ("-").
-  const std::string workers = row.arch == "program" ? "-" : std::to_string(row.num_workers);
+  const std::string workers =
+      row.arch == "program" || !row.num_workers ? "-" : std::to_string(*row.num_workers);
   if (!row.m) {
     c.insert(c.end(), {"", workers, "", "", "", "", "", "", "", ""});
     c.insert(c.end(), {"", ""});  // FLOP/s, % peak
@@ -81,16 +82,18 @@ std::vector<std::string> cells(const Row& row, size_t index, bool gpu) {
     return c;
   }
   const auto& m = *row.m;
-  c.push_back(std::to_string(m.batch_size));
+  // A file of another program may hold samples/s alone: what it does not say is "-".
+  c.push_back(m.batch_size > 0 ? std::to_string(m.batch_size) : "-");
   c.push_back(workers);
   const stats::Interval rate = printed_rate(row);
-  c.push_back(fixed(printed_ms_per_step(row), 1));
+  const double ms = printed_ms_per_step(row);
+  c.push_back(ms > 0 ? fixed(ms, 1) : "-");
   c.push_back(fixed(rate.point, 1) + interval_text(rate));
   c.push_back(speedup_text(row.speedup_vs_prev, row.prev_ci, row.verdict_prev));
   c.push_back(speedup_text(row.speedup_vs_base, row.base_ci, row.verdict_base));
   c.push_back(load_text(m.load));
-  c.push_back(fixed(m.data_wait_pct, 0) + "%");
-  c.push_back(fixed(m.h2d_pct, 0) + "%");
+  c.push_back(m.split ? fixed(m.split->data_wait_pct, 0) + "%" : "-");
+  c.push_back(m.split ? fixed(m.split->h2d_pct, 0) + "%" : "-");
   c.push_back(m.loss ? fixed(*m.loss, 3) : "-");
   const auto achieved = achieved_flops(row);
   const auto of_peak = pct_of_peak(row);
@@ -168,11 +171,15 @@ std::string trail(const Results& r) {
   return s;
 }
 
+/// "AMD EPYC (cpu), LibTorch 2.11.0, 2 CPU threads; CPU: ..."; what a file of another program does
+/// not say is left out.
 std::string device_line(const Environment& e) {
-  return e.device + " (" + e.device_kind + "), LibTorch " + e.torch +
-         (e.cuda.empty() ? "" : " (CUDA " + e.cuda + " build)") + ", " + std::to_string(e.cpu_threads) +
-         " CPU threads" + (e.world_size > 1 ? ", " + std::to_string(e.world_size) + " processes" : "") +
-         (e.cpu ? "; CPU: " + system::summary(*e.cpu) : "");
+  std::string s = e.device.empty() ? "unknown device" : e.device;
+  if (!e.device_kind.empty()) s += " (" + e.device_kind + ")";
+  if (!e.torch.empty()) s += ", LibTorch " + e.torch + (e.cuda.empty() ? "" : " (CUDA " + e.cuda + " build)");
+  if (e.cpu_threads > 0) s += ", " + std::to_string(e.cpu_threads) + " CPU threads";
+  if (e.world_size > 1) s += ", " + std::to_string(e.world_size) + " processes";
+  return s + (e.cpu ? "; CPU: " + system::summary(*e.cpu) : "");
 }
 
 /// The line under the table that says how to read the intervals and verdicts.
@@ -243,7 +250,7 @@ stats::Interval printed_rate(const Row& row) {
 
 double printed_ms_per_step(const Row& row) {
   const double rate = printed_rate(row).point;
-  return row.m && rate > 0 ? 1000.0 * samples_per_step(row) / rate : 0.0;
+  return row.m && row.m->ms_per_step > 0 && rate > 0 ? 1000.0 * samples_per_step(row) / rate : 0.0;
 }
 
 std::optional<double> achieved_flops(const Row& row) {

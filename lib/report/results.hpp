@@ -18,20 +18,20 @@ namespace ptune::report {
 
 /// The machine and software a result came from.
 struct Environment {
-  std::string torch;        // LibTorch version
-  std::string device;       // device name
-  std::string device_kind;  // "cpu" | "cuda"
-  std::string cuda;         // CUDA version, "" on CPU builds
-  int64_t cpu_threads = 0;
-  int64_t world_size = 1;
+  std::string torch;                   // LibTorch version
+  std::string device;                  // device name
+  std::string device_kind;             // "cpu" | "cuda"
+  std::string cuda;                    // CUDA version, "" on CPU builds
+  int64_t cpu_threads = 0;             // 0: a file that does not say
+  int64_t world_size = 1;              // processes; 0: a file that does not say
   std::optional<system::CpuInfo> cpu;  // the CPU as LibTorch uses it (ISAs, bf16, cores); absent in tests
 };
 
 /// One row of the table.
 struct Row {
-  std::string name;                // the sweep row's name
-  nlohmann::ordered_json changes;  // the row's own overrides
-  int64_t num_workers = 0;
+  std::string name;                    // the sweep row's name
+  nlohmann::ordered_json changes;      // the row's own overrides
+  std::optional<int64_t> num_workers;  // loader.num_workers; none: a file that does not say
   config::Mode mode = config::Mode::kTrain;
   std::string arch;                       // model.arch: speedups compare rows of the same mode and arch
   RowStatus status;                       // ok, or eager fallback, skipped or failed with why

@@ -143,13 +143,14 @@ Json to_json(const Results& r) {
     j["changes"] = row.changes.is_null() ? Json::object() : row.changes;
     j["mode"] = config::name(row.mode);
     if (!row.arch.empty()) j["arch"] = row.arch;
-    j["num_workers"] = row.num_workers;
+    if (row.num_workers) j["num_workers"] = *row.num_workers;
     if (row.m) {
       const auto& m = *row.m;
-      j["batch_size"] = m.batch_size;
-      j["steps"] = m.steps;
-      j["windows"] = static_cast<int64_t>(m.repeat_ms.size());
-      j["ms_per_step"] = round_significant(printed_ms_per_step(row), 6);
+      // What a file of another program did not say stays null (report reads such files).
+      if (m.batch_size > 0) j["batch_size"] = m.batch_size;
+      if (m.steps > 0) j["steps"] = m.steps;
+      if (!m.repeat_ms.empty()) j["windows"] = static_cast<int64_t>(m.repeat_ms.size());
+      if (const double ms = printed_ms_per_step(row); ms > 0) j["ms_per_step"] = round_significant(ms, 6);
       j["repeat_ms_per_step"] = Json::array();
       for (double v : m.repeat_ms) j["repeat_ms_per_step"].push_back(round_significant(v, 6));
       if (!m.repeat_process.empty()) j["repeat_process"] = m.repeat_process;
@@ -181,9 +182,11 @@ Json to_json(const Results& r) {
         if (!row.prev_process.empty()) j["prev_process"] = row.prev_process;
       }
       load_json(j, m.load);
-      j["data_wait_pct"] = round_to(m.data_wait_pct, 2);
-      j["h2d_pct"] = round_to(m.h2d_pct, 2);
-      j["compute_pct"] = round_to(m.compute_pct, 2);
+      if (m.split) {
+        j["data_wait_pct"] = round_to(m.split->data_wait_pct, 2);
+        j["h2d_pct"] = round_to(m.split->h2d_pct, 2);
+        j["compute_pct"] = round_to(m.split->compute_pct, 2);
+      }
       if (m.page_faults_per_step) j["page_faults_per_step"] = round_to(*m.page_faults_per_step, 1);
       if (m.system_time_pct) j["system_time_pct"] = round_to(*m.system_time_pct, 1);
       if (m.cpu_cores_busy) j["cpu_cores_busy"] = round_to(*m.cpu_cores_busy, 2);
@@ -211,8 +214,8 @@ Json to_json(const Results& r) {
                                    {"device", e.device},
                                    {"device_kind", e.device_kind},
                                    {"cuda", e.cuda.empty() ? Json(nullptr) : Json(e.cuda)},
-                                   {"cpu_threads", e.cpu_threads},
-                                   {"world_size", e.world_size},
+                                   {"cpu_threads", e.cpu_threads > 0 ? Json(e.cpu_threads) : Json(nullptr)},
+                                   {"world_size", e.world_size > 0 ? Json(e.world_size) : Json(nullptr)},
                                    {"cpu", e.cpu ? Json(system::cpu_json(*e.cpu)) : Json(nullptr)}}},
               {"rows", rows},
               {"status", run_status_text(r.status)}};
@@ -254,6 +257,8 @@ std::vector<T> list(const Json& j, const std::string& key) {
   for (const auto& v : *it) {
     if constexpr (std::is_same_v<T, std::string>) {
       if (v.is_string()) out.push_back(v.get<std::string>());
+    } else if constexpr (std::is_integral_v<T>) {  // process numbers: whole, or left out
+      if (v.is_number_integer()) out.push_back(v.get<T>());
     } else if (v.is_number()) {
       out.push_back(v.get<T>());
     }
@@ -299,9 +304,12 @@ measure::Measurement measurement_of(const Json& j) {
   m.repeat_process = list<int>(j, "repeat_process");
   m.spread_pct = number(j, "spread_pct").value_or(0);
   m.load = load_of(j);
-  m.data_wait_pct = number(j, "data_wait_pct").value_or(0);
-  m.h2d_pct = number(j, "h2d_pct").value_or(0);
-  m.compute_pct = number(j, "compute_pct").value_or(0);
+  if (const auto wait = number(j, "data_wait_pct"), h2d = number(j, "h2d_pct"); wait || h2d) {
+    // compute_pct absent (a file that gives the wait and the copy alone): the rest of the step.
+    const double w = wait.value_or(0), c = h2d.value_or(0);
+    m.split =
+        measure::Measurement::StepSplit{w, c, number(j, "compute_pct").value_or(std::max(0.0, 100 - w - c))};
+  }
   m.page_faults_per_step = number(j, "page_faults_per_step");
   m.system_time_pct = number(j, "system_time_pct");
   m.cpu_cores_busy = number(j, "cpu_cores_busy");
@@ -335,7 +343,7 @@ Row row_of(const Json& j, stats::NoiseRule& rule, const Json& measure_cfg) {
   row.changes = object_at(j, "changes");
   row.mode = config::enum_from<config::Mode>(text(j, "mode")).value_or(config::Mode::kTrain);
   row.arch = text(j, "arch");
-  row.num_workers = integer(j, "num_workers").value_or(0);
+  row.num_workers = integer(j, "num_workers");
   row.status = RowStatus::from_text(text(j, "status"));
   rule = rule_of(measure_cfg, row.changes, rule);
   row.rule = rule;
@@ -388,7 +396,7 @@ Results results_from_json(const Json& doc) {
   e.device_kind = text(env, "device_kind");
   e.cuda = text(env, "cuda");
   e.cpu_threads = integer(env, "cpu_threads").value_or(0);
-  e.world_size = integer(env, "world_size").value_or(1);
+  e.world_size = integer(env, "world_size").value_or(0);
   if (env.contains("cpu") && env["cpu"].is_object()) e.cpu = cpu_of(env["cpu"]);
   const Json measure_cfg = object_at(r.config, "measure");
   stats::NoiseRule rule;

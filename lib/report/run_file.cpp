@@ -17,6 +17,11 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
+/// Whether a row of a normalized document has numbers (its samples_per_s is not null).
+bool has_numbers(const Json& row) {
+  return row.contains("samples_per_s") && row["samples_per_s"].is_number();
+}
+
 const char* const kNumberKeys[] = {"num_workers",
                                    "batch_size",
                                    "steps",
@@ -273,10 +278,6 @@ Json environment_of(const Json& doc, bool bench) {
 
 }  // namespace
 
-bool has_numbers(const Json& row) {
-  return row.contains("samples_per_s") && row["samples_per_s"].is_number();
-}
-
 std::string match_key(const std::string& name) {
   std::string k;
   bool space = false;
@@ -314,9 +315,20 @@ Json normalize(const Json& doc, const std::string& what, std::string* source) {
       {"status", doc.contains("status") && doc["status"].is_string() ? doc["status"] : Json("complete")}};
 }
 
+namespace {
+
+/// The run of a normalized document.
+void read_into(RunFile& run, const nlohmann::ordered_json& doc) {
+  const auto version = doc.find("ptune_version");
+  run.ptune_version = version != doc.end() && version->is_string() ? version->get<std::string>() : "";
+  run.results = results_from_json(doc);
+}
+
+}  // namespace
+
 RunFile from_results(const Results& r) {
   RunFile run;
-  run.doc = normalize(to_json(r), "results");
+  read_into(run, normalize(to_json(r), "results"));
   run.label = r.config.contains("name") && r.config["name"].is_string() ? r.config["name"].get<std::string>()
                                                                         : std::string("this run");
   return run;
@@ -350,7 +362,7 @@ RunFile load_run(const std::string& path) {
   }
   RunFile run;
   run.path = path;
-  run.doc = normalize(doc, path, &run.source);
+  read_into(run, normalize(doc, path, &run.source));
   return run;
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 /// Results files as reports and comparisons read them: ptune's own (`ptune sweep --out`, any
 /// version) and the JSON of scripts/bench/case_study_vs_pytorch.py (its PyTorch side), each
-/// brought to one shape, the results document of report::to_json.
+/// brought to one shape, the results document of report::to_json (normalize), and read once into
+/// the typed record every reader uses (report::Results, results_from_json).
 
 #include <string>
 #include <vector>
@@ -12,15 +13,17 @@
 
 namespace ptune::report {
 
-/// One run: a results document whose every row has every key of row_keys().
+/// One run, read: its results as the file holds them (figures rounded as written), typed.
 struct RunFile {
   std::string label;             // how reports name the run (label_runs)
   std::string path;              // the file it came from; "" for a sweep of this process
   std::string source = "ptune";  // "ptune" | "PyTorch" (scripts/bench's comparison)
-  nlohmann::ordered_json doc;    // {"ptune_version", "config", "environment", "rows", "status"}
+  std::string ptune_version;     // the version that wrote it; "" where the file does not say
+  Results results;               // results_from_json of the normalized document
 };
 
-/// This process's results as a run, labelled with the experiment's name. Throws nothing.
+/// This process's results as a run, labelled with the experiment's name: read back from its
+/// document, so that it renders as the file `sweep --out` writes does. Throws nothing.
 RunFile from_results(const Results& r);
 
 /// Reads a results file: any JSON object with a "rows" list whose rows have a "name" (and
@@ -45,8 +48,5 @@ void label_runs(std::vector<RunFile>& runs);
 /// What rows are matched by across runs: the name, trimmed, white space runs made one space,
 /// lower case. Throws nothing.
 std::string match_key(const std::string& name);
-
-/// Whether a row of a normalized document has numbers (its samples_per_s is not null).
-bool has_numbers(const nlohmann::ordered_json& row);
 
 }  // namespace ptune::report
