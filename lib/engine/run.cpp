@@ -16,6 +16,7 @@
 #include "core/log.hpp"
 #include "core/stats.hpp"
 #include "models/state_dict_io.hpp"
+#include "models/zip_records.hpp"
 
 namespace ptune::engine {
 namespace {

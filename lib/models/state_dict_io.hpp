@@ -33,21 +33,13 @@ FileKind identify(const std::string& path);
 /// empty, not a zip, damaged); "" for kTorchScript and kTorchSave.
 std::string unreadable_kind(const std::string& path, FileKind kind);
 
-/// Checks every record of the zip archive at `path` (torch.save's and ptune's checkpoints)
-/// against the CRC-32 its central directory holds (records stored with no check, CRC 0, are
-/// not checked), before anything of it is used: a record whose bytes changed on disk or in a
-/// copy is otherwise read as if whole. Throws DataError "<path>: damaged: record '<name>'
-/// fails its CRC-32 check (...)", or "<path>: a damaged zip archive: <why>" when the directory
-/// itself cannot be read.
-void verify_records(const std::string& path);
-
 /// Reads a torch.save(state_dict) file. Also accepted, with a note appended to `notes` (if
 /// given): a state_dict saved under a key ({"state_dict": ...}, {"model": ...},
 /// {"model_state_dict": ...}, as training scripts save checkpoints) and DDP's "module."
 /// prefix on every key (stripped). Throws DataError naming the file and what it is when it is
 /// not a state_dict: a folder, an empty, truncated or non-zip file, a ptune checkpoint ("use
 /// --resume"), a TorchScript archive, a whole pickled module (torch.save(model)), a dict
-/// without tensors, a record that fails its CRC-32 check (verify_records); never LibTorch's
+/// without tensors, a record that fails its CRC-32 check (models/zip_records.hpp); never LibTorch's
 /// internal messages. Executes nothing from the pickle.
 NamedTensors read_state_dict(const std::string& path, std::vector<std::string>* notes = nullptr);
 
