@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "core/files.hpp"
+#include "core/table.hpp"
 #include "report/compare.hpp"
 #include "report/figures.hpp"
 #include "report/html.hpp"
@@ -18,6 +19,7 @@
 #include "test_util.hpp"
 
 using namespace ptune::report;
+using ptune::table::markdown_escape;
 
 namespace {
 
@@ -163,15 +165,29 @@ TEST_CASE("table, csv and markdown render every row", "[report]") {
         std::string::npos);
 }
 
-TEST_CASE("one CSV writer quotes a comma a quote and either line break", "[report]") {
-  using ptune::report::csv_escape;
+TEST_CASE("one table model: aligned text, Markdown and CSV with one escaping each", "[report]") {
+  using ptune::table::csv_escape;
   CHECK(csv_escape("plain") == "plain");
   CHECK(csv_escape("a,b") == "\"a,b\"");
   CHECK(csv_escape("say \"hi\"") == "\"say \"\"hi\"\"\"");
   CHECK(csv_escape("line\nbreak") == "\"line\nbreak\"");
   CHECK(csv_escape("bar\r50%") == "\"bar\r50%\"");  // a progress bar's carriage return
-  CHECK(ptune::report::csv_table({"name", "ms"}, {{"a,b", "1.5"}, {"c", ""}}) ==
-        "name,ms\n\"a,b\",1.5\nc,\n");
+  ptune::table::Table t{{{"name"}, {"ms", true}}, {{"a,b", "1.5"}, {"c"}}};
+  CHECK(ptune::table::csv(t) == "name,ms\n\"a,b\",1.5\nc,\n");
+  // Widths in code points, colour codes not counted; right-aligned columns padded on the left;
+  // no line ends in spaces (the last column left-aligned, or a short row).
+  t.rows.push_back({"\033[32m±é\033[0m", "12.25"});
+  CHECK(ptune::table::display_width(t.rows.back()[0]) == 2);
+  CHECK(ptune::table::text(t) ==
+        "name     ms\n"
+        "a,b     1.5\n"
+        "c\n"
+        "\033[32m±é\033[0m    12.25\n");
+  CHECK(ptune::table::text({{{"k"}, {"v"}}, {{"a", "x"}, {"long", "y"}}}, {"  ", " "}) ==
+        "  k    v\n  a    x\n  long y\n");
+  CHECK(ptune::table::markdown(t) ==
+        "| name | ms |\n|---|---:|\n| a,b | 1.5 |\n| c |  |\n| \033\\[32m±é\033\\[0m | 12.25 |\n");
+  CHECK(ptune::table::markdown({{{"gpu_util%", true}}, {{"a|b"}}}) == "| gpu\\_util% |\n|---:|\n| a\\|b |\n");
 }
 
 TEST_CASE("a text written atomically replaces the file whole and leaves no temporary", "[report]") {

@@ -9,7 +9,7 @@
 
 #include "core/errors.hpp"
 #include "report/figures.hpp"
-#include "report/results.hpp"
+#include "core/table.hpp"
 
 namespace ptune::analyze {
 namespace {
@@ -180,9 +180,14 @@ Json speedup_json(const std::optional<Speedup>& s) {
               {"text", speedup_text(*s)}};
 }
 
-std::vector<std::string> header() {
-  return {"label",   "step ms", "samples/s", "vs prev",   "vs first", "data%",  "copy%",
-          "kernel%", "host%",   "idle%",     "gpu busy%", "peak MB",  "verdict"};
+/// The versions' table: the label, the figures (right-aligned), the verdict's rule.
+std::vector<table::Column> header() {
+  std::vector<table::Column> h{{"label"}};
+  for (const char* figure : {"step ms", "samples/s", "vs prev", "vs first", "data%", "copy%", "kernel%",
+                             "host%", "idle%", "gpu busy%", "peak MB"})
+    h.push_back({figure, true});
+  h.push_back({"verdict"});
+  return h;
 }
 
 std::vector<std::vector<std::string>> rows(const Comparison& c) {
@@ -410,22 +415,12 @@ Json comparison_json(const Comparison& c) {
 
 std::string render_versions(const Comparison& c, const std::string& format) {
   if (format == "json") return comparison_json(c).dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
-  const auto h = header();
-  const auto rs = rows(c);
+  const table::Table t{header(), rows(c)};
   std::string out;
-  if (format == "csv") return report::csv_table(h, rs);
+  if (format == "csv") return table::csv(t);
   if (format == "md") {
-    using report::markdown_escape;
-    out += "## ptune analyze: " + std::to_string(c.versions.size()) + " versions\n\n|";
-    for (const auto& x : h) out += " " + markdown_escape(x) + " |";
-    out += "\n|";
-    for (size_t i = 0; i < h.size(); ++i) out += i == 0 || i + 1 == h.size() ? "---|" : "---:|";
-    out += "\n";
-    for (const auto& r : rs) {
-      out += "|";
-      for (const auto& x : r) out += " " + markdown_escape(x) + " |";
-      out += "\n";
-    }
+    using table::markdown_escape;
+    out += "## ptune analyze: " + std::to_string(c.versions.size()) + " versions\n\n" + table::markdown(t);
     for (const auto& p : c.pairs) {
       out += "\n**" + markdown_escape(c.versions[p.from].label) + " → " +
              markdown_escape(c.versions[p.to].label) + "**\n\n";
@@ -439,23 +434,7 @@ std::string render_versions(const Comparison& c, const std::string& format) {
       out += "- **" + markdown_escape(v.label) + "**: " + v.analysis.verdict.text() + "\n";
     return out;
   }
-  // The terminal table.
-  std::vector<size_t> w(h.size());
-  for (size_t i = 0; i < h.size(); ++i) {
-    w[i] = h[i].size();
-    for (const auto& r : rs) w[i] = std::max(w[i], r[i].size());
-  }
-  auto line = [&](const std::vector<std::string>& r) {
-    std::string s;
-    for (size_t i = 0; i < r.size(); ++i) {
-      const bool right = i > 0 && i + 1 < r.size();
-      const std::string pad(w[i] > r[i].size() ? w[i] - r[i].size() : 0, ' ');
-      s += (i ? "  " : "") + (right ? pad + r[i] : (i + 1 < r.size() ? r[i] + pad : r[i]));
-    }
-    return s + "\n";
-  };
-  out += "ptune analyze: " + std::to_string(c.versions.size()) + " versions\n\n" + line(h);
-  for (const auto& r : rs) out += line(r);
+  out += "ptune analyze: " + std::to_string(c.versions.size()) + " versions\n\n" + table::text(t);
   for (const auto& p : c.pairs) {
     out += "\n" + c.versions[p.from].label + " -> " + c.versions[p.to].label + ":\n";
     if (const auto& s = c.versions[p.to].prev)

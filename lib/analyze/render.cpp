@@ -5,7 +5,7 @@
 
 #include "analyze/compare.hpp"
 #include "analyze/events.hpp"
-#include "report/results.hpp"
+#include "core/table.hpp"
 
 namespace ptune::analyze {
 namespace {
@@ -87,13 +87,14 @@ std::vector<std::vector<std::string>> split_rows(const Breakdown& b) {
   return rows;
 }
 
-std::vector<std::string> split_header() {
-  std::vector<std::string> h{"step", "ms"};
+/// The split table: the step's name, then its figures (right-aligned).
+table::Table split_table(const Breakdown& b) {
+  std::vector<table::Column> h{{"step"}, {"ms", true}};
   for (int c = 0; c < kCategories; ++c)
-    h.push_back(std::string(c == kCommunication ? "comm" : category_name(c)) + "%");
-  h.push_back("gpu_util%");
-  h.push_back("syncs");
-  return h;
+    h.push_back({std::string(c == kCommunication ? "comm" : category_name(c)) + "%", true});
+  h.push_back({"gpu_util%", true});
+  h.push_back({"syncs", true});
+  return {h, split_rows(b)};
 }
 
 /// A GPU class's kernel time by the precision the kernels' names say, in % ("" as "unknown").
@@ -160,8 +161,18 @@ std::string throughput_table(const Throughput& th) {
   if (th.source == "none") return th.missing.empty() ? "" : "\nFLOP/s: none; " + th.missing + "\n";
   std::string out = "\nFLOP/s per operator class (per step; FLOPs from the " +
                     std::string(th.source == "trace" ? "trace" : "input shapes") + "):\n";
-  std::vector<std::vector<std::string>> rows{
-      {"class", "calls", "GFLOP", "ms", "GFLOP/s", "peak%", "MB", "FLOP/B", "bound", "roof%"}};
+  table::Table t{{{"class"},
+                  {"calls", true},
+                  {"GFLOP", true},
+                  {"ms", true},
+                  {"GFLOP/s", true},
+                  {"peak%", true},
+                  {"MB", true},
+                  {"FLOP/B", true},
+                  {"bound", true},
+                  {"roof%", true}},
+                 {}};
+  auto& rows = t.rows;
   auto opt_fmt = [](const char* f, std::optional<double> v) { return v ? fmt(f, *v) : std::string("-"); };
   for (const auto& c : th.classes) {
     std::optional<double> roof;
@@ -175,14 +186,7 @@ std::string throughput_table(const Throughput& th) {
   }
   rows.push_back({"step", "", fmt("%.3f", th.flops / 1e9), fmt("%.2f", th.step_us / 1000.0),
                   fmt("%.2f", th.flops_per_s() / 1e9), opt_fmt("%.1f", step_peak_pct(th)), "", "", "", ""});
-  std::vector<size_t> w(rows[0].size(), 0);
-  for (const auto& r : rows)
-    for (size_t i = 0; i < r.size(); ++i) w[i] = std::max(w[i], r[i].size());
-  for (const auto& r : rows) {
-    out += " ";
-    for (size_t i = 0; i < r.size(); ++i) out += " " + pad(r[i], w[i], i > 0);
-    out += "\n";
-  }
+  out += table::text(t, {"  ", " "});
   if (!th.peaks.empty()) out += "  ceilings: " + ceilings_text(th) + "\n";
   if (!th.no_ceilings.empty()) out += "  no ceilings: " + th.no_ceilings + "\n";
   for (const auto& c : th.classes)
@@ -399,25 +403,14 @@ namespace {
 
 /// The analysis as Markdown: the verdict, notes, the step split and the largest operators,
 /// kernels and host syncs.
-std::string render_markdown(const Analysis& a, const std::string& intro,
-                            const std::vector<std::string>& header,
-                            const std::vector<std::vector<std::string>>& rows) {
-  using report::markdown_escape;
+std::string render_markdown(const Analysis& a, const std::string& intro, const table::Table& split) {
+  using table::markdown_escape;
   const Breakdown& b = a.ranks[a.primary];
   std::string out = "## ptune analyze: " + markdown_escape(a.path) + "\n\n" + markdown_escape(intro) + "\n\n";
   out += "**Verdict:** " + a.verdict.text() + "\n\n";
   for (const auto& n : a.notes) out += "- " + n + "\n";
   if (!a.notes.empty()) out += "\n";
-  out += "|";
-  for (const auto& h : header) out += " " + markdown_escape(h) + " |";
-  out += "\n|";
-  for (size_t i = 0; i < header.size(); ++i) out += i == 0 ? "---|" : "---:|";
-  out += "\n";
-  for (const auto& r : rows) {
-    out += "|";
-    for (const auto& c : r) out += " " + markdown_escape(c) + " |";
-    out += "\n";
-  }
+  out += table::markdown(split);
   auto list = [&](const std::string& title, const std::vector<NameTime>& v, bool self) {
     if (v.empty()) return;
     out += "\n" + title + "\n\n| name | calls | " + (self ? "self ms | " : "") + "total ms |\n|---|---:|" +
@@ -490,22 +483,10 @@ std::string terminal_ranks(const Analysis& a) {
 
 /// The analysis as the terminal shows it.
 std::string render_terminal(const Analysis& a, const Version* v, const std::string& intro,
-                            const std::vector<std::string>& header,
-                            const std::vector<std::vector<std::string>>& rows) {
+                            const table::Table& split) {
   const Breakdown& b = a.ranks[a.primary];
   std::string out = "ptune analyze: " + a.path + "\n" + intro + "\n" + terminal_figures(a, v) + "\n";
-  std::vector<size_t> w(header.size());
-  for (size_t i = 0; i < header.size(); ++i) {
-    w[i] = header[i].size();
-    for (const auto& r : rows) w[i] = std::max(w[i], r[i].size());
-  }
-  auto line = [&](const std::vector<std::string>& r) {
-    std::string s;
-    for (size_t i = 0; i < r.size(); ++i) s += (i ? "  " : "") + pad(r[i], w[i], i > 0);
-    return s + "\n";
-  };
-  out += line(header);
-  for (const auto& r : rows) out += line(r);
+  out += table::text(split);
   auto list = [&](const std::string& title, const std::vector<NameTime>& v, bool self) {
     if (v.empty()) return;
     out += "\n" + title + "\n";
@@ -538,17 +519,16 @@ std::string render_analysis(const Analysis& a, const std::string& format, const 
   // Paths (the one given, a folder's file names) need not be UTF-8: bad bytes become U+FFFD.
   if (format == "json") return to_json(a, v).dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
   const Breakdown& b = a.ranks[a.primary];
-  const auto header = split_header();
-  const auto rows = split_rows(b);
-  if (format == "csv") return report::csv_table(header, rows);
+  const table::Table split = split_table(b);
+  if (format == "csv") return table::csv(split);
   const size_t n_steps = b.steps.size();
   std::string device = b.has_gpu ? (b.devices.empty() ? "cuda" : "cuda (" + b.devices.front() + ")") : "cpu";
   std::string intro =
       "writer " + b.writer + ", " + device + ", " + std::to_string(n_steps) + " step" +
       (n_steps == 1 ? "" : "s") + " from " + steps_from(b) +
       (a.distributed ? ", " + std::to_string(a.ranks.size()) + " ranks (the slowest shown)" : "");
-  if (format == "md") return render_markdown(a, intro, header, rows);
-  return render_terminal(a, v, intro, header, rows);
+  if (format == "md") return render_markdown(a, intro, split);
+  return render_terminal(a, v, intro, split);
 }
 
 }  // namespace ptune::analyze

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "core/stats.hpp"
+#include "core/table.hpp"
 #include "report/figures.hpp"
 #include "report/status.hpp"
 
@@ -252,8 +253,8 @@ Comparison compare_runs(const RunFile& old, const RunFile& now, double limit_pct
 }
 
 std::string render_run_comparison(const Comparison& c) {
-  std::vector<std::vector<std::string>> table = {
-      {"row", "old samples/s", "new samples/s", "ratio", "verdict", "why"}};
+  table::Table t{
+      {{"row"}, {"old samples/s", true}, {"new samples/s", true}, {"ratio", true}, {"verdict"}, {"why"}}, {}};
   for (const auto& r : c.rows) {
     char ratio[32] = "-";
     if (r.old_sps && r.new_sps && *r.old_sps > 0)
@@ -262,17 +263,9 @@ std::string render_run_comparison(const Comparison& c) {
     std::string why = r.why.substr(0, r.why.find('\n'));
     std::string name = r.name;
     std::replace(name.begin(), name.end(), '\n', ' ');
-    table.push_back(
+    t.rows.push_back(
         {name, rate(r.old_sps, r.old_interval), rate(r.new_sps, r.new_interval), ratio, verdict, why});
   }
-  std::vector<size_t> width(table[0].size(), 0);
-  auto len = [](const std::string& s) {
-    size_t n = 0;
-    for (unsigned char ch : s) n += (ch & 0xC0) != 0x80;
-    return n;
-  };
-  for (const auto& row : table)
-    for (size_t k = 0; k < row.size(); ++k) width[k] = std::max(width[k], len(row[k]));
   std::string out =
       "comparing " + c.new_label + " (new) against " + c.old_label +
       " (old): a change is beyond noise when the " + stats::level_text(stats::kSpeedupLevel) +
@@ -281,15 +274,7 @@ std::string render_run_comparison(const Comparison& c) {
       " where either was measured under competing load) lies beyond " +
       pct(c.limit_pct > 0 ? c.limit_pct : stats::NoiseRule{}.floor_pct) +
       " (rows without windows: the change must exceed " + pct(c.limit_pct) + " and both spreads)\n";
-  for (const auto& row : table) {
-    std::string line;
-    for (size_t k = 0; k < row.size(); ++k) {
-      const bool right = k >= 1 && k <= 3;
-      const std::string pad(width[k] - len(row[k]), ' ');
-      line += (k ? "  " : "") + (right ? pad + row[k] : row[k] + (k + 1 < row.size() ? pad : ""));
-    }
-    out += line + "\n";
-  }
+  out += table::text(t);
   for (const auto& w : c.warnings) out += "warning: " + w + "\n";
   const auto reg = c.regressions();
   if (reg.empty()) {

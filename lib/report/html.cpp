@@ -541,93 +541,105 @@ std::string load_cell(const Row& row) {
   return "<td class=\"n status-note\" title=\"" + esc(notes) + "\">" + esc(text) + "</td>";
 }
 
+/// With several runs, samples/s side by side: each run's row of the same name, and its ratio to
+/// the reference run's.
+std::string side_by_side_html(const std::vector<RunFile>& runs, const std::vector<Line>& lines) {
+  std::ostringstream os;
+  os << "<h3>Side by side (samples/s)</h3><div class=\"scroll\"><table "
+        "class=\"side-by-side\"><thead><tr><th class=\"n\">#</th><th>row</th>";
+  for (size_t k = 0; k < runs.size(); ++k) {
+    os << "<th class=\"n\"><span class=\"swatch\" style=\"background:" << run_color(k) << "\"></span>"
+       << esc(runs[k].label) << "</th>";
+    if (k > 0) os << "<th class=\"n\">vs " << esc(shorten(runs[0].label, 20)) << "</th>";
+  }
+  os << "</tr></thead><tbody>";
+  for (const auto& l : lines) {
+    os << "<tr>" << cell(std::to_string(l.index), true) << cell(l.name);
+    const Row* ref = l.rows[0];
+    for (size_t k = 0; k < runs.size(); ++k) {
+      const Row* r = l.rows[k];
+      if (!r)
+        os << cell("not in this run", false, "muted");
+      else if (!r->m)
+        os << cell(r->status.text(), false, "status-" + status_class(r->status));
+      else
+        os << cell(rate_cell_text(*r), true);
+      if (k == 0) continue;
+      if (r && ref && r->m && ref->m && rate_of(*ref) > 0)
+        os << cell(ratio_text(rate_of(*r) / rate_of(*ref)), true);
+      else
+        os << cell("-", true);
+    }
+    os << "</tr>";
+  }
+  os << "</tbody></table></div>";
+  return os.str();
+}
+
+/// Row `i` of a run's table; `gpu` adds GPU busy and peak memory.
+std::string row_html(const Row& r, size_t i, bool gpu) {
+  std::ostringstream os;
+  const measure::Measurement* m = r.m ? &*r.m : nullptr;
+  auto n = [&](const std::optional<double>& v, int digits, const char* suffix = "") {
+    return cell(v ? fixed(*v, digits) + suffix : "-", true);
+  };
+  auto positive = [](double v) { return v > 0 ? std::optional<double>(v) : std::nullopt; };
+  const auto split = m ? m->split : std::nullopt;
+  const auto flops = achieved_flops(r), of_peak = pct_of_peak(r);
+  os << "<tr>" << cell(std::to_string(i), true) << cell(r.name) << cell(changes_text(r.changes))
+     << cell(config::name(r.mode)) << n(m ? positive(static_cast<double>(m->batch_size)) : std::nullopt, 0)
+     << n(r.num_workers ? std::optional<double>(static_cast<double>(*r.num_workers)) : std::nullopt, 0)
+     << n(m ? positive(m->ms_per_step) : std::nullopt, 1) << cell(m ? rate_cell_text(r) : "-", true)
+     << speedup_cell(r, r.speedup_vs_prev, r.prev_ci, r.verdict_prev)
+     << speedup_cell(r, r.speedup_vs_base, r.base_ci, r.verdict_base) << load_cell(r)
+     << n(split ? std::optional<double>(split->data_wait_pct) : std::nullopt, 0, "%")
+     << n(split ? std::optional<double>(split->h2d_pct) : std::nullopt, 0, "%")
+     << n(split ? std::optional<double>(split->compute_pct) : std::nullopt, 0, "%");
+  if (gpu)
+    os << n(m ? m->gpu_busy_pct : std::nullopt, 0, "%")
+       << cell(m && m->peak_mem_bytes ? bytes_text(static_cast<double>(*m->peak_mem_bytes)) : "-", true);
+  os << n(m ? m->loss : std::nullopt, 3) << cell(flops ? flops_text(*flops) : "-", true)
+     << (!of_peak && flops && m->peak_under_load ? cell("?", true)
+                                                 : n(of_peak, of_peak.value_or(100) < 10 ? 1 : 0, "%"))
+     << cell(r.status.text(), false, "status-" + status_class(r.status)) << "</tr>";
+  return os.str();
+}
+
+/// Run `k`'s table of numbers, with the peaks its % peak reads against.
+std::string run_table_html(const RunFile& run, size_t k) {
+  std::ostringstream os;
+  const std::vector<Row>& rows = run.results.rows;
+  bool gpu = false;
+  for (const auto& r : rows) gpu |= r.m && (r.m->gpu_busy_pct || r.m->peak_mem_bytes);
+  std::vector<std::string> peaks;  // the peaks "% peak" reads against, each once
+  for (const auto& r : rows)
+    if (r.m && r.m->peak_flops_per_s) {
+      const measure::Measurement& m = *r.m;
+      const std::string p = m.peak_precision + " " + flops_text(*m.peak_flops_per_s) + " FLOP/s, " +
+                            m.peak_source + (m.peak_under_load ? kPeakUnderLoadNote : "");
+      if (std::find(peaks.begin(), peaks.end(), p) == peaks.end()) peaks.push_back(p);
+    }
+  os << "<h3><span class=\"swatch\" style=\"background:" << run_color(k) << "\"></span>" << esc(run.label)
+     << "</h3><div class=\"scroll\"><table class=\"rows\"><thead><tr><th "
+        "class=\"n\">#</th><th>row</th><th>change</th><th>mode</th><th class=\"n\">batch</th><th "
+        "class=\"n\">workers</th><th class=\"n\">ms/step</th><th class=\"n\">samples/s</th><th "
+        "class=\"n\">vs prev</th><th class=\"n\">vs base</th><th class=\"n\">load</th><th class=\"n\">data "
+        "wait</th><th class=\"n\">copy</th><th class=\"n\">compute</th>"
+     << (gpu ? "<th class=\"n\">GPU busy</th><th class=\"n\">peak mem</th>" : "")
+     << "<th class=\"n\">loss</th><th class=\"n\">FLOP/s</th><th class=\"n\">% "
+        "peak</th><th>status</th></tr></thead><tbody>";
+  for (size_t i = 0; i < rows.size(); ++i) os << row_html(rows[i], i, gpu);
+  os << "</tbody></table></div>";
+  for (const auto& p : peaks) os << "<p class=\"peak\">% peak against: " << esc(p) << "</p>";
+  return os.str();
+}
+
 /// The numbers of each run as a table; with several runs, samples/s side by side first.
 std::string tables_html(const std::vector<RunFile>& runs, const std::vector<Line>& lines) {
-  std::ostringstream os;
-  os << "<section id=\"numbers\"><h2>Numbers</h2>";
-  if (runs.size() > 1) {
-    os << "<h3>Side by side (samples/s)</h3><div class=\"scroll\"><table "
-          "class=\"side-by-side\"><thead><tr><th class=\"n\">#</th><th>row</th>";
-    for (size_t k = 0; k < runs.size(); ++k) {
-      os << "<th class=\"n\"><span class=\"swatch\" style=\"background:" << run_color(k) << "\"></span>"
-         << esc(runs[k].label) << "</th>";
-      if (k > 0) os << "<th class=\"n\">vs " << esc(shorten(runs[0].label, 20)) << "</th>";
-    }
-    os << "</tr></thead><tbody>";
-    for (const auto& l : lines) {
-      os << "<tr>" << cell(std::to_string(l.index), true) << cell(l.name);
-      const Row* ref = l.rows[0];
-      for (size_t k = 0; k < runs.size(); ++k) {
-        const Row* r = l.rows[k];
-        if (!r)
-          os << cell("not in this run", false, "muted");
-        else if (!r->m)
-          os << cell(r->status.text(), false, "status-" + status_class(r->status));
-        else
-          os << cell(rate_cell_text(*r), true);
-        if (k == 0) continue;
-        if (r && ref && r->m && ref->m && rate_of(*ref) > 0)
-          os << cell(ratio_text(rate_of(*r) / rate_of(*ref)), true);
-        else
-          os << cell("-", true);
-      }
-      os << "</tr>";
-    }
-    os << "</tbody></table></div>";
-  }
-  for (size_t k = 0; k < runs.size(); ++k) {
-    const std::vector<Row>& rows = runs[k].results.rows;
-    bool gpu = false;
-    for (const auto& r : rows) gpu |= r.m && (r.m->gpu_busy_pct || r.m->peak_mem_bytes);
-    std::vector<std::string> peaks;  // the peaks "% peak" reads against, each once
-    for (const auto& r : rows)
-      if (r.m && r.m->peak_flops_per_s) {
-        const measure::Measurement& m = *r.m;
-        const std::string p = m.peak_precision + " " + flops_text(*m.peak_flops_per_s) + " FLOP/s, " +
-                              m.peak_source + (m.peak_under_load ? kPeakUnderLoadNote : "");
-        if (std::find(peaks.begin(), peaks.end(), p) == peaks.end()) peaks.push_back(p);
-      }
-    os << "<h3><span class=\"swatch\" style=\"background:" << run_color(k) << "\"></span>"
-       << esc(runs[k].label)
-       << "</h3><div class=\"scroll\"><table class=\"rows\"><thead><tr><th "
-          "class=\"n\">#</th><th>row</th><th>change</th><th>mode</th><th class=\"n\">batch</th><th "
-          "class=\"n\">workers</th><th class=\"n\">ms/step</th><th class=\"n\">samples/s</th><th "
-          "class=\"n\">vs prev</th><th class=\"n\">vs base</th><th class=\"n\">load</th><th class=\"n\">data "
-          "wait</th><th class=\"n\">copy</th><th class=\"n\">compute</th>"
-       << (gpu ? "<th class=\"n\">GPU busy</th><th class=\"n\">peak mem</th>" : "")
-       << "<th class=\"n\">loss</th><th class=\"n\">FLOP/s</th><th class=\"n\">% "
-          "peak</th><th>status</th></tr></thead><tbody>";
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const Row& r = rows[i];
-      const measure::Measurement* m = r.m ? &*r.m : nullptr;
-      auto n = [&](const std::optional<double>& v, int digits, const char* suffix = "") {
-        return cell(v ? fixed(*v, digits) + suffix : "-", true);
-      };
-      auto positive = [](double v) { return v > 0 ? std::optional<double>(v) : std::nullopt; };
-      const auto split = m ? m->split : std::nullopt;
-      const auto flops = achieved_flops(r), of_peak = pct_of_peak(r);
-      os << "<tr>" << cell(std::to_string(i), true) << cell(r.name) << cell(changes_text(r.changes))
-         << cell(config::name(r.mode))
-         << n(m ? positive(static_cast<double>(m->batch_size)) : std::nullopt, 0)
-         << n(r.num_workers ? std::optional<double>(static_cast<double>(*r.num_workers)) : std::nullopt, 0)
-         << n(m ? positive(m->ms_per_step) : std::nullopt, 1) << cell(m ? rate_cell_text(r) : "-", true)
-         << speedup_cell(r, r.speedup_vs_prev, r.prev_ci, r.verdict_prev)
-         << speedup_cell(r, r.speedup_vs_base, r.base_ci, r.verdict_base) << load_cell(r)
-         << n(split ? std::optional<double>(split->data_wait_pct) : std::nullopt, 0, "%")
-         << n(split ? std::optional<double>(split->h2d_pct) : std::nullopt, 0, "%")
-         << n(split ? std::optional<double>(split->compute_pct) : std::nullopt, 0, "%");
-      if (gpu)
-        os << n(m ? m->gpu_busy_pct : std::nullopt, 0, "%")
-           << cell(m && m->peak_mem_bytes ? bytes_text(static_cast<double>(*m->peak_mem_bytes)) : "-", true);
-      os << n(m ? m->loss : std::nullopt, 3) << cell(flops ? flops_text(*flops) : "-", true)
-         << (!of_peak && flops && m->peak_under_load ? cell("?", true)
-                                                     : n(of_peak, of_peak.value_or(100) < 10 ? 1 : 0, "%"))
-         << cell(r.status.text(), false, "status-" + status_class(r.status)) << "</tr>";
-    }
-    os << "</tbody></table></div>";
-    for (const auto& p : peaks) os << "<p class=\"peak\">% peak against: " << esc(p) << "</p>";
-  }
-  return os.str() + "</section>";
+  std::string out = "<section id=\"numbers\"><h2>Numbers</h2>";
+  if (runs.size() > 1) out += side_by_side_html(runs, lines);
+  for (size_t k = 0; k < runs.size(); ++k) out += run_table_html(runs[k], k);
+  return out + "</section>";
 }
 
 std::string diagnosis_html(const std::vector<RunFile>& runs) {

@@ -13,6 +13,7 @@
 
 #include "core/errors.hpp"
 #include "core/files.hpp"
+#include "core/table.hpp"
 #include "report/figures.hpp"
 #include "report/html.hpp"
 #include "report/run_file.hpp"
@@ -37,11 +38,6 @@ std::string changes_text(const Json& changes) {
   }
   return s;
 }
-
-struct Column {
-  std::string header;
-  bool right;
-};
 
 std::string mib(int64_t bytes) { return fixed(static_cast<double>(bytes) / (1024.0 * 1024.0), 0) + " MiB"; }
 
@@ -123,22 +119,22 @@ bool counts_steps(const Results& r) {
          (per_step == program->end() || !per_step->is_number() || per_step->get<double>() <= 0);
 }
 
-std::vector<Column> columns(bool gpu, bool steps = false) {
-  std::vector<Column> cols = {{"#", true},
-                              {"row", false},
-                              {"change", false},
-                              {"batch", true},
-                              {"workers", true},
-                              {"ms/step", true},
-                              {steps ? "steps/s" : "samples/s", true},
-                              {"vs prev", true},
-                              {"vs base", true},
-                              {"load", true},
-                              {"data wait", true},
-                              {"h2d", true},
-                              {"loss", true},
-                              {"FLOP/s", true},
-                              {"% peak", true}};
+std::vector<table::Column> columns(bool gpu, bool steps = false) {
+  std::vector<table::Column> cols = {{"#", true},
+                                     {"row", false},
+                                     {"change", false},
+                                     {"batch", true},
+                                     {"workers", true},
+                                     {"ms/step", true},
+                                     {steps ? "steps/s" : "samples/s", true},
+                                     {"vs prev", true},
+                                     {"vs base", true},
+                                     {"load", true},
+                                     {"data wait", true},
+                                     {"h2d", true},
+                                     {"loss", true},
+                                     {"FLOP/s", true},
+                                     {"% peak", true}};
   if (gpu) cols.insert(cols.end(), {{"GPU busy", true}, {"peak mem", true}});
   return cols;
 }
@@ -404,69 +400,6 @@ void note_semantics(Row& row, const std::optional<double>& base_loss) {
   }
 }
 
-std::string markdown_escape(const std::string& s) {
-  std::string o;
-  for (size_t i = 0; i < s.size(); ++i) {
-    const char c = s[i];
-    switch (c) {
-      case '|':
-      case '\\':
-      case '*':
-      case '_':
-      case '[':
-      case ']':
-      case '`':
-        o += '\\';
-        o += c;
-        break;
-      case '&':
-        o += "&amp;";
-        break;
-      case '<':
-        o += "&lt;";
-        break;
-      case '>':
-        o += "&gt;";
-        break;
-      case '~':
-        o += "&#126;";
-        break;
-      case '\r':
-        if (i + 1 < s.size() && s[i + 1] == '\n') break;  // \r\n: one line break
-        o += "<br>";
-        break;
-      case '\n':
-        o += "<br>";
-        break;
-      case '\t':
-        o += ' ';
-        break;
-      default:
-        o += c;
-    }
-  }
-  return o;
-}
-
-std::string csv_escape(const std::string& s) {
-  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
-  std::string o = "\"";
-  for (char ch : s) o += ch == '"' ? std::string("\"\"") : std::string(1, ch);
-  return o + "\"";
-}
-
-std::string csv_table(const std::vector<std::string>& header,
-                      const std::vector<std::vector<std::string>>& rows) {
-  std::string out;
-  for (size_t i = 0; i < header.size(); ++i) out += (i ? "," : "") + csv_escape(header[i]);
-  out += "\n";
-  for (const auto& r : rows) {
-    for (size_t i = 0; i < r.size(); ++i) out += (i ? "," : "") + csv_escape(r[i]);
-    out += "\n";
-  }
-  return out;
-}
-
 std::string format_of_path(const std::string& path) {
   const std::string p = lower(path);
   if (ends_with(p, ".csv")) return "csv";
@@ -503,63 +436,37 @@ void write_results(const std::string& path, const Results& r) {
 
 namespace {
 
-/// The results as CSV: the header of csv_columns(), then a line per row of the JSON.
+/// The results as CSV: the columns of csv_columns(), then a line per row of the JSON.
 std::string render_csv(const Results& r) {
-  std::ostringstream os;
-  const auto& header = csv_columns();
-  for (size_t k = 0; k < header.size(); ++k) os << (k ? "," : "") << header[k];
-  os << "\n";
+  table::Table t;
+  for (const auto& c : csv_columns()) t.columns.push_back({c});
   const Json doc = to_json(r);
   for (size_t i = 0; i < doc["rows"].size(); ++i) {
     const Json& row = doc["rows"][i];
-    for (size_t k = 0; k < header.size(); ++k)
-      os << (k ? "," : "") << csv_escape(k == 0 ? std::to_string(i) : csv_cell(row[header[k]]));
-    os << "\n";
+    std::vector<std::string> cells = {std::to_string(i)};
+    for (size_t k = 1; k < t.columns.size(); ++k) cells.push_back(csv_cell(row[t.columns[k].header]));
+    t.rows.push_back(std::move(cells));
   }
-  return os.str();
+  return table::csv(t);
 }
 
 /// The results as a Markdown table, with the device, peak and legend lines and the row notes.
-std::string render_markdown(const Results& r, const std::vector<std::vector<std::string>>& body,
-                            const std::vector<Column>& cols) {
+std::string render_markdown(const Results& r, std::vector<std::vector<std::string>> body,
+                            const std::vector<table::Column>& cols) {
+  // A row not measured says how it ended in its batch column.
+  for (size_t i = 0; i < body.size(); ++i)
+    if (!r.rows[i].m) body[i][3] = r.rows[i].status.text();
   std::ostringstream os;
-  os << "|";
-  for (const auto& c : cols) os << " " << c.header << " |";
-  os << "\n|";
-  for (const auto& c : cols) os << (c.right ? "---:|" : "---|");
-  os << "\n";
-  for (size_t i = 0; i < body.size(); ++i) {
-    os << "|";
-    for (size_t k = 0; k < body[i].size(); ++k) {
-      std::string cell = body[i][k];
-      if (k == 3 && !r.rows[i].m) cell = r.rows[i].status.text();
-      os << " " << markdown_escape(cell) << " |";
-    }
-    os << "\n";
-  }
-  os << "\nDevice: " << markdown_escape(device_line(r.environment)) << "\n";
-  if (const std::string p = peak_line(r); !p.empty()) os << "\n" << markdown_escape(p) << "\n";
-  if (const std::string l = legend(r); !l.empty()) os << "\n" << markdown_escape(l) << "\n";
+  os << table::markdown({cols, std::move(body)});
+  os << "\nDevice: " << table::markdown_escape(device_line(r.environment)) << "\n";
+  if (const std::string p = peak_line(r); !p.empty()) os << "\n" << table::markdown_escape(p) << "\n";
+  if (const std::string l = legend(r); !l.empty()) os << "\n" << table::markdown_escape(l) << "\n";
   const auto lines = trail_lines(r);
   if (!lines.empty()) os << "\n";
   for (const auto& l : lines)
-    os << "- " << l.index << " " << markdown_escape(l.name) << ": " << markdown_escape(l.text) << "\n";
+    os << "- " << l.index << " " << table::markdown_escape(l.name) << ": " << table::markdown_escape(l.text)
+       << "\n";
   return os.str();
-}
-
-/// A terminal cell's width: UTF-8 code points, ANSI colour codes excluded.
-size_t display_len(const std::string& s) {
-  size_t n = 0;
-  bool escape = false;
-  for (unsigned char ch : s) {
-    if (ch == 0x1b)
-      escape = true;
-    else if (escape)
-      escape = ch != 'm';
-    else
-      n += (ch & 0xC0) != 0x80;
-  }
-  return n;
 }
 
 /// `text` in the ANSI colour `code`.
@@ -609,29 +516,13 @@ std::string painted_trail(const Results& r, bool color) {
 
 /// The aligned terminal table, with the device, peak and legend lines and the row notes.
 std::string render_terminal(const Results& r, std::vector<std::vector<std::string>> body,
-                            const std::vector<Column>& cols, bool color) {
-  std::vector<size_t> width(cols.size());
-  for (size_t k = 0; k < cols.size(); ++k) width[k] = cols[k].header.size();
+                            const std::vector<table::Column>& cols, bool color) {
   // A row not measured says how it ended where its rate would be ("skipped"); why is under the table.
   for (size_t i = 0; i < body.size() && i < r.rows.size(); ++i)
     if (!r.rows[i].m) body[i][6] = r.rows[i].status.word();
   if (color) paint_cells(r, body);
-  for (auto& b : body)
-    for (size_t k = 0; k < b.size(); ++k) width[k] = std::max(width[k], display_len(b[k]));
-  auto line = [&](const std::vector<std::string>& v) {
-    std::string s;
-    for (size_t k = 0; k < v.size(); ++k) {
-      std::string pad(width[k] - display_len(v[k]), ' ');
-      s += (k ? "  " : "") + (cols[k].right ? pad + v[k] : v[k] + pad);
-    }
-    while (!s.empty() && s.back() == ' ') s.pop_back();
-    return s + "\n";
-  };
   std::ostringstream os;
-  std::vector<std::string> hdr;
-  for (const auto& c : cols) hdr.push_back(c.header);
-  os << line(hdr);
-  for (auto& b : body) os << line(b);
+  os << table::text({cols, std::move(body)});
   os << "device: " << device_line(r.environment) << "\n";
   if (const std::string p = peak_line(r); !p.empty()) os << p << "\n";
   if (const std::string l = legend(r); !l.empty()) os << l << "\n";

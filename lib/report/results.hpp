@@ -146,17 +146,4 @@ void write_results(const std::string& path, const Results& r);
 /// The output formats render_results() knows.
 const std::vector<std::string>& formats();
 
-/// `s` as one Markdown table cell or line of text: `|`, `\`, `*`, `_`, `[`, `]` and backticks
-/// backslash-escaped, `&`, `<`, `>`, `~` as character references, newlines as <br>, so that
-/// python-markdown, markdown-it and mistune render it as the text it is. Throws nothing.
-std::string markdown_escape(const std::string& s);
-
-/// A cell as CSV writes it (RFC 4180): quoted where it holds a comma, a quote or a line break
-/// (\n or \r), its quotes doubled. Throws nothing.
-std::string csv_escape(const std::string& s);
-
-/// `header`, then each of `rows`, as CSV lines (csv_escape on every cell). Throws nothing.
-std::string csv_table(const std::vector<std::string>& header,
-                      const std::vector<std::vector<std::string>>& rows);
-
 }  // namespace ptune::report

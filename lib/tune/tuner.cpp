@@ -1,28 +1,19 @@
 #include "tune/tuner.hpp"
 
-#include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
-#include <map>
+#include <memory>
 #include <new>
-#include <set>
-#include <sstream>
-#include <thread>
 
 #include <c10/util/Exception.h>
 
-#include "runtime/cuda_support.hpp"
-#include "engine/cannot_help.hpp"
-#include "runtime/device.hpp"
-#include "system/process.hpp"
-#include "core/errors.hpp"
 #include "bench/child_side.hpp"
-#include "tune/sides.hpp"
-#include "measure/diagnosis.hpp"
+#include "core/errors.hpp"
+#include "core/table.hpp"
 #include "report/results.hpp"
-#include "tune/sweep.hpp"
+#include "system/process.hpp"
 #include "tune/search.hpp"
+#include "tune/sides.hpp"
 
 namespace ptune::tune {
 namespace {
@@ -36,27 +27,6 @@ std::string changes_text(const Json& set) {
     s += it.key() + "=" + (it.value().is_string() ? it.value().get<std::string>() : it.value().dump());
   }
   return s.empty() ? "-" : s;
-}
-
-/// An aligned text table: left-aligned text columns, right-aligned where `right`.
-std::string text_table(const std::vector<std::string>& header, const std::vector<bool>& right,
-                       const std::vector<std::vector<std::string>>& rows) {
-  std::vector<size_t> w(header.size());
-  for (size_t c = 0; c < header.size(); ++c) w[c] = header[c].size();
-  for (const auto& r : rows)
-    for (size_t c = 0; c < r.size(); ++c) w[c] = std::max(w[c], r[c].size());
-  auto line = [&](const std::vector<std::string>& cells) {
-    std::string s;
-    for (size_t c = 0; c < cells.size(); ++c) {
-      const std::string pad(w[c] - cells[c].size(), ' ');
-      s +=
-          (c ? "  " : "") + (right[c] ? pad + cells[c] : (c + 1 == cells.size() ? cells[c] : cells[c] + pad));
-    }
-    return s + "\n";
-  };
-  std::string out = line(header);
-  for (const auto& r : rows) out += line(r);
-  return out;
 }
 
 /// A trial's achieved model FLOP/s: its model FLOPs per sample times the samples/s its line
@@ -181,8 +151,16 @@ std::string render_trials(const std::vector<Trial>& trials) {
   }
   const std::string gain = "gain (" + stats::level_text(stats::kSpeedupLevel) + " interval, " +
                            stats::level_text(stats::kSpeedupLevelUnderLoad) + " under load)";
-  return text_table({"pass", "trial", "change", "samples/s", "FLOP/s", "% peak", gain, "noise", "verdict"},
-                    {true, false, false, true, true, true, true, false, false}, rows);
+  return table::text({{{"pass", true},
+                       {"trial"},
+                       {"change"},
+                       {"samples/s", true},
+                       {"FLOP/s", true},
+                       {"% peak", true},
+                       {gain, true},
+                       {"noise"},
+                       {"verdict"}},
+                      std::move(rows)});
 }
 
 }  // namespace ptune::tune

@@ -1,0 +1,132 @@
+#include "core/table.hpp"
+
+#include <algorithm>
+
+namespace ptune::table {
+namespace {
+
+const std::string& cell_at(const std::vector<std::string>& row, size_t k) {
+  static const std::string kEmpty;
+  return k < row.size() ? row[k] : kEmpty;
+}
+
+std::vector<std::string> headers(const Table& t) {
+  std::vector<std::string> h;
+  for (const auto& c : t.columns) h.push_back(c.header);
+  return h;
+}
+
+}  // namespace
+
+size_t display_width(const std::string& s) {
+  size_t n = 0;
+  bool escape = false;
+  for (unsigned char ch : s) {
+    if (ch == 0x1b)
+      escape = true;
+    else if (escape)
+      escape = ch != 'm';
+    else
+      n += (ch & 0xC0) != 0x80;
+  }
+  return n;
+}
+
+std::string text(const Table& t, const TextStyle& style) {
+  const size_t n = t.columns.size();
+  std::vector<size_t> width(n);
+  for (size_t k = 0; k < n; ++k) width[k] = display_width(t.columns[k].header);
+  for (const auto& row : t.rows)
+    for (size_t k = 0; k < n; ++k) width[k] = std::max(width[k], display_width(cell_at(row, k)));
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string s = style.indent;
+    for (size_t k = 0; k < n; ++k) {
+      const std::string& c = cell_at(cells, k);
+      const std::string pad(width[k] - display_width(c), ' ');
+      s += (k ? style.gap : "") + (t.columns[k].right ? pad + c : c + pad);
+    }
+    while (!s.empty() && s.back() == ' ') s.pop_back();
+    return s + "\n";
+  };
+  std::string out = line(headers(t));
+  for (const auto& row : t.rows) out += line(row);
+  return out;
+}
+
+std::string markdown(const Table& t) {
+  std::string out = "|";
+  for (const auto& c : t.columns) out += " " + markdown_escape(c.header) + " |";
+  out += "\n|";
+  for (const auto& c : t.columns) out += c.right ? "---:|" : "---|";
+  out += "\n";
+  for (const auto& row : t.rows) {
+    out += "|";
+    for (size_t k = 0; k < t.columns.size(); ++k) out += " " + markdown_escape(cell_at(row, k)) + " |";
+    out += "\n";
+  }
+  return out;
+}
+
+std::string csv(const Table& t) {
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string s;
+    for (size_t k = 0; k < t.columns.size(); ++k) s += (k ? "," : "") + csv_escape(cell_at(cells, k));
+    return s + "\n";
+  };
+  std::string out = line(headers(t));
+  for (const auto& row : t.rows) out += line(row);
+  return out;
+}
+
+std::string markdown_escape(const std::string& s) {
+  std::string o;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    switch (c) {
+      case '|':
+      case '\\':
+      case '*':
+      case '_':
+      case '[':
+      case ']':
+      case '`':
+        o += '\\';
+        o += c;
+        break;
+      case '&':
+        o += "&amp;";
+        break;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '~':
+        o += "&#126;";
+        break;
+      case '\r':
+        if (i + 1 < s.size() && s[i + 1] == '\n') break;  // \r\n: one line break
+        o += "<br>";
+        break;
+      case '\n':
+        o += "<br>";
+        break;
+      case '\t':
+        o += ' ';
+        break;
+      default:
+        o += c;
+    }
+  }
+  return o;
+}
+
+std::string csv_escape(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string o = "\"";
+  for (char ch : s) o += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+  return o + "\"";
+}
+
+}  // namespace ptune::table
