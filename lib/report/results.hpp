@@ -103,8 +103,32 @@ inline constexpr const char* kPeakUnderLoadNote =
 /// ...)"; several precisions joined with "; "; "" when no row has a peak. Throws nothing.
 std::string peak_line(const Results& r);
 
-/// The keys of every row of the JSON document, in order: every row has all of them, `null`
+/// What a key of a results row holds, as readers check it (run_file's normalize).
+enum class KeyKind {
+  kText,     // a string, or null
+  kNumber,   // a number, or null (a value of another type reads as null)
+  kFigure,   // a figure a report stands on: a number from 0 to 1e15, or null; else an error
+  kBound,    // an interval's bound: a finite number from 0, or null; else an error
+  kFlag,     // true, false or null
+  kNumbers,  // a list of numbers, or null
+  kWindows,  // a list of window times, each from 0 to 1e15; else an error
+  kTexts,    // a list of strings, or null
+  kObject,   // an object (the row's changes), {} when absent
+  kNotes,    // a list of strings (a single string or other values are turned into one)
+};
+
+struct RowKey {
+  std::string name;
+  KeyKind kind;
+};
+
+/// The keys of every row of the JSON document, in order, with what each holds: one table (in
+/// results_json.cpp, each key's writer beside its reader) from which the document, its reader,
+/// the CSV's columns and the check of files read are all made. Every row has every key, `null`
 /// where it has no value (a skipped row's samples_per_s, a CPU row's gpu_busy_pct).
+const std::vector<RowKey>& row_key_kinds();
+
+/// The names of row_key_kinds(), in order.
 const std::vector<std::string>& row_keys();
 
 /// The results as the DESIGN §5 JSON document; every row has every key of row_keys().

@@ -22,54 +22,6 @@ bool has_numbers(const Json& row) {
   return row.contains("samples_per_s") && row["samples_per_s"].is_number();
 }
 
-const char* const kNumberKeys[] = {"num_workers",
-                                   "batch_size",
-                                   "steps",
-                                   "windows",
-                                   "ms_per_step",
-                                   "spread_pct",
-                                   "samples_per_s",
-                                   "samples_per_s_lo",
-                                   "samples_per_s_hi",
-                                   "speedup_vs_prev",
-                                   "speedup_vs_prev_lo",
-                                   "speedup_vs_prev_hi",
-                                   "speedup_vs_base",
-                                   "speedup_vs_base_lo",
-                                   "speedup_vs_base_hi",
-                                   "compared_with",
-                                   "other_cpu_cores",
-                                   "steal_pct",
-                                   "load_average",
-                                   "data_wait_pct",
-                                   "h2d_pct",
-                                   "compute_pct",
-                                   "peak_mem_bytes",
-                                   "device_mem_bytes",
-                                   "gpu_busy_pct",
-                                   "loss",
-                                   "gpu_other_processes",
-                                   "model_flops_per_sample",
-                                   "flops_per_s",
-                                   "peak_flops_per_s",
-                                   "pct_of_peak",
-                                   "page_faults_per_step",
-                                   "system_time_pct",
-                                   "cpu_cores_busy",
-                                   "peak_rss_bytes"};
-
-bool is_number_key(const std::string& k) {
-  for (const char* n : kNumberKeys)
-    if (k == n) return true;
-  return false;
-}
-
-/// The keys of a row's figures: a value of another type there is an error, not a blank.
-bool is_figure_key(const std::string& k) {
-  return is_number_key(k) &&
-         (k.rfind("samples_per_s", 0) == 0 || k == "ms_per_step" || k.rfind("speedup_vs_", 0) == 0);
-}
-
 Json number_or_null(const Json& v) { return v.is_number() ? v : Json(nullptr); }
 
 Json numbers_or_null(const Json& v) {
@@ -97,27 +49,57 @@ Json text_or_null(const Json& v) {
 constexpr const char* kPlausible = "a number from 0 to 1e15";
 bool plausible(double v) { return std::isfinite(v) && v >= 0 && v < 1e15; }
 
-/// Throws UsageError "<where>.<k>: <value> is not ..." where `v`, the value of a row's key `k`, is
-/// not what a run writes there: a figure of another type than a number, a figure's point outside
-/// plausible(), a bound negative or not finite, a window that is not a time.
-void check_figure(const std::string& k, const Json& v, const std::string& where) {
+/// Throws UsageError "<where>.<k>: <value> is not ..." where `v`, the value of a row's key `k` of
+/// `kind`, is not what a run writes there: a figure of another type than a number, a figure's
+/// point outside plausible(), a bound negative or not finite, a window that is not a time.
+void check_value(const std::string& k, KeyKind kind, const Json& v, const std::string& where) {
   // The figures a report stands on are never dropped in silence; other fields of another type
   // are read as absent.
-  if (is_figure_key(k) && !v.is_null() && !v.is_number())
+  const bool figure = kind == KeyKind::kFigure || kind == KeyKind::kBound;
+  if (figure && !v.is_null() && !v.is_number())
     throw UsageError(where + "." + k + ": " + v.dump() +
                      " is not a number (a results file holds numbers or null there)");
   // A figure's point: what a run measures; its interval's bounds may be anything finite and not
   // negative (a row of two pairs under load reads [1.2e-70, 8.8e+62]).
-  const bool bound =
-      k.size() > 3 && (k.compare(k.size() - 3, 3, "_lo") == 0 || k.compare(k.size() - 3, 3, "_hi") == 0);
-  if (is_figure_key(k) && v.is_number() &&
+  const bool bound = kind == KeyKind::kBound;
+  if (figure && v.is_number() &&
       (bound ? !(std::isfinite(v.get<double>()) && v.get<double>() >= 0) : !plausible(v.get<double>())))
     throw UsageError(where + "." + k + ": " + v.dump() + " is not a figure a run gives (" +
                      (bound ? "a finite number from 0" : kPlausible) + ")");
-  if ((k == "repeat_ms_per_step" || k == "prev_ms_per_step") && v.is_array())
+  if (kind == KeyKind::kWindows && v.is_array())
     for (const auto& x : v)
       if (!x.is_number() || !plausible(x.get<double>()))
         throw UsageError(where + "." + k + ": " + x.dump() + " is not a window's time (" + kPlausible + ")");
+}
+
+/// `v` as a key of `kind` holds it: null where it is absent or of another type.
+Json value_of(KeyKind kind, const Json& v) {
+  switch (kind) {
+    case KeyKind::kNumber:
+    case KeyKind::kFigure:
+    case KeyKind::kBound:
+      return number_or_null(v);
+    case KeyKind::kNumbers:
+    case KeyKind::kWindows:
+      return numbers_or_null(v);
+    case KeyKind::kFlag:
+      return v.is_boolean() ? v : Json(nullptr);
+    case KeyKind::kTexts:
+      return strings_or_null(v);
+    case KeyKind::kObject:
+      return v.is_object() ? v : Json::object();
+    case KeyKind::kNotes: {
+      Json notes = Json::array();
+      if (v.is_array())
+        for (const auto& n : v) notes.push_back(n.is_string() ? n : Json(n.dump()));
+      else if (v.is_string())
+        notes.push_back(v);
+      return notes;
+    }
+    case KeyKind::kText:
+      break;
+  }
+  return text_or_null(v);
 }
 
 /// A row of any results file in the one shape.
@@ -125,28 +107,10 @@ Json normalize_row(const Json& in, const std::string& where) {
   if (!in.is_object()) throw UsageError(where + ": not an object");
   if (!in.contains("name") || !in["name"].is_string()) throw UsageError(where + ": no \"name\"");
   Json row;
-  for (const auto& k : row_keys()) {
+  for (const auto& [k, kind] : row_key_kinds()) {
     const Json v = in.contains(k) ? in[k] : Json(nullptr);
-    check_figure(k, v, where);
-    if (is_number_key(k))
-      row[k] = number_or_null(v);
-    else if (k == "repeat_ms_per_step" || k == "repeat_process" || k == "prev_ms_per_step" ||
-             k == "prev_process" || k == "loss_curve")
-      row[k] = numbers_or_null(v);
-    else if (k == "interleaved" || k == "under_load" || k == "peak_under_load")
-      row[k] = v.is_boolean() ? v : Json(nullptr);
-    else if (k == "gpu_notes")
-      row[k] = strings_or_null(v);
-    else if (k == "changes")
-      row[k] = v.is_object() ? v : Json::object();
-    else if (k == "notes") {
-      row[k] = Json::array();
-      if (v.is_array())
-        for (const auto& n : v) row[k].push_back(n.is_string() ? n : Json(n.dump()));
-      else if (v.is_string())
-        row[k].push_back(v);
-    } else
-      row[k] = text_or_null(v);
+    check_value(k, kind, v, where);
+    row[k] = value_of(kind, v);
   }
   if (row["mode"].is_null()) row["mode"] = "train";
   if (row["status"].is_null())
