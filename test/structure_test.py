@@ -24,6 +24,8 @@ MAX_CCN = 39      # a CCN of 40 or more fails
 ALLOWED = {
     ("lib/config/config.cpp", "ptune::config::fields"):
         "a table of data: one entry per config key (path, member, type, help, range)",
+    ("lib/report/results_json.cpp", "ptune::report::fields"):
+        "a table of data: one entry per key of a results row (key, kind, writer, reader)",
     ("lib/models/pickle.cpp", "ptune::models::pickle::Unpickler::run"):
         "a table of data: one case per pickle opcode, each a few lines",
     ("lib/analyze/trace_reader.cpp", "ptune::analyze::Sax::scalar"):
