@@ -431,8 +431,34 @@ TEST_CASE("a child's Measurement keeps its count of windows cut short, and the n
         "them so that the windows measure.repeats asks for fit in it, or ended them between steps; each is "
         "kept, "
         "its ms/step over the steps it ran");
+  m.repeat_process = {0, 1, 0};
+  m.samples_per_s_ci = {5.5, 5.0, 6.0, 3, 0.95, {}};
+  m.split = Measurement::StepSplit{12.5, 2.5, 85};
+  m.loss = 2.25;
+  m.peak_mem_bytes = int64_t{1} << 40;
+  m.cpu_cores_busy = 1.5;
+  m.trace_verdict = "input-bound";
   const Measurement back = measurement_from_json(measurement_json(m));
   CHECK(back.short_windows == 2);
   CHECK(back.steps == 12);
   CHECK(back.notes == m.notes);
+  // The rest of it travels whole too, the optional members absent or present as they were.
+  CHECK(back.repeat_ms == m.repeat_ms);
+  CHECK(back.repeat_process == m.repeat_process);
+  CHECK(back.samples_per_s_ci.lo == 5.0);
+  CHECK(back.samples_per_s_ci.hi == 6.0);
+  CHECK(back.samples_per_s_ci.n == 3);
+  REQUIRE(back.split);
+  CHECK(back.split->data_wait_pct == 12.5);
+  CHECK(back.split->compute_pct == 85);
+  CHECK(back.loss == m.loss);
+  CHECK(back.peak_mem_bytes == m.peak_mem_bytes);
+  CHECK(!back.device_mem_bytes);
+  CHECK(!back.gpu_busy_pct);
+  CHECK(back.cpu_cores_busy == 1.5);
+  CHECK(back.trace_verdict == "input-bound");
+  CHECK(!measurement_from_json(measurement_json(Measurement{})).split);
+  auto j = measurement_json(m);
+  j.erase("steps");
+  CHECK_THROWS_WITH(measurement_from_json(j), "a measurement without \"steps\"");
 }

@@ -74,90 +74,96 @@ stats::Interval speedup_between(const Measurement& a, const Measurement& b) {
 
 namespace {
 
-Json interval_json(const stats::Interval& i) {
+// ---- the child's wire format: one entry per member, written and read by its type ------------
+
+Json value_json(const stats::Interval& i) {
   return {{"point", i.point}, {"lo", i.lo}, {"hi", i.hi}, {"n", i.n}, {"level", i.level}};
 }
+Json value_json(const Measurement::StepSplit& s) {
+  return {{"data_wait_pct", s.data_wait_pct}, {"h2d_pct", s.h2d_pct}, {"compute_pct", s.compute_pct}};
+}
+template <class T>
+Json value_json(const T& v) {
+  return Json(v);
+}
+template <class T>
+Json value_json(const std::optional<T>& v) {
+  return v ? value_json(*v) : Json(nullptr);
+}
 
-stats::Interval interval_from(const Json& j) {
-  stats::Interval i;
+void read_value(const Json& j, stats::Interval& i) {
   i.point = j.value("point", 0.0);
   i.lo = j.value("lo", 0.0);
   i.hi = j.value("hi", 0.0);
   i.n = j.value("n", int64_t{0});
   i.level = j.value("level", 0.0);
-  return i;
+}
+void read_value(const Json& j, Measurement::StepSplit& s) {
+  s.data_wait_pct = j.value("data_wait_pct", 0.0);
+  s.h2d_pct = j.value("h2d_pct", 0.0);
+  s.compute_pct = j.value("compute_pct", 0.0);
+}
+template <class T>
+void read_value(const Json& j, T& v) {
+  v = j.get<T>();
+}
+template <class T>
+void read_value(const Json& j, std::optional<T>& v) {
+  if (j.is_null()) return v.reset();
+  T x{};
+  read_value(j, x);
+  v = std::move(x);
 }
 
-template <class T>
-Json optional_json(const std::optional<T>& v) {
-  return v ? Json(*v) : Json(nullptr);
-}
-
-template <class T>
-std::optional<T> optional_from(const Json& j, const char* key) {
-  if (!j.contains(key) || j[key].is_null()) return std::nullopt;
-  return j[key].get<T>();
+/// Calls `f(key, member)` for every member the child sends: its whole Measurement but the load,
+/// which the parent observes itself (system/load) over the same windows.
+template <class M, class F>
+void for_each_member(M& m, F&& f) {
+  f("batch_size", m.batch_size);
+  f("steps", m.steps);
+  f("ms_per_step", m.ms_per_step);
+  f("samples_per_s", m.samples_per_s);
+  f("samples_per_s_ci", m.samples_per_s_ci);
+  f("repeat_ms", m.repeat_ms);
+  f("repeat_process", m.repeat_process);
+  f("transient_windows", m.transient_windows);
+  f("short_windows", m.short_windows);
+  f("spread_pct", m.spread_pct);
+  f("split", m.split);
+  f("loss", m.loss);
+  f("peak_mem_bytes", m.peak_mem_bytes);
+  f("device_mem_bytes", m.device_mem_bytes);
+  f("gpu_busy_pct", m.gpu_busy_pct);
+  f("trace_path", m.trace_path);
+  f("eager_fallback", m.eager_fallback);
+  f("notes", m.notes);
+  f("model_flops_per_sample", m.model_flops_per_sample);
+  f("peak_flops_per_s", m.peak_flops_per_s);
+  f("peak_precision", m.peak_precision);
+  f("peak_source", m.peak_source);
+  f("peak_under_load", m.peak_under_load);
+  f("page_faults_per_step", m.page_faults_per_step);
+  f("system_time_pct", m.system_time_pct);
+  f("cpu_cores_busy", m.cpu_cores_busy);
+  f("peak_rss_bytes", m.peak_rss_bytes);
+  f("trace_verdict", m.trace_verdict);
 }
 
 }  // namespace
 
 Json measurement_json(const Measurement& m) {
-  return {{"batch_size", m.batch_size},
-          {"steps", m.steps},
-          {"ms_per_step", m.ms_per_step},
-          {"samples_per_s", m.samples_per_s},
-          {"samples_per_s_ci", interval_json(m.samples_per_s_ci)},
-          {"repeat_ms", m.repeat_ms},
-          {"transient_windows", m.transient_windows},
-          {"short_windows", m.short_windows},
-          {"spread_pct", m.spread_pct},
-          {"data_wait_pct", m.split ? Json(m.split->data_wait_pct) : Json(nullptr)},
-          {"h2d_pct", m.split ? Json(m.split->h2d_pct) : Json(nullptr)},
-          {"compute_pct", m.split ? Json(m.split->compute_pct) : Json(nullptr)},
-          {"loss", optional_json(m.loss)},
-          {"peak_mem_bytes", optional_json(m.peak_mem_bytes)},
-          {"device_mem_bytes", optional_json(m.device_mem_bytes)},
-          {"gpu_busy_pct", optional_json(m.gpu_busy_pct)},
-          {"trace_path", m.trace_path},
-          {"eager_fallback", m.eager_fallback},
-          {"notes", m.notes},
-          {"model_flops_per_sample", optional_json(m.model_flops_per_sample)},
-          {"peak_flops_per_s", optional_json(m.peak_flops_per_s)},
-          {"peak_precision", m.peak_precision},
-          {"peak_source", m.peak_source},
-          {"peak_under_load", m.peak_under_load},
-          {"page_faults_per_step", optional_json(m.page_faults_per_step)},
-          {"system_time_pct", optional_json(m.system_time_pct)}};
+  Json j = Json::object();
+  for_each_member(m, [&](const char* key, const auto& v) { j[key] = value_json(v); });
+  return j;
 }
 
 Measurement measurement_from_json(const Json& j) {
   Measurement m;
-  m.batch_size = j.at("batch_size").get<int64_t>();
-  m.steps = j.at("steps").get<int64_t>();
-  m.ms_per_step = j.at("ms_per_step").get<double>();
-  m.samples_per_s = j.at("samples_per_s").get<double>();
-  m.samples_per_s_ci = interval_from(j.at("samples_per_s_ci"));
-  m.repeat_ms = j.at("repeat_ms").get<std::vector<double>>();
-  m.transient_windows = j.value("transient_windows", int64_t{0});
-  m.short_windows = j.value("short_windows", int64_t{0});
-  m.spread_pct = j.value("spread_pct", 0.0);
-  if (const auto wait = optional_from<double>(j, "data_wait_pct"))
-    m.split = Measurement::StepSplit{*wait, optional_from<double>(j, "h2d_pct").value_or(0),
-                                     optional_from<double>(j, "compute_pct").value_or(0)};
-  m.loss = optional_from<double>(j, "loss");
-  m.peak_mem_bytes = optional_from<int64_t>(j, "peak_mem_bytes");
-  m.device_mem_bytes = optional_from<int64_t>(j, "device_mem_bytes");
-  m.gpu_busy_pct = optional_from<double>(j, "gpu_busy_pct");
-  m.trace_path = j.value("trace_path", std::string());
-  m.eager_fallback = j.value("eager_fallback", std::string());
-  m.notes = j.value("notes", std::vector<std::string>{});
-  m.model_flops_per_sample = optional_from<double>(j, "model_flops_per_sample");
-  m.peak_flops_per_s = optional_from<double>(j, "peak_flops_per_s");
-  m.peak_precision = j.value("peak_precision", std::string());
-  m.peak_source = j.value("peak_source", std::string());
-  m.peak_under_load = j.value("peak_under_load", false);
-  m.page_faults_per_step = optional_from<double>(j, "page_faults_per_step");
-  m.system_time_pct = optional_from<double>(j, "system_time_pct");
+  for_each_member(m, [&](const char* key, auto& v) {
+    const auto it = j.find(key);
+    if (it == j.end()) throw std::invalid_argument(std::string("a measurement without \"") + key + "\"");
+    read_value(*it, v);
+  });
   return m;
 }
 

@@ -98,7 +98,11 @@ std::string short_windows_note(int64_t short_count, size_t kept, int64_t steps);
 /// Throws nothing.
 stats::Interval speedup_between(const Measurement& a, const Measurement& b);
 
-/// A Measurement as JSON and back (the child sends its result to the parent).
+/// A Measurement as JSON and back, whole but for the load (which the parent observes itself): a
+/// child process sends its result to the parent. One list of members (measurement.cpp) drives
+/// both directions, each member written and read by its type. measurement_from_json throws
+/// std::invalid_argument for a document without one of them, nlohmann's errors for a value of
+/// another type.
 nlohmann::json measurement_json(const Measurement& m);
 Measurement measurement_from_json(const nlohmann::json& j);
 
