@@ -13,6 +13,7 @@
 #include "report/figures.hpp"
 #include "report/results.hpp"
 #include "report/status.hpp"
+#include "report/svg.hpp"
 
 namespace ptune::report {
 namespace {
@@ -33,32 +34,7 @@ constexpr double kWidth = 960, kLabel = 250, kBars = 410;
 
 std::string run_color(size_t k) { return kRunColors[k % (sizeof kRunColors / sizeof *kRunColors)]; }
 
-std::string esc(const std::string& s) {
-  std::string o;
-  o.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        o += "&amp;";
-        break;
-      case '<':
-        o += "&lt;";
-        break;
-      case '>':
-        o += "&gt;";
-        break;
-      case '"':
-        o += "&quot;";
-        break;
-      case '\'':
-        o += "&#39;";
-        break;
-      default:
-        o += c;
-    }
-  }
-  return o;
-}
+std::string esc(const std::string& s) { return svg::escape(s); }
 
 std::string fixed(double v, int digits) {
   char buf[64];
@@ -186,22 +162,24 @@ std::string axis(double x0, double width, double max, double step, double y, dou
   os << "<g class=\"axis\">";
   for (double v = 0; v <= max * (1 + 1e-9); v += step) {
     const double x = x0 + width * v / max;
-    os << "<line class=\"grid\" x1=\"" << fixed(x, 2) << "\" x2=\"" << fixed(x, 2) << "\" y1=\""
-       << fixed(y + 4, 1) << "\" y2=\"" << fixed(bottom, 1) << "\"/>";
-    os << "<text x=\"" << fixed(x, 2) << "\" y=\"" << fixed(y, 1) << "\" text-anchor=\"middle\">"
-       << esc(tick_text(v, step)) << "</text>";
+    os << svg::element("line", {{"class", "grid"},
+                                {"x1", fixed(x, 2)},
+                                {"x2", fixed(x, 2)},
+                                {"y1", fixed(y + 4, 1)},
+                                {"y2", fixed(bottom, 1)}});
+    os << svg::element("text", {{"x", fixed(x, 2)}, {"y", fixed(y, 1)}, {"text-anchor", "middle"}},
+                       esc(tick_text(v, step)));
   }
-  os << "<text x=\"" << fixed(x0 - 8, 1) << "\" y=\"" << fixed(y, 1) << "\" text-anchor=\"end\">" << esc(unit)
-     << "</text></g>";
+  os << svg::element("text", {{"x", fixed(x0 - 8, 1)}, {"y", fixed(y, 1)}, {"text-anchor", "end"}}, esc(unit))
+     << "</g>";
   return os.str();
 }
 
 std::string row_label(const Line& l, double x, double y) {
-  std::ostringstream os;
-  os << "<text class=\"label\" x=\"" << fixed(x, 1) << "\" y=\"" << fixed(y, 1)
-     << "\" text-anchor=\"end\"><title>" << esc(l.name) << "</title><tspan class=\"idx\">#" << l.index
-     << "</tspan> " << esc(shorten(l.name, 32)) << "</text>";
-  return os.str();
+  return svg::element("text",
+                      {{"class", "label"}, {"x", fixed(x, 1)}, {"y", fixed(y, 1)}, {"text-anchor", "end"}},
+                      svg::title(l.name) + "<tspan class=\"idx\">#" + std::to_string(l.index) + "</tspan> " +
+                          esc(shorten(l.name, 32)));
 }
 
 // ---- the sections -------------------------------------------------------------------------
@@ -273,10 +251,14 @@ std::string throughput_html(const std::vector<RunFile>& runs, const std::vector<
     const std::string caption = "mode: " + (mode.empty() ? std::string("train") : mode) +
                                 (archs.size() > 1 && !arch.empty() ? ", " + arch : "");
     os << "<figure><figcaption>" << esc(caption) << "</figcaption>"
-       << "<svg class=\"chart throughput\" data-mode=\"" << esc(mode) << "\" data-arch=\"" << esc(arch)
-       << "\" viewBox=\"0 0 " << kWidth << " " << fixed(height, 0) << "\" width=\"" << kWidth
-       << "\" height=\"" << fixed(height, 0) << "\" role=\"img\" aria-label=\"samples per second, "
-       << esc(caption) << "\">";
+       << svg::open("svg", {{"class", "chart throughput"},
+                            {"data-mode", mode},
+                            {"data-arch", arch},
+                            {"viewBox", "0 0 " + svg::num(kWidth) + " " + fixed(height, 0)},
+                            {"width", svg::num(kWidth)},
+                            {"height", fixed(height, 0)},
+                            {"role", "img"},
+                            {"aria-label", "samples per second, " + caption}});
     os << axis(kLabel, kBars, axis_max, step, 14, height - 4, "samples/s");
     double y = top;
     for (const Line* l : ls) {
@@ -286,15 +268,19 @@ std::string throughput_html(const std::vector<RunFile>& runs, const std::vector<
         const Row* r = l->rows[k];
         const double text_y = y + bar_h / 2 + 4;
         if (!r) {
-          os << "<text class=\"nobar muted\" x=\"" << kLabel + 4 << "\" y=\"" << fixed(text_y, 1) << "\">"
-             << (multi ? esc(runs[k].label) + ": " : "") << "not in this run</text>";
+          os << svg::element("text",
+                             {{"class", "nobar muted"}, {"x", svg::num(kLabel + 4)}, {"y", fixed(text_y, 1)}},
+                             (multi ? esc(runs[k].label) + ": " : "") + "not in this run");
           continue;
         }
         if (!r->m) {
           const std::string status = r->status.text();
-          os << "<text class=\"nobar status-" << status_class(r->status) << "\" x=\"" << kLabel + 4
-             << "\" y=\"" << fixed(text_y, 1) << "\"><title>" << esc(status) << "</title>"
-             << (multi ? esc(runs[k].label) + ": " : "") << esc(shorten(status, 90)) << "</text>";
+          os << svg::element(
+              "text",
+              {{"class", "nobar status-" + status_class(r->status)},
+               {"x", svg::num(kLabel + 4)},
+               {"y", fixed(text_y, 1)}},
+              svg::title(status) + (multi ? esc(runs[k].label) + ": " : "") + esc(shorten(status, 90)));
           continue;
         }
         const double v = rate_of(*r);
@@ -304,12 +290,20 @@ std::string throughput_html(const std::vector<RunFile>& runs, const std::vector<
         text += " · " + ratio_text(r->speedup_vs_base) + " base";
         if (k > 0 && l->rows[0] && rate_of(*l->rows[0]) > 0)
           text += " · " + ratio_text(v / rate_of(*l->rows[0])) + " " + shorten(runs[0].label, 16);
-        os << "<rect class=\"bar\" x=\"" << kLabel << "\" y=\"" << fixed(y, 1) << "\" width=\"" << fixed(w, 2)
-           << "\" height=\"" << bar_h << "\" fill=\"" << run_color(k) << "\" data-run=\"" << k
-           << "\" data-row=\"" << esc(l->name) << "\" data-value=\"" << Json(v).dump() << "\"><title>"
-           << esc(runs[k].label + ": " + l->name + ": " + rate_text(v) + " samples/s") << "</title></rect>";
-        os << "<text class=\"value\" x=\"" << fixed(kLabel + w + 6, 1) << "\" y=\"" << fixed(text_y, 1)
-           << "\">" << esc(text) << "</text>";
+        os << svg::element("rect",
+                           {{"class", "bar"},
+                            {"x", svg::num(kLabel)},
+                            {"y", fixed(y, 1)},
+                            {"width", fixed(w, 2)},
+                            {"height", svg::num(bar_h)},
+                            {"fill", run_color(k)},
+                            {"data-run", std::to_string(k)},
+                            {"data-row", l->name},
+                            {"data-value", Json(v).dump()}},
+                           svg::title(runs[k].label + ": " + l->name + ": " + rate_text(v) + " samples/s"));
+        os << svg::element("text",
+                           {{"class", "value"}, {"x", fixed(kLabel + w + 6, 1)}, {"y", fixed(text_y, 1)}},
+                           esc(text));
       }
       y += group_gap - bar_gap;
     }
@@ -325,12 +319,23 @@ std::string gpu_line_svg(const measure::Measurement& m, double gy, double gpu_h)
   std::string gpu_text;
   if (const auto busy = m.gpu_busy_pct) {
     const double b = std::clamp(*busy, 0.0, 100.0);
-    os << "<rect class=\"gpu-busy\" x=\"" << kLabel << "\" y=\"" << fixed(gy, 1) << "\" width=\""
-       << fixed(kBars * b / 100, 2) << "\" height=\"" << gpu_h << "\" fill=\"" << kBusyColor
-       << "\" data-pct=\"" << fixed(b, 2) << "\"><title>GPU busy " << fixed(b, 1) << "%</title></rect>";
-    os << "<rect class=\"gpu-idle\" x=\"" << fixed(kLabel + kBars * b / 100, 2) << "\" y=\"" << fixed(gy, 1)
-       << "\" width=\"" << fixed(kBars * (100 - b) / 100, 2) << "\" height=\"" << gpu_h << "\" fill=\""
-       << kIdleColor << "\"><title>GPU idle " << fixed(100 - b, 1) << "%</title></rect>";
+    os << svg::element("rect",
+                       {{"class", "gpu-busy"},
+                        {"x", svg::num(kLabel)},
+                        {"y", fixed(gy, 1)},
+                        {"width", fixed(kBars * b / 100, 2)},
+                        {"height", svg::num(gpu_h)},
+                        {"fill", kBusyColor},
+                        {"data-pct", fixed(b, 2)}},
+                       svg::title("GPU busy " + fixed(b, 1) + "%"));
+    os << svg::element("rect",
+                       {{"class", "gpu-idle"},
+                        {"x", fixed(kLabel + kBars * b / 100, 2)},
+                        {"y", fixed(gy, 1)},
+                        {"width", fixed(kBars * (100 - b) / 100, 2)},
+                        {"height", svg::num(gpu_h)},
+                        {"fill", kIdleColor}},
+                       svg::title("GPU idle " + fixed(100 - b, 1) + "%"));
     gpu_text = "GPU busy " + fixed(b, 0) + "%";
   }
   if (m.peak_mem_bytes) {
@@ -341,8 +346,10 @@ std::string gpu_line_svg(const measure::Measurement& m, double gy, double gpu_h)
       gpu_text += " (" + fixed(100 * peak / dev, 0) + "% of " + bytes_text(dev) + ")";
     }
   }
-  os << "<text class=\"value small\" x=\"" << fixed(kLabel + kBars + 8, 1) << "\" y=\""
-     << fixed(gy + gpu_h + 1, 1) << "\">" << esc(gpu_text) << "</text>";
+  os << svg::element(
+      "text",
+      {{"class", "value small"}, {"x", fixed(kLabel + kBars + 8, 1)}, {"y", fixed(gy + gpu_h + 1, 1)}},
+      esc(gpu_text));
   return os.str();
 }
 
@@ -376,13 +383,18 @@ std::string split_html(const std::vector<RunFile>& runs, const std::vector<Line>
         "for data, the copy to the device (and uint8 conversion), the compute. On a GPU the split comes from "
         "CUDA events on the compute stream; the thin bar under it is the GPU's kernel time (busy) and the "
         "rest (idle) per step, where the row was profiled.</p>";
-  os << "<svg class=\"chart split\" viewBox=\"0 0 " << kWidth << " " << fixed(height, 0) << "\" width=\""
-     << kWidth << "\" height=\"" << fixed(height, 0) << "\" role=\"img\" aria-label=\"step split\">";
+  os << svg::open("svg", {{"class", "chart split"},
+                          {"viewBox", "0 0 " + svg::num(kWidth) + " " + fixed(height, 0)},
+                          {"width", svg::num(kWidth)},
+                          {"height", fixed(height, 0)},
+                          {"role", "img"},
+                          {"aria-label", "step split"}});
   // Legend.
   double lx = kLabel;
   auto key = [&](const char* color, const char* text) {
-    os << "<rect x=\"" << fixed(lx, 1) << "\" y=\"6\" width=\"12\" height=\"12\" fill=\"" << color
-       << "\"/><text x=\"" << fixed(lx + 16, 1) << "\" y=\"16\">" << text << "</text>";
+    os << svg::element("rect",
+                       {{"x", fixed(lx, 1)}, {"y", "6"}, {"width", "12"}, {"height", "12"}, {"fill", color}})
+       << svg::element("text", {{"x", fixed(lx + 16, 1)}, {"y", "16"}}, esc(text));
     lx += 16 + 7.0 * static_cast<double>(std::string(text).size()) + 18;
   };
   key(kWaitColor, "data wait");
@@ -404,24 +416,38 @@ std::string split_html(const std::vector<RunFile>& runs, const std::vector<Line>
       const double compute = std::max(0.0, r->m->split->compute_pct);
       const double total = wait + copy + compute;
       if (multi)
-        os << "<rect x=\"" << kLabel - 8 << "\" y=\"" << fixed(y, 1) << "\" width=\"4\" height=\"" << bar_h
-           << "\" fill=\"" << run_color(k) << "\"><title>" << esc(runs[k].label) << "</title></rect>";
+        os << svg::element("rect",
+                           {{"x", svg::num(kLabel - 8)},
+                            {"y", fixed(y, 1)},
+                            {"width", "4"},
+                            {"height", svg::num(bar_h)},
+                            {"fill", run_color(k)}},
+                           svg::title(runs[k].label));
       double x = kLabel;
       const std::pair<const char*, double> parts[] = {{"data", wait}, {"copy", copy}, {"compute", compute}};
       const char* const colors[] = {kWaitColor, kCopyColor, kComputeColor};
       for (size_t p = 0; p < 3; ++p) {
         const double w = total > 0 ? kBars * parts[p].second / total : 0;
-        os << "<rect class=\"seg seg-" << parts[p].first << "\" x=\"" << fixed(x, 2) << "\" y=\""
-           << fixed(y, 1) << "\" width=\"" << fixed(w, 2) << "\" height=\"" << bar_h << "\" fill=\""
-           << colors[p] << "\" data-run=\"" << k << "\" data-row=\"" << esc(l->name) << "\" data-pct=\""
-           << fixed(parts[p].second, 2) << "\"><title>" << esc(l->name) << ": " << parts[p].first << " "
-           << fixed(parts[p].second, 1) << "%</title></rect>";
+        os << svg::element(
+            "rect",
+            {{"class", std::string("seg seg-") + parts[p].first},
+             {"x", fixed(x, 2)},
+             {"y", fixed(y, 1)},
+             {"width", fixed(w, 2)},
+             {"height", svg::num(bar_h)},
+             {"fill", colors[p]},
+             {"data-run", std::to_string(k)},
+             {"data-row", l->name},
+             {"data-pct", fixed(parts[p].second, 2)}},
+            svg::title(l->name + ": " + parts[p].first + " " + fixed(parts[p].second, 1) + "%"));
         x += w;
       }
       const std::string text =
           "wait " + fixed(wait, 0) + "% · copy " + fixed(copy, 0) + "% · compute " + fixed(compute, 0) + "%";
-      os << "<text class=\"value\" x=\"" << fixed(kLabel + kBars + 8, 1) << "\" y=\""
-         << fixed(y + bar_h / 2 + 4, 1) << "\">" << esc(text) << "</text>";
+      os << svg::element(
+          "text",
+          {{"class", "value"}, {"x", fixed(kLabel + kBars + 8, 1)}, {"y", fixed(y + bar_h / 2 + 4, 1)}},
+          esc(text));
       if (second_line(r)) os << gpu_line_svg(*r->m, y + bar_h + 4, gpu_h);
       y += entry_h(r) + gap;
     }
@@ -462,39 +488,69 @@ std::string curves_html(const std::vector<RunFile>& runs, const std::vector<Line
   std::ostringstream os;
   os << "<section id=\"convergence\"><h2>Loss curves</h2><p class=\"muted\">Rows with "
         "measure.convergence_steps: a fresh model trained that many steps, the loss of each step.</p>";
-  os << "<svg class=\"chart curves\" viewBox=\"0 0 " << kWidth << " " << height << "\" width=\"" << kWidth
-     << "\" height=\"" << height << "\" role=\"img\" aria-label=\"loss curves\"><g class=\"axis\">";
+  os << svg::open("svg", {{"class", "chart curves"},
+                          {"viewBox", "0 0 " + svg::num(kWidth) + " " + svg::num(height)},
+                          {"width", svg::num(kWidth)},
+                          {"height", svg::num(height)},
+                          {"role", "img"},
+                          {"aria-label", "loss curves"}})
+     << "<g class=\"axis\">";
   const double ystep = nice_step((hi - lo) / 4);
   for (double v = std::ceil(lo / ystep) * ystep; v <= hi; v += ystep)
-    os << "<line class=\"grid\" x1=\"" << left << "\" x2=\"" << left + pw << "\" y1=\"" << fixed(py(v), 1)
-       << "\" y2=\"" << fixed(py(v), 1) << "\"/><text x=\"" << left - 6 << "\" y=\"" << fixed(py(v) + 4, 1)
-       << "\" text-anchor=\"end\">" << esc(tick_text(v, ystep)) << "</text>";
+    os << svg::element("line", {{"class", "grid"},
+                                {"x1", svg::num(left)},
+                                {"x2", svg::num(left + pw)},
+                                {"y1", fixed(py(v), 1)},
+                                {"y2", fixed(py(v), 1)}})
+       << svg::element("text",
+                       {{"x", svg::num(left - 6)}, {"y", fixed(py(v) + 4, 1)}, {"text-anchor", "end"}},
+                       esc(tick_text(v, ystep)));
   const double xstep = nice_step(static_cast<double>(steps) / 6);
   for (double s = 0; s < static_cast<double>(steps); s += xstep)
-    os << "<text x=\"" << fixed(px(static_cast<size_t>(s)), 1) << "\" y=\"" << height - bottom + 16
-       << "\" text-anchor=\"middle\">" << static_cast<long long>(s) + 1 << "</text>";
-  os << "<text x=\"" << left + pw / 2 << "\" y=\"" << height - 4 << "\" text-anchor=\"middle\">step</text>"
-     << "<text x=\"14\" y=\"" << top + ph / 2 << "\" transform=\"rotate(-90 14 " << top + ph / 2
-     << ")\" text-anchor=\"middle\">loss</text></g>";
+    os << svg::element("text",
+                       {{"x", fixed(px(static_cast<size_t>(s)), 1)},
+                        {"y", svg::num(height - bottom + 16)},
+                        {"text-anchor", "middle"}},
+                       std::to_string(static_cast<long long>(s) + 1));
+  os << svg::element("text",
+                     {{"x", svg::num(left + pw / 2)}, {"y", svg::num(height - 4)}, {"text-anchor", "middle"}},
+                     "step")
+     << svg::element("text",
+                     {{"x", "14"},
+                      {"y", svg::num(top + ph / 2)},
+                      {"transform", "rotate(-90 14 " + svg::num(top + ph / 2) + ")"},
+                      {"text-anchor", "middle"}},
+                     "loss")
+     << "</g>";
   const char* const dashes[] = {"", "6 3", "2 3", "8 3 2 3"};
   for (size_t c = 0; c < curves.size(); ++c) {
     const std::string color = kRunColors[(c + 1) % (sizeof kRunColors / sizeof *kRunColors)];
     std::string points;
     for (size_t i = 0; i < curves[c].points->size(); ++i)
       points += (i ? " " : "") + fixed(px(i), 1) + "," + fixed(py((*curves[c].points)[i]), 1);
-    os << "<polyline class=\"curve\" fill=\"none\" stroke=\"" << color << "\" stroke-width=\"1.6\"";
-    if (curves[c].run % 4) os << " stroke-dasharray=\"" << dashes[curves[c].run % 4] << "\"";
-    os << " data-run=\"" << curves[c].run << "\" data-row=\"" << esc(curves[c].line->name) << "\" points=\""
-       << points << "\"><title>" << esc(runs[curves[c].run].label + ": " + curves[c].line->name)
-       << "</title></polyline>";
+    // Each run's curves dashed their own way, so that runs stay apart in greyscale print.
+    std::vector<svg::Attr> dash;
+    if (curves[c].run % 4) dash.emplace_back("stroke-dasharray", dashes[curves[c].run % 4]);
+    std::vector<svg::Attr> curve = {
+        {"class", "curve"}, {"fill", "none"}, {"stroke", color}, {"stroke-width", "1.6"}};
+    curve.insert(curve.end(), dash.begin(), dash.end());
+    curve.insert(curve.end(), {{"data-run", std::to_string(curves[c].run)},
+                               {"data-row", curves[c].line->name},
+                               {"points", points}});
+    os << svg::element("polyline", curve,
+                       svg::title(runs[curves[c].run].label + ": " + curves[c].line->name));
     const double ly = top + 8 + 16.0 * static_cast<double>(c);
-    os << "<line x1=\"" << left + pw + 16 << "\" x2=\"" << left + pw + 40 << "\" y1=\"" << fixed(ly, 1)
-       << "\" y2=\"" << fixed(ly, 1) << "\" stroke=\"" << color << "\" stroke-width=\"2\"";
-    if (curves[c].run % 4) os << " stroke-dasharray=\"" << dashes[curves[c].run % 4] << "\"";
-    os << "/><text x=\"" << left + pw + 46 << "\" y=\"" << fixed(ly + 4, 1) << "\">"
-       << esc(shorten(curves[c].line->name, 24) +
-              (runs.size() > 1 ? " (" + shorten(runs[curves[c].run].label, 10) + ")" : ""))
-       << "</text>";
+    std::vector<svg::Attr> key = {{"x1", svg::num(left + pw + 16)},
+                                  {"x2", svg::num(left + pw + 40)},
+                                  {"y1", fixed(ly, 1)},
+                                  {"y2", fixed(ly, 1)},
+                                  {"stroke", color},
+                                  {"stroke-width", "2"}};
+    key.insert(key.end(), dash.begin(), dash.end());
+    os << svg::element("line", key)
+       << svg::element("text", {{"x", svg::num(left + pw + 46)}, {"y", fixed(ly + 4, 1)}},
+                       esc(shorten(curves[c].line->name, 24) +
+                           (runs.size() > 1 ? " (" + shorten(runs[curves[c].run].label, 10) + ")" : "")));
   }
   os << "</svg></section>";
   return os.str();

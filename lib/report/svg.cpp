@@ -1,0 +1,54 @@
+#include "report/svg.hpp"
+
+#include <sstream>
+
+namespace ptune::report::svg {
+
+std::string escape(const std::string& s) {
+  std::string o;
+  o.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '&':
+        o += "&amp;";
+        break;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      case '\'':
+        o += "&#39;";
+        break;
+      default:
+        o += c;
+    }
+  }
+  return o;
+}
+
+std::string open(const std::string& tag, const std::vector<Attr>& attrs) {
+  std::string s = "<" + tag;
+  for (const auto& [name, value] : attrs) s += " " + name + "=\"" + escape(value) + "\"";
+  return s + ">";
+}
+
+std::string element(const std::string& tag, const std::vector<Attr>& attrs, const std::string& inner) {
+  std::string s = open(tag, attrs);
+  if (inner.empty()) return s.insert(s.size() - 1, "/");
+  return s + inner + "</" + tag + ">";
+}
+
+std::string title(const std::string& text) { return "<title>" + escape(text) + "</title>"; }
+
+std::string num(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+}  // namespace ptune::report::svg
