@@ -353,6 +353,23 @@ std::string gpu_line_svg(const measure::Measurement& m, double gy, double gpu_h)
   return os.str();
 }
 
+/// The step split's legend: a swatch and a name per part (and GPU busy/idle where measured).
+std::string split_legend_svg(bool any_gpu) {
+  std::ostringstream os;
+  double lx = kLabel;
+  auto key = [&](const char* color, const char* text) {
+    os << svg::element("rect",
+                       {{"x", fixed(lx, 1)}, {"y", "6"}, {"width", "12"}, {"height", "12"}, {"fill", color}})
+       << svg::element("text", {{"x", fixed(lx + 16, 1)}, {"y", "16"}}, esc(text));
+    lx += 16 + 7.0 * static_cast<double>(std::string(text).size()) + 18;
+  };
+  key(kWaitColor, "data wait");
+  key(kCopyColor, "copy");
+  key(kComputeColor, "compute");
+  if (any_gpu) key(kBusyColor, "GPU busy"), key(kIdleColor, "GPU idle");
+  return os.str();
+}
+
 /// The step split: data wait, copy, compute; GPU busy/idle and peak memory where measured.
 std::string split_html(const std::vector<RunFile>& runs, const std::vector<Line>& lines) {
   bool any_gpu = false;
@@ -389,18 +406,7 @@ std::string split_html(const std::vector<RunFile>& runs, const std::vector<Line>
                           {"height", fixed(height, 0)},
                           {"role", "img"},
                           {"aria-label", "step split"}});
-  // Legend.
-  double lx = kLabel;
-  auto key = [&](const char* color, const char* text) {
-    os << svg::element("rect",
-                       {{"x", fixed(lx, 1)}, {"y", "6"}, {"width", "12"}, {"height", "12"}, {"fill", color}})
-       << svg::element("text", {{"x", fixed(lx + 16, 1)}, {"y", "16"}}, esc(text));
-    lx += 16 + 7.0 * static_cast<double>(std::string(text).size()) + 18;
-  };
-  key(kWaitColor, "data wait");
-  key(kCopyColor, "copy");
-  key(kComputeColor, "compute");
-  if (any_gpu) key(kBusyColor, "GPU busy"), key(kIdleColor, "GPU idle");
+  os << split_legend_svg(any_gpu);
   double y = top;
   for (const Line* l : ls) {
     double group_h = 0;
