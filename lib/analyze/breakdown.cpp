@@ -101,21 +101,21 @@ class Categorizer {
     tot_.kernel_total += e.dur;
     if (is_tensor_core_kernel(e.name)) tot_.tc += e.dur;
     if (is_half_kernel(e.name)) tot_.half += e.dur;
-    const std::string n = lower(e.name);
-    if (contains(n, "nchwtonhwc") || contains(n, "nhwctonchw")) tot_.layout += e.dur;
+    const std::string n = text::lower(e.name);
+    if (text::contains(n, "nchwtonhwc") || text::contains(n, "nhwctonchw")) tot_.layout += e.dur;
   }
 
   void copy(const Event& e) {
     r_.cat[kMemcpy].emplace_back(e.ts, e.end());
     if (inside(e)) add_time(tot_.copies, e.name, e.dur, e.dur);
-    if (!inside(e) || !contains(e.name, "HtoD")) return;
+    if (!inside(e) || !text::contains(e.name, "HtoD")) return;
     CopyStats& h2d = b_.h2d;
     ++h2d.count;
     h2d.us += e.dur;
     if (e.bytes > 0)  // saturates: a hostile trace's sizes may add up past int64
       h2d.bytes = e.bytes > INT64_MAX - h2d.bytes ? INT64_MAX : h2d.bytes + e.bytes;
-    if (contains(e.name, "Pinned")) ++h2d.pinned;
-    if (contains(e.name, "Pageable")) ++h2d.pageable;
+    if (text::contains(e.name, "Pinned")) ++h2d.pinned;
+    if (text::contains(e.name, "Pageable")) ++h2d.pageable;
   }
 
   void runtime(const Event& e) {
@@ -141,7 +141,7 @@ class Categorizer {
       if (!t_.has_gpu) r_.compute.push_back(r);
     }
     if (waits_.is_sync(e)) sync(e, e.name == "aten::_local_scalar_dense" ? "aten::item" : e.name);
-    if (starts_with(e.name, "Optimizer.zero_grad#")) r_.zero_windows.push_back(r);
+    if (text::starts_with(e.name, "Optimizer.zero_grad#")) r_.zero_windows.push_back(r);
   }
 
   /// A host sync `e`, named `name`.
@@ -241,10 +241,11 @@ void add_hta_view(const Trace& t, Breakdown& b) {
     busy.emplace_back(e.ts, e.end());
     add_time(names, e.name, e.dur, e.dur);
     if (e.kind != Kind::kKernel) continue;
-    const bool nccl = starts_with(e.name, "nccl") && contains(e.name, "Kernel");
+    const bool nccl = text::starts_with(e.name, "nccl") && text::contains(e.name, "Kernel");
     if (nccl)
       comm.emplace_back(e.ts, e.end());
-    else if (!contains(e.name, "Memcpy") && !contains(e.name, "Memset") && !contains(e.name, "Sync"))
+    else if (!text::contains(e.name, "Memcpy") && !text::contains(e.name, "Memset") &&
+             !text::contains(e.name, "Sync"))
       comp.emplace_back(e.ts, e.end());
   }
   busy = merge(std::move(busy));
@@ -450,7 +451,7 @@ std::optional<int64_t> batch_size_of(const Trace& t, const Ranges& loader_ranges
       continue;
     }
     if (e->name == "aten::to" || e->name == "aten::_to_copy" || e->name == "aten::copy_" ||
-        starts_with(e->name, "aten::conv") || e->name == "aten::linear" ||
+        text::starts_with(e->name, "aten::conv") || e->name == "aten::linear" ||
         e->name == "aten::cudnn_convolution")
       return e->batch;
   }

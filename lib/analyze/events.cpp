@@ -4,6 +4,8 @@
 
 namespace ptune::analyze {
 
+namespace text {
+
 std::string lower(std::string_view v) {
   std::string s(v);
   for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -13,13 +15,15 @@ std::string lower(std::string_view v) {
 bool starts_with(std::string_view s, const char* p) { return s.rfind(p, 0) == 0; }
 bool contains(std::string_view s, const char* p) { return s.find(p) != std::string_view::npos; }
 
+}  // namespace text
+
 bool is_host(const Event& e) { return e.kind == Kind::kCpuOp || e.kind == Kind::kAnnotation; }
-bool is_step(const Event& e) { return is_host(e) && starts_with(e.name, "ProfilerStep#"); }
+bool is_step(const Event& e) { return is_host(e) && text::starts_with(e.name, "ProfilerStep#"); }
 bool is_dataloader(const Event& e) {
   if (!is_host(e)) return false;
-  return (starts_with(e.name, "enumerate(DataLoader)#") && e.name.size() >= 9 &&
+  return (text::starts_with(e.name, "enumerate(DataLoader)#") && e.name.size() >= 9 &&
           e.name.compare(e.name.size() - 9, 9, ".__next__") == 0) ||
-         starts_with(e.name, "enumerate(DataPipe)#");
+         text::starts_with(e.name, "enumerate(DataPipe)#");
 }
 bool is_runtime_sync(const Event& e) {
   return e.kind == Kind::kRuntime &&
@@ -36,29 +40,30 @@ bool is_device(const Event& e) {
 }
 
 bool is_tensor_core_kernel(std::string_view name) {
-  const std::string n = lower(name);
+  const std::string n = text::lower(name);
   for (const char* p : {"h884", "s884", "h1688", "s1688", "h16816", "s16816", "i8816", "hmma", "xmma",
                         "tensorop", "wgmma", "gmma_", "tf32", "16816gemm", "1688gemm", "884gemm"})
-    if (contains(n, p)) return true;
+    if (text::contains(n, p)) return true;
   return false;
 }
 
 bool is_half_kernel(std::string_view name) {
-  const std::string n = lower(name);
+  const std::string n = text::lower(name);
   for (const char* p : {"f16", "fp16", "bf16", "half", "h884", "h1688", "h16816", "hmma", "bfloat16"})
-    if (contains(n, p)) return true;
+    if (text::contains(n, p)) return true;
   return false;
 }
 
 bool is_communication(const Event& e) {
-  if (e.kind == Kind::kKernel) return starts_with(lower(e.name), "nccl");
+  if (e.kind == Kind::kKernel) return text::starts_with(text::lower(e.name), "nccl");
   if (!is_host(e)) return false;
-  if (starts_with(e.name, "nccl:") || starts_with(e.name, "gloo:") || e.name == "record_param_comms")
+  if (text::starts_with(e.name, "nccl:") || text::starts_with(e.name, "gloo:") ||
+      e.name == "record_param_comms")
     return true;
-  if (!starts_with(e.name, "c10d::")) return false;
+  if (!text::starts_with(e.name, "c10d::")) return false;
   for (const char* p :
        {"allreduce", "allgather", "all_gather", "broadcast", "reduce_scatter", "alltoall", "barrier"})
-    if (contains(e.name, p)) return true;
+    if (text::contains(e.name, p)) return true;
   return false;
 }
 

@@ -16,10 +16,13 @@
 
 namespace ptune::analyze {
 
+/// Text tests on event and kernel names.
+namespace text {
 /// `v` in lower case (ASCII).
 std::string lower(std::string_view v);
 bool starts_with(std::string_view s, const char* p);
 bool contains(std::string_view s, const char* p);
+}  // namespace text
 
 /// A host op or a user annotation.
 bool is_host(const Event& e);
@@ -43,7 +46,7 @@ class Waits {
  public:
   explicit Waits(const Trace& t) {
     for (const auto& e : t.events)
-      if (e.kind == Kind::kMemcpy && e.correlation >= 0 && contains(e.name, "DtoH"))
+      if (e.kind == Kind::kMemcpy && e.correlation >= 0 && text::contains(e.name, "DtoH"))
         dtoh_.insert(e.correlation);
     for (const auto& e : t.events)
       if (is_wait(e)) starts_[{e.pid, e.tid}].push_back(e.ts);
@@ -51,8 +54,8 @@ class Waits {
   }
   /// A runtime call that waits for the device.
   bool is_wait(const Event& e) const {
-    return is_runtime_sync(e) ||
-           (e.kind == Kind::kRuntime && starts_with(e.name, "cudaMemcpy") && dtoh_.count(e.correlation) > 0);
+    return is_runtime_sync(e) || (e.kind == Kind::kRuntime && text::starts_with(e.name, "cudaMemcpy") &&
+                                  dtoh_.count(e.correlation) > 0);
   }
   /// A host sync: a wait, or an .item()-style read with a wait inside it on its thread.
   bool is_sync(const Event& e) const {

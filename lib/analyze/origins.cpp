@@ -12,11 +12,12 @@ namespace {
 /// Whether a Python frame is library code rather than the training script's: built-ins, and the
 /// files of PyTorch, its domain libraries and other installed packages.
 bool library_frame(std::string_view f) {
-  if (starts_with(f, "<")) return true;
+  if (text::starts_with(f, "<")) return true;
   for (const char* p : {"torch/", "torchvision/", "torchaudio/", "torchtext/", "torchdata/", "numpy/", "PIL/",
                         "lightning/", "pytorch_lightning/", "transformers/", "accelerate/", "timm/"})
-    if (starts_with(f, p) || contains(f, (std::string("/") + p).c_str())) return true;
-  return contains(f, "site-packages/") || contains(f, "dist-packages/") || contains(f, "/lib/python");
+    if (text::starts_with(f, p) || text::contains(f, (std::string("/") + p).c_str())) return true;
+  return text::contains(f, "site-packages/") || text::contains(f, "dist-packages/") ||
+         text::contains(f, "/lib/python");
 }
 
 /// Where a call came from, from its Python frames (innermost first): "`frame`", or "`frame`,
@@ -24,7 +25,7 @@ bool library_frame(std::string_view f) {
 std::string frames_text(const std::vector<std::string_view>& frames) {
   std::optional<std::string_view> at, user;
   for (const auto& f : frames) {
-    if (starts_with(f, "<")) continue;  // the built-in method itself
+    if (text::starts_with(f, "<")) continue;  // the built-in method itself
     if (!at) at = f;
     if (!library_frame(f)) {
       user = f;

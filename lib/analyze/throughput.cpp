@@ -27,7 +27,8 @@ double elem_bytes(std::string_view t) {
   if (t == "float" || t == "int" || t == "unsigned int") return 4;
   if (t == "double" || t == "long int" || t == "c10::complex<float>") return 8;
   if (t == "c10::BFloat16" || t == "c10::Half" || t == "short int") return 2;
-  if (t == "bool" || t == "signed char" || t == "unsigned char" || starts_with(t, "c10::Float8")) return 1;
+  if (t == "bool" || t == "signed char" || t == "unsigned char" || text::starts_with(t, "c10::Float8"))
+    return 1;
   return 0;
 }
 
@@ -154,7 +155,7 @@ OpCost matmul_cost(std::string_view op, const OpInputs& in) {
   const bool bias = op == "addmm" || op == "baddbmm";
   const auto& a = dims_at(in, bias ? 1 : 0);
   const auto& b = dims_at(in, bias ? 2 : 1);
-  const size_t r = starts_with(op, "b") ? 3 : 2;
+  const size_t r = text::starts_with(op, "b") ? 3 : 2;
   if (a.size() != r || b.size() != r) return c;
   const double batch = r == 3 ? static_cast<double>(a[0]) : 1.0;
   const double m = static_cast<double>(a[r - 2]), k = static_cast<double>(a[r - 1]),
@@ -227,7 +228,7 @@ OpCost pointwise_cost(std::string_view op, const OpInputs& in, const char* cls) 
 }
 
 OpCost cost_of(std::string_view name, const OpInputs& in) {
-  if (!starts_with(name, "aten::")) return {};
+  if (!text::starts_with(name, "aten::")) return {};
   const std::string_view op = name.substr(6);
   if (op == "conv1d" || op == "conv2d" || op == "conv3d") return conv_cost(in, false);
   if (op == "convolution" || op == "_convolution") return conv_cost(in, true);

@@ -15,9 +15,15 @@ WindowPlan window_plan(const config::ExperimentConfig& cfg, std::function<double
   p.deadline = Deadline(1000.0 * cfg.measure.max_s);
   // Asked only while measuring, when the row's group is joined.
   if (max_over_ranks) p.deadline.agree_with(std::move(max_over_ranks));
-  p.rule.target_pct = cfg.measure.target_ci_pct;
-  p.rule.floor_pct = cfg.measure.noise_pct;
+  p.rule = noise_rule(cfg);
   return p;
+}
+
+stats::NoiseRule noise_rule(const config::ExperimentConfig& cfg) {
+  stats::NoiseRule rule;
+  rule.target_pct = cfg.measure.target_ci_pct;
+  rule.floor_pct = cfg.measure.noise_pct;
+  return rule;
 }
 
 WindowPlan in_processes(WindowPlan plan, int64_t processes) {

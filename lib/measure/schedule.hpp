@@ -38,8 +38,10 @@ struct WindowPlan {
 /// the row took to time its first measure.repeats windows (pairs). In a data-parallel run the
 /// deadline is agreed across the ranks through `max_over_ranks` (Deadline::agree_with;
 /// bench::rank_max gives it): make the plan on every rank.
-WindowPlan window_plan(const config::ExperimentConfig& cfg,
-                       std::function<double(double)> max_over_ranks = {});
+WindowPlan window_plan(const config::ExperimentConfig& cfg, std::function<double(double)> max_over_ranks);
+
+/// The thresholds `cfg`'s verdicts use (measure.target_ci_pct, measure.noise_pct). Throws nothing.
+stats::NoiseRule noise_rule(const config::ExperimentConfig& cfg);
 
 /// `plan` for sides in `processes` child processes each (measure.processes): min_pairs at least
 /// two windows for each process. Throws nothing.

@@ -1,27 +1,18 @@
 // The greedy search over the optimizations (tuner.hpp: greedy_tune, candidates, judge).
 #include <algorithm>
-#include <chrono>
-#include <cmath>
-#include <cstdio>
 #include <map>
-#include <new>
 #include <set>
-#include <sstream>
 #include <thread>
 
-#include <c10/util/Exception.h>
-
-#include "runtime/cuda_support.hpp"
+#include "core/errors.hpp"
 #include "engine/cannot_help.hpp"
+#include "measure/diagnosis.hpp"
+#include "measure/schedule.hpp"
+#include "report/results.hpp"
 #include "runtime/device.hpp"
 #include "system/process.hpp"
-#include "core/errors.hpp"
-#include "bench/child_side.hpp"
-#include "tune/sides.hpp"
-#include "measure/diagnosis.hpp"
-#include "report/results.hpp"
-#include "tune/sweep.hpp"
 #include "tune/search.hpp"
+#include "tune/tuner.hpp"
 
 namespace ptune::tune {
 namespace {
@@ -336,7 +327,7 @@ class GreedySearch {
   /// A measured trial's verdict against the incumbent, with its reason; true when kept.
   bool judge_trial(Trial& t, const config::ExperimentConfig& next) const {
     // Trials in child processes carry each window's process: judge() counts their spread.
-    const stats::NoiseRule rule = measure::window_plan(next).rule;
+    const stats::NoiseRule rule = measure::noise_rule(next);
     const bool paired = !t.prev_ms.empty();
     const NoiseVerdict v =
         paired ? judge_paired(incumbent_, t.prev_ms, t.prev_process, *t.m, rule, options_.threshold_pct)
@@ -366,7 +357,7 @@ class GreedySearch {
     row.m = t.m;
     row.prev_ms = t.prev_ms;
     row.prev_process = t.prev_process;
-    row.rule = measure::window_plan(c).rule;
+    row.rule = measure::noise_rule(c);
     row.diagnosis = measure::diagnose(*t.m, c, {}, {}, runtime::cpu_info());
     res_.path.rows.push_back(std::move(row));
     path_cfgs_.push_back(c);

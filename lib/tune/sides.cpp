@@ -15,6 +15,13 @@
 
 namespace ptune::tune {
 
+std::unique_ptr<measure::RowSide> make_side(const config::ExperimentConfig& cfg,
+                                            const measure::Progress& progress,
+                                            const measure::Deadline& deadline) {
+  if (cfg.program.enabled()) return std::make_unique<proc::ProgramInstance>(cfg, progress, deadline);
+  return std::make_unique<bench::Bench>(cfg, progress, deadline);
+}
+
 std::unique_ptr<measure::RowSide> start_process(const config::ExperimentConfig& cfg,
                                                 const measure::Progress& progress,
                                                 const measure::Deadline& deadline) {
@@ -59,7 +66,7 @@ measure::Measurement measure_row(const config::ExperimentConfig& cfg, const meas
         std::move(start_row_processes(nullptr, cfg, cfg.measure.processes, {}, progress, plan.deadline).row);
     plan = measure::in_processes(plan, cfg.measure.processes);
   } else {
-    side = std::make_unique<bench::Bench>(cfg, progress, plan.deadline);
+    side = make_side(cfg, progress, plan.deadline);
   }
   side->set_progress(progress, plan.min_pairs);
   const measure::AloneRun run = measure::measure_alone(*side, plan);

@@ -28,6 +28,14 @@ namespace ptune::tune {
 struct RowProcesses {
   std::unique_ptr<measure::ProcessGroup> prev, row;
 };
+/// A row's side in this process: an instance of the user's program where `cfg` has one
+/// (proc::ProgramInstance: its processes are its own still), else ptune's pipeline (bench::Bench),
+/// built and warm. A side per window (a sweep's measure.interleave false) or per row. Throws what
+/// their constructors throw.
+std::unique_ptr<measure::RowSide> make_side(const config::ExperimentConfig& cfg,
+                                            const measure::Progress& progress,
+                                            const measure::Deadline& deadline);
+
 /// One process of a row's side: an instance of the user's program where `cfg` has one
 /// (proc::ProgramInstance), else a child process of ptune (ChildSide), built and warm. Throws what
 /// their constructors throw.

@@ -110,11 +110,7 @@ class RebuildSide : public measure::Side {
   RebuildSide(const config::ExperimentConfig& cfg, measure::Progress progress)
       : cfg_(cfg), progress_(std::move(progress)) {}
   double window(const measure::Deadline& deadline) override {
-    std::unique_ptr<measure::RowSide> side;
-    if (cfg_.program.enabled())
-      side = std::make_unique<proc::ProgramInstance>(cfg_, progress_, deadline);
-    else
-      side = std::make_unique<bench::Bench>(cfg_, progress_, deadline);
+    const std::unique_ptr<measure::RowSide> side = tune::make_side(cfg_, progress_, deadline);
     side->resume();
     const double ms = side->window(deadline);
     windows_.push_back(ms);
@@ -238,7 +234,7 @@ Timed time_row(const config::ExperimentConfig& cfg, measure::RowSide* prev,
       // build: an automatic budget counts from the instances' first windows.
       if (cfg.program.enabled() && cfg.measure.max_s <= 0) plan.deadline = measure::Deadline(0);
     } else {
-      t.bench = std::make_unique<bench::Bench>(cfg, progress, plan.deadline);
+      t.bench = tune::make_side(cfg, progress, plan.deadline);
     }
     t.bench->set_progress(progress, plan.min_pairs);
     if (prev) {
@@ -455,7 +451,7 @@ class SweepRun {
     row.mode = row_cfg.measure.mode;
     row.arch =
         row_cfg.program.enabled() ? "program" : row_cfg.model.arch;  // results' "arch" of a program row
-    row.rule = measure::window_plan(row_cfg).rule;
+    row.rule = measure::noise_rule(row_cfg);
     const measure::Progress progress = progress_of(i, row_cfg);
     try {
       if (!row_cfg.measure.interleave) live_.clear();
