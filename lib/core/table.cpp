@@ -1,6 +1,7 @@
 #include "core/table.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 namespace ptune::table {
 namespace {
@@ -78,21 +79,11 @@ std::string csv(const Table& t) {
   return out;
 }
 
-std::string markdown_escape(const std::string& s) {
+std::string html_escape(const std::string& s) {
   std::string o;
-  for (size_t i = 0; i < s.size(); ++i) {
-    const char c = s[i];
+  o.reserve(s.size());
+  for (char c : s) {
     switch (c) {
-      case '|':
-      case '\\':
-      case '*':
-      case '_':
-      case '[':
-      case ']':
-      case '`':
-        o += '\\';
-        o += c;
-        break;
       case '&':
         o += "&amp;";
         break;
@@ -102,21 +93,37 @@ std::string markdown_escape(const std::string& s) {
       case '>':
         o += "&gt;";
         break;
-      case '~':
-        o += "&#126;";
+      case '"':
+        o += "&quot;";
         break;
-      case '\r':
-        if (i + 1 < s.size() && s[i + 1] == '\n') break;  // \r\n: one line break
-        o += "<br>";
-        break;
-      case '\n':
-        o += "<br>";
-        break;
-      case '\t':
-        o += ' ';
+      case '\'':
+        o += "&#39;";
         break;
       default:
         o += c;
+    }
+  }
+  return o;
+}
+
+std::string markdown_escape(const std::string& s) {
+  std::string o;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (std::strchr("|\\*_[]`", c) && c != '\0') {
+      o += '\\';
+      o += c;
+    } else if (c == '&' || c == '<' || c == '>') {
+      o += html_escape(std::string(1, c));
+    } else if (c == '~') {
+      o += "&#126;";
+    } else if (c == '\r') {
+      if (i + 1 < s.size() && s[i + 1] == '\n') continue;  // \r\n: one line break
+      o += "<br>";
+    } else if (c == '\n') {
+      o += "<br>";
+    } else {
+      o += c == '\t' ? ' ' : c;
     }
   }
   return o;

@@ -46,6 +46,10 @@ size_t display_width(const std::string& s);
 /// python-markdown, markdown-it and mistune render it as the text it is. Throws nothing.
 std::string markdown_escape(const std::string& s);
 
+/// `s` as HTML text or an attribute's value: &, <, >, " and ' as character references. Throws
+/// nothing.
+std::string html_escape(const std::string& s);
+
 /// A cell as CSV writes it (RFC 4180): quoted where it holds a comma, a quote or a line break
 /// (\n or \r), its quotes doubled. Throws nothing.
 std::string csv_escape(const std::string& s);

@@ -2,34 +2,11 @@
 
 #include <sstream>
 
+#include "core/table.hpp"
+
 namespace ptune::report::svg {
 
-std::string escape(const std::string& s) {
-  std::string o;
-  o.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        o += "&amp;";
-        break;
-      case '<':
-        o += "&lt;";
-        break;
-      case '>':
-        o += "&gt;";
-        break;
-      case '"':
-        o += "&quot;";
-        break;
-      case '\'':
-        o += "&#39;";
-        break;
-      default:
-        o += c;
-    }
-  }
-  return o;
-}
+std::string escape(const std::string& s) { return table::html_escape(s); }
 
 std::string open(const std::string& tag, const std::vector<Attr>& attrs) {
   std::string s = "<" + tag;
