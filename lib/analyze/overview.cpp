@@ -4,12 +4,13 @@
 #include <cstdio>
 #include <sstream>
 
+#include "core/table.hpp"
 #include "report/html.hpp"
 
 namespace ptune::analyze {
 namespace {
 
-using report::html_escape;
+using table::html_escape;
 
 std::string fmt(const char* f, double v) {
   char buf[64];

@@ -10,6 +10,7 @@
 
 #include "core/errors.hpp"
 #include "core/stats.hpp"
+#include "core/table.hpp"
 #include "report/figures.hpp"
 #include "report/results.hpp"
 #include "report/status.hpp"
@@ -17,6 +18,8 @@
 
 namespace ptune::report {
 namespace {
+
+using table::html_escape;
 
 using Json = nlohmann::ordered_json;
 
@@ -33,8 +36,6 @@ const char* const kIdleColor = "#D9D9D9";
 constexpr double kWidth = 960, kLabel = 250, kBars = 410;
 
 std::string run_color(size_t k) { return kRunColors[k % (sizeof kRunColors / sizeof *kRunColors)]; }
-
-std::string esc(const std::string& s) { return svg::escape(s); }
 
 std::string fixed(double v, int digits) {
   char buf[64];
@@ -168,9 +169,10 @@ std::string axis(double x0, double width, double max, double step, double y, dou
                                 {"y1", fixed(y + 4, 1)},
                                 {"y2", fixed(bottom, 1)}});
     os << svg::element("text", {{"x", fixed(x, 2)}, {"y", fixed(y, 1)}, {"text-anchor", "middle"}},
-                       esc(tick_text(v, step)));
+                       html_escape(tick_text(v, step)));
   }
-  os << svg::element("text", {{"x", fixed(x0 - 8, 1)}, {"y", fixed(y, 1)}, {"text-anchor", "end"}}, esc(unit))
+  os << svg::element("text", {{"x", fixed(x0 - 8, 1)}, {"y", fixed(y, 1)}, {"text-anchor", "end"}},
+                     html_escape(unit))
      << "</g>";
   return os.str();
 }
@@ -179,7 +181,7 @@ std::string row_label(const Line& l, double x, double y) {
   return svg::element("text",
                       {{"class", "label"}, {"x", fixed(x, 1)}, {"y", fixed(y, 1)}, {"text-anchor", "end"}},
                       svg::title(l.name) + "<tspan class=\"idx\">#" + std::to_string(l.index) + "</tspan> " +
-                          esc(shorten(l.name, 32)));
+                          html_escape(shorten(l.name, 32)));
 }
 
 // ---- the sections -------------------------------------------------------------------------
@@ -192,22 +194,22 @@ std::string legend_html(const std::vector<RunFile>& runs) {
     const size_t rows = runs[k].results.rows.size();
     const std::string status = run_status_text(runs[k].results.status);
     os << "<li><span class=\"swatch\" style=\"background:" << run_color(k) << "\"></span><b>"
-       << esc(runs[k].label) << "</b>"
+       << html_escape(runs[k].label) << "</b>"
        << (k == 0 && runs.size() > 1 ? " <span class=\"muted\">(reference)</span>" : "");
-    if (!runs[k].path.empty()) os << " <span class=\"muted\">" << esc(runs[k].path) << "</span>";
-    os << " — " << esc(e.device.empty() ? "unknown device" : e.device);
-    if (!e.device_kind.empty()) os << " (" << esc(e.device_kind) << ")";
+    if (!runs[k].path.empty()) os << " <span class=\"muted\">" << html_escape(runs[k].path) << "</span>";
+    os << " — " << html_escape(e.device.empty() ? "unknown device" : e.device);
+    if (!e.device_kind.empty()) os << " (" << html_escape(e.device_kind) << ")";
     os << ", " << rows << (rows == 1 ? " row" : " rows");
-    if (status != "complete") os << " <span class=\"status-skipped\">[" << esc(status) << "]</span>";
+    if (status != "complete") os << " <span class=\"status-skipped\">[" << html_escape(status) << "]</span>";
     os << "</li>";
   }
   os << "</ul>";
   for (const auto& r : runs) {
     if (r.results.status == RunStatus::kRunning)
-      os << "<p class=\"banner\">" << esc(r.label) << ": the sweep is still running; "
+      os << "<p class=\"banner\">" << html_escape(r.label) << ": the sweep is still running; "
          << r.results.rows.size() << " row(s) so far (the page is rewritten after every row).</p>";
     else if (r.results.status == RunStatus::kInterrupted)
-      os << "<p class=\"banner\">" << esc(r.label)
+      os << "<p class=\"banner\">" << html_escape(r.label)
          << ": the sweep was interrupted; its finished rows are shown.</p>";
   }
   return os.str();
@@ -231,7 +233,7 @@ std::string throughput_html(const std::vector<RunFile>& runs, const std::vector<
      << stats::level_text(stats::kRowLevel)
      << " interval; ×prev: against the row before it of the same mode and model.arch, ×base: against the "
         "first row of the same mode and model.arch"
-     << (multi ? "; ×" + esc(runs[0].label) + ": against the reference run's row of the same name"
+     << (multi ? "; ×" + html_escape(runs[0].label) + ": against the reference run's row of the same name"
                : std::string())
      << ".</p>";
   for (const auto& [mode, arch] : charts) {
@@ -250,7 +252,7 @@ std::string throughput_html(const std::vector<RunFile>& runs, const std::vector<
     height += 4;
     const std::string caption = "mode: " + (mode.empty() ? std::string("train") : mode) +
                                 (archs.size() > 1 && !arch.empty() ? ", " + arch : "");
-    os << "<figure><figcaption>" << esc(caption) << "</figcaption>"
+    os << "<figure><figcaption>" << html_escape(caption) << "</figcaption>"
        << svg::open("svg", {{"class", "chart throughput"},
                             {"data-mode", mode},
                             {"data-arch", arch},
@@ -270,17 +272,17 @@ std::string throughput_html(const std::vector<RunFile>& runs, const std::vector<
         if (!r) {
           os << svg::element("text",
                              {{"class", "nobar muted"}, {"x", svg::num(kLabel + 4)}, {"y", fixed(text_y, 1)}},
-                             (multi ? esc(runs[k].label) + ": " : "") + "not in this run");
+                             (multi ? html_escape(runs[k].label) + ": " : "") + "not in this run");
           continue;
         }
         if (!r->m) {
           const std::string status = r->status.text();
-          os << svg::element(
-              "text",
-              {{"class", "nobar status-" + status_class(r->status)},
-               {"x", svg::num(kLabel + 4)},
-               {"y", fixed(text_y, 1)}},
-              svg::title(status) + (multi ? esc(runs[k].label) + ": " : "") + esc(shorten(status, 90)));
+          os << svg::element("text",
+                             {{"class", "nobar status-" + status_class(r->status)},
+                              {"x", svg::num(kLabel + 4)},
+                              {"y", fixed(text_y, 1)}},
+                             svg::title(status) + (multi ? html_escape(runs[k].label) + ": " : "") +
+                                 html_escape(shorten(status, 90)));
           continue;
         }
         const double v = rate_of(*r);
@@ -303,7 +305,7 @@ std::string throughput_html(const std::vector<RunFile>& runs, const std::vector<
                            svg::title(runs[k].label + ": " + l->name + ": " + rate_text(v) + " samples/s"));
         os << svg::element("text",
                            {{"class", "value"}, {"x", fixed(kLabel + w + 6, 1)}, {"y", fixed(text_y, 1)}},
-                           esc(text));
+                           html_escape(text));
       }
       y += group_gap - bar_gap;
     }
@@ -349,7 +351,7 @@ std::string gpu_line_svg(const measure::Measurement& m, double gy, double gpu_h)
   os << svg::element(
       "text",
       {{"class", "value small"}, {"x", fixed(kLabel + kBars + 8, 1)}, {"y", fixed(gy + gpu_h + 1, 1)}},
-      esc(gpu_text));
+      html_escape(gpu_text));
   return os.str();
 }
 
@@ -360,7 +362,7 @@ std::string split_legend_svg(bool any_gpu) {
   auto key = [&](const char* color, const char* text) {
     os << svg::element("rect",
                        {{"x", fixed(lx, 1)}, {"y", "6"}, {"width", "12"}, {"height", "12"}, {"fill", color}})
-       << svg::element("text", {{"x", fixed(lx + 16, 1)}, {"y", "16"}}, esc(text));
+       << svg::element("text", {{"x", fixed(lx + 16, 1)}, {"y", "16"}}, html_escape(text));
     lx += 16 + 7.0 * static_cast<double>(std::string(text).size()) + 18;
   };
   key(kWaitColor, "data wait");
@@ -453,7 +455,7 @@ std::string split_html(const std::vector<RunFile>& runs, const std::vector<Line>
       os << svg::element(
           "text",
           {{"class", "value"}, {"x", fixed(kLabel + kBars + 8, 1)}, {"y", fixed(y + bar_h / 2 + 4, 1)}},
-          esc(text));
+          html_escape(text));
       if (second_line(r)) os << gpu_line_svg(*r->m, y + bar_h + 4, gpu_h);
       y += entry_h(r) + gap;
     }
@@ -510,7 +512,7 @@ std::string curves_html(const std::vector<RunFile>& runs, const std::vector<Line
                                 {"y2", fixed(py(v), 1)}})
        << svg::element("text",
                        {{"x", svg::num(left - 6)}, {"y", fixed(py(v) + 4, 1)}, {"text-anchor", "end"}},
-                       esc(tick_text(v, ystep)));
+                       html_escape(tick_text(v, ystep)));
   const double xstep = nice_step(static_cast<double>(steps) / 6);
   for (double s = 0; s < static_cast<double>(steps); s += xstep)
     os << svg::element("text",
@@ -554,9 +556,10 @@ std::string curves_html(const std::vector<RunFile>& runs, const std::vector<Line
                                   {"stroke-width", "2"}};
     key.insert(key.end(), dash.begin(), dash.end());
     os << svg::element("line", key)
-       << svg::element("text", {{"x", svg::num(left + pw + 46)}, {"y", fixed(ly + 4, 1)}},
-                       esc(shorten(curves[c].line->name, 24) +
-                           (runs.size() > 1 ? " (" + shorten(runs[curves[c].run].label, 10) + ")" : "")));
+       << svg::element(
+              "text", {{"x", svg::num(left + pw + 46)}, {"y", fixed(ly + 4, 1)}},
+              html_escape(shorten(curves[c].line->name, 24) +
+                          (runs.size() > 1 ? " (" + shorten(runs[curves[c].run].label, 10) + ")" : "")));
   }
   os << "</svg></section>";
   return os.str();
@@ -565,7 +568,7 @@ std::string curves_html(const std::vector<RunFile>& runs, const std::vector<Line
 std::string cell(const std::string& text, bool numeric = false, const std::string& cls = "") {
   std::string c = numeric ? "n" : "";
   if (!cls.empty()) c += (c.empty() ? "" : " ") + cls;
-  return "<td" + (c.empty() ? std::string() : " class=\"" + c + "\"") + ">" + esc(text) + "</td>";
+  return "<td" + (c.empty() ? std::string() : " class=\"" + c + "\"") + ">" + html_escape(text) + "</td>";
 }
 
 /// A speedup cell: "1.45x ±4.0% faster", coloured by its verdict; "-" for a row without numbers.
@@ -600,7 +603,7 @@ std::string load_cell(const Row& row) {
   if (!notes.empty()) text += (text.empty() ? "" : ", ") + std::string("GPU throttled");
   if (text.empty()) return cell("-", true);
   if (notes.empty()) return cell(text, true, "status-note");
-  return "<td class=\"n status-note\" title=\"" + esc(notes) + "\">" + esc(text) + "</td>";
+  return "<td class=\"n status-note\" title=\"" + html_escape(notes) + "\">" + html_escape(text) + "</td>";
 }
 
 /// With several runs, samples/s side by side: each run's row of the same name, and its ratio to
@@ -611,8 +614,8 @@ std::string side_by_side_html(const std::vector<RunFile>& runs, const std::vecto
         "class=\"side-by-side\"><thead><tr><th class=\"n\">#</th><th>row</th>";
   for (size_t k = 0; k < runs.size(); ++k) {
     os << "<th class=\"n\"><span class=\"swatch\" style=\"background:" << run_color(k) << "\"></span>"
-       << esc(runs[k].label) << "</th>";
-    if (k > 0) os << "<th class=\"n\">vs " << esc(shorten(runs[0].label, 20)) << "</th>";
+       << html_escape(runs[k].label) << "</th>";
+    if (k > 0) os << "<th class=\"n\">vs " << html_escape(shorten(runs[0].label, 20)) << "</th>";
   }
   os << "</tr></thead><tbody>";
   for (const auto& l : lines) {
@@ -640,29 +643,32 @@ std::string side_by_side_html(const std::vector<RunFile>& runs, const std::vecto
 
 /// Row `i` of a run's table; `gpu` adds GPU busy and peak memory.
 std::string row_html(const Row& r, size_t i, bool gpu) {
-  std::ostringstream os;
-  const measure::Measurement* m = r.m ? &*r.m : nullptr;
-  auto n = [&](const std::optional<double>& v, int digits, const char* suffix = "") {
+  using Split = measure::Measurement::StepSplit;
+  static const measure::Measurement kNotMeasured;  // every figure absent: "-"
+  const measure::Measurement& m = r.m ? *r.m : kNotMeasured;
+  auto n = [](std::optional<double> v, int digits, const char* suffix = "") {
     return cell(v ? fixed(*v, digits) + suffix : "-", true);
   };
   auto positive = [](double v) { return v > 0 ? std::optional<double>(v) : std::nullopt; };
-  const auto split = m ? m->split : std::nullopt;
+  auto share = [&](double Split::*part) {
+    return m.split ? std::optional<double>((*m.split).*part) : std::nullopt;
+  };
   const auto flops = achieved_flops(r), of_peak = pct_of_peak(r);
+  std::ostringstream os;
   os << "<tr>" << cell(std::to_string(i), true) << cell(r.name) << cell(changes_text(r.changes))
-     << cell(config::name(r.mode)) << n(m ? positive(static_cast<double>(m->batch_size)) : std::nullopt, 0)
+     << cell(config::name(r.mode)) << n(positive(static_cast<double>(m.batch_size)), 0)
      << n(r.num_workers ? std::optional<double>(static_cast<double>(*r.num_workers)) : std::nullopt, 0)
-     << n(m ? positive(m->ms_per_step) : std::nullopt, 1) << cell(m ? rate_cell_text(r) : "-", true)
+     << n(positive(m.ms_per_step), 1) << cell(r.m ? rate_cell_text(r) : "-", true)
      << speedup_cell(r, r.speedup_vs_prev, r.prev_ci, r.verdict_prev)
      << speedup_cell(r, r.speedup_vs_base, r.base_ci, r.verdict_base) << load_cell(r)
-     << n(split ? std::optional<double>(split->data_wait_pct) : std::nullopt, 0, "%")
-     << n(split ? std::optional<double>(split->h2d_pct) : std::nullopt, 0, "%")
-     << n(split ? std::optional<double>(split->compute_pct) : std::nullopt, 0, "%");
+     << n(share(&Split::data_wait_pct), 0, "%") << n(share(&Split::h2d_pct), 0, "%")
+     << n(share(&Split::compute_pct), 0, "%");
   if (gpu)
-    os << n(m ? m->gpu_busy_pct : std::nullopt, 0, "%")
-       << cell(m && m->peak_mem_bytes ? bytes_text(static_cast<double>(*m->peak_mem_bytes)) : "-", true);
-  os << n(m ? m->loss : std::nullopt, 3) << cell(flops ? flops_text(*flops) : "-", true)
-     << (!of_peak && flops && m->peak_under_load ? cell("?", true)
-                                                 : n(of_peak, of_peak.value_or(100) < 10 ? 1 : 0, "%"))
+    os << n(m.gpu_busy_pct, 0, "%")
+       << cell(m.peak_mem_bytes ? bytes_text(static_cast<double>(*m.peak_mem_bytes)) : "-", true);
+  os << n(m.loss, 3) << cell(flops ? flops_text(*flops) : "-", true)
+     << (!of_peak && flops && m.peak_under_load ? cell("?", true)
+                                                : n(of_peak, of_peak.value_or(100) < 10 ? 1 : 0, "%"))
      << cell(r.status.text(), false, "status-" + status_class(r.status)) << "</tr>";
   return os.str();
 }
@@ -681,7 +687,8 @@ std::string run_table_html(const RunFile& run, size_t k) {
                             m.peak_source + (m.peak_under_load ? kPeakUnderLoadNote : "");
       if (std::find(peaks.begin(), peaks.end(), p) == peaks.end()) peaks.push_back(p);
     }
-  os << "<h3><span class=\"swatch\" style=\"background:" << run_color(k) << "\"></span>" << esc(run.label)
+  os << "<h3><span class=\"swatch\" style=\"background:" << run_color(k) << "\"></span>"
+     << html_escape(run.label)
      << "</h3><div class=\"scroll\"><table class=\"rows\"><thead><tr><th "
         "class=\"n\">#</th><th>row</th><th>change</th><th>mode</th><th class=\"n\">batch</th><th "
         "class=\"n\">workers</th><th class=\"n\">ms/step</th><th class=\"n\">samples/s</th><th "
@@ -692,7 +699,7 @@ std::string run_table_html(const RunFile& run, size_t k) {
         "peak</th><th>status</th></tr></thead><tbody>";
   for (size_t i = 0; i < rows.size(); ++i) os << row_html(rows[i], i, gpu);
   os << "</tbody></table></div>";
-  for (const auto& p : peaks) os << "<p class=\"peak\">% peak against: " << esc(p) << "</p>";
+  for (const auto& p : peaks) os << "<p class=\"peak\">% peak against: " << html_escape(p) << "</p>";
   return os.str();
 }
 
@@ -710,20 +717,20 @@ std::string diagnosis_html(const std::vector<RunFile>& runs) {
   for (size_t k = 0; k < runs.size(); ++k) {
     if (runs.size() > 1)
       os << "<h3><span class=\"swatch\" style=\"background:" << run_color(k) << "\"></span>"
-         << esc(runs[k].label) << "</h3>";
+         << html_escape(runs[k].label) << "</h3>";
     os << "<ol class=\"diagnosis\" start=\"0\">";
     for (const Row& r : runs[k].results.rows) {
-      os << "<li><b>" << esc(r.name) << "</b>";
+      os << "<li><b>" << html_escape(r.name) << "</b>";
       if (!r.status.is(RowStatus::State::kOk))
-        os << " <span class=\"status-" << status_class(r.status) << "\">" << esc(r.status.text())
+        os << " <span class=\"status-" << status_class(r.status) << "\">" << html_escape(r.status.text())
            << "</span>";
-      if (!r.diagnosis.empty()) os << ": " << esc(r.diagnosis);
+      if (!r.diagnosis.empty()) os << ": " << html_escape(r.diagnosis);
       std::vector<std::string> extra;
       for (const auto& n : r.notes) extra.push_back("note: " + n);
       if (r.m && !r.m->trace_path.empty()) extra.push_back("trace: " + r.m->trace_path);
       if (!extra.empty()) {
         os << "<ul>";
-        for (const auto& e : extra) os << "<li>" << esc(e) << "</li>";
+        for (const auto& e : extra) os << "<li>" << html_escape(e) << "</li>";
         os << "</ul>";
       }
       os << "</li>";
@@ -747,10 +754,10 @@ std::string environment_html(const std::vector<RunFile>& runs) {
         "class=\"environment\"><thead><tr><th></th>";
   for (size_t k = 0; k < runs.size(); ++k)
     os << "<th><span class=\"swatch\" style=\"background:" << run_color(k) << "\"></span>"
-       << esc(runs[k].label) << "</th>";
+       << html_escape(runs[k].label) << "</th>";
   os << "</tr></thead><tbody>";
   auto line = [&](const std::string& title, auto value_of) {
-    os << "<tr><th>" << esc(title) << "</th>";
+    os << "<tr><th>" << html_escape(title) << "</th>";
     const std::string first = value_of(runs[0]);
     for (size_t k = 0; k < runs.size(); ++k) {
       const std::string v = value_of(runs[k]);
@@ -831,7 +838,7 @@ std::string config_html(const std::vector<RunFile>& runs) {
     const auto configs = row_configs(runs[k]);
     const std::vector<Row>& rows = runs[k].results.rows;
     os << "<h3><span class=\"swatch\" style=\"background:" << run_color(k) << "\"></span>"
-       << esc(runs[k].label) << "</h3>";
+       << html_escape(runs[k].label) << "</h3>";
     if (configs.empty()) {
       os << "<p class=\"muted\">no rows</p>";
       firsts.emplace_back();
@@ -862,7 +869,7 @@ std::string config_html(const std::vector<RunFile>& runs) {
     if (!configs[0].empty()) {
       os << "<details><summary>row 0's resolved config</summary><table class=\"config\"><tbody>";
       for (const auto& [key, v] : configs[0])
-        os << "<tr><th>" << esc(key) << "</th>" << cell(value_text(v)) << "</tr>";
+        os << "<tr><th>" << html_escape(key) << "</th>" << cell(value_text(v)) << "</tr>";
       os << "</tbody></table></details>";
     }
   }
@@ -880,7 +887,7 @@ std::string config_html(const std::vector<RunFile>& runs) {
       bool differs = false;
       for (size_t k = 1; k < firsts.size(); ++k) differs |= at(k) != at(0);
       if (!differs || key == "cpu_threads") continue;
-      rows += "<tr><th>" + esc(key) + "</th>";
+      rows += "<tr><th>" + html_escape(key) + "</th>";
       for (size_t k = 0; k < firsts.size(); ++k)
         rows += cell(at(k), false, k && at(k) != at(0) ? "differs" : "");
       rows += "</tr>";
@@ -888,7 +895,7 @@ std::string config_html(const std::vector<RunFile>& runs) {
     if (!rows.empty()) {
       os << "<h3>Between the runs (row 0 of each)</h3><div class=\"scroll\"><table "
             "class=\"config-runs\"><thead><tr><th></th>";
-      for (const auto& r : runs) os << "<th>" << esc(r.label) << "</th>";
+      for (const auto& r : runs) os << "<th>" << html_escape(r.label) << "</th>";
       os << "</tr></thead><tbody>" << rows << "</tbody></table></div>";
     }
   }
@@ -956,7 +963,7 @@ std::string page_head(const std::string& title) {
         "'unsafe-inline'\">\n"
      << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
      << "<meta name=\"generator\" content=\"ptune " << kVersion << "\">\n"
-     << "<title>" << esc(title) << "</title>\n<style>" << kStyle << "</style>\n</head>\n<body>\n";
+     << "<title>" << html_escape(title) << "</title>\n<style>" << kStyle << "</style>\n</head>\n<body>\n";
   return os.str();
 }
 
@@ -972,7 +979,8 @@ std::string to_html(const std::vector<RunFile>& runs) {
       title += ": " + name->get<std::string>();
   }
   std::ostringstream os;
-  os << page_head(title) << "<header><h1>" << esc(title) << "</h1>" << legend_html(runs) << "</header>\n";
+  os << page_head(title) << "<header><h1>" << html_escape(title) << "</h1>" << legend_html(runs)
+     << "</header>\n";
   if (!runs.empty()) {
     os << throughput_html(runs, lines) << "\n"
        << split_html(runs, lines) << "\n"
@@ -988,12 +996,10 @@ std::string to_html(const std::vector<RunFile>& runs) {
   return os.str();
 }
 
-std::string html_escape(const std::string& s) { return esc(s); }
-
 std::string html_page(const std::string& title, const std::string& body, const std::string& footer) {
   std::ostringstream os;
-  os << page_head(title) << "<header><h1>" << esc(title) << "</h1></header>\n"
-     << body << "\n<footer>" << esc(footer) << "</footer>\n</body>\n</html>\n";
+  os << page_head(title) << "<header><h1>" << html_escape(title) << "</h1></header>\n"
+     << body << "\n<footer>" << html_escape(footer) << "</footer>\n</body>\n</html>\n";
   return os.str();
 }
 

@@ -21,9 +21,6 @@ namespace ptune::report {
 /// text from the files is HTML-escaped. Throws nothing for normalized runs (load_run).
 std::string to_html(const std::vector<RunFile>& runs);
 
-/// `s` with & < > " ' as HTML entities. Throws nothing.
-std::string html_escape(const std::string& s);
-
 /// A self-contained page in the report's style (its CSS and Content-Security-Policy): `title`
 /// as <title> and <h1>, `body` (HTML) as it is, `footer` (text, escaped). Throws nothing.
 std::string html_page(const std::string& title, const std::string& body, const std::string& footer);

@@ -6,11 +6,9 @@
 
 namespace ptune::report::svg {
 
-std::string escape(const std::string& s) { return table::html_escape(s); }
-
 std::string open(const std::string& tag, const std::vector<Attr>& attrs) {
   std::string s = "<" + tag;
-  for (const auto& [name, value] : attrs) s += " " + name + "=\"" + escape(value) + "\"";
+  for (const auto& [name, value] : attrs) s += " " + name + "=\"" + table::html_escape(value) + "\"";
   return s + ">";
 }
 
@@ -20,7 +18,7 @@ std::string element(const std::string& tag, const std::vector<Attr>& attrs, cons
   return s + inner + "</" + tag + ">";
 }
 
-std::string title(const std::string& text) { return "<title>" + escape(text) + "</title>"; }
+std::string title(const std::string& text) { return "<title>" + table::html_escape(text) + "</title>"; }
 
 std::string num(double v) {
   std::ostringstream os;

@@ -12,7 +12,7 @@ namespace ptune::report::svg {
 using Attr = std::pair<std::string, std::string>;
 
 /// `<tag name="value" ...>inner</tag>`, or `<tag .../>` when `inner` is empty; the values are
-/// escaped, `inner` is markup already (text in it through escape()). Throws nothing.
+/// escaped, `inner` is markup already (text in it through table::html_escape()). Throws nothing.
 std::string element(const std::string& tag, const std::vector<Attr>& attrs, const std::string& inner = "");
 
 /// `<tag name="value" ...>`: the start of a container (svg, g) closed by the caller.
@@ -23,8 +23,5 @@ std::string title(const std::string& text);
 
 /// `v` as C++ streams print a double by default ("250", "14", "12.5").
 std::string num(double v);
-
-/// `s` with &, <, >, " and ' as character references.
-std::string escape(const std::string& s);
 
 }  // namespace ptune::report::svg
