@@ -11,6 +11,7 @@
 #include "core/errors.hpp"
 #include "core/stats.hpp"
 #include "core/table.hpp"
+#include "report/changes.hpp"
 #include "report/figures.hpp"
 #include "report/results.hpp"
 #include "report/status.hpp"
@@ -86,15 +87,6 @@ std::string shorten(const std::string& s, size_t n) {
     o += c == '\n' || c == '\r' || c == '\t' ? ' ' : static_cast<char>(c);
   }
   return o;
-}
-
-std::string changes_text(const nlohmann::ordered_json& changes) {
-  if (!changes.is_object() || changes.empty()) return "-";
-  std::string s;
-  for (auto it = changes.begin(); it != changes.end(); ++it)
-    s += (s.empty() ? "" : ", ") + it.key() + "=" +
-         (it.value().is_string() ? it.value().get<std::string>() : it.value().dump());
-  return s;
 }
 
 std::string status_class(const RowStatus& s) {

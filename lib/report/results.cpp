@@ -14,6 +14,7 @@
 #include "core/errors.hpp"
 #include "core/files.hpp"
 #include "core/table.hpp"
+#include "report/changes.hpp"
 #include "report/figures.hpp"
 #include "report/html.hpp"
 #include "report/run_file.hpp"
@@ -27,16 +28,6 @@ std::string fixed(double v, int digits) {
   std::ostringstream os;
   os << std::fixed << std::setprecision(digits) << v;
   return os.str();
-}
-
-std::string changes_text(const Json& changes) {
-  if (changes.empty()) return "-";
-  std::string s;
-  for (auto it = changes.begin(); it != changes.end(); ++it) {
-    if (!s.empty()) s += ", ";
-    s += it.key() + "=" + (it.value().is_string() ? it.value().get<std::string>() : it.value().dump());
-  }
-  return s;
 }
 
 std::string mib(int64_t bytes) { return fixed(static_cast<double>(bytes) / (1024.0 * 1024.0), 0) + " MiB"; }
@@ -541,6 +532,15 @@ std::string render_results(const Results& r, const std::string& format, bool col
   const auto cols = columns(gpu, counts_steps(r));
   if (format == "md") return render_markdown(r, body, cols);
   return render_terminal(r, std::move(body), cols, color);
+}
+
+std::string changes_text(const Json& changes) {
+  if (!changes.is_object() || changes.empty()) return "-";
+  std::string s;
+  for (auto it = changes.begin(); it != changes.end(); ++it)
+    s += (s.empty() ? "" : ", ") + it.key() + "=" +
+         (it.value().is_string() ? it.value().get<std::string>() : it.value().dump());
+  return s;
 }
 
 }  // namespace ptune::report

@@ -10,6 +10,7 @@
 #include "bench/child_side.hpp"
 #include "core/errors.hpp"
 #include "core/table.hpp"
+#include "report/changes.hpp"
 #include "report/results.hpp"
 #include "system/process.hpp"
 #include "tune/search.hpp"
@@ -19,15 +20,6 @@ namespace ptune::tune {
 namespace {
 
 using Json = nlohmann::ordered_json;
-
-std::string changes_text(const Json& set) {
-  std::string s;
-  for (auto it = set.begin(); it != set.end(); ++it) {
-    if (!s.empty()) s += ", ";
-    s += it.key() + "=" + (it.value().is_string() ? it.value().get<std::string>() : it.value().dump());
-  }
-  return s.empty() ? "-" : s;
-}
 
 /// A trial's achieved model FLOP/s: its model FLOPs per sample times the samples/s its line
 /// prints; nullopt without either.
@@ -139,7 +131,7 @@ std::string render_trials(const std::vector<Trial>& trials) {
     std::vector<std::string> r = {
         t.pass ? std::to_string(t.pass) : "-",
         t.name,
-        changes_text(t.set),
+        report::changes_text(t.set),
         t.m ? fmt("%.1f", t.m->samples_per_s) : "",
         trial_flops(t) ? report::flops_text(*trial_flops(t)) : "",
         trial_pct_of_peak(t) ? fmt(*trial_pct_of_peak(t) < 10 ? "%.1f%%" : "%.0f%%", *trial_pct_of_peak(t))
