@@ -1,5 +1,5 @@
 // libFuzzer target: a profiler trace (.json, or .json.gz when the input is gzip data) through
-// what `ptune analyze FILE` does: analyze() (read_traces, break_down, advise), then render() in
+// what `ptune analyze FILE` does: analyze() (trace_parts, BreakdownBuilder, advise), then render() in
 // every format; and analyze() with --gpu (require_gpu), which refuses a CPU-only trace.
 #include <unistd.h>
 

@@ -150,6 +150,7 @@ struct AnalyzeArgs {
   std::string format = "table", html;
   int64_t batch = 0;
   double noise_pct = analyze::kDefaultNoisePct;
+  double events_mb = static_cast<double>(analyze::kDefaultPartBytes >> 20);
   bool html_given = false;
   analyze::AnalyzeOptions opt;
   void define(CLI::App& cmd);

@@ -289,6 +289,7 @@ ptune::Outcome run_analyze(Args& a) {
     copt.labels = z.labels;
     if (z.batch > 0) copt.batch_size = z.batch;
     copt.noise_pct = z.noise_pct;
+    z.opt.part_bytes = static_cast<uint64_t>(z.events_mb * 1024 * 1024);
     z.opt.cpu_ceilings = [&a](const std::string& precision) { return cpu_ceilings(a, precision); };
     const auto c = ptune::analyze::compare_versions(z.paths, z.opt, copt);
     if (c.versions.size() == 1)

@@ -219,6 +219,13 @@ void AnalyzeArgs::define(CLI::App& analyze) {
       ->required();
   analyze.add_option("--format", z.format, "stdout format: table | json | md | csv")->capture_default_str();
   analyze.add_flag("--gpu", z.opt.require_gpu, "require GPU figures: a CPU-only trace is an error");
+  analyze
+      .add_option("--events-mb", z.events_mb,
+                  "MB: the most of a trace's events held in memory at a time (in their compact form, about "
+                  "a third of their JSON); a larger trace is read in parts of whole steps, with the same "
+                  "figures (0: one step a part)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e6));
   analyze.add_option(
       "--label", z.labels,
       "a trace's label in the table, once per trace in order (default: the file or folder name)");

@@ -385,7 +385,7 @@ std::string slowest_rank(const Figures& f, const Verdict&) {
 /// same time: separate runs of a program (a TensorBoard log folder that two runs wrote into),
 /// which side by side would read as the ranks of one run. Throws DataError naming two of them.
 void check_same_run(const std::string& path,
-                    const std::map<std::pair<int, int64_t>, std::vector<const Trace*>>& by_rank) {
+                    const std::map<std::pair<int, int64_t>, std::vector<const SpooledTrace*>>& by_rank) {
   struct Span {
     double lo = 1e300, hi = -1e300;
     std::string file;
@@ -394,9 +394,9 @@ void check_same_run(const std::string& path,
   for (const auto& [key, group] : by_rank) {
     if (key.first != 1) continue;
     Span sp;
-    sp.file = group.front()->path;
-    for (const Trace* t : group)
-      for (const auto& e : t->events) sp.lo = std::min(sp.lo, e.ts), sp.hi = std::max(sp.hi, e.end());
+    sp.file = group.front()->meta().path;
+    for (const SpooledTrace* t : group)
+      sp.lo = std::min(sp.lo, t->meta().first_ts), sp.hi = std::max(sp.hi, t->meta().last_end);
     spans.push_back(sp);
   }
   for (size_t i = 0; i < spans.size(); ++i)
@@ -476,12 +476,37 @@ void advise(Analysis& a) {
   }
 }
 
+namespace {
+
+/// One process's files taken apart, each file whole or part by part: its breakdown and FLOPs.
+void add_rank(const std::vector<const SpooledTrace*>& files, const AnalyzeOptions& opt, Analysis& a) {
+  bool device_memory = false, has_gpu = false;
+  size_t steps = 0;
+  for (const SpooledTrace* f : files) {
+    device_memory = device_memory || f->meta().device_memory;
+    has_gpu = has_gpu || f->meta().has_gpu;
+    steps += static_cast<size_t>(std::max<int64_t>(f->meta().step_count, 1));
+  }
+  BreakdownBuilder breakdown(device_memory);
+  ThroughputBuilder flops(steps, has_gpu);
+  for (const SpooledTrace* f : files)
+    f->for_each_part(opt.part_bytes, [&](const Trace& part) {
+      const auto own = breakdown.add(part);
+      flops.add(part, breakdown.steps(), own);
+    });
+  a.ranks.push_back(breakdown.finish());
+  a.throughput.push_back(flops.finish(a.ranks.back(), opt.cpu_ceilings));
+}
+
+}  // namespace
+
 Analysis analyze(const std::string& path, const AnalyzeOptions& opt) {
-  const auto traces = read_traces(path);
+  std::vector<SpooledTrace> traces;
+  for (const auto& f : trace_files(path)) traces.emplace_back(f);
   Analysis a;
   a.path = path;
   bool any_gpu = false;
-  for (const auto& t : traces) any_gpu = any_gpu || t.has_gpu;
+  for (const auto& t : traces) any_gpu = any_gpu || t.meta().has_gpu;
   if (opt.require_gpu && !any_gpu) {
     throw DataError("'" + path +
                     "': a CPU-only trace (no kernels, copies or CUDA runtime calls); --gpu asks for GPU "
@@ -490,16 +515,17 @@ Analysis analyze(const std::string& path, const AnalyzeOptions& opt) {
   // One process per rank: files with distributedInfo of a world of two or more are grouped by
   // rank; the others by their host process (several files of one process: its profiler
   // cycles, their steps concatenated; files of several processes: side by side, as ranks).
-  std::map<std::pair<int, int64_t>, std::vector<const Trace*>> by_rank;
+  // Each is read back and taken apart in turn: one rank's events in memory at a time.
+  std::map<std::pair<int, int64_t>, std::vector<const SpooledTrace*>> by_rank;
   for (const auto& t : traces) {
-    const bool dist = t.world_size.value_or(1) > 1 && t.rank;
-    by_rank[dist ? std::make_pair(0, *t.rank) : std::make_pair(1, t.host_pid)].push_back(&t);
+    const Trace& m = t.meta();
+    const bool dist = m.world_size.value_or(1) > 1 && m.rank;
+    by_rank[dist ? std::make_pair(0, *m.rank) : std::make_pair(1, m.host_pid)].push_back(&t);
   }
   check_same_run(path, by_rank);
   for (const auto& [r, group] : by_rank) {
-    a.ranks.push_back(break_down(group));
+    add_rank(group, opt, a);
     if (r.first == 1 && by_rank.size() > 1) a.ranks.back().rank.reset();  // a process, not a rank
-    a.throughput.push_back(throughput_of(group, a.ranks.back(), opt.cpu_ceilings));
   }
   for (size_t i = 1; i < a.ranks.size(); ++i)
     if (a.ranks[i].mean().end > a.ranks[a.primary].mean().end) a.primary = i;

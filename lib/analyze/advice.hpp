@@ -4,6 +4,7 @@
 /// Python's traces, config keys for ptune's). The rules and thresholds are measure/rules.hpp's,
 /// shared with the sweep's diagnosis.
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "analyze/breakdown.hpp"
 #include "analyze/straggler.hpp"
 #include "analyze/throughput.hpp"
+#include "analyze/trace_parts.hpp"
 
 namespace ptune::analyze {
 
@@ -48,6 +50,8 @@ struct Analysis {
 struct AnalyzeOptions {
   bool require_gpu = false;  // --gpu: a trace without GPU activity is an error
   CpuCeilings cpu_ceilings;  // a CPU trace's ceilings (this machine's calibration); none: no CPU peak
+  uint64_t part_bytes = kDefaultPartBytes;  // --events-mb: the most of a trace's events held at a
+                                            // time (their compact form); a larger file is read in parts
 };
 
 /// Reads `path` (analyze::read_traces) and analyzes it. Files of one rank (distributedInfo), or

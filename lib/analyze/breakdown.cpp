@@ -21,13 +21,25 @@ namespace {
 // --- break_down's stages, per trace: the categories, the device work, the steps, the
 // operators, the allocations, the batch; then the lists over all the traces. ---
 
-/// What break_down() sums over the traces of a process before it makes the lists.
+/// What a BreakdownBuilder sums over the traces of a process before it makes the lists.
 struct Totals {
   NameTimes kernels, operators, loaders, syncs, copies;
   std::map<std::string, NameBytes, std::less<>> allocators;
   Origins origins;
   double kernel_total = 0, tc = 0, half = 0, layout = 0;  // kernel time in the steps, and on Tensor
                                                           // Cores, in fp16/bf16, in layout changes
+  int timeline_gpu = -1;       // the memory timeline's device: 1 a GPU, 0 the host, -1 none yet
+  double timeline_peak = 0;    // and its peak, bytes
+};
+
+/// What is carried from one part of a file to the next (Trace::part), and summed over the file.
+struct FileState {
+  double prev_end = -1e300;         // the end of the last step window so far
+  double lo = -1e300;               // the start of the file's first window
+  std::set<int64_t> streams, pids;  // device streams with kernels; processes with host operators
+  double dev_first = 1e300, dev_last = -1e300;  // device work in the steps' span
+  double hta_first = 1e300, hta_last = -1e300;  // the device work HTA keeps
+  NameTimes hta_names;                          // its kernels
 };
 
 /// One trace's time ranges, merged, that the steps' figures are read from.
@@ -55,10 +67,7 @@ class Categorizer {
  public:
   Categorizer(const Trace& t, const Waits& waits, double lo, double hi, Breakdown& b, Totals& tot,
               TraceRanges& r)
-      : t_(t), waits_(waits), lo_(lo), hi_(hi), b_(b), tot_(tot), r_(r) {
-    for (const auto& e : t.events)
-      comm_kernels_ = comm_kernels_ || (e.kind == Kind::kKernel && is_communication(e));
-  }
+      : t_(t), waits_(waits), lo_(lo), hi_(hi), b_(b), tot_(tot), r_(r), comm_kernels_(t.comm_kernels) {}
 
   void run() {
     for (const auto& e : t_.events) {
@@ -159,23 +168,21 @@ class Categorizer {
   Breakdown& b_;
   Totals& tot_;
   TraceRanges& r_;
-  bool comm_kernels_ = false;  // communication runs as kernels: host collectives only launch them
+  const bool comm_kernels_;  // communication runs as kernels: host collectives only launch them
 };
 
 /// The device work: its ranges and starts, the computation kernels', the streams and CUDA graphs
 /// (into `b`); then merges every range of `r` and derives the zeroing and the overlap.
-void merge_ranges(const Trace& t, Breakdown& b, TraceRanges& r) {
-  std::set<int64_t> streams;
+void merge_ranges(const Trace& t, Breakdown& b, TraceRanges& r, FileState& f) {
   for (const auto& e : t.events) {
     if (!is_device(e)) continue;
     r.device.emplace_back(e.ts, e.end());
     r.device_starts.push_back(e.ts);
     if (e.kind == Kind::kKernel) {
-      streams.insert(e.tid);
+      f.streams.insert(e.tid);
       if (!is_communication(e)) r.comp_kernels.emplace_back(e.ts, e.end());
     }
   }
-  b.streams = std::max<int64_t>(b.streams, static_cast<int64_t>(streams.size()));
   for (const auto& e : t.events)
     if (e.kind == Kind::kRuntime && e.name == "cudaGraphLaunch") b.cuda_graphs = true;
   r.device = merge(std::move(r.device));
@@ -211,35 +218,33 @@ Ranges idle_after_syncs(bool has_gpu, const TraceRanges& r) {
   return merge(std::move(idle));
 }
 
-/// Adds the device time of the steps' span [lo, hi) (HTA's temporal breakdown) to `b`.
-void add_device_span(const TraceRanges& r, double lo, double hi, Breakdown& b) {
+/// Adds the device time of the steps' span [lo, hi) (HTA's temporal breakdown) to `b`; the span's
+/// ends to `f`.
+void add_device_span(const TraceRanges& r, double lo, double hi, Breakdown& b, FileState& f) {
   const Ranges d = clip(r.device, lo, hi);
   if (d.empty()) return;
-  b.gpu_span_us += d.back().second - d.front().first;
+  f.dev_first = std::min(f.dev_first, d.front().first);
+  f.dev_last = std::max(f.dev_last, d.back().second);
   b.gpu_busy_total_us += total(d);
   b.gpu_compute_total_us += total(clip(r.comp_kernels, lo, hi));
 }
 
-/// Adds HTA's view of the trace's device work (Breakdown::HtaView) to `b.hta`.
-void add_hta_view(const Trace& t, Breakdown& b) {
-  std::set<std::string_view> step_names;
-  double last_step_end = -1e300;
+/// Adds HTA's view of the trace's device work (Breakdown::HtaView) in the part's own time to
+/// `b.hta`, its span's ends and kernels to `f`.
+void add_hta_view(const Trace& t, Breakdown& b, FileState& f) {
   std::unordered_map<int64_t, double> launched;  // correlation -> launch time
-  for (const auto& e : t.events) {
-    if (is_step(e)) step_names.insert(e.name), last_step_end = std::max(last_step_end, e.end());
+  for (const auto& e : t.events)
     if (e.kind == Kind::kRuntime && e.correlation >= 0) launched.emplace(e.correlation, e.ts);
-  }
-  const bool all = step_names.size() < 2;
+  const bool all = t.step_names < 2;
   Ranges busy, comp, comm;
-  NameTimes names;
   for (const auto& e : t.events) {
     if (!is_device(e)) continue;
     if (!all) {
       auto it = launched.find(e.correlation);
-      if (e.correlation < 0 || it == launched.end() || it->second > last_step_end) continue;
+      if (e.correlation < 0 || it == launched.end() || it->second > t.last_step_end) continue;
     }
     busy.emplace_back(e.ts, e.end());
-    add_time(names, e.name, e.dur, e.dur);
+    if (t.part.own(e.ts)) add_time(f.hta_names, e.name, e.dur, e.dur);
     if (e.kind != Kind::kKernel) continue;
     const bool nccl = text::starts_with(e.name, "nccl") && text::contains(e.name, "Kernel");
     if (nccl)
@@ -248,17 +253,18 @@ void add_hta_view(const Trace& t, Breakdown& b) {
              !text::contains(e.name, "Sync"))
       comp.emplace_back(e.ts, e.end());
   }
-  busy = merge(std::move(busy));
-  comp = merge(std::move(comp));
-  comm = merge(std::move(comm));
+  const double from = t.part.from, to = t.part.to;
+  busy = clip(merge(std::move(busy)), from, to);
+  comp = clip(merge(std::move(comp)), from, to);
+  comm = clip(merge(std::move(comm)), from, to);
   if (!busy.empty()) {
-    b.hta.span_us += busy.back().second - busy.front().first;
+    f.hta_first = std::min(f.hta_first, busy.front().first);
+    f.hta_last = std::max(f.hta_last, busy.back().second);
     b.hta.busy_us += total(busy);
     b.hta.compute_us += total(comp);
     b.hta.comm_us += total(comm);
     b.hta.overlap_us += total(intersect(comm, comp));
   }
-  for (const auto& n : top_times(names, false, 20)) b.hta.kernels.push_back(n);
 }
 
 /// The steps: each step's split by category in priority order, its merged times, its peak
@@ -311,15 +317,16 @@ void fill_steps(const Trace& t, const Waits& waits, const TraceRanges& r, std::v
 using Thread = std::pair<int64_t, int64_t>;  // pid, tid
 
 /// The operators: host operators' self time in [lo, hi), per thread, minus the time of the
-/// operators directly inside, added to `operators`. Returns each thread's outermost operators,
-/// in time order.
-std::map<Thread, std::vector<const Event*>> add_operators(const Trace& t, double lo, double hi,
-                                                          NameTimes& operators) {
+/// operators directly inside, added to `operators`; the operators of [from, to) are nested, those
+/// of [lo, hi) counted (a part's neighbours hold the operators around its own). Returns each
+/// thread's outermost operators, in time order.
+std::map<Thread, std::vector<const Event*>> add_operators(const Trace& t, double from, double to, double lo,
+                                                          double hi, NameTimes& operators) {
   std::map<Thread, std::vector<const Event*>> threads, outermost;
   for (const auto& e : t.events)
     // ProfilerStep#N and the DataLoader's ranges (cat "Operator" in the 2021 schema) are not
     // operators: the steps and the data loader have their own figures.
-    if (e.kind == Kind::kCpuOp && e.ts >= lo && e.ts < hi && !is_step(e) && !is_dataloader(e))
+    if (e.kind == Kind::kCpuOp && e.ts >= from && e.ts < to && !is_step(e) && !is_dataloader(e))
       threads[{e.pid, e.tid}].push_back(&e);
   for (auto& [key, ops] : threads) {
     std::sort(ops.begin(), ops.end(), [](const Event* a, const Event* b) {
@@ -329,7 +336,7 @@ std::map<Thread, std::vector<const Event*>> add_operators(const Trace& t, double
     auto pop = [&]() {
       auto [op, children] = stack.back();
       stack.pop_back();
-      add_time(operators, op->name, op->dur, std::max(0.0, op->dur - children));
+      if (op->ts >= lo && op->ts < hi) add_time(operators, op->name, op->dur, std::max(0.0, op->dur - children));
       if (!stack.empty()) stack.back().second += op->dur;
     };
     for (const Event* e : ops) {
@@ -374,7 +381,7 @@ void add_allocations(const Trace& t, const std::map<Thread, std::vector<const Ev
 /// Each device's highest allocated memory in `steps` (kept where above an earlier trace's), the
 /// operator at it, and the timeline of allocated memory over the step of the highest of all.
 void add_memory_peaks(const Trace& t, const std::map<Thread, std::vector<const Event*>>& outermost,
-                      const std::vector<StepBreakdown>& steps, Breakdown& b) {
+                      const std::vector<StepBreakdown>& steps, Breakdown& b, Totals& tot) {
   std::map<int64_t, const MemorySample*> top;  // device -> its highest sample in a step
   std::map<int64_t, const StepBreakdown*> top_step;
   for (const auto& m : t.memory) {
@@ -386,13 +393,6 @@ void add_memory_peaks(const Trace& t, const std::map<Thread, std::vector<const E
       top[m.device] = &m, top_step[m.device] = &*s;
   }
   constexpr double kMb = 1024.0 * 1024.0;
-  const double before = b.memory_peaks.empty()
-                            ? -1
-                            : std::max_element(b.memory_peaks.begin(), b.memory_peaks.end(),
-                                               [](const MemoryPeak& x, const MemoryPeak& y) {
-                                                 return x.allocated_mb < y.allocated_mb;
-                                               })
-                                  ->allocated_mb;
   const MemorySample* highest = nullptr;
   for (const auto& [device, m] : top) {
     MemoryPeak p{device,
@@ -415,7 +415,14 @@ void add_memory_peaks(const Trace& t, const std::map<Thread, std::vector<const E
   }
   std::sort(b.memory_peaks.begin(), b.memory_peaks.end(),
             [](const MemoryPeak& x, const MemoryPeak& y) { return x.device < y.device; });
-  if (!highest || static_cast<double>(highest->allocated) / kMb <= before) return;
+  // The timeline is of the highest GPU peak of all the traces (the host's without one).
+  if (!highest) return;
+  const int gpu = highest->device >= 0 ? 1 : 0;
+  if (gpu < tot.timeline_gpu ||
+      (gpu == tot.timeline_gpu && static_cast<double>(highest->allocated) <= tot.timeline_peak))
+    return;
+  tot.timeline_gpu = gpu;
+  tot.timeline_peak = static_cast<double>(highest->allocated);
   // The timeline of that step on that device, thinned to at most 400 points with the peak kept.
   const StepBreakdown& s = *top_step[highest->device];
   std::vector<const MemorySample*> in;
@@ -474,36 +481,13 @@ void take_metadata(const Trace& t, Breakdown& b) {
   if (t.under_load && !b.under_load) b.under_load = true, b.load_summary = t.load_summary;
 }
 
-/// One trace of the process taken apart: its steps appended to `b.steps`, its lists added to
-/// `tot`.
-void add_trace(const Trace& t, Breakdown& b, Totals& tot) {
-  take_metadata(t, b);
-  bool from_steps = true;
-  double before_us = 0;
-  auto steps = windows(t, &from_steps, &before_us, &b.stalls);
-  b.before_first_gpu_us += before_us;
-  b.from_steps = b.from_steps && from_steps;
-  const double lo = steps.front().start, hi = steps.back().end;
-
-  const Waits waits(t);
-  TraceRanges r;
-  Categorizer(t, waits, lo, hi, b, tot, r).run();
-  merge_ranges(t, b, r);
-  r.sync_idle = idle_after_syncs(t.has_gpu, r);
-  add_device_span(r, lo, hi, b);
-  add_hta_view(t, b);
-  fill_steps(t, waits, r, steps);
-  const auto outermost = add_operators(t, lo, hi, tot.operators);
-  add_allocations(t, outermost, lo, hi, b.allocators_gpu, tot.allocators);
-  add_memory_peaks(t, outermost, steps, b);
-  if (!b.batch_size && from_steps && !steps.empty())
-    b.batch_size = batch_size_of(t, r.cat[kDataLoader], steps.front());
-  std::set<int64_t> pids;
-  for (const auto& e : t.events)
-    if (e.kind == Kind::kCpuOp) pids.insert(e.pid);
-  b.processes = std::max<int64_t>(b.processes, static_cast<int64_t>(pids.size()));
-  tot.origins.add(t, r.sync_calls, r.sync_names, steps);
-  for (auto& s : steps) b.steps.push_back(std::move(s));
+/// The figures of a whole file, once its last part is in: its spans, streams and processes.
+void end_file(FileState& f, Breakdown& b) {
+  b.streams = std::max<int64_t>(b.streams, static_cast<int64_t>(f.streams.size()));
+  b.processes = std::max<int64_t>(b.processes, static_cast<int64_t>(f.pids.size()));
+  if (f.dev_first <= f.dev_last) b.gpu_span_us += f.dev_last - f.dev_first;
+  if (f.hta_first <= f.hta_last) b.hta.span_us += f.hta_last - f.hta_first;
+  for (const auto& n : top_times(f.hta_names, false, 20)) b.hta.kernels.push_back(n);
 }
 
 /// The lists over all the traces: the largest kernels, operators, allocators, copies, data
@@ -581,18 +565,63 @@ std::vector<Breakdown::AllocationPerStep> Breakdown::allocations_per_step() cons
   return out;
 }
 
-Breakdown break_down(const std::vector<const Trace*>& traces) {
+struct BreakdownBuilder::State {
   Breakdown b;
   Totals tot;
-  // The allocations listed are the device's where any trace recorded device memory, else the
-  // host's: one kind for all the traces, as the list has one heading.
-  b.allocators_gpu = std::any_of(traces.begin(), traces.end(), [](const Trace* t) {
-    return std::any_of(t->memory.begin(), t->memory.end(),
-                       [](const MemorySample& m) { return m.device >= 0; });
-  });
-  for (const Trace* t : traces) add_trace(*t, b, tot);
-  make_lists(tot, b);
-  return b;
+  FileState file;
+};
+
+BreakdownBuilder::BreakdownBuilder(bool allocators_gpu) : s_(std::make_unique<State>()) {
+  s_->b.allocators_gpu = allocators_gpu;
+}
+BreakdownBuilder::~BreakdownBuilder() = default;
+
+const std::vector<StepBreakdown>& BreakdownBuilder::steps() const { return s_->b.steps; }
+
+std::pair<double, double> BreakdownBuilder::add(const Trace& t) {
+  Breakdown& b = s_->b;
+  Totals& tot = s_->tot;
+  FileState& f = s_->file;
+  if (t.part.first) {
+    f = FileState{};
+    take_metadata(t, b);
+  }
+  bool from_steps = true;
+  double before_us = 0;
+  auto steps = windows(t, f.prev_end, &from_steps, &before_us, &b.stalls);
+  b.before_first_gpu_us += before_us;
+  b.from_steps = b.from_steps && from_steps;
+  // The part's own time: from its first step to the next part's first (the whole file: to the
+  // end of its last step).
+  const double lo = steps.front().start;
+  const double hi = t.part.last ? steps.back().end : std::max(t.part.to, steps.back().end);
+  if (t.part.first) f.lo = lo;
+  f.prev_end = steps.back().end;
+
+  const Waits waits(t);
+  TraceRanges r;
+  Categorizer(t, waits, lo, hi, b, tot, r).run();
+  merge_ranges(t, b, r, f);
+  r.sync_idle = idle_after_syncs(t.has_gpu, r);
+  add_device_span(r, lo, hi, b, f);
+  add_hta_view(t, b, f);
+  fill_steps(t, waits, r, steps);
+  const auto outermost = add_operators(t, f.lo, t.part.last ? hi : 1e300, lo, hi, tot.operators);
+  add_allocations(t, outermost, lo, hi, b.allocators_gpu, tot.allocators);
+  add_memory_peaks(t, outermost, steps, b, tot);
+  if (!b.batch_size && from_steps && !steps.empty() && t.part.first)
+    b.batch_size = batch_size_of(t, r.cat[kDataLoader], steps.front());
+  for (const auto& e : t.events)
+    if (e.kind == Kind::kCpuOp) f.pids.insert(e.pid);
+  tot.origins.add(t, r.sync_calls, r.sync_names, steps);
+  for (auto& s : steps) b.steps.push_back(std::move(s));
+  if (t.part.last) end_file(f, b);
+  return {lo, hi};
+}
+
+Breakdown BreakdownBuilder::finish() {
+  make_lists(s_->tot, s_->b);
+  return std::move(s_->b);
 }
 
 }  // namespace ptune::analyze

@@ -7,9 +7,11 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "analyze/trace_reader.hpp"
@@ -170,8 +172,29 @@ struct Breakdown {
 };
 
 /// Takes apart the traces of one process (several files: several profiler cycles; their steps
-/// are concatenated). `traces` must not be empty. Throws nothing.
-Breakdown break_down(const std::vector<const Trace*>& traces);
+/// are concatenated), a Trace at a time: each file whole, or its parts (Trace::part, from
+/// analyze/trace_parts.hpp) in time order, the files one after the other. Throws nothing.
+class BreakdownBuilder {
+ public:
+  /// `allocators_gpu`: the allocations listed are the device's (a file has device memory
+  /// samples), else the host's: one kind for all the files, as the list has one heading.
+  explicit BreakdownBuilder(bool allocators_gpu);
+  ~BreakdownBuilder();
+  BreakdownBuilder(const BreakdownBuilder&) = delete;
+  BreakdownBuilder& operator=(const BreakdownBuilder&) = delete;
+
+  /// Adds `t`. Returns the time [lo, hi) it answered for: its steps, from the first one's start
+  /// to the next part's first step (a file's last part: to its last step's end).
+  std::pair<double, double> add(const Trace& t);
+  /// The steps so far, in the order added.
+  const std::vector<StepBreakdown>& steps() const;
+  /// The breakdown, after the last add(); the builder is spent.
+  Breakdown finish();
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
 
 /// Kept per list in a Breakdown (kernels, operators, ...).
 inline constexpr size_t kTopN = 5;

@@ -63,8 +63,8 @@ StepBreakdown whole_trace_window(const Trace& t, double* before_us, std::vector<
 
 /// The windows of the ProfilerStep#N host spans `host` (sorted by start), each extended to the
 /// end of the device work launched from it (and the first one back to its first device work),
-/// kept apart from the next step.
-std::vector<StepBreakdown> step_windows(const Trace& t, const std::vector<const Event*>& host) {
+/// kept apart from the next step and after `prev_end`.
+std::vector<StepBreakdown> step_windows(const Trace& t, const std::vector<const Event*>& host, double prev_end) {
   std::unordered_map<int64_t, const Event*> launch;  // correlation -> runtime call
   for (const auto& e : t.events)
     if (e.kind == Kind::kRuntime && e.correlation >= 0) launch[e.correlation] = &e;
@@ -83,11 +83,11 @@ std::vector<StepBreakdown> step_windows(const Trace& t, const std::vector<const 
     dev_max[i] = std::max(dev_max[i], e.end());
   }
   std::vector<StepBreakdown> steps;
-  double prev_end = -1e300;
   for (size_t i = 0; i < host.size(); ++i) {
     StepBreakdown s;
     s.name = std::string(host[i]->name);
-    s.start = std::max(i == 0 ? std::min(host[i]->ts, dev_min[i]) : host[i]->ts, prev_end);
+    const bool first = i == 0 && t.part.first;
+    s.start = std::max(first ? std::min(host[i]->ts, dev_min[i]) : host[i]->ts, prev_end);
     s.end = std::max({host[i]->end(), dev_max[i], s.start});
     prev_end = s.end;
     steps.push_back(s);
@@ -97,17 +97,15 @@ std::vector<StepBreakdown> step_windows(const Trace& t, const std::vector<const 
 
 }  // namespace
 
-/// The windows of the steps of one trace (step_windows); without steps, the whole trace
-/// (whole_trace_window).
-std::vector<StepBreakdown> windows(const Trace& t, bool* from_steps, double* before_us,
+std::vector<StepBreakdown> windows(const Trace& t, double prev_end, bool* from_steps, double* before_us,
                                    std::vector<NameTime>* stalls) {
   std::vector<const Event*> host;
   for (const auto& e : t.events)
-    if (is_step(e)) host.push_back(&e);
+    if (is_step(e) && t.part.own(e.ts)) host.push_back(&e);
   std::sort(host.begin(), host.end(), [](const Event* a, const Event* b) { return a->ts < b->ts; });
   *from_steps = !host.empty();
   if (host.empty()) return {whole_trace_window(t, before_us, stalls)};
-  return step_windows(t, host);
+  return step_windows(t, host, prev_end);
 }
 
 }  // namespace ptune::analyze

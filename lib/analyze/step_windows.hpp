@@ -9,9 +9,10 @@
 
 namespace ptune::analyze {
 
-/// The windows of the steps of one trace (step_windows); without steps, the whole trace
+/// The windows of the steps of one trace (step_windows), or of its part's own steps, kept after
+/// `prev_end` (the previous part's last window's end); without steps, the whole trace
 /// (whole_trace_window).
-std::vector<StepBreakdown> windows(const Trace& t, bool* from_steps, double* before_us,
+std::vector<StepBreakdown> windows(const Trace& t, double prev_end, bool* from_steps, double* before_us,
                                    std::vector<NameTime>* stalls);
 
 }  // namespace ptune::analyze

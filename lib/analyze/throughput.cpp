@@ -245,16 +245,21 @@ struct Counted {
   OpCost cost;
 };
 
-/// The operators counted in [lo, hi): per thread the outermost of those with a class (a
-/// class's operators call each other: aten::conv2d calls aten::convolution).
-std::vector<Counted> counted_ops(const Trace& t, const std::vector<std::pair<double, double>>& steps,
-                                 bool* from_trace) {
+/// Whether `ts` lies in one of `steps` (sorted by start, not overlapping).
+bool in_steps(const std::vector<std::pair<double, double>>& steps, double ts) {
+  auto it = std::upper_bound(steps.begin(), steps.end(), ts,
+                             [](double v, const std::pair<double, double>& s) { return v < s.first; });
+  return it != steps.begin() && ts < std::prev(it)->second;
+}
+
+/// The operators counted in `steps` that start in [lo, hi): per thread the outermost of those
+/// with a class (a class's operators call each other: aten::conv2d calls aten::convolution).
+std::vector<Counted> counted_ops(const Trace& t, const std::vector<std::pair<double, double>>& steps, double lo,
+                                 double hi, bool* from_trace) {
   std::map<std::pair<int64_t, int64_t>, std::vector<Counted>> threads;
   for (const auto& [idx, in] : t.inputs) {
     const Event& e = t.events[idx];
-    const bool in_step = std::any_of(steps.begin(), steps.end(),
-                                     [&](const auto& s) { return e.ts >= s.first && e.ts < s.second; });
-    if (!in_step) continue;
+    if (!in_steps(steps, e.ts)) continue;
     OpCost c = cost_of(e.name, in);
     if (in.flops >= 0) {
       *from_trace = true;
@@ -273,7 +278,7 @@ std::vector<Counted> counted_ops(const Trace& t, const std::vector<std::pair<dou
     double end = -1e300;
     for (const auto& c : ops) {
       if (c.e->end() <= end) continue;  // inside the one counted before
-      out.push_back(c);
+      if (c.e->ts >= lo && c.e->ts < hi) out.push_back(c);
       end = c.e->end();
     }
   }
@@ -491,47 +496,56 @@ std::string bound_of(const ClassRate& c, const std::optional<Ceilings>& ceil) {
   return *ai * ceil->bandwidth.bytes_per_s < peak ? "memory-bound" : "compute-bound";
 }
 
-Throughput throughput_of(const std::vector<const Trace*>& traces, const Breakdown& b,
-                         const CpuCeilings& cpu) {
-  Throughput th;
-  const auto mean = b.mean();
-  th.step_us = mean.end - mean.start;
-  const double nsteps = static_cast<double>(std::max<size_t>(b.steps.size(), 1));
-  std::vector<std::pair<double, double>> steps;
-  for (const auto& s : b.steps) steps.emplace_back(s.start, s.end);
+struct ThroughputBuilder::Sums {
   bool from_trace = false, shapes = false;
   std::map<std::string, ClassRate> classes;
   std::map<std::string, double> by_precision;
   std::map<std::string, std::map<std::string, double>> class_precision;  // class -> precision -> FLOPs
-  for (const Trace* t : traces) {
-    shapes = shapes || std::any_of(t->inputs.begin(), t->inputs.end(),
-                                   [](const auto& x) { return !x.second.dims.empty(); });
-    const auto ops = counted_ops(*t, steps, &from_trace);
-    const auto kernels = b.has_gpu ? kernel_time(*t, ops) : std::unordered_map<const Event*, KernelTime>{};
-    for (const auto& c : ops) {
-      auto& r = classes[c.cost.cls];
-      r.name = c.cost.cls;
-      r.calls += 1 / nsteps;
-      r.flops += c.cost.flops / nsteps;
-      if (c.cost.bytes >= 0) r.bytes = r.bytes.value_or(0) + c.cost.bytes / nsteps;
-      r.us += (b.has_gpu ? total(kernels.at(c.e)) : c.e->dur) / nsteps;
-      if (b.has_gpu)
-        for (const auto& [p, us] : kernels.at(c.e)) r.us_by_precision[p] += us / nsteps;
-      by_precision[c.cost.precision] += c.cost.flops > 0 ? c.cost.flops : 1e-9;
-      class_precision[c.cost.cls][c.cost.precision] += c.cost.flops > 0 ? c.cost.flops : 1e-9;
-    }
+};
+
+ThroughputBuilder::ThroughputBuilder(size_t steps, bool has_gpu)
+    : nsteps_(static_cast<double>(std::max<size_t>(steps, 1))), has_gpu_(has_gpu), sums_(std::make_unique<Sums>()) {}
+ThroughputBuilder::~ThroughputBuilder() = default;
+
+void ThroughputBuilder::add(const Trace& t, const std::vector<StepBreakdown>& windows, std::pair<double, double> own) {
+  Sums& z = *sums_;
+  std::vector<std::pair<double, double>> steps;
+  for (const auto& s : windows) steps.emplace_back(s.start, s.end);
+  std::sort(steps.begin(), steps.end());
+  z.shapes = z.shapes ||
+             std::any_of(t.inputs.begin(), t.inputs.end(), [](const auto& x) { return !x.second.dims.empty(); });
+  const auto ops = counted_ops(t, steps, own.first, own.second, &z.from_trace);
+  const auto kernels = has_gpu_ ? kernel_time(t, ops) : std::unordered_map<const Event*, KernelTime>{};
+  for (const auto& c : ops) {
+    auto& r = z.classes[c.cost.cls];
+    r.name = c.cost.cls;
+    r.calls += 1 / nsteps_;
+    r.flops += c.cost.flops / nsteps_;
+    if (c.cost.bytes >= 0) r.bytes = r.bytes.value_or(0) + c.cost.bytes / nsteps_;
+    r.us += (has_gpu_ ? total(kernels.at(c.e)) : c.e->dur) / nsteps_;
+    if (has_gpu_)
+      for (const auto& [p, us] : kernels.at(c.e)) r.us_by_precision[p] += us / nsteps_;
+    z.by_precision[c.cost.precision] += c.cost.flops > 0 ? c.cost.flops : 1e-9;
+    z.class_precision[c.cost.cls][c.cost.precision] += c.cost.flops > 0 ? c.cost.flops : 1e-9;
   }
-  if (!from_trace && !shapes) {
+}
+
+Throughput ThroughputBuilder::finish(const Breakdown& b, const CpuCeilings& cpu) {
+  Sums& z = *sums_;
+  Throughput th;
+  const auto mean = b.mean();
+  th.step_us = mean.end - mean.start;
+  if (!z.from_trace && !z.shapes) {
     th.missing = b.writer == "ptune"
                      ? "no input shapes in the trace"
                      : "add `record_shapes=True` (or `with_flops=True`) to `torch.profiler.profile(...)` for "
                        "FLOP/s and bytes per operator class";
     return th;
   }
-  th.source = from_trace ? "trace" : "shapes";
-  th.precision = most_of(by_precision);
-  for (auto& [n, r] : classes) {
-    r.precision = most_of(class_precision[n]);
+  th.source = z.from_trace ? "trace" : "shapes";
+  th.precision = most_of(z.by_precision);
+  for (auto& [n, r] : z.classes) {
+    r.precision = most_of(z.class_precision[n]);
     th.flops += r.flops;
     th.classes.push_back(r);
   }

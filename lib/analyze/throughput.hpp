@@ -9,8 +9,10 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "analyze/trace_reader.hpp"
@@ -19,6 +21,7 @@
 namespace ptune::analyze {
 
 struct Breakdown;  // analyze/breakdown.hpp
+struct StepBreakdown;
 
 /// A device's two ceilings.
 struct Ceilings {
@@ -99,9 +102,29 @@ std::string ceilings_text(const Throughput& th);
 /// than its ceiling (19.5 TFLOP/s fp32), so no % of peak: <why>". Throws nothing.
 std::vector<std::string> over_notes(const Throughput& th);
 
-/// The FLOPs of the steps of `b` (taken apart from `traces`), and the ceilings: a GPU's from
-/// the datasheet table by the trace's deviceProperties name, a CPU's from `cpu` (when given).
-/// Throws nothing.
-Throughput throughput_of(const std::vector<const Trace*>& traces, const Breakdown& b, const CpuCeilings& cpu);
+/// The FLOPs of a process's steps, summed a Trace at a time as BreakdownBuilder takes them apart
+/// (each file whole, or its parts), and the ceilings: a GPU's from the datasheet table by the
+/// trace's deviceProperties name, a CPU's from `cpu` (when given). Throws nothing.
+class ThroughputBuilder {
+ public:
+  /// `steps`: the steps of all the traces to come (the figures are per step); `has_gpu`: any of
+  /// them recorded a GPU (an operator's time is then its kernels').
+  ThroughputBuilder(size_t steps, bool has_gpu);
+  ~ThroughputBuilder();
+  ThroughputBuilder(const ThroughputBuilder&) = delete;
+  ThroughputBuilder& operator=(const ThroughputBuilder&) = delete;
+
+  /// Adds the operators of `t` that lie in `windows` (the steps so far) and start in `own`
+  /// (what BreakdownBuilder::add returned for `t`).
+  void add(const Trace& t, const std::vector<StepBreakdown>& windows, std::pair<double, double> own);
+  /// The figures of `b` (the breakdown of the same traces), against `cpu`'s ceilings on a CPU.
+  Throughput finish(const Breakdown& b, const CpuCeilings& cpu);
+
+ private:
+  struct Sums;
+  double nsteps_;
+  bool has_gpu_;
+  std::unique_ptr<Sums> sums_;
+};
 
 }  // namespace ptune::analyze

@@ -9,10 +9,12 @@
 #include <fstream>
 #include <sstream>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <nlohmann/json.hpp>
 #include <zlib.h>
 
+#include "analyze/events.hpp"
 #include "core/errors.hpp"
 
 namespace ptune::analyze {
@@ -27,12 +29,13 @@ bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
-/// The most trace text read (a file, or gzip data once inflated): the parsed document takes
-/// several times this in memory, and a profiler trace of a few steps is tens of megabytes.
-constexpr uint64_t kMaxTraceBytes = uint64_t{1} << 30;
+/// The most trace text read (a file, or gzip data once inflated). Memory does not grow with the
+/// text (events are kept on disk in a compact form, analyze/trace_parts.hpp), but the disk does:
+/// a trace beyond this is not a profiler's.
+constexpr uint64_t kMaxTraceBytes = uint64_t{256} << 30;
 
 [[noreturn]] void too_large(const std::string& path, const char* how) {
-  fail(path, std::string("more than 1 GiB of trace text") + how +
+  fail(path, std::string("more than 256 GiB of trace text") + how +
                  "; record fewer steps (torch.profiler's schedule(active=N), measure.profile_steps)");
 }
 
@@ -242,7 +245,8 @@ enum class Ctx : uint8_t {
 /// The SAX handler that builds a Trace as the text streams by (nlohmann::json_sax).
 class Sax {
  public:
-  Sax(Trace& t, TextBuf& buf, const std::string& path) : t_(t), buf_(buf), path_(path) {}
+  Sax(Trace& t, TraceSink& sink, TextBuf& buf, const std::string& path)
+      : t_(t), sink_(sink), buf_(buf), path_(path) {}
 
   bool null() { return scalar(Scalar{Scalar::kOther}); }
   bool boolean(bool v) {
@@ -298,6 +302,14 @@ class Sax {
   }
 
   bool saw_events() const { return saw_events_; }
+  /// The pid of most host events: the profiled process.
+  int64_t host_pid() const {
+    int64_t pid = 0;
+    size_t most = 0;
+    for (const auto& [p, n] : per_pid_)
+      if (n > most || (n == most && p < pid)) most = n, pid = p;
+    return pid;
+  }
   bool has_ptune_key() const { return t_has_ptune_; }
   const std::string& process_name() const { return process_name_; }
 
@@ -488,9 +500,10 @@ class Sax {
       if (name == "[memory]" && e.ts.number() && e.args_object) {
         // Device Type 1 is CUDA (0 the CPU); older traces give only a Device Id (-1 the CPU).
         const bool gpu = e.device_type >= 0 ? e.device_type != 0 : e.device_id >= 0;
-        t_.memory.push_back(MemorySample{e.ts.as_double(), e.allocated, e.reserved,
-                                         gpu ? std::max<int64_t>(0, e.device_id) : -1, e.mem_bytes,
-                                         as_int(e.pid, 0), as_int(e.tid, 0)});
+        t_.device_memory = t_.device_memory || gpu;
+        sink_.memory(MemorySample{e.ts.as_double(), e.allocated, e.reserved,
+                                  gpu ? std::max<int64_t>(0, e.device_id) : -1, e.mem_bytes, as_int(e.pid, 0),
+                                  as_int(e.tid, 0)});
       }
       return;
     }
@@ -511,19 +524,33 @@ class Sax {
     out.name = *t_.names->insert(name).first;
     out.pid = as_int(e.pid, 0);
     out.tid = as_int(e.tid, 0);
+    std::string_view stack;
+    OpInputs* inputs = nullptr;
     if (e.args_object) {
       out.correlation = e.correlation;
       out.bytes = e.bytes;
       if (out.kind == Kind::kCpuOp) out.batch = e.batch;
-      if (out.kind == Kind::kCpuOp && !e.call_stack.empty())
-        t_.call_stacks.emplace(t_.events.size(), *t_.names->insert(e.call_stack).first);
-      if (out.kind == Kind::kCpuOp && (e.has_dims || e.in.flops >= 0))
-        t_.inputs.emplace(t_.events.size(), std::move(e.in));
+      if (out.kind == Kind::kCpuOp && !e.call_stack.empty()) stack = *t_.names->insert(e.call_stack).first;
+      if (out.kind == Kind::kCpuOp && (e.has_dims || e.in.flops >= 0)) inputs = &e.in;
     }
-    if (out.kind == Kind::kKernel || out.kind == Kind::kMemcpy || out.kind == Kind::kMemset ||
-        out.kind == Kind::kRuntime)
+    facts(out);
+    sink_.event(out, inputs, stack);
+  }
+
+  /// The whole file's facts (Trace's) that event `e` adds to.
+  void facts(const Event& e) {
+    if (e.kind == Kind::kKernel || e.kind == Kind::kMemcpy || e.kind == Kind::kMemset || e.kind == Kind::kRuntime)
       t_.has_gpu = true;
-    t_.events.push_back(out);
+    if (e.kind == Kind::kKernel && is_communication(e)) t_.comm_kernels = true;
+    if (is_host(e)) ++per_pid_[e.pid];
+    if (is_step(e)) {
+      ++t_.step_count;
+      t_.last_step_end = std::max(t_.last_step_end, e.end());
+      if (step_names_.insert(e.name).second) ++t_.step_names;
+    }
+    ++t_.event_count;
+    t_.first_ts = std::min(t_.first_ts, e.ts);
+    t_.last_end = std::max(t_.last_end, e.end());
   }
 
   /// The fields of the event being read.
@@ -538,6 +565,7 @@ class Sax {
   };
 
   Trace& t_;
+  TraceSink& sink_;
   TextBuf& buf_;
   const std::string& path_;
   std::vector<Ctx> ctx_;
@@ -546,47 +574,40 @@ class Sax {
   bool in_event_ = false, saw_events_ = false, t_has_ptune_ = false;
   int64_t dims_ = 0, dim0_ = -1;
   std::string process_name_;
+  std::unordered_map<int64_t, size_t> per_pid_;       // host events per pid
+  std::unordered_set<std::string_view> step_names_;  // interned
 };
 
 }  // namespace
 
-Trace read_trace(const std::string& path) {
-  Trace t;
+void scan_trace(const std::string& path, Trace& t, TraceSink& sink) {
   t.path = path;
   TextBuf buf(path);
   std::istream in(&buf);
-  Sax sax(t, buf, path);
+  Sax sax(t, sink, buf, path);
   nlohmann::json::sax_parse(in, &sax);
   if (!sax.saw_events()) {
     fail(path,
          "not a profiler trace: no \"traceEvents\" list (torch.profiler's export_chrome_trace and "
          "tensorboard_trace_handler write one)");
   }
-  if (t.events.empty()) {
+  if (t.event_count == 0) {
     fail(path,
          "no timed events (\"ph\": \"X\" with a \"ts\" and \"dur\") in its traceEvents: nothing to analyze");
   }
   t.text_bytes = buf.delivered();
   t.writer = writer_of(sax.has_ptune_key(), sax.process_name());
-  t.events.shrink_to_fit();
-  // The profiled process: the pid of most host operators.
-  std::unordered_map<int64_t, size_t> per_pid;
-  for (const auto& e : t.events)
-    if (e.kind == Kind::kCpuOp || e.kind == Kind::kAnnotation) ++per_pid[e.pid];
-  size_t most = 0;
-  for (const auto& [pid, n] : per_pid)
-    if (n > most || (n == most && pid < t.host_pid)) most = n, t.host_pid = pid;
-  return t;
+  t.host_pid = sax.host_pid();
 }
 
 bool is_trace_file_name(const std::string& name) {
   return ends_with(name, ".json") || ends_with(name, ".json.gz");
 }
 
-std::vector<Trace> read_traces(const std::string& path) {
+std::vector<std::string> trace_files(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) fail(path, "no such file or folder");
-  if (!fs::is_directory(path, ec)) return {read_trace(path)};
+  if (!fs::is_directory(path, ec)) return {path};
   std::vector<std::string> files;
   for (const auto& entry : fs::directory_iterator(path, ec)) {
     const std::string name = entry.path().filename().string();
@@ -596,9 +617,7 @@ std::vector<Trace> read_traces(const std::string& path) {
   if (ec) fail(path, "cannot list the folder: " + ec.message());
   if (files.empty()) fail(path, "no trace files (*.json, *.json.gz) in this folder");
   std::sort(files.begin(), files.end());
-  std::vector<Trace> traces;
-  for (const auto& f : files) traces.push_back(read_trace(f));
-  return traces;
+  return files;
 }
 
 }  // namespace ptune::analyze

@@ -60,6 +60,18 @@ struct OpInputs {
   double flops = -1;                       // "flops", where the trace carries it (older torch); -1: none
 };
 
+/// Which part of its file a Trace holds: all of it, or for a file whose events do not fit the
+/// memory allowed (analyze/trace_parts.hpp) the events of a few consecutive steps, with those of
+/// the steps before and after around them. A part answers for the events that start in its own
+/// time [from, to); the others are there for what its own need: the kernels its steps launched
+/// that run after it, the operator or sync that encloses one of its own.
+struct Part {
+  double from = -1e300, to = 1e300;  // its own time, us
+  bool first = true, last = true;    // the file's first part, its last
+  bool whole() const { return first && last; }
+  bool own(double ts) const { return ts >= from && ts < to; }
+};
+
 /// One trace file.
 struct Trace {
   std::string path;
@@ -88,24 +100,46 @@ struct Trace {
   bool with_flops = false;  // top-level "with_flops" (torch.profiler's with_flops=True)
   uint64_t text_bytes = 0;  // trace text read (after gzip decompression)
   int64_t skipped = 0;      // "X" events left out: a negative duration, or a time beyond +-1e18 us
+  // Facts of the whole file, whichever part `events` holds:
+  Part part;                     // which part of the file `events` are
+  int64_t event_count = 0;       // timed events kept
+  int64_t step_count = 0;        // ProfilerStep#N ranges
+  int64_t step_names = 0;        // distinct ProfilerStep#N names
+  double last_step_end = -1e300; // the end of the last ProfilerStep#N range
+  double first_ts = 1e300;       // the first event's start
+  double last_end = -1e300;      // the last event's end
+  bool comm_kernels = false;     // communication kernels (nccl...): host collectives only launch them
+  bool device_memory = false;    // memory samples of a GPU
+};
+
+/// Receives a trace file's events as it is read (scan_trace), in file order.
+class TraceSink {
+ public:
+  virtual ~TraceSink() = default;
+  /// A timed event, its inputs (nullptr: none recorded) and its call stack ("": none); names
+  /// point into the Trace's pool.
+  virtual void event(const Event& e, OpInputs* inputs, std::string_view call_stack) = 0;
+  virtual void memory(const MemorySample& m) = 0;
 };
 
 /// Reads one trace file (.json, or gzip-compressed .json.gz: by content, not by name), streamed:
-/// the file is parsed as it is read (and inflated), events kept as they complete, so memory
-/// holds the events, not the text nor a parsed document.
+/// the file is parsed as it is read (and inflated), and each event and memory sample given to
+/// `sink` as it completes, so memory holds neither the text nor a parsed document. The rest
+/// (metadata, the whole file's facts) goes to `meta`, whose `events`, `inputs`, `call_stacks` and
+/// `memory` it leaves empty.
 /// Throws DataError "'<path>': <what is wrong>": cannot be read, not gzip data that it says
 /// it is, not JSON (with the line and column), truncated, nested deeper than 64 levels
 /// ("nesting deeper than 64 levels; a profiler trace is a few levels deep"), a number that
 /// overflows a double ("'1e400' overflows a double (largest about 1.8e308)"), not a trace (no
-/// "traceEvents" list), no timed events. A field of another type than the schema's is ignored
-/// as if absent (a "name" that is a number: no name), and so are ids and sizes outside int64.
-Trace read_trace(const std::string& path);
+/// "traceEvents" list), no timed events, more than 256 GiB of text. A field of another type than
+/// the schema's is ignored as if absent (a "name" that is a number: no name), and so are ids and
+/// sizes outside int64.
+void scan_trace(const std::string& path, Trace& meta, TraceSink& sink);
 
-/// Reads `path`: one trace file, or a folder holding one per rank (files ending in .json or
-/// .json.gz, sorted by name; sub-folders not searched). Throws DataError as read_trace, and
-/// "'<path>': no such file or folder" / "'<dir>': no trace files (*.json, *.json.gz) in this
-/// folder".
-std::vector<Trace> read_traces(const std::string& path);
+/// The trace files `path` names: itself, or a folder's files ending in .json or .json.gz, sorted by
+/// name (sub-folders not searched). Throws DataError "'<path>': no such file or folder" /
+/// "'<dir>': no trace files (*.json, *.json.gz) in this folder".
+std::vector<std::string> trace_files(const std::string& path);
 
 /// Whether a file named `name` in a folder of traces is read as one: it ends in .json or .json.gz.
 /// Throws nothing.

@@ -1,0 +1,59 @@
+#pragma once
+/// A trace file of any size in bounded memory: read once, its events kept on disk in a compact
+/// form (unlinked temporary files), then given back as Traces of a few consecutive steps each,
+/// in time order, with the steps before and after around them (Trace::part says which events
+/// are the part's own). A file whose events fit in the memory allowed is one part: all of it.
+///
+/// Why parts of steps with neighbours: Kineto writes a step's host events and its device events
+/// in separate runs of the file (and events of one run are not in time order), so no step is
+/// complete before the file ends; and a step's kernels run after its host code, up to a step or
+/// more later when the host runs ahead. So the events are first sorted into buckets of whole
+/// steps by their start time; a part is one bucket's events with the buckets on either side.
+
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "analyze/trace_reader.hpp"
+
+namespace ptune::analyze {
+
+/// The most of a trace's events held in memory at a time by default, in bytes of their compact
+/// form (about a third of their JSON).
+inline constexpr uint64_t kDefaultPartBytes = uint64_t{48} << 20;
+
+/// One trace file, read, its events on disk.
+class SpooledTrace {
+ public:
+  /// Reads `path` (scan_trace; throws as read_trace does). The events go to an unlinked file in
+  /// the temporary folder (TMPDIR, else /tmp); throws DataError "'<path>': cannot write the
+  /// trace's events to the temporary folder '<dir>': <why>" when it cannot.
+  explicit SpooledTrace(const std::string& path);
+  ~SpooledTrace();
+  SpooledTrace(SpooledTrace&&) noexcept;
+  SpooledTrace& operator=(SpooledTrace&&) noexcept;
+
+  /// The file's metadata and facts; no events.
+  const Trace& meta() const { return meta_; }
+  /// The compact form's size, bytes.
+  uint64_t spooled_bytes() const { return bytes_; }
+
+  /// Calls `f` with each part of the file in time order: one part, all of it, when its compact
+  /// form is at most `part_bytes` or it has no ProfilerStep#N ranges; else parts of whole steps
+  /// of about a third of `part_bytes` each (a single step larger than that is a part alone), each
+  /// with the steps on either side. Throws DataError when the temporary files cannot be read or
+  /// written.
+  void for_each_part(uint64_t part_bytes, const std::function<void(const Trace&)>& f) const;
+
+ private:
+  struct Files;
+  Trace meta_;
+  std::vector<double> step_starts_;  // the ProfilerStep#N ranges' starts, sorted
+  std::unique_ptr<Files> files_;
+  uint64_t bytes_ = 0;
+};
+
+}  // namespace ptune::analyze
