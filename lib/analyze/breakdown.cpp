@@ -28,15 +28,15 @@ struct Totals {
   Origins origins;
   double kernel_total = 0, tc = 0, half = 0, layout = 0;  // kernel time in the steps, and on Tensor
                                                           // Cores, in fp16/bf16, in layout changes
-  int timeline_gpu = -1;       // the memory timeline's device: 1 a GPU, 0 the host, -1 none yet
-  double timeline_peak = 0;    // and its peak, bytes
+  int timeline_gpu = -1;     // the memory timeline's device: 1 a GPU, 0 the host, -1 none yet
+  double timeline_peak = 0;  // and its peak, bytes
 };
 
 /// What is carried from one part of a file to the next (Trace::part), and summed over the file.
 struct FileState {
-  double prev_end = -1e300;         // the end of the last step window so far
-  double lo = -1e300;               // the start of the file's first window
-  std::set<int64_t> streams, pids;  // device streams with kernels; processes with host operators
+  double prev_end = -1e300;                     // the end of the last step window so far
+  double lo = -1e300;                           // the start of the file's first window
+  std::set<int64_t> streams, pids;              // device streams with kernels; processes with host operators
   double dev_first = 1e300, dev_last = -1e300;  // device work in the steps' span
   double hta_first = 1e300, hta_last = -1e300;  // the device work HTA keeps
   NameTimes hta_names;                          // its kernels
@@ -330,13 +330,14 @@ std::map<Thread, std::vector<const Event*>> add_operators(const Trace& t, double
       threads[{e.pid, e.tid}].push_back(&e);
   for (auto& [key, ops] : threads) {
     std::sort(ops.begin(), ops.end(), [](const Event* a, const Event* b) {
-      return a->ts != b->ts ? a->ts < b->ts : a->dur > b->dur;
+      return a->ts != b->ts ? a->ts < b->ts : a->dur != b->dur ? a->dur > b->dur : a < b;  // ties: file order
     });
     std::vector<std::pair<const Event*, double>> stack;  // op, time of its direct children
     auto pop = [&]() {
       auto [op, children] = stack.back();
       stack.pop_back();
-      if (op->ts >= lo && op->ts < hi) add_time(operators, op->name, op->dur, std::max(0.0, op->dur - children));
+      if (op->ts >= lo && op->ts < hi)
+        add_time(operators, op->name, op->dur, std::max(0.0, op->dur - children));
       if (!stack.empty()) stack.back().second += op->dur;
     };
     for (const Event* e : ops) {

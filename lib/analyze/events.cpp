@@ -1,14 +1,12 @@
 #include "analyze/events.hpp"
 
-#include <cctype>
-
 namespace ptune::analyze {
 
 namespace text {
 
 std::string lower(std::string_view v) {
   std::string s(v);
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (auto& c : s) c = ascii_lower(c);
   return s;
 }
 
@@ -55,7 +53,11 @@ bool is_half_kernel(std::string_view name) {
 }
 
 bool is_communication(const Event& e) {
-  if (e.kind == Kind::kKernel) return text::starts_with(text::lower(e.name), "nccl");
+  if (e.kind == Kind::kKernel) {
+    const std::string_view n = e.name;
+    return n.size() >= 4 && text::ascii_lower(n[0]) == 'n' && text::ascii_lower(n[1]) == 'c' &&
+           text::ascii_lower(n[2]) == 'c' && text::ascii_lower(n[3]) == 'l';
+  }
   if (!is_host(e)) return false;
   if (text::starts_with(e.name, "nccl:") || text::starts_with(e.name, "gloo:") ||
       e.name == "record_param_comms")

@@ -18,6 +18,8 @@ namespace ptune::analyze {
 
 /// Text tests on event and kernel names.
 namespace text {
+/// `c` in lower case (ASCII; other bytes as they are).
+inline char ascii_lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
 /// `v` in lower case (ASCII).
 std::string lower(std::string_view v);
 bool starts_with(std::string_view s, const char* p);

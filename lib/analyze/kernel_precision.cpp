@@ -1,7 +1,8 @@
 #include "analyze/kernel_precision.hpp"
 
 #include <algorithm>
-#include <cctype>
+
+#include "analyze/events.hpp"
 
 namespace ptune::analyze {
 namespace {
@@ -14,8 +15,7 @@ bool any_of(const std::string& s, std::initializer_list<const char*> parts) {
 }  // namespace
 
 std::string kernel_precision(std::string_view name) {
-  std::string n(name);
-  std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return std::tolower(c); });
+  const std::string n = text::lower(name);
   // The input types first: a name can carry both (`ampere_fp16_s16816gemm_fp16`: fp16 inputs,
   // fp32 accumulation on Tensor Cores; `..._tf32f32_...`: TF32 inputs, fp32 output).
   if (any_of(n, {"e4m3", "e5m2", "fp8"})) return "fp8";

@@ -64,7 +64,7 @@ std::vector<std::vector<std::string_view>> python_stacks(const Trace& t,
   for (auto& [key, idx] : by_thread) {
     auto& fs = frames[key];
     std::sort(fs.begin(), fs.end(), [](const Event* a, const Event* b) {
-      return a->ts != b->ts ? a->ts < b->ts : a->dur > b->dur;
+      return a->ts != b->ts ? a->ts < b->ts : a->dur != b->dur ? a->dur > b->dur : a < b;  // ties: file order
     });
     std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return calls[a]->ts < calls[b]->ts; });
     std::vector<const Event*> open;

@@ -64,7 +64,8 @@ StepBreakdown whole_trace_window(const Trace& t, double* before_us, std::vector<
 /// The windows of the ProfilerStep#N host spans `host` (sorted by start), each extended to the
 /// end of the device work launched from it (and the first one back to its first device work),
 /// kept apart from the next step and after `prev_end`.
-std::vector<StepBreakdown> step_windows(const Trace& t, const std::vector<const Event*>& host, double prev_end) {
+std::vector<StepBreakdown> step_windows(const Trace& t, const std::vector<const Event*>& host,
+                                        double prev_end) {
   std::unordered_map<int64_t, const Event*> launch;  // correlation -> runtime call
   for (const auto& e : t.events)
     if (e.kind == Kind::kRuntime && e.correlation >= 0) launch[e.correlation] = &e;

@@ -254,8 +254,8 @@ bool in_steps(const std::vector<std::pair<double, double>>& steps, double ts) {
 
 /// The operators counted in `steps` that start in [lo, hi): per thread the outermost of those
 /// with a class (a class's operators call each other: aten::conv2d calls aten::convolution).
-std::vector<Counted> counted_ops(const Trace& t, const std::vector<std::pair<double, double>>& steps, double lo,
-                                 double hi, bool* from_trace) {
+std::vector<Counted> counted_ops(const Trace& t, const std::vector<std::pair<double, double>>& steps,
+                                 double lo, double hi, bool* from_trace) {
   std::map<std::pair<int64_t, int64_t>, std::vector<Counted>> threads;
   for (const auto& [idx, in] : t.inputs) {
     const Event& e = t.events[idx];
@@ -273,7 +273,7 @@ std::vector<Counted> counted_ops(const Trace& t, const std::vector<std::pair<dou
   std::vector<Counted> out;
   for (auto& [key, ops] : threads) {
     std::sort(ops.begin(), ops.end(), [](const Counted& a, const Counted& b) {
-      return a.e->ts != b.e->ts ? a.e->ts < b.e->ts : a.e->dur > b.e->dur;
+      return a.e->ts != b.e->ts ? a.e->ts < b.e->ts : a.e->dur != b.e->dur ? a.e->dur > b.e->dur : a.e < b.e;
     });
     double end = -1e300;
     for (const auto& c : ops) {
@@ -504,16 +504,19 @@ struct ThroughputBuilder::Sums {
 };
 
 ThroughputBuilder::ThroughputBuilder(size_t steps, bool has_gpu)
-    : nsteps_(static_cast<double>(std::max<size_t>(steps, 1))), has_gpu_(has_gpu), sums_(std::make_unique<Sums>()) {}
+    : nsteps_(static_cast<double>(std::max<size_t>(steps, 1))),
+      has_gpu_(has_gpu),
+      sums_(std::make_unique<Sums>()) {}
 ThroughputBuilder::~ThroughputBuilder() = default;
 
-void ThroughputBuilder::add(const Trace& t, const std::vector<StepBreakdown>& windows, std::pair<double, double> own) {
+void ThroughputBuilder::add(const Trace& t, const std::vector<StepBreakdown>& windows,
+                            std::pair<double, double> own) {
   Sums& z = *sums_;
   std::vector<std::pair<double, double>> steps;
   for (const auto& s : windows) steps.emplace_back(s.start, s.end);
   std::sort(steps.begin(), steps.end());
-  z.shapes = z.shapes ||
-             std::any_of(t.inputs.begin(), t.inputs.end(), [](const auto& x) { return !x.second.dims.empty(); });
+  z.shapes = z.shapes || std::any_of(t.inputs.begin(), t.inputs.end(),
+                                     [](const auto& x) { return !x.second.dims.empty(); });
   const auto ops = counted_ops(t, steps, own.first, own.second, &z.from_trace);
   const auto kernels = has_gpu_ ? kernel_time(t, ops) : std::unordered_map<const Event*, KernelTime>{};
   for (const auto& c : ops) {

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <type_traits>
+#include <unordered_set>
 
 #include "analyze/events.hpp"
 #include "core/errors.hpp"
@@ -54,7 +55,8 @@ class TempFile {
   size_t read(void* p, size_t n, uint64_t offset) const {
     size_t got = 0;
     while (got < n) {
-      const ssize_t r = ::pread(fileno(f_), static_cast<char*>(p) + got, n - got, static_cast<off_t>(offset + got));
+      const ssize_t r =
+          ::pread(fileno(f_), static_cast<char*>(p) + got, n - got, static_cast<off_t>(offset + got));
       if (r < 0 && errno == EINTR) continue;
       if (r < 0)
         throw DataError("'" + trace_ + "': cannot read the trace's events back from the temporary folder '" +
@@ -116,47 +118,59 @@ std::vector<T> take_list(const char*& p, const char* end) {
   return v;
 }
 
-/// Reads records one by one from [from, to) of a file.
+/// Reads records one by one from [from, to) of a file, a block at a time.
 class RecordReader {
  public:
-  RecordReader(const TempFile& f, uint64_t from, uint64_t to) : f_(f), at_(from), to_(to) { next(); }
+  RecordReader(const TempFile& f, uint64_t from, uint64_t to) : f_(f), start_(from), to_(to) { next(); }
   bool done() const { return done_; }
   const Header& header() const { return h_; }
-  const std::string& body() const { return body_; }
+  std::string_view body() const { return {buf_.data() + body_at_, h_.body}; }
   void next() {
-    if (at_ >= to_) {
+    pos_ += record_size_;
+    record_size_ = 0;
+    if (start_ + pos_ >= to_) {
       done_ = true;
       return;
     }
-    char raw[sizeof(uint32_t) + sizeof(uint8_t) + sizeof(uint64_t) + sizeof(double)];
-    if (f_.read(raw, sizeof raw, at_) != sizeof raw) throw DataError("a temporary file of events ends early");
-    const char* p = raw;
-    h_.body = take<uint32_t>(p, raw + sizeof raw);
-    h_.memory = take<uint8_t>(p, raw + sizeof raw);
-    h_.seq = take<uint64_t>(p, raw + sizeof raw);
-    h_.ts = take<double>(p, raw + sizeof raw);
-    body_.resize(h_.body);
-    if (f_.read(body_.data(), h_.body, at_ + sizeof raw) != h_.body)
-      throw DataError("a temporary file of events ends early");
-    at_ += sizeof raw + h_.body;
+    constexpr size_t kHead = sizeof(uint32_t) + sizeof(uint8_t) + sizeof(uint64_t) + sizeof(double);
+    have(kHead);
+    const char* p = buf_.data() + pos_;
+    const char* end = p + kHead;
+    h_.body = take<uint32_t>(p, end);
+    h_.memory = take<uint8_t>(p, end);
+    h_.seq = take<uint64_t>(p, end);
+    h_.ts = take<double>(p, end);
+    have(kHead + h_.body);
+    body_at_ = pos_ + kHead;
+    record_size_ = kHead + h_.body;
   }
   /// The record as read, header and body, to copy to another file.
-  void copy_to(TempFile& out) const {
-    std::string head;
-    put(head, h_.body);
-    put(head, h_.memory);
-    put(head, h_.seq);
-    put(head, h_.ts);
-    out.write(head.data(), head.size());
-    out.write(body_.data(), body_.size());
-  }
+  void copy_to(TempFile& out) const { out.write(buf_.data() + pos_, record_size_); }
 
  private:
+  /// The buffer holds `n` bytes from pos_ on, reading more of the file where it does not.
+  void have(size_t n) {
+    if (len_ - pos_ >= n) return;
+    std::memmove(buf_.data(), buf_.data() + pos_, len_ - pos_);
+    len_ -= pos_;
+    start_ += pos_;
+    pos_ = 0;
+    if (buf_.size() < n) buf_.resize(std::max(n, buf_.size() * 2));
+    const uint64_t file_at = start_ + len_;  // the file offset after what the buffer holds
+    const uint64_t left = to_ > file_at ? to_ - file_at : 0;
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(buf_.size() - len_, left));
+    const size_t got = f_.read(buf_.data() + len_, want, file_at);
+    len_ += got;
+    if (len_ < n) throw DataError("a temporary file of events ends early");
+  }
+
   const TempFile& f_;
-  uint64_t at_, to_;
+  uint64_t start_;  // the file offset of the buffer's first byte
+  uint64_t to_;     // the end of the range read
+  std::vector<char> buf_ = std::vector<char>(size_t{1} << 18);
+  size_t pos_ = 0, len_ = 0, body_at_ = 0, record_size_ = 0;
   bool done_ = false;
   Header h_;
-  std::string body_;
 };
 
 void write_record(TempFile& f, bool memory, uint64_t seq, double ts, const std::string& body) {
@@ -191,6 +205,14 @@ void load_record(const RecordReader& r, Trace& t) {
     t.inputs.emplace(at, std::move(in));
   }
   t.events.push_back(e);
+}
+
+/// The event of record `r`; false for a memory sample.
+bool event_of(const RecordReader& r, Event& e) {
+  if (r.header().memory) return false;
+  const char* p = r.body().data();
+  e = take<Event>(p, p + r.body().size());
+  return true;
 }
 
 /// Writes a file's events to a temporary file as they are read, and notes its steps' starts.
@@ -229,6 +251,7 @@ class Spool : public TraceSink {
 struct Buckets {
   std::vector<double> from;  // each bucket's own time starts here (the first: -1e300)
   std::vector<uint64_t> at;
+  std::vector<size_t> first, last;  // the first and last bucket each one's part needs (reach_of)
 };
 
 }  // namespace
@@ -252,27 +275,88 @@ SpooledTrace& SpooledTrace::operator=(SpooledTrace&&) noexcept = default;
 
 namespace {
 
+/// What a stretch of records (a step's, a bucket's) holds that decides which buckets its part
+/// needs after it.
+struct Reach {
+  int64_t launch_lo = INT64_MAX, launch_hi = -1;  // the correlations of its launches (runtime calls)
+  int64_t device_lo = INT64_MAX, device_hi = -1;  // the correlations of its device work
+  double ops_end = -1e300;                        // the end of its last operator
+  void add(const Event& e) {
+    if (e.correlation >= 0 && e.kind == Kind::kRuntime)
+      launch_lo = std::min(launch_lo, e.correlation), launch_hi = std::max(launch_hi, e.correlation);
+    if (e.correlation >= 0 && is_device(e))
+      device_lo = std::min(device_lo, e.correlation), device_hi = std::max(device_hi, e.correlation);
+    if (e.kind == Kind::kCpuOp && !is_step(e) && !is_dataloader(e)) ops_end = std::max(ops_end, e.end());
+  }
+  void add(const Reach& r) {
+    launch_lo = std::min(launch_lo, r.launch_lo), launch_hi = std::max(launch_hi, r.launch_hi);
+    device_lo = std::min(device_lo, r.device_lo), device_hi = std::max(device_hi, r.device_hi);
+    ops_end = std::max(ops_end, r.ops_end);
+  }
+};
+
+/// The buckets each bucket's part needs, into `b.first` and `b.last`. After it: those holding
+/// device work its steps may have launched (a device that runs behind its host, by as many steps
+/// as it may be: CUPTI numbers launches in the order they are made, so a bucket's launches ran
+/// where device work of correlations in their range is), those its operators reach into (their
+/// children count), and one more (that work's end may reach into it). Before it: the one before,
+/// and those holding the launches of its device work and the one before's (running on into it). `first` never
+/// decreases from a bucket to the next (what a part carries to the next is what started before the next one's
+/// first).
+void reach_of(const std::vector<Reach>& reach, Buckets& b) {
+  const size_t n = reach.size();
+  std::vector<int64_t> after_lo(n + 1, INT64_MAX);  // the lowest device correlation from bucket j on
+  for (size_t j = n; j-- > 0;) after_lo[j] = std::min(after_lo[j + 1], reach[j].device_lo);
+  std::vector<int64_t> before_hi(n, -1);  // the highest launch correlation up to bucket j
+  for (size_t j = 0; j < n; ++j) before_hi[j] = std::max(j ? before_hi[j - 1] : -1, reach[j].launch_hi);
+  b.first.assign(n, 0);
+  b.last.assign(n, 0);
+  for (size_t k = 0; k < n; ++k) {
+    const Reach& r = reach[k];
+    size_t found = k;
+    for (size_t j = k + 1; j < n && (after_lo[j] <= r.launch_hi || b.from[j] < r.ops_end); ++j)
+      if ((reach[j].device_lo <= r.launch_hi && reach[j].device_hi >= r.launch_lo) || b.from[j] < r.ops_end)
+        found = j;
+    b.last[k] = std::min(n - 1, found + 1);
+    // The launches of its device work and of the work before it that runs on into it.
+    Reach dev = r;
+    if (k > 0) dev.add(reach[k - 1]);
+    found = k == 0 ? 0 : k - 1;
+    for (size_t m = found; m-- > 0 && before_hi[m] >= dev.device_lo;)
+      if (reach[m].launch_lo <= dev.device_hi && reach[m].launch_hi >= dev.device_lo) found = m;
+    b.first[k] = found;
+  }
+  for (size_t k = n - 1; k-- > 0;) b.first[k] = std::min(b.first[k], b.first[k + 1]);
+}
+
 /// The bucket of each step: whole steps, about `target` bytes of records a bucket; the records
 /// before the first step go with it. Returns per index (0: before the first step, i: step i - 1)
-/// its bucket, and each bucket's first own time.
+/// its bucket; sets each bucket's first own time and last bucket needed in `b`.
 std::vector<uint32_t> plan_buckets(const TempFile& f, const std::vector<double>& starts, uint64_t target,
-                                   std::vector<double>& from) {
+                                   Buckets& b) {
   std::vector<uint64_t> size(starts.size() + 1, 0);
+  std::vector<Reach> step_reach(starts.size() + 1);
+  Event e;
   for (RecordReader r(f, 0, f.size()); !r.done(); r.next()) {
-    const auto i = std::upper_bound(starts.begin(), starts.end(), r.header().ts) - starts.begin();
-    size[static_cast<size_t>(i)] += r.body().size();
+    const auto i =
+        static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), r.header().ts) - starts.begin());
+    size[i] += r.body().size();
+    if (event_of(r, e)) step_reach[i].add(e);
   }
   std::vector<uint32_t> bucket(size.size(), 0);
-  from = {-1e300};
+  b.from = {-1e300};
   uint64_t acc = size[0] + (size.size() > 1 ? size[1] : 0);
   for (size_t i = 2; i < size.size(); ++i) {
-    if (acc + size[i] > target && starts[i - 1] > from.back()) {
-      from.push_back(starts[i - 1]);
+    if (acc + size[i] > target && starts[i - 1] > b.from.back()) {
+      b.from.push_back(starts[i - 1]);
       acc = 0;
     }
-    bucket[i] = static_cast<uint32_t>(from.size() - 1);
+    bucket[i] = static_cast<uint32_t>(b.from.size() - 1);
     acc += size[i];
   }
+  std::vector<Reach> reach(b.from.size());
+  for (size_t i = 0; i < size.size(); ++i) reach[bucket[i]].add(step_reach[i]);
+  reach_of(reach, b);
   return bucket;
 }
 
@@ -281,7 +365,7 @@ std::vector<uint32_t> plan_buckets(const TempFile& f, const std::vector<double>&
 Buckets sort_into_buckets(const TempFile& f, const std::vector<double>& starts, uint64_t target,
                           TempFile& out, const std::string& path) {
   Buckets b;
-  const auto bucket = plan_buckets(f, starts, target, b.from);
+  const auto bucket = plan_buckets(f, starts, target, b);
   const size_t n = b.from.size();
   constexpr size_t kOpen = 64;
   for (size_t first = 0; first < n; first += kOpen) {
@@ -309,14 +393,17 @@ Buckets sort_into_buckets(const TempFile& f, const std::vector<double>& starts, 
   return b;
 }
 
-/// Loads into `t` the records of the readers, merged in file order.
-void load_merged(std::vector<RecordReader>& in, Trace& t) {
+/// Loads into `t` the records of the readers, merged in file order. The events that start
+/// before `boundary` and end after it are copied to `open` (what the next part carries).
+void load_merged(std::vector<RecordReader>& in, Trace& t, double boundary, TempFile* open) {
   while (true) {
     RecordReader* next = nullptr;
     for (auto& r : in)
       if (!r.done() && (!next || r.header().seq < next->header().seq)) next = &r;
     if (!next) return;
     load_record(*next, t);
+    if (open && !next->header().memory && t.events.back().ts < boundary && t.events.back().end() > boundary)
+      next->copy_to(*open);
     next->next();
   }
 }
@@ -329,23 +416,30 @@ void SpooledTrace::for_each_part(uint64_t part_bytes, const std::function<void(c
     Trace t = meta_;
     std::vector<RecordReader> all;
     all.emplace_back(events, 0, events.size());
-    load_merged(all, t);
+    load_merged(all, t, 0, nullptr);
     f(t);
     return;
   }
   TempFile sorted(meta_.path);
-  const Buckets b = sort_into_buckets(events, step_starts_, std::max<uint64_t>(part_bytes / 3, 1), sorted,
-                                      meta_.path);
+  const Buckets b =
+      sort_into_buckets(events, step_starts_, std::max<uint64_t>(part_bytes / 3, 1), sorted, meta_.path);
   const size_t n = b.from.size();
+  // The events of earlier buckets still running where part k's first bucket starts (the
+  // training loop's Python frames, a long annotation): carried from part to part.
+  auto open = std::make_unique<TempFile>(meta_.path);
   for (size_t k = 0; k < n; ++k) {
     Trace t = meta_;
     t.part.from = b.from[k];
     t.part.to = k + 1 < n ? b.from[k + 1] : 1e300;
     t.part.first = k == 0;
     t.part.last = k + 1 == n;
+    open->flush();
     std::vector<RecordReader> in;
-    for (size_t j = k == 0 ? 0 : k - 1; j <= std::min(n - 1, k + 1); ++j) in.emplace_back(sorted, b.at[j], b.at[j + 1]);
-    load_merged(in, t);
+    in.emplace_back(*open, 0, open->size());
+    for (size_t j = b.first[k]; j <= b.last[k]; ++j) in.emplace_back(sorted, b.at[j], b.at[j + 1]);
+    auto next_open = std::make_unique<TempFile>(meta_.path);
+    load_merged(in, t, k + 1 < n ? b.from[b.first[k + 1]] : 1e300, next_open.get());
+    open = std::move(next_open);
     f(t);
   }
 }

@@ -539,7 +539,8 @@ class Sax {
 
   /// The whole file's facts (Trace's) that event `e` adds to.
   void facts(const Event& e) {
-    if (e.kind == Kind::kKernel || e.kind == Kind::kMemcpy || e.kind == Kind::kMemset || e.kind == Kind::kRuntime)
+    if (e.kind == Kind::kKernel || e.kind == Kind::kMemcpy || e.kind == Kind::kMemset ||
+        e.kind == Kind::kRuntime)
       t_.has_gpu = true;
     if (e.kind == Kind::kKernel && is_communication(e)) t_.comm_kernels = true;
     if (is_host(e)) ++per_pid_[e.pid];
@@ -574,7 +575,7 @@ class Sax {
   bool in_event_ = false, saw_events_ = false, t_has_ptune_ = false;
   int64_t dims_ = 0, dim0_ = -1;
   std::string process_name_;
-  std::unordered_map<int64_t, size_t> per_pid_;       // host events per pid
+  std::unordered_map<int64_t, size_t> per_pid_;      // host events per pid
   std::unordered_set<std::string_view> step_names_;  // interned
 };
 

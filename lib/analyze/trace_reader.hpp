@@ -101,15 +101,15 @@ struct Trace {
   uint64_t text_bytes = 0;  // trace text read (after gzip decompression)
   int64_t skipped = 0;      // "X" events left out: a negative duration, or a time beyond +-1e18 us
   // Facts of the whole file, whichever part `events` holds:
-  Part part;                     // which part of the file `events` are
-  int64_t event_count = 0;       // timed events kept
-  int64_t step_count = 0;        // ProfilerStep#N ranges
-  int64_t step_names = 0;        // distinct ProfilerStep#N names
-  double last_step_end = -1e300; // the end of the last ProfilerStep#N range
-  double first_ts = 1e300;       // the first event's start
-  double last_end = -1e300;      // the last event's end
-  bool comm_kernels = false;     // communication kernels (nccl...): host collectives only launch them
-  bool device_memory = false;    // memory samples of a GPU
+  Part part;                      // which part of the file `events` are
+  int64_t event_count = 0;        // timed events kept
+  int64_t step_count = 0;         // ProfilerStep#N ranges
+  int64_t step_names = 0;         // distinct ProfilerStep#N names
+  double last_step_end = -1e300;  // the end of the last ProfilerStep#N range
+  double first_ts = 1e300;        // the first event's start
+  double last_end = -1e300;       // the last event's end
+  bool comm_kernels = false;      // communication kernels (nccl...): host collectives only launch them
+  bool device_memory = false;     // memory samples of a GPU
 };
 
 /// Receives a trace file's events as it is read (scan_trace), in file order.

@@ -16,6 +16,7 @@ The generated files go to a temporary folder (removed after, unless --keep DIR).
 import argparse
 import gzip
 import json
+import math
 import os
 import shutil
 import statistics
@@ -50,7 +51,9 @@ def repeat_to(doc, target_bytes, out_path):
     timed = [e for e in events if isinstance(e.get("ts"), (int, float))]
     start = min(e["ts"] for e in timed)
     span = max(e["ts"] + (e.get("dur") or 0) for e in timed) - start
-    span = span * 1.01 + 1000  # a gap between copies
+    # A gap between copies; a whole number of microseconds, so that every copy's times are the
+    # original's shifted exactly (its steps' figures then equal the original's, bit for bit).
+    span = math.ceil(span * 1.01 + 1000)
     steps = [n for n in (step_number(e.get("name")) for e in events) if n is not None]
     first_step, n_steps = (min(steps), max(steps) - min(steps) + 1) if steps else (0, 0)
     ids = [e.get("args", {}).get("correlation", 0) for e in events if isinstance(e.get("args"), dict)]
