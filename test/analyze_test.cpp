@@ -224,9 +224,12 @@ TEST_CASE("analyze: bad input is named, with the file and what is wrong", "[anal
     const std::string whole = ptune::test::read_file(fixture("gpu_compute_amp.json.gz"));
     std::ofstream(p("cut.json.gz"), std::ios::binary) << whole.substr(0, whole.size() / 2);
   }
-  CHECK(error_of(p("bad.json")) == "'" + p("bad.json") +
-                                       "': not JSON (parse error at line 1, column 1: syntax error while "
-                                       "parsing value - invalid literal; last read: 'h')");
+  CHECK(error_of(p("bad.json")) ==
+        "'" + p("bad.json") + "': not JSON (parse error at line 1, column 1: Invalid value.)");
+  dir.write("bad2.json", "{\"traceEvents\": [\n  {\"ph\": \"X\",\n   \"ts\": 1,, \"dur\": 2}]}");
+  CHECK(error_of(p("bad2.json")) ==
+        "'" + p("bad2.json") +
+            "': not JSON (parse error at line 3, column 12: Missing a name for object member.)");
   CHECK(error_of(p("trunc.json")) ==
         "'" + p("trunc.json") + "': truncated: the JSON ends at byte 27 before it is complete");
   CHECK(error_of(p("nottrace.json")) ==

@@ -108,10 +108,9 @@ class Categorizer {
     if (!inside(e)) return;
     add_time(tot_.kernels, e.name, e.dur, e.dur);
     tot_.kernel_total += e.dur;
-    if (is_tensor_core_kernel(e.name)) tot_.tc += e.dur;
-    if (is_half_kernel(e.name)) tot_.half += e.dur;
-    const std::string n = text::lower(e.name);
-    if (text::contains(n, "nchwtonhwc") || text::contains(n, "nhwctonchw")) tot_.layout += e.dur;
+    if (e.traits & trait::kTensorCore) tot_.tc += e.dur;
+    if (e.traits & trait::kHalf) tot_.half += e.dur;
+    if (e.traits & trait::kLayout) tot_.layout += e.dur;
   }
 
   void copy(const Event& e) {
@@ -150,7 +149,7 @@ class Categorizer {
       if (!t_.has_gpu) r_.compute.push_back(r);
     }
     if (waits_.is_sync(e)) sync(e, e.name == "aten::_local_scalar_dense" ? "aten::item" : e.name);
-    if (text::starts_with(e.name, "Optimizer.zero_grad#")) r_.zero_windows.push_back(r);
+    if (e.traits & trait::kZeroGrad) r_.zero_windows.push_back(r);
   }
 
   /// A host sync `e`, named `name`.
@@ -184,7 +183,7 @@ void merge_ranges(const Trace& t, Breakdown& b, TraceRanges& r, FileState& f) {
     }
   }
   for (const auto& e : t.events)
-    if (e.kind == Kind::kRuntime && e.name == "cudaGraphLaunch") b.cuda_graphs = true;
+    if (e.kind == Kind::kRuntime && (e.traits & trait::kGraphLaunch)) b.cuda_graphs = true;
   r.device = merge(std::move(r.device));
   r.comp_kernels = merge(std::move(r.comp_kernels));
   std::sort(r.device_starts.begin(), r.device_starts.end());
@@ -194,7 +193,7 @@ void merge_ranges(const Trace& t, Breakdown& b, TraceRanges& r, FileState& f) {
   r.sync_ranges = merge(std::move(r.sync_ranges));
   r.zero_windows = merge(std::move(r.zero_windows));
   for (const auto& e : t.events)
-    if (e.kind == Kind::kCpuOp && (e.name == "aten::zero_" || e.name == "aten::fill_") &&
+    if (e.kind == Kind::kCpuOp && (e.traits & trait::kZeroFill) &&
         !clip(r.zero_windows, e.ts, e.end()).empty())
       r.zeroing.emplace_back(e.ts, e.end());
   r.zeroing = merge(std::move(r.zeroing));
@@ -246,11 +245,10 @@ void add_hta_view(const Trace& t, Breakdown& b, FileState& f) {
     busy.emplace_back(e.ts, e.end());
     if (t.part.own(e.ts)) add_time(f.hta_names, e.name, e.dur, e.dur);
     if (e.kind != Kind::kKernel) continue;
-    const bool nccl = text::starts_with(e.name, "nccl") && text::contains(e.name, "Kernel");
+    const bool nccl = e.traits & trait::kHtaComm;
     if (nccl)
       comm.emplace_back(e.ts, e.end());
-    else if (!text::contains(e.name, "Memcpy") && !text::contains(e.name, "Memset") &&
-             !text::contains(e.name, "Sync"))
+    else if (!(e.traits & trait::kHtaNotCompute))
       comp.emplace_back(e.ts, e.end());
   }
   const double from = t.part.from, to = t.part.to;

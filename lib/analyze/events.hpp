@@ -26,6 +26,37 @@ bool starts_with(std::string_view s, const char* p);
 bool contains(std::string_view s, const char* p);
 }  // namespace text
 
+/// What an event's name says (Event::traits), found once per distinct name as a trace is read.
+namespace trait {
+inline constexpr uint32_t kStep = 1u << 0;         // "ProfilerStep#N"
+inline constexpr uint32_t kLoader = 1u << 1;       // a DataLoader's or DataPipe's __next__
+inline constexpr uint32_t kRuntimeSync = 1u << 2;  // cudaStreamSynchronize, cudaMemcpy, ...
+inline constexpr uint32_t kItem = 1u << 3;         // aten::_local_scalar_dense, aten::is_nonzero
+inline constexpr uint32_t kNccl = 1u << 4;         // starts with "nccl" in any case
+inline constexpr uint32_t kHostComm = 1u << 5;     // nccl:*, gloo:*, record_param_comms, c10d:: collectives
+inline constexpr uint32_t kTensorCore = 1u << 6;   // is_tensor_core_kernel
+inline constexpr uint32_t kHalf = 1u << 7;         // is_half_kernel
+inline constexpr uint32_t kLayout = 1u << 8;       // an NCHW<->NHWC conversion kernel
+inline constexpr uint32_t kCudaMemcpy = 1u << 9;   // cudaMemcpy*
+inline constexpr uint32_t kDtoH = 1u << 10;        // "DtoH" in the name
+inline constexpr uint32_t kHtaComm = 1u << 11;     // "nccl...Kernel": HTA's communication kernels
+inline constexpr uint32_t kHtaNotCompute = 1u << 12;  // "Memcpy", "Memset" or "Sync": not HTA's compute
+inline constexpr uint32_t kZeroFill = 1u << 13;       // aten::zero_, aten::fill_
+inline constexpr uint32_t kZeroGrad = 1u << 14;       // "Optimizer.zero_grad#N"
+inline constexpr uint32_t kGraphLaunch = 1u << 15;    // cudaGraphLaunch
+inline constexpr int kPrecisionShift = 16;            // 3 bits: kernel_precision(), an index in precisions()
+}  // namespace trait
+
+/// The traits of a name (Event::traits). Throws nothing.
+uint32_t name_traits(std::string_view name);
+
+/// The precisions a kernel's name may say (kernel_precision()'s answers, "" for none), in the
+/// order of their names. Throws nothing.
+const std::vector<std::string>& precisions();
+
+/// The precision a kernel's name says, from its traits: its index in precisions(). Throws nothing.
+size_t precision_index(const Event& e);
+
 /// A host op or a user annotation.
 bool is_host(const Event& e);
 /// A ProfilerStep#N range.
@@ -48,7 +79,7 @@ class Waits {
  public:
   explicit Waits(const Trace& t) {
     for (const auto& e : t.events)
-      if (e.kind == Kind::kMemcpy && e.correlation >= 0 && text::contains(e.name, "DtoH"))
+      if (e.kind == Kind::kMemcpy && e.correlation >= 0 && (e.traits & trait::kDtoH))
         dtoh_.insert(e.correlation);
     for (const auto& e : t.events)
       if (is_wait(e)) starts_[{e.pid, e.tid}].push_back(e.ts);
@@ -56,8 +87,8 @@ class Waits {
   }
   /// A runtime call that waits for the device.
   bool is_wait(const Event& e) const {
-    return is_runtime_sync(e) || (e.kind == Kind::kRuntime && text::starts_with(e.name, "cudaMemcpy") &&
-                                  dtoh_.count(e.correlation) > 0);
+    return is_runtime_sync(e) ||
+           (e.kind == Kind::kRuntime && (e.traits & trait::kCudaMemcpy) && dtoh_.count(e.correlation) > 0);
   }
   /// A host sync: a wait, or an .item()-style read with a wait inside it on its thread.
   bool is_sync(const Event& e) const {

@@ -1,6 +1,7 @@
 #include "analyze/throughput.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -11,7 +12,6 @@
 
 #include "analyze/breakdown.hpp"
 #include "analyze/events.hpp"
-#include "analyze/kernel_precision.hpp"
 
 namespace ptune::analyze {
 namespace {
@@ -285,16 +285,24 @@ std::vector<Counted> counted_ops(const Trace& t, const std::vector<std::pair<dou
   return out;
 }
 
-/// The kernel time an operator launched, by the precision the kernels' names say.
-using KernelTime = std::map<std::string, double>;
+/// The kernel time an operator launched, by the precision the kernels' names say (an index in
+/// precisions()).
+struct KernelTime {
+  std::array<double, 8> us{};
+  uint32_t present = 0;  // bit i: precision i seen
+  void add(size_t i, double d) { us[i] += d, present |= 1u << i; }
+  void add(const KernelTime& k) {
+    for (size_t i = 0; i < us.size(); ++i)
+      if (k.present & (1u << i)) add(i, k.us[i]);
+  }
+};
 
 /// On a GPU: each counted operator's time is that of the kernels it launched (the runtime calls
 /// inside it on its thread, linked by correlation). Returns op -> its kernels' time by precision.
 std::unordered_map<const Event*, KernelTime> kernel_time(const Trace& t, const std::vector<Counted>& ops) {
   std::unordered_map<int64_t, KernelTime> by_corr;
   for (const auto& e : t.events)
-    if (e.kind == Kind::kKernel && e.correlation >= 0)
-      by_corr[e.correlation][kernel_precision(e.name)] += e.dur;
+    if (e.kind == Kind::kKernel && e.correlation >= 0) by_corr[e.correlation].add(precision_index(e), e.dur);
   std::map<std::pair<int64_t, int64_t>, std::vector<const Event*>> launches;
   for (const auto& e : t.events)
     if (e.kind == Kind::kRuntime && e.correlation >= 0 && by_corr.count(e.correlation))
@@ -308,15 +316,22 @@ std::unordered_map<const Event*, KernelTime> kernel_time(const Trace& t, const s
     if (it != launches.end()) {
       auto l = std::lower_bound(it->second.begin(), it->second.end(), c.e->ts,
                                 [](const Event* x, double ts) { return x->ts < ts; });
-      for (; l != it->second.end() && (*l)->ts <= c.e->end(); ++l)
-        for (const auto& [p, d] : by_corr[(*l)->correlation]) us[p] += d;
+      for (; l != it->second.end() && (*l)->ts <= c.e->end(); ++l) us.add(by_corr[(*l)->correlation]);
     }
     out[c.e] = us;
   }
   return out;
 }
 
+/// The time of `k`, summed in the order of the precisions' names.
 double total(const KernelTime& k) {
+  double s = 0;
+  for (size_t i = 0; i < k.us.size(); ++i)
+    if (k.present & (1u << i)) s += k.us[i];
+  return s;
+}
+
+double total(const std::map<std::string, double>& k) {
   double s = 0;
   for (const auto& [p, us] : k) s += us;
   return s;
@@ -342,7 +357,7 @@ std::string over_reason(const ClassRate& c, const std::string& source) {
 /// The ceilings of a GPU class from the precisions its kernels ran in, time-weighted.
 void class_ceiling(ClassRate& c, const std::string& device, std::vector<system::Peak>& peaks,
                    std::string& missing) {
-  KernelTime by = c.us_by_precision;
+  std::map<std::string, double> by = c.us_by_precision;
   if (const auto it = by.find(""); it != by.end()) {  // kernels that say no precision: the op's
     const double us = it->second;
     by.erase(it);
@@ -526,8 +541,11 @@ void ThroughputBuilder::add(const Trace& t, const std::vector<StepBreakdown>& wi
     r.flops += c.cost.flops / nsteps_;
     if (c.cost.bytes >= 0) r.bytes = r.bytes.value_or(0) + c.cost.bytes / nsteps_;
     r.us += (has_gpu_ ? total(kernels.at(c.e)) : c.e->dur) / nsteps_;
-    if (has_gpu_)
-      for (const auto& [p, us] : kernels.at(c.e)) r.us_by_precision[p] += us / nsteps_;
+    if (has_gpu_) {
+      const KernelTime& k = kernels.at(c.e);
+      for (size_t i = 0; i < k.us.size(); ++i)
+        if (k.present & (1u << i)) r.us_by_precision[precisions()[i]] += k.us[i] / nsteps_;
+    }
     z.by_precision[c.cost.precision] += c.cost.flops > 0 ? c.cost.flops : 1e-9;
     z.class_precision[c.cost.cls][c.cost.precision] += c.cost.flops > 0 ? c.cost.flops : 1e-9;
   }

@@ -1,17 +1,19 @@
 #include "analyze/trace_reader.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 
-#include <nlohmann/json.hpp>
+#include <rapidjson/error/en.h>
+#include <rapidjson/reader.h>
 #include <zlib.h>
 
 #include "analyze/events.hpp"
@@ -75,6 +77,14 @@ class TextBuf : public std::streambuf {
   uint64_t delivered() const { return delivered_; }
   bool gz() const { return gz_; }
 
+  /// The next piece of text, all of it taken; {nullptr, 0} at the end.
+  std::pair<const char*, size_t> block() {
+    if (gptr() == egptr() && underflow() == traits_type::eof()) return {nullptr, 0};
+    const std::pair<const char*, size_t> piece{gptr(), static_cast<size_t>(egptr() - gptr())};
+    setg(eback(), egptr(), egptr());
+    return piece;
+  }
+
  protected:
   int_type underflow() override {
     if (gptr() < egptr()) return traits_type::to_int_type(*gptr());
@@ -118,22 +128,26 @@ class TextBuf : public std::streambuf {
     // Runs of white space beyond kMaxBlank are dropped (between JSON's tokens they mean
     // nothing; the parser would keep every byte of a run in its token buffer: a gzip bomb of
     // spaces took a gigabyte).
+    // Nothing moves until the first character dropped.
     size_t kept = 0;
-    for (size_t i = 0; i < n; ++i) {
-      const char c = out_[i];
-      if (c == ' ' || c == '\n' || c == '\r' || c == '\t') {
-        if (++blank_ > kMaxBlank) continue;
-      } else {
-        blank_ = 0;
-      }
-      out_[kept++] = c;
-    }
+    while (kept < n && !drop(out_[kept])) ++kept;
+    for (size_t i = kept + 1; i < n; ++i)
+      if (!drop(out_[i])) out_[kept++] = out_[i];
     if (kept == 0) return underflow();
     setg(out_.data(), out_.data(), out_.data() + kept);
     return traits_type::to_int_type(*gptr());
   }
 
  private:
+  /// Whether `c` is dropped: white space past kMaxBlank in a row.
+  bool drop(char c) {
+    if (c != ' ' && c != '\n' && c != '\r' && c != '\t') {
+      blank_ = 0;
+      return false;
+    }
+    return ++blank_ > kMaxBlank;
+  }
+
   void fill_in() {
     in_len_ = std::fread(in_.data(), 1, in_.size(), f_);
     if (in_len_ == 0 && std::ferror(f_))
@@ -151,7 +165,67 @@ class TextBuf : public std::streambuf {
   size_t blank_ = 0;  // white space in a row so far
 };
 
-Kind kind_of(const std::string& cat, bool* keep) {
+/// TextBuf's text as RapidJSON reads it: a character at a time, '\0' at the end.
+class TextStream {
+ public:
+  using Ch = char;
+  explicit TextStream(TextBuf& buf) : buf_(buf) {}
+  Ch Peek() {
+    if (p_ == end_ && !next()) return '\0';
+    return *p_;
+  }
+  Ch Take() {
+    if (p_ == end_ && !next()) return '\0';
+    return *p_++;
+  }
+  size_t Tell() const { return before_ + static_cast<size_t>(p_ - begin_); }
+  /// Whether all the text has been read.
+  bool ended() const { return ended_; }
+  // Writing is RapidJSON's in-situ parsing, not used.
+  Ch* PutBegin() { return nullptr; }
+  void Put(Ch) {}
+  void Flush() {}
+  size_t PutEnd(Ch*) { return 0; }
+
+ private:
+  bool next() {
+    before_ += static_cast<size_t>(end_ - begin_);
+    const auto [text, n] = buf_.block();
+    begin_ = p_ = text;
+    end_ = text + n;
+    ended_ = n == 0;
+    return n > 0;
+  }
+  TextBuf& buf_;
+  const char *begin_ = nullptr, *p_ = nullptr, *end_ = nullptr;
+  size_t before_ = 0;  // characters before begin_
+  bool ended_ = false;
+};
+
+/// Where character `offset` of the trace text of `path` is, "line L, column C", and the number
+/// that starts there (read again: only a parse error asks).
+struct Place {
+  std::string where, number;
+};
+Place place_of(const std::string& path, size_t offset) {
+  TextBuf buf(path);
+  size_t at = 0, line = 1, line_start = 0;
+  Place p;
+  for (auto [text, n] = buf.block(); n > 0; std::tie(text, n) = buf.block())
+    for (size_t i = 0; i < n; ++i, ++at) {
+      if (at < offset && text[i] == '\n') line++, line_start = at + 1;
+      if (at < offset) continue;
+      if (!std::strchr("0123456789+-.eE", text[i]) || text[i] == '\0' || p.number.size() >= 40) {
+        p.where = "line " + std::to_string(line) + ", column " + std::to_string(offset - line_start + 1);
+        return p;
+      }
+      p.number += text[i];
+    }
+  p.where = "line " + std::to_string(line) + ", column " + std::to_string(offset - line_start + 1);
+  return p;
+}
+
+Kind kind_of(std::string_view cat, bool* keep) {
   *keep = true;
   if (cat == "cpu_op" || cat == "operator" || cat == "Operator") return Kind::kCpuOp;
   if (cat == "user_annotation" || cat == "python_function" || cat == "python_function_call")
@@ -224,6 +298,88 @@ int64_t number_as_int(const Scalar& v, int64_t fallback) {
   return v.type == Scalar::kString ? fallback : as_int(v, fallback);
 }
 
+/// The keys of the schema that the reader reads; kOther: any other.
+enum class Field : uint8_t {
+  kOther,
+  kMemoryBytes,       // "Bytes"
+  kCallStack,         // "Call stack"
+  kConcreteInputs,    // "Concrete Inputs"
+  kDeviceId,          // "Device Id"
+  kDeviceType,        // "Device Type"
+  kInputDims,         // "Input Dims"
+  kInputDimsLower,    // "Input dims"
+  kInputType,         // "Input type"
+  kTotalAllocated,    // "Total Allocated"
+  kTotalReserved,     // "Total Reserved"
+  kAmp,               // "amp"
+  kArgs,              // "args"
+  kBf16Native,        // "bf16_native"
+  kBytes,             // "bytes"
+  kCat,               // "cat"
+  kCorrelation,       // "correlation"
+  kDeviceProperties,  // "deviceProperties"
+  kDistributedInfo,   // "distributedInfo"
+  kDur,               // "dur"
+  kFlops,             // "flops"
+  kLoad,              // "load"
+  kName,              // "name"
+  kPh,                // "ph"
+  kPid,               // "pid"
+  kPtune,             // "ptune"
+  kRank,              // "rank"
+  kSchemaVersion,     // "schemaVersion"
+  kSummary,           // "summary"
+  kTid,               // "tid"
+  kTraceEvents,       // "traceEvents"
+  kTs,                // "ts"
+  kUnderLoad,         // "under_load"
+  kWithFlops,         // "with_flops"
+  kWorldSize,         // "world_size"
+};
+
+/// The Field of key `k`. Throws nothing.
+Field key_of(std::string_view k) {
+  static const std::pair<std::string_view, Field> kKeys[] = {
+      {"Bytes", Field::kMemoryBytes},
+      {"Call stack", Field::kCallStack},
+      {"Concrete Inputs", Field::kConcreteInputs},
+      {"Device Id", Field::kDeviceId},
+      {"Device Type", Field::kDeviceType},
+      {"Input Dims", Field::kInputDims},
+      {"Input dims", Field::kInputDimsLower},
+      {"Input type", Field::kInputType},
+      {"Total Allocated", Field::kTotalAllocated},
+      {"Total Reserved", Field::kTotalReserved},
+      {"amp", Field::kAmp},
+      {"args", Field::kArgs},
+      {"bf16_native", Field::kBf16Native},
+      {"bytes", Field::kBytes},
+      {"cat", Field::kCat},
+      {"correlation", Field::kCorrelation},
+      {"deviceProperties", Field::kDeviceProperties},
+      {"distributedInfo", Field::kDistributedInfo},
+      {"dur", Field::kDur},
+      {"flops", Field::kFlops},
+      {"load", Field::kLoad},
+      {"name", Field::kName},
+      {"ph", Field::kPh},
+      {"pid", Field::kPid},
+      {"ptune", Field::kPtune},
+      {"rank", Field::kRank},
+      {"schemaVersion", Field::kSchemaVersion},
+      {"summary", Field::kSummary},
+      {"tid", Field::kTid},
+      {"traceEvents", Field::kTraceEvents},
+      {"ts", Field::kTs},
+      {"under_load", Field::kUnderLoad},
+      {"with_flops", Field::kWithFlops},
+      {"world_size", Field::kWorldSize},
+  };
+  for (const auto& [name, id] : kKeys)
+    if (name.size() == k.size() && name == k) return id;
+  return Field::kOther;
+}
+
 /// Where the parser is: the context of each open object or list.
 enum class Ctx : uint8_t {
   kTop,        // the top-level object
@@ -242,64 +398,69 @@ enum class Ctx : uint8_t {
   kIgnore,     // anything else
 };
 
-/// The SAX handler that builds a Trace as the text streams by (nlohmann::json_sax).
+/// The SAX handler that builds a Trace as the text streams by (RapidJSON's Reader).
 class Sax {
  public:
-  Sax(Trace& t, TraceSink& sink, TextBuf& buf, const std::string& path)
-      : t_(t), sink_(sink), buf_(buf), path_(path) {}
+  Sax(Trace& t, TraceSink& sink, const std::string& path) : t_(t), sink_(sink), path_(path) {}
 
-  bool null() { return scalar(Scalar{Scalar::kOther}); }
-  bool boolean(bool v) {
+  // RapidJSON's SAX handler (numbers as their text: kParseNumbersAsStringsFlag).
+  bool Null() { return scalar(Scalar{Scalar::kOther}); }
+  bool Bool(bool v) {
     Scalar x{Scalar::kBool};
     x.b = v;
     return scalar(x);
   }
-  bool number_integer(int64_t v) {
+  bool Int(int v) { return Int64(v); }
+  bool Uint(unsigned v) { return Uint64(v); }
+  bool Int64(int64_t v) {
     Scalar x{Scalar::kInt};
     x.i = v;
     return scalar(x);
   }
-  bool number_unsigned(uint64_t v) {
+  bool Uint64(uint64_t v) {
     Scalar x{Scalar::kUnsigned};
     x.u = v;
     return scalar(x);
   }
-  bool number_float(double v, const std::string&) {
+  bool Double(double v) {
     Scalar x{Scalar::kFloat};
     x.d = v;
     return scalar(x);
   }
-  bool string(std::string& v) {
-    Scalar x{Scalar::kString};
-    x.s = std::move(v);
-    return scalar(x);
+  /// A number as JSON writes it: an integer when it has no fraction or exponent and fits in
+  /// int64 (negative) or uint64, else a double; one that overflows a double is named.
+  bool RawNumber(const char* s, rapidjson::SizeType n, bool) {
+    const char* e = s + n;
+    if (std::find_if(s, e, [](char c) { return c == '.' || c == 'e' || c == 'E'; }) == e) {
+      if (*s == '-') {
+        int64_t v = 0;
+        if (std::from_chars(s, e, v).ec == std::errc()) return Int64(v);
+      } else {
+        uint64_t v = 0;
+        if (std::from_chars(s, e, v).ec == std::errc()) return Uint64(v);
+      }
+    }
+    double d = 0;
+    if (std::from_chars(s, e, d).ec == std::errc::result_out_of_range) {
+      const std::string text(s, n);
+      d = std::strtod(text.c_str(), nullptr);  // an underflow is 0 (or a subnormal), as JSON parsers read it
+      if (std::isinf(d)) fail(path_, "'" + text + "' overflows a double (largest about 1.8e308)");
+    }
+    return Double(d);
   }
-  bool binary(nlohmann::json::binary_t&) { return scalar(Scalar{Scalar::kOther}); }
-
-  bool start_object(std::size_t) { return open(true); }
-  bool start_array(std::size_t) { return open(false); }
-  bool key(std::string& k) {
-    key_ = std::move(k);
-    if (ctx_.size() == 1 && ctx_.back() == Ctx::kTop && key_ == "ptune") t_has_ptune_ = true;
+  bool String(const char* s, rapidjson::SizeType n, bool) {
+    str_.s.assign(s, n);
+    return scalar(str_);
+  }
+  bool StartObject() { return open(true); }
+  bool StartArray() { return open(false); }
+  bool Key(const char* s, rapidjson::SizeType n, bool) {
+    key_id_ = key_of(std::string_view(s, n));
+    if (ctx_.size() == 1 && ctx_.back() == Ctx::kTop && key_id_ == Field::kPtune) t_has_ptune_ = true;
     return true;
   }
-  bool end_object() { return close(); }
-  bool end_array() { return close(); }
-
-  bool parse_error(std::size_t byte, const std::string&, const nlohmann::detail::exception& ex) {
-    std::string what = ex.what();
-    if (ex.id == 406) {  // out_of_range: a number that overflows a double, e.g. 1e309 (quoted)
-      const size_t q = what.find('\'');
-      fail(path_, (q == std::string::npos ? std::string("a number") : what.substr(q)) +
-                      " overflows a double (largest about 1.8e308)");
-    }
-    if (byte > buf_.delivered() || what.find("unexpected end of input") != std::string::npos) {
-      fail(path_,
-           "truncated: the JSON ends at byte " + std::to_string(buf_.delivered()) + " before it is complete");
-    }
-    const auto at = what.find("parse error");
-    fail(path_, "not JSON (" + (at == std::string::npos ? what : what.substr(at)) + ")");
-  }
+  bool EndObject(rapidjson::SizeType) { return close(); }
+  bool EndArray(rapidjson::SizeType) { return close(); }
 
   bool saw_events() const { return saw_events_; }
   /// The pid of most host events: the profiled process.
@@ -327,33 +488,33 @@ class Sax {
     } else {
       switch (ctx_.back()) {
         case Ctx::kTop:
-          if (!object && key_ == "traceEvents")
+          if (!object && key_id_ == Field::kTraceEvents)
             c = Ctx::kEvents, saw_events_ = true;
-          else if (object && key_ == "distributedInfo")
+          else if (object && key_id_ == Field::kDistributedInfo)
             c = Ctx::kDist;
-          else if (!object && key_ == "deviceProperties")
+          else if (!object && key_id_ == Field::kDeviceProperties)
             c = Ctx::kDevices;
-          else if (object && key_ == "ptune")
+          else if (object && key_id_ == Field::kPtune)
             c = Ctx::kPtune;
           break;
         case Ctx::kPtune:
-          if (object && key_ == "load") c = Ctx::kPtuneLoad;
+          if (object && key_id_ == Field::kLoad) c = Ctx::kPtuneLoad;
           break;
         case Ctx::kEvents:
           if (object) c = Ctx::kEvent, ev_ = {}, in_event_ = true;
           break;
         case Ctx::kEvent:
-          if (object && key_ == "args")
+          if (object && key_id_ == Field::kArgs)
             c = Ctx::kArgs, ev_.args_object = true;
-          else if (key_ == "args")
+          else if (key_id_ == Field::kArgs)
             ev_.args_object = false;
           break;
         case Ctx::kArgs:
-          if (!object && (key_ == "Input Dims" || key_ == "Input dims"))
+          if (!object && (key_id_ == Field::kInputDims || key_id_ == Field::kInputDimsLower))
             c = Ctx::kDims, ev_.has_dims = true;
-          else if (!object && key_ == "Input type")
+          else if (!object && key_id_ == Field::kInputType)
             c = Ctx::kTypes;
-          else if (!object && key_ == "Concrete Inputs")
+          else if (!object && key_id_ == Field::kConcreteInputs)
             c = Ctx::kConcrete;
           break;
         case Ctx::kDims:
@@ -367,7 +528,7 @@ class Sax {
       }
     }
     // A key of the parent given a container value: that key is no longer a scalar field.
-    if (!ctx_.empty() && ctx_.back() == Ctx::kEvent) forget(key_);
+    if (!ctx_.empty() && ctx_.back() == Ctx::kEvent) forget(key_id_);
     ctx_.push_back(c);
     return true;
   }
@@ -380,63 +541,63 @@ class Sax {
     return true;
   }
 
-  void forget(const std::string& k) {
-    if (k == "ph")
+  void forget(Field k) {
+    if (k == Field::kPh)
       ev_.ph = {};
-    else if (k == "cat")
+    else if (k == Field::kCat)
       ev_.cat = {};
-    else if (k == "name")
+    else if (k == Field::kName)
       ev_.name = {};
-    else if (k == "ts")
+    else if (k == Field::kTs)
       ev_.ts = {};
-    else if (k == "dur")
+    else if (k == Field::kDur)
       ev_.dur = {};
-    else if (k == "pid")
+    else if (k == Field::kPid)
       ev_.pid = Scalar{Scalar::kOther};
-    else if (k == "tid")
+    else if (k == Field::kTid)
       ev_.tid = Scalar{Scalar::kOther};
   }
 
   bool scalar(const Scalar& v) {
     switch (parent()) {
       case Ctx::kEvent:
-        if (key_ == "ph")
+        if (key_id_ == Field::kPh)
           ev_.ph = v;
-        else if (key_ == "cat")
+        else if (key_id_ == Field::kCat)
           ev_.cat = v;
-        else if (key_ == "name")
+        else if (key_id_ == Field::kName)
           ev_.name = v;
-        else if (key_ == "ts")
+        else if (key_id_ == Field::kTs)
           ev_.ts = v;
-        else if (key_ == "dur")
+        else if (key_id_ == Field::kDur)
           ev_.dur = v;
-        else if (key_ == "pid")
+        else if (key_id_ == Field::kPid)
           ev_.pid = v;
-        else if (key_ == "tid")
+        else if (key_id_ == Field::kTid)
           ev_.tid = v;
-        else if (key_ == "args")
+        else if (key_id_ == Field::kArgs)
           ev_.args_object = false;
         break;
       case Ctx::kArgs:
-        if (key_ == "correlation")
+        if (key_id_ == Field::kCorrelation)
           ev_.correlation = as_int(v, -1);
-        else if (key_ == "bytes")
+        else if (key_id_ == Field::kBytes)
           ev_.bytes = number_as_int(v, -1);
-        else if (key_ == "name")
+        else if (key_id_ == Field::kName)
           ev_.args_name = v;
-        else if (key_ == "Total Allocated")
+        else if (key_id_ == Field::kTotalAllocated)
           ev_.allocated = number_as_int(v, -1);
-        else if (key_ == "Total Reserved")
+        else if (key_id_ == Field::kTotalReserved)
           ev_.reserved = number_as_int(v, -1);
-        else if (key_ == "Device Id")
+        else if (key_id_ == Field::kDeviceId)
           ev_.device_id = number_as_int(v, -1);
-        else if (key_ == "Device Type")
+        else if (key_id_ == Field::kDeviceType)
           ev_.device_type = number_as_int(v, -1);
-        else if (key_ == "Bytes")
+        else if (key_id_ == Field::kMemoryBytes)
           ev_.mem_bytes = number_as_int(v, 0);
-        else if (key_ == "Call stack" && v.type == Scalar::kString)
+        else if (key_id_ == Field::kCallStack && v.type == Scalar::kString)
           ev_.call_stack = v.s;
-        else if (key_ == "flops" && v.number())
+        else if (key_id_ == Field::kFlops && v.number())
           ev_.in.flops = std::max(0.0, v.as_double());
         break;
       case Ctx::kDim:
@@ -452,29 +613,29 @@ class Sax {
         break;
       }
       case Ctx::kDist:
-        if (key_ == "rank")
+        if (key_id_ == Field::kRank)
           t_.rank = as_int(v, 0);
-        else if (key_ == "world_size")
+        else if (key_id_ == Field::kWorldSize)
           t_.world_size = as_int(v, 1);
         break;
       case Ctx::kDevice:
-        if (key_ == "name" && v.type == Scalar::kString) t_.devices.push_back(v.s);
+        if (key_id_ == Field::kName && v.type == Scalar::kString) t_.devices.push_back(v.s);
         break;
       case Ctx::kPtune:
-        if (key_ == "amp" && v.type == Scalar::kString)
+        if (key_id_ == Field::kAmp && v.type == Scalar::kString)
           t_.amp = v.s;
-        else if (key_ == "bf16_native" && v.type == Scalar::kBool)
+        else if (key_id_ == Field::kBf16Native && v.type == Scalar::kBool)
           t_.bf16_native = v.b;
         break;
       case Ctx::kPtuneLoad:
-        if (key_ == "under_load" && v.type == Scalar::kBool)
+        if (key_id_ == Field::kUnderLoad && v.type == Scalar::kBool)
           t_.under_load = v.b;
-        else if (key_ == "summary" && v.type == Scalar::kString)
+        else if (key_id_ == Field::kSummary && v.type == Scalar::kString)
           t_.load_summary = v.s;
         break;
       case Ctx::kTop:
-        if (key_ == "schemaVersion" && v.number()) t_.schema_version = as_int(v, 0);
-        if (key_ == "with_flops")
+        if (key_id_ == Field::kSchemaVersion && v.number()) t_.schema_version = as_int(v, 0);
+        if (key_id_ == Field::kWithFlops)
           t_.with_flops = (v.number() && v.as_double() != 0) || (v.type == Scalar::kBool && v.b) ||
                           (v.type == Scalar::kString && (v.s == "1" || v.s == "true"));
         break;
@@ -489,7 +650,8 @@ class Sax {
     auto& e = ev_;
     const std::string* ph = e.ph.type == Scalar::kString ? &e.ph.s : nullptr;
     if (!ph) return;
-    const std::string name = e.name.type == Scalar::kString ? e.name.s : std::string();
+    const std::string_view name =
+        e.name.type == Scalar::kString ? std::string_view(e.name.s) : std::string_view();
     if (*ph == "M") {
       if (name == "process_name" && e.args_object && process_name_.empty() &&
           e.args_name.type == Scalar::kString)
@@ -511,7 +673,8 @@ class Sax {
     if (!e.ts.number() || !e.dur.number()) return;
     bool keep = false;
     Event out;
-    const std::string cat = e.cat.type == Scalar::kString ? e.cat.s : std::string();
+    const std::string_view cat =
+        e.cat.type == Scalar::kString ? std::string_view(e.cat.s) : std::string_view();
     out.kind = kind_of(cat, &keep);
     if (!keep) return;
     out.python = cat == "python_function" || cat == "python_function_call";
@@ -521,7 +684,13 @@ class Sax {
       ++t_.skipped;
       return;
     }
-    out.name = *t_.names->insert(name).first;
+    auto known = names_.find(name);
+    if (known == names_.end()) {
+      const std::string& interned = *t_.names->insert(std::string(name)).first;
+      known = names_.emplace(interned, name_traits(interned)).first;
+    }
+    out.name = known->first;
+    out.traits = known->second;
     out.pid = as_int(e.pid, 0);
     out.tid = as_int(e.tid, 0);
     std::string_view stack;
@@ -567,16 +736,17 @@ class Sax {
 
   Trace& t_;
   TraceSink& sink_;
-  TextBuf& buf_;
   const std::string& path_;
+  Scalar str_{Scalar::kString};  // the string read last
   std::vector<Ctx> ctx_;
-  std::string key_;
+  Field key_id_ = Field::kOther;  // the key of the value read next
   Pending ev_;
   bool in_event_ = false, saw_events_ = false, t_has_ptune_ = false;
   int64_t dims_ = 0, dim0_ = -1;
   std::string process_name_;
-  std::unordered_map<int64_t, size_t> per_pid_;      // host events per pid
-  std::unordered_set<std::string_view> step_names_;  // interned
+  std::unordered_map<int64_t, size_t> per_pid_;           // host events per pid
+  std::unordered_map<std::string_view, uint32_t> names_;  // the names interned so far, and their traits
+  std::unordered_set<std::string_view> step_names_;       // interned
 };
 
 }  // namespace
@@ -584,9 +754,22 @@ class Sax {
 void scan_trace(const std::string& path, Trace& t, TraceSink& sink) {
   t.path = path;
   TextBuf buf(path);
-  std::istream in(&buf);
-  Sax sax(t, sink, buf, path);
-  nlohmann::json::sax_parse(in, &sax);
+  TextStream in(buf);
+  Sax sax(t, sink, path);
+  rapidjson::Reader reader;
+  constexpr unsigned kFlags = rapidjson::kParseIterativeFlag | rapidjson::kParseNumbersAsStringsFlag |
+                              rapidjson::kParseValidateEncodingFlag;
+  const rapidjson::ParseResult parsed = reader.Parse<kFlags>(in, sax);
+  if (parsed.IsError()) {
+    if (in.ended() && parsed.Offset() >= in.Tell())
+      fail(path,
+           "truncated: the JSON ends at byte " + std::to_string(buf.delivered()) + " before it is complete");
+    const Place at = place_of(path, parsed.Offset());
+    if (parsed.Code() == rapidjson::kParseErrorNumberTooBig)
+      fail(path, "'" + at.number + "' overflows a double (largest about 1.8e308)");
+    fail(path,
+         "not JSON (parse error at " + at.where + ": " + rapidjson::GetParseError_En(parsed.Code()) + ")");
+  }
   if (!sax.saw_events()) {
     fail(path,
          "not a profiler trace: no \"traceEvents\" list (torch.profiler's export_chrome_trace and "

@@ -15,7 +15,7 @@
 namespace ptune::analyze {
 
 /// What an event is, from its "cat" (and, for ProfilerStep#N and the DataLoader, its name).
-enum class Kind {
+enum class Kind : uint8_t {
   kCpuOp,       // "cpu_op", "operator": a host operator (aten::...)
   kAnnotation,  // "user_annotation", "python_function", "gpu_user_annotation" is skipped
   kKernel,      // "kernel": a GPU kernel
@@ -29,6 +29,7 @@ enum class Kind {
 struct Event {
   Kind kind = Kind::kOther;
   bool python = false;    // cat "python_function": a frame of the Python stack (with_stack=True)
+  uint32_t traits = 0;    // what its name says (analyze/events.hpp: name_traits), found once per name
   std::string_view name;  // interned in its Trace's name pool (one copy per distinct name)
   double ts = 0;          // start, us
   double dur = 0;         // duration, us
