@@ -1,6 +1,7 @@
 // libFuzzer target: a profiler trace (.json, or .json.gz when the input is gzip data) through
 // what `ptune analyze FILE` does: analyze() (trace_parts, BreakdownBuilder, advise), then render() in
-// every format; and analyze() with --gpu (require_gpu), which refuses a CPU-only trace.
+// every format; analyze() with --gpu (require_gpu), which refuses a CPU-only trace; and analyze()
+// a step at a time (--events-mb 0: the trace read in parts).
 #include <unistd.h>
 
 #include <cstddef>
@@ -31,11 +32,12 @@ void write(const std::string& path, const uint8_t* data, size_t size) {
   std::fclose(f);
 }
 
-/// `ptune analyze PATH [--gpu]` in every format.
-void analyze_and_render(const std::string& path, bool gpu) {
+/// `ptune analyze PATH [--gpu] [--events-mb 0]` in every format (`parts`: a step at a time).
+void analyze_and_render(const std::string& path, bool gpu, bool parts = false) {
   ptune::fuzz::expect_documented_errors([&] {
     ptune::analyze::AnalyzeOptions opt;
     opt.require_gpu = gpu;
+    if (parts) opt.part_bytes = 0;
     const ptune::analyze::Analysis a = ptune::analyze::analyze(path, opt);
     for (const std::string& format : ptune::analyze::formats())
       (void)ptune::analyze::render_analysis(a, format);
@@ -51,6 +53,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   write(json, data, size);
   analyze_and_render(json, /*gpu=*/false);
   analyze_and_render(json, /*gpu=*/true);
+  analyze_and_render(json, /*gpu=*/false, /*parts=*/true);
   std::remove(json.c_str());
   if (size >= 2 && data[0] == 0x1f && data[1] == 0x8b) {
     const std::string gz = scratch_stem() + ".json.gz";

@@ -125,29 +125,14 @@ class TextBuf : public std::streambuf {
     if (n == 0) return traits_type::eof();
     delivered_ += n;
     if (delivered_ > kMaxTraceBytes) too_large(path_, gz_ ? " once decompressed" : "");
-    // Runs of white space beyond kMaxBlank are dropped (between JSON's tokens they mean
-    // nothing; the parser would keep every byte of a run in its token buffer: a gzip bomb of
-    // spaces took a gigabyte).
-    // Nothing moves until the first character dropped.
-    size_t kept = 0;
-    while (kept < n && !drop(out_[kept])) ++kept;
-    for (size_t i = kept + 1; i < n; ++i)
-      if (!drop(out_[i])) out_[kept++] = out_[i];
-    if (kept == 0) return underflow();
+    // White space is not kept: RapidJSON skips it as it reads (a gzip bomb of spaces costs time,
+    // not memory).
+    const size_t kept = n;
     setg(out_.data(), out_.data(), out_.data() + kept);
     return traits_type::to_int_type(*gptr());
   }
 
  private:
-  /// Whether `c` is dropped: white space past kMaxBlank in a row.
-  bool drop(char c) {
-    if (c != ' ' && c != '\n' && c != '\r' && c != '\t') {
-      blank_ = 0;
-      return false;
-    }
-    return ++blank_ > kMaxBlank;
-  }
-
   void fill_in() {
     in_len_ = std::fread(in_.data(), 1, in_.size(), f_);
     if (in_len_ == 0 && std::ferror(f_))
@@ -161,8 +146,6 @@ class TextBuf : public std::streambuf {
   bool gz_ = false, zinit_ = false, ended_ = false, first_ = true;
   z_stream zs_{};
   uint64_t delivered_ = 0;
-  static constexpr size_t kMaxBlank = 4096;
-  size_t blank_ = 0;  // white space in a row so far
 };
 
 /// TextBuf's text as RapidJSON reads it: a character at a time, '\0' at the end.
