@@ -612,7 +612,7 @@ std::pair<double, double> BreakdownBuilder::add(const Trace& t) {
     b.batch_size = batch_size_of(t, r.cat[kDataLoader], steps.front());
   for (const auto& e : t.events)
     if (e.kind == Kind::kCpuOp) f.pids.insert(e.pid);
-  tot.origins.add(t, r.sync_calls, r.sync_names, steps);
+  tot.origins.add(t, r.sync_calls, r.sync_names, steps, b.steps.size());
   for (auto& s : steps) b.steps.push_back(std::move(s));
   if (t.part.last) end_file(f, b);
   return {lo, hi};

@@ -95,23 +95,23 @@ std::string thread_text(const Event& e) {
 }  // namespace
 
 void Origins::add(const Trace& t, const std::vector<const Event*>& calls,
-                  const std::vector<std::string>& names, const std::vector<StepBreakdown>& steps) {
+                  const std::vector<std::string>& names, const std::vector<StepBreakdown>& steps,
+                  size_t steps_before) {
   const auto stacks = python_stacks(t, calls);
   for (size_t i = 0; i < calls.size(); ++i) {
     const Event& e = *calls[i];
     auto cs = t.call_stacks.find(static_cast<size_t>(&e - t.events.data()));
     std::string where = frames_text(cs != t.call_stacks.end() ? split_stack(cs->second) : stacks[i]);
-    std::string step;
+    const StepBreakdown* step = nullptr;
     if (where.empty()) {
       where = thread_text(e);
       auto s = std::upper_bound(steps.begin(), steps.end(), e.ts,
                                 [](double v, const StepBreakdown& x) { return v < x.start; });
-      if (s != steps.begin()) step = std::prev(s)->name;
+      if (s != steps.begin()) step = &*std::prev(s);
     }
     auto& entry = by[{names[i], where}];
     ++entry.count;
-    if (!step.empty() && std::find(entry.steps.begin(), entry.steps.end(), step) == entry.steps.end())
-      entry.steps.push_back(step);
+    if (step) entry.steps.emplace(steps_before + static_cast<size_t>(step - steps.data()), step->name);
   }
 }
 
@@ -120,10 +120,10 @@ std::vector<SyncOrigin> Origins::list() const {
   for (const auto& [key, e] : by) {
     std::string where = key.second;
     if (e.steps.size() > 3) {
-      where +=
-          " in " + std::to_string(e.steps.size()) + " steps, " + e.steps.front() + " to " + e.steps.back();
+      where += " in " + std::to_string(e.steps.size()) + " steps, " + e.steps.begin()->second + " to " +
+               e.steps.rbegin()->second;
     } else {
-      for (size_t i = 0; i < e.steps.size(); ++i) where += (i ? ", " : " in ") + e.steps[i];
+      for (const auto& [at, name] : e.steps) where += (at == e.steps.begin()->first ? " in " : ", ") + name;
     }
     out.push_back({key.first, where, e.count});
   }

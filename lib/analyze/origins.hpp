@@ -17,13 +17,14 @@ namespace ptune::analyze {
 struct Origins {
   struct Entry {
     int64_t count = 0;
-    std::vector<std::string> steps;
+    std::map<size_t, std::string> steps;  // the steps it was called in, by their place in the trace
   };
   std::map<std::pair<std::string, std::string>, Entry> by;
 
-  /// Adds `calls` (host syncs in `steps`, named as `names`) of trace `t`.
+  /// Adds `calls` (host syncs in `steps`, named as `names`) of trace `t`; `steps_before`: the
+  /// steps of the process added before these (the first's place among them all).
   void add(const Trace& t, const std::vector<const Event*>& calls, const std::vector<std::string>& names,
-           const std::vector<StepBreakdown>& steps);
+           const std::vector<StepBreakdown>& steps, size_t steps_before);
 
   /// The origins, most calls first (ten at most).
   std::vector<SyncOrigin> list() const;
