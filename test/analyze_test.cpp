@@ -1035,6 +1035,15 @@ TEST_CASE("analyze: .item() is a host sync only where it waits for the device, a
   CHECK(has(
       all_advice(a),
       "`cudaStreamSynchronize` from the main thread (1) in ProfilerStep#1, ProfilerStep#2, ProfilerStep#3"));
+  // The same events written last first (a Kineto file is not in time order): the steps in order.
+  {
+    Json doc = Json::parse(ptune::test::read_file(sync_trace(dir, "nostack.json", true, Stack::kNone)));
+    std::reverse(doc["traceEvents"].begin(), doc["traceEvents"].end());
+    a = ptune::analyze::analyze(dir.write("reversed.json", doc.dump()));
+    REQUIRE(a.ranks[0].sync_origins.size() == 3);
+    CHECK(a.ranks[0].sync_origins[0].where ==
+          "the main thread (1) in ProfilerStep#1, ProfilerStep#2, ProfilerStep#3");
+  }
 
   // The same host ops on the CPU: no syncs, no host-sync advice.
   a = ptune::analyze::analyze(sync_trace(dir, "cpu.json", false, Stack::kPythonFrames));
