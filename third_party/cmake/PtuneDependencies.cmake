@@ -27,7 +27,9 @@ find_package(spdlog REQUIRED)
 find_package(PNG REQUIRED)
 find_package(Boost 1.71 REQUIRED)  # headers only: Boost.Math's Student's t (core/stats)
 find_package(ZLIB REQUIRED)  # .json.gz traces (ptune analyze)
-find_package(RapidJSON REQUIRED)  # the trace reader's SAX parser (ptune analyze): headers only
+# RapidJSON (headers only): the trace reader's SAX parser (ptune analyze). Found by file: Debian's
+# RapidJSONConfig.cmake names /usr/include outright, wrong for packages unpacked elsewhere.
+find_path(RAPIDJSON_INCLUDE_DIRS rapidjson/reader.h REQUIRED)
 # libjpeg-turbo's TurboJPEG API, found by file rather than by pkg-config: the .pc file of a
 # Debian package unpacked elsewhere (scripts/gpu-build's PTUNE_DEPS) points at /usr, and a GPU
 # machine may have no pkg-config at all. find_* search CMAKE_PREFIX_PATH with its lib/<arch>.
