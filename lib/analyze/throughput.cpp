@@ -512,6 +512,8 @@ std::string bound_of(const ClassRate& c, const std::optional<Ceilings>& ceil) {
 }
 
 struct ThroughputBuilder::Sums {
+  std::vector<std::pair<double, double>> windows;  // the steps so far, sorted by start
+  size_t seen = 0;                                 // of BreakdownBuilder's steps
   bool from_trace = false, shapes = false;
   std::map<std::string, ClassRate> classes;
   std::map<std::string, double> by_precision;
@@ -527,9 +529,12 @@ ThroughputBuilder::~ThroughputBuilder() = default;
 void ThroughputBuilder::add(const Trace& t, const std::vector<StepBreakdown>& windows,
                             std::pair<double, double> own) {
   Sums& z = *sums_;
-  std::vector<std::pair<double, double>> steps;
-  for (const auto& s : windows) steps.emplace_back(s.start, s.end);
-  std::sort(steps.begin(), steps.end());
+  // The windows not seen before, added to the sorted list once (not the whole list per part).
+  auto& steps = z.windows;
+  const bool in_order =
+      z.seen >= windows.size() || steps.empty() || windows[z.seen].start >= steps.back().first;
+  for (; z.seen < windows.size(); ++z.seen) steps.emplace_back(windows[z.seen].start, windows[z.seen].end);
+  if (!in_order) std::sort(steps.begin(), steps.end());
   z.shapes = z.shapes || std::any_of(t.inputs.begin(), t.inputs.end(),
                                      [](const auto& x) { return !x.second.dims.empty(); });
   const auto ops = counted_ops(t, steps, own.first, own.second, &z.from_trace);

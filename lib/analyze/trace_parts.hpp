@@ -38,8 +38,6 @@ class SpooledTrace {
 
   /// The file's metadata and facts; no events.
   const Trace& meta() const { return meta_; }
-  /// The compact form's size, bytes.
-  uint64_t spooled_bytes() const { return bytes_; }
 
   /// Calls `f` with each part of the file in time order: one part, all of it, when its compact
   /// form is at most `part_bytes` or it has no ProfilerStep#N ranges; else parts of whole steps

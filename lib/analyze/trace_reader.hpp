@@ -69,7 +69,6 @@ struct OpInputs {
 struct Part {
   double from = -1e300, to = 1e300;  // its own time, us
   bool first = true, last = true;    // the file's first part, its last
-  bool whole() const { return first && last; }
   bool own(double ts) const { return ts >= from && ts < to; }
 };
 
