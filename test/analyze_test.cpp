@@ -225,11 +225,28 @@ TEST_CASE("analyze: bad input is named, with the file and what is wrong", "[anal
     std::ofstream(p("cut.json.gz"), std::ios::binary) << whole.substr(0, whole.size() / 2);
   }
   CHECK(error_of(p("bad.json")) ==
-        "'" + p("bad.json") + "': not JSON (parse error at line 1, column 1: Invalid value.)");
+        "'" + p("bad.json") + "': not JSON (parse error at line 1, column 1: unexpected 'h')");
   dir.write("bad2.json", "{\"traceEvents\": [\n  {\"ph\": \"X\",\n   \"ts\": 1,, \"dur\": 2}]}");
   CHECK(error_of(p("bad2.json")) ==
-        "'" + p("bad2.json") +
-            "': not JSON (parse error at line 3, column 12: Missing a name for object member.)");
+        "'" + p("bad2.json") + "': not JSON (parse error at line 3, column 12: unexpected ',')");
+  // Text that is not UTF-8, a raw tab inside a string, and text after the document: named at
+  // their place, whichever piece of the file they are read in.
+  dir.write("latin1.json", "{\"traceEvents\": [{\"name\": \"caf\xe9\"}]}");
+  CHECK(error_of(p("latin1.json")) ==
+        "'" + p("latin1.json") +
+            "': not JSON (parse error at line 1, column 31: a byte that is not UTF-8 text (0xe9))");
+  dir.write("tab.json", "{\"traceEvents\": [{\"name\": \"a\tb\"}]}");
+  CHECK(error_of(p("tab.json")) ==
+        "'" + p("tab.json") +
+            "': not JSON (parse error at line 1, column 29: a control character (0x09) inside a string)");
+  dir.write("extra.json", "{\"traceEvents\": []}\n\n  x");
+  CHECK(error_of(p("extra.json")) ==
+        "'" + p("extra.json") +
+            "': not JSON (parse error at line 3, column 3: text after the end of the JSON document)");
+  const std::string far = std::string(3 << 20, ' ') + "{\"traceEvents\": [1,, 2]}";
+  dir.write("far.json", far);
+  CHECK(error_of(p("far.json")) == "'" + p("far.json") + "': not JSON (parse error at line 1, column " +
+                                       std::to_string((3 << 20) + 20) + ": unexpected ',')");
   CHECK(error_of(p("trunc.json")) ==
         "'" + p("trunc.json") + "': truncated: the JSON ends at byte 27 before it is complete");
   CHECK(error_of(p("nottrace.json")) ==

@@ -12,8 +12,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include <rapidjson/error/en.h>
-#include <rapidjson/reader.h>
+#include <boost/json/basic_parser_impl.hpp>
+#include <boost/json/src.hpp>  // Boost.JSON's parser, compiled here (this file alone includes it)
 #include <zlib.h>
 
 #include "analyze/events.hpp"
@@ -21,6 +21,7 @@
 
 namespace ptune::analyze {
 namespace fs = std::filesystem;
+namespace json = boost::json;
 namespace {
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
@@ -125,7 +126,7 @@ class TextBuf : public std::streambuf {
     if (n == 0) return traits_type::eof();
     delivered_ += n;
     if (delivered_ > kMaxTraceBytes) too_large(path_, gz_ ? " once decompressed" : "");
-    // White space is not kept: RapidJSON skips it as it reads (a gzip bomb of spaces costs time,
+    // White space is not kept: the parser skips it as it reads (a gzip bomb of spaces costs time,
     // not memory).
     const size_t kept = n;
     setg(out_.data(), out_.data(), out_.data() + kept);
@@ -148,64 +149,28 @@ class TextBuf : public std::streambuf {
   uint64_t delivered_ = 0;
 };
 
-/// TextBuf's text as RapidJSON reads it: a character at a time, '\0' at the end.
-class TextStream {
- public:
-  using Ch = char;
-  explicit TextStream(TextBuf& buf) : buf_(buf) {}
-  Ch Peek() {
-    if (p_ == end_ && !next()) return '\0';
-    return *p_;
-  }
-  Ch Take() {
-    if (p_ == end_ && !next()) return '\0';
-    return *p_++;
-  }
-  size_t Tell() const { return before_ + static_cast<size_t>(p_ - begin_); }
-  /// Whether all the text has been read.
-  bool ended() const { return ended_; }
-  // Writing is RapidJSON's in-situ parsing, not used.
-  Ch* PutBegin() { return nullptr; }
-  void Put(Ch) {}
-  void Flush() {}
-  size_t PutEnd(Ch*) { return 0; }
-
- private:
-  bool next() {
-    before_ += static_cast<size_t>(end_ - begin_);
-    const auto [text, n] = buf_.block();
-    begin_ = p_ = text;
-    end_ = text + n;
-    ended_ = n == 0;
-    return n > 0;
-  }
-  TextBuf& buf_;
-  const char *begin_ = nullptr, *p_ = nullptr, *end_ = nullptr;
-  size_t before_ = 0;  // characters before begin_
-  bool ended_ = false;
-};
-
-/// Where character `offset` of the trace text of `path` is, "line L, column C", and the number
-/// that starts there (read again: only a parse error asks).
-struct Place {
-  std::string where, number;
-};
-Place place_of(const std::string& path, size_t offset) {
+/// Where character `offset` of the trace text of `path` is: "line L, column C" (read again:
+/// only a parse error asks).
+std::string place_of(const std::string& path, uint64_t offset) {
   TextBuf buf(path);
-  size_t at = 0, line = 1, line_start = 0;
-  Place p;
-  for (auto [text, n] = buf.block(); n > 0; std::tie(text, n) = buf.block())
-    for (size_t i = 0; i < n; ++i, ++at) {
-      if (at < offset && text[i] == '\n') line++, line_start = at + 1;
-      if (at < offset) continue;
-      if (!std::strchr("0123456789+-.eE", text[i]) || text[i] == '\0' || p.number.size() >= 40) {
-        p.where = "line " + std::to_string(line) + ", column " + std::to_string(offset - line_start + 1);
-        return p;
-      }
-      p.number += text[i];
-    }
-  p.where = "line " + std::to_string(line) + ", column " + std::to_string(offset - line_start + 1);
-  return p;
+  uint64_t at = 0, line = 1, line_start = 0;
+  for (auto [text, n] = buf.block(); n > 0 && at < offset; std::tie(text, n) = buf.block())
+    for (size_t i = 0; i < n && at < offset; ++i, ++at)
+      if (text[i] == '\n') line++, line_start = at + 1;
+  return "line " + std::to_string(line) + ", column " + std::to_string(offset - line_start + 1);
+}
+
+std::string hex_byte(unsigned char c) {
+  const char* digits = "0123456789abcdef";
+  return {digits[c >> 4], digits[c & 15]};
+}
+
+/// What is wrong with the JSON at a character where the parser stopped, in words.
+std::string reason_at(unsigned char c, bool extra) {
+  if (extra) return "text after the end of the JSON document";
+  if (c >= 0x80) return "a byte that is not UTF-8 text (0x" + hex_byte(c) + ")";
+  if (c < 0x20) return "a control character (0x" + hex_byte(c) + ") inside a string";
+  return std::string("unexpected '") + static_cast<char>(c) + "'";
 }
 
 Kind kind_of(std::string_view cat, bool* keep) {
@@ -243,12 +208,13 @@ std::string writer_of(bool has_ptune_key, const std::string& process_name) {
 
 namespace {
 
-/// A JSON scalar as the reader keeps it: what is needed of it for the schema's fields.
+/// A JSON scalar as the reader sees it: what is needed of it for the schema's fields. A
+/// string's text lives only until the handler returns.
 struct Scalar {
   enum Type { kNone, kString, kInt, kUnsigned, kFloat, kBool, kOther } type = kNone;
   Scalar() = default;
   explicit Scalar(Type t) : type(t) {}
-  std::string s;
+  std::string_view s;
   int64_t i = 0;
   uint64_t u = 0;
   double d = 0;
@@ -270,7 +236,7 @@ int64_t as_int(const Scalar& v, int64_t fallback) {
       return v.d >= -9223372036854775808.0 && v.d < 9223372036854775808.0 ? static_cast<int64_t>(v.d)
                                                                           : fallback;
     case Scalar::kString:
-      return static_cast<int64_t>(std::hash<std::string>{}(v.s) & 0x7fffffff);
+      return static_cast<int64_t>(std::hash<std::string_view>{}(v.s) & 0x7fffffff);
     default:
       return fallback;
   }
@@ -381,69 +347,93 @@ enum class Ctx : uint8_t {
   kIgnore,     // anything else
 };
 
-/// The SAX handler that builds a Trace as the text streams by (RapidJSON's Reader).
-class Sax {
- public:
-  Sax(Trace& t, TraceSink& sink, const std::string& path) : t_(t), sink_(sink), path_(path) {}
+/// A number's text as a double, correctly rounded; an underflow is 0 (or a subnormal), as JSON
+/// parsers read it; one that overflows a double is named.
+double parse_double(std::string_view text, const std::string& path) {
+  double d = 0;
+  if (std::from_chars(text.data(), text.data() + text.size(), d).ec == std::errc::result_out_of_range) {
+    const std::string copy(text);
+    d = std::strtod(copy.c_str(), nullptr);
+    if (std::isinf(d)) fail(path, "'" + copy + "' overflows a double (largest about 1.8e308)");
+  }
+  return d;
+}
 
-  // RapidJSON's SAX handler (numbers as their text: kParseNumbersAsStringsFlag).
-  bool Null() { return scalar(Scalar{Scalar::kOther}); }
-  bool Bool(bool v) {
-    Scalar x{Scalar::kBool};
-    x.b = v;
-    return scalar(x);
-  }
-  bool Int(int v) { return Int64(v); }
-  bool Uint(unsigned v) { return Uint64(v); }
-  bool Int64(int64_t v) {
-    Scalar x{Scalar::kInt};
-    x.i = v;
-    return scalar(x);
-  }
-  bool Uint64(uint64_t v) {
-    Scalar x{Scalar::kUnsigned};
-    x.u = v;
-    return scalar(x);
-  }
-  bool Double(double v) {
-    Scalar x{Scalar::kFloat};
-    x.d = v;
-    return scalar(x);
-  }
-  /// A number as JSON writes it: an integer when it has no fraction or exponent and fits in
-  /// int64 (negative) or uint64, else a double; one that overflows a double is named.
-  bool RawNumber(const char* s, rapidjson::SizeType n, bool) {
-    const char* e = s + n;
-    if (std::find_if(s, e, [](char c) { return c == '.' || c == 'e' || c == 'E'; }) == e) {
-      if (*s == '-') {
-        int64_t v = 0;
-        if (std::from_chars(s, e, v).ec == std::errc()) return Int64(v);
-      } else {
-        uint64_t v = 0;
-        if (std::from_chars(s, e, v).ec == std::errc()) return Uint64(v);
-      }
-    }
-    double d = 0;
-    if (std::from_chars(s, e, d).ec == std::errc::result_out_of_range) {
-      const std::string text(s, n);
-      d = std::strtod(text.c_str(), nullptr);  // an underflow is 0 (or a subnormal), as JSON parsers read it
-      if (std::isinf(d)) fail(path_, "'" + text + "' overflows a double (largest about 1.8e308)");
-    }
-    return Double(d);
-  }
-  bool String(const char* s, rapidjson::SizeType n, bool) {
-    str_.s.assign(s, n);
-    return scalar(str_);
-  }
-  bool StartObject() { return open(true); }
-  bool StartArray() { return open(false); }
-  bool Key(const char* s, rapidjson::SizeType n, bool) {
-    key_id_ = key_of(std::string_view(s, n));
+/// What an event's "ph" says.
+enum class Ph : uint8_t { kNone, kComplete, kMeta, kInstant, kOther };
+
+Ph ph_of(std::string_view v) {
+  if (v == "X") return Ph::kComplete;
+  if (v == "M") return Ph::kMeta;
+  if (v == "i" || v == "I") return Ph::kInstant;
+  return Ph::kOther;
+}
+
+/// The handler of Boost.JSON's incremental parser that builds a Trace as the text streams by.
+/// A key, string or number split between two pieces of text arrives in parts, gathered in
+/// `part_`; a string's text is read where it is (no copy) unless a field keeps it.
+class Handler {
+ public:
+  static constexpr std::size_t max_object_size = std::size_t(-1);
+  static constexpr std::size_t max_array_size = std::size_t(-1);
+  static constexpr std::size_t max_key_size = std::size_t(-1);
+  static constexpr std::size_t max_string_size = std::size_t(-1);
+
+  Handler(Trace& t, TraceSink& sink, const std::string& path) : t_(t), sink_(sink), path_(path) {}
+
+  bool on_document_begin(json::error_code&) { return true; }
+  bool on_document_end(json::error_code&) { return true; }
+  bool on_object_begin(json::error_code&) { return open(true); }
+  bool on_object_end(std::size_t, json::error_code&) { return close(); }
+  bool on_array_begin(json::error_code&) { return open(false); }
+  bool on_array_end(std::size_t, json::error_code&) { return close(); }
+  bool on_key_part(json::string_view s, std::size_t, json::error_code&) { return gather(s); }
+  bool on_key(json::string_view s, std::size_t, json::error_code&) {
+    key_id_ = key_of(whole(s));
     if (ctx_.size() == 1 && ctx_.back() == Ctx::kTop && key_id_ == Field::kPtune) t_has_ptune_ = true;
+    return done();
+  }
+  bool on_string_part(json::string_view s, std::size_t, json::error_code&) { return gather(s); }
+  bool on_string(json::string_view s, std::size_t, json::error_code&) {
+    Scalar v{Scalar::kString};
+    v.s = whole(s);
+    scalar(v);
+    return done();
+  }
+  bool on_number_part(json::string_view s, json::error_code&) { return gather(s); }
+  /// Integers that fit int64 (negative) or uint64 as they are; any other number as the double
+  /// its text rounds to (Boost.JSON's own double is not always the nearest).
+  bool on_int64(std::int64_t i, json::string_view, json::error_code&) {
+    Scalar v{Scalar::kInt};
+    v.i = i;
+    scalar(v);
+    return done();
+  }
+  bool on_uint64(std::uint64_t u, json::string_view, json::error_code&) {
+    Scalar v{Scalar::kUnsigned};
+    v.u = u;
+    scalar(v);
+    return done();
+  }
+  bool on_double(double, json::string_view s, json::error_code&) {
+    Scalar v{Scalar::kFloat};
+    v.d = parse_double(whole(s), path_);
+    scalar(v);
+    return done();
+  }
+  bool on_bool(bool b, json::error_code&) {
+    Scalar v{Scalar::kBool};
+    v.b = b;
+    scalar(v);
     return true;
   }
-  bool EndObject(rapidjson::SizeType) { return close(); }
-  bool EndArray(rapidjson::SizeType) { return close(); }
+  bool on_null(json::error_code&) {
+    scalar(Scalar{Scalar::kOther});
+    return true;
+  }
+  // Comments are not JSON (the parser's options refuse them): never called.
+  bool on_comment_part(json::string_view, json::error_code&) { return true; }
+  bool on_comment(json::string_view, json::error_code&) { return true; }
 
   bool saw_events() const { return saw_events_; }
   /// The pid of most host events: the profiled process.
@@ -458,6 +448,40 @@ class Sax {
   const std::string& process_name() const { return process_name_; }
 
  private:
+  bool gather(json::string_view s) {
+    part_.append(s.data(), s.size());
+    split_ = true;
+    return true;
+  }
+  /// The whole text of a key, string or number whose last part is `s`.
+  std::string_view whole(json::string_view s) {
+    if (!split_) return {s.data(), s.size()};
+    part_.append(s.data(), s.size());
+    return part_;
+  }
+  bool done() {
+    if (split_) part_.clear(), split_ = false;
+    return true;
+  }
+
+  /// `v` in the trace's pool of names (one copy per distinct text).
+  std::string_view intern(std::string_view v) {
+    auto it = pooled_.find(v);
+    if (it != pooled_.end()) return *it;
+    const std::string_view kept = *t_.names->insert(std::string(v)).first;
+    pooled_.insert(kept);
+    return kept;
+  }
+  /// An event name, interned, and its traits.
+  std::pair<std::string_view, uint32_t> name_of(std::string_view v) {
+    auto it = names_.find(v);
+    if (it == names_.end()) {
+      const std::string_view kept = intern(v);
+      it = names_.emplace(kept, name_traits(kept)).first;
+    }
+    return *it;
+  }
+
   Ctx parent() const { return ctx_.empty() ? Ctx::kIgnore : ctx_.back(); }
 
   bool open(bool object) {
@@ -484,7 +508,7 @@ class Sax {
           if (object && key_id_ == Field::kLoad) c = Ctx::kPtuneLoad;
           break;
         case Ctx::kEvents:
-          if (object) c = Ctx::kEvent, ev_ = {}, in_event_ = true;
+          if (object) c = Ctx::kEvent, ev_.reset();
           break;
         case Ctx::kEvent:
           if (object && key_id_ == Field::kArgs)
@@ -526,62 +550,99 @@ class Sax {
 
   void forget(Field k) {
     if (k == Field::kPh)
-      ev_.ph = {};
+      ev_.ph = Ph::kNone;
     else if (k == Field::kCat)
-      ev_.cat = {};
+      ev_.set_cat({});
     else if (k == Field::kName)
-      ev_.name = {};
+      ev_.named = false;
     else if (k == Field::kTs)
-      ev_.ts = {};
+      ev_.has_ts = false;
     else if (k == Field::kDur)
-      ev_.dur = {};
+      ev_.has_dur = false;
     else if (k == Field::kPid)
-      ev_.pid = Scalar{Scalar::kOther};
+      ev_.pid = 0;
     else if (k == Field::kTid)
-      ev_.tid = Scalar{Scalar::kOther};
+      ev_.tid = 0;
   }
 
-  bool scalar(const Scalar& v) {
+  void event_field(const Scalar& v) {
+    const bool text = v.type == Scalar::kString;
+    switch (key_id_) {
+      case Field::kPh:
+        ev_.ph = text ? ph_of(v.s) : Ph::kNone;
+        break;
+      case Field::kCat:
+        ev_.set_cat(text ? v.s : std::string_view());
+        break;
+      case Field::kName:
+        ev_.named = text;
+        if (text) std::tie(ev_.name, ev_.traits) = name_of(v.s);
+        break;
+      case Field::kTs:
+        ev_.has_ts = v.number(), ev_.ts = v.as_double();
+        break;
+      case Field::kDur:
+        ev_.has_dur = v.number(), ev_.dur = v.as_double();
+        break;
+      case Field::kPid:
+        ev_.pid = as_int(v, 0);
+        break;
+      case Field::kTid:
+        ev_.tid = as_int(v, 0);
+        break;
+      case Field::kArgs:
+        ev_.args_object = false;
+        break;
+      default:
+        break;
+    }
+  }
+
+  void args_field(const Scalar& v) {
+    switch (key_id_) {
+      case Field::kCorrelation:
+        ev_.correlation = as_int(v, -1);
+        break;
+      case Field::kBytes:
+        ev_.bytes = number_as_int(v, -1);
+        break;
+      case Field::kName:
+        ev_.has_args_name = v.type == Scalar::kString;
+        if (ev_.has_args_name) ev_.args_name.assign(v.s);
+        break;
+      case Field::kTotalAllocated:
+        ev_.allocated = number_as_int(v, -1);
+        break;
+      case Field::kTotalReserved:
+        ev_.reserved = number_as_int(v, -1);
+        break;
+      case Field::kDeviceId:
+        ev_.device_id = number_as_int(v, -1);
+        break;
+      case Field::kDeviceType:
+        ev_.device_type = number_as_int(v, -1);
+        break;
+      case Field::kMemoryBytes:
+        ev_.mem_bytes = number_as_int(v, 0);
+        break;
+      case Field::kCallStack:
+        if (v.type == Scalar::kString) ev_.call_stack.assign(v.s);
+        break;
+      case Field::kFlops:
+        if (v.number()) ev_.in.flops = std::max(0.0, v.as_double());
+        break;
+      default:
+        break;
+    }
+  }
+
+  void scalar(const Scalar& v) {
     switch (parent()) {
       case Ctx::kEvent:
-        if (key_id_ == Field::kPh)
-          ev_.ph = v;
-        else if (key_id_ == Field::kCat)
-          ev_.cat = v;
-        else if (key_id_ == Field::kName)
-          ev_.name = v;
-        else if (key_id_ == Field::kTs)
-          ev_.ts = v;
-        else if (key_id_ == Field::kDur)
-          ev_.dur = v;
-        else if (key_id_ == Field::kPid)
-          ev_.pid = v;
-        else if (key_id_ == Field::kTid)
-          ev_.tid = v;
-        else if (key_id_ == Field::kArgs)
-          ev_.args_object = false;
+        event_field(v);
         break;
       case Ctx::kArgs:
-        if (key_id_ == Field::kCorrelation)
-          ev_.correlation = as_int(v, -1);
-        else if (key_id_ == Field::kBytes)
-          ev_.bytes = number_as_int(v, -1);
-        else if (key_id_ == Field::kName)
-          ev_.args_name = v;
-        else if (key_id_ == Field::kTotalAllocated)
-          ev_.allocated = number_as_int(v, -1);
-        else if (key_id_ == Field::kTotalReserved)
-          ev_.reserved = number_as_int(v, -1);
-        else if (key_id_ == Field::kDeviceId)
-          ev_.device_id = number_as_int(v, -1);
-        else if (key_id_ == Field::kDeviceType)
-          ev_.device_type = number_as_int(v, -1);
-        else if (key_id_ == Field::kMemoryBytes)
-          ev_.mem_bytes = number_as_int(v, 0);
-        else if (key_id_ == Field::kCallStack && v.type == Scalar::kString)
-          ev_.call_stack = v.s;
-        else if (key_id_ == Field::kFlops && v.number())
-          ev_.in.flops = std::max(0.0, v.as_double());
+        args_field(v);
         break;
       case Ctx::kDim:
         if (dims_ == 0 && v.number()) dim0_ = as_int(v, -1);
@@ -591,10 +652,19 @@ class Sax {
       case Ctx::kTypes:
       case Ctx::kConcrete: {
         auto& list = parent() == Ctx::kTypes ? ev_.in.types : ev_.in.concrete;
-        if (list.size() < kMaxInputs)
-          list.push_back(*t_.names->insert(v.type == Scalar::kString ? v.s : "").first);
+        if (list.size() < kMaxInputs) list.push_back(intern(v.type == Scalar::kString ? v.s : ""));
         break;
       }
+      default:
+        file_field(v);
+        break;
+    }
+  }
+
+  /// Fields outside the events: distributedInfo, deviceProperties, ptune's own, the top level's.
+  void file_field(const Scalar& v) {
+    const bool text = v.type == Scalar::kString;
+    switch (parent()) {
       case Ctx::kDist:
         if (key_id_ == Field::kRank)
           t_.rank = as_int(v, 0);
@@ -602,87 +672,70 @@ class Sax {
           t_.world_size = as_int(v, 1);
         break;
       case Ctx::kDevice:
-        if (key_id_ == Field::kName && v.type == Scalar::kString) t_.devices.push_back(v.s);
+        if (key_id_ == Field::kName && text) t_.devices.emplace_back(v.s);
         break;
       case Ctx::kPtune:
-        if (key_id_ == Field::kAmp && v.type == Scalar::kString)
-          t_.amp = v.s;
+        if (key_id_ == Field::kAmp && text)
+          t_.amp = std::string(v.s);
         else if (key_id_ == Field::kBf16Native && v.type == Scalar::kBool)
           t_.bf16_native = v.b;
         break;
       case Ctx::kPtuneLoad:
         if (key_id_ == Field::kUnderLoad && v.type == Scalar::kBool)
           t_.under_load = v.b;
-        else if (key_id_ == Field::kSummary && v.type == Scalar::kString)
-          t_.load_summary = v.s;
+        else if (key_id_ == Field::kSummary && text)
+          t_.load_summary = std::string(v.s);
         break;
       case Ctx::kTop:
         if (key_id_ == Field::kSchemaVersion && v.number()) t_.schema_version = as_int(v, 0);
         if (key_id_ == Field::kWithFlops)
           t_.with_flops = (v.number() && v.as_double() != 0) || (v.type == Scalar::kBool && v.b) ||
-                          (v.type == Scalar::kString && (v.s == "1" || v.s == "true"));
+                          (text && (v.s == "1" || v.s == "true"));
         break;
       default:
         break;
     }
-    return true;
   }
 
   void finish_event() {
-    in_event_ = false;
     auto& e = ev_;
-    const std::string* ph = e.ph.type == Scalar::kString ? &e.ph.s : nullptr;
-    if (!ph) return;
-    const std::string_view name =
-        e.name.type == Scalar::kString ? std::string_view(e.name.s) : std::string_view();
-    if (*ph == "M") {
-      if (name == "process_name" && e.args_object && process_name_.empty() &&
-          e.args_name.type == Scalar::kString)
-        process_name_ = e.args_name.s;
+    if (!e.named) std::tie(e.name, e.traits) = name_of("");
+    if (e.ph == Ph::kMeta) {
+      if (e.name == "process_name" && e.args_object && process_name_.empty() && e.has_args_name)
+        process_name_ = e.args_name;
       return;
     }
-    if (*ph == "i" || *ph == "I") {
-      if (name == "[memory]" && e.ts.number() && e.args_object) {
+    if (e.ph == Ph::kInstant) {
+      if (e.name == "[memory]" && e.has_ts && e.args_object) {
         // Device Type 1 is CUDA (0 the CPU); older traces give only a Device Id (-1 the CPU).
         const bool gpu = e.device_type >= 0 ? e.device_type != 0 : e.device_id >= 0;
         t_.device_memory = t_.device_memory || gpu;
-        sink_.memory(MemorySample{e.ts.as_double(), e.allocated, e.reserved,
-                                  gpu ? std::max<int64_t>(0, e.device_id) : -1, e.mem_bytes, as_int(e.pid, 0),
-                                  as_int(e.tid, 0)});
+        sink_.memory(MemorySample{e.ts, e.allocated, e.reserved, gpu ? std::max<int64_t>(0, e.device_id) : -1,
+                                  e.mem_bytes, e.pid, e.tid});
       }
       return;
     }
-    if (*ph != "X") return;
-    if (!e.ts.number() || !e.dur.number()) return;
-    bool keep = false;
+    if (e.ph != Ph::kComplete || !e.has_ts || !e.has_dur || !e.keep) return;
     Event out;
-    const std::string_view cat =
-        e.cat.type == Scalar::kString ? std::string_view(e.cat.s) : std::string_view();
-    out.kind = kind_of(cat, &keep);
-    if (!keep) return;
-    out.python = cat == "python_function" || cat == "python_function_call";
-    out.ts = e.ts.as_double();
-    out.dur = e.dur.as_double();
+    out.kind = e.kind;
+    out.python = e.python;
+    out.ts = e.ts;
+    out.dur = e.dur;
     if (out.dur < 0 || std::fabs(out.ts) > kMaxTimeUs || std::fabs(out.end()) > kMaxTimeUs) {
       ++t_.skipped;
       return;
     }
-    auto known = names_.find(name);
-    if (known == names_.end()) {
-      const std::string& interned = *t_.names->insert(std::string(name)).first;
-      known = names_.emplace(interned, name_traits(interned)).first;
-    }
-    out.name = known->first;
-    out.traits = known->second;
-    out.pid = as_int(e.pid, 0);
-    out.tid = as_int(e.tid, 0);
+    out.name = e.name;
+    out.traits = e.traits;
+    out.pid = e.pid;
+    out.tid = e.tid;
     std::string_view stack;
     OpInputs* inputs = nullptr;
     if (e.args_object) {
       out.correlation = e.correlation;
       out.bytes = e.bytes;
       if (out.kind == Kind::kCpuOp) out.batch = e.batch;
-      if (out.kind == Kind::kCpuOp && !e.call_stack.empty()) stack = *t_.names->insert(e.call_stack).first;
+      if (out.kind == Kind::kCpuOp && !e.call_stack.empty()) stack = intern(e.call_stack);
       if (out.kind == Kind::kCpuOp && (e.has_dims || e.in.flops >= 0)) inputs = &e.in;
     }
     facts(out);
@@ -708,52 +761,94 @@ class Sax {
 
   /// The fields of the event being read.
   struct Pending {
-    Scalar ph, cat, name, ts, dur, pid{Scalar::kOther}, tid{Scalar::kOther}, args_name;
+    Ph ph = Ph::kNone;
+    Kind kind = Kind::kOther;  // from "cat"
+    bool keep = false, python = false;
+    bool named = false, has_ts = false, has_dur = false, has_args_name = false;
+    std::string_view name;  // interned
+    uint32_t traits = 0;
+    double ts = 0, dur = 0;
+    int64_t pid = 0, tid = 0;
+    std::string args_name;   // args' "name" (a process_name record's)
     std::string call_stack;  // args' "Call stack"
     OpInputs in;             // args' "Input Dims", "Input type", "Concrete Inputs", "flops"
     bool has_dims = false;
     bool args_object = false;
     int64_t correlation = -1, bytes = -1, batch = -1, allocated = -1, reserved = -1, device_id = -1,
             device_type = -1, mem_bytes = 0;
+    void set_cat(std::string_view cat) {
+      kind = kind_of(cat, &keep);
+      python = cat == "python_function" || cat == "python_function_call";
+    }
+    /// As a new event: no fields (keeping the memory of the strings and lists).
+    void reset() {
+      ph = Ph::kNone;
+      set_cat({});
+      named = has_ts = has_dur = has_args_name = has_dims = args_object = false;
+      ts = dur = 0;
+      pid = tid = 0;
+      call_stack.clear();
+      in.dims.clear();
+      in.types.clear();
+      in.concrete.clear();
+      in.flops = -1;
+      correlation = bytes = batch = allocated = reserved = device_id = device_type = -1;
+      mem_bytes = 0;
+    }
   };
 
   Trace& t_;
   TraceSink& sink_;
   const std::string& path_;
-  Scalar str_{Scalar::kString};  // the string read last
+  std::string part_;  // the parts of a split key, string or number so far
+  bool split_ = false;
   std::vector<Ctx> ctx_;
   Field key_id_ = Field::kOther;  // the key of the value read next
   Pending ev_;
-  bool in_event_ = false, saw_events_ = false, t_has_ptune_ = false;
+  bool saw_events_ = false, t_has_ptune_ = false;
   int64_t dims_ = 0, dim0_ = -1;
   std::string process_name_;
   std::unordered_map<int64_t, size_t> per_pid_;           // host events per pid
-  std::unordered_map<std::string_view, uint32_t> names_;  // the names interned so far, and their traits
+  std::unordered_set<std::string_view> pooled_;           // the texts in the Trace's pool
+  std::unordered_map<std::string_view, uint32_t> names_;  // the event names interned so far, and their traits
   std::unordered_set<std::string_view> step_names_;       // interned
 };
+
+bool is_json_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+/// Throws the DataError of text that is not JSON at character `offset` of the trace's text.
+[[noreturn]] void not_json(const std::string& path, uint64_t offset, unsigned char c, bool extra) {
+  fail(path, "not JSON (parse error at " + place_of(path, offset) + ": " + reason_at(c, extra) + ")");
+}
 
 }  // namespace
 
 void scan_trace(const std::string& path, Trace& t, TraceSink& sink) {
   t.path = path;
   TextBuf buf(path);
-  TextStream in(buf);
-  Sax sax(t, sink, path);
-  rapidjson::Reader reader;
-  constexpr unsigned kFlags = rapidjson::kParseIterativeFlag | rapidjson::kParseNumbersAsStringsFlag |
-                              rapidjson::kParseValidateEncodingFlag;
-  const rapidjson::ParseResult parsed = reader.Parse<kFlags>(in, sax);
-  if (parsed.IsError()) {
-    if (in.ended() && parsed.Offset() >= in.Tell())
-      fail(path,
-           "truncated: the JSON ends at byte " + std::to_string(buf.delivered()) + " before it is complete");
-    const Place at = place_of(path, parsed.Offset());
-    if (parsed.Code() == rapidjson::kParseErrorNumberTooBig)
-      fail(path, "'" + at.number + "' overflows a double (largest about 1.8e308)");
-    fail(path,
-         "not JSON (parse error at " + at.where + ": " + rapidjson::GetParseError_En(parsed.Code()) + ")");
+  json::parse_options opt;
+  opt.max_depth = kMaxDepth + 1;  // the handler names the limit first
+  json::basic_parser<Handler> parser(opt, t, sink, path);
+  json::error_code ec;
+  uint64_t at = 0;  // characters before the piece being read
+  bool complete = false;
+  for (auto [text, n] = buf.block(); n > 0; std::tie(text, n) = buf.block()) {
+    size_t used = 0;
+    if (!complete) {
+      used = parser.write_some(true, text, n, ec);
+      if (ec) not_json(path, at + used, used < n ? static_cast<unsigned char>(text[used]) : 0, false);
+      complete = parser.done();
+    }
+    if (complete)  // after the document, white space only
+      for (size_t i = used; i < n; ++i)
+        if (!is_json_space(text[i])) not_json(path, at + i, static_cast<unsigned char>(text[i]), true);
+    at += n;
   }
-  if (!sax.saw_events()) {
+  if (!complete && (parser.write_some(false, nullptr, 0, ec), ec))
+    fail(path,
+         "truncated: the JSON ends at byte " + std::to_string(buf.delivered()) + " before it is complete");
+  const Handler& h = parser.handler();
+  if (!h.saw_events()) {
     fail(path,
          "not a profiler trace: no \"traceEvents\" list (torch.profiler's export_chrome_trace and "
          "tensorboard_trace_handler write one)");
@@ -763,8 +858,8 @@ void scan_trace(const std::string& path, Trace& t, TraceSink& sink) {
          "no timed events (\"ph\": \"X\" with a \"ts\" and \"dur\") in its traceEvents: nothing to analyze");
   }
   t.text_bytes = buf.delivered();
-  t.writer = writer_of(sax.has_ptune_key(), sax.process_name());
-  t.host_pid = sax.host_pid();
+  t.writer = writer_of(h.has_ptune_key(), h.process_name());
+  t.host_pid = h.host_pid();
 }
 
 bool is_trace_file_name(const std::string& name) {

@@ -25,11 +25,14 @@ find_package(nlohmann_json 3.10 REQUIRED)
 find_package(CLI11 2.0 REQUIRED)
 find_package(spdlog REQUIRED)
 find_package(PNG REQUIRED)
-find_package(Boost 1.71 REQUIRED)  # headers only: Boost.Math's Student's t (core/stats)
+# Headers only: Boost.Math's Student's t (core/stats), and Boost.JSON's incremental parser (the
+# trace reader of ptune analyze; compiled into lib/analyze/trace_reader.cpp from its src.hpp).
+find_package(Boost 1.81 REQUIRED)
+find_path(PTUNE_BOOST_JSON_DIR boost/json/basic_parser_impl.hpp HINTS ${Boost_INCLUDE_DIRS})
+if(NOT PTUNE_BOOST_JSON_DIR)
+  message(FATAL_ERROR "ptune: Boost.JSON's headers not found (apt-get install libboost-json1.81-dev)")
+endif()
 find_package(ZLIB REQUIRED)  # .json.gz traces (ptune analyze)
-# RapidJSON (headers only): the trace reader's SAX parser (ptune analyze). Found by file: Debian's
-# RapidJSONConfig.cmake names /usr/include outright, wrong for packages unpacked elsewhere.
-find_path(RAPIDJSON_INCLUDE_DIRS rapidjson/reader.h REQUIRED)
 # libjpeg-turbo's TurboJPEG API, found by file rather than by pkg-config: the .pc file of a
 # Debian package unpacked elsewhere (scripts/gpu-build's PTUNE_DEPS) points at /usr, and a GPU
 # machine may have no pkg-config at all. find_* search CMAKE_PREFIX_PATH with its lib/<arch>.
