@@ -88,6 +88,7 @@ struct Header {
   double ts = 0;
 };
 constexpr uint8_t kStack = 1, kInputs = 2;
+constexpr size_t kHeadBytes = sizeof(uint32_t) + sizeof(uint8_t) + sizeof(uint64_t) + sizeof(double);
 
 template <typename T>
 void put(std::string& out, const T& v) {
@@ -118,37 +119,59 @@ std::vector<T> take_list(const char*& p, const char* end) {
   return v;
 }
 
-/// Reads records one by one from [from, to) of a file, a block at a time.
+/// A stretch of a file holding whole records.
+struct Chunk {
+  uint64_t at = 0, size = 0;
+};
+
+/// Reads records one by one from stretches of a file, in the order given, a block at a time.
 class RecordReader {
  public:
-  RecordReader(const TempFile& f, uint64_t from, uint64_t to) : f_(f), start_(from), to_(to) { next(); }
+  RecordReader(const TempFile& f, std::vector<Chunk> chunks) : f_(f), chunks_(std::move(chunks)) {
+    start();
+    next();
+  }
+  RecordReader(const TempFile& f, uint64_t from, uint64_t to) : RecordReader(f, {Chunk{from, to - from}}) {}
   bool done() const { return done_; }
   const Header& header() const { return h_; }
   std::string_view body() const { return {buf_.data() + body_at_, h_.body}; }
   void next() {
     pos_ += record_size_;
     record_size_ = 0;
-    if (start_ + pos_ >= to_) {
-      done_ = true;
-      return;
+    while (start_ + pos_ >= to_) {
+      if (++chunk_ >= chunks_.size()) {
+        done_ = true;
+        return;
+      }
+      start();
     }
-    constexpr size_t kHead = sizeof(uint32_t) + sizeof(uint8_t) + sizeof(uint64_t) + sizeof(double);
-    have(kHead);
+    have(kHeadBytes);
     const char* p = buf_.data() + pos_;
-    const char* end = p + kHead;
+    const char* end = p + kHeadBytes;
     h_.body = take<uint32_t>(p, end);
     h_.memory = take<uint8_t>(p, end);
     h_.seq = take<uint64_t>(p, end);
     h_.ts = take<double>(p, end);
-    have(kHead + h_.body);
-    body_at_ = pos_ + kHead;
-    record_size_ = kHead + h_.body;
+    have(kHeadBytes + h_.body);
+    body_at_ = pos_ + kHeadBytes;
+    record_size_ = kHeadBytes + h_.body;
   }
   /// The record as read, header and body, to copy to another file.
+  std::string_view record() const { return {buf_.data() + pos_, record_size_}; }
   void copy_to(TempFile& out) const { out.write(buf_.data() + pos_, record_size_); }
 
  private:
-  /// The buffer holds `n` bytes from pos_ on, reading more of the file where it does not.
+  /// Starts reading chunks_[chunk_] (none: done).
+  void start() {
+    if (chunk_ >= chunks_.size()) {
+      start_ = to_ = 0;
+      return;
+    }
+    start_ = chunks_[chunk_].at;
+    to_ = start_ + chunks_[chunk_].size;
+    pos_ = len_ = 0;
+  }
+  /// The buffer holds `n` bytes from pos_ on, reading more of the chunk where it does not.
   void have(size_t n) {
     if (len_ - pos_ >= n) return;
     std::memmove(buf_.data(), buf_.data() + pos_, len_ - pos_);
@@ -165,22 +188,28 @@ class RecordReader {
   }
 
   const TempFile& f_;
-  uint64_t start_;  // the file offset of the buffer's first byte
-  uint64_t to_;     // the end of the range read
+  std::vector<Chunk> chunks_;
+  size_t chunk_ = 0;
+  uint64_t start_ = 0;  // the file offset of the buffer's first byte
+  uint64_t to_ = 0;     // the end of the chunk read
   std::vector<char> buf_ = std::vector<char>(size_t{1} << 18);
   size_t pos_ = 0, len_ = 0, body_at_ = 0, record_size_ = 0;
   bool done_ = false;
   Header h_;
 };
 
-void write_record(TempFile& f, bool memory, uint64_t seq, double ts, const std::string& body) {
-  std::string head;
-  put(head, static_cast<uint32_t>(body.size()));
-  put(head, static_cast<uint8_t>(memory));
-  put(head, seq);
-  put(head, ts);
-  f.write(head.data(), head.size());
-  f.write(body.data(), body.size());
+/// Starts a record in `out` (cleared): its header, with the body's size filled in by end_record.
+void begin_record(std::string& out, bool memory, uint64_t seq, double ts) {
+  out.clear();
+  put(out, uint32_t{0});
+  put(out, static_cast<uint8_t>(memory));
+  put(out, seq);
+  put(out, ts);
+}
+void end_record(TempFile& f, std::string& out) {
+  const auto body = static_cast<uint32_t>(out.size() - kHeadBytes);
+  std::memcpy(out.data(), &body, sizeof body);
+  f.write(out.data(), out.size());
 }
 
 /// Adds the record `r` to `t`: its event (with its stack and inputs) or memory sample.
@@ -221,7 +250,7 @@ class Spool : public TraceSink {
   Spool(TempFile& f, std::vector<double>& step_starts) : f_(f), steps_(step_starts) {}
   void event(const Event& e, OpInputs* in, std::string_view stack) override {
     if (is_step(e)) steps_.push_back(e.ts);
-    body_.clear();
+    begin_record(body_, false, seq_++, e.ts);
     put(body_, e);
     put(body_, static_cast<uint8_t>((stack.empty() ? 0 : kStack) | (in ? kInputs : 0)));
     if (!stack.empty()) put(body_, stack);
@@ -232,12 +261,12 @@ class Spool : public TraceSink {
       put_list(body_, in->types);
       put_list(body_, in->concrete);
     }
-    write_record(f_, false, seq_++, e.ts, body_);
+    end_record(f_, body_);
   }
   void memory(const MemorySample& m) override {
-    body_.clear();
+    begin_record(body_, true, seq_++, m.ts);
     put(body_, m);
-    write_record(f_, true, seq_++, m.ts, body_);
+    end_record(f_, body_);
   }
 
  private:
@@ -247,11 +276,13 @@ class Spool : public TraceSink {
   std::string body_;
 };
 
-/// Where each bucket of records starts in a file: bucket b is [at[b], at[b + 1]).
+/// Buckets of records: the stretches of a file holding each one's records (in file order), and
+/// what its part needs.
 struct Buckets {
-  std::vector<double> from;  // each bucket's own time starts here (the first: -1e300)
-  std::vector<uint64_t> at;
-  std::vector<size_t> first, last;  // the first and last bucket each one's part needs (reach_of)
+  std::vector<double> from;                // each bucket's own time starts here (the first: -1e300)
+  std::vector<uint64_t> bytes;             // each bucket's bytes of records
+  std::vector<std::vector<Chunk>> chunks;  // where each bucket's records are
+  std::vector<size_t> first, last;         // the first and last bucket each one needs (reach_of)
 };
 
 }  // namespace
@@ -355,40 +386,37 @@ std::vector<uint32_t> plan_buckets(const TempFile& f, const std::vector<double>&
     acc += size[i];
   }
   std::vector<Reach> reach(b.from.size());
-  for (size_t i = 0; i < size.size(); ++i) reach[bucket[i]].add(step_reach[i]);
+  b.bytes.assign(b.from.size(), 0);
+  for (size_t i = 0; i < size.size(); ++i) reach[bucket[i]].add(step_reach[i]), b.bytes[bucket[i]] += size[i];
   reach_of(reach, b);
   return bucket;
 }
 
-/// The records of `f` sorted into buckets, one after the other in `out`; a bucket's records in
-/// file order. At most kOpen temporary files are open at a time (rounds over `f`).
+/// The records of `f` sorted into buckets of about `target` bytes, written to `out` in one pass:
+/// each bucket's records gather in a buffer of its own, written out as a chunk when full (at
+/// most about 16 MiB of buffers in all).
 Buckets sort_into_buckets(const TempFile& f, const std::vector<double>& starts, uint64_t target,
-                          TempFile& out, const std::string& path) {
+                          TempFile& out) {
   Buckets b;
   const auto bucket = plan_buckets(f, starts, target, b);
   const size_t n = b.from.size();
-  constexpr size_t kOpen = 64;
-  for (size_t first = 0; first < n; first += kOpen) {
-    const size_t last = std::min(n, first + kOpen);
-    std::vector<std::unique_ptr<TempFile>> tmp;
-    for (size_t i = first; i < last; ++i) tmp.push_back(std::make_unique<TempFile>(path));
-    for (RecordReader r(f, 0, f.size()); !r.done(); r.next()) {
-      const auto i = std::upper_bound(starts.begin(), starts.end(), r.header().ts) - starts.begin();
-      const size_t k = bucket[static_cast<size_t>(i)];
-      if (k >= first && k < last) r.copy_to(*tmp[k - first]);
-    }
-    std::vector<char> buf(1 << 20);
-    for (auto& t : tmp) {
-      t->flush();
-      b.at.push_back(out.size());
-      for (uint64_t at = 0; at < t->size();) {
-        const size_t got = t->read(buf.data(), buf.size(), at);
-        out.write(buf.data(), got);
-        at += got;
-      }
-    }
+  b.chunks.assign(n, {});
+  const size_t cap = std::clamp<size_t>((size_t{16} << 20) / n, size_t{4} << 10, size_t{1} << 20);
+  std::vector<std::string> buf(n);
+  auto flush = [&](size_t k) {
+    if (buf[k].empty()) return;
+    b.chunks[k].push_back({out.size(), buf[k].size()});
+    out.write(buf[k].data(), buf[k].size());
+    buf[k].clear();
+  };
+  for (RecordReader r(f, 0, f.size()); !r.done(); r.next()) {
+    const auto i = std::upper_bound(starts.begin(), starts.end(), r.header().ts) - starts.begin();
+    const size_t k = bucket[static_cast<size_t>(i)];
+    const std::string_view rec = r.record();
+    if (buf[k].size() + rec.size() > cap) flush(k);
+    buf[k].append(rec);
   }
-  b.at.push_back(out.size());
+  for (size_t k = 0; k < n; ++k) flush(k);
   out.flush();
   return b;
 }
@@ -396,16 +424,36 @@ Buckets sort_into_buckets(const TempFile& f, const std::vector<double>& starts, 
 /// Loads into `t` the records of the readers, merged in file order. The events that start
 /// before `boundary` and end after it are copied to `open` (what the next part carries).
 void load_merged(std::vector<RecordReader>& in, Trace& t, double boundary, TempFile* open) {
-  while (true) {
-    RecordReader* next = nullptr;
-    for (auto& r : in)
-      if (!r.done() && (!next || r.header().seq < next->header().seq)) next = &r;
-    if (!next) return;
-    load_record(*next, t);
-    if (open && !next->header().memory && t.events.back().ts < boundary && t.events.back().end() > boundary)
-      next->copy_to(*open);
-    next->next();
+  auto later = [&](size_t x, size_t y) { return in[x].header().seq > in[y].header().seq; };
+  std::vector<size_t> heap;  // the readers not done, the one with the first record on top
+  for (size_t i = 0; i < in.size(); ++i)
+    if (!in[i].done()) heap.push_back(i);
+  std::make_heap(heap.begin(), heap.end(), later);
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), later);
+    RecordReader& next = in[heap.back()];
+    load_record(next, t);
+    if (open && !next.header().memory && t.events.back().ts < boundary && t.events.back().end() > boundary)
+      next.copy_to(*open);
+    next.next();
+    if (next.done())
+      heap.pop_back();
+    else
+      std::push_heap(heap.begin(), heap.end(), later);
   }
+}
+
+/// The parts of the buckets: consecutive buckets of about `own` bytes in all (one at least).
+/// Returns each part's first bucket, and one past the last part's last.
+std::vector<size_t> group_buckets(const Buckets& b, uint64_t own) {
+  std::vector<size_t> start{0};
+  uint64_t acc = 0;
+  for (size_t k = 0; k < b.bytes.size(); ++k) {
+    if (k > start.back() && acc + b.bytes[k] > own) start.push_back(k), acc = 0;
+    acc += b.bytes[k];
+  }
+  start.push_back(b.bytes.size());
+  return start;
 }
 
 }  // namespace
@@ -420,25 +468,30 @@ void SpooledTrace::for_each_part(uint64_t part_bytes, const std::function<void(c
     f(t);
     return;
   }
+  // Buckets of a sixteenth of a part; a part is the buckets of about three quarters of it, with
+  // the buckets around them that they need (a device running a step behind: one or two).
   TempFile sorted(meta_.path);
-  const Buckets b =
-      sort_into_buckets(events, step_starts_, std::max<uint64_t>(part_bytes / 3, 1), sorted, meta_.path);
+  const Buckets b = sort_into_buckets(events, step_starts_, std::max<uint64_t>(part_bytes / 16, 1), sorted);
+  const auto parts = group_buckets(b, part_bytes / 4 * 3);
   const size_t n = b.from.size();
-  // The events of earlier buckets still running where part k's first bucket starts (the
+  // The events of earlier buckets still running where a part's first bucket starts (the
   // training loop's Python frames, a long annotation): carried from part to part.
   auto open = std::make_unique<TempFile>(meta_.path);
-  for (size_t k = 0; k < n; ++k) {
+  for (size_t p = 0; p + 1 < parts.size(); ++p) {
+    const size_t own_first = parts[p], own_last = parts[p + 1] - 1;
     Trace t = meta_;
-    t.part.from = b.from[k];
-    t.part.to = k + 1 < n ? b.from[k + 1] : 1e300;
-    t.part.first = k == 0;
-    t.part.last = k + 1 == n;
+    t.part.from = b.from[own_first];
+    t.part.to = own_last + 1 < n ? b.from[own_last + 1] : 1e300;
+    t.part.first = own_first == 0;
+    t.part.last = own_last + 1 == n;
+    size_t last = own_last;
+    for (size_t k = own_first; k <= own_last; ++k) last = std::max(last, b.last[k]);
     open->flush();
     std::vector<RecordReader> in;
     in.emplace_back(*open, 0, open->size());
-    for (size_t j = b.first[k]; j <= b.last[k]; ++j) in.emplace_back(sorted, b.at[j], b.at[j + 1]);
+    for (size_t j = b.first[own_first]; j <= last; ++j) in.emplace_back(sorted, b.chunks[j]);
     auto next_open = std::make_unique<TempFile>(meta_.path);
-    load_merged(in, t, k + 1 < n ? b.from[b.first[k + 1]] : 1e300, next_open.get());
+    load_merged(in, t, own_last + 1 < n ? b.from[b.first[own_last + 1]] : 1e300, next_open.get());
     open = std::move(next_open);
     f(t);
   }

@@ -7,8 +7,9 @@
 /// Why parts of steps with neighbours: Kineto writes a step's host events and its device events
 /// in separate runs of the file (and events of one run are not in time order), so no step is
 /// complete before the file ends; and a step's kernels run after its host code, up to a step or
-/// more later when the host runs ahead. So the events are first sorted into buckets of whole
-/// steps by their start time; a part is one bucket's events with the buckets on either side.
+/// more later when the host runs ahead. So the events are first sorted into small buckets of
+/// whole steps by their start time; a part is a run of consecutive buckets with the buckets
+/// before and after it that its events need (where its device work and its launches are).
 
 #include <cstdint>
 #include <cstdio>
@@ -41,8 +42,8 @@ class SpooledTrace {
 
   /// Calls `f` with each part of the file in time order: one part, all of it, when its compact
   /// form is at most `part_bytes` or it has no ProfilerStep#N ranges; else parts of whole steps
-  /// of about a third of `part_bytes` each (a single step larger than that is a part alone), each
-  /// with the steps on either side. Throws DataError when the temporary files cannot be read or
+  /// of about three quarters of `part_bytes` each (a single step larger than that is a part
+  /// alone), each with the steps around it that it needs, in buckets of a sixteenth. Throws DataError when the temporary files cannot be read or
   /// written.
   void for_each_part(uint64_t part_bytes, const std::function<void(const Trace&)>& f) const;
 

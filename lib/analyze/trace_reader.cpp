@@ -173,16 +173,22 @@ std::string reason_at(unsigned char c, bool extra) {
   return std::string("unexpected '") + static_cast<char>(c) + "'";
 }
 
+/// Whether `v` is the text `lit` (compared inline: its length is known when compiled).
+template <size_t N>
+bool is(std::string_view v, const char (&lit)[N]) {
+  return v.size() == N - 1 && std::memcmp(v.data(), lit, N - 1) == 0;
+}
+
 Kind kind_of(std::string_view cat, bool* keep) {
   *keep = true;
-  if (cat == "cpu_op" || cat == "operator" || cat == "Operator") return Kind::kCpuOp;
-  if (cat == "user_annotation" || cat == "python_function" || cat == "python_function_call")
+  if (is(cat, "cpu_op") || is(cat, "operator") || is(cat, "Operator")) return Kind::kCpuOp;
+  if (is(cat, "user_annotation") || is(cat, "python_function") || is(cat, "python_function_call"))
     return Kind::kAnnotation;
   // cuda_profiler_range: kernels timed by CUPTI's range profiler (HTA's cupti_profiler traces).
-  if (cat == "kernel" || cat == "Kernel" || cat == "cuda_profiler_range") return Kind::kKernel;
-  if (cat == "gpu_memcpy" || cat == "Memcpy") return Kind::kMemcpy;
-  if (cat == "gpu_memset" || cat == "Memset") return Kind::kMemset;
-  if (cat == "cuda_runtime" || cat == "cuda_driver" || cat == "Runtime") return Kind::kRuntime;
+  if (is(cat, "kernel") || is(cat, "Kernel") || is(cat, "cuda_profiler_range")) return Kind::kKernel;
+  if (is(cat, "gpu_memcpy") || is(cat, "Memcpy")) return Kind::kMemcpy;
+  if (is(cat, "gpu_memset") || is(cat, "Memset")) return Kind::kMemset;
+  if (is(cat, "cuda_runtime") || is(cat, "cuda_driver") || is(cat, "Runtime")) return Kind::kRuntime;
   *keep = false;  // gpu_user_annotation (device-side copies of host ranges), Trace, overhead, ...
   return Kind::kOther;
 }
@@ -286,46 +292,70 @@ enum class Field : uint8_t {
   kWorldSize,         // "world_size"
 };
 
-/// The Field of key `k`. Throws nothing.
+/// The Field of key `k` (by its length first: every key of every event asks). Throws nothing.
 Field key_of(std::string_view k) {
-  static const std::pair<std::string_view, Field> kKeys[] = {
-      {"Bytes", Field::kMemoryBytes},
-      {"Call stack", Field::kCallStack},
-      {"Concrete Inputs", Field::kConcreteInputs},
-      {"Device Id", Field::kDeviceId},
-      {"Device Type", Field::kDeviceType},
-      {"Input Dims", Field::kInputDims},
-      {"Input dims", Field::kInputDimsLower},
-      {"Input type", Field::kInputType},
-      {"Total Allocated", Field::kTotalAllocated},
-      {"Total Reserved", Field::kTotalReserved},
-      {"amp", Field::kAmp},
-      {"args", Field::kArgs},
-      {"bf16_native", Field::kBf16Native},
-      {"bytes", Field::kBytes},
-      {"cat", Field::kCat},
-      {"correlation", Field::kCorrelation},
-      {"deviceProperties", Field::kDeviceProperties},
-      {"distributedInfo", Field::kDistributedInfo},
-      {"dur", Field::kDur},
-      {"flops", Field::kFlops},
-      {"load", Field::kLoad},
-      {"name", Field::kName},
-      {"ph", Field::kPh},
-      {"pid", Field::kPid},
-      {"ptune", Field::kPtune},
-      {"rank", Field::kRank},
-      {"schemaVersion", Field::kSchemaVersion},
-      {"summary", Field::kSummary},
-      {"tid", Field::kTid},
-      {"traceEvents", Field::kTraceEvents},
-      {"ts", Field::kTs},
-      {"under_load", Field::kUnderLoad},
-      {"with_flops", Field::kWithFlops},
-      {"world_size", Field::kWorldSize},
-  };
-  for (const auto& [name, id] : kKeys)
-    if (name.size() == k.size() && name == k) return id;
+  switch (k.size()) {
+    case 2:
+      if (is(k, "ph")) return Field::kPh;
+      if (is(k, "ts")) return Field::kTs;
+      break;
+    case 3:
+      if (is(k, "amp")) return Field::kAmp;
+      if (is(k, "cat")) return Field::kCat;
+      if (is(k, "dur")) return Field::kDur;
+      if (is(k, "pid")) return Field::kPid;
+      if (is(k, "tid")) return Field::kTid;
+      break;
+    case 4:
+      if (is(k, "args")) return Field::kArgs;
+      if (is(k, "load")) return Field::kLoad;
+      if (is(k, "name")) return Field::kName;
+      if (is(k, "rank")) return Field::kRank;
+      break;
+    case 5:
+      if (is(k, "Bytes")) return Field::kMemoryBytes;
+      if (is(k, "bytes")) return Field::kBytes;
+      if (is(k, "flops")) return Field::kFlops;
+      if (is(k, "ptune")) return Field::kPtune;
+      break;
+    case 7:
+      if (is(k, "summary")) return Field::kSummary;
+      break;
+    case 9:
+      if (is(k, "Device Id")) return Field::kDeviceId;
+      break;
+    case 10:
+      if (is(k, "Call stack")) return Field::kCallStack;
+      if (is(k, "Input Dims")) return Field::kInputDims;
+      if (is(k, "Input dims")) return Field::kInputDimsLower;
+      if (is(k, "Input type")) return Field::kInputType;
+      if (is(k, "under_load")) return Field::kUnderLoad;
+      if (is(k, "with_flops")) return Field::kWithFlops;
+      if (is(k, "world_size")) return Field::kWorldSize;
+      break;
+    case 11:
+      if (is(k, "Device Type")) return Field::kDeviceType;
+      if (is(k, "bf16_native")) return Field::kBf16Native;
+      if (is(k, "correlation")) return Field::kCorrelation;
+      if (is(k, "traceEvents")) return Field::kTraceEvents;
+      break;
+    case 13:
+      if (is(k, "schemaVersion")) return Field::kSchemaVersion;
+      break;
+    case 14:
+      if (is(k, "Total Reserved")) return Field::kTotalReserved;
+      break;
+    case 15:
+      if (is(k, "Concrete Inputs")) return Field::kConcreteInputs;
+      if (is(k, "Total Allocated")) return Field::kTotalAllocated;
+      if (is(k, "distributedInfo")) return Field::kDistributedInfo;
+      break;
+    case 16:
+      if (is(k, "deviceProperties")) return Field::kDeviceProperties;
+      break;
+    default:
+      break;
+  }
   return Field::kOther;
 }
 
@@ -363,9 +393,9 @@ double parse_double(std::string_view text, const std::string& path) {
 enum class Ph : uint8_t { kNone, kComplete, kMeta, kInstant, kOther };
 
 Ph ph_of(std::string_view v) {
-  if (v == "X") return Ph::kComplete;
-  if (v == "M") return Ph::kMeta;
-  if (v == "i" || v == "I") return Ph::kInstant;
+  if (is(v, "X")) return Ph::kComplete;
+  if (is(v, "M")) return Ph::kMeta;
+  if (is(v, "i") || is(v, "I")) return Ph::kInstant;
   return Ph::kOther;
 }
 
@@ -778,7 +808,7 @@ class Handler {
             device_type = -1, mem_bytes = 0;
     void set_cat(std::string_view cat) {
       kind = kind_of(cat, &keep);
-      python = cat == "python_function" || cat == "python_function_call";
+      python = is(cat, "python_function") || is(cat, "python_function_call");
     }
     /// As a new event: no fields (keeping the memory of the strings and lists).
     void reset() {
