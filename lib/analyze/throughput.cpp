@@ -32,7 +32,7 @@ double elem_bytes(std::string_view t) {
   return 0;
 }
 
-std::string precision_of(std::string_view t) {
+const char* precision_of(std::string_view t) {
   if (t == "c10::BFloat16") return "bf16";
   if (t == "c10::Half") return "fp16";
   if (t == "double") return "fp64";
@@ -67,7 +67,7 @@ struct OpCost {
   const char* cls = nullptr;  // nullptr: not counted
   double flops = 0;
   double bytes = -1;  // -1: unknown
-  std::string precision;
+  const char* precision = "fp32";
 };
 
 const std::vector<int64_t>& dims_at(const OpInputs& in, size_t i) {
@@ -298,27 +298,29 @@ struct KernelTime {
 };
 
 /// On a GPU: each counted operator's time is that of the kernels it launched (the runtime calls
-/// inside it on its thread, linked by correlation). Returns op -> its kernels' time by precision.
-std::unordered_map<const Event*, KernelTime> kernel_time(const Trace& t, const std::vector<Counted>& ops) {
+/// inside it on its thread, linked by correlation). Returns, for each of `ops`, its kernels' time
+/// by precision.
+std::vector<KernelTime> kernel_time(const Trace& t, const std::vector<Counted>& ops) {
   std::unordered_map<int64_t, KernelTime> by_corr;
   for (const auto& e : t.events)
     if (e.kind == Kind::kKernel && e.correlation >= 0) by_corr[e.correlation].add(precision_index(e), e.dur);
-  std::map<std::pair<int64_t, int64_t>, std::vector<const Event*>> launches;
+  std::map<std::pair<int64_t, int64_t>, std::vector<std::pair<const Event*, const KernelTime*>>> launches;
   for (const auto& e : t.events)
-    if (e.kind == Kind::kRuntime && e.correlation >= 0 && by_corr.count(e.correlation))
-      launches[{e.pid, e.tid}].push_back(&e);
-  for (auto& [k, v] : launches)
-    std::sort(v.begin(), v.end(), [](const Event* a, const Event* b) { return a->ts < b->ts; });
-  std::unordered_map<const Event*, KernelTime> out;
-  for (const auto& c : ops) {
-    auto it = launches.find({c.e->pid, c.e->tid});
-    KernelTime us;
-    if (it != launches.end()) {
-      auto l = std::lower_bound(it->second.begin(), it->second.end(), c.e->ts,
-                                [](const Event* x, double ts) { return x->ts < ts; });
-      for (; l != it->second.end() && (*l)->ts <= c.e->end(); ++l) us.add(by_corr[(*l)->correlation]);
+    if (e.kind == Kind::kRuntime && e.correlation >= 0) {
+      auto k = by_corr.find(e.correlation);
+      if (k != by_corr.end()) launches[{e.pid, e.tid}].emplace_back(&e, &k->second);
     }
-    out[c.e] = us;
+  for (auto& [k, v] : launches)
+    std::stable_sort(v.begin(), v.end(),
+                     [](const auto& a, const auto& b) { return a.first->ts < b.first->ts; });
+  std::vector<KernelTime> out(ops.size());
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const Event* e = ops[i].e;
+    auto it = launches.find({e->pid, e->tid});
+    if (it == launches.end()) continue;
+    auto l = std::lower_bound(it->second.begin(), it->second.end(), e->ts,
+                              [](const auto& x, double ts) { return x.first->ts < ts; });
+    for (; l != it->second.end() && l->first->ts <= e->end(); ++l) out[i].add(*l->second);
   }
   return out;
 }
@@ -538,21 +540,46 @@ void ThroughputBuilder::add(const Trace& t, const std::vector<StepBreakdown>& wi
   z.shapes = z.shapes || std::any_of(t.inputs.begin(), t.inputs.end(),
                                      [](const auto& x) { return !x.second.dims.empty(); });
   const auto ops = counted_ops(t, steps, own.first, own.second, &z.from_trace);
-  const auto kernels = has_gpu_ ? kernel_time(t, ops) : std::unordered_map<const Event*, KernelTime>{};
-  for (const auto& c : ops) {
-    auto& r = z.classes[c.cost.cls];
-    r.name = c.cost.cls;
+  const auto kernels = has_gpu_ ? kernel_time(t, ops) : std::vector<KernelTime>{};
+  // The sums each class and precision adds to, found once per distinct name (the names are the
+  // cost functions' literals), not once per operator.
+  struct Into {
+    ClassRate* r;
+    std::map<std::string, double>* precision;
+    std::array<double*, 8> us{};  // r->us_by_precision's entries, by index in precisions()
+  };
+  std::unordered_map<const char*, Into> into;
+  std::unordered_map<const char*, double*> by_precision;
+  std::map<std::pair<const char*, const char*>, double*> class_precision;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const Counted& c = ops[i];
+    auto cls = into.find(c.cost.cls);
+    if (cls == into.end()) {
+      ClassRate& r = z.classes[c.cost.cls];
+      r.name = c.cost.cls;
+      cls = into.emplace(c.cost.cls, Into{&r, &z.class_precision[c.cost.cls]}).first;
+    }
+    ClassRate& r = *cls->second.r;
     r.calls += 1 / nsteps_;
     r.flops += c.cost.flops / nsteps_;
     if (c.cost.bytes >= 0) r.bytes = r.bytes.value_or(0) + c.cost.bytes / nsteps_;
-    r.us += (has_gpu_ ? total(kernels.at(c.e)) : c.e->dur) / nsteps_;
+    r.us += (has_gpu_ ? total(kernels[i]) : c.e->dur) / nsteps_;
     if (has_gpu_) {
-      const KernelTime& k = kernels.at(c.e);
-      for (size_t i = 0; i < k.us.size(); ++i)
-        if (k.present & (1u << i)) r.us_by_precision[precisions()[i]] += k.us[i] / nsteps_;
+      const KernelTime& k = kernels[i];
+      for (size_t j = 0; j < k.us.size(); ++j) {
+        if (!(k.present & (1u << j))) continue;
+        double*& us = cls->second.us[j];
+        if (!us) us = &r.us_by_precision[precisions()[j]];
+        *us += k.us[j] / nsteps_;
+      }
     }
-    z.by_precision[c.cost.precision] += c.cost.flops > 0 ? c.cost.flops : 1e-9;
-    z.class_precision[c.cost.cls][c.cost.precision] += c.cost.flops > 0 ? c.cost.flops : 1e-9;
+    const double flops = c.cost.flops > 0 ? c.cost.flops : 1e-9;
+    double*& all = by_precision[c.cost.precision];
+    if (!all) all = &z.by_precision[c.cost.precision];
+    *all += flops;
+    double*& mine = class_precision[{c.cost.cls, c.cost.precision}];
+    if (!mine) mine = &(*cls->second.precision)[c.cost.precision];
+    *mine += flops;
   }
 }
 

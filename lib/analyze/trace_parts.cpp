@@ -90,8 +90,25 @@ struct Header {
 constexpr uint8_t kStack = 1, kInputs = 2;
 constexpr size_t kHeadBytes = sizeof(uint32_t) + sizeof(uint8_t) + sizeof(uint64_t) + sizeof(double);
 
+/// The bytes of a record being written: a buffer that keeps its memory from record to record.
+class Bytes {
+ public:
+  void clear() { n_ = 0; }
+  void append(const char* p, size_t n) {
+    if (n_ + n > buf_.size()) buf_.resize(std::max(buf_.size() * 2, n_ + n));
+    std::memcpy(buf_.data() + n_, p, n);
+    n_ += n;
+  }
+  char* data() { return buf_.data(); }
+  size_t size() const { return n_; }
+
+ private:
+  std::vector<char> buf_ = std::vector<char>(512);
+  size_t n_ = 0;
+};
+
 template <typename T>
-void put(std::string& out, const T& v) {
+void put(Bytes& out, const T& v) {
   out.append(reinterpret_cast<const char*>(&v), sizeof v);
 }
 
@@ -105,7 +122,7 @@ T take(const char*& p, const char* end) {
 }
 
 template <typename T>
-void put_list(std::string& out, const std::vector<T>& v) {
+void put_list(Bytes& out, const std::vector<T>& v) {
   put(out, static_cast<uint32_t>(v.size()));
   if (!v.empty()) out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
 }
@@ -113,9 +130,10 @@ void put_list(std::string& out, const std::vector<T>& v) {
 template <typename T>
 std::vector<T> take_list(const char*& p, const char* end) {
   const auto n = take<uint32_t>(p, end);
-  std::vector<T> v;
-  v.reserve(n);
-  for (uint32_t i = 0; i < n; ++i) v.push_back(take<T>(p, end));
+  if (static_cast<size_t>(end - p) / sizeof(T) < n) throw DataError("a damaged temporary file of events");
+  std::vector<T> v(n);
+  if (n) std::memcpy(static_cast<void*>(v.data()), p, n * sizeof(T));
+  p += n * sizeof(T);
   return v;
 }
 
@@ -133,6 +151,12 @@ class RecordReader {
   }
   RecordReader(const TempFile& f, uint64_t from, uint64_t to) : RecordReader(f, {Chunk{from, to - from}}) {}
   bool done() const { return done_; }
+  /// The bytes of records it reads in all.
+  uint64_t bytes() const {
+    uint64_t n = 0;
+    for (const auto& c : chunks_) n += c.size;
+    return n;
+  }
   const Header& header() const { return h_; }
   std::string_view body() const { return {buf_.data() + body_at_, h_.body}; }
   void next() {
@@ -199,14 +223,14 @@ class RecordReader {
 };
 
 /// Starts a record in `out` (cleared): its header, with the body's size filled in by end_record.
-void begin_record(std::string& out, bool memory, uint64_t seq, double ts) {
+void begin_record(Bytes& out, bool memory, uint64_t seq, double ts) {
   out.clear();
   put(out, uint32_t{0});
   put(out, static_cast<uint8_t>(memory));
   put(out, seq);
   put(out, ts);
 }
-void end_record(TempFile& f, std::string& out) {
+void end_record(TempFile& f, Bytes& out) {
   const auto body = static_cast<uint32_t>(out.size() - kHeadBytes);
   std::memcpy(out.data(), &body, sizeof body);
   f.write(out.data(), out.size());
@@ -228,6 +252,7 @@ void load_record(const RecordReader& r, Trace& t) {
     OpInputs in;
     in.flops = take<double>(p, end);
     const auto n = take<uint32_t>(p, end);
+    in.dims.reserve(n);
     for (uint32_t i = 0; i < n; ++i) in.dims.push_back(take_list<int64_t>(p, end));
     in.types = take_list<std::string_view>(p, end);
     in.concrete = take_list<std::string_view>(p, end);
@@ -273,7 +298,7 @@ class Spool : public TraceSink {
   TempFile& f_;
   std::vector<double>& steps_;
   uint64_t seq_ = 0;
-  std::string body_;
+  Bytes body_;
 };
 
 /// Buckets of records: the stretches of a file holding each one's records (in file order), and
@@ -424,6 +449,10 @@ Buckets sort_into_buckets(const TempFile& f, const std::vector<double>& starts, 
 /// Loads into `t` the records of the readers, merged in file order. The events that start
 /// before `boundary` and end after it are copied to `open` (what the next part carries).
 void load_merged(std::vector<RecordReader>& in, Trace& t, double boundary, TempFile* open) {
+  // Room for as many events as the records' bytes could hold (each is an Event and more).
+  uint64_t bytes = 0;
+  for (const auto& r : in) bytes += r.bytes();
+  t.events.reserve(static_cast<size_t>(bytes / (kHeadBytes + sizeof(Event) + 1)));
   auto later = [&](size_t x, size_t y) { return in[x].header().seq > in[y].header().seq; };
   std::vector<size_t> heap;  // the readers not done, the one with the first record on top
   for (size_t i = 0; i < in.size(); ++i)

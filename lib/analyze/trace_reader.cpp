@@ -555,7 +555,7 @@ class Handler {
             c = Ctx::kConcrete;
           break;
         case Ctx::kDims:
-          if (!object) c = Ctx::kDim, dims_ = 0, dim0_ = -1, ev_.in.dims.emplace_back();
+          if (!object) c = Ctx::kDim, dims_ = 0, dim0_ = -1, ev_.new_input();
           break;
         case Ctx::kDevices:
           if (object) c = Ctx::kDevice;
@@ -806,6 +806,17 @@ class Handler {
     bool args_object = false;
     int64_t correlation = -1, bytes = -1, batch = -1, allocated = -1, reserved = -1, device_id = -1,
             device_type = -1, mem_bytes = 0;
+    std::vector<std::vector<int64_t>> spare;  // dims lists of earlier events, kept for their memory
+    /// A new input's dims list, empty.
+    void new_input() {
+      if (spare.empty()) {
+        in.dims.emplace_back();
+        return;
+      }
+      in.dims.push_back(std::move(spare.back()));
+      spare.pop_back();
+      in.dims.back().clear();
+    }
     void set_cat(std::string_view cat) {
       kind = kind_of(cat, &keep);
       python = is(cat, "python_function") || is(cat, "python_function_call");
@@ -818,6 +829,7 @@ class Handler {
       ts = dur = 0;
       pid = tid = 0;
       call_stack.clear();
+      for (auto& d : in.dims) spare.push_back(std::move(d));
       in.dims.clear();
       in.types.clear();
       in.concrete.clear();
