@@ -450,10 +450,8 @@ std::optional<int64_t> batch_size_of(const Trace& t, const Ranges& loader_ranges
   for (const Event* e : ops) {
     if (e->name == "aten::embedding") {
       // aten::embedding(weight, indices): the batch is the indices' first dimension.
-      auto in = t.inputs.find(static_cast<size_t>(e - t.events.data()));
-      if (in != t.inputs.end() && in->second.dims.size() >= 2 && !in->second.dims[1].empty() &&
-          in->second.dims[1][0] > 0)
-        return in->second.dims[1][0];
+      const OpInputs* in = inputs_of(t, static_cast<size_t>(e - t.events.data()));
+      if (in && in->dims.size() >= 2 && !in->dims[1].empty() && in->dims[1][0] > 0) return in->dims[1][0];
       continue;
     }
     if (e->name == "aten::to" || e->name == "aten::_to_copy" || e->name == "aten::copy_" ||

@@ -256,7 +256,7 @@ void load_record(const RecordReader& r, Trace& t) {
     for (uint32_t i = 0; i < n; ++i) in.dims.push_back(take_list<int64_t>(p, end));
     in.types = take_list<std::string_view>(p, end);
     in.concrete = take_list<std::string_view>(p, end);
-    t.inputs.emplace(at, std::move(in));
+    t.inputs.emplace_back(at, std::move(in));
   }
   t.events.push_back(e);
 }

@@ -43,8 +43,8 @@ class SpooledTrace {
   /// Calls `f` with each part of the file in time order: one part, all of it, when its compact
   /// form is at most `part_bytes` or it has no ProfilerStep#N ranges; else parts of whole steps
   /// of about three quarters of `part_bytes` each (a single step larger than that is a part
-  /// alone), each with the steps around it that it needs, in buckets of a sixteenth. Throws DataError when the temporary files cannot be read or
-  /// written.
+  /// alone), each with the steps around it that it needs, in buckets of a sixteenth. Throws DataError when
+  /// the temporary files cannot be read or written.
   void for_each_part(uint64_t part_bytes, const std::function<void(const Trace&)>& f) const;
 
  private:

@@ -3,6 +3,7 @@
 /// (`export_chrome_trace`, `tensorboard_trace_handler`) and ptune's `--profile` write — from
 /// `.json` or `.json.gz` files, or a folder of them (one per rank), into plain events.
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -95,8 +96,9 @@ struct Trace {
   std::optional<int64_t> schema_version;  // "schemaVersion"
   std::vector<MemorySample> memory;       // "[memory]" samples, host and device (profile_memory=True)
   int64_t host_pid = 0;                   // the pid of most host operators (the profiled process)
-  /// Index in `events` -> the host operator's inputs (record_shapes=True), or its "flops".
-  std::unordered_map<size_t, OpInputs> inputs;
+  /// Index in `events` -> the host operator's inputs (record_shapes=True), or its "flops"; in
+  /// the order of the indexes (see inputs_of).
+  std::vector<std::pair<size_t, OpInputs>> inputs;
   bool with_flops = false;  // top-level "with_flops" (torch.profiler's with_flops=True)
   uint64_t text_bytes = 0;  // trace text read (after gzip decompression)
   int64_t skipped = 0;      // "X" events left out: a negative duration, or a time beyond +-1e18 us
@@ -111,6 +113,13 @@ struct Trace {
   bool comm_kernels = false;      // communication kernels (nccl...): host collectives only launch them
   bool device_memory = false;     // memory samples of a GPU
 };
+
+/// The inputs recorded of `t.events[index]`; nullptr: none. Throws nothing.
+inline const OpInputs* inputs_of(const Trace& t, size_t index) {
+  auto it = std::lower_bound(t.inputs.begin(), t.inputs.end(), index,
+                             [](const std::pair<size_t, OpInputs>& x, size_t i) { return x.first < i; });
+  return it != t.inputs.end() && it->first == index ? &it->second : nullptr;
+}
 
 /// Receives a trace file's events as it is read (scan_trace), in file order.
 class TraceSink {
