@@ -28,8 +28,6 @@ ALLOWED = {
         "a table of data: one entry per key of a results row (key, kind, writer, reader)",
     ("lib/models/pickle.cpp", "ptune::models::pickle::Unpickler::run"):
         "a table of data: one case per pickle opcode, each a few lines",
-    ("lib/analyze/trace_reader.cpp", "ptune::analyze::Sax::scalar"):
-        "a table of data: one case per key of a trace event, each a line",
 }
 
 
