@@ -6,6 +6,7 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -290,6 +291,11 @@ ptune::Outcome run_analyze(Args& a) {
     if (z.batch > 0) copt.batch_size = z.batch;
     copt.noise_pct = z.noise_pct;
     z.opt.part_bytes = static_cast<uint64_t>(z.events_mb * 1024 * 1024);
+    // A large trace is taken apart part by part, each allocating and freeing a few MB: keep that
+    // memory for the next part rather than give it back to the system and fault it in again
+    // (about a tenth of the time on a 100 MB trace).
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 256 << 20);
     z.opt.cpu_ceilings = [&a](const std::string& precision) { return cpu_ceilings(a, precision); };
     const auto c = ptune::analyze::compare_versions(z.paths, z.opt, copt);
     if (c.versions.size() == 1)
