@@ -215,6 +215,18 @@ TEST_CASE("GPU columns appear when a row has GPU metrics", "[report]") {
   CHECK(to_json(res)["rows"][0]["gpu_busy_pct"] == 87.4);
 }
 
+TEST_CASE("a cell's number and a shortened name: printf's digits, cut never inside a character", "[report]") {
+  CHECK(ptune::table::fmt("%.1f", 2.25) == "2.2");  // round half to even in binary: 2.25 is exact
+  CHECK(ptune::table::fmt("%.3g", 1234.5) == "1.23e+03");
+  CHECK(ptune::table::shorten("aten::mm", 8) == "aten::mm");
+  CHECK(ptune::table::shorten("aten::addmm", 8) == "aten:...");
+  // "é" is two bytes (0xc3 0xa9): a cut after 5 bytes would split the second one.
+  const std::string name = "caf\xc3\xa9\xc3\xa9_kernel";
+  CHECK(ptune::table::shorten(name, 8) == "caf\xc3\xa9...");
+  CHECK(ptune::table::shorten(name, 9) == "caf\xc3\xa9...");
+  CHECK(ptune::table::shorten(name, 10) == "caf\xc3\xa9\xc3\xa9...");
+}
+
 TEST_CASE("a row measured under load says so in the table, CSV, Markdown and JSON", "[report]") {
   auto res = sample();
   auto& load = res.rows[2].m->load;

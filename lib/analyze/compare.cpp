@@ -15,19 +15,11 @@ namespace ptune::analyze {
 namespace {
 
 using Json = nlohmann::ordered_json;
+using table::fmt;
+using table::shorten;
 
 double r2(double v) { return std::round(v * 100.0) / 100.0; }
 double r4(double v) { return std::round(v * 10000.0) / 10000.0; }
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-
-std::string shorten(const std::string& s, size_t n = 60) {
-  return s.size() <= n ? s : s.substr(0, n - 3) + "...";
-}
 
 /// The label of a path: the file or folder name without .json/.json.gz and torch's
 /// ".pt.trace" (a folder's own name for a folder of ranks; the folder's name for a file named
@@ -145,13 +137,13 @@ PairChanges changes_between(const Version& a, const Version& b, size_t i) {
   const double floor_ms = 0.01 * std::max(a.step_ms, b.step_ms);
   for (auto& c : largest(per_step(x.all_kernels, nx, false, false), per_step(y.all_kernels, ny, false, false),
                          "kernel", 3, floor_ms)) {
-    c.text = "kernel `" + shorten(c.name) + "` " + ms_text(c.before_ms) + " -> " + ms_text(c.after_ms) +
+    c.text = "kernel `" + shorten(c.name, 60) + "` " + ms_text(c.before_ms) + " -> " + ms_text(c.after_ms) +
              " per step";
     p.changes.push_back(c);
   }
   for (auto& c : largest(per_step(x.all_operators, nx, true, false),
                          per_step(y.all_operators, ny, true, false), "operator", 3, floor_ms)) {
-    c.text = "operator `" + shorten(c.name) + "` " + ms_text(c.before_ms) + " -> " + ms_text(c.after_ms) +
+    c.text = "operator `" + shorten(c.name, 60) + "` " + ms_text(c.before_ms) + " -> " + ms_text(c.after_ms) +
              " per step (self time)";
     p.changes.push_back(c);
   }

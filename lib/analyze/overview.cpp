@@ -10,13 +10,8 @@
 namespace ptune::analyze {
 namespace {
 
+using table::fmt;
 using table::html_escape;
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
 
 // The split's categories, in the plugin's order, with colours (Okabe-Ito, then greys).
 const char* const kCatColor[kCategories] = {"#009E73", "#56B4E9", "#0072B2", "#CC79A7",

@@ -11,6 +11,8 @@ namespace ptune::analyze {
 namespace {
 
 using Json = nlohmann::ordered_json;
+using table::fmt;
+using table::shorten;
 
 double r2(double v) { return std::round(v * 100.0) / 100.0; }
 
@@ -54,19 +56,9 @@ Json syncs_json(const Breakdown& b) {
   return out;
 }
 
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-
 std::string pad(std::string s, size_t w, bool right = false) {
   if (s.size() >= w) return s;
   return right ? std::string(w - s.size(), ' ') + s : s + std::string(w - s.size(), ' ');
-}
-
-std::string shorten(const std::string& s, size_t n = 90) {
-  return s.size() <= n ? s : s.substr(0, n - 3) + "...";
 }
 
 std::string steps_from(const Breakdown& b) { return b.from_steps ? "ProfilerStep#N" : "whole trace"; }
@@ -492,7 +484,7 @@ std::string render_terminal(const Analysis& a, const Version* v, const std::stri
     out += "\n" + title + "\n";
     for (const auto& n : v)
       out += "  " + pad(fmt("%.2f ms", (self ? n.self_us : n.total_us) / 1000.0), 11, true) + "  " +
-             pad(std::to_string(n.count) + "x", 6, true) + "  " + shorten(n.name) + "\n";
+             pad(std::to_string(n.count) + "x", 6, true) + "  " + shorten(n.name, 90) + "\n";
   };
   list("largest operators (host, self time over the steps):", b.operators, true);
   list("largest kernels:", b.kernels, false);

@@ -1,6 +1,7 @@
 #include "core/table.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 namespace ptune::table {
@@ -134,6 +135,19 @@ std::string csv_escape(const std::string& s) {
   std::string o = "\"";
   for (char ch : s) o += ch == '"' ? std::string("\"\"") : std::string(1, ch);
   return o + "\"";
+}
+
+std::string fmt(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+std::string shorten(const std::string& s, size_t n) {
+  if (s.size() <= n) return s;
+  size_t cut = n > 3 ? n - 3 : 0;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // a character's middle
+  return s.substr(0, cut) + "...";
 }
 
 }  // namespace ptune::table

@@ -54,4 +54,11 @@ std::string html_escape(const std::string& s);
 /// (\n or \r), its quotes doubled. Throws nothing.
 std::string csv_escape(const std::string& s);
 
+/// `v` printed with `format`, a printf format of one double ("%.1f"): a cell's text.
+std::string fmt(const char* format, double v);
+
+/// `s` cut to at most `n` bytes (n >= 4), ending in "..." where cut, never inside a UTF-8
+/// character.
+std::string shorten(const std::string& s, size_t n);
+
 }  // namespace ptune::table

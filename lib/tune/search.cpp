@@ -5,12 +5,6 @@
 
 namespace ptune::tune {
 
-std::string fmt(const char* format, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
-}
-
 /// The config a trial measures: `cfg` without its sweep, with at least `min_repeats` repeats.
 config::ExperimentConfig measured(config::ExperimentConfig cfg, int64_t min_repeats) {
   cfg.sweep.clear();

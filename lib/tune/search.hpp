@@ -12,12 +12,12 @@
 #include "config/config.hpp"
 #include "core/stats.hpp"
 #include "runtime/cuda_support.hpp"
+#include "core/table.hpp"
 #include "tune/tuner.hpp"
 
 namespace ptune::tune {
 
-/// `v` printed with the printf `format` (one double).
-std::string fmt(const char* format, double v);
+using table::fmt;  // `v` printed with a printf format of one double
 
 /// The config a trial measures: `cfg` without its sweep, with at least `min_repeats` repeats.
 config::ExperimentConfig measured(config::ExperimentConfig cfg, int64_t min_repeats);
