@@ -238,7 +238,7 @@ TEST_CASE("analyze: bad input is named, with the file and what is wrong", "[anal
   dir.write("tab.json", "{\"traceEvents\": [{\"name\": \"a\tb\"}]}");
   CHECK(error_of(p("tab.json")) ==
         "'" + p("tab.json") +
-            "': not JSON (parse error at line 1, column 29: a control character (0x09) inside a string)");
+            "': not JSON (parse error at line 1, column 29: an unescaped control character (0x09))");
   dir.write("extra.json", "{\"traceEvents\": []}\n\n  x");
   CHECK(error_of(p("extra.json")) ==
         "'" + p("extra.json") +

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -160,16 +161,13 @@ std::string place_of(const std::string& path, uint64_t offset) {
   return "line " + std::to_string(line) + ", column " + std::to_string(offset - line_start + 1);
 }
 
-std::string hex_byte(unsigned char c) {
-  const char* digits = "0123456789abcdef";
-  return {digits[c >> 4], digits[c & 15]};
-}
-
 /// What is wrong with the JSON at a character where the parser stopped, in words.
 std::string reason_at(unsigned char c, bool extra) {
   if (extra) return "text after the end of the JSON document";
-  if (c >= 0x80) return "a byte that is not UTF-8 text (0x" + hex_byte(c) + ")";
-  if (c < 0x20) return "a control character (0x" + hex_byte(c) + ") inside a string";
+  char hex[8];
+  std::snprintf(hex, sizeof hex, "0x%02x", c);
+  if (c >= 0x80) return std::string("a byte that is not UTF-8 text (") + hex + ")";
+  if (c < 0x20) return std::string("an unescaped control character (") + hex + ")";
   return std::string("unexpected '") + static_cast<char>(c) + "'";
 }
 
