@@ -448,12 +448,8 @@ std::optional<int64_t> batch_size_of(const Trace& t, const Ranges& loader_ranges
       ops.push_back(&e);
   std::sort(ops.begin(), ops.end(), [](const Event* a, const Event* c) { return a->ts < c->ts; });
   for (const Event* e : ops) {
-    if (e->name == "aten::embedding") {
-      // aten::embedding(weight, indices): the batch is the indices' first dimension.
-      const OpInputs* in = inputs_of(t, static_cast<size_t>(e - t.events.data()));
-      if (in && in->dims.size() >= 2 && !in->dims[1].empty() && in->dims[1][0] > 0) return in->dims[1][0];
-      continue;
-    }
+    // aten::embedding(weight, indices): Event::batch is the indices' first dimension.
+    if (e->name == "aten::embedding") return e->batch;
     if (e->name == "aten::to" || e->name == "aten::_to_copy" || e->name == "aten::copy_" ||
         text::starts_with(e->name, "aten::conv") || e->name == "aten::linear" ||
         e->name == "aten::cudnn_convolution")

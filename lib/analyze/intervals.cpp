@@ -38,7 +38,12 @@ Ranges intersect(const Ranges& a, const Ranges& b) {
 
 Ranges subtract(const Ranges& a, const Ranges& b) {
   Ranges out;
-  size_t j = 0;
+  if (a.empty()) return out;
+  // The first of `b` that ends after `a` starts (a short `a` against a long `b`: a sync's wait
+  // against a trace's device work).
+  size_t j = static_cast<size_t>(std::upper_bound(b.begin(), b.end(), a.front().first,
+                                                  [](double v, const auto& x) { return v < x.second; }) -
+                                 b.begin());
   for (auto [s, e] : a) {
     while (j < b.size() && b[j].second <= s) ++j;
     size_t k = j;

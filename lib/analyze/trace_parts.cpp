@@ -10,13 +10,14 @@
 #include <unordered_set>
 
 #include "analyze/events.hpp"
+#include "analyze/op_cost.hpp"
 #include "core/errors.hpp"
 
 namespace ptune::analyze {
 namespace {
 
 static_assert(std::is_trivially_copyable_v<Event> && std::is_trivially_copyable_v<MemorySample> &&
-                  std::is_trivially_copyable_v<std::string_view>,
+                  std::is_trivially_copyable_v<OpCost> && std::is_trivially_copyable_v<std::string_view>,
               "events are kept on disk as their bytes");
 
 /// An unlinked temporary file: gone when closed, or when the process ends however it ends.
@@ -78,8 +79,8 @@ class TempFile {
   uint64_t size_ = 0;
 };
 
-// A record: its header, then its body (an event: the Event, flags, the call stack and inputs
-// where flagged; a memory sample: the MemorySample). Names are kept as the views into the
+// A record: its header, then its body (an event: the Event, flags, the call stack and the
+// operator's cost where flagged; a memory sample: the MemorySample). Names are kept as the views into the
 // trace's pool that they are: the records are read back by the process that wrote them.
 struct Header {
   uint32_t body = 0;  // bytes of the body
@@ -87,7 +88,7 @@ struct Header {
   uint64_t seq = 0;  // the order in the file
   double ts = 0;
 };
-constexpr uint8_t kStack = 1, kInputs = 2;
+constexpr uint8_t kStack = 1, kCost = 2;
 constexpr size_t kHeadBytes = sizeof(uint32_t) + sizeof(uint8_t) + sizeof(uint64_t) + sizeof(double);
 
 /// The bytes of a record being written: a buffer that keeps its memory from record to record.
@@ -248,16 +249,7 @@ void load_record(const RecordReader& r, Trace& t) {
   const auto flags = take<uint8_t>(p, end);
   const size_t at = t.events.size();
   if (flags & kStack) t.call_stacks.emplace(at, take<std::string_view>(p, end));
-  if (flags & kInputs) {
-    OpInputs in;
-    in.flops = take<double>(p, end);
-    const auto n = take<uint32_t>(p, end);
-    in.dims.reserve(n);
-    for (uint32_t i = 0; i < n; ++i) in.dims.push_back(take_list<int64_t>(p, end));
-    in.types = take_list<std::string_view>(p, end);
-    in.concrete = take_list<std::string_view>(p, end);
-    t.inputs.emplace_back(at, std::move(in));
-  }
+  if (flags & kCost) t.costs.emplace_back(at, take<OpCost>(p, end));
   t.events.push_back(e);
 }
 
@@ -275,17 +267,14 @@ class Spool : public TraceSink {
   Spool(TempFile& f, std::vector<double>& step_starts) : f_(f), steps_(step_starts) {}
   void event(const Event& e, OpInputs* in, std::string_view stack) override {
     if (is_step(e)) steps_.push_back(e.ts);
+    OpCost cost;
+    if (in) cost = op_cost(e.name, *in);
+    const bool counted = cost.cls || cost.from_trace;
     begin_record(body_, false, seq_++, e.ts);
     put(body_, e);
-    put(body_, static_cast<uint8_t>((stack.empty() ? 0 : kStack) | (in ? kInputs : 0)));
+    put(body_, static_cast<uint8_t>((stack.empty() ? 0 : kStack) | (counted ? kCost : 0)));
     if (!stack.empty()) put(body_, stack);
-    if (in) {
-      put(body_, in->flops);
-      put(body_, static_cast<uint32_t>(in->dims.size()));
-      for (const auto& d : in->dims) put_list(body_, d);
-      put_list(body_, in->types);
-      put_list(body_, in->concrete);
-    }
+    if (counted) put(body_, cost);
     end_record(f_, body_);
   }
   void memory(const MemorySample& m) override {

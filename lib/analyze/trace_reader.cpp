@@ -290,53 +290,82 @@ enum class Field : uint8_t {
   kWorldSize,         // "world_size"
 };
 
-/// The Field of key `k`. Every key of every event asks: the length and first letter are
-/// compared before the text. Throws nothing.
-Field key_of(std::string_view k) {
-  static const std::pair<std::string_view, Field> kKeys[] = {
-      {"Bytes", Field::kMemoryBytes},
-      {"Call stack", Field::kCallStack},
-      {"Concrete Inputs", Field::kConcreteInputs},
-      {"Device Id", Field::kDeviceId},
-      {"Device Type", Field::kDeviceType},
-      {"Input Dims", Field::kInputDims},
-      {"Input dims", Field::kInputDimsLower},
-      {"Input type", Field::kInputType},
-      {"Total Allocated", Field::kTotalAllocated},
-      {"Total Reserved", Field::kTotalReserved},
-      {"amp", Field::kAmp},
-      {"args", Field::kArgs},
-      {"bf16_native", Field::kBf16Native},
-      {"bytes", Field::kBytes},
-      {"cat", Field::kCat},
-      {"correlation", Field::kCorrelation},
-      {"deviceProperties", Field::kDeviceProperties},
-      {"distributedInfo", Field::kDistributedInfo},
-      {"dur", Field::kDur},
-      {"flops", Field::kFlops},
-      {"load", Field::kLoad},
-      {"name", Field::kName},
-      {"ph", Field::kPh},
-      {"pid", Field::kPid},
-      {"ptune", Field::kPtune},
-      {"rank", Field::kRank},
-      {"schemaVersion", Field::kSchemaVersion},
-      {"summary", Field::kSummary},
-      {"tid", Field::kTid},
-      {"traceEvents", Field::kTraceEvents},
-      {"ts", Field::kTs},
-      {"under_load", Field::kUnderLoad},
-      {"with_flops", Field::kWithFlops},
-      {"world_size", Field::kWorldSize},
-  };
-  if (k.empty()) return Field::kOther;
-  for (const auto& [name, id] : kKeys) {
-    if (name.size() != k.size() || name[0] != k[0]) continue;
-    size_t i = 1;  // compared here: a call to memcmp costs more than these few letters
-    while (i < k.size() && name[i] == k[i]) ++i;
-    if (i == k.size()) return id;
+/// The schema's keys and their Fields.
+constexpr std::pair<std::string_view, Field> kKeys[] = {
+    {"Bytes", Field::kMemoryBytes},
+    {"Call stack", Field::kCallStack},
+    {"Concrete Inputs", Field::kConcreteInputs},
+    {"Device Id", Field::kDeviceId},
+    {"Device Type", Field::kDeviceType},
+    {"Input Dims", Field::kInputDims},
+    {"Input dims", Field::kInputDimsLower},
+    {"Input type", Field::kInputType},
+    {"Total Allocated", Field::kTotalAllocated},
+    {"Total Reserved", Field::kTotalReserved},
+    {"amp", Field::kAmp},
+    {"args", Field::kArgs},
+    {"bf16_native", Field::kBf16Native},
+    {"bytes", Field::kBytes},
+    {"cat", Field::kCat},
+    {"correlation", Field::kCorrelation},
+    {"deviceProperties", Field::kDeviceProperties},
+    {"distributedInfo", Field::kDistributedInfo},
+    {"dur", Field::kDur},
+    {"flops", Field::kFlops},
+    {"load", Field::kLoad},
+    {"name", Field::kName},
+    {"ph", Field::kPh},
+    {"pid", Field::kPid},
+    {"ptune", Field::kPtune},
+    {"rank", Field::kRank},
+    {"schemaVersion", Field::kSchemaVersion},
+    {"summary", Field::kSummary},
+    {"tid", Field::kTid},
+    {"traceEvents", Field::kTraceEvents},
+    {"ts", Field::kTs},
+    {"under_load", Field::kUnderLoad},
+    {"with_flops", Field::kWithFlops},
+    {"world_size", Field::kWorldSize},
+};
+
+/// The keys in an open-addressed table (every key of every event asks, so a key is found with
+/// a hash of its length and two letters and, mostly, one comparison).
+class KeyTable {
+ public:
+  KeyTable() {
+    std::fill(std::begin(slot_), std::end(slot_), kEmpty);
+    for (size_t i = 0; i < std::size(kKeys); ++i) {
+      size_t h = hash(kKeys[i].first);
+      while (slot_[h] != kEmpty) h = (h + 1) % kSlots;
+      slot_[h] = static_cast<uint8_t>(i);
+    }
   }
-  return Field::kOther;
+  Field find(std::string_view k) const {
+    if (k.empty()) return Field::kOther;
+    for (size_t h = hash(k); slot_[h] != kEmpty; h = (h + 1) % kSlots) {
+      const auto& [name, id] = kKeys[slot_[h]];
+      if (name.size() != k.size()) continue;
+      size_t i = 0;  // compared here: a call to memcmp costs more than these few letters
+      while (i < k.size() && name[i] == k[i]) ++i;
+      if (i == k.size()) return id;
+    }
+    return Field::kOther;
+  }
+
+ private:
+  static constexpr size_t kSlots = 128;
+  static constexpr uint8_t kEmpty = 0xff;
+  static size_t hash(std::string_view k) {
+    const auto first = static_cast<unsigned char>(k[0]), last = static_cast<unsigned char>(k.back());
+    return (k.size() * 7 + first * 3 + last) % kSlots;
+  }
+  uint8_t slot_[kSlots];
+};
+
+/// The Field of key `k` (kOther: not one the reader reads). Throws nothing.
+Field key_of(std::string_view k) {
+  static const KeyTable table;
+  return table.find(k);
 }
 
 /// Where the parser is: the context of each open object or list.
@@ -744,9 +773,10 @@ class Handler {
     if (e.args_object) {
       out.correlation = e.correlation;
       out.bytes = e.bytes;
-      if (out.kind == Kind::kCpuOp) out.batch = e.batch;
+      if (out.kind == Kind::kCpuOp) out.batch = e.batch_of();
       if (out.kind == Kind::kCpuOp && !e.call_stack.empty()) stack = intern(e.call_stack);
       if (out.kind == Kind::kCpuOp && (e.has_dims || e.in.flops >= 0)) inputs = &e.in;
+      if (inputs && !e.in.dims.empty()) t_.has_shapes = true;
     }
     facts(out);
     sink_.event(out, inputs, stack);
@@ -787,6 +817,12 @@ class Handler {
     int64_t correlation = -1, bytes = -1, batch = -1, allocated = -1, reserved = -1, device_id = -1,
             device_type = -1, mem_bytes = 0;
     std::vector<std::vector<int64_t>> spare;  // dims lists of earlier events, kept for their memory
+    /// Event::batch of the host operator: aten::embedding(weight, indices)'s is its indices'
+    /// first dimension.
+    int64_t batch_of() const {
+      if (batch <= 0 || name != "aten::embedding") return batch;
+      return in.dims.size() >= 2 && !in.dims[1].empty() && in.dims[1][0] > 0 ? in.dims[1][0] : -1;
+    }
     /// A new input's dims list, empty.
     void new_input() {
       if (spare.empty()) {

@@ -39,7 +39,8 @@ struct Event {
   int64_t correlation = -1;  // links a runtime call to the kernel/copy it launched; -1: none
   int64_t bytes = -1;        // copies and memsets: "bytes"; -1: not given
   int64_t batch = -1;        // host ops recorded with shapes: the first dimension of the first input
-                             // of two or more dimensions ("Input Dims"); -1: none
+                             // of two or more dimensions ("Input Dims"); aten::embedding: that of
+                             // its indices (its second input); -1: none
   double end() const { return ts + dur; }
 };
 
@@ -60,6 +61,16 @@ struct OpInputs {
   std::vector<std::string_view> types;     // "Input type": "float", "c10::BFloat16", "Scalar", ... (interned)
   std::vector<std::string_view> concrete;  // "Concrete Inputs": scalar arguments as text ("[1, 1]", "1")
   double flops = -1;                       // "flops", where the trace carries it (older torch); -1: none
+};
+
+/// What a host operator computes and moves, counted from its inputs as the trace is read
+/// (analyze/op_cost.hpp), or the trace's own "flops".
+struct OpCost {
+  const char* cls = nullptr;  // "convolution", "matmul", ... (a literal); nullptr: not counted
+  double flops = 0;
+  double bytes = -1;               // inputs read and outputs written; -1: unknown
+  const char* precision = "fp32";  // of its first input's dtype (a literal)
+  bool from_trace = false;         // `flops` is the trace's "flops" (older torch, with_flops=True)
 };
 
 /// Which part of its file a Trace holds: all of it, or for a file whose events do not fit the
@@ -96,9 +107,10 @@ struct Trace {
   std::optional<int64_t> schema_version;  // "schemaVersion"
   std::vector<MemorySample> memory;       // "[memory]" samples, host and device (profile_memory=True)
   int64_t host_pid = 0;                   // the pid of most host operators (the profiled process)
-  /// Index in `events` -> the host operator's inputs (record_shapes=True), or its "flops"; in
-  /// the order of the indexes (see inputs_of).
-  std::vector<std::pair<size_t, OpInputs>> inputs;
+  /// Index in `events` -> what the host operator computes, from its inputs (record_shapes=True)
+  /// or its "flops": the operators counted, in the order of the indexes.
+  std::vector<std::pair<size_t, OpCost>> costs;
+  bool has_shapes = false;  // host operators' "Input Dims" recorded (record_shapes=True)
   bool with_flops = false;  // top-level "with_flops" (torch.profiler's with_flops=True)
   uint64_t text_bytes = 0;  // trace text read (after gzip decompression)
   int64_t skipped = 0;      // "X" events left out: a negative duration, or a time beyond +-1e18 us
@@ -113,13 +125,6 @@ struct Trace {
   bool comm_kernels = false;      // communication kernels (nccl...): host collectives only launch them
   bool device_memory = false;     // memory samples of a GPU
 };
-
-/// The inputs recorded of `t.events[index]`; nullptr: none. Throws nothing.
-inline const OpInputs* inputs_of(const Trace& t, size_t index) {
-  auto it = std::lower_bound(t.inputs.begin(), t.inputs.end(), index,
-                             [](const std::pair<size_t, OpInputs>& x, size_t i) { return x.first < i; });
-  return it != t.inputs.end() && it->first == index ? &it->second : nullptr;
-}
 
 /// Receives a trace file's events as it is read (scan_trace), in file order.
 class TraceSink {
