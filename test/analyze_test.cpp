@@ -1084,7 +1084,9 @@ std::string analysis_json(const std::string& path, uint64_t part_bytes) {
 /// How many parts `path` is read in with at most `part_bytes` of events at a time.
 size_t parts_of(const std::string& path, uint64_t part_bytes) {
   size_t n = 0;
-  ptune::analyze::SpooledTrace(path).for_each_part(part_bytes, [&](const ptune::analyze::Trace&) { ++n; });
+  ptune::analyze::SpooledTrace(path, part_bytes).for_each_part(part_bytes, [&](const ptune::analyze::Trace&) {
+    ++n;
+  });
   return n;
 }
 
@@ -1134,6 +1136,32 @@ TEST_CASE("analyze: a trace read in parts of one step gives what it gives read w
   REQUIRE(a.ranks[0].steps.size() == 10);
   // Each step's window reaches to the end of the kernel it launched, 2.5 steps later.
   CHECK(a.ranks[0].steps.back().end == 10000 + 2520 + 900);
+}
+
+TEST_CASE("analyze: a trace that fits in memory needs no temporary folder; one read in parts names it",
+          "[analyze]") {
+  TempDir dir;
+  const std::string lag = lagging_trace(dir);
+  const char* saved = std::getenv("TMPDIR");
+  const std::string before = saved ? saved : "";
+  ::setenv("TMPDIR", "/proc", 1);  // a folder where no file can be made, even by root
+  ptune::analyze::AnalyzeOptions opt;
+  std::string whole, why;
+  try {
+    whole = ptune::analyze::to_json(ptune::analyze::analyze(lag, opt)).dump(1);
+    opt.part_bytes = 0;
+    ptune::analyze::analyze(lag, opt);
+  } catch (const ptune::DataError& e) {
+    why = e.what();
+  }
+  if (saved)
+    ::setenv("TMPDIR", before.c_str(), 1);
+  else
+    ::unsetenv("TMPDIR");
+  CHECK(whole == analysis_json(lag, ptune::analyze::kDefaultPartBytes));
+  CHECK(why == "'" + lag +
+                   "': cannot write the trace's events to the temporary folder '/proc': No such file or "
+                   "directory");
 }
 
 namespace {

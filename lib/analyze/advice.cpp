@@ -501,8 +501,11 @@ void add_rank(const std::vector<const SpooledTrace*>& files, const AnalyzeOption
 }  // namespace
 
 Analysis analyze(const std::string& path, const AnalyzeOptions& opt) {
+  // A single file's events stay in memory when they fit in a part; a folder's go to disk as each
+  // file is read (its ranks are taken apart one at a time).
+  const auto files = trace_files(path);
   std::vector<SpooledTrace> traces;
-  for (const auto& f : trace_files(path)) traces.emplace_back(f);
+  for (const auto& f : files) traces.emplace_back(f, files.size() == 1 ? opt.part_bytes : 0);
   Analysis a;
   a.path = path;
   bool any_gpu = false;

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "analyze/correlations.hpp"
 #include "analyze/events.hpp"
 #include "analyze/intervals.hpp"
 #include "analyze/name_times.hpp"
@@ -231,16 +232,17 @@ void add_device_span(const TraceRanges& r, double lo, double hi, Breakdown& b, F
 /// Adds HTA's view of the trace's device work (Breakdown::HtaView) in the part's own time to
 /// `b.hta`, its span's ends and kernels to `f`.
 void add_hta_view(const Trace& t, Breakdown& b, FileState& f) {
-  std::unordered_map<int64_t, double> launched;  // correlation -> launch time
+  std::vector<std::pair<int64_t, double>> calls;  // correlation -> launch time (the first)
   for (const auto& e : t.events)
-    if (e.kind == Kind::kRuntime && e.correlation >= 0) launched.emplace(e.correlation, e.ts);
+    if (e.kind == Kind::kRuntime && e.correlation >= 0) calls.emplace_back(e.correlation, e.ts);
+  const ByCorrelation<double> launched(std::move(calls), [](double&, const double&) {});
   const bool all = t.step_names < 2;
   Ranges busy, comp, comm;
   for (const auto& e : t.events) {
     if (!is_device(e)) continue;
     if (!all) {
-      auto it = launched.find(e.correlation);
-      if (e.correlation < 0 || it == launched.end() || it->second > t.last_step_end) continue;
+      const double* at = e.correlation < 0 ? nullptr : launched.find(e.correlation);
+      if (!at || *at > t.last_step_end) continue;
     }
     busy.emplace_back(e.ts, e.end());
     if (t.part.own(e.ts)) add_time(f.hta_names, e.name, e.dur, e.dur);

@@ -4,6 +4,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "analyze/correlations.hpp"
 #include "analyze/events.hpp"
 #include "analyze/intervals.hpp"
 #include "analyze/name_times.hpp"
@@ -66,15 +67,17 @@ StepBreakdown whole_trace_window(const Trace& t, double* before_us, std::vector<
 /// kept apart from the next step and after `prev_end`.
 std::vector<StepBreakdown> step_windows(const Trace& t, const std::vector<const Event*>& host,
                                         double prev_end) {
-  std::unordered_map<int64_t, const Event*> launch;  // correlation -> runtime call
+  std::vector<std::pair<int64_t, const Event*>> calls;  // correlation -> runtime call (the last)
   for (const auto& e : t.events)
-    if (e.kind == Kind::kRuntime && e.correlation >= 0) launch[e.correlation] = &e;
+    if (e.kind == Kind::kRuntime && e.correlation >= 0) calls.emplace_back(e.correlation, &e);
+  const ByCorrelation<const Event*> launch(std::move(calls),
+                                           [](const Event*& a, const Event* const& b) { a = b; });
   std::vector<double> dev_min(host.size(), 1e300), dev_max(host.size(), -1e300);
   for (const auto& e : t.events) {
     if (!is_device(e)) continue;
-    auto it = launch.find(e.correlation);
-    if (it == launch.end()) continue;
-    const double at = it->second->ts;
+    const Event* const* call = launch.find(e.correlation);
+    if (!call) continue;
+    const double at = (*call)->ts;
     auto st =
         std::upper_bound(host.begin(), host.end(), at, [](double v, const Event* s) { return v < s->ts; });
     if (st == host.begin()) continue;

@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "analyze/breakdown.hpp"
+#include "analyze/correlations.hpp"
 #include "analyze/events.hpp"
 
 namespace ptune::analyze {
@@ -71,15 +72,18 @@ struct KernelTime {
 /// inside it on its thread, linked by correlation). Returns, for each of `ops`, its kernels' time
 /// by precision.
 std::vector<KernelTime> kernel_time(const Trace& t, const std::vector<Counted>& ops) {
-  std::unordered_map<int64_t, KernelTime> by_corr;
+  std::vector<std::pair<int64_t, KernelTime>> kernels;
   for (const auto& e : t.events)
-    if (e.kind == Kind::kKernel && e.correlation >= 0) by_corr[e.correlation].add(precision_index(e), e.dur);
+    if (e.kind == Kind::kKernel && e.correlation >= 0) {
+      kernels.emplace_back(e.correlation, KernelTime{});
+      kernels.back().second.add(precision_index(e), e.dur);
+    }
+  const ByCorrelation<KernelTime> by_corr(std::move(kernels),
+                                          [](KernelTime& a, const KernelTime& b) { a.add(b); });
   std::map<std::pair<int64_t, int64_t>, std::vector<std::pair<const Event*, const KernelTime*>>> launches;
   for (const auto& e : t.events)
-    if (e.kind == Kind::kRuntime && e.correlation >= 0) {
-      auto k = by_corr.find(e.correlation);
-      if (k != by_corr.end()) launches[{e.pid, e.tid}].emplace_back(&e, &k->second);
-    }
+    if (e.kind == Kind::kRuntime && e.correlation >= 0)
+      if (const KernelTime* k = by_corr.find(e.correlation)) launches[{e.pid, e.tid}].emplace_back(&e, k);
   for (auto& [k, v] : launches)
     std::stable_sort(v.begin(), v.end(),
                      [](const auto& a, const auto& b) { return a.first->ts < b.first->ts; });

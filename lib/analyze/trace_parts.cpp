@@ -18,46 +18,45 @@ namespace {
 
 static_assert(std::is_trivially_copyable_v<Event> && std::is_trivially_copyable_v<MemorySample> &&
                   std::is_trivially_copyable_v<OpCost> && std::is_trivially_copyable_v<std::string_view>,
-              "events are kept on disk as their bytes");
+              "events are kept as their bytes");
 
-/// An unlinked temporary file: gone when closed, or when the process ends however it ends.
+/// Bytes written once and read back: in memory up to a limit, past it in an unlinked temporary
+/// file (gone when closed, or when the process ends however it ends).
 class TempFile {
  public:
-  explicit TempFile(const std::string& trace) : trace_(trace) {
-    std::error_code ec;
-    dir_ = std::filesystem::temp_directory_path(ec).string();
-    if (ec) dir_ = "/tmp";
-    std::string name = dir_ + "/ptune-analyze-XXXXXX";
-    const int fd = mkstemp(name.data());
-    if (fd < 0) fail(std::strerror(errno));
-    ::unlink(name.c_str());
-    f_ = fdopen(fd, "w+b");
-    if (!f_) {
-      ::close(fd);
-      fail(std::strerror(errno));
-    }
-    std::setvbuf(f_, nullptr, _IOFBF, 1 << 18);
-  }
+  /// `in_memory`: the most bytes kept in memory (0: on disk from the first byte).
+  TempFile(const std::string& trace, uint64_t in_memory) : trace_(trace), in_memory_(in_memory) {}
   ~TempFile() {
-    if (f_) std::fclose(f_);
+    if (fd_ >= 0) ::close(fd_);
   }
   TempFile(const TempFile&) = delete;
   TempFile& operator=(const TempFile&) = delete;
 
   void write(const void* p, size_t n) {
-    if (n && std::fwrite(p, 1, n, f_) != n) fail(std::strerror(errno ? errno : EIO));
+    if (fd_ < 0 && size_ + n > in_memory_) spill();
+    const char* c = static_cast<const char*>(p);
     size_ += n;
+    while (n > 0) {
+      if (blocks_.empty() || last_ == kBlock) {
+        if (fd_ >= 0 && !blocks_.empty()) write_out();
+        if (blocks_.empty() || fd_ < 0) blocks_.push_back(std::make_unique<char[]>(kBlock));
+        last_ = 0;
+      }
+      const size_t k = std::min(n, kBlock - last_);
+      std::memcpy(blocks_.back().get() + last_, c, k);
+      last_ += k, c += k, n -= k;
+    }
   }
-  /// Ends the writing: everything written is on the file, for read().
+  /// Ends the writing: everything written is where read() finds it.
   void flush() {
-    if (std::fflush(f_) != 0) fail(std::strerror(errno ? errno : EIO));
+    if (fd_ >= 0 && last_ > 0) write_out();
   }
   /// Reads up to `n` bytes at `offset`; the count read.
   size_t read(void* p, size_t n, uint64_t offset) const {
+    if (fd_ < 0) return read_memory(static_cast<char*>(p), n, offset);
     size_t got = 0;
     while (got < n) {
-      const ssize_t r =
-          ::pread(fileno(f_), static_cast<char*>(p) + got, n - got, static_cast<off_t>(offset + got));
+      const ssize_t r = ::pread(fd_, static_cast<char*>(p) + got, n - got, static_cast<off_t>(offset + got));
       if (r < 0 && errno == EINTR) continue;
       if (r < 0)
         throw DataError("'" + trace_ + "': cannot read the trace's events back from the temporary folder '" +
@@ -70,12 +69,56 @@ class TempFile {
   uint64_t size() const { return size_; }
 
  private:
+  static constexpr size_t kBlock = size_t{1} << 20;
+
+  /// Makes the file and moves what memory holds to it (one block stays, as the write buffer).
+  void spill() {
+    std::error_code ec;
+    dir_ = std::filesystem::temp_directory_path(ec).string();
+    if (ec) dir_ = "/tmp";
+    std::string name = dir_ + "/ptune-analyze-XXXXXX";
+    fd_ = mkstemp(name.data());
+    if (fd_ < 0) fail(std::strerror(errno));
+    ::unlink(name.c_str());
+    const size_t full = blocks_.empty() ? 0 : blocks_.size() - 1;
+    for (size_t i = 0; i < full; ++i) write_all(blocks_[i].get(), kBlock);
+    if (!blocks_.empty()) {
+      std::swap(blocks_.front(), blocks_.back());
+      blocks_.resize(1);
+    }
+  }
+  /// Writes the buffer (the one block) to the file.
+  void write_out() {
+    write_all(blocks_.back().get(), last_);
+    last_ = 0;
+  }
+  void write_all(const char* p, size_t n) {
+    while (n > 0) {
+      const ssize_t w = ::write(fd_, p, n);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) fail(std::strerror(w < 0 ? errno : EIO));
+      p += w, n -= static_cast<size_t>(w);
+    }
+  }
+  size_t read_memory(char* p, size_t n, uint64_t offset) const {
+    size_t got = 0;
+    while (got < n && offset + got < size_) {
+      const uint64_t at = offset + got;
+      const size_t k = std::min<uint64_t>({n - got, kBlock - at % kBlock, size_ - at});
+      std::memcpy(p + got, blocks_[at / kBlock].get() + at % kBlock, k);
+      got += k;
+    }
+    return got;
+  }
   [[noreturn]] void fail(const std::string& why) const {
     throw DataError("'" + trace_ + "': cannot write the trace's events to the temporary folder '" + dir_ +
                     "': " + why);
   }
   std::string trace_, dir_;
-  std::FILE* f_ = nullptr;
+  uint64_t in_memory_;
+  int fd_ = -1;
+  std::vector<std::unique_ptr<char[]>> blocks_;  // in memory: all the bytes; on disk: the write buffer
+  size_t last_ = 0;                              // bytes in the last block
   uint64_t size_ = 0;
 };
 
@@ -305,8 +348,8 @@ struct SpooledTrace::Files {
   std::unique_ptr<TempFile> events;  // in file order
 };
 
-SpooledTrace::SpooledTrace(const std::string& path) : files_(std::make_unique<Files>()) {
-  files_->events = std::make_unique<TempFile>(path);
+SpooledTrace::SpooledTrace(const std::string& path, uint64_t in_memory) : files_(std::make_unique<Files>()) {
+  files_->events = std::make_unique<TempFile>(path, in_memory);
   Spool spool(*files_->events, step_starts_);
   scan_trace(path, meta_, spool);
   files_->events->flush();
@@ -488,13 +531,13 @@ void SpooledTrace::for_each_part(uint64_t part_bytes, const std::function<void(c
   }
   // Buckets of a sixteenth of a part; a part is the buckets of about three quarters of it, with
   // the buckets around them that they need (a device running a step behind: one or two).
-  TempFile sorted(meta_.path);
+  TempFile sorted(meta_.path, 0);
   const Buckets b = sort_into_buckets(events, step_starts_, std::max<uint64_t>(part_bytes / 16, 1), sorted);
   const auto parts = group_buckets(b, part_bytes / 4 * 3);
   const size_t n = b.from.size();
   // The events of earlier buckets still running where a part's first bucket starts (the
   // training loop's Python frames, a long annotation): carried from part to part.
-  auto open = std::make_unique<TempFile>(meta_.path);
+  auto open = std::make_unique<TempFile>(meta_.path, part_bytes / 8);
   for (size_t p = 0; p + 1 < parts.size(); ++p) {
     const size_t own_first = parts[p], own_last = parts[p + 1] - 1;
     Trace t = meta_;
@@ -508,7 +551,7 @@ void SpooledTrace::for_each_part(uint64_t part_bytes, const std::function<void(c
     std::vector<RecordReader> in;
     in.emplace_back(*open, 0, open->size());
     for (size_t j = b.first[own_first]; j <= last; ++j) in.emplace_back(sorted, b.chunks[j]);
-    auto next_open = std::make_unique<TempFile>(meta_.path);
+    auto next_open = std::make_unique<TempFile>(meta_.path, part_bytes / 8);
     load_merged(in, t, own_last + 1 < n ? b.from[b.first[own_last + 1]] : 1e300, next_open.get());
     open = std::move(next_open);
     f(t);

@@ -1,8 +1,8 @@
 #pragma once
-/// A trace file of any size in bounded memory: read once, its events kept on disk in a compact
-/// form (unlinked temporary files), then given back as Traces of a few consecutive steps each,
-/// in time order, with the steps before and after around them (Trace::part says which events
-/// are the part's own). A file whose events fit in the memory allowed is one part: all of it.
+/// A trace file of any size in bounded memory: read once, its events kept in a compact form (in
+/// memory while they fit, else in unlinked temporary files), then given back as Traces of a few consecutive
+/// steps each, in time order, with the steps before and after around them (Trace::part says which events are
+/// the part's own). A file whose events fit in the memory allowed is one part: all of it.
 ///
 /// Why parts of steps with neighbours: Kineto writes a step's host events and its device events
 /// in separate runs of the file (and events of one run are not in time order), so no step is
@@ -29,10 +29,11 @@ inline constexpr uint64_t kDefaultPartBytes = uint64_t{48} << 20;
 /// One trace file, read, its events on disk.
 class SpooledTrace {
  public:
-  /// Reads `path` (scan_trace; throws as read_trace does). The events go to an unlinked file in
-  /// the temporary folder (TMPDIR, else /tmp); throws DataError "'<path>': cannot write the
-  /// trace's events to the temporary folder '<dir>': <why>" when it cannot.
-  explicit SpooledTrace(const std::string& path);
+  /// Reads `path` (scan_trace; throws as read_trace does). The events are kept in memory up to
+  /// `in_memory` bytes of their compact form; past that they go to an unlinked file in the
+  /// temporary folder (TMPDIR, else /tmp): throws DataError "'<path>': cannot write the trace's
+  /// events to the temporary folder '<dir>': <why>" when it cannot.
+  SpooledTrace(const std::string& path, uint64_t in_memory);
   ~SpooledTrace();
   SpooledTrace(SpooledTrace&&) noexcept;
   SpooledTrace& operator=(SpooledTrace&&) noexcept;
