@@ -1,11 +1,12 @@
 #include "analyze/intervals.hpp"
 
 #include <algorithm>
+#include <functional>
 
 namespace ptune::analyze {
 
 Ranges merge(Ranges r) {
-  std::sort(r.begin(), r.end());
+  sort_runs(r.begin(), r.end(), std::less<>());
   Ranges out;
   for (const auto& [s, e] : r) {
     if (e <= s) continue;

@@ -13,6 +13,7 @@
 #include "analyze/breakdown.hpp"
 #include "analyze/correlations.hpp"
 #include "analyze/events.hpp"
+#include "analyze/intervals.hpp"
 
 namespace ptune::analyze {
 namespace {
@@ -43,7 +44,7 @@ std::vector<Counted> counted_ops(const Trace& t, const std::vector<std::pair<dou
   }
   std::vector<Counted> out;
   for (auto& [key, ops] : threads) {
-    std::sort(ops.begin(), ops.end(), [](const Counted& a, const Counted& b) {
+    sort_runs(ops.begin(), ops.end(), [](const Counted& a, const Counted& b) {
       return a.e->ts != b.e->ts ? a.e->ts < b.e->ts : a.e->dur != b.e->dur ? a.e->dur > b.e->dur : a.e < b.e;
     });
     double end = -1e300;
