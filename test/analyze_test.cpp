@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -24,6 +25,7 @@
 
 #include "analyze/advice.hpp"
 #include "analyze/events.hpp"
+#include "analyze/intervals.hpp"
 #include "analyze/compare.hpp"
 #include "analyze/kernel_precision.hpp"
 #include "analyze/overview.hpp"
@@ -1136,6 +1138,44 @@ TEST_CASE("analyze: a trace read in parts of one step gives what it gives read w
   REQUIRE(a.ranks[0].steps.size() == 10);
   // Each step's window reaches to the end of the kernel it launched, 2.5 steps later.
   CHECK(a.ranks[0].steps.back().end == 10000 + 2520 + 900);
+}
+
+TEST_CASE("analyze: ranges are merged and events sorted as a plain sort would, in runs or not", "[analyze]") {
+  using ptune::analyze::Ranges;
+  std::mt19937_64 rng(7);
+  // The union of `r` the obvious way: sorted, then joined.
+  auto reference = [](Ranges r) {
+    std::sort(r.begin(), r.end());
+    Ranges out;
+    for (const auto& [s, e] : r) {
+      if (e <= s) continue;
+      if (!out.empty() && s <= out.back().second)
+        out.back().second = std::max(out.back().second, e);
+      else
+        out.emplace_back(s, e);
+    }
+    return out;
+  };
+  for (const size_t runs : {1, 3, 40, 2000}) {
+    for (const double base : {1.6e15, -3.0e3, 0.0}) {  // epoch microseconds, negative, from zero
+      Ranges r;
+      for (size_t k = 0; k < runs; ++k) {
+        double t = base + static_cast<double>(rng() % 100000) / 4;  // quarter microseconds: ties too
+        for (size_t i = 0; i < 6000 / runs + 1; ++i) {
+          t += static_cast<double>(rng() % 50) / 2;
+          r.emplace_back(t, t + static_cast<double>(rng() % 40) - 5);  // some empty or reversed
+        }
+      }
+      INFO("runs " << runs << ", from " << base);
+      CHECK(ptune::analyze::merge(r) == reference(r));
+      std::vector<std::pair<double, size_t>> v;
+      for (size_t i = 0; i < r.size(); ++i) v.emplace_back(r[i].first, i);
+      auto sorted = v;
+      std::sort(sorted.begin(), sorted.end());
+      ptune::analyze::sort_runs(v.begin(), v.end(), std::less<>());
+      CHECK(v == sorted);
+    }
+  }
 }
 
 TEST_CASE("analyze: a trace that fits in memory needs no temporary folder; one read in parts names it",

@@ -1,12 +1,49 @@
 #include "analyze/intervals.hpp"
 
 #include <algorithm>
-#include <functional>
+#include <cstdint>
+#include <cstring>
 
 namespace ptune::analyze {
 
+namespace {
+
+/// A double's bits as an unsigned integer in the same order (finite values).
+uint64_t order_key(double v) {
+  uint64_t b = 0;
+  std::memcpy(&b, &v, sizeof b);
+  return b >> 63 ? ~b : b | (uint64_t{1} << 63);
+}
+
+/// `r` in order of their starts (ties in any order): a byte of the starts at a time, from the
+/// lowest, leaving out the bytes all of them share (a trace's times are close together).
+void sort_by_start(Ranges& r) {
+  if (std::is_sorted(r.begin(), r.end(), [](const auto& a, const auto& b) { return a.first < b.first; }))
+    return;
+  if (r.size() < 256) return std::sort(r.begin(), r.end());
+  std::vector<uint64_t> keys(r.size());
+  uint64_t same = ~uint64_t{0};
+  for (size_t i = 0; i < r.size(); ++i) keys[i] = order_key(r[i].first);
+  for (size_t i = 1; i < keys.size(); ++i) same &= ~(keys[i] ^ keys[0]);
+  Ranges tmp(r.size());
+  std::vector<uint64_t> tmp_keys(r.size());
+  for (int shift = 0; shift < 64; shift += 8) {
+    if (((same >> shift) & 0xff) == 0xff) continue;  // the same byte in every start
+    size_t count[257] = {};
+    for (uint64_t k : keys) ++count[((k >> shift) & 0xff) + 1];
+    for (int b = 0; b < 256; ++b) count[b + 1] += count[b];
+    for (size_t i = 0; i < r.size(); ++i) {
+      const size_t at = count[(keys[i] >> shift) & 0xff]++;
+      tmp[at] = r[i], tmp_keys[at] = keys[i];
+    }
+    r.swap(tmp), keys.swap(tmp_keys);
+  }
+}
+
+}  // namespace
+
 Ranges merge(Ranges r) {
-  sort_runs(r.begin(), r.end(), std::less<>());
+  sort_by_start(r);
   Ranges out;
   for (const auto& [s, e] : r) {
     if (e <= s) continue;
