@@ -154,50 +154,53 @@ OpCost matmul_cost(std::string_view op, const OpInputs& in) {
 }
 
 bool is_elementwise(std::string_view op) {
-  static const char* names[] = {"add",
-                                "add_",
-                                "mul",
-                                "mul_",
-                                "sub",
-                                "sub_",
-                                "div",
-                                "div_",
-                                "relu",
-                                "relu_",
-                                "threshold_backward",
-                                "gelu",
-                                "gelu_backward",
-                                "silu",
-                                "silu_",
-                                "silu_backward",
-                                "sigmoid",
-                                "sigmoid_backward",
-                                "tanh",
-                                "tanh_backward",
-                                "hardswish",
-                                "hardswish_",
-                                "hardswish_backward",
-                                "hardsigmoid",
-                                "addcmul_",
-                                "addcdiv_",
-                                "lerp_",
-                                "sqrt",
-                                "exp",
-                                "neg",
-                                "clamp_min",
-                                "clamp",
-                                "where",
-                                "dropout",
-                                "native_dropout"};
-  for (const char* n : names)
+  static constexpr std::string_view names[] = {"add",
+                                               "add_",
+                                               "mul",
+                                               "mul_",
+                                               "sub",
+                                               "sub_",
+                                               "div",
+                                               "div_",
+                                               "relu",
+                                               "relu_",
+                                               "threshold_backward",
+                                               "gelu",
+                                               "gelu_backward",
+                                               "silu",
+                                               "silu_",
+                                               "silu_backward",
+                                               "sigmoid",
+                                               "sigmoid_backward",
+                                               "tanh",
+                                               "tanh_backward",
+                                               "hardswish",
+                                               "hardswish_",
+                                               "hardswish_backward",
+                                               "hardsigmoid",
+                                               "addcmul_",
+                                               "addcdiv_",
+                                               "lerp_",
+                                               "sqrt",
+                                               "exp",
+                                               "neg",
+                                               "clamp_min",
+                                               "clamp",
+                                               "where",
+                                               "dropout",
+                                               "native_dropout"};
+  for (const std::string_view n : names)
     if (op == n) return true;
   return false;
 }
 
 bool is_norm(std::string_view op) {
-  for (const char* p : {"batch_norm", "native_batch_norm", "native_batch_norm_backward", "layer_norm",
-                        "native_layer_norm", "native_layer_norm_backward", "group_norm", "native_group_norm",
-                        "native_group_norm_backward", "cudnn_batch_norm", "cudnn_batch_norm_backward"})
+  static constexpr std::string_view norms[] = {
+      "batch_norm",       "native_batch_norm",        "native_batch_norm_backward",
+      "layer_norm",       "native_layer_norm",        "native_layer_norm_backward",
+      "group_norm",       "native_group_norm",        "native_group_norm_backward",
+      "cudnn_batch_norm", "cudnn_batch_norm_backward"};
+  for (const std::string_view p : norms)
     if (op == p) return true;
   return false;
 }
@@ -216,7 +219,7 @@ OpCost pointwise_cost(std::string_view op, const OpInputs& in, const char* cls) 
 }
 
 OpCost class_cost(std::string_view name, const OpInputs& in) {
-  if (!text::starts_with(name, "aten::")) return {};
+  if (name.substr(0, 6) != "aten::") return {};
   const std::string_view op = name.substr(6);
   if (op == "conv1d" || op == "conv2d" || op == "conv3d") return conv_cost(in, false);
   if (op == "convolution" || op == "_convolution") return conv_cost(in, true);

@@ -1,6 +1,7 @@
 #include "analyze/trace_reader.hpp"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cerrno>
 #include <cmath>
@@ -408,6 +409,34 @@ Ph ph_of(std::string_view v) {
   return Ph::kOther;
 }
 
+/// The last few texts looked up, with what was found for them: a trace repeats a few texts from
+/// event to event (an input's dtype, the runtime call that launches every kernel), found here
+/// without hashing them.
+template <typename V, size_t N>
+class Recent {
+ public:
+  const V* find(std::string_view k) const {
+    for (size_t i = 0; i < used_; ++i)
+      if (slot_[i].key.size() == k.size() && std::memcmp(slot_[i].key.data(), k.data(), k.size()) == 0)
+        return &slot_[i].value;
+    return nullptr;
+  }
+  /// Keeps `value` for `key` (a text that stays where it is), in place of the oldest.
+  void put(std::string_view key, const V& value) {
+    slot_[next_] = {key, value};
+    next_ = (next_ + 1) % N;
+    used_ = std::max(used_, next_ == 0 ? N : next_);
+  }
+
+ private:
+  struct Slot {
+    std::string_view key;
+    V value;
+  };
+  std::array<Slot, N> slot_{};
+  size_t next_ = 0, used_ = 0;
+};
+
 /// The handler of Boost.JSON's incremental parser that builds a Trace as the text streams by.
 /// A key, string or number split between two pieces of text arrives in parts, gathered in
 /// `part_`; a string's text is read where it is (no copy) unless a field keeps it.
@@ -505,19 +534,21 @@ class Handler {
 
   /// `v` in the trace's pool of names (one copy per distinct text).
   std::string_view intern(std::string_view v) {
+    if (const std::string_view* kept = recent_texts_.find(v)) return *kept;
     auto it = pooled_.find(v);
-    if (it != pooled_.end()) return *it;
-    const std::string_view kept = *t_.names->insert(std::string(v)).first;
-    pooled_.insert(kept);
-    return kept;
+    if (it == pooled_.end()) it = pooled_.insert(*t_.names->insert(std::string(v)).first).first;
+    recent_texts_.put(*it, *it);
+    return *it;
   }
   /// An event name, interned, and its traits.
   std::pair<std::string_view, uint32_t> name_of(std::string_view v) {
+    if (const auto* hit = recent_names_.find(v)) return *hit;
     auto it = names_.find(v);
     if (it == names_.end()) {
       const std::string_view kept = intern(v);
       it = names_.emplace(kept, name_traits(kept)).first;
     }
+    recent_names_.put(it->first, *it);
     return *it;
   }
 
@@ -866,8 +897,10 @@ class Handler {
   bool saw_events_ = false, t_has_ptune_ = false;
   int64_t dims_ = 0, dim0_ = -1;
   std::string process_name_;
-  std::unordered_map<int64_t, size_t> per_pid_;           // host events per pid
-  std::unordered_set<std::string_view> pooled_;           // the texts in the Trace's pool
+  std::unordered_map<int64_t, size_t> per_pid_;                    // host events per pid
+  std::unordered_set<std::string_view> pooled_;                    // the texts in the Trace's pool
+  Recent<std::string_view, 4> recent_texts_;                       // of pooled_
+  Recent<std::pair<std::string_view, uint32_t>, 8> recent_names_;  // of names_
   std::unordered_map<std::string_view, uint32_t> names_;  // the event names interned so far, and their traits
   std::unordered_set<std::string_view> step_names_;       // interned
 };
