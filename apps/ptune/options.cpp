@@ -222,7 +222,7 @@ void AnalyzeArgs::define(CLI::App& analyze) {
   analyze
       .add_option("--events-mb", z.events_mb,
                   "MB: the most of a trace's events held in memory at a time (in their compact form, about "
-                  "half their JSON); a larger trace is read in parts of whole steps, with the same "
+                  "a third of their JSON); a larger trace is read in parts of whole steps, with the same "
                   "figures (0: one step a part)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1e6));

@@ -35,8 +35,8 @@ bool ends_with(const std::string& s, const std::string& tail) {
 }
 
 /// The most trace text read (a file, or gzip data once inflated). Memory does not grow with the
-/// text (events are kept on disk in a compact form, analyze/trace_parts.hpp), but the disk does:
-/// a trace beyond this is not a profiler's.
+/// text (events are kept in a compact form, on disk past --events-mb: analyze/trace_parts.hpp),
+/// but the disk does: a trace beyond this is not a profiler's.
 constexpr uint64_t kMaxTraceBytes = uint64_t{256} << 30;
 
 [[noreturn]] void too_large(const std::string& path, const char* how) {
