@@ -1178,7 +1178,7 @@ TEST_CASE("analyze: ranges are merged and events sorted as a plain sort would, i
   }
 }
 
-TEST_CASE("analyze: a trace that fits in memory needs no temporary folder; one read in parts names it",
+TEST_CASE("analyze: a trace that fits in memory needs no temporary folder, one read in parts names it",
           "[analyze]") {
   TempDir dir;
   const std::string lag = lagging_trace(dir);

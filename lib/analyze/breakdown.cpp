@@ -448,7 +448,8 @@ std::optional<int64_t> batch_size_of(const Trace& t, const Ranges& loader_ranges
     if (e.kind == Kind::kCpuOp && e.batch > 0 && e.ts >= s0.start && e.ts < s0.end &&
         clip(loader, e.ts, e.ts + 1e-9).empty())
       ops.push_back(&e);
-  std::sort(ops.begin(), ops.end(), [](const Event* a, const Event* c) { return a->ts < c->ts; });
+  // Ties in file order: the same operator first whichever operators the step holds.
+  std::stable_sort(ops.begin(), ops.end(), [](const Event* a, const Event* c) { return a->ts < c->ts; });
   for (const Event* e : ops) {
     // aten::embedding(weight, indices): Event::batch is the indices' first dimension.
     if (e->name == "aten::embedding") return e->batch;

@@ -8,8 +8,9 @@ namespace ptune::analyze {
 
 namespace {
 
-/// A double's bits as an unsigned integer in the same order (finite values).
+/// A double's bits as an unsigned integer in the same order (finite values; -0 is 0).
 uint64_t order_key(double v) {
+  if (v == 0) v = 0;
   uint64_t b = 0;
   std::memcpy(&b, &v, sizeof b);
   return b >> 63 ? ~b : b | (uint64_t{1} << 63);

@@ -51,7 +51,8 @@ class TempFile {
   void flush() {
     if (fd_ >= 0 && last_ > 0) write_out();
   }
-  /// Reads up to `n` bytes at `offset`; the count read.
+  /// Reads up to `n` bytes at `offset`; the count read. What is written after the last flush()
+  /// may not be read yet.
   size_t read(void* p, size_t n, uint64_t offset) const {
     if (fd_ < 0) return read_memory(static_cast<char*>(p), n, offset);
     size_t got = 0;
