@@ -219,7 +219,7 @@ OpCost pointwise_cost(std::string_view op, const OpInputs& in, const char* cls) 
 }
 
 OpCost class_cost(std::string_view name, const OpInputs& in) {
-  if (name.substr(0, 6) != "aten::") return {};
+  if (!text::starts_with(name, "aten::")) return {};
   const std::string_view op = name.substr(6);
   if (op == "conv1d" || op == "conv2d" || op == "conv3d") return conv_cost(in, false);
   if (op == "convolution" || op == "_convolution") return conv_cost(in, true);
