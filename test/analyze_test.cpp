@@ -1140,6 +1140,37 @@ TEST_CASE("analyze: a trace read in parts of one step gives what it gives read w
   CHECK(a.ranks[0].steps.back().end == 10000 + 2520 + 900);
 }
 
+TEST_CASE("analyze: a trace whose events are in no order is read in parts as it is whole", "[analyze]") {
+  // Parts are read from the stretches of the file that hold one step each where there are few
+  // (Kineto's layout), and from a copy sorted by step where there are many: 30 steps of 300
+  // events, shuffled, change step about 9,000 times, more than the 4,096 stretches kept for a
+  // small file. The same events in time order make 30 stretches.
+  Json ev = Json::array();
+  int corr = 0;
+  for (int i = 0; i < 30; ++i) {
+    const double t0 = 2000.0 * (i + 1);
+    ev.push_back(x("user_annotation", "ProfilerStep#" + std::to_string(i + 1), t0, 2000));
+    for (int k = 0; k < 100; ++k, ++corr) {
+      const double h = t0 + 19.0 * k;
+      ev.push_back(x("cpu_op", "aten::mm", h, 15));
+      ev.push_back(x("cuda_runtime", "cudaLaunchKernel", h + 2, 5, Json{{"correlation", corr}}));
+      ev.push_back(x("kernel", "volta_sgemm_128x64_nn", h + 10, 17, Json{{"correlation", corr}}, 0, 7));
+    }
+  }
+  TempDir dir;
+  const uint64_t whole = ptune::analyze::kDefaultPartBytes;
+  const std::string path = dir.write("trace.json", Json{{"traceEvents", ev}}.dump());
+  const std::string expected = analysis_json(path, whole);
+  CHECK(parts_of(path, 0) == 30);
+  CHECK(analysis_json(path, 0) == expected);
+  std::shuffle(ev.begin(), ev.end(), std::mt19937_64(11));
+  dir.write("trace.json", Json{{"traceEvents", ev}}.dump());
+  CHECK(parts_of(path, 0) == 30);
+  CHECK(analysis_json(path, whole) == expected);
+  CHECK(analysis_json(path, 0) == expected);
+  CHECK(analysis_json(path, 64 << 10) == expected);  // parts of several steps
+}
+
 TEST_CASE("analyze: ranges are merged and events sorted as a plain sort would, in runs or not", "[analyze]") {
   using ptune::analyze::Ranges;
   std::mt19937_64 rng(7);

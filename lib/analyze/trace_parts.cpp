@@ -225,6 +225,8 @@ class RecordReader {
     body_at_ = pos_ + kHeadBytes;
     record_size_ = kHeadBytes + h_.body;
   }
+  /// The file offset of the record read.
+  uint64_t offset() const { return start_ + pos_; }
   /// The record as read, header and body, to copy to another file.
   std::string_view record() const { return {buf_.data() + pos_, record_size_}; }
   void copy_to(TempFile& out) const { out.write(buf_.data() + pos_, record_size_); }
@@ -339,8 +341,15 @@ class Spool : public TraceSink {
 struct Buckets {
   std::vector<double> from;                // each bucket's own time starts here (the first: -1e300)
   std::vector<uint64_t> bytes;             // each bucket's bytes of records
+  const TempFile* file = nullptr;          // the file of the chunks
   std::vector<std::vector<Chunk>> chunks;  // where each bucket's records are
   std::vector<size_t> first, last;         // the first and last bucket each one needs (reach_of)
+};
+
+/// A stretch of the file in order whose records all belong to one step (index as in plan_buckets).
+struct Run {
+  uint64_t at = 0, size = 0;
+  size_t step = 0;
 };
 
 }  // namespace
@@ -420,17 +429,30 @@ void reach_of(const std::vector<Reach>& reach, Buckets& b) {
 
 /// The bucket of each step: whole steps, about `target` bytes of records a bucket; the records
 /// before the first step go with it. Returns per index (0: before the first step, i: step i - 1)
-/// its bucket; sets each bucket's first own time and last bucket needed in `b`.
+/// its bucket; sets each bucket's first own time and last bucket needed in `b`. `runs`: the
+/// file's stretches of one step each, in file order, while there are at most `max_runs` (else
+/// cleared).
 std::vector<uint32_t> plan_buckets(const TempFile& f, const std::vector<double>& starts, uint64_t target,
-                                   Buckets& b) {
+                                   Buckets& b, std::vector<Run>& runs, size_t max_runs) {
   std::vector<uint64_t> size(starts.size() + 1, 0);
   std::vector<Reach> step_reach(starts.size() + 1);
   Event e;
+  bool keep_runs = true;
+  runs.clear();
   for (RecordReader r(f, 0, f.size()); !r.done(); r.next()) {
     const auto i =
         static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), r.header().ts) - starts.begin());
     size[i] += r.body().size();
     if (event_of(r, e)) step_reach[i].add(e);
+    if (!keep_runs) continue;
+    if (!runs.empty() && runs.back().step == i) {
+      runs.back().size += r.record().size();
+    } else if (runs.size() < max_runs) {
+      runs.push_back({r.offset(), r.record().size(), i});
+    } else {
+      keep_runs = false;
+      std::vector<Run>().swap(runs);
+    }
   }
   std::vector<uint32_t> bucket(size.size(), 0);
   b.from = {-1e300};
@@ -450,15 +472,32 @@ std::vector<uint32_t> plan_buckets(const TempFile& f, const std::vector<double>&
   return bucket;
 }
 
-/// The records of `f` sorted into buckets of about `target` bytes, written to `out` in one pass:
+/// The records of `f` in buckets of about `target` bytes. Where the file holds each step's records
+/// in few long stretches (Kineto writes the host's events in time order, then each device's), the
+/// chunks are those stretches of `f` itself; else the records are sorted into `out` in one pass:
 /// each bucket's records gather in a buffer of its own, written out as a chunk when full (at
 /// most about 16 MiB of buffers in all).
 Buckets sort_into_buckets(const TempFile& f, const std::vector<double>& starts, uint64_t target,
                           TempFile& out) {
   Buckets b;
-  const auto bucket = plan_buckets(f, starts, target, b);
+  std::vector<Run> runs;
+  // Stretches of 16 KiB on average at least (a read of each costs about what copying 4 KiB does).
+  const size_t max_runs = std::max<uint64_t>(4096, f.size() >> 14);
+  const auto bucket = plan_buckets(f, starts, target, b, runs, max_runs);
   const size_t n = b.from.size();
   b.chunks.assign(n, {});
+  if (!runs.empty()) {
+    b.file = &f;
+    for (const Run& run : runs) {
+      auto& c = b.chunks[bucket[run.step]];
+      if (!c.empty() && c.back().at + c.back().size == run.at)
+        c.back().size += run.size;
+      else
+        c.push_back({run.at, run.size});
+    }
+    return b;
+  }
+  b.file = &out;
   const size_t cap = std::clamp<size_t>((size_t{16} << 20) / n, size_t{4} << 10, size_t{1} << 20);
   std::vector<std::string> buf(n);
   auto flush = [&](size_t k) {
@@ -551,7 +590,7 @@ void SpooledTrace::for_each_part(uint64_t part_bytes, const std::function<void(c
     open->flush();
     std::vector<RecordReader> in;
     in.emplace_back(*open, 0, open->size());
-    for (size_t j = b.first[own_first]; j <= last; ++j) in.emplace_back(sorted, b.chunks[j]);
+    for (size_t j = b.first[own_first]; j <= last; ++j) in.emplace_back(*b.file, b.chunks[j]);
     auto next_open = std::make_unique<TempFile>(meta_.path, part_bytes / 8);
     load_merged(in, t, own_last + 1 < n ? b.from[b.first[own_last + 1]] : 1e300, next_open.get());
     open = std::move(next_open);
