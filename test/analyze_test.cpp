@@ -1225,7 +1225,20 @@ TEST_CASE("analyze: a trace that fits in memory needs no temporary folder, one r
   CHECK(whole == analysis_json(lag, ptune::analyze::kDefaultPartBytes));
   CHECK(why == "'" + lag +
                    "': cannot write the trace's events to the temporary folder '/proc': No such file or "
-                   "directory");
+                   "directory; TMPDIR chooses another folder");
+}
+
+TEST_CASE("analyze: the events past memory go to TMPDIR, else to a /tmp on disk, else to /var/tmp",
+          "[analyze]") {
+  using ptune::analyze::events_folder;
+  CHECK(events_folder("/scratch", true, false) == "/scratch");
+  CHECK(events_folder("/scratch", false, false) == "/scratch");
+  CHECK(events_folder(nullptr, false, false) == "/tmp");
+  CHECK(events_folder("", false, true) == "/tmp");
+  CHECK(events_folder(nullptr, true, true) == "/tmp");  // both in memory: no better place
+  // /tmp a tmpfs (Fedora, Arch, Debian 13), /var/tmp on disk: the events go to the disk.
+  CHECK(events_folder(nullptr, true, false) ==
+        (::access("/var/tmp", W_OK | X_OK) == 0 ? "/var/tmp" : "/tmp"));
 }
 
 namespace {

@@ -1,5 +1,7 @@
 #include "analyze/trace_parts.hpp"
 
+#include <linux/magic.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +21,13 @@ namespace {
 static_assert(std::is_trivially_copyable_v<Event> && std::is_trivially_copyable_v<MemorySample> &&
                   std::is_trivially_copyable_v<OpCost> && std::is_trivially_copyable_v<std::string_view>,
               "events are kept as their bytes");
+
+/// Whether `dir` is a folder whose files are held in memory (tmpfs, ramfs).
+bool in_memory_folder(const char* dir) {
+  struct statfs fs {};
+  if (::statfs(dir, &fs) != 0) return false;
+  return fs.f_type == TMPFS_MAGIC || fs.f_type == RAMFS_MAGIC;
+}
 
 /// Bytes written once and read back: in memory up to a limit, past it in an unlinked temporary
 /// file (gone when closed, or when the process ends however it ends).
@@ -74,9 +83,7 @@ class TempFile {
 
   /// Makes the file and moves what memory holds to it (one block stays, as the write buffer).
   void spill() {
-    std::error_code ec;
-    dir_ = std::filesystem::temp_directory_path(ec).string();
-    if (ec) dir_ = "/tmp";
+    dir_ = events_folder();
     std::string name = dir_ + "/ptune-analyze-XXXXXX";
     fd_ = mkstemp(name.data());
     if (fd_ < 0) fail(std::strerror(errno));
@@ -113,7 +120,7 @@ class TempFile {
   }
   [[noreturn]] void fail(const std::string& why) const {
     throw DataError("'" + trace_ + "': cannot write the trace's events to the temporary folder '" + dir_ +
-                    "': " + why);
+                    "': " + why + "; TMPDIR chooses another folder");
   }
   std::string trace_, dir_;
   uint64_t in_memory_;
@@ -353,6 +360,15 @@ struct Run {
 };
 
 }  // namespace
+
+std::string events_folder(const char* tmpdir, bool tmp_in_memory, bool var_tmp_in_memory) {
+  if (tmpdir && *tmpdir) return tmpdir;
+  return tmp_in_memory && !var_tmp_in_memory && ::access("/var/tmp", W_OK | X_OK) == 0 ? "/var/tmp" : "/tmp";
+}
+
+std::string events_folder() {
+  return events_folder(std::getenv("TMPDIR"), in_memory_folder("/tmp"), in_memory_folder("/var/tmp"));
+}
 
 struct SpooledTrace::Files {
   std::unique_ptr<TempFile> events;  // in file order

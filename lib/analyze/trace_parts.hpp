@@ -26,13 +26,21 @@ namespace ptune::analyze {
 /// form (about a third of their JSON).
 inline constexpr uint64_t kDefaultPartBytes = uint64_t{48} << 20;
 
+/// The folder for the temporary file of a trace's events past what memory holds: TMPDIR where it
+/// is set; else /tmp, or /var/tmp where /tmp is held in memory (tmpfs) and /var/tmp is not (and
+/// can be written), so that the events of a large trace do not fill the memory they were kept
+/// out of.
+std::string events_folder();
+/// The same choice from what it depends on (for tests).
+std::string events_folder(const char* tmpdir, bool tmp_in_memory, bool var_tmp_in_memory);
+
 /// One trace file, read, its events on disk.
 class SpooledTrace {
  public:
   /// Reads `path` (scan_trace; throws as read_trace does). The events are kept in memory up to
   /// `in_memory` bytes of their compact form; past that they go to an unlinked file in the
-  /// temporary folder (TMPDIR, else /tmp): throws DataError "'<path>': cannot write the trace's
-  /// events to the temporary folder '<dir>': <why>" when it cannot.
+  /// folder of events_folder(): throws DataError "'<path>': cannot write the trace's events to the
+  /// temporary folder '<dir>': <why>; TMPDIR chooses another folder" when it cannot.
   SpooledTrace(const std::string& path, uint64_t in_memory);
   ~SpooledTrace();
   SpooledTrace(SpooledTrace&&) noexcept;

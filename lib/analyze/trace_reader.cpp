@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <tuple>
 #include <unordered_map>
 #include <unordered_set>
@@ -46,10 +45,10 @@ constexpr uint64_t kMaxTraceBytes = uint64_t{256} << 30;
 
 /// The trace text of a file, read in pieces: gzip data (by its magic bytes) inflated as it is
 /// read. At most kMaxTraceBytes. Errors (cannot read, damaged or truncated gzip, too large) are
-/// thrown from underflow(), that is from inside the parser, as DataError.
-class TextBuf : public std::streambuf {
+/// thrown from block(), as DataError.
+class TextReader {
  public:
-  explicit TextBuf(const std::string& path) : path_(path) {
+  explicit TextReader(const std::string& path) : path_(path) {
     std::error_code ec;
     if (fs::is_directory(path, ec)) fail(path, "is a folder, not a trace file");
     f_ = std::fopen(path.c_str(), "rb");
@@ -70,72 +69,64 @@ class TextBuf : public std::streambuf {
       zs_.avail_in = static_cast<uInt>(in_len_);
     }
   }
-  ~TextBuf() override {
+  ~TextReader() {
     if (zinit_) inflateEnd(&zs_);
     if (f_) std::fclose(f_);
   }
-  TextBuf(const TextBuf&) = delete;
-  TextBuf& operator=(const TextBuf&) = delete;
+  TextReader(const TextReader&) = delete;
+  TextReader& operator=(const TextReader&) = delete;
 
   uint64_t delivered() const { return delivered_; }
   bool gz() const { return gz_; }
 
-  /// The next piece of text, all of it taken; {nullptr, 0} at the end.
+  /// The next piece of text (valid until the next call); {nullptr, 0} at the end.
   std::pair<const char*, size_t> block() {
-    if (gptr() == egptr() && underflow() == traits_type::eof()) return {nullptr, 0};
-    const std::pair<const char*, size_t> piece{gptr(), static_cast<size_t>(egptr() - gptr())};
-    setg(eback(), egptr(), egptr());
-    return piece;
-  }
-
- protected:
-  int_type underflow() override {
-    if (gptr() < egptr()) return traits_type::to_int_type(*gptr());
-    size_t n = 0;
-    if (!gz_) {
-      if (first_) {  // the first piece was read to look for gzip's magic bytes
-        first_ = false;
-        n = in_len_;
-        std::swap(in_, out_);
-      } else {
-        n = std::fread(out_.data(), 1, out_.size(), f_);
-        if (n == 0 && std::ferror(f_))
-          fail(path_, std::string("cannot read: ") + std::strerror(errno ? errno : EIO));
-      }
-    } else {
-      while (n == 0 && !ended_) {
-        if (zs_.avail_in == 0) {
-          fill_in();
-          zs_.next_in = reinterpret_cast<Bytef*>(in_.data());
-          zs_.avail_in = static_cast<uInt>(in_len_);
-        }
-        zs_.next_out = reinterpret_cast<Bytef*>(out_.data());
-        zs_.avail_out = static_cast<uInt>(out_.size());
-        const int rc = inflate(&zs_, Z_NO_FLUSH);
-        n = out_.size() - zs_.avail_out;
-        if (rc == Z_STREAM_END) {
-          ended_ = true;
-        } else if (rc == Z_BUF_ERROR && zs_.avail_in == 0 && in_len_ == 0) {
-          fail(path_, "truncated gzip data (the compressed stream ends early)");
-        } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
-          const std::string msg = zs_.msg ? zs_.msg : "";
-          fail(path_, "damaged gzip data" + (msg.empty() ? std::string() : " (" + msg + ")"));
-        } else if (n == 0 && zs_.avail_in == 0 && in_len_ == 0) {
-          fail(path_, "truncated gzip data (the compressed stream ends early)");
-        }
-      }
-    }
-    if (n == 0) return traits_type::eof();
+    const size_t n = gz_ ? inflate_some() : read_some();
+    if (n == 0) return {nullptr, 0};
     delivered_ += n;
     if (delivered_ > kMaxTraceBytes) too_large(path_, gz_ ? " once decompressed" : "");
-    // White space is not kept: the parser skips it as it reads (a gzip bomb of spaces costs time,
-    // not memory).
-    const size_t kept = n;
-    setg(out_.data(), out_.data(), out_.data() + kept);
-    return traits_type::to_int_type(*gptr());
+    return {out_.data(), n};
   }
 
  private:
+  /// Plain text: the next piece into out_; 0 at the end.
+  size_t read_some() {
+    if (first_) {  // the first piece was read to look for gzip's magic bytes
+      first_ = false;
+      std::swap(in_, out_);
+      return in_len_;
+    }
+    const size_t n = std::fread(out_.data(), 1, out_.size(), f_);
+    if (n == 0 && std::ferror(f_))
+      fail(path_, std::string("cannot read: ") + std::strerror(errno ? errno : EIO));
+    return n;
+  }
+  /// Gzip data: the next piece of its text into out_; 0 at the end.
+  size_t inflate_some() {
+    size_t n = 0;
+    while (n == 0 && !ended_) {
+      if (zs_.avail_in == 0) {
+        fill_in();
+        zs_.next_in = reinterpret_cast<Bytef*>(in_.data());
+        zs_.avail_in = static_cast<uInt>(in_len_);
+      }
+      zs_.next_out = reinterpret_cast<Bytef*>(out_.data());
+      zs_.avail_out = static_cast<uInt>(out_.size());
+      const int rc = inflate(&zs_, Z_NO_FLUSH);
+      n = out_.size() - zs_.avail_out;
+      if (rc == Z_STREAM_END) {
+        ended_ = true;
+      } else if (rc == Z_BUF_ERROR && zs_.avail_in == 0 && in_len_ == 0) {
+        fail(path_, "truncated gzip data (the compressed stream ends early)");
+      } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
+        const std::string msg = zs_.msg ? zs_.msg : "";
+        fail(path_, "damaged gzip data" + (msg.empty() ? std::string() : " (" + msg + ")"));
+      } else if (n == 0 && zs_.avail_in == 0 && in_len_ == 0) {
+        fail(path_, "truncated gzip data (the compressed stream ends early)");
+      }
+    }
+    return n;
+  }
   void fill_in() {
     in_len_ = std::fread(in_.data(), 1, in_.size(), f_);
     if (in_len_ == 0 && std::ferror(f_))
@@ -154,7 +145,7 @@ class TextBuf : public std::streambuf {
 /// Where character `offset` of the trace text of `path` is: "line L, column C" (read again:
 /// only a parse error asks).
 std::string place_of(const std::string& path, uint64_t offset) {
-  TextBuf buf(path);
+  TextReader buf(path);
   uint64_t at = 0, line = 1, line_start = 0;
   for (auto [text, n] = buf.block(); n > 0 && at < offset; std::tie(text, n) = buf.block())
     for (size_t i = 0; i < n && at < offset; ++i, ++at)
@@ -916,7 +907,7 @@ bool is_json_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '
 
 void scan_trace(const std::string& path, Trace& t, TraceSink& sink) {
   t.path = path;
-  TextBuf buf(path);
+  TextReader buf(path);
   json::parse_options opt;
   opt.max_depth = kMaxDepth + 1;  // the handler names the limit first
   json::basic_parser<Handler> parser(opt, t, sink, path);
