@@ -258,6 +258,15 @@ TEST_CASE("analyze: bad input is named, with the file and what is wrong", "[anal
   CHECK(error_of(p("noev.json")) == "'" + p("noev.json") +
                                         "': no timed events (\"ph\": \"X\" with a \"ts\" and \"dur\") in its "
                                         "traceEvents: nothing to analyze");
+  // What torch.profiler exports after its schedule's cycle has ended: its own span, no events.
+  dir.write("cleared.json",
+            R"j({"traceEvents": [{"ph": "X", "cat": "Trace", "ts": 5.5, "dur": 63.8, "pid": "Spans", )j"
+            R"j("tid": "PyTorch Profiler", "name": "PyTorch Profiler (0)", "args": {"Op count": 0}}]})j");
+  CHECK(error_of(p("cleared.json")) ==
+        "'" + p("cleared.json") +
+            "': no timed events (\"ph\": \"X\" with a \"ts\" and \"dur\") in its traceEvents: nothing to "
+            "analyze (torch.profiler's own span only: with a schedule, export the trace from on_trace_ready, "
+            "before the end of its cycle clears the events)");
   CHECK(error_of(p("fake.json.gz")) ==
         "'" + p("fake.json.gz") + "': not gzip data, though its name ends in .gz");
   CHECK(error_of(p("cut.json.gz")) ==

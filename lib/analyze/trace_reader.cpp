@@ -495,6 +495,8 @@ class Handler {
   bool on_comment(json::string_view, json::error_code&) { return true; }
 
   bool saw_events() const { return saw_events_; }
+  /// Whether the trace holds torch.profiler's own span ("PyTorch Profiler (N)", cat "Trace").
+  bool saw_profiler_span() const { return profiler_span_; }
   /// The pid of most host events: the profiled process.
   int64_t host_pid() const {
     int64_t pid = 0;
@@ -776,6 +778,8 @@ class Handler {
       }
       return;
     }
+    if (e.ph == Ph::kComplete && !e.keep && text::starts_with(e.name, "PyTorch Profiler ("))
+      profiler_span_ = true;
     if (e.ph != Ph::kComplete || !e.has_ts || !e.has_dur || !e.keep) return;
     Event out;
     out.kind = e.kind;
@@ -885,7 +889,7 @@ class Handler {
   std::vector<Ctx> ctx_;
   Field key_id_ = Field::kOther;  // the key of the value read next
   Pending ev_;
-  bool saw_events_ = false, t_has_ptune_ = false;
+  bool saw_events_ = false, t_has_ptune_ = false, profiler_span_ = false;
   int64_t dims_ = 0, dim0_ = -1;
   std::string process_name_;
   std::unordered_map<int64_t, size_t> per_pid_;                    // host events per pid
@@ -936,8 +940,15 @@ void scan_trace(const std::string& path, Trace& t, TraceSink& sink) {
          "tensorboard_trace_handler write one)");
   }
   if (t.event_count == 0) {
-    fail(path,
-         "no timed events (\"ph\": \"X\" with a \"ts\" and \"dur\") in its traceEvents: nothing to analyze");
+    // torch.profiler's span alone: a trace exported after its schedule's cycle ended and cleared
+    // the events (torch warns of it only once, at the profiler's start).
+    fail(path, std::string(
+                   "no timed events (\"ph\": \"X\" with a \"ts\" and \"dur\") in its traceEvents: nothing to "
+                   "analyze") +
+                   (h.saw_profiler_span()
+                        ? " (torch.profiler's own span only: with a schedule, export the trace from "
+                          "on_trace_ready, before the end of its cycle clears the events)"
+                        : ""));
   }
   t.text_bytes = buf.delivered();
   t.writer = writer_of(h.has_ptune_key(), h.process_name());
