@@ -361,13 +361,14 @@ struct Run {
 
 }  // namespace
 
-std::string events_folder(const char* tmpdir, bool tmp_in_memory, bool var_tmp_in_memory) {
+std::string events_folder(const char* tmpdir, bool tmp_in_memory, bool var_tmp_on_disk) {
   if (tmpdir && *tmpdir) return tmpdir;
-  return tmp_in_memory && !var_tmp_in_memory && ::access("/var/tmp", W_OK | X_OK) == 0 ? "/var/tmp" : "/tmp";
+  return tmp_in_memory && var_tmp_on_disk ? "/var/tmp" : "/tmp";
 }
 
 std::string events_folder() {
-  return events_folder(std::getenv("TMPDIR"), in_memory_folder("/tmp"), in_memory_folder("/var/tmp"));
+  return events_folder(std::getenv("TMPDIR"), in_memory_folder("/tmp"),
+                       !in_memory_folder("/var/tmp") && ::access("/var/tmp", W_OK | X_OK) == 0);
 }
 
 struct SpooledTrace::Files {
@@ -492,13 +493,15 @@ std::vector<uint32_t> plan_buckets(const TempFile& f, const std::vector<double>&
 /// in few long stretches (Kineto writes the host's events in time order, then each device's), the
 /// chunks are those stretches of `f` itself; else the records are sorted into `out` in one pass:
 /// each bucket's records gather in a buffer of its own, written out as a chunk when full (at
-/// most about 16 MiB of buffers in all).
+/// most about 16 MiB of buffers in all). `part_bytes`: the memory allowed (the stretches noted take
+/// at most an eighth of it).
 Buckets sort_into_buckets(const TempFile& f, const std::vector<double>& starts, uint64_t target,
-                          TempFile& out) {
+                          uint64_t part_bytes, TempFile& out) {
   Buckets b;
   std::vector<Run> runs;
-  // Stretches of 16 KiB on average at least (a read of each costs about what copying 4 KiB does).
-  const size_t max_runs = std::max<uint64_t>(4096, f.size() >> 14);
+  // Stretches of 16 KiB on average at least (a read of each costs about what copying 4 KiB does),
+  // and no more than an eighth of the memory allowed holds.
+  const size_t max_runs = std::max<uint64_t>(4096, std::min(f.size() >> 14, part_bytes / 8 / sizeof(Run)));
   const auto bucket = plan_buckets(f, starts, target, b, runs, max_runs);
   const size_t n = b.from.size();
   b.chunks.assign(n, {});
@@ -588,7 +591,8 @@ void SpooledTrace::for_each_part(uint64_t part_bytes, const std::function<void(c
   // Buckets of a sixteenth of a part; a part is the buckets of about three quarters of it, with
   // the buckets around them that they need (a device running a step behind: one or two).
   TempFile sorted(meta_.path, 0);
-  const Buckets b = sort_into_buckets(events, step_starts_, std::max<uint64_t>(part_bytes / 16, 1), sorted);
+  const Buckets b =
+      sort_into_buckets(events, step_starts_, std::max<uint64_t>(part_bytes / 16, 1), part_bytes, sorted);
   const auto parts = group_buckets(b, part_bytes / 4 * 3);
   const size_t n = b.from.size();
   // The events of earlier buckets still running where a part's first bucket starts (the

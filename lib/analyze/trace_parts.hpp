@@ -27,12 +27,13 @@ namespace ptune::analyze {
 inline constexpr uint64_t kDefaultPartBytes = uint64_t{48} << 20;
 
 /// The folder for the temporary file of a trace's events past what memory holds: TMPDIR where it
-/// is set; else /tmp, or /var/tmp where /tmp is held in memory (tmpfs) and /var/tmp is not (and
-/// can be written), so that the events of a large trace do not fill the memory they were kept
-/// out of.
+/// is set (only TMPDIR: TMP, TEMP and TEMPDIR are not read); else /tmp, or /var/tmp where /tmp is
+/// held in memory (tmpfs) and /var/tmp is not (and can be written), so that the events of a large
+/// trace do not fill the memory they were kept out of.
 std::string events_folder();
-/// The same choice from what it depends on (for tests).
-std::string events_folder(const char* tmpdir, bool tmp_in_memory, bool var_tmp_in_memory);
+/// The same choice from what it depends on: TMPDIR (null: not set), whether /tmp is held in
+/// memory, whether /var/tmp is on disk and can be written.
+std::string events_folder(const char* tmpdir, bool tmp_in_memory, bool var_tmp_on_disk);
 
 /// One trace file, read, its events on disk.
 class SpooledTrace {
