@@ -329,9 +329,7 @@ std::map<Thread, std::vector<const Event*>> add_operators(const Trace& t, double
     if (e.kind == Kind::kCpuOp && e.ts >= from && e.ts < to && !is_step(e) && !is_dataloader(e))
       threads[{e.pid, e.tid}].push_back(&e);
   for (auto& [key, ops] : threads) {
-    sort_runs(ops.begin(), ops.end(), [](const Event* a, const Event* b) {
-      return a->ts != b->ts ? a->ts < b->ts : a->dur != b->dur ? a->dur > b->dur : a < b;  // ties: file order
-    });
+    sort_runs(ops.begin(), ops.end(), nests_before);
     std::vector<std::pair<const Event*, double>> stack;  // op, time of its direct children
     auto pop = [&]() {
       auto [op, children] = stack.back();

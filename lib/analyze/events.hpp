@@ -57,6 +57,13 @@ const std::vector<std::string>& precisions();
 /// The precision a kernel's name says, from its traits: its index in precisions(). Throws nothing.
 size_t precision_index(const Event& e);
 
+/// The order in which a thread's ranges nest: by start, an enclosing range (the longer) before
+/// what it encloses, ties in file order (events of one Trace, by their place in it). A strict
+/// total order, so that a sort of them gives one result.
+inline bool nests_before(const Event* a, const Event* b) {
+  return a->ts != b->ts ? a->ts < b->ts : a->dur != b->dur ? a->dur > b->dur : a < b;
+}
+
 /// A host op or a user annotation.
 bool is_host(const Event& e);
 /// A ProfilerStep#N range.

@@ -63,9 +63,7 @@ std::vector<std::vector<std::string_view>> python_stacks(const Trace& t,
     if (e.python && by_thread.count({e.pid, e.tid})) frames[{e.pid, e.tid}].push_back(&e);
   for (auto& [key, idx] : by_thread) {
     auto& fs = frames[key];
-    std::sort(fs.begin(), fs.end(), [](const Event* a, const Event* b) {
-      return a->ts != b->ts ? a->ts < b->ts : a->dur != b->dur ? a->dur > b->dur : a < b;  // ties: file order
-    });
+    std::sort(fs.begin(), fs.end(), nests_before);
     std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return calls[a]->ts < calls[b]->ts; });
     std::vector<const Event*> open;
     auto close = [&](double ts) {

@@ -44,9 +44,8 @@ std::vector<Counted> counted_ops(const Trace& t, const std::vector<std::pair<dou
   }
   std::vector<Counted> out;
   for (auto& [key, ops] : threads) {
-    sort_runs(ops.begin(), ops.end(), [](const Counted& a, const Counted& b) {
-      return a.e->ts != b.e->ts ? a.e->ts < b.e->ts : a.e->dur != b.e->dur ? a.e->dur > b.e->dur : a.e < b.e;
-    });
+    sort_runs(ops.begin(), ops.end(),
+              [](const Counted& a, const Counted& b) { return nests_before(a.e, b.e); });
     double end = -1e300;
     for (const auto& c : ops) {
       if (c.e->end() <= end) continue;  // inside the one counted before

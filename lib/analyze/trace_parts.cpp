@@ -499,8 +499,8 @@ Buckets sort_into_buckets(const TempFile& f, const std::vector<double>& starts, 
                           uint64_t part_bytes, TempFile& out) {
   Buckets b;
   std::vector<Run> runs;
-  // Stretches of 16 KiB on average at least (a read of each costs about what copying 4 KiB does),
-  // and no more than an eighth of the memory allowed holds.
+  // Stretches of 16 KiB on average at least (each is a read of its own), and no more than an
+  // eighth of the memory allowed holds.
   const size_t max_runs = std::max<uint64_t>(4096, std::min(f.size() >> 14, part_bytes / 8 / sizeof(Run)));
   const auto bucket = plan_buckets(f, starts, target, b, runs, max_runs);
   const size_t n = b.from.size();

@@ -77,7 +77,6 @@ class TextReader {
   TextReader& operator=(const TextReader&) = delete;
 
   uint64_t delivered() const { return delivered_; }
-  bool gz() const { return gz_; }
 
   /// The next piece of text (valid until the next call); {nullptr, 0} at the end.
   std::pair<const char*, size_t> block() {
@@ -941,7 +940,8 @@ void scan_trace(const std::string& path, Trace& t, TraceSink& sink) {
   }
   if (t.event_count == 0) {
     // torch.profiler's span alone: a trace exported after its schedule's cycle ended and cleared
-    // the events (torch warns of it only once, at the profiler's start).
+    // the events (torch 2.11 warns of it once, as "Profiler clears events at the end of each
+    // cycle").
     fail(path, std::string(
                    "no timed events (\"ph\": \"X\" with a \"ts\" and \"dur\") in its traceEvents: nothing to "
                    "analyze") +
