@@ -190,6 +190,39 @@ TEST_CASE("one table model: aligned text, Markdown and CSV with one escaping eac
   CHECK(ptune::table::markdown({{{"gpu_util%", true}}, {{"a|b"}}}) == "| gpu\\_util% |\n|---:|\n| a\\|b |\n");
 }
 
+TEST_CASE(
+    "one table model: HTML with the columns' alignment, a cell's own class and title, every text escaped",
+    "[report]") {
+  using ptune::table::HtmlCell;
+  using ptune::table::HtmlRow;
+  ptune::table::HtmlTable t =
+      ptune::table::html_table({{{"name"}, {"ms", true}}, {{"a<b", "1.5"}, {"c"}}}, "x");
+  CHECK(
+      ptune::table::html(t) ==
+      "<div class=\"scroll\"><table class=\"x\"><thead><tr><th>name</th><th class=\"n\">ms</th></tr></thead>"
+      "<tbody><tr><td>a&lt;b</td><td class=\"n\">1.5</td></tr><tr><td>c</td></tr></tbody></table></div>");
+  // A cell's class after the column's; words among numbers without it; an empty cell with no class
+  // of its own gets none; the title and the row's attributes escaped; a key cell as <th>.
+  HtmlCell words("not run", "muted");
+  words.words = true;
+  HtmlRow row({"k\"", HtmlCell("2x", "verdict-faster", "a \"note\" & more")}, true, "slow");
+  row.attributes = {{"data-class", "<conv>"}};
+  ptune::table::HtmlTable u;
+  u.columns = {{"key"}, {"v", true}, {"w", true}, {"e", true}};
+  u.swatches = {"", "#0072B2"};
+  u.scroll = false;
+  u.rows = {row, HtmlRow({"k2", words, "", "0"})};
+  CHECK(
+      ptune::table::html(u) ==
+      "<table><thead><tr><th>key</th><th class=\"n\"><span class=\"swatch\" style=\"background:#0072B2\">"
+      "</span>v</th><th class=\"n\">w</th><th class=\"n\">e</th></tr></thead><tbody>"
+      "<tr class=\"slow\" data-class=\"&lt;conv&gt;\"><th>k&quot;</th><td class=\"n verdict-faster\" "
+      "title=\"a &quot;note&quot; &amp; more\">2x</td></tr>"
+      "<tr><td>k2</td><td class=\"muted\">not run</td><td></td><td class=\"n\">0</td></tr></tbody></table>");
+  u.head = false;
+  CHECK(ptune::table::html(u).rfind("<table><tbody><tr class=\"slow\"", 0) == 0);
+}
+
 TEST_CASE("a text written atomically replaces the file whole and leaves no temporary", "[report]") {
   ptune::test::TempDir dir;
   auto path = dir.file("r.json");

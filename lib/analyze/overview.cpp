@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "analyze/render.hpp"
 #include "core/table.hpp"
 #include "report/html.hpp"
 
@@ -69,14 +70,11 @@ std::string steps_svg(const Breakdown& b) {
 std::string names_table(const std::string& title, const std::vector<NameTime>& v, bool self, size_t steps) {
   if (v.empty()) return "";
   const double n = static_cast<double>(std::max<size_t>(steps, 1));
-  std::string s = "<h3>" + html_escape(title) +
-                  "</h3><div class=\"scroll\"><table><thead><tr><th>name</th><th class=\"n\">calls per "
-                  "step</th><th class=\"n\">ms per step</th></tr></thead><tbody>";
+  table::Table t{{{"name"}, {"calls per step", true}, {"ms per step", true}}, {}};
   for (const auto& x : v)
-    s += "<tr><td>" + html_escape(x.name) + "</td><td class=\"n\">" +
-         fmt("%.3g", static_cast<double>(x.count) / n) + "</td><td class=\"n\">" +
-         fmt("%.3f", (self ? x.self_us : x.total_us) / 1000.0 / n) + "</td></tr>";
-  return s + "</tbody></table></div>";
+    t.rows.push_back({x.name, fmt("%.3g", static_cast<double>(x.count) / n),
+                      fmt("%.3f", (self ? x.self_us : x.total_us) / 1000.0 / n)});
+  return "<h3>" + html_escape(title) + "</h3>" + table::html(table::html_table(t));
 }
 
 /// Allocated memory over the step of the highest peak: one line, MB over ms; "" without points.
@@ -117,29 +115,13 @@ std::string memory_svg(const Breakdown& b) {
 std::string throughput_html(const Throughput& th) {
   if (th.source == "none")
     return th.missing.empty() ? "" : "<h3>FLOP/s</h3><p class=\"muted\">" + html_escape(th.missing) + "</p>";
-  std::string s =
-      "<h3>FLOP/s per operator class</h3><div class=\"scroll\"><table "
-      "class=\"flops\"><thead><tr><th>class</th><th class=\"n\">calls</th><th class=\"n\">GFLOP</th><th "
-      "class=\"n\">ms</th><th class=\"n\">GFLOP/s</th><th class=\"n\">% of peak</th><th "
-      "class=\"n\">MB</th><th class=\"n\">FLOP/B</th><th>bound</th><th class=\"n\">% of "
-      "roof</th></tr></thead><tbody>";
-  auto n = [](const std::string& v) { return "<td class=\"n\">" + v + "</td>"; };
-  for (const auto& c : th.classes) {
-    std::optional<double> roof;
-    if (c.over.empty()) roof = roof_of(c, th.ceilings);
-    const auto ai = c.intensity();
-    const std::string bound = bound_of(c, th.ceilings);
-    const auto peak = peak_pct(c);
-    s += "<tr data-class=\"" + html_escape(c.name) + "\"><td>" + html_escape(c.name) + "</td>" +
-         n(fmt("%.0f", c.calls)) + n(fmt("%.3f", c.flops / 1e9)) + n(fmt("%.2f", c.us / 1000.0)) +
-         n(fmt("%.2f", c.flops_per_s() / 1e9)) + n(peak ? fmt("%.1f", *peak) : "-") +
-         n(c.bytes ? fmt("%.1f", *c.bytes / 1e6) : "-") + n(ai ? fmt("%.2f", *ai) : "-") + "<td>" +
-         (bound.empty() ? "-" : bound) + "</td>" +
-         n(roof && *roof > 0 ? fmt("%.1f", 100.0 * c.flops_per_s() / *roof) : "-") + "</tr>";
-  }
-  s += "<tr><td>step</td><td></td>" + n(fmt("%.3f", th.flops / 1e9)) + n(fmt("%.2f", th.step_us / 1000.0)) +
-       n(fmt("%.2f", th.flops_per_s() / 1e9)) + n(step_peak_pct(th) ? fmt("%.1f", *step_peak_pct(th)) : "-") +
-       "<td></td><td></td><td></td><td></td></tr></tbody></table></div>";
+  // The terminal's cells; the page's headers say the percentages in words, its bound is text.
+  table::HtmlTable t = table::html_table(throughput_cells(th), "flops");
+  t.columns[5].header = "% of peak";
+  t.columns[8] = {"bound"};
+  t.columns[9].header = "% of roof";
+  for (size_t i = 0; i < th.classes.size(); ++i) t.rows[i].attributes = {{"data-class", th.classes[i].name}};
+  std::string s = "<h3>FLOP/s per operator class</h3>" + table::html(t);
   if (!th.peaks.empty()) s += "<p class=\"muted\">Ceilings: " + html_escape(ceilings_text(th)) + "</p>";
   if (!th.no_ceilings.empty()) s += "<p class=\"muted\">No ceilings: " + html_escape(th.no_ceilings) + "</p>";
   for (const auto& n : over_notes(th)) s += "<p class=\"muted\">" + html_escape(n) + "</p>";
@@ -150,22 +132,21 @@ std::string throughput_html(const Throughput& th) {
 std::string straggler_html(const Analysis& a) {
   if (!a.straggler) return "";
   const auto& st = *a.straggler;
-  std::string s =
-      "<h3>Stragglers</h3><table class=\"stragglers\"><thead><tr><th>rank</th><th class=\"n\">step "
-      "ms</th><th class=\"n\">compute ms</th><th class=\"n\">input ms</th><th class=\"n\">waiting "
-      "ms</th></tr></thead><tbody>";
+  table::HtmlTable h;
+  h.cls = "stragglers";
+  h.scroll = false;
+  h.columns = {{"rank"}, {"step ms", true}, {"compute ms", true}, {"input ms", true}, {"waiting ms", true}};
   for (size_t i = 0; i < st.ranks.size(); ++i) {
     const auto& t = st.ranks[i];
     const auto& r = a.ranks[t.index];
     const std::string name =
         r.rank ? "rank " + std::to_string(*r.rank) : "process " + std::to_string(r.host_pid);
-    s += std::string("<tr") + (st.slow && *st.slow == i ? " class=\"straggler\"" : "") + "><td>" +
-         html_escape(name) + "</td><td class=\"n\">" + fmt("%.1f", t.step_us / 1000.0) +
-         "</td><td class=\"n\">" + fmt("%.1f", t.compute_us / 1000.0) + "</td><td class=\"n\">" +
-         fmt("%.1f", t.input_us / 1000.0) + "</td><td class=\"n\">" + fmt("%.1f", t.wait_us / 1000.0) +
-         "</td></tr>";
+    h.rows.push_back({{name, fmt("%.1f", t.step_us / 1000.0), fmt("%.1f", t.compute_us / 1000.0),
+                       fmt("%.1f", t.input_us / 1000.0), fmt("%.1f", t.wait_us / 1000.0)},
+                      false,
+                      st.slow && *st.slow == i ? "straggler" : ""});
   }
-  return s + "</tbody></table><p>" + html_escape(st.text) + "</p>";
+  return "<h3>Stragglers</h3>" + table::html(h) + "<p>" + html_escape(st.text) + "</p>";
 }
 
 std::string ranks_svg(const Analysis& a) {
@@ -226,10 +207,10 @@ std::string version_html(const Version& v, size_t index) {
     for (const auto& n : a.notes) os << "<li>" << html_escape(n) << "</li>";
     os << "</ul>";
   }
-  os << "<table><tbody>";
-  auto row = [&](const std::string& k, const std::string& val) {
-    os << "<tr><th>" << html_escape(k) << "</th><td class=\"n\">" << html_escape(val) << "</td></tr>";
-  };
+  table::HtmlTable figures;  // a key and its value per row
+  figures.columns = {{""}, {"", true}};
+  figures.head = figures.scroll = false;
+  auto row = [&](const std::string& k, const std::string& val) { figures.rows.push_back({{k, val}, true}); };
   row("step time", fmt("%.2f ms", m.ms()));
   if (v.samples_per_s) row("samples/s", fmt("%.1f", *v.samples_per_s));
   if (b.has_gpu) {
@@ -244,7 +225,7 @@ std::string version_html(const Version& v, size_t index) {
   row("host syncs", std::to_string(syncs) + fmt(", %.2f ms waited per step", m.sync_us / 1000.0));
   if (m.peak_allocated_mb) row("peak GPU memory allocated", fmt("%.0f MB", *m.peak_allocated_mb));
   if (m.peak_reserved_mb) row("peak GPU memory reserved", fmt("%.0f MB", *m.peak_reserved_mb));
-  os << "</tbody></table>";
+  os << table::html(figures);
   os << "<figure><figcaption>Step time, split as the PyTorch profiler's overview</figcaption>" << legend()
      << steps_svg(b) << "</figure>";
   if (a.ranks.size() > 1)
@@ -253,13 +234,13 @@ std::string version_html(const Version& v, size_t index) {
   os << straggler_html(a);
   if (a.primary < a.throughput.size()) os << throughput_html(a.throughput[a.primary]);
   if (m.peak_allocated_mb) {
-    os << "<h3>Memory per step</h3><table><thead><tr><th>step</th><th class=\"n\">peak allocated MB</th><th "
-          "class=\"n\">peak reserved MB</th></tr></thead><tbody>";
+    table::Table t{{{"step"}, {"peak allocated MB", true}, {"peak reserved MB", true}}, {}};
     for (const auto& s : b.steps)
-      os << "<tr><td>" << html_escape(s.name) << "</td><td class=\"n\">"
-         << (s.peak_allocated_mb ? fmt("%.0f", *s.peak_allocated_mb) : "-") << "</td><td class=\"n\">"
-         << (s.peak_reserved_mb ? fmt("%.0f", *s.peak_reserved_mb) : "-") << "</td></tr>";
-    os << "</tbody></table>";
+      t.rows.push_back({s.name, s.peak_allocated_mb ? fmt("%.0f", *s.peak_allocated_mb) : "-",
+                        s.peak_reserved_mb ? fmt("%.0f", *s.peak_reserved_mb) : "-"});
+    table::HtmlTable h = table::html_table(t);
+    h.scroll = false;
+    os << "<h3>Memory per step</h3>" << table::html(h);
   } else if (b.has_gpu && b.writer != "ptune") {
     os << "<h3>Memory per step</h3><p class=\"muted\">No memory events: <code>profile_memory=True</code> in "
           "<code>torch.profiler.profile(...)</code> records them.</p>";
@@ -274,13 +255,11 @@ std::string version_html(const Version& v, size_t index) {
        << "</p>";
   os << memory_svg(b);
   if (!b.allocators.empty()) {
-    os << "<h3>Operators that allocated most (" << (b.allocators_gpu ? "GPU" : "host")
-       << " memory)</h3><div class=\"scroll\"><table><thead><tr><th>operator</th><th class=\"n\">allocations "
-          "per step</th><th class=\"n\">MB per step</th></tr></thead><tbody>";
+    table::Table t{{{"operator"}, {"allocations per step", true}, {"MB per step", true}}, {}};
     for (const auto& x : b.allocations_per_step())
-      os << "<tr><td>" << html_escape(x.name) << "</td><td class=\"n\">" << fmt("%.3g", x.count)
-         << "</td><td class=\"n\">" << fmt("%.0f", x.mb) << "</td></tr>";
-    os << "</tbody></table></div>";
+      t.rows.push_back({x.name, fmt("%.3g", x.count), fmt("%.0f", x.mb)});
+    os << "<h3>Operators that allocated most (" << (b.allocators_gpu ? "GPU" : "host") << " memory)</h3>"
+       << table::html(table::html_table(t));
   }
   os << names_table("Largest kernels", b.kernels, false, b.steps.size())
      << names_table("Largest operators (host, self time)", b.operators, true, b.steps.size())
@@ -345,27 +324,33 @@ std::string speedup_svg(const Comparison& c) {
 
 std::string table_html(const Comparison& c) {
   std::ostringstream os;
-  os << "<div class=\"scroll\"><table class=\"versions\"><thead><tr><th>version</th><th class=\"n\">step "
-        "ms</th><th class=\"n\">samples/s</th><th class=\"n\">vs prev</th><th class=\"n\">vs first</th><th "
-        "class=\"n\">data%</th><th class=\"n\">copy%</th><th class=\"n\">kernel%</th><th "
-        "class=\"n\">host%</th><th class=\"n\">idle%</th><th class=\"n\">GPU busy%</th><th class=\"n\">peak "
-        "MB</th><th>verdict</th></tr></thead><tbody>";
+  table::Table t{{{"version"},
+                  {"step ms", true},
+                  {"samples/s", true},
+                  {"vs prev", true},
+                  {"vs first", true},
+                  {"data%", true},
+                  {"copy%", true},
+                  {"kernel%", true},
+                  {"host%", true},
+                  {"idle%", true},
+                  {"GPU busy%", true},
+                  {"peak MB", true},
+                  {"verdict"}},
+                 {}};
   for (const auto& v : c.versions) {
     const Breakdown& b = v.analysis.ranks[v.analysis.primary];
     const auto m = b.mean();
     const Split s = split_of(m);
     const double len = m.end > 0 ? m.end : 1;
-    auto n = [](const std::string& t) { return "<td class=\"n\">" + t + "</td>"; };
-    os << "<tr><td>" << html_escape(v.label) << "</td>" << n(fmt("%.1f", v.step_ms))
-       << n(v.samples_per_s ? fmt("%.1f", *v.samples_per_s) : "-")
-       << n(v.prev ? html_escape(speedup_text(*v.prev)) : "-")
-       << n(v.first ? html_escape(speedup_text(*v.first)) : "-") << n(fmt("%.1f", s.data))
-       << n(fmt("%.1f", s.copies)) << n(fmt("%.1f", s.kernels)) << n(fmt("%.1f", s.host))
-       << n(fmt("%.1f", s.idle)) << n(b.has_gpu ? fmt("%.1f", 100.0 * m.gpu_busy_us / len) : "-")
-       << n(m.peak_allocated_mb ? fmt("%.0f", *m.peak_allocated_mb) : "-") << "<td>"
-       << html_escape(v.analysis.verdict.rule) << "</td></tr>";
+    t.rows.push_back({v.label, fmt("%.1f", v.step_ms), v.samples_per_s ? fmt("%.1f", *v.samples_per_s) : "-",
+                      v.prev ? speedup_text(*v.prev) : "-", v.first ? speedup_text(*v.first) : "-",
+                      fmt("%.1f", s.data), fmt("%.1f", s.copies), fmt("%.1f", s.kernels), fmt("%.1f", s.host),
+                      fmt("%.1f", s.idle), b.has_gpu ? fmt("%.1f", 100.0 * m.gpu_busy_us / len) : "-",
+                      m.peak_allocated_mb ? fmt("%.0f", *m.peak_allocated_mb) : "-",
+                      v.analysis.verdict.rule});
   }
-  os << "</tbody></table></div>";
+  os << table::html(table::html_table(t, "versions"));
   for (const auto& p : c.pairs) {
     os << "<h3>" << html_escape(c.versions[p.from].label) << " → " << html_escape(c.versions[p.to].label)
        << "</h3><ul class=\"changes\">";

@@ -149,10 +149,7 @@ Json throughput_json(const Throughput& th) {
               {"classes", classes}};
 }
 
-std::string throughput_table(const Throughput& th) {
-  if (th.source == "none") return th.missing.empty() ? "" : "\nFLOP/s: none; " + th.missing + "\n";
-  std::string out = "\nFLOP/s per operator class (per step; FLOPs from the " +
-                    std::string(th.source == "trace" ? "trace" : "input shapes") + "):\n";
+table::Table throughput_cells(const Throughput& th) {
   table::Table t{{{"class"},
                   {"calls", true},
                   {"GFLOP", true},
@@ -178,6 +175,14 @@ std::string throughput_table(const Throughput& th) {
   }
   rows.push_back({"step", "", fmt("%.3f", th.flops / 1e9), fmt("%.2f", th.step_us / 1000.0),
                   fmt("%.2f", th.flops_per_s() / 1e9), opt_fmt("%.1f", step_peak_pct(th)), "", "", "", ""});
+  return t;
+}
+
+std::string throughput_table(const Throughput& th) {
+  if (th.source == "none") return th.missing.empty() ? "" : "\nFLOP/s: none; " + th.missing + "\n";
+  std::string out = "\nFLOP/s per operator class (per step; FLOPs from the " +
+                    std::string(th.source == "trace" ? "trace" : "input shapes") + "):\n";
+  const table::Table t = throughput_cells(th);
   out += table::text(t, {"  ", " "});
   if (!th.peaks.empty()) out += "  ceilings: " + ceilings_text(th) + "\n";
   if (!th.no_ceilings.empty()) out += "  no ceilings: " + th.no_ceilings + "\n";

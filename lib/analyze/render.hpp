@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analyze/advice.hpp"
+#include "core/table.hpp"
 
 namespace ptune::analyze {
 
@@ -28,6 +29,9 @@ nlohmann::ordered_json gpu_json(const Breakdown& b);
 /// nor shapes and nothing to advise). Throw nothing.
 nlohmann::ordered_json throughput_json(const Throughput& th);
 std::string throughput_table(const Throughput& th);
+/// That table's columns and cells (a row per class, then the step's): the terminal's and the HTML
+/// page's. Throws nothing.
+table::Table throughput_cells(const Throughput& th);
 
 /// Renders the analysis in `format` ("table" | "json" | "md" | "csv": the split per step).
 /// `v`, when given, adds its samples/s (batch size). Throws nothing.

@@ -80,6 +80,63 @@ std::string csv(const Table& t) {
   return out;
 }
 
+HtmlTable html_table(const Table& t, std::string cls) {
+  HtmlTable h;
+  h.cls = std::move(cls);
+  h.columns = t.columns;
+  for (const auto& row : t.rows) {
+    HtmlRow r;
+    r.cells.assign(row.begin(), row.end());
+    h.rows.push_back(std::move(r));
+  }
+  return h;
+}
+
+namespace {
+
+std::string class_attribute(const std::string& cls) {
+  return cls.empty() ? std::string() : " class=\"" + html_escape(cls) + "\"";
+}
+
+std::string html_cell(const HtmlCell& c, bool right, bool header) {
+  std::string cls = right && !c.words && !(c.text.empty() && c.cls.empty()) ? "n" : "";
+  if (!c.cls.empty()) cls += (cls.empty() ? "" : " ") + c.cls;
+  const char* tag = header ? "th" : "td";
+  return std::string("<") + tag + class_attribute(cls) +
+         (c.title.empty() ? std::string() : " title=\"" + html_escape(c.title) + "\"") + ">" +
+         html_escape(c.text) + "</" + tag + ">";
+}
+
+}  // namespace
+
+std::string html(const HtmlTable& t) {
+  std::string out = t.scroll ? "<div class=\"scroll\">" : "";
+  out += "<table" + class_attribute(t.cls) + ">";
+  if (t.head) {
+    out += "<thead><tr>";
+    for (size_t k = 0; k < t.columns.size(); ++k) {
+      const std::string swatch = k < t.swatches.size() ? t.swatches[k] : "";
+      out += std::string("<th") + (t.columns[k].right ? " class=\"n\"" : "") + ">" +
+             (swatch.empty()
+                  ? ""
+                  : "<span class=\"swatch\" style=\"background:" + html_escape(swatch) + "\"></span>") +
+             html_escape(t.columns[k].header) + "</th>";
+    }
+    out += "</tr></thead>";
+  }
+  out += "<tbody>";
+  for (const auto& row : t.rows) {
+    out += "<tr" + class_attribute(row.cls);
+    for (const auto& [name, value] : row.attributes) out += " " + name + "=\"" + html_escape(value) + "\"";
+    out += ">";
+    for (size_t k = 0; k < row.cells.size(); ++k)
+      out +=
+          html_cell(row.cells[k], k < t.columns.size() && t.columns[k].right, k == 0 && row.first_is_header);
+    out += "</tr>";
+  }
+  return out + "</tbody></table>" + (t.scroll ? "</div>" : "");
+}
+
 std::string html_escape(const std::string& s) {
   std::string o;
   o.reserve(s.size());

@@ -1,10 +1,11 @@
 #pragma once
 /// One table model for every output that prints a table: columns (a header and an alignment)
-/// and rows of text cells, written as aligned terminal text, Markdown or CSV, with one escaping
-/// per format. What a cell says is the caller's; how a table looks is decided here.
+/// and rows of text cells, written as aligned terminal text, Markdown, CSV or HTML, with one
+/// escaping per format. What a cell says is the caller's; how a table looks is decided here.
 
 #include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ptune::table {
@@ -18,6 +19,48 @@ struct Table {
   std::vector<Column> columns;
   std::vector<std::vector<std::string>> rows;  // a row shorter than the columns ends in empty cells
 };
+
+/// An HTML table's cell: its text (escaped when written), a class added to its column's ("n" for a
+/// right-aligned column: numbers), and a title shown on hover.
+struct HtmlCell {
+  std::string text;
+  std::string cls;     // "" none
+  std::string title;   // "" none
+  bool words = false;  // words in a column of numbers ("not measured"): without its "n"
+  HtmlCell(std::string text = {}, std::string cls = {}, std::string title = {})  // NOLINT: a text is a cell
+      : text(std::move(text)), cls(std::move(cls)), title(std::move(title)) {}
+  HtmlCell(const char* text) : text(text) {}  // NOLINT: a text is a cell
+};
+
+/// An HTML table's row: its cells (a row shorter than the columns ends there), and what only HTML
+/// shows: its first cell as a header cell (<th>), a class, and more attributes (data-*).
+struct HtmlRow {
+  std::vector<HtmlCell> cells;
+  bool first_is_header = false;
+  std::string cls;                                              // "" none
+  std::vector<std::pair<std::string, std::string>> attributes;  // name, value (escaped when written)
+  HtmlRow(std::vector<HtmlCell> cells = {}, bool first_is_header = false, std::string cls = {})  // NOLINT
+      : cells(std::move(cells)), first_is_header(first_is_header), cls(std::move(cls)) {}
+};
+
+/// A table as the HTML pages show it: the columns' headers (with a colour swatch before a header
+/// where `swatches` gives one), the rows, the table's class.
+struct HtmlTable {
+  std::string cls;  // "" none
+  std::vector<Column> columns;
+  std::vector<HtmlRow> rows;
+  std::vector<std::string> swatches;  // by column: a CSS colour, "" none
+  bool head = true;                   // false: no header row (a table of key/value rows)
+  bool scroll = true;                 // in <div class="scroll"> (scrolls sideways when wide)
+};
+
+/// A table of text cells as an HTML table with the same columns and cells.
+HtmlTable html_table(const Table& t, std::string cls = {});
+
+/// The table as HTML: <table>, a <thead> of <th> (class "n" where right-aligned), a <tbody> of
+/// rows whose cells have the class "n" in right-aligned columns plus their own (an empty cell with
+/// no class of its own gets none), every text and attribute through html_escape. Throws nothing.
+std::string html(const HtmlTable& t);
 
 /// How aligned text is laid out.
 struct TextStyle {

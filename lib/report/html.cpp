@@ -557,29 +557,30 @@ std::string curves_html(const std::vector<RunFile>& runs, const std::vector<Line
   return os.str();
 }
 
-std::string cell(const std::string& text, bool numeric = false, const std::string& cls = "") {
-  std::string c = numeric ? "n" : "";
-  if (!cls.empty()) c += (c.empty() ? "" : " ") + cls;
-  return "<td" + (c.empty() ? std::string() : " class=\"" + c + "\"") + ">" + html_escape(text) + "</td>";
+/// Words in a column of numbers ("not in this run", a row's status): left as text.
+table::HtmlCell words(const std::string& text, const std::string& cls) {
+  table::HtmlCell c(text, cls);
+  c.words = true;
+  return c;
 }
 
 /// A speedup cell: "1.45x ±4.0% faster", coloured by its verdict; "-" for a row without numbers.
-std::string speedup_cell(const Row& row, double speedup, const stats::Interval& ci,
-                         const std::string& verdict) {
-  if (!row.m) return cell("-", true);
+table::HtmlCell speedup_cell(const Row& row, double speedup, const stats::Interval& ci,
+                             const std::string& verdict) {
+  if (!row.m) return "-";
   std::string text = fixed(speedup, 2) + "x" + interval_text(ci);
   if (!verdict.empty()) text += " " + verdict;
   const std::string cls = verdict == "faster"      ? "verdict-faster"
                           : verdict == "slower"    ? "verdict-slower"
                           : verdict == "undecided" ? "verdict-undecided"
                                                    : "";
-  return cell(text, true, cls);
+  return {text, cls};
 }
 
 /// The load cell: "-" on a quiet machine, else what else ran ("+0.9 cores", "steal 7%", "GPU
 /// shared"), and "GPU throttled" where the GPU slowed down (the notes, on hover, say how).
-std::string load_cell(const Row& row) {
-  if (!row.m) return cell("-", true);
+table::HtmlCell load_cell(const Row& row) {
+  if (!row.m) return "-";
   const system::LoadReport& l = row.m->load;
   std::string text, notes;
   if (l.under_load) {
@@ -593,81 +594,80 @@ std::string load_cell(const Row& row) {
   }
   for (const auto& n : l.gpu_notes) notes += (notes.empty() ? "" : ", ") + n;
   if (!notes.empty()) text += (text.empty() ? "" : ", ") + std::string("GPU throttled");
-  if (text.empty()) return cell("-", true);
-  if (notes.empty()) return cell(text, true, "status-note");
-  return "<td class=\"n status-note\" title=\"" + html_escape(notes) + "\">" + html_escape(text) + "</td>";
+  if (text.empty()) return "-";
+  return {text, "status-note", notes};
+}
+
+table::HtmlCell status_cell(const Row& r) {
+  return words(r.status.text(), "status-" + status_class(r.status));
 }
 
 /// With several runs, samples/s side by side: each run's row of the same name, and its ratio to
 /// the reference run's.
 std::string side_by_side_html(const std::vector<RunFile>& runs, const std::vector<Line>& lines) {
-  std::ostringstream os;
-  os << "<h3>Side by side (samples/s)</h3><div class=\"scroll\"><table "
-        "class=\"side-by-side\"><thead><tr><th class=\"n\">#</th><th>row</th>";
+  table::HtmlTable t;
+  t.cls = "side-by-side";
+  t.columns = {{"#", true}, {"row"}};
+  t.swatches = {"", ""};
   for (size_t k = 0; k < runs.size(); ++k) {
-    os << "<th class=\"n\"><span class=\"swatch\" style=\"background:" << run_color(k) << "\"></span>"
-       << html_escape(runs[k].label) << "</th>";
-    if (k > 0) os << "<th class=\"n\">vs " << html_escape(shorten(runs[0].label, 20)) << "</th>";
+    t.columns.push_back({runs[k].label, true});
+    t.swatches.push_back(run_color(k));
+    if (k > 0) t.columns.push_back({"vs " + shorten(runs[0].label, 20), true});
+    if (k > 0) t.swatches.emplace_back();
   }
-  os << "</tr></thead><tbody>";
   for (const auto& l : lines) {
-    os << "<tr>" << cell(std::to_string(l.index), true) << cell(l.name);
+    table::HtmlRow row({std::to_string(l.index), l.name});
     const Row* ref = l.rows[0];
     for (size_t k = 0; k < runs.size(); ++k) {
       const Row* r = l.rows[k];
-      if (!r)
-        os << cell("not in this run", false, "muted");
-      else if (!r->m)
-        os << cell(r->status.text(), false, "status-" + status_class(r->status));
-      else
-        os << cell(rate_cell_text(*r), true);
+      row.cells.push_back(!r      ? words("not in this run", "muted")
+                          : !r->m ? status_cell(*r)
+                                  : table::HtmlCell(rate_cell_text(*r)));
       if (k == 0) continue;
-      if (r && ref && r->m && ref->m && rate_of(*ref) > 0)
-        os << cell(ratio_text(rate_of(*r) / rate_of(*ref)), true);
-      else
-        os << cell("-", true);
+      const bool both = r && ref && r->m && ref->m && rate_of(*ref) > 0;
+      row.cells.emplace_back(both ? ratio_text(rate_of(*r) / rate_of(*ref)) : "-");
     }
-    os << "</tr>";
+    t.rows.push_back(std::move(row));
   }
-  os << "</tbody></table></div>";
-  return os.str();
+  return "<h3>Side by side (samples/s)</h3>" + table::html(t);
 }
 
 /// Row `i` of a run's table; `gpu` adds GPU busy and peak memory.
-std::string row_html(const Row& r, size_t i, bool gpu) {
+table::HtmlRow row_html(const Row& r, size_t i, bool gpu) {
   using Split = measure::Measurement::StepSplit;
   static const measure::Measurement kNotMeasured;  // every figure absent: "-"
   const measure::Measurement& m = r.m ? *r.m : kNotMeasured;
   auto n = [](std::optional<double> v, int digits, const char* suffix = "") {
-    return cell(v ? fixed(*v, digits) + suffix : "-", true);
+    return v ? fixed(*v, digits) + suffix : "-";
   };
   auto positive = [](double v) { return v > 0 ? std::optional<double>(v) : std::nullopt; };
   auto share = [&](double Split::*part) {
     return m.split ? std::optional<double>((*m.split).*part) : std::nullopt;
   };
   const auto flops = achieved_flops(r), of_peak = pct_of_peak(r);
-  std::ostringstream os;
-  os << "<tr>" << cell(std::to_string(i), true) << cell(r.name) << cell(changes_text(r.changes))
-     << cell(config::name(r.mode)) << n(positive(static_cast<double>(m.batch_size)), 0)
-     << n(r.num_workers ? std::optional<double>(static_cast<double>(*r.num_workers)) : std::nullopt, 0)
-     << n(positive(m.ms_per_step), 1) << cell(r.m ? rate_cell_text(r) : "-", true)
-     << speedup_cell(r, r.speedup_vs_prev, r.prev_ci, r.verdict_prev)
-     << speedup_cell(r, r.speedup_vs_base, r.base_ci, r.verdict_base) << load_cell(r)
-     << n(share(&Split::data_wait_pct), 0, "%") << n(share(&Split::h2d_pct), 0, "%")
-     << n(share(&Split::compute_pct), 0, "%");
-  if (gpu)
-    os << n(m.gpu_busy_pct, 0, "%")
-       << cell(m.peak_mem_bytes ? bytes_text(static_cast<double>(*m.peak_mem_bytes)) : "-", true);
-  os << n(m.loss, 3) << cell(flops ? flops_text(*flops) : "-", true)
-     << (!of_peak && flops && m.peak_under_load ? cell("?", true)
-                                                : n(of_peak, of_peak.value_or(100) < 10 ? 1 : 0, "%"))
-     << cell(r.status.text(), false, "status-" + status_class(r.status)) << "</tr>";
-  return os.str();
+  table::HtmlRow row(
+      {std::to_string(i), r.name, changes_text(r.changes), config::name(r.mode),
+       n(positive(static_cast<double>(m.batch_size)), 0),
+       n(r.num_workers ? std::optional<double>(static_cast<double>(*r.num_workers)) : std::nullopt, 0),
+       n(positive(m.ms_per_step), 1), r.m ? rate_cell_text(r) : "-",
+       speedup_cell(r, r.speedup_vs_prev, r.prev_ci, r.verdict_prev),
+       speedup_cell(r, r.speedup_vs_base, r.base_ci, r.verdict_base), load_cell(r),
+       n(share(&Split::data_wait_pct), 0, "%"), n(share(&Split::h2d_pct), 0, "%"),
+       n(share(&Split::compute_pct), 0, "%")});
+  if (gpu) {
+    row.cells.emplace_back(n(m.gpu_busy_pct, 0, "%"));
+    row.cells.emplace_back(m.peak_mem_bytes ? bytes_text(static_cast<double>(*m.peak_mem_bytes)) : "-");
+  }
+  row.cells.emplace_back(n(m.loss, 3));
+  row.cells.emplace_back(flops ? flops_text(*flops) : "-");
+  row.cells.emplace_back(
+      !of_peak && flops && m.peak_under_load ? "?" : n(of_peak, of_peak.value_or(100) < 10 ? 1 : 0, "%"));
+  row.cells.push_back(status_cell(r));
+  return row;
 }
 
 /// Run `k`'s table of numbers, with the peaks its % peak reads against.
 std::string run_table_html(const RunFile& run, size_t k) {
-  std::ostringstream os;
   const std::vector<Row>& rows = run.results.rows;
   bool gpu = false;
   for (const auto& r : rows) gpu |= r.m && (r.m->gpu_busy_pct || r.m->peak_mem_bytes);
@@ -679,20 +679,19 @@ std::string run_table_html(const RunFile& run, size_t k) {
                             m.peak_source + (m.peak_under_load ? kPeakUnderLoadNote : "");
       if (std::find(peaks.begin(), peaks.end(), p) == peaks.end()) peaks.push_back(p);
     }
-  os << "<h3><span class=\"swatch\" style=\"background:" << run_color(k) << "\"></span>"
-     << html_escape(run.label)
-     << "</h3><div class=\"scroll\"><table class=\"rows\"><thead><tr><th "
-        "class=\"n\">#</th><th>row</th><th>change</th><th>mode</th><th class=\"n\">batch</th><th "
-        "class=\"n\">workers</th><th class=\"n\">ms/step</th><th class=\"n\">samples/s</th><th "
-        "class=\"n\">vs prev</th><th class=\"n\">vs base</th><th class=\"n\">load</th><th class=\"n\">data "
-        "wait</th><th class=\"n\">copy</th><th class=\"n\">compute</th>"
-     << (gpu ? "<th class=\"n\">GPU busy</th><th class=\"n\">peak mem</th>" : "")
-     << "<th class=\"n\">loss</th><th class=\"n\">FLOP/s</th><th class=\"n\">% "
-        "peak</th><th>status</th></tr></thead><tbody>";
-  for (size_t i = 0; i < rows.size(); ++i) os << row_html(rows[i], i, gpu);
-  os << "</tbody></table></div>";
-  for (const auto& p : peaks) os << "<p class=\"peak\">% peak against: " << html_escape(p) << "</p>";
-  return os.str();
+  table::HtmlTable t;
+  t.cls = "rows";
+  t.columns = {{"#", true},       {"row"},           {"change"},        {"mode"},
+               {"batch", true},   {"workers", true}, {"ms/step", true}, {"samples/s", true},
+               {"vs prev", true}, {"vs base", true}, {"load", true},    {"data wait", true},
+               {"copy", true},    {"compute", true}};
+  if (gpu) t.columns.insert(t.columns.end(), {{"GPU busy", true}, {"peak mem", true}});
+  t.columns.insert(t.columns.end(), {{"loss", true}, {"FLOP/s", true}, {"% peak", true}, {"status"}});
+  for (size_t i = 0; i < rows.size(); ++i) t.rows.push_back(row_html(rows[i], i, gpu));
+  std::string out = "<h3><span class=\"swatch\" style=\"background:" + run_color(k) + "\"></span>" +
+                    html_escape(run.label) + "</h3>" + table::html(t);
+  for (const auto& p : peaks) out += "<p class=\"peak\">% peak against: " + html_escape(p) + "</p>";
+  return out;
 }
 
 /// The numbers of each run as a table; with several runs, samples/s side by side first.
@@ -741,21 +740,22 @@ std::string environment_html(const std::vector<RunFile>& runs) {
       {"CUDA build", [](const Environment& e) { return e.cuda; }},
       {"CPU threads", [&](const Environment& e) { return count(e.cpu_threads); }},
       {"world size", [&](const Environment& e) { return count(e.world_size); }}};
-  std::ostringstream os;
-  os << "<section id=\"environment\"><h2>Environment</h2><div class=\"scroll\"><table "
-        "class=\"environment\"><thead><tr><th></th>";
-  for (size_t k = 0; k < runs.size(); ++k)
-    os << "<th><span class=\"swatch\" style=\"background:" << run_color(k) << "\"></span>"
-       << html_escape(runs[k].label) << "</th>";
-  os << "</tr></thead><tbody>";
+  table::HtmlTable t;
+  t.cls = "environment";
+  t.columns = {{""}};
+  t.swatches = {""};
+  for (size_t k = 0; k < runs.size(); ++k) {
+    t.columns.push_back({runs[k].label});
+    t.swatches.push_back(run_color(k));
+  }
   auto line = [&](const std::string& title, auto value_of) {
-    os << "<tr><th>" << html_escape(title) << "</th>";
+    table::HtmlRow row({title}, true);
     const std::string first = value_of(runs[0]);
     for (size_t k = 0; k < runs.size(); ++k) {
       const std::string v = value_of(runs[k]);
-      os << cell(v.empty() ? "-" : v, false, k > 0 && v != first ? "differs" : "");
+      row.cells.emplace_back(v.empty() ? "-" : v, k > 0 && v != first ? "differs" : "");
     }
-    os << "</tr>";
+    t.rows.push_back(std::move(row));
   };
   line("file", [](const RunFile& r) { return r.path.empty() ? std::string("(this sweep)") : r.path; });
   line("written by", [](const RunFile& r) {
@@ -769,8 +769,7 @@ std::string environment_html(const std::vector<RunFile>& runs) {
     for (const auto& row : r.results.rows) n += row.m.has_value();
     return std::to_string(n) + " of " + std::to_string(r.results.rows.size());
   });
-  os << "</tbody></table></div></section>";
-  return os.str();
+  return "<section id=\"environment\"><h2>Environment</h2>" + table::html(t) + "</section>";
 }
 
 // ---- configs ------------------------------------------------------------------------------
@@ -820,6 +819,66 @@ std::vector<std::map<std::string, Json>> row_configs(const RunFile& run) {
   return out;
 }
 
+/// What row `i`'s resolved config changes against row 0's: "key: a → b; ...".
+std::string config_diff(const std::map<std::string, Json>& first, const std::map<std::string, Json>& row) {
+  std::map<std::string, Json> all = first;
+  for (const auto& [key, v] : row) all.emplace(key, Json(nullptr));
+  std::string diff;
+  for (const auto& [key, v0] : all) {
+    const auto a = first.find(key), b = row.find(key);
+    const Json va = a == first.end() ? Json(nullptr) : a->second;
+    const Json vb = b == row.end() ? Json(nullptr) : b->second;
+    if (va != vb) diff += (diff.empty() ? "" : "; ") + key + ": " + value_text(va) + " → " + value_text(vb);
+  }
+  return diff.empty() ? "(same config)" : diff;
+}
+
+/// A run's rows, each as its diff against row 0, and row 0's resolved config.
+std::string run_config_html(const std::vector<std::map<std::string, Json>>& configs,
+                            const std::vector<Row>& rows) {
+  table::HtmlTable t;
+  t.cls = "config-diff";
+  t.columns = {{"#", true}, {"row"}, {"differs from row 0"}};
+  for (size_t i = 0; i < configs.size(); ++i)
+    t.rows.emplace_back(std::vector<table::HtmlCell>{
+        std::to_string(i), rows[i].name, i == 0 ? "(the reference)" : config_diff(configs[0], configs[i])});
+  std::string out = table::html(t);
+  if (configs[0].empty()) return out;
+  table::HtmlTable first;
+  first.cls = "config";
+  first.head = first.scroll = false;
+  for (const auto& [key, v] : configs[0])
+    first.rows.emplace_back(std::vector<table::HtmlCell>{key, value_text(v)}, true);
+  return out + "<details><summary>row 0's resolved config</summary>" + table::html(first) + "</details>";
+}
+
+/// The keys whose values differ between the runs' first rows; "" where none do.
+std::string between_runs_html(const std::vector<RunFile>& runs,
+                              const std::vector<std::map<std::string, Json>>& firsts) {
+  std::map<std::string, bool> keys;
+  for (const auto& f : firsts)
+    for (const auto& kv : f) keys[kv.first] = true;
+  table::HtmlTable t;
+  t.cls = "config-runs";
+  t.columns = {{""}};
+  for (const auto& r : runs) t.columns.push_back({r.label});
+  for (const auto& kv : keys) {
+    const std::string& key = kv.first;
+    auto at = [&](size_t k) {
+      auto it = firsts[k].find(key);
+      return it == firsts[k].end() ? std::string("-") : value_text(it->second);
+    };
+    bool differs = false;
+    for (size_t k = 1; k < firsts.size(); ++k) differs |= at(k) != at(0);
+    if (!differs || key == "cpu_threads") continue;
+    table::HtmlRow row({key}, true);
+    for (size_t k = 0; k < firsts.size(); ++k)
+      row.cells.emplace_back(at(k), k && at(k) != at(0) ? "differs" : "");
+    t.rows.push_back(std::move(row));
+  }
+  return t.rows.empty() ? "" : "<h3>Between the runs (row 0 of each)</h3>" + table::html(t);
+}
+
 std::string config_html(const std::vector<RunFile>& runs) {
   std::ostringstream os;
   os << "<section id=\"config\"><h2>Configuration</h2><p class=\"muted\">Each row's resolved config as a "
@@ -828,7 +887,6 @@ std::string config_html(const std::vector<RunFile>& runs) {
   std::vector<std::map<std::string, Json>> firsts;
   for (size_t k = 0; k < runs.size(); ++k) {
     const auto configs = row_configs(runs[k]);
-    const std::vector<Row>& rows = runs[k].results.rows;
     os << "<h3><span class=\"swatch\" style=\"background:" << run_color(k) << "\"></span>"
        << html_escape(runs[k].label) << "</h3>";
     if (configs.empty()) {
@@ -837,60 +895,9 @@ std::string config_html(const std::vector<RunFile>& runs) {
       continue;
     }
     firsts.push_back(configs[0]);
-    os << "<div class=\"scroll\"><table class=\"config-diff\"><thead><tr><th "
-          "class=\"n\">#</th><th>row</th><th>differs from row 0</th></tr></thead><tbody>";
-    for (size_t i = 0; i < configs.size(); ++i) {
-      std::string diff;
-      if (i == 0) {
-        diff = "(the reference)";
-      } else {
-        std::map<std::string, Json> all = configs[0];
-        for (const auto& [key, v] : configs[i]) all.emplace(key, Json(nullptr));
-        for (const auto& [key, v0] : all) {
-          const auto a = configs[0].find(key), b = configs[i].find(key);
-          const Json va = a == configs[0].end() ? Json(nullptr) : a->second;
-          const Json vb = b == configs[i].end() ? Json(nullptr) : b->second;
-          if (va != vb)
-            diff += (diff.empty() ? "" : "; ") + key + ": " + value_text(va) + " → " + value_text(vb);
-        }
-        if (diff.empty()) diff = "(same config)";
-      }
-      os << "<tr>" << cell(std::to_string(i), true) << cell(rows[i].name) << cell(diff) << "</tr>";
-    }
-    os << "</tbody></table></div>";
-    if (!configs[0].empty()) {
-      os << "<details><summary>row 0's resolved config</summary><table class=\"config\"><tbody>";
-      for (const auto& [key, v] : configs[0])
-        os << "<tr><th>" << html_escape(key) << "</th>" << cell(value_text(v)) << "</tr>";
-      os << "</tbody></table></details>";
-    }
+    os << run_config_html(configs, runs[k].results.rows);
   }
-  if (runs.size() > 1) {
-    std::string rows;
-    std::map<std::string, bool> keys;
-    for (const auto& f : firsts)
-      for (const auto& kv : f) keys[kv.first] = true;
-    for (const auto& kv : keys) {
-      const std::string& key = kv.first;
-      auto at = [&](size_t k) {
-        auto it = firsts[k].find(key);
-        return it == firsts[k].end() ? std::string("-") : value_text(it->second);
-      };
-      bool differs = false;
-      for (size_t k = 1; k < firsts.size(); ++k) differs |= at(k) != at(0);
-      if (!differs || key == "cpu_threads") continue;
-      rows += "<tr><th>" + html_escape(key) + "</th>";
-      for (size_t k = 0; k < firsts.size(); ++k)
-        rows += cell(at(k), false, k && at(k) != at(0) ? "differs" : "");
-      rows += "</tr>";
-    }
-    if (!rows.empty()) {
-      os << "<h3>Between the runs (row 0 of each)</h3><div class=\"scroll\"><table "
-            "class=\"config-runs\"><thead><tr><th></th>";
-      for (const auto& r : runs) os << "<th>" << html_escape(r.label) << "</th>";
-      os << "</tr></thead><tbody>" << rows << "</tbody></table></div>";
-    }
-  }
+  if (runs.size() > 1) os << between_runs_html(runs, firsts);
   return os.str() + "</section>";
 }
 
