@@ -1693,6 +1693,104 @@ TEST_CASE(
   for (const auto& r : d.straggler->ranks) CHECK(r.wait_us > 0);  // ncclDevKernel_* are communication
 }
 
+TEST_CASE("analyze: the verdict is about the straggler, not the rank whose step measured a little longer",
+          "[analyze]") {
+  // Two Gloo ranks of one job, 4 steps: rank 1 loads its batches for 8.5 ms and rank 0 waits for
+  // it in the all-reduce; rank 0's steps measured 10.3 ms against rank 1's 10.0 ms (where the step
+  // ranges end is chance). The time goes into rank 1's loader: that is the verdict, about rank 1.
+  TempDir dir;
+  auto rank_trace = [&](int rank, double step_ms, double loader_ms, double wait_ms) {
+    Json ev = Json::array();
+    double t = 0;
+    for (int i = 0; i < 4; ++i) {
+      ev.push_back(
+          x("user_annotation", "ProfilerStep#" + std::to_string(i), t, step_ms * 1000, {}, 10 + rank));
+      ev.push_back(x("user_annotation", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", t + 1,
+                     loader_ms * 1000, {}, 10 + rank));
+      ev.push_back(x("cpu_op", "aten::mm", t + 2 + loader_ms * 1000, 1000, {}, 10 + rank));
+      ev.push_back(
+          x("cpu_op", "gloo:all_reduce", t + 1003 + loader_ms * 1000, wait_ms * 1000, {}, 10 + rank));
+      t += step_ms * 1000 + 1;
+    }
+    return Json{{"traceEvents", ev},
+                {"distributedInfo", {{"backend", "gloo"}, {"rank", rank}, {"world_size", 2}}}}
+        .dump();
+  };
+  std::filesystem::create_directory(dir.file("job"));
+  dir.write("job/rank0.json", rank_trace(0, 10.3, 0.1, 9.0));
+  dir.write("job/rank1.json", rank_trace(1, 10.0, 8.5, 0.3));
+  const auto a = ptune::analyze::analyze(dir.file("job"));
+  REQUIRE(a.distributed);
+  CHECK(a.ranks[a.distributed->slowest].rank == 0);
+  REQUIRE(a.straggler);
+  REQUIRE(a.straggler->slow);
+  CHECK(a.ranks[a.straggler->ranks[*a.straggler->slow].index].rank == 1);
+  CHECK(a.ranks[a.primary].rank == 1);
+  CHECK(a.verdict.rule == "input-bound");
+  CHECK(has(a.verdict.evidence, "; rank 1, the straggler"));
+  // "rank 0 is the slowest" would contradict the straggler: not said.
+  for (const auto& n : a.notes) CHECK(!has(n, "is the slowest"));
+}
+
+TEST_CASE(
+    "analyze: a folder of ranks is of one job, or an error naming two files; missing ranks and ranks apart "
+    "in a note",
+    "[analyze]") {
+  TempDir dir;
+  // A rank's trace: 3 steps of 10 ms from `t0` (us), its process `pid`.
+  auto rank_trace = [&](const std::string& name, int rank, int world, int pid, double t0) {
+    Json ev = Json::array();
+    for (int i = 0; i < 3; ++i) {
+      ev.push_back(
+          x("user_annotation", "ProfilerStep#" + std::to_string(i), t0 + i * 10001.0, 10000, {}, pid));
+      ev.push_back(x("cpu_op", "aten::mm", t0 + i * 10001.0 + 1, 8000, {}, pid));
+    }
+    Json doc{{"traceEvents", ev}};
+    if (world > 0) doc["distributedInfo"] = {{"backend", "gloo"}, {"rank", rank}, {"world_size", world}};
+    std::filesystem::create_directories(std::filesystem::path(dir.file(name)).parent_path());
+    return dir.write(name, doc.dump());
+  };
+  const std::string tail =
+      ": the traces of two runs, not the ranks of one; give each run's folder as its own argument to compare "
+      "them (ptune analyze A B)";
+  // A second run into the same folder: rank 0 twice, by two processes.
+  const auto a0 = rank_trace("rerun/a0.json", 0, 2, 100, 0), a1 = rank_trace("rerun/a1.json", 1, 2, 101, 0);
+  const auto b0 = rank_trace("rerun/b0.json", 0, 2, 200, 9e6);
+  rank_trace("rerun/b1.json", 1, 2, 201, 9e6);
+  CHECK(error_of(dir.file("rerun")) == "'" + dir.file("rerun") + "': '" + a0 + "' and '" + b0 +
+                                           "' are both rank 0 of 2, recorded by two processes (100 and 200)" +
+                                           tail);
+  // Two world sizes.
+  const auto w0 = rank_trace("worlds/r0.json", 0, 2, 100, 0), w3 = rank_trace("worlds/r3.json", 3, 4, 103, 0);
+  CHECK(error_of(dir.file("worlds")) ==
+        "'" + dir.file("worlds") + "': '" + w0 + "' is rank 0 of 2 and '" + w3 + "' is rank 3 of 4" + tail);
+  // A rank beside a process without one.
+  const auto m0 = rank_trace("mixed/r0.json", 0, 2, 100, 0),
+             other = rank_trace("mixed/other.json", 0, 0, 300, 0);
+  CHECK(error_of(dir.file("mixed")) == "'" + dir.file("mixed") + "': '" + m0 + "' is rank 0 of 2 and '" +
+                                           other +
+                                           "' has no rank (distributedInfo): the traces of two runs, not the "
+                                           "ranks of one; give each as its own "
+                                           "argument to compare them (ptune analyze A B)");
+  // One job's ranks, at the same time: no note. Two of four: said. Apart in time: said.
+  rank_trace("job/r0.json", 0, 2, 100, 0), rank_trace("job/r1.json", 1, 2, 101, 500);
+  CHECK(ptune::analyze::analyze(dir.file("job")).folder_notes.empty());
+  rank_trace("part/r0.json", 0, 4, 100, 0), rank_trace("part/r1.json", 1, 4, 101, 0);
+  CHECK(ptune::analyze::analyze(dir.file("part")).folder_notes ==
+        std::vector<std::string>{
+            "2 of the 4 ranks are in the folder: the straggler and the slowest rank are of these"});
+  rank_trace("apart/r0.json", 0, 2, 100, 0), rank_trace("apart/r1.json", 1, 2, 101, 2.5e6);
+  const auto apart = ptune::analyze::analyze(dir.file("apart"));
+  CHECK(apart.folder_notes ==
+        std::vector<std::string>{
+            "the ranks' traces do not overlap in time (2.5 s apart): ranks of two runs, or of "
+            "machines whose clocks differ; a straggler found between them is not one"});
+  CHECK(apart.notes.back() == apart.folder_notes.back());
+  // One rank's file given alone is not a folder with ranks missing.
+  CHECK(ptune::analyze::analyze(a1).folder_notes.empty());
+  CHECK(ptune::analyze::analyze(a0).ranks.size() == 1);
+}
+
 TEST_CASE("ptune analyze: a two-rank Gloo run with rank 1's loader slowed names rank 1, slower input",
           "[e2e][analyze][python]") {
   using ptune::test::exe;
@@ -1708,8 +1806,10 @@ TEST_CASE("ptune analyze: a two-rank Gloo run with rank 1's loader slowed names 
   const Json j = Json::parse(r.out);
   CHECK(j["distributed"]["straggler"]["rank"] == 1);
   CHECK(j["distributed"]["straggler"]["why"] == "slower input");
+  CHECK(j["verdict"]["rule"] == "input-bound");  // about rank 1, whichever rank's step measured longer
   r = run(exe() + " analyze '" + dir.file("ddp_slow") + "'");
   CHECK(has(r.out, "rank 1 is the straggler (slower input)"));
+  CHECK(has(r.out, "; rank 1, the straggler): "));
 }
 
 namespace {

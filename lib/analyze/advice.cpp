@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <algorithm>
+#include <filesystem>
 #include <map>
 
 #include "core/errors.hpp"
@@ -72,8 +73,8 @@ std::string who(const Breakdown& r) {
   return r.rank ? "rank " + std::to_string(*r.rank) : "process " + std::to_string(r.host_pid);
 }
 
-/// The figures of the verdict's rank (the slowest) that the rules read: its mean step's
-/// shares, in % of the step.
+/// The figures of the verdict's rank (the straggler the others wait for, else the slowest) that
+/// the rules read: its mean step's shares, in % of the step.
 struct Figures {
   explicit Figures(const Analysis& an)
       : a(an), b(an.ranks[an.primary]), py(b.writer != "ptune"), m(b.mean()), step(m.end > 0 ? m.end : 1) {
@@ -93,7 +94,8 @@ struct Figures {
     // recorded it had native bf16 (as the sweep's diagnosis of the row says).
     ptune_fp32 = !py && b.amp == std::optional<std::string>("off");
     amp_advised = ptune_fp32 && (b.has_gpu || b.bf16_native != std::optional<bool>(false));
-    rank = a.distributed ? "; " + who(b) + ", the slowest" : "";
+    const bool straggler = a.straggler && a.straggler->slow;
+    rank = a.distributed ? "; " + who(b) + (straggler ? ", the straggler" : ", the slowest") : "";
   }
   double share(double us) const { return 100.0 * us / step; }
   /// The rule's next move for the trace's writer (PyTorch code or ptune config keys).
@@ -115,7 +117,7 @@ struct Figures {
   bool convolutions = false;  // an operator of the steps is a convolution (channels_last can help)
   int64_t sync_calls = 0;     // over the steps
   bool ptune_fp32 = false, amp_advised = false;
-  std::string rank;  // "; rank R, the slowest" with several ranks
+  std::string rank;  // "; rank R, the straggler" (or "the slowest") with several ranks
 };
 
 // --- The verdict rules (measure/rules.hpp's, tried in its order): when each fires, and what
@@ -370,11 +372,16 @@ std::string throughput(const Figures& f, const Verdict&) {
   return f.a.primary < f.a.throughput.size() ? throughput_note(f.a.throughput[f.a.primary]) : "";
 }
 
+/// The slowest rank's step against the fastest's, where no rank is the straggler and they differ
+/// by more than kStragglerPct of the step (ranks of one synchronous job step together: within
+/// that, which is slowest is chance).
 std::string slowest_rank(const Figures& f, const Verdict&) {
   const auto& a = f.a;
   if (!a.distributed || a.distributed->slowest == a.distributed->fastest) return "";
+  if (a.straggler && a.straggler->slow) return "";
   const auto& slow = a.ranks[a.distributed->slowest];
   const auto& fast = a.ranks[a.distributed->fastest];
+  if (slow.mean().ms() - fast.mean().ms() <= kStragglerPct / 100.0 * slow.mean().ms()) return "";
   char line[256];
   std::snprintf(line, sizeof line, " is the slowest: %.1f ms per step against %.1f ms on ", slow.mean().ms(),
                 fast.mean().ms());
@@ -407,6 +414,78 @@ void check_same_run(const std::string& path,
                       "(distributedInfo): two separate runs, not the ranks of one; give each as its own "
                       "argument to compare them (ptune analyze A B)");
     }
+}
+
+using ByRank = std::map<std::pair<int, int64_t>, std::vector<const SpooledTrace*>>;
+
+std::string rank_text(const Trace& t) {
+  return "rank " + std::to_string(*t.rank) + " of " + std::to_string(*t.world_size);
+}
+
+/// Refuses a folder whose ranks are of two runs where the files say so: a rank recorded by two
+/// processes, two world sizes, ranks beside processes without one. Throws DataError naming two of
+/// the files.
+void check_one_job(const std::string& path, const ByRank& by_rank) {
+  const Trace* first = nullptr;    // the first file with a rank
+  const Trace* no_rank = nullptr;  // the first without
+  for (const auto& [key, group] : by_rank) {
+    if (key.first != 0) {
+      no_rank = no_rank ? no_rank : &group.front()->meta();
+      continue;
+    }
+    for (const SpooledTrace* t : group) {
+      const Trace& m = t->meta();
+      const Trace& g = group.front()->meta();
+      if (m.host_pid != g.host_pid)
+        throw DataError("'" + path + "': '" + g.path + "' and '" + m.path + "' are both " + rank_text(m) +
+                        ", recorded by two processes (" + std::to_string(g.host_pid) + " and " +
+                        std::to_string(m.host_pid) +
+                        "): the traces of two runs, not the ranks of one; give each run's folder as its own "
+                        "argument to compare them (ptune analyze A B)");
+    }
+    const Trace& m = group.front()->meta();
+    if (first && m.world_size != first->world_size)
+      throw DataError("'" + path + "': '" + first->path + "' is " + rank_text(*first) + " and '" + m.path +
+                      "' is " + rank_text(m) +
+                      ": the traces of two runs, not the ranks of one; give each run's folder as its own "
+                      "argument to compare them (ptune analyze A B)");
+    first = first ? first : &m;
+  }
+  if (first && no_rank)
+    throw DataError(
+        "'" + path + "': '" + first->path + "' is " + rank_text(*first) + " and '" + no_rank->path +
+        "' has no rank (distributedInfo): the traces of two runs, not the ranks of one; give each "
+        "as its own argument to compare them (ptune analyze A B)");
+}
+
+/// Notes on a folder of ranks: ranks of the world that are not in it; ranks that did not run at
+/// the same time (on one machine, two runs; across machines, clocks apart).
+std::vector<std::string> ranks_notes(const ByRank& by_rank) {
+  std::vector<std::string> notes;
+  std::vector<const Trace*> ranks;
+  double lo = -1e300, hi = 1e300;  // the span all ranks ran in
+  for (const auto& [key, group] : by_rank) {
+    if (key.first != 0) continue;
+    ranks.push_back(&group.front()->meta());
+    double first = 1e300, last = -1e300;
+    for (const SpooledTrace* t : group)
+      first = std::min(first, t->meta().first_ts), last = std::max(last, t->meta().last_end);
+    lo = std::max(lo, first), hi = std::min(hi, last);
+  }
+  if (ranks.empty()) return notes;
+  const int64_t world = *ranks.front()->world_size;
+  if (static_cast<int64_t>(ranks.size()) < world)
+    notes.push_back(std::to_string(ranks.size()) + " of the " + std::to_string(world) + " ranks " +
+                    (ranks.size() == 1 ? "is" : "are") + " in the folder" +
+                    (ranks.size() == 1 ? "" : ": the straggler and the slowest rank are of these"));
+  if (ranks.size() >= 2 && hi <= lo) {
+    char apart[64];
+    std::snprintf(apart, sizeof apart, "%.1f s", (lo - hi) / 1e6);
+    notes.push_back(std::string("the ranks' traces do not overlap in time (") + apart +
+                    " apart): ranks of two runs, or of machines whose clocks differ; a straggler "
+                    "found between them is not one");
+  }
+  return notes;
 }
 
 /// The first step, where it ran far longer than the others (a warm-up step the profiler's
@@ -474,6 +553,7 @@ void advise(Analysis& a) {
     std::string line = note(f, v);
     if (!line.empty()) a.notes.push_back(std::move(line));
   }
+  a.notes.insert(a.notes.end(), a.folder_notes.begin(), a.folder_notes.end());
 }
 
 namespace {
@@ -519,13 +599,15 @@ Analysis analyze(const std::string& path, const AnalyzeOptions& opt) {
   // rank; the others by their host process (several files of one process: its profiler
   // cycles, their steps concatenated; files of several processes: side by side, as ranks).
   // Each is read back and taken apart in turn: one rank's events in memory at a time.
-  std::map<std::pair<int, int64_t>, std::vector<const SpooledTrace*>> by_rank;
+  ByRank by_rank;
   for (const auto& t : traces) {
     const Trace& m = t.meta();
     const bool dist = m.world_size.value_or(1) > 1 && m.rank;
     by_rank[dist ? std::make_pair(0, *m.rank) : std::make_pair(1, m.host_pid)].push_back(&t);
   }
   check_same_run(path, by_rank);
+  check_one_job(path, by_rank);
+  if (std::filesystem::is_directory(path)) a.folder_notes = ranks_notes(by_rank);
   for (const auto& [r, group] : by_rank) {
     add_rank(group, opt, a);
     if (r.first == 1 && by_rank.size() > 1) a.ranks.back().rank.reset();  // a process, not a rank
@@ -543,6 +625,9 @@ Analysis analyze(const std::string& path, const AnalyzeOptions& opt) {
     d.comm_overlap_pct = m.comm_us > 0 ? 100.0 * m.comm_overlap_us / m.comm_us : 0;
     a.distributed = d;
     a.straggler = find_straggler(a);
+    // The ranks of a synchronous job take one step time; the one the others wait for is where
+    // the time goes, and its figures are the verdict's.
+    if (a.straggler->slow) a.primary = a.straggler->ranks[*a.straggler->slow].index;
   }
   advise(a);
   return a;

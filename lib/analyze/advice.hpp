@@ -38,12 +38,18 @@ struct Distributed {
 struct Analysis {
   std::string path;                        // as given
   std::vector<Breakdown> ranks;            // one per rank (a single file: one)
-  size_t primary = 0;                      // the rank the verdict is about: the slowest
+  size_t primary = 0;                      // the rank the verdict is about: the straggler the
+                                           // others wait for, else the slowest
   std::optional<Distributed> distributed;  // with traces of two or more ranks
   Verdict verdict;
-  std::vector<std::string> notes;      // further findings and caveats, each one line
-  std::vector<Throughput> throughput;  // per rank: FLOPs and bytes per operator class, the ceilings
-  std::optional<Straggler> straggler;  // with two or more ranks: the rank the others wait for
+  std::vector<std::string> notes;         // further findings and caveats, each one line
+  std::vector<Throughput> throughput;     // per rank: FLOPs and bytes per operator class, the ceilings
+  std::optional<Straggler> straggler;     // with two or more ranks: the rank the others wait for
+  std::vector<std::string> folder_notes;  // what reading a folder of ranks found: ranks missing, or
+                                          // not run at the same time (notes' last lines)
+
+  /// The slowest rank: its mean step is the run's.
+  const Breakdown& slowest() const { return ranks[distributed ? distributed->slowest : primary]; }
 };
 
 /// Options of `ptune analyze`.

@@ -295,7 +295,7 @@ Comparison compare_analyses(std::vector<Version> versions, double noise_pct) {
   c.noise_pct = noise_pct;
   for (size_t i = 0; i < versions.size(); ++i) {
     auto& v = versions[i];
-    const Breakdown& b = v.analysis.ranks[v.analysis.primary];
+    const Breakdown& b = v.analysis.slowest();
     v.step_ms = b.mean().ms();
     v.step_ms_each.clear();
     for (const auto& s : b.steps) v.step_ms_each.push_back(s.ms());
