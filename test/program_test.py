@@ -250,9 +250,13 @@ def case_faults(tmp):
         {"name": "ok", "set": {"program.args": []}},
         {"name": "too short", "set": {"program.args": ["--steps", "8"]}},
         {"name": "silent", "set": {"program.args": ["--silent"], "program.startup_timeout_s": 2}},
+        {"name": "stuck", "set": {"program.args": ["--stuck"], "program.startup_timeout_s": 2}},
+        {"name": "slow start", "set": {"program.args": ["--startup-s", "60"], "program.startup_timeout_s": 600}},
         {"name": "ok again", "set": {"program.args": [], "program.startup_timeout_s": 60}},
     ], measure={"max_s": 8})
+    began = time.monotonic()
     r = sweep(path, out)
+    took = time.monotonic() - began
     if r.returncode != 1:
         fail(f"exit {r.returncode}, not 1 (rows failed)")
     got = rows(out)
@@ -261,7 +265,17 @@ def case_faults(tmp):
             ("failed", "ended (exit status 0) after 8 steps while the row needed at least"),
             ("failed", "printed no line matching program.step_pattern '^step (?<step>\\d+)/' within "
                        "program.startup_timeout_s (2 s); its last lines: working "),
+            ("failed", " without its step number growing, so no step was counted; the `step` group must "
+                       "capture a number that grows with every step"),
+            ("failed", "printed no line matching program.step_pattern '^step (?<step>\\d+)/' before the row's "
+                       "time (measure.max_s, its start-up included) ran out; its last lines: starting"),
             ("ok", "")]
+    if len(got) != len(want):
+        fail(f"{len(got)} rows, not {len(want)}")
+    # Each row within its measure.max_s (8 s) and a program's ending (a few s): a start-up of 60 s
+    # or a step number that never grows does not hold a row past it.
+    if took > 8 * len(want) + 60:
+        fail(f"the sweep took {took:.0f} s: a row outlived its measure.max_s")
     for row, (status, text) in zip(got, want):
         if not row["status"].startswith(status) or text not in row["status"]:
             fail(f"row '{row['name']}': {row['status']!r}, expected {status}: ...{text}...")

@@ -330,39 +330,55 @@ void ProgramInstance::ended(std::optional<int> status) {
                            "longer (more steps or epochs)");
 }
 
-ProgramInstance::StepEvent ProgramInstance::next_step() {
+ProgramInstance::StepEvent ProgramInstance::next_step(const measure::Deadline* deadline) {
   const double limit_ms = program_.startup_timeout_s * 1000.0;
   const double since = now_ms();
   while (events_.empty()) {
     if (!pump(100)) ended();
     report(phase_, done_, total_);  // an interruption stops the wait
-    if (events_.empty() && now_ms() - since > limit_ms) {
-      const bool never = first_line_ms_ < 0;
-      const std::string name = who();
-      const std::string lines = tail_.text();
-      end();
-      char secs[64];
-      std::snprintf(secs, sizeof secs, "%g", program_.startup_timeout_s);
-      throw std::runtime_error(
-          name + " printed " + (never ? "no line matching" : "no further line matching") +
-          " program.step_pattern '" + pattern_.text() + "' within program.startup_timeout_s (" + secs +
-          " s)" + (lines.empty() ? "; it printed nothing" : "; its last lines: " + lines));
-    }
+    if (!events_.empty()) break;
+    const bool late = now_ms() - since > limit_ms;
+    if (!late && (!deadline || deadline->fits(0))) continue;
+    const bool never = first_line_ms_ < 0;
+    char secs[64];
+    std::snprintf(secs, sizeof secs, "%g", program_.startup_timeout_s);
+    fail(std::string(never ? "printed no line matching" : "printed no further line matching") +
+         " program.step_pattern '" + pattern_.text() + "' " +
+         (late ? "within program.startup_timeout_s (" + std::string(secs) + " s)"
+               : "before the row's time (measure.max_s, its start-up included) ran out"));
   }
   StepEvent e = events_.front();
   events_.pop_front();
   return e;
 }
 
+void ProgramInstance::fail(const std::string& what) {
+  const std::string name = who();
+  const std::string lines = tail_.text();
+  end();
+  throw std::runtime_error(name + " " + what +
+                           (lines.empty() ? "; it printed nothing" : "; its last lines: " + lines));
+}
+
 void ProgramInstance::warm_up(int64_t warmup_steps, const measure::Deadline& deadline) {
   report("warmup", 0, warmup_steps);
-  const StepEvent first = next_step();
+  // A set budget (measure.max_s) bounds the start-up; an automatic one counts from the first
+  // windows (a start-up can take longer than it allows), so only program.startup_timeout_s does.
+  const measure::Deadline* bound = deadline.budget_s() > 0 ? &deadline : nullptr;
+  const StepEvent first = next_step(bound);
   counter_.add(first.t_ms, first.step);
   const int64_t start = counter_.steps();
-  while (counter_.steps() - start < warmup_steps && deadline.fits(0)) {
-    const StepEvent e = next_step();
-    counter_.add(e.t_ms, e.step);
+  double counted_ms = first.t_ms;  // the last line that counted a step
+  while (counter_.steps() - start < warmup_steps) {
+    const StepEvent e = next_step(bound);
+    if (counter_.add(e.t_ms, e.step)) {
+      counted_ms = e.t_ms;
+    } else if (e.t_ms - counted_ms > program_.startup_timeout_s * 1000.0 ||
+               (counter_.steps() == start && bound && !bound->fits(0))) {
+      stalled(e.t_ms - counted_ms);
+    }
     report("warmup", std::min(counter_.steps() - start, warmup_steps), warmup_steps);
+    if (!deadline.fits(0)) break;
   }
 }
 
@@ -392,7 +408,12 @@ double ProgramInstance::window(const measure::Deadline& deadline) {
   while (steps < steps_per_window_) {
     const StepEvent e = next_step();
     const auto closed = counter_.add(e.t_ms, e.step);
-    if (!closed) continue;  // a number that did not grow (a new epoch): counted afresh
+    if (!closed) {  // a number that did not grow (a new epoch): counted afresh
+      if (steps > 0 && !deadline.fits(0)) break;
+      if (e.t_ms - last_t > program_.startup_timeout_s * 1000.0 || !deadline.fits(0))
+        stalled(e.t_ms - last_t);
+      continue;
+    }
     ms += closed->ms;
     steps += closed->steps;
     last_t = e.t_ms;
@@ -413,6 +434,16 @@ double ProgramInstance::window(const measure::Deadline& deadline) {
   windows_.push_back(w);
   ++windows_done_;
   return w.ms_per_step;
+}
+
+void ProgramInstance::stalled(double ms) {
+  char secs[32];
+  std::snprintf(secs, sizeof secs, "%.1f s", ms / 1000.0);
+  fail(
+      std::string("printed lines matching program.step_pattern for ") + secs +
+      " without its step number growing, so no step was counted; the `step` group must capture a number "
+      "that grows with every step (program.startup_timeout_s and the row's time, measure.max_s, bound such a "
+      "wait)");
 }
 
 void ProgramInstance::pause() {

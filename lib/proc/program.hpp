@@ -65,8 +65,9 @@ struct ProgramProfile {
 class ProgramInstance : public measure::RowSide {
  public:
   /// Starts the program with `cfg`'s process settings and program.env, and waits for its first
-  /// step line (within program.startup_timeout_s) and then measure.warmup_steps more (fewer
-  /// where `deadline` passes first). `progress` reports them (phase "warmup"; it may throw to
+  /// step line (within program.startup_timeout_s, and before `deadline` passes where it is a set
+  /// budget, not an automatic one) and then measure.warmup_steps more (fewer where `deadline`
+  /// passes first). `progress` reports them (phase "warmup"; it may throw to
   /// stop). Throws std::runtime_error, one line, when the program cannot be started, exits, or
   /// prints no step line in time (the pattern and its last lines named).
   ProgramInstance(const config::ExperimentConfig& cfg, const measure::Progress& progress,
@@ -121,8 +122,13 @@ class ProgramInstance : public measure::RowSide {
   /// Reads what the program wrote within `timeout_ms`; false once both streams have ended.
   bool pump(double timeout_ms);
   void take(const std::vector<Line>& lines);
-  /// The next step line; throws when the program ends or prints none within the timeout.
-  StepEvent next_step();
+  /// The next step line; throws when the program ends or prints none within
+  /// program.startup_timeout_s, or (where given) before `deadline` passes.
+  StepEvent next_step(const measure::Deadline* deadline = nullptr);
+  /// Ends the program and throws std::runtime_error: who, `what`, and its last lines.
+  [[noreturn]] void fail(const std::string& what);
+  /// fail(): step lines for `ms` without a step counted (a number that never grows).
+  [[noreturn]] void stalled(double ms);
   /// Once both streams have closed: waits (a few seconds at most) for the program to exit and
   /// returns its wait status; none when it has not exited.
   std::optional<int> reap();

@@ -17,6 +17,8 @@ p.add_argument("--step-ms", type=float, default=10.0)
 p.add_argument("--every", type=int, default=1, help="print every N steps")
 p.add_argument("--fail-after", type=int, default=-1, help="exit 3 after this many steps")
 p.add_argument("--silent", action="store_true", help="print lines that never match")
+p.add_argument("--stuck", action="store_true", help="print the same step number every step")
+p.add_argument("--startup-s", type=float, default=0, help="seconds of start-up before the first step")
 p.add_argument("--children", type=int, default=0, help="idle child processes (as DataLoader workers)")
 p.add_argument("--log", default="", help="append 'pid pgid monotonic process_time' after every step")
 p.add_argument("--cr", action="store_true", help="end lines with \\r, as a progress bar")
@@ -51,6 +53,7 @@ kids = [subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.s
         for _ in range(a.children)]
 log = open(a.log, "a") if a.log else None
 print("starting", flush=False)
+time.sleep(a.startup_s)
 end = "\r" if a.cr else "\n"
 for i in range(1, a.steps + 1):
     until = time.perf_counter() + (a.step_ms + extra) / 1000.0
@@ -61,6 +64,8 @@ for i in range(1, a.steps + 1):
         log.flush()
     if a.silent:
         print(f"working {i}", end=end)
+    elif a.stuck:
+        print(f"step 5/{a.steps} loss 1.0", end=end)
     elif i % a.every == 0:
         print(f"step {i}/{a.steps} loss 1.0", end=end)
     if trace_to and i == a.trace_after:  # a trace being written: half now, the rest next step
