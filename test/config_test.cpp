@@ -358,4 +358,13 @@ TEST_CASE("a program's config errors name the key, the value and what is allowed
         "offset 9");
   CHECK(invalid(R"({"program": {"command": ["sh"], "cwd": "/no/such/folder"}})") ==
         "program.cwd: '/no/such/folder' is not a folder");
+  // Program keys without a command would be ignored while ptune's own pipeline runs: an error.
+  CHECK(invalid(R"({"program": {"args": ["--fast"]}})") ==
+        "program.command: empty (no program: ptune's own pipelines run), while program.args is set; name the "
+        "program's command, e.g. [\"python3\", \"train.py\"]");
+  CHECK(
+      invalid(
+          R"j({"program": {"command": [], "samples_per_step": 32, "step_pattern": "it (?<step>\\d+)"}})j") ==
+      "program.command: empty (no program: ptune's own pipelines run), while program.step_pattern, "
+      "program.samples_per_step are set; name the program's command, e.g. [\"python3\", \"train.py\"]");
 }

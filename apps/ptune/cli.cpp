@@ -9,6 +9,7 @@
 
 #include "config/suggest.hpp"
 #include "system/process.hpp"
+#include "system/rendezvous.hpp"
 #include "core/errors.hpp"
 #include "core/files.hpp"
 #include "report/results.hpp"
@@ -121,6 +122,16 @@ void check_before_engine(CommandLine& cl) {
   if (cl.config && cl.config->program.enabled() && c != "sweep")
     throw ConfigError("program.command: a config with a program is timed with ptune sweep; ptune " + c +
                       " runs ptune's own pipelines (model, data, loader, optim)");
+  // Under ptune launch every rank would start the program's instances of its own.
+  bool program = cl.config && cl.config->program.enabled();
+  for (const auto& row : cl.config ? cl.config->sweep : std::vector<config::SweepRow>{})
+    program = program || row.set.contains("program.command") || row.set.contains("program");
+  if (program && system::world_size() > 1)
+    throw ConfigError(
+        "program.command: a program's rows are timed by one ptune sweep, not by ptune launch's " +
+        std::to_string(system::world_size()) +
+        " ranks (each would start the program): run ptune sweep alone, with the program's own "
+        "launcher (torchrun ...) in program.command");
 }
 
 report::TerminalStyle style_of(int fd) {

@@ -342,7 +342,8 @@ const std::vector<Field>& fields() {
         field("program.command", &E::program, &ProgramConfig::command, T::kStringList,
               "your own training program, as the list of its arguments (e.g. [\"python\", \"train.py\"]; "
               "no shell unless you name one): every row runs it in processes of its own and reads its "
-              "step rate from what it prints (docs/programs.md); [] = no program, ptune's own pipelines"));
+              "step rate from what it prints (docs/programs.md); [] = no program, ptune's own pipelines (the "
+              "other program keys are then an error)"));
     t.push_back(field(
         "program.args", &E::program, &ProgramConfig::args, T::kStringList,
         "arguments appended to program.command (a sweep row's own flags, e.g. [\"--workers\", \"4\"])"));
@@ -995,6 +996,25 @@ void validate(const ExperimentConfig& cfg, const std::string& where) {
     throw ConfigError(at + "data.image_size: " + std::to_string(cfg.data.image_size) +
                       " does not fit model.arch " + cfg.model.arch + ": " + why);
   if (cfg.program.enabled()) validate_program(cfg.program, at);
+  if (!cfg.program.enabled()) {  // the other program keys would be ignored: say so
+    const ProgramConfig none;
+    const ProgramConfig& p = cfg.program;
+    std::string set;
+    auto given = [&](bool differs, const char* key) {
+      if (differs) set += (set.empty() ? "" : ", ") + std::string(key);
+    };
+    given(!p.args.empty(), "program.args");
+    given(!p.env.empty(), "program.env");
+    given(p.cwd.has_value(), "program.cwd");
+    given(p.step_pattern != none.step_pattern, "program.step_pattern");
+    given(p.steps_per_match != none.steps_per_match, "program.steps_per_match");
+    given(p.samples_per_step != none.samples_per_step, "program.samples_per_step");
+    given(p.startup_timeout_s != none.startup_timeout_s, "program.startup_timeout_s");
+    if (!set.empty())
+      throw ConfigError(at + "program.command: empty (no program: ptune's own pipelines run), while " + set +
+                        (set.find(',') == std::string::npos ? " is" : " are") +
+                        " set; name the program's command, e.g. [\"python3\", \"train.py\"]");
+  }
   if (cfg.model.weights) {
     std::error_code ec;
     if (!std::filesystem::exists(*cfg.model.weights, ec))

@@ -90,12 +90,26 @@ struct Stream {
   std::string prefix;
   std::string partial;
   std::string last_error;  // the rank's last "ptune: error: " line, without that prefix
+  std::string held;        // that line, not written yet: the launcher's own line may say it
 
   void emit(const std::string& line) {
     static const std::string kError = "ptune: error: ";
-    if (line.rfind(kError, 0) == 0) last_error = line.substr(kError.size());
+    if (line.rfind(kError, 0) == 0) {
+      flush_held();
+      last_error = line.substr(kError.size());
+      held = line;
+      return;
+    }
+    write(line);
+  }
+  void write(const std::string& line) const {
     const std::string text = prefix + line + "\n";
     write_all(out_fd, text.data(), text.size());
+  }
+  /// Writes the error line held back, if any.
+  void flush_held() {
+    if (!held.empty()) write(held);
+    held.clear();
   }
   /// Reads what is available; returns false at end of file.
   bool pump() {
@@ -298,8 +312,8 @@ void start_rank(const LaunchOptions& o, int i, const std::string& where, pid_t p
   const std::string prefix = "[rank " + std::to_string(r.rank) + "] ";
   r.pid = pid;
   r.running = true;
-  r.out = Stream{out[0], 1, o.prefix_stdout ? prefix : "", {}, {}};
-  r.err = Stream{err[0], 2, o.prefix ? prefix : "", {}, {}};
+  r.out = Stream{out[0], 1, o.prefix_stdout ? prefix : "", {}, {}, {}};
+  r.err = Stream{err[0], 2, o.prefix ? prefix : "", {}, {}, {}};
 }
 
 /// The launcher's event loop over the started ranks: their output copied as it comes, signals
@@ -325,9 +339,15 @@ class Supervisor {
       reap();
       escalate();
     }
+    for (auto& r : ranks_) r.out.close(), r.err.close();
+    // The first failure's error line is the launcher's last line (result()); the others' are
+    // written as they were, but for the same error again.
+    std::string cause;
+    if (first_failure_ != kNoRank && WIFEXITED(ranks_[first_failure_].status))
+      cause = ranks_[first_failure_].err.held;
     for (auto& r : ranks_) {
-      r.out.close();
-      r.err.close();
+      if (r.err.held == cause) r.err.held.clear();
+      r.err.flush_held();
       if (r.running) {  // only after a stuck drain: make sure nothing is left behind
         ::kill(r.pid, SIGKILL);
         ::waitpid(r.pid, &r.status, 0);
