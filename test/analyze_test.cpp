@@ -395,6 +395,7 @@ TEST_CASE("analyze: sync calls are counted in the step they start in", "[analyze
       x("cuda_runtime", "cudaStreamSynchronize", 101, 3));      // inside it: the read waited (a sync too)
   ev.push_back(x("cpu_op", "aten::is_nonzero", 150, 5));        // nothing waits inside: not a sync
   ev.push_back(x("cuda_runtime", "cudaLaunchKernel", 160, 5));  // not a sync
+  ev.push_back(x("cpu_op", "aten::mm", 250, 10));               // the last step's work: no sync
   ev.push_back(x("cuda_runtime", "cudaDeviceSynchronize", 300, 5));  // after the last step
   const std::string path = dir.write("syncs.json", Json{{"traceEvents", ev}}.dump());
   const auto a = ptune::analyze::analyze(path);
@@ -403,6 +404,45 @@ TEST_CASE("analyze: sync calls are counted in the step they start in", "[analyze
   CHECK(b.steps[0].syncs == 1);
   CHECK(b.steps[1].syncs == 2);  // the read and the sync inside it
   CHECK(b.steps[2].syncs == 0);
+}
+
+TEST_CASE("analyze: a step with nothing in it (a profiler cycle cut short) is left out, or is an error alone",
+          "[analyze]") {
+  // Three steps of 10 ms, each with 8 ms of aten::mm [64, 64] x [64, 64], then a 27 us
+  // ProfilerStep#5 with nothing in it (tensorboard_trace_handler's file of the next cycle's
+  // first step, or that step cut by the end of the loop).
+  TempDir dir;
+  Json ev = Json::array();
+  const Json dims = Json::array({Json::array({64, 64}), Json::array({64, 64})});
+  for (int i = 0; i < 3; ++i) {
+    ev.push_back(x("user_annotation", "ProfilerStep#" + std::to_string(i + 1), i * 10001.0, 10000));
+    ev.push_back(x("cpu_op", "aten::mm", i * 10001.0 + 1, 8000, Json{{"Input Dims", dims}}));
+  }
+  ev.push_back(x("user_annotation", "ProfilerStep#5", 40000, 27));
+  const auto a = ptune::analyze::analyze(dir.write("cut.json", Json{{"traceEvents", ev}}.dump()));
+  const auto& b = a.ranks[0];
+  REQUIRE(b.steps.size() == 3);
+  CHECK(b.mean().ms() == Approx(10.0));
+  CHECK(b.empty_steps == std::vector<std::string>{"ProfilerStep#5"});
+  // Per step of the three: one mm of 2 * 64^3 FLOPs, 8 ms.
+  REQUIRE(a.throughput[0].classes.size() == 1);
+  CHECK(a.throughput[0].classes[0].calls == Approx(1.0));
+  CHECK(a.throughput[0].classes[0].flops == Approx(2.0 * 64 * 64 * 64));
+  CHECK(a.throughput[0].classes[0].us == Approx(8000.0));
+  CHECK(std::count(
+            a.notes.begin(), a.notes.end(),
+            "`ProfilerStep#5` was left out: no operator, loader range, kernel, copy or sync in it (a step "
+            "the profiler's cycle cut short: `schedule(..., repeat=1)` ends the profiling after one "
+            "cycle)") == 1);
+  // A file of that step alone: nothing to analyze.
+  const std::string alone =
+      dir.write("alone.json", Json{{"traceEvents", {x("user_annotation", "ProfilerStep#7", 0, 27)}}}.dump());
+  CHECK(error_of(alone) ==
+        "'" + alone +
+            "': its only step, `ProfilerStep#7`, holds no operator, loader range, kernel, copy or "
+            "sync: nothing to analyze (a profiler cycle cut short: with a schedule, `repeat=1` "
+            "ends the profiling after one cycle, and a trace written to one file name per cycle "
+            "is overwritten by the next)");
 }
 
 TEST_CASE("analyze: a path that is not UTF-8 renders as JSON, the bad bytes replaced", "[analyze]") {

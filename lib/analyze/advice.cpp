@@ -518,6 +518,21 @@ std::string fp32_matrix_kernels(const Figures& f, const Verdict&) {
                : "TF32 runs them there");
 }
 
+/// Steps with nothing in them, left out: a profiler cycle's step cut short.
+std::string empty_steps(const Figures& f, const Verdict&) {
+  const auto& e = f.b.empty_steps;
+  if (e.empty()) return "";
+  std::string names;
+  for (size_t i = 0; i < e.size() && i < 3; ++i) names += (i ? ", " : "") + std::string("`") + e[i] + "`";
+  if (e.size() > 3) names += " and " + std::to_string(e.size() - 3) + " more";
+  return names + (e.size() == 1 ? " was" : " were") +
+         " left out: no operator, loader range, kernel, copy or sync in it (a step the profiler's cycle cut "
+         "short: " +
+         (f.py ? "`schedule(..., repeat=1)` ends the profiling after one cycle"
+               : "a profiler cycle ended in it") +
+         ")";
+}
+
 /// Events the reader left out: a negative duration, or a time beyond +-1e18 us.
 std::string skipped_events(const Figures& f, const Verdict&) {
   if (f.b.skipped_events == 0) return "";
@@ -527,13 +542,11 @@ std::string skipped_events(const Figures& f, const Verdict&) {
 
 /// The further findings, in the order the notes are listed.
 std::string (*const kNoteRules[])(const Figures&, const Verdict&) = {
-    amp_not_advised, no_steps,
-    cpu_only,        syncs_not_bottleneck,
-    per_step_syncs,  zero_grad,
-    pageable_copies, layout_changes,
-    straggler,       throughput,
-    slowest_rank,    slow_first_step,
-    skipped_events,  fp32_matrix_kernels,
+    amp_not_advised,      no_steps,       cpu_only,
+    syncs_not_bottleneck, per_step_syncs, zero_grad,
+    pageable_copies,      layout_changes, straggler,
+    throughput,           slowest_rank,   slow_first_step,
+    empty_steps,          skipped_events, fp32_matrix_kernels,
 };
 
 }  // namespace
@@ -575,6 +588,16 @@ void add_rank(const std::vector<const SpooledTrace*>& files, const AnalyzeOption
       flops.add(part, breakdown.steps(), own);
     });
   a.ranks.push_back(breakdown.finish());
+  const Breakdown& b = a.ranks.back();
+  if (!b.empty_steps.empty() && b.empty_steps.size() == b.steps.size()) {
+    throw DataError("'" + files.front()->meta().path + "': " +
+                    (b.steps.size() == 1
+                         ? "its only step, `" + b.steps.front().name + "`, holds no"
+                         : "none of its " + std::to_string(b.steps.size()) + " steps holds an") +
+                    " operator, loader range, kernel, copy or sync: nothing to analyze (a profiler cycle "
+                    "cut short: with a schedule, `repeat=1` ends the profiling after one cycle, and a trace "
+                    "written to one file name per cycle is overwritten by the next)");
+  }
   a.throughput.push_back(flops.finish(a.ranks.back(), opt.cpu_ceilings));
 }
 

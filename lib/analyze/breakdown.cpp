@@ -613,8 +613,35 @@ std::pair<double, double> BreakdownBuilder::add(const Trace& t) {
   return {lo, hi};
 }
 
+namespace {
+
+/// Whether a step's window holds nothing but itself: no operator, loader range, copy, kernel,
+/// communication or sync.
+bool empty_step(const StepBreakdown& s) {
+  for (int c = 0; c < kCategories; ++c)
+    if (c != kOther && s.us[c] > 0) return false;
+  return s.kernel_us <= 0 && s.gpu_busy_us <= 0 && s.comm_us <= 0 && s.syncs == 0;
+}
+
+/// Leaves out the steps with nothing in them, where other steps hold work (noted in
+/// Breakdown::empty_steps either way).
+void leave_out_empty_steps(Breakdown& b) {
+  if (!b.from_steps) return;
+  std::vector<StepBreakdown> kept;
+  for (auto& s : b.steps) {
+    if (empty_step(s))
+      b.empty_steps.push_back(s.name);
+    else
+      kept.push_back(std::move(s));
+  }
+  if (!kept.empty()) b.steps = std::move(kept);  // else nothing but empty steps: kept, for the caller
+}
+
+}  // namespace
+
 Breakdown BreakdownBuilder::finish() {
   make_lists(s_->tot, s_->b);
+  leave_out_empty_steps(s_->b);
   return std::move(s_->b);
 }
 

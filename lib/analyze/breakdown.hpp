@@ -118,6 +118,10 @@ struct Breakdown {
   int64_t processes = 1;       // host processes with operators in the file(s)
   int64_t host_pid = 0;        // the profiled process's pid (its files' host_pid)
   int64_t skipped_events = 0;  // events its files' reader left out (Trace::skipped)
+  // ProfilerStep#N ranges with nothing in them (no operator, loader range, kernel, copy or sync):
+  // a profiler cycle's step cut short. Left out of `steps` where other steps hold work; where
+  // none does, all are kept and `steps` holds only such.
+  std::vector<std::string> empty_steps;
   // The device time of the steps as HTA's temporal breakdown defines it: over the span from the
   // first device work (kernel, copy, memset) in the steps to the last one's end.
   double gpu_span_us = 0;           // that span

@@ -370,7 +370,14 @@ Throughput ThroughputBuilder::finish(const Breakdown& b, const CpuCeilings& cpu)
   }
   th.source = z.from_trace ? "trace" : "shapes";
   th.precision = most_of(z.by_precision);
+  // Per step of the steps the breakdown kept (it leaves out steps with nothing in them).
+  const double scale = b.from_steps && !b.steps.empty() ? nsteps_ / static_cast<double>(b.steps.size()) : 1.0;
   for (auto& [n, r] : z.classes) {
+    if (scale != 1.0) {
+      r.calls *= scale, r.flops *= scale, r.us *= scale;
+      if (r.bytes) *r.bytes *= scale;
+      for (auto& [precision, us] : r.us_by_precision) us *= scale;
+    }
     r.precision = most_of(z.class_precision[n]);
     th.flops += r.flops;
     th.classes.push_back(r);
