@@ -384,10 +384,12 @@ void note_semantics(Row& row, const std::optional<double>& base_loss) {
   if (!row.m || !row.m->loss || !base_loss) return;
   for (const auto& key : kSemantic) {
     if (!row.changes.contains(key)) continue;
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "%s changes training semantics; loss %.3f vs %.3f in the first row",
-                  key.c_str(), *row.m->loss, *base_loss);
-    row.notes.push_back(buf);
+    // Rows run as many steps as their time allows: their last losses do not compare.
+    row.notes.push_back(
+        key +
+        " changes training semantics: its loss is not the first row's to compare (rows run "
+        "different numbers of steps); measure.convergence_steps trains each row's fresh model the "
+        "same steps and compares the loss curves");
   }
 }
 
