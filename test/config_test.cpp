@@ -179,6 +179,13 @@ TEST_CASE("set overrides (--set) are typed by the field", "[config]") {
 TEST_CASE("set override (--set) errors", "[config]") {
   CHECK(set_error("loader.batch_sise=3") ==
         "--set: unknown key 'loader.batch_sise', did you mean 'loader.batch_size'?");
+  // Not a key: the sweep (not "did you mean 'seed'"), and a section.
+  CHECK(set_error("sweep=[]") ==
+        "--set: sweep: the sweep's rows are not set from the command line; edit them in the config, or pick "
+        "rows "
+        "with --rows");
+  CHECK(set_error(R"(loader={"batch_size": 4})") ==
+        "--set: 'loader' is a section; set its keys one at a time, e.g. --set loader.batch_size=...");
   CHECK(set_error("loader.batch_size=abc") ==
         "--set: loader.batch_size: expected an integer, got \"abc\" (a string)");
   CHECK(set_error("loader.batch_size=0") ==

@@ -271,7 +271,7 @@ TEST_CASE("cmake --install puts a ptune that runs on PATH", "[e2e]") {
           ":/usr/bin:/bin' ptune train tiny.json --set train.max_steps=1 --set train.checkpoint_dir=ck -q");
   INFO(t.err);
   CHECK(t.code == 0);
-  CHECK(t.out.rfind("trained 1 steps: ", 0) == 0);
+  CHECK(t.out.rfind("trained 1 step: ", 0) == 0);
 }
 
 namespace {
@@ -464,6 +464,12 @@ TEST_CASE("train with checkpoints and weights, then eval as JSON", "[e2e]") {
   REQUIRE(t.code == 0);
   CHECK(t.out.rfind("trained 3 steps", 0) == 0);
   CHECK(t.err.find("step 3/3") != std::string::npos);
+  // A batch larger than the dataset names the dataset's samples (64), as sweep does.
+  const auto big = run(exe + " train " + cfg + " --set loader.batch_size=65");
+  CHECK(big.code == 2);
+  CHECK(big.err ==
+        "ptune: error: loader.batch_size: 65 is larger than the 64 samples of the dataset per epoch with "
+        "drop_last; lower it or raise data.num_samples\n");
   CHECK(std::filesystem::exists(dir.file("ck/tiny-step3.pt")));
   auto e = run(exe + " eval " + cfg + " --weights " + dir.file("w.pt") + " --format json");
   INFO(e.err);
@@ -1026,6 +1032,7 @@ TEST_CASE("report --against: exit 1 for a regression beyond noise or a missing r
   const std::string cfg_for_empty = dir.write("empty_w.json", "{}");
   expect_usage_error(run(exe + " report " + old + " --against ''"),
                      "report: --against: an empty path; name the older results file");
+  expect_usage_error(run(exe + " report " + old + " -o ''"), "report: -o: an empty path; name a file");
   expect_usage_error(run(exe + " eval " + cfg_for_empty + " --weights ''"),
                      "--weights: an empty path; name a weights file");
   expect_usage_error(
@@ -1090,6 +1097,11 @@ TEST_CASE("the exit status tells the truth: failed rows, a full stdout, an ignor
   auto full = run("sh -c \"" + exe + " check " + cfg + " > /dev/full\"");
   CHECK(full.code == 1);
   CHECK(full.err == "ptune: error: cannot write to stdout: No space left on device\n");
+  // A reader that stops reading (`| head -1`, here one that reads nothing) is not a failure: the
+  // exit status stays the command's.
+  auto closed = run("bash -c '" + exe + " check " + cfg + " | true; exit ${PIPESTATUS[0]}'");
+  CHECK(closed.code == 0);
+  CHECK(closed.err.empty());
   // A job started with `&` by a script inherits SIGINT ignored, and keeps ignoring it. (One row:
   // 3 windows of 40 steps, the 32x32 images resized to ResNet-18's 224x224, within a budget of
   // 4 s in all, so that it still runs when the signal comes 2 s after the start.)

@@ -238,6 +238,16 @@ TEST_CASE("outliers are far from the median by the MAD rule and by 5%", "[stats]
   CHECK(outliers({10, 10.1, 9.9, 10.05, 30}) == std::vector<size_t>{4});
   CHECK(outliers({10, 10.1, 9.9, 10.05}).empty());           // too few to tell
   CHECK(outliers({100, 100.1, 99.9, 100.05, 102}).empty());  // far in MADs, but within 5%
+  // The row's note names them, once, however often its windows are set.
+  Measurement m;
+  m.batch_size = 8;
+  set_windows(m, {10, 10.1, 9.9, 10.05, 30}, 1);
+  CHECK(m.notes == std::vector<std::string>{"1 of 5 windows was an outlier (window 5, far from the median): "
+                                            "something else may have run then; it is kept"});
+  set_windows(m, {30, 10, 10.1, 9.9, 10.05, 10, 31}, 1);
+  CHECK(m.notes ==
+        std::vector<std::string>{"2 of 7 windows were outliers (windows 1, 7, far from the median): "
+                                 "something else may have run then; they are kept"});
 }
 
 TEST_CASE("speedups between measurements compare samples/s, not ms per step", "[stats]") {

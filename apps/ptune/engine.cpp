@@ -288,8 +288,9 @@ Outcome run_train_command(const CommandLine& cl) {
           static_cast<long long>(s.steps), static_cast<long long>(s.total), s.last_checkpoint.c_str(),
           opt.save_weights ? (", weights " + *opt.save_weights).c_str() : "");
     else if (cl.rank0)
-      std::printf("trained %lld steps: final loss %.4f, %.1f samples/s, checkpoint %s\n",
-                  static_cast<long long>(s.steps), s.final_loss, s.samples_per_s, s.last_checkpoint.c_str());
+      std::printf("trained %lld step%s: final loss %.4f, %.1f samples/s, checkpoint %s\n",
+                  static_cast<long long>(s.steps), s.steps == 1 ? "" : "s", s.final_loss, s.samples_per_s,
+                  s.last_checkpoint.c_str());
   } catch (const InterruptedAtStart&) {
     throw;  // before any step: no checkpoint
   } catch (const Interrupted&) {

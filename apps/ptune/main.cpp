@@ -7,6 +7,8 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <malloc.h>
+#include <poll.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -92,12 +94,24 @@ void install_signal_policy() {
   std::signal(SIGXFSZ, SIG_IGN);
 }
 
-/// After the output is printed: a failed write to stdout (a full disk, `> /dev/full`, a closed
-/// pipe) is an error too. Returns "" or the message.
+/// Whether `fd` is a pipe or socket whose reading end is closed.
+bool reader_gone(int fd) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !(S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))) return false;
+  pollfd p{fd, POLLOUT, 0};
+  return ::poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP)) != 0;
+}
+
+/// After the output is printed: a failed write to stdout (a full disk, `> /dev/full`) is an error
+/// too. Returns "" or the message. A pipe its reader closed (`| head -1`) is not: the reader took
+/// what it wanted, and the exit status stays the command's (a CI gate's verdict).
 std::string stdout_error() {
+  errno = 0;
   std::cout.flush();
   const bool bad = !std::cout.good() || std::fflush(stdout) != 0 || std::ferror(stdout);
-  return bad ? std::string("cannot write to stdout: ") + std::strerror(errno ? errno : EIO) : "";
+  const int e = errno;
+  if (!bad || e == EPIPE || reader_gone(STDOUT_FILENO)) return "";
+  return std::string("cannot write to stdout: ") + std::strerror(e ? e : EIO);
 }
 
 /// "unknown command 'X'; ..." when the first word of the command line that is not an option
@@ -325,6 +339,7 @@ ptune::Outcome run_check(Args& a) {
 void check_report(const ReportArgs& r) {
   if (r.against_given && r.against.empty())
     throw ptune::UsageError("report: --against: an empty path; name the older results file");
+  if (r.out_given && r.out.empty()) throw ptune::UsageError("report: -o: an empty path; name a file");
   if (r.out.empty() && r.against.empty() && r.format.empty())
     throw ptune::UsageError(
         "report: nothing to do; give -o FILE.html for the HTML report, --against OLD.json for the "

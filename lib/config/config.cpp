@@ -405,6 +405,13 @@ const Field* find_field(const std::string& path) {
   return nullptr;
 }
 
+/// The first key of `section` ("loader" -> "loader.batch_size"), for an example.
+std::string field_paths_under(const std::string& section) {
+  for (const auto& p : field_paths())
+    if (p.rfind(section + ".", 0) == 0) return p;
+  return section + ".KEY";
+}
+
 std::vector<std::string> all_paths_and_sections() {
   std::vector<std::string> out = field_paths();
   out.insert(out.end(), kSections.begin(), kSections.end());
@@ -868,6 +875,13 @@ void apply_set(ExperimentConfig& cfg, const std::string& assignment) {
                        "--set");
   }
   if (cfg.program.enabled() && pipeline_only(path)) throw ConfigError(program_conflict("--set", path));
+  if (path == "sweep")
+    throw ConfigError(
+        "--set: sweep: the sweep's rows are not set from the command line; edit them in the "
+        "config, or pick rows with --rows");
+  if (std::find(kSections.begin(), kSections.end(), path) != kSections.end())
+    throw ConfigError("--set: '" + path + "' is a section; set its keys one at a time, e.g. --set " +
+                      field_paths_under(path) + "=...");
   const Field* f = find_field(path);
   if (!f) throw ConfigError("--set: unknown key '" + path + "'" + did_you_mean(path, field_paths()));
   Json v;

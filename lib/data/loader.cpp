@@ -56,8 +56,12 @@ Loader::Loader(std::shared_ptr<const Dataset> dataset, LoaderOptions options)
 
 Loader::~Loader() { stop(); }
 
+int64_t Loader::shard_samples() const {
+  return shard_size(dataset_->size(), opt_.rank, opt_.world_size, opt_.even_shards);
+}
+
 int64_t Loader::samples_per_epoch() const {
-  const int64_t shard = shard_size(dataset_->size(), opt_.rank, opt_.world_size, opt_.even_shards);
+  const int64_t shard = shard_samples();
   return opt_.drop_last ? shard / opt_.batch_size * opt_.batch_size : shard;
 }
 

@@ -69,6 +69,8 @@ class Loader {
   int64_t batches_per_epoch() const;
   /// Samples this rank gets per epoch (after drop_last).
   int64_t samples_per_epoch() const;
+  /// Samples of this rank's shard of an epoch, before drop_last.
+  int64_t shard_samples() const;
   /// Starts epoch `epoch`. After the previous epoch was read to its end, the running workers
   /// are already on it; otherwise (the first epoch, a jump, an epoch left part way) the workers
   /// are restarted at its first batch.

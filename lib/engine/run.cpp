@@ -93,9 +93,9 @@ int64_t total_steps(const config::ExperimentConfig& cfg, const data::Loader& loa
   if (per_epoch == 0)
     throw ConfigError(
         "loader.batch_size: " + std::to_string(cfg.loader.batch_size) + " is larger than the " +
-        std::to_string(loader.samples_per_epoch()) + " samples " +
+        std::to_string(loader.shard_samples()) + " samples " +
         (world > 1 ? "each of the " + std::to_string(world) + " ranks gets" : "of the dataset") +
-        " per epoch");
+        " per epoch with drop_last; lower it or raise data.num_samples");
   if (cfg.train.checkpoint_every > 0 && cfg.train.checkpoint_every % cfg.dist.accumulate != 0)
     throw ConfigError("train.checkpoint_every: " + std::to_string(cfg.train.checkpoint_every) +
                       " must be a multiple of dist.accumulate (" + std::to_string(cfg.dist.accumulate) +

@@ -38,16 +38,19 @@ void set_windows(Measurement& m, const std::vector<double>& window_ms, int64_t w
   }
   m.notes.erase(std::remove_if(m.notes.begin(), m.notes.end(),
                                [](const std::string& n) {
-                                 return n.find(" windows were outliers") != std::string::npos;
+                                 return n.find(" windows w") != std::string::npos &&
+                                        n.find(" outlier") != std::string::npos;
                                }),
                 m.notes.end());
   const auto odd = stats::outliers(window_ms);
   if (!odd.empty()) {
     std::string list;
     for (size_t i : odd) list += (list.empty() ? "" : ", ") + std::to_string(i + 1);
+    const bool one = odd.size() == 1;
     m.notes.push_back(std::to_string(odd.size()) + " of " + std::to_string(window_ms.size()) +
-                      " windows were outliers (window " + list +
-                      ", far from the median): something else may have run then; they are kept");
+                      (one ? " windows was an outlier (window " : " windows were outliers (windows ") + list +
+                      ", far from the median): something else may have run then; " +
+                      (one ? "it is" : "they are") + " kept");
   }
 }
 

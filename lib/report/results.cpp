@@ -164,7 +164,8 @@ std::string device_line(const Environment& e) {
   std::string s = e.device.empty() ? "unknown device" : e.device;
   if (!e.device_kind.empty()) s += " (" + e.device_kind + ")";
   if (!e.torch.empty()) s += ", LibTorch " + e.torch + (e.cuda.empty() ? "" : " (CUDA " + e.cuda + " build)");
-  if (e.cpu_threads > 0) s += ", " + std::to_string(e.cpu_threads) + " CPU threads";
+  if (e.cpu_threads > 0)
+    s += ", " + std::to_string(e.cpu_threads) + (e.cpu_threads == 1 ? " CPU thread" : " CPU threads");
   if (e.world_size > 1) s += ", " + std::to_string(e.world_size) + " processes";
   return s + (e.cpu ? "; CPU: " + system::summary(*e.cpu) : "");
 }
