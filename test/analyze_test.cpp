@@ -1727,6 +1727,14 @@ TEST_CASE(
   v.analysis = a;
   const std::string page = ptune::analyze::overview_html(ptune::analyze::compare_analyses({v}));
   CHECK(has(page, "<tr class=\"straggler\"><td>rank 1</td>"));
+  // Markdown has the tables the terminal prints: the ranks and the FLOP/s per class.
+  const std::string md = ptune::analyze::render_analysis(a, "md");
+  CHECK(
+      has(md,
+          "\nRanks (per step):\n\n| rank | step ms | compute ms | input ms | waiting ms | communication % | "
+          "overlapped % |\n"));
+  CHECK(has(md, "\n| rank 1 | 619.3 | 136.0 | 0.0 | 189.5 | 30.6 | 20 |\n"));
+  CHECK(has(md, "\nFLOP/s per operator class (per step):\n\n| class | calls | GFLOP |"));
 
   const auto d = ptune::analyze::analyze(fixture("ddp"));
   REQUIRE(d.straggler);

@@ -563,6 +563,23 @@ TEST_CASE("sweep --rows runs the chosen rows with the changes of the rows before
   CHECK(j["rows"][2]["batch_size"] == 16);
   CHECK(j["rows"][2]["num_workers"] == 2);  // row 1's change still applies
   CHECK(j["rows"][2]["mode"] == "train");   // and row 3's
+  // Each row keeps its place in the sweep: in the JSON, the CSV's index and the table's #.
+  CHECK(j["rows"][0]["index"] == 1);
+  CHECK(j["rows"][1]["index"] == 3);
+  CHECK(j["rows"][2]["index"] == 4);
+  auto csv = run(ptune::test::exe() + " sweep " + cfg + " --rows 1 --format csv --no-header");
+  REQUIRE(csv.code == 0);
+  CHECK(csv.out.rfind("1,workers,", 0) == 0);
+  // Two rows of one name: the HTML page's resolved config is the chosen row's, found by its place.
+  const auto twins = dir.write("twins.json", R"({"name": "twins", "device": "cpu", "cpu_threads": 1,
+      "data": {"num_samples": 16, "image_size": 32}, "loader": {"batch_size": 4},
+      "measure": {"warmup_steps": 0, "steps": 1, "max_s": 1},
+      "sweep": [{"name": "x"}, {"name": "x", "set": {"optim.set_to_none": true}}]})");
+  const auto page =
+      run(ptune::test::exe() + " sweep " + twins + " --rows 1 -q --out " + dir.file("twins.html"));
+  REQUIRE(page.code == 0);
+  const std::string html = ptune::test::read_file(dir.file("twins.html"));
+  CHECK(html.find("<tr><th>optim.set_to_none</th><td>true</td></tr>") != std::string::npos);
   expect_usage_error(run(ptune::test::exe() + " sweep " + cfg + " --rows 2-9"),
                      "--rows: row 9 does not exist; allowed: 0 to 4");
   expect_usage_error(run(ptune::test::exe() + " sweep " + cfg + " --rows 3-1"),

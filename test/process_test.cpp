@@ -115,11 +115,13 @@ TEST_CASE(
   // last asks for three processes a side, so its other side is three fresh ones of the previous
   // row's settings.
   for (size_t i = 1; i < 3; ++i) {
-    CHECK_FALSE(
-        note(rows[i], "timed against the previous row's 2 processes, kept warm since its own row").empty());
+    CHECK_FALSE(note(rows[i],
+                     "timed against the 2 processes of the row it is compared with, kept warm since that row")
+                    .empty());
     CHECK(note(rows[i], "timed against 2 fresh processes").empty());
   }
-  CHECK_FALSE(note(rows[3], "timed against 3 fresh processes of the previous row's settings").empty());
+  CHECK_FALSE(note(rows[3], "timed against 3 fresh processes of the settings of the row it is compared with")
+                  .empty());
   const std::string tc = note(rows[2], "this row's child processes: ");
   CHECK(tc.find("libtcmalloc_minimal.so.4") != std::string::npos);
   CHECK(tc.find("libjemalloc") == std::string::npos);
@@ -395,7 +397,8 @@ TEST_CASE(
   const auto& last = res["rows"][2];
   CHECK(last["status"] == "ok");
   CHECK(last["compared_with"] == 0);
-  CHECK_FALSE(note(last, "timed against 2 fresh processes of the previous row's settings").empty());
+  CHECK_FALSE(
+      note(last, "timed against 2 fresh processes of the settings of the row it is compared with").empty());
   for (pid_t c : now) CHECK_FALSE(std::filesystem::exists("/proc/" + std::to_string(c)));
 }
 

@@ -331,7 +331,19 @@ def case_profile(tmp):
     why = "steps with PTUNE_PROFILE_DIR="
     if untraced["status"] != "ok" or not any(n.startswith(note) and why in n for n in untraced["notes"]):
         fail(f"the row without a trace: {untraced['status']!r} {untraced['notes']!r}")
-    print("profile: the trace analyzed, the verdict the row's diagnosis; no trace: a note, the row kept")
+    # A folder the trace cannot go to (below a file): a failed row, as for ptune's own rows; exit 1.
+    blocker = os.path.join(tmp, "a-file")
+    open(blocker, "w").close()
+    out2 = os.path.join(tmp, "r2.json")
+    path = config(tmp, [{"name": "traced", "set": {"program.args": ["--trace", fixture]}}],
+                  measure={"profile": True, "out_dir": os.path.join(blocker, "runs"), "max_s": 10})
+    r = sweep(path, out2)
+    (row,) = rows(out2)
+    want = "failed: cannot write measure.out_dir '" + os.path.join(blocker, "runs", "program-test", "00-traced")
+    if r.returncode != 1 or not row["status"].startswith(want):
+        fail(f"an unwritable measure.out_dir: exit {r.returncode}, {row['status']!r}, not {want!r}...")
+    print("profile: the trace analyzed, the verdict the row's diagnosis; no trace: a note, the row kept; "
+          "an unwritable folder: a failed row")
 
 
 def case_memory(tmp):

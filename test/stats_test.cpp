@@ -232,6 +232,21 @@ TEST_CASE("a row left undecided by its budget says how many pairs its spread wou
   Comparison loaded = c;
   loaded.under_load = true;
   CHECK(undecided_note(loaded, plan).empty());
+  // Sides in two processes each, whose speeds differ by process: more processes narrow the
+  // interval, under load too (the load does not explain a process's own speed).
+  Comparison procs;
+  for (int i = 0; i < 8; ++i) {
+    procs.a_ms.push_back(i % 2 ? 104.0 : 96.0), procs.a_process.push_back(i % 2);
+    procs.b_ms.push_back(i % 2 ? 97.0 : 103.0), procs.b_process.push_back(i % 2);
+  }
+  procs.speedup =
+      speedup_interval(procs.a_ms, procs.a_process, procs.b_ms, procs.b_process, true, kSpeedupLevel);
+  procs.verdict = Verdict::kUndecided;
+  procs.stop = StopRule::kBudget;
+  procs.under_load = true;
+  CHECK(undecided_note(procs, plan).rfind("undecided in its time: a process's own speed varied by ", 0) == 0);
+  CHECK(undecided_note(procs, plan)
+            .find(", 2 a side; more processes (measure.processes) narrow the interval") != std::string::npos);
 }
 
 TEST_CASE("outliers are far from the median by the MAD rule and by 5%", "[stats]") {

@@ -309,8 +309,8 @@ void fill_steps(const Trace& t, const Waits& waits, const TraceRanges& r, std::v
     if (alloc >= 0) s.peak_allocated_mb = alloc / (1024.0 * 1024.0);
     if (reserved >= 0) s.peak_reserved_mb = reserved / (1024.0 * 1024.0);
     s.zero_grad_us = total(clip(r.zeroing, s.start, s.end));
-    s.syncs = std::lower_bound(sync_starts.begin(), sync_starts.end(), s.end) -
-              std::lower_bound(sync_starts.begin(), sync_starts.end(), s.start);
+    s.syncs = std::lower_bound(sync_starts.begin(), sync_starts.end(), s.host_end) -
+              std::lower_bound(sync_starts.begin(), sync_starts.end(), s.host_start);
   }
 }
 

@@ -39,6 +39,8 @@ const char* category_name(int c);
 struct StepBreakdown {
   std::string name;                      // "ProfilerStep#3", or "whole trace"
   double start = 0, end = 0;             // the window (host span extended to the device work it launched)
+  double host_start = 0, host_end = 0;   // the host's ProfilerStep#N range (without steps: the window):
+                                         // host calls (syncs) belong to the step they start in
   std::array<double, kCategories> us{};  // the split; sums to end - start
   double kernel_us = 0;                  // merged kernel time (all kernels, several streams once)
   double comm_us = 0;                    // merged communication time

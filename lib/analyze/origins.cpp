@@ -96,20 +96,35 @@ void Origins::add(const Trace& t, const std::vector<const Event*>& calls,
                   const std::vector<std::string>& names, const std::vector<StepBreakdown>& steps,
                   size_t steps_before) {
   const auto stacks = python_stacks(t, calls);
+  // A call belongs to the step whose host range (ProfilerStep#N) it starts in: one of the part's
+  // own steps or a neighbour's (a window starts where the previous step's device work ended, so
+  // a part's time can hold the next step's first host calls). Numbered from the part's first own
+  // step, `steps_before`.
+  std::vector<const Event*> host;
+  for (const auto& e : t.events)
+    if (is_step(e)) host.push_back(&e);
+  std::sort(host.begin(), host.end(), [](const Event* a, const Event* b) { return a->ts < b->ts; });
+  const auto own = steps.empty() ? host.end()
+                                 : std::lower_bound(host.begin(), host.end(), steps.front().host_start,
+                                                    [](const Event* x, double v) { return x->ts < v; });
   for (size_t i = 0; i < calls.size(); ++i) {
     const Event& e = *calls[i];
     auto cs = t.call_stacks.find(static_cast<size_t>(&e - t.events.data()));
     std::string where = frames_text(cs != t.call_stacks.end() ? split_stack(cs->second) : stacks[i]);
-    const StepBreakdown* step = nullptr;
+    const Event* step = nullptr;
+    std::ptrdiff_t index = 0;
     if (where.empty()) {
       where = thread_text(e);
-      auto s = std::upper_bound(steps.begin(), steps.end(), e.ts,
-                                [](double v, const StepBreakdown& x) { return v < x.start; });
-      if (s != steps.begin()) step = &*std::prev(s);
+      auto s = std::upper_bound(host.begin(), host.end(), e.ts,
+                                [](double v, const Event* x) { return v < x->ts; });
+      if (s != host.begin() && e.ts < (*std::prev(s))->end() && own != host.end()) {
+        step = *std::prev(s);
+        index = static_cast<std::ptrdiff_t>(steps_before) + (std::prev(s) - own);
+      }
     }
     auto& entry = by[{names[i], where}];
     ++entry.count;
-    if (step) entry.steps.emplace(steps_before + static_cast<size_t>(step - steps.data()), step->name);
+    if (step && index >= 0) entry.steps.emplace(static_cast<size_t>(index), std::string(step->name));
   }
 }
 

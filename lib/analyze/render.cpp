@@ -398,6 +398,32 @@ Json to_json(const Analysis& a, const Version* v) {
 
 namespace {
 
+/// The ranks of a distributed run as a table: per step, the step, compute, input, waiting in
+/// collectives, communication and its overlapped share.
+table::Table ranks_cells(const Analysis& a) {
+  table::Table t{{{"rank"},
+                  {"step ms", true},
+                  {"compute ms", true},
+                  {"input ms", true},
+                  {"waiting ms", true},
+                  {"communication %", true},
+                  {"overlapped %", true}},
+                 {}};
+  for (size_t i = 0; i < a.ranks.size(); ++i) {
+    const auto& r = a.ranks[i];
+    const auto m = r.mean();
+    const bool timed = a.straggler && i < a.straggler->ranks.size();
+    const RankTimes none;
+    const RankTimes& times = timed ? a.straggler->ranks[i] : none;
+    auto ms = [&](double us) { return timed ? fmt("%.1f", us / 1000.0) : std::string("-"); };
+    t.rows.push_back({r.rank ? "rank " + std::to_string(*r.rank) : "process " + std::to_string(r.host_pid),
+                      fmt("%.1f", m.ms()), ms(times.compute_us), ms(times.input_us), ms(times.wait_us),
+                      fmt("%.1f", m.end > 0 ? 100.0 * m.comm_us / m.end : 0.0),
+                      fmt("%.0f", m.comm_us > 0 ? 100.0 * m.comm_overlap_us / m.comm_us : 0.0)});
+  }
+  return t;
+}
+
 /// The analysis as Markdown: the verdict, notes, the step split and the largest operators,
 /// kernels and host syncs.
 std::string render_markdown(const Analysis& a, const std::string& intro, const table::Table& split) {
@@ -426,6 +452,10 @@ std::string render_markdown(const Analysis& a, const std::string& intro, const t
       out += "- " + markdown_escape(o.name) + " x" + std::to_string(o.count) + " from " + o.where + "\n";
   }
   if (const std::string line = allocations_line(b); !line.empty()) out += "\n" + markdown_escape(line) + "\n";
+  if (a.distributed) out += "\nRanks (per step):\n\n" + table::markdown(ranks_cells(a));
+  if (a.primary < a.throughput.size() && a.throughput[a.primary].source != "none")
+    out += "\nFLOP/s per operator class (per step):\n\n" +
+           table::markdown(throughput_cells(a.throughput[a.primary]));
   return out;
 }
 

@@ -93,6 +93,8 @@ std::vector<StepBreakdown> step_windows(const Trace& t, const std::vector<const 
     const bool first = i == 0 && t.part.first;
     s.start = std::max(first ? std::min(host[i]->ts, dev_min[i]) : host[i]->ts, prev_end);
     s.end = std::max({host[i]->end(), dev_max[i], s.start});
+    s.host_start = host[i]->ts;
+    s.host_end = host[i]->end();
     prev_end = s.end;
     steps.push_back(s);
   }
@@ -108,7 +110,11 @@ std::vector<StepBreakdown> windows(const Trace& t, double prev_end, bool* from_s
     if (is_step(e) && t.part.own(e.ts)) host.push_back(&e);
   std::sort(host.begin(), host.end(), [](const Event* a, const Event* b) { return a->ts < b->ts; });
   *from_steps = !host.empty();
-  if (host.empty()) return {whole_trace_window(t, before_us, stalls)};
+  if (host.empty()) {
+    StepBreakdown w = whole_trace_window(t, before_us, stalls);
+    w.host_start = w.start, w.host_end = w.end;
+    return {w};
+  }
   return step_windows(t, host, prev_end);
 }
 

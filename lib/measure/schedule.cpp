@@ -166,10 +166,12 @@ std::string undecided_processes_note(const Comparison& c) {
 }  // namespace
 
 std::string undecided_note(const Comparison& c, const WindowPlan& plan) {
-  if (c.stop != StopRule::kBudget || c.verdict != stats::Verdict::kUndecided || c.under_load ||
-      c.b_ms.size() < 3 || !c.speedup.valid())
+  if (c.stop != StopRule::kBudget || c.verdict != stats::Verdict::kUndecided || c.b_ms.size() < 3 ||
+      !c.speedup.valid())
     return "";
+  // Sides in processes: what narrows their interval is more processes, under load or not.
   if (!c.a_process.empty() && !c.b_process.empty()) return undecided_processes_note(c);
+  if (c.under_load) return "";
   // One pair's spread from the paired term: its variance is that of the mean, s^2 / n.
   const std::vector<stats::LogTerm> terms = stats::paired_terms(c.a_ms, c.b_ms);
   if (terms.empty() || terms.front().df < 2) return "";

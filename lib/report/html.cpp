@@ -646,7 +646,7 @@ table::HtmlRow row_html(const Row& r, size_t i, bool gpu) {
   };
   const auto flops = achieved_flops(r), of_peak = pct_of_peak(r);
   table::HtmlRow row(
-      {std::to_string(i), r.name, changes_text(r.changes), config::name(r.mode),
+      {std::to_string(r.index.value_or(i)), r.name, changes_text(r.changes), config::name(r.mode),
        n(positive(static_cast<double>(m.batch_size)), 0),
        n(r.num_workers ? std::optional<double>(static_cast<double>(*r.num_workers)) : std::nullopt, 0),
        n(positive(m.ms_per_step), 1), r.m ? rate_cell_text(r) : "-",
@@ -788,7 +788,8 @@ void flatten(const Json& j, const std::string& prefix, std::map<std::string, Jso
 std::string value_text(const Json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
 /// The resolved config of each row of a run: the file's config with the sweep's overrides up to
-/// the row (found by name in the config's sweep; else the rows' own changes, cumulatively).
+/// the row (found by its index in the config's sweep, else by name; else the rows' own changes,
+/// cumulatively).
 std::vector<std::map<std::string, Json>> row_configs(const RunFile& run) {
   std::map<std::string, Json> base;
   flatten(run.results.config, "", base);
@@ -799,12 +800,13 @@ std::vector<std::map<std::string, Json>> row_configs(const RunFile& run) {
   size_t next = 0;
   for (const Row& row : run.results.rows) {
     for (auto it = row.changes.begin(); it != row.changes.end(); ++it) own[it.key()] = it.value();
+    // Its place in the sweep (two rows may share a name); a file that does not say: by name.
     size_t found = sweep.size();
-    for (size_t i = next; i < sweep.size(); ++i)
-      if (sweep[i].is_object() && sweep[i].value("name", Json()) == Json(row.name)) {
-        found = i;
-        break;
-      }
+    if (row.index && *row.index < sweep.size() && sweep[*row.index].is_object() &&
+        sweep[*row.index].value("name", Json()) == Json(row.name))
+      found = *row.index;
+    for (size_t i = next; i < sweep.size() && found == sweep.size(); ++i)
+      if (sweep[i].is_object() && sweep[i].value("name", Json()) == Json(row.name)) found = i;
     if (found == sweep.size()) {
       out.push_back(own);
       continue;

@@ -437,8 +437,10 @@ std::string render_csv(const Results& r) {
   const Json doc = to_json(r);
   for (size_t i = 0; i < doc["rows"].size(); ++i) {
     const Json& row = doc["rows"][i];
-    std::vector<std::string> cells = {std::to_string(i)};
-    for (size_t k = 1; k < t.columns.size(); ++k) cells.push_back(csv_cell(row[t.columns[k].header]));
+    std::vector<std::string> cells;
+    for (const auto& c : t.columns)
+      cells.push_back(c.header == "index" && row["index"].is_null() ? std::to_string(i)
+                                                                    : csv_cell(row[c.header]));
     t.rows.push_back(std::move(cells));
   }
   return table::csv(t);
@@ -531,7 +533,8 @@ std::string render_results(const Results& r, const std::string& format, bool col
   if (format == "csv") return render_csv(r);
   const bool gpu = any_gpu(r);
   std::vector<std::vector<std::string>> body;
-  for (size_t i = 0; i < r.rows.size(); ++i) body.push_back(cells(r.rows[i], i, gpu));
+  for (size_t i = 0; i < r.rows.size(); ++i)
+    body.push_back(cells(r.rows[i], r.rows[i].index.value_or(i), gpu));
   const auto cols = columns(gpu, counts_steps(r));
   if (format == "md") return render_markdown(r, body, cols);
   return render_terminal(r, std::move(body), cols, color);

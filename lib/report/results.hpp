@@ -29,6 +29,8 @@ struct Environment {
 
 /// One row of the table.
 struct Row {
+  std::optional<size_t> index;         // its place in the config's sweep (--rows runs some); none: a
+                                       // row not of a sweep (its place in the results then)
   std::string name;                    // the sweep row's name
   nlohmann::ordered_json changes;      // the row's own overrides
   std::optional<int64_t> num_workers;  // loader.num_workers; none: a file that does not say

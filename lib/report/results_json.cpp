@@ -147,6 +147,10 @@ using Ctx = ReadContext;
 const std::vector<RowField>& fields() {
   using K = KeyKind;
   static const std::vector<RowField> kFields = {
+      {"index", K::kNumber, false, [](const Row& r) { return r.index ? Json(*r.index) : Json(nullptr); },
+       [](const Json& j, Row& r, const Ctx&) {
+         if (const auto i = integer(j, "index"); i && *i >= 0) r.index = static_cast<size_t>(*i);
+       }},
       {"name", K::kText, false, [](const Row& r) { return Json(r.name); },
        [](const Json& j, Row& r, const Ctx&) { r.name = text(j, "name"); }},
       {"changes", K::kObject, false,
@@ -373,7 +377,7 @@ const std::vector<std::string>& row_keys() {
 
 const std::vector<std::string>& csv_columns() {
   static const std::vector<std::string> kColumns = [] {
-    std::vector<std::string> c = {"index"};
+    std::vector<std::string> c;
     for (const auto& k : row_keys())
       if (k != "repeat_ms_per_step" && k != "repeat_process" && k != "loss_curve" &&
           k != "prev_ms_per_step" && k != "prev_process")
@@ -461,7 +465,11 @@ Results results_from_json(const Json& doc) {
   const Json measure_cfg = object_at(r.config, "measure");
   stats::NoiseRule rule;
   if (doc.contains("rows") && doc["rows"].is_array())
-    for (const auto& j : doc["rows"]) r.rows.push_back(row_of(j, rule, measure_cfg));
+    for (const auto& j : doc["rows"]) {
+      r.rows.push_back(row_of(j, rule, measure_cfg));
+      // A file written before rows had an index: their place in it.
+      if (!r.rows.back().index) r.rows.back().index = r.rows.size() - 1;
+    }
   const std::string status = text(doc, "status");
   r.status = status == "complete"      ? RunStatus::kComplete
              : status == "interrupted" ? RunStatus::kInterrupted

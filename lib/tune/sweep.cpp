@@ -166,9 +166,12 @@ void add_process_notes(measure::Measurement& m, const measure::RowSide& b,
       stats::speedup_terms(compared->a_ms, compared->a_process, compared->b_ms, compared->b_process, true);
   const std::string n = std::to_string(a->processes());
   std::string text =
-      (kept ? "timed against the previous row's " + n + " processes, kept warm since its own row"
+      (kept ? "timed against the " + n +
+                  " processes of the row it is compared with, kept warm "
+                  "since that row"
             : "timed against " + n +
-                  " fresh processes of the previous row's settings, started in turn with its own") +
+                  " fresh processes of the settings of the row it is compared with, started in "
+                  "turn with its own") +
       "; the interval counts the spread between processes";
   if (t.size() == 2 && t[1].df >= 1) {
     char spread[120];
@@ -445,6 +448,7 @@ class SweepRun {
     const auto& [spec, row_cfg] = rows_[i];
     Measured out;
     report::Row& row = out.row;
+    row.index = i;
     row.name = spec.name;
     row.changes = spec.set;
     row.num_workers = row_cfg.loader.num_workers;
