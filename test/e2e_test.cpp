@@ -1692,6 +1692,12 @@ TEST_CASE("minor faults: an unknown command, a folder, '-' or a NUL byte as the 
   expect_usage_error(r,
                      "unknown command 'swep' (did you mean 'sweep'?); the commands are sweep, report, train, "
                      "eval, check, tune, launch, analyze, schema (see ptune --help)");
+  expect_usage_error(
+      run(ptune::test::exe() + " --bogus sweep x.json"),
+      "unknown option '--bogus' before the command; ptune's own are -v, -q, --help and --version, "
+      "a command's follow its name (ptune sweep exp.json --rows 0) (see ptune --help)");
+  expect_usage_error(run(ptune::test::exe() + " -q check x.json -v"),
+                     "-q and -v: only errors, or more detail; give one");
   r = run(ptune::test::exe() + " check " + dir.path.string());
   expect_usage_error(r, "config '" + dir.path.string() + "' is a folder; name a JSON file");
   r = run(ptune::test::exe() + " train -");
@@ -1706,10 +1712,10 @@ TEST_CASE("minor faults: an unknown command, a folder, '-' or a NUL byte as the 
   expect_usage_error(r, nul + ": a NUL byte at offset 14 (line 2); a config is JSON text, which has none");
   // Range errors quote the value as given (not a double's limit in 309 digits).
   r = run(ptune::test::exe() + " tune " + nul + " --batch-size --max-batch 1e309");
-  expect_usage_error(r,
-                     "--max-batch: '1e309' is not a whole number from 1 to 1099511627776 (see ptune --help)");
+  expect_usage_error(
+      r, "--max-batch: '1e309' is not a whole number from 1 to 1099511627776 (see ptune tune --help)");
   r = run(ptune::test::exe() + " tune " + nul + " --budget 1e309");
-  expect_usage_error(r, "--budget: '1e309' is not a finite number of at least 0 (see ptune --help)");
+  expect_usage_error(r, "--budget: '1e309' is not a finite number of at least 0 (see ptune tune --help)");
 }
 
 TEST_CASE(
@@ -1730,11 +1736,18 @@ TEST_CASE(
   // NaN passes no range.
   const std::string cfg = dir.write("c.json", R"({"device": "cpu", "cpu_threads": 1, "name": "c"})");
   expect_usage_error(run(exe + " tune " + cfg + " --threshold nan"),
-                     "--threshold: 'nan' is not a finite number from 0 to 1000 (see ptune --help)");
-  expect_usage_error(run(exe + " report " + deep + " --against " + deep + " --fail-if-slower nan"),
-                     "--fail-if-slower: 'nan' is not a finite number from 0 to 100 (see ptune --help)");
+                     "--threshold: 'nan' is not a finite number from 0 to 1000 (see ptune tune --help)");
+  expect_usage_error(
+      run(exe + " report " + deep + " --against " + deep + " --fail-if-slower nan"),
+      "--fail-if-slower: 'nan' is not a finite number from 0 to 100 (see ptune report --help)");
   expect_usage_error(run(exe + " launch --nproc-per-node 1 --grace nan -- check " + cfg),
-                     "--grace: 'nan' is not a finite number from 0 to 3600 (see ptune --help)");
+                     "--grace: 'nan' is not a finite number from 0 to 3600 (see ptune launch --help)");
+  // Whole numbers quote the value too (not CLI11's "Value abc not in range 1 to 4096").
+  expect_usage_error(
+      run(exe + " launch --nproc-per-node abc -- check " + cfg),
+      "--nproc-per-node: 'abc' is not a whole number from 1 to 4096 (see ptune launch --help)");
+  expect_usage_error(run(exe + " analyze " + cfg + " --events-mb nan"),
+                     "--events-mb: 'nan' is not a finite number from 0 to 1e+06 (see ptune analyze --help)");
   // An output that is one of the inputs, under another name too: refused before any work.
   const std::string before = ptune::test::read_file(cfg);
   expect_usage_error(

@@ -122,10 +122,20 @@ std::string unknown_command(const CLI::App& app, int argc, char** argv) {
   for (const auto* sub : app.get_subcommands({}))
     if (!sub->get_group().empty()) names.push_back(sub->get_name());  // hidden ones are not offered
   names.push_back("row-side");                                        // ... but are known
+  static const std::vector<std::string> kGlobal = {"-v", "--verbose", "-q",       "--quiet",
+                                                   "-h", "--help",    "--version"};
   for (int i = 1; i < argc; ++i) {
     const std::string word = argv[i];
     if (word == "--") return "";
-    if (!word.empty() && word[0] == '-') continue;
+    if (!word.empty() && word[0] == '-') {
+      // Before the command only ptune's own flags (a command's options follow its name).
+      if (std::find(kGlobal.begin(), kGlobal.end(), word) != kGlobal.end() ||
+          word.find_first_not_of("-vqh") == std::string::npos)
+        continue;
+      return "unknown option '" + word +
+             "' before the command; ptune's own are -v, -q, --help and --version, a "
+             "command's follow its name (ptune sweep exp.json --rows 0)";
+    }
     if (std::find(names.begin(), names.end(), word) != names.end()) return "";
     names.pop_back();
     std::string list;
@@ -468,7 +478,10 @@ std::variant<const Command*, int> parse(CLI::App& app, Args& a, int argc, char**
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    return ptune::cli::print_outcome({ptune::kExitUsage, std::string(e.what()) + " (see ptune --help)"});
+    // The help of the command whose options were being read, where one was.
+    std::string help = "ptune --help";
+    for (const auto* sub : app.get_subcommands()) help = "ptune " + sub->get_name() + " --help";
+    return ptune::cli::print_outcome({ptune::kExitUsage, std::string(e.what()) + " (see " + help + ")"});
   }
   for (const auto& c : kCommands)
     if (app.got_subcommand(c.name)) {
@@ -502,6 +515,8 @@ int main(int argc, char** argv) {
   const auto parsed = parse(app, a, argc, argv);
   if (std::holds_alternative<int>(parsed)) return std::get<int>(parsed);
   const Command& command = *std::get<const Command*>(parsed);
+  if (a.cl.quiet && a.cl.verbose)
+    return ptune::cli::print_outcome({ptune::kExitUsage, "-q and -v: only errors, or more detail; give one"});
 
   // Data parallel (torchrun, Slurm, ptune launch): only rank 0 prints; every rank still
   // reports its own errors.

@@ -163,7 +163,7 @@ void TuneArgs::define(CLI::App& tune) {
   tune.add_option("--budget", t.budget_min, "minutes; no new trial starts after them (0 = no limit)")
       ->check(non_negative_number());
   tune.add_option("--repeats", t.repeats, "measure.repeats is raised to at least this for every trial")
-      ->check(CLI::Range(1, 1000))
+      ->check(whole_number(1, 1000))
       ->capture_default_str();
   given(tune.add_option("--out", t.out,
                         "write the winning config to FILE (JSON, accepted by train, check and sweep)"),
@@ -180,15 +180,15 @@ void LaunchArgs::define(CLI::App& launch) {
       .add_option("--nproc-per-node", o.nproc_per_node,
                   "ranks (processes) to start; one per GPU on a GPU machine")
       ->required()
-      ->check(CLI::Range(1, 4096));
+      ->check(whole_number(1, 4096));
   launch.add_option("--nnodes", o.nnodes, "machines in the run; start one launch on each")
       ->capture_default_str()
-      ->check(CLI::Range(1, 65536));
+      ->check(whole_number(1, 65536));
   launch
       .add_option("--node-rank", o.node_rank,
                   "this machine's place, 0 .. nnodes-1; node 0 runs rank 0 and serves the rendezvous")
       ->capture_default_str()
-      ->check(CLI::Range(0, 65535));
+      ->check(whole_number(0, 65535));
   launch.add_option("--master-addr", o.master_addr,
                     "node 0's address, reachable from every node (default 127.0.0.1 on one node; required "
                     "with --nnodes > 1)");
@@ -196,7 +196,7 @@ void LaunchArgs::define(CLI::App& launch) {
       .add_option("--master-port", o.master_port,
                   "rendezvous port at --master-addr (0 = any free port, one node only)")
       ->capture_default_str()
-      ->check(CLI::Range(0, 65535));
+      ->check(whole_number(0, 65535));
   launch
       .add_option("--grace", o.grace_s,
                   "seconds between SIGTERM and SIGKILL when stopping the ranks after one failed")
@@ -225,7 +225,7 @@ void AnalyzeArgs::define(CLI::App& analyze) {
                   "a third of their JSON); a larger trace is read in parts of whole steps, with the same "
                   "figures (0: one step a part)")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 1e6));
+      ->check(number_in(0, 1e6));
   analyze.add_option(
       "--label", z.labels,
       "a trace's label in the table, once per trace in order (default: the file or folder name)");
@@ -233,7 +233,7 @@ void AnalyzeArgs::define(CLI::App& analyze) {
       .add_option("--batch-size", z.batch,
                   "samples per step per rank, for samples/s (default: read from the first step's input "
                   "shapes, recorded with record_shapes=True)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+      ->check(whole_number(1, int64_t{1} << 40));
   analyze
       .add_option("--noise-pct", z.noise_pct,
                   "PCT: how far two separate runs of the same code may differ, which their steps do not "
