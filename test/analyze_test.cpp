@@ -228,6 +228,27 @@ TEST_CASE("analyze: bad input is named, with the file and what is wrong", "[anal
   }
   CHECK(error_of(p("bad.json")) ==
         "'" + p("bad.json") + "': not JSON (parse error at line 1, column 1: unexpected 'h')");
+  // A UTF-8 byte order mark is read past; white space alone, or a gzip of nothing, is no trace;
+  // events whose times are strings are named as such.
+  const std::string event = R"({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, )";
+  dir.write("bom.json", "\xEF\xBB\xBF{\"traceEvents\": [" + event + R"("ts": 1, "dur": 5}]})");
+  CHECK(ptune::analyze::analyze(p("bom.json")).ranks[0].mean().ms() == Approx(0.005));
+  dir.write("blank.json", " \n\t ");
+  CHECK(error_of(p("blank.json")) == "'" + p("blank.json") + "': white space only (4 bytes), not a trace");
+  {
+    gzFile gz = gzopen(p("nothing.json.gz").c_str(), "wb");
+    REQUIRE(gz != nullptr);
+    REQUIRE(gzclose(gz) == Z_OK);
+  }
+  CHECK(error_of(p("nothing.json.gz")) ==
+        "'" + p("nothing.json.gz") + "': empty file, not a trace (once decompressed)");
+  dir.write("strings.json", "{\"traceEvents\": [" + event + R"("ts": "1", "dur": "5"}]})");
+  CHECK(error_of(p("strings.json")) == "'" + p("strings.json") +
+                                           "': no timed events (\"ph\": \"X\" with a \"ts\" and \"dur\") in "
+                                           "its traceEvents: nothing to analyze "
+                                           "(its 1 \"ph\": \"X\" events have no number \"ts\" and \"dur\": a "
+                                           "string or another type where the trace "
+                                           "format has microseconds)");
   dir.write("bad2.json", "{\"traceEvents\": [\n  {\"ph\": \"X\",\n   \"ts\": 1,, \"dur\": 2}]}");
   CHECK(error_of(p("bad2.json")) ==
         "'" + p("bad2.json") + "': not JSON (parse error at line 3, column 12: unexpected ',')");
@@ -434,6 +455,14 @@ TEST_CASE("analyze: a step with nothing in it (a profiler cycle cut short) is le
             "`ProfilerStep#5` was left out: no operator, loader range, kernel, copy or sync in it (a step "
             "the profiler's cycle cut short: `schedule(..., repeat=1)` ends the profiling after one "
             "cycle)") == 1);
+  // One step of work and one empty: the one kept (as many of each: not "only empty steps").
+  const auto one = ptune::analyze::analyze(dir.write(
+      "one.json", Json{{"traceEvents",
+                        {x("user_annotation", "ProfilerStep#1", 0, 10000), x("cpu_op", "aten::mm", 1, 8000),
+                         x("user_annotation", "ProfilerStep#9", 20000, 27)}}}
+                      .dump()));
+  CHECK(one.ranks[0].steps.size() == 1);
+  CHECK(one.ranks[0].empty_steps == std::vector<std::string>{"ProfilerStep#9"});
   // A file of that step alone: nothing to analyze.
   const std::string alone =
       dir.write("alone.json", Json{{"traceEvents", {x("user_annotation", "ProfilerStep#7", 0, 27)}}}.dump());
@@ -740,8 +769,8 @@ TEST_CASE("analyze: more than 256 GiB of trace text is refused, a gzip bomb of s
   REQUIRE(gzwrite(gz, spaces.data(), 1 << 16) > 0);
   REQUIRE(gzclose(gz) == Z_OK);
   CHECK(std::filesystem::file_size(bomb) < (uint64_t{8} << 20));
-  CHECK(error_of(bomb) == "'" + bomb + "': truncated: the JSON ends at byte " +
-                              std::to_string((uint64_t{1} << 30) + (1 << 16)) + " before it is complete");
+  CHECK(error_of(bomb) == "'" + bomb + "': white space only (" +
+                              std::to_string((uint64_t{1} << 30) + (1 << 16)) + " bytes), not a trace");
 }
 
 // The properties of real GPU traces (docs/analyze.md, "Checked on real GPU traces"), each in a
@@ -1815,18 +1844,18 @@ TEST_CASE(
   // A rank beside a process without one.
   const auto m0 = rank_trace("mixed/r0.json", 0, 2, 100, 0),
              other = rank_trace("mixed/other.json", 0, 0, 300, 0);
-  CHECK(error_of(dir.file("mixed")) == "'" + dir.file("mixed") + "': '" + m0 + "' is rank 0 of 2 and '" +
-                                           other +
-                                           "' has no rank (distributedInfo): the traces of two runs, not the "
-                                           "ranks of one; give each as its own "
-                                           "argument to compare them (ptune analyze A B)");
+  CHECK(error_of(dir.file("mixed")) ==
+        "'" + dir.file("mixed") + "': '" + m0 + "' is rank 0 of 2 and '" + other +
+            "' is not one of a world of 2 or more (distributedInfo): the traces "
+            "of two runs, not the ranks of one; give each as its own argument to "
+            "compare them (ptune analyze A B)");
   // One job's ranks, at the same time: no note. Two of four: said. Apart in time: said.
   rank_trace("job/r0.json", 0, 2, 100, 0), rank_trace("job/r1.json", 1, 2, 101, 500);
   CHECK(ptune::analyze::analyze(dir.file("job")).folder_notes.empty());
   rank_trace("part/r0.json", 0, 4, 100, 0), rank_trace("part/r1.json", 1, 4, 101, 0);
   CHECK(ptune::analyze::analyze(dir.file("part")).folder_notes ==
         std::vector<std::string>{
-            "2 of the 4 ranks are in the folder: the straggler and the slowest rank are of these"});
+            "2 of the 4 ranks are in the folder: the straggler and the slowest rank are among these"});
   rank_trace("apart/r0.json", 0, 2, 100, 0), rank_trace("apart/r1.json", 1, 2, 101, 2.5e6);
   const auto apart = ptune::analyze::analyze(dir.file("apart"));
   CHECK(apart.folder_notes ==

@@ -1116,7 +1116,7 @@ TEST_CASE("the exit status tells the truth: failed rows, a full stdout, an ignor
   CHECK(full.err == "ptune: error: cannot write to stdout: No space left on device\n");
   // A reader that stops reading (`| head -1`, here one that reads nothing) is not a failure: the
   // exit status stays the command's.
-  auto closed = run("bash -c '" + exe + " check " + cfg + " | true; exit ${PIPESTATUS[0]}'");
+  auto closed = run("bash -c '{ sleep 0.3; " + exe + " check " + cfg + "; } | true; exit ${PIPESTATUS[0]}'");
   CHECK(closed.code == 0);
   CHECK(closed.err.empty());
   // A job started with `&` by a script inherits SIGINT ignored, and keeps ignoring it. (One row:

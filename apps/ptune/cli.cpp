@@ -124,8 +124,9 @@ void check_before_engine(CommandLine& cl) {
                       " runs ptune's own pipelines (model, data, loader, optim)");
   // Under ptune launch every rank would start the program's instances of its own.
   bool program = cl.config && cl.config->program.enabled();
-  for (const auto& row : cl.config ? cl.config->sweep : std::vector<config::SweepRow>{})
-    program = program || row.set.contains("program.command") || row.set.contains("program");
+  if (c == "sweep")  // its rows may name a program; the other commands run none of them
+    for (const auto& row : cl.config->sweep)
+      program = program || row.set.contains("program.command") || row.set.contains("program");
   if (program && system::world_size() > 1)
     throw ConfigError(
         "program.command: a program's rows are timed by one ptune sweep, not by ptune launch's " +

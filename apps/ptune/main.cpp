@@ -82,10 +82,10 @@ void handle_stop_signal(int sig) {
 
 /// The one signal policy of every command (sweep, train, eval, tune, launch and the rest):
 /// SIGINT, SIGTERM and SIGHUP (taken as SIGTERM) stop the job at its next step or batch
-/// (on_stop_signal); SIGPIPE and
-/// SIGXFSZ are ignored, so that a closed stdout (EPIPE) and a write past `ulimit -f` (EFBIG,
-/// "File too large") are write errors, reported on one line with exit 1 and no temporary file
-/// left, not a silent death.
+/// (on_stop_signal); SIGPIPE and SIGXFSZ are ignored, so that a write to a closed pipe (EPIPE)
+/// and a write past `ulimit -f` (EFBIG, "File too large") are write errors, not a silent death:
+/// a file's is reported on one line with exit 1 and no temporary file left; standard output's
+/// reader that stopped reading is no error (stdout_error).
 void install_signal_policy() {
   handle_stop_signal(SIGINT);
   handle_stop_signal(SIGTERM);

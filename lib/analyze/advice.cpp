@@ -452,10 +452,11 @@ void check_one_job(const std::string& path, const ByRank& by_rank) {
     first = first ? first : &m;
   }
   if (first && no_rank)
-    throw DataError(
-        "'" + path + "': '" + first->path + "' is " + rank_text(*first) + " and '" + no_rank->path +
-        "' has no rank (distributedInfo): the traces of two runs, not the ranks of one; give each "
-        "as its own argument to compare them (ptune analyze A B)");
+    throw DataError("'" + path + "': '" + first->path + "' is " + rank_text(*first) + " and '" +
+                    no_rank->path +
+                    "' is not one of a world of 2 or more (distributedInfo): the traces of two runs, not the "
+                    "ranks of one; "
+                    "give each as its own argument to compare them (ptune analyze A B)");
 }
 
 /// Notes on a folder of ranks: ranks of the world that are not in it; ranks that did not run at
@@ -477,7 +478,7 @@ std::vector<std::string> ranks_notes(const ByRank& by_rank) {
   if (static_cast<int64_t>(ranks.size()) < world)
     notes.push_back(std::to_string(ranks.size()) + " of the " + std::to_string(world) + " ranks " +
                     (ranks.size() == 1 ? "is" : "are") + " in the folder" +
-                    (ranks.size() == 1 ? "" : ": the straggler and the slowest rank are of these"));
+                    (ranks.size() == 1 ? "" : ": the straggler and the slowest rank are among these"));
   if (ranks.size() >= 2 && hi <= lo) {
     char apart[64];
     std::snprintf(apart, sizeof apart, "%.1f s", (lo - hi) / 1e6);
@@ -589,7 +590,7 @@ void add_rank(const std::vector<const SpooledTrace*>& files, const AnalyzeOption
     });
   a.ranks.push_back(breakdown.finish());
   const Breakdown& b = a.ranks.back();
-  if (!b.empty_steps.empty() && b.empty_steps.size() == b.steps.size()) {
+  if (b.only_empty_steps) {
     throw DataError("'" + files.front()->meta().path + "': " +
                     (b.steps.size() == 1
                          ? "its only step, `" + b.steps.front().name + "`, holds no"

@@ -52,6 +52,11 @@ struct Analysis {
   const Breakdown& slowest() const { return ranks[distributed ? distributed->slowest : primary]; }
 };
 
+/// Which rank the figures shown are of: "the straggler" or "the slowest". Throws nothing.
+inline const char* shown_rank(const Analysis& a) {
+  return a.straggler && a.straggler->slow ? "the straggler" : "the slowest";
+}
+
 /// Options of `ptune analyze`.
 struct AnalyzeOptions {
   bool require_gpu = false;  // --gpu: a trace without GPU activity is an error

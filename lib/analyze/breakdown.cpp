@@ -634,7 +634,10 @@ void leave_out_empty_steps(Breakdown& b) {
     else
       kept.push_back(std::move(s));
   }
-  if (!kept.empty()) b.steps = std::move(kept);  // else nothing but empty steps: kept, for the caller
+  if (kept.empty())
+    b.only_empty_steps = !b.steps.empty();  // nothing but empty steps: kept, for the caller
+  else
+    b.steps = std::move(kept);
 }
 
 }  // namespace

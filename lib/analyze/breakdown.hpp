@@ -124,6 +124,7 @@ struct Breakdown {
   // a profiler cycle's step cut short. Left out of `steps` where other steps hold work; where
   // none does, all are kept and `steps` holds only such.
   std::vector<std::string> empty_steps;
+  bool only_empty_steps = false;  // every step is such a step: nothing to analyze
   // The device time of the steps as HTA's temporal breakdown defines it: over the span from the
   // first device work (kernel, copy, memset) in the steps to the last one's end.
   double gpu_span_us = 0;           // that span

@@ -199,7 +199,8 @@ std::string version_html(const Version& v, size_t index) {
      << (b.steps.size() == 1 ? "" : "s") << (b.from_steps ? " (ProfilerStep#N)" : " (whole trace)") << " · "
      << (b.has_gpu ? html_escape(b.devices.empty() ? std::string("cuda") : b.devices.front())
                    : std::string("cpu"))
-     << (a.ranks.size() > 1 ? " · " + std::to_string(a.ranks.size()) + " ranks, the slowest shown" : "")
+     << (a.ranks.size() > 1 ? " · " + std::to_string(a.ranks.size()) + " ranks, " + shown_rank(a) + " shown"
+                            : "")
      << "</p>";
   os << "<p><b>Verdict:</b> " << html_escape(a.verdict.text()) << "</p>";
   if (!a.notes.empty()) {

@@ -553,7 +553,7 @@ std::string render_analysis(const Analysis& a, const std::string& format, const 
   std::string intro =
       "writer " + b.writer + ", " + device + ", " + std::to_string(n_steps) + " step" +
       (n_steps == 1 ? "" : "s") + " from " + steps_from(b) +
-      (a.distributed ? ", " + std::to_string(a.ranks.size()) + " ranks (the slowest shown)" : "");
+      (a.distributed ? ", " + std::to_string(a.ranks.size()) + " ranks (" + shown_rank(a) + " shown)" : "");
   if (format == "md") return render_markdown(a, intro, split);
   return render_terminal(a, v, intro, split);
 }

@@ -77,6 +77,7 @@ class TextReader {
   TextReader& operator=(const TextReader&) = delete;
 
   uint64_t delivered() const { return delivered_; }
+  bool gzip() const { return gz_; }
 
   /// The next piece of text (valid until the next call); {nullptr, 0} at the end.
   std::pair<const char*, size_t> block() {
@@ -496,6 +497,8 @@ class Handler {
   bool saw_events() const { return saw_events_; }
   /// Whether the trace holds torch.profiler's own span ("PyTorch Profiler (N)", cat "Trace").
   bool saw_profiler_span() const { return profiler_span_; }
+  /// "ph": "X" events without a number "ts" and "dur" (a string, another type, absent).
+  int64_t untimed() const { return untimed_; }
   /// The pid of most host events: the profiled process.
   int64_t host_pid() const {
     int64_t pid = 0;
@@ -779,6 +782,7 @@ class Handler {
     }
     if (e.ph == Ph::kComplete && !e.keep && text::starts_with(e.name, "PyTorch Profiler ("))
       profiler_span_ = true;
+    if (e.ph == Ph::kComplete && e.keep && (!e.has_ts || !e.has_dur)) ++untimed_;
     if (e.ph != Ph::kComplete || !e.has_ts || !e.has_dur || !e.keep) return;
     Event out;
     out.kind = e.kind;
@@ -889,6 +893,7 @@ class Handler {
   Field key_id_ = Field::kOther;  // the key of the value read next
   Pending ev_;
   bool saw_events_ = false, t_has_ptune_ = false, profiler_span_ = false;
+  int64_t untimed_ = 0;
   int64_t dims_ = 0, dim0_ = -1;
   std::string process_name_;
   std::unordered_map<int64_t, size_t> per_pid_;                    // host events per pid
@@ -916,8 +921,11 @@ void scan_trace(const std::string& path, Trace& t, TraceSink& sink) {
   json::basic_parser<Handler> parser(opt, t, sink, path);
   json::error_code ec;
   uint64_t at = 0;  // characters before the piece being read
-  bool complete = false;
+  bool complete = false, text_seen = false;
   for (auto [text, n] = buf.block(); n > 0; std::tie(text, n) = buf.block()) {
+    if (at == 0 && n >= 3 && std::memcmp(text, "\xEF\xBB\xBF", 3) == 0)  // a UTF-8 byte order mark
+      text += 3, n -= 3, at = 3;
+    for (size_t i = 0; i < n && !text_seen; ++i) text_seen = !is_json_space(text[i]);
     size_t used = 0;
     if (!complete) {
       used = parser.write_some(true, text, n, ec);
@@ -929,6 +937,10 @@ void scan_trace(const std::string& path, Trace& t, TraceSink& sink) {
         if (!is_json_space(text[i])) not_json(path, at + i, static_cast<unsigned char>(text[i]), true);
     at += n;
   }
+  if (!text_seen)
+    fail(path, buf.delivered() == 0
+                   ? std::string("empty file, not a trace") + (buf.gzip() ? " (once decompressed)" : "")
+                   : "white space only (" + std::to_string(buf.delivered()) + " bytes), not a trace");
   if (!complete && (parser.write_some(false, nullptr, 0, ec), ec))
     fail(path,
          "truncated: the JSON ends at byte " + std::to_string(buf.delivered()) + " before it is complete");
@@ -942,13 +954,17 @@ void scan_trace(const std::string& path, Trace& t, TraceSink& sink) {
     // torch.profiler's span alone: a trace exported after its schedule's cycle ended and cleared
     // the events (torch 2.11 warns of it once, as "Profiler clears events at the end of each
     // cycle").
-    fail(path, std::string(
-                   "no timed events (\"ph\": \"X\" with a \"ts\" and \"dur\") in its traceEvents: nothing to "
-                   "analyze") +
-                   (h.saw_profiler_span()
-                        ? " (torch.profiler's own span only: with a schedule, export the trace from "
-                          "on_trace_ready, before the end of its cycle clears the events)"
-                        : ""));
+    fail(path,
+         std::string(
+             "no timed events (\"ph\": \"X\" with a \"ts\" and \"dur\") in its traceEvents: nothing to "
+             "analyze") +
+             (h.untimed() > 0 ? " (its " + std::to_string(h.untimed()) +
+                                    " \"ph\": \"X\" events have no number \"ts\" and \"dur\": a string or "
+                                    "another type where the trace format has microseconds)"
+              : h.saw_profiler_span()
+                  ? " (torch.profiler's own span only: with a schedule, export the trace from "
+                    "on_trace_ready, before the end of its cycle clears the events)"
+                  : ""));
   }
   t.text_bytes = buf.delivered();
   t.writer = writer_of(h.has_ptune_key(), h.process_name());

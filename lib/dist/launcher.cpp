@@ -94,7 +94,7 @@ struct Stream {
 
   void emit(const std::string& line) {
     static const std::string kError = "ptune: error: ";
-    if (line.rfind(kError, 0) == 0) {
+    if (out_fd == 2 && line.rfind(kError, 0) == 0) {  // a rank's error line (stderr)
       flush_held();
       last_error = line.substr(kError.size());
       held = line;

@@ -800,7 +800,8 @@ std::vector<std::map<std::string, Json>> row_configs(const RunFile& run) {
   size_t next = 0;
   for (const Row& row : run.results.rows) {
     for (auto it = row.changes.begin(); it != row.changes.end(); ++it) own[it.key()] = it.value();
-    // Its place in the sweep (two rows may share a name); a file that does not say: by name.
+    // Its place in the sweep (two rows may share a name), where the sweep row there has its name; else by
+    // name.
     size_t found = sweep.size();
     if (row.index && *row.index < sweep.size() && sweep[*row.index].is_object() &&
         sweep[*row.index].value("name", Json()) == Json(row.name))
@@ -842,8 +843,9 @@ std::string run_config_html(const std::vector<std::map<std::string, Json>>& conf
   t.cls = "config-diff";
   t.columns = {{"#", true}, {"row"}, {"differs from row 0"}};
   for (size_t i = 0; i < configs.size(); ++i)
-    t.rows.emplace_back(std::vector<table::HtmlCell>{
-        std::to_string(i), rows[i].name, i == 0 ? "(the reference)" : config_diff(configs[0], configs[i])});
+    t.rows.emplace_back(
+        std::vector<table::HtmlCell>{std::to_string(rows[i].index.value_or(i)), rows[i].name,
+                                     i == 0 ? "(the reference)" : config_diff(configs[0], configs[i])});
   std::string out = table::html(t);
   if (configs[0].empty()) return out;
   table::HtmlTable first;

@@ -139,8 +139,9 @@ struct TrailLine {
 
 std::vector<TrailLine> trail_lines(const Results& r) {
   std::vector<TrailLine> lines;
-  for (size_t i = 0; i < r.rows.size(); ++i) {
-    const Row& row = r.rows[i];
+  for (size_t k = 0; k < r.rows.size(); ++k) {
+    const Row& row = r.rows[k];
+    const size_t i = row.index.value_or(k);  // its place in the sweep, as the table's #
     if (!row.status.ok_state())
       lines.push_back({i, row.name, row.status.text()});
     else if (!row.diagnosis.empty())
