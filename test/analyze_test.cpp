@@ -1810,8 +1810,8 @@ TEST_CASE("analyze: the verdict is about the straggler, not the rank whose step 
 }
 
 TEST_CASE(
-    "analyze: a folder of ranks is of one job, or an error naming two files; missing ranks and ranks apart "
-    "in a note",
+    "analyze: a folder of ranks is of one job or an error naming two files, with missing ranks and ranks "
+    "apart in a note",
     "[analyze]") {
   TempDir dir;
   // A rank's trace: 3 steps of 10 ms from `t0` (us), its process `pid`.

@@ -384,8 +384,9 @@ TEST_CASE("an A/A row in child processes with the same process settings is not c
   bool against = false;
   for (const auto& n : aa["notes"])
     against =
-        against || n.get<std::string>().rfind(
-                       "timed against the previous row's 3 processes, kept warm since its own row", 0) == 0;
+        against ||
+        n.get<std::string>().rfind(
+            "timed against the 3 processes of the row it is compared with, kept warm since that row", 0) == 0;
   CHECK(against);
   // Both rows ran in child processes with tcmalloc mapped.
   for (const auto& row : rows) {
