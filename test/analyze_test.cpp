@@ -294,6 +294,13 @@ TEST_CASE("analyze: bad input is named, with the file and what is wrong", "[anal
         "'" + p("cut.json.gz") + "': truncated gzip data (the compressed stream ends early)");
   CHECK(error_of(p("zero.json")) == "'" + p("zero.json") + "': empty file, not a trace");
   CHECK(error_of(p("empty")) == "'" + p("empty") + "': no trace files (*.json, *.json.gz) in this folder");
+  // Traces one folder down (a log folder of runs) are not read; the error names a folder inside.
+  std::filesystem::create_directories(p("runs/base"));
+  CHECK(error_of(p("runs")) ==
+        "'" + p("runs") +
+            "': no trace files (*.json, *.json.gz) in this folder (folders inside are not "
+            "read: give one, e.g. '" +
+            p("runs/base") + "')");
   CHECK(error_of(p("missing")) == "'" + p("missing") + "': no such file or folder");
   // A CPU-only trace is analyzed (GPU figures null), unless GPU figures are asked for.
   Json ev = Json::array({x("cpu_op", "aten::mm", 0, 10)});
@@ -944,7 +951,11 @@ TEST_CASE("analyze BASE NEXT...: the iterative table, speedups and what changed 
   copt.labels = {"one"};
   CHECK_THROWS_WITH(
       compare_versions({fixture("gpu_copy_bound.json"), fixture("gpu_compute_amp.json.gz")}, {}, copt),
-      "--label given 1 times for 2 traces: give one per trace, in order");
+      "--label given 1 time for 2 traces: give one per trace, in order");
+  copt.labels = {"one", ""};
+  CHECK_THROWS_WITH(
+      compare_versions({fixture("gpu_copy_bound.json"), fixture("gpu_compute_amp.json.gz")}, {}, copt),
+      "--label: an empty label; give each trace a name the table can show");
 }
 
 namespace {

@@ -252,6 +252,8 @@ TEST_CASE("a cell's number and a shortened name: printf's digits, cut never insi
   CHECK(ptune::table::fmt("%.1f", 2.25) == "2.2");  // round half to even in binary: 2.25 is exact
   CHECK(ptune::table::fmt("%.3g", 1234.5) == "1.23e+03");
   CHECK(ptune::table::shorten("aten::mm", 8) == "aten::mm");
+  // A name from a file on one line; a colour's ESC kept.
+  CHECK(ptune::table::one_line("new\nline\ttab\r\x01 \x1b[32mok") == "new\\nline\\ttab\\r\\x01 \x1b[32mok");
   CHECK(ptune::table::shorten("aten::addmm", 8) == "aten:...");
   // "é" is two bytes (0xc3 0xa9): a cut after 5 bytes would split the second one.
   const std::string name = "caf\xc3\xa9\xc3\xa9_kernel";

@@ -322,9 +322,12 @@ Comparison compare_analyses(std::vector<Version> versions, double noise_pct) {
 Comparison compare_versions(const std::vector<std::string>& paths, const AnalyzeOptions& opt,
                             const CompareOptions& copt) {
   if (!copt.labels.empty() && copt.labels.size() != paths.size()) {
-    throw DataError("--label given " + std::to_string(copt.labels.size()) + " times for " +
-                    std::to_string(paths.size()) + " traces: give one per trace, in order");
+    throw DataError("--label given " + std::to_string(copt.labels.size()) + " time" +
+                    (copt.labels.size() == 1 ? "" : "s") + " for " + std::to_string(paths.size()) + " trace" +
+                    (paths.size() == 1 ? "" : "s") + ": give one per trace, in order");
   }
+  for (const auto& l : copt.labels)
+    if (l.empty()) throw DataError("--label: an empty label; give each trace a name the table can show");
   if (!(copt.noise_pct >= 0 && copt.noise_pct <= 100))
     throw DataError("--noise-pct " + fmt("%g", copt.noise_pct) + ": give a percent from 0 to 100");
   std::vector<std::string> labels = copt.labels;

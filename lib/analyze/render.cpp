@@ -519,7 +519,7 @@ std::string render_terminal(const Analysis& a, const Version* v, const std::stri
     out += "\n" + title + "\n";
     for (const auto& n : v)
       out += "  " + pad(fmt("%.2f ms", (self ? n.self_us : n.total_us) / 1000.0), 11, true) + "  " +
-             pad(std::to_string(n.count) + "x", 6, true) + "  " + shorten(n.name, 90) + "\n";
+             pad(std::to_string(n.count) + "x", 6, true) + "  " + shorten(table::one_line(n.name), 90) + "\n";
   };
   list("largest operators (host, self time over the steps):", b.operators, true);
   list("largest kernels:", b.kernels, false);

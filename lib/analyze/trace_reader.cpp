@@ -980,13 +980,18 @@ std::vector<std::string> trace_files(const std::string& path) {
   if (!fs::exists(path, ec)) fail(path, "no such file or folder");
   if (!fs::is_directory(path, ec)) return {path};
   std::vector<std::string> files;
+  std::string sub;  // a folder inside, for the error where there are no files
   for (const auto& entry : fs::directory_iterator(path, ec)) {
     const std::string name = entry.path().filename().string();
+    if (entry.is_directory(ec) && (sub.empty() || entry.path().string() < sub)) sub = entry.path().string();
     if (!entry.is_regular_file(ec)) continue;
     if (is_trace_file_name(name)) files.push_back(entry.path().string());
   }
   if (ec) fail(path, "cannot list the folder: " + ec.message());
-  if (files.empty()) fail(path, "no trace files (*.json, *.json.gz) in this folder");
+  if (files.empty())
+    fail(path,
+         "no trace files (*.json, *.json.gz) in this folder" +
+             (sub.empty() ? std::string() : " (folders inside are not read: give one, e.g. '" + sub + "')"));
   std::sort(files.begin(), files.end());
   return files;
 }

@@ -194,6 +194,28 @@ std::string csv_escape(const std::string& s) {
   return o + "\"";
 }
 
+std::string one_line(const std::string& s) {
+  std::string o;
+  o.reserve(s.size());
+  for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      o += "\\n";
+    } else if (c == '\r') {
+      o += "\\r";
+    } else if (c == '\t') {
+      o += "\\t";
+    } else if ((u < 0x20 && u != 0x1b) || u == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", u);
+      o += buf;
+    } else {
+      o += c;
+    }
+  }
+  return o;
+}
+
 std::string fmt(const char* format, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, format, v);

@@ -97,6 +97,10 @@ std::string html_escape(const std::string& s);
 /// (\n or \r), its quotes doubled. Throws nothing.
 std::string csv_escape(const std::string& s);
 
+/// `s` on one line: \n, \r and \t as those two characters, other control characters (but ESC,
+/// which starts a colour) as \xNN. Throws nothing.
+std::string one_line(const std::string& s);
+
 /// `v` printed with `format`, a printf format of one double ("%.1f"): a cell's text.
 std::string fmt(const char* format, double v);
 
