@@ -125,8 +125,7 @@ void check_before_engine(CommandLine& cl) {
   // Under ptune launch every rank would start the program's instances of its own.
   bool program = cl.config && cl.config->program.enabled();
   if (c == "sweep")  // its rows may name a program; the other commands run none of them
-    for (const auto& row : cl.config->sweep)
-      program = program || row.set.contains("program.command") || row.set.contains("program");
+    for (const auto& row : cl.config->sweep) program = program || row.names_program();
   if (program && system::world_size() > 1)
     throw ConfigError(
         "program.command: a program's rows are timed by one ptune sweep, not by ptune launch's " +

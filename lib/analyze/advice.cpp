@@ -68,11 +68,6 @@ std::string throughput_note(const Throughput& th) {
   return s;
 }
 
-/// "rank 3", or "process 4242" for a trace without distributedInfo.
-std::string who(const Breakdown& r) {
-  return r.rank ? "rank " + std::to_string(*r.rank) : "process " + std::to_string(r.host_pid);
-}
-
 /// The figures of the verdict's rank (the straggler the others wait for, else the slowest) that
 /// the rules read: its mean step's shares, in % of the step.
 struct Figures {
@@ -95,7 +90,7 @@ struct Figures {
     ptune_fp32 = !py && b.amp == std::optional<std::string>("off");
     amp_advised = ptune_fp32 && (b.has_gpu || b.bf16_native != std::optional<bool>(false));
     const bool straggler = a.straggler && a.straggler->slow;
-    rank = a.distributed ? "; " + who(b) + (straggler ? ", the straggler" : ", the slowest") : "";
+    rank = a.distributed ? "; " + b.who() + (straggler ? ", the straggler" : ", the slowest") : "";
   }
   double share(double us) const { return 100.0 * us / step; }
   /// The rule's next move for the trace's writer (PyTorch code or ptune config keys).
@@ -385,7 +380,7 @@ std::string slowest_rank(const Figures& f, const Verdict&) {
   char line[256];
   std::snprintf(line, sizeof line, " is the slowest: %.1f ms per step against %.1f ms on ", slow.mean().ms(),
                 fast.mean().ms());
-  return who(slow) + line + who(fast);
+  return slow.who() + line + fast.who();
 }
 
 /// Refuses the processes of `by_rank` without a rank (no distributedInfo) that did not run at the
@@ -426,6 +421,9 @@ std::string rank_text(const Trace& t) {
 /// processes, two world sizes, ranks beside processes without one. Throws DataError naming two of
 /// the files.
 void check_one_job(const std::string& path, const ByRank& by_rank) {
+  const std::string two_runs =
+      ": the traces of two runs, not the ranks of one; give each run's folder as its own argument to compare "
+      "them (ptune analyze A B)";
   const Trace* first = nullptr;    // the first file with a rank
   const Trace* no_rank = nullptr;  // the first without
   for (const auto& [key, group] : by_rank) {
@@ -439,16 +437,12 @@ void check_one_job(const std::string& path, const ByRank& by_rank) {
       if (m.host_pid != g.host_pid)
         throw DataError("'" + path + "': '" + g.path + "' and '" + m.path + "' are both " + rank_text(m) +
                         ", recorded by two processes (" + std::to_string(g.host_pid) + " and " +
-                        std::to_string(m.host_pid) +
-                        "): the traces of two runs, not the ranks of one; give each run's folder as its own "
-                        "argument to compare them (ptune analyze A B)");
+                        std::to_string(m.host_pid) + ")" + two_runs);
     }
     const Trace& m = group.front()->meta();
     if (first && m.world_size != first->world_size)
       throw DataError("'" + path + "': '" + first->path + "' is " + rank_text(*first) + " and '" + m.path +
-                      "' is " + rank_text(m) +
-                      ": the traces of two runs, not the ranks of one; give each run's folder as its own "
-                      "argument to compare them (ptune analyze A B)");
+                      "' is " + rank_text(m) + two_runs);
     first = first ? first : &m;
   }
   if (first && no_rank)

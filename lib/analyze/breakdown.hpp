@@ -115,10 +115,14 @@ struct Breakdown {
                                       // (one-time set-up: CUDA/cuDNN initialization, lazy loading)
   std::optional<int64_t> batch_size;  // from the input shapes of the first step's first batched operator
   std::optional<int64_t> schema_version;
-  bool cuda_graphs = false;    // kernels launched by cudaGraphLaunch
-  int64_t streams = 0;         // device streams with kernels
-  int64_t processes = 1;       // host processes with operators in the file(s)
-  int64_t host_pid = 0;        // the profiled process's pid (its files' host_pid)
+  bool cuda_graphs = false;  // kernels launched by cudaGraphLaunch
+  int64_t streams = 0;       // device streams with kernels
+  int64_t processes = 1;     // host processes with operators in the file(s)
+  int64_t host_pid = 0;      // the profiled process's pid (its files' host_pid)
+  /// "rank 3", or "process 4242" for a trace without distributedInfo.
+  std::string who() const {
+    return rank ? "rank " + std::to_string(*rank) : "process " + std::to_string(host_pid);
+  }
   int64_t skipped_events = 0;  // events its files' reader left out (Trace::skipped)
   // ProfilerStep#N ranges with nothing in them (no operator, loader range, kernel, copy or sync):
   // a profiler cycle's step cut short. Left out of `steps` where other steps hold work; where

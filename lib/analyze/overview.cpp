@@ -139,8 +139,7 @@ std::string straggler_html(const Analysis& a) {
   for (size_t i = 0; i < st.ranks.size(); ++i) {
     const auto& t = st.ranks[i];
     const auto& r = a.ranks[t.index];
-    const std::string name =
-        r.rank ? "rank " + std::to_string(*r.rank) : "process " + std::to_string(r.host_pid);
+    const std::string name = r.who();
     h.rows.push_back({{name, fmt("%.1f", t.step_us / 1000.0), fmt("%.1f", t.compute_us / 1000.0),
                        fmt("%.1f", t.input_us / 1000.0), fmt("%.1f", t.wait_us / 1000.0)},
                       false,
@@ -162,8 +161,7 @@ std::string ranks_svg(const Analysis& a) {
   for (size_t i = 0; i < a.ranks.size(); ++i) {
     const auto& r = a.ranks[i];
     const auto m = r.mean();
-    const std::string name =
-        r.rank ? "rank " + std::to_string(*r.rank) : "process " + std::to_string(r.host_pid);
+    const std::string name = r.who();
     (void)i;
     const double comm = m.comm_us, over = m.comm_overlap_us;
     os << "<g class=\"rank-bar\" data-rank=\"" << html_escape(name) << "\"><text x=\"" << kLabelW - 6

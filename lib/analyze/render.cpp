@@ -416,9 +416,8 @@ table::Table ranks_cells(const Analysis& a) {
     const RankTimes none;
     const RankTimes& times = timed ? a.straggler->ranks[i] : none;
     auto ms = [&](double us) { return timed ? fmt("%.1f", us / 1000.0) : std::string("-"); };
-    t.rows.push_back({r.rank ? "rank " + std::to_string(*r.rank) : "process " + std::to_string(r.host_pid),
-                      fmt("%.1f", m.ms()), ms(times.compute_us), ms(times.input_us), ms(times.wait_us),
-                      fmt("%.1f", m.end > 0 ? 100.0 * m.comm_us / m.end : 0.0),
+    t.rows.push_back({r.who(), fmt("%.1f", m.ms()), ms(times.compute_us), ms(times.input_us),
+                      ms(times.wait_us), fmt("%.1f", m.end > 0 ? 100.0 * m.comm_us / m.end : 0.0),
                       fmt("%.0f", m.comm_us > 0 ? 100.0 * m.comm_overlap_us / m.comm_us : 0.0)});
   }
   return t;
@@ -495,8 +494,7 @@ std::string terminal_ranks(const Analysis& a) {
   for (size_t i = 0; i < a.ranks.size(); ++i) {
     const auto& r = a.ranks[i];
     const auto m = r.mean();
-    out += "  " + (r.rank ? "rank " + std::to_string(*r.rank) : "process " + std::to_string(r.host_pid)) +
-           "  " + fmt("%.1f ms/step", m.ms());
+    out += "  " + r.who() + "  " + fmt("%.1f ms/step", m.ms());
     if (a.straggler && i < a.straggler->ranks.size()) {
       const auto& t = a.straggler->ranks[i];
       out += "  compute " + fmt("%.1f ms", t.compute_us / 1000.0) + "  input " +

@@ -9,10 +9,6 @@
 namespace ptune::analyze {
 namespace {
 
-std::string who(const Breakdown& r) {
-  return r.rank ? "rank " + std::to_string(*r.rank) : "process " + std::to_string(r.host_pid);
-}
-
 std::string ms(double us) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f ms", us / 1000.0);
@@ -100,7 +96,7 @@ Straggler find_straggler(const Analysis& a) {
   } else {
     because = why_compute(a, r, others, s);
   }
-  s.text = who(a.ranks[r.index]) + " is the straggler (" + s.why + "): the others wait " +
+  s.text = a.ranks[r.index].who() + " is the straggler (" + s.why + "): the others wait " +
            ms(others.wait_us) + " per step in collectives, it waits " + ms(r.wait_us) + "; " + because;
   return s;
 }

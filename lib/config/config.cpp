@@ -1010,9 +1010,9 @@ void validate(const ExperimentConfig& cfg, const std::string& where) {
     throw ConfigError(at + "data.image_size: " + std::to_string(cfg.data.image_size) +
                       " does not fit model.arch " + cfg.model.arch + ": " + why);
   if (cfg.program.enabled()) validate_program(cfg.program, at);
-  bool rows_name_one = false;  // a sweep row that names the program (its rows are checked as resolved)
-  for (const auto& row : cfg.sweep)
-    rows_name_one = rows_name_one || row.set.contains("program.command") || row.set.contains("program");
+  // A sweep row that names the program: its rows are checked as resolved.
+  const bool rows_name_one =
+      std::any_of(cfg.sweep.begin(), cfg.sweep.end(), [](const SweepRow& r) { return r.names_program(); });
   if (!cfg.program.enabled() && !rows_name_one) {  // the other program keys would be ignored: say so
     const ProgramConfig none;
     const ProgramConfig& p = cfg.program;

@@ -223,6 +223,8 @@ struct ProgramConfig {
 struct SweepRow {
   std::string name;                                               // label in the table
   nlohmann::ordered_json set = nlohmann::ordered_json::object();  // "path": value, cumulative
+  /// Whether the row names a program (sets program.command, or the program section).
+  bool names_program() const { return set.contains("program.command") || set.contains("program"); }
 };
 
 struct ExperimentConfig {

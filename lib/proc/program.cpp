@@ -544,13 +544,13 @@ std::vector<std::string> ProgramInstance::run_until_trace(const std::string& fol
 
 ProgramProfile profile_program(const config::ExperimentConfig& cfg, const std::string& out,
                                const measure::Progress& progress, const TraceName& is_trace) {
-  // A folder the trace cannot go to fails the row, as a pipeline row's unwritable trace does.
+  // A folder the trace cannot go to fails the row, as a pipeline row's unwritable trace does (a
+  // file in the way fails create_directories).
   std::error_code ec;
   std::filesystem::create_directories(out, ec);
   if (ec || ::access(out.c_str(), W_OK) != 0)
     throw WriteError("cannot write measure.out_dir '" + out +
                      "': " + (ec ? ec.message() : std::string(std::strerror(errno))));
-  files::prepare_folder(out, "measure.out_dir");
   // Absolute: the program may run in program.cwd.
   const std::string folder = std::filesystem::absolute(out, ec).lexically_normal().string();
   for (const auto& [path, size] : trace_files(folder, is_trace)) std::filesystem::remove(path, ec);

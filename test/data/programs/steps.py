@@ -52,6 +52,9 @@ extra = float(os.environ.get("EXTRA_MS", "0"))
 kids = [subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.sleep(0.05)"])
         for _ in range(a.children)]
 log = open(a.log, "a") if a.log else None
+if log:  # the group is known before the first step (an instance may be ended before it)
+    log.write(f"{os.getpid()} {os.getpgid(0)} {time.monotonic():.6f} {time.process_time():.6f}\n")
+    log.flush()
 print("starting", flush=False)
 time.sleep(a.startup_s)
 end = "\r" if a.cr else "\n"
