@@ -539,16 +539,20 @@ TEST_CASE("a program row's diagnosis is its trace's verdict where it has one", "
   ptune::config::ExperimentConfig cfg;
   cfg.program.command = {"python3", "train.py"};
   ptune::measure::Measurement m;
+  // Chosen by its kind, which the program names: the sweep and the search never ask which kind.
+  const ptune::measure::SideKind& program = ptune::tune::side_kind(cfg);
+  REQUIRE(program.name() == "program");
+  const ptune::system::CpuInfo cpu;
   m.cpu_cores_busy = 0.5;
   m.system_time_pct = 3;
   const size_t cores = ptune::system::allowed_cpus().size();
-  const std::string outside = ptune::measure::diagnose(m, cfg, {}, {}, false);
+  const std::string outside = program.diagnose(m, cfg, {}, cpu);
   const std::string seen = "(0.5 of " + std::to_string(cores) + " cores busy, system time 3% of the step)";
   CHECK(outside.rfind((cores >= 2 ? "the CPU mostly idle " : "CPU-bound ") + seen, 0) == 0);
   m.trace_verdict =
       "input-bound (46% of the step in `enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__`): "
       "DataLoader(num_workers=4)";
-  CHECK(ptune::measure::diagnose(m, cfg, {}, {}, false) == m.trace_verdict + " (ptune analyze on its trace)");
+  CHECK(program.diagnose(m, cfg, {}, cpu) == m.trace_verdict + " (ptune analyze on its trace)");
   // What a trace cannot show (time in the kernel, page faults) is added from outside.
   m.system_time_pct = 27;
   m.page_faults_per_step = 13728;
@@ -556,19 +560,19 @@ TEST_CASE("a program row's diagnosis is its trace's verdict where it has one", "
       "allocator-bound (27% of the step in the kernel, 13728 page faults a step: glibc's malloc gives large "
       "blocks "
       "back and the next step faults them in again): process.allocator jemalloc, tcmalloc or glibc_tuned";
-  CHECK(ptune::measure::diagnose(m, cfg, {}, {}, false) ==
+  CHECK(program.diagnose(m, cfg, {}, cpu) ==
         m.trace_verdict + " (ptune analyze on its trace); from outside, " + alloc);
   m.trace_verdict.clear();
-  CHECK(ptune::measure::diagnose(m, cfg, {}, {}, false) == alloc);
+  CHECK(program.diagnose(m, cfg, {}, cpu) == alloc);
   // On a GPU (NVML's view of its processes): below the launch-bound rule's threshold the GPU waits
   // on the host; at or above it the program is GPU-bound.
   m.system_time_pct = 3;
   m.gpu_busy_pct = 69.4;
-  CHECK(ptune::measure::diagnose(m, cfg, {}, {}, false)
+  CHECK(program.diagnose(m, cfg, {}, cpu)
             .rfind("the GPU idle much of the step (GPU busy 69% for its processes, 0.5 CPU cores busy): ",
                    0) == 0);
   m.gpu_busy_pct = 70;
-  CHECK(ptune::measure::diagnose(m, cfg, {}, {}, false)
+  CHECK(program.diagnose(m, cfg, {}, cpu)
             .rfind("GPU-bound (GPU busy 70% for its processes, 0.5 CPU cores busy): ", 0) == 0);
 }
 

@@ -15,6 +15,7 @@
 #include "core/errors.hpp"
 #include "system/process.hpp"
 #include "test_util.hpp"
+#include "tune/sweep.hpp"
 #include "tune/tuner.hpp"
 
 using ptune::config::ExperimentConfig;
@@ -677,4 +678,90 @@ TEST_CASE("ptune tune usage errors exit 2", "[tune][e2e]") {
   CHECK(
       f.err ==
       "ptune: error: --format: unknown format 'jsno', did you mean 'json'? allowed: table, json, csv, md\n");
+}
+
+namespace {
+
+/// A kind of side of the test's own, registered for one sweep: its sides' steps take
+/// 10 ms / (1 + loader.num_workers), with no clock and no pipeline.
+class WorkersKind : public ptune::measure::SideKind {
+ public:
+  struct Side : ptune::measure::RowSide {
+    Side(const ptune::config::ExperimentConfig& cfg, std::vector<std::string>& log)
+        : ms(10.0 / static_cast<double>(1 + cfg.loader.num_workers)) {
+      log.push_back("start " + std::to_string(cfg.loader.num_workers));
+    }
+    double window(const ptune::measure::Deadline&) override {
+      windows.push_back(ms * (1.0 + 0.001 * static_cast<double>(windows.size() % 3)));
+      return windows.back();
+    }
+    int64_t steps_per_window() const override { return 5; }
+    double samples_per_step() const override { return 32; }
+    ptune::measure::Measurement result(size_t first, size_t count) override {
+      ptune::measure::Measurement m;
+      m.batch_size = 32;
+      const auto begin = windows.begin() + static_cast<std::ptrdiff_t>(first);
+      const auto end = begin + static_cast<std::ptrdiff_t>(std::min(count, windows.size() - first));
+      ptune::measure::set_windows(m, std::vector<double>(begin, end), 1);
+      return m;
+    }
+    void set_progress(const ptune::measure::Progress&, int64_t) override {}
+    double ms;
+    std::vector<double> windows;
+  };
+  mutable std::vector<std::string> log;
+  std::string name() const override { return "workers"; }
+  bool matches(const ptune::config::ExperimentConfig& cfg) const override {
+    return cfg.name == "a-kind-of-its-own";
+  }
+  std::string arch(const ptune::config::ExperimentConfig&) const override { return "workers"; }
+  bool needs_processes(const ptune::config::ExperimentConfig&) const override { return false; }
+  std::unique_ptr<ptune::measure::RowSide> start_here(const ptune::config::ExperimentConfig& cfg,
+                                                      const ptune::measure::Progress&,
+                                                      const ptune::measure::Deadline&) const override {
+    return std::make_unique<Side>(cfg, log);
+  }
+  std::unique_ptr<ptune::measure::RowSide> start_process(const ptune::config::ExperimentConfig& cfg,
+                                                         const ptune::measure::Progress& p,
+                                                         const ptune::measure::Deadline& d) const override {
+    return start_here(cfg, p, d);
+  }
+  double samples_per_step(const ptune::config::ExperimentConfig&) const override { return 32; }
+  int64_t ranks(const ptune::config::ExperimentConfig&) const override { return 1; }
+  std::string processes_name() const override { return "this row's sides"; }
+  bool startup_in_auto_budget() const override { return true; }
+  bool restarts_processes_when_out_of_memory() const override { return false; }
+  std::string restarted_note() const override { return ""; }
+  std::string diagnose(const ptune::measure::Measurement&, const ptune::config::ExperimentConfig& cfg,
+                       const std::vector<ptune::measure::Tried>&,
+                       const ptune::system::CpuInfo&) const override {
+    return "workers-bound: " + std::to_string(cfg.loader.num_workers) + " workers";
+  }
+  bool wants_profile(const ptune::config::ExperimentConfig&) const override { return false; }
+  void profile(ptune::measure::Measurement&, const ptune::config::ExperimentConfig&,
+               const ptune::measure::TraceTarget&, const ptune::measure::Progress&) const override {}
+};
+
+}  // namespace
+
+TEST_CASE("a kind of side added in one file: the sweep times, compares and diagnoses its rows", "[tune]") {
+  WorkersKind kind;
+  const ptune::tune::ExtraSideKind registered(kind);
+  ExperimentConfig cfg;
+  cfg.name = "a-kind-of-its-own";
+  cfg.device = "cpu";
+  cfg.measure.repeats = 3;
+  cfg.measure.max_s = 10;
+  cfg.sweep = {{"baseline", nlohmann::ordered_json::object()},
+               {"one worker", nlohmann::ordered_json{{"loader.num_workers", 1}}}};
+  CHECK(&ptune::tune::side_kind(cfg) == &kind);
+  ptune::report::Results out;
+  ptune::tune::run_sweep(cfg, {}, out);
+  REQUIRE(out.rows.size() == 2);
+  CHECK(out.rows[0].arch == "workers");
+  CHECK(out.rows[1].speedup_vs_prev == Approx(2.0).epsilon(0.01));
+  CHECK(out.rows[1].verdict_prev == "faster");
+  CHECK(out.rows[1].diagnosis == "workers-bound: 1 workers");
+  // The first row's side was kept warm and compared with the second: one start each.
+  CHECK(kind.log == std::vector<std::string>{"start 0", "start 1"});
 }

@@ -12,6 +12,7 @@
 
 #include "config/config.hpp"
 #include "measure/measurement.hpp"
+#include "measure/side_kind.hpp"
 #include "system/load.hpp"
 
 namespace ptune::bench {
@@ -24,11 +25,7 @@ struct ProfileResult {
 };
 
 /// Where profile() writes a row's trace, and what the trace says about the row.
-struct TraceTarget {
-  std::string folder;  // the row's folder (every rank writes its trace there); "": no trace
-  std::string row;     // the row's name ("ptune" metadata)
-  nlohmann::ordered_json changes = nlohmann::ordered_json::object();  // the row's overrides
-};
+using TraceTarget = measure::TraceTarget;
 
 /// The trace's "ptune" metadata (JSON text), which tells ptune's traces from others: {"version",
 /// "experiment", "row", "changes", "mode", "device" (the device the rank ran on, e.g. "cuda:0"),

@@ -174,6 +174,11 @@ std::string program_verdict(const Measurement& m, const config::ExperimentConfig
 
 }  // namespace
 
+std::string diagnose_program(const Measurement& m, const config::ExperimentConfig& cfg,
+                             const std::vector<Tried>& tried, const DiagnosisThresholds& t) {
+  return program_verdict(m, cfg, tried, t);
+}
+
 std::string diagnose(const Measurement& m, const config::ExperimentConfig& cfg,
                      const std::vector<Tried>& tried, const DiagnosisThresholds& t,
                      std::optional<bool> cpu_bf16) {
@@ -194,7 +199,6 @@ std::string diagnose(const Measurement& m, const config::ExperimentConfig& cfg,
   if (mode == config::Mode::kData) return "input pipeline alone: the ceiling the loader sets on training";
   if (mode == config::Mode::kSynthetic)
     return "model alone (one batch on the device): the ceiling compute sets";
-  if (cfg.program.enabled()) return program_verdict(m, cfg, tried, t);
   const bool cuda = m.device_mem_bytes.has_value();
   const Measurement::StepSplit split = m.split.value_or(Measurement::StepSplit{});
   if (split.data_wait_pct >= t.input_bound_pct) {

@@ -37,7 +37,7 @@ struct Tried {
   bool trial = false;            // a trial of `ptune tune` (named without an index), not a sweep row
 };
 
-/// The verdict for a measurement taken with `cfg`, e.g.
+/// The verdict for a measurement of ptune's own pipeline taken with `cfg`, e.g.
 /// "input-bound (62% waiting for data): raise loader.num_workers (now 0)". A move that `tried`
 /// shows measured as within noise or slower on this machine is not recommended: the verdict
 /// names that row and goes on to the next move of the rule ("optim.amp measured within noise
@@ -53,6 +53,14 @@ std::string diagnose(const Measurement& m, const config::ExperimentConfig& cfg,
 std::string diagnose(const Measurement& m, const config::ExperimentConfig& cfg,
                      const std::vector<Tried>& tried = {}, const DiagnosisThresholds& t = {},
                      std::optional<bool> cpu_bf16 = std::nullopt);
+
+/// The verdict for a row of the user's own program (config's `program`): `ptune analyze`'s on the
+/// trace it wrote (measure.profile, Measurement::trace_verdict), with the allocator rule's finding
+/// from outside where it fires (a trace does not show page faults); or else from outside its
+/// processes: the allocator rule, its processes' GPU busy share (NVML) where known, or how many of
+/// the cores it may use its process tree kept busy, its system time and its memory. Throws nothing.
+std::string diagnose_program(const Measurement& m, const config::ExperimentConfig& cfg,
+                             const std::vector<Tried>& tried = {}, const DiagnosisThresholds& t = {});
 
 /// The peak rule's thresholds, % of the machine's peak in the row's precision (bench/peak.hpp).
 inline constexpr double kNearPeakPct = 60;     // at or above: the next gains from settings are small

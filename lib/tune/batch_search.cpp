@@ -12,6 +12,7 @@
 #include "runtime/cuda_support.hpp"
 #include "runtime/device.hpp"
 #include "tune/search.hpp"
+#include "tune/sweep.hpp"
 #include "tune/tuner.hpp"
 
 namespace ptune::tune {
@@ -161,7 +162,7 @@ class BatchSearch {
                                 fmt("%.0f", 100.0 * static_cast<double>(*t.m->peak_mem_bytes) /
                                                 static_cast<double>(total_)) +
                                 "% of the device)"
-                          : measure::diagnose(*t.m, c, {}, {}, runtime::cpu_info());
+                          : side_kind(c).diagnose(*t.m, c, {}, runtime::cpu_info());
     res_.table.rows.push_back(std::move(row));
     report::compute_speedups(res_.table.rows);
     if (report::Row& last = res_.table.rows.back(); last.m)

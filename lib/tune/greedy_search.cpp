@@ -12,6 +12,7 @@
 #include "runtime/device.hpp"
 #include "system/process.hpp"
 #include "tune/search.hpp"
+#include "tune/sweep.hpp"
 #include "tune/tuner.hpp"
 
 namespace ptune::tune {
@@ -238,9 +239,9 @@ class GreedySearch {
     for (size_t k = 0; k < res_.path.rows.size() && k < path_cfgs_.size(); ++k) {
       report::Row& row = res_.path.rows[k];
       if (!row.m) continue;
-      row.diagnosis =
-          measure::with_peak(measure::diagnose(*row.m, path_cfgs_[k], tried, {}, runtime::cpu_info()),
-                             report::pct_of_peak(row), row.m->peak_precision);
+      row.diagnosis = measure::with_peak(
+          side_kind(path_cfgs_[k]).diagnose(*row.m, path_cfgs_[k], tried, runtime::cpu_info()),
+          report::pct_of_peak(row), row.m->peak_precision);
     }
   }
 
@@ -358,7 +359,7 @@ class GreedySearch {
     row.prev_ms = t.prev_ms;
     row.prev_process = t.prev_process;
     row.rule = measure::noise_rule(c);
-    row.diagnosis = measure::diagnose(*t.m, c, {}, {}, runtime::cpu_info());
+    row.diagnosis = side_kind(c).diagnose(*t.m, c, {}, runtime::cpu_info());
     res_.path.rows.push_back(std::move(row));
     path_cfgs_.push_back(c);
     report::compute_speedups(res_.path.rows);

@@ -1,83 +1,93 @@
 #include "tune/sides.hpp"
 
-#include <memory>
+#include <algorithm>
 #include <utility>
 #include <vector>
 
 #include "bench/bench.hpp"
-#include "bench/child_side.hpp"
+#include "core/errors.hpp"
 #include "dist/group.hpp"
-#include "measure/schedule.hpp"
-#include "proc/program.hpp"
+#include "measure/timing.hpp"
 #include "runtime/cuda_support.hpp"
-#include "system/load.hpp"
-#include "system/process.hpp"
+#include "tune/tuner.hpp"
 
 namespace ptune::tune {
+namespace {
 
-std::unique_ptr<measure::RowSide> make_side(const config::ExperimentConfig& cfg,
-                                            const measure::Progress& progress,
-                                            const measure::Deadline& deadline) {
-  if (cfg.program.enabled()) return std::make_unique<proc::ProgramInstance>(cfg, progress, deadline);
-  return std::make_unique<bench::Bench>(cfg, progress, deadline);
+/// The table of kinds, asked in order: the first that matches a config is its kind. The last one
+/// matches every config.
+std::vector<const measure::SideKind*>& kinds() {
+  static std::vector<const measure::SideKind*> table = {&program_kind(), &pipeline_kind()};
+  return table;
 }
 
-std::unique_ptr<measure::RowSide> start_process(const config::ExperimentConfig& cfg,
-                                                const measure::Progress& progress,
-                                                const measure::Deadline& deadline) {
-  if (cfg.program.enabled()) return std::make_unique<proc::ProgramInstance>(cfg, progress, deadline);
-  return std::make_unique<bench::ChildSide>(cfg, progress, deadline);
-}
-
-RowProcesses start_row_processes(const config::ExperimentConfig* prev, const config::ExperimentConfig& cfg,
-                                 int64_t count, const measure::Progress& prev_progress,
-                                 const measure::Progress& progress, const measure::Deadline& deadline) {
-  std::vector<std::unique_ptr<measure::RowSide>> a, b;
-  auto start = [&](bool row_side) {
-    auto child =
-        row_side ? start_process(cfg, progress, deadline) : start_process(*prev, prev_progress, deadline);
-    child->pause();
-    (row_side ? b : a).push_back(std::move(child));
-  };
-  for (int64_t i = 0; i < count; ++i) {
-    // A B, then B A: neither side has the earlier starts.
-    const bool prev_first = prev && i % 2 == 0;
-    if (prev_first) start(false);
-    start(true);
-    if (prev && !prev_first) start(false);
+class TorchRowContext : public measure::RowContext {
+ public:
+  std::function<double(double)> rank_max(const config::ExperimentConfig& cfg) const override {
+    return bench::rank_max(cfg);
   }
-  RowProcesses r;
-  if (prev) r.prev = std::make_unique<measure::ProcessGroup>(std::move(a), false);
-  r.row = std::make_unique<measure::ProcessGroup>(std::move(b), true);
-  return r;
+  int gpu(const config::ExperimentConfig& cfg) const override {
+    const c10::Device device = dist::rank_device(cfg.device);
+    return device.is_cuda() ? device.index() : -1;
+  }
+  std::string gpu_uuid(int gpu) const override { return runtime::cuda::device_uuid(gpu); }
+  system::LoadReport agreed_load(system::LoadSampler& load, int gpu,
+                                 const config::ExperimentConfig& cfg) const override {
+    return bench::agreed_load(load, gpu, cfg);
+  }
+  bool is_out_of_memory(const std::exception& e) const override { return tune::is_out_of_memory(e); }
+  void free_device_memory() const override { runtime::cuda::empty_cache(); }
+};
+
+/// The progress of the other side of a comparison: its windows count as the row's pairs, so
+/// progress speaks of the row, but an interruption stops them too.
+measure::Progress interruption_only(const std::atomic<bool>* interrupted) {
+  return [interrupted](const std::string&, int64_t, int64_t) {
+    if (interrupted && interrupted->load()) throw Interrupted();
+  };
+}
+
+}  // namespace
+
+const measure::SideKind& side_kind(const config::ExperimentConfig& cfg) {
+  for (const measure::SideKind* k : kinds())
+    if (k->matches(cfg)) return *k;
+  return pipeline_kind();
+}
+
+ExtraSideKind::ExtraSideKind(const measure::SideKind& kind) : kind_(&kind) {
+  kinds().insert(kinds().begin(), kind_);
+}
+
+ExtraSideKind::~ExtraSideKind() {
+  auto& table = kinds();
+  table.erase(std::remove(table.begin(), table.end(), kind_), table.end());
+}
+
+const measure::RowContext& row_context() {
+  static const TorchRowContext context;
+  return context;
 }
 
 measure::Measurement measure_row(const config::ExperimentConfig& cfg, const measure::Progress& progress) {
-  measure::WindowPlan plan =
-      measure::window_plan(cfg, bench::rank_max(cfg));  // the deadline counts the pipeline's construction
-  const c10::Device device = dist::rank_device(cfg.device);
-  const int gpu = device.is_cuda() ? device.index() : -1;
-  system::LoadSampler load;  // from the row's start, as a sweep's row (time_row)
-  load.start(gpu, gpu >= 0 ? runtime::cuda::device_uuid(gpu) : "");
-  // Process settings: the row's pipeline in measure.processes child processes started with them.
-  std::unique_ptr<measure::RowSide> side;
-  if (!system::default_process(cfg.process) || cfg.program.enabled()) {
-    side =
-        std::move(start_row_processes(nullptr, cfg, cfg.measure.processes, {}, progress, plan.deadline).row);
-    plan = measure::in_processes(plan, cfg.measure.processes);
-  } else {
-    side = make_side(cfg, progress, plan.deadline);
-  }
-  side->set_progress(progress, plan.min_pairs);
-  const measure::AloneRun run = measure::measure_alone(*side, plan);
-  measure::Measurement m = side->result(static_cast<size_t>(run.transient), run.ms.size());
-  m.transient_windows = run.transient;
-  for (auto& n : measure::run_notes(run.transient, run.ms.size(), run.stop, plan, false))
-    m.notes.push_back(std::move(n));
-  m.load = bench::agreed_load(load, gpu, cfg);
-  if (side->processes() > 0)
-    m.notes.push_back("measured in processes of its own: " + side->process_description());
-  return m;
+  const measure::SideKind& kind = side_kind(cfg);
+  measure::RowTiming t;
+  t.row = {&cfg, &kind};
+  t.in_processes = kind.needs_processes(cfg);
+  t.progress = progress;
+  return std::move(*measure::time_row(t, row_context()).m);
+}
+
+PairedTiming time_in_processes(const config::ExperimentConfig& prev, const config::ExperimentConfig& cfg,
+                               const std::atomic<bool>* interrupted) {
+  measure::RowTiming t;
+  t.row = {&cfg, &side_kind(cfg)};
+  t.prev = {&prev, &side_kind(prev)};
+  t.in_processes = true;
+  t.progress = interruption_only(interrupted);
+  t.prev_progress = t.progress;
+  measure::TimedRow r = measure::time_row(t, row_context());
+  return {std::move(*r.m), std::move(r.prev_ms), std::move(r.prev_process)};
 }
 
 }  // namespace ptune::tune

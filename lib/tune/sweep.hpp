@@ -8,8 +8,6 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "bench/bench.hpp"
-#include "measure/schedule.hpp"
 #include "report/results.hpp"
 
 namespace ptune::tune {
@@ -44,20 +42,5 @@ report::Environment environment(const config::ExperimentConfig& cfg);
 /// CUDA-graph row that fell back to eager steps: "eager fallback: ..."). On interruption, `out`
 /// holds the finished rows and Interrupted is thrown.
 void run_sweep(const config::ExperimentConfig& cfg, const SweepOptions& options, report::Results& out);
-
-/// One configuration timed against another in alternating windows, both in child processes.
-struct PairedTiming {
-  measure::Measurement m;         // the second configuration's, with the notes its sweep row gets
-  std::vector<double> prev_ms;    // the first's windows (ms/step), paired with m.repeat_ms
-  std::vector<int> prev_process;  // the process each of prev_ms ran in
-};
-
-/// Times `cfg` against `prev` as a sweep times the rows of a sweep with process-level settings:
-/// each in measure.processes fresh child processes started with its own process settings, their
-/// windows alternating, within `cfg`'s measure.max_s. `interrupted` (may be null), once set,
-/// stops it with ptune::Interrupted. Throws ConfigError for settings this machine cannot start,
-/// and what a child reports.
-PairedTiming time_in_processes(const config::ExperimentConfig& prev, const config::ExperimentConfig& cfg,
-                               const std::atomic<bool>* interrupted);
 
 }  // namespace ptune::tune

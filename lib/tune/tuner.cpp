@@ -7,7 +7,6 @@
 
 #include <c10/util/Exception.h>
 
-#include "bench/child_side.hpp"
 #include "core/errors.hpp"
 #include "core/table.hpp"
 #include "report/changes.hpp"
@@ -42,7 +41,7 @@ MeasureFn default_measure(const measure::Progress& progress) {
   // What the copies of the function share: whether the primer ran, and its companion.
   struct Primed {
     bool done = false;
-    std::unique_ptr<bench::Bench> companion;
+    std::unique_ptr<measure::RowSide> companion;
   };
   auto primed = std::make_shared<Primed>();
   return [progress, primed](const config::ExperimentConfig& cfg) {
@@ -57,7 +56,7 @@ MeasureFn default_measure(const measure::Progress& progress) {
     // memory would count against a trial's (the batch-size search).
     if (!primed->done) {
       primed->done = true;
-      primed->companion = bench::prime(cfg, progress);
+      primed->companion = side_kind(cfg).prime(cfg, progress);
     }
     // Each trial's pipeline on pages no earlier trial used (the memory they freed handed back),
     // as a sweep's rows are.

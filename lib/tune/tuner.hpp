@@ -18,10 +18,9 @@
 #include <nlohmann/json.hpp>
 
 #include "config/config.hpp"
-#include "bench/bench.hpp"
 #include "measure/schedule.hpp"
 #include "report/results.hpp"
-#include "tune/sweep.hpp"
+#include "tune/sides.hpp"
 
 namespace ptune::tune {
 

@@ -1,0 +1,242 @@
+// The one timing path (measure/timing.hpp) with a kind of side of the test's own, without LibTorch:
+// a new kind of side is this one file (FakeKind), and the timing path, the notes and the
+// comparison take it as they take ptune's pipeline or the user's program.
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+#include "core/stats.hpp"
+#include "measure/side_kind.hpp"
+#include "measure/timing.hpp"
+
+namespace {
+
+using ptune::config::ExperimentConfig;
+using ptune::measure::Deadline;
+using ptune::measure::Measurement;
+using ptune::measure::Progress;
+using ptune::measure::RowSide;
+
+/// What the fake kind's sides did, in order: "start A0", "window B1", "end A0", ...
+struct Log {
+  std::vector<std::string> events;
+  int alive = 0;       // sides alive now
+  int most_alive = 0;  // the most alive at once
+};
+
+/// One process of a fake side: its windows take `ms` (config name "A" or "B", its process index
+/// adding a process effect, a window index a small wobble) without any clock.
+class FakeSide : public RowSide {
+ public:
+  FakeSide(const ExperimentConfig& cfg, int process, Log& log)
+      : name_(cfg.name + std::to_string(process)),
+        base_ms_(cfg.name == "B" ? 12.0 : 10.0),
+        process_(process),
+        log_(log) {
+    log_.events.push_back("start " + name_);
+    log_.most_alive = std::max(log_.most_alive, ++log_.alive);
+  }
+  ~FakeSide() override {
+    log_.events.push_back("end " + name_);
+    --log_.alive;
+  }
+  double window(const Deadline&) override {
+    const double ms = base_ms_ * (1.0 + 0.01 * process_) * (1.0 + 0.002 * ((windows_.size() % 3) - 1.0));
+    windows_.push_back(ms);
+    return ms;
+  }
+  int64_t steps_per_window() const override { return 5; }
+  double samples_per_step() const override { return 8; }
+  size_t processes() const override { return 1; }
+  std::string process_description() const override { return "a fake process"; }
+  Measurement result(size_t first, size_t count) override {
+    if (first >= windows_.size()) throw std::runtime_error("no window was timed");
+    Measurement m;
+    m.batch_size = 8;
+    const auto begin = windows_.begin() + static_cast<std::ptrdiff_t>(first);
+    const auto end = begin + static_cast<std::ptrdiff_t>(std::min(count, windows_.size() - first));
+    ptune::measure::set_windows(m, std::vector<double>(begin, end), 1);
+    return m;
+  }
+  void set_progress(const Progress&, int64_t) override {}
+
+ private:
+  std::string name_;
+  double base_ms_;
+  int process_;
+  Log& log_;
+  std::vector<double> windows_;
+};
+
+/// A kind of side of the test's own. `oom_beside` makes a side of "B" fail with an allocation
+/// error while another side is alive (two that do not fit in memory at once).
+class FakeKind : public ptune::measure::SideKind {
+ public:
+  explicit FakeKind(Log& log) : log_(log) {}
+  bool oom_beside = false;
+  std::string name() const override { return "fake"; }
+  bool matches(const ExperimentConfig&) const override { return true; }
+  std::string arch(const ExperimentConfig&) const override { return "fake"; }
+  bool needs_processes(const ExperimentConfig&) const override { return false; }
+  std::unique_ptr<RowSide> start_here(const ExperimentConfig& cfg, const Progress&,
+                                      const Deadline&) const override {
+    if (oom_beside && cfg.name == "B" && log_.alive > 0) throw std::runtime_error("fake: out of memory");
+    return std::make_unique<FakeSide>(cfg, 0, log_);
+  }
+  std::unique_ptr<RowSide> start_process(const ExperimentConfig& cfg, const Progress&,
+                                         const Deadline&) const override {
+    return std::make_unique<FakeSide>(cfg, processes_[cfg.name]++, log_);
+  }
+  double samples_per_step(const ExperimentConfig&) const override { return 8; }
+  int64_t ranks(const ExperimentConfig&) const override { return 1; }
+  std::string processes_name() const override { return "this row's fakes"; }
+  bool startup_in_auto_budget() const override { return true; }
+  bool restarts_processes_when_out_of_memory() const override { return false; }
+  std::string restarted_note() const override { return "restarted"; }
+  std::string diagnose(const Measurement&, const ExperimentConfig&, const std::vector<ptune::measure::Tried>&,
+                       const ptune::system::CpuInfo&) const override {
+    return "fake";
+  }
+  bool wants_profile(const ExperimentConfig&) const override { return false; }
+  void profile(Measurement&, const ExperimentConfig&, const ptune::measure::TraceTarget&,
+               const Progress&) const override {}
+
+ private:
+  Log& log_;
+  mutable std::map<std::string, int> processes_;
+};
+
+/// One process, no GPU, an allocation error told by its message.
+class FakeContext : public ptune::measure::RowContext {
+ public:
+  std::function<double(double)> rank_max(const ExperimentConfig&) const override { return {}; }
+  int gpu(const ExperimentConfig&) const override { return -1; }
+  std::string gpu_uuid(int) const override { return ""; }
+  ptune::system::LoadReport agreed_load(ptune::system::LoadSampler& load, int gpu,
+                                        const ExperimentConfig&) const override {
+    return load.stop(gpu);
+  }
+  bool is_out_of_memory(const std::exception& e) const override {
+    return std::string(e.what()).find("out of memory") != std::string::npos;
+  }
+  void free_device_memory() const override {}
+};
+
+ExperimentConfig config(const std::string& name) {
+  ExperimentConfig cfg;
+  cfg.name = name;
+  cfg.measure.steps = 5;
+  cfg.measure.repeats = 3;
+  cfg.measure.max_s = 5;
+  cfg.measure.processes = 2;
+  return cfg;
+}
+
+bool has_note(const Measurement& m, const std::string& start) {
+  for (const auto& n : m.notes)
+    if (n.rfind(start, 0) == 0) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("timing path: a row alone, in this process", "[timing]") {
+  Log log;
+  FakeKind kind(log);
+  const ExperimentConfig a = config("A");
+  ptune::measure::RowTiming t;
+  t.row = {&a, &kind};
+  ptune::measure::TimedRow r = ptune::measure::time_row(t, FakeContext());
+  REQUIRE(r.m);
+  CHECK(r.m->ms_per_step == Approx(10.0).epsilon(0.01));
+  CHECK(r.prev_ms.empty());
+  CHECK_FALSE(r.restarted);
+  REQUIRE(r.side);  // kept for the next row
+  CHECK(log.events.front() == "start A0");
+  CHECK(log.alive == 1);
+}
+
+TEST_CASE("timing path: a trial against fresh processes, started in turn", "[timing]") {
+  Log log;
+  FakeKind kind(log);
+  const ExperimentConfig a = config("A"), b = config("B");
+  ptune::measure::RowTiming t;
+  t.row = {&b, &kind};
+  t.prev = {&a, &kind};
+  t.in_processes = true;
+  ptune::measure::TimedRow r = ptune::measure::time_row(t, FakeContext());
+  REQUIRE(r.m);
+  // A B, then B A: neither side has the earlier starts.
+  const std::vector<std::string> starts(log.events.begin(), log.events.begin() + 4);
+  CHECK(starts == std::vector<std::string>{"start A0", "start B0", "start B1", "start A1"});
+  CHECK(r.prev_ms.size() == r.m->repeat_ms.size());
+  CHECK(r.prev_process.size() == r.prev_ms.size());
+  CHECK(has_note(*r.m,
+                 "this row's fakes: 2 processes started alike, timed in turn; the first: a fake process"));
+  CHECK(has_note(*r.m, "timed against 2 fresh processes of the settings of the row it is compared with"));
+  // The speedup of B over A (12 ms against 10): slower.
+  CHECK(r.m->ms_per_step / ptune::stats::median(r.prev_ms) == Approx(1.2).epsilon(0.02));
+  // prev's fresh processes are ended with the timing; the row's are kept.
+  CHECK(log.alive == 2);
+}
+
+TEST_CASE("timing path: a row against the previous row's processes, kept warm", "[timing]") {
+  Log log;
+  FakeKind kind(log);
+  const ExperimentConfig a = config("A"), b = config("B");
+  ptune::measure::RowTiming first;
+  first.row = {&a, &kind};
+  first.in_processes = true;
+  ptune::measure::TimedRow ra = ptune::measure::time_row(first, FakeContext());
+  REQUIRE(ra.side);
+  const size_t started = log.events.size();
+  ptune::measure::RowTiming t;
+  t.row = {&b, &kind};
+  t.prev = {&a, &kind};
+  t.kept = ra.side.get();
+  t.in_processes = true;
+  ptune::measure::TimedRow r = ptune::measure::time_row(t, FakeContext());
+  REQUIRE(r.m);
+  // Only the row's own processes started: A's were kept.
+  const std::vector<std::string> starts(log.events.begin() + static_cast<std::ptrdiff_t>(started),
+                                        log.events.begin() + static_cast<std::ptrdiff_t>(started) + 2);
+  CHECK(starts == std::vector<std::string>{"start B0", "start B1"});
+  CHECK(log.events.size() == started + 2);
+  CHECK(has_note(*r.m,
+                 "timed against the 2 processes of the row it is compared with, kept warm since that row"));
+}
+
+TEST_CASE("timing path: two sides that do not fit in memory together are started afresh every window",
+          "[timing]") {
+  Log log;
+  FakeKind kind(log);
+  kind.oom_beside = true;
+  const ExperimentConfig a = config("A"), b = config("B");
+  ptune::measure::RowTiming first;
+  first.row = {&a, &kind};
+  ptune::measure::TimedRow ra = ptune::measure::time_row(first, FakeContext());
+  ptune::measure::RowTiming t;
+  t.row = {&b, &kind};
+  t.prev = {&a, &kind};
+  t.kept = ra.side.get();
+  bool released = false;
+  t.release = [&] {
+    released = true;
+    ra.side.reset();
+  };
+  ptune::measure::TimedRow r = ptune::measure::time_row(t, FakeContext());
+  REQUIRE(r.m);
+  CHECK(released);
+  CHECK(r.restarted);
+  CHECK_FALSE(r.side);
+  CHECK(log.most_alive == 1);  // the row never started beside the previous side: one at a time
+  CHECK(r.prev_ms.size() == r.m->repeat_ms.size());
+  CHECK(r.m->ms_per_step / ptune::stats::median(r.prev_ms) == Approx(1.2).epsilon(0.02));
+}
