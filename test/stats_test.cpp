@@ -15,6 +15,7 @@
 #include "measure/diagnosis.hpp"
 #include "measure/deadline.hpp"
 #include "measure/measurement.hpp"
+#include "measure/process_group.hpp"
 #include "measure/schedule.hpp"
 #include "measure/side.hpp"
 #include "core/stats.hpp"
@@ -809,4 +810,92 @@ TEST_CASE("a row out of time stops between pairs, drops an unpaired window and s
       'S', one_log, [](size_t) { return 400.0; }, &now);
   CHECK(measure_alone(one, plan).ms.size() == 1);
   CHECK(one_log == "S");
+}
+
+namespace {
+/// One process of a ProcessGroup: its k-th window takes ms[k]; its result over its own windows
+/// carries `figures`, and the note on its windows cut short where figures.short_windows says so.
+struct FakeProcess : ptune::measure::RowSide {
+  FakeProcess(std::vector<double> ms, Measurement figures) : ms(std::move(ms)), figures(std::move(figures)) {}
+  double window(const ptune::measure::Deadline&) override { return ms.at(timed++); }
+  Measurement result(size_t first, size_t count) override {
+    asked.emplace_back(first, count);
+    Measurement m = figures;
+    m.repeat_ms.assign(ms.begin() + static_cast<std::ptrdiff_t>(first),
+                       ms.begin() + static_cast<std::ptrdiff_t>(first + count));
+    if (m.short_windows > 0) m.notes.push_back(short_windows_note(m.short_windows, count, m.steps));
+    return m;
+  }
+  void set_progress(const Progress&, int64_t) override {}
+  std::vector<double> ms;
+  Measurement figures;
+  size_t timed = 0;
+  std::vector<std::pair<size_t, size_t>> asked;  // each result() asked for: (first, count)
+};
+}  // namespace
+
+TEST_CASE("a group's result merges its processes' own over their windows among those asked for", "[stats]") {
+  Measurement f0, f1, f2;
+  f0.steps = f1.steps = f2.steps = 10;
+  f0.split = Measurement::StepSplit{10, 20, 70};
+  f0.page_faults_per_step = 100;
+  f0.cpu_cores_busy = 2;
+  f0.peak_rss_bytes = 1000;
+  f0.notes = {"a", "b"};
+  f0.short_windows = 1;
+  f1.page_faults_per_step = 200;
+  f1.system_time_pct = 5;
+  f1.peak_rss_bytes = 3000;
+  f1.notes = {"b", "c"};
+  f2.split = Measurement::StepSplit{20, 20, 60};
+  f2.system_time_pct = 15;
+  f2.cpu_cores_busy = 4;
+  f2.notes = {"a"};
+  f2.short_windows = 2;
+  std::vector<std::unique_ptr<RowSide>> children;
+  children.push_back(std::make_unique<FakeProcess>(std::vector<double>{100, 101, 102}, f0));
+  children.push_back(std::make_unique<FakeProcess>(std::vector<double>{103, 104, 105}, f1));
+  children.push_back(std::make_unique<FakeProcess>(std::vector<double>{106, 107}, f2));
+  std::vector<FakeProcess*> p;
+  for (auto& c : children) p.push_back(static_cast<FakeProcess*>(c.get()));
+  ProcessGroup group(std::move(children), false);
+  for (int w = 0; w < 7; ++w) group.window(Deadline());  // processes 0 1 2 0 1 2 0
+  // Windows 1 to 5: processes 1 2 0 1 2, each process's own windows a run of its own.
+  const Measurement m = group.result(1, 5);
+  CHECK(p[0]->asked == std::vector<std::pair<size_t, size_t>>{{1, 1}});
+  CHECK(p[1]->asked == std::vector<std::pair<size_t, size_t>>{{0, 2}});
+  CHECK(p[2]->asked == std::vector<std::pair<size_t, size_t>>{{0, 2}});
+  CHECK(m.repeat_ms == std::vector<double>{103, 106, 101, 104, 107});
+  CHECK(m.repeat_process == std::vector<int>{1, 2, 0, 1, 2});
+  // Averaged by windows (1, 2 and 2 of them) over the processes that have the figure.
+  REQUIRE(m.split);
+  CHECK(m.split->data_wait_pct == Approx(50.0 / 3));
+  CHECK(m.split->h2d_pct == Approx(20));
+  CHECK(m.split->compute_pct == Approx(190.0 / 3));
+  REQUIRE(m.page_faults_per_step);
+  CHECK(*m.page_faults_per_step == Approx(100));
+  REQUIRE(m.system_time_pct);
+  CHECK(*m.system_time_pct == Approx(8));
+  REQUIRE(m.cpu_cores_busy);
+  CHECK(*m.cpu_cores_busy == Approx(2));
+  CHECK(m.peak_rss_bytes == int64_t{3000});
+  // Each note once, the processes' own notes on short windows replaced by the group's.
+  CHECK(m.short_windows == 3);
+  CHECK(m.notes == std::vector<std::string>{"a", "b", "c", short_windows_note(3, 5, 10)});
+  // A figure no process has stays none.
+  Measurement none;
+  none.steps = 10;
+  std::vector<std::unique_ptr<RowSide>> plain;
+  plain.push_back(std::make_unique<FakeProcess>(std::vector<double>{100, 100}, none));
+  ProcessGroup one(std::move(plain), false);
+  one.window(Deadline());
+  one.window(Deadline());
+  const Measurement alone = one.result();
+  CHECK_FALSE(alone.split);
+  CHECK_FALSE(alone.page_faults_per_step);
+  CHECK_FALSE(alone.system_time_pct);
+  CHECK_FALSE(alone.cpu_cores_busy);
+  CHECK_FALSE(alone.peak_rss_bytes);
+  CHECK(alone.notes.empty());
+  CHECK_THROWS_WITH(one.result(2), "no timed window to report");
 }

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -96,6 +98,65 @@ std::string last_line(int fd) {
   while (!all.empty() && (all.back() == '\n' || all.back() == '\r')) all.pop_back();
   const size_t nl = all.rfind('\n');
   return nl == std::string::npos ? all : all.substr(nl + 1);
+}
+
+/// The row's config in a file of its own, for its child process to read: the file's path.
+std::string write_row_config(const config::ExperimentConfig& cfg) {
+  std::string path = (std::filesystem::temp_directory_path() / "ptune-row-XXXXXX").string();
+  const int fd = ::mkstemp(path.data());
+  if (fd < 0)
+    throw std::runtime_error("cannot write the row's config for its child process: " +
+                             std::string(std::strerror(errno)));
+  ::close(fd);
+  std::ofstream out(path);
+  out << config::to_json(cfg).dump();
+  if (!out) throw std::runtime_error("cannot write the row's config for its child process: " + path);
+  return path;
+}
+
+/// A file, already unlinked, that keeps what the child writes to stderr: its descriptor.
+int open_error_file() {
+  std::string path = (std::filesystem::temp_directory_path() / "ptune-row-err-XXXXXX").string();
+  const int fd = ::mkostemp(path.data(), O_CLOEXEC);
+  if (fd < 0)
+    throw std::runtime_error("cannot start the row's child process: " + std::string(std::strerror(errno)));
+  ::unlink(path.c_str());
+  return fd;
+}
+
+/// `strings` as execve takes them: a pointer to each, then a null pointer.
+std::vector<char*> c_strings(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (auto& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+/// What the row's child process needs once forked, all made before the fork.
+struct ChildPlan {
+  pid_t parent;                     // ptune
+  const system::ProcessPlan& plan;  // the row's process settings: its CPUs and memory
+  char* const* argv;                // `ptune row-side CONFIG`
+  char* const* envp;
+  int commands, replies;  // the read end of the commands' pipe, the write end of the replies'
+  int err;                // the file for its stderr
+};
+
+/// The child's side of ChildSide's start, after fork: only system calls. It enters a process
+/// group of its own, takes /dev/null as stdin and stdout, `c.err` as stderr and the two pipes as
+/// descriptors 3 and 4, binds its CPUs and memory (exit code 126 where it cannot) and runs
+/// `ptune row-side`.
+[[noreturn]] void exec_row_side(const ChildPlan& c) {
+  if (system::enter_own_group(c.parent) != 0) ::_exit(127);
+  const int in = ::fcntl(c.commands, F_DUPFD, 10), out = ::fcntl(c.replies, F_DUPFD, 10);
+  const int null = ::open("/dev/null", O_RDWR);
+  if (in < 0 || out < 0 || null < 0 || ::dup2(null, 0) < 0 || ::dup2(null, 1) < 0 || ::dup2(c.err, 2) < 0 ||
+      ::dup2(in, 3) < 0 || ::dup2(out, 4) < 0)
+    ::_exit(127);
+  for (int fd = 5; fd < 4096; ++fd) ::close(fd);
+  if (system::bind_process(c.plan) != 0) ::_exit(126);
+  ::execve(c.argv[0], c.argv, c.envp);
+  ::_exit(127);
 }
 
 /// utime + stime of process `pid` (all its threads), in clock ticks; -1 when gone.
@@ -190,54 +251,23 @@ ChildSide::ChildSide(const config::ExperimentConfig& cfg, const measure::Progres
         "process: rows with their own process settings run in child processes, which a data-parallel rank "
         "cannot start; measure them without ptune launch");
   const system::ProcessPlan plan = system::plan_process(cfg.process);
-  namespace fs = std::filesystem;
-  // The row's config, for the child to read (removed once it has).
-  std::string cfg_path = (fs::temp_directory_path() / "ptune-row-XXXXXX").string();
-  const int cfg_fd = ::mkstemp(cfg_path.data());
-  if (cfg_fd < 0)
-    throw std::runtime_error("cannot write the row's config for its child process: " +
-                             std::string(std::strerror(errno)));
-  ::close(cfg_fd);
-  {
-    std::ofstream out(cfg_path);
-    out << config::to_json(cfg).dump();
-    if (!out) throw std::runtime_error("cannot write the row's config for its child process: " + cfg_path);
-  }
+  const std::string cfg_path = write_row_config(cfg);
   cfg_file_ = cfg_path;  // removed once the child has answered (it has read it then)
-  std::string err_path = (fs::temp_directory_path() / "ptune-row-err-XXXXXX").string();
-  err_fd_ = ::mkostemp(err_path.data(), O_CLOEXEC);
-  if (err_fd_ < 0)
-    throw std::runtime_error("cannot start the row's child process: " + std::string(std::strerror(errno)));
-  ::unlink(err_path.c_str());
+  err_fd_ = open_error_file();
   int cmd[2], rep[2];
   if (::pipe2(cmd, O_CLOEXEC) != 0 || ::pipe2(rep, O_CLOEXEC) != 0)
     throw std::runtime_error("cannot start the row's child process: " + std::string(std::strerror(errno)));
   // Everything the child needs, made before fork: after it, only system calls.
   std::error_code ec;
-  const std::string exe = fs::read_symlink("/proc/self/exe", ec).string();
+  const std::string exe = std::filesystem::read_symlink("/proc/self/exe", ec).string();
   std::vector<std::string> args = {exe, "--quiet", "row-side", cfg_path};
   std::vector<std::string> env = system::environment_with(plan);
-  std::vector<char*> argv, envp;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  for (auto& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
+  const std::vector<char*> argv = c_strings(args), envp = c_strings(env);
   const pid_t parent = ::getpid();
   pid_ = ::fork();
   if (pid_ < 0)
     throw std::runtime_error("cannot start the row's child process: " + std::string(std::strerror(errno)));
-  if (pid_ == 0) {
-    if (system::enter_own_group(parent) != 0) ::_exit(127);
-    const int in = ::fcntl(cmd[0], F_DUPFD, 10), out = ::fcntl(rep[1], F_DUPFD, 10);
-    const int null = ::open("/dev/null", O_RDWR);
-    if (in < 0 || out < 0 || null < 0 || ::dup2(null, 0) < 0 || ::dup2(null, 1) < 0 ||
-        ::dup2(err_fd_, 2) < 0 || ::dup2(in, 3) < 0 || ::dup2(out, 4) < 0)
-      ::_exit(127);
-    for (int fd = 5; fd < 4096; ++fd) ::close(fd);
-    if (system::bind_process(plan) != 0) ::_exit(126);
-    ::execve(argv[0], argv.data(), envp.data());
-    ::_exit(127);
-  }
+  if (pid_ == 0) exec_row_side({parent, plan, argv.data(), envp.data(), cmd[0], rep[1], err_fd_});
   ::close(cmd[0]);
   ::close(rep[1]);
   to_child_ = cmd[1];
@@ -380,20 +410,31 @@ void ChildSide::set_progress(const measure::Progress& progress, int64_t planned)
 
 // ---------------------------------------------------------------- the child's side
 
-int serve_side(const config::ExperimentConfig& cfg, int in_fd, int out_fd,
-               const std::atomic<bool>* interrupted) {
-  auto send = [&](const Json& j) { write_all(out_fd, j.dump() + "\n", "the parent"); };
-  const measure::Progress progress = [&](const std::string& phase, int64_t step, int64_t total) {
-    if (interrupted && interrupted->load()) throw Interrupted();
-    send(Json{{"progress", {phase, step, total}}});
-  };
+namespace {
+
+/// The child's state while it serves its parent: the row's Bench once built.
+struct Server {
+  const config::ExperimentConfig& cfg;
+  int out_fd;                  // replies, one JSON object a line
+  measure::Progress progress;  // sent to the parent as {"progress": [phase, step, total]}
   std::unique_ptr<Bench> bench;
-  std::string buf;
-  char chunk[4096];
-  for (;;) {
+
+  void send(const Json& j) const { write_all(out_fd, j.dump() + "\n", "the parent"); }
+};
+
+/// The parent's command lines, read from `fd`.
+struct CommandLines {
+  int fd;
+  const std::atomic<bool>* interrupted;
+  std::string buf;  // read past the last line taken
+
+  /// The next line into `line`; or the exit code to end with instead: 0 where the parent has
+  /// closed its end, 130 where `interrupted` was set.
+  std::optional<int> next(std::string& line) {
+    char chunk[4096];
     size_t nl;
     while ((nl = buf.find('\n')) == std::string::npos) {
-      const ssize_t n = ::read(in_fd, chunk, sizeof chunk);
+      const ssize_t n = ::read(fd, chunk, sizeof chunk);
       if (n < 0 && errno == EINTR) {
         if (interrupted && interrupted->load()) return stopped_exit_code(SIGINT);
         continue;
@@ -401,67 +442,131 @@ int serve_side(const config::ExperimentConfig& cfg, int in_fd, int out_fd,
       if (n <= 0) return 0;  // the parent is done with this side
       buf.append(chunk, static_cast<size_t>(n));
     }
-    std::istringstream line(buf.substr(0, nl));
+    line = buf.substr(0, nl);
     buf.erase(0, nl + 1);
+    return std::nullopt;
+  }
+};
+
+/// "profile {request}": a profile of the row (bench::profile), whether built or not.
+void serve_profile(Server& s, std::istream& line) {
+  std::string rest;
+  std::getline(line, rest);
+  const Json request = Json::parse(rest);
+  TraceTarget target;
+  target.folder = request.value("folder", std::string());
+  target.row = request.value("row", std::string());
+  target.changes = nlohmann::ordered_json::parse(request.value("changes", Json::object()).dump());
+  const ProfileResult p = bench::profile(s.cfg, request.value("timed_ms", 0.0), target, s.progress);
+  s.send({{"gpu_busy_pct", p.gpu_busy_pct ? Json(*p.gpu_busy_pct) : Json(nullptr)},
+          {"trace_path", p.trace_path}});
+}
+
+/// "build <deadline> [forward backward]": builds the row's Bench (the parent's FLOPs count kept).
+void serve_build(Server& s, std::istream& line) {
+  const measure::Deadline deadline = read_deadline(line);
+  remember_parents_flops(s.cfg, line);
+  s.bench = std::make_unique<Bench>(s.cfg, s.progress, deadline);
+  s.send({{"steps_per_window", s.bench->steps_per_window()},
+          {"samples_per_step", s.bench->samples_per_step()},
+          {"process", system::describe_this_process() + "; " + omp_threads()}});
+}
+
+void serve_window(Server& s, std::istream& line) { s.send({{"ms", s.bench->window(read_deadline(line))}}); }
+
+void serve_pause(Server& s, std::istream&) {
+  s.bench->pause();
+  s.send({{"ok", true}});
+}
+
+void serve_resume(Server& s, std::istream&) {
+  s.bench->resume();
+  s.send({{"ok", true}});
+}
+
+/// "plan <windows>": the windows planned, for the progress.
+void serve_plan(Server& s, std::istream& line) {
+  int64_t planned = 0;
+  line >> planned;
+  s.bench->set_progress(s.progress, planned);
+  s.send({{"ok", true}});
+}
+
+/// "result <first> <count>": the Measurement of those windows (count -1: all from `first` on).
+void serve_result(Server& s, std::istream& line) {
+  int64_t first = 0, count = -1;
+  line >> first >> count;
+  s.send(
+      {{"measurement", measure::measurement_json(s.bench->result(
+                           static_cast<size_t>(first), count < 0 ? SIZE_MAX : static_cast<size_t>(count)))}});
+}
+
+/// A command of the parent's: its first word, whether it needs the Bench built first, its server.
+struct ServedCommand {
+  const char* name;
+  bool needs_bench;
+  void (*serve)(Server& s, std::istream& line);
+};
+
+const ServedCommand kServedCommands[] = {
+    {"profile", false, serve_profile}, {"build", false, serve_build},  {"window", true, serve_window},
+    {"pause", true, serve_pause},      {"resume", true, serve_resume}, {"plan", true, serve_plan},
+    {"result", true, serve_result},
+};
+
+/// Serves `command` (the line's first word; the rest is in `line`).
+void serve_command(Server& s, const std::string& command, std::istream& line) {
+  const ServedCommand* c = std::find_if(std::begin(kServedCommands), std::end(kServedCommands),
+                                        [&](const ServedCommand& k) { return command == k.name; });
+  const bool known = c != std::end(kServedCommands);
+  if ((!known || c->needs_bench) && !s.bench) throw std::logic_error("'" + command + "' before build");
+  if (!known) throw std::logic_error("unknown command '" + command + "'");
+  c->serve(s, line);
+}
+
+/// Called in a catch block: sends the error being handled to the parent as {"error", "kind"}
+/// (rethrow() reads it back) and returns the exit code the child ends with.
+int reply_error(const Server& s) {
+  try {
+    throw;
+  } catch (const Interrupted&) {
+    s.send({{"error", "interrupted"}, {"kind", "interrupted"}});
+    return stopped_exit_code(SIGINT);
+  } catch (const ConfigError& e) {
+    s.send({{"error", e.what()}, {"kind", "config"}});
+    return 2;
+  } catch (const DataError& e) {
+    s.send({{"error", e.what()}, {"kind", "data"}});
+    return 1;
+  } catch (const WriteError& e) {
+    s.send({{"error", e.what()}, {"kind", "write"}});
+    return 1;
+  } catch (const std::exception& e) {
+    s.send({{"error", message_of(e)}, {"kind", "runtime"}});
+    return 1;
+  }
+}
+
+}  // namespace
+
+int serve_side(const config::ExperimentConfig& cfg, int in_fd, int out_fd,
+               const std::atomic<bool>* interrupted) {
+  Server s{cfg, out_fd, {}, nullptr};
+  s.progress = [&s, interrupted](const std::string& phase, int64_t step, int64_t total) {
+    if (interrupted && interrupted->load()) throw Interrupted();
+    s.send(Json{{"progress", {phase, step, total}}});
+  };
+  CommandLines commands{in_fd, interrupted, {}};
+  for (std::string text;;) {
+    if (const std::optional<int> exit_code = commands.next(text)) return *exit_code;
+    std::istringstream line(text);
     std::string command;
     line >> command;
     try {
       if (command == "quit") return 0;
-      if (command == "profile") {
-        std::string rest;
-        std::getline(line, rest);
-        const Json request = Json::parse(rest);
-        TraceTarget target;
-        target.folder = request.value("folder", std::string());
-        target.row = request.value("row", std::string());
-        target.changes = nlohmann::ordered_json::parse(request.value("changes", Json::object()).dump());
-        const ProfileResult p = bench::profile(cfg, request.value("timed_ms", 0.0), target, progress);
-        send({{"gpu_busy_pct", p.gpu_busy_pct ? Json(*p.gpu_busy_pct) : Json(nullptr)},
-              {"trace_path", p.trace_path}});
-        continue;
-      }
-      if (command != "build" && !bench) throw std::logic_error("'" + command + "' before build");
-      if (command == "build") {
-        const measure::Deadline deadline = read_deadline(line);
-        remember_parents_flops(cfg, line);
-        bench = std::make_unique<Bench>(cfg, progress, deadline);
-        send({{"steps_per_window", bench->steps_per_window()},
-              {"samples_per_step", bench->samples_per_step()},
-              {"process", system::describe_this_process() + "; " + omp_threads()}});
-      } else if (command == "window") {
-        send({{"ms", bench->window(read_deadline(line))}});
-      } else if (command == "pause" || command == "resume") {
-        command == "pause" ? bench->pause() : bench->resume();
-        send({{"ok", true}});
-      } else if (command == "plan") {
-        int64_t planned = 0;
-        line >> planned;
-        bench->set_progress(progress, planned);
-        send({{"ok", true}});
-      } else if (command == "result") {
-        int64_t first = 0, count = -1;
-        line >> first >> count;
-        send({{"measurement",
-               measure::measurement_json(bench->result(static_cast<size_t>(first),
-                                                       count < 0 ? SIZE_MAX : static_cast<size_t>(count)))}});
-      } else {
-        throw std::logic_error("unknown command '" + command + "'");
-      }
-    } catch (const Interrupted&) {
-      send({{"error", "interrupted"}, {"kind", "interrupted"}});
-      return stopped_exit_code(SIGINT);
-    } catch (const ConfigError& e) {
-      send({{"error", e.what()}, {"kind", "config"}});
-      return 2;
-    } catch (const DataError& e) {
-      send({{"error", e.what()}, {"kind", "data"}});
-      return 1;
-    } catch (const WriteError& e) {
-      send({{"error", e.what()}, {"kind", "write"}});
-      return 1;
-    } catch (const std::exception& e) {
-      send({{"error", message_of(e)}, {"kind", "runtime"}});
-      return 1;
+      serve_command(s, command, line);
+    } catch (...) {
+      return reply_error(s);
     }
   }
 }

@@ -5,8 +5,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include <ATen/Context.h>
@@ -127,36 +129,109 @@ Calibration calibrate(const c10::Device& device, const std::string& precision) {
   return cal;
 }
 
+namespace {
+
+/// The cache file for `key` in `dir` (cache_dir()); empty where there is no cache.
+std::string cache_path(const std::string& dir, const std::string& key) {
+  return dir.empty() ? "" : dir + "/peak/" + cache_file(key);
+}
+
+/// The cache entry at `path` when it is `key`'s; none where there is no path or no file, or the
+/// entry is another key's. Throws where the file cannot be read as one.
+std::optional<nlohmann::json> cache_entry(const std::string& path, const std::string& key) {
+  if (path.empty()) return std::nullopt;
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  nlohmann::json j = nlohmann::json::parse(in);
+  if (j.at("key") != key) return std::nullopt;
+  return j;
+}
+
+/// Writes `entry` to the cache file `path` (in `dir`, cache_dir()); false where it cannot.
+bool write_cache_entry(const std::string& dir, const std::string& path, const nlohmann::json& entry) {
+  try {
+    std::filesystem::create_directories(dir + "/peak");
+    files::write_atomically(path, "the peak cache", entry.dump(2) + "\n");
+    return true;
+  } catch (const std::exception&) {
+    return false;  // no cache: measured again next time
+  }
+}
+
+/// The load `load` saw over a calibration. A calibration shorter than /proc's counters resolve
+/// would take unseen load for quiet: on a CPU, `again` times more (at most `most` times) until the
+/// span tells.
+system::LoadReport load_over(system::LoadSampler& load, const c10::Device& device, int most,
+                             const std::function<void()>& again) {
+  system::LoadReport report = load.stop();
+  for (int i = 0; !device.is_cuda() && !report.sampled && report.min_seconds > report.seconds && i < most;
+       ++i) {
+    again();
+    report = load.stop();
+  }
+  return report;
+}
+
+/// What a figure measured under competing load says of itself.
+std::string under_load_text(const system::LoadReport& report) {
+  return ", measured under competing load (" + report.summary() + "; not cached)";
+}
+
+/// The peak cache's key: the device, its instruction set, the threads on a CPU, LibTorch and the
+/// precision.
+std::string peak_key(const std::string& name, const c10::Device& device, int64_t threads,
+                     const std::string& precision) {
+  return name + "|" + isa(device) + "|" + (device.is_cuda() ? "" : std::to_string(threads) + "threads|") +
+         "torch" + TORCH_VERSION + "|" + precision;
+}
+
+/// The peak cached at `path` for `key`, where one quick product confirms it. A figure cached while
+/// something else slowed the calibration unseen would stay low for good: one quick product checks
+/// it, and a clearly faster one measures again (`cached` then holds the cached figure). None where
+/// there is none or it cannot be read (it is measured again and replaced).
+std::optional<system::Peak> cached_peak(const c10::Device& device, const std::string& precision,
+                                        const std::string& key, const std::string& path, int64_t threads,
+                                        double& cached) {
+  try {
+    if (const std::optional<nlohmann::json> j = cache_entry(path, key)) {
+      Calibration c{j->at("flops_per_s").get<double>(), j->at("n").get<int64_t>(), 0, threads, true};
+      if (quick_rate(device, precision, c.n) <= kRecheckRatio * c.flops_per_s)
+        return system::Peak{c.flops_per_s, precision, describe(c, precision, device, ", cached in " + path)};
+      cached = c.flops_per_s;
+    }
+  } catch (const std::exception&) {
+    // an unreadable entry is measured again and replaced
+  }
+  return std::nullopt;
+}
+
+/// Whether calibration `c` is the machine's own figure (cached, and a ceiling): steady samples
+/// without other processes on the cores, or a figure above the cached one `cached` (never load's
+/// doing).
+bool quiet_calibration(const Calibration& c, const c10::Device& device, const system::LoadReport& report,
+                       double cached) {
+  return (c.steady && (device.is_cuda() || !report.under_load)) || (cached > 0 && c.flops_per_s > cached);
+}
+
+/// Why a calibration that is not quiet is not cached.
+std::string not_cached_text(const system::LoadReport& report) {
+  return report.under_load ? under_load_text(report)
+                           : ", its samples unsteady (the slowest below 80% of the fastest: something "
+                             "else ran; not cached)";
+}
+
+}  // namespace
+
 system::Peak machine_peak(const c10::Device& device, const std::string& precision) {
   const std::string name = runtime::device_name(device);
   if (device.is_cuda())
     if (auto p = system::known_gpu_peak(name, precision)) return *p;
   const int64_t threads = at::get_num_threads();
-  const std::string key = name + "|" + isa(device) + "|" +
-                          (device.is_cuda() ? "" : std::to_string(threads) + "threads|") + "torch" +
-                          TORCH_VERSION + "|" + precision;
+  const std::string key = peak_key(name, device, threads, precision);
   const std::string dir = cache_dir();
-  const std::string path = dir.empty() ? "" : dir + "/peak/" + cache_file(key);
+  const std::string path = cache_path(dir, key);
   double cached = 0;
-  try {
-    if (!path.empty()) {
-      std::ifstream in(path);
-      if (in) {
-        const auto j = nlohmann::json::parse(in);
-        if (j.at("key") == key) {
-          Calibration c{j.at("flops_per_s").get<double>(), j.at("n").get<int64_t>(), 0, threads, true};
-          // A figure cached while something else slowed the calibration unseen would stay low
-          // for good: one quick product checks it, and a clearly faster one measures again.
-          if (quick_rate(device, precision, c.n) <= kRecheckRatio * c.flops_per_s)
-            return system::Peak{c.flops_per_s, precision,
-                                describe(c, precision, device, ", cached in " + path)};
-          cached = c.flops_per_s;
-        }
-      }
-    }
-  } catch (const std::exception&) {
-    // an unreadable entry is measured again and replaced
-  }
+  if (auto p = cached_peak(device, precision, key, path, threads, cached)) return *p;
   // One figure per key for the process: every row of a table reads against the same peak.
   static std::mutex mu;
   static std::map<std::string, system::Peak> measured;
@@ -170,33 +245,17 @@ system::Peak machine_peak(const c10::Device& device, const std::string& precisio
   } catch (const std::exception& e) {
     return system::Peak{0, precision, std::string("no peak: ") + e.what()};
   }
-  // A calibration shorter than /proc's counters resolve would take unseen load for quiet: more
-  // products (the fastest kept) until the span tells (0.4 s on 2 cores).
-  system::LoadReport report = load.stop();
-  for (int i = 0; !device.is_cuda() && !report.sampled && report.min_seconds > report.seconds && i < 1000;
-       ++i) {
+  // More products (the fastest kept) until the span tells load (0.4 s on 2 cores).
+  const system::LoadReport report = load_over(load, device, 1000, [&] {
     c.flops_per_s = std::max(c.flops_per_s, quick_rate(device, precision, c.n));
-    report = load.stop();
-  }
+  });
   // Other processes on the cores (or samples that disagree) make a low figure: used, not cached,
-  // and no ceiling. A figure above the cached one is never load's doing: it replaces it.
-  const bool quiet =
-      (c.steady && (device.is_cuda() || !report.under_load)) || (cached > 0 && c.flops_per_s > cached);
-  std::string where = quiet ? ""
-                      : report.under_load
-                          ? ", measured under competing load (" + report.summary() + "; not cached)"
-                          : ", its samples unsteady (the slowest below 80% of the fastest: something "
-                            "else ran; not cached)";
-  try {
-    if (!path.empty() && quiet) {
-      std::filesystem::create_directories(dir + "/peak");
-      nlohmann::json j{{"key", key}, {"flops_per_s", c.flops_per_s}, {"n", c.n}};
-      files::write_atomically(path, "the peak cache", j.dump(2) + "\n");
-      where = ", cached in " + path;
-    }
-  } catch (const std::exception&) {
-    // no cache: measured again next time
-  }
+  // and no ceiling.
+  const bool quiet = quiet_calibration(c, device, report, cached);
+  std::string where = quiet ? "" : not_cached_text(report);
+  if (!path.empty() && quiet &&
+      write_cache_entry(dir, path, {{"key", key}, {"flops_per_s", c.flops_per_s}, {"n", c.n}}))
+    where = ", cached in " + path;
   return measured[path + "|" + key] =
              system::Peak{c.flops_per_s, precision, describe(c, precision, device, where), !quiet};
 }
@@ -225,6 +284,13 @@ double copy_rate(const c10::Device& device) {
   return best;
 }
 
+/// What a calibrated bandwidth of device `name` is.
+std::string bandwidth_text(const std::string& name, const c10::Device& device) {
+  std::string what = "calibrated achievable bandwidth (not a datasheet figure): 64 MiB float copy on " + name;
+  if (!device.is_cuda()) what += ", " + std::to_string(at::get_num_threads()) + " threads";
+  return what + std::string(", LibTorch ") + TORCH_VERSION;
+}
+
 }  // namespace
 
 system::Bandwidth machine_bandwidth(const c10::Device& device) {
@@ -234,17 +300,11 @@ system::Bandwidth machine_bandwidth(const c10::Device& device) {
   const std::string threads = device.is_cuda() ? "" : std::to_string(at::get_num_threads()) + "threads|";
   const std::string key = name + "|" + isa(device) + "|" + threads + "torch" + TORCH_VERSION + "|bandwidth";
   const std::string dir = cache_dir();
-  const std::string path = dir.empty() ? "" : dir + "/peak/" + cache_file(key);
-  std::string what = "calibrated achievable bandwidth (not a datasheet figure): 64 MiB float copy on " + name;
-  if (!device.is_cuda()) what += ", " + std::to_string(at::get_num_threads()) + " threads";
-  what += std::string(", LibTorch ") + TORCH_VERSION;
+  const std::string path = cache_path(dir, key);
+  const std::string what = bandwidth_text(name, device);
   try {
-    std::ifstream in(path);
-    if (!path.empty() && in) {
-      const auto j = nlohmann::json::parse(in);
-      if (j.at("key") == key)
-        return system::Bandwidth{j.at("bytes_per_s").get<double>(), what + ", cached in " + path};
-    }
+    if (const std::optional<nlohmann::json> j = cache_entry(path, key))
+      return system::Bandwidth{j->at("bytes_per_s").get<double>(), what + ", cached in " + path};
   } catch (const std::exception&) {
     // an unreadable entry is measured again and replaced
   }
@@ -260,24 +320,13 @@ system::Bandwidth machine_bandwidth(const c10::Device& device) {
   } catch (const std::exception& e) {
     return system::Bandwidth{0, std::string("no bandwidth: ") + e.what()};
   }
-  system::LoadReport report = load.stop();
-  for (int i = 0; !device.is_cuda() && !report.sampled && report.min_seconds > report.seconds && i < 100;
-       ++i) {
-    rate = std::max(rate, copy_rate(device));  // until the span tells load, as machine_peak does
-    report = load.stop();
-  }
+  // Until the span tells load, as machine_peak does.
+  const system::LoadReport report =
+      load_over(load, device, 100, [&] { rate = std::max(rate, copy_rate(device)); });
   const bool quiet = device.is_cuda() || !report.under_load;
-  std::string where = quiet ? "" : ", measured under competing load (" + report.summary() + "; not cached)";
-  try {
-    if (!path.empty() && quiet) {
-      std::filesystem::create_directories(dir + "/peak");
-      nlohmann::json j{{"key", key}, {"bytes_per_s", rate}};
-      files::write_atomically(path, "the peak cache", j.dump(2) + "\n");
-      where = ", cached in " + path;
-    }
-  } catch (const std::exception&) {
-    // no cache: measured again next time
-  }
+  std::string where = quiet ? "" : under_load_text(report);
+  if (!path.empty() && quiet && write_cache_entry(dir, path, {{"key", key}, {"bytes_per_s", rate}}))
+    where = ", cached in " + path;
   return measured[path + "|" + key] = system::Bandwidth{rate, what + where};
 }
 

@@ -2,11 +2,91 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
 
 namespace ptune::measure {
 
 // ---------------------------------------------------------------- several processes
+
+namespace {
+
+/// A figure some processes' Measurements have, summed weighted by their windows.
+struct WeightedSum {
+  double sum = 0;
+  bool any = false;
+
+  void add(double weight, const std::optional<double>& value) {
+    if (value) sum += weight * *value, any = true;
+  }
+  /// The mean over `weight` (all the processes' windows); none where no process had the figure.
+  std::optional<double> mean(double weight) const {
+    return any ? std::optional<double>(sum / weight) : std::nullopt;
+  }
+};
+
+/// The Measurements of a group's processes merged into one: the first process's, with the others'
+/// notes added once each, the step split, page faults, system time and busy cores averaged by
+/// windows, the peak memory the largest.
+class MergedResults {
+ public:
+  /// A process's note on its windows cut short counts its own windows (kept of them): it is taken
+  /// out of `m`, and the group's note counts them all.
+  void count_short(Measurement& m, size_t kept) {
+    if (m.short_windows == 0) return;
+    short_windows_ += m.short_windows;
+    const std::string own = short_windows_note(m.short_windows, kept, m.steps);
+    m.notes.erase(std::remove(m.notes.begin(), m.notes.end(), own), m.notes.end());
+  }
+
+  /// Adds a process's Measurement `m` over `windows` of its windows.
+  void add(Measurement m, double windows) {
+    weight_ += windows;
+    if (m.split) {
+      split_weight_ += windows;
+      wait_ += windows * m.split->data_wait_pct;
+      h2d_ += windows * m.split->h2d_pct;
+      compute_ += windows * m.split->compute_pct;
+    }
+    faults_.add(windows, m.page_faults_per_step);
+    system_.add(windows, m.system_time_pct);
+    cores_.add(windows, m.cpu_cores_busy);
+    if (m.peak_rss_bytes) peak_rss_ = std::max(peak_rss_, *m.peak_rss_bytes);
+    if (!merged_) {
+      merged_ = std::move(m);
+      return;
+    }
+    for (auto& note : m.notes)
+      if (std::find(merged_->notes.begin(), merged_->notes.end(), note) == merged_->notes.end())
+        merged_->notes.push_back(std::move(note));
+  }
+
+  /// The merged Measurement, with the group's windows `ms` in order and the process of each.
+  Measurement done(const std::vector<double>& ms, const std::vector<int>& process) {
+    Measurement& m = *merged_;
+    m.split = split_weight_ > 0 ? std::optional<Measurement::StepSplit>(
+                                      {wait_ / split_weight_, h2d_ / split_weight_, compute_ / split_weight_})
+                                : std::nullopt;
+    m.page_faults_per_step = faults_.mean(weight_);
+    m.system_time_pct = system_.mean(weight_);
+    m.cpu_cores_busy = cores_.mean(weight_);
+    if (peak_rss_ > 0) m.peak_rss_bytes = peak_rss_;
+    set_windows(m, ms, 1, process);
+    m.short_windows = short_windows_;
+    if (short_windows_ > 0) m.notes.push_back(short_windows_note(short_windows_, ms.size(), m.steps));
+    return m;
+  }
+
+ private:
+  std::optional<Measurement> merged_;
+  int64_t short_windows_ = 0;
+  double weight_ = 0, split_weight_ = 0;
+  double wait_ = 0, h2d_ = 0, compute_ = 0;
+  WeightedSum faults_, system_, cores_;
+  int64_t peak_rss_ = 0;
+};
+
+}  // namespace
 
 ProcessGroup::ProcessGroup(std::vector<std::unique_ptr<RowSide>> children, bool shifted)
     : children_(std::move(children)), shifted_(shifted), counts_(children_.size(), 0) {
@@ -87,8 +167,6 @@ std::string ProcessGroup::process_description() const {
 Measurement ProcessGroup::result(size_t first, size_t count) {
   const size_t end = count == SIZE_MAX ? process_.size() : std::min(process_.size(), first + count);
   if (first >= end) throw std::runtime_error("no timed window to report");
-  std::vector<double> ms;
-  std::vector<int> process;
   // Each process's own windows among them: a contiguous run of its windows.
   std::vector<size_t> from(children_.size(), SIZE_MAX), n(children_.size(), 0);
   for (size_t w = first; w < end; ++w) {
@@ -96,65 +174,25 @@ Measurement ProcessGroup::result(size_t first, size_t count) {
     from[p] = std::min(from[p], local_[w]);
     ++n[p];
   }
-  std::optional<Measurement> merged;
-  // A process's note on its windows cut short counts its own windows: the group's counts all.
-  int64_t short_windows = 0;
-  auto counted_short = [&](Measurement& m, size_t kept) {
-    if (m.short_windows == 0) return;
-    short_windows += m.short_windows;
-    const std::string own = short_windows_note(m.short_windows, kept, m.steps);
-    m.notes.erase(std::remove(m.notes.begin(), m.notes.end(), own), m.notes.end());
-  };
-  double weight = 0, split_weight = 0;
-  double wait = 0, h2d = 0, compute = 0, faults = 0, system = 0;
-  double cores = 0;
-  int64_t peak_rss = 0;
-  bool any_faults = false, any_system = false, any_cores = false;
+  MergedResults merged;
   std::vector<std::vector<double>> own(children_.size());
   for (size_t p = 0; p < children_.size(); ++p) {
     if (n[p] == 0) continue;
     Measurement m = children_[p]->result(from[p], n[p]);
-    counted_short(m, n[p]);
+    merged.count_short(m, n[p]);
     own[p] = m.repeat_ms;
-    const double w = static_cast<double>(n[p]);
-    weight += w;
-    if (m.split) {
-      split_weight += w;
-      wait += w * m.split->data_wait_pct;
-      h2d += w * m.split->h2d_pct;
-      compute += w * m.split->compute_pct;
-    }
-    if (m.page_faults_per_step) faults += w * *m.page_faults_per_step, any_faults = true;
-    if (m.system_time_pct) system += w * *m.system_time_pct, any_system = true;
-    if (m.cpu_cores_busy) cores += w * *m.cpu_cores_busy, any_cores = true;
-    if (m.peak_rss_bytes) peak_rss = std::max(peak_rss, *m.peak_rss_bytes);
-    if (!merged) {
-      merged = std::move(m);
-      continue;
-    }
-    for (auto& note : m.notes)
-      if (std::find(merged->notes.begin(), merged->notes.end(), note) == merged->notes.end())
-        merged->notes.push_back(std::move(note));
+    merged.add(std::move(m), static_cast<double>(n[p]));
   }
   // The windows in the group's order, each from its process's own result.
+  std::vector<double> ms;
+  std::vector<int> process;
   std::vector<size_t> taken(children_.size(), 0);
   for (size_t w = first; w < end; ++w) {
     const auto p = static_cast<size_t>(process_[w]);
     ms.push_back(own[p].at(taken[p]++));
     process.push_back(process_[w]);
   }
-  Measurement& m = *merged;
-  m.split = split_weight > 0 ? std::optional<Measurement::StepSplit>(
-                                   {wait / split_weight, h2d / split_weight, compute / split_weight})
-                             : std::nullopt;
-  m.page_faults_per_step = any_faults ? std::optional<double>(faults / weight) : std::nullopt;
-  m.system_time_pct = any_system ? std::optional<double>(system / weight) : std::nullopt;
-  m.cpu_cores_busy = any_cores ? std::optional<double>(cores / weight) : std::nullopt;
-  if (peak_rss > 0) m.peak_rss_bytes = peak_rss;
-  set_windows(m, ms, 1, process);
-  m.short_windows = short_windows;
-  if (short_windows > 0) m.notes.push_back(short_windows_note(short_windows, ms.size(), m.steps));
-  return m;
+  return merged.done(ms, process);
 }
 
 }  // namespace ptune::measure

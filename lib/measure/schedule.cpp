@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <random>
 
 #include "core/stats.hpp"
@@ -58,6 +59,62 @@ void note_process(const Side& s, std::vector<int>& to) {
   if (s.last_process() >= 0) to.push_back(s.last_process());
 }
 
+/// Every pair of a comparison, the transient included: A's and B's windows, and for sides in
+/// several processes the process of each.
+struct TimedPairs {
+  std::vector<double> a, b;
+  std::vector<int> proc_a, proc_b;
+
+  void add(double a_ms, double b_ms, const Side& side_a, const Side& side_b) {
+    a.push_back(a_ms);
+    b.push_back(b_ms);
+    note_process(side_a, proc_a);
+    note_process(side_b, proc_b);
+  }
+};
+
+/// A look at the pairs so far: `c`'s kept pairs (the transient left out), whether the row is
+/// under competing load, its speedup and verdict. Returns A's kept windows scaled by `scale` (time
+/// per sample).
+std::vector<double> look(Comparison& c, const TimedPairs& all, double scale, const WindowPlan& plan) {
+  c.transient = stats::transient_pairs(all.a, all.b);
+  c.a_ms = from(all.a, c.transient);
+  c.b_ms = from(all.b, c.transient);
+  c.a_process = from(all.proc_a, c.transient);
+  c.b_process = from(all.proc_b, c.transient);
+  std::vector<double> a_scaled = c.a_ms;
+  for (double& v : a_scaled) v *= scale;
+  const int64_t kept = static_cast<int64_t>(c.b_ms.size());
+  // Is the row under competing load so far (only from the first look on)? Once seen, it stays:
+  // the figures since the row's start may dilute a burst later on.
+  if (kept >= plan.min_pairs && plan.under_load && !c.under_load) c.under_load = plan.under_load();
+  c.speedup = stats::speedup_interval(a_scaled, c.a_process, c.b_ms, c.b_process, true,
+                                      stats::speedup_level(c.under_load));
+  c.verdict = stats::verdict_of(c.speedup, plan.rule);
+  return a_scaled;
+}
+
+/// Why measuring stops after a look at `c` (`a_scaled`: look()'s), or none to time another pair;
+/// `time_left`: the budget fits another pair. Until measure.repeats pairs are kept only the
+/// budget stops it. Then within noise ends the row at any look. Faster or slower ends it before
+/// the budget only when an interval at kEarlyStopLevel says so too: each look is another chance
+/// for noise to cross the line, so the early looks ask for strong evidence and the verdict at
+/// the budget is read as reported. Under load there are no early looks at all: another
+/// program's bursts are not the independent noise the interval assumes.
+std::optional<StopRule> stop_after_look(const Comparison& c, const std::vector<double>& a_scaled,
+                                        const WindowPlan& plan, bool time_left) {
+  if (static_cast<int64_t>(c.b_ms.size()) < plan.min_pairs)
+    return time_left ? std::nullopt : std::optional<StopRule>(StopRule::kBudget);
+  if (c.verdict == stats::Verdict::kWithinNoise) return StopRule::kDecided;
+  if (!time_left) return StopRule::kBudget;
+  if (c.verdict != stats::Verdict::kUndecided && !c.under_load &&
+      stats::verdict_of(
+          stats::speedup_interval(a_scaled, c.a_process, c.b_ms, c.b_process, true, stats::kEarlyStopLevel),
+          plan.rule) == c.verdict)
+    return StopRule::kDecided;
+  return std::nullopt;
+}
+
 }  // namespace
 
 Comparison compare(Side& a, Side& b, const WindowPlan& plan,
@@ -68,8 +125,7 @@ Comparison compare(Side& a, Side& b, const WindowPlan& plan,
   const int64_t max_pairs = std::max<int64_t>(plan.max_pairs, plan.min_pairs);
   // Time per sample: A's windows scaled by B's samples per step over A's.
   const double scale = b.samples_per_step() / a.samples_per_step();
-  std::vector<double> all_a, all_b;  // every pair, the transient included
-  std::vector<int> proc_a, proc_b;   // the process of each, for sides in several
+  TimedPairs all;
   std::mt19937 order(kPairOrderSeed);
   bool a_first = true;
   stats::Stopwatch wall;
@@ -83,60 +139,22 @@ Comparison compare(Side& a, Side& b, const WindowPlan& plan,
     const int64_t windows_due = 2 * (plan.min_pairs - static_cast<int64_t>(c.b_ms.size()));
     const double t1 = alt.run(first, deadline.share(windows_due));
     // The pair's second window needs one step of its side; without it the first is left out.
-    if (pairs > 1 && !deadline.fits((a_first ? all_b : all_a).back())) {
+    if (pairs > 1 && !deadline.fits((a_first ? all.b : all.a).back())) {
       c.stop = StopRule::kBudget;
       c.unpaired = true;
       break;
     }
     const double t2 = alt.run(second, deadline.share(windows_due - 1));
-    all_a.push_back(a_first ? t1 : t2);
-    all_b.push_back(a_first ? t2 : t1);
-    note_process(a, proc_a);
-    note_process(b, proc_b);
+    all.add(a_first ? t1 : t2, a_first ? t2 : t1, a, b);
     c.pair_ms = wall.ms() / static_cast<double>(pairs);
-    c.transient = stats::transient_pairs(all_a, all_b);
-    c.a_ms = from(all_a, c.transient);
-    c.b_ms = from(all_b, c.transient);
-    c.a_process = from(proc_a, c.transient);
-    c.b_process = from(proc_b, c.transient);
-    std::vector<double> a_scaled = c.a_ms;
-    for (double& v : a_scaled) v *= scale;
-    const int64_t kept = static_cast<int64_t>(c.b_ms.size());
-    // A look: is the row under competing load so far (only from the first look on)?
-    // Once seen, it stays: the figures since the row's start may dilute a burst later on.
-    if (kept >= plan.min_pairs && plan.under_load && !c.under_load) c.under_load = plan.under_load();
-    c.speedup = stats::speedup_interval(a_scaled, c.a_process, c.b_ms, c.b_process, true,
-                                        stats::speedup_level(c.under_load));
-    c.verdict = stats::verdict_of(c.speedup, plan.rule);
+    const std::vector<double> a_scaled = look(c, all, scale, plan);
     if (on_pair) on_pair(c);
-    if (kept >= plan.min_pairs) deadline.settle();
+    const bool kept_enough = static_cast<int64_t>(c.b_ms.size()) >= plan.min_pairs;
+    if (kept_enough) deadline.settle();
     // Another pair needs one step of each side at least.
-    const bool time_left = deadline.fits(all_a.back() + all_b.back());
-    if (kept < plan.min_pairs) {
-      if (!time_left) {
-        c.stop = StopRule::kBudget;
-        break;
-      }
-      continue;
-    }
-    // Within noise ends the row at any look. Faster or slower ends it before the budget only
-    // when an interval at kEarlyStopLevel says so too: each look is another chance for noise
-    // to cross the line, so the early looks ask for strong evidence and the verdict at the
-    // budget is read as reported. Under load there are no early looks at all: another
-    // program's bursts are not the independent noise the interval assumes.
-    if (c.verdict == stats::Verdict::kWithinNoise) {
-      c.stop = StopRule::kDecided;
-      break;
-    }
-    if (!time_left) {
-      c.stop = StopRule::kBudget;
-      break;
-    }
-    if (c.verdict != stats::Verdict::kUndecided && !c.under_load &&
-        stats::verdict_of(
-            stats::speedup_interval(a_scaled, c.a_process, c.b_ms, c.b_process, true, stats::kEarlyStopLevel),
-            plan.rule) == c.verdict) {
-      c.stop = StopRule::kDecided;
+    const bool time_left = deadline.fits(all.a.back() + all.b.back());
+    if (const std::optional<StopRule> stop = stop_after_look(c, a_scaled, plan, time_left)) {
+      c.stop = *stop;
       break;
     }
   }

@@ -15,6 +15,7 @@
 #include <dirent.h>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <thread>
 
 #include "system/process.hpp"
@@ -48,6 +49,70 @@ int64_t peak_rss(pid_t pid) {
 constexpr int kChdir = 1, kBind = 2, kExec = 3;
 
 void set_nonblocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
+
+/// `strings` as execve takes them: a pointer to each, then a null pointer.
+std::vector<char*> c_strings(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (auto& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+/// Opens each pipe of `pipes` (close-on-exec) until one fails: false then, errno saying why.
+bool open_pipes(std::initializer_list<int*> pipes) {
+  for (int* p : pipes)
+    if (::pipe2(p, O_CLOEXEC) != 0) return false;
+  return true;
+}
+
+/// What the program's child process needs once forked, all made before the fork.
+struct ChildPlan {
+  pid_t parent;                     // ptune
+  const system::ProcessPlan& plan;  // its CPUs and memory
+  const std::string& file;          // the program's executable
+  const std::string& cwd;           // program.cwd; empty: ptune's
+  char* const* argv;
+  char* const* envp;
+  int out, err;  // the write ends of the pipes for its stdout and stderr
+  int report;    // the write end of the pipe that tells ptune what failed before the program ran
+};
+
+/// The child's side of ProgramInstance::start, after fork: only system calls. It enters a process
+/// group of its own, takes the pipes as stdout and stderr, enters program.cwd, binds its CPUs and
+/// memory and runs the program; what failed before it ran goes to `c.report` as {kChdir, kBind or
+/// kExec, errno}.
+[[noreturn]] void exec_program(const ChildPlan& c) {
+  if (system::enter_own_group(c.parent) != 0) ::_exit(127);
+  // As a shell starts it: no signal ptune ignores (SIGPIPE) stays ignored in the program.
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGQUIT}) ::signal(sig, SIG_DFL);
+  const int null = ::open("/dev/null", O_RDONLY);
+  const int report = ::fcntl(c.report, F_DUPFD_CLOEXEC, 10);
+  if (null < 0 || report < 0 || ::dup2(null, 0) < 0 || ::dup2(c.out, 1) < 0 || ::dup2(c.err, 2) < 0)
+    ::_exit(127);
+  for (int fd = 3; fd < 4096; ++fd)
+    if (fd != report) ::close(fd);
+  // What failed, and its errno, for the parent's message: {kChdir, kBind or kExec, errno}.
+  int failed[2] = {kChdir, 0};
+  if (c.cwd.empty() || ::chdir(c.cwd.c_str()) == 0) {
+    failed[0] = kBind;
+    if ((failed[1] = system::bind_process(c.plan)) == 0) {
+      ::execve(c.file.c_str(), c.argv, c.envp);
+      failed[0] = kExec;
+    }
+  }
+  if (failed[1] == 0) failed[1] = errno;
+  (void)!::write(report, failed, sizeof failed);
+  ::_exit(127);
+}
+
+/// The error for what the child reported failed before the program ran (exec_program).
+std::string exec_failure(const int failed[2], const std::string& cwd, const std::string& file) {
+  const std::string why = std::strerror(failed[1]);
+  if (failed[0] == kChdir) return "program.cwd: cannot enter '" + cwd + "': " + why;
+  if (failed[0] == kBind)
+    return "program.command: its CPUs or memory could not be bound (process.cpus, process.numa_node): " + why;
+  return "program.command: cannot run '" + file + "': " + why;
+}
 
 /// Whether this machine has an NVIDIA GPU (its device files).
 bool has_nvidia_gpu() {
@@ -157,15 +222,10 @@ void ProgramInstance::start(const config::ExperimentConfig& cfg) {
   if (file.empty()) throw ConfigError("program.command: '" + argv_text.front() + "' is not found");
   // Everything the child needs, made before fork: after it, only system calls.
   std::vector<std::string> args = argv_text, env = program_environment(cfg, plan);
-  std::vector<char*> argv, envp;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  for (auto& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
+  const std::vector<char*> argv = c_strings(args), envp = c_strings(env);
   const std::string cwd = program_.cwd.value_or("");
   int out[2], err[2], exec_err[2], guard[2];
-  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0 || ::pipe2(exec_err, O_CLOEXEC) != 0 ||
-      ::pipe2(guard, O_CLOEXEC) != 0)
+  if (!open_pipes({out, err, exec_err, guard}))
     throw std::runtime_error("cannot start the program: " + std::string(std::strerror(errno)));
   const pid_t parent = ::getpid();
   started_ms_ = now_ms();
@@ -175,29 +235,8 @@ void ProgramInstance::start(const config::ExperimentConfig& cfg) {
     for (int fd : {out[0], out[1], err[0], err[1], exec_err[0], exec_err[1], guard[0], guard[1]}) ::close(fd);
     throw std::runtime_error("cannot start the program: " + std::string(std::strerror(e)));
   }
-  if (pid_ == 0) {
-    if (system::enter_own_group(parent) != 0) ::_exit(127);
-    // As a shell starts it: no signal ptune ignores (SIGPIPE) stays ignored in the program.
-    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGQUIT}) ::signal(sig, SIG_DFL);
-    const int null = ::open("/dev/null", O_RDONLY);
-    const int report = ::fcntl(exec_err[1], F_DUPFD_CLOEXEC, 10);
-    if (null < 0 || report < 0 || ::dup2(null, 0) < 0 || ::dup2(out[1], 1) < 0 || ::dup2(err[1], 2) < 0)
-      ::_exit(127);
-    for (int fd = 3; fd < 4096; ++fd)
-      if (fd != report) ::close(fd);
-    // What failed, and its errno, for the parent's message: {kChdir, kBind or kExec, errno}.
-    int failed[2] = {kChdir, 0};
-    if (cwd.empty() || ::chdir(cwd.c_str()) == 0) {
-      failed[0] = kBind;
-      if ((failed[1] = system::bind_process(plan)) == 0) {
-        ::execve(file.c_str(), argv.data(), envp.data());
-        failed[0] = kExec;
-      }
-    }
-    if (failed[1] == 0) failed[1] = errno;
-    (void)!::write(report, failed, sizeof failed);
-    ::_exit(127);
-  }
+  if (pid_ == 0)
+    exec_program({parent, plan, file, cwd, argv.data(), envp.data(), out[1], err[1], exec_err[1]});
   ::setpgid(pid_, pid_);  // also here: signals sent right after fork must reach the group
   pgid_ = pid_;
   system::own_process_group(pgid_, true);  // its processes are this job's, not competing load
@@ -220,13 +259,7 @@ void ProgramInstance::start(const config::ExperimentConfig& cfg) {
     ::waitpid(pid_, &status, 0);
     pid_ = -1;
     end();
-    const std::string why = std::strerror(failed[1]);
-    throw std::runtime_error(
-        failed[0] == kChdir ? "program.cwd: cannot enter '" + cwd + "': " + why
-        : failed[0] == kBind
-            ? "program.command: its CPUs or memory could not be bound (process.cpus, process.numa_node): " +
-                  why
-            : "program.command: cannot run '" + file + "': " + why);
+    throw std::runtime_error(exec_failure(failed, cwd, file));
   }
 }
 
@@ -485,17 +518,67 @@ std::map<std::string, uintmax_t> trace_files(const std::string& folder, const Tr
   return files;
 }
 
+/// Whether a program's wait status (reap()) is an exit with status 0; none: it has not exited.
+bool exited_cleanly(const std::optional<int>& status) {
+  return status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0;
+}
+
+/// The trace files a program writes into a folder, looked at again and again: the trace is
+/// written once a step line has come after the first file appeared (or the program has ended),
+/// and none of the files has grown for ProgramInstance::kTraceSettleMs.
+struct TraceWatch {
+  std::map<std::string, uintmax_t> files;  // each with its size
+  double changed_ms = now_ms();            // when they last changed
+  int64_t steps_at_trace = -1;             // the step count when the first file appeared
+
+  /// Reads the folder's files again, `steps` the steps counted so far.
+  void look(const std::string& folder, const TraceName& is_trace, int64_t steps) {
+    auto now_files = trace_files(folder, is_trace);
+    if (now_files != files) files = std::move(now_files), changed_ms = now_ms();
+    if (!files.empty() && steps_at_trace < 0) steps_at_trace = steps;
+  }
+  /// Whether the trace is written and has settled; `open`: the program's output has not ended.
+  bool written(int64_t steps, bool open) const {
+    const bool complete = !files.empty() && (steps > steps_at_trace || !open);
+    return complete && now_ms() - changed_ms >= ProgramInstance::kTraceSettleMs;
+  }
+  std::vector<std::string> paths() const {
+    std::vector<std::string> out;
+    for (const auto& [path, size] : files) out.push_back(path);
+    return out;
+  }
+};
+
+/// The error for a program that ran `ran` steps (or ended, where its output is not `open`) and
+/// wrote no trace into `folder`.
+std::string no_trace_error(const std::string& name, bool open, int64_t ran, const std::string& folder) {
+  return name + (open ? " ran " : " ended (exit status 0) after ") + std::to_string(ran) +
+         " steps with PTUNE_PROFILE_DIR=" + folder +
+         " and wrote no trace there: record a torch.profiler trace into that folder "
+         "(docs/programs.md shows how), or leave measure.profile off for this row";
+}
+
+/// The error for a program that printed no step line for program.startup_timeout_s while ptune
+/// waited for its trace.
+std::string no_further_line_error(const std::string& name, double startup_timeout_s) {
+  char secs[64];
+  std::snprintf(secs, sizeof secs, "%g", startup_timeout_s);
+  return name +
+         " printed no further line matching program.step_pattern within "
+         "program.startup_timeout_s (" +
+         secs + " s) while ptune waited for its trace";
+}
+
 }  // namespace
 
 std::vector<std::string> ProgramInstance::run_until_trace(const std::string& folder, int64_t max_steps,
                                                           const TraceName& is_trace) {
-  if (!running_) resume();
+  resume();
   for (const StepEvent& e : events_) counter_.add(e.t_ms, e.step);
   events_.clear();
   const int64_t start = counter_.steps();
-  std::map<std::string, uintmax_t> files;
-  double changed_ms = now_ms(), last_line_ms = now_ms();
-  int64_t steps_at_trace = -1;  // the step count when the first trace file appeared
+  TraceWatch trace;
+  double last_line_ms = now_ms();
   bool open = true;
   for (;;) {
     if (open)
@@ -507,39 +590,26 @@ std::vector<std::string> ProgramInstance::run_until_trace(const std::string& fol
     events_.clear();
     const int64_t ran = counter_.steps() - start;
     report("profile", std::min(ran, max_steps), max_steps);  // an interruption stops the wait
-    auto now_files = trace_files(folder, is_trace);
-    if (now_files != files) files = std::move(now_files), changed_ms = now_ms();
-    if (!files.empty() && steps_at_trace < 0) steps_at_trace = counter_.steps();
-    if (!open && !files.empty() && pid_ > 0) {  // ended: with status 0 its trace is complete
+    trace.look(folder, is_trace, counter_.steps());
+    if (!open && !trace.files.empty() && pid_ > 0) {  // ended: with status 0 its trace is complete
       const std::optional<int> status = reap();
-      if (!status || !WIFEXITED(*status) || WEXITSTATUS(*status) != 0) ended(status);
+      if (!exited_cleanly(status)) ended(status);
     }
-    const bool written = !files.empty() && (counter_.steps() > steps_at_trace || !open);
-    if (written && now_ms() - changed_ms >= kTraceSettleMs) break;
-    if (files.empty() && (!open || ran >= max_steps)) {
+    if (trace.written(counter_.steps(), open)) break;
+    if (trace.files.empty() && (!open || ran >= max_steps)) {
       const std::optional<int> status = open ? std::optional<int>() : reap();
-      if (!open && (!status || !WIFEXITED(*status) || WEXITSTATUS(*status) != 0)) ended(status);
+      if (!open && !exited_cleanly(status)) ended(status);
       const std::string name = who();
       end();
-      throw std::runtime_error(name + (open ? " ran " : " ended (exit status 0) after ") +
-                               std::to_string(ran) + " steps with PTUNE_PROFILE_DIR=" + folder +
-                               " and wrote no trace there: record a torch.profiler trace into that folder "
-                               "(docs/programs.md shows how), or leave measure.profile off for this row");
+      throw std::runtime_error(no_trace_error(name, open, ran, folder));
     }
     if (open && now_ms() - last_line_ms > program_.startup_timeout_s * 1000.0) {
       const std::string name = who();
       end();
-      char secs[64];
-      std::snprintf(secs, sizeof secs, "%g", program_.startup_timeout_s);
-      throw std::runtime_error(name +
-                               " printed no further line matching program.step_pattern within "
-                               "program.startup_timeout_s (" +
-                               secs + " s) while ptune waited for its trace");
+      throw std::runtime_error(no_further_line_error(name, program_.startup_timeout_s));
     }
   }
-  std::vector<std::string> paths;
-  for (const auto& [path, size] : files) paths.push_back(path);
-  return paths;
+  return trace.paths();
 }
 
 ProgramProfile profile_program(const config::ExperimentConfig& cfg, const std::string& out,

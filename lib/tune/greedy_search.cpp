@@ -65,8 +65,11 @@ NoiseVerdict judge_paired(const measure::Measurement& incumbent, const std::vect
                      rule, threshold_pct);
 }
 
-std::vector<Candidate> candidates(const config::ExperimentConfig& cfg, int64_t cpu_cores, bool cuda) {
-  std::vector<Candidate> out;
+namespace {
+
+/// The loader's workers: as many as the cores, and half as many (each where it is a change).
+void add_worker_candidates(std::vector<Candidate>& out, const config::ExperimentConfig& cfg,
+                           int64_t cpu_cores) {
   const int64_t cores = std::max<int64_t>(1, cpu_cores);
   for (int64_t w : {cores, cores / 2}) {
     bool seen = false;
@@ -74,6 +77,10 @@ std::vector<Candidate> candidates(const config::ExperimentConfig& cfg, int64_t c
     if (w >= 1 && w != cfg.loader.num_workers && !seen)
       out.push_back({"multi-worker loading (" + std::to_string(w) + ")", Json{{"loader.num_workers", w}}});
   }
+}
+
+/// The rest of the loader: pinned memory, uint8 transfer, resize on the GPU, a doubled batch.
+void add_loader_candidates(std::vector<Candidate>& out, const config::ExperimentConfig& cfg, bool cuda) {
   if (!cfg.loader.pin_memory) out.push_back({"pinned memory", Json{{"loader.pin_memory", true}}});
   if (!cfg.loader.uint8_transfer) out.push_back({"uint8 transfer", Json{{"loader.uint8_transfer", true}}});
   // Ship the 32x32 originals and resize on the device (fake_cifar only; worth it on a GPU).
@@ -82,6 +89,11 @@ std::vector<Candidate> candidates(const config::ExperimentConfig& cfg, int64_t c
   const int64_t doubled = 2 * cfg.loader.batch_size;
   if (cfg.data.kind != config::DataKind::kFakeCifar || doubled <= cfg.data.num_samples)
     out.push_back({"batch " + std::to_string(doubled), Json{{"loader.batch_size", doubled}}});
+}
+
+/// The training step: set_to_none, AMP, channels_last (and bf16 with it), cuDNN benchmark, CUDA
+/// graphs.
+void add_step_candidates(std::vector<Candidate>& out, const config::ExperimentConfig& cfg, bool cuda) {
   if (!cfg.optim.set_to_none) out.push_back({"set_to_none", Json{{"optim.set_to_none", true}}});
   if (cfg.optim.amp == config::Amp::kOff) {
     out.push_back({"AMP bf16", Json{{"optim.amp", config::name(config::Amp::kBf16)}}});
@@ -95,9 +107,12 @@ std::vector<Candidate> candidates(const config::ExperimentConfig& cfg, int64_t c
                    Json{{"optim.amp", config::name(config::Amp::kBf16)}, {"model.channels_last", true}}});
   if (!cfg.optim.cudnn_benchmark) out.push_back({"cuDNN benchmark", Json{{"optim.cudnn_benchmark", true}}});
   if (!cfg.optim.cuda_graphs) out.push_back({"CUDA graphs", Json{{"optim.cuda_graphs", true}}});
-  // The CPU section (last: each trial starts a child process, while the CUDA ones are skipped at
-  // once on a CPU): the allocator (where installed) and thread binding, each a process of its own.
-  if (!cuda && cfg.process.allocator == config::Allocator::kGlibc)
+}
+
+/// The CPU section (last: each trial starts a child process, while the CUDA ones are skipped at
+/// once on a CPU): the allocator (where installed) and thread binding, each a process of its own.
+void add_cpu_candidates(std::vector<Candidate>& out, const config::ExperimentConfig& cfg) {
+  if (cfg.process.allocator == config::Allocator::kGlibc)
     for (const auto a :
          {config::Allocator::kJemalloc, config::Allocator::kTcmalloc, config::Allocator::kGlibcTuned}) {
       config::ProcessConfig p = cfg.process;
@@ -109,8 +124,18 @@ std::vector<Candidate> candidates(const config::ExperimentConfig& cfg, int64_t c
       } catch (const ConfigError&) {  // not installed here
       }
     }
-  if (!cuda && !cfg.process.bind_threads)
+  if (!cfg.process.bind_threads)
     out.push_back({"threads bound to cores", Json{{"process.bind_threads", true}}});
+}
+
+}  // namespace
+
+std::vector<Candidate> candidates(const config::ExperimentConfig& cfg, int64_t cpu_cores, bool cuda) {
+  std::vector<Candidate> out;
+  add_worker_candidates(out, cfg, cpu_cores);
+  add_loader_candidates(out, cfg, cuda);
+  add_step_candidates(out, cfg, cuda);
+  if (!cuda) add_cpu_candidates(out, cfg);
   return out;
 }
 
