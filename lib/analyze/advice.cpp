@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <map>
 
 #include "core/errors.hpp"
@@ -596,6 +597,55 @@ void add_rank(const std::vector<const SpooledTrace*>& files, const AnalyzeOption
   a.throughput.push_back(flops.finish(a.ranks.back(), opt.cpu_ceilings));
 }
 
+/// Refuses a CPU-only set of traces where --gpu asks for GPU figures.
+void check_gpu(const std::string& path, const std::vector<SpooledTrace>& traces) {
+  for (const auto& t : traces)
+    if (t.meta().has_gpu) return;
+  throw DataError("'" + path +
+                  "': a CPU-only trace (no kernels, copies or CUDA runtime calls); --gpu asks for GPU "
+                  "figures: record it on a GPU with ProfilerActivity.CUDA");
+}
+
+/// One process per rank: files with distributedInfo of a world of two or more are grouped by
+/// rank; the others by their host process (several files of one process: its profiler
+/// cycles, their steps concatenated; files of several processes: side by side, as ranks).
+ByRank group_by_rank(const std::vector<SpooledTrace>& traces) {
+  ByRank by_rank;
+  for (const auto& t : traces) {
+    const Trace& m = t.meta();
+    const bool dist = m.world_size.value_or(1) > 1 && m.rank;
+    by_rank[dist ? std::make_pair(0, *m.rank) : std::make_pair(1, m.host_pid)].push_back(&t);
+  }
+  return by_rank;
+}
+
+/// The index of the rank whose mean step ends `better` than every other's (the first of those):
+/// std::greater, the one that ends last; std::less, the one that ends first.
+template <typename Better>
+size_t rank_by_step_end(const Analysis& a, Better better) {
+  size_t at = 0;
+  for (size_t i = 1; i < a.ranks.size(); ++i)
+    if (better(a.ranks[i].mean().end, a.ranks[at].mean().end)) at = i;
+  return at;
+}
+
+/// The figures of a job of two or more ranks, and its straggler; the rank the others wait for
+/// becomes the primary one.
+void add_distributed(Analysis& a) {
+  Distributed d;
+  d.world_size = a.ranks.front().world_size.value_or(static_cast<int64_t>(a.ranks.size()));
+  d.slowest = a.primary;
+  d.fastest = rank_by_step_end(a, std::less<>());
+  const auto m = a.ranks[a.primary].mean();
+  d.comm_pct = m.end > 0 ? 100.0 * m.comm_us / m.end : 0;
+  d.comm_overlap_pct = m.comm_us > 0 ? 100.0 * m.comm_overlap_us / m.comm_us : 0;
+  a.distributed = d;
+  a.straggler = find_straggler(a);
+  // The ranks of a synchronous job take one step time; the one the others wait for is where
+  // the time goes, and its figures are the verdict's.
+  if (a.straggler->slow) a.primary = a.straggler->ranks[*a.straggler->slow].index;
+}
+
 }  // namespace
 
 Analysis analyze(const std::string& path, const AnalyzeOptions& opt) {
@@ -606,23 +656,9 @@ Analysis analyze(const std::string& path, const AnalyzeOptions& opt) {
   for (const auto& f : files) traces.emplace_back(f, files.size() == 1 ? opt.part_bytes : 0);
   Analysis a;
   a.path = path;
-  bool any_gpu = false;
-  for (const auto& t : traces) any_gpu = any_gpu || t.meta().has_gpu;
-  if (opt.require_gpu && !any_gpu) {
-    throw DataError("'" + path +
-                    "': a CPU-only trace (no kernels, copies or CUDA runtime calls); --gpu asks for GPU "
-                    "figures: record it on a GPU with ProfilerActivity.CUDA");
-  }
-  // One process per rank: files with distributedInfo of a world of two or more are grouped by
-  // rank; the others by their host process (several files of one process: its profiler
-  // cycles, their steps concatenated; files of several processes: side by side, as ranks).
-  // Each is read back and taken apart in turn: one rank's events in memory at a time.
-  ByRank by_rank;
-  for (const auto& t : traces) {
-    const Trace& m = t.meta();
-    const bool dist = m.world_size.value_or(1) > 1 && m.rank;
-    by_rank[dist ? std::make_pair(0, *m.rank) : std::make_pair(1, m.host_pid)].push_back(&t);
-  }
+  if (opt.require_gpu) check_gpu(path, traces);
+  // Each rank is read back and taken apart in turn: one rank's events in memory at a time.
+  const ByRank by_rank = group_by_rank(traces);
   check_same_run(path, by_rank);
   check_one_job(path, by_rank);
   if (std::filesystem::is_directory(path)) a.folder_notes = ranks_notes(by_rank);
@@ -630,23 +666,8 @@ Analysis analyze(const std::string& path, const AnalyzeOptions& opt) {
     add_rank(group, opt, a);
     if (r.first == 1 && by_rank.size() > 1) a.ranks.back().rank.reset();  // a process, not a rank
   }
-  for (size_t i = 1; i < a.ranks.size(); ++i)
-    if (a.ranks[i].mean().end > a.ranks[a.primary].mean().end) a.primary = i;
-  if (a.ranks.size() >= 2) {
-    Distributed d;
-    d.world_size = a.ranks.front().world_size.value_or(static_cast<int64_t>(a.ranks.size()));
-    d.slowest = a.primary;
-    for (size_t i = 1; i < a.ranks.size(); ++i)
-      if (a.ranks[i].mean().end < a.ranks[d.fastest].mean().end) d.fastest = i;
-    const auto m = a.ranks[a.primary].mean();
-    d.comm_pct = m.end > 0 ? 100.0 * m.comm_us / m.end : 0;
-    d.comm_overlap_pct = m.comm_us > 0 ? 100.0 * m.comm_overlap_us / m.comm_us : 0;
-    a.distributed = d;
-    a.straggler = find_straggler(a);
-    // The ranks of a synchronous job take one step time; the one the others wait for is where
-    // the time goes, and its figures are the verdict's.
-    if (a.straggler->slow) a.primary = a.straggler->ranks[*a.straggler->slow].index;
-  }
+  a.primary = rank_by_step_end(a, std::greater<>());
+  if (a.ranks.size() >= 2) add_distributed(a);
   advise(a);
   return a;
 }

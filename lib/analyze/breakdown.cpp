@@ -377,63 +377,95 @@ void add_allocations(const Trace& t, const std::map<Thread, std::vector<const Ev
   }
 }
 
+/// A device's highest sample of allocated memory in the steps, and the step it fell in.
+struct DeviceTop {
+  const MemorySample* sample;
+  const StepBreakdown* step;
+};
+
+constexpr double kMb = 1024.0 * 1024.0;
+
+/// Each device's highest sample of allocated memory that falls in one of `steps` (the host's too,
+/// device -1: a CPU trace's memory).
+std::map<int64_t, DeviceTop> highest_per_device(const Trace& t, const std::vector<StepBreakdown>& steps) {
+  std::map<int64_t, DeviceTop> top;
+  for (const auto& m : t.memory) {
+    if (m.allocated < 0) continue;
+    const auto s = std::find_if(steps.begin(), steps.end(),
+                                [&](const StepBreakdown& x) { return m.ts >= x.start && m.ts < x.end; });
+    if (s == steps.end()) continue;
+    const auto it = top.find(m.device);
+    if (it == top.end() || m.allocated > it->second.sample->allocated) top[m.device] = {&m, &*s};
+  }
+  return top;
+}
+
+/// Keeps `p` as its device's peak, where it is the first or above the one kept.
+void keep_peak(std::vector<MemoryPeak>& peaks, const MemoryPeak& p) {
+  auto it =
+      std::find_if(peaks.begin(), peaks.end(), [&](const MemoryPeak& x) { return x.device == p.device; });
+  if (it == peaks.end())
+    peaks.push_back(p);
+  else if (p.allocated_mb > it->allocated_mb)
+    *it = p;
+}
+
+/// Whether sample `m` is the timeline's rather than `than`: a GPU's before the host's, then the
+/// higher (any is, against none).
+bool timeline_rather(const MemorySample& m, const MemorySample* than) {
+  if (!than) return true;
+  const bool gpu = m.device >= 0, than_gpu = than->device >= 0;
+  return gpu != than_gpu ? gpu : m.allocated > than->allocated;
+}
+
+/// Whether the timeline of `highest` replaces the one of an earlier trace (a GPU's replaces the
+/// host's, then the higher peak); noted in `tot` when it does.
+bool take_timeline(const MemorySample& highest, Totals& tot) {
+  const int gpu = highest.device >= 0 ? 1 : 0;
+  if (gpu < tot.timeline_gpu ||
+      (gpu == tot.timeline_gpu && static_cast<double>(highest.allocated) <= tot.timeline_peak))
+    return false;
+  tot.timeline_gpu = gpu;
+  tot.timeline_peak = static_cast<double>(highest.allocated);
+  return true;
+}
+
+/// The timeline of allocated memory over step `s` on `highest`'s device, thinned to at most
+/// 400 points with the peak kept: (ms from the step's start, MB).
+std::vector<std::pair<double, double>> memory_timeline(const Trace& t, const MemorySample& highest,
+                                                       const StepBreakdown& s) {
+  std::vector<const MemorySample*> in;
+  for (const auto& m : t.memory)
+    if (m.device == highest.device && m.allocated >= 0 && m.ts >= s.start && m.ts < s.end) in.push_back(&m);
+  std::sort(in.begin(), in.end(), [](const MemorySample* x, const MemorySample* y) { return x->ts < y->ts; });
+  const size_t every = in.size() / 400 + 1;
+  std::vector<std::pair<double, double>> timeline;
+  for (size_t i = 0; i < in.size(); ++i)
+    if (i % every == 0 || in[i] == &highest)
+      timeline.emplace_back((in[i]->ts - s.start) / 1000.0, static_cast<double>(in[i]->allocated) / kMb);
+  return timeline;
+}
+
 /// Each device's highest allocated memory in `steps` (kept where above an earlier trace's), the
 /// operator at it, and the timeline of allocated memory over the step of the highest of all.
 void add_memory_peaks(const Trace& t, const std::map<Thread, std::vector<const Event*>>& outermost,
                       const std::vector<StepBreakdown>& steps, Breakdown& b, Totals& tot) {
-  std::map<int64_t, const MemorySample*> top;  // device -> its highest sample in a step
-  std::map<int64_t, const StepBreakdown*> top_step;
-  for (const auto& m : t.memory) {
-    if (m.allocated < 0) continue;  // the host's samples too (device -1): a CPU trace's memory
-    const auto s = std::find_if(steps.begin(), steps.end(),
-                                [&](const StepBreakdown& x) { return m.ts >= x.start && m.ts < x.end; });
-    if (s == steps.end()) continue;
-    if (!top.count(m.device) || m.allocated > top[m.device]->allocated)
-      top[m.device] = &m, top_step[m.device] = &*s;
-  }
-  constexpr double kMb = 1024.0 * 1024.0;
-  const MemorySample* highest = nullptr;
-  for (const auto& [device, m] : top) {
-    MemoryPeak p{device,
-                 static_cast<double>(m->allocated) / kMb,
-                 std::nullopt,
-                 std::string(operator_at(outermost, *m)),
-                 top_step[device]->name,
-                 (m->ts - top_step[device]->start) / 1000.0};
-    if (m->reserved >= 0) p.reserved_mb = static_cast<double>(m->reserved) / kMb;
-    auto it = std::find_if(b.memory_peaks.begin(), b.memory_peaks.end(),
-                           [d = device](const MemoryPeak& x) { return x.device == d; });
-    if (it == b.memory_peaks.end())
-      b.memory_peaks.push_back(p);
-    else if (p.allocated_mb > it->allocated_mb)
-      *it = p;
-    // The timeline's: a GPU's highest sample, else the host's.
-    if (!highest || (device >= 0) > (highest->device >= 0) ||
-        ((device >= 0) == (highest->device >= 0) && m->allocated > highest->allocated))
-      highest = m;
+  const std::map<int64_t, DeviceTop> top = highest_per_device(t, steps);
+  const DeviceTop* highest = nullptr;
+  for (const auto& [device, at] : top) {
+    const MemorySample& m = *at.sample;
+    MemoryPeak p{device,        static_cast<double>(m.allocated) / kMb,
+                 std::nullopt,  std::string(operator_at(outermost, m)),
+                 at.step->name, (m.ts - at.step->start) / 1000.0};
+    if (m.reserved >= 0) p.reserved_mb = static_cast<double>(m.reserved) / kMb;
+    keep_peak(b.memory_peaks, p);
+    if (timeline_rather(m, highest ? highest->sample : nullptr)) highest = &at;
   }
   std::sort(b.memory_peaks.begin(), b.memory_peaks.end(),
             [](const MemoryPeak& x, const MemoryPeak& y) { return x.device < y.device; });
   // The timeline is of the highest GPU peak of all the traces (the host's without one).
-  if (!highest) return;
-  const int gpu = highest->device >= 0 ? 1 : 0;
-  if (gpu < tot.timeline_gpu ||
-      (gpu == tot.timeline_gpu && static_cast<double>(highest->allocated) <= tot.timeline_peak))
-    return;
-  tot.timeline_gpu = gpu;
-  tot.timeline_peak = static_cast<double>(highest->allocated);
-  // The timeline of that step on that device, thinned to at most 400 points with the peak kept.
-  const StepBreakdown& s = *top_step[highest->device];
-  std::vector<const MemorySample*> in;
-  for (const auto& m : t.memory)
-    if (m.device == highest->device && m.allocated >= 0 && m.ts >= s.start && m.ts < s.end) in.push_back(&m);
-  std::sort(in.begin(), in.end(), [](const MemorySample* x, const MemorySample* y) { return x->ts < y->ts; });
-  const size_t every = in.size() / 400 + 1;
-  b.memory_timeline.clear();
-  for (size_t i = 0; i < in.size(); ++i)
-    if (i % every == 0 || in[i] == highest)
-      b.memory_timeline.emplace_back((in[i]->ts - s.start) / 1000.0,
-                                     static_cast<double>(in[i]->allocated) / kMb);
+  if (highest && take_timeline(*highest->sample, tot))
+    b.memory_timeline = memory_timeline(t, *highest->sample, *highest->step);
 }
 
 /// The batch: the first dimension of the first input of step `s0`'s first operator that takes

@@ -186,13 +186,12 @@ std::string ranks_svg(const Analysis& a) {
   return os.str();
 }
 
-std::string version_html(const Version& v, size_t index) {
+/// A version's heading: its label, file, steps, device and ranks, its verdict and notes.
+std::string version_head_html(const Version& v) {
   const Analysis& a = v.analysis;
   const Breakdown& b = a.ranks[a.primary];
-  const auto m = b.mean();
-  const double len = m.end > 0 ? m.end : 1;
   std::ostringstream os;
-  os << "<section class=\"version\" id=\"v" << index << "\"><h2>" << html_escape(v.label) << "</h2>";
+  os << "<h2>" << html_escape(v.label) << "</h2>";
   os << "<p class=\"muted\">" << html_escape(a.path) << " · " << b.steps.size() << " step"
      << (b.steps.size() == 1 ? "" : "s") << (b.from_steps ? " (ProfilerStep#N)" : " (whole trace)") << " · "
      << (b.has_gpu ? html_escape(b.devices.empty() ? std::string("cuda") : b.devices.front())
@@ -206,7 +205,15 @@ std::string version_html(const Version& v, size_t index) {
     for (const auto& n : a.notes) os << "<li>" << html_escape(n) << "</li>";
     os << "</ul>";
   }
-  table::HtmlTable figures;  // a key and its value per row
+  return os.str();
+}
+
+/// A version's figures per step, a key and its value per row.
+std::string figures_html(const Version& v) {
+  const Breakdown& b = v.analysis.ranks[v.analysis.primary];
+  const auto m = b.mean();
+  const double len = m.end > 0 ? m.end : 1;
+  table::HtmlTable figures;
   figures.columns = {{""}, {"", true}};
   figures.head = figures.scroll = false;
   auto row = [&](const std::string& k, const std::string& val) { figures.rows.push_back({{k, val}, true}); };
@@ -224,15 +231,14 @@ std::string version_html(const Version& v, size_t index) {
   row("host syncs", std::to_string(syncs) + fmt(", %.2f ms waited per step", m.sync_us / 1000.0));
   if (m.peak_allocated_mb) row("peak GPU memory allocated", fmt("%.0f MB", *m.peak_allocated_mb));
   if (m.peak_reserved_mb) row("peak GPU memory reserved", fmt("%.0f MB", *m.peak_reserved_mb));
-  os << table::html(figures);
-  os << "<figure><figcaption>Step time, split as the PyTorch profiler's overview</figcaption>" << legend()
-     << steps_svg(b) << "</figure>";
-  if (a.ranks.size() > 1)
-    os << "<figure><figcaption>Ranks: step time, communication (not overlapped / overlapped)</figcaption>"
-       << ranks_svg(a) << "</figure>";
-  os << straggler_html(a);
-  if (a.primary < a.throughput.size()) os << throughput_html(a.throughput[a.primary]);
-  if (m.peak_allocated_mb) {
+  return table::html(figures);
+}
+
+/// The memory of a rank: its peak per step (or why there is none), each device's highest, the
+/// timeline, and the operators that allocated most.
+std::string memory_html(const Breakdown& b) {
+  std::ostringstream os;
+  if (b.mean().peak_allocated_mb) {
     table::Table t{{{"step"}, {"peak allocated MB", true}, {"peak reserved MB", true}}, {}};
     for (const auto& s : b.steps)
       t.rows.push_back({s.name, s.peak_allocated_mb ? fmt("%.0f", *s.peak_allocated_mb) : "-",
@@ -260,6 +266,12 @@ std::string version_html(const Version& v, size_t index) {
     os << "<h3>Operators that allocated most (" << (b.allocators_gpu ? "GPU" : "host") << " memory)</h3>"
        << table::html(table::html_table(t));
   }
+  return os.str();
+}
+
+/// The largest kernels, operators and host syncs, where the syncs come from, and the load.
+std::string lists_html(const Breakdown& b) {
+  std::ostringstream os;
   os << names_table("Largest kernels", b.kernels, false, b.steps.size())
      << names_table("Largest operators (host, self time)", b.operators, true, b.steps.size())
      << names_table("Host syncs", b.syncs, false, b.steps.size());
@@ -273,7 +285,22 @@ std::string version_html(const Version& v, size_t index) {
     os << "<p class=\"muted\">Recorded under load"
        << (b.load_summary.empty() ? "" : ": " + html_escape(b.load_summary))
        << "; its speedups are undecided.</p>";
-  os << "</section>";
+  return os.str();
+}
+
+std::string version_html(const Version& v, size_t index) {
+  const Analysis& a = v.analysis;
+  const Breakdown& b = a.ranks[a.primary];
+  std::ostringstream os;
+  os << "<section class=\"version\" id=\"v" << index << "\">" << version_head_html(v) << figures_html(v);
+  os << "<figure><figcaption>Step time, split as the PyTorch profiler's overview</figcaption>" << legend()
+     << steps_svg(b) << "</figure>";
+  if (a.ranks.size() > 1)
+    os << "<figure><figcaption>Ranks: step time, communication (not overlapped / overlapped)</figcaption>"
+       << ranks_svg(a) << "</figure>";
+  os << straggler_html(a);
+  if (a.primary < a.throughput.size()) os << throughput_html(a.throughput[a.primary]);
+  os << memory_html(b) << lists_html(b) << "</section>";
   return os.str();
 }
 

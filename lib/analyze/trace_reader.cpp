@@ -553,56 +553,71 @@ class Handler {
     if (ctx_.size() >= static_cast<size_t>(kMaxDepth))
       fail(path_, "nesting deeper than " + std::to_string(kMaxDepth) +
                       " levels; a profiler trace is a few levels deep");
-    Ctx c = Ctx::kIgnore;
     if (ctx_.empty()) {
-      c = object ? Ctx::kTop : Ctx::kEvents;
       if (!object) saw_events_ = true;
-    } else {
-      switch (ctx_.back()) {
-        case Ctx::kTop:
-          if (!object && key_id_ == Field::kTraceEvents)
-            c = Ctx::kEvents, saw_events_ = true;
-          else if (object && key_id_ == Field::kDistributedInfo)
-            c = Ctx::kDist;
-          else if (!object && key_id_ == Field::kDeviceProperties)
-            c = Ctx::kDevices;
-          else if (object && key_id_ == Field::kPtune)
-            c = Ctx::kPtune;
-          break;
-        case Ctx::kPtune:
-          if (object && key_id_ == Field::kLoad) c = Ctx::kPtuneLoad;
-          break;
-        case Ctx::kEvents:
-          if (object) c = Ctx::kEvent, ev_.reset();
-          break;
-        case Ctx::kEvent:
-          if (object && key_id_ == Field::kArgs)
-            c = Ctx::kArgs, ev_.args_object = true;
-          else if (key_id_ == Field::kArgs)
-            ev_.args_object = false;
-          break;
-        case Ctx::kArgs:
-          if (!object && (key_id_ == Field::kInputDims || key_id_ == Field::kInputDimsLower))
-            c = Ctx::kDims, ev_.has_dims = true;
-          else if (!object && key_id_ == Field::kInputType)
-            c = Ctx::kTypes;
-          else if (!object && key_id_ == Field::kConcreteInputs)
-            c = Ctx::kConcrete;
-          break;
-        case Ctx::kDims:
-          if (!object) c = Ctx::kDim, dims_ = 0, dim0_ = -1, ev_.new_input();
-          break;
-        case Ctx::kDevices:
-          if (object) c = Ctx::kDevice;
-          break;
-        default:
-          break;
-      }
+      ctx_.push_back(object ? Ctx::kTop : Ctx::kEvents);
+      return true;
     }
+    const Ctx c = child_of(ctx_.back(), object);
     // A key of the parent given a container value: that key is no longer a scalar field.
-    if (!ctx_.empty() && ctx_.back() == Ctx::kEvent) forget(key_id_);
+    if (ctx_.back() == Ctx::kEvent) forget(key_id_);
     ctx_.push_back(c);
     return true;
+  }
+
+  /// The context of an object (or a list) opened in `parent` under the key just read.
+  Ctx child_of(Ctx parent, bool object) {
+    switch (parent) {
+      case Ctx::kTop:
+        return top_child(object);
+      case Ctx::kPtune:
+        return object && key_id_ == Field::kLoad ? Ctx::kPtuneLoad : Ctx::kIgnore;
+      case Ctx::kEvents:
+        if (!object) return Ctx::kIgnore;
+        ev_.reset();
+        return Ctx::kEvent;
+      case Ctx::kEvent:
+        if (key_id_ == Field::kArgs) ev_.args_object = object;
+        return object && key_id_ == Field::kArgs ? Ctx::kArgs : Ctx::kIgnore;
+      case Ctx::kArgs:
+        return object ? Ctx::kIgnore : args_list(key_id_);
+      case Ctx::kDims:
+        if (object) return Ctx::kIgnore;
+        dims_ = 0, dim0_ = -1, ev_.new_input();
+        return Ctx::kDim;
+      case Ctx::kDevices:
+        return object ? Ctx::kDevice : Ctx::kIgnore;
+      default:
+        return Ctx::kIgnore;
+    }
+  }
+
+  /// The context of a value of the top-level object that the reader reads.
+  Ctx top_child(bool object) {
+    if (!object && key_id_ == Field::kTraceEvents) {
+      saw_events_ = true;
+      return Ctx::kEvents;
+    }
+    if (object && key_id_ == Field::kDistributedInfo) return Ctx::kDist;
+    if (!object && key_id_ == Field::kDeviceProperties) return Ctx::kDevices;
+    if (object && key_id_ == Field::kPtune) return Ctx::kPtune;
+    return Ctx::kIgnore;
+  }
+
+  /// The context of a list in an event's args under key `k`.
+  Ctx args_list(Field k) {
+    switch (k) {
+      case Field::kInputDims:
+      case Field::kInputDimsLower:
+        ev_.has_dims = true;
+        return Ctx::kDims;
+      case Field::kInputType:
+        return Ctx::kTypes;
+      case Field::kConcreteInputs:
+        return Ctx::kConcrete;
+      default:
+        return Ctx::kIgnore;
+    }
   }
 
   bool close() {
@@ -728,62 +743,105 @@ class Handler {
 
   /// Fields outside the events: distributedInfo, deviceProperties, ptune's own, the top level's.
   void file_field(const Scalar& v) {
-    const bool text = v.type == Scalar::kString;
     switch (parent()) {
       case Ctx::kDist:
-        if (key_id_ == Field::kRank)
-          t_.rank = as_int(v, 0);
-        else if (key_id_ == Field::kWorldSize)
-          t_.world_size = as_int(v, 1);
-        break;
+        return dist_field(v);
       case Ctx::kDevice:
-        if (key_id_ == Field::kName && text) t_.devices.emplace_back(v.s);
-        break;
+        if (key_id_ == Field::kName && v.type == Scalar::kString) t_.devices.emplace_back(v.s);
+        return;
       case Ctx::kPtune:
-        if (key_id_ == Field::kAmp && text)
-          t_.amp = std::string(v.s);
-        else if (key_id_ == Field::kBf16Native && v.type == Scalar::kBool)
-          t_.bf16_native = v.b;
-        break;
+        return ptune_field(v);
       case Ctx::kPtuneLoad:
-        if (key_id_ == Field::kUnderLoad && v.type == Scalar::kBool)
-          t_.under_load = v.b;
-        else if (key_id_ == Field::kSummary && text)
-          t_.load_summary = std::string(v.s);
-        break;
+        return load_field(v);
       case Ctx::kTop:
-        if (key_id_ == Field::kSchemaVersion && v.number()) t_.schema_version = as_int(v, 0);
-        if (key_id_ == Field::kWithFlops)
-          t_.with_flops = (v.number() && v.as_double() != 0) || (v.type == Scalar::kBool && v.b) ||
-                          (text && (v.s == "1" || v.s == "true"));
-        break;
+        return top_field(v);
       default:
-        break;
+        return;
     }
   }
 
-  void finish_event() {
-    auto& e = ev_;
-    if (!e.named) std::tie(e.name, e.traits) = name_of("");
-    if (e.ph == Ph::kMeta) {
-      if (e.name == "process_name" && e.args_object && process_name_.empty() && e.has_args_name)
-        process_name_ = e.args_name;
+  /// distributedInfo's rank and world size.
+  void dist_field(const Scalar& v) {
+    if (key_id_ == Field::kRank)
+      t_.rank = as_int(v, 0);
+    else if (key_id_ == Field::kWorldSize)
+      t_.world_size = as_int(v, 1);
+  }
+
+  /// ptune's own key: the AMP mode and whether the CPU has native bf16.
+  void ptune_field(const Scalar& v) {
+    if (key_id_ == Field::kAmp && v.type == Scalar::kString)
+      t_.amp = std::string(v.s);
+    else if (key_id_ == Field::kBf16Native && v.type == Scalar::kBool)
+      t_.bf16_native = v.b;
+  }
+
+  /// ptune's "load": whether the trace was recorded under load, and the load in words.
+  void load_field(const Scalar& v) {
+    if (key_id_ == Field::kUnderLoad && v.type == Scalar::kBool)
+      t_.under_load = v.b;
+    else if (key_id_ == Field::kSummary && v.type == Scalar::kString)
+      t_.load_summary = std::string(v.s);
+  }
+
+  /// The top level's schemaVersion and with_flops.
+  void top_field(const Scalar& v) {
+    if (key_id_ == Field::kSchemaVersion && v.number()) t_.schema_version = as_int(v, 0);
+    if (key_id_ == Field::kWithFlops) t_.with_flops = is_true(v);
+  }
+
+  /// Whether a flag's value says yes: a number not 0, true, or the text "1" or "true".
+  static bool is_true(const Scalar& v) {
+    const bool text = v.type == Scalar::kString;
+    return (v.number() && v.as_double() != 0) || (v.type == Scalar::kBool && v.b) ||
+           (text && (v.s == "1" || v.s == "true"));
+  }
+
+  /// Out of line: close() runs at the end of every object and list, and stays small enough for
+  /// the parser to inline.
+  [[gnu::noinline]] void finish_event() {
+    if (!ev_.named) std::tie(ev_.name, ev_.traits) = name_of("");
+    switch (ev_.ph) {
+      case Ph::kMeta:
+        return finish_meta();
+      case Ph::kInstant:
+        return finish_instant();
+      case Ph::kComplete:
+        return finish_complete();
+      default:
+        return;
+    }
+  }
+
+  /// A metadata record ("ph": "M"): the first process_name's name is the profiled process's.
+  void finish_meta() {
+    const auto& e = ev_;
+    if (e.name == "process_name" && e.args_object && process_name_.empty() && e.has_args_name)
+      process_name_ = e.args_name;
+  }
+
+  /// An instant event ("ph": "i"): a [memory] one is a sample of the memory allocated.
+  void finish_instant() {
+    const auto& e = ev_;
+    if (e.name != "[memory]" || !e.has_ts || !e.args_object) return;
+    // Device Type 1 is CUDA (0 the CPU); older traces give only a Device Id (-1 the CPU).
+    const bool gpu = e.device_type >= 0 ? e.device_type != 0 : e.device_id >= 0;
+    t_.device_memory = t_.device_memory || gpu;
+    sink_.memory(MemorySample{e.ts, e.allocated, e.reserved, gpu ? std::max<int64_t>(0, e.device_id) : -1,
+                              e.mem_bytes, e.pid, e.tid});
+  }
+
+  /// A complete event ("ph": "X"): given to the sink when it is of a kept category and timed.
+  void finish_complete() {
+    const auto& e = ev_;
+    if (!e.keep) {
+      if (text::starts_with(e.name, "PyTorch Profiler (")) profiler_span_ = true;
       return;
     }
-    if (e.ph == Ph::kInstant) {
-      if (e.name == "[memory]" && e.has_ts && e.args_object) {
-        // Device Type 1 is CUDA (0 the CPU); older traces give only a Device Id (-1 the CPU).
-        const bool gpu = e.device_type >= 0 ? e.device_type != 0 : e.device_id >= 0;
-        t_.device_memory = t_.device_memory || gpu;
-        sink_.memory(MemorySample{e.ts, e.allocated, e.reserved, gpu ? std::max<int64_t>(0, e.device_id) : -1,
-                                  e.mem_bytes, e.pid, e.tid});
-      }
+    if (!e.has_ts || !e.has_dur) {
+      ++untimed_;
       return;
     }
-    if (e.ph == Ph::kComplete && !e.keep && text::starts_with(e.name, "PyTorch Profiler ("))
-      profiler_span_ = true;
-    if (e.ph == Ph::kComplete && e.keep && (!e.has_ts || !e.has_dur)) ++untimed_;
-    if (e.ph != Ph::kComplete || !e.has_ts || !e.has_dur || !e.keep) return;
     Event out;
     out.kind = e.kind;
     out.python = e.python;
@@ -798,17 +856,23 @@ class Handler {
     out.pid = e.pid;
     out.tid = e.tid;
     std::string_view stack;
-    OpInputs* inputs = nullptr;
-    if (e.args_object) {
-      out.correlation = e.correlation;
-      out.bytes = e.bytes;
-      if (out.kind == Kind::kCpuOp) out.batch = e.batch_of();
-      if (out.kind == Kind::kCpuOp && !e.call_stack.empty()) stack = intern(e.call_stack);
-      if (out.kind == Kind::kCpuOp && (e.has_dims || e.in.flops >= 0)) inputs = &e.in;
-      if (inputs && !e.in.dims.empty()) t_.has_shapes = true;
-    }
+    OpInputs* inputs = e.args_object ? take_args(out, &stack) : nullptr;
     facts(out);
     sink_.event(out, inputs, stack);
+  }
+
+  /// The event's args that `out` keeps; a host operator's call stack in `stack`, and its
+  /// inputs returned (nullptr: none recorded, or not a host operator).
+  OpInputs* take_args(Event& out, std::string_view* stack) {
+    auto& e = ev_;
+    out.correlation = e.correlation;
+    out.bytes = e.bytes;
+    if (out.kind != Kind::kCpuOp) return nullptr;
+    out.batch = e.batch_of();
+    if (!e.call_stack.empty()) *stack = intern(e.call_stack);
+    if (!e.has_dims && e.in.flops < 0) return nullptr;
+    if (!e.in.dims.empty()) t_.has_shapes = true;
+    return &e.in;
   }
 
   /// The whole file's facts (Trace's) that event `e` adds to.
@@ -911,40 +975,85 @@ bool is_json_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '
   fail(path, "not JSON (parse error at " + place_of(path, offset) + ": " + reason_at(c, extra) + ")");
 }
 
+/// The parser over a trace's text, piece by piece: a byte order mark skipped, a parse error or
+/// text after the document thrown; the end of the text checked (empty, white space only,
+/// truncated).
+class TraceParser {
+ public:
+  TraceParser(const std::string& path, Trace& t, TraceSink& sink)
+      : path_(path), buf_(path), parser_(options(), t, sink, path) {}
+
+  void read_all() {
+    for (auto [text, n] = buf_.block(); n > 0; std::tie(text, n) = buf_.block()) {
+      if (at_ == 0 && n >= 3 && std::memcmp(text, "\xEF\xBB\xBF", 3) == 0)  // a UTF-8 byte order mark
+        text += 3, n -= 3, at_ = 3;
+      for (size_t i = 0; i < n && !text_seen_; ++i) text_seen_ = !is_json_space(text[i]);
+      const size_t used = complete_ ? 0 : parse(text, n);
+      if (complete_) check_space_after(text, used, n);
+      at_ += n;
+    }
+    if (!text_seen_) fail(path_, no_text());
+    json::error_code ec;
+    if (!complete_ && (parser_.write_some(false, nullptr, 0, ec), ec))
+      fail(path_,
+           "truncated: the JSON ends at byte " + std::to_string(buf_.delivered()) + " before it is complete");
+  }
+
+  const Handler& handler() const { return parser_.handler(); }
+  uint64_t text_bytes() const { return buf_.delivered(); }
+
+ private:
+  static json::parse_options options() {
+    json::parse_options opt;
+    opt.max_depth = kMaxDepth + 1;  // the handler names the limit first
+    return opt;
+  }
+  /// Parses a piece of text; the characters it used.
+  size_t parse(const char* text, size_t n) {
+    json::error_code ec;
+    const size_t used = parser_.write_some(true, text, n, ec);
+    if (ec) not_json(path_, at_ + used, used < n ? static_cast<unsigned char>(text[used]) : 0, false);
+    complete_ = parser_.done();
+    return used;
+  }
+  /// After the document, white space only.
+  void check_space_after(const char* text, size_t from, size_t n) const {
+    for (size_t i = from; i < n; ++i)
+      if (!is_json_space(text[i])) not_json(path_, at_ + i, static_cast<unsigned char>(text[i]), true);
+  }
+  /// What a file with no text but white space holds, in words.
+  std::string no_text() const {
+    if (buf_.delivered() == 0)
+      return std::string("empty file, not a trace") + (buf_.gzip() ? " (once decompressed)" : "");
+    return "white space only (" + std::to_string(buf_.delivered()) + " bytes), not a trace";
+  }
+
+  const std::string& path_;
+  TextReader buf_;
+  json::basic_parser<Handler> parser_;
+  uint64_t at_ = 0;  // characters before the piece being read
+  bool complete_ = false, text_seen_ = false;
+};
+
+/// Why a trace with no timed events has none, where the handler saw a reason ("" when not).
+std::string why_no_timed_events(const Handler& h) {
+  if (h.untimed() > 0)
+    return " (its " + std::to_string(h.untimed()) +
+           " \"ph\": \"X\" events have no number \"ts\" and \"dur\": a string or another type where "
+           "the trace format has microseconds)";
+  if (h.saw_profiler_span())
+    return " (torch.profiler's own span only: with a schedule, export the trace from on_trace_ready, before "
+           "the end of its cycle clears the events)";
+  return "";
+}
+
 }  // namespace
 
 void scan_trace(const std::string& path, Trace& t, TraceSink& sink) {
   t.path = path;
-  TextReader buf(path);
-  json::parse_options opt;
-  opt.max_depth = kMaxDepth + 1;  // the handler names the limit first
-  json::basic_parser<Handler> parser(opt, t, sink, path);
-  json::error_code ec;
-  uint64_t at = 0;  // characters before the piece being read
-  bool complete = false, text_seen = false;
-  for (auto [text, n] = buf.block(); n > 0; std::tie(text, n) = buf.block()) {
-    if (at == 0 && n >= 3 && std::memcmp(text, "\xEF\xBB\xBF", 3) == 0)  // a UTF-8 byte order mark
-      text += 3, n -= 3, at = 3;
-    for (size_t i = 0; i < n && !text_seen; ++i) text_seen = !is_json_space(text[i]);
-    size_t used = 0;
-    if (!complete) {
-      used = parser.write_some(true, text, n, ec);
-      if (ec) not_json(path, at + used, used < n ? static_cast<unsigned char>(text[used]) : 0, false);
-      complete = parser.done();
-    }
-    if (complete)  // after the document, white space only
-      for (size_t i = used; i < n; ++i)
-        if (!is_json_space(text[i])) not_json(path, at + i, static_cast<unsigned char>(text[i]), true);
-    at += n;
-  }
-  if (!text_seen)
-    fail(path, buf.delivered() == 0
-                   ? std::string("empty file, not a trace") + (buf.gzip() ? " (once decompressed)" : "")
-                   : "white space only (" + std::to_string(buf.delivered()) + " bytes), not a trace");
-  if (!complete && (parser.write_some(false, nullptr, 0, ec), ec))
-    fail(path,
-         "truncated: the JSON ends at byte " + std::to_string(buf.delivered()) + " before it is complete");
-  const Handler& h = parser.handler();
+  TraceParser reader(path, t, sink);
+  reader.read_all();
+  const Handler& h = reader.handler();
   if (!h.saw_events()) {
     fail(path,
          "not a profiler trace: no \"traceEvents\" list (torch.profiler's export_chrome_trace and "
@@ -955,18 +1064,11 @@ void scan_trace(const std::string& path, Trace& t, TraceSink& sink) {
     // the events (torch 2.11 warns of it once, as "Profiler clears events at the end of each
     // cycle").
     fail(path,
-         std::string(
-             "no timed events (\"ph\": \"X\" with a \"ts\" and \"dur\") in its traceEvents: nothing to "
-             "analyze") +
-             (h.untimed() > 0 ? " (its " + std::to_string(h.untimed()) +
-                                    " \"ph\": \"X\" events have no number \"ts\" and \"dur\": a string or "
-                                    "another type where the trace format has microseconds)"
-              : h.saw_profiler_span()
-                  ? " (torch.profiler's own span only: with a schedule, export the trace from "
-                    "on_trace_ready, before the end of its cycle clears the events)"
-                  : ""));
+         "no timed events (\"ph\": \"X\" with a \"ts\" and \"dur\") in its traceEvents: nothing to "
+         "analyze" +
+             why_no_timed_events(h));
   }
-  t.text_bytes = buf.delivered();
+  t.text_bytes = reader.text_bytes();
   t.writer = writer_of(h.has_ptune_key(), h.process_name());
   t.host_pid = h.host_pid();
 }

@@ -87,84 +87,94 @@ void read_side(const Row& row, std::optional<double>& sps, std::optional<double>
   interval = interval_text(row.m->samples_per_s_ci);
 }
 
-RowCheck check(const Side& old_side, const Side& new_side, double limit) {
-  const Row* o = old_side.row;
-  const Row* n = new_side.row;
-  RowCheck c;
-  c.name = (n ? n : o)->name;
-  if (o) read_side(*o, c.old_sps, c.old_spread, c.old_interval);
-  if (n) read_side(*n, c.new_sps, c.new_spread, c.new_interval);
+/// The verdict of a row that is not in both runs with numbers in both (missing, failed, new,
+/// not measured); false where it is and the numbers decide.
+bool verdict_without_numbers(const Row* o, const Row* n, RowCheck& c) {
   if (!n) {
     c.verdict = "missing";
     c.why = "not in the new run";
     c.regression = true;
-    return c;
+    return true;
   }
   const std::string status = n->status.text();
   if (n->status.is(RowStatus::State::kFailed)) {
     c.verdict = "failed";
     c.why = status;
     c.regression = true;
-    return c;
+    return true;
   }
   if (!o) {
     c.verdict = "new row";
     c.why = "not in the old run";
-    return c;
+    return true;
   }
   if (!c.new_sps) {
     c.verdict = c.old_sps ? "not measured" : "not measured in either";
     c.why = status;
     c.regression = c.old_sps.has_value();
-    return c;
+    return true;
   }
   if (!c.old_sps || *c.old_sps <= 0) {
     c.verdict = "new row";
     c.why = "the old run has no numbers for it: " + o->status.text();
-    return c;
+    return true;
   }
-  // Both runs' timed windows: each row's samples/s as its file derives it (report/figures: its
-  // base row's rate times the links to it), new over old with the 99% interval of that sum
-  // (99.9% when either side was measured under competing load), judged as a sweep judges its
-  // rows (the limit is the floor a change must clear).
+  return false;
+}
+
+/// The noise rule a change is judged by: `limit` the floor a change must clear (the default
+/// where 0).
+stats::NoiseRule rule_of(double limit) {
+  stats::NoiseRule rule;
+  rule.floor_pct = limit > 0 ? limit : rule.floor_pct;
+  rule.target_pct = std::max(rule.target_pct, rule.floor_pct);
+  return rule;
+}
+
+/// The verdict from both runs' timed windows: each row's samples/s as its file derives it
+/// (report/figures: its base row's rate times the links to it), new over old with the 99%
+/// interval of that sum (99.9% when either side was measured under competing load), judged as a
+/// sweep judges its rows (the limit is the floor a change must clear). False where either side
+/// has no windows or the interval is not valid.
+bool verdict_of_windows(const Side& old_side, const Side& new_side, double limit, RowCheck& c) {
   bool old_loaded = false, new_loaded = false;
   std::vector<stats::LogTerm> terms = rate_terms(*new_side.chain, new_side.index, &new_loaded);
   const std::vector<stats::LogTerm> old_terms = rate_terms(*old_side.chain, old_side.index, &old_loaded);
-  if (!terms.empty() && !old_terms.empty()) {
-    for (stats::LogTerm t : old_terms) terms.push_back({-t.mean, t.var, t.df});
-    const bool loaded = old_loaded || new_loaded;
-    const stats::Interval ci = stats::sum_interval(terms, stats::speedup_level(loaded));
-    if (ci.valid()) {
-      // The printed rates are the ones the interval is about.
-      c.new_sps = stats::sum_interval(rate_terms(*new_side.chain, new_side.index), stats::kRowLevel).point;
-      c.old_sps = c.new_sps.value() / ci.point;
-      const double change = 100.0 * (ci.point - 1.0);
-      c.change_pct = change;
-      stats::NoiseRule rule;
-      rule.floor_pct = limit > 0 ? limit : rule.floor_pct;
-      rule.target_pct = std::max(rule.target_pct, rule.floor_pct);
-      const stats::Verdict v = stats::verdict_of(ci, rule);
-      c.interval_pct = std::make_pair(100.0 * (ci.lo - 1.0), 100.0 * (ci.hi - 1.0));
-      const std::string range =
-          "[" + pct(c.interval_pct->first, true) + ", " + pct(c.interval_pct->second, true) + "]";
-      c.verdict = stats::verdict_name(v);
-      c.beyond_noise = v == stats::Verdict::kFaster || v == stats::Verdict::kSlower;
-      c.regression = v == stats::Verdict::kSlower;
-      if (c.beyond_noise)
-        c.why = pct(change, true) + " " + range + " beyond " + pct(rule.floor_pct);
-      else if (v == stats::Verdict::kWithinNoise)
-        c.why = pct(change, true) + " " + range + " within ±" + pct(rule.target_pct);
-      else
-        c.why = pct(change, true) + " " + range + ": too noisy to tell";
-      if (loaded)
-        c.why += " (measured under competing load: " + stats::level_text(stats::kSpeedupLevelUnderLoad) +
-                 " interval)";
-      return c;
-    }
-  }
+  if (terms.empty() || old_terms.empty()) return false;
+  for (stats::LogTerm t : old_terms) terms.push_back({-t.mean, t.var, t.df});
+  const bool loaded = old_loaded || new_loaded;
+  const stats::Interval ci = stats::sum_interval(terms, stats::speedup_level(loaded));
+  if (!ci.valid()) return false;
+  // The printed rates are the ones the interval is about.
+  c.new_sps = stats::sum_interval(rate_terms(*new_side.chain, new_side.index), stats::kRowLevel).point;
+  c.old_sps = c.new_sps.value() / ci.point;
+  const double change = 100.0 * (ci.point - 1.0);
+  c.change_pct = change;
+  const stats::NoiseRule rule = rule_of(limit);
+  const stats::Verdict v = stats::verdict_of(ci, rule);
+  c.interval_pct = std::make_pair(100.0 * (ci.lo - 1.0), 100.0 * (ci.hi - 1.0));
+  const std::string range =
+      "[" + pct(c.interval_pct->first, true) + ", " + pct(c.interval_pct->second, true) + "]";
+  c.verdict = stats::verdict_name(v);
+  c.beyond_noise = v == stats::Verdict::kFaster || v == stats::Verdict::kSlower;
+  c.regression = v == stats::Verdict::kSlower;
+  if (c.beyond_noise)
+    c.why = pct(change, true) + " " + range + " beyond " + pct(rule.floor_pct);
+  else if (v == stats::Verdict::kWithinNoise)
+    c.why = pct(change, true) + " " + range + " within ±" + pct(rule.target_pct);
+  else
+    c.why = pct(change, true) + " " + range + ": too noisy to tell";
+  if (loaded)
+    c.why +=
+        " (measured under competing load: " + stats::level_text(stats::kSpeedupLevelUnderLoad) + " interval)";
+  return true;
+}
+
+/// The verdict without windows (a file from another tool): the change against the limit and
+/// the spreads.
+void verdict_of_spreads(double limit, RowCheck& c) {
   const double change = 100.0 * (*c.new_sps - *c.old_sps) / *c.old_sps;
   c.change_pct = change;
-  // Without windows (a file from another tool): the change against the limit and the spreads.
   const double spread = std::max(c.old_spread.value_or(0), c.new_spread.value_or(0));
   const double noise = std::max(limit, spread);
   c.beyond_noise = std::abs(change) > limit && std::abs(change) > spread;
@@ -178,6 +188,17 @@ RowCheck check(const Side& old_side, const Side& new_side, double limit) {
     c.why = pct(change, true) + " beyond " + bounds;
     c.regression = change < 0;
   }
+}
+
+RowCheck check(const Side& old_side, const Side& new_side, double limit) {
+  const Row* o = old_side.row;
+  const Row* n = new_side.row;
+  RowCheck c;
+  c.name = (n ? n : o)->name;
+  if (o) read_side(*o, c.old_sps, c.old_spread, c.old_interval);
+  if (n) read_side(*n, c.new_sps, c.new_spread, c.new_interval);
+  if (verdict_without_numbers(o, n, c) || verdict_of_windows(old_side, new_side, limit, c)) return c;
+  verdict_of_spreads(limit, c);
   return c;
 }
 

@@ -207,9 +207,16 @@ std::string legend_html(const std::vector<RunFile>& runs) {
   return os.str();
 }
 
-/// Samples/s: one chart per mode (train, data, synthetic have their own scales) and, in a
-/// sweep of several models, per model.arch (a MobileNet's rate would flatten a ViT's bars).
-std::string throughput_html(const std::vector<RunFile>& runs, const std::vector<Line>& lines) {
+/// The geometry of the samples/s charts: a bar per run, a group of bars per line.
+struct ThroughputLayout {
+  double bar_h, bar_gap = 3, group_gap = 12, top = 30;
+  explicit ThroughputLayout(bool multi) : bar_h(multi ? 14 : 18) {}
+};
+
+/// The samples/s charts: a (mode, model.arch) pair per chart in the order the lines first give
+/// them, and the model.arch names.
+std::pair<std::vector<std::pair<std::string, std::string>>, std::vector<std::string>> throughput_charts(
+    const std::vector<Line>& lines) {
   std::vector<std::pair<std::string, std::string>> charts;  // mode, arch
   std::vector<std::string> archs;
   for (const auto& l : lines) {
@@ -217,8 +224,96 @@ std::string throughput_html(const std::vector<RunFile>& runs, const std::vector<
       charts.emplace_back(l.mode, l.arch);
     if (std::find(archs.begin(), archs.end(), l.arch) == archs.end()) archs.push_back(l.arch);
   }
+  return {charts, archs};
+}
+
+/// Run `k`'s bar of line `l` at `y`, with its text: samples/s, against the row before, the first
+/// row and the reference run; the row's status in words where it has no number.
+std::string throughput_bar(const std::vector<RunFile>& runs, const Line& l, size_t k, double y, double bar_h,
+                           double axis_max) {
   const bool multi = runs.size() > 1;
-  const double bar_h = multi ? 14 : 18, bar_gap = 3, group_gap = 12, top = 30;
+  const Row* r = l.rows[k];
+  const double text_y = y + bar_h / 2 + 4;
+  if (!r)
+    return svg::element("text",
+                        {{"class", "nobar muted"}, {"x", svg::num(kLabel + 4)}, {"y", fixed(text_y, 1)}},
+                        (multi ? html_escape(runs[k].label) + ": " : "") + "not in this run");
+  if (!r->m) {
+    const std::string status = r->status.text();
+    return svg::element("text",
+                        {{"class", "nobar status-" + status_class(r->status)},
+                         {"x", svg::num(kLabel + 4)},
+                         {"y", fixed(text_y, 1)}},
+                        svg::title(status) + (multi ? html_escape(runs[k].label) + ": " : "") +
+                            html_escape(shorten(status, 90)));
+  }
+  const double v = rate_of(*r);
+  const double w = axis_max > 0 ? kBars * v / axis_max : 0;
+  std::string text = rate_cell_text(*r, true);
+  text += " · " + ratio_text(r->speedup_vs_prev) + " prev";
+  text += " · " + ratio_text(r->speedup_vs_base) + " base";
+  if (k > 0 && l.rows[0] && rate_of(*l.rows[0]) > 0)
+    text += " · " + ratio_text(v / rate_of(*l.rows[0])) + " " + shorten(runs[0].label, 16);
+  return svg::element("rect",
+                      {{"class", "bar"},
+                       {"x", svg::num(kLabel)},
+                       {"y", fixed(y, 1)},
+                       {"width", fixed(w, 2)},
+                       {"height", svg::num(bar_h)},
+                       {"fill", run_color(k)},
+                       {"data-run", std::to_string(k)},
+                       {"data-row", l.name},
+                       {"data-value", Json(v).dump()}},
+                      svg::title(runs[k].label + ": " + l.name + ": " + rate_text(v) + " samples/s")) +
+         svg::element("text", {{"class", "value"}, {"x", fixed(kLabel + w + 6, 1)}, {"y", fixed(text_y, 1)}},
+                      html_escape(text));
+}
+
+/// The samples/s chart of the lines of one mode and model.arch, `caption` its caption.
+std::string throughput_chart(const std::vector<RunFile>& runs, const std::vector<Line>& lines,
+                             const std::string& mode, const std::string& arch, const std::string& caption) {
+  const ThroughputLayout g(runs.size() > 1);
+  std::vector<const Line*> ls;
+  double max = 0;
+  for (const auto& l : lines) {
+    if (l.mode != mode || l.arch != arch) continue;
+    ls.push_back(&l);
+    for (const Row* r : l.rows)
+      if (r && r->m) max = std::max(max, rate_of(*r));
+  }
+  const double step = nice_step(max > 0 ? max / 4 : 1);
+  const double axis_max = max > 0 ? std::ceil(max / step - 1e-9) * step : step;
+  const double group_h = runs.size() * (g.bar_h + g.bar_gap) - g.bar_gap;
+  double height = g.top;
+  for (size_t i = 0; i < ls.size(); ++i) height += group_h + g.group_gap;
+  height += 4;
+  std::ostringstream os;
+  os << "<figure><figcaption>" << html_escape(caption) << "</figcaption>"
+     << svg::open("svg", {{"class", "chart throughput"},
+                          {"data-mode", mode},
+                          {"data-arch", arch},
+                          {"viewBox", "0 0 " + svg::num(kWidth) + " " + fixed(height, 0)},
+                          {"width", svg::num(kWidth)},
+                          {"height", fixed(height, 0)},
+                          {"role", "img"},
+                          {"aria-label", "samples per second, " + caption}});
+  os << axis(kLabel, kBars, axis_max, step, 14, height - 4, "samples/s");
+  double y = g.top;
+  for (const Line* l : ls) {
+    os << row_label(*l, kLabel - 8, y + group_h / 2 + 4);
+    for (size_t k = 0; k < runs.size(); ++k, y += g.bar_h + g.bar_gap)
+      os << throughput_bar(runs, *l, k, y, g.bar_h, axis_max);
+    y += g.group_gap - g.bar_gap;
+  }
+  os << "</svg></figure>";
+  return os.str();
+}
+
+/// Samples/s: one chart per mode (train, data, synthetic have their own scales) and, in a
+/// sweep of several models, per model.arch (a MobileNet's rate would flatten a ViT's bars).
+std::string throughput_html(const std::vector<RunFile>& runs, const std::vector<Line>& lines) {
+  const auto [charts, archs] = throughput_charts(lines);
+  const bool multi = runs.size() > 1;
   std::ostringstream os;
   os << "<section id=\"throughput\"><h2>Samples per second</h2>"
      << "<p class=\"muted\">Geometric mean over the timed windows, with its "
@@ -229,79 +324,9 @@ std::string throughput_html(const std::vector<RunFile>& runs, const std::vector<
                : std::string())
      << ".</p>";
   for (const auto& [mode, arch] : charts) {
-    std::vector<const Line*> ls;
-    double max = 0;
-    for (const auto& l : lines) {
-      if (l.mode != mode || l.arch != arch) continue;
-      ls.push_back(&l);
-      for (const Row* r : l.rows)
-        if (r && r->m) max = std::max(max, rate_of(*r));
-    }
-    const double step = nice_step(max > 0 ? max / 4 : 1);
-    const double axis_max = max > 0 ? std::ceil(max / step - 1e-9) * step : step;
-    double height = top;
-    for (size_t i = 0; i < ls.size(); ++i) height += runs.size() * (bar_h + bar_gap) - bar_gap + group_gap;
-    height += 4;
     const std::string caption = "mode: " + (mode.empty() ? std::string("train") : mode) +
                                 (archs.size() > 1 && !arch.empty() ? ", " + arch : "");
-    os << "<figure><figcaption>" << html_escape(caption) << "</figcaption>"
-       << svg::open("svg", {{"class", "chart throughput"},
-                            {"data-mode", mode},
-                            {"data-arch", arch},
-                            {"viewBox", "0 0 " + svg::num(kWidth) + " " + fixed(height, 0)},
-                            {"width", svg::num(kWidth)},
-                            {"height", fixed(height, 0)},
-                            {"role", "img"},
-                            {"aria-label", "samples per second, " + caption}});
-    os << axis(kLabel, kBars, axis_max, step, 14, height - 4, "samples/s");
-    double y = top;
-    for (const Line* l : ls) {
-      const double group_h = runs.size() * (bar_h + bar_gap) - bar_gap;
-      os << row_label(*l, kLabel - 8, y + group_h / 2 + 4);
-      for (size_t k = 0; k < runs.size(); ++k, y += bar_h + bar_gap) {
-        const Row* r = l->rows[k];
-        const double text_y = y + bar_h / 2 + 4;
-        if (!r) {
-          os << svg::element("text",
-                             {{"class", "nobar muted"}, {"x", svg::num(kLabel + 4)}, {"y", fixed(text_y, 1)}},
-                             (multi ? html_escape(runs[k].label) + ": " : "") + "not in this run");
-          continue;
-        }
-        if (!r->m) {
-          const std::string status = r->status.text();
-          os << svg::element("text",
-                             {{"class", "nobar status-" + status_class(r->status)},
-                              {"x", svg::num(kLabel + 4)},
-                              {"y", fixed(text_y, 1)}},
-                             svg::title(status) + (multi ? html_escape(runs[k].label) + ": " : "") +
-                                 html_escape(shorten(status, 90)));
-          continue;
-        }
-        const double v = rate_of(*r);
-        const double w = axis_max > 0 ? kBars * v / axis_max : 0;
-        std::string text = rate_cell_text(*r, true);
-        text += " · " + ratio_text(r->speedup_vs_prev) + " prev";
-        text += " · " + ratio_text(r->speedup_vs_base) + " base";
-        if (k > 0 && l->rows[0] && rate_of(*l->rows[0]) > 0)
-          text += " · " + ratio_text(v / rate_of(*l->rows[0])) + " " + shorten(runs[0].label, 16);
-        os << svg::element("rect",
-                           {{"class", "bar"},
-                            {"x", svg::num(kLabel)},
-                            {"y", fixed(y, 1)},
-                            {"width", fixed(w, 2)},
-                            {"height", svg::num(bar_h)},
-                            {"fill", run_color(k)},
-                            {"data-run", std::to_string(k)},
-                            {"data-row", l->name},
-                            {"data-value", Json(v).dump()}},
-                           svg::title(runs[k].label + ": " + l->name + ": " + rate_text(v) + " samples/s"));
-        os << svg::element("text",
-                           {{"class", "value"}, {"x", fixed(kLabel + w + 6, 1)}, {"y", fixed(text_y, 1)}},
-                           html_escape(text));
-      }
-      y += group_gap - bar_gap;
-    }
-    os << "</svg></figure>";
+    os << throughput_chart(runs, lines, mode, arch, caption);
   }
   return os.str() + "</section>";
 }
@@ -364,6 +389,71 @@ std::string split_legend_svg(bool any_gpu) {
   return os.str();
 }
 
+/// The geometry of the step split chart: a bar per run's row, a group of bars per line.
+constexpr double kSplitBarH = 14, kSplitGpuH = 5, kSplitGap = 4, kSplitGroupGap = 10, kSplitTop = 36;
+
+/// Whether a row has a step split (a results file of another program may hold samples/s alone).
+bool has_split(const Row* r) { return r && r->m && r->m->split; }
+
+/// A row with GPU busy or peak memory gets a second line: the thin busy/idle bar and its text.
+bool has_gpu_line(const Row* r) { return r->m->gpu_busy_pct || r->m->peak_mem_bytes; }
+
+/// The height of a row's entry in the step split.
+double split_entry_h(const Row* r) { return kSplitBarH + (has_gpu_line(r) ? 14 : 0); }
+
+/// The height of line `l`'s group of entries in the step split.
+double split_group_h(const Line& l) {
+  double h = 0;
+  for (const Row* r : l.rows)
+    if (has_split(r)) h += split_entry_h(r) + kSplitGap;
+  return h - kSplitGap;
+}
+
+/// Run `k`'s entry of line `l` in the step split at `y`: its run's swatch (of several runs), the
+/// bar of data wait, copy and compute with their shares, and its GPU line.
+std::string split_entry_svg(const std::vector<RunFile>& runs, const Line& l, size_t k, double y) {
+  const Row* r = l.rows[k];
+  const double wait = std::max(0.0, r->m->split->data_wait_pct);
+  const double copy = std::max(0.0, r->m->split->h2d_pct);
+  const double compute = std::max(0.0, r->m->split->compute_pct);
+  const double total = wait + copy + compute;
+  std::ostringstream os;
+  if (runs.size() > 1)
+    os << svg::element("rect",
+                       {{"x", svg::num(kLabel - 8)},
+                        {"y", fixed(y, 1)},
+                        {"width", "4"},
+                        {"height", svg::num(kSplitBarH)},
+                        {"fill", run_color(k)}},
+                       svg::title(runs[k].label));
+  double x = kLabel;
+  const std::pair<const char*, double> parts[] = {{"data", wait}, {"copy", copy}, {"compute", compute}};
+  const char* const colors[] = {kWaitColor, kCopyColor, kComputeColor};
+  for (size_t p = 0; p < 3; ++p) {
+    const double w = total > 0 ? kBars * parts[p].second / total : 0;
+    os << svg::element("rect",
+                       {{"class", std::string("seg seg-") + parts[p].first},
+                        {"x", fixed(x, 2)},
+                        {"y", fixed(y, 1)},
+                        {"width", fixed(w, 2)},
+                        {"height", svg::num(kSplitBarH)},
+                        {"fill", colors[p]},
+                        {"data-run", std::to_string(k)},
+                        {"data-row", l.name},
+                        {"data-pct", fixed(parts[p].second, 2)}},
+                       svg::title(l.name + ": " + parts[p].first + " " + fixed(parts[p].second, 1) + "%"));
+    x += w;
+  }
+  const std::string text =
+      "wait " + fixed(wait, 0) + "% · copy " + fixed(copy, 0) + "% · compute " + fixed(compute, 0) + "%";
+  os << svg::element(
+      "text",
+      {{"class", "value"}, {"x", fixed(kLabel + kBars + 8, 1)}, {"y", fixed(y + kSplitBarH / 2 + 4, 1)}},
+      html_escape(text));
+  if (has_gpu_line(r)) os << gpu_line_svg(*r->m, y + kSplitBarH + 4, kSplitGpuH);
+  return os.str();
+}
+
 /// The step split: data wait, copy, compute; GPU busy/idle and peak memory where measured.
 std::string split_html(const std::vector<RunFile>& runs, const std::vector<Line>& lines) {
   bool any_gpu = false;
@@ -371,22 +461,15 @@ std::string split_html(const std::vector<RunFile>& runs, const std::vector<Line>
   for (const auto& l : lines) {
     bool numbers = false;
     for (const Row* r : l.rows)
-      if (r && r->m && r->m->split) numbers = true, any_gpu |= r->m->gpu_busy_pct.has_value();
+      if (has_split(r)) numbers = true, any_gpu |= r->m->gpu_busy_pct.has_value();
     if (numbers) ls.push_back(&l);
   }
   if (ls.empty()) return "";
-  const bool multi = runs.size() > 1;
-  const double bar_h = 14, gpu_h = 5, gap = 4, group_gap = 10, top = 36;
-  // A row with GPU busy or peak memory gets a second line: the thin busy/idle bar and its text.
-  auto second_line = [&](const Row* r) { return r->m->gpu_busy_pct || r->m->peak_mem_bytes; };
-  auto entry_h = [&](const Row* r) { return bar_h + (second_line(r) ? 14 : 0); };
-  // The rows with a step split (a results file of another program may hold samples/s alone).
-  auto has_split = [](const Row* r) { return r && r->m && r->m->split; };
-  double height = top;
+  double height = kSplitTop;
   for (const Line* l : ls) {
     for (size_t k = 0; k < runs.size(); ++k)
-      if (has_split(l->rows[k])) height += entry_h(l->rows[k]) + gap;
-    height += group_gap - gap;
+      if (has_split(l->rows[k])) height += split_entry_h(l->rows[k]) + kSplitGap;
+    height += kSplitGroupGap - kSplitGap;
   }
   height += 4;
   std::ostringstream os;
@@ -401,57 +484,16 @@ std::string split_html(const std::vector<RunFile>& runs, const std::vector<Line>
                           {"role", "img"},
                           {"aria-label", "step split"}});
   os << split_legend_svg(any_gpu);
-  double y = top;
+  double y = kSplitTop;
   for (const Line* l : ls) {
-    double group_h = 0;
-    for (size_t k = 0; k < runs.size(); ++k)
-      if (has_split(l->rows[k])) group_h += entry_h(l->rows[k]) + gap;
-    group_h -= gap;
-    os << row_label(*l, kLabel - (multi ? 14 : 8), y + std::min(group_h, bar_h) / 2 + 4);
+    const double group_h = split_group_h(*l);
+    os << row_label(*l, kLabel - (runs.size() > 1 ? 14 : 8), y + std::min(group_h, kSplitBarH) / 2 + 4);
     for (size_t k = 0; k < runs.size(); ++k) {
-      const Row* r = l->rows[k];
-      if (!has_split(r)) continue;
-      const double wait = std::max(0.0, r->m->split->data_wait_pct);
-      const double copy = std::max(0.0, r->m->split->h2d_pct);
-      const double compute = std::max(0.0, r->m->split->compute_pct);
-      const double total = wait + copy + compute;
-      if (multi)
-        os << svg::element("rect",
-                           {{"x", svg::num(kLabel - 8)},
-                            {"y", fixed(y, 1)},
-                            {"width", "4"},
-                            {"height", svg::num(bar_h)},
-                            {"fill", run_color(k)}},
-                           svg::title(runs[k].label));
-      double x = kLabel;
-      const std::pair<const char*, double> parts[] = {{"data", wait}, {"copy", copy}, {"compute", compute}};
-      const char* const colors[] = {kWaitColor, kCopyColor, kComputeColor};
-      for (size_t p = 0; p < 3; ++p) {
-        const double w = total > 0 ? kBars * parts[p].second / total : 0;
-        os << svg::element(
-            "rect",
-            {{"class", std::string("seg seg-") + parts[p].first},
-             {"x", fixed(x, 2)},
-             {"y", fixed(y, 1)},
-             {"width", fixed(w, 2)},
-             {"height", svg::num(bar_h)},
-             {"fill", colors[p]},
-             {"data-run", std::to_string(k)},
-             {"data-row", l->name},
-             {"data-pct", fixed(parts[p].second, 2)}},
-            svg::title(l->name + ": " + parts[p].first + " " + fixed(parts[p].second, 1) + "%"));
-        x += w;
-      }
-      const std::string text =
-          "wait " + fixed(wait, 0) + "% · copy " + fixed(copy, 0) + "% · compute " + fixed(compute, 0) + "%";
-      os << svg::element(
-          "text",
-          {{"class", "value"}, {"x", fixed(kLabel + kBars + 8, 1)}, {"y", fixed(y + bar_h / 2 + 4, 1)}},
-          html_escape(text));
-      if (second_line(r)) os << gpu_line_svg(*r->m, y + bar_h + 4, gpu_h);
-      y += entry_h(r) + gap;
+      if (!has_split(l->rows[k])) continue;
+      os << split_entry_svg(runs, *l, k, y);
+      y += split_entry_h(l->rows[k]) + kSplitGap;
     }
-    y += group_gap - gap;
+    y += kSplitGroupGap - kSplitGap;
   }
   os << "</svg></section>";
   return os.str();

@@ -118,6 +118,62 @@ Json normalize_row(const Json& in, const std::string& where) {
   return row;
 }
 
+/// The older layout's row ("pytorch_samples_per_s", one number): its samples/s, or why it has
+/// none (ptune's side skipped, or no PyTorch number).
+void add_single_number(const Json& in, Json& row) {
+  if (in["pytorch_samples_per_s"].is_number()) {
+    row["samples_per_s"] = in["pytorch_samples_per_s"];
+    row["status"] = "ok";
+    return;
+  }
+  const std::string ptune_status = in.contains("ptune_status") && in["ptune_status"].is_string()
+                                       ? in["ptune_status"].get<std::string>()
+                                       : "";
+  row["status"] = RowStatus::from_text(ptune_status).is(RowStatus::State::kSkipped)
+                      ? ptune_status
+                      : "failed: no PyTorch number";
+}
+
+/// PyTorch's variants of a row: the fastest that ran, how many ran, and the first failure.
+struct Variants {
+  const Json* best = nullptr;
+  size_t ran = 0;
+  std::string first_failure;  // "variant: status"
+};
+
+Variants variants_of(const Json& in) {
+  Variants out;
+  if (!in.contains("pytorch") || !in["pytorch"].is_array()) return out;
+  for (const auto& v : in["pytorch"]) {
+    if (!v.is_object()) continue;
+    const bool ok = v.value("status", std::string("ok")) == "ok" && v.contains("samples_per_s") &&
+                    v["samples_per_s"].is_number();
+    if (!ok) {
+      if (out.first_failure.empty() && v.contains("status") && v["status"].is_string())
+        out.first_failure =
+            v.value("variant", std::string("variant")) + ": " + v["status"].get<std::string>();
+      continue;
+    }
+    ++out.ran;
+    if (!out.best || v["samples_per_s"].get<double>() > (*out.best)["samples_per_s"].get<double>())
+      out.best = &v;
+  }
+  return out;
+}
+
+/// The row's notes on the fastest variant `best` of `ran`, and the ratio of that comparison.
+Json variant_notes(const Json& in, const Json& best, size_t ran) {
+  Json notes = Json::array();
+  notes.push_back("PyTorch variant: " + best.value("variant", std::string("?")) + " (the fastest of " +
+                  std::to_string(ran) + " that ran)");
+  if (in.contains("ratio") && in["ratio"].is_number()) {
+    std::ostringstream os;
+    os << "ptune / PyTorch in that comparison: " << in["ratio"].get<double>() << "x";
+    notes.push_back(os.str());
+  }
+  return notes;
+}
+
 /// scripts/bench/case_study_vs_pytorch.py's row: PyTorch's fastest variant that ran ("pytorch":
 /// a list of variants), or its one number (the older layout: "row", "pytorch_samples_per_s").
 Json bench_row(const Json& in, const std::string& where) {
@@ -128,52 +184,20 @@ Json bench_row(const Json& in, const std::string& where) {
   if (!row.contains("name") && in.contains("row")) row["name"] = in["row"];
   if (!row.contains("name") || !row["name"].is_string()) throw UsageError(where + ": no \"name\"");
   if (in.contains("pytorch_samples_per_s") && !in.contains("pytorch")) {
-    if (in["pytorch_samples_per_s"].is_number()) {
-      row["samples_per_s"] = in["pytorch_samples_per_s"];
-      row["status"] = "ok";
-    } else {
-      const std::string ptune_status = in.contains("ptune_status") && in["ptune_status"].is_string()
-                                           ? in["ptune_status"].get<std::string>()
-                                           : "";
-      row["status"] = RowStatus::from_text(ptune_status).is(RowStatus::State::kSkipped)
-                          ? ptune_status
-                          : "failed: no PyTorch number";
-    }
+    add_single_number(in, row);
     return row;
   }
-  const Json* best = nullptr;
-  std::string first_failure;
-  size_t ran = 0;
-  if (in.contains("pytorch") && in["pytorch"].is_array()) {
-    for (const auto& v : in["pytorch"]) {
-      if (!v.is_object()) continue;
-      const bool ok = v.value("status", std::string("ok")) == "ok" && v.contains("samples_per_s") &&
-                      v["samples_per_s"].is_number();
-      if (!ok) {
-        if (first_failure.empty() && v.contains("status") && v["status"].is_string())
-          first_failure = v.value("variant", std::string("variant")) + ": " + v["status"].get<std::string>();
-        continue;
-      }
-      ++ran;
-      if (!best || v["samples_per_s"].get<double>() > (*best)["samples_per_s"].get<double>()) best = &v;
-    }
-  }
+  const Variants v = variants_of(in);
   const std::string status = row.value("status", std::string("ok"));
   Json notes = Json::array();
-  if (best) {
-    row["samples_per_s"] = (*best)["samples_per_s"];
-    if (best->contains("spread_pct")) row["spread_pct"] = (*best)["spread_pct"];
-    notes.push_back("PyTorch variant: " + best->value("variant", std::string("?")) + " (the fastest of " +
-                    std::to_string(ran) + " that ran)");
-    if (in.contains("ratio") && in["ratio"].is_number()) {
-      std::ostringstream os;
-      os << "ptune / PyTorch in that comparison: " << in["ratio"].get<double>() << "x";
-      notes.push_back(os.str());
-    }
+  if (v.best) {
+    row["samples_per_s"] = (*v.best)["samples_per_s"];
+    if (v.best->contains("spread_pct")) row["spread_pct"] = (*v.best)["spread_pct"];
+    notes = variant_notes(in, *v.best, v.ran);
     row["status"] = "ok";
   } else if (status == "ok") {
     row["status"] =
-        "failed: " + (first_failure.empty() ? std::string("no PyTorch variant ran") : first_failure);
+        "failed: " + (v.first_failure.empty() ? std::string("no PyTorch variant ran") : v.first_failure);
   }
   row["notes"] = notes;
   return row;
