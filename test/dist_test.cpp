@@ -813,7 +813,7 @@ TEST_CASE("dist: the rendezvous store listens on the master address only", "[dis
 }
 
 TEST_CASE("dist: ptune launch across nodes needs an address and a port every node shares", "[dist]") {
-  dist::LaunchOptions o;
+  ptune::system::LaunchOptions o;
   o.args = {"schema"};
   o.nnodes = 2;
   o.master_port = 29500;

@@ -5,6 +5,11 @@ folders. The layers are read from docs/architecture.md ("From the bottom up, ...
 numbered item names its folders in backticks (`config/`, `data/`, ...), so that the page and the
 code cannot drift apart.
 
+The seam between the two libraries (lib/CMakeLists.txt) is checked too: no file of a folder of
+ptune_base includes a folder of ptune_torch or a LibTorch header, and neither do the `ptune`
+executable's sources (apps/ptune/CMakeLists.txt's add_executable(ptune ...): all but the
+engine), through any chain of headers.
+
     python3 test/layers_test.py
 
 KNOWN lists the edges that still break the rule, each with what would remove it; the test also
@@ -17,6 +22,11 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LIB = os.path.join(ROOT, "lib")
+APP = os.path.join(ROOT, "apps", "ptune")
+
+# An #include "..." (a file of ptune's), and an #include <...> of LibTorch's.
+QUOTED = re.compile(r'\s*#\s*include\s+"([^"]+)"')
+LIBTORCH = re.compile(r"\s*#\s*include\s+<((?:torch|c10|ATen)/[^>]+)>")
 
 # (from folder, to folder): why it is still there.
 KNOWN = {}
@@ -65,6 +75,83 @@ def libraries():
         for src in re.findall(r"([a-z_]+)/[a-z_0-9]+\.cpp", m.group(2)):
             out.setdefault(src, set()).add(lib)
     return out
+
+
+def executable_sources():
+    """The `ptune` executable's sources, from add_executable(ptune ...) in apps/ptune/CMakeLists.txt."""
+    text = open(os.path.join(APP, "CMakeLists.txt"), encoding="utf-8").read()
+    m = re.search(r"add_executable\(ptune\s+([^)]*)\)", text)
+    if not m:
+        raise SystemExit("FAIL: apps/ptune/CMakeLists.txt has no add_executable(ptune ...)")
+    return [os.path.join(APP, f) for f in m.group(1).split()]
+
+
+def resolve(name, including):
+    """The file `#include "name"` in `including` reads: beside it, else under lib/; None for one
+    the build generates (ptune_build_id.hpp)."""
+    for path in (os.path.join(os.path.dirname(including), name), os.path.join(LIB, name)):
+        if os.path.isfile(path):
+            return os.path.normpath(path)
+    return None
+
+
+def torch_side(path, torch_folders):
+    """The ptune_torch folder `path` is in, or None."""
+    rel = os.path.relpath(path, LIB).split(os.sep)
+    return rel[0] if len(rel) > 1 and rel[0] in torch_folders else None
+
+
+def seam_leaks(start, torch_folders):
+    """What `start` reaches across the seam through its includes, followed transitively: one
+    line per torch-side file or LibTorch header, with the chain of includes that reaches it."""
+    out, seen = [], {start}
+    todo = [(start, [])]
+    while todo:
+        path, chain = todo.pop(0)
+        for n, line in enumerate(open(path, encoding="utf-8"), 1):
+            here = chain + [f"{os.path.relpath(path, ROOT)}:{n}"]
+            m = LIBTORCH.match(line)
+            if m:
+                out.append(" -> ".join(here) + f": includes <{m.group(1)}>, a LibTorch header")
+                continue
+            m = QUOTED.match(line)
+            target = resolve(m.group(1), path) if m else None
+            if target is None or target in seen:
+                continue
+            seen.add(target)
+            folder = torch_side(target, torch_folders)
+            if folder:
+                out.append(" -> ".join(here) + f": includes {m.group(1)}, of {folder}/ (ptune_torch)")
+            else:
+                todo.append((target, here))
+    return out
+
+
+def seam(libs):
+    """The seam's failures: a file of a ptune_base folder that includes a ptune_torch folder or a
+    LibTorch header (directly: each file of those folders is read), and the executable's sources
+    that reach one through any chain of headers."""
+    torch_folders = {f for f, where in libs.items() if "ptune_torch" in where}
+    base_folders = sorted(f for f, where in libs.items() if where == {"ptune_base"})
+    failures = []
+    for folder in base_folders:
+        for root, _, files in os.walk(os.path.join(LIB, folder)):
+            for f in sorted(files):
+                if not f.endswith((".cpp", ".hpp")):
+                    continue
+                path = os.path.join(root, f)
+                for n, line in enumerate(open(path, encoding="utf-8"), 1):
+                    where = f"{os.path.relpath(path, ROOT)}:{n}: {line.strip()}"
+                    m = QUOTED.match(line)
+                    to = m and re.match(r"([a-z_]+)/", m.group(1))
+                    if to and to.group(1) in torch_folders:
+                        failures.append(f"{where}: {folder}/ (ptune_base) includes {to.group(1)}/ (ptune_torch)")
+                    elif LIBTORCH.match(line):
+                        failures.append(f"{where}: {folder}/ (ptune_base) includes a LibTorch header")
+    for src in executable_sources():
+        for leak in seam_leaks(src, torch_folders):
+            failures.append(f"{leak}: the ptune executable links only ptune_base")
+    return failures
 
 
 def cycles(edges):
@@ -130,6 +217,7 @@ def main():
                             "library (lib/CMakeLists.txt)")
         if not both and folder in KNOWN_MIXED:
             failures.append(f"KNOWN_MIXED lists {folder}/, which is now in one library: remove it")
+    failures += seam(libs)
     print(f"{len(folders)} folders in {len(set(layer.values()))} layers; {len(KNOWN)} known exceptions, "
           f"{len(KNOWN_MIXED)} folder in two libraries")
     for f in failures:

@@ -89,49 +89,35 @@ void check_format(const std::string& f, const std::vector<std::string>& allowed)
   }
 }
 
-void check_before_engine(CommandLine& cl) {
+namespace {
+
+/// A config's program against the command: its rows are timed by ptune sweep alone (the other
+/// commands run ptune's own pipelines), in one process (under ptune launch every rank would
+/// start the program's instances of its own). Throws ConfigError.
+void check_program(const CommandLine& cl) {
+  if (!cl.config) return;
   const std::string& c = cl.command;
-  if (auto* s = std::get_if<SweepArgs>(&cl.args)) {
-    check_format(s->format, report::formats());
-    cl.config = load(s->common);
-    if (cl.rank0) {
-      check_output(s->out_given, s->out, "--out", {{"config", s->common.config_path}});
-      // A CSV's companion (FILE.env.json) is written beside it: checked as well.
-      if (s->out_given && report::format_of_path(s->out) == "csv")
-        check_output(true, report::csv_companion_path(s->out), "--out's CSV companion",
-                     {{"config", s->common.config_path}});
-    }
-    if (s->no_header && s->format != "csv")
-      throw UsageError("--no-header: only with --format csv (got --format " + s->format + ")");
-  } else if (auto* t = std::get_if<TuneArgs>(&cl.args)) {
-    check_format(t->format, report::formats());
-    cl.config = load(t->common);
-    check_output(
-        t->out_given, t->out, "--out",
-        {{"config", t->common.config_path}, {"model.weights file", cl.config->model.weights.value_or("")}});
-  } else if (auto* e = std::get_if<EvalArgs>(&cl.args)) {
-    check_format(e->format, {"table", "json"});
-    if (e->weights.empty()) throw UsageError("--weights: an empty path; name a weights file");
-    cl.config = load(e->common);
-  } else if (auto* tr = std::get_if<TrainArgs>(&cl.args)) {
-    cl.config = load(tr->common);
-  } else if (auto* side = std::get_if<RowSideArgs>(&cl.args)) {
-    cl.config = load(side->common);
-  }
-  // A program's rows are timed by sweep alone: the other commands run ptune's own pipelines.
-  if (cl.config && cl.config->program.enabled() && c != "sweep")
+  const bool program = cl.config->program.enabled();
+  if (program && c != "sweep")
     throw ConfigError("program.command: a config with a program is timed with ptune sweep; ptune " + c +
                       " runs ptune's own pipelines (model, data, loader, optim)");
-  // Under ptune launch every rank would start the program's instances of its own.
-  bool program = cl.config && cl.config->program.enabled();
-  if (c == "sweep")  // its rows may name a program; the other commands run none of them
-    for (const auto& row : cl.config->sweep) program = program || row.names_program();
-  if (program && system::world_size() > 1)
+  // A sweep's rows may name a program; the other commands run none of them.
+  const auto& rows = cl.config->sweep;
+  const bool rows_program = c == "sweep" && std::any_of(rows.begin(), rows.end(),
+                                                        [](const auto& row) { return row.names_program(); });
+  if ((program || rows_program) && system::world_size() > 1)
     throw ConfigError(
         "program.command: a program's rows are timed by one ptune sweep, not by ptune launch's " +
         std::to_string(system::world_size()) +
         " ranks (each would start the program): run ptune sweep alone, with the program's own "
         "launcher (torchrun ...) in program.command");
+}
+
+}  // namespace
+
+void check_before_engine(CommandLine& cl) {
+  std::visit([&cl](const auto& args) { args.check(cl); }, cl.args);
+  check_program(cl);
 }
 
 report::TerminalStyle style_of(int fd) {

@@ -14,10 +14,10 @@
 #include "analyze/advice.hpp"
 #include "analyze/compare.hpp"
 #include "config/config.hpp"
+#include "config/tune_defaults.hpp"
 #include "core/errors.hpp"
-#include "dist/launcher.hpp"
 #include "report/terminal.hpp"
-#include "tune/tuner.hpp"
+#include "system/launch_options.hpp"
 
 namespace CLI {
 class App;
@@ -71,10 +71,15 @@ struct Common {
   std::vector<std::string> sets;
 };
 
-// Each command's options: one type per command. Its members are the options' values, and its
+struct CommandLine;
+
+// Each command's options: one type per command. Its members are the options' values; its
 // define() (options.cpp) declares each option once to CLI11, with its help, bound to its member;
-// the command's code reads the members. Adding an option is a member, its line in define() and
-// the code that reads it (and its line in docs/commands.md).
+// its check() (options.cpp, beside define()) makes the checks CLI11 cannot, and reads the
+// command's config into CommandLine::config, before the command starts and before any engine
+// loads (check_before_engine): a usage or config error is one line in milliseconds. The command's
+// code reads the members. Adding an option is a member, its line in define(), its line in
+// check() if it needs one, and the code that reads it (and its line in docs/commands.md).
 
 /// `ptune sweep`'s options.
 struct SweepArgs {
@@ -82,6 +87,7 @@ struct SweepArgs {
   std::string format = "table", out, rows, label;
   bool out_given = false, rows_given = false, profile = false, no_header = false;
   void define(CLI::App& cmd);
+  void check(CommandLine& cl) const;
 };
 
 /// `ptune train`'s options.
@@ -89,6 +95,7 @@ struct TrainArgs {
   Common common;
   std::optional<std::string> resume, save_weights;
   void define(CLI::App& cmd);
+  void check(CommandLine& cl) const;
 };
 
 /// `ptune eval`'s options.
@@ -96,43 +103,49 @@ struct EvalArgs {
   Common common;
   std::string format = "table", weights;
   void define(CLI::App& cmd);
+  void check(CommandLine& cl) const;
 };
 
 /// `ptune tune`'s options: the greedy search's, or the batch-size finder's with --batch-size.
 struct TuneArgs {
   Common common;
-  double threshold_pct = tune::TuneOptions{}.threshold_pct;
-  double margin_pct = tune::BatchSearchOptions{}.margin_pct;
+  double threshold_pct = config::kDefaultThresholdPct;
+  double margin_pct = config::kDefaultMarginPct;
   int64_t max_batch = 0;
   bool batch = false, out_given = false;
   double budget_min = 0;
   int64_t repeats = 3;
   std::string out, format = "table";
   void define(CLI::App& cmd);
+  void check(CommandLine& cl) const;
 };
 
 /// `ptune launch`'s options.
 struct LaunchArgs {
-  dist::LaunchOptions opt;
+  system::LaunchOptions opt;
   bool no_prefix = false, prefix_stdout = false;
   void define(CLI::App& cmd);
+  void check(CommandLine& cl) const {}  // dist::launch checks the ranks' options as it starts them
 };
 
 /// `ptune row-side`'s (a sweep row's side in a child process: bench/child_side.hpp).
 struct RowSideArgs {
   Common common;
   void define(CLI::App& cmd);
+  void check(CommandLine& cl) const;
 };
 
 /// `ptune check`'s options.
 struct CheckArgs {
   Common common;
   void define(CLI::App& cmd);
+  void check(CommandLine& cl) const {}  // reading the config is the command itself (run_check)
 };
 
 /// `ptune schema` has none.
 struct SchemaArgs {
   void define(CLI::App& cmd) {}
+  void check(CommandLine& cl) const {}
 };
 
 /// `ptune report`'s options.
@@ -142,6 +155,7 @@ struct ReportArgs {
   double fail_pct = 0;
   bool out_given = false, against_given = false, fail_given = false;
   void define(CLI::App& cmd);
+  void check(CommandLine& cl) const;
 };
 
 /// `ptune analyze`'s options.
@@ -154,6 +168,7 @@ struct AnalyzeArgs {
   bool html_given = false;
   analyze::AnalyzeOptions opt;
   void define(CLI::App& cmd);
+  void check(CommandLine& cl) const;
 };
 
 /// The options of the command given: exactly one of the types above.
@@ -201,9 +216,11 @@ int print_outcome(const Outcome& o);
 /// The config file with its --set overrides applied, validated.
 config::ExperimentConfig load(const Common& c);
 
-/// What the executable checks before it loads the engine, so that a usage or config error is
-/// one line and exit 2 in milliseconds (and without the engine at all): each command's
-/// --format, --out and --no-header, and its config, which it reads into `cl.config`.
+/// What the executable checks before a command starts, and so before it loads the engine: a
+/// usage or config error is one line and exit 2 in milliseconds, without the engine at all.
+/// The command's options by their type's check() (its --format, --out, ...; the config of
+/// sweep, train, eval, tune and row-side, read into `cl.config`), then the config's program
+/// against the command: only `ptune sweep` times one, and not under `ptune launch`.
 void check_before_engine(CommandLine& cl);
 
 /// An output file given on the command line is checked before any work starts (a missing

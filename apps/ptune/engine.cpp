@@ -95,6 +95,32 @@ decltype(tune::SweepOptions::on_progress) sweep_progress(const CommandLine& cl, 
   };
 }
 
+/// --out's writer (rank 0 writes), rewritten after every row; none without --out. A FIFO or a
+/// device (/dev/stdout) is not rewritten after every row: it gets the final document once (its
+/// reader would take the first document and go).
+decltype(tune::SweepOptions::on_row) out_writer(const CommandLine& cl, bool one_row) {
+  const SweepArgs& args = cl.get<SweepArgs>();
+  if (args.out.empty()) return {};
+  struct stat st {};
+  const bool stream = ::stat(args.out.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
+  return [&cl, &args, one_row, stream](const report::Results& r) {
+    if (!cl.rank0) return;  // data parallel: rank 0 writes
+    if (stream && r.status == report::RunStatus::kRunning) return;
+    report::write_results(args.out, marked(r, cl, one_row));
+  };
+}
+
+/// The sweep's table on stdout (rank 0 prints), in --format, without its header with --no-header.
+void print_sweep(const CommandLine& cl, const report::Results& results, bool one_row) {
+  const SweepArgs& args = cl.get<SweepArgs>();
+  // Colour on a terminal that has it (not TERM=dumb; not with NO_COLOR non-empty).
+  const bool color = args.format == "table" && cli::style_of(STDOUT_FILENO).color;
+  if (!cl.rank0) return;
+  std::string text = report::render_results(marked(results, cl, one_row), args.format, color);
+  if (args.no_header) text.erase(0, text.find('\n') == std::string::npos ? text.size() : text.find('\n') + 1);
+  std::cout << text << std::flush;
+}
+
 /// `ptune sweep`: the rows, the table on stdout, --out rewritten after every row.
 Outcome run_sweep_command(const CommandLine& cl) {
   const SweepArgs& args = cl.get<SweepArgs>();
@@ -106,17 +132,7 @@ Outcome run_sweep_command(const CommandLine& cl) {
   if (args.rows_given) opt.rows = tune::parse_rows(args.rows, std::max<size_t>(1, cfg.sweep.size()));
   const bool live = !cl.quiet && ::isatty(STDERR_FILENO) == 1;
   const bool one_row = cfg.sweep.size() <= 1;
-  if (!args.out.empty()) {
-    // A FIFO or a device (/dev/stdout) is not rewritten after every row: it gets the final
-    // document once (its reader would take the first document and go).
-    struct stat st {};
-    const bool stream = ::stat(args.out.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
-    opt.on_row = [&, stream](const report::Results& r) {
-      if (!cl.rank0) return;  // data parallel: rank 0 writes
-      if (stream && r.status == report::RunStatus::kRunning) return;
-      report::write_results(args.out, marked(r, cl, one_row));
-    };
-  }
+  opt.on_row = out_writer(cl, one_row);
   report::ProgressLine progress(cli::style_of(STDERR_FILENO).escapes);
   const stats::Stopwatch clock;
   opt.on_progress = sweep_progress(cl, progress, live, std::max<size_t>(1, cfg.sweep.size()), clock);
@@ -133,14 +149,7 @@ Outcome run_sweep_command(const CommandLine& cl) {
     if (live) std::fputs(progress.clear().c_str(), stderr);
     outcome = {kExitFailure, e.what()};
   }
-  // Colour on a terminal that has it (not TERM=dumb; not with NO_COLOR non-empty).
-  const bool color = args.format == "table" && cli::style_of(STDOUT_FILENO).color;
-  if (cl.rank0) {
-    std::string text = report::render_results(marked(results, cl, one_row), args.format, color);
-    if (args.no_header)
-      text.erase(0, text.find('\n') == std::string::npos ? text.size() : text.find('\n') + 1);
-    std::cout << text << std::flush;
-  }
+  print_sweep(cl, results, one_row);
   if (outcome.exit_code != kExitOk) return outcome;
   // Rows that failed (not skipped for an option the device cannot honour) fail the sweep,
   // after every finished row was printed and written.
@@ -351,7 +360,7 @@ Outcome run_eval_command(const CommandLine& cl) {
 /// `ptune launch`: N data-parallel ranks of a ptune command.
 Outcome run_launch_command(const CommandLine& cl) {
   const LaunchArgs& args = cl.get<LaunchArgs>();
-  dist::LaunchOptions opt = args.opt;
+  system::LaunchOptions opt = args.opt;
   opt.prefix = !args.no_prefix;
   opt.prefix_stdout = args.prefix_stdout;
   const auto r = dist::launch(opt);

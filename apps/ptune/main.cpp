@@ -288,27 +288,8 @@ std::optional<ptune::analyze::Ceilings> cpu_ceilings(Args& a, const std::string&
                                   {c.bytes_per_s, c.bandwidth_source}};
 }
 
-/// --html in a folder given as traces, named as a trace (*.json, *.json.gz): the next analyze of
-/// that folder would read the page as a trace. Throws UsageError.
-void check_not_in_trace_folder(const std::string& html, const std::vector<std::string>& paths) {
-  if (html.empty() || !ptune::analyze::is_trace_file_name(html)) return;
-  std::filesystem::path folder = std::filesystem::path(html).parent_path();
-  if (folder.empty()) folder = ".";
-  for (const auto& p : paths) {
-    std::error_code ec;
-    if (std::filesystem::is_directory(p, ec) && std::filesystem::equivalent(folder, p, ec) && !ec)
-      throw ptune::UsageError("--html '" + html + "' is in the trace folder '" + p +
-                              "', named as a trace (it would be read as one): name another file");
-  }
-}
-
 ptune::Outcome run_analyze(Args& a) {
-  auto& z = a.cl.get<AnalyzeArgs>();
-  ptune::cli::check_format(z.format, ptune::analyze::formats());
-  std::vector<std::pair<std::string, std::string>> traces;
-  for (const auto& p : z.paths) traces.emplace_back("trace", p);
-  ptune::cli::check_output(z.html_given, z.html, "--html", traces);
-  check_not_in_trace_folder(z.html, z.paths);
+  auto& z = a.cl.get<AnalyzeArgs>();  // checked (AnalyzeArgs::check)
   try {
     ptune::analyze::CompareOptions copt;
     copt.labels = z.labels;
@@ -345,34 +326,8 @@ ptune::Outcome run_check(Args& a) {
   return {};
 }
 
-/// The report's usage rules, checked before any file is read.
-void check_report(const ReportArgs& r) {
-  if (r.against_given && r.against.empty())
-    throw ptune::UsageError("report: --against: an empty path; name the older results file");
-  if (r.out_given && r.out.empty()) throw ptune::UsageError("report: -o: an empty path; name a file");
-  if (r.out.empty() && r.against.empty() && r.format.empty())
-    throw ptune::UsageError(
-        "report: nothing to do; give -o FILE.html for the HTML report, --against OLD.json for the "
-        "comparison, --format FORMAT for the table again, or any of them");
-  if (!r.format.empty()) {
-    ptune::cli::check_format(r.format, ptune::report::formats());
-    if (r.files.size() != 1)
-      throw ptune::UsageError("report: --format prints one results file's table; got " +
-                              std::to_string(r.files.size()) + " files");
-  }
-  std::vector<std::pair<std::string, std::string>> inputs{{"results file", r.against}};
-  for (const auto& f : r.files) inputs.emplace_back("results file", f);
-  ptune::cli::check_output(r.out_given, r.out, "-o", inputs);
-  if (!r.out.empty() && ptune::report::format_of_path(r.out) != "html")
-    throw ptune::UsageError("report: -o '" + r.out + "' is not an .html file; ptune report writes HTML");
-  if (!r.against.empty() && r.files.size() != 1)
-    throw ptune::UsageError("report: --against compares one new results file with the old one; got " +
-                            std::to_string(r.files.size()) + " new files");
-}
-
 ptune::Outcome run_report(Args& a) {
-  const ReportArgs& r = a.cl.get<ReportArgs>();
-  check_report(r);
+  const ReportArgs& r = a.cl.get<ReportArgs>();  // checked (ReportArgs::check)
   std::vector<ptune::report::RunFile> runs;
   if (!r.against.empty()) runs.push_back(ptune::report::load_run(r.against));
   for (const auto& f : r.files) runs.push_back(ptune::report::load_run(f));
@@ -401,10 +356,9 @@ ptune::Outcome run_report(Args& a) {
   return outcome;
 }
 
-/// sweep, train, eval, tune, launch and row-side: checked here, then run by the engine.
+/// sweep, train, eval, tune, launch and row-side, checked (check_before_engine): run by the engine.
 ptune::Outcome run_in_engine(Args& a) {
   ptune::cli::CommandLine& cl = a.cl;
-  ptune::cli::check_before_engine(cl);
   start_with_process_settings(cl, a.argv);
   a.engine = load_engine();
   ptune_engine_outcome o{};
@@ -540,9 +494,11 @@ int main(int argc, char** argv) {
   cl.interrupted = &g_interrupted;
   cl.signal = &g_signal;
 
-  // The command; then the engine shuts a data-parallel run's process group down.
+  // The command, its options checked first; then the engine shuts a data-parallel run's process
+  // group down.
   ptune::Outcome outcome;
   try {
+    ptune::cli::check_before_engine(cl);
     outcome = command.run(a);
   } catch (...) {
     outcome = ptune::cli::outcome_of_current_exception(g_signal.load());

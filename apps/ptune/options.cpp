@@ -1,18 +1,23 @@
 // Each command's options (cli.hpp): the one place an option is declared to CLI11, with its help,
-// bound to its member of the command's type. The "given" members (an option given, even empty)
-// are set as CLI11 reads the option: its value may be checked only when it was given.
+// bound to its member of the command's type (define()), and the one place its value is checked
+// beyond what CLI11 checks (check(), beside define()). The "given" members (an option given, even
+// empty) are set as CLI11 reads the option: its value may be checked only when it was given.
 
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <limits>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
+#include "analyze/render.hpp"
+#include "analyze/trace_reader.hpp"
 #include "cli.hpp"
 #include "core/stats.hpp"
+#include "report/results.hpp"
 
 namespace ptune::cli {
 namespace {
@@ -74,6 +79,20 @@ CLI::Validator number_in(double lo, double hi) {
   return finite_number(lo, hi, std::string("from ") + range, std::string("number in [") + range + "]");
 }
 
+/// --html in a folder given as traces, named as a trace (*.json, *.json.gz): the next analyze of
+/// that folder would read the page as a trace. Throws UsageError.
+void check_not_in_trace_folder(const std::string& html, const std::vector<std::string>& paths) {
+  if (html.empty() || !analyze::is_trace_file_name(html)) return;
+  std::filesystem::path folder = std::filesystem::path(html).parent_path();
+  if (folder.empty()) folder = ".";
+  for (const auto& p : paths) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(p, ec) && std::filesystem::equivalent(folder, p, ec) && !ec)
+      throw UsageError("--html '" + html + "' is in the trace folder '" + p +
+                       "', named as a trace (it would be read as one): name another file");
+  }
+}
+
 }  // namespace
 
 void SweepArgs::define(CLI::App& sweep) {
@@ -96,6 +115,20 @@ void SweepArgs::define(CLI::App& sweep) {
                    "(e.g. in a shell loop over --set values)");
   sweep.add_flag("--no-header", s.no_header,
                  "--format csv: print the rows without the header line, to append to a file that has one");
+}
+
+void SweepArgs::check(CommandLine& cl) const {
+  check_format(format, report::formats());
+  cl.config = load(common);
+  if (cl.rank0) {
+    check_output(out_given, out, "--out", {{"config", common.config_path}});
+    // A CSV's companion (FILE.env.json) is written beside it: checked as well.
+    if (out_given && report::format_of_path(out) == "csv")
+      check_output(true, report::csv_companion_path(out), "--out's CSV companion",
+                   {{"config", common.config_path}});
+  }
+  if (no_header && format != "csv")
+    throw UsageError("--no-header: only with --format csv (got --format " + format + ")");
 }
 
 void ReportArgs::define(CLI::App& report) {
@@ -124,6 +157,31 @@ void ReportArgs::define(CLI::App& report) {
         r.fail_given);
 }
 
+/// The report's usage rules, checked before any file is read.
+void ReportArgs::check(CommandLine&) const {
+  if (against_given && against.empty())
+    throw UsageError("report: --against: an empty path; name the older results file");
+  if (out_given && out.empty()) throw UsageError("report: -o: an empty path; name a file");
+  if (out.empty() && against.empty() && format.empty())
+    throw UsageError(
+        "report: nothing to do; give -o FILE.html for the HTML report, --against OLD.json for the "
+        "comparison, --format FORMAT for the table again, or any of them");
+  if (!format.empty()) {
+    check_format(format, report::formats());
+    if (files.size() != 1)
+      throw UsageError("report: --format prints one results file's table; got " +
+                       std::to_string(files.size()) + " files");
+  }
+  std::vector<std::pair<std::string, std::string>> inputs{{"results file", against}};
+  for (const auto& f : files) inputs.emplace_back("results file", f);
+  check_output(out_given, out, "-o", inputs);
+  if (!out.empty() && report::format_of_path(out) != "html")
+    throw UsageError("report: -o '" + out + "' is not an .html file; ptune report writes HTML");
+  if (!against.empty() && files.size() != 1)
+    throw UsageError("report: --against compares one new results file with the old one; got " +
+                     std::to_string(files.size()) + " new files");
+}
+
 void TrainArgs::define(CLI::App& train) {
   add_common(&train, common);
   train.add_option("--resume", resume, "continue from a checkpoint written by ptune train");
@@ -131,11 +189,19 @@ void TrainArgs::define(CLI::App& train) {
                    "write the final weights as a torch.save(state_dict) file");
 }
 
+void TrainArgs::check(CommandLine& cl) const { cl.config = load(common); }
+
 void EvalArgs::define(CLI::App& eval) {
   add_common(&eval, common);
   eval.add_option("--weights", weights, "a torch.save(state_dict) file (torchvision's or ptune's)")
       ->required();
   eval.add_option("--format", format, "table | json")->capture_default_str();
+}
+
+void EvalArgs::check(CommandLine& cl) const {
+  check_format(format, {"table", "json"});
+  if (weights.empty()) throw UsageError("--weights: an empty path; name a weights file");
+  cl.config = load(common);
 }
 
 void CheckArgs::define(CLI::App& check) { add_common(&check, common); }
@@ -151,7 +217,9 @@ void TuneArgs::define(CLI::App& tune) {
       ->check(number_in(0, 99))
       ->capture_default_str();
   tune.add_option("--max-batch", t.max_batch,
-                  "--batch-size: largest batch tried (default 4096 on CUDA, 64 on the CPU)")
+                  "--batch-size: largest batch tried (default " +
+                      std::to_string(config::kDefaultMaxBatchCuda) + " on CUDA, " +
+                      std::to_string(config::kDefaultMaxBatchCpu) + " on the CPU)")
       ->needs(batch)
       ->check(whole_number(1, int64_t{1} << 40));
   tune.add_option(
@@ -172,6 +240,14 @@ void TuneArgs::define(CLI::App& tune) {
                   "stdout format: table (with the trials), json (results, trials and the winning config), "
                   "csv or md (the table)")
       ->capture_default_str();
+}
+
+void TuneArgs::check(CommandLine& cl) const {
+  check_format(format, report::formats());
+  cl.config = load(common);
+  check_output(
+      out_given, out, "--out",
+      {{"config", common.config_path}, {"model.weights file", cl.config->model.weights.value_or("")}});
 }
 
 void LaunchArgs::define(CLI::App& launch) {
@@ -246,6 +322,16 @@ void AnalyzeArgs::define(CLI::App& analyze) {
         z.html_given);
 }
 
+void AnalyzeArgs::check(CommandLine&) const {
+  check_format(format, analyze::formats());
+  std::vector<std::pair<std::string, std::string>> traces;
+  for (const auto& p : paths) traces.emplace_back("trace", p);
+  check_output(html_given, html, "--html", traces);
+  check_not_in_trace_folder(html, paths);
+}
+
 void RowSideArgs::define(CLI::App& side) { add_common(&side, common); }
+
+void RowSideArgs::check(CommandLine& cl) const { cl.config = load(common); }
 
 }  // namespace ptune::cli

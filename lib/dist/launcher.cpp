@@ -188,7 +188,7 @@ std::string describe(const Rank& r) {
 bool failed(int status) { return !(WIFEXITED(status) && WEXITSTATUS(status) == 0); }
 
 /// The environment of rank `rank`: ours, with the rendezvous variables replaced.
-std::vector<std::string> rank_environment(const LaunchOptions& o, int rank) {
+std::vector<std::string> rank_environment(const system::LaunchOptions& o, int rank) {
   static const std::vector<std::string> kOwned = {
       "RANK=",       "WORLD_SIZE=",  "LOCAL_RANK=", "LOCAL_WORLD_SIZE=",
       "GROUP_RANK=", "MASTER_ADDR=", "MASTER_PORT="};
@@ -219,8 +219,8 @@ std::vector<char*> c_strings(std::vector<std::string>& v) {
 
 /// `options` checked (UsageError as launch() says), with the defaults filled in: master_addr
 /// 127.0.0.1, master_port a free port.
-LaunchOptions checked(const LaunchOptions& options) {
-  LaunchOptions o = options;
+system::LaunchOptions checked(const system::LaunchOptions& options) {
+  system::LaunchOptions o = options;
   if (o.nproc_per_node < 1)
     throw UsageError("launch: --nproc-per-node " + std::to_string(o.nproc_per_node) + " must be at least 1");
   const int limit = max_ranks_per_node();
@@ -254,7 +254,7 @@ LaunchOptions checked(const LaunchOptions& options) {
 }
 
 /// Across nodes, what a rank's failure says of where it ran: " (node N, host H)"; "" on one node.
-std::string node_where(const LaunchOptions& o) {
+std::string node_where(const system::LaunchOptions& o) {
   if (o.nnodes <= 1) return "";
   char host[256] = {};
   if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
@@ -271,7 +271,7 @@ void kill_running(std::vector<Rank>& ranks, int sig) {
 /// Starts local rank `i` into `r`: this program (o.exe) with the rank's environment, its stdin
 /// /dev/null, its stdout and stderr into non-blocking pipes. Throws std::runtime_error when a
 /// pipe or the fork cannot be had.
-void start_rank(const LaunchOptions& o, int i, const std::string& where, pid_t parent, Rank& r) {
+void start_rank(const system::LaunchOptions& o, int i, const std::string& where, pid_t parent, Rank& r) {
   r.rank = o.node_rank * o.nproc_per_node + i;
   r.where = where;
   int out[2], err[2];
@@ -513,8 +513,8 @@ int max_ranks_per_node() {
   return std::max(kRanksPerCore * cores, runtime::cuda::device_count());
 }
 
-LaunchResult launch(const LaunchOptions& options) {
-  const LaunchOptions o = checked(options);
+LaunchResult launch(const system::LaunchOptions& options) {
+  const system::LaunchOptions o = checked(options);
   const std::string where = node_where(o);  // across nodes, a rank's failure names its node and this host
   SignalScope signals;
   std::vector<Rank> ranks(static_cast<size_t>(o.nproc_per_node));

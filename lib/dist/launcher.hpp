@@ -10,23 +10,10 @@
 /// period, so a launch never hangs (ranks on other nodes fail their next collective).
 
 #include <string>
-#include <vector>
+
+#include "system/launch_options.hpp"
 
 namespace ptune::dist {
-
-struct LaunchOptions {
-  int nproc_per_node = 1;              // ranks to start on this node
-  int nnodes = 1;                      // nodes (one launch each) in the run
-  int node_rank = 0;                   // this node, 0 .. nnodes-1; node 0 runs global rank 0
-  int master_port = 29500;             // rendezvous port; 0 = pick a free one now (one node only)
-  std::string master_addr;             // rendezvous host, node 0's address (rank 0 serves the
-                                       // store there); "" = 127.0.0.1, one node only
-  std::vector<std::string> args;       // the ptune command line every rank runs (after --)
-  std::string exe = "/proc/self/exe";  // the program every rank runs
-  double grace_s = 5.0;                // SIGTERM, then SIGKILL after this many seconds
-  bool prefix = true;                  // "[rank R] " before every stderr line (logs, errors)
-  bool prefix_stdout = false;          // ... and before every stdout line too
-};
 
 /// How a launch ended.
 struct LaunchResult {
@@ -49,7 +36,7 @@ int max_ranks_per_node();
 /// above max_ranks_per_node(), an empty command, a nested `launch`, a port out of range,
 /// node_rank outside [0, nnodes), or several nodes without master_addr or with port 0;
 /// std::runtime_error when a pipe, fork or free port cannot be had.
-LaunchResult launch(const LaunchOptions& options);
+LaunchResult launch(const system::LaunchOptions& options);
 
 /// A TCP port that was free on 127.0.0.1 a moment ago (the OS's choice). Throws
 /// std::runtime_error when no socket can be bound.

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/config.hpp"
+#include "config/tune_defaults.hpp"
 #include "measure/schedule.hpp"
 #include "report/results.hpp"
 #include "tune/sides.hpp"
@@ -54,11 +55,12 @@ bool is_out_of_memory(const std::exception& e);
 
 /// Options of find_batch_size. The CLI copies its flags here and nothing else.
 struct BatchSearchOptions {
-  double margin_pct = 10.0;  // CUDA: a batch fits when its peak memory <= (100 - margin)% of the device's
-  int64_t max_batch = 0;     // largest batch tried; 0 = default (kDefaultMaxBatchCuda / kDefaultMaxBatchCpu)
-  int64_t min_repeats = 3;   // measure.repeats is raised to at least this (medians compare)
-  double budget_s = 0;       // stop starting new tries after this many seconds; 0 = no limit
-  int64_t granularity = 8;   // binary-search midpoints are multiples of this (when above it)
+  // CUDA: a batch fits when its peak memory <= (100 - margin)% of the device's
+  double margin_pct = config::kDefaultMarginPct;
+  int64_t max_batch = 0;    // largest batch tried; 0 = default (kDefaultMaxBatchCuda / kDefaultMaxBatchCpu)
+  int64_t min_repeats = 3;  // measure.repeats is raised to at least this (medians compare)
+  double budget_s = 0;      // stop starting new tries after this many seconds; 0 = no limit
+  int64_t granularity = 8;  // binary-search midpoints are multiples of this (when above it)
   double resolution_pct = 12.5;     // binary search stops when the gap is <= this % of the largest fit
   int64_t device_memory_bytes = 0;  // 0 = runtime::cuda::total_memory of the config's device (tests set it)
   MeasureFn measure;                // empty = default_measure()
@@ -68,9 +70,8 @@ struct BatchSearchOptions {
   const std::atomic<bool>* interrupted = nullptr;      // set (SIGINT) to stop before the next try
 };
 
-inline constexpr int64_t kDefaultMaxBatchCuda = 4096;  // --max-batch default on a GPU
-inline constexpr int64_t kDefaultMaxBatchCpu =
-    64;  // --max-batch default on the CPU (no memory limit to find)
+using config::kDefaultMaxBatchCpu;  // --max-batch's defaults (config/tune_defaults.hpp)
+using config::kDefaultMaxBatchCuda;
 
 /// Why a search ended. Its text (the JSON's "stop_reason", the summary line) is text().
 struct StopReason {
@@ -153,12 +154,13 @@ struct Trial {
 
 /// Options of greedy_tune.
 struct TuneOptions {
-  double threshold_pct = 3.0;  // a change must be faster beyond noise and gain at least this to be kept
-  int64_t min_repeats = 3;     // measure.repeats is raised to at least this for every trial
-  double budget_s = 0;         // no new trial starts after this many seconds; 0 = no limit
-  int64_t max_passes = 5;      // passes over the candidates at most
-  int64_t cpu_cores = 0;       // cores for the loader.num_workers candidates; 0 = hardware_concurrency
-  MeasureFn measure;           // empty = default_measure()
+  // a change must be faster beyond noise and gain at least this to be kept
+  double threshold_pct = config::kDefaultThresholdPct;
+  int64_t min_repeats = 3;  // measure.repeats is raised to at least this for every trial
+  double budget_s = 0;      // no new trial starts after this many seconds; 0 = no limit
+  int64_t max_passes = 5;   // passes over the candidates at most
+  int64_t cpu_cores = 0;    // cores for the loader.num_workers candidates; 0 = hardware_concurrency
+  MeasureFn measure;        // empty = default_measure()
   /// A trial with process-level settings, or on an incumbent with them (system::default_process
   /// false for either): timed against the incumbent in child processes. Empty = time_in_processes
   /// with `interrupted`.
