@@ -501,21 +501,74 @@ std::string program_conflict(const std::string& where, const std::string& keys) 
          "pipelines (model, data, loader, optim, measure.mode) do not reach; leave them out";
 }
 
-/// A list of strings (kStringList) or an object of strings (kStringMap, environment variables).
-void check_strings(const Field& f, const Json& v, const std::string& at) {
-  auto type_error = [&](const std::string& expected) {
-    throw ConfigError(at + "expected " + expected + ", got " + show(v) + " (" + kind_of(v) + ")");
-  };
-  if (f.type == Type::kStringList) {
-    if (!v.is_array()) type_error("a list of strings");
-    for (const auto& x : v) {
-      if (!x.is_string()) type_error("a list of strings");
-      if (x.get<std::string>().find('\0') != std::string::npos)
-        throw ConfigError(at + show(x) + " holds a NUL byte, which no argument can");
-    }
-    return;
+/// Throws ConfigError "<at>expected <expected>, got <v> (<its kind>)".
+[[noreturn]] void type_error(const std::string& at, const Json& v, const std::string& expected) {
+  throw ConfigError(at + "expected " + expected + ", got " + show(v) + " (" + kind_of(v) + ")");
+}
+
+// One checker per field type: each throws ConfigError prefixed with `at` ("<where>: <path>: ").
+
+void check_int(const Field& f, const Json& v, const std::string& at) {
+  // 32.0 is an integer, as JSON Schema (and `ptune schema`) has it; 32.5 is not.
+  const bool integral_float =
+      v.is_number_float() && std::isfinite(v.get<double>()) && std::floor(v.get<double>()) == v.get<double>();
+  if (!v.is_number_integer() && !v.is_number_unsigned() && !integral_float) type_error(at, v, "an integer");
+  if (!in_range(f, v.get<double>()))
+    throw ConfigError(at + show(v) + " is out of range; allowed: " + range_text(f, "an integer"));
+}
+
+void check_number(const Field& f, const Json& v, const std::string& at) {
+  if (!v.is_number()) type_error(at, v, "a number");
+  const double d = v.get<double>();
+  if (!std::isfinite(d) || !in_range(f, d))
+    throw ConfigError(at + show(v) + " is out of range; allowed: " + range_text(f, "a number"));
+}
+
+void check_bool(const Field&, const Json& v, const std::string& at) {
+  if (!v.is_boolean()) type_error(at, v, "true or false");
+}
+
+void check_string(const Field&, const Json& v, const std::string& at) {
+  if (!v.is_string()) type_error(at, v, "a string");
+  if (v.get<std::string>().empty()) throw ConfigError(at + "must not be empty");
+}
+
+void check_opt_string(const Field&, const Json& v, const std::string& at) {
+  if (!v.is_string() && !v.is_null()) type_error(at, v, "a string or null");
+  if (v.is_string() && v.get<std::string>().empty())
+    throw ConfigError(at + "must not be empty (use null for none)");
+}
+
+void check_enum(const Field& f, const Json& v, const std::string& at) {
+  if (!v.is_string()) type_error(at, v, "one of " + join(f.choices));
+  const std::string s = v.get<std::string>();
+  if (std::find(f.choices.begin(), f.choices.end(), s) == f.choices.end())
+    throw ConfigError(at + "unknown value '" + s + "'" + or_semicolon(did_you_mean(s, f.choices)) +
+                      " allowed: " + join(f.choices));
+}
+
+void check_device(const Field&, const Json& v, const std::string& at) {
+  if (!v.is_string()) type_error(at, v, "a device name");
+  const std::string s = v.get<std::string>();
+  if (!valid_device(s))
+    throw ConfigError(at + "unknown device '" + s + "'" +
+                      or_semicolon(did_you_mean(s, {"auto", "cpu", "cuda"})) +
+                      " allowed: auto, cpu, cuda, cuda:N");
+}
+
+/// A list of strings (kStringList).
+void check_string_list(const Field&, const Json& v, const std::string& at) {
+  if (!v.is_array()) type_error(at, v, "a list of strings");
+  for (const auto& x : v) {
+    if (!x.is_string()) type_error(at, v, "a list of strings");
+    if (x.get<std::string>().find('\0') != std::string::npos)
+      throw ConfigError(at + show(x) + " holds a NUL byte, which no argument can");
   }
-  if (!v.is_object()) type_error("an object of \"NAME\": \"value\" strings");
+}
+
+/// An object of strings (kStringMap, environment variables).
+void check_string_map(const Field&, const Json& v, const std::string& at) {
+  if (!v.is_object()) type_error(at, v, "an object of \"NAME\": \"value\" strings");
   for (auto it = v.begin(); it != v.end(); ++it) {
     check_env_name(it.key(), at);
     if (!it.value().is_string())
@@ -524,74 +577,38 @@ void check_strings(const Field& f, const Json& v, const std::string& at) {
   }
 }
 
+void check_number_list(const Field& f, const Json& v, const std::string& at) {
+  const std::string expected = "a list of " + std::to_string(f.list_len) + " numbers";
+  if (!v.is_array() || v.size() != f.list_len) type_error(at, v, expected);
+  for (const auto& x : v) {
+    if (!x.is_number()) type_error(at, v, expected);
+    if (!in_range(f, x.get<double>()))
+      throw ConfigError(at + show(x) + " is out of range; allowed: " + range_text(f, "numbers"));
+  }
+}
+
+/// Each field type's checker.
+struct TypeCheck {
+  Type type;
+  void (*check)(const Field&, const Json&, const std::string&);
+};
+constexpr TypeCheck kTypeChecks[] = {
+    {Type::kInt, check_int},
+    {Type::kNumber, check_number},
+    {Type::kBool, check_bool},
+    {Type::kString, check_string},
+    {Type::kOptString, check_opt_string},
+    {Type::kEnum, check_enum},
+    {Type::kDevice, check_device},
+    {Type::kStringList, check_string_list},
+    {Type::kStringMap, check_string_map},
+    {Type::kNumberList, check_number_list},
+};
+
 /// Checks a value against its field; throws ConfigError "<where>: <path>: ...".
 void check_value(const Field& f, const Json& v, const std::string& where) {
-  const std::string at = where + ": " + f.path + ": ";
-  auto type_error = [&](const std::string& expected) {
-    throw ConfigError(at + "expected " + expected + ", got " + show(v) + " (" + kind_of(v) + ")");
-  };
-  switch (f.type) {
-    case Type::kInt: {
-      // 32.0 is an integer, as JSON Schema (and `ptune schema`) has it; 32.5 is not.
-      const bool integral_float = v.is_number_float() && std::isfinite(v.get<double>()) &&
-                                  std::floor(v.get<double>()) == v.get<double>();
-      if (!v.is_number_integer() && !v.is_number_unsigned() && !integral_float) type_error("an integer");
-      double d = v.get<double>();
-      if (!in_range(f, d))
-        throw ConfigError(at + show(v) + " is out of range; allowed: " + range_text(f, "an integer"));
-      break;
-    }
-    case Type::kNumber: {
-      if (!v.is_number()) type_error("a number");
-      double d = v.get<double>();
-      if (!std::isfinite(d) || !in_range(f, d))
-        throw ConfigError(at + show(v) + " is out of range; allowed: " + range_text(f, "a number"));
-      break;
-    }
-    case Type::kBool:
-      if (!v.is_boolean()) type_error("true or false");
-      break;
-    case Type::kString:
-      if (!v.is_string()) type_error("a string");
-      if (v.get<std::string>().empty()) throw ConfigError(at + "must not be empty");
-      break;
-    case Type::kOptString:
-      if (!v.is_string() && !v.is_null()) type_error("a string or null");
-      if (v.is_string() && v.get<std::string>().empty())
-        throw ConfigError(at + "must not be empty (use null for none)");
-      break;
-    case Type::kEnum: {
-      if (!v.is_string()) type_error("one of " + join(f.choices));
-      std::string s = v.get<std::string>();
-      if (std::find(f.choices.begin(), f.choices.end(), s) == f.choices.end())
-        throw ConfigError(at + "unknown value '" + s + "'" + or_semicolon(did_you_mean(s, f.choices)) +
-                          " allowed: " + join(f.choices));
-      break;
-    }
-    case Type::kDevice: {
-      if (!v.is_string()) type_error("a device name");
-      std::string s = v.get<std::string>();
-      if (!valid_device(s))
-        throw ConfigError(at + "unknown device '" + s + "'" +
-                          or_semicolon(did_you_mean(s, {"auto", "cpu", "cuda"})) +
-                          " allowed: auto, cpu, cuda, cuda:N");
-      break;
-    }
-    case Type::kStringList:
-    case Type::kStringMap:
-      check_strings(f, v, at);
-      break;
-    case Type::kNumberList: {
-      std::string expected = "a list of " + std::to_string(f.list_len) + " numbers";
-      if (!v.is_array() || v.size() != f.list_len) type_error(expected);
-      for (const auto& x : v) {
-        if (!x.is_number()) type_error(expected);
-        if (!in_range(f, x.get<double>()))
-          throw ConfigError(at + show(x) + " is out of range; allowed: " + range_text(f, "numbers"));
-      }
-      break;
-    }
-  }
+  for (const TypeCheck& c : kTypeChecks)
+    if (c.type == f.type) return c.check(f, v, where + ": " + f.path + ": ");
 }
 
 std::string unknown_key(const std::string& where, const std::string& path) {
@@ -859,21 +876,23 @@ void apply_patch(ExperimentConfig& cfg, const Json& patch, const std::string& wh
   }
 }
 
-void apply_set(ExperimentConfig& cfg, const std::string& assignment) {
-  auto eq = assignment.find('=');
-  if (eq == std::string::npos || eq == 0)
-    throw ConfigError("--set '" + assignment + "': expected PATH=VALUE, e.g. loader.batch_size=256");
-  std::string path = assignment.substr(0, eq);
-  std::string text = assignment.substr(eq + 1);
-  std::string where = "--set " + assignment;
-  if (path.rfind("program.env.", 0) == 0) {  // one variable: its value as the shell gives it
-    const bool quoted = text.size() >= 2 && text.front() == '"' && text.back() == '"';
-    return set_env_var(cfg, path,
-                       text == "null" ? Json(nullptr)
-                       : quoted       ? parse_strict(text, where)
-                                      : Json(text),
-                       "--set");
-  }
+namespace {
+
+bool quoted(const std::string& text) { return text.size() >= 2 && text.front() == '"' && text.back() == '"'; }
+
+/// --set program.env.NAME=TEXT: one variable, its value as the shell gives it ("null" removes
+/// it, a quoted value is JSON text).
+void set_env_from_shell(ExperimentConfig& cfg, const std::string& path, const std::string& text,
+                        const std::string& where) {
+  set_env_var(cfg, path,
+              text == "null" ? Json(nullptr)
+              : quoted(text) ? parse_strict(text, where)
+                             : Json(text),
+              "--set");
+}
+
+/// The field that --set PATH names; throws ConfigError for a path it cannot set.
+const Field& settable_field(const ExperimentConfig& cfg, const std::string& path) {
   if (cfg.program.enabled() && pipeline_only(path)) throw ConfigError(program_conflict("--set", path));
   if (path == "sweep")
     throw ConfigError(
@@ -884,27 +903,48 @@ void apply_set(ExperimentConfig& cfg, const std::string& assignment) {
                       field_paths_under(path) + "=...");
   const Field* f = find_field(path);
   if (!f) throw ConfigError("--set: unknown key '" + path + "'" + did_you_mean(path, field_paths()));
-  Json v;
-  bool stringy = f->type == Type::kString || f->type == Type::kEnum || f->type == Type::kDevice ||
-                 f->type == Type::kOptString;
-  if (stringy && !(f->type == Type::kOptString && text == "null") &&
-      !(text.size() >= 2 && text.front() == '"' && text.back() == '"')) {
+  return *f;
+}
+
+/// True when --set takes TEXT for field `f` as the string itself, not as JSON text.
+bool bare_string(const Field& f, const std::string& text) {
+  const bool stringy = f.type == Type::kString || f.type == Type::kEnum || f.type == Type::kDevice ||
+                       f.type == Type::kOptString;
+  return stringy && !(f.type == Type::kOptString && text == "null") && !quoted(text);
+}
+
+/// The value that --set PATH=TEXT gives field `f`, not yet checked against it.
+Json set_value(const Field& f, const std::string& path, const std::string& text, const std::string& where) {
+  if (bare_string(f, text)) {
     // JSON text is UTF-8; parsed values are, bare bytes need not be (results files hold them).
     try {
       (void)Json(text).dump();
     } catch (const nlohmann::json::type_error&) {
       throw ConfigError("--set: " + path + ": the value is not valid UTF-8 text");
     }
-    v = text;
-  } else {
-    try {
-      v = parse_strict(text, where);
-    } catch (const nlohmann::json::parse_error&) {
-      v = text;  // typed check below reports "expected an integer, got "abc" (a string)"
-    }
+    return text;
   }
-  check_value(*f, v, "--set");
-  f->set(cfg, v);
+  try {
+    return parse_strict(text, where);
+  } catch (const nlohmann::json::parse_error&) {
+    return text;  // the typed check reports "expected an integer, got "abc" (a string)"
+  }
+}
+
+}  // namespace
+
+void apply_set(ExperimentConfig& cfg, const std::string& assignment) {
+  auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw ConfigError("--set '" + assignment + "': expected PATH=VALUE, e.g. loader.batch_size=256");
+  const std::string path = assignment.substr(0, eq);
+  const std::string text = assignment.substr(eq + 1);
+  const std::string where = "--set " + assignment;
+  if (path.rfind("program.env.", 0) == 0) return set_env_from_shell(cfg, path, text, where);
+  const Field& f = settable_field(cfg, path);
+  const Json v = set_value(f, path, text, where);
+  check_value(f, v, "--set");
+  f.set(cfg, v);
 }
 
 Json to_json(const ExperimentConfig& cfg) {
@@ -986,8 +1026,10 @@ std::string resolve_program(const ProgramConfig& p) {
   return find_program(p.command.at(0), p.cwd.value_or(""), search_path(p));
 }
 
-void validate(const ExperimentConfig& cfg, const std::string& where) {
-  const std::string at = where.empty() ? "" : where + ": ";
+namespace {
+
+/// The keys that need another key's value, or work only with some values of another.
+void validate_combinations(const ExperimentConfig& cfg, const std::string& at) {
   if (cfg.data.kind == DataKind::kImageFolder && !cfg.data.root)
     throw ConfigError(at + "data.root: required when data.kind is image_folder");
   if (cfg.loader.gpu_resize && cfg.data.kind != DataKind::kFakeCifar)
@@ -999,39 +1041,60 @@ void validate(const ExperimentConfig& cfg, const std::string& where) {
   if (cfg.optim.cuda_graphs && cfg.dist.accumulate > 1)
     throw ConfigError(at +
                       "optim.cuda_graphs: needs dist.accumulate 1 (the captured step updates every time)");
-  // The name becomes file names (checkpoints, traces): it must stay inside their folders.
-  if (cfg.name.empty() || cfg.name == "." || cfg.name == ".." || cfg.name.find('/') != std::string::npos ||
-      has_control_characters(cfg.name))
+}
+
+/// The name becomes file names (checkpoints, traces): it must stay inside their folders.
+void validate_name(const std::string& name, const std::string& at) {
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
+      has_control_characters(name))
     throw ConfigError(
-        at + "name: '" + cfg.name +
+        at + "name: '" + name +
         "' cannot name files inside a folder; use letters, digits, '-', '_' or '.' (no '/', no control "
         "character, not '..')");
+}
+
+/// The program keys given besides program.command ("program.args, program.env"), "" for none.
+std::string program_keys_set(const ProgramConfig& p) {
+  const ProgramConfig none;
+  std::string set;
+  auto given = [&](bool differs, const char* key) {
+    if (differs) set += (set.empty() ? "" : ", ") + std::string(key);
+  };
+  given(!p.args.empty(), "program.args");
+  given(!p.env.empty(), "program.env");
+  given(p.cwd.has_value(), "program.cwd");
+  given(p.step_pattern != none.step_pattern, "program.step_pattern");
+  given(p.steps_per_match != none.steps_per_match, "program.steps_per_match");
+  given(p.samples_per_step != none.samples_per_step, "program.samples_per_step");
+  given(p.startup_timeout_s != none.startup_timeout_s, "program.startup_timeout_s");
+  return set;
+}
+
+/// With no program, neither in the config nor in a sweep row, the other program keys would be
+/// ignored: say so.
+void validate_no_program(const ExperimentConfig& cfg, const std::string& at) {
+  // A sweep row that names the program: its rows are checked as resolved.
+  const bool rows_name_one =
+      std::any_of(cfg.sweep.begin(), cfg.sweep.end(), [](const SweepRow& r) { return r.names_program(); });
+  if (cfg.program.enabled() || rows_name_one) return;
+  const std::string set = program_keys_set(cfg.program);
+  if (!set.empty())
+    throw ConfigError(at + "program.command: empty (no program: ptune's own pipelines run), while " + set +
+                      (set.find(',') == std::string::npos ? " is" : " are") +
+                      " set; name the program's command, e.g. [\"python3\", \"train.py\"]");
+}
+
+}  // namespace
+
+void validate(const ExperimentConfig& cfg, const std::string& where) {
+  const std::string at = where.empty() ? "" : where + ": ";
+  validate_combinations(cfg, at);
+  validate_name(cfg.name, at);
   if (const std::string why = image_size_problem(cfg.model.arch, cfg.data.image_size); !why.empty())
     throw ConfigError(at + "data.image_size: " + std::to_string(cfg.data.image_size) +
                       " does not fit model.arch " + cfg.model.arch + ": " + why);
   if (cfg.program.enabled()) validate_program(cfg.program, at);
-  // A sweep row that names the program: its rows are checked as resolved.
-  const bool rows_name_one =
-      std::any_of(cfg.sweep.begin(), cfg.sweep.end(), [](const SweepRow& r) { return r.names_program(); });
-  if (!cfg.program.enabled() && !rows_name_one) {  // the other program keys would be ignored: say so
-    const ProgramConfig none;
-    const ProgramConfig& p = cfg.program;
-    std::string set;
-    auto given = [&](bool differs, const char* key) {
-      if (differs) set += (set.empty() ? "" : ", ") + std::string(key);
-    };
-    given(!p.args.empty(), "program.args");
-    given(!p.env.empty(), "program.env");
-    given(p.cwd.has_value(), "program.cwd");
-    given(p.step_pattern != none.step_pattern, "program.step_pattern");
-    given(p.steps_per_match != none.steps_per_match, "program.steps_per_match");
-    given(p.samples_per_step != none.samples_per_step, "program.samples_per_step");
-    given(p.startup_timeout_s != none.startup_timeout_s, "program.startup_timeout_s");
-    if (!set.empty())
-      throw ConfigError(at + "program.command: empty (no program: ptune's own pipelines run), while " + set +
-                        (set.find(',') == std::string::npos ? " is" : " are") +
-                        " set; name the program's command, e.g. [\"python3\", \"train.py\"]");
-  }
+  validate_no_program(cfg, at);
   if (cfg.model.weights) {
     std::error_code ec;
     if (!std::filesystem::exists(*cfg.model.weights, ec))

@@ -262,42 +262,41 @@ bool stop_requested() {
   return stop && stop->load();
 }
 
-/// The rendezvous store, joined in steps short enough to notice a stop signal: LibTorch's own
-/// waits (a client's connect until its timeout, the server's wait for every worker) cannot be
-/// interrupted, and a rank stopped before it joined would keep the others waiting for all of
-/// dist.timeout_s. Throws Interrupted when the stop flag is set, std::runtime_error on failure.
-c10::intrusive_ptr<c10d::Store> join_store(const system::Environment& env,
-                                           std::chrono::milliseconds timeout) {
-  using Clock = std::chrono::steady_clock;
-  const auto deadline = Clock::now() + timeout;
+using Clock = std::chrono::steady_clock;
+
+/// The TCPStore's options for this rank. As torch.distributed's env:// rendezvous: rank 0
+/// serves the store, unless torchrun's agent already does (then every rank is a client, keys
+/// scoped by the restart attempt).
+c10d::TCPStoreOptions store_options(const system::Environment& env) {
   c10d::TCPStoreOptions o;
   o.port = static_cast<uint16_t>(env.master_port);
-  // As torch.distributed's env:// rendezvous: rank 0 serves the store, unless torchrun's
-  // agent already does (then every rank is a client, keys scoped by the restart attempt).
   o.isServer = env.rank == 0 && !env.agent_store;
-  o.waitWorkers = false;  // counted below, where a stop signal is seen
+  o.waitWorkers = false;  // counted in agree_to_start, where a stop signal is seen
   // LibTorch's TCPStore server listens on every interface (IPv6 "::" or 0.0.0.0) and has no
   // option to choose; it does take over a listening socket (masterListenFd), so rank 0
   // listens on MASTER_ADDR only.
-  if (o.isServer) {
-    try {
-      o.masterListenFd = listen_on(env.master_addr, env.master_port);
-    } catch (const std::exception& e) {
-      throw std::runtime_error("rank 0 serves the rendezvous and " + std::string(e.what()) +
-                               "; MASTER_ADDR must be an address of rank 0's machine");
-    }
+  if (!o.isServer) return o;
+  try {
+    o.masterListenFd = listen_on(env.master_addr, env.master_port);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("rank 0 serves the rendezvous and " + std::string(e.what()) +
+                             "; MASTER_ADDR must be an address of rank 0's machine");
   }
-  char secs[32];
-  std::snprintf(secs, sizeof secs, "%g", static_cast<double>(timeout.count()) / 1000.0);
-  c10::intrusive_ptr<c10d::TCPStore> tcp;
-  // A client connects in attempts of at most a second until the deadline.
+  return o;
+}
+
+/// The TCPStore served (rank 0) or reached (a client, in attempts of at most a second until
+/// `deadline`). `secs` is dist.timeout_s as the messages write it.
+c10::intrusive_ptr<c10d::TCPStore> open_tcp_store(const system::Environment& env, c10d::TCPStoreOptions o,
+                                                  std::chrono::milliseconds timeout,
+                                                  Clock::time_point deadline, const std::string& secs) {
   constexpr auto kAttempt = std::chrono::milliseconds(1000);
-  while (!tcp) {
+  for (;;) {
     if (stop_requested()) throw Interrupted();
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     o.timeout = o.isServer ? timeout : std::max(std::chrono::milliseconds(1), std::min(left, kAttempt));
     try {
-      tcp = c10::make_intrusive<c10d::TCPStore>(env.master_addr, o);
+      return c10::make_intrusive<c10d::TCPStore>(env.master_addr, o);
     } catch (const std::exception& e) {
       if (stop_requested()) throw Interrupted();
       if (o.isServer) throw;
@@ -306,39 +305,55 @@ c10::intrusive_ptr<c10d::Store> join_store(const system::Environment& env,
                                  " s); the last attempt: " + message_of(e));
     }
   }
-  tcp->setTimeout(timeout);
-  auto store = c10::make_intrusive<c10d::PrefixStore>("ptune/" + std::to_string(env.restart_count), tcp);
-  // Every rank counts itself in; then the first rank to see all joined, its stop flag set or
-  // the deadline passed writes that outcome, and every rank follows it: either all go on to
-  // the backend's own rendezvous (which cannot be interrupted, and needs every rank), or none.
-  const std::string kJoined = "joined", kOutcome = "outcome";
-  const auto text = [](const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); };
+}
+
+/// The store's keys: the count of ranks joined, and the outcome they follow.
+constexpr const char* kJoined = "joined";
+constexpr const char* kOutcome = "outcome";
+
+std::string text_of(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
+
+/// This rank's look at the rendezvous: the outcome written ("go", "stop" or "late"), written by
+/// this rank when it is the first to see every rank joined, its stop flag set or the deadline
+/// passed; "" while none is.
+std::string rendezvous_outcome(c10d::Store& store, int world_size, Clock::time_point deadline) {
+  std::string proposal;
+  if (stop_requested())
+    proposal = "stop";
+  else if (store.add(kJoined, 0) >= world_size)
+    proposal = "go";
+  else if (Clock::now() >= deadline)
+    proposal = "late";
+  if (!proposal.empty())
+    return text_of(store.compareSet(kOutcome, {}, std::vector<uint8_t>(proposal.begin(), proposal.end())));
+  return store.check({kOutcome}) ? text_of(store.get(kOutcome)) : "";
+}
+
+/// Leaves a rendezvous whose outcome is "stop" (throws Interrupted) or "late" (throws
+/// std::runtime_error with the count of ranks joined).
+[[noreturn]] void leave_rendezvous(c10d::Store& store, const std::string& outcome, bool server,
+                                   int world_size, const std::string& secs) {
+  const int64_t joined = store.add(kJoined, 0);
+  // The store leaves with rank 0: it waits (up to 2 s) for the others to have read it.
+  store.add("seen", 1);
+  for (int i = 0; i < 100 && server && store.add("seen", 0) < joined; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  if (outcome == "stop") throw Interrupted();
+  throw std::runtime_error("only " + std::to_string(joined) + " of " + std::to_string(world_size) +
+                           " ranks joined within dist.timeout_s (" + secs + " s)");
+}
+
+/// Every rank counts itself in; then the first rank to see all joined, its stop flag set or
+/// the deadline passed writes that outcome, and every rank follows it: either all go on to
+/// the backend's own rendezvous (which cannot be interrupted, and needs every rank), or none.
+void agree_to_start(c10d::Store& store, const system::Environment& env, bool server,
+                    Clock::time_point deadline, const std::string& secs) {
   try {
-    store->add(kJoined, 1);
+    store.add(kJoined, 1);
     for (;;) {
-      std::string proposal, outcome;
-      if (stop_requested())
-        proposal = "stop";
-      else if (store->add(kJoined, 0) >= env.world_size)
-        proposal = "go";
-      else if (Clock::now() >= deadline)
-        proposal = "late";
-      if (!proposal.empty())
-        outcome =
-            text(store->compareSet(kOutcome, {}, std::vector<uint8_t>(proposal.begin(), proposal.end())));
-      else if (store->check({kOutcome}))
-        outcome = text(store->get(kOutcome));
-      if (outcome == "go") return store;
-      if (!outcome.empty()) {
-        const int64_t joined = store->add(kJoined, 0);
-        // The store leaves with rank 0: it waits (up to 2 s) for the others to have read it.
-        store->add("seen", 1);
-        for (int i = 0; i < 100 && o.isServer && store->add("seen", 0) < joined; ++i)
-          std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        if (outcome == "stop") throw Interrupted();
-        throw std::runtime_error("only " + std::to_string(joined) + " of " + std::to_string(env.world_size) +
-                                 " ranks joined within dist.timeout_s (" + secs + " s)");
-      }
+      const std::string outcome = rendezvous_outcome(store, env.world_size, deadline);
+      if (outcome == "go") return;
+      if (!outcome.empty()) leave_rendezvous(store, outcome, server, env.world_size, secs);
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   } catch (const Interrupted&) {
@@ -347,6 +362,23 @@ c10::intrusive_ptr<c10d::Store> join_store(const system::Environment& env,
     if (stop_requested()) throw Interrupted();  // rank 0, stopped too, took the store with it
     throw;
   }
+}
+
+/// The rendezvous store, joined in steps short enough to notice a stop signal: LibTorch's own
+/// waits (a client's connect until its timeout, the server's wait for every worker) cannot be
+/// interrupted, and a rank stopped before it joined would keep the others waiting for all of
+/// dist.timeout_s. Throws Interrupted when the stop flag is set, std::runtime_error on failure.
+c10::intrusive_ptr<c10d::Store> join_store(const system::Environment& env,
+                                           std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  const c10d::TCPStoreOptions o = store_options(env);
+  char secs[32];
+  std::snprintf(secs, sizeof secs, "%g", static_cast<double>(timeout.count()) / 1000.0);
+  auto tcp = open_tcp_store(env, o, timeout, deadline, secs);
+  tcp->setTimeout(timeout);
+  auto store = c10::make_intrusive<c10d::PrefixStore>("ptune/" + std::to_string(env.restart_count), tcp);
+  agree_to_start(*store, env, o.isServer, deadline, secs);
+  return store;
 }
 
 }  // namespace

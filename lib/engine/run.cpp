@@ -209,6 +209,135 @@ void save_final_weights(const TrainOptions& options, Trainer& trainer, const std
   if (options.on_note) options.on_note("weights " + *options.save_weights);
 }
 
+/// Checks, before any work, that where the results go can be written (rank 0): the checkpoint
+/// folder, and the --save-weights file, which must not be one of the run's inputs.
+void check_outputs(const config::ExperimentConfig& cfg, const TrainOptions& options) {
+  files::prepare_folder(cfg.train.checkpoint_dir, "train.checkpoint_dir");
+  if (!options.save_weights) return;
+  files::check_writable(*options.save_weights, "--save-weights");
+  files::check_not_input(*options.save_weights, "--save-weights",
+                         {{"config", options.config_path},
+                          {"checkpoint", options.resume.value_or("")},
+                          {"model.weights file", cfg.model.weights.value_or("")}});
+}
+
+/// What rank 0 says before the first step: too little room for the files, bf16 emulated on
+/// this CPU, and the notes on the weights loaded.
+void say_before_start(const config::ExperimentConfig& cfg, const TrainOptions& options, Trainer& trainer,
+                      const c10::Device& device) {
+  warn_if_no_room(cfg, options, *trainer.model());
+  if (device.is_cpu() && cfg.optim.amp == config::Amp::kBf16)
+    if (const std::string why = bf16_emulated(runtime::cpu_info()); !why.empty())
+      log::warn("optim.amp bf16: " + why + " (optim.amp off is faster here)");
+  if (!options.on_note) return;
+  for (const auto& n : trainer.weights_file_notes()) options.on_note(n);
+  if (!trainer.weights_note().empty()) options.on_note(trainer.weights_note());
+}
+
+bool interrupted(const TrainOptions& options) { return options.interrupted && options.interrupted->load(); }
+
+/// The training loop: the steps from where the run starts (0, or the resumed checkpoint's)
+/// to its total, checkpointing on the way, and the summary at its end.
+class TrainLoop {
+ public:
+  TrainLoop(const config::ExperimentConfig& cfg, const TrainOptions& options, Trainer& trainer,
+            dist::Group& group, Checkpoints& checkpoints, int64_t total, std::pair<int64_t, int64_t> start)
+      : cfg_(cfg),
+        options_(options),
+        trainer_(trainer),
+        group_(group),
+        checkpoints_(checkpoints),
+        total_(total),
+        global_batch_(cfg.loader.batch_size * group.size()),
+        start_step_(start.first),
+        step_(start.first),
+        epoch_(start.second) {}
+
+  /// Trains every epoch left; throws Interrupted (after a checkpoint) on an agreed stop.
+  void run(data::Loader& loader, const c10::Device& device) {
+    const int64_t per_epoch = loader.batches_per_epoch();
+    while (step_ < total_) {
+      epoch_ = step_ / per_epoch;
+      loader.start_epoch(epoch_);
+      // Skip the batches of this epoch that a resumed run already trained on.
+      for (int64_t skip = step_ % per_epoch; skip > 0; --skip) loader.next();
+      // On a GPU the next batch is copied on its own stream while this one trains.
+      Feeder feeder([&loader] { return loader.next(); }, device);
+      train_epoch(feeder);
+    }
+  }
+
+  /// The summary, after the last checkpoint (unless a resumed run trained nothing: its
+  /// checkpoint stays as it was).
+  TrainSummary finish() {
+    summary_.steps = step_;
+    summary_.trained = step_ - start_step_;
+    summary_.total = total_;
+    if (summary_.trained > 0 || !options_.resume)
+      checkpoint();
+    else
+      summary_.last_checkpoint = *options_.resume;
+    const Agreed end = agree(group_, options_, loss_, clock_.ms() / 1000.0);
+    summary_.final_loss = end.loss;
+    summary_.samples_per_s = end.secs > 0 ? (step_ - start_step_) * global_batch_ / end.secs : 0;
+    return summary_;
+  }
+
+ private:
+  void checkpoint() { summary_.last_checkpoint = checkpoints_.write(step_, epoch_); }
+
+  /// The steps of one epoch, until its batches or the run's steps end.
+  void train_epoch(Feeder& feeder) {
+    while (step_ < total_) {
+      auto batch = feeder.next();
+      if (!batch) break;
+      auto [images, labels] = trainer_.to_device(*batch);
+      loss_ = trainer_.step(images, labels);
+      ++step_;
+      const bool stop = stop_after_step();
+      if (cfg_.train.checkpoint_every > 0 && step_ % cfg_.train.checkpoint_every == 0 && step_ < total_)
+        checkpoint();
+      if (stop) {
+        checkpoint();
+        throw Interrupted();
+      }
+    }
+  }
+
+  /// Whether the run stops after this step. Alone, at once on an interrupt; in a group, at the
+  /// next step where every rank agrees (a log point, or about every kStopCheckS seconds). A log
+  /// point also reports progress and times the stop checks.
+  bool stop_after_step() {
+    const bool log = step_ % cfg_.train.log_every == 0 || step_ == total_;
+    const int64_t world = group_.size();
+    bool stop = world == 1 && interrupted(options_);
+    if (!log && world > 1 && step_ % stop_every_ == 0)
+      stop = group_.sum({interrupted(options_) ? 1.0 : 0.0})[0] > 0;
+    if (!log) return stop;
+    const Agreed a = agree(group_, options_, loss_, clock_.ms() / 1000.0);
+    stop_every_ = stop_check_interval(a.secs, step_ - start_step_, cfg_.train.log_every);
+    report_progress(options_, a, step_, start_step_, total_, epoch_, global_batch_);
+    return stop || a.interrupted;
+  }
+
+  const config::ExperimentConfig& cfg_;
+  const TrainOptions& options_;
+  Trainer& trainer_;
+  dist::Group& group_;
+  Checkpoints& checkpoints_;
+  const int64_t total_;
+  const int64_t global_batch_;  // samples per step over all ranks; the slowest rank sets the rate
+  const int64_t start_step_;
+  int64_t step_, epoch_;
+  // Data parallel: the steps between the ranks' agreements on a stop signal, besides the log
+  // points: every step until the first log point times them, then about every kStopCheckS
+  // (every rank computes the same from the agreed figures).
+  int64_t stop_every_ = 1;
+  at::Tensor loss_;
+  stats::Stopwatch clock_;
+  TrainSummary summary_;
+};
+
 }  // namespace
 
 TrainSummary train(const config::ExperimentConfig& cfg, const TrainOptions& options) {
@@ -219,88 +348,17 @@ TrainSummary train(const config::ExperimentConfig& cfg, const TrainOptions& opti
   auto group = dist::process_group(cfg.dist, device);
   const bool rank0 = group->rank() == 0;
   const int64_t world = group->size();
-  // Where the results go is checked before any work, not found unwritable at the end.
-  if (rank0) {
-    files::prepare_folder(cfg.train.checkpoint_dir, "train.checkpoint_dir");
-    if (options.save_weights) {
-      files::check_writable(*options.save_weights, "--save-weights");
-      files::check_not_input(*options.save_weights, "--save-weights",
-                             {{"config", options.config_path},
-                              {"checkpoint", options.resume.value_or("")},
-                              {"model.weights file", cfg.model.weights.value_or("")}});
-    }
-  }
+  if (rank0) check_outputs(cfg, options);
   Trainer trainer(cfg, device, group);
-  if (rank0) warn_if_no_room(cfg, options, *trainer.model());
-  if (rank0 && device.is_cpu() && cfg.optim.amp == config::Amp::kBf16)
-    if (const std::string why = bf16_emulated(runtime::cpu_info()); !why.empty())
-      log::warn("optim.amp bf16: " + why + " (optim.amp off is faster here)");
-  if (options.on_note && rank0) {
-    for (const auto& n : trainer.weights_file_notes()) options.on_note(n);
-    if (!trainer.weights_note().empty()) options.on_note(trainer.weights_note());
-  }
+  if (rank0) say_before_start(cfg, options, trainer, device);
   data::Loader loader(make_dataset(cfg), loader_options(cfg, device, group->rank(), world));
-  const int64_t per_epoch = loader.batches_per_epoch();
   const int64_t total = total_steps(cfg, loader, world);
-  int64_t step = 0, epoch = 0;
-  std::tie(step, epoch) = resume_from(trainer, options, rank0);
-  TrainSummary summary;
+  const auto start = resume_from(trainer, options, rank0);
   Checkpoints checkpoints(cfg, options, trainer, rank0);
-  auto checkpoint = [&] { summary.last_checkpoint = checkpoints.write(step, epoch); };
-  // Samples per step over all ranks; the rate is set by the slowest rank.
-  const int64_t global_batch = cfg.loader.batch_size * world;
-  stats::Stopwatch clock;
-  const int64_t start_step = step;
-  // Data parallel: the steps between the ranks' agreements on a stop signal, besides the log
-  // points: every step until the first log point times them, then about every kStopCheckS
-  // (every rank computes the same from the agreed figures).
-  int64_t stop_every = 1;
-  at::Tensor loss;
-  while (step < total) {
-    epoch = step / per_epoch;
-    loader.start_epoch(epoch);
-    // Skip the batches of this epoch that a resumed run already trained on.
-    for (int64_t skip = step % per_epoch; skip > 0; --skip) loader.next();
-    // On a GPU the next batch is copied on its own stream while this one trains.
-    Feeder feeder([&loader] { return loader.next(); }, device);
-    while (step < total) {
-      auto batch = feeder.next();
-      if (!batch) break;
-      auto [images, labels] = trainer.to_device(*batch);
-      loss = trainer.step(images, labels);
-      ++step;
-      const bool log = step % cfg.train.log_every == 0 || step == total;
-      // Alone, stop at once; in a group, at the next step where every rank agrees (a log
-      // point, or about every kStopCheckS seconds).
-      bool stop = world == 1 && options.interrupted && options.interrupted->load();
-      if (!log && world > 1 && step % stop_every == 0)
-        stop = group->sum({options.interrupted && options.interrupted->load() ? 1.0 : 0.0})[0] > 0;
-      if (log) {
-        const Agreed a = agree(*group, options, loss, clock.ms() / 1000.0);
-        stop = stop || a.interrupted;
-        stop_every = stop_check_interval(a.secs, step - start_step, cfg.train.log_every);
-        report_progress(options, a, step, start_step, total, epoch, global_batch);
-      }
-      if (cfg.train.checkpoint_every > 0 && step % cfg.train.checkpoint_every == 0 && step < total)
-        checkpoint();
-      if (stop) {
-        checkpoint();
-        throw Interrupted();
-      }
-    }
-  }
+  TrainLoop loop(cfg, options, trainer, *group, checkpoints, total, start);
+  loop.run(loader, device);
   runtime::synchronize(device);
-  summary.steps = step;
-  summary.trained = step - start_step;
-  summary.total = total;
-  // A resumed run already at its end trains nothing: its checkpoint stays as it was.
-  if (summary.trained > 0 || !options.resume)
-    checkpoint();
-  else
-    summary.last_checkpoint = *options.resume;
-  const Agreed end = agree(*group, options, loss, clock.ms() / 1000.0);
-  summary.final_loss = end.loss;
-  summary.samples_per_s = end.secs > 0 ? (step - start_step) * global_batch / end.secs : 0;
+  TrainSummary summary = loop.finish();
   if (options.on_note && rank0 && !trainer.graph_note().empty()) options.on_note(trainer.graph_note());
   if (options.save_weights && rank0) save_final_weights(options, trainer, summary.last_checkpoint);
   return summary;

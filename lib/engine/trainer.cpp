@@ -362,8 +362,25 @@ void Trainer::save_checkpoint(const std::string& path, int64_t step, int64_t epo
                           [&](files::Output& out) { archive.save_to(out.sink()); });
 }
 
-std::pair<int64_t, int64_t> Trainer::load_checkpoint(const std::string& path, int64_t world_size,
-                                                     std::vector<std::string>* notes) {
+namespace {
+
+/// A checkpoint's string entry `key`; nullopt when it has none (older ptune versions).
+std::optional<std::string> archive_text(torch::serialize::InputArchive& archive, const char* key) {
+  c10::IValue v;
+  if (!archive.try_read(key, v) || !v.isString()) return std::nullopt;
+  return v.toStringRef();
+}
+
+/// A checkpoint's integer entry `key`; nullopt when it has none (older ptune versions).
+std::optional<int64_t> archive_int(torch::serialize::InputArchive& archive, const char* key) {
+  c10::IValue v;
+  if (!archive.try_read(key, v) || !v.isInt()) return std::nullopt;
+  return v.toInt();
+}
+
+/// Opens `path` as a ptune checkpoint's archive; throws DataError naming what it is instead.
+void open_checkpoint(torch::serialize::InputArchive& archive, const std::string& path,
+                     const c10::Device& device) {
   const models::FileKind kind = models::identify(path);
   if (kind == models::FileKind::kTorchSave)
     throw DataError(
@@ -372,51 +389,68 @@ std::pair<int64_t, int64_t> Trainer::load_checkpoint(const std::string& path, in
         path);
   if (const std::string why = models::unreadable_kind(path, kind); !why.empty())
     throw DataError("--resume: " + why);
-  torch::serialize::InputArchive archive;
   try {
-    archive.load_from(path, device_);
+    archive.load_from(path, device);
   } catch (const c10::Error&) {
     throw DataError(path + ": not a ptune checkpoint (a TorchScript archive of another kind, or damaged)");
   }
-  auto text = [&](const char* key) -> std::optional<std::string> {
-    c10::IValue v;
-    if (!archive.try_read(key, v) || !v.isString()) return std::nullopt;
-    return v.toStringRef();
-  };
-  auto number = [&](const char* key) -> std::optional<int64_t> {
-    c10::IValue v;
-    if (!archive.try_read(key, v) || !v.isInt()) return std::nullopt;
-    return v.toInt();
-  };
-  // What the checkpoint was written with against this config; checkpoints of older ptune
-  // versions lack the newer keys, which are then not checked.
-  const auto arch = text("arch");
+}
+
+/// The checkpoint's model against the config's: a DataError for another architecture or
+/// number of classes.
+void check_checkpoint_model(torch::serialize::InputArchive& archive, const std::string& path,
+                            const config::ModelConfig& model) {
+  const auto arch = archive_text(archive, "arch");
   if (!arch) throw DataError(path + ": not a ptune checkpoint (no model architecture recorded)");
-  if (*arch != cfg_.model.arch)
-    throw DataError(path + ": checkpoint of a " + *arch + ", the config's model is " + cfg_.model.arch);
-  if (const auto n = number("num_classes"); n && *n != cfg_.model.num_classes)
+  if (*arch != model.arch)
+    throw DataError(path + ": checkpoint of a " + *arch + ", the config's model is " + model.arch);
+  if (const auto n = archive_int(archive, "num_classes"); n && *n != model.num_classes)
     throw DataError(path + ": checkpoint of a model with " + std::to_string(*n) +
-                    " classes, the config's model.num_classes is " + std::to_string(cfg_.model.num_classes) +
+                    " classes, the config's model.num_classes is " + std::to_string(model.num_classes) +
                     "; resume with the same number, or start a new run from its weights");
-  const std::string optim_kind = config::name(cfg_.optim.kind), amp_now = config::name(cfg_.optim.amp);
-  if (const auto k = text("optim_kind"); k && *k != optim_kind)
+}
+
+/// The checkpoint's optimizer and AMP mode against the config's: a DataError for another
+/// optimizer or fp16 on one side only; another AMP mode is said in `notes`.
+void check_checkpoint_optim(torch::serialize::InputArchive& archive, const std::string& path,
+                            const config::OptimConfig& optim, std::vector<std::string>* notes) {
+  const std::string optim_kind = config::name(optim.kind), amp_now = config::name(optim.amp);
+  if (const auto k = archive_text(archive, "optim_kind"); k && *k != optim_kind)
     throw DataError(path + ": checkpoint of an " + *k + " optimizer, the config's optim.kind is " +
                     optim_kind + "; resume with the same optimizer (its state cannot become another's)");
-  if (const auto amp = text("amp"); amp && *amp != amp_now) {
-    if (config::enum_from<config::Amp>(*amp) == config::Amp::kFp16 || cfg_.optim.amp == config::Amp::kFp16)
-      throw DataError(path + ": checkpoint written with optim.amp " + *amp + ", the config says " + amp_now +
-                      "; fp16's loss scale lives in the checkpoint: resume with the same optim.amp");
-    if (notes)
-      notes->push_back("resuming with optim.amp " + amp_now + " (the checkpoint's was " + *amp + ")");
-  }
-  if (const auto b = number("batch_size"); b && *b != cfg_.loader.batch_size && notes)
-    notes->push_back("resuming with loader.batch_size " + std::to_string(cfg_.loader.batch_size) +
+  const auto amp = archive_text(archive, "amp");
+  if (!amp || *amp == amp_now) return;
+  if (config::enum_from<config::Amp>(*amp) == config::Amp::kFp16 || optim.amp == config::Amp::kFp16)
+    throw DataError(path + ": checkpoint written with optim.amp " + *amp + ", the config says " + amp_now +
+                    "; fp16's loss scale lives in the checkpoint: resume with the same optim.amp");
+  if (notes) notes->push_back("resuming with optim.amp " + amp_now + " (the checkpoint's was " + *amp + ")");
+}
+
+/// Another batch size or number of ranks than the checkpoint's, said in `notes`.
+void note_checkpoint_changes(torch::serialize::InputArchive& archive, int64_t batch_size, int64_t world_size,
+                             std::vector<std::string>* notes) {
+  if (!notes) return;
+  if (const auto b = archive_int(archive, "batch_size"); b && *b != batch_size)
+    notes->push_back("resuming with loader.batch_size " + std::to_string(batch_size) +
                      " (the checkpoint's was " + std::to_string(*b) +
                      "): the step count goes on, each step now takes the new batch size");
-  if (const auto w = number("world_size"); w && *w != world_size && notes)
+  if (const auto w = archive_int(archive, "world_size"); w && *w != world_size)
     notes->push_back("resuming on " + std::to_string(world_size) +
                      " rank(s) (the checkpoint was written by " + std::to_string(*w) +
                      "): the global batch changes with the number of ranks");
+}
+
+}  // namespace
+
+std::pair<int64_t, int64_t> Trainer::load_checkpoint(const std::string& path, int64_t world_size,
+                                                     std::vector<std::string>* notes) {
+  torch::serialize::InputArchive archive;
+  open_checkpoint(archive, path, device_);
+  // What the checkpoint was written with against this config; checkpoints of older ptune
+  // versions lack the newer keys, which are then not checked.
+  check_checkpoint_model(archive, path, cfg_.model);
+  check_checkpoint_optim(archive, path, cfg_.optim, notes);
+  note_checkpoint_changes(archive, cfg_.loader.batch_size, world_size, notes);
   try {
     torch::serialize::InputArchive model_archive, optim_archive;
     archive.read("model", model_archive);

@@ -81,75 +81,74 @@ std::string unreadable_kind(const std::string& path, FileKind kind) {
   }
 }
 
-NamedTensors read_state_dict(const std::string& path, std::vector<std::string>* notes) {
-  const FileKind kind = identify(path);
-  if (kind == FileKind::kMissing)
-    throw DataError("cannot open weights '" + path + "': No such file or directory");
-  if (const std::string why = unreadable_kind(path, kind); !why.empty()) throw DataError(why);
-  if (kind == FileKind::kTorchScript) {
-    bool checkpoint = false;
-    try {
-      torch::serialize::InputArchive archive;
-      archive.load_from(path);
-      c10::IValue arch;
-      checkpoint = archive.try_read("arch", arch);
-    } catch (const std::exception&) {
-    }
-    throw DataError(
-        checkpoint ? path +
-                         ": this is a ptune checkpoint, not a weights file: continue it with ptune train "
-                         "--resume, or export its weights with ptune train --save-weights"
-                   : path + ": a TorchScript archive (torch.jit.save), not a torch.save(state_dict) file");
-  }
-  verify_records(path);
-  std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader;
+namespace {
+
+/// Throws the DataError for a TorchScript archive given as weights: a ptune checkpoint, or
+/// another torch.jit.save archive.
+[[noreturn]] void refuse_torchscript(const std::string& path) {
+  bool checkpoint = false;
   try {
-    reader = std::make_unique<caffe2::serialize::PyTorchStreamReader>(path);
+    torch::serialize::InputArchive archive;
+    archive.load_from(path);
+    c10::IValue arch;
+    checkpoint = archive.try_read("arch", arch);
   } catch (const std::exception&) {
-    throw DataError(unreadable_kind(path, FileKind::kCorruptZip));
   }
-  std::string pkl;
+  throw DataError(checkpoint
+                      ? path +
+                            ": this is a ptune checkpoint, not a weights file: continue it with ptune train "
+                            "--resume, or export its weights with ptune train --save-weights"
+                      : path + ": a TorchScript archive (torch.jit.save), not a torch.save(state_dict) file");
+}
+
+/// The archive's data.pkl; throws DataError for a big-endian file or a damaged archive.
+std::string read_data_pkl(caffe2::serialize::PyTorchStreamReader& reader, const std::string& path) {
   try {
-    if (reader->hasRecord("byteorder")) {
-      auto [ptr, size] = reader->getRecord("byteorder");
+    if (reader.hasRecord("byteorder")) {
+      auto [ptr, size] = reader.getRecord("byteorder");
       std::string order(static_cast<const char*>(ptr.get()), size);
       if (order != "little")
         throw DataError(path + ": written with byte order '" + order + "'; only little-endian is supported");
     }
-    auto [ptr, size] = reader->getRecord("data.pkl");
-    pkl.assign(static_cast<const char*>(ptr.get()), size);
+    auto [ptr, size] = reader.getRecord("data.pkl");
+    return std::string(static_cast<const char*>(ptr.get()), size);
   } catch (const c10::Error&) {
     throw DataError(unreadable_kind(path, FileKind::kCorruptZip));
   }
-  std::unique_ptr<pickle::Unpickled> unpickled;  // owns every value until the tensors are out
-  try {
-    unpickled = std::make_unique<pickle::Unpickled>(pkl, *reader, path);
-  } catch (const c10::Error&) {  // a storage record that cannot be read: the zip is damaged
-    throw DataError(unreadable_kind(path, FileKind::kCorruptZip));
-  }
-  const ValuePtr& root = unpickled->root();
+}
+
+/// The dict of tensors in `root`: itself, or the one a training script saved under
+/// 'state_dict', 'model' or 'model_state_dict' (said in `notes`). Throws DataError naming the
+/// keys found when there is none.
+const Value* find_tensor_dict(const ValuePtr& root, const std::string& path,
+                              std::vector<std::string>* notes) {
   if (root->kind != Value::kDict) throw DataError(path + ": expected a dict of tensors (a state_dict)");
-  const Value* dict = root.get();
-  if (!is_tensor_dict(*dict)) {
-    // Training scripts save {"epoch": ..., "state_dict": {...}, "optimizer": {...}}.
-    std::string keys;
-    for (const auto& [k, x] : root->dict) {
-      if (k->kind != Value::kString) continue;
-      keys += (keys.empty() ? "'" : ", '") + k->s + "'";
-      if (dict == root.get() && is_tensor_dict(*x) &&
-          (k->s == "state_dict" || k->s == "model" || k->s == "model_state_dict")) {
-        dict = x.get();
-        if (notes) notes->push_back(path + ": took the state_dict stored under the key '" + k->s + "'");
-      }
+  if (is_tensor_dict(*root)) return root.get();
+  // Training scripts save {"epoch": ..., "state_dict": {...}, "optimizer": {...}}.
+  const Value* dict = nullptr;
+  std::string keys;
+  for (const auto& [k, x] : root->dict) {
+    if (k->kind != Value::kString) continue;
+    keys += (keys.empty() ? "'" : ", '") + k->s + "'";
+    if (!dict && is_tensor_dict(*x) &&
+        (k->s == "state_dict" || k->s == "model" || k->s == "model_state_dict")) {
+      dict = x.get();
+      if (notes) notes->push_back(path + ": took the state_dict stored under the key '" + k->s + "'");
     }
-    if (dict == root.get())
-      throw DataError(path + ": expected a dict of tensors (a state_dict); found a dict with the keys " +
-                      (keys.empty() ? std::string("(none)") : keys) +
-                      " and no state_dict under 'state_dict', 'model' or 'model_state_dict'");
   }
+  if (!dict)
+    throw DataError(path + ": expected a dict of tensors (a state_dict); found a dict with the keys " +
+                    (keys.empty() ? std::string("(none)") : keys) +
+                    " and no state_dict under 'state_dict', 'model' or 'model_state_dict'");
+  return dict;
+}
+
+/// The tensors of a dict of tensors, by name; DDP's "module." prefix, when every key has it,
+/// is stripped (said in `notes`).
+NamedTensors named_tensors(const Value& dict, const std::string& path, std::vector<std::string>* notes) {
   NamedTensors out;
   bool all_module = true;
-  for (auto& [k, v] : dict->dict) {
+  for (auto& [k, v] : dict.dict) {
     out.emplace_back(k->s, v->tensor);
     all_module = all_module && k->s.rfind("module.", 0) == 0;
   }
@@ -159,6 +158,31 @@ NamedTensors read_state_dict(const std::string& path, std::vector<std::string>* 
     if (notes) notes->push_back(path + ": stripped DDP's 'module.' prefix from every key");
   }
   return out;
+}
+
+}  // namespace
+
+NamedTensors read_state_dict(const std::string& path, std::vector<std::string>* notes) {
+  const FileKind kind = identify(path);
+  if (kind == FileKind::kMissing)
+    throw DataError("cannot open weights '" + path + "': No such file or directory");
+  if (const std::string why = unreadable_kind(path, kind); !why.empty()) throw DataError(why);
+  if (kind == FileKind::kTorchScript) refuse_torchscript(path);
+  verify_records(path);
+  std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader;
+  try {
+    reader = std::make_unique<caffe2::serialize::PyTorchStreamReader>(path);
+  } catch (const std::exception&) {
+    throw DataError(unreadable_kind(path, FileKind::kCorruptZip));
+  }
+  const std::string pkl = read_data_pkl(*reader, path);
+  std::unique_ptr<pickle::Unpickled> unpickled;  // owns every value until the tensors are out
+  try {
+    unpickled = std::make_unique<pickle::Unpickled>(pkl, *reader, path);
+  } catch (const c10::Error&) {  // a storage record that cannot be read: the zip is damaged
+    throw DataError(unreadable_kind(path, FileKind::kCorruptZip));
+  }
+  return named_tensors(*find_tensor_dict(unpickled->root(), path, notes), path, notes);
 }
 
 void write_state_dict(const std::string& path, const NamedTensors& tensors, const std::string& what) {
