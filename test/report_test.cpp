@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "core/files.hpp"
+#include "core/numbers.hpp"
 #include "core/table.hpp"
 #include "report/compare.hpp"
 #include "report/figures.hpp"
@@ -249,8 +250,17 @@ TEST_CASE("GPU columns appear when a row has GPU metrics", "[report]") {
 }
 
 TEST_CASE("a cell's number and a shortened name: printf's digits, cut never inside a character", "[report]") {
-  CHECK(ptune::table::fmt("%.1f", 2.25) == "2.2");  // round half to even in binary: 2.25 is exact
-  CHECK(ptune::table::fmt("%.3g", 1234.5) == "1.23e+03");
+  CHECK(ptune::numbers::fmt("%.1f", 2.25) == "2.2");  // round half to even in binary: 2.25 is exact
+  CHECK(ptune::numbers::fmt("%.3g", 1234.5) == "1.23e+03");
+  CHECK(ptune::numbers::fixed(2.25, 1) == "2.2");
+  CHECK(ptune::numbers::fixed(-0.5, 0) == "-0");
+  CHECK(ptune::numbers::percent(61.5) == "62%");  // half away from zero, as std::lround
+  CHECK(ptune::numbers::percent(-0.4) == "0%");
+  CHECK(ptune::numbers::grouped(37957.5, 1) == "37,957.5");
+  CHECK(ptune::numbers::grouped(-1234567, 0) == "-1,234,567");
+  CHECK(ptune::numbers::grouped(999, 0) == "999");
+  CHECK(ptune::numbers::shortest(410.0) == "410");
+  CHECK(ptune::numbers::shortest(0.125) == "0.125");
   CHECK(ptune::table::shorten("aten::mm", 8) == "aten::mm");
   // A name from a file on one line; a colour's ESC kept.
   CHECK(ptune::table::one_line("new\nline\ttab\r\x01 \x1b[32mok") == "new\\nline\\ttab\\r\\x01 \x1b[32mok");

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "core/errors.hpp"
+#include "core/numbers.hpp"
 #include "measure/rules.hpp"
 #include "core/stats.hpp"
 
@@ -17,7 +18,7 @@ namespace {
 using measure::rule;
 using measure::RuleId;
 
-std::string pct(double v) { return std::to_string(static_cast<long>(std::lround(v))) + "%"; }
+std::string pct(double v) { return numbers::percent(v); }
 
 std::string ms(double us) {
   char buf[32];

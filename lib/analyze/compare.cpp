@@ -8,6 +8,7 @@
 #include <map>
 
 #include "core/errors.hpp"
+#include "core/numbers.hpp"
 #include "report/figures.hpp"
 #include "core/table.hpp"
 
@@ -15,7 +16,7 @@ namespace ptune::analyze {
 namespace {
 
 using Json = nlohmann::ordered_json;
-using table::fmt;
+using numbers::fmt;
 using table::shorten;
 
 double r2(double v) { return std::round(v * 100.0) / 100.0; }

@@ -5,13 +5,14 @@
 #include <sstream>
 
 #include "analyze/render.hpp"
+#include "core/numbers.hpp"
 #include "core/table.hpp"
 #include "report/html.hpp"
 
 namespace ptune::analyze {
 namespace {
 
-using table::fmt;
+using numbers::fmt;
 using table::html_escape;
 
 // The split's categories, in the plugin's order, with colours (Okabe-Ito, then greys).

@@ -5,13 +5,14 @@
 
 #include "analyze/compare.hpp"
 #include "analyze/events.hpp"
+#include "core/numbers.hpp"
 #include "core/table.hpp"
 
 namespace ptune::analyze {
 namespace {
 
 using Json = nlohmann::ordered_json;
-using table::fmt;
+using numbers::fmt;
 using table::shorten;
 
 double r2(double v) { return std::round(v * 100.0) / 100.0; }

@@ -216,12 +216,6 @@ std::string one_line(const std::string& s) {
   return o;
 }
 
-std::string fmt(const char* format, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
-}
-
 std::string shorten(const std::string& s, size_t n) {
   if (s.size() <= n) return s;
   size_t cut = n > 3 ? n - 3 : 0;

@@ -101,9 +101,6 @@ std::string csv_escape(const std::string& s);
 /// which starts a colour) as \xNN. Throws nothing.
 std::string one_line(const std::string& s);
 
-/// `v` printed with `format`, a printf format of one double ("%.1f"): a cell's text.
-std::string fmt(const char* format, double v);
-
 /// `s` cut to at most `n` bytes (n >= 4), ending in "..." where cut, never inside a UTF-8
 /// character.
 std::string shorten(const std::string& s, size_t n);

@@ -1,5 +1,6 @@
 #include "measure/diagnosis.hpp"
 
+#include "core/numbers.hpp"
 #include "system/process.hpp"
 
 #include <cmath>
@@ -8,7 +9,7 @@
 namespace ptune::measure {
 namespace {
 
-std::string pct(double v) { return std::to_string(static_cast<int>(std::lround(v))) + "%"; }
+std::string pct(double v) { return numbers::percent(v); }
 
 /// One possible next move: the key it turns, and the advice as the verdict says it.
 struct Move {

@@ -7,6 +7,7 @@
 #include <tuple>
 #include <utility>
 
+#include "core/numbers.hpp"
 #include "core/stats.hpp"
 #include "core/table.hpp"
 #include "report/figures.hpp"
@@ -15,11 +16,7 @@
 namespace ptune::report {
 namespace {
 
-std::string pct(double v, bool sign = false) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, sign ? "%+.1f%%" : "%.1f%%", v);
-  return buf;
-}
+std::string pct(double v, bool sign = false) { return numbers::fmt(sign ? "%+.1f%%" : "%.1f%%", v); }
 
 /// Rows keyed by match_key and occurrence: the k-th row of a name is (key, k).
 std::vector<std::pair<std::string, int>> keys_of(const std::vector<Row>& rows) {

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/errors.hpp"
+#include "core/numbers.hpp"
 #include "core/stats.hpp"
 #include "core/table.hpp"
 #include "report/changes.hpp"
@@ -38,24 +39,8 @@ constexpr double kWidth = 960, kLabel = 250, kBars = 410;
 
 std::string run_color(size_t k) { return kRunColors[k % (sizeof kRunColors / sizeof *kRunColors)]; }
 
-std::string fixed(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
-
-/// 37957.5 -> "37,957.5"; `digits` decimals.
-std::string grouped(double v, int digits) {
-  std::string s = fixed(std::abs(v), digits);
-  const size_t dot = s.find('.');
-  std::string whole = s.substr(0, dot), frac = dot == std::string::npos ? "" : s.substr(dot);
-  std::string g;
-  for (size_t i = 0; i < whole.size(); ++i) {
-    if (i && (whole.size() - i) % 3 == 0) g += ',';
-    g += whole[i];
-  }
-  return (v < 0 ? "-" : "") + g + frac;
-}
+using numbers::fixed;
+using numbers::grouped;
 
 std::string rate_text(double v) { return grouped(v, v >= 1000 ? 0 : 1); }
 

@@ -13,6 +13,7 @@
 
 #include "core/errors.hpp"
 #include "core/files.hpp"
+#include "core/numbers.hpp"
 #include "core/table.hpp"
 #include "report/changes.hpp"
 #include "report/figures.hpp"
@@ -24,11 +25,7 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-std::string fixed(double v, int digits) {
-  std::ostringstream os;
-  os << std::fixed << std::setprecision(digits) << v;
-  return os.str();
-}
+using numbers::fixed;
 
 std::string mib(int64_t bytes) { return fixed(static_cast<double>(bytes) / (1024.0 * 1024.0), 0) + " MiB"; }
 

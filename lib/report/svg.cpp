@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "core/numbers.hpp"
 #include "core/table.hpp"
 
 namespace ptune::report::svg {
@@ -20,10 +21,6 @@ std::string element(const std::string& tag, const std::vector<Attr>& attrs, cons
 
 std::string title(const std::string& text) { return "<title>" + table::html_escape(text) + "</title>"; }
 
-std::string num(double v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
+std::string num(double v) { return numbers::shortest(v); }
 
 }  // namespace ptune::report::svg

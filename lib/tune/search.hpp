@@ -10,6 +10,7 @@
 #include <string>
 
 #include "config/config.hpp"
+#include "core/numbers.hpp"
 #include "core/stats.hpp"
 #include "runtime/cuda_support.hpp"
 #include "core/table.hpp"
@@ -17,7 +18,7 @@
 
 namespace ptune::tune {
 
-using table::fmt;  // `v` printed with a printf format of one double
+using numbers::fmt;  // `v` printed with a printf format of one double
 
 /// The config a trial measures: `cfg` without its sweep, with at least `min_repeats` repeats.
 config::ExperimentConfig measured(config::ExperimentConfig cfg, int64_t min_repeats);
