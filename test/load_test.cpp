@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "runtime/cuda_support.hpp"
+#include "system/job_groups.hpp"
 #include "system/load.hpp"
 #include "test_util.hpp"
 
@@ -364,6 +365,44 @@ TEST_CASE("a job whose parent is init still counts its children as its own", "[l
         "the job's parent was not init when it counted (a subreaper, or left late): its siblings counted "
         "too");
   CHECK(answer[0] == 'y');
+}
+
+TEST_CASE("a program's process in a session of its own is the job's while its group is owned", "[load]") {
+  // A launcher's ranks (torchrun starts them with setsid) are in groups and sessions of their
+  // own: they descend from the group's leader, the process ptune started.
+  int report[2];
+  REQUIRE(::pipe(report) == 0);
+  const pid_t leader = ::fork();
+  REQUIRE(leader >= 0);
+  if (leader == 0) {
+    ::setpgid(0, 0);
+    const pid_t rank = ::fork();
+    if (rank == 0) {
+      ::setsid();
+      ::alarm(20);
+      for (;;) ::pause();
+    }
+    (void)!::write(report[1], &rank, sizeof rank);
+    ::alarm(20);
+    for (;;) ::pause();
+  }
+  ::setpgid(leader, leader);
+  pid_t rank = 0;
+  REQUIRE(::read(report[0], &rank, sizeof rank) == static_cast<ssize_t>(sizeof rank));
+  const auto counted = [rank] {
+    const std::vector<int64_t> job = ptune::system::job_processes().pids();
+    return std::find(job.begin(), job.end(), rank) != job.end();
+  };
+  CHECK(!counted());
+  ptune::system::own_process_group(leader, true);
+  CHECK(counted());
+  ptune::system::own_process_group(leader, false);
+  CHECK(!counted());
+  ::kill(rank, SIGKILL);
+  ::kill(-leader, SIGKILL);
+  ::waitpid(leader, nullptr, 0);
+  ::close(report[0]);
+  ::close(report[1]);
 }
 
 TEST_CASE("a span too short for /proc's CPU time counters is not sampled, and says so", "[load]") {

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -78,11 +79,13 @@ struct ChildPlan {
 };
 
 /// The child's side of ProgramInstance::start, after fork: only system calls. It enters a process
-/// group of its own, takes the pipes as stdout and stderr, enters program.cwd, binds its CPUs and
+/// group of its own, becomes a child subreaper (kept across exec: a process of its tree whose
+/// parent ends is re-parented to it, so the tree stays whole while the program runs), takes the pipes as stdout and stderr, enters program.cwd, binds its CPUs and
 /// memory and runs the program; what failed before it ran goes to `c.report` as {kChdir, kBind or
 /// kExec, errno}.
 [[noreturn]] void exec_program(const ChildPlan& c) {
   if (system::enter_own_group(c.parent) != 0) ::_exit(127);
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   // As a shell starts it: no signal ptune ignores (SIGPIPE) stays ignored in the program.
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGQUIT}) ::signal(sig, SIG_DFL);
   const int null = ::open("/dev/null", O_RDONLY);
@@ -136,30 +139,19 @@ std::vector<std::string> program_environment(const config::ExperimentConfig& cfg
 
 }  // namespace
 
-GroupUsage GroupUsage::of(pid_t pgid) {
-  GroupUsage u;
-  DIR* dir = ::opendir("/proc");
-  if (!dir) return u;
-  while (const dirent* e = ::readdir(dir)) {
-    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    const auto pid = static_cast<pid_t>(std::atol(e->d_name));
+TreeUsage TreeUsage::of(const system::ProcessTree& tree) {
+  TreeUsage u;
+  for (int m = 0; m < tree.count; ++m) {
+    const pid_t pid = tree.members[m].pid;
     system::ProcStat st;
-    if (!system::read_proc_stat(e->d_name, &st) || st.pgrp != pgid) continue;
+    if (!system::read_proc_stat(std::to_string(pid), &st)) continue;
     u.procs[pid] = st;
     u.peak_rss_bytes += peak_rss(pid);
   }
-  ::closedir(dir);
   return u;
 }
 
-bool GroupUsage::all_stopped() const {
-  if (procs.empty()) return false;
-  for (const auto& [pid, p] : procs)
-    if (p.state != 'T' && p.state != 't' && p.state != 'Z' && p.state != 'X') return false;
-  return true;
-}
-
-long GroupUsage::ticks() const {
+long TreeUsage::ticks() const {
   long t = 0;
   for (const auto& [pid, p] : procs) t += p.ticks();
   return t;
@@ -169,7 +161,7 @@ namespace {
 
 /// CPU time and faults from `a` to `b`: each process's own difference (one that started between
 /// them counts from zero; one that exited is left out).
-void usage_between(const GroupUsage& a, const GroupUsage& b, ProgramWindow& w) {
+void usage_between(const TreeUsage& a, const TreeUsage& b, ProgramWindow& w) {
   long user = 0, sys = 0, faults = 0;
   for (const auto& [pid, p] : b.procs) {
     const auto before = a.procs.find(pid);
@@ -239,7 +231,9 @@ void ProgramInstance::start(const config::ExperimentConfig& cfg) {
     exec_program({parent, plan, file, cwd, argv.data(), envp.data(), out[1], err[1], exec_err[1]});
   ::setpgid(pid_, pid_);  // also here: signals sent right after fork must reach the group
   pgid_ = pid_;
-  system::own_process_group(pgid_, true);  // its processes are this job's, not competing load
+  tree_ = std::make_unique<system::ProcessTree>(pid_);
+  table_.resize(kProcesses);
+  system::own_process_group(pgid_, true);  // its tree's processes are this job's, not competing load
   ::close(out[1]);
   ::close(err[1]);
   ::close(exec_err[1]);
@@ -263,9 +257,43 @@ void ProgramInstance::start(const config::ExperimentConfig& cfg) {
   }
 }
 
+namespace {
+
+/// The guard's life, in a child forked from ptune (only system calls): walks the program's tree
+/// every ProgramInstance::kGuardWalkMs until ptune's end of `read_end` closes (ptune has died
+/// without ending the program; its root, killed with ptune, no longer links the tree), then ends
+/// the group and every member it knows and any process they started: SIGTERM, SIGKILL after the
+/// grace.
+[[noreturn]] void guard(int read_end, pid_t group, system::ProcessTree& tree, system::ProcEntry* table,
+                        size_t cap) {
+  const auto walk = [&] { tree.grow(table, system::read_process_table(table, cap)); };
+  for (;;) {
+    walk();
+    pollfd p = {read_end, POLLIN, 0};
+    const int r = ::poll(&p, 1, ProgramInstance::kGuardWalkMs);
+    if (r > 0 || (r < 0 && errno != EINTR)) break;  // ptune never writes: the pipe has closed
+  }
+  walk();
+  ::kill(-group, SIGTERM);
+  tree.signal(SIGTERM);
+  ::kill(-group, SIGCONT);
+  tree.signal(SIGCONT);
+  const struct timespec step = {0, 100 * 1000 * 1000};
+  for (int i = 0; i < static_cast<int>(ProgramInstance::kGraceS * 10) && tree.live() > 0; ++i) {
+    ::nanosleep(&step, nullptr);
+    walk();
+  }
+  ::kill(-group, SIGKILL);
+  walk();
+  tree.signal(SIGKILL);
+  ::_exit(0);
+}
+
+}  // namespace
+
 void ProgramInstance::start_guard(int read_end, int exec_err) {
   // The guard: should ptune die without ending the program (SIGKILL), its end of the pipe closes
-  // and the guard ends the program's whole group. It is not in that group (a pause would stop it).
+  // and the guard ends the program's whole tree. It is not in the tree (a pause would stop it).
   const pid_t group = pid_;
   guard_pid_ = ::fork();
   if (guard_pid_ < 0) {
@@ -279,16 +307,7 @@ void ProgramInstance::start_guard(int read_end, int exec_err) {
     for (int fd = 0; fd < 4096; ++fd)
       if (fd != read_end) ::close(fd);
     for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE}) ::signal(sig, SIG_IGN);
-    char c;
-    while (::read(read_end, &c, 1) < 0 && errno == EINTR) {
-    }
-    // ptune has ended (its end of the pipe closed) without ending the program first.
-    ::kill(-group, SIGTERM);
-    ::kill(-group, SIGCONT);
-    struct timespec grace = {static_cast<time_t>(kGraceS), 0};
-    ::nanosleep(&grace, nullptr);
-    ::kill(-group, SIGKILL);
-    ::_exit(0);
+    guard(read_end, group, *tree_, table_.data(), table_.size());  // its own copies, made by fork
   }
 }
 
@@ -432,7 +451,8 @@ double ProgramInstance::window(const measure::Deadline& deadline) {
   counter_.forget();  // the step a pause cut is not counted
   const StepEvent anchor = next_step();
   counter_.add(anchor.t_ms, anchor.step);
-  const GroupUsage before = GroupUsage::of(pid_);
+  walk();
+  const TreeUsage before = TreeUsage::of(*tree_);
   const auto since_us = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
                                                   std::chrono::system_clock::now().time_since_epoch())
                                                   .count());
@@ -456,7 +476,8 @@ double ProgramInstance::window(const measure::Deadline& deadline) {
     if (steps < steps_per_window_ && !deadline.fits(ms / static_cast<double>(steps))) break;
   }
   ProgramWindow w;
-  const GroupUsage after = GroupUsage::of(pid_);
+  walk();
+  const TreeUsage after = TreeUsage::of(*tree_);
   usage_between(before, after, w);
   std::vector<int64_t> pids;
   for (const auto& [pid, stat] : after.procs) pids.push_back(pid);
@@ -483,15 +504,7 @@ void ProgramInstance::pause() {
   if (!running_ || pid_ <= 0) return;
   ::kill(-pid_, SIGSTOP);
   running_ = false;
-  // Until every process of the group has stopped and its CPU time holds (a tick is 10 ms).
-  long last = -1;
-  int quiet = 0;
-  for (int i = 0; i < 100 && quiet < 2; ++i) {
-    const GroupUsage u = GroupUsage::of(pid_);
-    quiet = u.all_stopped() && u.ticks() == last ? quiet + 1 : 0;
-    last = u.ticks();
-    if (quiet < 2) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  stop_tree();
   if (has_nvidia_gpu()) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(kGpuSettleMs));
   pump(0);  // what it wrote before it stopped, all in the pipes now
   // Its lines so far count as steps run, but none opens the next window.
@@ -499,9 +512,30 @@ void ProgramInstance::pause() {
   events_.clear();
 }
 
+int ProgramInstance::walk() {
+  return tree_ ? tree_->grow(table_.data(), system::read_process_table(table_.data(), table_.size())) : 0;
+}
+
+void ProgramInstance::stop_tree() {
+  // Until the walk finds no new member, every member has stopped and their CPU time holds (a
+  // tick is 10 ms): a process started just before its parent stopped is stopped too.
+  long last = -1;
+  int quiet = 0;
+  for (int i = 0; i < 100 && quiet < 2; ++i) {
+    const bool grew = walk() > 0;
+    tree_->signal(SIGSTOP, /*unstopped_only=*/true);
+    const long ticks = TreeUsage::of(*tree_).ticks();
+    quiet = !grew && tree_->all_stopped() && ticks == last ? quiet + 1 : 0;
+    last = ticks;
+    if (quiet < 2) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
 void ProgramInstance::resume() {
   if (running_ || pid_ <= 0) return;
+  walk();
   ::kill(-pid_, SIGCONT);
+  tree_->signal(SIGCONT);
   running_ = true;
 }
 
@@ -693,22 +727,36 @@ std::string ProgramInstance::process_description() const {
          (program_.cwd ? " in " + *program_.cwd : std::string()) + startup;
 }
 
+void ProgramInstance::wait_for_tree() {
+  const double until = now_ms() + kGraceS * 1000.0;
+  int status = 0;
+  while (now_ms() < until) {
+    if (pid_ > 0 && ::waitpid(pid_, &status, WNOHANG) == pid_) pid_ = -1;
+    if (pid_ <= 0) {  // the root has exited: what is left of its tree
+      walk();
+      if (tree_->live() == 0) return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(pid_ > 0 ? 5 : 20));
+  }
+}
+
 void ProgramInstance::end() noexcept {
   if (out_fd_ >= 0) ::close(out_fd_), out_fd_ = -1;  // a program writing to a full pipe cannot block
   if (err_fd_ >= 0) ::close(err_fd_), err_fd_ = -1;
   out_open_ = err_open_ = false;
-  if (pid_ <= 0 && pgid_ > 0) ::kill(-pgid_, SIGKILL);  // the leader gone: what is left of its group
   if (pid_ > 0) {
+    walk();
     ::kill(-pid_, SIGTERM);
+    tree_->signal(SIGTERM);
     ::kill(-pid_, SIGCONT);  // a stopped process takes SIGTERM once continued
-    const double until = now_ms() + kGraceS * 1000.0;
-    int status = 0;
-    while (::waitpid(pid_, &status, WNOHANG) == 0 && now_ms() < until)
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    ::kill(-pid_, SIGKILL);  // the rest of the group, the leader too if it outlived the grace
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
+    tree_->signal(SIGCONT);
+    wait_for_tree();
   }
+  // The leader gone, or past the grace: what is left of its group and its tree.
+  if (pgid_ > 0) ::kill(-pgid_, SIGKILL);
+  if (tree_) walk(), tree_->signal(SIGKILL);
+  if (pid_ > 0) ::waitpid(pid_, nullptr, 0);
+  pid_ = -1;
   if (pgid_ > 0) system::own_process_group(pgid_, false);
   pgid_ = -1;
   running_ = false;

@@ -2,16 +2,19 @@
 /// One instance of the user's own training program (config's `program`) as a side of a sweep row:
 /// started in a process group of its own with the row's process settings (system/process.hpp)
 /// and environment, its stdout and stderr read line by line as it writes them, its step rate read
-/// from the lines that match program.step_pattern. Paused with SIGSTOP to its whole group (its
-/// DataLoader workers, a launcher's ranks) and resumed with SIGCONT, so that the instances of a
-/// row's two sides take turns as ptune's own row processes do (bench/child_side.hpp,
-/// measure/process_group.hpp). docs/programs.md says what a user sees.
+/// from the lines that match program.step_pattern. The instance is its whole process tree: the
+/// process ptune started and every process descended from it, whatever session or group each
+/// entered (a launcher's ranks started with setsid, as torchrun's are, its DataLoader workers),
+/// found by walking /proc. Paused with SIGSTOP to every member and resumed with SIGCONT, so that
+/// the instances of a row's two sides take turns as ptune's own row processes do
+/// (bench/child_side.hpp, measure/process_group.hpp). docs/programs.md says what a user sees.
 
 #include <sys/types.h>
 
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,16 +26,14 @@
 
 namespace ptune::proc {
 
-/// CPU time, page faults and resident memory of a process group, summed over its processes
-/// (/proc), with each process's own counts kept so that one that exits between two looks does
-/// not make the sums go back.
-struct GroupUsage {
+/// CPU time, page faults and resident memory of a process tree, summed over its members (/proc),
+/// with each process's own counts kept so that one that exits between two looks does not make
+/// the sums go back.
+struct TreeUsage {
   std::map<pid_t, system::ProcStat> procs;
   int64_t peak_rss_bytes = 0;  // the sum of the processes' own peaks (VmHWM)
-  /// Every process of group `pgid` now. Throws nothing.
-  static GroupUsage of(pid_t pgid);
-  /// Whether every process is stopped (and there is one).
-  bool all_stopped() const;
+  /// Every member of `tree` (as its last walk found them). Throws nothing.
+  static TreeUsage of(const system::ProcessTree& tree);
   long ticks() const;
 };
 
@@ -41,7 +42,7 @@ struct ProgramWindow {
   double ms_per_step = 0;
   int64_t steps = 0;
   double wall_ms = 0;             // from its first step line to its last
-  double cpu_ms = 0, sys_ms = 0;  // the group's CPU time in that span (all processes, all threads)
+  double cpu_ms = 0, sys_ms = 0;  // the tree's CPU time in that span (all processes, all threads)
   double faults = 0;              // minor page faults in that span
   int64_t peak_rss_bytes = 0;
   std::optional<double> gpu_busy_pct;  // its processes' SM use on their GPU (NVML), where known
@@ -72,8 +73,8 @@ class ProgramInstance : public measure::RowSide {
   /// prints no step line in time (the pattern and its last lines named).
   ProgramInstance(const config::ExperimentConfig& cfg, const measure::Progress& progress,
                   const measure::Deadline& deadline);
-  /// Ends the instance's whole process group: SIGTERM (and SIGCONT, for a paused one), SIGKILL
-  /// after kGraceS. Throws nothing.
+  /// Ends the instance's whole process tree and its process group: SIGTERM (and SIGCONT, for a
+  /// paused one), SIGKILL after kGraceS to what is left. Throws nothing.
   ~ProgramInstance() override;
   ProgramInstance(const ProgramInstance&) = delete;
   ProgramInstance& operator=(const ProgramInstance&) = delete;
@@ -83,8 +84,9 @@ class ProgramInstance : public measure::RowSide {
   double window(const measure::Deadline& deadline) override;
   int64_t steps_per_window() const override { return steps_per_window_; }
   double samples_per_step() const override;
-  /// SIGSTOP to the group, then waits until every process of it has stopped and uses no CPU (at
-  /// most a second), and on a machine with an NVIDIA GPU a settle of kGpuSettleMs for the kernels
+  /// SIGSTOP to the group and to every member of the tree, again to each member that appears,
+  /// until the walk finds no new one, every member has stopped and their CPU time holds (at most
+  /// a second), and on a machine with an NVIDIA GPU a settle of kGpuSettleMs for the kernels
   /// it queued; what it printed until then is read and left out of the next window.
   void pause() override;
   void resume() override;
@@ -102,11 +104,15 @@ class ProgramInstance : public measure::RowSide {
                                            const TraceName& is_trace);
   /// The instance's process group (its leader's pid); -1 once ended.
   pid_t group() const { return pid_; }
+  /// The members of its process tree at the last walk.
+  const system::ProcessTree& tree() const { return *tree_; }
 
   static constexpr double kGraceS = 3;           // SIGTERM to SIGKILL, when ending it
   static constexpr double kGpuSettleMs = 500;    // after a pause, on a machine with an NVIDIA GPU
   static constexpr double kBurstMs = 1;          // step lines closer than this arrived together
   static constexpr double kTraceSettleMs = 300;  // a trace file that has not grown this long is written
+  static constexpr int kGuardWalkMs = 250;       // how often the guard walks the tree while ptune lives
+  static constexpr size_t kProcesses = 65536;    // the most processes a walk of /proc reads
 
  private:
   struct StepEvent {
@@ -114,9 +120,10 @@ class ProgramInstance : public measure::RowSide {
     std::optional<int64_t> step;
   };
   void start(const config::ExperimentConfig& cfg);
-  /// Forks the guard that ends the program's group should ptune die: it waits on `read_end` (a
-  /// pipe whose other end only ptune holds). On failure ends the program and throws, closing
-  /// `read_end` and `exec_err` (start()'s).
+  /// Forks the guard that ends the program's tree and group should ptune die: it waits on
+  /// `read_end` (a pipe whose other end only ptune holds), walking the tree every kGuardWalkMs
+  /// meanwhile, so that it knows the members once the program's root has died with ptune. On
+  /// failure ends the program and throws, closing `read_end` and `exec_err` (start()'s).
   void start_guard(int read_end, int exec_err);
   void warm_up(int64_t warmup_steps, const measure::Deadline& deadline);
   /// Reads what the program wrote within `timeout_ms`; false once both streams have ended.
@@ -139,6 +146,14 @@ class ProgramInstance : public measure::RowSide {
   /// Progress (it may throw to stop); kept, and told again while waiting for a line.
   void report(const std::string& phase, int64_t done, int64_t total);
   std::string who() const;
+  /// Walks /proc and brings the tree's members up to date; returns how many it added.
+  int walk();
+  /// SIGSTOP (again) to every member not stopped, until none appears and all have stopped and
+  /// their CPU time holds, at most a second.
+  void stop_tree();
+  /// After SIGTERM to the tree: waits until its root has exited (and reaps it: pid_ -1) and no
+  /// member runs, at most kGraceS.
+  void wait_for_tree();
   void end() noexcept;
 
   config::ProgramConfig program_;
@@ -158,6 +173,8 @@ class ProgramInstance : public measure::RowSide {
   int64_t burst_ = 0, intervals_ = 0;
   std::vector<ProgramWindow> windows_;
   std::string command_text_;
+  std::unique_ptr<system::ProcessTree> tree_;
+  std::vector<system::ProcEntry> table_;  // walk()'s, read again at every walk
 };
 
 /// measure.profile on a program row: a fresh instance with PTUNE_PROFILE_DIR=`folder` (the files

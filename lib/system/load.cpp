@@ -100,6 +100,40 @@ void own_process_group(int64_t pgid, bool own) {
     g_groups.erase(pgid);
 }
 
+namespace {
+
+/// The processes of /proc now, each with its stat; unreadable ones left out.
+std::vector<std::pair<std::string, ProcessStat>> all_processes() {
+  std::vector<std::pair<std::string, ProcessStat>> all;
+  DIR* dir = ::opendir("/proc");
+  if (!dir) return all;
+  while (dirent* e = ::readdir(dir)) {
+    const std::string name = e->d_name;
+    if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) continue;
+    ProcessStat p;
+    if (process_stat(name, &p)) all.emplace_back(name, p);
+  }
+  ::closedir(dir);
+  return all;
+}
+
+/// The pids of `all` that are processes of an owned group or descend from its leader (the process
+/// ptune started), whatever session or group they are in.
+std::set<long> owned_processes(const std::vector<std::pair<std::string, ProcessStat>>& all,
+                               const std::set<int64_t>& groups) {
+  std::set<long> owned(groups.begin(), groups.end());
+  for (const auto& [name, p] : all)
+    if (groups.count(p.pgrp)) owned.insert(std::atol(name.c_str()));
+  for (bool grew = true; grew;) {  // until no new descendant appears (parents may come later in /proc)
+    grew = false;
+    for (const auto& [name, p] : all)
+      if (owned.count(p.ppid) && owned.insert(std::atol(name.c_str())).second) grew = true;
+  }
+  return owned;
+}
+
+}  // namespace
+
 JobProcesses job_processes() {
   std::set<int64_t> groups;
   {
@@ -121,17 +155,14 @@ JobProcesses job_processes() {
   // are still its own.
   const long parent = self.ppid;
   const bool siblings = parent > 1;
-  DIR* dir = ::opendir("/proc");
-  if (!dir) return job;
-  while (dirent* e = ::readdir(dir)) {
-    const std::string name = e->d_name;
-    if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit) || name == std::to_string(me))
-      continue;
-    ProcessStat p;
-    if (!process_stat(name, &p)) continue;
-    if (groups.count(p.pgrp)) {  // a program instance's: its ended processes' time is in their parent's
-      if (process_stat(name, &p, /*reaped=*/true))
-        job.processes.push_back({std::atoll(name.c_str()), p.ticks, true});
+  const auto all = all_processes();
+  const std::set<long> owned = owned_processes(all, groups);
+  for (const auto& [name, p] : all) {
+    const long pid = std::atol(name.c_str());
+    if (pid == me) continue;
+    ProcessStat reaped;
+    if (owned.count(pid)) {  // a program instance's: its ended processes' time is in their parent's
+      if (process_stat(name, &reaped, /*reaped=*/true)) job.processes.push_back({pid, reaped.ticks, true});
       continue;
     }
     const bool child = p.ppid == me;
@@ -139,10 +170,8 @@ JobProcesses job_processes() {
     // a child that has ended and is not yet waited for no longer names its executable (its
     // command name is matched instead), and its time moves into this process's only when it is.
     const bool same = exe_of(name) == exe || (child && p.state == 'Z' && p.comm == self.comm);
-    if (((siblings && p.ppid == parent) || child) && same)
-      job.processes.push_back({std::atoll(name.c_str()), p.ticks, child});
+    if (((siblings && p.ppid == parent) || child) && same) job.processes.push_back({pid, p.ticks, child});
   }
-  ::closedir(dir);
   return job;
 }
 

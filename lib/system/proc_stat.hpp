@@ -3,6 +3,7 @@
 /// the small pieces that ptune's process code (the load view, row processes, program instances)
 /// and its messages share. Torch-free.
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,47 @@ struct ProcStat {
 
 /// `pid` ("self" or a number)'s stat; false when it cannot be read (gone). Throws nothing.
 bool read_proc_stat(const std::string& pid, ProcStat* out);
+
+/// One process of the table that a walk of /proc reads: enough to follow parents and to tell a
+/// process from a later one that got its pid.
+struct ProcEntry {
+  int pid = 0, ppid = 0;
+  unsigned long long start = 0;  // its start time, clock ticks after boot
+  char state = '?';
+};
+
+/// Reads every process's entry into `table` (at most `cap`); returns how many it read. Only
+/// system calls, no allocation: safe in a child forked from a process with threads.
+size_t read_process_table(ProcEntry* table, size_t cap);
+
+/// A process tree: a root process and every process descended from it, whatever the session or
+/// process group each has entered (a launcher's workers started with setsid). A member stays one
+/// once its parent has ended (it is re-parented outside the tree) until it ends itself. Fixed in
+/// size and free of allocation, so that the guard a program instance forks can keep one.
+struct ProcessTree {
+  static constexpr int kMax = 1024;  // members kept; more are not followed
+  struct Member {
+    int pid = 0;
+    unsigned long long start = 0;
+    char state = '?';  // at the last walk
+  };
+  int root = 0;
+  unsigned long long root_start = 0;  // known from the first walk that found the root
+  Member members[kMax];
+  int count = 0;
+
+  explicit ProcessTree(int root_pid = 0) : root(root_pid) {}
+  /// Brings the members up to date with `table` (read_process_table): drops those that have
+  /// ended (a pid that now names a later process included), then adds every process whose
+  /// parent is the root or a member, until no new one appears. Returns how many it added.
+  int grow(const ProcEntry* table, size_t n);
+  /// Whether every member is stopped (T) or has ended (Z), and there is one.
+  bool all_stopped() const;
+  /// The members that have not ended (Z: ended, not yet waited for).
+  int live() const;
+  /// Sends `sig` to every member; `unstopped_only`: only to those not stopped at the last walk.
+  void signal(int sig, bool unstopped_only = false) const;
+};
 
 /// `word` as a POSIX shell reads it back: itself where it holds only safe characters, else in
 /// single quotes. Throws nothing.
