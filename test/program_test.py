@@ -6,7 +6,9 @@ known length of busy work), or the example training script for the `example` cas
 Cases: aa (the same command twice is never faster or slower), slower (a known extra time a step
 is called slower, the known ratio inside its interval), paused (while one instance times a
 window, a stopped one runs no step), sigint and sigterm (Ctrl-C: exit 130, SIGTERM: 143; finished
-rows kept, no process of any instance left), killed (ptune killed outright: no instance outlives it), faults (a
+rows kept, no process of any instance left, a child in a session of its own included), killed (ptune
+killed outright: no instance outlives it, nor its child in a session of its own), session (a child in
+a session of its own that burns CPU: paused with its instance, its page faults the row's), faults (a
 failing, an early-ending and a silent program each give their one line and the next row runs;
 a missing one is a config error, exit 2), buffered (output that arrives in bursts is named),
 profile (measure.profile: the program gets PTUNE_PROFILE_DIR, the trace it writes there is analyzed
@@ -65,6 +67,9 @@ def sweep(path, out, *extra, timeout=600):
         if alive:
             fail(f"processes of the instances outlived ptune sweep: {alive}")
         print(f"{len(pgids)} instance groups, none left")
+    left = running(os.path.dirname(path))  # whatever their group: each names the test's folder
+    if left:
+        fail(f"processes of the instances outlived ptune sweep: {sorted(left)}")
     return r
 
 
@@ -193,7 +198,8 @@ def wait_for_rows(out, n, proc, limit=300):
 def stopped_by(tmp, sig, code):
     out, log = os.path.join(tmp, "r.json"), os.path.join(tmp, "steps.log")
     path = config(tmp, [{"name": "A", "set": {}}, {"name": "B", "set": {}}, {"name": "C", "set": {}}],
-                  command=[PYTHON, STEPS, "--children", "2"], measure={"max_s": 60})
+                  command=[PYTHON, STEPS, "--children", "2", "--session-child", os.path.join(tmp, "session.log")],
+                  measure={"max_s": 60})
     p = subprocess.Popen([PTUNE, "sweep", path, "--out", out], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
     wait_for_rows(out, 1, p)
@@ -212,6 +218,9 @@ def stopped_by(tmp, sig, code):
     alive = groups_alive(log_pgids(log))
     if alive:
         fail(f"processes of the instances still run: {alive}")
+    left = running(tmp)  # a child in a session of its own too: found by walking /proc
+    if left:
+        fail(f"processes of the instances' trees still run: {sorted(left)}")
     print(f"{sig.name}: exit {code}, {len(kept)} row(s) kept, {len(log_pgids(log))} instance groups all ended")
 
 
@@ -226,7 +235,8 @@ def case_sigterm(tmp):
 def case_killed(tmp):
     out, log = os.path.join(tmp, "r.json"), os.path.join(tmp, "steps.log")
     path = config(tmp, [{"name": "A", "set": {}}, {"name": "B", "set": {}}],
-                  command=[PYTHON, STEPS, "--children", "2"], measure={"max_s": 60})
+                  command=[PYTHON, STEPS, "--children", "2", "--session-child", os.path.join(tmp, "session.log")],
+                  measure={"max_s": 60})
     p = subprocess.Popen([PTUNE, "sweep", path, "--out", out], stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL)
     wait_for_rows(out, 1, p)
@@ -235,12 +245,53 @@ def case_killed(tmp):
     p.wait()
     pgids = log_pgids(log)
     until = time.time() + 15
-    while groups_alive(pgids) and time.time() < until:
+    while (groups_alive(pgids) or running(tmp)) and time.time() < until:
         time.sleep(0.2)
     alive = groups_alive(pgids)
     if alive:
         fail(f"processes of the instances outlived ptune: {alive}")
+    left = running(tmp)  # a child in a session of its own too: found by walking /proc
+    if left:
+        fail(f"processes of the instances' trees outlived ptune: {sorted(left)}")
     print(f"SIGKILL: {len(pgids)} instance groups all ended")
+
+
+def case_session(tmp):
+    """A program whose child is in a session of its own (as torchrun's ranks are) and burns CPU:
+    paused with the instance (its log has gaps, and no CPU time in them), counted in the row's
+    figures (its page faults), and ended with it."""
+    out, session = os.path.join(tmp, "r.json"), os.path.join(tmp, "session.log")
+    path = config(tmp, [{"name": "alone", "set": {}},
+                        {"name": "with a session child", "set": {"program.args": ["--session-child", session]}}],
+                  measure={"max_s": 12})
+    r = sweep(path, out)
+    if r.returncode != 0:
+        fail(f"exit {r.returncode}")
+    by_pid = {}
+    with open(session) as f:
+        for line in f:
+            pid, mono, cpu = line.split()
+            by_pid.setdefault(int(pid), []).append((float(mono), float(cpu)))
+    gaps = 0
+    for pid, seq in by_pid.items():
+        for (m0, c0), (m1, c1) in zip(seq, seq[1:]):
+            if m1 - m0 > 0.5:
+                gaps += 1
+                if c1 - c0 > 0.1:
+                    fail(f"the session child {pid} ran {c1 - c0:.3f} s of CPU in a {m1 - m0:.2f} s pause")
+    if gaps == 0:
+        fail(f"the session children {sorted(by_pid)} were never paused")
+    alone, with_child = rows(out)
+    faults0, faults1 = alone["page_faults_per_step"], with_child["page_faults_per_step"]
+    print(f"{len(by_pid)} session children, {gaps} pauses without CPU time; cores busy "
+          f"{alone['cpu_cores_busy']} alone, {with_child['cpu_cores_busy']} with the child; page faults a step "
+          f"{faults0} alone, {faults1} with the child; other processes {alone.get('other_cpu_cores')}, "
+          f"{with_child.get('other_cpu_cores')} cores")
+    # The child faults in 256 pages every 20 ms it runs (a 10 ms step: 128 a step, fewer where it
+    # gets less than a core), a count that a busy machine does not change as it does CPU time:
+    # the row's figures are its tree's.
+    if faults1 < faults0 + 20:
+        fail(f"the session child's page faults are not the row's ({faults1} a step vs {faults0} alone)")
 
 
 def case_faults(tmp):

@@ -80,9 +80,9 @@ struct ChildPlan {
 
 /// The child's side of ProgramInstance::start, after fork: only system calls. It enters a process
 /// group of its own, becomes a child subreaper (kept across exec: a process of its tree whose
-/// parent ends is re-parented to it, so the tree stays whole while the program runs), takes the pipes as stdout and stderr, enters program.cwd, binds its CPUs and
-/// memory and runs the program; what failed before it ran goes to `c.report` as {kChdir, kBind or
-/// kExec, errno}.
+/// parent ends is re-parented to it, so the tree stays whole while the program runs), takes the pipes as
+/// stdout and stderr, enters program.cwd, binds its CPUs and memory and runs the program; what failed before
+/// it ran goes to `c.report` as {kChdir, kBind or kExec, errno}.
 [[noreturn]] void exec_program(const ChildPlan& c) {
   if (system::enter_own_group(c.parent) != 0) ::_exit(127);
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);

@@ -9,8 +9,8 @@ namespace ptune::system {
 
 /// Counts every process of process group `pgid`, and every process descended from its leader
 /// (process `pgid`) whatever its session or group (a launcher's ranks started with setsid), as
-/// the job's own from now on (`own` true) or no longer (false). A process of such a group that ends has its time in its parent's, as a
-/// child's. Thread-safe; throws nothing.
+/// the job's own from now on (`own` true) or no longer (false). A process of such a group that ends has its
+/// time in its parent's, as a child's. Thread-safe; throws nothing.
 void own_process_group(int64_t pgid, bool own);
 
 }  // namespace ptune::system

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A stand-in for a user's training program (test/program_test.py): each step is STEP_MS of busy
 work on the wall clock (plus EXTRA_MS from the environment: a known slowdown), then a line
-"step N/T". Options give it the faults a real program has. With PTUNE_PROFILE_DIR set and --trace
+"step N/T". Options give it the faults a real program has, and a launcher's shape (--session-child). With PTUNE_PROFILE_DIR set and --trace
 FILE, it copies FILE there after --trace-after steps, half of it first and the rest a step later
 (as a profiler writes a large trace), as a program writes its torch.profiler trace."""
 import argparse
@@ -20,6 +20,10 @@ p.add_argument("--silent", action="store_true", help="print lines that never mat
 p.add_argument("--stuck", action="store_true", help="print the same step number every step")
 p.add_argument("--startup-s", type=float, default=0, help="seconds of start-up before the first step")
 p.add_argument("--children", type=int, default=0, help="idle child processes (as DataLoader workers)")
+p.add_argument("--session-child", default="",
+               help="a child in a session of its own (as torchrun starts its ranks) that burns CPU and, "
+                    "every 20 ms while this file exists, appends 'pid monotonic process_time' to it "
+                    "and faults in 256 fresh pages")
 p.add_argument("--log", default="", help="append 'pid pgid monotonic process_time' after every step")
 p.add_argument("--cr", action="store_true", help="end lines with \\r, as a progress bar")
 p.add_argument("--oom-beside", default="",
@@ -52,6 +56,23 @@ extra = float(os.environ.get("EXTRA_MS", "0"))
 kids = [subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.sleep(0.05)"])
         for _ in range(a.children)]
 log = open(a.log, "a") if a.log else None
+BURN = """import mmap, os, sys, time
+path, last, began = sys.argv[1], 0.0, time.monotonic()
+with open(path, "a") as f:
+    while os.path.exists(path) and time.monotonic() - began < 300:  # never left behind for long
+        now = time.monotonic()
+        if now - last >= 0.02:
+            f.write(f"{os.getpid()} {now:.6f} {time.process_time():.6f}\\n")
+            f.flush()
+            last = now
+            m = mmap.mmap(-1, 1 << 20)  # 256 fresh pages: 256 page faults
+            for i in range(0, 1 << 20, 4096):
+                m[i] = 1
+            m.close()
+"""
+if a.session_child:
+    open(a.session_child, "a").close()
+    kids.append(subprocess.Popen([sys.executable, "-c", BURN, a.session_child], start_new_session=True))
 if log:  # the group is known before the first step (an instance may be ended before it)
     log.write(f"{os.getpid()} {os.getpgid(0)} {time.monotonic():.6f} {time.process_time():.6f}\n")
     log.flush()
