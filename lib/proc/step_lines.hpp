@@ -1,6 +1,7 @@
 #pragma once
 /// Reading a program's step rate from what it prints (config's `program`): its output cut into
-/// lines, each line tested against program.step_pattern, and the steps between two matching lines
+/// lines, each line read as program.step_pattern says (a regular expression, a logger's name, or
+/// "auto": the first logger whose lines the program prints), and the steps between two step lines
 /// counted. Torch-free, and free of any process: the program instance (proc/program.hpp) feeds it
 /// the bytes it reads and the time it read them.
 
@@ -14,6 +15,7 @@
 
 namespace ptune::proc {
 
+using config::StepNumbers;
 using config::StepPattern;
 
 /// One line of the program's output, cut at '\n' or '\r' (a progress bar rewrites its line with
@@ -65,6 +67,71 @@ class StepCounter {
   std::optional<double> last_t_;
   std::optional<int64_t> last_step_;
   int64_t lines_ = 0, steps_ = 0;
+};
+
+/// Step numbers that never go back, and each step once: from the numbers a step line captured, the
+/// step's number over the whole run, or none for a line of a step already seen.
+/// - With `epoch` and `total`: epoch * total + step.
+/// - Otherwise the number counts within a pass (an epoch, a progress bar) that may start again: a
+///   number that falls to under half the highest of its pass, and by 3 or more, starts a new pass.
+///   With a `total` the new pass goes on from the last one's total (steps then counted across
+///   it); without, the first line of the new pass repeats the highest number, so that the steps
+///   across it are not counted (StepCounter starts afresh).
+/// - A number not above the highest so far (one that falls less) is a step already seen: another
+///   rank printing the same step, or a progress bar redrawn. A progress bar whose `total` differs
+///   from the one followed is another bar (an evaluation's): its lines are left out until the
+///   followed bar has reached its total, and then it is followed.
+class StepNumbering {
+ public:
+  std::optional<int64_t> number(const StepNumbers& n);
+
+ private:
+  std::optional<int64_t> in_pass(int64_t step, std::optional<int64_t> total);
+  std::optional<int64_t> highest_;   // the highest number given
+  int64_t base_ = 0, pass_high_ = 0;  // this pass: what its numbers add to, its highest number
+  std::optional<int64_t> total_;     // the followed bar's total
+};
+
+/// What a program's line holds: torchrun's rank prefix (`[default0]:`, `[rank1]:`, from its
+/// --tee) where it has one, and the text after it.
+struct RankedLine {
+  std::optional<std::string> rank;  // "default0"
+  std::string text;                 // the line without the prefix
+};
+RankedLine split_rank_prefix(const std::string& line);
+
+/// program.step_pattern as a program instance reads its lines: a regular expression, a logger by
+/// name (config::step_loggers()), or "auto", which takes the first logger to match two of the
+/// program's lines (in the order of step_loggers(), where one line matches several). Each step is
+/// counted once however many ranks print it: numbers through StepNumbering; for a pattern without
+/// a number, only the lines of the first rank prefix seen (torchrun --tee) count.
+class StepReader {
+ public:
+  /// Throws std::invalid_argument as StepPattern does, for a regular expression that does not compile.
+  explicit StepReader(const std::string& step_pattern);
+  /// Whether `line` marks the end of a step not counted before; `step`: its number, where it has
+  /// one. Throws nothing.
+  bool match(const std::string& line, std::optional<int64_t>* step = nullptr);
+  /// program.step_pattern as configured.
+  const std::string& text() const { return text_; }
+  /// For messages: "program.step_pattern '...'", and for "auto" the names it tries.
+  std::string described() const;
+  /// The logger "auto" took; none while it has not decided, or for another program.step_pattern.
+  std::optional<std::string> detected() const;
+  /// A row's note saying which logger "auto" took; none where it took none.
+  std::optional<std::string> detection_note() const;
+
+ private:
+  /// "auto" while undecided: whether a logger now has two lines; `line`'s hits counted.
+  bool detect(const std::string& line, const RankedLine& ranked);
+  bool matches(const StepPattern& p, const std::string& line, const RankedLine& ranked, StepNumbers* n) const;
+  std::string text_;
+  std::vector<StepPattern> patterns_;  // the regular expression, or each logger's
+  std::vector<int> hits_;              // "auto": lines each logger has matched
+  std::optional<size_t> chosen_;       // the pattern lines are read with
+  bool detecting_ = false;
+  StepNumbering numbering_;
+  std::optional<std::string> rank_;  // the rank whose lines count, for a pattern without a number
 };
 
 /// The last lines of an output, for error messages.
