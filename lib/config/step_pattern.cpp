@@ -70,7 +70,6 @@ StepPattern::~StepPattern() = default;
 StepPattern::StepPattern(StepPattern&&) noexcept = default;
 StepPattern& StepPattern::operator=(StepPattern&&) noexcept = default;
 
-
 bool StepPattern::match(const std::string& line, std::optional<int64_t>* step) const {
   StepNumbers numbers;
   const bool matched = match(line, &numbers);
@@ -95,7 +94,8 @@ const std::vector<StepLogger>& step_loggers() {
   // without a total. torchvision's references (MetricLogger): "Epoch: [0]  [ 40/390]  eta: ...".
   // timm's train.py: "Train: 0 [  50/1251 (  4%)]  Loss: ...".
   static const std::vector<StepLogger> loggers = {
-      {"tqdm", R"((?|\d+%\|[^|]*\| *(?<step>\d+)/(?<total>\d+) \[|\b(?<step>\d+)it \[\d))", "tqdm's progress bar"},
+      {"tqdm", R"((?|\d+%\|[^|]*\| *(?<step>\d+)/(?<total>\d+) \[|\b(?<step>\d+)it \[\d))",
+       "tqdm's progress bar"},
       {"torchvision", R"(\bEpoch: \[(?<epoch>\d+)\]\s+\[\s*(?<step>\d+)/(?<total>\d+)\])",
        "torchvision's reference scripts"},
       {"timm", R"(\bTrain: (?<epoch>\d+) \[\s*(?<step>\d+)/(?<total>\d+) \()", "timm's train.py"},

@@ -375,8 +375,8 @@ ProgramInstance::StepEvent ProgramInstance::next_step(const measure::Deadline* d
     const bool never = first_line_ms_ < 0;
     char secs[64];
     std::snprintf(secs, sizeof secs, "%g", program_.startup_timeout_s);
-    fail(std::string(never ? "printed no line matching" : "printed no further line matching") +
-         " " + pattern_.described() + " " +
+    fail(std::string(never ? "printed no line matching" : "printed no further line matching") + " " +
+         pattern_.described() + " " +
          (late ? "within program.startup_timeout_s (" + std::string(secs) + " s)"
                : "before the row's time (measure.max_s, its start-up included) ran out"));
   }

@@ -36,16 +36,32 @@ std::optional<Line> LineSplitter::finish(double t_ms) {
   return l;
 }
 
+namespace {
+
+/// Whether `step` falls from `highest` far enough to start a new pass (an epoch, a progress bar):
+/// to under half, and by 3 or more. A smaller fall is a step already seen.
+bool starts_anew(int64_t step, int64_t highest) { return step * 2 < highest && highest - step >= 3; }
+
+}  // namespace
+
 std::optional<StepCounter::Interval> StepCounter::add(double t_ms, std::optional<int64_t> step) {
   ++lines_;
-  std::optional<Interval> closed;
-  if (step) {
-    steps_ = std::max(steps_, *step);
-    if (last_t_ && last_step_ && *step > *last_step_) closed = Interval{t_ms - *last_t_, *step - *last_step_};
-  } else {
+  if (!step) {
     steps_ += per_match_;
+    std::optional<Interval> closed;
     if (last_t_ && !last_step_) closed = Interval{t_ms - *last_t_, per_match_};
+    last_t_ = t_ms;
+    return closed;
   }
+  if (last_step_ && *step <= *last_step_ && !starts_anew(*step, *last_step_))
+    return std::nullopt;  // a step already seen: another rank's line, a redrawn bar
+  std::optional<Interval> closed;
+  if (last_step_ && *step < *last_step_) {
+    base_ = steps_ - *step;  // a new pass: counted afresh, the total going on from here
+  } else if (last_t_ && last_step_) {
+    closed = Interval{t_ms - *last_t_, *step - *last_step_};
+  }
+  steps_ = std::max(steps_, base_ + *step);
   last_t_ = t_ms;
   last_step_ = step;
   return closed;
@@ -53,38 +69,25 @@ std::optional<StepCounter::Interval> StepCounter::add(double t_ms, std::optional
 
 std::optional<int64_t> StepNumbering::number(const StepNumbers& n) {
   if (!n.step) return std::nullopt;
-  const bool whole_run = n.epoch && n.total && *n.total > 0 && *n.epoch <= (INT64_MAX - *n.step) / *n.total;
-  if (!whole_run) return in_pass(*n.step, n.total);
-  const int64_t v = *n.epoch * *n.total + *n.step;
-  if (highest_ && v <= *highest_) return std::nullopt;  // a step already seen
-  highest_ = v;
-  return v;
+  if (!n.total || *n.total <= 0) return n.step;  // StepCounter finds its passes
+  const int64_t total = *n.total;
+  if (n.epoch && *n.epoch <= (INT64_MAX - *n.step) / total) return *n.epoch * total + *n.step;
+  return in_bar(*n.step, total);
 }
 
-std::optional<int64_t> StepNumbering::in_pass(int64_t step, std::optional<int64_t> total) {
-  if (total != total_) {
-    // Another progress bar: followed once the one followed has reached its end (or has none).
-    if (highest_ && total_ && pass_high_ < *total_) return std::nullopt;
-    total_ = total;
-    if (highest_) {  // the steps across the change of bar are not counted
-      base_ = *highest_ - step, pass_high_ = step;
-      return highest_;
-    }
+std::optional<int64_t> StepNumbering::in_bar(int64_t step, int64_t total) {
+  if (total_ && total != *total_) {
+    if (pass_high_ < *total_) return std::nullopt;  // another bar while the followed one runs
+    base_ = highest_ - step;  // the bar followed has ended: the next one goes on from its count
+    pass_high_ = 0;
+  } else if (total_ && starts_anew(step, pass_high_)) {
+    base_ += *total_;  // the same bar again (the next epoch's): on from its total
+    pass_high_ = 0;
   }
-  if (highest_ && step * 2 < pass_high_ && pass_high_ - step >= 3) {  // a new pass
-    pass_high_ = step;
-    if (!total_) {  // how many steps it skipped is not known: not counted
-      base_ = *highest_ - step;
-      return highest_;
-    }
-    base_ += *total_;
-    if (base_ + step <= *highest_) return highest_;
-  }
-  const int64_t v = base_ + step;
-  if (highest_ && v <= *highest_) return std::nullopt;  // a step already seen
+  total_ = total;
   pass_high_ = std::max(pass_high_, step);
-  highest_ = v;
-  return v;
+  highest_ = std::max(highest_, base_ + step);
+  return base_ + step;
 }
 
 RankedLine split_rank_prefix(const std::string& line) {
@@ -119,7 +122,8 @@ std::vector<StepPattern> patterns_of(const std::string& text) {
 
 }  // namespace
 
-StepReader::StepReader(const std::string& step_pattern) : text_(step_pattern), patterns_(patterns_of(step_pattern)) {
+StepReader::StepReader(const std::string& step_pattern)
+    : text_(step_pattern), patterns_(patterns_of(step_pattern)) {
   detecting_ = text_ == config::kDetectStepLogger;
   if (detecting_)
     hits_.assign(patterns_.size(), 0);
