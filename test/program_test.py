@@ -397,8 +397,10 @@ def case_loggers(tmp):
     before: tqdm's real bar (an epoch of 25 steps per bar), torchvision's reference scripts' log
     line (every 5 steps, its count starting again every epoch), and two ranks printing every step
     line. A step counted twice (every rank's line) or a count that went back each epoch would make
-    a row about 2x faster or slower than the one before it; a noise floor of 10% keeps a verdict
-    for such a miscount only."""
+    a row about 2x faster or slower than the one before it: each row's speedup over the one
+    before must be nearer 1 than 2 or 1/2 (within 1/sqrt(2) and sqrt(2)), with no verdict (a
+    noise floor of 10%), and no row's step under 7.5 ms (its busy wait alone is 10 ms; a step
+    counted twice reads 5 ms)."""
     out = os.path.join(tmp, "r.json")
 
     def row(name, style, pattern, *args):
@@ -420,10 +422,14 @@ def case_loggers(tmp):
     got = rows(out)
     if r.returncode != 0 or any(x["status"] != "ok" for x in got):
         fail(f"exit {r.returncode}: " + json.dumps([x["status"] for x in got]))
+    for x in got:
+        print(x["name"], x["ms_per_step"], x["verdict_vs_prev"], x["speedup_vs_prev"],
+              x.get("speedup_vs_prev_interval"))
+        if x["ms_per_step"] < 7.5:
+            fail(f"{x['name']}: {x['ms_per_step']} ms a step, under the 10 ms it busy-waits: steps counted twice")
     for x in got[1:]:
-        print(x["name"], x["verdict_vs_prev"], x["speedup_vs_prev"], x.get("speedup_vs_prev_interval"))
-        if x["verdict_vs_prev"] in ("faster", "slower"):
-            fail(f"{x['name']}: {x['verdict_vs_prev']} than the row before ({x['speedup_vs_prev']}x): "
+        if x["verdict_vs_prev"] in ("faster", "slower") or not 2 ** -0.5 < x["speedup_vs_prev"] < 2 ** 0.5:
+            fail(f"{x['name']}: {x['verdict_vs_prev']}, {x['speedup_vs_prev']}x the row before: "
                  "its steps were miscounted")
     found = {x["name"]: [n for n in x["notes"] if "program.step_pattern \"auto\"" in n] for x in got}
     want = {"tqdm, found": ["step lines: tqdm's progress bar, found by program.step_pattern \"auto\" "
