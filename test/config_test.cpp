@@ -361,8 +361,11 @@ TEST_CASE("a program's config errors name the key, the value and what is allowed
   CHECK(invalid(R"({"program": {"command": ["./train.py"], "cwd": "/"}})") ==
         "program.command: './train.py' is not an executable file (program.cwd '/')");
   CHECK(invalid(R"({"program": {"command": ["sh"], "step_pattern": "step (\\d+"}})") ==
-        "program.step_pattern: 'step (\\d+' is not a regular expression: missing closing parenthesis at "
-        "offset 9");
+        "program.step_pattern: 'step (\\d+' is neither a logger's name (auto, tqdm, torchvision, timm, step) "
+        "nor a regular expression: missing closing parenthesis at offset 9");
+  // A logger's name is taken as the name, not compiled (a name is the whole value, exactly).
+  CHECK(invalid(R"({"program": {"command": ["sh"], "step_pattern": "tqdm"}})") == "(no error)");
+  CHECK(invalid(R"({"program": {"command": ["sh"], "step_pattern": "auto"}})") == "(no error)");
   CHECK(invalid(R"({"program": {"command": ["sh"], "cwd": "/no/such/folder"}})") ==
         "program.cwd: '/no/such/folder' is not a folder");
   // Program keys without a command would be ignored while ptune's own pipeline runs: an error.

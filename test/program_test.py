@@ -16,7 +16,8 @@ and the row's diagnosis is ptune analyze's verdict on it; a program that writes 
 its row kept), memory (an instance that runs out of memory beside the previous row's: each side
 started afresh for every window, one instance at a time), gpu_busy (the processes' GPU busy share
 from NVML, here the tests' stand-in for its library, and the verdict from it), example (configs/program-cpu.json
-with small settings). After every sweep, no process of any
+with small settings), loggers (tqdm's bar and torchvision's log lines, by name and found by "auto",
+and every rank printing: test/data/programs/loggers.py). After every sweep, no process of any
 instance is left (each instance logs its process group)."""
 import json
 import os
@@ -437,6 +438,60 @@ def case_gpu_busy(tmp):
         if "GPU busy" not in r.stdout:
             fail("the table has no GPU busy column")
     print("gpu_busy: the processes' SM use read from NVML, the verdict from it")
+
+
+LOGGERS = os.path.join(HERE, "data", "programs", "loggers.py")
+
+
+def case_loggers(tmp):
+    """Step lines of the common loggers, by name and found by "auto", each row as fast as the one
+    before: tqdm's real bar (an epoch of 25 steps per bar), torchvision's reference scripts' log
+    line (every 5 steps, its count starting again every epoch), and two ranks printing every step
+    line. A step counted twice (every rank's line) or a count that went back each epoch would make
+    a row about 2x faster or slower than the one before it: each row's speedup over the one
+    before must be nearer 1 than 2 or 1/2 (within 1/sqrt(2) and sqrt(2)), with no verdict (a
+    noise floor of 10%), and no row's step under 7.5 ms (its busy wait alone is 10 ms; a step
+    counted twice reads 5 ms)."""
+    out = os.path.join(tmp, "r.json")
+
+    def row(name, style, pattern, *args):
+        return {"name": name, "set": {"program.args": ["--style", style, *args],
+                                      "program.step_pattern": pattern}}
+    path = config(tmp, [row("step lines", "step", r"^step (?<step>\d+)/"),
+                        row("tqdm", "tqdm", "tqdm"),
+                        row("tqdm, found", "tqdm", "auto"),
+                        row("torchvision", "torchvision", "torchvision"),
+                        row("torchvision, found", "torchvision", "auto"),
+                        row("two ranks, found", "torchvision", "auto", "--ranks", "2"),
+                        row("two ranks", "step", "step", "--ranks", "2")],
+                  command=[PYTHON, LOGGERS, "--step-ms", "10"],
+                  measure={"noise_pct": 10, "max_s": 40})
+    before = running(LOGGERS)
+    r = sweep(path, out)
+    if running(LOGGERS) - before:
+        fail(f"processes of the instances outlived ptune sweep: {running(LOGGERS) - before}")
+    got = rows(out)
+    if r.returncode != 0 or any(x["status"] != "ok" for x in got):
+        fail(f"exit {r.returncode}: " + json.dumps([x["status"] for x in got]))
+    for x in got:
+        print(x["name"], x["ms_per_step"], x["verdict_vs_prev"], x["speedup_vs_prev"],
+              x.get("speedup_vs_prev_interval"))
+        if x["ms_per_step"] < 7.5:
+            fail(f"{x['name']}: {x['ms_per_step']} ms a step, under the 10 ms it busy-waits: steps counted twice")
+    for x in got[1:]:
+        if x["verdict_vs_prev"] in ("faster", "slower") or not 2 ** -0.5 < x["speedup_vs_prev"] < 2 ** 0.5:
+            fail(f"{x['name']}: {x['verdict_vs_prev']}, {x['speedup_vs_prev']}x the row before: "
+                 "its steps were miscounted")
+    found = {x["name"]: [n for n in x["notes"] if "program.step_pattern \"auto\"" in n] for x in got}
+    want = {"tqdm, found": ["step lines: tqdm's progress bar, found by program.step_pattern \"auto\" "
+                            "(set \"tqdm\" to say so)"],
+            "torchvision, found": ["step lines: torchvision's reference scripts, found by "
+                                   "program.step_pattern \"auto\" (set \"torchvision\" to say so)"]}
+    want["two ranks, found"] = want["torchvision, found"]
+    for name, notes in found.items():
+        if notes != want.get(name, []):
+            fail(f"{name}: notes {notes}, expected {want.get(name, [])}")
+    print("loggers: each read by name and found, each step counted once")
 
 
 def case_example(tmp):

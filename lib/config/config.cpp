@@ -355,9 +355,14 @@ const std::vector<Field>& fields() {
                       "the program's working folder; null = the folder ptune runs in"));
     t.push_back(
         field("program.step_pattern", &E::program, &ProgramConfig::step_pattern, T::kString,
-              "a regular expression (Perl syntax); each line of the program's stdout or stderr that "
-              "matches marks the end of a step (a line ends at \\n or \\r). A named group (?<step>...) "
-              "capturing the step number makes ptune count the steps between two lines"));
+              "what marks the end of a step in the program's stdout or stderr (a line ends at \\n or "
+              "\\r): exactly one of the names tqdm (tqdm's progress bar: Hugging Face's Trainer, "
+              "Lightning), torchvision (its reference scripts: Epoch: [0]  [ 40/390]), timm (Train: 0 "
+              "[  50/1251 (  4%)]) or step (step N); auto (default) = the first of these the program "
+              "prints two lines of; any other text is a regular expression (Perl syntax) that each step "
+              "line matches, where a named group (?<step>...) capturing the step number makes ptune "
+              "count the steps between two lines (with (?<epoch>...) and (?<total>...), the steps of an "
+              "epoch, the count goes on across epochs). A step number already seen is the same step"));
     t.push_back(
         between(field("program.steps_per_match", &E::program, &ProgramConfig::steps_per_match, T::kInt,
                       "steps each matching line stands for, for a program that prints every N steps and "
@@ -1012,11 +1017,12 @@ void validate_program(const ProgramConfig& p, const std::string& at) {
                       (name.find('/') != std::string::npos ? "is not an executable file"
                                                            : "is not found on PATH (" + path + ")") +
                       (p.cwd ? " (program.cwd '" + *p.cwd + "')" : ""));
+  if (p.step_pattern == kDetectStepLogger || find_step_logger(p.step_pattern)) return;
   try {
     StepPattern pattern(p.step_pattern);
   } catch (const std::invalid_argument& e) {
-    throw ConfigError(at + "program.step_pattern: '" + p.step_pattern +
-                      "' is not a regular expression: " + e.what());
+    throw ConfigError(at + "program.step_pattern: '" + p.step_pattern + "' is neither a logger's name (" +
+                      step_logger_names() + ") nor a regular expression: " + e.what());
   }
 }
 

@@ -205,10 +205,10 @@ struct ProgramConfig {
   std::vector<std::string> args;           // appended to command (a row's own arguments)
   std::map<std::string, std::string> env;  // variables set for it, beside ptune's environment
   std::optional<std::string> cwd;          // its working folder; null: ptune's
-  std::string step_pattern = "(?i)\\bstep\\b\\D{0,3}(?<step>\\d+)";  // marks a step's end
-  int64_t steps_per_match = 1;     // steps a matching line stands for (no `step` group)
-  int64_t samples_per_step = 0;    // 0: the table counts steps
-  double startup_timeout_s = 300;  // to the first matching line (and between two)
+  std::string step_pattern = "auto";       // marks a step's end: a regex, a logger's name, or auto
+  int64_t steps_per_match = 1;             // steps a matching line stands for (no `step` group)
+  int64_t samples_per_step = 0;            // 0: the table counts steps
+  double startup_timeout_s = 300;          // to the first matching line (and between two)
   /// Whether a program is configured.
   bool enabled() const { return !command.empty(); }
   /// command + args.

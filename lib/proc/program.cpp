@@ -394,8 +394,8 @@ ProgramInstance::StepEvent ProgramInstance::next_step(const measure::Deadline* d
     const bool never = first_line_ms_ < 0;
     char secs[64];
     std::snprintf(secs, sizeof secs, "%g", program_.startup_timeout_s);
-    fail(std::string(never ? "printed no line matching" : "printed no further line matching") +
-         " program.step_pattern '" + pattern_.text() + "' " +
+    fail(std::string(never ? "printed no line matching" : "printed no further line matching") + " " +
+         pattern_.described() + " " +
          (late ? "within program.startup_timeout_s (" + std::string(secs) + " s)"
                : "before the row's time (measure.max_s, its start-up included) ran out"));
   }
@@ -698,6 +698,7 @@ measure::Measurement ProgramInstance::result(size_t first, size_t count) {
   if (steps > 0) m.page_faults_per_step = faults / static_cast<double>(steps);
   if (peak > 0) m.peak_rss_bytes = peak;
   if (gpu_windows > 0) m.gpu_busy_pct = gpu / static_cast<double>(gpu_windows);
+  if (const auto note = pattern_.detection_note()) m.notes.push_back(*note);
   if (m.short_windows > 0)
     m.notes.push_back(measure::short_windows_note(m.short_windows, ms.size(), steps_per_window_));
   // Lines that arrive together were written at once: the program's output is buffered, and the

@@ -157,7 +157,7 @@ class ProgramInstance : public measure::RowSide {
   void end() noexcept;
 
   config::ProgramConfig program_;
-  StepPattern pattern_;
+  StepReader pattern_;
   StepCounter counter_;
   Tail tail_{5}, err_tail_{5};
   LineSplitter out_split_{false}, err_split_{true};
