@@ -405,7 +405,8 @@ TEST_CASE("a command line is split as a shell splits a simple command, and shell
   // A quoted or invalid name is a word, as in a shell.
   CHECK(words("'A=1' x") == V{"A=1", "x"});
   CHECK(words("1A=1 x") == V{"1A=1", "x"});
-  const std::string shell = ", and ptune runs the command without a shell: put it in single quotes, or name a shell (sh -c '...')";
+  const std::string shell =
+      ", and ptune runs the command without a shell: put it in single quotes, or name a shell (sh -c '...')";
   CHECK(split_error("python3 a.py | tee log") == "'|' is a shell operator" + shell);
   CHECK(split_error("python3 a.py > log") == "'>' is a shell operator" + shell);
   CHECK(split_error("cd x && python3 a.py") == "'&' is a shell operator" + shell);
@@ -442,16 +443,19 @@ TEST_CASE("commands become a sweep of program rows, each differing from the row 
   CHECK(cfg.sweep[1].name == "four");
   CHECK(cfg.sweep[1].set == Json{{"program.args", {"--workers", "4"}}});
   CHECK(cfg.sweep[2].name == "X=1 sh -c 'echo step 1' --workers 4");
-  CHECK(cfg.sweep[2].set == Json{{"program.env", {{"A", "1"}, {"X", "1"}}}, {"program.samples_per_step", 32}});
+  CHECK(cfg.sweep[2].set ==
+        Json{{"program.env", {{"A", "1"}, {"X", "1"}}}, {"program.samples_per_step", 32}});
   // A repeated command gets its row's number; the row undoes what the rows before it changed.
   CHECK(cfg.sweep[3].name == "sh -c 'echo step 1' (row 3)");
   CHECK(cfg.sweep[3].set == Json{{"program.args", Json::array()},
                                  {"program.env", {{"A", "1"}}},
                                  {"program.samples_per_step", 0}});
   // Expanded as a sweep of a config file, each row is its command.
-  const auto expanded = ptune::config::expand_sweep(ptune::config::from_json(ptune::config::to_json(cfg), "c.json"));
+  const auto expanded =
+      ptune::config::expand_sweep(ptune::config::from_json(ptune::config::to_json(cfg), "c.json"));
   REQUIRE(expanded.size() == 4);
-  CHECK(expanded[2].second.program.argv() == std::vector<std::string>{"sh", "-c", "echo step 1", "--workers", "4"});
+  CHECK(expanded[2].second.program.argv() ==
+        std::vector<std::string>{"sh", "-c", "echo step 1", "--workers", "4"});
   CHECK(expanded[2].second.program.samples_per_step == 32);
   CHECK(expanded[3].second.program.argv() == std::vector<std::string>{"sh", "-c", "echo step 1"});
   CHECK(expanded[3].second.program.env == std::map<std::string, std::string>{{"A", "1"}});
@@ -474,12 +478,15 @@ TEST_CASE("a comparison's errors name the row and its command", "[config]") {
   CHECK(error({{"sh", ""}, {"", ""}}) ==
         "row 1 '': an empty command; name a program and its arguments, e.g. 'python3 train.py'");
   CHECK(error({{"/bin/sh", ""}, {"no-such-program-xyz a", ""}}, {{"program.env.PATH", "/nowhere"}}) ==
-        "row 1 'no-such-program-xyz a': program.command: 'no-such-program-xyz' is not found on PATH (/nowhere)");
-  CHECK(error({{"sh", ""}}, {{"program.samples_per_step", -1}}) ==
-        "row 0 'sh': program.samples_per_step: -1 is out of range; allowed: an integer in [0, 1099511627776]");
+        "row 1 'no-such-program-xyz a': program.command: 'no-such-program-xyz' is not found on PATH "
+        "(/nowhere)");
+  CHECK(
+      error({{"sh", ""}}, {{"program.samples_per_step", -1}}) ==
+      "row 0 'sh': program.samples_per_step: -1 is out of range; allowed: an integer in [0, 1099511627776]");
   CHECK(error({{"sh", "a\tb"}}) ==
         "row 0 'sh': its name has a control character; a row's name is printed (name it with --name)");
   CHECK(error({{"sh", ""}}, Json::object(), {"loader.batch_size=8"}) ==
         "--set: loader.batch_size: a config with a program (program.command) times that program, which these "
-        "keys of ptune's own pipelines (model, data, loader, optim, measure.mode) do not reach; leave them out");
+        "keys of ptune's own pipelines (model, data, loader, optim, measure.mode) do not reach; leave them "
+        "out");
 }

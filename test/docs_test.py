@@ -16,6 +16,7 @@ Prints every failure and exits 1 when there is one.
 """
 import os
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -131,6 +132,15 @@ def check_command_line(cli, where, words):
         i += 1
 
 
+def shell_words(line):
+    """The words of a command line as a shell splits them (a quoted argument, such as one of
+    ptune compare's commands, is one word), or split at blanks where its quotes do not close."""
+    try:
+        return shlex.split(line)
+    except ValueError:
+        return line.split()
+
+
 def check_commands(cli, path, text):
     prose, blocks = split_fences(text)
     snippets = [(s, "code span") for s in code_spans(prose)]
@@ -145,7 +155,7 @@ def check_commands(cli, path, text):
                 if before and before[-1].startswith("--"):
                     continue  # a path given to another program's option (--ptune build/apps/ptune/ptune)
                 rest = END.split(m.group(1), 1)[0]
-                check_command_line(cli, "%s (%s)" % (rel(path), where), rest.split())
+                check_command_line(cli, "%s (%s)" % (rel(path), where), shell_words(rest))
 
 
 # --- config snippets -------------------------------------------------------------------------

@@ -66,7 +66,8 @@ void check_config(const config::ExperimentConfig& cfg, const std::string& source
       system::plan_process(rows[i].second.process);
     } catch (const ConfigError& e) {
       if (cfg.sweep.empty()) throw ConfigError(source + ": " + e.what());
-      throw ConfigError(source + ": sweep[" + std::to_string(i) + "] '" + rows[i].first.name + "': " + e.what());
+      throw ConfigError(source + ": sweep[" + std::to_string(i) + "] '" + rows[i].first.name +
+                        "': " + e.what());
     }
   }
 }
@@ -108,8 +109,8 @@ void check_program(const CommandLine& cl) {
                       " runs ptune's own pipelines (model, data, loader, optim)");
   // A sweep's rows may name a program; the other commands run none of them.
   const auto& rows = cl.config->sweep;
-  const bool rows_program = sweeps && std::any_of(rows.begin(), rows.end(),
-                                                        [](const auto& row) { return row.names_program(); });
+  const bool rows_program =
+      sweeps && std::any_of(rows.begin(), rows.end(), [](const auto& row) { return row.names_program(); });
   if ((program || rows_program) && system::world_size() > 1)
     throw ConfigError(
         "program.command: a program's rows are timed by one ptune sweep, not by ptune launch's " +

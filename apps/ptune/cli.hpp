@@ -92,7 +92,8 @@ struct SweepArgs {
   /// and --set), shared with `ptune compare`, and their checks after --format's, a file given
   /// not one of `inputs`.
   void define_output(CLI::App& cmd);
-  void check_output(const CommandLine& cl, const std::vector<std::pair<std::string, std::string>>& inputs) const;
+  void check_output(const CommandLine& cl,
+                    const std::vector<std::pair<std::string, std::string>>& inputs) const;
 };
 
 /// `ptune compare`'s options: commands, each a row of a sweep that the executable builds
@@ -190,8 +191,8 @@ struct AnalyzeArgs {
 };
 
 /// The options of the command given: exactly one of the types above.
-using CommandArgs = std::variant<SweepArgs, CompareArgs, TrainArgs, EvalArgs, TuneArgs, LaunchArgs, RowSideArgs, CheckArgs,
-                                 SchemaArgs, ReportArgs, AnalyzeArgs>;
+using CommandArgs = std::variant<SweepArgs, CompareArgs, TrainArgs, EvalArgs, TuneArgs, LaunchArgs,
+                                 RowSideArgs, CheckArgs, SchemaArgs, ReportArgs, AnalyzeArgs>;
 
 /// The parsed command line: the command's name, the global flags and the command's options.
 struct CommandLine {
@@ -200,8 +201,9 @@ struct CommandLine {
   bool rank0 = true;  // data parallel: only rank 0 prints
   CommandArgs args;
 
-  // The config of sweep, compare (built from its commands), train, eval, tune and row-side, read and validated by the executable
-  // before it loads the engine (check_before_engine): read once, as a pipe can be read only once.
+  // The config of sweep, compare (built from its commands), train, eval, tune and row-side, read and
+  // validated by the executable before it loads the engine (check_before_engine): read once, as a pipe can be
+  // read only once.
   std::optional<config::ExperimentConfig> config;
 
   const std::atomic<bool>* interrupted = nullptr;  // set by the first SIGINT or SIGTERM

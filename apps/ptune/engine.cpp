@@ -397,8 +397,9 @@ struct EngineCommand {
   Outcome (*run)(const CommandLine&);
 };
 constexpr EngineCommand kCommands[] = {
-    {"sweep", run_sweep_command}, {"compare", run_compare_command}, {"tune", run_tune_command},     {"train", run_train_command},
-    {"eval", run_eval_command},   {"launch", run_launch_command}, {"row-side", run_row_side_command},
+    {"sweep", run_sweep_command},       {"compare", run_compare_command}, {"tune", run_tune_command},
+    {"train", run_train_command},       {"eval", run_eval_command},       {"launch", run_launch_command},
+    {"row-side", run_row_side_command},
 };
 
 /// The first stop signal (SIGINT or SIGTERM), set by ptune_engine_stop from the executable's

@@ -259,8 +259,8 @@ using ptune::cli::TuneArgs;
 /// the one given becomes `cl.args`.
 struct Args {
   ptune::cli::CommandLine cl;
-  std::tuple<SweepArgs, CompareArgs, TrainArgs, EvalArgs, TuneArgs, LaunchArgs, RowSideArgs, CheckArgs, SchemaArgs,
-             ReportArgs, AnalyzeArgs>
+  std::tuple<SweepArgs, CompareArgs, TrainArgs, EvalArgs, TuneArgs, LaunchArgs, RowSideArgs, CheckArgs,
+             SchemaArgs, ReportArgs, AnalyzeArgs>
       all;
   char** argv = nullptr;
   Engine engine;
@@ -391,7 +391,8 @@ const Command kCommands[] = {
     {"sweep", "run the config's sweep rows cumulatively and print the speedup table", define<SweepArgs>,
      take<SweepArgs>, run_in_engine},
     {"compare",
-     "time commands as sweep rows, the first the baseline, without a config: ptune compare 'python3 train.py' "
+     "time commands as sweep rows, the first the baseline, without a config: ptune compare 'python3 "
+     "train.py' "
      "'python3 train.py --workers 4' (--save-config writes the equivalent config)",
      define<CompareArgs>, take<CompareArgs>, run_in_engine},
     {"report",

@@ -152,15 +152,16 @@ struct RowValue {
 /// `text` of `flag` as a RowValue; throws UsageError for a row that is not one of the `rows`.
 RowValue row_value(const std::string& flag, const std::string& text, size_t rows) {
   const size_t colon = text.find(':');
-  const bool indexed = colon != std::string::npos && colon > 0 &&
-                       text.find_first_not_of("0123456789") == colon;
+  const bool indexed =
+      colon != std::string::npos && colon > 0 && text.find_first_not_of("0123456789") == colon;
   if (!indexed) return {std::nullopt, text};
   const std::string index = text.substr(0, colon);
   const size_t row = index.size() > 9 ? rows : std::stoul(index);
   if (row >= rows)
     throw UsageError(flag + " '" + text + "': there is no row " + index + "; " +
-                     (rows == 1 ? std::string("the one command is row 0")
-                                : "the rows are 0 to " + std::to_string(rows - 1) + ", one per command in order") +
+                     (rows == 1
+                          ? std::string("the one command is row 0")
+                          : "the rows are 0 to " + std::to_string(rows - 1) + ", one per command in order") +
                      " (" + flag + " VALUE applies to every row)");
   return {row, text.substr(colon + 1)};
 }
@@ -171,12 +172,15 @@ using KeyValue = std::pair<std::string, nlohmann::ordered_json>;
 KeyValue env_value(const std::string& text, const std::string& value) {
   const size_t eq = value.find('=');
   if (eq == std::string::npos || eq == 0)
-    throw UsageError("--env '" + text + "': expected NAME=VALUE for every row, or ROW:NAME=VALUE for row ROW");
+    throw UsageError("--env '" + text +
+                     "': expected NAME=VALUE for every row, or ROW:NAME=VALUE for row ROW");
   return {"program.env." + value.substr(0, eq), value.substr(eq + 1)};
 }
 
 /// --step-pattern [ROW:]PATTERN: program.step_pattern (checked as the config's).
-KeyValue pattern_value(const std::string&, const std::string& value) { return {"program.step_pattern", value}; }
+KeyValue pattern_value(const std::string&, const std::string& value) {
+  return {"program.step_pattern", value};
+}
 
 /// --samples-per-step [ROW:]N: program.samples_per_step (its range checked as the config's).
 KeyValue samples_value(const std::string& text, const std::string& value) {
@@ -209,7 +213,8 @@ void CompareArgs::define(CLI::App& compare) {
                      "the commands, one argument each ('python3 train.py --workers 4'), the first the "
                      "baseline: each is a row, its words split as a shell splits a simple command "
                      "(quotes, backslashes, leading NAME=VALUE variables) and run without a shell");
-  one(compare.add_option("--name", names, "the rows' names, one per command in order (default: the command)"));
+  one(compare.add_option("--name", names,
+                         "the rows' names, one per command in order (default: the command)"));
   one(compare.add_option("--env", envs,
                          "NAME=VALUE: a variable for every row's program (repeatable); ROW:NAME=VALUE for "
                          "row ROW alone (0-based: 0 is the first command)"));
@@ -236,10 +241,12 @@ void CompareArgs::check(CommandLine& cl) const {
         "'python3 train.py' 'python3 train.py --workers 4'");
   if (names.size() > commands.size())
     throw UsageError("--name '" + names[commands.size()] + "': more names (" + std::to_string(names.size()) +
-                     ") than commands (" + std::to_string(commands.size()) + "); --name names the commands in order");
+                     ") than commands (" + std::to_string(commands.size()) +
+                     "); --name names the commands in order");
   std::vector<config::CommandRow> rows;
   for (size_t i = 0; i < commands.size(); ++i) {
-    if (i < names.size() && names[i].empty()) throw UsageError("--name: an empty name (row " + std::to_string(i) + ")");
+    if (i < names.size() && names[i].empty())
+      throw UsageError("--name: an empty name (row " + std::to_string(i) + ")");
     rows.push_back({commands[i], i < names.size() ? names[i] : ""});
   }
   nlohmann::ordered_json every_row = nlohmann::ordered_json::object();

@@ -22,8 +22,8 @@ using Json = nlohmann::ordered_json;
 /// A word as it is read: its text, and whether it can still be a NAME=VALUE assignment.
 struct Word {
   std::string text;
-  bool started = false;              // a word has begun (quotes alone make an empty word)
-  bool quoted = false;               // a quote or backslash came before any unquoted '='
+  bool started = false;               // a word has begun (quotes alone make an empty word)
+  bool quoted = false;                // a quote or backslash came before any unquoted '='
   size_t equals = std::string::npos;  // where the first unquoted '=' is in `text`
 };
 
@@ -122,7 +122,8 @@ class Splitter {
 /// A shell's variable name: a letter or '_', then letters, digits or '_'.
 bool is_name(const std::string& s) {
   if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
 }
 
 bool is_assignment(const Word& w) {
@@ -158,8 +159,9 @@ std::vector<std::string> row_names(const std::vector<CommandRow>& rows) {
     std::string name = rows[i].name.empty() ? single_spaced(rows[i].command) : rows[i].name;
     if (name.empty()) throw ConfigError(row_text(i, rows[i].command) + ": an empty name");
     if (has_control_characters(name))
-      throw ConfigError(row_text(i, rows[i].command) + ": its name has a control character; a row's name is "
-                                                       "printed (name it with --name)");
+      throw ConfigError(row_text(i, rows[i].command) +
+                        ": its name has a control character; a row's name is "
+                        "printed (name it with --name)");
     if (rows[i].name.empty() && std::find(names.begin(), names.end(), name) != names.end())
       name += " (row " + std::to_string(i) + ")";
     names.push_back(name);
@@ -176,7 +178,8 @@ void put_words(Json& patch, const std::vector<std::string>& argv, const ProgramC
                        std::equal(first.begin(), first.end(), argv.begin());
   patch["program.command"] = extends ? first : argv;
   patch["program.args"] =
-      extends ? std::vector<std::string>(argv.begin() + static_cast<long>(first.size()), argv.end()) : base.args;
+      extends ? std::vector<std::string>(argv.begin() + static_cast<long>(first.size()), argv.end())
+              : base.args;
 }
 
 /// Row `i`'s config: `base` with the command's words and variables over `every_row`'s keys and
@@ -222,9 +225,10 @@ SimpleCommand split_command(const std::string& text) {
       c.argv.push_back(w.text);
   }
   if (c.argv.empty())
-    throw ConfigError(c.env.empty() ? "an empty command; name a program and its arguments, e.g. 'python3 train.py'"
-                                    : "variables but no command after them; name a program, e.g. 'NAME=VALUE "
-                                      "python3 train.py'");
+    throw ConfigError(c.env.empty()
+                          ? "an empty command; name a program and its arguments, e.g. 'python3 train.py'"
+                          : "variables but no command after them; name a program, e.g. 'NAME=VALUE "
+                            "python3 train.py'");
   return c;
 }
 
@@ -248,7 +252,8 @@ ExperimentConfig config_from_commands(const std::vector<CommandRow>& rows, const
   base.program.command = commands[0].argv;  // --set sees a config with a program
   for (const auto& s : sets) apply_set(base, s);
   std::vector<ExperimentConfig> programs;
-  for (size_t i = 0; i < rows.size(); ++i) programs.push_back(row_config(base, i, rows[i], commands[i], every_row));
+  for (size_t i = 0; i < rows.size(); ++i)
+    programs.push_back(row_config(base, i, rows[i], commands[i], every_row));
   ExperimentConfig cfg = programs[0];
   for (size_t i = 0; i < rows.size(); ++i)
     cfg.sweep.push_back(SweepRow{names[i], i == 0 ? Json::object() : changes(programs[i - 1], programs[i])});
