@@ -132,13 +132,17 @@ def check_command_line(cli, where, words):
         i += 1
 
 
-def shell_words(line):
-    """The words of a command line as a shell splits them (a quoted argument, such as one of
-    ptune compare's commands, is one word), or split at blanks where its quotes do not close."""
-    try:
-        return shlex.split(line)
-    except ValueError:
-        return line.split()
+def command_words(line):
+    """The words of what follows `ptune` on a command line, split at blanks; `ptune compare`'s
+    split as a shell splits them, since its quoted arguments are commands of other programs
+    (their options are not ptune's)."""
+    words = line.split()
+    if words and words[0] == "compare":
+        try:
+            return shlex.split(line)
+        except ValueError:
+            pass
+    return words
 
 
 def check_commands(cli, path, text):
@@ -155,7 +159,7 @@ def check_commands(cli, path, text):
                 if before and before[-1].startswith("--"):
                     continue  # a path given to another program's option (--ptune build/apps/ptune/ptune)
                 rest = END.split(m.group(1), 1)[0]
-                check_command_line(cli, "%s (%s)" % (rel(path), where), shell_words(rest))
+                check_command_line(cli, "%s (%s)" % (rel(path), where), command_words(rest))
 
 
 # --- config snippets -------------------------------------------------------------------------
