@@ -1,6 +1,7 @@
 // Config parsing, validation and every error text a user can meet.
 #include <catch2/catch.hpp>
 
+#include "config/commands.hpp"
 #include "config/config.hpp"
 #include "config/suggest.hpp"
 #include "core/errors.hpp"
@@ -377,4 +378,118 @@ TEST_CASE("a program's config errors name the key, the value and what is allowed
           R"j({"program": {"command": [], "samples_per_step": 32, "step_pattern": "it (?<step>\\d+)"}})j") ==
       "program.command: empty (no program: ptune's own pipelines run), while program.step_pattern, "
       "program.samples_per_step are set; name the program's command, e.g. [\"python3\", \"train.py\"]");
+}
+
+namespace {
+
+std::vector<std::string> words(const std::string& text) { return ptune::config::split_command(text).argv; }
+
+std::string split_error(const std::string& text) {
+  try {
+    ptune::config::split_command(text);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST_CASE("a command line is split as a shell splits a simple command, and shell features are refused",
+          "[config]") {
+  using V = std::vector<std::string>;
+  CHECK(words("python3  train.py\t--workers 4\n") == V{"python3", "train.py", "--workers", "4"});
+  CHECK(words("python3 -c 'print(\"a  b\")' \"it's\" a\\ b '' x\\\ny") ==
+        V{"python3", "-c", "print(\"a  b\")", "it's", "a b", "", "xy"});
+  CHECK(words(R"(echo "a \"q\" \\ \n \$" 'x\y' end\)") == V{"echo", "a \"q\" \\ \\n $", "x\\y", "end\\"});
+  const auto c = ptune::config::split_command("OMP_NUM_THREADS=4 A='x y' python3 B=1 t.py");
+  CHECK(c.argv == V{"python3", "B=1", "t.py"});
+  CHECK(c.env == std::map<std::string, std::string>{{"A", "x y"}, {"OMP_NUM_THREADS", "4"}});
+  // A quoted or invalid name is a word, as in a shell.
+  CHECK(words("'A=1' x") == V{"A=1", "x"});
+  CHECK(words("1A=1 x") == V{"1A=1", "x"});
+  const std::string shell =
+      ", and ptune runs the command without a shell: put it in single quotes, or name a shell (sh -c '...')";
+  CHECK(split_error("python3 a.py | tee log") == "'|' is a shell operator" + shell);
+  CHECK(split_error("python3 a.py > log") == "'>' is a shell operator" + shell);
+  CHECK(split_error("cd x && python3 a.py") == "'&' is a shell operator" + shell);
+  CHECK(split_error("python3 $HOME/a.py") == "'$' is a shell expansion" + shell);
+  CHECK(split_error("python3 \"$HOME/a.py\"") == "'$' in double quotes is a shell expansion" + shell);
+  CHECK(split_error("python3 *.py") == "'*' is a file name pattern" + shell);
+  CHECK(split_error("python3 ~/a.py") == "'~' at the start of a word is a home folder" + shell);
+  CHECK(split_error("python3 a.py # c") == "'#' at the start of a word starts a comment" + shell);
+  CHECK(words("python3 'a|b*$~' x#y a~") == V{"python3", "a|b*$~", "x#y", "a~"});
+  CHECK(split_error("python3 'a") == "a single quote (') that is not closed");
+  CHECK(split_error("python3 \"a") == "a double quote (\") that is not closed");
+  CHECK(split_error("  ") == "an empty command; name a program and its arguments, e.g. 'python3 train.py'");
+  CHECK(split_error("A=1 B=2") ==
+        "variables but no command after them; name a program, e.g. 'NAME=VALUE python3 train.py'");
+}
+
+TEST_CASE("commands become a sweep of program rows, each differing from the row before it", "[config]") {
+  using ptune::config::CommandRow;
+  std::vector<CommandRow> rows{{"sh -c 'echo step 1'", ""},
+                               {"sh -c 'echo step 1' --workers 4", "four"},
+                               {"X=1 sh -c 'echo step 1' --workers 4", ""},
+                               {"sh -c 'echo step 1'", ""}};
+  rows[2].set["program.samples_per_step"] = 32;
+  const Json every_row{{"program.env.A", "1"}, {"program.step_pattern", "step (?<step>\\d+)"}};
+  const auto cfg = ptune::config::config_from_commands(rows, every_row, {"measure.steps=7"});
+  CHECK(cfg.name == "compare");
+  CHECK(cfg.measure.steps == 7);
+  CHECK(cfg.program.command == std::vector<std::string>{"sh", "-c", "echo step 1"});
+  CHECK(cfg.program.env == std::map<std::string, std::string>{{"A", "1"}});
+  CHECK(cfg.program.step_pattern == "step (?<step>\\d+)");
+  REQUIRE(cfg.sweep.size() == 4);
+  CHECK(cfg.sweep[0].name == "sh -c 'echo step 1'");
+  CHECK(cfg.sweep[0].set == Json::object());
+  CHECK(cfg.sweep[1].name == "four");
+  CHECK(cfg.sweep[1].set == Json{{"program.args", {"--workers", "4"}}});
+  CHECK(cfg.sweep[2].name == "X=1 sh -c 'echo step 1' --workers 4");
+  CHECK(cfg.sweep[2].set ==
+        Json{{"program.env", {{"A", "1"}, {"X", "1"}}}, {"program.samples_per_step", 32}});
+  // A repeated command gets its row's number; the row undoes what the rows before it changed.
+  CHECK(cfg.sweep[3].name == "sh -c 'echo step 1' (row 3)");
+  CHECK(cfg.sweep[3].set == Json{{"program.args", Json::array()},
+                                 {"program.env", {{"A", "1"}}},
+                                 {"program.samples_per_step", 0}});
+  // Expanded as a sweep of a config file, each row is its command.
+  const auto expanded =
+      ptune::config::expand_sweep(ptune::config::from_json(ptune::config::to_json(cfg), "c.json"));
+  REQUIRE(expanded.size() == 4);
+  CHECK(expanded[2].second.program.argv() ==
+        std::vector<std::string>{"sh", "-c", "echo step 1", "--workers", "4"});
+  CHECK(expanded[2].second.program.samples_per_step == 32);
+  CHECK(expanded[3].second.program.argv() == std::vector<std::string>{"sh", "-c", "echo step 1"});
+  CHECK(expanded[3].second.program.env == std::map<std::string, std::string>{{"A", "1"}});
+}
+
+TEST_CASE("a comparison's errors name the row and its command", "[config]") {
+  using ptune::config::CommandRow;
+  auto error = [](const std::vector<CommandRow>& rows, const Json& every_row = Json::object(),
+                  const std::vector<std::string>& sets = {}) {
+    try {
+      ptune::config::config_from_commands(rows, every_row, sets);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  CHECK(error({}) ==
+        "no commands; give each command as one argument, the baseline first, e.g. 'python3 train.py' "
+        "'python3 train.py --workers 4'");
+  CHECK(error({{"sh", ""}, {"", ""}}) ==
+        "row 1 '': an empty command; name a program and its arguments, e.g. 'python3 train.py'");
+  CHECK(error({{"/bin/sh", ""}, {"no-such-program-xyz a", ""}}, {{"program.env.PATH", "/nowhere"}}) ==
+        "row 1 'no-such-program-xyz a': program.command: 'no-such-program-xyz' is not found on PATH "
+        "(/nowhere)");
+  CHECK(
+      error({{"sh", ""}}, {{"program.samples_per_step", -1}}) ==
+      "row 0 'sh': program.samples_per_step: -1 is out of range; allowed: an integer in [0, 1099511627776]");
+  CHECK(error({{"sh", "a\tb"}}) ==
+        "row 0 'sh': its name has a control character; a row's name is printed (name it with --name)");
+  CHECK(error({{"sh", ""}}, Json::object(), {"loader.batch_size=8"}) ==
+        "--set: loader.batch_size: a config with a program (program.command) times that program, which these "
+        "keys of ptune's own pipelines (model, data, loader, optim, measure.mode) do not reach; leave them "
+        "out");
 }

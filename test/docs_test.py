@@ -16,6 +16,7 @@ Prints every failure and exits 1 when there is one.
 """
 import os
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -131,6 +132,19 @@ def check_command_line(cli, where, words):
         i += 1
 
 
+def command_words(line):
+    """The words of what follows `ptune` on a command line, split at blanks; `ptune compare`'s
+    split as a shell splits them, since its quoted arguments are commands of other programs
+    (their options are not ptune's)."""
+    words = line.split()
+    if words and words[0] == "compare":
+        try:
+            return shlex.split(line)
+        except ValueError:
+            pass
+    return words
+
+
 def check_commands(cli, path, text):
     prose, blocks = split_fences(text)
     snippets = [(s, "code span") for s in code_spans(prose)]
@@ -145,7 +159,7 @@ def check_commands(cli, path, text):
                 if before and before[-1].startswith("--"):
                     continue  # a path given to another program's option (--ptune build/apps/ptune/ptune)
                 rest = END.split(m.group(1), 1)[0]
-                check_command_line(cli, "%s (%s)" % (rel(path), where), rest.split())
+                check_command_line(cli, "%s (%s)" % (rel(path), where), command_words(rest))
 
 
 # --- config snippets -------------------------------------------------------------------------

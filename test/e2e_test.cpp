@@ -85,7 +85,8 @@ TEST_CASE("ptune --version and --help", "[e2e]") {
   auto v = run(ptune::test::exe() + " --version");
   CHECK(v.code == 0);
   CHECK(v.out == "ptune 0.1.0\n");
-  for (std::string cmd : {"sweep", "train", "eval", "check", "schema", "tune", "launch", "report"}) {
+  for (std::string cmd :
+       {"sweep", "compare", "train", "eval", "check", "schema", "tune", "launch", "report"}) {
     auto h = run(ptune::test::exe() + " " + cmd + " --help");
     CHECK(h.code == 0);
     CHECK(h.out.find("Usage") != std::string::npos);
@@ -370,7 +371,7 @@ TEST_CASE("commands that need no tensors run without LibTorch, and the others na
     CHECK(r.out.empty());
     CHECK(r.err == "ptune: error: cannot load the training engine: " + dir.file("bin/libptune_engine.so") +
                        " not found (nor " + dir.file("lib/ptune/libptune_engine.so") +
-                       "); sweep, train, eval, tune and launch need it\n");
+                       "); sweep, compare, train, eval, tune and launch need it\n");
   }
   // ... after their usage and config errors, which need no engine.
   const std::string bad = dir.write("bad.json", R"({"loader": {"batch_size": 0}})");
@@ -1964,4 +1965,121 @@ TEST_CASE("a bf16 row is left out where bf16 is not native, and the rows after i
   const Json picked = sweep("--rows 2");
   REQUIRE(picked["rows"].size() == 1);
   CHECK(picked["rows"][0]["peak_precision"] == "fp32");
+}
+
+namespace {
+
+/// Runs ptune with `args` as they are (no shell between), its output in `dir`.
+ptune::test::RunResult run_args(const std::vector<std::string>& args, const TempDir& dir) {
+  const pid_t pid = spawn_ptune(args, dir.file("stdout.txt"), dir.file("stderr.txt"));
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status),
+          ptune::test::read_file(dir.file("stdout.txt")), ptune::test::read_file(dir.file("stderr.txt"))};
+}
+
+/// The rows of a results document: each one's name, status and changes.
+std::vector<std::string> row_outcomes(const Json& results) {
+  std::vector<std::string> out;
+  for (const auto& row : results["rows"])
+    out.push_back(row["name"].get<std::string>() + ": " + row["status"].get<std::string>() + ", " +
+                  row["changes"].dump());
+  return out;
+}
+
+/// Whether a row was called faster than the row before it, or alike (within noise): never, for a
+/// program whose steps take twice as long (undecided can be, where the machine is loaded).
+bool called_faster_or_alike(const Json& row) {
+  return row["verdict_vs_prev"] == "faster" || row["verdict_vs_prev"] == "within noise";
+}
+
+}  // namespace
+
+TEST_CASE("compare: each command a row, the first the baseline; its --save-config runs to the same rows",
+          "[e2e]") {
+  TempDir dir;
+  // A program that prints "WORD N" for its steps, WORD from its environment: a step of 10 ms, or
+  // of 20 ms with the argument `slow`.
+  const std::string program =
+      "python3 -c 'import itertools, os, sys, time\n"
+      "for i in itertools.count():\n"
+      "    print(os.environ[\"WORD\"], i, flush=True); time.sleep(0.02 if sys.argv[1:] == [\"slow\"] else "
+      "0.01)'";
+  std::vector<std::string> args{"compare",          program,         program + " slow", "--out",
+                                dir.file("r.json"), "--save-config", dir.file("c.json")};
+  // Two names, a variable for both rows and one for the second with its own pattern, a small budget.
+  for (const char* option : {"--name=fast", "--name=slow", "--env=WORD=step", "--env=1:WORD=iteration",
+                             "--step-pattern=1:^iteration (?<step>\\d+)$", "--samples-per-step=4",
+                             "--set=measure.warmup_steps=2", "--set=measure.steps=5",
+                             "--set=measure.repeats=2", "--set=measure.processes=2", "--set=measure.max_s=8"})
+    args.push_back(option);
+  const auto r = run_args(args, dir);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.err.find("ptune: info: wrote the comparison's config to " + dir.file("c.json") + " (ptune sweep " +
+                   dir.file("c.json") + " runs it)\n") != std::string::npos);
+  CHECK(r.out.find("\n0  fast ") != std::string::npos);
+  CHECK(r.out.find("\n1  slow ") != std::string::npos);
+  const Json results = Json::parse(ptune::test::read_file(dir.file("r.json")));
+  REQUIRE(results["rows"].size() == 2);
+  CHECK(results["rows"][0]["name"] == "fast");
+  CHECK(results["rows"][1]["name"] == "slow");
+  CHECK(results["rows"][0]["status"] == "ok");
+  CHECK(results["rows"][1]["status"] == "ok");
+  CHECK(!called_faster_or_alike(results["rows"][1]));
+  CHECK(results["rows"][1]["batch_size"] == 4);
+  // The config: the first command, and a row of what the second changes.
+  const Json config = Json::parse(ptune::test::read_file(dir.file("c.json")));
+  CHECK(config["name"] == "compare");
+  CHECK(
+      config["program"]["command"] ==
+      Json{"python3", "-c",
+           "import itertools, os, sys, time\nfor i in itertools.count():\n    print(os.environ[\"WORD\"], i, "
+           "flush=True); time.sleep(0.02 if sys.argv[1:] == [\"slow\"] else 0.01)"});
+  CHECK(config["program"]["env"] == Json{{"WORD", "step"}});
+  CHECK(config["program"]["samples_per_step"] == 4);
+  CHECK(config["measure"]["steps"] == 5);
+  const Json changes = Json::parse(R"({"program.args": ["slow"], "program.env": {"WORD": "iteration"},
+                                       "program.step_pattern": "^iteration (?<step>\\d+)$"})");
+  CHECK(config["sweep"] ==
+        Json{{{"name", "fast"}, {"set", Json::object()}}, {{"name", "slow"}, {"set", changes}}});
+  CHECK(results["rows"][1]["changes"] == changes);
+  // ptune sweep runs it to the same rows, with the same config.
+  const auto again = run_args({"sweep", dir.file("c.json"), "--out", dir.file("r2.json")}, dir);
+  INFO(again.err);
+  REQUIRE(again.code == 0);
+  const Json results2 = Json::parse(ptune::test::read_file(dir.file("r2.json")));
+  CHECK(row_outcomes(results2) == row_outcomes(results));
+  CHECK(!called_faster_or_alike(results2["rows"][1]));
+  CHECK(results2["config"] == results["config"]);
+}
+
+TEST_CASE("compare's usage errors: one line, exit 2, before anything runs", "[e2e]") {
+  TempDir dir;
+  const std::string exe = ptune::test::exe() + " compare";
+  expect_usage_error(run(exe),
+                     "compare: no commands; give each command as one argument, the baseline first: ptune "
+                     "compare 'python3 train.py' 'python3 train.py --workers 4'");
+  expect_usage_error(run(exe + " true ''"),
+                     "row 1 '': an empty command; name a program and its arguments, e.g. 'python3 train.py'");
+  expect_usage_error(
+      run(exe + " 'true | cat'"),
+      "row 0 'true | cat': '|' is a shell operator, and ptune runs the command without a shell: "
+      "put it in single quotes, or name a shell (sh -c '...')");
+  expect_usage_error(run(exe + " true --env FOO"),
+                     "--env 'FOO': expected NAME=VALUE for every row, or ROW:NAME=VALUE for row ROW");
+  expect_usage_error(
+      run(exe + " true false --samples-per-step 2:8"),
+      "--samples-per-step '2:8': there is no row 2; the rows are 0 to 1, one per command in order "
+      "(--samples-per-step VALUE applies to every row)");
+  expect_usage_error(run(exe + " true --step-pattern '1:step (\\d+)'"),
+                     "--step-pattern '1:step (\\d+)': there is no row 1; the one command is row 0 "
+                     "(--step-pattern VALUE applies to every row)");
+  expect_usage_error(run(exe + " true --name a --name b"),
+                     "--name 'b': more names (2) than commands (1); --name names the commands in order");
+  expect_usage_error(run(exe + " true --save-config " + dir.file("x.json") + " --out " + dir.file("x.json")),
+                     "--save-config '" + dir.file("x.json") + "' is also --out; name two files");
+  expect_usage_error(run(exe + " true --save-config " + dir.file("no/c.json")),
+                     "--save-config: folder '" + dir.file("no") + "' does not exist");
+  CHECK(!std::filesystem::exists(dir.file("x.json")));
 }

@@ -52,7 +52,12 @@ void fill_outcome(const Outcome& o, ptune_engine_outcome* out) {
 config::ExperimentConfig load(const Common& c) {
   auto cfg = config::load_file(c.config_path);
   for (const auto& s : c.sets) config::apply_set(cfg, s);
-  config::validate(cfg, c.config_path);
+  check_config(cfg, c.config_path);
+  return cfg;
+}
+
+void check_config(const config::ExperimentConfig& cfg, const std::string& source) {
+  config::validate(cfg, source);
   // Process settings are checked against this machine before any row runs: a library that is
   // not installed, a CPU or NUMA node that is not there.
   const auto rows = config::expand_sweep(cfg);
@@ -60,12 +65,11 @@ config::ExperimentConfig load(const Common& c) {
     try {
       system::plan_process(rows[i].second.process);
     } catch (const ConfigError& e) {
-      if (cfg.sweep.empty()) throw ConfigError(c.config_path + ": " + e.what());
-      throw ConfigError(c.config_path + ": sweep[" + std::to_string(i) + "] '" + rows[i].first.name +
+      if (cfg.sweep.empty()) throw ConfigError(source + ": " + e.what());
+      throw ConfigError(source + ": sweep[" + std::to_string(i) + "] '" + rows[i].first.name +
                         "': " + e.what());
     }
   }
-  return cfg;
 }
 
 void check_output(bool given, const std::string& path, const std::string& flag,
@@ -91,20 +95,22 @@ void check_format(const std::string& f, const std::vector<std::string>& allowed)
 
 namespace {
 
-/// A config's program against the command: its rows are timed by ptune sweep alone (the other
-/// commands run ptune's own pipelines), in one process (under ptune launch every rank would
-/// start the program's instances of its own). Throws ConfigError.
+/// A config's program against the command: its rows are timed by ptune sweep (or compare, which
+/// builds such a sweep) alone (the other commands run ptune's own pipelines), in one process
+/// (under ptune launch every rank would start the program's instances of its own). Throws
+/// ConfigError.
 void check_program(const CommandLine& cl) {
   if (!cl.config) return;
   const std::string& c = cl.command;
+  const bool sweeps = c == "sweep" || c == "compare";
   const bool program = cl.config->program.enabled();
-  if (program && c != "sweep")
+  if (program && !sweeps)
     throw ConfigError("program.command: a config with a program is timed with ptune sweep; ptune " + c +
                       " runs ptune's own pipelines (model, data, loader, optim)");
   // A sweep's rows may name a program; the other commands run none of them.
   const auto& rows = cl.config->sweep;
-  const bool rows_program = c == "sweep" && std::any_of(rows.begin(), rows.end(),
-                                                        [](const auto& row) { return row.names_program(); });
+  const bool rows_program =
+      sweeps && std::any_of(rows.begin(), rows.end(), [](const auto& row) { return row.names_program(); });
   if ((program || rows_program) && system::world_size() > 1)
     throw ConfigError(
         "program.command: a program's rows are timed by one ptune sweep, not by ptune launch's " +

@@ -1,7 +1,7 @@
 #pragma once
 /// ptune's command line, parsed, shared by the executable (which parses it and runs the commands
 /// that need no tensors: analyze, check, schema, report, --help, --version) and the training
-/// engine (a module the executable loads only for sweep, train, eval, tune and launch, since
+/// engine (a module the executable loads only for sweep, compare, train, eval, tune and launch, since
 /// LibTorch's libraries alone take half a second and hundreds of megabytes to map).
 
 #include <atomic>
@@ -88,6 +88,25 @@ struct SweepArgs {
   bool out_given = false, rows_given = false, profile = false, no_header = false;
   void define(CLI::App& cmd);
   void check(CommandLine& cl) const;
+  /// The options of what the sweep prints and writes and which rows it runs (all but the config
+  /// and --set), shared with `ptune compare`, and their checks after --format's, a file given
+  /// not one of `inputs`.
+  void define_output(CLI::App& cmd);
+  void check_output(const CommandLine& cl,
+                    const std::vector<std::pair<std::string, std::string>>& inputs) const;
+};
+
+/// `ptune compare`'s options: commands, each a row of a sweep that the executable builds
+/// (config::config_from_commands), the first the baseline; options for one row are written
+/// ROW:VALUE (0-based), the others apply to every row. The sweep then runs as `ptune sweep`
+/// runs a config, with `sweep`'s options.
+struct CompareArgs {
+  std::vector<std::string> commands, names, envs, step_patterns, samples_per_step, sets;
+  std::string save_config;
+  bool save_given = false;
+  SweepArgs sweep;  // its --format, --out, --rows, --label, --profile, --no-header; no config
+  void define(CLI::App& cmd);
+  void check(CommandLine& cl) const;
 };
 
 /// `ptune train`'s options.
@@ -172,8 +191,8 @@ struct AnalyzeArgs {
 };
 
 /// The options of the command given: exactly one of the types above.
-using CommandArgs = std::variant<SweepArgs, TrainArgs, EvalArgs, TuneArgs, LaunchArgs, RowSideArgs, CheckArgs,
-                                 SchemaArgs, ReportArgs, AnalyzeArgs>;
+using CommandArgs = std::variant<SweepArgs, CompareArgs, TrainArgs, EvalArgs, TuneArgs, LaunchArgs,
+                                 RowSideArgs, CheckArgs, SchemaArgs, ReportArgs, AnalyzeArgs>;
 
 /// The parsed command line: the command's name, the global flags and the command's options.
 struct CommandLine {
@@ -182,8 +201,9 @@ struct CommandLine {
   bool rank0 = true;  // data parallel: only rank 0 prints
   CommandArgs args;
 
-  // The config of sweep, train, eval, tune and row-side, read and validated by the executable
-  // before it loads the engine (check_before_engine): read once, as a pipe can be read only once.
+  // The config of sweep, compare (built from its commands), train, eval, tune and row-side, read and
+  // validated by the executable before it loads the engine (check_before_engine): read once, as a pipe can be
+  // read only once.
   std::optional<config::ExperimentConfig> config;
 
   const std::atomic<bool>* interrupted = nullptr;  // set by the first SIGINT or SIGTERM
@@ -213,8 +233,13 @@ Outcome outcome_of_current_exception(int stop_signal);
 /// "ptune: error: MESSAGE" otherwise. Returns its exit code.
 int print_outcome(const Outcome& o);
 
-/// The config file with its --set overrides applied, validated.
+/// The config file with its --set overrides applied, validated (check_config).
 config::ExperimentConfig load(const Common& c);
+
+/// Validates `cfg` and checks each of its rows' process settings against this machine (a
+/// library that is not installed, a CPU or NUMA node that is not there); errors start with
+/// `source`. Throws ConfigError.
+void check_config(const config::ExperimentConfig& cfg, const std::string& source);
 
 /// What the executable checks before a command starts, and so before it loads the engine: a
 /// usage or config error is one line and exit 2 in milliseconds, without the engine at all.

@@ -1,4 +1,4 @@
-// The training engine: the commands that need tensors (sweep, train, eval, tune, launch), in a
+// The training engine: the commands that need tensors (sweep, compare, train, eval, tune, launch), in a
 // module that the ptune executable loads only for them (apps/ptune/cli.hpp says why). The
 // executable parses the command line and prints errors; this file runs the command.
 
@@ -157,6 +157,21 @@ Outcome run_sweep_command(const CommandLine& cl) {
     if (row.status.is(report::RowStatus::State::kFailed))
       return {kExitFailure, "sweep: row '" + row.name + "' " + row.status.text()};
   return report_skipped(results);
+}
+
+/// `ptune compare`: the sweep that the executable built from its commands (CompareArgs::check),
+/// written with --save-config before its rows run, then run as `ptune sweep` runs a config.
+Outcome run_compare_command(const CommandLine& cl) {
+  const CompareArgs& args = cl.get<CompareArgs>();
+  if (!args.save_config.empty() && cl.rank0) {
+    files::write_atomically(args.save_config, "--save-config", config::to_json(config_of(cl)).dump(2) + "\n");
+    log::info("wrote the comparison's config to " + args.save_config + " (ptune sweep " +
+              system::shell_quote(args.save_config) + " runs it)");
+  }
+  CommandLine sweep = cl;
+  sweep.command = "sweep";
+  sweep.args = args.sweep;
+  return run_sweep_command(sweep);
 }
 
 /// Prints a tune search's outcome in --format: json (the whole document), csv/md (the table;
@@ -382,8 +397,9 @@ struct EngineCommand {
   Outcome (*run)(const CommandLine&);
 };
 constexpr EngineCommand kCommands[] = {
-    {"sweep", run_sweep_command}, {"tune", run_tune_command},     {"train", run_train_command},
-    {"eval", run_eval_command},   {"launch", run_launch_command}, {"row-side", run_row_side_command},
+    {"sweep", run_sweep_command},       {"compare", run_compare_command}, {"tune", run_tune_command},
+    {"train", run_train_command},       {"eval", run_eval_command},       {"launch", run_launch_command},
+    {"row-side", run_row_side_command},
 };
 
 /// The first stop signal (SIGINT or SIGTERM), set by ptune_engine_stop from the executable's

@@ -204,7 +204,7 @@ Engine load_engine() {
     if (fs::exists(path, ec)) return open_engine(path);
   throw std::runtime_error("cannot load the training engine: " + places[0].string() + " not found (nor " +
                            places[1].lexically_normal().string() +
-                           "); sweep, train, eval, tune and launch need it");
+                           "); sweep, compare, train, eval, tune and launch need it");
 }
 
 }  // namespace
@@ -244,6 +244,7 @@ namespace {
 
 using ptune::cli::AnalyzeArgs;
 using ptune::cli::CheckArgs;
+using ptune::cli::CompareArgs;
 using ptune::cli::EvalArgs;
 using ptune::cli::LaunchArgs;
 using ptune::cli::ReportArgs;
@@ -258,8 +259,8 @@ using ptune::cli::TuneArgs;
 /// the one given becomes `cl.args`.
 struct Args {
   ptune::cli::CommandLine cl;
-  std::tuple<SweepArgs, TrainArgs, EvalArgs, TuneArgs, LaunchArgs, RowSideArgs, CheckArgs, SchemaArgs,
-             ReportArgs, AnalyzeArgs>
+  std::tuple<SweepArgs, CompareArgs, TrainArgs, EvalArgs, TuneArgs, LaunchArgs, RowSideArgs, CheckArgs,
+             SchemaArgs, ReportArgs, AnalyzeArgs>
       all;
   char** argv = nullptr;
   Engine engine;
@@ -356,7 +357,7 @@ ptune::Outcome run_report(Args& a) {
   return outcome;
 }
 
-/// sweep, train, eval, tune, launch and row-side, checked (check_before_engine): run by the engine.
+/// sweep, compare, train, eval, tune, launch and row-side, checked (check_before_engine): run by the engine.
 ptune::Outcome run_in_engine(Args& a) {
   ptune::cli::CommandLine& cl = a.cl;
   start_with_process_settings(cl, a.argv);
@@ -389,6 +390,11 @@ void take(Args& a) {
 const Command kCommands[] = {
     {"sweep", "run the config's sweep rows cumulatively and print the speedup table", define<SweepArgs>,
      take<SweepArgs>, run_in_engine},
+    {"compare",
+     "time commands as sweep rows, the first the baseline, without a config: ptune compare 'python3 "
+     "train.py' "
+     "'python3 train.py --workers 4' (--save-config writes the equivalent config)",
+     define<CompareArgs>, take<CompareArgs>, run_in_engine},
     {"report",
      "an HTML report of results files side by side (-o FILE.html), and/or the comparison with an older run "
      "(--against OLD.json) that gates CI",

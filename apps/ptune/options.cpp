@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -16,6 +17,7 @@
 #include "analyze/render.hpp"
 #include "analyze/trace_reader.hpp"
 #include "cli.hpp"
+#include "config/commands.hpp"
 #include "core/stats.hpp"
 #include "report/results.hpp"
 
@@ -96,8 +98,12 @@ void check_not_in_trace_folder(const std::string& html, const std::vector<std::s
 }  // namespace
 
 void SweepArgs::define(CLI::App& sweep) {
+  add_common(&sweep, common);
+  define_output(sweep);
+}
+
+void SweepArgs::define_output(CLI::App& sweep) {
   auto& s = *this;
-  add_common(&sweep, s.common);
   sweep.add_option("--format", s.format, "stdout format: table | json | csv | md")->capture_default_str();
   sweep.add_flag(
       "--profile", s.profile,
@@ -120,15 +126,139 @@ void SweepArgs::define(CLI::App& sweep) {
 void SweepArgs::check(CommandLine& cl) const {
   check_format(format, report::formats());
   cl.config = load(common);
+  check_output(cl, {{"config", common.config_path}});
+}
+
+void SweepArgs::check_output(const CommandLine& cl,
+                             const std::vector<std::pair<std::string, std::string>>& inputs) const {
   if (cl.rank0) {
-    check_output(out_given, out, "--out", {{"config", common.config_path}});
+    cli::check_output(out_given, out, "--out", inputs);
     // A CSV's companion (FILE.env.json) is written beside it: checked as well.
     if (out_given && report::format_of_path(out) == "csv")
-      check_output(true, report::csv_companion_path(out), "--out's CSV companion",
-                   {{"config", common.config_path}});
+      cli::check_output(true, report::csv_companion_path(out), "--out's CSV companion", inputs);
   }
   if (no_header && format != "csv")
     throw UsageError("--no-header: only with --format csv (got --format " + format + ")");
+}
+
+namespace {
+
+/// A compare option of one row or of all: "ROW:VALUE" names row ROW (0-based), "VALUE" every row.
+struct RowValue {
+  std::optional<size_t> row;
+  std::string value;
+};
+
+/// `text` of `flag` as a RowValue; throws UsageError for a row that is not one of the `rows`.
+RowValue row_value(const std::string& flag, const std::string& text, size_t rows) {
+  const size_t colon = text.find(':');
+  const bool indexed =
+      colon != std::string::npos && colon > 0 && text.find_first_not_of("0123456789") == colon;
+  if (!indexed) return {std::nullopt, text};
+  const std::string index = text.substr(0, colon);
+  const size_t row = index.size() > 9 ? rows : std::stoul(index);
+  if (row >= rows)
+    throw UsageError(flag + " '" + text + "': there is no row " + index + "; " +
+                     (rows == 1
+                          ? std::string("the one command is row 0")
+                          : "the rows are 0 to " + std::to_string(rows - 1) + ", one per command in order") +
+                     " (" + flag + " VALUE applies to every row)");
+  return {row, text.substr(colon + 1)};
+}
+
+using KeyValue = std::pair<std::string, nlohmann::ordered_json>;
+
+/// --env [ROW:]NAME=VALUE: program.env.NAME.
+KeyValue env_value(const std::string& text, const std::string& value) {
+  const size_t eq = value.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw UsageError("--env '" + text +
+                     "': expected NAME=VALUE for every row, or ROW:NAME=VALUE for row ROW");
+  return {"program.env." + value.substr(0, eq), value.substr(eq + 1)};
+}
+
+/// --step-pattern [ROW:]PATTERN: program.step_pattern (checked as the config's).
+KeyValue pattern_value(const std::string&, const std::string& value) {
+  return {"program.step_pattern", value};
+}
+
+/// --samples-per-step [ROW:]N: program.samples_per_step (its range checked as the config's).
+KeyValue samples_value(const std::string& text, const std::string& value) {
+  errno = 0;
+  char* end = nullptr;
+  const long long n = std::strtoll(value.c_str(), &end, 10);
+  if (value.empty() || value.find_first_not_of("0123456789") != std::string::npos || errno == ERANGE)
+    throw UsageError("--samples-per-step '" + text + "': '" + value +
+                     "' is not a whole number (N for every row, ROW:N for row ROW)");
+  return {"program.samples_per_step", n};
+}
+
+/// Each of `values` (of `flag`) into its row's keys or every row's.
+void put_row_values(const std::string& flag, const std::vector<std::string>& values,
+                    KeyValue (*parse)(const std::string& text, const std::string& value),
+                    std::vector<config::CommandRow>& rows, nlohmann::ordered_json& every_row) {
+  for (const auto& text : values) {
+    const RowValue v = row_value(flag, text, rows.size());
+    const auto [key, value] = parse(text, v.value);
+    (v.row ? rows[*v.row].set : every_row)[key] = value;
+  }
+}
+
+}  // namespace
+
+void CompareArgs::define(CLI::App& compare) {
+  // One value each time an option is given: a command after it is a command, not its value.
+  auto one = [](CLI::Option* o) { return o->allow_extra_args(false); };
+  compare.add_option("commands", commands,
+                     "the commands, one argument each ('python3 train.py --workers 4'), the first the "
+                     "baseline: each is a row, its words split as a shell splits a simple command "
+                     "(quotes, backslashes, leading NAME=VALUE variables) and run without a shell");
+  one(compare.add_option("--name", names,
+                         "the rows' names, one per command in order (default: the command)"));
+  one(compare.add_option("--env", envs,
+                         "NAME=VALUE: a variable for every row's program (repeatable); ROW:NAME=VALUE for "
+                         "row ROW alone (0-based: 0 is the first command)"));
+  one(compare.add_option("--step-pattern", step_patterns,
+                         "PATTERN: program.step_pattern of every row; ROW:PATTERN for row ROW alone"));
+  one(compare.add_option("--samples-per-step", samples_per_step,
+                         "N: the samples a step processes (program.samples_per_step), for samples/s; ROW:N "
+                         "for row ROW alone"));
+  one(compare.add_option("--set", sets,
+                         "override a config value of every row: PATH=VALUE (repeatable), e.g. "
+                         "measure.steps=20"));
+  given(compare.add_option("--save-config", save_config,
+                           "also write the sweep as a config (JSON) to FILE, before the rows run: ptune "
+                           "sweep FILE runs the same rows"),
+        save_given);
+  sweep.define_output(compare);
+}
+
+void CompareArgs::check(CommandLine& cl) const {
+  check_format(sweep.format, report::formats());
+  if (commands.empty())
+    throw UsageError(
+        "compare: no commands; give each command as one argument, the baseline first: ptune compare "
+        "'python3 train.py' 'python3 train.py --workers 4'");
+  if (names.size() > commands.size())
+    throw UsageError("--name '" + names[commands.size()] + "': more names (" + std::to_string(names.size()) +
+                     ") than commands (" + std::to_string(commands.size()) +
+                     "); --name names the commands in order");
+  std::vector<config::CommandRow> rows;
+  for (size_t i = 0; i < commands.size(); ++i) {
+    if (i < names.size() && names[i].empty())
+      throw UsageError("--name: an empty name (row " + std::to_string(i) + ")");
+    rows.push_back({commands[i], i < names.size() ? names[i] : ""});
+  }
+  nlohmann::ordered_json every_row = nlohmann::ordered_json::object();
+  put_row_values("--env", envs, env_value, rows, every_row);
+  put_row_values("--step-pattern", step_patterns, pattern_value, rows, every_row);
+  put_row_values("--samples-per-step", samples_per_step, samples_value, rows, every_row);
+  cl.config = config::config_from_commands(rows, every_row, sets);
+  check_config(*cl.config, "compare");
+  sweep.check_output(cl, {});
+  if (cl.rank0) check_output(save_given, save_config, "--save-config");
+  if (save_given && sweep.out_given && save_config == sweep.out)
+    throw UsageError("--save-config '" + save_config + "' is also --out; name two files");
 }
 
 void ReportArgs::define(CLI::App& report) {
