@@ -1995,7 +1995,7 @@ bool called_faster_or_alike(const Json& row) {
 
 }  // namespace
 
-TEST_CASE("compare: each command a row, the first the baseline; its --save-config runs to the same rows",
+TEST_CASE("compare: each command a row, the first the baseline, its --save-config runs to the same rows",
           "[e2e]") {
   TempDir dir;
   // A program that prints "WORD N" for its steps, WORD from its environment: a step of 10 ms, or
