@@ -1687,12 +1687,12 @@ TEST_CASE("minor faults: an unknown command, a folder, '-' or a NUL byte as the 
   TempDir dir;
   auto r = run(ptune::test::exe() + " frobnicate");
   expect_usage_error(r,
-                     "unknown command 'frobnicate'; the commands are sweep, report, train, eval, check, "
-                     "tune, launch, analyze, schema (see ptune --help)");
+                     "unknown command 'frobnicate'; the commands are sweep, compare, report, train, eval, "
+                     "check, tune, launch, analyze, schema (see ptune --help)");
   r = run(ptune::test::exe() + " -q swep x.json");
   expect_usage_error(r,
-                     "unknown command 'swep' (did you mean 'sweep'?); the commands are sweep, report, train, "
-                     "eval, check, tune, launch, analyze, schema (see ptune --help)");
+                     "unknown command 'swep' (did you mean 'sweep'?); the commands are sweep, compare, report, "
+                     "train, eval, check, tune, launch, analyze, schema (see ptune --help)");
   expect_usage_error(
       run(ptune::test::exe() + " --bogus sweep x.json"),
       "unknown option '--bogus' before the command; ptune's own are -v, -q, --help and --version, "
