@@ -1690,9 +1690,10 @@ TEST_CASE("minor faults: an unknown command, a folder, '-' or a NUL byte as the 
                      "unknown command 'frobnicate'; the commands are sweep, compare, report, train, eval, "
                      "check, tune, launch, analyze, schema (see ptune --help)");
   r = run(ptune::test::exe() + " -q swep x.json");
-  expect_usage_error(r,
-                     "unknown command 'swep' (did you mean 'sweep'?); the commands are sweep, compare, report, "
-                     "train, eval, check, tune, launch, analyze, schema (see ptune --help)");
+  expect_usage_error(
+      r,
+      "unknown command 'swep' (did you mean 'sweep'?); the commands are sweep, compare, report, "
+      "train, eval, check, tune, launch, analyze, schema (see ptune --help)");
   expect_usage_error(
       run(ptune::test::exe() + " --bogus sweep x.json"),
       "unknown option '--bogus' before the command; ptune's own are -v, -q, --help and --version, "
