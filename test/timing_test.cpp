@@ -139,6 +139,18 @@ ExperimentConfig config(const std::string& name) {
   return cfg;
 }
 
+/// A timing of `row` by `kind`, against `prev` (null: alone) and its side `kept` (null: none kept).
+ptune::measure::RowTiming timing(const ExperimentConfig& row, const FakeKind& kind,
+                                 const ExperimentConfig* prev = nullptr, RowSide* kept = nullptr,
+                                 bool in_processes = false) {
+  ptune::measure::RowTiming t;
+  t.row = {&row, &kind};
+  if (prev) t.prev = {prev, &kind};
+  t.kept = kept;
+  t.in_processes = in_processes;
+  return t;
+}
+
 bool has_note(const Measurement& m, const std::string& start) {
   for (const auto& n : m.notes)
     if (n.rfind(start, 0) == 0) return true;
@@ -151,9 +163,7 @@ TEST_CASE("timing path: a row alone, in this process", "[timing]") {
   Log log;
   FakeKind kind(log);
   const ExperimentConfig a = config("A");
-  ptune::measure::RowTiming t;
-  t.row = {&a, &kind};
-  ptune::measure::TimedRow r = ptune::measure::time_row(t, FakeContext());
+  ptune::measure::TimedRow r = ptune::measure::time_row(timing(a, kind), FakeContext());
   REQUIRE(r.m);
   CHECK(r.m->ms_per_step == Approx(10.0).epsilon(0.01));
   CHECK(r.prev_ms.empty());
@@ -167,11 +177,7 @@ TEST_CASE("timing path: a trial against fresh processes, started in turn", "[tim
   Log log;
   FakeKind kind(log);
   const ExperimentConfig a = config("A"), b = config("B");
-  ptune::measure::RowTiming t;
-  t.row = {&b, &kind};
-  t.prev = {&a, &kind};
-  t.in_processes = true;
-  ptune::measure::TimedRow r = ptune::measure::time_row(t, FakeContext());
+  ptune::measure::TimedRow r = ptune::measure::time_row(timing(b, kind, &a, nullptr, true), FakeContext());
   REQUIRE(r.m);
   // A B, then B A: neither side has the earlier starts.
   const std::vector<std::string> starts(log.events.begin(), log.events.begin() + 4);
@@ -191,18 +197,12 @@ TEST_CASE("timing path: a row against the previous row's processes, kept warm", 
   Log log;
   FakeKind kind(log);
   const ExperimentConfig a = config("A"), b = config("B");
-  ptune::measure::RowTiming first;
-  first.row = {&a, &kind};
-  first.in_processes = true;
-  ptune::measure::TimedRow ra = ptune::measure::time_row(first, FakeContext());
+  ptune::measure::TimedRow ra =
+      ptune::measure::time_row(timing(a, kind, nullptr, nullptr, true), FakeContext());
   REQUIRE(ra.side);
   const size_t started = log.events.size();
-  ptune::measure::RowTiming t;
-  t.row = {&b, &kind};
-  t.prev = {&a, &kind};
-  t.kept = ra.side.get();
-  t.in_processes = true;
-  ptune::measure::TimedRow r = ptune::measure::time_row(t, FakeContext());
+  ptune::measure::TimedRow r =
+      ptune::measure::time_row(timing(b, kind, &a, ra.side.get(), true), FakeContext());
   REQUIRE(r.m);
   // Only the row's own processes started: A's were kept.
   const std::vector<std::string> starts(log.events.begin() + static_cast<std::ptrdiff_t>(started),
@@ -219,13 +219,8 @@ TEST_CASE("timing path: two sides that do not fit in memory together are started
   FakeKind kind(log);
   kind.oom_beside = true;
   const ExperimentConfig a = config("A"), b = config("B");
-  ptune::measure::RowTiming first;
-  first.row = {&a, &kind};
-  ptune::measure::TimedRow ra = ptune::measure::time_row(first, FakeContext());
-  ptune::measure::RowTiming t;
-  t.row = {&b, &kind};
-  t.prev = {&a, &kind};
-  t.kept = ra.side.get();
+  ptune::measure::TimedRow ra = ptune::measure::time_row(timing(a, kind), FakeContext());
+  ptune::measure::RowTiming t = timing(b, kind, &a, ra.side.get());
   bool released = false;
   t.release = [&] {
     released = true;

@@ -20,10 +20,11 @@ class ProgramKind : public measure::SideKind {
                                                const measure::Deadline& deadline) const override {
     return std::make_unique<proc::ProgramInstance>(cfg, progress, deadline);
   }
+  /// An instance is in processes of its own either way.
   std::unique_ptr<measure::RowSide> start_process(const config::ExperimentConfig& cfg,
                                                   const measure::Progress& progress,
                                                   const measure::Deadline& deadline) const override {
-    return std::make_unique<proc::ProgramInstance>(cfg, progress, deadline);
+    return start_here(cfg, progress, deadline);
   }
   double samples_per_step(const config::ExperimentConfig& cfg) const override {
     return proc::samples_per_step(cfg.program);
