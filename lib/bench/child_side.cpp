@@ -124,14 +124,6 @@ int open_error_file() {
   return fd;
 }
 
-/// `strings` as execve takes them: a pointer to each, then a null pointer.
-std::vector<char*> c_strings(std::vector<std::string>& strings) {
-  std::vector<char*> out;
-  for (auto& s : strings) out.push_back(s.data());
-  out.push_back(nullptr);
-  return out;
-}
-
 /// What the row's child process needs once forked, all made before the fork.
 struct ChildPlan {
   pid_t parent;                     // ptune
@@ -262,7 +254,7 @@ ChildSide::ChildSide(const config::ExperimentConfig& cfg, const measure::Progres
   const std::string exe = std::filesystem::read_symlink("/proc/self/exe", ec).string();
   std::vector<std::string> args = {exe, "--quiet", "row-side", cfg_path};
   std::vector<std::string> env = system::environment_with(plan);
-  const std::vector<char*> argv = c_strings(args), envp = c_strings(env);
+  const std::vector<char*> argv = system::c_strings(args), envp = system::c_strings(env);
   const pid_t parent = ::getpid();
   pid_ = ::fork();
   if (pid_ < 0)

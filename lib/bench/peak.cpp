@@ -297,8 +297,7 @@ system::Bandwidth machine_bandwidth(const c10::Device& device) {
   const std::string name = runtime::device_name(device);
   if (device.is_cuda())
     if (auto b = system::known_gpu_bandwidth(name)) return *b;
-  const std::string threads = device.is_cuda() ? "" : std::to_string(at::get_num_threads()) + "threads|";
-  const std::string key = name + "|" + isa(device) + "|" + threads + "torch" + TORCH_VERSION + "|bandwidth";
+  const std::string key = peak_key(name, device, at::get_num_threads(), "bandwidth");
   const std::string dir = cache_dir();
   const std::string path = cache_path(dir, key);
   const std::string what = bandwidth_text(name, device);

@@ -614,6 +614,7 @@ constexpr TypeCheck kTypeChecks[] = {
 void check_value(const Field& f, const Json& v, const std::string& where) {
   for (const TypeCheck& c : kTypeChecks)
     if (c.type == f.type) return c.check(f, v, where + ": " + f.path + ": ");
+  throw std::logic_error("check_value: no checker for the type of " + f.path + " (kTypeChecks)");
 }
 
 std::string unknown_key(const std::string& where, const std::string& path) {

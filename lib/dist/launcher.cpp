@@ -21,6 +21,7 @@
 
 #include "runtime/cuda_support.hpp"
 #include "core/errors.hpp"
+#include "system/process.hpp"
 
 extern char** environ;
 
@@ -210,13 +211,6 @@ std::vector<std::string> rank_environment(const system::LaunchOptions& o, int ra
   return env;
 }
 
-std::vector<char*> c_strings(std::vector<std::string>& v) {
-  std::vector<char*> out;
-  for (auto& s : v) out.push_back(s.data());
-  out.push_back(nullptr);
-  return out;
-}
-
 /// `options` checked (UsageError as launch() says), with the defaults filled in: master_addr
 /// 127.0.0.1, master_port a free port.
 system::LaunchOptions checked(const system::LaunchOptions& options) {
@@ -280,7 +274,7 @@ void start_rank(const system::LaunchOptions& o, int i, const std::string& where,
   std::vector<std::string> env = rank_environment(o, i);
   std::vector<std::string> argv = {o.exe};
   argv.insert(argv.end(), o.args.begin(), o.args.end());
-  std::vector<char*> c_env = c_strings(env), c_argv = c_strings(argv);
+  std::vector<char*> c_env = system::c_strings(env), c_argv = system::c_strings(argv);
   const std::string exe = o.exe;
   // Built before fork: the child only makes async-signal-safe calls until exec.
   const std::string exec_failed = "ptune: error: launch: cannot run " + exe + "\n";

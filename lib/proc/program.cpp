@@ -51,14 +51,6 @@ constexpr int kChdir = 1, kBind = 2, kExec = 3;
 
 void set_nonblocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
 
-/// `strings` as execve takes them: a pointer to each, then a null pointer.
-std::vector<char*> c_strings(std::vector<std::string>& strings) {
-  std::vector<char*> out;
-  for (auto& s : strings) out.push_back(s.data());
-  out.push_back(nullptr);
-  return out;
-}
-
 /// Opens each pipe of `pipes` (close-on-exec) until one fails: false then, errno saying why.
 bool open_pipes(std::initializer_list<int*> pipes) {
   for (int* p : pipes)
@@ -214,7 +206,7 @@ void ProgramInstance::start(const config::ExperimentConfig& cfg) {
   if (file.empty()) throw ConfigError("program.command: '" + argv_text.front() + "' is not found");
   // Everything the child needs, made before fork: after it, only system calls.
   std::vector<std::string> args = argv_text, env = program_environment(cfg, plan);
-  const std::vector<char*> argv = c_strings(args), envp = c_strings(env);
+  const std::vector<char*> argv = system::c_strings(args), envp = system::c_strings(env);
   const std::string cwd = program_.cwd.value_or("");
   int out[2], err[2], exec_err[2], guard[2];
   if (!open_pipes({out, err, exec_err, guard}))

@@ -451,11 +451,7 @@ std::string split_html(const std::vector<RunFile>& runs, const std::vector<Line>
   }
   if (ls.empty()) return "";
   double height = kSplitTop;
-  for (const Line* l : ls) {
-    for (size_t k = 0; k < runs.size(); ++k)
-      if (has_split(l->rows[k])) height += split_entry_h(l->rows[k]) + kSplitGap;
-    height += kSplitGroupGap - kSplitGap;
-  }
+  for (const Line* l : ls) height += split_group_h(*l) + kSplitGroupGap;
   height += 4;
   std::ostringstream os;
   os << "<section id=\"split\"><h2>Where each step goes</h2><p class=\"muted\">Share of the step: the wait "

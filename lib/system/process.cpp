@@ -316,4 +316,11 @@ void return_free_memory() {
 #endif
 }
 
+std::vector<char*> c_strings(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (auto& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
 }  // namespace ptune::system

@@ -79,4 +79,8 @@ std::string describe_this_process();
 /// nothing: glibc's thresholds stay as they were. Throws nothing.
 void return_free_memory();
 
+/// `strings` as execve takes them: a pointer to each, then a null pointer (pointing into
+/// `strings`, which must outlive them). Made before a fork: the child only reads them.
+std::vector<char*> c_strings(std::vector<std::string>& strings);
+
 }  // namespace ptune::system
