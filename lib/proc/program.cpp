@@ -225,6 +225,9 @@ void ProgramInstance::start(const config::ExperimentConfig& cfg) {
   pgid_ = pid_;
   tree_ = std::make_unique<system::ProcessTree>(pid_);
   table_.resize(kProcesses);
+  // The root's start time, read while it is an unreaped child (its pid cannot be reused): from
+  // now on only that process is the root, here and in the guard, which inherits the tree.
+  walk();
   system::own_process_group(pgid_, true);  // its tree's processes are this job's, not competing load
   ::close(out[1]);
   ::close(err[1]);
