@@ -459,21 +459,23 @@ TEST_CASE("every JSON row has every key, null where it has no value", "[report]"
   CHECK(j["rows"][4]["status"] == "failed: out of memory");
 }
 
-TEST_CASE("an interval with an infinite upper bound prints as the figure alone in every format", "[report]") {
+TEST_CASE("an interval with an infinite upper bound prints as unbounded in every format", "[report]") {
   // A t-interval of very few degrees of freedom under competing load can pass a double's range:
-  // its upper bound is +inf with a positive lower bound. Every writer prints the figure alone (the
-  // JSON's interval text null); none throws (it used to end a sweep with "basic_string::substr").
+  // its upper bound is +inf with a positive lower bound. Every writer prints it "[unbounded]", as
+  // any interval past 10x either way; none throws (it used to end a sweep with
+  // "basic_string::substr").
   auto res = sample();
   REQUIRE(res.rows[1].m);
   res.rows[1].prev_ci = {1.5, 0.01, std::numeric_limits<double>::infinity(), 2, 0.999};
   const auto j = to_json(res);
-  CHECK(j["rows"][1]["speedup_vs_prev_interval"].is_null());
+  CHECK(j["rows"][1]["speedup_vs_prev_interval"] == "[unbounded]");
   CHECK(j["rows"][1]["speedup_vs_prev_lo"] == 0.01);
   for (const char* format : {"table", "csv", "md", "json"}) {
     INFO(format);
     std::string text;
     CHECK_NOTHROW(text = render_results(res, format));
     CHECK(text.find("inf") == std::string::npos);
+    CHECK(text.find("unbounded") != std::string::npos);
   }
 }
 
@@ -1053,6 +1055,55 @@ nlohmann::json results_doc(const std::vector<Row>& rows) {
 
 }  // namespace
 
+namespace {
+
+/// A row timed in processes of its own against the previous row's: windows `ms` in processes
+/// `process`, paired with `prev_ms` in `prev_process`.
+Row process_row(const std::string& name, std::vector<double> ms, std::vector<int> process,
+                std::vector<double> prev_ms, std::vector<int> prev_process) {
+  Row r = timed_row(name, 16, {}, std::move(prev_ms));
+  ptune::measure::set_windows(*r.m, ms, 1, process);
+  r.prev_process = std::move(prev_process);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("vs base is never narrower than a link it rests on, nor decided where that link is not",
+          "[report][figures]") {
+  // An A/A link and a link 50% slower, each in two processes a side whose own speeds differ by 3%:
+  // each link's spread rests on one degree of freedom (t = 63.7 at 99%: both undecided).
+  // Welch-Satterthwaite gives the sum of the two links two (t = 9.9), which alone would call the
+  // chain slower on the strength of links that are themselves undecided.
+  const std::vector<int> turns = {0, 1, 0, 1, 0, 1, 0, 1};
+  const std::vector<int> shifted = {0, 1, 1, 0, 0, 1, 1, 0};
+  std::vector<Row> rows;
+  rows.push_back(process_row("baseline", {100, 101, 99, 100, 100, 101, 99, 100}, turns, {}, {}));
+  rows.back().prev_process.clear();
+  compute_speedups(rows);
+  rows.push_back(process_row("A/A", {100, 103, 103, 100, 100, 103, 103, 100}, shifted,
+                             {100, 101, 99, 100, 101, 100, 99, 101}, turns));
+  compute_speedups(rows);
+  rows.push_back(process_row("slower", {148, 152.5, 152.5, 148, 148, 152.5, 152.5, 148}, shifted,
+                             {100, 101, 101, 100, 101, 100, 100, 101}, turns));
+  compute_speedups(rows);
+  const Row& last = rows.back();
+  auto width = [](const ptune::stats::Interval& i) { return std::log(i.hi / i.lo); };
+  std::vector<ptune::report::ChainRow> links;
+  for (const Row& r : rows)
+    links.push_back({16, r.m->repeat_ms, r.m->repeat_process, r.prev_ms, r.prev_process,
+                     r.compared_with, false});
+  // The scenario: the plain sum is narrower than the link and calls the chain slower.
+  const ptune::stats::Interval plain =
+      ptune::stats::sum_interval(ptune::report::base_terms(links, 2), ptune::stats::kSpeedupLevel);
+  REQUIRE(width(plain) < width(last.prev_ci));
+  REQUIRE(ptune::stats::verdict_of(plain, last.rule) == ptune::stats::Verdict::kSlower);
+  CHECK(last.verdict_prev == "undecided");
+  CHECK(width(last.base_ci) >= width(last.prev_ci) - 1e-12);
+  CHECK(last.base_ci.point == Approx(plain.point).epsilon(1e-12));
+  CHECK(last.verdict_base == "undecided");
+}
+
 TEST_CASE("one source: every ratio of printed rates is the speedup printed between them",
           "[report][figures]") {
   // The base row's own windows; then rows each timed against the previous one. The previous
@@ -1194,11 +1245,13 @@ TEST_CASE("intervals print as ± only where symmetric, else [lo, hi], one text i
   CHECK(interval_text(1.0, 1 / 1.05, 1.05) == " ±5.0%");
   CHECK(interval_text(100.0, 98.2, 101.8) == " ±1.8%");
   CHECK(interval_text(2.0, 1.9, 2.3) == " [1.90, 2.30]");  // +15% / -5%
-  CHECK(interval_text(0.99, 0.060, 16.4) == " [0.0600, 16.4]");
+  CHECK(interval_text(0.99, 0.120, 8.2) == " [0.120, 8.20]");
+  CHECK(interval_text(0.99, 0.060, 16.4) == " [unbounded]");  // past 10x either way: bounds nothing
   CHECK(interval_text(1.0, 0.5, 2.0) == " [0.500, 2.00]");   // a factor of 2 either way: not ±
   CHECK(interval_text(1.0, 1 / 1.2, 1.2) == " ±20%");        // a factor of 1.2: sides within a tenth
   CHECK(interval_text(1.0, 0.8, 1.25) == " [0.800, 1.25]");  // 1.25: +25% against -20%, not within
-  CHECK(interval_text(1.45, 1.2e-70, 8.8e62) == " [1.2e-70, 8.8e+62]");  // two pairs under load at 99.9%
+  CHECK(interval_text(1.45, 1.2e-70, 8.8e62) == " [unbounded]");  // two pairs under load at 99.9%
+  CHECK(interval_text(1.0, 0.5, std::numeric_limits<double>::infinity()) == " [unbounded]");
   CHECK(interval_text(1.0, 0, 2.0).empty());
   CHECK(interval_text(1.0, 2.0, 1.0).empty());
   // A wide and a narrow interval: the same text in the table, Markdown, CSV and HTML.

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -35,10 +36,15 @@ struct Log {
 /// adding a process effect, a window index a small wobble) without any clock.
 class FakeSide : public RowSide {
  public:
-  FakeSide(const ExperimentConfig& cfg, int process, Log& log)
+  /// `effect`: the process's own speed (a factor on its windows' time) in place of 1% a process
+  /// index; `wobble`: each window's own noise (a factor drawn from a fixed pattern).
+  FakeSide(const ExperimentConfig& cfg, int process, Log& log, std::optional<double> effect = std::nullopt,
+           double wobble = 0.002)
       : name_(cfg.name + std::to_string(process)),
         base_ms_(cfg.name == "B" ? 12.0 : 10.0),
         process_(process),
+        effect_(effect ? *effect : 1.0 + 0.01 * process),
+        wobble_(wobble),
         log_(log) {
     log_.events.push_back("start " + name_);
     log_.most_alive = std::max(log_.most_alive, ++log_.alive);
@@ -48,7 +54,10 @@ class FakeSide : public RowSide {
     --log_.alive;
   }
   double window(const Deadline&) override {
-    const double ms = base_ms_ * (1.0 + 0.01 * process_) * (1.0 + 0.002 * ((windows_.size() % 3) - 1.0));
+    // A fixed pattern of seven window wobbles (-3 ... +3 sevenths of `wobble_`), started at a
+    // place of the process's own.
+    const double w = static_cast<double>((windows_.size() + 3 * static_cast<size_t>(process_)) % 7) - 3.0;
+    const double ms = base_ms_ * effect_ * (1.0 + wobble_ * w / 3.0);
     windows_.push_back(ms);
     return ms;
   }
@@ -71,6 +80,7 @@ class FakeSide : public RowSide {
   std::string name_;
   double base_ms_;
   int process_;
+  double effect_, wobble_;
   Log& log_;
   std::vector<double> windows_;
 };
@@ -81,6 +91,11 @@ class FakeKind : public ptune::measure::SideKind {
  public:
   explicit FakeKind(Log& log) : log_(log) {}
   bool oom_beside = false;
+  /// Where set, each process's own speed: "A"'s n-th process gets effects[n], "B"'s effects[n + 5]
+  /// (modulo the size); and each window's noise.
+  std::vector<double> effects;
+  double wobble = 0.002;
+  int oom_from_process = -1;  // a process of this index or later fails to start (out of memory)
   std::string name() const override { return "fake"; }
   bool matches(const ExperimentConfig&) const override { return true; }
   std::string arch(const ExperimentConfig&) const override { return "fake"; }
@@ -92,7 +107,11 @@ class FakeKind : public ptune::measure::SideKind {
   }
   std::unique_ptr<RowSide> start_process(const ExperimentConfig& cfg, const Progress&,
                                          const Deadline&) const override {
-    return std::make_unique<FakeSide>(cfg, processes_[cfg.name]++, log_);
+    const int n = processes_[cfg.name]++;
+    if (oom_from_process >= 0 && n >= oom_from_process) throw std::runtime_error("fake: out of memory");
+    if (effects.empty()) return std::make_unique<FakeSide>(cfg, n, log_);
+    const size_t at = (static_cast<size_t>(n) + (cfg.name == "B" ? 5 : 0)) % effects.size();
+    return std::make_unique<FakeSide>(cfg, n, log_, effects[at], wobble);
   }
   double samples_per_step(const ExperimentConfig&) const override { return 8; }
   int64_t ranks(const ExperimentConfig&) const override { return 1; }
@@ -136,6 +155,7 @@ ExperimentConfig config(const std::string& name) {
   cfg.measure.repeats = 3;
   cfg.measure.max_s = 5;
   cfg.measure.processes = 2;
+  cfg.measure.max_processes = 2;  // as they start (spread_row lets them grow)
   return cfg;
 }
 
@@ -234,4 +254,88 @@ TEST_CASE("timing path: two sides that do not fit in memory together are started
   CHECK(log.most_alive == 1);  // the row never started beside the previous side: one at a time
   CHECK(r.prev_ms.size() == r.m->repeat_ms.size());
   CHECK(r.m->ms_per_step / ptune::stats::median(r.prev_ms) == Approx(1.2).epsilon(0.02));
+}
+
+namespace {
+
+/// A comparison of B (20% more time a step) against A in processes whose own speeds differ by
+/// about 2.5% (one standard deviation) and whose windows by 0.3%: with two processes a side the
+/// interval's t factor (one or two degrees of freedom) leaves it undecided however many windows it
+/// times; `max_processes` bounds how far the row may grow.
+ptune::measure::TimedRow spread_row(Log& log, FakeKind& kind, int64_t max_processes, ExperimentConfig& a,
+                                    ExperimentConfig& b) {
+  kind.effects = {1.03, 0.98, 1.01, 0.97, 1.02, 1.0, 0.99, 1.025, 0.975, 1.015, 0.985, 1.005};
+  kind.wobble = 0.003;
+  for (ExperimentConfig* c : {&a, &b}) {
+    c->measure.processes = 2;
+    c->measure.max_processes = max_processes;
+    c->measure.max_s = 20;
+  }
+  return ptune::measure::time_row(timing(b, kind, &a, nullptr, true), FakeContext());
+}
+
+ptune::stats::Interval speedup(const ptune::measure::TimedRow& r) {
+  return ptune::stats::speedup_interval(r.prev_ms, r.prev_process, r.m->repeat_ms, r.m->repeat_process, true,
+                                        ptune::stats::kSpeedupLevel);
+}
+
+}  // namespace
+
+TEST_CASE("timing path: a row whose processes differ more than its windows adds processes until it decides",
+          "[timing]") {
+  ExperimentConfig a = config("A"), b = config("B");
+  {
+    // Held at two processes a side: more windows do not narrow it enough.
+    Log log;
+    FakeKind kind(log);
+    const ptune::measure::TimedRow r = spread_row(log, kind, 2, a, b);
+    REQUIRE(r.m);
+    CHECK(ptune::stats::verdict_of(speedup(r), {}) == ptune::stats::Verdict::kUndecided);
+    CHECK_FALSE(has_note(*r.m, "processes added while timing"));
+    // What deciding would need, from the spread it measured.
+    bool predicted = false;
+    for (const auto& n : r.m->notes)
+      predicted = predicted || (n.rfind("undecided in its time: a change this small (", 0) == 0 &&
+                                n.find("%) needs about ") != std::string::npos &&
+                                n.find(" (measure.max_processes ") != std::string::npos);
+    CHECK(predicted);
+  }
+  Log log;
+  FakeKind kind(log);
+  const ptune::measure::TimedRow r = spread_row(log, kind, 12, a, b);
+  REQUIRE(r.m);
+  const ptune::stats::Interval i = speedup(r);
+  CHECK(ptune::stats::verdict_of(i, {}) == ptune::stats::Verdict::kSlower);
+  CHECK(i.lo < 1 / 1.2);
+  CHECK(i.hi > 1 / 1.2);
+  // Grown on both sides alike, and said so.
+  std::map<int, int> a_windows, b_windows;
+  for (int p : r.prev_process) ++a_windows[p];
+  for (int p : r.m->repeat_process) ++b_windows[p];
+  CHECK(a_windows.size() > 2);
+  CHECK(b_windows.size() > 2);
+  CHECK(std::max(a_windows.size(), b_windows.size()) <= 12);
+  bool noted = false;
+  for (const auto& n : r.m->notes)
+    noted = noted || (n.rfind("processes added while timing: 2 a side at the start, ", 0) == 0 &&
+                      n.find(" at the end (measure.max_processes 12); one process's own speed varied by ") !=
+                          std::string::npos);
+  CHECK(noted);
+}
+
+TEST_CASE("timing path: a process that cannot start for memory ends the growth, not the row", "[timing]") {
+  ExperimentConfig a = config("A"), b = config("B");
+  Log log;
+  FakeKind kind(log);
+  kind.oom_from_process = 3;
+  const ptune::measure::TimedRow r = spread_row(log, kind, 12, a, b);
+  REQUIRE(r.m);
+  std::map<int, int> b_windows;
+  for (int p : r.m->repeat_process) ++b_windows[p];
+  CHECK(b_windows.size() == 3);
+  bool noted = false;
+  for (const auto& n : r.m->notes)
+    noted = noted || (n.rfind("processes added while timing: 2 a side at the start, 3 at the end", 0) == 0 &&
+                      n.find("; no more could start: fake: out of memory") != std::string::npos);
+  CHECK(noted);
 }

@@ -301,6 +301,13 @@ const std::vector<Field>& fields() {
               "sides afresh); a process's speed is partly its own (where its memory landed), so intervals "
               "count the spread between them (docs/statistics.md)"),
         2, 8));
+    t.push_back(between(
+        field("measure.max_processes", &E::measure, &MeasureConfig::max_processes, T::kInt,
+              "rows in processes of their own (process.* keys, a program): the most processes a side may "
+              "grow to; a compared row starts with measure.processes (or as many as the previous row "
+              "ended with) and adds one a side while its measured spread says another process narrows "
+              "the interval more than more windows would (docs/statistics.md); at least measure.processes"),
+        2, 64));
     t.push_back(
         field("measure.profile", &E::measure, &MeasureConfig::profile, T::kBool,
               "record a few steps of each row with LibTorch's profiler into a Chrome trace (a program row: "
@@ -1045,6 +1052,10 @@ void validate_combinations(const ExperimentConfig& cfg, const std::string& at) {
   if (cfg.optim.cuda_graphs && cfg.optim.kind != OptimKind::kSgd)
     throw ConfigError(at + "optim.cuda_graphs: works with optim.kind sgd, not '" + name(cfg.optim.kind) +
                       "' (LibTorch's AdamW counts its steps on the host, which a replayed graph cannot)");
+  if (cfg.measure.max_processes < cfg.measure.processes)
+    throw ConfigError(at + "measure.max_processes: " + std::to_string(cfg.measure.max_processes) +
+                      " is fewer than measure.processes (" + std::to_string(cfg.measure.processes) +
+                      "); allowed: at least measure.processes");
   if (cfg.optim.cuda_graphs && cfg.dist.accumulate > 1)
     throw ConfigError(at +
                       "optim.cuda_graphs: needs dist.accumulate 1 (the captured step updates every time)");

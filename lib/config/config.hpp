@@ -171,6 +171,7 @@ struct MeasureConfig {
   double noise_pct = 1.0;
   bool interleave = true;
   int64_t processes = 3;
+  int64_t max_processes = 12;
   bool profile = false;
   int64_t profile_steps = 3;
   std::string out_dir = "runs";

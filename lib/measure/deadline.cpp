@@ -21,6 +21,11 @@ Deadline::Deadline(double budget_ms, Clock clock) : clock_(std::move(clock)) {
   limit_ms_ = automatic_ ? kAutoBudgetMs : budget_ms;
 }
 
+Deadline::Deadline() : Deadline(0) {
+  automatic_ = false;
+  limit_ms_ = kNone;
+}
+
 Deadline Deadline::continuing(double limit_ms, double elapsed_ms, double budget_s) {
   Deadline d(1.0);
   d.start_ms_ -= elapsed_ms;

@@ -13,8 +13,8 @@ class Deadline {
  public:
   /// Milliseconds on a monotonic clock.
   using Clock = std::function<double()>;
-  /// No limit.
-  Deadline() = default;
+  /// No limit (on a steady clock: elapsed_ms() still counts).
+  Deadline();
   /// `budget_ms` from now; 0 or less: automatic (kAutoBudgetMs at most; settle() then lowers it).
   /// `clock` is a steady clock unless one is given (tests give a fake one).
   explicit Deadline(double budget_ms, Clock clock = {});

@@ -121,7 +121,7 @@ void ProcessGroup::restart(bool shifted) {
 }
 
 bool ProcessGroup::reusable(size_t count) const {
-  return children_.size() == count &&
+  return children_.size() >= count &&
          std::all_of(counts_.begin(), counts_.end(), [](size_t n) { return n > 0; });
 }
 
@@ -142,20 +142,35 @@ void ProcessGroup::set_progress(const Progress& progress, int64_t planned) {
   // Each process's windows are a share of the row's; its progress in steps counts toward the
   // group's (the others' steps so far added).
   const auto k = static_cast<int64_t>(children_.size());
-  const int64_t share = (planned + k - 1) / k;
+  progress_ = progress;
+  share_ = (planned + k - 1) / k;
   steps_done_.assign(children_.size(), 0);
-  steps_planned_.assign(children_.size(), share * steps_per_window());
-  for (size_t p = 0; p < children_.size(); ++p)
-    children_[p]->set_progress(
-        [this, p, progress](const std::string& phase, int64_t step, int64_t total) {
-          if (!progress) return;
-          if (phase != "measure") return progress(phase, step, total);
-          steps_done_[p] = step;
-          steps_planned_[p] = total;
-          progress(phase, std::accumulate(steps_done_.begin(), steps_done_.end(), int64_t{0}),
-                   std::accumulate(steps_planned_.begin(), steps_planned_.end(), int64_t{0}));
-        },
-        share);
+  steps_planned_.assign(children_.size(), share_ * steps_per_window());
+  for (size_t p = 0; p < children_.size(); ++p) wire_progress(p);
+}
+
+void ProcessGroup::wire_progress(size_t p) {
+  children_[p]->set_progress(
+      [this, p](const std::string& phase, int64_t step, int64_t total) {
+        if (!progress_) return;
+        if (phase != "measure") return progress_(phase, step, total);
+        steps_done_[p] = step;
+        steps_planned_[p] = total;
+        progress_(phase, std::accumulate(steps_done_.begin(), steps_done_.end(), int64_t{0}),
+                  std::accumulate(steps_planned_.begin(), steps_planned_.end(), int64_t{0}));
+      },
+      share_);
+}
+
+void ProcessGroup::add(std::unique_ptr<RowSide> child) {
+  if (!child) throw std::logic_error("ProcessGroup::add: no process");
+  children_.push_back(std::move(child));
+  counts_.push_back(0);
+  if (steps_done_.size() + 1 == children_.size()) {
+    steps_done_.push_back(0);
+    steps_planned_.push_back(share_ * steps_per_window());
+    wire_progress(children_.size() - 1);
+  }
 }
 
 std::string ProcessGroup::process_description() const {

@@ -38,9 +38,12 @@ class ProcessGroup : public RowSide {
   /// result() indexes only those. Each process's own windows go on being numbered as before.
   void restart(bool shifted) override;
   /// Whether the group can be the other side of a comparison of `count` processes a side: it has
-  /// as many, and each has timed a window (one whose warm-up the deadline cut holds that step as
-  /// its next window, not warm). Throws nothing.
+  /// at least as many, and each has timed a window (one whose warm-up the deadline cut holds that
+  /// step as its next window, not warm). Throws nothing.
   bool reusable(size_t count) const override;
+  /// Adds `child` (built and paused) as the group's next process: from the next window on the turns
+  /// go round one more process (a row whose interval needs more processes than it started with).
+  void add(std::unique_ptr<RowSide> child);
   /// Resumes the process whose turn is next.
   void resume() override;
   int last_process() const override { return last_; }
@@ -56,12 +59,16 @@ class ProcessGroup : public RowSide {
  private:
   /// The process whose turn the n-th window is.
   int turn(size_t n) const;
+  /// Gives process `p` its share of the progress set by set_progress.
+  void wire_progress(size_t p);
   std::vector<std::unique_ptr<RowSide>> children_;
   bool shifted_ = false;
   std::vector<int> process_;                         // of each window timed, in order
   std::vector<size_t> local_;                        // each window's index among its process's own windows
   std::vector<size_t> counts_;                       // windows timed by each process
   std::vector<int64_t> steps_done_, steps_planned_;  // each process's progress (measure phase)
+  Progress progress_;                                // set_progress's
+  int64_t share_ = 0;                                // windows planned for each process
   int last_ = -1;                                    // the process of the last window; -1 before the first
   int resumed_ = -1;                                 // the process resumed, if any
 };

@@ -6,6 +6,7 @@
 #include <optional>
 #include <random>
 
+#include "core/numbers.hpp"
 #include "core/stats.hpp"
 
 namespace ptune::measure {
@@ -115,6 +116,33 @@ std::optional<StopRule> stop_after_look(const Comparison& c, const std::vector<d
   return std::nullopt;
 }
 
+/// The processes of the kept windows on the side with fewer: 0 where a side is in one process.
+int64_t processes_a_side(const Comparison& c) {
+  if (c.a_process.empty() || c.b_process.empty()) return 0;
+  auto distinct = [](std::vector<int> p) {
+    std::sort(p.begin(), p.end());
+    return static_cast<int64_t>(std::unique(p.begin(), p.end()) - p.begin());
+  };
+  return std::min(distinct(c.a_process), distinct(c.b_process));
+}
+
+/// Whether to start one more process a side after a look at `c` that did not stop the row: the
+/// plan can add them, every process has timed two windows since the last were added (`since`:
+/// pairs), the model says a process narrows the interval more than the pairs its start would
+/// buy, and the time left fits its start and two windows of each process after it.
+bool grow_now(const Comparison& c, const std::vector<double>& a_scaled, const WindowPlan& plan,
+              const Deadline& deadline, int64_t since) {
+  if (!plan.add_processes || c.no_more_processes) return false;
+  if (static_cast<int64_t>(c.b_ms.size()) < plan.min_pairs) return false;
+  const int64_t k = processes_a_side(c);
+  if (k < 2 || since < 2 * k) return false;
+  const std::optional<Spread> s = spread_of(a_scaled, c.a_process, c.b_ms, c.b_process);
+  if (!s) return false;
+  const double start_ms = c.process_start_ms;
+  if (!more_processes_narrow(*s, c.pair_ms, start_ms, stats::speedup_level(c.under_load))) return false;
+  return deadline.fits(start_ms + 2.0 * static_cast<double>(k + 1) * c.pair_ms);
+}
+
 }  // namespace
 
 Comparison compare(Side& a, Side& b, const WindowPlan& plan,
@@ -128,7 +156,11 @@ Comparison compare(Side& a, Side& b, const WindowPlan& plan,
   TimedPairs all;
   std::mt19937 order(kPairOrderSeed);
   bool a_first = true;
-  stats::Stopwatch wall;
+  // The pairs' wall time on the deadline's clock, less the time spent starting processes.
+  const double start = deadline.elapsed_ms();
+  double growth_ms = 0;
+  int64_t since_growth = 0;
+  c.process_start_ms = plan.process_start_ms;
   for (int64_t pairs = 1; pairs <= max_pairs; ++pairs) {
     // A block of two pairs: a drawn order, then the other.
     a_first = pairs % 2 == 1 ? (order() & 1u) == 0 : !a_first;
@@ -146,7 +178,8 @@ Comparison compare(Side& a, Side& b, const WindowPlan& plan,
     }
     const double t2 = alt.run(second, deadline.share(windows_due - 1));
     all.add(a_first ? t1 : t2, a_first ? t2 : t1, a, b);
-    c.pair_ms = wall.ms() / static_cast<double>(pairs);
+    c.pair_ms = (deadline.elapsed_ms() - start - growth_ms) / static_cast<double>(pairs);
+    ++since_growth;
     const std::vector<double> a_scaled = look(c, all, scale, plan);
     if (on_pair) on_pair(c);
     const bool kept_enough = static_cast<int64_t>(c.b_ms.size()) >= plan.min_pairs;
@@ -157,6 +190,21 @@ Comparison compare(Side& a, Side& b, const WindowPlan& plan,
       c.stop = *stop;
       break;
     }
+    if (grow_now(c, a_scaled, plan, deadline, since_growth)) {
+      // The processes start with both sides paused: a running one would slow their warm-up.
+      if (alt.active) alt.active->pause();
+      alt.active = nullptr;
+      const double before = deadline.elapsed_ms();
+      const std::optional<double> cost = plan.add_processes();
+      growth_ms += deadline.elapsed_ms() - before;
+      if (cost) {
+        ++c.processes_added;
+        c.process_start_ms = *cost;
+        since_growth = 0;
+      } else {
+        c.no_more_processes = true;
+      }
+    }
   }
   if (alt.active) alt.active->pause();
   return c;
@@ -164,31 +212,49 @@ Comparison compare(Side& a, Side& b, const WindowPlan& plan,
 
 namespace {
 
-/// undecided_note for sides in several processes: their spread, which more time hardly narrows.
-std::string undecided_processes_note(const Comparison& c) {
-  const std::vector<stats::LogTerm> t = stats::speedup_terms(c.a_ms, c.a_process, c.b_ms, c.b_process, true);
-  if (t.size() != 2 || t[0].df < 1 || t[1].df < 1) return "";
-  const stats::LogTerm &a = t[0], &b = t[1];
-  // A process's own speed (the spread of the pairs' mean ratio by process), pooled over the sides.
-  const double pooled = (a.var * (a.df + 1) * a.df + b.var * (b.df + 1) * b.df) / (a.df + b.df);
-  char text[400];
-  std::snprintf(
-      text, sizeof text,
-      "undecided in its time: a process's own speed varied by %.1f%% (one standard deviation) between "
-      "processes started alike, %.0f a side; more processes (measure.processes) narrow the interval, "
-      "more time hardly does",
-      100.0 * (std::exp(std::sqrt(pooled)) - 1.0), a.df + 1);
-  return text;
+/// The budget a row would need in all, `more_ms` from now: measure.max_s's words.
+std::string budget_text(const WindowPlan& plan, double more_ms) {
+  const double total_s = std::ceil((plan.deadline.elapsed_ms() + more_ms) / 1000.0);
+  if (total_s < 120) return numbers::fixed(total_s, 0) + " s";
+  return numbers::fixed(std::ceil(total_s / 60.0), 0) + " min";
+}
+
+/// undecided_note for sides in several processes: what a verdict would need of more processes and
+/// time at the spread measured (allocation.hpp), or that none would do at a change this close to
+/// the noise floor.
+std::string undecided_processes_note(const Comparison& c, const WindowPlan& plan) {
+  const std::optional<Spread> s = spread_of(c.a_ms, c.a_process, c.b_ms, c.b_process);
+  if (!s) return "";
+  const double change_pct = 100.0 * std::fabs(c.speedup.point - 1.0);
+  const std::string spread = "one process's own speed varied by " + numbers::fixed(s->process_sd_pct(), 1) +
+                             "% and one pair's by " + numbers::fixed(s->window_sd_pct(), 1) +
+                             "% (one standard deviation), " + std::to_string(s->processes) + " processes a side";
+  Spread at = *s;
+  at.log_point = std::log(c.speedup.point);
+  constexpr int64_t kMostProcesses = 200;
+  const std::optional<Need> need =
+      need_to_decide(at, c.pair_ms, c.process_start_ms, c.speedup.level, plan.rule, kMostProcesses);
+  if (!need)
+    return "undecided in its time: a change this small (" + numbers::fixed(change_pct, 1) +
+           "%) is too close to the noise floor (measure.noise_pct " + numbers::shortest(plan.rule.floor_pct) +
+           "%) for " + std::to_string(kMostProcesses) + " processes a side to decide here (" + spread + ")";
+  const std::string keys = need->processes > plan.max_processes
+                               ? "measure.max_processes " + std::to_string(need->processes) + ", measure.max_s "
+                               : "measure.max_s ";
+  return "undecided in its time: a change this small (" + numbers::fixed(change_pct, 1) + "%) needs about " +
+         std::to_string(need->processes) + " processes a side here, about " + budget_text(plan, need->ms) +
+         " in all (" + keys + numbers::fixed(std::ceil((plan.deadline.elapsed_ms() + need->ms) / 1000.0), 0) +
+         "); " + spread;
 }
 
 }  // namespace
 
 std::string undecided_note(const Comparison& c, const WindowPlan& plan) {
-  if (c.stop != StopRule::kBudget || c.verdict != stats::Verdict::kUndecided || c.b_ms.size() < 3 ||
+  if (c.stop == StopRule::kDecided || c.verdict != stats::Verdict::kUndecided || c.b_ms.size() < 3 ||
       !c.speedup.valid())
     return "";
   // Sides in processes: what narrows their interval is more processes, under load or not.
-  if (!c.a_process.empty() && !c.b_process.empty()) return undecided_processes_note(c);
+  if (!c.a_process.empty() && !c.b_process.empty()) return undecided_processes_note(c, plan);
   if (c.under_load) return "";
   // One pair's spread from the paired term: its variance is that of the mean, s^2 / n.
   const std::vector<stats::LogTerm> terms = stats::paired_terms(c.a_ms, c.b_ms);

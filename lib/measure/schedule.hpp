@@ -12,6 +12,7 @@
 
 #include "config/config.hpp"
 #include "core/stats.hpp"
+#include "measure/allocation.hpp"
 #include "measure/deadline.hpp"
 #include "measure/measurement.hpp"
 #include "measure/side.hpp"
@@ -26,11 +27,19 @@ struct WindowPlan {
   stats::NoiseRule rule;     // measure.target_ci_pct, measure.noise_pct
   int64_t max_pairs = 1000;  // a hard stop for very short windows
   int64_t processes = 0;     // sides in child processes: this many a side (in_processes())
+  int64_t max_processes = 0;  // ... and at most this many (measure.max_processes; add_processes)
   /// Asked at every look of compare() (after each pair from min_pairs on) until it says yes:
   /// whether the row has run under competing load so far. From then on the interval is read at
   /// kSpeedupLevelUnderLoad, and faster or slower no longer ends the row early: it is read
   /// once, when the budget is spent (within noise still ends it). Unset: never under load.
   std::function<bool()> under_load;
+  /// Sides in processes whose count may grow (measure.max_processes): starts one more process of
+  /// each side (built, warmed up, paused, added to its side's turns) and returns the wall time that
+  /// took (ms); none where no more can start (the bound, memory). Asked at a look where
+  /// more_processes_narrow() says one more process a side narrows the interval more than the pairs
+  /// its start would time. Unset: the processes stay as they started.
+  std::function<std::optional<double>()> add_processes;
+  double process_start_ms = 0;  // what starting one process of each side cost at the row's start
 };
 
 /// The plan for `cfg`; its deadline starts now (make it at the row's start, before the pipeline
@@ -66,6 +75,9 @@ struct Comparison {
   bool unpaired = false;                // the budget ran out between a pair's two windows: the first
                                         // was timed (the last of its side's) and left out
   double pair_ms = 0;                   // wall time of a pair, on average over every pair timed
+  int64_t processes_added = 0;          // processes started on each side while timing (add_processes)
+  bool no_more_processes = false;       // add_processes said none could start
+  double process_start_ms = 0;          // what starting one process of each side cost, last seen
 };
 
 /// The note of a row left undecided by its budget on a quiet machine: how much one pair's

@@ -7,6 +7,7 @@
 #include <string>
 #include <utility>
 
+#include "core/numbers.hpp"
 #include "core/stats.hpp"
 #include "measure/schedule.hpp"
 #include "system/process.hpp"
@@ -60,15 +61,13 @@ void add_run_notes(Measurement& m, const Comparison& c, const WindowPlan& plan) 
   if (std::string n = undecided_note(c, plan); !n.empty()) m.notes.push_back(std::move(n));
 }
 
-/// "this row's processes' own speed varied by X%" where the comparison's terms give it, else "".
+/// " (one process's own speed varied by X% and one pair's by Y%, ...)" where the comparison's
+/// spread gives it (allocation.hpp), else "".
 std::string process_spread(const Comparison& c) {
-  const auto t = stats::speedup_terms(c.a_ms, c.a_process, c.b_ms, c.b_process, true);
-  if (t.size() != 2 || t[1].df < 1) return "";
-  char spread[120];
-  std::snprintf(spread, sizeof spread,
-                " (this row's processes' own speed varied by %.1f%%, one standard deviation)",
-                100.0 * (std::exp(std::sqrt(t[1].var * (t[1].df + 1))) - 1.0));
-  return spread;
+  const std::optional<Spread> s = spread_of(c.a_ms, c.a_process, c.b_ms, c.b_process);
+  if (!s) return "";
+  return " (one process's own speed varied by " + numbers::fixed(s->process_sd_pct(), 1) + "% and one pair's by " +
+         numbers::fixed(s->window_sd_pct(), 1) + "%, one standard deviation)";
 }
 
 /// The notes of a row that ran in processes `b`: what they reported of their process, and for a
@@ -132,20 +131,76 @@ class RowTimer {
       out.side = t_.row.kind->start_here(cfg_, t_.progress, plan_.deadline);
       return;
     }
-    plan_ = in_processes(plan_, cfg_.measure.processes);
     // The previous row's processes, still warm, are this comparison's other side: only the row's
     // own start (half the starts, so twice the windows in the row's budget). Fresh ones of its
-    // settings where they are not as many as the row's, or one never timed a window.
-    if (prev_ && !prev_->reusable(static_cast<size_t>(cfg_.measure.processes))) prev_ = nullptr;
+    // settings where they are fewer than the row's, or one never timed a window. Where the
+    // previous row grew its processes, this one starts with as many: the spread that asked for
+    // them is the machine's and the program's, not the row's.
+    int64_t count = cfg_.measure.processes;
+    if (prev_ && prev_->reusable(static_cast<size_t>(count)))
+      count = std::clamp(static_cast<int64_t>(prev_->processes()), count, cfg_.measure.max_processes);
+    if (prev_ && !prev_->reusable(static_cast<size_t>(count))) prev_ = nullptr;
+    plan_ = in_processes(plan_, count);
+    plan_.max_processes = cfg_.measure.max_processes;
     if (prev_) prev_->restart(false);
-    RowProcesses p = start_row_processes(prev_ ? Config{} : t_.prev, t_.row, cfg_.measure.processes,
-                                         t_.prev_progress, t_.progress, plan_.deadline);
+    stats::Stopwatch wall;
+    RowProcesses p = start_row_processes(prev_ ? Config{} : t_.prev, t_.row, count, t_.prev_progress,
+                                         t_.progress, plan_.deadline);
+    // What a process of each side costs to start, from these starts (only the row's, where prev's
+    // were kept: alike, they count twice).
+    plan_.process_start_ms = wall.ms() / static_cast<double>(count) * (p.prev ? 1.0 : 2.0);
     fresh_prev_ = std::move(p.prev);
     out.side = std::move(p.row);
     if (!prev_) prev_ = fresh_prev_.get();
+    row_group_ = dynamic_cast<ProcessGroup*>(out.side.get());
+    if (t_.prev.cfg && cfg_.measure.max_processes > count)
+      plan_.add_processes = [this] { return add_processes(); };
     // A program's start-up (an interpreter, its imports, a compilation) is not a pipeline's build:
     // an automatic budget counts from the instances' first windows.
     if (!t_.row.kind->startup_in_auto_budget() && cfg_.measure.max_s <= 0) plan_.deadline = Deadline(0);
+  }
+
+  /// One more process of each side (WindowPlan::add_processes), started in turn (who starts first
+  /// alternates), paused and added to its side's turns; the wall time that took. None at
+  /// measure.max_processes, or where a process ran out of memory starting (the others keep going;
+  /// noted).
+  std::optional<double> add_processes() {
+    auto* prev = dynamic_cast<ProcessGroup*>(prev_);
+    if (!prev || !row_group_ || static_cast<int64_t>(row_group_->processes()) >= cfg_.measure.max_processes)
+      return std::nullopt;
+    stats::Stopwatch wall;
+    std::unique_ptr<RowSide> a, b;
+    try {
+      const bool prev_first = row_group_->processes() % 2 == 0;
+      if (prev_first) a = t_.prev.kind->start_process(*t_.prev.cfg, t_.prev_progress, plan_.deadline);
+      b = t_.row.kind->start_process(cfg_, t_.progress, plan_.deadline);
+      b->pause();
+      if (!prev_first) a = t_.prev.kind->start_process(*t_.prev.cfg, t_.prev_progress, plan_.deadline);
+      a->pause();
+    } catch (const std::exception& e) {
+      if (!ctx_.is_out_of_memory(e)) throw;
+      no_room_ = e.what();
+      return std::nullopt;
+    }
+    prev->add(std::move(a));
+    row_group_->add(std::move(b));
+    return wall.ms();
+  }
+
+  /// The note of a row whose processes grew while it was timed (Comparison::processes_added), or
+  /// where no more could start for memory.
+  void add_growth_note(Measurement& m, const Comparison& c) const {
+    if (c.processes_added == 0 && no_room_.empty()) return;
+    const int64_t end = row_group_ ? static_cast<int64_t>(row_group_->processes()) : 0;
+    std::string n = "processes added while timing: " + std::to_string(end - c.processes_added) +
+                    " a side at the start, " + std::to_string(end) + " at the end (measure.max_processes " +
+                    std::to_string(cfg_.measure.max_processes) + ")";
+    if (const auto s = spread_of(c.a_ms, c.a_process, c.b_ms, c.b_process))
+      n += "; one process's own speed varied by " + numbers::fixed(s->process_sd_pct(), 1) + "% and one pair's by " +
+           numbers::fixed(s->window_sd_pct(), 1) + "% (one standard deviation), so another process narrowed the "
+           "interval more than the windows its start would have timed";
+    if (!no_room_.empty()) n += "; no more could start: " + no_room_;
+    m.notes.push_back(std::move(n));
   }
 
   TimedRow timed() {
@@ -161,6 +216,7 @@ class RowTimer {
       add_run_notes(*out.m, c, plan_);
       finish_load(*out.m, c.under_load);
       if (t_.in_processes) add_process_notes(*out.m, *out.side, t_.row, &c, prev_, !fresh_prev_);
+      add_growth_note(*out.m, c);
       return out;
     }
     const AloneRun r = measure_alone(*out.side, plan_);
@@ -209,6 +265,8 @@ class RowTimer {
   system::LoadSampler load_;
   RowSide* prev_ = nullptr;                   // the other side of the comparison, if any
   std::unique_ptr<ProcessGroup> fresh_prev_;  // prev's processes started for this row alone
+  ProcessGroup* row_group_ = nullptr;         // the row's processes, in processes
+  std::string no_room_;                       // why no more processes could start (out of memory)
 };
 
 }  // namespace

@@ -124,6 +124,25 @@ std::vector<stats::LogTerm> base_terms(const std::vector<ChainRow>& rows, size_t
   return combined(chain_of(rows, k, loaded, nullptr));
 }
 
+stats::Interval base_interval(const std::vector<ChainRow>& rows, size_t k, double level, int64_t n) {
+  stats::Interval chain = stats::sum_interval(base_terms(rows, k), level, n);
+  if (!chain.valid()) return chain;
+  // The widest paired link's half-width on the log scale, each at its own degrees of freedom.
+  double widest = 0;
+  for (size_t i = k, hops = 0; i < rows.size() && rows[i].compared_with && hops <= rows.size(); ++hops) {
+    if (!rows[i].window_ms.empty() && rows[i].prev_ms.size() == rows[i].window_ms.size()) {
+      const stats::Interval link = stats::sum_interval(link_terms(rows, i), level);
+      if (link.valid()) widest = std::max(widest, 0.5 * std::log(link.hi / link.lo));
+    }
+    i = *rows[i].compared_with;
+  }
+  if (0.5 * std::log(chain.hi / chain.lo) < widest) {
+    chain.lo = chain.point * std::exp(-widest);
+    chain.hi = chain.point * std::exp(widest);
+  }
+  return chain;
+}
+
 std::vector<stats::LogTerm> rate_terms(const std::vector<ChainRow>& rows, size_t k, bool* loaded) {
   if (k >= rows.size() || rows[k].window_ms.empty()) return {};
   size_t base = k;
@@ -141,7 +160,8 @@ std::vector<stats::LogTerm> rate_terms(const std::vector<ChainRow>& rows, size_t
 }
 
 std::string interval_text(double point, double lo, double hi) {
-  if (!(lo > 0) || !(hi >= lo) || !(point > 0) || !std::isfinite(hi)) return "";
+  if (!(lo > 0) || !(hi >= lo) || !(point > 0)) return "";
+  if (!std::isfinite(hi) || hi > kUnboundedFactor * point || lo * kUnboundedFactor < point) return " [unbounded]";
   const double up = hi / point - 1.0, down = 1.0 - lo / point;
   if (up >= 0 && down >= 0 && std::abs(up - down) <= 0.1 * (up + down)) {
     const double pct = 100.0 * std::max(up, down);

@@ -47,13 +47,27 @@ std::vector<stats::LogTerm> link_terms(const std::vector<ChainRow>& rows, size_t
 /// link_terms (any link). Throws nothing.
 std::vector<stats::LogTerm> base_terms(const std::vector<ChainRow>& rows, size_t k, bool* loaded = nullptr);
 
+/// Row `k`'s vs base at `level` (`n`: the count recorded): sum_interval of base_terms, widened
+/// where it is narrower on the log scale than any of its links measured paired (each at its own
+/// level and degrees of freedom). A sum of terms with one or two degrees of freedom each gets more
+/// Welch-Satterthwaite degrees of freedom than any of them, so a chain could be called faster or
+/// slower on the strength of a link that is itself undecided; the chain's spread includes each
+/// link's, so it is never narrower. Links measured apart share windows with their neighbours (the
+/// spread cancels along the chain) and are not compared. Throws nothing.
+stats::Interval base_interval(const std::vector<ChainRow>& rows, size_t k, double level, int64_t n = 0);
+
 /// The terms of row `k`'s samples/s: its base row's own rate and base_terms. Throws nothing.
 std::vector<stats::LogTerm> rate_terms(const std::vector<ChainRow>& rows, size_t k, bool* loaded = nullptr);
 
+/// An interval reaching beyond this factor of its point on either side bounds nothing a reader
+/// can use (two processes a side, one degree of freedom: t = 63.7 at 99%): printed " [unbounded]".
+inline constexpr double kUnboundedFactor = 10;
+
 /// The text of an interval around `point` as every output prints it: " ±1.8%" where the
 /// interval is symmetric about the point within a tenth of its width (the larger side is
-/// printed, so the text never claims less than the interval), else " [0.060, 16.4]" (three
-/// significant digits). "" without an interval (lo or hi not positive, hi < lo). Throws nothing.
+/// printed, so the text never claims less than the interval), else " [0.500, 2.00]" (three
+/// significant digits); " [unbounded]" past kUnboundedFactor either way (the results keep its
+/// numbers). "" without an interval (lo or hi not positive, hi < lo). Throws nothing.
 std::string interval_text(double point, double lo, double hi);
 inline std::string interval_text(const stats::Interval& i) {
   if (!i.valid()) return std::string();

@@ -361,8 +361,8 @@ void compute_speedups(std::vector<Row>& rows) {
   if (chain.size() == 1) {
     last.base_ci = last.prev_ci;
   } else {
-    const auto terms = base_terms(links, k, &base_loaded);
-    last.base_ci = stats::sum_interval(terms, stats::speedup_level(base_loaded), pairs);
+    base_terms(links, k, &base_loaded);
+    last.base_ci = base_interval(links, k, stats::speedup_level(base_loaded), pairs);
   }
   last.speedup_vs_base = last.base_ci.point;
   last.verdict_base = stats::verdict_name(stats::verdict_of(last.base_ci, last.rule));
