@@ -1091,8 +1091,8 @@ TEST_CASE("vs base is never narrower than a link it rests on, nor decided where 
   auto width = [](const ptune::stats::Interval& i) { return std::log(i.hi / i.lo); };
   std::vector<ptune::report::ChainRow> links;
   for (const Row& r : rows)
-    links.push_back({16, r.m->repeat_ms, r.m->repeat_process, r.prev_ms, r.prev_process,
-                     r.compared_with, false});
+    links.push_back(
+        {16, r.m->repeat_ms, r.m->repeat_process, r.prev_ms, r.prev_process, r.compared_with, false});
   // The scenario: the plain sum is narrower than the link and calls the chain slower.
   const ptune::stats::Interval plain =
       ptune::stats::sum_interval(ptune::report::base_terms(links, 2), ptune::stats::kSpeedupLevel);
@@ -1246,10 +1246,10 @@ TEST_CASE("intervals print as ± only where symmetric, else [lo, hi], one text i
   CHECK(interval_text(100.0, 98.2, 101.8) == " ±1.8%");
   CHECK(interval_text(2.0, 1.9, 2.3) == " [1.90, 2.30]");  // +15% / -5%
   CHECK(interval_text(0.99, 0.120, 8.2) == " [0.120, 8.20]");
-  CHECK(interval_text(0.99, 0.060, 16.4) == " [unbounded]");  // past 10x either way: bounds nothing
-  CHECK(interval_text(1.0, 0.5, 2.0) == " [0.500, 2.00]");   // a factor of 2 either way: not ±
-  CHECK(interval_text(1.0, 1 / 1.2, 1.2) == " ±20%");        // a factor of 1.2: sides within a tenth
-  CHECK(interval_text(1.0, 0.8, 1.25) == " [0.800, 1.25]");  // 1.25: +25% against -20%, not within
+  CHECK(interval_text(0.99, 0.060, 16.4) == " [unbounded]");      // past 10x either way: bounds nothing
+  CHECK(interval_text(1.0, 0.5, 2.0) == " [0.500, 2.00]");        // a factor of 2 either way: not ±
+  CHECK(interval_text(1.0, 1 / 1.2, 1.2) == " ±20%");             // a factor of 1.2: sides within a tenth
+  CHECK(interval_text(1.0, 0.8, 1.25) == " [0.800, 1.25]");       // 1.25: +25% against -20%, not within
   CHECK(interval_text(1.45, 1.2e-70, 8.8e62) == " [unbounded]");  // two pairs under load at 99.9%
   CHECK(interval_text(1.0, 0.5, std::numeric_limits<double>::infinity()) == " [unbounded]");
   CHECK(interval_text(1.0, 0, 2.0).empty());

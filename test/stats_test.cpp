@@ -229,12 +229,14 @@ TEST_CASE("a row left undecided by its budget says how many pairs its spread wou
   CHECK(undecided_note(decided, plan).empty());
   Comparison max_pairs = c;
   max_pairs.stop = StopRule::kMaxPairs;
-  CHECK(undecided_note(max_pairs, plan).empty());
+  CHECK(undecided_note(max_pairs, plan).empty());  // in one process: more time is not what it needs
   Comparison loaded = c;
   loaded.under_load = true;
   CHECK(undecided_note(loaded, plan).empty());
-  // Sides in two processes each, whose speeds differ by process: more processes narrow the
-  // interval, under load too (the load does not explain a process's own speed).
+  // Sides in two processes each, whose speeds differ by process: the note says how many processes
+  // a side would decide it, under load too (the load does not explain a process's own speed),
+  // and the time they would take at this row's costs (1.5 s a pair, 4 s to start a process of
+  // each side).
   Comparison procs;
   for (int i = 0; i < 8; ++i) {
     procs.a_ms.push_back(i % 2 ? 104.0 : 96.0), procs.a_process.push_back(i % 2);
@@ -245,9 +247,29 @@ TEST_CASE("a row left undecided by its budget says how many pairs its spread wou
   procs.verdict = Verdict::kUndecided;
   procs.stop = StopRule::kBudget;
   procs.under_load = true;
-  CHECK(undecided_note(procs, plan).rfind("undecided in its time: a process's own speed varied by ", 0) == 0);
-  CHECK(undecided_note(procs, plan)
-            .find(", 2 a side; more processes (measure.processes) narrow the interval") != std::string::npos);
+  procs.pair_ms = 1500;
+  procs.process_start_ms = 4000;
+  // 0.07 either way by process, nothing left by window: the process-level variance 0.0098 over k
+  // a side, at 99% within +-3% (ln 1.03 = 0.0296) needs k = 155; past the key's most.
+  CHECK(undecided_note(procs, plan) ==
+        "undecided in its time: a change this small (0.0%) would need more than 64 processes a side "
+        "(measure.max_processes' most) to decide here; one process's own speed varied by 10.4% and one "
+        "pair's by "
+        "0.0% (one standard deviation), 2 processes a side");
+  // Half the spread (0.035 either way): a quarter of the variance; 2.64 (t at 99% on 78 degrees
+  // of freedom) x sqrt(0.00245 x 2 / 40) = 0.0292 fits: 40 processes a side, 38 more starts (152 s)
+  // and 72 more pairs (two a process: 108 s).
+  for (size_t i = 0; i < procs.a_ms.size(); ++i) {
+    procs.a_ms[i] = i % 2 ? 102.0 : 98.0;
+    procs.b_ms[i] = i % 2 ? 98.5 : 101.5;
+  }
+  procs.speedup =
+      speedup_interval(procs.a_ms, procs.a_process, procs.b_ms, procs.b_process, true, kSpeedupLevel);
+  CHECK(
+      undecided_note(procs, plan) ==
+      "undecided in its time: a change this small (0.0%) needs about 40 processes a side here, about 5 min "
+      "in all (measure.max_processes 40, measure.max_s 261); one process's own speed varied by 5.1% and one "
+      "pair's by 0.0% (one standard deviation), 2 processes a side");
 }
 
 TEST_CASE("outliers are far from the median by the MAD rule and by 5%", "[stats]") {

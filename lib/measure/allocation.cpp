@@ -16,8 +16,8 @@ struct Ratios {
   size_t ka = 0, kb = 0;
 };
 
-Ratios ratios(const std::vector<double>& a_ms, const std::vector<int>& a_process, const std::vector<double>& b_ms,
-              const std::vector<int>& b_process) {
+Ratios ratios(const std::vector<double>& a_ms, const std::vector<int>& a_process,
+              const std::vector<double>& b_ms, const std::vector<int>& b_process) {
   Ratios r;
   std::map<int, size_t> ia, ib;
   for (size_t i = 0; i < a_ms.size() && i < b_ms.size(); ++i) {
@@ -103,8 +103,7 @@ double predicted_half_width(const Spread& s, double processes, double pairs, dou
   const double k0 = static_cast<double>(s.processes);
   if (!(k0 >= 2 && processes >= 2 && pairs > 0 && s.pairs > 0 && s.df > 0))
     return std::numeric_limits<double>::infinity();
-  const double var =
-      s.process_var * k0 / processes + s.window_var * static_cast<double>(s.pairs) / pairs;
+  const double var = s.process_var * k0 / processes + s.window_var * static_cast<double>(s.pairs) / pairs;
   const double df = s.df * (processes - 1) / (k0 - 1);
   try {
     return stats::t_quantile(0.5 + level / 2, df) * std::sqrt(var);
@@ -140,7 +139,8 @@ std::optional<Need> need_to_decide(const Spread& s, double pair_ms, double start
         (fits(mid) ? hi : lo) = mid;
       }
     }
-    const double ms = (kk - static_cast<double>(s.processes)) * start_ms + (hi - static_cast<double>(s.pairs)) * pair_ms;
+    const double ms =
+        (kk - static_cast<double>(s.processes)) * start_ms + (hi - static_cast<double>(s.pairs)) * pair_ms;
     if (!best || ms < best->ms) best = Need{k, static_cast<int64_t>(hi), ms};
     // More processes cost at least their starts: none can be cheaper past this.
     if (best && (kk + 1 - static_cast<double>(s.processes)) * start_ms >= best->ms) break;

@@ -228,19 +228,21 @@ std::string undecided_processes_note(const Comparison& c, const WindowPlan& plan
   const double change_pct = 100.0 * std::fabs(c.speedup.point - 1.0);
   const std::string spread = "one process's own speed varied by " + numbers::fixed(s->process_sd_pct(), 1) +
                              "% and one pair's by " + numbers::fixed(s->window_sd_pct(), 1) +
-                             "% (one standard deviation), " + std::to_string(s->processes) + " processes a side";
+                             "% (one standard deviation), " + std::to_string(s->processes) +
+                             " processes a side";
   Spread at = *s;
   at.log_point = std::log(c.speedup.point);
-  constexpr int64_t kMostProcesses = 200;
+  constexpr int64_t kMostProcesses = 64;  // measure.max_processes' most
   const std::optional<Need> need =
       need_to_decide(at, c.pair_ms, c.process_start_ms, c.speedup.level, plan.rule, kMostProcesses);
   if (!need)
     return "undecided in its time: a change this small (" + numbers::fixed(change_pct, 1) +
-           "%) is too close to the noise floor (measure.noise_pct " + numbers::shortest(plan.rule.floor_pct) +
-           "%) for " + std::to_string(kMostProcesses) + " processes a side to decide here (" + spread + ")";
-  const std::string keys = need->processes > plan.max_processes
-                               ? "measure.max_processes " + std::to_string(need->processes) + ", measure.max_s "
-                               : "measure.max_s ";
+           "%) would need more than " + std::to_string(kMostProcesses) +
+           " processes a side (measure.max_processes' most) to decide here; " + spread;
+  const std::string keys =
+      need->processes > plan.max_processes
+          ? "measure.max_processes " + std::to_string(need->processes) + ", measure.max_s "
+          : "measure.max_s ";
   return "undecided in its time: a change this small (" + numbers::fixed(change_pct, 1) + "%) needs about " +
          std::to_string(need->processes) + " processes a side here, about " + budget_text(plan, need->ms) +
          " in all (" + keys + numbers::fixed(std::ceil((plan.deadline.elapsed_ms() + need->ms) / 1000.0), 0) +
@@ -253,9 +255,10 @@ std::string undecided_note(const Comparison& c, const WindowPlan& plan) {
   if (c.stop == StopRule::kDecided || c.verdict != stats::Verdict::kUndecided || c.b_ms.size() < 3 ||
       !c.speedup.valid())
     return "";
-  // Sides in processes: what narrows their interval is more processes, under load or not.
+  // Sides in processes: what narrows their interval is more processes, under load or not, and
+  // however the row stopped.
   if (!c.a_process.empty() && !c.b_process.empty()) return undecided_processes_note(c, plan);
-  if (c.under_load) return "";
+  if (c.under_load || c.stop != StopRule::kBudget) return "";
   // One pair's spread from the paired term: its variance is that of the mean, s^2 / n.
   const std::vector<stats::LogTerm> terms = stats::paired_terms(c.a_ms, c.b_ms);
   if (terms.empty() || terms.front().df < 2) return "";

@@ -21,12 +21,12 @@ namespace ptune::measure {
 
 /// How long a row is measured (from its config's measure section).
 struct WindowPlan {
-  int64_t min_pairs = 3;     // measure.repeats: windows of each side, after the start-up
-                             // transient, before any decision
-  Deadline deadline;         // measure.max_s, from the row's start
-  stats::NoiseRule rule;     // measure.target_ci_pct, measure.noise_pct
-  int64_t max_pairs = 1000;  // a hard stop for very short windows
-  int64_t processes = 0;     // sides in child processes: this many a side (in_processes())
+  int64_t min_pairs = 3;      // measure.repeats: windows of each side, after the start-up
+                              // transient, before any decision
+  Deadline deadline;          // measure.max_s, from the row's start
+  stats::NoiseRule rule;      // measure.target_ci_pct, measure.noise_pct
+  int64_t max_pairs = 1000;   // a hard stop for very short windows
+  int64_t processes = 0;      // sides in child processes: this many a side (in_processes())
   int64_t max_processes = 0;  // ... and at most this many (measure.max_processes; add_processes)
   /// Asked at every look of compare() (after each pair from min_pairs on) until it says yes:
   /// whether the row has run under competing load so far. From then on the interval is read at
@@ -82,8 +82,11 @@ struct Comparison {
 
 /// The note of a row left undecided by its budget on a quiet machine: how much one pair's
 /// speedup varied, and about how many pairs (and how long) that spread would need for a verdict
-/// (pairs_to_decide), so that the user can raise measure.max_s or steady the machine. Empty
-/// where it does not apply (decided, under load, fewer than 3 pairs kept). Throws nothing.
+/// (pairs_to_decide), so that the user can raise measure.max_s or steady the machine. For sides
+/// in processes (however the row stopped, under load too): the processes a side and the time a
+/// verdict would need at the spread measured (need_to_decide; its pair and start costs from
+/// `c`), or that the change is too close to the noise floor for any. Empty where it does not
+/// apply (decided, fewer than 3 pairs kept). Throws nothing.
 std::string undecided_note(const Comparison& c, const WindowPlan& plan);
 
 /// Times `a` and `b` interleaved, in blocks of two pairs, A B then B A or B A then A B, each

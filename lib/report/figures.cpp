@@ -161,7 +161,8 @@ std::vector<stats::LogTerm> rate_terms(const std::vector<ChainRow>& rows, size_t
 
 std::string interval_text(double point, double lo, double hi) {
   if (!(lo > 0) || !(hi >= lo) || !(point > 0)) return "";
-  if (!std::isfinite(hi) || hi > kUnboundedFactor * point || lo * kUnboundedFactor < point) return " [unbounded]";
+  if (!std::isfinite(hi) || hi > kUnboundedFactor * point || lo * kUnboundedFactor < point)
+    return " [unbounded]";
   const double up = hi / point - 1.0, down = 1.0 - lo / point;
   if (up >= 0 && down >= 0 && std::abs(up - down) <= 0.1 * (up + down)) {
     const double pct = 100.0 * std::max(up, down);

@@ -17,7 +17,8 @@ config::ExperimentConfig measured(config::ExperimentConfig cfg, int64_t min_repe
 /// "[-1.2%, +3.4%]": a speedup's interval as gains; "" without one.
 std::string interval_text(const stats::Interval& i) {
   if (!i.valid()) return "";
-  if (i.hi > report::kUnboundedFactor * i.point || i.lo * report::kUnboundedFactor < i.point) return "[unbounded]";
+  if (i.hi > report::kUnboundedFactor * i.point || i.lo * report::kUnboundedFactor < i.point)
+    return "[unbounded]";
   return fmt("[%+.1f%%, ", 100 * (i.lo - 1)) + fmt("%+.1f%%]", 100 * (i.hi - 1));
 }
 
