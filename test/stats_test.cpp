@@ -921,3 +921,67 @@ TEST_CASE("a group's result merges its processes' own over their windows among t
   CHECK(alone.notes.empty());
   CHECK_THROWS_WITH(one.result(2), "no timed window to report");
 }
+
+TEST_CASE("an automatic budget grows to what a verdict needs, up to measure.auto_max_s", "[stats]") {
+  using namespace ptune::measure;
+  using namespace ptune::stats;
+  // A/A, one-step windows of about 100 ms that vary by about 3% (a fixed quasi-random pattern): a
+  // pair's log-ratio varies by about 4%, so within noise (+-3% at 99%) needs a few dozen pairs,
+  // about 5-10 s; the automatic budget settles at 4x its first 3 pairs (about 2.4 s).
+  auto noisy = [](size_t i) {
+    const double x = static_cast<double>(i);
+    return 100.0 * std::exp(0.04 * std::sin(2.39996 * x * x));
+  };
+  for (const double most_s : {1.0, 120.0}) {
+    INFO("measure.auto_max_s " << most_s);
+    double now = 0;
+    std::string log;
+    ClockSide a('A', log, noisy, &now), b('B', log, noisy, &now);
+    WindowPlan plan;
+    plan.min_pairs = 3;
+    plan.deadline = fake_deadline(0, now);
+    plan.deadline.set_auto_most(1000.0 * most_s);
+    const Comparison c = compare(a, b, plan);
+    if (most_s < 2) {
+      // Below the settled budget: nothing to grow to; the row ends undecided at about 2.4 s.
+      CHECK_FALSE(c.budget_grown);
+      CHECK(c.verdict == Verdict::kUndecided);
+      CHECK(now <= 2600);
+    } else {
+      CHECK(c.budget_grown);
+      CHECK(c.verdict == Verdict::kWithinNoise);
+      CHECK(c.limit_ms <= 120000);
+      CHECK(now <= c.limit_ms);
+      CHECK(now > 2600);
+    }
+  }
+}
+
+TEST_CASE("what size of change a row can decide in its budget, from the spread it measured", "[stats]") {
+  using namespace ptune::measure;
+  const ptune::stats::NoiseRule rule;  // 1% floor
+  // One process each side, a pair's log-ratio varying by 0.05: 60 s of 1 s pairs give 60 pairs,
+  // a 99% half-width of t(0.995, 59) x 0.05 / sqrt(60) = 2.6618 x 0.006455 = 0.017182; the change
+  // that just clears 1% beyond it: 1.01 x e^0.017182 - 1 = 2.750%.
+  const auto paired = decidable_change_pct(0.05, 1000, 0.99, rule, 60000);
+  REQUIRE(paired);
+  CHECK(*paired == Approx(2.750).margin(0.002));
+  CHECK_FALSE(decidable_change_pct(0.05, 1000, 0.99, rule, 2000));  // two pairs: no interval
+  // In processes: a spread mostly between processes. With starts that cost nothing but their
+  // time, more processes buy a narrower interval than more pairs of three.
+  Spread s;
+  s.process_var = 4e-4;
+  s.window_var = 1e-4;
+  s.df = 4;
+  s.processes = 3;
+  s.pairs = 12;
+  const double level = 0.99;
+  const auto held = decidable_change_pct(s, 3, 1000, 1e9, level, rule, 12, 120000);  // a start never fits
+  const auto grown = decidable_change_pct(s, 3, 1000, 4000, level, rule, 12, 120000);
+  REQUIRE(held);
+  REQUIRE(grown);
+  CHECK(*held == Approx(100.0 * std::expm1(std::log(1.01) + predicted_half_width(s, 3, 120, level))));
+  CHECK(*grown < *held);
+  // More budget: a smaller change.
+  CHECK(*decidable_change_pct(s, 3, 1000, 4000, level, rule, 12, 600000) < *grown);
+}

@@ -279,8 +279,15 @@ const std::vector<Field>& fields() {
                               "seconds a row may take in all, building its pipeline and warming up included; "
                               "measuring stops between steps when the next would end past it (a step longer "
                               "than this ends the row after one step, noted); 0 = auto (at most 30 s, and at "
-                              "most 4x the time the row took to reach its first measure.repeats windows)"),
+                              "most 4x the time the row took to reach its first measure.repeats windows; "
+                              "longer where a verdict is in reach: measure.auto_max_s)"),
                         0, 86400));
+    t.push_back(between(
+        field("measure.auto_max_s", &E::measure, &MeasureConfig::auto_max_s, T::kNumber,
+              "measure.max_s 0 (auto): a compared row left undecided by its first budget runs on, up to this "
+              "many seconds in all, where the spread it measured says a verdict is in reach by then "
+              "(docs/statistics.md); a row whose verdict would need more stops at its first budget"),
+        1, 86400));
     t.push_back(between(
         field("measure.target_ci_pct", &E::measure, &MeasureConfig::target_ci_pct, T::kNumber,
               "a speedup is within noise when its interval lies inside 1.00x plus or minus this percentage; "

@@ -167,6 +167,7 @@ struct MeasureConfig {
   int64_t steps = 50;
   int64_t repeats = 3;
   double max_s = 0;
+  double auto_max_s = 120;
   double target_ci_pct = 3.0;
   double noise_pct = 1.0;
   bool interleave = true;

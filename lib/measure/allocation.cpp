@@ -148,4 +148,39 @@ std::optional<Need> need_to_decide(const Spread& s, double pair_ms, double start
   return best;
 }
 
+namespace {
+
+/// The change whose interval of half-width `half_width` (log) just clears the floor.
+double clearing_pct(double half_width, const stats::NoiseRule& rule) {
+  return 100.0 * std::expm1(std::log1p(rule.floor_pct / 100.0) + half_width);
+}
+
+}  // namespace
+
+std::optional<double> decidable_change_pct(const Spread& s, int64_t processes, double pair_ms, double start_ms,
+                                           double level, const stats::NoiseRule& rule, int64_t max_processes,
+                                           double budget_ms) {
+  if (!(pair_ms > 0) || !(budget_ms > 0) || processes < 2) return std::nullopt;
+  double best = std::numeric_limits<double>::infinity();
+  for (int64_t k = processes; k <= std::max(processes, max_processes); ++k) {
+    const double pairs = (budget_ms - static_cast<double>(k - processes) * start_ms) / pair_ms;
+    if (pairs < 2.0 * static_cast<double>(k)) break;  // two windows a process at least
+    best = std::min(best, predicted_half_width(s, static_cast<double>(k), pairs, level));
+  }
+  if (!std::isfinite(best)) return std::nullopt;
+  return clearing_pct(best, rule);
+}
+
+std::optional<double> decidable_change_pct(double sd_log, double pair_ms, double level, const stats::NoiseRule& rule,
+                                           double budget_ms) {
+  if (!(pair_ms > 0) || !(sd_log >= 0)) return std::nullopt;
+  const double n = std::floor(budget_ms / pair_ms);
+  if (n < 3) return std::nullopt;
+  try {
+    return clearing_pct(stats::t_quantile(0.5 + level / 2, n - 1) * sd_log / std::sqrt(n), rule);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
 }  // namespace ptune::measure

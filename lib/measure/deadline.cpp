@@ -72,4 +72,10 @@ void Deadline::settle() {
   limit_ms_ = std::min(kAutoBudgetMs, kAutoBudgetFactor * elapsed_ms());
 }
 
+bool Deadline::grow_to(double limit_ms) {
+  if (!can_grow() || !(limit_ms > limit_ms_) || limit_ms > auto_most_ms_) return false;
+  limit_ms_ = limit_ms;
+  return true;
+}
+
 }  // namespace ptune::measure

@@ -42,6 +42,16 @@ class Deadline {
   /// kAutoBudgetFactor times the row's time so far (and kAutoBudgetMs in all). Only the first call
   /// counts; a fixed budget is left as it is.
   void settle();
+  /// The most an automatic budget may grow to (measure.auto_max_s), ms from the row's start.
+  void set_auto_most(double ms) { auto_most_ms_ = ms; }
+  double auto_most_ms() const { return auto_most_ms_; }
+  /// Raises a settled automatic budget to `limit_ms` from the row's start, where that is within
+  /// its most (set_auto_most): what deciding the row needs, at the spread measured so far. A fixed
+  /// budget, one not settled yet, or one agreed across ranks (each rank measures its own spread)
+  /// is left as it is. Returns whether the limit rose.
+  bool grow_to(double limit_ms);
+  /// Whether grow_to() can raise the limit at all.
+  bool can_grow() const { return automatic_ && settled_ && !max_over_ranks_; }
   /// Milliseconds since the row's start, on this rank.
   double elapsed_ms() const;
   /// The budget as configured, seconds (0: automatic).
@@ -60,6 +70,7 @@ class Deadline {
   double left_ms() const;  // on this rank
   Clock clock_;
   double start_ms_ = 0, limit_ms_ = kNone, budget_s_ = 0;
+  double auto_most_ms_ = kAutoBudgetMs;
   bool automatic_ = false, settled_ = false;
   std::function<double(double)> max_over_ranks_;
 };

@@ -15,6 +15,7 @@ WindowPlan window_plan(const config::ExperimentConfig& cfg, std::function<double
   WindowPlan p;
   p.min_pairs = cfg.measure.repeats;
   p.deadline = Deadline(1000.0 * cfg.measure.max_s);
+  p.deadline.set_auto_most(1000.0 * cfg.measure.auto_max_s);
   // Asked only while measuring, when the row's group is joined.
   if (max_over_ranks) p.deadline.agree_with(std::move(max_over_ranks));
   p.rule = noise_rule(cfg);
@@ -143,6 +144,41 @@ bool grow_now(const Comparison& c, const std::vector<double>& a_scaled, const Wi
   return deadline.fits(start_ms + 2.0 * static_cast<double>(k + 1) * c.pair_ms);
 }
 
+/// What deciding the row needs from now (ms) at the spread measured so far: in processes,
+/// need_to_decide (up to measure.max_processes where they can grow); in one process each,
+/// pairs_to_decide. None where it cannot be told or no verdict is in reach.
+std::optional<double> need_ms(const Comparison& c, const std::vector<double>& a_scaled, const WindowPlan& plan) {
+  const double level = c.speedup.level;
+  if (!c.a_process.empty() && !c.b_process.empty()) {
+    const std::optional<Spread> s = spread_of(a_scaled, c.a_process, c.b_ms, c.b_process);
+    if (!s) return std::nullopt;
+    const int64_t most = plan.add_processes ? plan.max_processes : s->processes;
+    const std::optional<Need> need = need_to_decide(*s, c.pair_ms, c.process_start_ms, level, plan.rule, most);
+    return need ? std::optional<double>(need->ms) : std::nullopt;
+  }
+  const std::vector<stats::LogTerm> terms = stats::paired_terms(a_scaled, c.b_ms);
+  if (terms.empty() || terms.front().df < 2) return std::nullopt;
+  const double pairs = terms.front().df + 1;
+  const int64_t n = stats::pairs_to_decide(std::log(c.speedup.point), std::sqrt(terms.front().var * pairs), level,
+                                           plan.rule);
+  if (n <= 0) return std::nullopt;
+  return std::max(0.0, static_cast<double>(n) - pairs) * c.pair_ms;
+}
+
+/// An automatic budget raised, at a look that left the row undecided, to what deciding it needs
+/// (need_ms, with a tenth and two pairs to spare) where that fits measure.auto_max_s
+/// (Deadline::grow_to); a row whose verdict would cost more keeps the budget it has.
+void grow_budget(Comparison& c, const std::vector<double>& a_scaled, const WindowPlan& plan, Deadline& deadline) {
+  if (!deadline.can_grow() || c.verdict != stats::Verdict::kUndecided || !(c.pair_ms > 0) ||
+      static_cast<int64_t>(c.b_ms.size()) < plan.min_pairs || !c.speedup.valid())
+    return;
+  const std::optional<double> need = need_ms(c, a_scaled, plan);
+  if (need && deadline.grow_to(deadline.elapsed_ms() + 1.1 * *need + 2.0 * c.pair_ms)) {
+    c.budget_grown = true;
+    c.limit_ms = deadline.limit_ms();
+  }
+}
+
 }  // namespace
 
 Comparison compare(Side& a, Side& b, const WindowPlan& plan,
@@ -158,6 +194,7 @@ Comparison compare(Side& a, Side& b, const WindowPlan& plan,
   bool a_first = true;
   // The pairs' wall time on the deadline's clock, less the time spent starting processes.
   const double start = deadline.elapsed_ms();
+  c.start_ms = start;
   double growth_ms = 0;
   int64_t since_growth = 0;
   c.process_start_ms = plan.process_start_ms;
@@ -205,6 +242,7 @@ Comparison compare(Side& a, Side& b, const WindowPlan& plan,
         c.no_more_processes = true;
       }
     }
+    grow_budget(c, a_scaled, plan, deadline);
   }
   if (alt.active) alt.active->pause();
   return c;
@@ -282,6 +320,36 @@ std::string undecided_note(const Comparison& c, const WindowPlan& plan) {
       "at that spread about %lld pairs, about %.0f s of timing (measure.max_s), would decide it",
       spread_pct, pairs, static_cast<long long>(n), std::ceil(seconds));
   return text;
+}
+
+std::optional<Decidable> decidable(const Comparison& c, const config::ExperimentConfig& cfg) {
+  const double budget_s = cfg.measure.max_s > 0 ? cfg.measure.max_s : cfg.measure.auto_max_s;
+  const double budget_ms = 1000.0 * budget_s - c.start_ms;
+  const stats::NoiseRule rule = noise_rule(cfg);
+  const double level = stats::speedup_level(c.under_load);
+  std::optional<double> pct;
+  std::string spread;
+  if (!c.a_process.empty() && !c.b_process.empty()) {
+    const std::optional<Spread> s = spread_of(c.a_ms, c.a_process, c.b_ms, c.b_process);
+    if (!s) return std::nullopt;
+    pct = decidable_change_pct(*s, cfg.measure.processes, c.pair_ms, c.process_start_ms, level, rule,
+                               cfg.measure.max_processes, budget_ms);
+    spread = "one process's own speed varying by " + numbers::fixed(s->process_sd_pct(), 1) + "% and one pair's by " +
+             numbers::fixed(s->window_sd_pct(), 1) + "%, up to measure.max_processes " +
+             std::to_string(cfg.measure.max_processes) + " a side";
+  } else if (c.a_process.empty() && c.b_process.empty()) {
+    const std::vector<stats::LogTerm> t = stats::paired_terms(c.a_ms, c.b_ms);
+    if (t.empty() || t.front().df < 2) return std::nullopt;
+    const double sd = std::sqrt(t.front().var * (t.front().df + 1));
+    pct = decidable_change_pct(sd, c.pair_ms, level, rule, budget_ms);
+    spread = "one pair's speedup varying by " + numbers::fixed(100.0 * std::expm1(sd), 1) + "%";
+  }
+  if (!pct) return std::nullopt;
+  const std::string budget = cfg.measure.max_s > 0 ? "measure.max_s " + numbers::shortest(budget_s)
+                                                   : "measure.auto_max_s " + numbers::shortest(budget_s);
+  return Decidable{*pct, "a change of about " + numbers::fixed(*pct, 1) + "% or more is called faster or slower in " +
+                             numbers::shortest(budget_s) + " s a row (" + budget + "), at the spread measured (" +
+                             spread + ")"};
 }
 
 AloneRun measure_alone(Side& s, const WindowPlan& plan,

@@ -78,6 +78,9 @@ struct Comparison {
   int64_t processes_added = 0;          // processes started on each side while timing (add_processes)
   bool no_more_processes = false;       // add_processes said none could start
   double process_start_ms = 0;          // what starting one process of each side cost, last seen
+  double start_ms = 0;                  // the row's time before its first window (its sides' start)
+  bool budget_grown = false;            // an automatic budget grew to what deciding needed (grow_to)
+  double limit_ms = 0;                  // ... to this, ms from the row's start
 };
 
 /// The note of a row left undecided by its budget on a quiet machine: how much one pair's
@@ -88,6 +91,16 @@ struct Comparison {
 /// `c`), or that the change is too close to the noise floor for any. Empty where it does not
 /// apply (decided, fewer than 3 pairs kept). Throws nothing.
 std::string undecided_note(const Comparison& c, const WindowPlan& plan);
+
+/// What a sweep's row can decide, from a comparison's spread: the smallest change it can call
+/// faster or slower in its budget (measure.max_s; automatic: measure.auto_max_s) less what its
+/// sides took to start, and one line saying so with the spread it rests on; none where the
+/// comparison gives no spread. Throws nothing.
+struct Decidable {
+  double change_pct = 0;
+  std::string text;  // "a change of about 4.1% in 60 s a row (...)"
+};
+std::optional<Decidable> decidable(const Comparison& c, const config::ExperimentConfig& cfg);
 
 /// Times `a` and `b` interleaved, in blocks of two pairs, A B then B A or B A then A B, each
 /// block's order drawn from a fixed-seed generator (kPairOrderSeed: the same for every row and

@@ -57,6 +57,11 @@ class RestartedSide : public Side {
 /// its count of transient pairs.
 void add_run_notes(Measurement& m, const Comparison& c, const WindowPlan& plan) {
   m.transient_windows = c.transient;
+  if (c.budget_grown)
+    m.notes.push_back("budget grown: the automatic budget (measure.max_s 0) grew to " +
+                      numbers::fixed(std::ceil(c.limit_ms / 1000.0), 0) +
+                      " s, what a verdict needed at the spread measured (at most measure.auto_max_s, " +
+                      numbers::shortest(plan.deadline.auto_most_ms() / 1000.0) + " s)");
   for (auto& n : run_notes(c.transient, c.b_ms.size(), c.stop, plan, true)) m.notes.push_back(std::move(n));
   if (std::string n = undecided_note(c, plan); !n.empty()) m.notes.push_back(std::move(n));
 }
@@ -157,7 +162,10 @@ class RowTimer {
       plan_.add_processes = [this] { return add_processes(); };
     // A program's start-up (an interpreter, its imports, a compilation) is not a pipeline's build:
     // an automatic budget counts from the instances' first windows.
-    if (!t_.row.kind->startup_in_auto_budget() && cfg_.measure.max_s <= 0) plan_.deadline = Deadline(0);
+    if (!t_.row.kind->startup_in_auto_budget() && cfg_.measure.max_s <= 0) {
+      plan_.deadline = Deadline(0);
+      plan_.deadline.set_auto_most(1000.0 * cfg_.measure.auto_max_s);
+    }
   }
 
   /// One more process of each side (WindowPlan::add_processes), started in turn (who starts first
@@ -218,6 +226,7 @@ class RowTimer {
       finish_load(*out.m, c.under_load);
       if (t_.in_processes) add_process_notes(*out.m, *out.side, t_.row, &c, prev_, !fresh_prev_);
       add_growth_note(*out.m, c);
+      if (const std::optional<Decidable> d = decidable(c, cfg_)) out.decidable = d->text;
       return out;
     }
     const AloneRun r = measure_alone(*out.side, plan_);

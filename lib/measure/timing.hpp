@@ -45,6 +45,7 @@ struct TimedRow {
   std::vector<double> prev_ms;    // prev's windows (ms/step), paired with m->repeat_ms
   std::vector<int> prev_process;  // the process each of prev_ms ran in (in processes)
   bool restarted = false;         // both sides started afresh for every window
+  std::string decidable;          // a compared row: what size of change a row can decide here (decidable())
   std::unique_ptr<RowSide> side;  // the row's side, kept for the next row (null when restarted)
 };
 

@@ -396,6 +396,7 @@ class SweepRun {
       row.prev_process = std::move(t.prev_process);
       row.rebuilt = t.restarted;
       out.kept = std::move(t.side);
+      say_what_rows_decide(i, t.decidable);
       add_measurement_notes(row, *p.kind);
       if (p.cfg.measure.convergence_steps > 0 && p.cfg.measure.mode == config::Mode::kTrain) {
         progress_of(i)("convergence", 0, p.cfg.measure.convergence_steps);
@@ -410,6 +411,14 @@ class SweepRun {
       if (plan_.in_processes()) kept_.forget(plan_.key(i));
     }
     return out;
+  }
+
+  /// Once a sweep, from its first compared row's spread: the size of change its rows can decide
+  /// in their budget (measure::decidable), on stderr.
+  void say_what_rows_decide(size_t i, const std::string& decidable) {
+    if (said_decidable_ || decidable.empty() || system::world_rank() != 0) return;
+    said_decidable_ = true;
+    log::info("from row " + std::to_string(i) + "'s spread: " + decidable);
   }
 
   /// The notes and status a measured row gets from how it was measured: both sides started afresh
@@ -541,6 +550,7 @@ class SweepRun {
   KeptSides kept_;
   std::map<std::string, double> base_loss_;  // arch -> its first row's loss
   std::vector<Done> done_;                   // out.rows[k] is plan[done[k].index]
+  bool said_decidable_ = false;              // say_what_rows_decide said it
 };
 
 }  // namespace
