@@ -157,9 +157,9 @@ double clearing_pct(double half_width, const stats::NoiseRule& rule) {
 
 }  // namespace
 
-std::optional<double> decidable_change_pct(const Spread& s, int64_t processes, double pair_ms, double start_ms,
-                                           double level, const stats::NoiseRule& rule, int64_t max_processes,
-                                           double budget_ms) {
+std::optional<double> decidable_change_pct(const Spread& s, int64_t processes, double pair_ms,
+                                           double start_ms, double level, const stats::NoiseRule& rule,
+                                           int64_t max_processes, double budget_ms) {
   if (!(pair_ms > 0) || !(budget_ms > 0) || processes < 2) return std::nullopt;
   double best = std::numeric_limits<double>::infinity();
   for (int64_t k = processes; k <= std::max(processes, max_processes); ++k) {
@@ -171,8 +171,8 @@ std::optional<double> decidable_change_pct(const Spread& s, int64_t processes, d
   return clearing_pct(best, rule);
 }
 
-std::optional<double> decidable_change_pct(double sd_log, double pair_ms, double level, const stats::NoiseRule& rule,
-                                           double budget_ms) {
+std::optional<double> decidable_change_pct(double sd_log, double pair_ms, double level,
+                                           const stats::NoiseRule& rule, double budget_ms) {
   if (!(pair_ms > 0) || !(sd_log >= 0)) return std::nullopt;
   const double n = std::floor(budget_ms / pair_ms);
   if (n < 3) return std::nullopt;

@@ -69,13 +69,13 @@ std::optional<Need> need_to_decide(const Spread& s, double pair_ms, double start
 /// budget buys (pairs of those processes, or more processes up to `max_processes` a side, each
 /// start `start_ms`), beyond the noise floor. None where the budget buys no interval. Throws
 /// nothing.
-std::optional<double> decidable_change_pct(const Spread& s, int64_t processes, double pair_ms, double start_ms,
-                                           double level, const stats::NoiseRule& rule, int64_t max_processes,
-                                           double budget_ms);
+std::optional<double> decidable_change_pct(const Spread& s, int64_t processes, double pair_ms,
+                                           double start_ms, double level, const stats::NoiseRule& rule,
+                                           int64_t max_processes, double budget_ms);
 
 /// The same for a row in one process each side, whose pairs' log-ratios vary by `sd_log` (one
 /// pair's): the interval of the pairs `budget_ms` buys. Throws nothing.
-std::optional<double> decidable_change_pct(double sd_log, double pair_ms, double level, const stats::NoiseRule& rule,
-                                           double budget_ms);
+std::optional<double> decidable_change_pct(double sd_log, double pair_ms, double level,
+                                           const stats::NoiseRule& rule, double budget_ms);
 
 }  // namespace ptune::measure

@@ -147,20 +147,22 @@ bool grow_now(const Comparison& c, const std::vector<double>& a_scaled, const Wi
 /// What deciding the row needs from now (ms) at the spread measured so far: in processes,
 /// need_to_decide (up to measure.max_processes where they can grow); in one process each,
 /// pairs_to_decide. None where it cannot be told or no verdict is in reach.
-std::optional<double> need_ms(const Comparison& c, const std::vector<double>& a_scaled, const WindowPlan& plan) {
+std::optional<double> need_ms(const Comparison& c, const std::vector<double>& a_scaled,
+                              const WindowPlan& plan) {
   const double level = c.speedup.level;
   if (!c.a_process.empty() && !c.b_process.empty()) {
     const std::optional<Spread> s = spread_of(a_scaled, c.a_process, c.b_ms, c.b_process);
     if (!s) return std::nullopt;
     const int64_t most = plan.add_processes ? plan.max_processes : s->processes;
-    const std::optional<Need> need = need_to_decide(*s, c.pair_ms, c.process_start_ms, level, plan.rule, most);
+    const std::optional<Need> need =
+        need_to_decide(*s, c.pair_ms, c.process_start_ms, level, plan.rule, most);
     return need ? std::optional<double>(need->ms) : std::nullopt;
   }
   const std::vector<stats::LogTerm> terms = stats::paired_terms(a_scaled, c.b_ms);
   if (terms.empty() || terms.front().df < 2) return std::nullopt;
   const double pairs = terms.front().df + 1;
-  const int64_t n = stats::pairs_to_decide(std::log(c.speedup.point), std::sqrt(terms.front().var * pairs), level,
-                                           plan.rule);
+  const int64_t n = stats::pairs_to_decide(std::log(c.speedup.point), std::sqrt(terms.front().var * pairs),
+                                           level, plan.rule);
   if (n <= 0) return std::nullopt;
   return std::max(0.0, static_cast<double>(n) - pairs) * c.pair_ms;
 }
@@ -168,7 +170,8 @@ std::optional<double> need_ms(const Comparison& c, const std::vector<double>& a_
 /// An automatic budget raised, at a look that left the row undecided, to what deciding it needs
 /// (need_ms, with a tenth and two pairs to spare) where that fits measure.auto_max_s
 /// (Deadline::grow_to); a row whose verdict would cost more keeps the budget it has.
-void grow_budget(Comparison& c, const std::vector<double>& a_scaled, const WindowPlan& plan, Deadline& deadline) {
+void grow_budget(Comparison& c, const std::vector<double>& a_scaled, const WindowPlan& plan,
+                 Deadline& deadline) {
   if (!deadline.can_grow() || c.verdict != stats::Verdict::kUndecided || !(c.pair_ms > 0) ||
       static_cast<int64_t>(c.b_ms.size()) < plan.min_pairs || !c.speedup.valid())
     return;
@@ -334,9 +337,9 @@ std::optional<Decidable> decidable(const Comparison& c, const config::Experiment
     if (!s) return std::nullopt;
     pct = decidable_change_pct(*s, cfg.measure.processes, c.pair_ms, c.process_start_ms, level, rule,
                                cfg.measure.max_processes, budget_ms);
-    spread = "one process's own speed varying by " + numbers::fixed(s->process_sd_pct(), 1) + "% and one pair's by " +
-             numbers::fixed(s->window_sd_pct(), 1) + "%, up to measure.max_processes " +
-             std::to_string(cfg.measure.max_processes) + " a side";
+    spread = "one process's own speed varying by " + numbers::fixed(s->process_sd_pct(), 1) +
+             "% and one pair's by " + numbers::fixed(s->window_sd_pct(), 1) +
+             "%, up to measure.max_processes " + std::to_string(cfg.measure.max_processes) + " a side";
   } else if (c.a_process.empty() && c.b_process.empty()) {
     const std::vector<stats::LogTerm> t = stats::paired_terms(c.a_ms, c.b_ms);
     if (t.empty() || t.front().df < 2) return std::nullopt;
@@ -347,9 +350,9 @@ std::optional<Decidable> decidable(const Comparison& c, const config::Experiment
   if (!pct) return std::nullopt;
   const std::string budget = cfg.measure.max_s > 0 ? "measure.max_s " + numbers::shortest(budget_s)
                                                    : "measure.auto_max_s " + numbers::shortest(budget_s);
-  return Decidable{*pct, "a change of about " + numbers::fixed(*pct, 1) + "% or more is called faster or slower in " +
-                             numbers::shortest(budget_s) + " s a row (" + budget + "), at the spread measured (" +
-                             spread + ")"};
+  return Decidable{*pct, "a change of about " + numbers::fixed(*pct, 1) +
+                             "% or more is called faster or slower in " + numbers::shortest(budget_s) +
+                             " s a row (" + budget + "), at the spread measured (" + spread + ")"};
 }
 
 AloneRun measure_alone(Side& s, const WindowPlan& plan,
