@@ -31,9 +31,9 @@ using ptune::test::TempDir;
 
 namespace {
 
-/// A small sweep: ResNet-18 at 32x32, batch 4, short windows, two processes a side, a row done
-/// once its interval lies within ±50% (these tests check what ran where, not a verdict), then
-/// `rows` (a JSON list).
+/// A small sweep: ResNet-18 at 32x32, batch 4, short windows, two processes a side (and no more:
+/// measure.max_processes), a row done once its interval lies within ±50% (these tests check what
+/// ran where, not a verdict), then `rows` (a JSON list).
 std::string config(const std::string& rows, const std::string& extra = "") {
   return R"({
   "name": "process", "seed": 0, "device": "cpu", "cpu_threads": 0,
@@ -42,7 +42,7 @@ std::string config(const std::string& rows, const std::string& extra = "") {
   "loader": { "batch_size": 4, "num_workers": 0 },
   "optim": { "kind": "sgd", "lr": 0.01 },
   "measure": { "warmup_steps": 1, "steps": 2, "repeats": 2, "max_s": 12, "processes": 2,
-               "target_ci_pct": 50 })" +
+               "max_processes": 2, "target_ci_pct": 50 })" +
          extra + R"(,
   "sweep": )" +
          rows + "\n}";
@@ -96,7 +96,7 @@ TEST_CASE(
     { "name": "jemalloc", "set": { "process.allocator": "jemalloc" } },
     { "name": "tcmalloc", "set": { "process.allocator": "tcmalloc" } },
     { "name": "glibc tuned", "set": { "process.allocator": "glibc_tuned", "measure.processes": 3,
-                                     "measure.max_s": 25 } }
+                                     "measure.max_processes": 3, "measure.max_s": 25 } }
   ])"));
   const auto& rows = res["rows"];
   REQUIRE(rows.size() == 4);

@@ -9,6 +9,14 @@
 //
 //   ptune_verdict_sim [--rows N] [--budget-s S] [--start-s S] [--window-s S] [--processes K]
 //                     [--max-processes M] [--seed N] [--cases grid|CHANGE:PROCESS:WINDOW,...]
+//                     [--chains]
+//
+// With --chains, a sweep's vs-base chains instead: 2 to 6 links, all A/A or the first 10% faster,
+// each row timed against the previous row's processes kept warm (as a sweep does; both grown as
+// the scheduler grows them): how often vs base (report::base_interval) covers the true
+// cumulative speedup and how often the plain Welch-Satterthwaite sum of the links does, how often
+// an A/A chain is called faster or slower, and how often a chain is decided while every one of
+// its links is undecided.
 
 #include <cmath>
 #include <cstdio>
@@ -23,6 +31,7 @@
 #include "core/stats.hpp"
 #include "measure/process_group.hpp"
 #include "measure/schedule.hpp"
+#include "report/figures.hpp"
 
 namespace {
 
@@ -147,6 +156,117 @@ void run_row(const Settings& s, const Case& c, uint64_t seed, Tally& t) {
   if (wrong) ++t.wrong;
 }
 
+/// What the chains of one case gave.
+struct ChainTally {
+  int chains = 0, covered = 0, plain_covered = 0, called = 0, decided_on_undecided = 0,
+      plain_decided_on_undecided = 0;
+};
+
+/// A group of `n` simulated processes of a row whose steps take exp(`log_mean`) ms.
+std::unique_ptr<ptune::measure::ProcessGroup> group(World& w, const Settings& s, int64_t n, double log_mean,
+                                                    double p_sd, double w_sd, bool shifted) {
+  std::vector<std::unique_ptr<RowSide>> children;
+  for (int64_t i = 0; i < n; ++i) {
+    w.now += 1000.0 * s.start_s;
+    children.push_back(std::make_unique<SimProcess>(w, log_mean, p_sd, w_sd, s.steps));
+  }
+  return std::make_unique<ptune::measure::ProcessGroup>(std::move(children), shifted);
+}
+
+/// Link k of a chain: the row's processes timed against the previous row's, kept (both grown as
+/// the scheduler grows them).
+ptune::measure::Comparison time_link(World& w, const Settings& s, ptune::measure::ProcessGroup& prev,
+                                     ptune::measure::ProcessGroup& row, double prev_log, double row_log,
+                                     double p_sd, double w_sd) {
+  prev.restart(false);
+  ptune::measure::WindowPlan plan;
+  plan.deadline = Deadline(1000.0 * s.budget_s, [&w] { return w.now; });
+  plan.min_pairs = 3;
+  plan = ptune::measure::in_processes(plan, static_cast<int64_t>(row.processes()));
+  plan.max_processes = s.max_processes;
+  plan.process_start_ms = 2000.0 * s.start_s;
+  plan.add_processes = [&]() -> std::optional<double> {
+    if (static_cast<int64_t>(row.processes()) >= s.max_processes) return std::nullopt;
+    const double before = w.now;
+    w.now += 2000.0 * s.start_s;
+    prev.add(std::make_unique<SimProcess>(w, prev_log, p_sd, w_sd, s.steps));
+    row.add(std::make_unique<SimProcess>(w, row_log, p_sd, w_sd, s.steps));
+    return w.now - before;
+  };
+  return ptune::measure::compare(prev, row, plan);
+}
+
+/// One chain of `links` links of case `c` (its change on the first link only).
+void run_chain(const Settings& s, const Case& c, int links, uint64_t seed, ChainTally& t) {
+  World w;
+  w.rng.seed(seed);
+  const double p_sd = log_sd(c.process_pct), w_sd = log_sd(c.window_pct);
+  const double base_log = std::log(1000.0 * s.window_s / static_cast<double>(s.steps));
+  const double changed_log = base_log - std::log1p(c.change_pct / 100.0);
+  std::vector<ptune::report::ChainRow> rows(1);
+  rows[0].samples_per_step = 1;
+  rows[0].window_ms = {std::exp(base_log)};
+  auto prev = group(w, s, s.processes, base_log, p_sd, w_sd, false);
+  bool every_link_undecided = true;
+  for (int k = 1; k <= links; ++k) {
+    const int64_t count = std::max<int64_t>(s.processes, static_cast<int64_t>(prev->processes()));
+    auto row = group(w, s, count, changed_log, p_sd, w_sd, true);
+    const double prev_log = k == 1 ? base_log : changed_log;
+    const ptune::measure::Comparison r = time_link(w, s, *prev, *row, prev_log, changed_log, p_sd, w_sd);
+    every_link_undecided = every_link_undecided && r.verdict == ptune::stats::Verdict::kUndecided;
+    ptune::report::ChainRow cr;
+    cr.samples_per_step = 1;
+    cr.window_ms = r.b_ms;
+    cr.window_process = r.b_process;
+    cr.prev_ms = r.a_ms;
+    cr.prev_process = r.a_process;
+    cr.compared_with = static_cast<size_t>(k) - 1;
+    rows.push_back(cr);
+    prev = std::move(row);
+  }
+  const size_t last = static_cast<size_t>(links);
+  const double level = ptune::stats::kSpeedupLevel;
+  const ptune::stats::Interval chain = ptune::report::base_interval(rows, last, level);
+  const ptune::stats::Interval plain =
+      ptune::stats::sum_interval(ptune::report::base_terms(rows, last), level);
+  const double truth = 1.0 + c.change_pct / 100.0;
+  auto decided = [](const ptune::stats::Interval& i) {
+    const auto v = ptune::stats::verdict_of(i, ptune::stats::NoiseRule{});
+    return v == ptune::stats::Verdict::kFaster || v == ptune::stats::Verdict::kSlower;
+  };
+  ++t.chains;
+  if (chain.valid() && chain.lo <= truth && truth <= chain.hi) ++t.covered;
+  if (plain.valid() && plain.lo <= truth && truth <= plain.hi) ++t.plain_covered;
+  if (c.change_pct == 0 && decided(chain)) ++t.called;
+  if (every_link_undecided && decided(chain)) ++t.decided_on_undecided;
+  if (every_link_undecided && decided(plain)) ++t.plain_decided_on_undecided;
+}
+
+void print_chains(const Settings& s) {
+  std::printf(
+      "| first link | links | between processes | window noise | chains | vs base covers | plain sum covers "
+      "| "
+      "A/A chain called faster or slower | decided on undecided links | plain: decided on undecided links |\n"
+      "|---|---|---|---|---|---|---|---|---|---|\n");
+  uint64_t seed = s.seed;
+  for (const double change : {0.0, 10.0})
+    for (const int links : {2, 3, 4, 6})
+      for (const double process : {1.0, 4.0})
+        for (const double window : {2.0, 5.0}) {
+          const Case c{change, process, window};
+          ChainTally t;
+          for (int r = 0; r < s.rows; ++r) run_chain(s, c, links, seed++, t);
+          auto pct = [&](int n) { return 100.0 * n / t.chains; };
+          char called[16] = "-";
+          if (change == 0) std::snprintf(called, sizeof called, "%.1f%%", pct(t.called));
+          std::printf("| %s | %d | %g%% | %g%% | %d | %.1f%% | %.1f%% | %s | %.1f%% | %.1f%% |\n",
+                      change == 0 ? "A/A" : "10% faster", links, process, window, t.chains, pct(t.covered),
+                      pct(t.plain_covered), called, pct(t.decided_on_undecided),
+                      pct(t.plain_decided_on_undecided));
+          std::fflush(stdout);
+        }
+}
+
 std::vector<Case> grid() {
   std::vector<Case> cases;
   for (double change : {0.0, 3.0, 5.0, 10.0, 20.0})
@@ -179,9 +299,17 @@ double median(std::vector<double> v) { return v.empty() ? NAN : ptune::stats::me
 int main(int argc, char** argv) {
   Settings s;
   std::string cases = "grid";
+  bool chains = false;
   try {
-    for (int i = 1; i + 1 < argc; i += 2) {
-      const std::string k = argv[i], v = argv[i + 1];
+    for (int i = 1; i < argc; i += 2) {
+      const std::string k = argv[i];
+      if (k == "--chains") {
+        chains = true;
+        --i;
+        continue;
+      }
+      if (i + 1 >= argc) throw std::invalid_argument(k + " needs a value");
+      const std::string v = argv[i + 1];
       if (k == "--rows")
         s.rows = std::stoi(v);
       else if (k == "--budget-s")
@@ -200,6 +328,10 @@ int main(int argc, char** argv) {
         cases = v;
       else
         throw std::invalid_argument("unknown option " + k);
+    }
+    if (chains) {
+      print_chains(s);
+      return 0;
     }
     std::printf(
         "| change | between processes | window noise | rows | faster | slower | within noise | undecided | "

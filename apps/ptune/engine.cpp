@@ -131,6 +131,7 @@ Outcome run_sweep_command(const CommandLine& cl) {
   opt.interrupted = cl.interrupted;
   if (args.rows_given) opt.rows = tune::parse_rows(args.rows, std::max<size_t>(1, cfg.sweep.size()));
   const bool live = !cl.quiet && ::isatty(STDERR_FILENO) == 1;
+  opt.live = live;
   const bool one_row = cfg.sweep.size() <= 1;
   opt.on_row = out_writer(cl, one_row);
   report::ProgressLine progress(cli::style_of(STDERR_FILENO).escapes);

@@ -396,7 +396,7 @@ class SweepRun {
       row.prev_process = std::move(t.prev_process);
       row.rebuilt = t.restarted;
       out.kept = std::move(t.side);
-      say_what_rows_decide(i, t.decidable);
+      say_what_rows_decide(i, t.decidable, row);
       add_measurement_notes(row, *p.kind);
       if (p.cfg.measure.convergence_steps > 0 && p.cfg.measure.mode == config::Mode::kTrain) {
         progress_of(i)("convergence", 0, p.cfg.measure.convergence_steps);
@@ -414,11 +414,13 @@ class SweepRun {
   }
 
   /// Once a sweep, from its first compared row's spread: the size of change its rows can decide
-  /// in their budget (measure::decidable), on stderr.
-  void say_what_rows_decide(size_t i, const std::string& decidable) {
-    if (said_decidable_ || decidable.empty() || system::world_rank() != 0) return;
+  /// in their budget (measure::decidable), as a note of that row and, on a terminal, on stderr.
+  void say_what_rows_decide(size_t i, const std::string& decidable, report::Row& row) {
+    if (said_decidable_ || decidable.empty()) return;
     said_decidable_ = true;
-    log::info("from row " + std::to_string(i) + "'s spread: " + decidable);
+    row.m->notes.push_back("what this sweep's rows can decide, from this row's spread: " + decidable);
+    if (options_.live && system::world_rank() == 0)
+      log::info("from row " + std::to_string(i) + "'s spread: " + decidable);
   }
 
   /// The notes and status a measured row gets from how it was measured: both sides started afresh

@@ -24,6 +24,9 @@ struct SweepOptions {
   /// row not run still applies its overrides to the rows after it (the sweep is cumulative); a
   /// row left out because it cannot help here (engine::cannot_help_here) does not.
   std::vector<size_t> rows;
+  /// stderr is a terminal someone watches: the sweep says there, once its first compared row is
+  /// timed, what size of change its rows can decide (it is also that row's note).
+  bool live = false;
 };
 
 /// Parses a --rows list: comma-separated 0-based indices and inclusive ranges ("7", "0,3",
