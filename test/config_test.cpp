@@ -488,6 +488,11 @@ TEST_CASE("a comparison's errors name the row and its command", "[config]") {
       "row 0 'sh': program.samples_per_step: -1 is out of range; allowed: an integer in [0, 1099511627776]");
   CHECK(error({{"sh", "a\tb"}}) ==
         "row 0 'sh': its name has a control character; a row's name is printed (name it with --name)");
+  for (const char* key : {"program.command", "program.args"})
+    CHECK(error({{"sh", ""}}, Json::object(), {std::string(key) + "=[\"x\"]"}) ==
+          "--set " + std::string(key) +
+              ": the commands are the rows' programs and their arguments; put them in each command instead, "
+              "e.g. 'python3 train.py --workers 4'");
   CHECK(error({{"sh", ""}}, Json::object(), {"loader.batch_size=8"}) ==
         "--set: loader.batch_size: a config with a program (program.command) times that program, which these "
         "keys of ptune's own pipelines (model, data, loader, optim, measure.mode) do not reach; leave them "

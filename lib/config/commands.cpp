@@ -171,7 +171,7 @@ std::vector<std::string> row_names(const std::vector<CommandRow>& rows) {
 
 /// The program.command and program.args of `argv`: a command that starts with the first row's
 /// words (`base`'s command) is those words and the rest as its arguments, as a sweep row of the
-/// same program writes it; any other is its words (with --set's program.args, where given).
+/// same program writes it; any other is its words.
 void put_words(Json& patch, const std::vector<std::string>& argv, const ProgramConfig& base) {
   const auto& first = base.command;
   const bool extends = base.args.empty() && argv.size() >= first.size() &&
@@ -250,7 +250,16 @@ ExperimentConfig config_from_commands(const std::vector<CommandRow>& rows, const
   ExperimentConfig base;
   base.name = "compare";
   base.program.command = commands[0].argv;  // --set sees a config with a program
-  for (const auto& s : sets) apply_set(base, s);
+  for (const auto& s : sets) {
+    // Each row's program and its arguments are its command's words: a --set of either would be
+    // overwritten by them, or added to some rows and not to others.
+    const std::string key = s.substr(0, s.find('='));
+    if (key == "program.command" || key == "program.args")
+      throw ConfigError("--set " + key +
+                        ": the commands are the rows' programs and their arguments; put them in each "
+                        "command instead, e.g. 'python3 train.py --workers 4'");
+    apply_set(base, s);
+  }
   std::vector<ExperimentConfig> programs;
   for (size_t i = 0; i < rows.size(); ++i)
     programs.push_back(row_config(base, i, rows[i], commands[i], every_row));
