@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -310,24 +311,18 @@ int main(int argc, char** argv) {
       }
       if (i + 1 >= argc) throw std::invalid_argument(k + " needs a value");
       const std::string v = argv[i + 1];
-      if (k == "--rows")
-        s.rows = std::stoi(v);
-      else if (k == "--budget-s")
-        s.budget_s = std::stod(v);
-      else if (k == "--start-s")
-        s.start_s = std::stod(v);
-      else if (k == "--window-s")
-        s.window_s = std::stod(v);
-      else if (k == "--processes")
-        s.processes = std::stoll(v);
-      else if (k == "--max-processes")
-        s.max_processes = std::stoll(v);
-      else if (k == "--seed")
-        s.seed = std::stoull(v);
-      else if (k == "--cases")
-        cases = v;
-      else
-        throw std::invalid_argument("unknown option " + k);
+      const std::map<std::string, std::function<void()>> options = {
+          {"--rows", [&] { s.rows = std::stoi(v); }},
+          {"--budget-s", [&] { s.budget_s = std::stod(v); }},
+          {"--start-s", [&] { s.start_s = std::stod(v); }},
+          {"--window-s", [&] { s.window_s = std::stod(v); }},
+          {"--processes", [&] { s.processes = std::stoll(v); }},
+          {"--max-processes", [&] { s.max_processes = std::stoll(v); }},
+          {"--seed", [&] { s.seed = std::stoull(v); }},
+          {"--cases", [&] { cases = v; }}};
+      const auto option = options.find(k);
+      if (option == options.end()) throw std::invalid_argument("unknown option " + k);
+      option->second();
     }
     if (chains) {
       print_chains(s);

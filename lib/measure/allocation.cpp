@@ -5,6 +5,8 @@
 #include <limits>
 #include <map>
 
+#include "core/numbers.hpp"
+
 namespace ptune::measure {
 namespace {
 
@@ -73,6 +75,11 @@ double Spread::process_sd_pct() const {
 
 double Spread::window_sd_pct() const {
   return 100.0 * std::expm1(std::sqrt(window_var * static_cast<double>(pairs) / 2.0));
+}
+
+std::string Spread::text() const {
+  return "one process's own speed varied by " + numbers::fixed(process_sd_pct(), 1) + "% and one pair's by " +
+         numbers::fixed(window_sd_pct(), 1) + "% (one standard deviation)";
 }
 
 std::optional<Spread> spread_of(const std::vector<double>& a_ms, const std::vector<int>& a_process,

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "core/stats.hpp"
@@ -28,6 +29,9 @@ struct Spread {
   /// window-level as one pair's log-ratio does: what a person reads in a note.
   double process_sd_pct() const;
   double window_sd_pct() const;
+  /// Both, as every note says them: "one process's own speed varied by 2.1% and one pair's by
+  /// 0.8% (one standard deviation)".
+  std::string text() const;
 };
 
 /// The spread of a paired comparison whose sides ran in several processes each (`a_ms` scaled to
@@ -56,11 +60,11 @@ struct Need {
   double ms = 0;  // from now, starting the processes and timing the pairs
 };
 
-/// The least costly way to a verdict under `rule` from `s`, with each process timing as many
-/// pairs as those at hand did (at least two): the fewest processes a side (up to `max_processes`)
-/// at which the predicted interval around the speedup measured so far is within noise or beyond
-/// the noise floor. None where it is not reached by then (a change about the size of the floor).
-/// Throws nothing.
+/// The least costly way to a verdict under `rule` from `s`: over every count of processes a side
+/// from those at hand up to `max_processes`, the fewest pairs (at least two windows a process) at
+/// which the predicted interval around the speedup measured so far is within noise or beyond the
+/// noise floor, the count whose starts and pairs take least time. None where no count reaches it
+/// (a change about the size of the floor). Throws nothing.
 std::optional<Need> need_to_decide(const Spread& s, double pair_ms, double start_ms, double level,
                                    const stats::NoiseRule& rule, int64_t max_processes);
 

@@ -267,10 +267,7 @@ std::string undecided_processes_note(const Comparison& c, const WindowPlan& plan
   const std::optional<Spread> s = spread_of(c.a_ms, c.a_process, c.b_ms, c.b_process);
   if (!s) return "";
   const double change_pct = 100.0 * std::fabs(c.speedup.point - 1.0);
-  const std::string spread = "one process's own speed varied by " + numbers::fixed(s->process_sd_pct(), 1) +
-                             "% and one pair's by " + numbers::fixed(s->window_sd_pct(), 1) +
-                             "% (one standard deviation), " + std::to_string(s->processes) +
-                             " processes a side";
+  const std::string spread = s->text() + ", " + std::to_string(s->processes) + " processes a side";
   Spread at = *s;
   at.log_point = std::log(c.speedup.point);
   constexpr int64_t kMostProcesses = 64;  // measure.max_processes' most
@@ -337,22 +334,21 @@ std::optional<Decidable> decidable(const Comparison& c, const config::Experiment
     if (!s) return std::nullopt;
     pct = decidable_change_pct(*s, cfg.measure.processes, c.pair_ms, c.process_start_ms, level, rule,
                                cfg.measure.max_processes, budget_ms);
-    spread = "one process's own speed varying by " + numbers::fixed(s->process_sd_pct(), 1) +
-             "% and one pair's by " + numbers::fixed(s->window_sd_pct(), 1) +
-             "%, up to measure.max_processes " + std::to_string(cfg.measure.max_processes) + " a side";
+    spread =
+        s->text() + "; up to measure.max_processes " + std::to_string(cfg.measure.max_processes) + " a side";
   } else if (c.a_process.empty() && c.b_process.empty()) {
     const std::vector<stats::LogTerm> t = stats::paired_terms(c.a_ms, c.b_ms);
     if (t.empty() || t.front().df < 2) return std::nullopt;
     const double sd = std::sqrt(t.front().var * (t.front().df + 1));
     pct = decidable_change_pct(sd, c.pair_ms, level, rule, budget_ms);
-    spread = "one pair's speedup varying by " + numbers::fixed(100.0 * std::expm1(sd), 1) + "%";
+    spread = "one pair's speedup varied by " + numbers::fixed(100.0 * std::expm1(sd), 1) + "%";
   }
   if (!pct) return std::nullopt;
   const std::string budget = cfg.measure.max_s > 0 ? "measure.max_s " + numbers::shortest(budget_s)
                                                    : "measure.auto_max_s " + numbers::shortest(budget_s);
   return Decidable{*pct, "a change of about " + numbers::fixed(*pct, 1) +
                              "% or more is called faster or slower in " + numbers::shortest(budget_s) +
-                             " s a row (" + budget + "), at the spread measured (" + spread + ")"};
+                             " s a row (" + budget + "), at the spread measured: " + spread};
 }
 
 AloneRun measure_alone(Side& s, const WindowPlan& plan,

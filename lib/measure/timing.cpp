@@ -66,13 +66,11 @@ void add_run_notes(Measurement& m, const Comparison& c, const WindowPlan& plan) 
   if (std::string n = undecided_note(c, plan); !n.empty()) m.notes.push_back(std::move(n));
 }
 
-/// " (one process's own speed varied by X% and one pair's by Y%, ...)" where the comparison's
-/// spread gives it (allocation.hpp), else "".
+/// ": one process's own speed varied by X% and one pair's by Y% (...)" where the comparison's
+/// spread gives it (Spread::text), else "".
 std::string process_spread(const Comparison& c) {
   const std::optional<Spread> s = spread_of(c.a_ms, c.a_process, c.b_ms, c.b_process);
-  if (!s) return "";
-  return " (one process's own speed varied by " + numbers::fixed(s->process_sd_pct(), 1) +
-         "% and one pair's by " + numbers::fixed(s->window_sd_pct(), 1) + "%, one standard deviation)";
+  return s ? ": " + s->text() : "";
 }
 
 /// The notes of a row that ran in processes `b`: what they reported of their process, and for a
@@ -204,10 +202,9 @@ class RowTimer {
                     " a side at the start, " + std::to_string(end) + " at the end (measure.max_processes " +
                     std::to_string(cfg_.measure.max_processes) + ")";
     if (const auto s = spread_of(c.a_ms, c.a_process, c.b_ms, c.b_process))
-      n += "; one process's own speed varied by " + numbers::fixed(s->process_sd_pct(), 1) +
-           "% and one pair's by " + numbers::fixed(s->window_sd_pct(), 1) +
-           "% (one standard deviation), so another process narrowed the "
-           "interval more than the windows its start would have timed";
+      n += "; " + s->text() +
+           ", so another process narrowed the interval more than the windows its start "
+           "would have timed";
     if (!no_room_.empty()) n += "; no more could start: " + no_room_;
     m.notes.push_back(std::move(n));
   }
