@@ -1,4 +1,5 @@
 // /proc/PID/stat and shell quoting (system/proc_stat.hpp): torch-free.
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include <signal.h>
@@ -111,4 +112,21 @@ TEST_CASE("a process tree holds a grandchild in a session of its own, also once 
   CHECK(tree.count == 0);
   ::close(report[0]);
   ::close(report[1]);
+}
+
+TEST_CASE("a process tree takes in the children of its adopter, a child never walked included",
+          "[proc_stat]") {
+  // As a walk reads /proc: the adopter (7, a child subreaper), the root (10) and its child (11);
+  // 12, re-parented to the adopter when its parent ended before any walk saw it; 13, another
+  // process's child.
+  const ProcEntry table[] = {
+      {7, 1, 700, 'S'}, {10, 7, 1000, 'S'}, {11, 10, 1100, 'S'}, {12, 7, 1200, 'R'}, {13, 1, 1300, 'R'}};
+  ProcessTree tree(10, 7);
+  CHECK(tree.grow(table, 5) == 3);
+  std::vector<int> pids;
+  for (int m = 0; m < tree.count; ++m) pids.push_back(tree.members[m].pid);
+  std::sort(pids.begin(), pids.end());
+  CHECK(pids == std::vector<int>{10, 11, 12});
+  ProcessTree alone(10);  // without the adopter, the orphan is not found
+  CHECK(alone.grow(table, 5) == 2);
 }

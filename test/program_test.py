@@ -293,6 +293,51 @@ def case_session(tmp):
     # the row's figures are its tree's.
     if faults1 < faults0 + 20:
         fail(f"the session child's page faults are not the row's ({faults1} a step vs {faults0} alone)")
+    root_fails(tmp)
+    launcher_leaves(tmp)
+
+
+def root_fails(tmp):
+    """The root fails two steps after starting a child in a session of its own, which holds its
+    stdout and stderr: the row fails at once, with the root's status, and the child is ended."""
+    folder = os.path.join(tmp, "fails")
+    os.makedirs(folder)
+    session = os.path.join(folder, "session.log")
+    path = config(folder, [{"name": "A", "set": {}}],
+                  command=[PYTHON, STEPS, "--fail-after", "2", "--session-child", session],
+                  measure={"warmup_steps": 20})
+    began = time.time()
+    r = sweep(path, os.path.join(folder, "r.json"), timeout=120)  # fails if any process is left
+    took = time.time() - began
+    if r.returncode != 1 or "exited with status 3 after 2 steps" not in r.stderr:
+        fail(f"a root that failed: exit {r.returncode}, {r.stderr.strip()}")
+    if took > 15:  # program.startup_timeout_s is 60: not waited for
+        fail(f"a root that failed was noticed only after {took:.0f} s")
+    print(f"a root that failed beside its session child: row failed in {took:.1f} s, nothing left")
+
+
+def launcher_leaves(tmp):
+    """A launcher that starts its worker in a session of its own and exits 0 (`setsid worker &`):
+    the worker is the instance, paused, counted and ended as one."""
+    folder = os.path.join(tmp, "launcher")
+    os.makedirs(folder)
+    worker = " ".join([PYTHON, STEPS, "--log", os.path.join(folder, "steps.log")])
+    path = config(folder, [{"name": "A", "set": {}}, {"name": "A again", "set": {}}],
+                  command=["sh", "-c", f"setsid {worker} & exit 0"], measure={"max_s": 8})
+    out = os.path.join(folder, "r.json")
+    r = sweep(path, out)  # fails if any process is left
+    if r.returncode != 0:
+        fail(f"a launcher that exits: exit {r.returncode}")
+    for row in rows(out):
+        busy, other = row.get("cpu_cores_busy"), row.get("other_cpu_cores")
+        # Its worker spins a core for each step: its core is the row's, not competing load.
+        if busy is None or busy < 0.8 or (other is not None and other > 0.5):
+            fail(f"a launcher that exits, row {row['name']}: cores busy {busy}, other processes {other}")
+    b = rows(out)[1]
+    if b.get("verdict_vs_prev") in ("faster", "slower"):
+        fail(f"a launcher that exits, A/A: {b.get('verdict_vs_prev')} {b.get('speedup_vs_prev_interval')}")
+    print(f"a launcher that exits: worker paused and counted (cores busy "
+          f"{[row.get('cpu_cores_busy') for row in rows(out)]}), A/A {b.get('verdict_vs_prev')}")
 
 
 def case_faults(tmp):

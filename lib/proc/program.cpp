@@ -60,7 +60,7 @@ bool open_pipes(std::initializer_list<int*> pipes) {
 
 /// What the program's child process needs once forked, all made before the fork.
 struct ChildPlan {
-  pid_t parent;                     // ptune
+  pid_t parent;                     // its keeper
   const system::ProcessPlan& plan;  // its CPUs and memory
   const std::string& file;          // the program's executable
   const std::string& cwd;           // program.cwd; empty: ptune's
@@ -70,14 +70,12 @@ struct ChildPlan {
   int report;    // the write end of the pipe that tells ptune what failed before the program ran
 };
 
-/// The child's side of ProgramInstance::start, after fork: only system calls. It enters a process
-/// group of its own, becomes a child subreaper (kept across exec: a process of its tree whose
-/// parent ends is re-parented to it, so the tree stays whole while the program runs), takes the pipes as
+/// The program's side of ProgramInstance::start, forked from its keeper: only system calls. It
+/// enters a process group of its own, takes the pipes as
 /// stdout and stderr, enters program.cwd, binds its CPUs and memory and runs the program; what failed before
 /// it ran goes to `c.report` as {kChdir, kBind or kExec, errno}.
 [[noreturn]] void exec_program(const ChildPlan& c) {
   if (system::enter_own_group(c.parent) != 0) ::_exit(127);
-  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   // As a shell starts it: no signal ptune ignores (SIGPIPE) stays ignored in the program.
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGQUIT}) ::signal(sig, SIG_DFL);
   const int null = ::open("/dev/null", O_RDONLY);
@@ -198,6 +196,91 @@ std::string ProgramInstance::who() const {
          std::to_string(pgid_) + ")";
 }
 
+namespace {
+
+/// Reads `n` bytes from `fd` (a pipe), waiting for them; false where it closed or failed first.
+bool read_whole(int fd, void* to, size_t n) {
+  auto* p = static_cast<char*>(to);
+  for (size_t got = 0; got < n;) {
+    const ssize_t r = ::read(fd, p + got, n - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    got += static_cast<size_t>(r);
+  }
+  return true;
+}
+
+/// Sends `sig` to the group and to every member of `tree`.
+void signal_all(pid_t group, const system::ProcessTree& tree, int sig) {
+  ::kill(-group, sig);
+  tree.signal(sig);
+}
+
+/// Reaps every child of the calling process that has ended, without waiting; the wait status of
+/// `root`, where it was among them, goes to `report` (once; -1 then). Only system calls.
+void reap_children(pid_t root, int& report) {
+  int status = 0;
+  for (pid_t done; (done = ::waitpid(-1, &status, WNOHANG)) > 0;)
+    if (done == root && report >= 0) {
+      (void)!::write(report, &status, sizeof status);
+      ::close(report);
+      report = -1;
+    }
+}
+
+/// The keeper's life, in a child forked from ptune: forks the program (exec_program) and tells
+/// ptune its pid through `report` (-errno where it could not), then serves as ProgramInstance::start
+/// says until ptune's end of `read_end` closes. `tree` and `table` (of `cap` entries): its own
+/// copies, made before the fork.
+[[noreturn]] void keep(const ChildPlan& c, int read_end, int report, system::ProcessTree& tree,
+                       system::ProcEntry* table, size_t cap) {
+  // Only system calls (ptune has threads): the tree and the table were made before the fork.
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE}) ::signal(sig, SIG_IGN);
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  const pid_t root = ::fork();
+  if (root == 0) exec_program(c);
+  const pid_t told = root > 0 ? root : -errno;
+  (void)!::write(report, &told, sizeof told);
+  if (root < 0) ::_exit(127);
+  ::setpgid(root, root);  // also here: signals sent right after the fork must reach its group
+  for (int fd = 0; fd < 4096; ++fd)
+    if (fd != read_end && fd != report) ::close(fd);
+  // While ptune lives: reap what ends (the root's status to ptune), and walk the tree every
+  // ProgramInstance::kGuardWalkMs, so that what is left is known should ptune die. Its end of `read_end`
+  // closes when ptune has ended the program (end()) or died: then the group and every member known, and any
+  // process they started, are ended: SIGTERM, SIGKILL after the grace.
+  tree = system::ProcessTree(root, ::getpid());
+  const auto walk = [&] { tree.grow(table, system::read_process_table(table, cap)); };
+  walk();
+  for (int waited = 0;; waited += ProgramInstance::kKeeperPollMs) {
+    reap_children(root, report);
+    if (waited >= ProgramInstance::kGuardWalkMs) walk(), waited = 0;
+    pollfd p = {read_end, POLLIN, 0};
+    const int r = ::poll(&p, 1, ProgramInstance::kKeeperPollMs);
+    if (r > 0 || (r < 0 && errno != EINTR)) break;  // ptune never writes: the pipe has closed
+  }
+  walk();
+  signal_all(root, tree, SIGTERM);
+  signal_all(root, tree, SIGCONT);
+  const struct timespec step = {0, 20 * 1000 * 1000};
+  for (int i = 0; i < static_cast<int>(ProgramInstance::kGraceS * 50) && tree.live() > 0; ++i) {
+    ::nanosleep(&step, nullptr);
+    reap_children(root, report);
+    walk();
+  }
+  ::kill(-root, SIGKILL);
+  walk();
+  tree.signal(SIGKILL);
+  for (int i = 0; i < 50; ++i) {  // what was killed, reaped (a second at most)
+    reap_children(root, report);
+    if (::waitpid(-1, nullptr, WNOHANG) < 0 && errno == ECHILD) break;
+    ::nanosleep(&step, nullptr);
+  }
+  ::_exit(0);
+}
+
+}  // namespace
+
 void ProgramInstance::start(const config::ExperimentConfig& cfg) {
   const system::ProcessPlan plan = system::plan_process(cfg.process);
   const std::vector<std::string> argv_text = program_.argv();
@@ -208,101 +291,52 @@ void ProgramInstance::start(const config::ExperimentConfig& cfg) {
   std::vector<std::string> args = argv_text, env = program_environment(cfg, plan);
   const std::vector<char*> argv = system::c_strings(args), envp = system::c_strings(env);
   const std::string cwd = program_.cwd.value_or("");
-  int out[2], err[2], exec_err[2], guard[2];
-  if (!open_pipes({out, err, exec_err, guard}))
+  int out[2], err[2], exec_err[2], guard[2], keeper[2];
+  if (!open_pipes({out, err, exec_err, guard, keeper}))
     throw std::runtime_error("cannot start the program: " + std::string(std::strerror(errno)));
-  const pid_t parent = ::getpid();
   started_ms_ = now_ms();
-  pid_ = ::fork();
-  if (pid_ < 0) {
+  tree_ = std::make_unique<system::ProcessTree>();
+  table_.resize(kProcesses);
+  // The keeper, forked from ptune, forks the program: its parent, a child subreaper, so that a
+  // member of the tree whose own parent ends (the root included) stays in it, re-parented to
+  // the keeper; and the guard that ends the tree should ptune die.
+  keeper_pid_ = ::fork();
+  if (keeper_pid_ < 0) {
     const int e = errno;
-    for (int fd : {out[0], out[1], err[0], err[1], exec_err[0], exec_err[1], guard[0], guard[1]}) ::close(fd);
+    for (int fd :
+         {out[0], out[1], err[0], err[1], exec_err[0], exec_err[1], guard[0], guard[1], keeper[0], keeper[1]})
+      ::close(fd);
     throw std::runtime_error("cannot start the program: " + std::string(std::strerror(e)));
   }
-  if (pid_ == 0)
-    exec_program({parent, plan, file, cwd, argv.data(), envp.data(), out[1], err[1], exec_err[1]});
-  ::setpgid(pid_, pid_);  // also here: signals sent right after fork must reach the group
-  pgid_ = pid_;
-  tree_ = std::make_unique<system::ProcessTree>(pid_);
-  table_.resize(kProcesses);
-  // The root's start time, read while it is an unreaped child (its pid cannot be reused): from
-  // now on only that process is the root, here and in the guard, which inherits the tree.
+  if (keeper_pid_ == 0) {
+    const ChildPlan c{::getpid(), plan, file, cwd, argv.data(), envp.data(), out[1], err[1], exec_err[1]};
+    keep(c, guard[0], keeper[1], *tree_, table_.data(), table_.size());
+  }
+  for (int fd : {out[1], err[1], exec_err[1], guard[0], keeper[1]}) ::close(fd);
+  out_fd_ = out[0], err_fd_ = err[0], guard_fd_ = guard[1], keeper_fd_ = keeper[0];
+  pid_t root = -1;
+  if (!read_whole(keeper_fd_, &root, sizeof root) || root <= 0) {
+    const int e = root < 0 ? -root : EPIPE;
+    ::close(exec_err[0]);
+    end();
+    throw std::runtime_error("cannot start the program: " + std::string(std::strerror(e)));
+  }
+  pid_ = pgid_ = root;
+  *tree_ = system::ProcessTree(pid_, keeper_pid_);
   walk();
-  system::own_process_group(pgid_, true);  // its tree's processes are this job's, not competing load
-  ::close(out[1]);
-  ::close(err[1]);
-  ::close(exec_err[1]);
-  out_fd_ = out[0], err_fd_ = err[0], guard_fd_ = guard[1];
+  // Its tree's processes are this job's, not competing load: those of its group, and every
+  // process descended from the keeper (a member whose parent ended is re-parented to it).
+  system::own_process_group(pgid_, true);
+  system::own_process_group(keeper_pid_, true);
   out_open_ = err_open_ = running_ = true;
   set_nonblocking(out_fd_);
   set_nonblocking(err_fd_);
-  start_guard(guard[0], exec_err[0]);
-  ::close(guard[0]);
   int failed[2] = {0, 0};
-  ssize_t n;
-  while ((n = ::read(exec_err[0], failed, sizeof failed)) < 0 && errno == EINTR) {
-  }
+  const bool exec_failed = read_whole(exec_err[0], failed, sizeof failed);  // none: exec closed the pipe
   ::close(exec_err[0]);
-  if (n > 0) {  // nothing to read: exec succeeded (the pipe closed on exec)
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
+  if (exec_failed) {
     end();
     throw std::runtime_error(exec_failure(failed, cwd, file));
-  }
-}
-
-namespace {
-
-/// The guard's life, in a child forked from ptune (only system calls): walks the program's tree
-/// every ProgramInstance::kGuardWalkMs until ptune's end of `read_end` closes (ptune has died
-/// without ending the program; its root, killed with ptune, no longer links the tree), then ends
-/// the group and every member it knows and any process they started: SIGTERM, SIGKILL after the
-/// grace.
-[[noreturn]] void guard(int read_end, pid_t group, system::ProcessTree& tree, system::ProcEntry* table,
-                        size_t cap) {
-  const auto walk = [&] { tree.grow(table, system::read_process_table(table, cap)); };
-  for (;;) {
-    walk();
-    pollfd p = {read_end, POLLIN, 0};
-    const int r = ::poll(&p, 1, ProgramInstance::kGuardWalkMs);
-    if (r > 0 || (r < 0 && errno != EINTR)) break;  // ptune never writes: the pipe has closed
-  }
-  walk();
-  ::kill(-group, SIGTERM);
-  tree.signal(SIGTERM);
-  ::kill(-group, SIGCONT);
-  tree.signal(SIGCONT);
-  const struct timespec step = {0, 100 * 1000 * 1000};
-  for (int i = 0; i < static_cast<int>(ProgramInstance::kGraceS * 10) && tree.live() > 0; ++i) {
-    ::nanosleep(&step, nullptr);
-    walk();
-  }
-  ::kill(-group, SIGKILL);
-  walk();
-  tree.signal(SIGKILL);
-  ::_exit(0);
-}
-
-}  // namespace
-
-void ProgramInstance::start_guard(int read_end, int exec_err) {
-  // The guard: should ptune die without ending the program (SIGKILL), its end of the pipe closes
-  // and the guard ends the program's whole tree. It is not in the tree (a pause would stop it).
-  const pid_t group = pid_;
-  guard_pid_ = ::fork();
-  if (guard_pid_ < 0) {
-    const int e = errno;
-    ::close(read_end);
-    ::close(exec_err);
-    end();
-    throw std::runtime_error("cannot start the program's guard process: " + std::string(std::strerror(e)));
-  }
-  if (guard_pid_ == 0) {
-    for (int fd = 0; fd < 4096; ++fd)
-      if (fd != read_end) ::close(fd);
-    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE}) ::signal(sig, SIG_IGN);
-    guard(read_end, group, *tree_, table_.data(), table_.size());  // its own copies, made by fork
   }
 }
 
@@ -344,15 +378,22 @@ void ProgramInstance::take(const std::vector<Line>& lines) {
   }
 }
 
-std::optional<int> ProgramInstance::reap() {
-  if (pid_ <= 0) return std::nullopt;
+std::optional<int> ProgramInstance::root_status(double wait_ms) {
+  if (root_status_ || keeper_fd_ < 0) return root_status_;
+  pollfd p = {keeper_fd_, POLLIN, 0};
+  if (::poll(&p, 1, static_cast<int>(std::ceil(std::max(0.0, wait_ms)))) <= 0) return std::nullopt;
   int status = 0;
-  // Both streams closed: the program has ended (or closed them); give it a moment to exit.
-  pid_t done = 0;
-  for (int i = 0; i < 300 && (done = ::waitpid(pid_, &status, WNOHANG)) == 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  if (done != pid_) return std::nullopt;
-  pid_ = -1;
+  if (read_whole(keeper_fd_, &status, sizeof status)) root_status_ = status;
+  ::close(keeper_fd_);  // told, or the keeper has ended
+  keeper_fd_ = -1;
+  return root_status_;
+}
+
+std::optional<int> ProgramInstance::reap() { return root_status(3000); }
+
+std::optional<int> ProgramInstance::failed_root() {
+  const std::optional<int> status = root_status(0);
+  if (!status || (WIFEXITED(*status) && WEXITSTATUS(*status) == 0)) return std::nullopt;
   return status;
 }
 
@@ -382,6 +423,10 @@ ProgramInstance::StepEvent ProgramInstance::next_step(const measure::Deadline* d
   const double since = now_ms();
   while (events_.empty()) {
     if (!pump(100)) ended();
+    if (const std::optional<int> failed = failed_root()) {
+      pump(0);  // its last lines, already in the pipes
+      ended(failed);
+    }
     report(phase_, done_, total_);  // an interruption stops the wait
     if (!events_.empty()) break;
     const bool late = now_ms() - since > limit_ms;
@@ -725,14 +770,12 @@ std::string ProgramInstance::process_description() const {
 
 void ProgramInstance::wait_for_tree() {
   const double until = now_ms() + kGraceS * 1000.0;
-  int status = 0;
   while (now_ms() < until) {
-    if (pid_ > 0 && ::waitpid(pid_, &status, WNOHANG) == pid_) pid_ = -1;
-    if (pid_ <= 0) {  // the root has exited: what is left of its tree
+    if (root_status(5)) {  // the root has exited: what is left of its tree
       walk();
       if (tree_->live() == 0) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(pid_ > 0 ? 5 : 20));
   }
 }
 
@@ -747,21 +790,32 @@ void ProgramInstance::end() noexcept {
     ::kill(-pid_, SIGCONT);  // a stopped process takes SIGTERM once continued
     tree_->signal(SIGCONT);
     wait_for_tree();
+    // The root gone, or past the grace: what is left of its group and its tree.
+    ::kill(-pgid_, SIGKILL);
+    walk();
+    tree_->signal(SIGKILL);
   }
-  // The leader gone, or past the grace: what is left of its group and its tree.
-  if (pgid_ > 0) ::kill(-pgid_, SIGKILL);
-  if (tree_) walk(), tree_->signal(SIGKILL);
-  if (pid_ > 0) ::waitpid(pid_, nullptr, 0);
   pid_ = -1;
   if (pgid_ > 0) system::own_process_group(pgid_, false);
+  if (keeper_pid_ > 0) system::own_process_group(keeper_pid_, false);
   pgid_ = -1;
   running_ = false;
-  if (guard_pid_ > 0) {
-    ::kill(guard_pid_, SIGKILL);
-    ::waitpid(guard_pid_, nullptr, 0);
-    guard_pid_ = -1;
-  }
+  // The keeper ends what it knows and ptune does not (a member it found in its walks), reaps all
+  // and exits: within its grace and a second, else killed (a copy of the pipe's end held elsewhere).
   if (guard_fd_ >= 0) ::close(guard_fd_), guard_fd_ = -1;
+  if (keeper_pid_ > 0) {
+    const double until = now_ms() + (kGraceS + 1) * 1000.0;
+    while (::waitpid(keeper_pid_, nullptr, WNOHANG) == 0) {
+      if (now_ms() > until) {
+        ::kill(keeper_pid_, SIGKILL);
+        ::waitpid(keeper_pid_, nullptr, 0);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    keeper_pid_ = -1;
+  }
+  if (keeper_fd_ >= 0) ::close(keeper_fd_), keeper_fd_ = -1;
 }
 
 }  // namespace ptune::proc

@@ -111,7 +111,8 @@ class ProgramInstance : public measure::RowSide {
   static constexpr double kGpuSettleMs = 500;    // after a pause, on a machine with an NVIDIA GPU
   static constexpr double kBurstMs = 1;          // step lines closer than this arrived together
   static constexpr double kTraceSettleMs = 300;  // a trace file that has not grown this long is written
-  static constexpr int kGuardWalkMs = 250;       // how often the guard walks the tree while ptune lives
+  static constexpr int kGuardWalkMs = 250;       // how often the keeper walks the tree while ptune lives
+  static constexpr int kKeeperPollMs = 20;       // how often the keeper reaps what ended
   static constexpr size_t kProcesses = 65536;    // the most processes a walk of /proc reads
 
  private:
@@ -120,11 +121,6 @@ class ProgramInstance : public measure::RowSide {
     std::optional<int64_t> step;
   };
   void start(const config::ExperimentConfig& cfg);
-  /// Forks the guard that ends the program's tree and group should ptune die: it waits on
-  /// `read_end` (a pipe whose other end only ptune holds), walking the tree every kGuardWalkMs
-  /// meanwhile, so that it knows the members once the program's root has died with ptune. On
-  /// failure ends the program and throws, closing `read_end` and `exec_err` (start()'s).
-  void start_guard(int read_end, int exec_err);
   void warm_up(int64_t warmup_steps, const measure::Deadline& deadline);
   /// Reads what the program wrote within `timeout_ms`; false once both streams have ended.
   bool pump(double timeout_ms);
@@ -136,9 +132,17 @@ class ProgramInstance : public measure::RowSide {
   [[noreturn]] void fail(const std::string& what);
   /// fail(): step lines for `ms` without a step counted (a number that never grows).
   [[noreturn]] void stalled(double ms);
+  /// The root's wait status, as its keeper reaped it, waiting `wait_ms` at most; none while it
+  /// runs.
+  std::optional<int> root_status(double wait_ms);
   /// Once both streams have closed: waits (a few seconds at most) for the program to exit and
   /// returns its wait status; none when it has not exited.
   std::optional<int> reap();
+  /// The root's wait status where it has exited with a failure (a status other than 0, or a
+  /// signal); none while it runs or where it exited with 0 (a launcher that started its workers
+  /// and left: the tree goes on). Another member of the tree may still hold its stdout and stderr
+  /// open (a worker in a session of its own), so the streams' end cannot tell. Throws nothing.
+  std::optional<int> failed_root();
   /// The program ended (`status`, from reap()) before the row had what it needed: ends what is
   /// left of its group and throws the one line that says how.
   [[noreturn]] void ended(std::optional<int> status);
@@ -164,8 +168,12 @@ class ProgramInstance : public measure::RowSide {
   std::deque<StepEvent> events_;
   measure::Progress progress_;
   int64_t steps_per_window_ = 1, warmup_steps_ = 0, min_steps_ = 0, planned_ = 0, windows_done_ = 0;
-  pid_t pid_ = -1, pgid_ = -1, guard_pid_ = -1;  // pid_: -1 once reaped; pgid_: until the group is ended
-  int out_fd_ = -1, err_fd_ = -1, guard_fd_ = -1;
+  pid_t pid_ = -1, pgid_ = -1;  // the root (-1 once ended) and its group (until ended)
+  pid_t keeper_pid_ = -1;       // the program's parent: a child subreaper, and the guard
+  int out_fd_ = -1, err_fd_ = -1;
+  int guard_fd_ = -1;               // closes when ptune ends the program or dies: the keeper ends the tree
+  int keeper_fd_ = -1;              // the root's pid, then its wait status, from the keeper
+  std::optional<int> root_status_;  // once the keeper has told it
   bool out_open_ = false, err_open_ = false, running_ = false, previous_ = false;
   double started_ms_ = 0, first_line_ms_ = -1;
   std::string phase_ = "warmup";

@@ -148,7 +148,7 @@ int ProcessTree::grow(const ProcEntry* table, size_t n) {
         parent = parent || members[m].pid == e.ppid;
       }
       const bool root_now = e.pid == root && (root_start == 0 || e.start == root_start);
-      if (member || !(root_now || parent)) continue;
+      if (member || !(root_now || parent || (adopter > 0 && e.ppid == adopter))) continue;
       if (e.pid == root) root_start = e.start;
       members[count++] = {e.pid, e.start, e.state};
       ++added, grew = true;

@@ -47,14 +47,16 @@ struct ProcessTree {
     char state = '?';  // at the last walk
   };
   int root = 0;
+  int adopter = 0;  // the child subreaper above the root (not a member): its children are members
   unsigned long long root_start = 0;  // known from the first walk that found the root
   Member members[kMax];
   int count = 0;
 
-  explicit ProcessTree(int root_pid = 0) : root(root_pid) {}
+  explicit ProcessTree(int root_pid = 0, int adopter_pid = 0) : root(root_pid), adopter(adopter_pid) {}
   /// Brings the members up to date with `table` (read_process_table): drops those that have
   /// ended (a pid that now names a later process included), then adds every process whose
-  /// parent is the root or a member, until no new one appears. Returns how many it added.
+  /// parent is the root, a member or the adopter (a member whose parent ended is re-parented to
+  /// it), until no new one appears. Returns how many it added.
   int grow(const ProcEntry* table, size_t n);
   /// Whether every member is stopped (T) or has ended (Z), and there is one.
   bool all_stopped() const;
