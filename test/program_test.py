@@ -17,7 +17,9 @@ its row kept), memory (an instance that runs out of memory beside the previous r
 started afresh for every window, one instance at a time), gpu_busy (the processes' GPU busy share
 from NVML, here the tests' stand-in for its library, and the verdict from it), example (configs/program-cpu.json
 with small settings), loggers (tqdm's bar and torchvision's log lines, by name and found by "auto",
-and every rank printing: test/data/programs/loggers.py). After every sweep, no process of any
+and every rank printing: test/data/programs/loggers.py), torchrun (a torchrun job of two ranks on
+the CPU: test/data/programs/ranks.py; counted once, paused, its cores the row's, A/A and a slower
+side, nothing left after the sweep or a signal to ptune). After every sweep, no process of any
 instance is left (each instance logs its process group)."""
 import json
 import os
@@ -30,6 +32,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 STEPS = os.path.join(HERE, "data", "programs", "steps.py")
+RANKS = os.path.join(HERE, "data", "programs", "ranks.py")
 
 
 def fail(msg):
@@ -424,6 +427,15 @@ def case_profile(tmp):
             fail("the trace analyzed is not the whole file the program wrote")
     if traced.get("gpu_busy_pct") is None:
         fail("a GPU trace's row has no gpu_busy_pct")
+    # The step split: unknown from outside (null), from the trace where there is one, said so.
+    split = json.loads(want.stdout)["mean"]["split_pct"]
+    got = (traced.get("data_wait_pct"), traced.get("h2d_pct"))
+    if (got[0] is None or got[1] is None or abs(got[0] - split["dataloader"]) > 0.1
+            or abs(got[1] - split["memcpy"]) > 0.1
+            or not any(n.startswith("step split from its trace") for n in traced["notes"])):
+        fail(f"the traced row's split {got}, not its trace's {split['dataloader']}, {split['memcpy']}")
+    if any(untraced.get(k) is not None for k in ("data_wait_pct", "h2d_pct", "compute_pct")):
+        fail(f"the row without a trace has a step split ptune never measured: {untraced.get('data_wait_pct')}")
     note = "profiling failed: the program (pid "
     why = "steps with PTUNE_PROFILE_DIR="
     if untraced["status"] != "ok" or not any(n.startswith(note) and why in n for n in untraced["notes"]):
@@ -539,13 +551,78 @@ def case_loggers(tmp):
     print("loggers: each read by name and found, each step counted once")
 
 
+def case_torchrun(tmp):
+    """A torchrun job (two ranks, gloo, on the CPU), each rank printing every step: the instance is
+    the agent and its ranks, in sessions of their own. Steps counted once (a rank's step is 20 ms
+    of busy wait: counted twice it would read about 12 ms); an A/A row never faster or slower, 30%
+    more work a step called slower (a noise floor and target of 10%: each row ends once decided); both ranks' cores the row's, not competing load; a paused
+    instance's ranks use no CPU time; no process left after the sweep, nor after Ctrl-C, SIGTERM
+    or SIGKILL of ptune."""
+    record = os.path.join(tmp, "ranks.log")
+    command = [PYTHON, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", RANKS,
+               "--record", record]
+    path = config(tmp, [{"name": "A", "set": {}}, {"name": "A again", "set": {}},
+                        {"name": "30% more work", "set": {"program.env": {"EXTRA_MS": "6"}}}],
+                  command=command, measure={"warmup_steps": 5, "max_s": 0, "auto_max_s": 40, "noise_pct": 10,
+                                              "target_ci_pct": 10},
+                  program={"samples_per_step": 2})
+    out = os.path.join(tmp, "r.json")
+    r = sweep(path, out)  # fails if any process is left
+    got = rows(out)
+    if r.returncode != 0 or any(x["status"] != "ok" for x in got):
+        fail(f"exit {r.returncode}: " + json.dumps([x["status"] for x in got]))
+    for x in got:
+        print(x["name"], x["ms_per_step"], x.get("verdict_vs_prev"), x.get("speedup_vs_prev_interval"),
+              "cores busy", x.get("cpu_cores_busy"), "other", x.get("other_cpu_cores"))
+        if x["ms_per_step"] < 18:
+            fail(f"{x['name']}: {x['ms_per_step']} ms a step, under the 20 ms each rank spins: counted twice")
+        if (x.get("cpu_cores_busy") or 0) < 1.5 or (x.get("other_cpu_cores") or 0) > 0.5:
+            fail(f"{x['name']}: the ranks' cores are not the row's: {x.get('cpu_cores_busy')} busy, "
+                 f"{x.get('other_cpu_cores')} other")
+        if x.get("data_wait_pct") is not None:
+            fail(f"{x['name']}: a step split ptune never measured: {x.get('data_wait_pct')}")
+    if got[1]["verdict_vs_prev"] in ("faster", "slower"):
+        fail(f"A/A: {got[1]['verdict_vs_prev']} {got[1].get('speedup_vs_prev_interval')}")
+    if got[2]["verdict_vs_prev"] != "slower":
+        fail(f"30% more work: {got[2]['verdict_vs_prev']} {got[2].get('speedup_vs_prev_interval')}")
+    by_pid, gaps = {}, 0
+    with open(record) as f:
+        for line in f:
+            pid, mono, cpu = line.split()
+            by_pid.setdefault(int(pid), []).append((float(mono), float(cpu)))
+    for pid, seq in by_pid.items():
+        for (m0, c0), (m1, c1) in zip(seq, seq[1:]):
+            if m1 - m0 > 0.5:  # paused: a step is 20-26 ms
+                gaps += 1
+                if c1 - c0 > 0.1:
+                    fail(f"rank {pid} ran {c1 - c0:.3f} s of CPU in a {m1 - m0:.2f} s pause")
+    if gaps == 0:
+        fail(f"the ranks {sorted(by_pid)} were never paused")
+    print(f"torchrun: {len(by_pid)} ranks, {gaps} pauses without CPU time")
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
+        os.remove(record)
+        p = subprocess.Popen([PTUNE, "sweep", path, "--out", os.path.join(tmp, "s.json")],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        until = time.time() + 120
+        while not (os.path.exists(record) and os.path.getsize(record) > 2000) and time.time() < until:
+            time.sleep(0.1)  # the ranks are stepping
+        p.send_signal(sig)
+        p.wait(timeout=60)
+        until = time.time() + 15  # the keeper's grace, after SIGKILL
+        while running(tmp) and time.time() < until:
+            time.sleep(0.2)
+        if running(tmp):
+            fail(f"after {sig.name} of ptune, processes of the job still run: {sorted(running(tmp))}")
+        print(f"torchrun: {sig.name} of ptune (exit {p.returncode}), no process left")
+
+
 def case_example(tmp):
     out = os.path.join(tmp, "r.json")
     venv_bin = os.path.dirname(PYTHON)
     env = dict(os.environ, PATH=venv_bin + ":" + os.environ.get("PATH", ""))
     before = running("scripts/examples/train.py")
     r = subprocess.run([PTUNE, "sweep", os.path.join(ROOT, "configs", "program-cpu.json"), "--rows", "0-1",
-                        "--set", "measure.max_s=40", "--set", "measure.steps=3", "--out", out],
+                        "--set", "measure.max_s=20", "--set", "measure.steps=3", "--out", out],
                        capture_output=True, text=True, cwd=ROOT, env=env, timeout=900)
     print(r.stdout)
     print(r.stderr, file=sys.stderr)

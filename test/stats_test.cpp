@@ -286,6 +286,13 @@ TEST_CASE("outliers are far from the median by the MAD rule and by 5%", "[stats]
   CHECK(m.notes ==
         std::vector<std::string>{"2 of 7 windows were outliers (windows 1, 7, far from the median): "
                                  "something else may have run then; they are kept"});
+  // Many: the first five, and how many more.
+  std::vector<double> many(20, 10.0);
+  for (size_t i : {1, 3, 4, 8, 9, 12, 15}) many[i] = 30;
+  set_windows(m, many, 1);
+  CHECK(m.notes ==
+        std::vector<std::string>{"7 of 20 windows were outliers (windows 2, 4, 5, 9, 10 and 2 more, far "
+                                 "from the median): something else may have run then; they are kept"});
 }
 
 TEST_CASE("speedups between measurements compare samples/s, not ms per step", "[stats]") {
@@ -955,6 +962,49 @@ TEST_CASE("an automatic budget grows to what a verdict needs, up to measure.auto
       CHECK(now > 2600);
     }
   }
+}
+
+TEST_CASE("a spread's optimistic end: its variance at the lower bound chi-squared gives", "[stats]") {
+  using namespace ptune::measure;
+  Spread s;
+  s.process_var = 4e-4;
+  s.window_var = 1e-4;
+  s.df = 1;
+  // chi-squared's 0.9 quantile: 2.705543 at 1 degree of freedom, 15.987179 at 10 (tables).
+  Spread o = optimistic(s, 0.9);
+  CHECK(o.process_var == Approx(4e-4 / 2.705543).epsilon(1e-6));
+  CHECK(o.window_var == Approx(1e-4 / 2.705543).epsilon(1e-6));
+  s.df = 10;
+  o = optimistic(s, 0.9);
+  CHECK(o.process_var == Approx(4e-4 * 10 / 15.987179).epsilon(1e-6));
+  s.df = 0;  // nothing measured: as it is
+  CHECK(optimistic(s, 0.9).process_var == 4e-4);
+}
+
+TEST_CASE("an automatic budget grows to its most where only the spread's optimistic end decides in it",
+          "[stats]") {
+  using namespace ptune::measure;
+  using namespace ptune::stats;
+  // The noisy A/A above: at the first look (3 pairs, 2 degrees of freedom) within noise needs
+  // about 5-10 s at the spread measured, more than a most of 4 s; at the spread's lower 90% bound
+  // (0.43x its variance) it needs less than 4 s: the budget grows to 4 s, said so.
+  auto noisy = [](size_t i) {
+    const double x = static_cast<double>(i);
+    return 100.0 * std::exp(0.04 * std::sin(2.39996 * x * x));
+  };
+  double now = 0;
+  std::string log;
+  ClockSide a('A', log, noisy, &now), b('B', log, noisy, &now);
+  WindowPlan plan;
+  plan.min_pairs = 3;
+  plan.deadline = fake_deadline(0, now);
+  plan.deadline.set_auto_most(4000);
+  const Comparison c = compare(a, b, plan);
+  CHECK(c.budget_grown);
+  CHECK(c.budget_hope);
+  CHECK(c.limit_ms == Approx(4000));
+  CHECK(now > 2600);
+  CHECK(now <= 4000);
 }
 
 TEST_CASE("what size of change a row can decide in its budget, from the spread it measured", "[stats]") {

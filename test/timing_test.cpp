@@ -96,6 +96,7 @@ class FakeKind : public ptune::measure::SideKind {
   std::vector<double> effects;
   double wobble = 0.002;
   int oom_from_process = -1;  // a process of this index or later fails to start (out of memory)
+  int fit = -1;               // a process fails to start while this many fakes are alive
   std::string name() const override { return "fake"; }
   bool matches(const ExperimentConfig&) const override { return true; }
   std::string arch(const ExperimentConfig&) const override { return "fake"; }
@@ -108,7 +109,8 @@ class FakeKind : public ptune::measure::SideKind {
   std::unique_ptr<RowSide> start_process(const ExperimentConfig& cfg, const Progress&,
                                          const Deadline&) const override {
     const int n = processes_[cfg.name]++;
-    if (oom_from_process >= 0 && n >= oom_from_process) throw std::runtime_error("fake: out of memory");
+    if ((oom_from_process >= 0 && n >= oom_from_process) || (fit >= 0 && log_.alive >= fit))
+      throw std::runtime_error("fake: out of memory");
     if (effects.empty()) return std::make_unique<FakeSide>(cfg, n, log_);
     const size_t at = (static_cast<size_t>(n) + (cfg.name == "B" ? 5 : 0)) % effects.size();
     return std::make_unique<FakeSide>(cfg, n, log_, effects[at], wobble);
@@ -338,4 +340,36 @@ TEST_CASE("timing path: a process that cannot start for memory ends the growth, 
     noted = noted || (n.rfind("processes added while timing: 2 a side at the start, 3 at the end", 0) == 0 &&
                       n.find("; no more could start: fake: out of memory") != std::string::npos);
   CHECK(noted);
+}
+
+TEST_CASE("timing path: where no more processes fit in memory, a fresh one takes the oldest's place",
+          "[timing]") {
+  // Four fakes fit at once, two a side: the fifth fails to start. From then on the oldest of
+  // each side ends as a fresh one starts: the processes a side grow past two, never more than
+  // four alive, and every window timed counts (an ended process's too).
+  ExperimentConfig a = config("A"), b = config("B");
+  Log log;
+  FakeKind kind(log);
+  kind.fit = 4;
+  const ptune::measure::TimedRow r = spread_row(log, kind, 12, a, b);
+  REQUIRE(r.m);
+  CHECK(log.most_alive == 4);
+  std::map<int, int> b_windows;
+  for (int p : r.m->repeat_process) ++b_windows[p];
+  CHECK(b_windows.size() > 2);
+  CHECK(r.m->repeat_ms.size() == r.prev_ms.size());
+  CHECK(r.prev_process.size() == r.prev_ms.size());
+  const auto n = std::to_string(b_windows.size());
+  bool noted = false;
+  for (const auto& note : r.m->notes)
+    noted =
+        noted ||
+        (note.rfind("processes added while timing: 2 a side at the start, " + n + " at the end", 0) == 0 &&
+         note.find("; at most 2 a side fit in memory at once (fake: out of memory), so the oldest "
+                   "process of each side ended as each of the last " +
+                   std::to_string(b_windows.size() - 2) + " started, what it measured kept") !=
+             std::string::npos);
+  CHECK(noted);
+  // Its interval counts every process timed: as wide as a row of that many processes alike.
+  CHECK(speedup(r).valid());
 }

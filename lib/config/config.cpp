@@ -283,10 +283,12 @@ const std::vector<Field>& fields() {
                               "longer where a verdict is in reach: measure.auto_max_s)"),
                         0, 86400));
     t.push_back(between(
-        field("measure.auto_max_s", &E::measure, &MeasureConfig::auto_max_s, T::kNumber,
-              "measure.max_s 0 (auto): a compared row left undecided by its first budget runs on, up to this "
-              "many seconds in all, where the spread it measured says a verdict is in reach by then "
-              "(docs/statistics.md); a row whose verdict would need more stops at its first budget"),
+        field(
+            "measure.auto_max_s", &E::measure, &MeasureConfig::auto_max_s, T::kNumber,
+            "measure.max_s 0 (auto): a compared row left undecided by its first budget runs on, up to this "
+            "many seconds in all, where the spread it measured (or that spread's optimistic end) says a "
+            "verdict is in reach by then (docs/statistics.md); a row whose verdict would need more stops at "
+            "its first budget"),
         1, 86400));
     t.push_back(between(
         field("measure.target_ci_pct", &E::measure, &MeasureConfig::target_ci_pct, T::kNumber,

@@ -7,6 +7,7 @@
 #include <random>
 #include <stdexcept>
 
+#include <boost/math/distributions/chi_squared.hpp>
 #include <boost/math/distributions/students_t.hpp>
 
 namespace ptune::stats {
@@ -67,6 +68,12 @@ double t_quantile(double p, double df) {
   if (!(p > 0 && p < 1)) throw std::domain_error("t_quantile: p must be in (0, 1)");
   if (!(df > 0)) throw std::domain_error("t_quantile: df must be positive");
   return boost::math::quantile(boost::math::students_t_distribution<double>(df), p);
+}
+
+double chi2_quantile(double p, double df) {
+  if (!(p > 0 && p < 1)) throw std::domain_error("chi2_quantile: p must be in (0, 1)");
+  if (!(df > 0)) throw std::domain_error("chi2_quantile: df must be positive");
+  return boost::math::quantile(boost::math::chi_squared_distribution<double>(df), p);
 }
 
 double Interval::half_width_pct() const {

@@ -66,6 +66,10 @@ std::string level_text(double level);
 /// Throws std::domain_error for p outside (0, 1) or df <= 0.
 double t_quantile(double p, double df);
 
+/// The p-quantile of the chi-squared distribution with `df` degrees of freedom (Boost.Math).
+/// Throws std::domain_error for p outside (0, 1) or df <= 0.
+double chi2_quantile(double p, double df);
+
 /// An estimate with its interval; `n` is the number of observations behind it.
 struct Interval {
   double point = 0, lo = 0, hi = 0;

@@ -106,6 +106,20 @@ std::optional<Spread> spread_of(const std::vector<double>& a_ms, const std::vect
   return s;
 }
 
+Spread optimistic(const Spread& s, double confidence) {
+  if (!(s.df > 0)) return s;
+  double factor = 1;
+  try {
+    factor = s.df / stats::chi2_quantile(confidence, s.df);
+  } catch (const std::exception&) {
+    return s;
+  }
+  Spread o = s;
+  o.process_var *= factor;
+  o.window_var *= factor;
+  return o;
+}
+
 double predicted_half_width(const Spread& s, double processes, double pairs, double level) {
   const double k0 = static_cast<double>(s.processes);
   if (!(k0 >= 2 && processes >= 2 && pairs > 0 && s.pairs > 0 && s.df > 0))

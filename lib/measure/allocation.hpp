@@ -43,6 +43,13 @@ struct Spread {
 std::optional<Spread> spread_of(const std::vector<double>& a_ms, const std::vector<int>& a_process,
                                 const std::vector<double>& b_ms, const std::vector<int>& b_process);
 
+/// `s` at the optimistic end of what it measured: both parts of its variance at their lower
+/// bound at `confidence` (each times df / chi-squared's `confidence` quantile at its degrees of
+/// freedom): with few processes the spread is itself known only roughly, and a verdict that
+/// needs too much at the estimate may not at this bound. Throws nothing; `s` where it has no
+/// degrees of freedom.
+Spread optimistic(const Spread& s, double confidence);
+
 /// The half-width (log) of the speedup's interval at `level` predicted for `processes` a side and
 /// `pairs` pairs from `s`: each part of the variance scaled by its count, the degrees of freedom
 /// by the processes' (a process adds one a side). Throws nothing; infinity where there are none.

@@ -44,8 +44,12 @@ void set_windows(Measurement& m, const std::vector<double>& window_ms, int64_t w
                 m.notes.end());
   const auto odd = stats::outliers(window_ms);
   if (!odd.empty()) {
+    // The first few, and how many more: a note a person reads.
+    constexpr size_t kListed = 5;
     std::string list;
-    for (size_t i : odd) list += (list.empty() ? "" : ", ") + std::to_string(i + 1);
+    for (size_t k = 0; k < std::min(odd.size(), kListed); ++k)
+      list += (list.empty() ? "" : ", ") + std::to_string(odd[k] + 1);
+    if (odd.size() > kListed) list += " and " + std::to_string(odd.size() - kListed) + " more";
     const bool one = odd.size() == 1;
     m.notes.push_back(std::to_string(odd.size()) + " of " + std::to_string(window_ms.size()) +
                       (one ? " windows was an outlier (window " : " windows were outliers (windows ") + list +

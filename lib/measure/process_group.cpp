@@ -89,13 +89,18 @@ class MergedResults {
 }  // namespace
 
 ProcessGroup::ProcessGroup(std::vector<std::unique_ptr<RowSide>> children, bool shifted)
-    : children_(std::move(children)), shifted_(shifted), counts_(children_.size(), 0) {
+    : children_(std::move(children)),
+      retired_(children_.size()),
+      shifted_(shifted),
+      counts_(children_.size(), 0) {
   if (children_.empty()) throw std::logic_error("ProcessGroup: no process");
+  for (size_t p = 0; p < children_.size(); ++p) live_.push_back(static_cast<int>(p));
+  description_ = children_.front()->process_description();
 }
 
 int ProcessGroup::turn(size_t n) const {
-  const size_t k = children_.size();
-  return static_cast<int>((shifted_ ? n + n / k : n) % k);
+  const size_t k = live_.size();
+  return live_[(shifted_ ? n + n / k : n) % k];
 }
 
 double ProcessGroup::window(const Deadline& deadline) {
@@ -113,7 +118,8 @@ double ProcessGroup::window(const Deadline& deadline) {
 }
 
 void ProcessGroup::restart(bool shifted) {
-  for (auto& child : children_) child->mark_previous();
+  for (auto& child : children_)
+    if (child) child->mark_previous();
   shifted_ = shifted;
   process_.clear();
   local_.clear();
@@ -121,8 +127,8 @@ void ProcessGroup::restart(bool shifted) {
 }
 
 bool ProcessGroup::reusable(size_t count) const {
-  return children_.size() >= count &&
-         std::all_of(counts_.begin(), counts_.end(), [](size_t n) { return n > 0; });
+  return live_.size() >= count && std::all_of(live_.begin(), live_.end(),
+                                              [this](int p) { return counts_[static_cast<size_t>(p)] > 0; });
 }
 
 void ProcessGroup::pause() {
@@ -141,12 +147,12 @@ void ProcessGroup::resume() {
 void ProcessGroup::set_progress(const Progress& progress, int64_t planned) {
   // Each process's windows are a share of the row's; its progress in steps counts toward the
   // group's (the others' steps so far added).
-  const auto k = static_cast<int64_t>(children_.size());
+  const auto k = static_cast<int64_t>(live_.size());
   progress_ = progress;
   share_ = (planned + k - 1) / k;
   steps_done_.assign(children_.size(), 0);
   steps_planned_.assign(children_.size(), share_ * steps_per_window());
-  for (size_t p = 0; p < children_.size(); ++p) wire_progress(p);
+  for (int p : live_) wire_progress(static_cast<size_t>(p));
 }
 
 void ProcessGroup::wire_progress(size_t p) {
@@ -164,7 +170,9 @@ void ProcessGroup::wire_progress(size_t p) {
 
 void ProcessGroup::add(std::unique_ptr<RowSide> child) {
   if (!child) throw std::logic_error("ProcessGroup::add: no process");
+  live_.push_back(static_cast<int>(children_.size()));
   children_.push_back(std::move(child));
+  retired_.emplace_back();
   counts_.push_back(0);
   if (steps_done_.size() + 1 == children_.size()) {
     steps_done_.push_back(0);
@@ -173,10 +181,29 @@ void ProcessGroup::add(std::unique_ptr<RowSide> child) {
   }
 }
 
+void ProcessGroup::retire_oldest() {
+  if (live_.size() < 2) throw std::logic_error("ProcessGroup::retire_oldest: the last process alive");
+  const auto p = static_cast<size_t>(live_.front());
+  if (resumed_ == static_cast<int>(p)) pause();
+  if (counts_[p] > 0) retired_[p] = children_[p]->result(0, counts_[p]);
+  children_[p].reset();  // ends its process
+  live_.erase(live_.begin());
+}
+
 std::string ProcessGroup::process_description() const {
-  const std::string first = children_.front()->process_description();
-  if (children_.size() == 1) return first;
-  return std::to_string(children_.size()) + " processes started alike, timed in turn; the first: " + first;
+  if (children_.size() == 1) return description_;
+  return std::to_string(children_.size()) +
+         " processes started alike, timed in turn; the first: " + description_;
+}
+
+Measurement ProcessGroup::retired_part(size_t p, size_t from, size_t n) const {
+  if (!retired_[p]) throw std::logic_error("ProcessGroup: a retired process without a result");
+  Measurement m = *retired_[p];
+  const auto& all = retired_[p]->repeat_ms;
+  if (from + n > all.size()) throw std::logic_error("ProcessGroup: windows past a retired process's");
+  m.repeat_ms.assign(all.begin() + static_cast<std::ptrdiff_t>(from),
+                     all.begin() + static_cast<std::ptrdiff_t>(from + n));
+  return m;
 }
 
 Measurement ProcessGroup::result(size_t first, size_t count) {
@@ -193,7 +220,7 @@ Measurement ProcessGroup::result(size_t first, size_t count) {
   std::vector<std::vector<double>> own(children_.size());
   for (size_t p = 0; p < children_.size(); ++p) {
     if (n[p] == 0) continue;
-    Measurement m = children_[p]->result(from[p], n[p]);
+    Measurement m = children_[p] ? children_[p]->result(from[p], n[p]) : retired_part(p, from[p], n[p]);
     merged.count_short(m, n[p]);
     own[p] = m.repeat_ms;
     merged.add(std::move(m), static_cast<double>(n[p]));

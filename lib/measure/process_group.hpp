@@ -29,8 +29,8 @@ class ProcessGroup : public RowSide {
 
   /// The next process's window (it is resumed first, the one before it paused).
   double window(const Deadline& deadline) override;
-  int64_t steps_per_window() const override { return children_.front()->steps_per_window(); }
-  double samples_per_step() const override { return children_.front()->samples_per_step(); }
+  int64_t steps_per_window() const override { return first_alive().steps_per_window(); }
+  double samples_per_step() const override { return first_alive().samples_per_step(); }
   /// Pauses the process that ran last.
   void pause() override;
   /// Starts a new comparison with the same processes (a sweep's row, kept warm as the next row's
@@ -44,6 +44,13 @@ class ProcessGroup : public RowSide {
   /// Adds `child` (built and paused) as the group's next process: from the next window on the turns
   /// go round one more process (a row whose interval needs more processes than it started with).
   void add(std::unique_ptr<RowSide> child);
+  /// Ends the oldest process still alive (its memory freed for a fresh one, where no more fit at
+  /// once), keeping what it measured: its turns go to the others, and result() still counts its
+  /// windows (their times exact; its other figures over all its windows). Throws std::logic_error
+  /// where it is the last one alive.
+  void retire_oldest();
+  /// The processes started, alive or retired: each window's process is one of them.
+  size_t started() const { return children_.size(); }
   /// Resumes the process whose turn is next.
   void resume() override;
   int last_process() const override { return last_; }
@@ -52,16 +59,23 @@ class ProcessGroup : public RowSide {
   /// averaged by windows), with repeat_process and the interval over the processes (set_windows).
   Measurement result(size_t first = 0, size_t count = SIZE_MAX) override;
   void set_progress(const Progress& progress, int64_t planned) override;
-  size_t processes() const override { return children_.size(); }
+  /// The processes alive.
+  size_t processes() const override { return live_.size(); }
   /// What the first process reported of itself, and how many ran alike: one line.
   std::string process_description() const override;
 
  private:
-  /// The process whose turn the n-th window is.
+  const RowSide& first_alive() const { return *children_[static_cast<size_t>(live_.front())]; }
+  /// The process whose turn the n-th window is: the processes alive in turn.
   int turn(size_t n) const;
+  /// Retired process `p`'s windows [from, from + n) of its own: their times, its other figures.
+  Measurement retired_part(size_t p, size_t from, size_t n) const;
   /// Gives process `p` its share of the progress set by set_progress.
   void wire_progress(size_t p);
-  std::vector<std::unique_ptr<RowSide>> children_;
+  std::vector<std::unique_ptr<RowSide>> children_;   // null once retired
+  std::vector<std::optional<Measurement>> retired_;  // a retired process's result over all its windows
+  std::vector<int> live_;                            // the processes alive, in order of their start
+  std::string description_;                          // the first process's, kept past its retirement
   bool shifted_ = false;
   std::vector<int> process_;                         // of each window timed, in order
   std::vector<size_t> local_;                        // each window's index among its process's own windows

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <optional>
 #include <random>
 
@@ -36,6 +37,10 @@ WindowPlan in_processes(WindowPlan plan, int64_t processes) {
 }
 
 namespace {
+
+/// The confidence of the optimistic end of a spread (allocation.hpp, optimistic) that keeps a
+/// row's automatic budget growing where the estimate says a verdict costs more than its most.
+constexpr double kHopeLevel = 0.9;
 
 /// Switches between the sides of a comparison: the idle one paused.
 struct Alternation {
@@ -146,13 +151,15 @@ bool grow_now(const Comparison& c, const std::vector<double>& a_scaled, const Wi
 
 /// What deciding the row needs from now (ms) at the spread measured so far: in processes,
 /// need_to_decide (up to measure.max_processes where they can grow); in one process each,
-/// pairs_to_decide. None where it cannot be told or no verdict is in reach.
+/// pairs_to_decide. With `hope`, at the spread's optimistic end (allocation.hpp, optimistic;
+/// kHopeLevel). None where it cannot be told or no verdict is in reach.
 std::optional<double> need_ms(const Comparison& c, const std::vector<double>& a_scaled,
-                              const WindowPlan& plan) {
+                              const WindowPlan& plan, bool hope) {
   const double level = c.speedup.level;
   if (!c.a_process.empty() && !c.b_process.empty()) {
-    const std::optional<Spread> s = spread_of(a_scaled, c.a_process, c.b_ms, c.b_process);
+    std::optional<Spread> s = spread_of(a_scaled, c.a_process, c.b_ms, c.b_process);
     if (!s) return std::nullopt;
+    if (hope) s = optimistic(*s, kHopeLevel);
     const int64_t most = plan.add_processes ? plan.max_processes : s->processes;
     const std::optional<Need> need =
         need_to_decide(*s, c.pair_ms, c.process_start_ms, level, plan.rule, most);
@@ -160,24 +167,36 @@ std::optional<double> need_ms(const Comparison& c, const std::vector<double>& a_
   }
   const std::vector<stats::LogTerm> terms = stats::paired_terms(a_scaled, c.b_ms);
   if (terms.empty() || terms.front().df < 2) return std::nullopt;
-  const double pairs = terms.front().df + 1;
-  const int64_t n = stats::pairs_to_decide(std::log(c.speedup.point), std::sqrt(terms.front().var * pairs),
-                                           level, plan.rule);
+  const double df = terms.front().df, pairs = df + 1;
+  const double var = terms.front().var * (hope ? df / stats::chi2_quantile(kHopeLevel, df) : 1.0);
+  const int64_t n =
+      stats::pairs_to_decide(std::log(c.speedup.point), std::sqrt(var * pairs), level, plan.rule);
   if (n <= 0) return std::nullopt;
   return std::max(0.0, static_cast<double>(n) - pairs) * c.pair_ms;
 }
 
 /// An automatic budget raised, at a look that left the row undecided, to what deciding it needs
 /// (need_ms, with a tenth and two pairs to spare) where that fits measure.auto_max_s
-/// (Deadline::grow_to); a row whose verdict would cost more keeps the budget it has.
+/// (Deadline::grow_to). Where it does not, the spread measured so far may still be far from the
+/// truth (few processes or pairs: few degrees of freedom): a verdict the spread's optimistic end
+/// puts within measure.auto_max_s grows the budget to that most; a row whose verdict would cost
+/// more even there keeps the budget it has.
 void grow_budget(Comparison& c, const std::vector<double>& a_scaled, const WindowPlan& plan,
                  Deadline& deadline) {
   if (!deadline.can_grow() || c.verdict != stats::Verdict::kUndecided || !(c.pair_ms > 0) ||
       static_cast<int64_t>(c.b_ms.size()) < plan.min_pairs || !c.speedup.valid())
     return;
-  const std::optional<double> need = need_ms(c, a_scaled, plan);
-  if (need && deadline.grow_to(deadline.elapsed_ms() + 1.1 * *need + 2.0 * c.pair_ms)) {
+  const auto limit = [&](const std::optional<double>& need) {
+    return need ? deadline.elapsed_ms() + 1.1 * *need + 2.0 * c.pair_ms
+                : std::numeric_limits<double>::infinity();
+  };
+  double want = limit(need_ms(c, a_scaled, plan, false));
+  bool hope = false;
+  if (want > deadline.auto_most_ms() && limit(need_ms(c, a_scaled, plan, true)) <= deadline.auto_most_ms())
+    want = deadline.auto_most_ms(), hope = true;
+  if (std::isfinite(want) && deadline.grow_to(want)) {
     c.budget_grown = true;
+    c.budget_hope = hope;
     c.limit_ms = deadline.limit_ms();
   }
 }

@@ -80,7 +80,8 @@ struct Comparison {
   double process_start_ms = 0;          // what starting one process of each side cost, last seen
   double start_ms = 0;                  // the row's time before its first window (its sides' start)
   bool budget_grown = false;            // an automatic budget grew to what deciding needed (grow_to)
-  double limit_ms = 0;                  // ... to this, ms from the row's start
+  bool budget_hope = false;  // ... to its most, at the optimistic end of the spread (allocation.hpp)
+  double limit_ms = 0;       // ... to this, ms from the row's start
 };
 
 /// The note of a row left undecided by its budget on a quiet machine: how much one pair's

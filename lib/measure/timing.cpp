@@ -58,10 +58,15 @@ class RestartedSide : public Side {
 void add_run_notes(Measurement& m, const Comparison& c, const WindowPlan& plan) {
   m.transient_windows = c.transient;
   if (c.budget_grown)
-    m.notes.push_back("budget grown: the automatic budget (measure.max_s 0) grew to " +
-                      numbers::fixed(std::ceil(c.limit_ms / 1000.0), 0) +
-                      " s, what a verdict needed at the spread measured (at most measure.auto_max_s, " +
-                      numbers::shortest(plan.deadline.auto_most_ms() / 1000.0) + " s)");
+    m.notes.push_back(
+        "budget grown: the automatic budget (measure.max_s 0) grew to " +
+        numbers::fixed(std::ceil(c.limit_ms / 1000.0), 0) + " s, " +
+        (c.budget_hope
+             ? "its most (measure.auto_max_s): a verdict needed more at the spread measured, but not at "
+               "that spread's optimistic end (its lower 90% bound), which few processes or windows "
+               "leave far below it"
+             : "what a verdict needed at the spread measured (at most measure.auto_max_s, " +
+                   numbers::shortest(plan.deadline.auto_most_ms() / 1000.0) + " s)"));
   for (auto& n : run_notes(c.transient, c.b_ms.size(), c.stop, plan, true)) m.notes.push_back(std::move(n));
   if (std::string n = undecided_note(c, plan); !n.empty()) m.notes.push_back(std::move(n));
 }
@@ -81,7 +86,8 @@ void add_process_notes(Measurement& m, const RowSide& b, const Config& row, cons
   for (const auto& n : system::plan_process(row.cfg->process).notes) m.notes.push_back(n);
   m.notes.push_back(row.kind->processes_name() + ": " + b.process_description());
   if (!compared || !a) return;
-  const std::string n = std::to_string(a->processes());
+  const auto* group = dynamic_cast<const ProcessGroup*>(a);
+  const std::string n = std::to_string(group ? group->started() : a->processes());
   m.notes.push_back((kept ? "timed against the " + n +
                                 " processes of the row it is compared with, kept warm "
                                 "since that row"
@@ -167,17 +173,38 @@ class RowTimer {
   }
 
   /// One more process of each side (WindowPlan::add_processes), started in turn (who starts first
-  /// alternates), paused and added to its side's turns; the wall time that took. None at
-  /// measure.max_processes, or where a process ran out of memory starting (the others keep going;
-  /// noted).
+  /// alternates), paused and added to its side's turns; the wall time that took. Where one does
+  /// not fit in memory beside those alive, from then on the oldest process of each side ends as
+  /// a fresh one starts in its place (what it measured is kept): the processes a side still
+  /// grow, those alive at once do not. None at measure.max_processes, or where a process ran out
+  /// of memory even in place of an ended one (the others keep going; noted).
   std::optional<double> add_processes() {
     auto* prev = dynamic_cast<ProcessGroup*>(prev_);
-    if (!prev || !row_group_ || static_cast<int64_t>(row_group_->processes()) >= cfg_.measure.max_processes)
+    if (!prev || !row_group_ || static_cast<int64_t>(row_group_->started()) >= cfg_.measure.max_processes)
       return std::nullopt;
     stats::Stopwatch wall;
+    if (no_room_.empty()) {
+      if (start_pair(*prev)) return wall.ms();
+      if (prev->processes() < 2 || row_group_->processes() < 2) return std::nullopt;
+    }
+    if (!replacing_) replacing_ = true, most_alive_ = static_cast<int64_t>(row_group_->processes());
+    prev->retire_oldest();
+    row_group_->retire_oldest();
+    ctx_.free_device_memory();
+    if (!start_pair(*prev)) {
+      no_fit_ = true;
+      return std::nullopt;
+    }
+    ++replaced_;
+    return wall.ms();
+  }
+
+  /// Starts one process of each side, in turn, and adds them; false (no_room_ says why) where one
+  /// ran out of memory starting (the other, if started, ended). Throws what starting throws else.
+  bool start_pair(ProcessGroup& prev) {
     std::unique_ptr<RowSide> a, b;
     try {
-      const bool prev_first = row_group_->processes() % 2 == 0;
+      const bool prev_first = row_group_->started() % 2 == 0;
       if (prev_first) a = t_.prev.kind->start_process(*t_.prev.cfg, t_.prev_progress, plan_.deadline);
       b = t_.row.kind->start_process(cfg_, t_.progress, plan_.deadline);
       b->pause();
@@ -186,18 +213,18 @@ class RowTimer {
     } catch (const std::exception& e) {
       if (!ctx_.is_out_of_memory(e)) throw;
       no_room_ = e.what();
-      return std::nullopt;
+      return false;
     }
-    prev->add(std::move(a));
+    prev.add(std::move(a));
     row_group_->add(std::move(b));
-    return wall.ms();
+    return true;
   }
 
   /// The note of a row whose processes grew while it was timed (Comparison::processes_added), or
   /// where no more could start for memory.
   void add_growth_note(Measurement& m, const Comparison& c) const {
     if (c.processes_added == 0 && no_room_.empty()) return;
-    const int64_t end = row_group_ ? static_cast<int64_t>(row_group_->processes()) : 0;
+    const int64_t end = row_group_ ? static_cast<int64_t>(row_group_->started()) : 0;
     std::string n = "processes added while timing: " + std::to_string(end - c.processes_added) +
                     " a side at the start, " + std::to_string(end) + " at the end (measure.max_processes " +
                     std::to_string(cfg_.measure.max_processes) + ")";
@@ -205,7 +232,11 @@ class RowTimer {
       n += "; " + s->text() +
            ", so another process narrowed the interval more than the windows its start "
            "would have timed";
-    if (!no_room_.empty()) n += "; no more could start: " + no_room_;
+    if (replaced_ > 0)
+      n += "; at most " + std::to_string(most_alive_) + " a side fit in memory at once (" + no_room_ +
+           "), so the oldest process of each side ended as each of the last " + std::to_string(replaced_) +
+           " started, what it measured kept";
+    if (no_fit_ || replaced_ == 0) n += "; no more could start: " + no_room_;
     m.notes.push_back(std::move(n));
   }
 
@@ -273,7 +304,11 @@ class RowTimer {
   RowSide* prev_ = nullptr;                   // the other side of the comparison, if any
   std::unique_ptr<ProcessGroup> fresh_prev_;  // prev's processes started for this row alone
   ProcessGroup* row_group_ = nullptr;         // the row's processes, in processes
-  std::string no_room_;                       // why no more processes could start (out of memory)
+  std::string no_room_;                       // why a process could not start (out of memory)
+  bool replacing_ = false;                    // since then, a fresh process ends the oldest of its side
+  int64_t most_alive_ = 0;                    // the processes a side alive when one no longer fit
+  bool no_fit_ = false;                       // not even in place of an ended one: growth over
+  int64_t replaced_ = 0;                      // processes started in place of an ended one
 };
 
 }  // namespace

@@ -730,7 +730,7 @@ measure::Measurement ProgramInstance::result(size_t first, size_t count) {
     if (pw.steps < steps_per_window_) ++m.short_windows;
   }
   measure::set_windows(m, ms, 1);
-  m.split = measure::Measurement::StepSplit{0, 0, 100};  // seen from outside: the whole step is the program's
+  m.split.reset();  // seen from outside, the step is not split: unknown (a trace may tell, with --profile)
   if (wall > 0) {
     m.cpu_cores_busy = cpu / wall;
     m.system_time_pct = 100.0 * sys / wall;

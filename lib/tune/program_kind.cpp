@@ -3,11 +3,31 @@
 
 #include "analyze/advice.hpp"
 #include "analyze/trace_reader.hpp"
+#include "core/numbers.hpp"
 #include "proc/program.hpp"
 #include "tune/sides.hpp"
 
 namespace ptune::tune {
 namespace {
+
+/// A program row's step split, unknown from outside, from its trace's steps (the rank the
+/// verdict is about): the DataLoader ranges as its data wait, its copies (all directions) as its
+/// copy, the rest compute; said in a note. None where the trace has no step time.
+void set_split_from_trace(measure::Measurement& m, const analyze::Breakdown& b) {
+  double total = 0, wait = 0, copy = 0;
+  for (const analyze::StepBreakdown& st : b.steps) {
+    total += st.end - st.start;
+    wait += st.us[analyze::kDataLoader];
+    copy += st.us[analyze::kMemcpy];
+  }
+  if (total <= 0) return;
+  const double wait_pct = 100.0 * wait / total, copy_pct = 100.0 * copy / total;
+  m.split = measure::Measurement::StepSplit{wait_pct, copy_pct, 100.0 - wait_pct - copy_pct};
+  m.notes.push_back("step split from its trace (" + b.who() + ", " + std::to_string(b.steps.size()) +
+                    " steps): DataLoader ranges " + numbers::fixed(wait_pct, 1) +
+                    "%, copies (all directions) " + numbers::fixed(copy_pct, 1) +
+                    "% of the step; ptune's own windows do not split a program's step");
+}
 
 class ProgramKind : public measure::SideKind {
  public:
@@ -57,8 +77,10 @@ class ProgramKind : public measure::SideKind {
     m.trace_path = p.files.front();
     const analyze::Analysis a = analyze::analyze(p.folder);
     m.trace_verdict = a.verdict.text();
-    if (const analyze::Breakdown& b = a.ranks[a.primary]; b.has_gpu && b.gpu_span_us > 0)
+    const analyze::Breakdown& b = a.ranks[a.primary];
+    if (b.has_gpu && b.gpu_span_us > 0)
       m.gpu_busy_pct = 100.0 * b.gpu_busy_total_us / b.gpu_span_us;  // device work over its span
+    set_split_from_trace(m, b);
   }
 };
 

@@ -532,7 +532,9 @@ class SweepRun {
     const Done& d = done_[k];
     if (!r.m || !d.kind->wants_profile(d.cfg)) return;
     try {
+      const size_t said = r.m->notes.size();
       d.kind->profile(*r.m, d.cfg, d.trace, progress_of(d.index));
+      r.notes.insert(r.notes.end(), r.m->notes.begin() + static_cast<std::ptrdiff_t>(said), r.m->notes.end());
       r.diagnosis = diagnosis_of(k, tried_before(out_.rows, k));
     } catch (const Interrupted&) {
       throw;

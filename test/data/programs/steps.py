@@ -30,6 +30,8 @@ p.add_argument("--oom-beside", default="",
                help="a folder where each instance leaves its pid: one started while --fit others listed "
                     "there live fails as a program out of GPU memory does")
 p.add_argument("--fit", type=int, default=2, help="instances the device's memory holds")
+p.add_argument("--process-effect", type=float, default=0,
+               help="each instance's own speed: its steps this many %% longer or shorter, drawn at its start")
 p.add_argument("--trace", default="", help="a trace file to copy into $PTUNE_PROFILE_DIR")
 p.add_argument("--trace-after", type=int, default=5, help="the step after which it is copied")
 a = p.parse_args()
@@ -53,6 +55,9 @@ if a.oom_beside:  # the device's memory holds --fit instances, running or stoppe
         sys.exit(1)
     open(os.path.join(a.oom_beside, str(os.getpid())), "w").close()
 extra = float(os.environ.get("EXTRA_MS", "0"))
+if a.process_effect:  # as where its memory landed: the same all along, differing between instances
+    import random
+    extra += a.step_ms * random.Random(os.getpid()).uniform(-1, 1) * a.process_effect / 100.0
 kids = [subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.sleep(0.05)"])
         for _ in range(a.children)]
 log = open(a.log, "a") if a.log else None
