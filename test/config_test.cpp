@@ -464,6 +464,30 @@ TEST_CASE("commands become a sweep of program rows, each differing from the row 
   CHECK(expanded[3].second.program.env == std::map<std::string, std::string>{{"A", "1"}});
 }
 
+TEST_CASE(
+    "commands that differ mid-way: the words they all start with are the program, a row's change the rest",
+    "[config]") {
+  using ptune::config::CommandRow;
+  using V = std::vector<std::string>;
+  auto sweep_of = [](const std::vector<CommandRow>& rows) {
+    return ptune::config::config_from_commands(rows, Json::object(), {});
+  };
+  // An option's value differs: the option goes with it.
+  auto cfg = sweep_of({{"python3 train.py --lr 0.1 --amp", ""}, {"python3 train.py --lr 0.2 --amp", ""}});
+  CHECK(cfg.program.command == V{"python3", "train.py"});
+  CHECK(cfg.program.args == V{"--lr", "0.1", "--amp"});
+  CHECK(cfg.sweep[1].set == Json{{"program.args", {"--lr", "0.2", "--amp"}}});
+  // Another script of the same interpreter.
+  cfg = sweep_of({{"python3 a.py", ""}, {"python3 b.py", ""}});
+  CHECK(cfg.program.command == V{"python3"});
+  CHECK(cfg.sweep[1].set == Json{{"program.args", {"b.py"}}});
+  // Nothing in common: each row its command.
+  cfg = sweep_of({{"python3 a.py", ""}, {"torchrun --nproc-per-node 2 a.py", ""}});
+  CHECK(cfg.program.command == V{"python3", "a.py"});
+  CHECK(cfg.program.args.empty());
+  CHECK(cfg.sweep[1].set == Json{{"program.command", {"torchrun", "--nproc-per-node", "2", "a.py"}}});
+}
+
 TEST_CASE("a comparison's errors name the row and its command", "[config]") {
   using ptune::config::CommandRow;
   auto error = [](const std::vector<CommandRow>& rows, const Json& every_row = Json::object(),

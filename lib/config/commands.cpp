@@ -169,25 +169,34 @@ std::vector<std::string> row_names(const std::vector<CommandRow>& rows) {
   return names;
 }
 
-/// The program.command and program.args of `argv`: a command that starts with the first row's
-/// words (`base`'s command) is those words and the rest as its arguments, as a sweep row of the
-/// same program writes it; any other is its words.
-void put_words(Json& patch, const std::vector<std::string>& argv, const ProgramConfig& base) {
-  const auto& first = base.command;
-  const bool extends = base.args.empty() && argv.size() >= first.size() &&
-                       std::equal(first.begin(), first.end(), argv.begin());
-  patch["program.command"] = extends ? first : argv;
+/// The words every command starts with, less any trailing option (a word starting with '-': its
+/// value may be what differs, and the two read best together): the rows' program.command, each
+/// row's other words its program.args. Empty where even their first words differ.
+std::vector<std::string> common_words(const std::vector<SimpleCommand>& commands) {
+  std::vector<std::string> common = commands.front().argv;
+  for (const SimpleCommand& c : commands) {
+    const auto end = std::mismatch(common.begin(), common.end(), c.argv.begin(), c.argv.end()).first;
+    common.erase(end, common.end());
+  }
+  while (!common.empty() && common.back().rfind('-', 0) == 0) common.pop_back();
+  return common;
+}
+
+/// The program.command and program.args of `argv`: `common` (common_words) and the rest, as a
+/// sweep row of the same program writes it; its words where no word is common to every row.
+void put_words(Json& patch, const std::vector<std::string>& argv, const std::vector<std::string>& common) {
+  patch["program.command"] = common.empty() ? argv : common;
   patch["program.args"] =
-      extends ? std::vector<std::string>(argv.begin() + static_cast<long>(first.size()), argv.end())
-              : base.args;
+      std::vector<std::string>(argv.begin() + static_cast<long>(common.size()), argv.end());
 }
 
 /// Row `i`'s config: `base` with the command's words and variables over `every_row`'s keys and
 /// the row's own, validated.
 ExperimentConfig row_config(const ExperimentConfig& base, size_t i, const CommandRow& row,
-                            const SimpleCommand& command, const Json& every_row) {
+                            const SimpleCommand& command, const std::vector<std::string>& common,
+                            const Json& every_row) {
   Json patch = Json::object();
-  put_words(patch, command.argv, base.program);
+  put_words(patch, command.argv, common);
   for (auto it = every_row.begin(); it != every_row.end(); ++it) patch[it.key()] = it.value();
   for (auto it = row.set.begin(); it != row.set.end(); ++it) patch[it.key()] = it.value();
   for (const auto& [name, value] : command.env) patch["program.env." + name] = value;
@@ -260,9 +269,10 @@ ExperimentConfig config_from_commands(const std::vector<CommandRow>& rows, const
                         "command instead, e.g. 'python3 train.py --workers 4'");
     apply_set(base, s);
   }
+  const std::vector<std::string> common = common_words(commands);
   std::vector<ExperimentConfig> programs;
   for (size_t i = 0; i < rows.size(); ++i)
-    programs.push_back(row_config(base, i, rows[i], commands[i], every_row));
+    programs.push_back(row_config(base, i, rows[i], commands[i], common, every_row));
   ExperimentConfig cfg = programs[0];
   for (size_t i = 0; i < rows.size(); ++i)
     cfg.sweep.push_back(SweepRow{names[i], i == 0 ? Json::object() : changes(programs[i - 1], programs[i])});
