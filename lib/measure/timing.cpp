@@ -183,9 +183,10 @@ class RowTimer {
     if (!prev || !row_group_ || static_cast<int64_t>(row_group_->started()) >= cfg_.measure.max_processes)
       return std::nullopt;
     stats::Stopwatch wall;
-    if (no_room_.empty()) {
-      if (start_pair(*prev)) return wall.ms();
-      if (prev->processes() < 2 || row_group_->processes() < 2) return std::nullopt;
+    if (no_room_.empty() && start_pair(*prev)) return wall.ms();
+    if (no_fit_ || prev->processes() < 2 || row_group_->processes() < 2) {  // none to end in its place
+      no_fit_ = true;
+      return std::nullopt;
     }
     if (!replacing_) replacing_ = true, most_alive_ = static_cast<int64_t>(row_group_->processes());
     prev->retire_oldest();
@@ -236,7 +237,7 @@ class RowTimer {
       n += "; at most " + std::to_string(most_alive_) + " a side fit in memory at once (" + no_room_ +
            "), so the oldest process of each side ended as each of the last " + std::to_string(replaced_) +
            " started, what it measured kept";
-    if (no_fit_ || replaced_ == 0) n += "; no more could start: " + no_room_;
+    if (!no_room_.empty() && (no_fit_ || replaced_ == 0)) n += "; no more could start: " + no_room_;
     m.notes.push_back(std::move(n));
   }
 
