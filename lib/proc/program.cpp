@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -210,12 +211,6 @@ bool read_whole(int fd, void* to, size_t n) {
   return true;
 }
 
-/// Sends `sig` to the group and to every member of `tree`.
-void signal_all(pid_t group, const system::ProcessTree& tree, int sig) {
-  ::kill(-group, sig);
-  tree.signal(sig);
-}
-
 /// Reaps every child of the calling process that has ended, without waiting; the wait status of
 /// `root`, where it was among them, goes to `report` (once; -1 then). Only system calls.
 void reap_children(pid_t root, int& report) {
@@ -237,6 +232,13 @@ void reap_children(pid_t root, int& report) {
   // Only system calls (ptune has threads): the tree and the table were made before the fork.
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE}) ::signal(sig, SIG_IGN);
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  // A child's end wakes it (a signalfd; the program unblocks SIGCHLD as it starts, in
+  // enter_own_group); where none can be made, it looks every kKeeperPollMs.
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  ::sigprocmask(SIG_BLOCK, &chld, nullptr);
+  const int woken = ::signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
   const pid_t root = ::fork();
   if (root == 0) exec_program(c);
   const pid_t told = root > 0 ? root : -errno;
@@ -244,31 +246,41 @@ void reap_children(pid_t root, int& report) {
   if (root < 0) ::_exit(127);
   ::setpgid(root, root);  // also here: signals sent right after the fork must reach its group
   for (int fd = 0; fd < 4096; ++fd)
-    if (fd != read_end && fd != report) ::close(fd);
-  // While ptune lives: reap what ends (the root's status to ptune), and walk the tree every
-  // ProgramInstance::kGuardWalkMs, so that what is left is known should ptune die. Its end of `read_end`
-  // closes when ptune has ended the program (end()) or died: then the group and every member known, and any
-  // process they started, are ended: SIGTERM, SIGKILL after the grace.
-  tree = system::ProcessTree(root, ::getpid());
-  const auto walk = [&] { tree.grow(table, system::read_process_table(table, cap)); };
-  walk();
-  for (int waited = 0;; waited += ProgramInstance::kKeeperPollMs) {
+    if (fd != read_end && fd != report && fd != woken) ::close(fd);
+  // While ptune lives: reap what ends (the root's status to ptune), nothing else. Its end of
+  // `read_end` closes when ptune has ended the program (end()) or died: then every process below
+  // the keeper is the tree (the root and its descendants, and those re-parented to the keeper),
+  // found by one walk of /proc, and ended: SIGTERM (and the root's group, while the root is
+  // not reaped), SIGKILL after the grace.
+  for (;;) {
     reap_children(root, report);
-    if (waited >= ProgramInstance::kGuardWalkMs) walk(), waited = 0;
-    pollfd p = {read_end, POLLIN, 0};
-    const int r = ::poll(&p, 1, ProgramInstance::kKeeperPollMs);
-    if (r > 0 || (r < 0 && errno != EINTR)) break;  // ptune never writes: the pipe has closed
+    pollfd p[2] = {{read_end, POLLIN, 0}, {woken, POLLIN, 0}};
+    const int r = ::poll(p, woken >= 0 ? 2 : 1, woken >= 0 ? -1 : ProgramInstance::kKeeperPollMs);
+    if (r < 0 && errno != EINTR) break;
+    if (r > 0 && (p[0].revents & (POLLIN | POLLHUP | POLLERR))) break;  // ptune never writes: closed
+    if (woken >= 0 && r > 0 && (p[1].revents & POLLIN)) {
+      signalfd_siginfo info;
+      while (::read(woken, &info, sizeof info) > 0) {
+      }
+    }
   }
+  tree = system::ProcessTree(0, ::getpid());  // no root of its own: everything below the keeper
+  const auto walk = [&] { tree.grow(table, system::read_process_table(table, cap)); };
+  const auto signal_tree = [&](int sig) {
+    if (report >= 0) ::kill(-root, sig);  // the root not yet reaped: its group's id is still its own
+    tree.signal(sig);
+  };
+  reap_children(root, report);
   walk();
-  signal_all(root, tree, SIGTERM);
-  signal_all(root, tree, SIGCONT);
+  signal_tree(SIGTERM);
+  signal_tree(SIGCONT);
   const struct timespec step = {0, 20 * 1000 * 1000};
   for (int i = 0; i < static_cast<int>(ProgramInstance::kGraceS * 50) && tree.live() > 0; ++i) {
     ::nanosleep(&step, nullptr);
     reap_children(root, report);
     walk();
   }
-  ::kill(-root, SIGKILL);
+  signal_tree(SIGKILL);
   walk();
   tree.signal(SIGKILL);
   for (int i = 0; i < 50; ++i) {  // what was killed, reaped (a second at most)
@@ -298,8 +310,9 @@ void ProgramInstance::start(const config::ExperimentConfig& cfg) {
   tree_ = std::make_unique<system::ProcessTree>();
   table_.resize(kProcesses);
   // The keeper, forked from ptune, forks the program: its parent, a child subreaper, so that a
-  // member of the tree whose own parent ends (the root included) stays in it, re-parented to
-  // the keeper; and the guard that ends the tree should ptune die.
+  // member of the tree whose own parent ends (the root included) stays below it, re-parented to
+  // the keeper; and the guard that ends the tree should ptune die (all below it: no walk of /proc
+  // is needed before then).
   keeper_pid_ = ::fork();
   if (keeper_pid_ < 0) {
     const int e = errno;

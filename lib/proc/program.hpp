@@ -111,8 +111,7 @@ class ProgramInstance : public measure::RowSide {
   static constexpr double kGpuSettleMs = 500;    // after a pause, on a machine with an NVIDIA GPU
   static constexpr double kBurstMs = 1;          // step lines closer than this arrived together
   static constexpr double kTraceSettleMs = 300;  // a trace file that has not grown this long is written
-  static constexpr int kGuardWalkMs = 250;       // how often the keeper walks the tree while ptune lives
-  static constexpr int kKeeperPollMs = 20;       // how often the keeper reaps what ended
+  static constexpr int kKeeperPollMs = 20;       // how often the keeper reaps, without a signalfd
   static constexpr size_t kProcesses = 65536;    // the most processes a walk of /proc reads
 
  private:
