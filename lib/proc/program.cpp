@@ -223,47 +223,46 @@ void reap_children(pid_t root, int& report) {
     }
 }
 
-/// The keeper's life, in a child forked from ptune: forks the program (exec_program) and tells
-/// ptune its pid through `report` (-errno where it could not), then serves as ProgramInstance::start
-/// says until ptune's end of `read_end` closes. `tree` and `table` (of `cap` entries): its own
-/// copies, made before the fork.
-[[noreturn]] void keep(const ChildPlan& c, int read_end, int report, system::ProcessTree& tree,
-                       system::ProcEntry* table, size_t cap) {
-  // Only system calls (ptune has threads): the tree and the table were made before the fork.
+/// The keeper's first moves: ignores the signals that end a job (the program resets them), becomes
+/// a child subreaper, blocks SIGCHLD into a signalfd (returned; -1 where none could be made: the
+/// program unblocks it as it starts, in enter_own_group), forks the program and tells ptune its
+/// pid through `report` (-errno where it could not, and exits). Returns the program's pid.
+pid_t start_root(const ChildPlan& c, int report, int* woken) {
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE}) ::signal(sig, SIG_IGN);
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
-  // A child's end wakes it (a signalfd; the program unblocks SIGCHLD as it starts, in
-  // enter_own_group); where none can be made, it looks every kKeeperPollMs.
   sigset_t chld;
   sigemptyset(&chld);
   sigaddset(&chld, SIGCHLD);
   ::sigprocmask(SIG_BLOCK, &chld, nullptr);
-  const int woken = ::signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
+  *woken = ::signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
   const pid_t root = ::fork();
   if (root == 0) exec_program(c);
   const pid_t told = root > 0 ? root : -errno;
   (void)!::write(report, &told, sizeof told);
   if (root < 0) ::_exit(127);
   ::setpgid(root, root);  // also here: signals sent right after the fork must reach its group
-  for (int fd = 0; fd < 4096; ++fd)
-    if (fd != read_end && fd != report && fd != woken) ::close(fd);
-  // While ptune lives: reap what ends (the root's status to ptune), nothing else. Its end of
-  // `read_end` closes when ptune has ended the program (end()) or died: then every process below
-  // the keeper is the tree (the root and its descendants, and those re-parented to the keeper),
-  // found by one walk of /proc, and ended: SIGTERM (and the root's group, while the root is
-  // not reaped), SIGKILL after the grace.
+  return root;
+}
+
+/// While ptune lives: reaps what ends (the root's status to ptune) as `woken` (a signalfd of
+/// SIGCHLD) says, or every kKeeperPollMs without one, until ptune's end of `read_end` closes.
+void serve_until_ptune_ends(pid_t root, int read_end, int woken, int& report) {
   for (;;) {
     reap_children(root, report);
     pollfd p[2] = {{read_end, POLLIN, 0}, {woken, POLLIN, 0}};
     const int r = ::poll(p, woken >= 0 ? 2 : 1, woken >= 0 ? -1 : ProgramInstance::kKeeperPollMs);
-    if (r < 0 && errno != EINTR) break;
-    if (r > 0 && (p[0].revents & (POLLIN | POLLHUP | POLLERR))) break;  // ptune never writes: closed
-    if (woken >= 0 && r > 0 && (p[1].revents & POLLIN)) {
-      signalfd_siginfo info;
-      while (::read(woken, &info, sizeof info) > 0) {
-      }
+    if (r < 0 && errno != EINTR) return;
+    if (r > 0 && (p[0].revents & (POLLIN | POLLHUP | POLLERR))) return;  // ptune never writes: closed
+    signalfd_siginfo info;
+    while (woken >= 0 && ::read(woken, &info, sizeof info) > 0) {
     }
   }
+}
+
+/// Ends every process below the keeper (the root and its descendants, and those re-parented to
+/// it), found by walking /proc: SIGTERM (and the root's group, while the root is not reaped),
+/// SIGKILL after the grace, and reaps them.
+void end_all_below(pid_t root, int& report, system::ProcessTree& tree, system::ProcEntry* table, size_t cap) {
   tree = system::ProcessTree(0, ::getpid());  // no root of its own: everything below the keeper
   const auto walk = [&] { tree.grow(table, system::read_process_table(table, cap)); };
   const auto signal_tree = [&](int sig) {
@@ -285,9 +284,23 @@ void reap_children(pid_t root, int& report) {
   tree.signal(SIGKILL);
   for (int i = 0; i < 50; ++i) {  // what was killed, reaped (a second at most)
     reap_children(root, report);
-    if (::waitpid(-1, nullptr, WNOHANG) < 0 && errno == ECHILD) break;
+    if (::waitpid(-1, nullptr, WNOHANG) < 0 && errno == ECHILD) return;
     ::nanosleep(&step, nullptr);
   }
+}
+
+/// The keeper's life, in a child forked from ptune (only system calls: ptune has threads): starts
+/// the program (start_root), serves while ptune lives, and once ptune has ended the program
+/// (end()) or died, ends all below it. `tree` and `table` (of `cap` entries): its own copies,
+/// made before the fork.
+[[noreturn]] void keep(const ChildPlan& c, int read_end, int report, system::ProcessTree& tree,
+                       system::ProcEntry* table, size_t cap) {
+  int woken = -1;
+  const pid_t root = start_root(c, report, &woken);
+  for (int fd = 0; fd < 4096; ++fd)
+    if (fd != read_end && fd != report && fd != woken) ::close(fd);
+  serve_until_ptune_ends(root, read_end, woken, report);
+  end_all_below(root, report, tree, table, cap);
   ::_exit(0);
 }
 
