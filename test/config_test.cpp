@@ -473,19 +473,19 @@ TEST_CASE(
     return ptune::config::config_from_commands(rows, Json::object(), {});
   };
   // An option's value differs: the option goes with it.
-  auto cfg = sweep_of({{"python3 train.py --lr 0.1 --amp", ""}, {"python3 train.py --lr 0.2 --amp", ""}});
-  CHECK(cfg.program.command == V{"python3", "train.py"});
+  auto cfg = sweep_of({{"sh train.sh --lr 0.1 --amp", ""}, {"sh train.sh --lr 0.2 --amp", ""}});
+  CHECK(cfg.program.command == V{"sh", "train.sh"});
   CHECK(cfg.program.args == V{"--lr", "0.1", "--amp"});
   CHECK(cfg.sweep[1].set == Json{{"program.args", {"--lr", "0.2", "--amp"}}});
   // Another script of the same interpreter.
-  cfg = sweep_of({{"python3 a.py", ""}, {"python3 b.py", ""}});
-  CHECK(cfg.program.command == V{"python3"});
-  CHECK(cfg.sweep[1].set == Json{{"program.args", {"b.py"}}});
+  cfg = sweep_of({{"sh a.sh", ""}, {"sh b.sh", ""}});
+  CHECK(cfg.program.command == V{"sh"});
+  CHECK(cfg.sweep[1].set == Json{{"program.args", {"b.sh"}}});
   // Nothing in common: each row its command.
-  cfg = sweep_of({{"python3 a.py", ""}, {"torchrun --nproc-per-node 2 a.py", ""}});
-  CHECK(cfg.program.command == V{"python3", "a.py"});
+  cfg = sweep_of({{"sh a.sh", ""}, {"env -i sh a.sh", ""}});
+  CHECK(cfg.program.command == V{"sh", "a.sh"});
   CHECK(cfg.program.args.empty());
-  CHECK(cfg.sweep[1].set == Json{{"program.command", {"torchrun", "--nproc-per-node", "2", "a.py"}}});
+  CHECK(cfg.sweep[1].set == Json{{"program.command", {"env", "-i", "sh", "a.sh"}}});
 }
 
 TEST_CASE("a comparison's errors name the row and its command", "[config]") {

@@ -563,7 +563,7 @@ def case_torchrun(tmp):
                "--record", record]
     path = config(tmp, [{"name": "A", "set": {}}, {"name": "A again", "set": {}},
                         {"name": "30% more work", "set": {"program.env": {"EXTRA_MS": "6"}}}],
-                  command=command, measure={"warmup_steps": 5, "max_s": 0, "auto_max_s": 40, "noise_pct": 10,
+                  command=command, measure={"warmup_steps": 5, "max_s": 0, "auto_max_s": 30, "noise_pct": 10,
                                               "target_ci_pct": 10},
                   program={"samples_per_step": 2})
     out = os.path.join(tmp, "r.json")

@@ -187,7 +187,8 @@ std::vector<std::string> common_words(const std::vector<SimpleCommand>& commands
 void put_words(Json& patch, const std::vector<std::string>& argv, const std::vector<std::string>& common) {
   patch["program.command"] = common.empty() ? argv : common;
   patch["program.args"] =
-      std::vector<std::string>(argv.begin() + static_cast<long>(common.size()), argv.end());
+      common.empty() ? std::vector<std::string>()
+                     : std::vector<std::string>(argv.begin() + static_cast<long>(common.size()), argv.end());
 }
 
 /// Row `i`'s config: `base` with the command's words and variables over `every_row`'s keys and
