@@ -929,16 +929,20 @@ TEST_CASE("a group's result merges its processes' own over their windows among t
   CHECK_THROWS_WITH(one.result(2), "no timed window to report");
 }
 
+namespace {
+/// One-step windows of about 100 ms that vary by about 3% (a fixed quasi-random pattern).
+double noisy(size_t i) {
+  const double x = static_cast<double>(i);
+  return 100.0 * std::exp(0.04 * std::sin(2.39996 * x * x));
+}
+}  // namespace
+
 TEST_CASE("an automatic budget grows to what a verdict needs, up to measure.auto_max_s", "[stats]") {
   using namespace ptune::measure;
   using namespace ptune::stats;
   // A/A, one-step windows of about 100 ms that vary by about 3% (a fixed quasi-random pattern): a
   // pair's log-ratio varies by about 4%, so within noise (+-3% at 99%) needs a few dozen pairs,
   // about 5-10 s; the automatic budget settles at 4x its first 3 pairs (about 2.4 s).
-  auto noisy = [](size_t i) {
-    const double x = static_cast<double>(i);
-    return 100.0 * std::exp(0.04 * std::sin(2.39996 * x * x));
-  };
   for (const double most_s : {1.0, 120.0}) {
     INFO("measure.auto_max_s " << most_s);
     double now = 0;
@@ -988,10 +992,6 @@ TEST_CASE("an automatic budget grows to its most where only the spread's optimis
   // The noisy A/A above: at the first look (3 pairs, 2 degrees of freedom) within noise needs
   // about 5-10 s at the spread measured, more than a most of 4 s; at the spread's lower 90% bound
   // (0.43x its variance) it needs less than 4 s: the budget grows to 4 s, said so.
-  auto noisy = [](size_t i) {
-    const double x = static_cast<double>(i);
-    return 100.0 * std::exp(0.04 * std::sin(2.39996 * x * x));
-  };
   double now = 0;
   std::string log;
   ClockSide a('A', log, noisy, &now), b('B', log, noisy, &now);

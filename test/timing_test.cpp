@@ -276,6 +276,13 @@ ptune::measure::TimedRow spread_row(Log& log, FakeKind& kind, int64_t max_proces
   return ptune::measure::time_row(timing(b, kind, &a, nullptr, true), FakeContext());
 }
 
+/// Windows timed by each process, by its id.
+std::map<int, int> windows_by_process(const std::vector<int>& process) {
+  std::map<int, int> n;
+  for (int p : process) ++n[p];
+  return n;
+}
+
 ptune::stats::Interval speedup(const ptune::measure::TimedRow& r) {
   return ptune::stats::speedup_interval(r.prev_ms, r.prev_process, r.m->repeat_ms, r.m->repeat_process, true,
                                         ptune::stats::kSpeedupLevel);
@@ -311,9 +318,8 @@ TEST_CASE("timing path: a row whose processes differ more than its windows adds 
   CHECK(i.lo < 1 / 1.2);
   CHECK(i.hi > 1 / 1.2);
   // Grown on both sides alike, and said so.
-  std::map<int, int> a_windows, b_windows;
-  for (int p : r.prev_process) ++a_windows[p];
-  for (int p : r.m->repeat_process) ++b_windows[p];
+  const std::map<int, int> a_windows = windows_by_process(r.prev_process),
+                           b_windows = windows_by_process(r.m->repeat_process);
   CHECK(a_windows.size() > 2);
   CHECK(b_windows.size() > 2);
   CHECK(std::max(a_windows.size(), b_windows.size()) <= 12);
@@ -334,8 +340,7 @@ TEST_CASE("timing path: a process that cannot start for memory ends the growth, 
   kind.oom_from_process = 3;
   const ptune::measure::TimedRow r = spread_row(log, kind, 12, a, b);
   REQUIRE(r.m);
-  std::map<int, int> b_windows;
-  for (int p : r.m->repeat_process) ++b_windows[p];
+  const std::map<int, int> b_windows = windows_by_process(r.m->repeat_process);
   CHECK(b_windows.size() == 3);
   bool noted = false;
   for (const auto& n : r.m->notes)
@@ -356,8 +361,7 @@ TEST_CASE("timing path: where no more processes fit in memory, a fresh one takes
   const ptune::measure::TimedRow r = spread_row(log, kind, 12, a, b);
   REQUIRE(r.m);
   CHECK(log.most_alive == 4);
-  std::map<int, int> b_windows;
-  for (int p : r.m->repeat_process) ++b_windows[p];
+  const std::map<int, int> b_windows = windows_by_process(r.m->repeat_process);
   CHECK(b_windows.size() > 2);
   CHECK(r.m->repeat_ms.size() == r.prev_ms.size());
   CHECK(r.prev_process.size() == r.prev_ms.size());

@@ -7,7 +7,8 @@
 // budget on each side. scripts/bench/verdict-sim --processes runs it; docs/statistics.md has its
 // tables.
 //
-//   ptune_verdict_sim [--rows N] [--budget-s S] [--start-s S] [--window-s S] [--processes K]
+//   ptune_verdict_sim [--rows N] [--budget-s S (0: automatic)] [--auto-max-s S] [--start-s S] [--window-s S]
+//   [--processes K]
 //                     [--max-processes M] [--seed N] [--cases grid|CHANGE:PROCESS:WINDOW,...]
 //                     [--chains]
 //
@@ -80,6 +81,7 @@ class SimProcess : public RowSide {
 struct Settings {
   int rows = 200;
   double budget_s = 600, start_s = 8, window_s = 0.5;
+  double auto_max_s = 120;  // --budget-s 0 (automatic): measure.auto_max_s
   int64_t processes = 3, max_processes = 12, steps = 5;
   uint64_t seed = 20261206;
 };
@@ -97,6 +99,13 @@ struct Tally {
 
 double log_sd(double pct) { return std::log1p(pct / 100.0); }
 
+/// A row's deadline on the simulated clock: --budget-s, or automatic (0) up to --auto-max-s.
+Deadline deadline(const Settings& s, World& w) {
+  Deadline d(1000.0 * s.budget_s, [&w] { return w.now; });
+  d.set_auto_most(1000.0 * s.auto_max_s);
+  return d;
+}
+
 /// One simulated row of `c`: B faster than A by c.change_pct.
 void run_row(const Settings& s, const Case& c, uint64_t seed, Tally& t) {
   World w;
@@ -105,7 +114,7 @@ void run_row(const Settings& s, const Case& c, uint64_t seed, Tally& t) {
   const double a_log = std::log(step_ms), b_log = a_log - std::log1p(c.change_pct / 100.0);
   const double p_sd = log_sd(c.process_pct), w_sd = log_sd(c.window_pct);
   ptune::measure::WindowPlan plan;
-  plan.deadline = Deadline(1000.0 * s.budget_s, [&w] { return w.now; });
+  plan.deadline = deadline(s, w);
   plan.min_pairs = 3;
   plan = ptune::measure::in_processes(plan, s.processes);
   plan.max_processes = s.max_processes;
@@ -119,6 +128,8 @@ void run_row(const Settings& s, const Case& c, uint64_t seed, Tally& t) {
     b.push_back(start(b_log));
   }
   ptune::measure::ProcessGroup ga(std::move(a), false), gb(std::move(b), true);
+  // An automatic budget counts from the first windows, as a program row's does.
+  if (s.budget_s <= 0) plan.deadline = deadline(s, w);
   plan.process_start_ms = 2000.0 * s.start_s;
   plan.add_processes = [&]() -> std::optional<double> {
     if (static_cast<int64_t>(gb.processes()) >= s.max_processes) return std::nullopt;
@@ -181,7 +192,7 @@ ptune::measure::Comparison time_link(World& w, const Settings& s, ptune::measure
                                      double p_sd, double w_sd) {
   prev.restart(false);
   ptune::measure::WindowPlan plan;
-  plan.deadline = Deadline(1000.0 * s.budget_s, [&w] { return w.now; });
+  plan.deadline = deadline(s, w);
   plan.min_pairs = 3;
   plan = ptune::measure::in_processes(plan, static_cast<int64_t>(row.processes()));
   plan.max_processes = s.max_processes;
@@ -314,6 +325,7 @@ int main(int argc, char** argv) {
       const std::map<std::string, std::function<void()>> options = {
           {"--rows", [&] { s.rows = std::stoi(v); }},
           {"--budget-s", [&] { s.budget_s = std::stod(v); }},
+          {"--auto-max-s", [&] { s.auto_max_s = std::stod(v); }},
           {"--start-s", [&] { s.start_s = std::stod(v); }},
           {"--window-s", [&] { s.window_s = std::stod(v); }},
           {"--processes", [&] { s.processes = std::stoll(v); }},
