@@ -14,14 +14,11 @@ namespace {
 /// verdict is about): the DataLoader ranges as its data wait, its copies (all directions) as its
 /// copy, the rest compute; said in a note. None where the trace has no step time.
 void set_split_from_trace(measure::Measurement& m, const analyze::Breakdown& b) {
-  double total = 0, wait = 0, copy = 0;
-  for (const analyze::StepBreakdown& st : b.steps) {
-    total += st.end - st.start;
-    wait += st.us[analyze::kDataLoader];
-    copy += st.us[analyze::kMemcpy];
-  }
-  if (total <= 0) return;
-  const double wait_pct = 100.0 * wait / total, copy_pct = 100.0 * copy / total;
+  const analyze::StepBreakdown mean = b.mean();
+  const double total = mean.end - mean.start;
+  if (b.steps.empty() || total <= 0) return;
+  const double wait_pct = 100.0 * mean.us[analyze::kDataLoader] / total;
+  const double copy_pct = 100.0 * mean.us[analyze::kMemcpy] / total;
   m.split = measure::Measurement::StepSplit{wait_pct, copy_pct, 100.0 - wait_pct - copy_pct};
   m.notes.push_back("step split from its trace (" + b.who() + ", " + std::to_string(b.steps.size()) +
                     " steps): DataLoader ranges " + numbers::fixed(wait_pct, 1) +
